@@ -1,0 +1,1 @@
+"""KFP components of kfp-spot (import namespace ``kfp_spot.components``)."""

@@ -1,0 +1,286 @@
+"""The checkpoint layout every part of kfp-spot agrees on.
+
+``<root>/step-<n>/<files...>`` plus ``<root>/step-<n>/manifest.json``, written last. The manifest
+lists every file with its size and sha256; a step without a manifest that verifies does not exist.
+Object stores have no atomic rename, so "manifest last" is the commit on local disks and ``gs://``
+alike. Attempt records (one JSON file per training attempt) live in ``<root>/_attempts/``.
+
+This module has no dependency on kfp or google-cloud-aiplatform: it runs inside training
+containers (through :mod:`kfp_spot.trainer`) as well as in the launcher and the evaluator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kfp_spot import fs
+
+log = logging.getLogger(__name__)
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "kfp-spot-checkpoint/1"
+ATTEMPTS_DIR = "_attempts"
+_STEP_RE = re.compile(r"^step-(\d+)$")
+_CHUNK = 4 << 20
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be used; the message says which one and why."""
+
+
+class CheckpointCorruptError(CheckpointError):
+    """A checkpoint step exists but its manifest is missing, unreadable or does not verify."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a checkpoint step, as its manifest records it."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The commit record of one checkpoint step."""
+
+    step: int
+    files: tuple[FileEntry, ...]
+    wall_time: float
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    digest: str = ""  # sha256 of the manifest file's bytes, set when read
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as written to ``manifest.json``."""
+        return {
+            "format": MANIFEST_FORMAT,
+            "step": self.step,
+            "wall_time": self.wall_time,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall_time)),
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in self.files],
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Manifest:
+        """Parse a manifest; raises CheckpointCorruptError when it is not one."""
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != MANIFEST_FORMAT:
+                raise CheckpointCorruptError(
+                    f"unknown manifest format {doc.get('format')!r} (expected {MANIFEST_FORMAT!r})"
+                )
+            files = tuple(
+                FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"])) for f in doc["files"]
+            )
+            return cls(
+                step=int(doc["step"]),
+                files=files,
+                wall_time=float(doc["wall_time"]),
+                metadata=doc.get("metadata") or {},
+                digest=hashlib.sha256(data).hexdigest(),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CheckpointCorruptError(f"unreadable manifest: {exc}") from exc
+
+
+def step_dir(root: str, step: int) -> str:
+    """The directory (path or URI) of checkpoint ``step`` under ``root``."""
+    if step < 0:
+        raise ValueError(f"checkpoint step must be >= 0, got {step}")
+    return fs.join(root, f"step-{step}")
+
+
+def list_steps(root: str) -> list[int]:
+    """Every step directory under ``root``, committed or not, in ascending order."""
+    filesystem, path = fs.filesystem(root)
+    try:
+        entries = filesystem.ls(path, detail=False)
+    except FileNotFoundError:
+        return []
+    steps = []
+    for entry in entries:
+        match = _STEP_RE.match(entry.rstrip("/").rsplit("/", 1)[-1])
+        if match:
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def _sha256_of(filesystem: Any, path: str) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with filesystem.open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def read_manifest(root: str, step: int) -> Manifest:
+    """Read the manifest of ``step``; raises CheckpointCorruptError when missing or unreadable."""
+    filesystem, path = fs.filesystem(fs.join(step_dir(root, step), MANIFEST_NAME))
+    try:
+        with filesystem.open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError as exc:
+        raise CheckpointCorruptError(
+            f"step {step} under {root} has no {MANIFEST_NAME} (torn or still being written)"
+        ) from exc
+    manifest = Manifest.from_bytes(data)
+    if manifest.step != step:
+        raise CheckpointCorruptError(
+            f"manifest of step-{step} under {root} says step {manifest.step}"
+        )
+    return manifest
+
+
+def verify(root: str, step: int, *, check_hashes: bool = True) -> Manifest:
+    """Check that ``step`` is committed and every file matches its manifest.
+
+    Args:
+        root: the checkpoint root.
+        step: the step to check.
+        check_hashes: also recompute sha256 of every file (sizes are always checked).
+
+    Returns:
+        The verified manifest.
+
+    Raises:
+        CheckpointCorruptError: naming the step and the first problem found.
+    """
+    manifest = read_manifest(root, step)
+    base = step_dir(root, step)
+    for entry in manifest.files:
+        filesystem, path = fs.filesystem(fs.join(base, entry.path))
+        try:
+            if not check_hashes:
+                size = filesystem.size(path)
+                digest = entry.sha256
+            else:
+                digest, size = _sha256_of(filesystem, path)
+        except FileNotFoundError as exc:
+            raise CheckpointCorruptError(f"step {step}: file {entry.path} is missing") from exc
+        if size != entry.size:
+            raise CheckpointCorruptError(
+                f"step {step}: file {entry.path} has {size} bytes, manifest says {entry.size}"
+            )
+        if digest != entry.sha256:
+            raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
+    return manifest
+
+
+def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
+    """Manifests of every committed step that verifies, oldest first."""
+    out = []
+    for step in list_steps(root):
+        try:
+            out.append(verify(root, step, check_hashes=check_hashes))
+        except CheckpointCorruptError as exc:
+            log.info("skipping checkpoint: %s", exc)
+    return out
+
+
+def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
+    """The newest step under ``root`` whose manifest verifies, or None when there is none.
+
+    Torn or corrupted steps are skipped, and the reason is logged at WARNING.
+    """
+    for step in reversed(list_steps(root)):
+        try:
+            return verify(root, step, check_hashes=check_hashes)
+        except CheckpointCorruptError as exc:
+            log.warning("skipping checkpoint: %s", exc)
+    return None
+
+
+def write_step(
+    root: str,
+    step: int,
+    files: Mapping[str, bytes],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """Write the files of ``step``, then its manifest (the commit).
+
+    Args:
+        root: the checkpoint root (path or URI).
+        step: the training step this checkpoint captures.
+        files: relative file name -> content.
+        metadata: small JSON-serialisable facts kept in the manifest (loss, epoch, ...).
+
+    Returns:
+        The committed manifest.
+    """
+    base = step_dir(root, step)
+    entries = []
+    for name in sorted(files):
+        if not name or name.startswith("/") or ".." in name.split("/") or name == MANIFEST_NAME:
+            raise ValueError(f"invalid checkpoint file name {name!r}")
+        data = files[name]
+        filesystem, path = fs.filesystem(fs.join(base, name))
+        filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        with filesystem.open(path, "wb") as handle:
+            handle.write(data)
+        entries.append(FileEntry(name, len(data), hashlib.sha256(data).hexdigest()))
+    manifest = Manifest(step, tuple(entries), time.time(), dict(metadata or {}))
+    commit_manifest(root, manifest)
+    return verify(root, step, check_hashes=False)
+
+
+def commit_manifest(root: str, manifest: Manifest) -> None:
+    """Write ``manifest`` for files that are already in place. Call only after they are."""
+    data = json.dumps(manifest.to_json(), indent=1, sort_keys=True).encode()
+    filesystem, path = fs.filesystem(fs.join(step_dir(root, manifest.step), MANIFEST_NAME))
+    filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    local = fs.to_local_path(fs.join(step_dir(root, manifest.step), MANIFEST_NAME))
+    if local is not None:
+        # A local rename is atomic: the manifest is either absent or whole.
+        tmp = f"{local}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+        os.replace(tmp, local)
+        return
+    with filesystem.open(path, "wb") as handle:  # one object PUT: visible whole or not at all
+        handle.write(data)
+
+
+def read_attempt_records(root: str) -> list[dict[str, Any]]:
+    """Every attempt record under ``<root>/_attempts`` (ordered by start time)."""
+    filesystem, path = fs.filesystem(fs.join(root, ATTEMPTS_DIR))
+    try:
+        names = filesystem.ls(path, detail=False)
+    except FileNotFoundError:
+        return []
+    records = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with filesystem.open(name, "rb") as handle:
+                records.append(json.loads(handle.read()))
+        except (OSError, ValueError) as exc:
+            log.warning("skipping unreadable attempt record %s: %s", name, exc)
+    return sorted(records, key=lambda r: r.get("start_time", 0))
+
+
+def write_attempt_record(root: str, attempt_id: str, record: Mapping[str, Any]) -> None:
+    """Write (or overwrite) the attempt record ``attempt_id`` under ``<root>/_attempts``."""
+    filesystem, path = fs.filesystem(fs.join(root, ATTEMPTS_DIR, f"{attempt_id}.json"))
+    filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with filesystem.open(path, "wb") as handle:
+        handle.write(json.dumps(dict(record), sort_keys=True).encode())
+
+
+def files_of(manifest: Manifest) -> Iterable[str]:
+    """The relative file names a manifest lists."""
+    return (entry.path for entry in manifest.files)

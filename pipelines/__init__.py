@@ -1,0 +1,1 @@
+"""KFP pipelines of kfp-spot (import namespace ``kfp_spot.pipelines``)."""

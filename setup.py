@@ -1,0 +1,14 @@
+"""Package discovery for the mapped folders (everything else is in pyproject.toml)."""
+
+from setuptools import find_packages, setup
+
+
+def _mapped(folder: str, namespace: str) -> list[str]:
+    return [namespace] + [f"{namespace}.{p}" for p in find_packages(folder)]
+
+
+setup(
+    packages=find_packages(include=["kfp_spot", "kfp_spot.*"])
+    + _mapped("components", "kfp_spot.components")
+    + _mapped("pipelines", "kfp_spot.pipelines")
+)
