@@ -1,0 +1,1 @@
+"""The launch_spot_job component."""

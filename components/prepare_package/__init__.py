@@ -1,0 +1,1 @@
+"""The prepare_package component."""
