@@ -128,14 +128,37 @@ def _is_generator(value: Any) -> bool:
     return np is not None and isinstance(value, np.random.Generator)
 
 
+def _state_to_json(value: Any) -> Any:
+    # Bit generator states are dicts of ints, with arrays for MT19937's key.
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": value.dtype.str}
+    if isinstance(value, dict):
+        return {k: _state_to_json(v) for k, v in value.items()}
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _state_from_json(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, dict):
+        if "__ndarray__" in value:
+            return np.asarray(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+        return {k: _state_from_json(v) for k, v in value.items()}
+    return value
+
+
 def _encode_generator(value: Any) -> bytes:
-    return json.dumps(value.bit_generator.state, sort_keys=True).encode()
+    return json.dumps(_state_to_json(value.bit_generator.state)).encode()
 
 
 def _decode_generator(data: bytes) -> Any:
     import numpy as np
 
-    state = json.loads(data)
+    state = _state_from_json(json.loads(data))
     bit_generator = getattr(np.random, state["bit_generator"])()
     bit_generator.state = state
     return np.random.Generator(bit_generator)
@@ -258,7 +281,7 @@ def _json_exact(value: Any) -> bool:
 
 
 def _encode_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, allow_nan=False).encode()
+    return json.dumps(value, allow_nan=False).encode()  # keeps dict order
 
 
 def _decode_json(data: bytes) -> Any:

@@ -321,8 +321,7 @@ class CheckpointManager:
                 self.grace_period,
             )
             if self._recorder is not None:
-                elapsed = self.grace_period - remaining if remaining != float("inf") else 0.0
-                self._recorder.preemption_noticed(time.time() - elapsed)
+                self._recorder.preemption_noticed(self.notice.requested_wall_time or time.time())
         return remaining
 
     def _final_save(self, step: int, state: StateLike, metrics: Mapping[str, Any] | None) -> bool:

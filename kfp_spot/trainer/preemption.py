@@ -59,6 +59,7 @@ class PreemptionNotice:
         self._requested_at: float | None = None
         self._signum: int | None = None
         self._reason = ""
+        self._requested_wall: float | None = None
         self._previous: dict[int, _Handler] = {}
 
     @property
@@ -70,6 +71,11 @@ class PreemptionNotice:
     def requested_at(self) -> float | None:
         """Monotonic time the notice arrived, or None."""
         return self._requested_at
+
+    @property
+    def requested_wall_time(self) -> float | None:
+        """Unix time the notice arrived, or None."""
+        return self._requested_wall
 
     @property
     def reason(self) -> str | None:
@@ -96,6 +102,7 @@ class PreemptionNotice:
         if not self._requested:
             self._reason = reason
             self._requested_at = self._clock()
+            self._requested_wall = time.time()
             self._requested = True
             log.warning("preemption notice: %s; saving once more and stopping", reason)
 
@@ -143,6 +150,7 @@ class PreemptionNotice:
         if not self._requested:
             self._signum = signum
             self._requested_at = self._clock()
+            self._requested_wall = time.time()
             self._requested = True
         previous = self._previous.get(signum)
         if callable(previous):
