@@ -1,7 +1,6 @@
 """The ``spot_training`` pipeline: prepare → launch on Spot → evaluate → quality gate → promote."""
 
 from kfp import dsl
-
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from kfp_spot.components.prepare_package import PreparePackageOp
