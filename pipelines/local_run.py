@@ -78,6 +78,7 @@ def run_local(
         The gathered result; also written to ``<run_dir>/run.json``.
     """
     from kfp import local
+
     from kfp_spot.emulator import Emulator
     from kfp_spot.pipelines.spot_training import spot_training
 

@@ -6,6 +6,7 @@ Called inside a ``@dsl.pipeline`` function; it adds tasks to the pipeline being 
 from __future__ import annotations
 
 from kfp import dsl
+
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from kfp_spot.components.promote_model import PromoteModelOp

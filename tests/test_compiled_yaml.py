@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 from kfp import compiler, components, dsl
-from kfp_spot.pipelines import catalog
 
 from kfp_spot import RUNTIME_IMAGE
+from kfp_spot.pipelines import catalog
 
 ALL = catalog.COMPONENTS + catalog.PIPELINES
 

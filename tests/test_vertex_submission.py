@@ -2,9 +2,9 @@
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from kfp_spot.pipelines import catalog
 
 from kfp_spot import vertex
+from kfp_spot.pipelines import catalog
 from tests.recording_server import RecordingServer
 
 TEMPLATE = next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()

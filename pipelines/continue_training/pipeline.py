@@ -4,11 +4,14 @@ from typing import NamedTuple
 
 from kfp import dsl
 from kfp.dsl import Artifact, Metrics
+
 from kfp_spot.components.prepare_package import PreparePackageOp
 from kfp_spot.pipelines.steps import train_evaluate_promote
 
 
 class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
     outcome: str
     passed: bool
     metrics: Metrics

@@ -4,11 +4,14 @@ from typing import NamedTuple
 
 from kfp import dsl
 from kfp.dsl import Artifact, Metrics
+
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.prepare_package import PreparePackageOp
 
 
 class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
     passed: bool
     metrics: Metrics
 
