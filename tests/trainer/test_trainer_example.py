@@ -17,7 +17,8 @@ from trainer_testlib import load_model, run_trainer, trainer_env
 
 from kfp_spot import checkpoints
 
-EPOCHS = 3  # 43 steps an epoch: 129 steps
+EPOCHS = 3
+PER_BATCH = ["--steps-per-epoch", "43"]  # a step per minibatch: 129 steps, saves mid-epoch
 TOTAL = 129
 _REFERENCES: dict[int, dict[str, bytes]] = {}
 
@@ -29,7 +30,15 @@ def reference(seed: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         run = run_trainer(
             str(base / "ck"),
             str(base / "model"),
-            ["--epochs", str(EPOCHS), "--checkpoint-every", "1000", "--seed", str(seed)],
+            [
+                "--epochs",
+                str(EPOCHS),
+                "--checkpoint-every",
+                "1000",
+                "--seed",
+                str(seed),
+                *PER_BATCH,
+            ],
         )
         assert run.returncode == 0, run.output
         _REFERENCES[seed] = load_model(str(base / "model"))
@@ -38,7 +47,7 @@ def reference(seed: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
     ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
-    run = run_trainer(ck, model, ["--epochs", "2", "--checkpoint-every", "20"])
+    run = run_trainer(ck, model, ["--epochs", "2", "--checkpoint-every", "20", *PER_BATCH])
     assert run.returncode == 0, run.output
     assert "starting from step 0" in run.output
     info = json.loads((tmp_path / "model" / "model.json").read_text())
@@ -89,7 +98,7 @@ SCENARIOS = [
     (0, 1, "7", False),
     (0, 2, "20", True),
     (1, 3, "auto", False),
-    (1, 4, "1", True),
+    (1, 4, "2", True),
     (2, 5, "13", False),
     (2, 6, "auto", True),
     (3, 7, "5", False),
@@ -117,7 +126,7 @@ def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
             for fp in schedule
         ]
     ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
-    args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed)]
+    args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
     if async_save:
         args.append("--async-save")
     runs = []
@@ -156,6 +165,7 @@ def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
     """The platform's way: SIGTERM, a grace period, then SIGKILL if still alive."""
     ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
     args = ["--epochs", str(EPOCHS), "--checkpoint-every", "1000", "--step-seconds", "0.01"]
+    args += PER_BATCH
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainer.task", *args],
         env=trainer_env(ck, model),
@@ -183,7 +193,7 @@ def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
     assert stopped >= 43
     assert checkpoints.latest(ck).step == stopped  # the save on the notice committed
 
-    final = run_trainer(ck, model, ["--epochs", str(EPOCHS), "--checkpoint-every", "1000"])
+    final = run_trainer(ck, model, args)
     assert final.returncode == 0, final.output
     assert f"resuming from step {stopped}" in final.output
     assert load_model(model) == reference(0, tmp_path_factory)
@@ -191,3 +201,17 @@ def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
     assert [r["exit_reason"] for r in records] == ["preempted", "finished"]
     assert records[0]["preemption_notice_time"] is not None
     assert records[1]["first_step"] == stopped
+
+
+def test_step_granularity_does_not_change_the_weights(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    args = ["--epochs", str(EPOCHS), "--checkpoint-every", "1", "--steps-per-epoch", "1"]
+    run = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), args)
+    assert run.returncode == 0, run.output
+    assert "training 3 steps" in run.output
+    assert load_model(str(tmp_path / "model")) == reference(0, tmp_path_factory)
+    bad = run_trainer(str(tmp_path / "ck2"), str(tmp_path / "m2"), ["--steps-per-epoch", "44"])
+    assert bad.returncode != 0 and "use 1..43" in bad.output
+    changed = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--seed", "9"])
+    assert changed.returncode != 0 and "seed: 0 -> 9" in changed.output

@@ -80,7 +80,7 @@ def test_example_trainer_preempted_on_gcs_ends_like_an_uninterrupted_run(
     gcs_emulator: str, tmp_path: Path
 ) -> None:
     run_id = uuid.uuid4().hex
-    args = ["--epochs", "2", "--checkpoint-every", "10", "--seed", "4"]
+    args = ["--epochs", "2", "--steps-per-epoch", "43", "--checkpoint-every", "10", "--seed", "4"]
     local = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), args)
     assert local.returncode == 0, local.output
 

@@ -2,6 +2,8 @@
 
 ``python -m trainer.task --epochs N --checkpoint-every K [--step-seconds S] [--seed N]``
 
+A step is one epoch of minibatch SGD by default, or a part of one (``--steps-per-epoch``).
+
 - checkpoints go to ``$AIP_CHECKPOINT_DIR`` (or ``--checkpoint-dir``) through
   :class:`kfp_spot.trainer.CheckpointManager`; a restarted run resumes from the newest committed
   step and prints ``resuming from step N``;
@@ -37,7 +39,16 @@ from trainer import data, model
 log = logging.getLogger("trainer.task")
 
 # Settings that decide the weights: a checkpoint written with other values cannot be resumed.
-_FIXED = ("seed", "split_seed", "hidden", "batch_size", "learning_rate", "momentum")
+# (--epochs may change: a finished run can be extended.)
+_FIXED = (
+    "seed",
+    "split_seed",
+    "hidden",
+    "batch_size",
+    "learning_rate",
+    "momentum",
+    "steps_per_epoch",
+)
 
 
 def _interval(text: str) -> str:
@@ -81,6 +92,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="pacing: minimum wall time per step, so a demo lasts long enough to be preempted "
         "(default 0: as fast as it goes); it never changes the weights",
     )
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=_positive_int,
+        default=1,
+        help="split each epoch's minibatches into this many steps (checkpoints can then fall "
+        "inside an epoch); default 1: a step is an epoch. The weights do not depend on it",
+    )
     parser.add_argument("--seed", type=int, default=0, help="initialisation and data order")
     parser.add_argument("--split-seed", type=int, default=0, help="the held-out split")
     parser.add_argument("--hidden", type=_positive_int, default=64, help="hidden units")
@@ -113,6 +131,7 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
         "learning_rate": args.learning_rate,
         "momentum": args.momentum,
         "epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
     }
 
 
@@ -145,7 +164,13 @@ def train(args: argparse.Namespace) -> int:
     config = _config(args)
     X_train, y_train, _, _ = data.split(args.split_seed)
     n_train = len(y_train)
-    steps_per_epoch = math.ceil(n_train / args.batch_size)
+    batches = math.ceil(n_train / args.batch_size)  # minibatches in an epoch
+    if args.steps_per_epoch > batches:
+        raise SystemExit(
+            f"--steps-per-epoch {args.steps_per_epoch} is more than the {batches} minibatches of "
+            f"an epoch (batch size {args.batch_size}); use 1..{batches}"
+        )
+    steps_per_epoch = args.steps_per_epoch
     total = args.epochs * steps_per_epoch
 
     with CheckpointManager(
@@ -170,7 +195,11 @@ def train(args: argparse.Namespace) -> int:
             order = np.arange(n_train)
             step = 0
             print("starting from step 0 (no committed checkpoint)", flush=True)
-        print(f"training {total} steps ({args.epochs} epochs of {steps_per_epoch})", flush=True)
+        print(
+            f"training {total} steps ({args.epochs} epochs of {steps_per_epoch} step(s), "
+            f"{batches} minibatches each)",
+            flush=True,
+        )
 
         def snapshot() -> dict[str, Any]:
             return {
@@ -184,20 +213,27 @@ def train(args: argparse.Namespace) -> int:
 
         while step < total:
             started = time.monotonic()
-            epoch, batch = divmod(step, steps_per_epoch)
-            if batch == 0:
+            epoch, part = divmod(step, steps_per_epoch)
+            if part == 0:
                 order = rng.permutation(n_train)
-            rows = order[batch * args.batch_size : (batch + 1) * args.batch_size]
-            loss = model.sgd_step(
-                params,
-                velocity,
-                X_train[rows],
-                y_train[rows],
-                learning_rate=args.learning_rate,
-                momentum=args.momentum,
-            )
+            losses = []
+            for batch in range(
+                part * batches // steps_per_epoch, (part + 1) * batches // steps_per_epoch
+            ):
+                rows = order[batch * args.batch_size : (batch + 1) * args.batch_size]
+                losses.append(
+                    model.sgd_step(
+                        params,
+                        velocity,
+                        X_train[rows],
+                        y_train[rows],
+                        learning_rate=args.learning_rate,
+                        momentum=args.momentum,
+                    )
+                )
+            loss = float(np.mean(losses))
             step += 1
-            if batch == steps_per_epoch - 1:
+            if part == steps_per_epoch - 1:
                 print(f"epoch {epoch + 1}/{args.epochs} step {step} loss {loss:.4f}", flush=True)
             if args.step_seconds:
                 ckpt.notice.sleep(args.step_seconds - (time.monotonic() - started))
