@@ -52,15 +52,15 @@ class Adapter:
         name: recorded in the manifest; restore looks the adapter up by it.
         suffix: the file name suffix (with the dot).
         matches: whether a value is of this kind (must not import optional libraries).
-        encode: value -> bytes.
-        decode: bytes -> value.
+        encode: value -> bytes (a snapshot: later changes to the value must not show).
+        decode: bytes -> value (a ``bytearray`` it may keep and use in place).
     """
 
     name: str
     suffix: str
     matches: Callable[[Any], bool]
-    encode: Callable[[Any], bytes]
-    decode: Callable[[bytes], Any]
+    encode: Callable[[Any], bytes | bytearray]
+    decode: Callable[[bytearray], Any]
 
 
 def _module_loaded(name: str) -> Any:
@@ -78,7 +78,8 @@ def _is_ndarray(value: Any) -> bool:
     return np is not None and isinstance(value, np.ndarray)
 
 
-def _encode_ndarray(value: Any) -> bytes:
+def _encode_ndarray(value: Any) -> bytearray:
+    """The ``.npy`` format (readable by ``numpy.load``), built with one copy of the data."""
     import numpy as np
 
     if value.dtype.hasobject:
@@ -86,15 +87,42 @@ def _encode_ndarray(value: Any) -> bytes:
             "numpy arrays of Python objects cannot be checkpointed without pickle; "
             "store a numeric array or use the 'sklearn'/'bytes' adapters"
         )
-    buf = io.BytesIO()
-    np.save(buf, value, allow_pickle=False)
-    return buf.getvalue()
+    if not (value.flags.c_contiguous or value.flags.f_contiguous):
+        value = np.ascontiguousarray(value)
+    header = io.BytesIO()
+    fmt = np.lib.format
+    info = fmt.header_data_from_array_1_0(value)
+    try:
+        fmt.write_array_header_1_0(header, info)
+    except ValueError:  # a header too long for format 1.0
+        fmt.write_array_header_2_0(header, info)
+    head = header.getvalue()
+    out = bytearray(len(head) + value.nbytes)
+    out[: len(head)] = head
+    if value.nbytes:
+        # ravel(order="A") of a contiguous array is a view in its memory order: no extra copy.
+        flat = value.ravel(order="A").view(np.uint8)
+        np.frombuffer(out, dtype=np.uint8, offset=len(head))[:] = flat
+    return out
 
 
-def _decode_ndarray(data: bytes) -> Any:
+def _decode_ndarray(data: bytes | bytearray) -> Any:
+    """Read ``.npy`` bytes; with a ``bytearray`` the array uses its memory (writable, no copy)."""
     import numpy as np
 
-    return np.load(io.BytesIO(data), allow_pickle=False)
+    fmt = np.lib.format
+    stream = io.BytesIO(memoryview(data)[: 1 << 20].tobytes())  # holds any sane header
+    if fmt.read_magic(stream) == (1, 0):
+        shape, fortran, dtype = fmt.read_array_header_1_0(stream)
+    else:
+        shape, fortran, dtype = fmt.read_array_header_2_0(stream)
+    if dtype.hasobject:
+        raise ValueError("the array holds Python objects, which need pickle")
+    count = int(np.prod(shape, dtype=np.int64))
+    if not isinstance(data, bytearray):
+        data = bytearray(data)  # frombuffer over bytes would be read-only
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 def _is_ndarray_dict(value: Any) -> bool:
@@ -348,7 +376,9 @@ def adapter_for(key: str, value: Any) -> Adapter:
     )
 
 
-def encode_state(state: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, dict[str, str]]]:
+def encode_state(
+    state: Mapping[str, Any],
+) -> tuple[dict[str, bytes | bytearray], dict[str, dict[str, str]]]:
     """Encode a training state into checkpoint files.
 
     Args:
@@ -366,7 +396,7 @@ def encode_state(state: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, 
         raise StateEncodingError(
             f"state must be a mapping of names to values, got {type(state).__name__}"
         )
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes | bytearray] = {}
     index: dict[str, dict[str, str]] = {}
     for key, value in state.items():
         if (

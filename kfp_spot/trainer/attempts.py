@@ -104,6 +104,16 @@ class AttemptRecorder:
             if self._started:
                 self._write()
 
+    def heartbeat(self) -> None:
+        """Rewrite the record so ``updated_time`` shows the attempt is alive.
+
+        An attempt killed without notice leaves its last heartbeat as its end, which the
+        ``auto`` interval uses to measure how long attempts run between preemptions.
+        """
+        with self._lock:
+            if self._started and self.record["end_time"] is None:
+                self._write()
+
     def preemption_noticed(self, when: float) -> None:
         """Note the wall time the preemption notice arrived."""
         with self._lock:

@@ -107,6 +107,8 @@ class CheckpointManager:
         notice: a preemption notice to use (default: a new one for SIGTERM).
         handle_signals: install the notice's signal handler on enter.
         record_attempts: write attempt records under ``<root>/_attempts``.
+        heartbeat_seconds: rewrite the attempt record at most this often from ``maybe_save``, so
+            an attempt killed without notice has a recent last sign of life.
         clock: monotonic clock (tests may pass their own).
 
     Raises:
@@ -128,6 +130,7 @@ class CheckpointManager:
         notice: PreemptionNotice | None = None,
         handle_signals: bool = True,
         record_attempts: bool = True,
+        heartbeat_seconds: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if root is None:
@@ -145,6 +148,8 @@ class CheckpointManager:
             raise ValueError(f"keep_best must be an int >= 0, got {keep_best!r}")
         if keep_best and not best_metric:
             raise ValueError("best_metric: keep_best > 0 needs the name of the metric to rank by")
+        if not isinstance(heartbeat_seconds, (int, float)) or not heartbeat_seconds > 0:
+            raise ValueError(f"heartbeat_seconds must be > 0, got {heartbeat_seconds!r}")
         if best_mode not in ("max", "min"):
             raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
         self.root = root.rstrip("/")
@@ -172,6 +177,8 @@ class CheckpointManager:
         self._announced_notice = False
         self._entered = False
         self._stopped = False
+        self._heartbeat_seconds = float(heartbeat_seconds)
+        self._last_heartbeat = clock()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> CheckpointManager:
@@ -305,7 +312,11 @@ class CheckpointManager:
         failpoints.hit("step", step)
         if self.notice.requested:
             return self._final_save(step, state, metrics)
-        if not self._policy.due(step, self._clock()):
+        now = self._clock()
+        if self._recorder is not None and now - self._last_heartbeat >= self._heartbeat_seconds:
+            self._last_heartbeat = now
+            self._recorder.heartbeat()
+        if not self._policy.due(step, now):
             return False
         self.save(step, state() if callable(state) else state, metrics=metrics)
         return True
