@@ -12,7 +12,8 @@ Fields (times are Unix seconds as floats, plus RFC 3339 strings for people):
 ``start_time``/``start``, ``end_time``/``end`` (null until the end), ``updated_time``,
 ``first_step`` (the step it resumed from; 0 for a fresh start), ``last_committed_step`` (null
 until one commits), ``exit_reason`` (``finished`` / ``preempted`` / ``error`` / null),
-``error`` (the message, for ``error``), ``saves``, ``save_seconds_mean``, ``save_seconds_max``,
+``error`` (the message, for ``error``), ``saves``, ``save_seconds_mean``, ``save_seconds_max``
+(the whole save, written), ``save_stall_seconds_mean`` (how long saves blocked the loop),
 ``preemption_notice_time`` (when the notice arrived), ``grace_period``.
 """
 
@@ -63,6 +64,7 @@ class AttemptRecorder:
         ).replace("/", "_")
         self._lock = threading.Lock()
         self._save_times: list[float] = []
+        self._stalls: list[float] = []
         self.record: dict[str, Any] = {
             "attempt_id": self.attempt_id,
             "job_id": os.environ.get("CLOUD_ML_JOB_ID"),
@@ -80,6 +82,7 @@ class AttemptRecorder:
             "saves": 0,
             "save_seconds_mean": None,
             "save_seconds_max": None,
+            "save_stall_seconds_mean": None,
             "preemption_notice_time": None,
             "grace_period": grace_period,
         }
@@ -103,6 +106,16 @@ class AttemptRecorder:
             self.record["save_seconds_max"] = max(self._save_times)
             if self._started:
                 self._write()
+
+    def stalled(self, seconds: float) -> None:
+        """Note that a save blocked the training loop ``seconds`` (written with the next update).
+
+        For synchronous saves this is the whole save; for async saves only the snapshot. The
+        ``auto`` interval of the next attempt starts from it instead of measuring again.
+        """
+        with self._lock:
+            self._stalls.append(seconds)
+            self.record["save_stall_seconds_mean"] = sum(self._stalls) / len(self._stalls)
 
     def heartbeat(self) -> None:
         """Rewrite the record so ``updated_time`` shows the attempt is alive.

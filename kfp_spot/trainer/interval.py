@@ -161,7 +161,13 @@ class IntervalPolicy:
         self._records = list(records)
         self._attempt_start = now
         self._last_save = now
-        self._cost: float | None = None  # smoothed stall per save
+        # smoothed stall per save; an earlier attempt's measurement saves measuring it again
+        self._cost: float | None = None
+        for record in reversed(self._records):
+            known = record.get("save_stall_seconds_mean")
+            if isinstance(known, (int, float)) and known >= 0:
+                self._cost = float(known)
+                break
         self._write: float = 0.0  # last background write duration (async saves)
         self._saves = 0
 

@@ -401,7 +401,7 @@ class CheckpointManager:
             blocking = not self.async_save
         if blocking:
             manifest = self._write(step, files, metadata, t0)
-            self._policy.record_save(self._clock() - t0, self._clock())
+            self._record_stall(self._clock() - t0)
             return manifest
         stall = self._clock() - t0
         self._worker = threading.Thread(
@@ -411,10 +411,13 @@ class CheckpointManager:
             daemon=True,
         )
         self._worker.start()
-        self._policy.record_save(
-            stall, self._clock(), write=self._save_durations[-1] if self._save_durations else None
-        )
+        self._record_stall(stall, write=self._save_durations[-1] if self._save_durations else None)
         return None
+
+    def _record_stall(self, stall: float, write: float | None = None) -> None:
+        self._policy.record_save(stall, self._clock(), write=write)
+        if self._recorder is not None:
+            self._recorder.stalled(stall)
 
     def wait(self) -> None:
         """Wait for a background save to commit.

@@ -236,6 +236,11 @@ def test_policy_auto_follows_young_daly_and_adapts() -> None:
     assert policy.due(3, 1000.0 + target * 1.2)  # the estimate grows a little meanwhile
     # a long uninterrupted attempt raises the estimate, so saves spread out
     assert policy.target_seconds(5000.0) > target
+    # the next attempt starts from the cost this one measured
+    records.append({"start_time": 100.0, "end_time": 200.0, "save_stall_seconds_mean": 0.5})
+    nxt = IntervalPolicy(SaveInterval(auto=True, mtbp=100.0), records, now=0.0)
+    assert nxt.save_cost == 0.5
+    assert not nxt.due(1, 0.0)
 
 
 # -- failpoints --------------------------------------------------------------------------------
