@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -47,6 +48,28 @@ class Restored:
     def metrics(self) -> dict[str, Any]:
         """The metrics saved with the checkpoint."""
         return dict(self.manifest.metadata.get("metrics") or {})
+
+
+def is_chief(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this replica writes checkpoints: the first replica of the first worker pool.
+
+    Vertex sets ``CLUSTER_SPEC`` (``task.type`` ``workerpool0``, ``task.index`` 0 is the chief)
+    and, for PyTorch, ``RANK``. A single-replica job has neither and is its own chief.
+    """
+    env = os.environ if environ is None else environ
+    rank = env.get("RANK")
+    if rank not in (None, ""):
+        return rank.strip() == "0"
+    spec = env.get("CLUSTER_SPEC") or env.get("TF_CONFIG")
+    if spec:
+        try:
+            task = json.loads(spec).get("task") or {}
+        except (ValueError, AttributeError):
+            log.warning("unreadable CLUSTER_SPEC/TF_CONFIG; acting as the chief")
+            return True
+        kind = task.get("type", "workerpool0")
+        return kind in ("workerpool0", "chief", "master") and int(task.get("index", 0)) == 0
+    return True
 
 
 def _decode(root: str, step: int) -> Restored:
@@ -107,6 +130,9 @@ class CheckpointManager:
         notice: a preemption notice to use (default: a new one for SIGTERM).
         handle_signals: install the notice's signal handler on enter.
         record_attempts: write attempt records under ``<root>/_attempts``.
+        writer: whether this process writes checkpoints and attempt records. Default: only the
+            chief replica (:func:`is_chief`); the others restore but their saves do nothing, so
+            replicas of one job never write the same step.
         heartbeat_seconds: rewrite the attempt record at most this often from ``maybe_save``, so
             an attempt killed without notice has a recent last sign of life.
         clock: monotonic clock (tests may pass their own).
@@ -131,6 +157,7 @@ class CheckpointManager:
         handle_signals: bool = True,
         record_attempts: bool = True,
         heartbeat_seconds: float = 10.0,
+        writer: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if root is None:
@@ -163,8 +190,11 @@ class CheckpointManager:
         self.grace_period = self.notice.grace_period
         self._handle_signals = handle_signals
         self._clock = clock
+        self.writer = is_chief() if writer is None else bool(writer)
         self._recorder = (
-            AttemptRecorder(self.root, grace_period=self.grace_period) if record_attempts else None
+            AttemptRecorder(self.root, grace_period=self.grace_period)
+            if record_attempts and self.writer
+            else None
         )
         self._policy = IntervalPolicy(self.interval, now=clock())
         self._lock = threading.Lock()
@@ -374,7 +404,8 @@ class CheckpointManager:
             blocking: wait for the write; default: not when ``async_save`` is on.
 
         Returns:
-            The committed manifest, or None when the write goes on in the background.
+            The committed manifest, or None when the write goes on in the background (or this
+            replica is not the writer).
 
         Raises:
             ValueError: ``step`` is negative or not an int.
@@ -385,6 +416,9 @@ class CheckpointManager:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
         if metrics is not None and not isinstance(metrics, Mapping):
             raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+        if not self.writer:
+            self._last_requested = step
+            return None
         t0 = self._clock()
         # The snapshot: encoding copies every value into bytes, so the caller may change the
         # state as soon as this returns, even while a background write is going on.

@@ -20,6 +20,7 @@ from kfp_spot.trainer import (
     CheckpointManager,
     PreemptionNotice,
     StateEncodingError,
+    is_chief,
     load_checkpoint,
 )
 
@@ -277,3 +278,29 @@ def test_import_pulls_in_neither_kfp_nor_aiplatform() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("env", "chief"),
+    [
+        ({}, True),
+        ({"RANK": "0"}, True),
+        ({"RANK": "3"}, False),
+        ({"CLUSTER_SPEC": '{"task": {"type": "workerpool0", "index": 0}}'}, True),
+        ({"CLUSTER_SPEC": '{"task": {"type": "workerpool1", "index": 0}}'}, False),
+        ({"CLUSTER_SPEC": '{"task": {"type": "workerpool0", "index": 1}}'}, False),
+        ({"TF_CONFIG": '{"task": {"type": "chief", "index": 0}}'}, True),
+    ],
+)
+def test_only_the_chief_replica_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict, chief: bool
+) -> None:
+    for key in ("RANK", "CLUSTER_SPEC", "TF_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert is_chief() is chief
+    with CheckpointManager(str(tmp_path), interval="1", handle_signals=False) as ckpt:
+        ckpt.maybe_save(1, {"x": 1})
+    assert checkpoints.list_steps(str(tmp_path)) == ([1] if chief else [])
+    assert len(checkpoints.read_attempt_records(str(tmp_path))) == (1 if chief else 0)

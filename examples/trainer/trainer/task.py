@@ -253,7 +253,8 @@ def train(args: argparse.Namespace) -> int:
             "steps": total,
             "train_accuracy": float((probs.argmax(axis=1) == y_train).mean()),
         }
-        write_model(args.model_dir, params, info)
+        if ckpt.writer:  # one replica writes the model (the others hold the same weights)
+            write_model(args.model_dir, params, info)
     print(
         f"finished {total} steps; train accuracy {info['train_accuracy']:.4f}; "
         f"model written to {args.model_dir}",
