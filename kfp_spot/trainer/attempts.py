@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -31,6 +32,13 @@ from kfp_spot import checkpoints
 log = logging.getLogger(__name__)
 
 EXIT_REASONS = ("finished", "preempted", "error")
+
+
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    """Errors a storage write may raise: OSError, and gcsfs's HttpError once gcsfs is loaded."""
+    retry = sys.modules.get("gcsfs.retry")
+    http_error = getattr(retry, "HttpError", None)
+    return (OSError, http_error) if isinstance(http_error, type) else (OSError,)
 
 
 def _rfc3339(t: float | None) -> str | None:
@@ -148,6 +156,6 @@ class AttemptRecorder:
         self.record["updated_time"] = time.time()
         try:
             checkpoints.write_attempt_record(self.root, self.attempt_id, self.record)
-        except OSError as exc:
+        except _storage_errors() as exc:
             # A lost record costs a report line, not the training run.
             log.warning("could not write attempt record %s: %s", self.attempt_id, exc)
