@@ -40,7 +40,7 @@ MAX_RESTARTS = 6
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 TICK = 0.05
-HEARTBEAT = 1.0
+HEARTBEAT = 0.5  # a SIGKILLed emulator under-bills the running attempt by at most this
 
 QUEUED = "JOB_STATE_QUEUED"
 PENDING = "JOB_STATE_PENDING"
