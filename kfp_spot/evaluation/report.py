@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +43,7 @@ def render(result: EvaluationResult, package: Mapping[str, Any] | None = None) -
         )
     lines.append(f"| package URIs | {', '.join(f'`{_cell(u)}`' for u in result.package_uris)} |")
     if result.params:
-        lines.append(f"| params | `{_cell(result.params)}` |")
+        lines.append(f"| params | `{_cell(json.dumps(result.params, sort_keys=True))}` |")
     lines.append(f"| evaluation time | {result.seconds:.2f} s |")
     if result.skipped:
         lines += ["", "## Steps passed over", ""]

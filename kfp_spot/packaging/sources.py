@@ -236,7 +236,7 @@ def _from_module_dir(
             f"{python_module!r} is not inside the package {package!r} that {src} holds",
         )
     project = workdir / "project"
-    project.mkdir()
+    project.mkdir(parents=True)
     _copy_tree(src, project / package)
     packages = [
         ".".join(p.parent.relative_to(project).parts)
@@ -265,7 +265,7 @@ def _from_script(
                 "(e.g. trainer.task) to name the module the script becomes",
             )
     project = workdir / "project"
-    project.mkdir()
+    project.mkdir(parents=True)
     parts = python_module.split(".")
     target = project.joinpath(*parts[:-1], parts[-1] + ".py")
     target.parent.mkdir(parents=True, exist_ok=True)
