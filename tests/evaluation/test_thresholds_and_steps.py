@@ -13,7 +13,10 @@ OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
-@given(op=st.sampled_from(sorted(OPS)), bound=finite, value=finite, space=st.sampled_from(["", " "]))
+SPACES = st.sampled_from(["", " "])
+
+
+@given(op=st.sampled_from(sorted(OPS)), bound=finite, value=finite, space=SPACES)
 def test_string_bounds_compare_like_python(op, bound, value, space):
     (threshold,) = parse_thresholds({"m": f"{op}{space}{bound!r}"})
     assert threshold.bound == bound
