@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import subprocess
@@ -230,6 +232,24 @@ def check_import(
         )
 
 
+def _same_content(filesystem: Any, path: str, local: Path, uri: str) -> bool:
+    """Whether the staged object at ``path`` holds exactly ``local``'s bytes.
+
+    A remote object is not downloaded: its size and, when the store reports one, its MD5 decide.
+    """
+    info = filesystem.info(path)
+    if int(info.get("size") or -1) != local.stat().st_size:
+        return False
+    target = fs.to_local_path(uri)
+    if target is not None:
+        return _build.sha256_of(Path(target)) == _build.sha256_of(local)
+    remote_md5 = info.get("md5Hash")
+    if not remote_md5:
+        return True
+    local_md5 = hashlib.md5(local.read_bytes(), usedforsecurity=False).digest()
+    return base64.b64decode(remote_md5) == local_md5
+
+
 def stage_file(local: Path, staging_uri: str, name: str, sha256: str) -> tuple[str, bool]:
     """Copy ``local`` to ``<staging_uri>/<name>/<sha256>/<file>`` unless it is already there.
 
@@ -238,10 +258,11 @@ def stage_file(local: Path, staging_uri: str, name: str, sha256: str) -> tuple[s
     """
     uri = fs.join(staging_uri, normalize_name(name), sha256, local.name)
     filesystem, path = fs.filesystem(uri)
-    size = local.stat().st_size
     try:
-        if filesystem.exists(path) and filesystem.size(path) == size:
-            return uri, False
+        if filesystem.exists(path):
+            if _same_content(filesystem, path, local, uri):
+                return uri, False
+            log.warning("%s does not match its sha256 path; uploading it again", uri)
     except OSError as exc:
         raise PackagingError("staging_uri", f"{staging_uri} cannot be read: {exc}") from exc
     target = fs.to_local_path(uri)

@@ -128,3 +128,13 @@ def test_component_entry_stages_next_to_the_artifact_when_no_staging_is_given(pr
     assert meta["python_module"] == "tinytrainer.task"
     assert meta["size"] == Path(artifact.uri).stat().st_size
     assert meta["cache_hit"] is False and meta["package_uris"] == [artifact.uri]
+
+
+def test_a_damaged_staged_file_is_replaced_not_reported_as_a_hit(project, tmp_path):
+    staging = tmp_path / "stage"
+    first = prepare_package(str(project), str(staging))
+    good = Path(first.uri).read_bytes()
+    Path(first.uri).write_bytes(bytes(len(good)))  # same size, wrong bytes
+    second = prepare_package(str(project), str(staging))
+    assert not second.cache_hit
+    assert Path(second.uri).read_bytes() == good
