@@ -21,12 +21,15 @@ def launch_spot_job(
     python_module: str = "",
     container_image_uri: str = "",
     executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
-    args: list = [],  # noqa: B006 (a KFP default, never mutated)
+    command: list = [],  # noqa: B006 (a KFP default, never mutated)
+    args: list = [],  # noqa: B006
     env: dict = {},  # noqa: B006
     machine_type: str = "n1-standard-4",
     accelerator_type: str = "",
     accelerator_count: int = 0,
     replica_count: int = 1,
+    boot_disk_type: str = "pd-ssd",
+    boot_disk_size_gb: int = 100,
     worker_pool_specs: list = [],  # noqa: B006
     base_output_directory: str = "",
     service_account: str = "",
@@ -70,6 +73,7 @@ def launch_spot_job(
             ``package_uris`` (all URIs for the job) and ``python_module``.
         python_module: The module to run (``python -m``); overrides the package's metadata.
         container_image_uri: A custom training container instead of a package.
+        command: The container's command (custom containers only; empty: its entrypoint).
         executor_image_uri: The prebuilt training image a package runs in.
         args: Command-line arguments for the training code.
         env: Environment variables for the training code.
@@ -77,6 +81,9 @@ def launch_spot_job(
         accelerator_type: Accelerator per replica, e.g. ``NVIDIA_TESLA_T4`` (empty: none).
         accelerator_count: Accelerators per replica.
         replica_count: Replicas in all (one chief, ``replica_count - 1`` workers).
+        boot_disk_type: Boot disk of every replica: ``pd-ssd``, ``pd-standard`` or
+            ``hyperdisk-balanced``.
+        boot_disk_size_gb: Boot disk size in GB.
         worker_pool_specs: Full WorkerPoolSpec dicts for distributed training; replaces the
             machine inputs. Pools without code get the package or container from the inputs.
         base_output_directory: Where the job writes (``AIP_*`` directories). Empty: a directory

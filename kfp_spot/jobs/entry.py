@@ -146,12 +146,15 @@ def build_request(**inputs: Any) -> LaunchRequest:
         python_module=python_module,
         container_image_uri=str(inputs.get("container_image_uri") or ""),
         executor_image_uri=str(inputs.get("executor_image_uri") or DEFAULT_EXECUTOR_IMAGE),
+        command=[str(a) for a in _json_value("command", inputs.get("command"), list, [])],
         args=[str(a) for a in _json_value("args", inputs.get("args"), list, [])],
         env={str(k): str(v) for k, v in _json_value("env", inputs.get("env"), dict, {}).items()},
         machine_type=str(inputs.get("machine_type") or "n1-standard-4"),
         accelerator_type=str(inputs.get("accelerator_type") or ""),
         accelerator_count=_int("accelerator_count", inputs.get("accelerator_count"), 0),
         replica_count=_int("replica_count", inputs.get("replica_count"), 1),
+        boot_disk_type=str(inputs.get("boot_disk_type") or "pd-ssd"),
+        boot_disk_size_gb=_int("boot_disk_size_gb", inputs.get("boot_disk_size_gb"), 100),
         worker_pool_specs=_json_value(
             "worker_pool_specs", inputs.get("worker_pool_specs"), list, []
         ),

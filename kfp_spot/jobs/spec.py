@@ -62,6 +62,7 @@ class JobInputs:
     package_uris: Sequence[str] = ()
     python_module: str = ""
     container_image_uri: str = ""
+    command: Sequence[str] = ()  # containerSpec.command (custom containers only)
     executor_image_uri: str = DEFAULT_EXECUTOR_IMAGE
     args: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
@@ -69,6 +70,8 @@ class JobInputs:
     accelerator_type: str = ""
     accelerator_count: int = 0
     replica_count: int = 1
+    boot_disk_type: str = "pd-ssd"  # GCPC's (and Vertex's) default
+    boot_disk_size_gb: int = 100
     worker_pool_specs: Sequence[Mapping[str, Any]] = ()
     base_output_directory: str = ""
     service_account: str = ""
@@ -149,6 +152,12 @@ def check_inputs(inputs: JobInputs) -> None:
         raise LaunchInputError("display_name", "must be 1 to 128 characters")
     if not isinstance(inputs.args, Sequence) or isinstance(inputs.args, (str, bytes)):
         raise LaunchInputError("args", f"expected a list of strings, got {inputs.args!r}")
+    if not isinstance(inputs.command, Sequence) or isinstance(inputs.command, (str, bytes)):
+        raise LaunchInputError("command", f"expected a list of strings, got {inputs.command!r}")
+    if inputs.command and not inputs.container_image_uri:
+        raise LaunchInputError(
+            "command", "applies to custom containers only; set container_image_uri too"
+        )
     if not isinstance(inputs.env, Mapping):
         raise LaunchInputError("env", f"expected a dict of name -> value, got {inputs.env!r}")
     for key in inputs.env:
@@ -210,6 +219,15 @@ def check_inputs(inputs: JobInputs) -> None:
     if inputs.replica_count < 1:
         raise LaunchInputError("replica_count", f"must be >= 1, got {inputs.replica_count}")
     _check_accelerator(inputs.accelerator_type, inputs.accelerator_count, "")
+    if inputs.boot_disk_type not in ("pd-ssd", "pd-standard", "hyperdisk-balanced"):
+        raise LaunchInputError(
+            "boot_disk_type",
+            f"expected pd-ssd, pd-standard or hyperdisk-balanced, got {inputs.boot_disk_type!r}",
+        )
+    if not 10 <= inputs.boot_disk_size_gb <= 65536:
+        raise LaunchInputError(
+            "boot_disk_size_gb", f"expected 10 to 65536 (GB), got {inputs.boot_disk_size_gb}"
+        )
 
 
 def _code_spec(inputs: JobInputs, env: list[dict[str, str]]) -> dict[str, Any]:
@@ -217,6 +235,7 @@ def _code_spec(inputs: JobInputs, env: list[dict[str, str]]) -> dict[str, Any]:
         return {
             "container_spec": {
                 "image_uri": inputs.container_image_uri,
+                "command": list(inputs.command),
                 "args": list(inputs.args),
                 "env": env,
             }
@@ -280,7 +299,15 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
     if inputs.accelerator_type:
         machine_spec["accelerator_type"] = inputs.accelerator_type
         machine_spec["accelerator_count"] = inputs.accelerator_count
-    first = {"machine_spec": machine_spec, "replica_count": 1, **_code_spec(inputs, env)}
+    first = {
+        "machine_spec": machine_spec,
+        "replica_count": 1,
+        "disk_spec": {
+            "boot_disk_type": inputs.boot_disk_type,
+            "boot_disk_size_gb": inputs.boot_disk_size_gb,
+        },
+        **_code_spec(inputs, env),
+    }
     pools = [WorkerPoolSpec(first)]
     if inputs.replica_count > 1:
         rest = copy.deepcopy(first)
