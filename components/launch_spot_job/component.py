@@ -1,7 +1,5 @@
 """The launch_spot_job component: the KFP interface only; the work is in kfp_spot.jobs."""
 
-from typing import NamedTuple
-
 from kfp import dsl
 from kfp.dsl import Artifact, Input, Metrics, Model, Output, OutputPath
 
@@ -47,7 +45,7 @@ def launch_spot_job(
     fail_on_incomplete: bool = True,
     api_endpoint: str = "",
     poll_interval_seconds: float = 0.0,
-) -> NamedTuple("Outputs", [("outcome", str)]):
+) -> str:
     """Train on Spot VMs with a Vertex AI CustomJob that survives preemption.
 
     Submits a CustomJob with ``jobSpec.scheduling.strategy = SPOT`` through the Vertex AI
@@ -112,9 +110,9 @@ def launch_spot_job(
             Vertex AI).
 
     Returns:
-        outcome: ``SUCCEEDED`` (or, with ``fail_on_incomplete=False``, ``PREEMPTED_EXHAUSTED``,
-        ``CAPACITY`` or ``TIMEOUT``).
+        The outcome (output ``Output``): ``SUCCEEDED``, or with ``fail_on_incomplete=False`` also
+        ``PREEMPTED_EXHAUSTED``, ``CAPACITY`` or ``TIMEOUT``.
     """
     from kfp_spot.jobs.entry import launch_spot_job as _run
 
-    return (_run(**{k: v for k, v in locals().items() if k != "_run"}),)
+    return _run(**{k: v for k, v in locals().items() if k != "_run"})
