@@ -1,0 +1,31 @@
+"""KFP interface of ``promote_model``: runs only behind a passing quality gate."""
+
+from kfp import dsl
+from kfp.dsl import Input, Metrics, Model, Output
+
+from kfp_spot.version import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def promote_model(
+    model: Input[Model],
+    metrics: Input[Metrics],
+    promoted_model: Output[Model],
+) -> str:
+    """Publishes a trained model that passed evaluation.
+
+    Copies the model directory into this task's ``promoted_model`` artifact and writes a
+    ``PROMOTION.json`` record with the evaluation evidence (checkpoint step, manifest digest,
+    metrics), so a registry or a serving step downstream can trace what it deploys.
+
+    Args:
+        model: the model written by the training job (``AIP_MODEL_DIR``).
+        metrics: the evaluation metrics that passed the quality gate.
+        promoted_model: the published copy.
+
+    Returns:
+        The URI of the promoted model.
+    """
+    from kfp_spot.promotion import component_entry
+
+    return component_entry(model=model, metrics=metrics, promoted_model=promoted_model)

@@ -1,0 +1,175 @@
+"""Run the ``spot_training`` pipeline end to end on this machine: no cloud account.
+
+Starts the local Vertex emulator on a free loopback port, runs the pipeline with
+``kfp.local.SubprocessRunner``, has the emulator preempt the training job after it committed a
+checkpoint (a drill), and gathers what happened into ``run.json`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kfp_spot import checkpoints
+from kfp_spot.drill import CheckpointPreemptionDrill
+
+LOCAL_PROJECT = "local-project"
+LOCAL_LOCATION = "us-central1"
+EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
+
+
+@dataclass
+class LocalRunResult:
+    """What a local run did, as ``run.json`` records it."""
+
+    run_dir: str
+    outcome: str
+    job_names: list[str]
+    ledger: list[dict[str, Any]]
+    attempt_records: list[dict[str, Any]]
+    preemptions: int
+    resumed_from_steps: list[int]
+    checkpoint_uri: str
+    latest_step: int | None
+    metrics: dict[str, Any]
+    passed: bool | None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    started: float = 0.0
+    finished: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The run record (schema in docs/reports.md)."""
+        return asdict(self)
+
+
+def run_local(
+    run_dir: str | Path,
+    *,
+    source: str | Path = EXAMPLE_SOURCE,
+    training_args: Sequence[str] = (
+        "--epochs",
+        "30",
+        "--checkpoint-every",
+        "3",
+        "--step-seconds",
+        "0.2",
+    ),
+    preemptions: int = 1,
+    grace_period: float = 10.0,
+    thresholds: dict[str, Any] | None = None,
+    progress: Callable[[str], None] = print,
+) -> LocalRunResult:
+    """Run the example pipeline locally against the emulator.
+
+    Args:
+        run_dir: folder for everything the run writes (kept after the run).
+        source: the training package source.
+        training_args: arguments for the training module.
+        preemptions: how many times the drill preempts the job (each after a new checkpoint).
+        grace_period: seconds between SIGTERM and SIGKILL at a preemption.
+        thresholds: quality thresholds for the gate (default: accuracy >= 0.85).
+        progress: where progress lines go.
+
+    Returns:
+        The gathered result; also written to ``<run_dir>/run.json``.
+    """
+    from kfp import local
+
+    from kfp_spot.emulator import Emulator
+    from kfp_spot.pipelines.spot_training import spot_training
+
+    run_dir = Path(run_dir).resolve()
+    if not Path(source).exists():
+        raise FileNotFoundError(f"training source {source} does not exist")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job_root = run_dir / "job"
+    checkpoint_root = str(job_root / "checkpoints")
+    started = time.time()
+    with Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
+        progress(f"emulator listening on {emu.endpoint}")
+
+        def running_jobs() -> list[str]:
+            return [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+
+        local.init(
+            local.SubprocessRunner(use_venv=False),
+            pipeline_root=str(run_dir / "pipeline_root"),
+            raise_on_error=False,
+        )
+        with CheckpointPreemptionDrill(
+            checkpoint_root, running_jobs, emu.preempt, count=preemptions
+        ) as drill:
+            task = spot_training(
+                project=LOCAL_PROJECT,
+                location=LOCAL_LOCATION,
+                source=str(source),
+                training_args=list(training_args),
+                base_output_directory=str(job_root),
+                staging_uri=str(run_dir / "staging"),
+                api_endpoint=emu.endpoint,
+                thresholds=thresholds or {"accuracy": ">=0.85"},
+            )
+        jobs = [j["name"] for j in emu.list_jobs()]
+        ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
+    outputs = task.outputs if task is not None else {}
+    metrics_artifact = outputs.get("metrics")
+    metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
+    records = checkpoints.read_attempt_records(checkpoint_root)
+    latest = checkpoints.latest(checkpoint_root)
+    result = LocalRunResult(
+        run_dir=str(run_dir),
+        outcome=str(outputs.get("outcome", "PIPELINE_FAILED")),
+        job_names=jobs,
+        ledger=ledger,
+        attempt_records=records,
+        preemptions=sum(1 for row in ledger if row.get("endReason") == "PREEMPTED"),
+        resumed_from_steps=[int(r["first_step"]) for r in records if r.get("first_step")],
+        checkpoint_uri=checkpoint_root,
+        latest_step=latest.step if latest else None,
+        metrics=metrics,
+        passed=metrics.get("passed"),
+        artifacts={
+            "checkpoints": checkpoint_root,
+            "model": str(job_root / "model"),
+            "pipeline_root": str(run_dir / "pipeline_root"),
+            "emulator_state": str(run_dir / "emulator"),
+        },
+        started=started,
+        finished=time.time(),
+    )
+    (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
+    del drill
+    return result
+
+
+def summarize(result: LocalRunResult) -> str:
+    """A short human summary of a local run (what ``make demo`` prints)."""
+    lines = [
+        f"outcome:            {result.outcome}",
+        f"CustomJobs:         {', '.join(result.job_names) or '-'}",
+        f"attempts:           {len(result.ledger)}",
+        f"preemptions:        {result.preemptions}",
+        "resumed from steps: "
+        + (", ".join(map(str, result.resumed_from_steps)) or "- (never resumed)"),
+        f"latest checkpoint:  step {result.latest_step}",
+    ]
+    billable = sum(float(row.get("billableSeconds", 0)) for row in result.ledger)
+    spot = sum(float(row.get("spotCost", 0)) for row in result.ledger)
+    on_demand = sum(float(row.get("onDemandCost", 0)) for row in result.ledger)
+    lines.append(
+        f"billable time:      {billable:.1f} s; cost ${spot:.6f} on Spot vs "
+        f"${on_demand:.6f} on demand"
+    )
+    shown = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    lines.append(
+        "evaluation:         "
+        + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
+    )
+    lines.append(f"quality gate:       {'passed' if result.passed else 'failed'}")
+    lines.append("artifacts:")
+    lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""The ``spot_training`` pipeline: prepare → launch on Spot → evaluate → quality gate → promote."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Metrics
+
+from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.pipelines.steps import train_evaluate_promote
+
+
+class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
+    outcome: str
+    passed: bool
+    metrics: Metrics
+    checkpoint: Artifact
+
+
+@dsl.pipeline(
+    name="spot-training",
+    description=(
+        "Builds a training package, trains it on Spot VMs through a Vertex AI CustomJob that "
+        "checkpoints and survives preemption, evaluates the last committed checkpoint and "
+        "promotes the model only when it passes the quality thresholds."
+    ),
+)
+def spot_training(
+    project: str,
+    source: str,
+    location: str = "us-central1",
+    staging_uri: str = "",
+    python_module: str = "trainer.task",
+    training_args: list = [],
+    machine_type: str = "n1-standard-4",
+    accelerator_type: str = "",
+    accelerator_count: int = 0,
+    replica_count: int = 1,
+    base_output_directory: str = "",
+    max_resubmissions: int = 2,
+    fallback_after: int = 0,
+    api_endpoint: str = "",
+    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_params: dict = {},
+    thresholds: dict = {"accuracy": ">=0.85"},
+) -> Outputs:
+    """Trains on Spot, evaluates the checkpoint and gates promotion on quality.
+
+    Args:
+        project: Google Cloud project that runs the CustomJob (any name on the local emulator).
+        source: training code: a project directory, module directory, script or source archive.
+        location: Vertex AI region.
+        staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
+        python_module: module the job runs with ``python -m``.
+        training_args: arguments passed to the training module.
+        machine_type: Compute Engine machine type of each replica.
+        accelerator_type: accelerator type (e.g. NVIDIA_TESLA_T4); empty for none.
+        accelerator_count: accelerators per replica.
+        replica_count: replicas in the first worker pool.
+        base_output_directory: the job's output root (checkpoints, model, logs); empty: next to
+            this run's outputs.
+        max_resubmissions: new CustomJobs after the service's own Spot restarts are exhausted.
+        fallback_after: exhausted Spot submissions before falling back to standard VMs (0: never).
+        api_endpoint: Vertex AI API endpoint; ``http://127.0.0.1:PORT`` for the local emulator.
+        evaluation_entry_point: ``module:function`` in the package that scores a checkpoint.
+        evaluation_params: keyword parameters for the evaluation function.
+        thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to promote.
+
+    Returns:
+        The launch outcome, whether the quality gate passed, the evaluation metrics and the
+        checkpoint artifact.
+    """
+    package = PreparePackageOp(
+        source=source, staging_uri=staging_uri, python_module=python_module
+    ).set_display_name("prepare-package")
+    launch, evaluation = train_evaluate_promote(
+        package=package.outputs["package"],
+        evaluation_entry_point=evaluation_entry_point,
+        evaluation_params=evaluation_params,
+        thresholds=thresholds,
+        project=project,
+        location=location,
+        args=training_args,
+        machine_type=machine_type,
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        replica_count=replica_count,
+        base_output_directory=base_output_directory,
+        max_resubmissions=max_resubmissions,
+        fallback_after=fallback_after,
+        api_endpoint=api_endpoint,
+    )
+    return Outputs(
+        outcome=launch.outputs["Output"],
+        passed=evaluation.outputs["Output"],
+        metrics=evaluation.outputs["metrics"],
+        checkpoint=launch.outputs["checkpoint"],
+    )
