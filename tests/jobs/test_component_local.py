@@ -5,8 +5,9 @@
 import pytest
 from kfp import dsl, local
 from kfp.dsl import Artifact
-from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from recording_server import RecordingServer, Script
+
+from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 
 
 @pytest.fixture
