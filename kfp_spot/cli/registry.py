@@ -200,4 +200,21 @@ def serve(host: str, port: int, root: Path) -> None:
     click.echo("kfp-spot registry stopped", err=True)
 
 
-COMMANDS: list[click.Command] = [push, pull, tags, registry_group]
+@click.command()
+@click.argument(
+    "run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="RUN_DIR"
+)
+def report(run_dir: Path) -> None:
+    """Write report.png (timeline) and report.md (cost, savings, goodput) into RUN_DIR."""
+    from kfp_spot.reports import ReportError, write_report
+
+    click.echo(f"kfp-spot: reading {run_dir} ...", err=True)
+    try:
+        written = write_report(run_dir)
+    except ReportError as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(str(written.png))
+    click.echo(str(written.markdown))
+
+
+COMMANDS: list[click.Command] = [push, pull, tags, registry_group, report]
