@@ -164,6 +164,14 @@ class CheckpointSave:
     loss: float | None
 
 
+def last_commit_in(attempt: AttemptRecord, saves: list[CheckpointSave]) -> float | None:
+    """Time of the last checkpoint committed during ``attempt``; None when it committed none."""
+    if attempt.start is None or attempt.end is None:
+        return None
+    commits = [s.time for s in saves if attempt.start <= s.time <= attempt.end]
+    return max(commits) if commits else None
+
+
 @dataclass
 class RunData:
     """Everything a report shows about one run."""

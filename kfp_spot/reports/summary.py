@@ -6,7 +6,13 @@ import math
 import time
 from dataclasses import dataclass
 
-from kfp_spot.reports.run import PREEMPTED, AttemptRecord, CheckpointSave, RunData
+from kfp_spot.reports.run import (
+    PREEMPTED,
+    AttemptRecord,
+    CheckpointSave,
+    RunData,
+    last_commit_in,
+)
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,8 @@ def _kept_and_lost(
     duration = attempt.end - attempt.start
     if attempt.exit_reason == "finished":
         return duration, 0.0
-    commits = [s.time for s in saves if attempt.start <= s.time <= attempt.end]
-    kept = (max(commits) - attempt.start) if commits else 0.0
+    last = last_commit_in(attempt, saves)
+    kept = (last - attempt.start) if last is not None else 0.0
     return kept, duration - kept
 
 

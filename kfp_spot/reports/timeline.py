@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kfp_spot.reports.run import PREEMPTED, RunData
+from kfp_spot.reports.run import PREEMPTED, RunData, last_commit_in
 
 _REASON_COLOURS = {
     "SUCCEEDED": "#2e7d32",
@@ -47,6 +47,7 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
     # matplotlib backend (notebooks keep theirs).
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     t0 = _origin(run)
@@ -110,6 +111,18 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
                 edgecolors="black",
                 linewidth=0.5,
             )
+            if a.exit_reason != "finished" and a.end is not None:
+                # Work after the attempt's last commit is lost: the next attempt redoes it.
+                lost_from = last_commit_in(a, run.saves) or a.start
+                if a.end > lost_from:
+                    lanes_ax.broken_barh(
+                        [(lost_from - t0, a.end - lost_from)],
+                        (y - 0.35, 0.7),
+                        facecolors="none",
+                        edgecolors="#b71c1c",
+                        hatch="///",
+                        linewidth=0,
+                    )
 
     if run.saves:
         y = lane("checkpoint\ncommits")
@@ -129,11 +142,17 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
     lanes_ax.invert_yaxis()
     lanes_ax.grid(axis="x", alpha=0.3)
     lanes_ax.set_title(f"{run.job_name.rsplit('/', 1)[-1]}: {run.outcome}", fontsize=11)
-    legend = [
+    legend: list = [
         Patch(color=c, label=r.lower())
         for r, c in _REASON_COLOURS.items()
         if any(row.end_reason == r for row in run.ledger)
     ]
+    if any(row.end_reason == PREEMPTED for row in run.ledger):
+        legend.append(
+            Line2D([], [], marker="X", color="#b71c1c", linestyle="none", label="preemption")
+        )
+    if run.attempts:
+        legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="///", label="lost work"))
     if legend:
         lanes_ax.legend(handles=legend, loc="upper right", fontsize=7, ncols=len(legend))
     if not lanes:
