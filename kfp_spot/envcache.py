@@ -137,3 +137,16 @@ def _create(env_dir: Path, packages: Sequence[Path]) -> None:
                 + f" (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
             )
     (env_dir / _READY).write_text(sys.version)
+
+
+def default_cache_dir() -> Path:
+    """Where package environments are cached unless a caller says otherwise.
+
+    ``$KFP_SPOT_CACHE_DIR``, else ``$XDG_CACHE_HOME/kfp-spot``, else ``~/.cache/kfp-spot``. Read at
+    call time, never at import time.
+    """
+    explicit = os.environ.get("KFP_SPOT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kfp-spot"

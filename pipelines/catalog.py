@@ -41,7 +41,7 @@ COMPONENTS: tuple[Entry, ...] = tuple(
 )
 PIPELINES: tuple[Entry, ...] = tuple(
     Entry(name, f"{_ROOT}.pipelines.{name}.pipeline", name, "pipeline.yaml")
-    for name in ("spot_training",)
+    for name in ("spot_training", "continue_training", "evaluate_checkpoint")
 )
 
 

@@ -34,10 +34,45 @@ import click
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL at a preemption.",
 )
-def run(run_dir: Path | None, source: Path | None, preemptions: int, grace_period: float) -> None:
-    """Run the example spot_training pipeline end to end on the local emulator."""
+@click.option(
+    "--vertex", is_flag=True, help="Submit to Vertex AI Pipelines instead of running locally."
+)
+@click.option("--project", help="With --vertex: the Google Cloud project.")
+@click.option("--location", default="us-central1", show_default=True, help="With --vertex: region.")
+@click.option("--pipeline-root", help="With --vertex: gs:// root for the run's artifacts.")
+@click.option("--service-account", help="With --vertex: the run-as service account.")
+@click.option(
+    "--template",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="With --vertex: compiled pipeline YAML (default: the committed spot_training).",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="With --vertex: a pipeline parameter (VALUE parsed as JSON when it is JSON).",
+)
+def run(
+    run_dir: Path | None,
+    source: Path | None,
+    preemptions: int,
+    grace_period: float,
+    vertex: bool,
+    project: str | None,
+    location: str,
+    pipeline_root: str | None,
+    service_account: str | None,
+    template: Path | None,
+    params: tuple[str, ...],
+) -> None:
+    """Run the spot_training pipeline: locally on the emulator (default) or on Vertex AI."""
     import time
 
+    if vertex:
+        _submit_to_vertex(project, location, pipeline_root, service_account, template, params)
+        return
     from kfp_spot.pipelines import local_run
 
     if run_dir is None:
@@ -52,6 +87,54 @@ def run(run_dir: Path | None, source: Path | None, preemptions: int, grace_perio
     click.echo(local_run.summarize(result))
     if result.outcome != "SUCCEEDED":
         raise SystemExit(1)
+
+
+def _parse_params(params: tuple[str, ...]) -> dict:
+    import json
+
+    values = {}
+    for item in params:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
+        try:
+            values[name] = json.loads(raw)
+        except ValueError:
+            values[name] = raw
+    return values
+
+
+def _submit_to_vertex(
+    project: str | None,
+    location: str,
+    pipeline_root: str | None,
+    service_account: str | None,
+    template: Path | None,
+    params: tuple[str, ...],
+) -> None:
+    from kfp_spot import vertex
+    from kfp_spot.pipelines import catalog
+
+    if not project:
+        raise click.UsageError("--vertex needs --project PROJECT_ID")
+    values = _parse_params(params)
+    values.setdefault("project", project)
+    values.setdefault("location", location)
+    template = (
+        template or next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
+    )
+    try:
+        name = vertex.submit_pipeline(
+            template,
+            project=project,
+            location=location,
+            parameter_values=values,
+            pipeline_root=pipeline_root,
+            service_account=service_account,
+        )
+    except vertex.SubmissionError as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(name)
 
 
 @click.command(name="compile")

@@ -1,11 +1,21 @@
 """The ``spot_training`` pipeline: prepare → launch on Spot → evaluate → quality gate → promote."""
 
-from kfp import dsl
+from typing import NamedTuple
 
-from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
-from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
+from kfp import dsl
+from kfp.dsl import Artifact, Metrics
+
 from kfp_spot.components.prepare_package import PreparePackageOp
-from kfp_spot.components.promote_model import PromoteModelOp
+from kfp_spot.pipelines.steps import train_evaluate_promote
+
+
+class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
+    outcome: str
+    passed: bool
+    metrics: Metrics
+    checkpoint: Artifact
 
 
 @dsl.pipeline(
@@ -34,7 +44,7 @@ def spot_training(
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
-) -> str:
+) -> Outputs:
     """Trains on Spot, evaluates the checkpoint and gates promotion on quality.
 
     Args:
@@ -58,15 +68,19 @@ def spot_training(
         thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to promote.
 
     Returns:
-        The launch outcome (SUCCEEDED, PREEMPTED_EXHAUSTED, ...).
+        The launch outcome, whether the quality gate passed, the evaluation metrics and the
+        checkpoint artifact.
     """
     package = PreparePackageOp(
         source=source, staging_uri=staging_uri, python_module=python_module
     ).set_display_name("prepare-package")
-    launch = LaunchSpotJobOp(
+    launch, evaluation = train_evaluate_promote(
+        package=package.outputs["package"],
+        evaluation_entry_point=evaluation_entry_point,
+        evaluation_params=evaluation_params,
+        thresholds=thresholds,
         project=project,
         location=location,
-        package=package.outputs["package"],
         args=training_args,
         machine_type=machine_type,
         accelerator_type=accelerator_type,
@@ -76,16 +90,10 @@ def spot_training(
         max_resubmissions=max_resubmissions,
         fallback_after=fallback_after,
         api_endpoint=api_endpoint,
-    ).set_display_name("launch-spot-job")
-    evaluation = EvaluateCheckpointOp(
+    )
+    return Outputs(
+        outcome=launch.outputs["Output"],
+        passed=evaluation.outputs["Output"],
+        metrics=evaluation.outputs["metrics"],
         checkpoint=launch.outputs["checkpoint"],
-        package=package.outputs["package"],
-        entry_point=evaluation_entry_point,
-        params=evaluation_params,
-        thresholds=thresholds,
-    ).set_display_name("evaluate-checkpoint")
-    with dsl.If(evaluation.outputs["passed"] == True, name="quality-gate"):  # noqa: E712
-        PromoteModelOp(
-            model=launch.outputs["model"], metrics=evaluation.outputs["metrics"]
-        ).set_display_name("promote-model")
-    return launch.outputs["outcome"]
+    )

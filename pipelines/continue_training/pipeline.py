@@ -1,0 +1,93 @@
+"""The ``continue_training`` pipeline: resume training from an earlier run's checkpoint."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Metrics
+
+from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.pipelines.steps import train_evaluate_promote
+
+
+class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
+    outcome: str
+    passed: bool
+    metrics: Metrics
+    checkpoint: Artifact
+
+
+@dsl.pipeline(
+    name="continue-training",
+    description=(
+        "Resumes training on Spot VMs from the checkpoint directory of an earlier run (for "
+        "instance one that ran out of Spot capacity or budget), then evaluates and gates."
+    ),
+)
+def continue_training(
+    project: str,
+    source: str,
+    checkpoint_uri: str,
+    location: str = "us-central1",
+    staging_uri: str = "",
+    python_module: str = "trainer.task",
+    training_args: list = [],
+    machine_type: str = "n1-standard-4",
+    base_output_directory: str = "",
+    max_resubmissions: int = 2,
+    fallback_after: int = 0,
+    api_endpoint: str = "",
+    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_params: dict = {},
+    thresholds: dict = {"accuracy": ">=0.85"},
+) -> Outputs:
+    """Continues training from ``checkpoint_uri`` and evaluates the result.
+
+    Args:
+        project: Google Cloud project that runs the CustomJob.
+        source: training code (as for ``spot_training``).
+        checkpoint_uri: the earlier run's checkpoint directory (``.../checkpoints``).
+        location: Vertex AI region.
+        staging_uri: where the built package is staged; empty: next to outputs.
+        python_module: module the job runs with ``python -m``.
+        training_args: arguments passed to the training module.
+        machine_type: Compute Engine machine type.
+        base_output_directory: the new job's output root; empty: next to this run's outputs.
+        max_resubmissions: new CustomJobs after the service's Spot restarts are exhausted.
+        fallback_after: exhausted Spot submissions before falling back to standard VMs.
+        api_endpoint: Vertex AI API endpoint; ``http://127.0.0.1:PORT`` for the emulator.
+        evaluation_entry_point: ``module:function`` that scores a checkpoint.
+        evaluation_params: keyword parameters for the evaluation function.
+        thresholds: metric → bound; all must hold to promote.
+
+    Returns:
+        The launch outcome, the gate result, the metrics and the new checkpoint artifact.
+    """
+    previous = dsl.importer(
+        artifact_uri=checkpoint_uri, artifact_class=Artifact, reimport=False
+    ).set_display_name("import-checkpoint")
+    package = PreparePackageOp(
+        source=source, staging_uri=staging_uri, python_module=python_module
+    ).set_display_name("prepare-package")
+    launch, evaluation = train_evaluate_promote(
+        package=package.outputs["package"],
+        resume_from=previous.output,
+        evaluation_entry_point=evaluation_entry_point,
+        evaluation_params=evaluation_params,
+        thresholds=thresholds,
+        project=project,
+        location=location,
+        args=training_args,
+        machine_type=machine_type,
+        base_output_directory=base_output_directory,
+        max_resubmissions=max_resubmissions,
+        fallback_after=fallback_after,
+        api_endpoint=api_endpoint,
+    )
+    return Outputs(
+        outcome=launch.outputs["Output"],
+        passed=evaluation.outputs["Output"],
+        metrics=evaluation.outputs["metrics"],
+        checkpoint=launch.outputs["checkpoint"],
+    )

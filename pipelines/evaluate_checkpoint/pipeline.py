@@ -1,0 +1,62 @@
+"""The ``evaluate_checkpoint`` pipeline: score an existing checkpoint directory."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Metrics
+
+from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
+from kfp_spot.components.prepare_package import PreparePackageOp
+
+
+class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
+    passed: bool
+    metrics: Metrics
+
+
+@dsl.pipeline(
+    name="evaluate-checkpoint-pipeline",
+    description="Verifies and scores a committed checkpoint of an earlier training run.",
+)
+def evaluate_checkpoint(
+    source: str,
+    checkpoint_uri: str,
+    staging_uri: str = "",
+    python_module: str = "trainer.task",
+    step: str = "latest",
+    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_params: dict = {},
+    thresholds: dict = {},
+) -> Outputs:
+    """Scores the checkpoint at ``checkpoint_uri`` with the package's evaluation function.
+
+    Args:
+        source: training code whose evaluation entry point scores the checkpoint.
+        checkpoint_uri: a checkpoint directory (``.../checkpoints``) of an earlier run.
+        staging_uri: where the built package is staged; empty: next to outputs.
+        python_module: the package's training module (checked to exist in the package).
+        step: ``latest``, a step number, or ``best:<metric>``.
+        evaluation_entry_point: ``module:function`` that scores a checkpoint.
+        evaluation_params: keyword parameters for the evaluation function.
+        thresholds: metric → bound; ``passed`` is true when all hold.
+
+    Returns:
+        Whether the thresholds hold, and the metrics.
+    """
+    checkpoint = dsl.importer(
+        artifact_uri=checkpoint_uri, artifact_class=Artifact, reimport=False
+    ).set_display_name("import-checkpoint")
+    package = PreparePackageOp(
+        source=source, staging_uri=staging_uri, python_module=python_module
+    ).set_display_name("prepare-package")
+    evaluation = EvaluateCheckpointOp(
+        checkpoint=checkpoint.output,
+        package=package.outputs["package"],
+        entry_point=evaluation_entry_point,
+        params=evaluation_params,
+        step=step,
+        thresholds=thresholds,
+    ).set_display_name("evaluate-checkpoint")
+    return Outputs(passed=evaluation.outputs["Output"], metrics=evaluation.outputs["metrics"])

@@ -1,0 +1,42 @@
+"""The train → evaluate → gate → promote chain that several pipelines share.
+
+Called inside a ``@dsl.pipeline`` function; it adds tasks to the pipeline being defined.
+"""
+
+from __future__ import annotations
+
+from kfp import dsl
+
+from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
+from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
+from kfp_spot.components.promote_model import PromoteModelOp
+
+
+def train_evaluate_promote(
+    *,
+    package: dsl.PipelineChannel,
+    resume_from: dsl.PipelineChannel | None = None,
+    evaluation_entry_point: dsl.PipelineChannel | str,
+    evaluation_params: dsl.PipelineChannel | dict,
+    thresholds: dsl.PipelineChannel | dict,
+    **launch_inputs: object,
+) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
+    """Add launch → evaluate → quality gate → promote; return (launch, evaluation) tasks."""
+    if resume_from is not None:
+        launch_inputs["resume_from"] = resume_from
+    launch = LaunchSpotJobOp(package=package, **launch_inputs).set_display_name("launch-spot-job")
+    evaluation = EvaluateCheckpointOp(
+        checkpoint=launch.outputs["checkpoint"],
+        package=package,
+        entry_point=evaluation_entry_point,
+        params=evaluation_params,
+        thresholds=thresholds,
+    ).set_display_name("evaluate-checkpoint")
+    # The gate reads the evaluation's single return value ("Output"): kfp.local resolves
+    # conditions only on outputs named "Output" (named NamedTuple outputs are never resolved
+    # there, and the branch would silently be skipped).
+    with dsl.If(evaluation.outputs["Output"] == True, name="quality-gate"):  # noqa: E712
+        PromoteModelOp(
+            model=launch.outputs["model"], metrics=evaluation.outputs["metrics"]
+        ).set_display_name("promote-model")
+    return launch, evaluation

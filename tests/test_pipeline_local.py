@@ -1,0 +1,51 @@
+"""The whole spot_training pipeline under kfp.local against the emulator, with a preemption."""
+
+import pytest
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import aiplatform_v1
+
+from kfp_spot.emulator import Emulator
+from kfp_spot.pipelines import local_run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    result = local_run.run_local(run_dir, preemptions=1, grace_period=5.0, progress=print)
+    return run_dir, result
+
+
+def test_training_survives_a_preemption_and_resumes_from_a_checkpoint(demo_run):
+    _, result = demo_run
+    assert result.outcome == "SUCCEEDED"
+    assert result.preemptions >= 1
+    reasons = [row["endReason"] for row in result.ledger]
+    assert reasons[0] == "PREEMPTED" and reasons[-1] == "SUCCEEDED"
+    assert result.resumed_from_steps, "no attempt resumed from a checkpoint"
+    assert min(result.resumed_from_steps) > 0
+
+
+def test_metrics_are_computed_from_the_committed_checkpoint(demo_run):
+    _, result = demo_run
+    assert result.latest_step is not None and result.latest_step > 0
+    assert int(result.metrics["checkpoint_step"]) == result.latest_step
+    assert 0.85 <= result.metrics["accuracy"] <= 1.0
+    assert result.passed is True
+
+
+def test_the_emulator_stored_a_spot_custom_job(demo_run):
+    run_dir, result = demo_run
+    # Reopen the emulator on the run's state: what it stored, read back through the real client.
+    with Emulator(run_dir / "emulator") as emu:
+        client = aiplatform_v1.JobServiceClient(
+            credentials=AnonymousCredentials(),
+            transport="rest",
+            client_options=ClientOptions(api_endpoint=emu.endpoint),
+        )
+        for name in result.job_names:
+            job = client.get_custom_job(name=name)
+            assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+            assert job.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
