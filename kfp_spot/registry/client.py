@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import google.auth.exceptions
 import requests
 
 from kfp_spot.registry.server import CONTEXT_FILE
@@ -83,7 +84,8 @@ def registry_client(
     host = check_host(host)
     if config_file is None and not is_artifact_registry(host):
         config_file = CONTEXT_FILE
-    return RegistryClient(host=host, auth=auth, config_file=config_file)
+    # Artifact Registry hosts load Google default credentials here.
+    return _call(host, RegistryClient, host, auth=auth, config_file=config_file)
 
 
 def _describe(host: str, exc: requests.RequestException) -> RegistryError:
@@ -100,11 +102,17 @@ def _describe(host: str, exc: requests.RequestException) -> RegistryError:
     )
 
 
-def _call(host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; transport, HTTP and credential failures become one RegistryError."""
     try:
         return fn(*args, **kwargs)
     except requests.RequestException as exc:
-        raise _describe(host, exc) from exc
+        raise _describe(registry_host, exc) from exc
+    except google.auth.exceptions.GoogleAuthError as exc:
+        raise RegistryError(
+            f"no usable Google credentials for {registry_host}: {exc} (run `gcloud auth "
+            "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS)"
+        ) from exc
 
 
 def push(

@@ -120,8 +120,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         try:
             try:
-                self._read_body()
-                self._route()
+                try:
+                    self._read_body()
+                    self._route()
+                except FileNotFoundError as exc:  # deleted by a concurrent request mid-read
+                    raise _error(404, "NOT_FOUND", f"gone while reading: {exc}") from exc
+                except (OSError, ValueError) as exc:  # unreadable or hand-edited state files
+                    log.error("registry state error on %s %s: %s", self.command, self.path, exc)
+                    raise _error(500, "INTERNAL", f"registry state is unreadable: {exc}") from exc
                 raise _error(404, "NOT_FOUND", f"no route for {self.command} {self.path}")
             except RegistryStoreError as exc:
                 status = HTTPStatus(exc.http_status)

@@ -194,3 +194,39 @@ def test_multipart_parser_is_byte_exact(content: bytes, tags: str):
     fields = _parse_multipart(content_type, body)
     assert fields["content"] == content
     assert fields["tags"] == tags.encode()
+
+
+def test_artifact_registry_without_credentials_is_one_clear_error(monkeypatch, tmp_path):
+    # No network: google.auth fails on the missing key file before any request is made.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
+    with pytest.raises(registry.RegistryError, match="no usable Google credentials"):
+        registry.list_tags("https://us-central1-kfp.pkg.dev/proj/repo", "tiny-add")
+
+
+def test_an_invalid_tag_in_an_upload_stores_nothing(server, template):
+    client = registry.registry_client(server.repository_url())
+    with pytest.raises(requests.HTTPError) as exc_info:
+        client.upload_pipeline(str(template), tags=["ok", "sha256:nope"])
+    assert exc_info.value.response.status_code == 400
+    assert registry.list_packages(server.repository_url()) == []
+
+
+def test_concurrent_pushes_all_land(server, template, template_v2):
+    from concurrent.futures import ThreadPoolExecutor
+
+    host = server.repository_url()
+    jobs = [(template if i % 2 else template_v2, f"v{i}") for i in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda job: registry.push(job[0], host, job[1], (job[1],)), jobs))
+    tags = {t.tag: t.version for t in registry.list_tags(host, "tiny-add")}
+    assert tags == {f"v{i}": r.version for i, r in enumerate(results)}
+    assert {r.version for r in results} == {_sha(template), _sha(template_v2)}
+
+
+def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(server, template):
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    tag_file = server.root / "local" / "templates" / "tiny-add" / "tags" / "latest.json"
+    tag_file.write_text("{truncated")
+    with pytest.raises(registry.RegistryError, match=r"answered 500.*unreadable"):
+        registry.list_tags(host, "tiny-add")
