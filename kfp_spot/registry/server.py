@@ -297,7 +297,10 @@ class RegistryServer:
         """Serve on a background thread; returns self."""
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._httpd.serve_forever, name="kfp-spot-registry", daemon=True
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.05},  # how long stop() waits for the loop to notice
+                name="kfp-spot-registry",
+                daemon=True,
             )
             self._thread.start()
         return self
