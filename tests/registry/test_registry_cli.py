@@ -123,3 +123,15 @@ def test_registry_failure_is_exit_1_with_the_registrys_reason(tmp_path: Path):
     assert result.exit_code == 1
     assert "package 'absent' not found" in result.output
     assert os.listdir(tmp_path) == ["root"]
+
+
+def test_serve_on_a_taken_port_is_one_line_and_exit_1(tmp_path: Path):
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "one") as taken:
+        result = CliRunner().invoke(
+            main,
+            ["registry", "serve", "--port", str(taken.port), "--root", str(tmp_path / "two")],
+        )
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1:{taken.port}" in result.output

@@ -308,3 +308,12 @@ def test_cli_report_on_a_missing_directory_is_exit_2(tmp_path: Path):
     result = CliRunner().invoke(main, ["report", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+@given(st.floats(0, 4_000_000_000, allow_nan=False))
+def test_rfc3339_and_epoch_times_agree(epoch):
+    from kfp_spot.reports.run import parse_time
+
+    assert parse_time(rfc3339(epoch), "t") == pytest.approx(epoch, abs=1e-5)
+    assert parse_time(epoch, "t") == epoch
+    assert parse_time(str(epoch), "t") == epoch
