@@ -16,6 +16,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.reports import write_report
 
 LOCAL_PROJECT = "local-project"
 LOCAL_LOCATION = "us-central1"
@@ -143,6 +144,8 @@ def run_local(
     )
     (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
     del drill
+    report = write_report(run_dir)
+    result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
 
 
@@ -164,7 +167,11 @@ def summarize(result: LocalRunResult) -> str:
         f"billable time:      {billable:.1f} s; cost ${spot:.6f} on Spot vs "
         f"${on_demand:.6f} on demand"
     )
-    shown = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    shown = {
+        k: v
+        for k, v in result.metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     lines.append(
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
