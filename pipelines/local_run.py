@@ -93,8 +93,9 @@ def run_local(
     with Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
         progress(f"emulator listening on {emu.endpoint}")
 
-        def running_jobs() -> list[str]:
-            return [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+        def running_attempts() -> list[tuple[str, int]]:
+            running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+            return [(name, len(emu.attempts(name))) for name in running]
 
         local.init(
             local.SubprocessRunner(use_venv=False),
@@ -102,7 +103,7 @@ def run_local(
             raise_on_error=False,
         )
         with CheckpointPreemptionDrill(
-            checkpoint_root, running_jobs, emu.preempt, count=preemptions
+            checkpoint_root, running_attempts, emu.preempt, count=preemptions
         ) as drill:
             task = spot_training(
                 project=LOCAL_PROJECT,
