@@ -78,3 +78,28 @@ def test_a_failing_quality_gate_skips_promotion(tmp_path):
     assert result.passed is False
     assert result.metrics["accuracy"] < 0.9999
     assert _promotion_records(tmp_path) == []
+
+
+def test_a_template_pulled_from_the_registry_runs_locally(tmp_path):
+    from kfp_spot import __version__
+    from kfp_spot.pipelines import catalog
+    from kfp_spot.registry import RegistryServer, pull, push
+
+    committed = next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url()
+        pushed = push(committed, host, __version__)
+        assert set(pushed.tags) == {__version__, "latest"}
+        pulled = pull(host, "spot-training", tag="latest", output=tmp_path / "pulled.yaml")
+    assert pulled.read_bytes() == committed.read_bytes()
+    result = local_run.run_local(
+        tmp_path / "run",
+        template=pulled,
+        training_args=("--epochs", "2", "--checkpoint-every", "1"),
+        preemptions=0,
+        thresholds={"accuracy": ">=0.5"},
+        progress=print,
+    )
+    assert result.outcome == "SUCCEEDED"
+    assert result.latest_step == 2
+    assert result.passed is True

@@ -45,7 +45,7 @@ import click
     "--template",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="With --vertex: compiled pipeline YAML (default: the committed spot_training).",
+    help="A compiled spot_training YAML, e.g. pulled from a registry (default: the built-in).",
 )
 @click.option(
     "--param",
@@ -82,6 +82,7 @@ def run(
         source=source or local_run.EXAMPLE_SOURCE,
         preemptions=preemptions,
         grace_period=grace_period,
+        template=template,
         progress=lambda line: click.echo(f"kfp-spot: {line}", err=True),
     )
     click.echo(local_run.summarize(result))
