@@ -422,10 +422,24 @@ def read_attempt_records(root: str) -> list[dict[str, Any]]:
             continue
         try:
             with filesystem.open(name, "rb") as handle:
-                records.append(json.loads(handle.read()))
+                record = json.loads(handle.read())
         except (OSError, ValueError) as exc:
             log.warning("skipping unreadable attempt record %s: %s", name, exc)
-    return sorted(records, key=lambda r: r.get("start_time", 0))
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            log.warning("skipping attempt record %s: not a JSON object", name)
+    return sorted(records, key=_attempt_order)
+
+
+def _attempt_order(record: Mapping[str, Any]) -> tuple[int, float, str]:
+    # Numeric start times first, in order; a record with a missing or non-numeric one (written by
+    # another version, or hand-edited) must not make the whole listing fail to sort.
+    start = record.get("start_time")
+    if isinstance(start, (int, float)) and not isinstance(start, bool):
+        return (0, float(start), "")
+    return (1, 0.0, str(start))
 
 
 def write_attempt_record(root: str, attempt_id: str, record: Mapping[str, Any]) -> None:
