@@ -11,17 +11,16 @@
    ``async_save`` (snapshot in the loop, write in a background thread), and the wall-time
    overhead against the same loop without checkpoints.
 3. **goodput** — useful training time / wall time of a run preempted at random, for fixed
-   intervals, for ``auto`` and for the Young-Daly optimum. Preemptions are dealt the way Vertex
-   (and the kfp-spot emulator) deal them to a Spot job: the training *process* gets SIGTERM,
-   a grace period, SIGKILL, and is started again, resuming from its newest committed checkpoint.
-   Preemption times are exponential with mean ``--mtbp`` (tens of seconds), drawn once from
-   ``--seed`` and reused for every policy (common random numbers). This harness plays the
-   emulator's part itself (the emulator's scheduler was not yet on main when this was written);
-   the process model is the same: a separate process per attempt, its own start-up, restore,
-   and the platform's signals. The workload is a loop of ``--step-seconds`` steps over a
-   ``--state-mib`` state. With ``--grace 0`` (the default here) every preemption is a SIGKILL
-   without notice, the setting Young-Daly's formula assumes; with a grace period the trainer
-   saves on the notice, which the last row shows.
+   intervals, for ``auto`` and for the Young-Daly optimum. By default the workload runs as a Spot
+   CustomJob on the kfp-spot emulator (``--harness emulator``): the emulator preempts each attempt
+   after an exponential time with mean ``--mtbp`` (tens of seconds; seeded, so every policy meets
+   the same draws), sends SIGTERM, waits the grace period, SIGKILLs and restarts the job (after six
+   restarts the job fails with STOCKOUT and the harness submits a new one on the same output
+   directory, as the launcher does). ``--harness local`` plays the same cycle on plain processes
+   without the emulator. The workload is a loop of ``--step-seconds`` steps over a ``--state-mib``
+   state, checkpointed with ``CheckpointManager`` into ``$AIP_CHECKPOINT_DIR``. With a grace
+   period of 0 (the rows without "SIGTERM") every preemption is a kill without notice, the setting
+   Young-Daly's formula assumes; the last row gives the trainer 30 s to save on the notice.
 
 Results go to stdout as plain tables. Nothing here is run by the test suite.
 """
@@ -30,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
+import json
 import os
 import re
 import shutil
@@ -37,8 +38,11 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -269,6 +273,127 @@ def _run_preempted(
     }
 
 
+EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+
+
+def _bench_package(workdir: Path) -> str:
+    """An sdist of package ``spotbench`` whose module ``spotbench.bench`` is this very file."""
+    out = workdir / "spotbench-0.1.tar.gz"
+    files = {
+        "spotbench-0.1/pyproject.toml": (
+            '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
+            '[project]\nname = "spotbench"\nversion = "0.1"\n'
+            '[tool.setuptools]\npackages = ["spotbench"]\n'
+        ),
+        "spotbench-0.1/spotbench/__init__.py": "",
+        "spotbench-0.1/spotbench/bench.py": Path(__file__).read_text(),
+    }
+    with tarfile.open(out, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 0
+            tar.addfile(info, io.BytesIO(data))
+    return str(out)
+
+
+def _rfc3339_to_epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _run_on_emulator(
+    workdir: Path,
+    name: str,
+    interval: str,
+    prior: float,
+    args: argparse.Namespace,
+    grace: float,
+    package: str,
+) -> dict:
+    """Run the worker as a Spot CustomJob on the kfp-spot emulator until it succeeds.
+
+    The emulator preempts attempts after exponential times (mean ``--mtbp``, seeded, the same
+    draws for every policy), restarts a preempted job up to six times, then fails it with
+    STOCKOUT; the harness then submits a new job on the same output directory, as the launcher
+    would, and the run goes on from its checkpoints.
+    """
+    from kfp_spot.emulator import Emulator
+
+    base = workdir / f"goodput-{name}"
+    shutil.rmtree(base, ignore_errors=True)
+    steps = round(args.work_seconds / args.step_seconds)
+    body = {
+        "displayName": f"goodput-{name}",
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": 1,
+                    "pythonPackageSpec": {
+                        "executorImageUri": EXECUTOR,
+                        "packageUris": [package],
+                        "pythonModule": "spotbench.bench",
+                        "args": [
+                            "worker",
+                            f"--interval={interval}",
+                            f"--prior={prior}",
+                            f"--steps={steps}",
+                            f"--step-seconds={args.step_seconds}",
+                            f"--state-mib={args.state_mib}",
+                            f"--grace={grace}",
+                        ],
+                    },
+                }
+            ],
+            "scheduling": {"strategy": "SPOT"},
+            "baseOutputDirectory": {"outputUriPrefix": str(base)},
+        },
+    }
+    rows: list[dict] = []
+    jobs = 0
+    with Emulator(
+        workdir / f"emulator-{name}",
+        grace_period=grace,
+        preempt_every=args.mtbp,
+        seed=args.seed,
+        env_cache_dir=workdir / "envcache",
+    ) as emu:
+        while True:
+            jobs += 1
+            request = urllib.request.Request(
+                f"{emu.endpoint}/v1/projects/bench/locations/us-central1/customJobs",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                job = json.loads(response.read())
+            final = emu.wait(job["name"], timeout=3600)
+            rows += emu.attempts(job["name"])
+            if final.state.name == "JOB_STATE_SUCCEEDED":
+                break
+            if "STOCKOUT" not in final.error.message or jobs >= 20:
+                logs = emu.logs(job["name"])
+                raise RuntimeError(f"job failed: {final.error.message}\n{logs[-1:]}")
+    start = min(_rfc3339_to_epoch(r["startTime"]) for r in rows)
+    end = max(_rfc3339_to_epoch(r["endTime"]) for r in rows)
+    saves = sum(
+        r.get("saves") or 0 for r in checkpoints.read_attempt_records(str(base / "checkpoints"))
+    )
+    shutil.rmtree(base, ignore_errors=True)
+    billable = sum(float(r.get("billableSeconds") or 0) for r in rows)
+    return {
+        "wall": end - start,
+        "goodput": args.work_seconds / (end - start),
+        "billable_goodput": args.work_seconds / billable if billable else float("nan"),
+        "attempts": len(rows),
+        "preemptions": sum(r["endReason"] == "PREEMPTED" for r in rows),
+        "saves": saves,
+        "jobs": jobs,
+    }
+
+
 def goodput(workdir: Path, args: argparse.Namespace) -> None:
     cost = _measure_save_cost(workdir, args.state_mib)
     t_opt = young_daly(cost, args.mtbp)
@@ -293,29 +418,39 @@ def goodput(workdir: Path, args: argparse.Namespace) -> None:
         (f"auto, prior MTBP {args.mtbp:g}s", "auto", args.mtbp, 0.0),
         ("auto + save on SIGTERM, grace 30s", "auto", 3600.0, 30.0),
     ]
+    print(f"harness: {args.harness}")
     print(
-        "| policy                                      | goodput | model | wall  | attempts | "
-        "saves |"
+        "| policy                                      | goodput | of billable | model | wall  "
+        "| attempts | preempted | saves |"
     )
     print(
-        "|---------------------------------------------|---------|-------|-------|----------|"
-        "-------|"
+        "|---------------------------------------------|---------|-------------|-------|-------"
+        "|----------|-----------|-------|"
     )
+    package = _bench_package(workdir) if args.harness == "emulator" else ""
     for i, (name, interval, prior, grace) in enumerate(policies):
-        result = _run_preempted(workdir, str(i), interval, prior, args, draws, grace)
+        if args.harness == "emulator":
+            result = _run_on_emulator(workdir, str(i), interval, prior, args, grace, package)
+        else:
+            result = _run_preempted(workdir, str(i), interval, prior, args, draws, grace)
         if interval != "auto":
             t = int(interval) * args.step_seconds
             # first-order waste: checkpoint cost C/T plus half an interval lost per preemption
-            model = 1.0 / (1.0 + cost / t + t / (2 * args.mtbp))
-            model_text = f"{model:.0%}"
+            model_text = f"{1.0 / (1.0 + cost / t + t / (2 * args.mtbp)):.0%}"
         else:
             model_text = "-"
+        billable = result.get("billable_goodput")
+        billable_text = f"{billable:.1%}" if billable is not None else "-"
         print(
-            f"| {name:<43} | {result['goodput']:>7.1%} | {model_text:>5} | "
-            f"{result['wall']:>4.0f}s | {result['attempts']:>8} | {result['saves']:>5} |"
+            f"| {name:<43} | {result['goodput']:>7.1%} | {billable_text:>11} | {model_text:>5} "
+            f"| {result['wall']:>4.0f}s | {result['attempts']:>8} | {result['preemptions']:>9} "
+            f"| {result['saves']:>5} |",
+            flush=True,
         )
     print(
-        "model: 1 / (1 + C/T + T/(2M)), Young-Daly's first-order waste (restart cost not included)"
+        "goodput: useful work / wall time from the first attempt's start to the end; of billable: "
+        "useful work / billed (running) seconds;\nmodel: 1 / (1 + C/T + T/(2M)), Young-Daly's "
+        "first-order prediction for a fixed interval T (restart cost not included)"
     )
 
 
@@ -335,8 +470,15 @@ def main() -> int:
         p.add_argument("--state-mib", type=int, default=64, help="state size for 3.")
         p.add_argument("--seed", type=int, default=1)
         p.add_argument("--max-attempts", type=int, default=500)
+        p.add_argument(
+            "--harness",
+            choices=("emulator", "local"),
+            default="emulator",
+            help="goodput: Spot CustomJobs on the kfp-spot emulator (default), or the same "
+            "SIGTERM/grace/SIGKILL/restart cycle played by this script on plain processes",
+        )
     w = sub.add_parser("worker")
-    w.add_argument("--root", required=True)
+    w.add_argument("--root", default=None, help="default: $AIP_CHECKPOINT_DIR")
     w.add_argument("--interval", required=True)
     w.add_argument("--prior", type=float, required=True)
     w.add_argument("--steps", type=int, required=True)
