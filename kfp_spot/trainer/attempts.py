@@ -103,6 +103,14 @@ class AttemptRecorder:
             self._started = True
             self._write()
 
+    def resumed(self, step: int, *, write: bool = True) -> None:
+        """Record that the attempt resumed from checkpoint ``step``."""
+        with self._lock:
+            self.record["first_step"] = int(step)
+            self.record["last_committed_step"] = int(step)
+            if write and self._started:
+                self._write()
+
     def committed(self, step: int, save_seconds: float) -> None:
         """Record a committed checkpoint of ``step`` that took ``save_seconds``."""
         with self._lock:

@@ -230,8 +230,8 @@ class CheckpointManager:
             self.notice.install()
         records = checkpoints.read_attempt_records(self.root)
         self._policy = IntervalPolicy(self.interval, records, now=self._clock())
-        if self._recorder is not None:
-            self._recorder.start(0)
+        if self._recorder is not None:  # restore() may have run before start()
+            self._recorder.start(self._last_committed or 0)
         log.info(
             "checkpoints: %s, interval %s, grace period %gs%s",
             self.root,
@@ -297,11 +297,7 @@ class CheckpointManager:
         self._last_committed = restored.step
         self._last_requested = restored.step
         if self._recorder is not None:
-            self._recorder.record["last_committed_step"] = restored.step
-            if self._entered:
-                self._recorder.start(restored.step)
-            else:
-                self._recorder.record["first_step"] = restored.step
+            self._recorder.resumed(restored.step, write=self._entered)
         return restored
 
     @property

@@ -258,10 +258,15 @@ def test_attempt_record_exit_reasons(tmp_path: Path) -> None:
         restored = ckpt.restore()
         assert restored.step == 1
         raise RuntimeError("diverged")
+    ckpt = _manager(tmp_path)
+    assert ckpt.restore().step == 1  # restored before entering: still recorded
+    with ckpt:
+        pass
     records = checkpoints.read_attempt_records(str(tmp_path))
     assert [(r["exit_reason"], r["first_step"]) for r in records] == [
         ("finished", 0),
         ("error", 1),
+        ("finished", 1),
     ]
     assert records[1]["error"] == "RuntimeError: diverged"
     assert records[0]["saves"] == 1 and records[0]["save_seconds_max"] >= 0
