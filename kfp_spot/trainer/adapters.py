@@ -12,6 +12,7 @@ adapter                   file suffix  values
 ========================  ===========  ======================================================
 ``bytes``                 ``.bin``     ``bytes``, ``bytearray``, ``memoryview`` (raw files)
 ``numpy``                 ``.npy``     ``numpy.ndarray`` (no pickled objects)
+``numpy-scalar``          ``.npy``     a NumPy scalar (``numpy.float32(1)``), type kept
 ``numpy-dict``            ``.npz``     a mapping of str to ``numpy.ndarray`` (no pickles)
 ``numpy-generator``       ``.json``    ``numpy.random.Generator`` (its bit generator state)
 ``numpy-random-state``    ``.json``    ``numpy.random.RandomState``
@@ -123,6 +124,21 @@ def _decode_ndarray(data: bytes | bytearray) -> Any:
         data = bytearray(data)  # frombuffer over bytes would be read-only
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
     return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _is_numpy_scalar(value: Any) -> bool:
+    np = _module_loaded("numpy")
+    return np is not None and isinstance(value, np.generic) and not value.dtype.hasobject
+
+
+def _encode_numpy_scalar(value: Any) -> bytearray:
+    import numpy as np
+
+    return _encode_ndarray(np.asarray(value))
+
+
+def _decode_numpy_scalar(data: bytearray) -> Any:
+    return _decode_ndarray(data)[()]
 
 
 def _is_ndarray_dict(value: Any) -> bool:
@@ -319,6 +335,7 @@ def _decode_json(data: bytes) -> Any:
 BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
     Adapter("bytes", ".bin", _is_bytes, bytes, bytes),
     Adapter("numpy", ".npy", _is_ndarray, _encode_ndarray, _decode_ndarray),
+    Adapter("numpy-scalar", ".npy", _is_numpy_scalar, _encode_numpy_scalar, _decode_numpy_scalar),
     Adapter("numpy-dict", ".npz", _is_ndarray_dict, _encode_ndarray_dict, _decode_ndarray_dict),
     Adapter("numpy-generator", ".json", _is_generator, _encode_generator, _decode_generator),
     Adapter(

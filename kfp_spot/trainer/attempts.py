@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 EXIT_REASONS = ("finished", "preempted", "error")
 
 
-def _storage_errors() -> tuple[type[BaseException], ...]:
+def storage_errors() -> tuple[type[BaseException], ...]:
     """Errors a storage write may raise: OSError, and gcsfs's HttpError once gcsfs is loaded."""
     retry = sys.modules.get("gcsfs.retry")
     http_error = getattr(retry, "HttpError", None)
@@ -164,6 +164,6 @@ class AttemptRecorder:
         self.record["updated_time"] = time.time()
         try:
             checkpoints.write_attempt_record(self.root, self.attempt_id, self.record)
-        except _storage_errors() as exc:
+        except storage_errors() as exc:
             # A lost record costs a report line, not the training run.
             log.warning("could not write attempt record %s: %s", self.attempt_id, exc)

@@ -14,7 +14,7 @@ from typing import Any
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
 from kfp_spot.trainer import adapters, failpoints
-from kfp_spot.trainer.attempts import AttemptRecorder
+from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
 
@@ -48,6 +48,27 @@ class Restored:
     def metrics(self) -> dict[str, Any]:
         """The metrics saved with the checkpoint."""
         return dict(self.manifest.metadata.get("metrics") or {})
+
+
+def _clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Metrics as plain JSON values (NumPy scalars become Python numbers); ValueError otherwise."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+    out = {}
+    for name, value in metrics.items():
+        if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
+            value = value.item()  # numpy scalar or 0-d array
+        try:
+            json.dumps(value, allow_nan=True)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"metrics[{name!r}] = {value!r} is not a JSON value (number, string, bool, None, "
+                "or lists/dicts of them)"
+            ) from None
+        out[str(name)] = value
+    return out
 
 
 def is_chief(environ: Mapping[str, str] | None = None) -> bool:
@@ -410,8 +431,7 @@ class CheckpointManager:
         """
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
-        if metrics is not None and not isinstance(metrics, Mapping):
-            raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+        metrics = _clean_metrics(metrics)
         if not self.writer:
             self._last_requested = step
             return None
@@ -422,7 +442,7 @@ class CheckpointManager:
         metadata = {
             "state": index,
             "state_format": STATE_FORMAT,
-            "metrics": dict(metrics or {}),
+            "metrics": metrics,
             "attempt_id": self._recorder.attempt_id if self._recorder else None,
         }
         self.wait()  # one write at a time, in step order
@@ -468,7 +488,7 @@ class CheckpointManager:
     ) -> None:
         try:
             self._write(step, files, metadata, t0)
-        except (OSError, CheckpointError, ValueError) as exc:
+        except (*storage_errors(), CheckpointError, ValueError, TypeError, RuntimeError) as exc:
             log.error("background save of step %d failed: %s", step, exc)
             self._worker_error = exc
 

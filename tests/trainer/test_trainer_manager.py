@@ -87,7 +87,7 @@ def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     ckpt = _manager(tmp_path, keep_last=2, keep_best=1, best_metric="acc", best_mode="max")
     accuracy = {1: 0.5, 2: 0.9, 3: 0.6, 4: 0.7, 5: 0.65}
     for step, acc in accuracy.items():
-        ckpt.save(step, {"x": step}, metrics={"acc": acc})
+        ckpt.save(step, {"x": step}, metrics={"acc": np.float32(acc)})  # numpy scalars are fine
     assert ckpt.committed_steps() == [2, 4, 5]
     minimise = _manager(
         tmp_path / "min", keep_last=1, keep_best=2, best_metric="loss", best_mode="min"
@@ -134,6 +134,8 @@ def test_unencodable_state_names_the_key(tmp_path: Path) -> None:
         ckpt.save(1, {"a/b": 1})
     with pytest.raises(ValueError, match="step must be"):
         ckpt.save(-1, {"a": 1})
+    with pytest.raises(ValueError, match=r"metrics\['acc'\]"):
+        ckpt.save(1, {"a": 1}, metrics={"acc": object()})
     assert checkpoints.list_steps(str(tmp_path)) == []
 
 

@@ -96,6 +96,13 @@ def test_dict_of_arrays_and_bytes() -> None:
     assert _round_trip(bytearray(b"\x00raw"))[0] == b"\x00raw"
 
 
+def test_numpy_scalars_keep_their_type() -> None:
+    for value in (np.float32(1.5), np.int64(-3), np.bool_(True), np.complex64(1 + 2j)):
+        back, adapter = _round_trip(value)
+        assert adapter == "numpy-scalar"
+        assert type(back) is type(value) and back == value
+
+
 def test_object_arrays_and_non_finite_json_are_refused() -> None:
     with pytest.raises(adapters.StateEncodingError, match="pickle"):
         adapters.encode_state({"a": np.array([object()])})
