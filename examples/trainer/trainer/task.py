@@ -82,8 +82,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--checkpoint-every",
         type=_interval,
-        default="50",
-        help="K steps (e.g. 50), a duration (30s, 5m) or 'auto' (Young-Daly); default 50",
+        default="1",
+        help="K steps (e.g. 5), a duration (30s, 5m) or 'auto' (Young-Daly); default 1",
     )
     parser.add_argument(
         "--step-seconds",
