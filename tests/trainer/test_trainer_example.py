@@ -214,3 +214,7 @@ def test_step_granularity_does_not_change_the_weights(
     assert bad.returncode != 0 and "use 1..43" in bad.output
     changed = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--seed", "9"])
     assert changed.returncode != 0 and "seed: 0 -> 9" in changed.output
+    shorter = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--epochs", "2"])
+    assert shorter.returncode != 0 and "pass --epochs >= 3" in shorter.output
+    longer = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--epochs", "4"])
+    assert longer.returncode == 0 and "resuming from step 3" in longer.output  # extended

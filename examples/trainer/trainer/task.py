@@ -187,6 +187,11 @@ def train(args: argparse.Namespace) -> int:
             params, velocity, rng = state["params"], state["velocity"], state["rng"]
             order = state["order"]
             step = int(state["progress"]["step"])
+            if step > total:
+                raise SystemExit(
+                    f"the newest checkpoint is at step {step}, past the {total} steps of "
+                    f"--epochs {args.epochs}; pass --epochs >= {math.ceil(step / steps_per_epoch)}"
+                )
             print(f"resuming from step {step}", flush=True)
         else:
             rng = np.random.default_rng(args.seed)
