@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kfp_spot import checkpoints
 from kfp_spot.trainer import (
@@ -311,3 +313,63 @@ def test_only_the_chief_replica_writes(
         ckpt.maybe_save(1, {"x": 1})
     assert checkpoints.list_steps(str(tmp_path)) == ([1] if chief else [])
     assert len(checkpoints.read_attempt_records(str(tmp_path))) == (1 if chief else 0)
+
+
+_DAMAGE = ("flip", "truncate", "drop-manifest")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    keep=st.integers(min_value=1, max_value=3),
+    ops=st.lists(
+        st.one_of(
+            st.just(("save", 0, "")),
+            st.tuples(st.just("damage"), st.integers(0, 20), st.sampled_from(_DAMAGE)),
+        ),
+        max_size=14,
+    ),
+)
+def test_restore_always_returns_the_newest_intact_step(tmp_path_factory, keep: int, ops) -> None:
+    """Saves, retention and damage in any order: restore() is the newest intact step, exactly."""
+    root = tmp_path_factory.mktemp("ck")
+    ckpt = _manager(root, keep_last=keep, record_attempts=False)
+    status: dict[int, str] = {}  # the model: step -> ok / flip / truncate / drop-manifest
+    step = 0
+    for op, index, kind in ops:
+        if op == "save":
+            step += 1
+            ckpt.save(step, {"w": np.full(64, float(step)), "step": step})
+            status[step] = "ok"
+            # retention: committed = manifest present and sizes right (hashes are not re-read)
+            committed = sorted(s for s, v in status.items() if v in ("ok", "flip"))
+            for s in list(status):
+                if (s in committed and s not in committed[-keep:]) or (
+                    s not in committed and s < committed[-1]
+                ):
+                    del status[s]
+        elif status:
+            target = sorted(status)[index % len(status)]
+            if status[target] != "ok":
+                continue
+            directory = root / f"step-{target}"
+            weights = directory / "w.npy"
+            if kind == "flip":
+                data = bytearray(weights.read_bytes())
+                data[-1] ^= 0x40
+                weights.write_bytes(bytes(data))
+            elif kind == "truncate":
+                weights.write_bytes(weights.read_bytes()[:-1])
+            else:
+                (directory / "manifest.json").unlink()
+            status[target] = kind
+        assert checkpoints.list_steps(str(root)) == sorted(status)
+        intact = [s for s, v in status.items() if v == "ok"]
+        restored = _manager(root, record_attempts=False).restore()
+        if not intact:
+            assert restored is None
+        else:
+            assert restored.step == max(intact)
+            assert restored.state["step"] == max(intact)
+            assert (restored.state["w"] == float(max(intact))).all()
