@@ -181,21 +181,23 @@ def verify(root: str, step: int, *, check_hashes: bool = True) -> Manifest:
     return manifest
 
 
-def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytearray]]:
+def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytearray | memoryview]]:
     """Read every file of ``step`` once, checking sizes and sha256 against its manifest.
 
     Hashing runs in a helper thread, one chunk behind the reads, so a large checkpoint costs
     about the longer of reading and hashing rather than their sum.
 
     Returns:
-        The manifest and file name -> content (a ``bytearray``: decoders may use it in place).
+        The manifest and file name -> content: a writable bytes-like object (``bytearray``, or
+        for large files a ``memoryview`` of memory that was never zero-filled) that decoders may
+        keep and use in place. ``bytes(content)`` gives plain bytes.
 
     Raises:
         CheckpointCorruptError: the step is torn or a file does not match.
     """
     manifest = read_manifest(root, step)
     base = step_dir(root, step)
-    out: dict[str, bytearray] = {}
+    out: dict[str, bytearray | memoryview] = {}
     with ThreadPoolExecutor(1, thread_name_prefix="kfp-spot-sha256") as pool:
         for entry in manifest.files:
             filesystem, path = fs.filesystem(fs.join(base, entry.path))
@@ -218,31 +220,41 @@ def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytearray]]
 
 def _read_hashed(
     handle: Any, expected: int, pool: ThreadPoolExecutor
-) -> tuple[bytearray, str, int]:
+) -> tuple[bytearray | memoryview, str, int]:
     """Read up to ``expected`` bytes, hashing as it goes; returns data, sha256, the file's size."""
-    buf = bytearray(expected)
+    buf = _buffer(expected)
     view = memoryview(buf)
     digest = hashlib.sha256()
     pending = None
     pos = 0
-    try:
-        while pos < expected:
-            n = handle.readinto(view[pos : pos + _CHUNK])
-            if not n:
-                break
-            if pending is not None:
-                pending.result()
-            pending = pool.submit(digest.update, view[pos : pos + n])
-            pos += n
+    while pos < expected:
+        n = handle.readinto(view[pos : pos + _CHUNK])
+        if not n:
+            break
         if pending is not None:
             pending.result()
-        if pos == expected and (extra := len(handle.read())):  # longer than the manifest says
-            return buf, "", pos + extra
-    finally:
+        pending = pool.submit(digest.update, view[pos : pos + n])
+        pos += n
+    if pending is not None:
+        pending.result()
+    if pos == expected and (extra := len(handle.read())):  # longer than the manifest says
+        return view, "", pos + extra
+    if isinstance(buf, bytearray) and pos == expected:
         view.release()
-    if pos < expected:
-        del buf[pos:]
-    return buf, digest.hexdigest(), pos
+        return buf, digest.hexdigest(), pos
+    return view[:pos], digest.hexdigest(), pos
+
+
+def _buffer(size: int) -> bytearray | Any:
+    # bytearray(n) zero-fills: for a large checkpoint that is a whole extra pass over memory.
+    # numpy.empty does not, and readinto then touches each page once.
+    if size >= _CHUNK:
+        try:
+            import numpy as np
+        except ImportError:  # numpy is a dependency, but the layout does not need it
+            return bytearray(size)
+        return np.empty(size, dtype=np.uint8)
+    return bytearray(size)
 
 
 def _sha256_while(data: bytes | bytearray | memoryview, work: Callable[[], None]) -> str:

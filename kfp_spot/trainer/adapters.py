@@ -40,6 +40,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+Buffer = bytes | bytearray | memoryview
+"""What decoders receive: a bytes-like object (built-in decoders get writable buffers)."""
+
 
 class StateEncodingError(TypeError):
     """A state value has no adapter, or its bytes cannot be decoded by the adapter named."""
@@ -54,14 +57,15 @@ class Adapter:
         suffix: the file name suffix (with the dot).
         matches: whether a value is of this kind (must not import optional libraries).
         encode: value -> bytes (a snapshot: later changes to the value must not show).
-        decode: bytes -> value (a ``bytearray`` it may keep and use in place).
+        decode: bytes -> value. Built-in adapters get a writable bytes-like buffer they may keep
+            and use in place; adapters added with :func:`register` get ``bytes``.
     """
 
     name: str
     suffix: str
     matches: Callable[[Any], bool]
-    encode: Callable[[Any], bytes | bytearray]
-    decode: Callable[[bytearray], Any]
+    encode: Callable[[Any], Buffer]
+    decode: Callable[[Any], Any]
 
 
 def _module_loaded(name: str) -> Any:
@@ -79,7 +83,7 @@ def _is_ndarray(value: Any) -> bool:
     return np is not None and isinstance(value, np.ndarray)
 
 
-def _encode_ndarray(value: Any) -> bytearray:
+def _encode_ndarray(value: Any) -> memoryview:
     """The ``.npy`` format (readable by ``numpy.load``), built with one copy of the data."""
     import numpy as np
 
@@ -98,17 +102,17 @@ def _encode_ndarray(value: Any) -> bytearray:
     except ValueError:  # a header too long for format 1.0
         fmt.write_array_header_2_0(header, info)
     head = header.getvalue()
-    out = bytearray(len(head) + value.nbytes)
-    out[: len(head)] = head
+    # numpy.empty, not bytearray: no zero-filling pass over memory the copy overwrites anyway.
+    out = np.empty(len(head) + value.nbytes, dtype=np.uint8)
+    out[: len(head)] = np.frombuffer(head, dtype=np.uint8)
     if value.nbytes:
         # ravel(order="A") of a contiguous array is a view in its memory order: no extra copy.
-        flat = value.ravel(order="A").view(np.uint8)
-        np.frombuffer(out, dtype=np.uint8, offset=len(head))[:] = flat
-    return out
+        out[len(head) :] = value.ravel(order="A").view(np.uint8)
+    return memoryview(out)
 
 
-def _decode_ndarray(data: bytes | bytearray) -> Any:
-    """Read ``.npy`` bytes; with a ``bytearray`` the array uses its memory (writable, no copy)."""
+def _decode_ndarray(data: Buffer) -> Any:
+    """Read ``.npy`` bytes; over a writable buffer the array uses its memory (no copy)."""
     import numpy as np
 
     fmt = np.lib.format
@@ -120,8 +124,8 @@ def _decode_ndarray(data: bytes | bytearray) -> Any:
     if dtype.hasobject:
         raise ValueError("the array holds Python objects, which need pickle")
     count = int(np.prod(shape, dtype=np.int64))
-    if not isinstance(data, bytearray):
-        data = bytearray(data)  # frombuffer over bytes would be read-only
+    if memoryview(data).readonly:
+        data = bytearray(data)  # frombuffer over bytes would give a read-only array
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
     return flat.reshape(shape, order="F" if fortran else "C")
 
@@ -131,13 +135,13 @@ def _is_numpy_scalar(value: Any) -> bool:
     return np is not None and isinstance(value, np.generic) and not value.dtype.hasobject
 
 
-def _encode_numpy_scalar(value: Any) -> bytearray:
+def _encode_numpy_scalar(value: Any) -> memoryview:
     import numpy as np
 
     return _encode_ndarray(np.asarray(value))
 
 
-def _decode_numpy_scalar(data: bytearray) -> Any:
+def _decode_numpy_scalar(data: Buffer) -> Any:
     return _decode_ndarray(data)[()]
 
 
@@ -160,7 +164,7 @@ def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def _decode_ndarray_dict(data: bytes) -> dict[str, Any]:
+def _decode_ndarray_dict(data: Buffer) -> dict[str, Any]:
     import numpy as np
 
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
@@ -199,10 +203,10 @@ def _encode_generator(value: Any) -> bytes:
     return json.dumps(_state_to_json(value.bit_generator.state)).encode()
 
 
-def _decode_generator(data: bytes) -> Any:
+def _decode_generator(data: Buffer) -> Any:
     import numpy as np
 
-    state = _state_from_json(json.loads(data))
+    state = _state_from_json(json.loads(bytes(data)))
     bit_generator = getattr(np.random, state["bit_generator"])()
     bit_generator.state = state
     return np.random.Generator(bit_generator)
@@ -218,10 +222,10 @@ def _encode_random_state(value: Any) -> bytes:
     return json.dumps([kind, keys.tolist(), pos, has_gauss, cached]).encode()
 
 
-def _decode_random_state(data: bytes) -> Any:
+def _decode_random_state(data: Buffer) -> Any:
     import numpy as np
 
-    kind, keys, pos, has_gauss, cached = json.loads(data)
+    kind, keys, pos, has_gauss, cached = json.loads(bytes(data))
     out = np.random.RandomState()
     out.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     return out
@@ -237,8 +241,8 @@ def _encode_python_random(value: random.Random) -> bytes:
     return json.dumps([version, list(internal), gauss]).encode()
 
 
-def _decode_python_random(data: bytes) -> random.Random:
-    version, internal, gauss = json.loads(data)
+def _decode_python_random(data: Buffer) -> random.Random:
+    version, internal, gauss = json.loads(bytes(data))
     out = random.Random()
     out.setstate((version, tuple(internal), gauss))
     return out
@@ -273,7 +277,7 @@ def _encode_torch(value: Any) -> bytes:
     return buf.getvalue()
 
 
-def _decode_torch(data: bytes) -> Any:
+def _decode_torch(data: Buffer) -> Any:
     import torch
 
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
@@ -285,10 +289,10 @@ def _encode_safetensors(value: Any) -> bytes:
     return save({k: v.contiguous() for k, v in value.items()})
 
 
-def _decode_safetensors(data: bytes) -> Any:
+def _decode_safetensors(data: Buffer) -> Any:
     from safetensors.torch import load
 
-    return load(data)
+    return load(bytes(data))
 
 
 def _is_torch_dict_for_safetensors(value: Any) -> bool:
@@ -305,7 +309,7 @@ def _encode_pickle(value: Any) -> bytes:
     return pickle.dumps(value, protocol=5)
 
 
-def _decode_pickle(data: bytes) -> Any:
+def _decode_pickle(data: Buffer) -> Any:
     return pickle.loads(data)  # sklearn estimators have no pickle-free format
 
 
@@ -328,8 +332,8 @@ def _encode_json(value: Any) -> bytes:
     return json.dumps(value, allow_nan=False).encode()  # keeps dict order
 
 
-def _decode_json(data: bytes) -> Any:
-    return json.loads(data)
+def _decode_json(data: Buffer) -> Any:
+    return json.loads(bytes(data))
 
 
 BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
@@ -357,6 +361,7 @@ BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
 )
 
 _REGISTRY: dict[str, Adapter] = {a.name: a for a in BUILTIN_ADAPTERS}
+_BUILTIN_NAMES = frozenset(_REGISTRY)
 _ORDER: list[Adapter] = list(BUILTIN_ADAPTERS)
 
 
@@ -395,7 +400,7 @@ def adapter_for(key: str, value: Any) -> Adapter:
 
 def encode_state(
     state: Mapping[str, Any],
-) -> tuple[dict[str, bytes | bytearray], dict[str, dict[str, str]]]:
+) -> tuple[dict[str, Buffer], dict[str, dict[str, str]]]:
     """Encode a training state into checkpoint files.
 
     Args:
@@ -413,7 +418,7 @@ def encode_state(
         raise StateEncodingError(
             f"state must be a mapping of names to values, got {type(state).__name__}"
         )
-    files: dict[str, bytes | bytearray] = {}
+    files: dict[str, Buffer] = {}
     index: dict[str, dict[str, str]] = {}
     for key, value in state.items():
         if (
@@ -435,7 +440,7 @@ def encode_state(
 
 
 def decode_state(
-    read: Callable[[str], bytes], index: Mapping[str, Mapping[str, str]]
+    read: Callable[[str], Buffer], index: Mapping[str, Mapping[str, str]]
 ) -> dict[str, Any]:
     """Decode a training state written by :func:`encode_state`.
 
@@ -446,8 +451,11 @@ def decode_state(
     out = {}
     for key, entry in index.items():
         adapter = get(entry["adapter"])
+        data = read(entry["file"])
+        if adapter.name not in _BUILTIN_NAMES and not isinstance(data, bytes):
+            data = bytes(data)
         try:
-            out[key] = adapter.decode(read(entry["file"]))
+            out[key] = adapter.decode(data)
         except (ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
             raise StateEncodingError(
                 f"state[{key!r}] ({entry['file']}) cannot be decoded by adapter "
