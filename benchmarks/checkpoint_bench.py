@@ -113,7 +113,7 @@ def throughput(workdir: Path, mib: int, repeats: int) -> None:
 def _train_loop(root: Path | None, mib: int, steps: int, every: int, async_save: bool) -> dict:
     rng = np.random.default_rng(0)
     weights = rng.random(mib * MIB // 4, dtype=np.float32)
-    a = rng.random((600, 600))
+    a = rng.random((800, 800))
     ckpt = (
         CheckpointManager(
             str(root),
@@ -130,7 +130,7 @@ def _train_loop(root: Path | None, mib: int, steps: int, every: int, async_save:
     t_start = time.perf_counter()
     for step in range(1, steps + 1):
         for _ in range(8):  # ~real work: a few dense products
-            a = np.tanh(a @ a / 600.0)
+            a = np.tanh(a @ a / 800.0)
         weights[step % weights.size] += 1.0
         if ckpt is not None:
             t0 = time.perf_counter()
@@ -463,7 +463,7 @@ def main() -> int:
         p.add_argument("--mib", type=int, default=256, help="state size for 1. and 2.")
         p.add_argument("--repeats", type=int, default=3)
         p.add_argument("--stall-steps", type=int, default=40)
-        p.add_argument("--stall-every", type=int, default=5)
+        p.add_argument("--stall-every", type=int, default=10)
         p.add_argument("--mtbp", type=float, default=20.0, help="mean time between preemptions")
         p.add_argument("--work-seconds", type=float, default=60.0)
         p.add_argument("--step-seconds", type=float, default=0.1)
