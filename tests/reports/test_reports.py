@@ -63,7 +63,8 @@ def build_run(
             step += step_every
             checkpoints.commit_manifest(
                 str(ckpt),
-                checkpoints.Manifest(step, (), ct, {"loss": 1.0 / (1 + step)}),
+                # as kfp_spot.trainer writes save(..., metrics={"loss": ...})
+                checkpoints.Manifest(step, (), ct, {"metrics": {"loss": 1.0 / (1 + step)}}),
             )
         exit_reason = {"PREEMPTED": "preempted", "SUCCEEDED": "finished"}.get(a.reason, "error")
         checkpoints.write_attempt_record(
