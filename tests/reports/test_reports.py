@@ -301,7 +301,8 @@ def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
         write_report(tmp_path)
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert result.exit_code == 2
-    assert len([line for line in result.output.splitlines() if line.startswith("Error")]) == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("kfp-spot: error:")]
+    assert len(errors) == 1
     assert not (tmp_path / "report.md").exists()
 
 
