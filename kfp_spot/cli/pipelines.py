@@ -144,11 +144,20 @@ def _submit_to_vertex(
     default=None,
     help="Write YAMLs here instead of updating the committed files in place.",
 )
-def compile_(output_dir: Path | None) -> None:
+@click.option(
+    "--base-image",
+    default=None,
+    help="Run every task in this image (pushed to your registry); needs --output-dir.",
+)
+def compile_(output_dir: Path | None, base_image: str | None) -> None:
     """Compile every component and pipeline to YAML (deterministic)."""
     from kfp_spot.pipelines import catalog
 
-    for path in catalog.compile_all(output_dir):
+    try:
+        paths = catalog.compile_all(output_dir, base_image=base_image)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    for path in paths:
         click.echo(str(path))
 
 
