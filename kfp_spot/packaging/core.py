@@ -116,7 +116,12 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
         ModuleNotInPackageError: the module is not in the package.
         ModuleSyntaxError: a module of its top-level package does not compile.
     """
-    if not any(f in facts.files for f in _module_files(python_module)):
+    stem = python_module.replace(".", "/")
+    extension = any(
+        f.startswith(f"{stem}.") and f.endswith((".so", ".pyd")) and "/" not in f[len(stem) :]
+        for f in facts.files
+    )
+    if not extension and not any(f in facts.files for f in _module_files(python_module)):
         modules = _modules_in(facts.files)
         shown = ", ".join(modules[:20]) + (" ..." if len(modules) > 20 else "")
         raise ModuleNotInPackageError(
