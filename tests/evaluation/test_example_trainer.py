@@ -16,7 +16,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer"
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, env_cache):
     root = tmp_path_factory.mktemp("example")
-    info = prepare_package(str(EXAMPLE), str(root / "stage"))
+    info = prepare_package(str(EXAMPLE), str(root / "stage"), check_import=True)
     python = envcache.package_env(list(info.package_uris), env_cache)
     env = dict(
         os.environ,
@@ -39,6 +39,7 @@ def test_example_package_metadata(trained):
     info, _ = trained
     assert info.name == "kfp-spot-example-trainer"
     assert info.python_module == "trainer.task"
+    assert info.import_checked  # imports with only its declared deps and kfp-spot
     assert any(r.startswith("scikit-learn") for r in info.requirements)
 
 

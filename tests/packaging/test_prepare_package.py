@@ -98,10 +98,16 @@ def test_staged_sdist_installs_and_its_module_runs(built, tmp_path, env_cache):
     assert '"trained": true' in proc.stdout and "--epochs" in proc.stdout
 
 
-def test_import_check_passes_for_a_good_package(project, tmp_path, env_cache):
-    info = prepare_package(
-        str(project), str(tmp_path / "stage"), check_import=True, cache_dir=env_cache
+def test_import_check_passes_with_declared_and_provided_dependencies(project, tmp_path):
+    # numpy and scikit-learn are declared; kfp_spot is provided by the runtime; the package's
+    # own modules import.
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"numpy>=1.20"', '"numpy", "scikit-learn"'))
+    (project / "tinytrainer" / "task.py").write_text(
+        "import numpy, sklearn.linear_model\nimport kfp_spot.checkpoints\n"
+        "from tinytrainer import evaluate\n"
     )
+    info = prepare_package(str(project), str(tmp_path / "stage"), check_import=True)
     assert info.import_checked
 
 
