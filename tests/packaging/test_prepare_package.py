@@ -129,3 +129,4 @@ def test_component_entry_fills_the_artifact_and_stages_next_to_it(project, tmp_p
     assert meta["size"] == Path(artifact.uri).stat().st_size
     assert meta["cache_hit"] is False
     assert meta["package_uris"] == [artifact.uri, str(extra)]
+    assert meta["staging_uri"] == str(tmp_path / "outputs" / "package")
