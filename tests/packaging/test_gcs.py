@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from kfp_spot import envcache, fs
-from kfp_spot.packaging import SourceError, prepare_package
+from kfp_spot.packaging import PackagingError, SourceError, prepare_package
 from tests.conftest import TEST_BUCKET
 
 
@@ -52,3 +52,8 @@ def test_gs_source_archive(gcs_emulator, project, built):
 def test_missing_gs_source(gcs_emulator, tmp_path):
     with pytest.raises(SourceError, match=r"source: gs://.*/nothing.tar.gz does not exist"):
         prepare_package(gs("nothing.tar.gz"), str(tmp_path / "stage"))
+
+
+def test_staging_bucket_that_does_not_exist(gcs_emulator, project):
+    with pytest.raises(PackagingError, match=r"staging_uri: cannot write gs://no-such-bucket/"):
+        prepare_package(str(project), "gs://no-such-bucket/staging")
