@@ -49,7 +49,8 @@ class PackageInfo:
         wheel_uri: staged URI of the wheel when one was asked for, else "".
         wheel_sha256: its sha256, else "".
         source_kind: ``project``, ``module``, ``script`` (``+archive``, ``+gs``).
-        import_checked: the module was imported in a fresh environment before staging.
+        import_checked: the module was imported in a clean environment before staging.
+        staged: every staged URI (the sdist, and the wheel when built).
     """
 
     name: str
@@ -251,6 +252,7 @@ def prepare_package(
     name: str = "",
     version: str = "",
     provided_requirements: Sequence[str] = DEFAULT_PROVIDED,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> PackageInfo:
     """Build ``source`` into a reproducible sdist, validate it and stage it by its sha256.
 
@@ -276,6 +278,8 @@ def prepare_package(
         version: version of a generated project (default ``0.0.0+src<content digest>``).
         provided_requirements: what the executor image provides besides the declared
             dependencies, for ``check_import`` (default: kfp-spot, for ``kfp_spot.trainer``).
+        cache_dir: where the clean environment of ``check_import`` is made (and removed after);
+            default: the system's temporary directory.
 
     Returns:
         The staged package.
@@ -330,6 +334,7 @@ def prepare_package(
                 module,
                 extra_packages=local_extras,
                 provided=provided_requirements,
+                work_dir=cache_dir,
             )
         sha = _build.sha256_of(built.sdist)
         uri, uploaded = stage_file(built.sdist, staging_uri, facts.name, sha)

@@ -124,6 +124,7 @@ def check_import_clean(
     *,
     extra_packages: Sequence[Path] = (),
     provided: Sequence[str] = DEFAULT_PROVIDED,
+    work_dir: str | os.PathLike[str] | None = None,
 ) -> None:
     """Import ``python_module`` from ``wheel`` in a clean environment.
 
@@ -133,6 +134,7 @@ def check_import_clean(
         python_module: the module to import (its top-level code runs, as a library import).
         extra_packages: local files of the extra packages, installed without their dependencies.
         provided: requirements the executor image provides besides the declared ones.
+        work_dir: where the environment is made (removed after); default: the system's temp dir.
 
     Raises:
         ImportCheckError: the import fails (the traceback names the missing module) or a
@@ -145,7 +147,9 @@ def check_import_clean(
         if canonicalize_name(Requirement(m).name)
         not in {canonicalize_name(Requirement(p).name) for p in provided}
     ]
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-clean-env-") as tmp:
+    if work_dir is not None:
+        os.makedirs(work_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-clean-env-", dir=work_dir) as tmp:
         env_dir = Path(tmp, "env")
         venv.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=False).create(env_dir)
         python = env_dir / "bin" / "python"
