@@ -111,3 +111,35 @@ def test_ambiguous_module_must_be_named(project, tmp_path):
     shutil.copy(project / "tinytrainer" / "task.py", project / "tinytrainer" / "__main__.py")
     with pytest.raises(PackagingError, match=r"python_module: cannot tell which module"):
         prepare_package(str(project), str(tmp_path / "stage"))
+
+
+def test_setup_py_project(tmp_path):
+    src = tmp_path / "legacy"
+    (src / "legacytrainer").mkdir(parents=True)
+    (src / "legacytrainer" / "__init__.py").write_text("")
+    (src / "legacytrainer" / "task.py").write_text("print('legacy')\n")
+    (src / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "setup(name='legacy-trainer', version='2.0', packages=['legacytrainer'],"
+        " install_requires=['numpy'])\n"
+    )
+    info = prepare_package(str(src), str(tmp_path / "stage"))
+    assert (info.name, info.version, info.python_module) == (
+        "legacy-trainer",
+        "2.0",
+        "legacytrainer.task",
+    )
+    assert info.requirements == ("numpy",)
+
+
+def test_src_layout_project(project, tmp_path):
+    (project / "src").mkdir()
+    shutil.move(str(project / "tinytrainer"), str(project / "src" / "tinytrainer"))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'packages = ["tinytrainer"]', 'package-dir = {"" = "src"}\npackages = ["tinytrainer"]'
+        )
+    )
+    info = prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.python_module == "tinytrainer.task"
