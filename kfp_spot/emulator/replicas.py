@@ -64,6 +64,17 @@ class ReplicaPlan:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def output_base(uri: str) -> str:
+    """The base output directory as the replicas see it.
+
+    ``gs:///abs/path`` (an empty bucket name, which GCS cannot have) is what the aiplatform SDK
+    makes of a local ``staging_bucket``; the emulator takes it as the local path ``/abs/path``.
+    """
+    if uri.startswith("gs:///"):
+        return uri[len("gs://") :]
+    return uri
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -94,7 +105,7 @@ def plan_replicas(
             port = next(port_iter) if port_iter is not None else free_port()
             name = f"workerpool{pool_index}-{index}"
             plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
-    base = job_spec.base_output_directory.output_uri_prefix
+    base = output_base(job_spec.base_output_directory.output_uri_prefix)
     common: dict[str, str] = {"CLOUD_ML_JOB_ID": job_id, "CLOUD_ML_PROJECT_ID": project}
     if base:
         common["AIP_MODEL_DIR"] = fs.join(base, "model")

@@ -169,6 +169,22 @@ def parse_name(name: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+_PARSE_PATH = re.compile(r'at "CustomJob\.([^"]+?)\.?"')
+
+
+def _parse_error(err: Exception) -> ApiError:
+    """A 400 for a body the message classes refuse, naming the field where the parser stopped."""
+    text = str(err)
+    match = _PARSE_PATH.search(text)
+    field = match.group(1) if match else None
+    hint = ""
+    if "multiple" in text and '"task" oneof' in text:
+        hint = " Set exactly one of containerSpec or pythonPackageSpec per worker pool."
+    elif "multiple" in text and "oneof" in text:
+        hint = " Set only one field of that oneof."
+    return ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {text}{hint}", field)
+
+
 def container_runtime() -> str | None:
     """The container runtime (``docker`` or ``podman``) that answers, or None."""
     for tool in ("docker", "podman"):
@@ -262,7 +278,7 @@ class Service:
         try:
             json_format.ParseDict(body, pb, ignore_unknown_fields=False)
         except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as err:
-            raise ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {err}") from None
+            raise _parse_error(err) from None
         except RecursionError:
             raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload: nested too deeply") from None
         try:
@@ -796,7 +812,7 @@ class _AttemptRunner:
             return
         if self._interrupted():
             return
-        base = self.pb.job_spec.base_output_directory.output_uri_prefix
+        base = replicas.output_base(self.pb.job_spec.base_output_directory.output_uri_prefix)
         local_base = fs.to_local_path(base) if base else None
         if local_base:
             for sub in ("model", "checkpoints", "logs"):
