@@ -113,3 +113,68 @@ def test_capacity_queues_jobs_and_queued_time_is_not_billed(
             "POST", f"{emu.endpoint}/v1/{PARENT}/customJobs", make_job(replicas=(1, 1))
         )
         assert status == 429 and "capacity for 1" in err["error"]["message"]
+
+
+def test_package_from_gcs_emulator(gcs_emulator, emulator, api, make_job, toy_package):
+    from kfp_spot import fs
+
+    filesystem, path = fs.filesystem("gs://kfp-spot-test/packages/toytrain-0.1.tar.gz")
+    filesystem.put(toy_package, path)
+    body = make_job("--steps", "1")
+    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] = [
+        "gs://kfp-spot-test/packages/toytrain-0.1.tar.gz"
+    ]
+    name = _create(emulator, api, body)
+    done = emulator.wait(name, timeout=60)
+    assert done.state.name == "JOB_STATE_SUCCEEDED", done.error.message
+
+
+def test_cancel_while_queued_never_runs(tmp_path, env_cache, api, make_job, until):
+    with Emulator(tmp_path / "state", grace_period=1.0, capacity=1, env_cache_dir=env_cache) as emu:
+        first = _create(emu, api, make_job("--steps", "400"))
+        until(lambda: emu.job(first).state.name == "JOB_STATE_RUNNING", 60, "the first job")
+        second = _create(emu, api, make_job("--steps", "1"))
+        status, _ = api("POST", f"{emu.endpoint}/v1/{second}:cancel", {})
+        assert status == 200
+        assert emu.wait(second, timeout=30).state.name == "JOB_STATE_CANCELLED"
+        assert emu.attempts(second) == []
+        emu.service.cancel_job(first)
+        assert emu.wait(first, timeout=30).state.name == "JOB_STATE_CANCELLED"
+        status, err = api("POST", f"{emu.endpoint}/v1/{first}:cancel", {})
+        assert status == 400 and err["error"]["status"] == "FAILED_PRECONDITION"
+
+
+def test_timeout_fails_the_job(emulator, api, make_job):
+    body = make_job("--steps", "400")
+    body["jobSpec"]["scheduling"]["timeout"] = "0.5s"
+    name = _create(emulator, api, body)
+    done = emulator.wait(name, timeout=60)
+    assert done.state.name == "JOB_STATE_FAILED" and done.error.code == 4
+    assert "timeout" in done.error.message
+    [row] = emulator.attempts(name)
+    assert 0.5 <= row["billableSeconds"] < 3
+
+
+def test_random_preemptions_follow_the_seeded_policy(tmp_path, env_cache, api, make_job):
+    with Emulator(
+        tmp_path / "state",
+        grace_period=1.0,
+        preempt_every=0.4,
+        seed=11,
+        env_cache_dir=env_cache,
+    ) as emu:
+        name = _create(emu, api, make_job("--steps", "30", "--step-seconds", "0.05"))
+        done = emu.wait(name, timeout=120)
+        ledger = emu.attempts(name)
+        seq = emu.service.store.job(name.rsplit("/", 1)[-1]).seq
+    expected = [emu.policy.delay(seq, row["attempt"]) for row in ledger]
+    for row, delay in zip(ledger, expected, strict=True):
+        if row["endReason"] == "PREEMPTED":
+            # preempted at the drawn time (plus the time the trainer takes to exit on SIGTERM)
+            assert delay <= row["billableSeconds"] < delay + 0.8
+        else:
+            # the attempt finished before its drawn preemption time came
+            assert row["endReason"] == "SUCCEEDED" and delay >= row["billableSeconds"] - 0.1
+    assert done.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")
+    if done.state.name == "JOB_STATE_FAILED":
+        assert "STOCKOUT" in done.error.message and len(ledger) == 7
