@@ -9,6 +9,7 @@ preempted attempt ends with STOCKOUT and the job is queued again, up to ``MAX_RE
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobState, Scheduling
 from google.protobuf import json_format
@@ -37,6 +38,7 @@ from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 6
+MAX_REPLICAS = 64  # every replica is a local process
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 TICK = 0.05
@@ -200,6 +202,27 @@ def container_runtime() -> str | None:
     return None
 
 
+class StateDirBusyError(RuntimeError):
+    """Another emulator is using the state dir."""
+
+
+def _lock_state_dir(state_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on the state dir for the emulator's lifetime (released on exit).
+
+    Two emulators on one state dir would each take the other's running attempts for orphans.
+    """
+    handle = open(state_dir / "emulator.lock", "w")  # noqa: SIM115 - held until stop()
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StateDirBusyError(
+            f"another emulator is using the state dir {state_dir}; stop it or pick another "
+            "--state-dir"
+        ) from None
+    return handle
+
+
 class Service:
     """The emulated JobService plus its scheduler.
 
@@ -226,6 +249,7 @@ class Service:
     ) -> None:
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _lock_state_dir(self.state_dir)
         self.store = Store(self.state_dir / "emulator.sqlite")
         self.grace_period = grace_period
         self.shutdown_grace = min(shutdown_grace, grace_period)
@@ -259,6 +283,7 @@ class Service:
         for runner in runners:
             runner.join()
         self.store.close()
+        self._lock_file.close()
 
     def _wake(self) -> None:
         with self._cond:
@@ -559,7 +584,15 @@ class Service:
         return needs
 
     def _check_capacity(self, pb: Any) -> None:
-        for machine_type, count in self._needs(pb).items():
+        needs = self._needs(pb)
+        if sum(needs.values()) > MAX_REPLICAS:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"the job asks for {sum(needs.values())} replicas; the local emulator runs each "
+                f"as a process on this machine and allows at most {MAX_REPLICAS} per job",
+                "jobSpec.workerPoolSpecs",
+            )
+        for machine_type, count in needs.items():
             cap = self._capacity_of(machine_type)
             if cap is not None and count > cap:
                 raise ApiError(
