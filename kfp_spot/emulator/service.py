@@ -376,6 +376,8 @@ class Service:
         if page_token:
             try:
                 offset = int(base64.urlsafe_b64decode(page_token.encode()).decode())
+                if offset < 0:
+                    raise ValueError(offset)
             except (ValueError, UnicodeDecodeError):
                 raise ApiError(
                     "INVALID_ARGUMENT",

@@ -306,3 +306,45 @@ def test_generated_bodies_never_get_a_5xx(emulator, api, body):
         assert status in (200, 400)  # 400 when it already failed (its package does not exist)
     else:
         assert answer["error"]["code"] == status and answer["error"]["message"]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    filter_text=st.text(max_size=40)
+    | st.lists(
+        st.sampled_from(
+            [
+                "state",
+                "display_name",
+                "labels.a",
+                "create_time",
+                "=",
+                "!=",
+                ":",
+                "<",
+                "AND",
+                "OR",
+                "NOT",
+                "(",
+                ")",
+                '"x"',
+                "JOB_STATE_RUNNING",
+                "2026-01-01T00:00:00Z",
+                "*",
+            ]
+        ),
+        max_size=8,
+    ).map(" ".join),
+    page_token=st.text(max_size=12),
+    page_size=st.integers(-5, 2000),
+)
+def test_generated_list_queries_never_get_a_5xx(emulator, api, filter_text, page_token, page_size):
+    from urllib.parse import urlencode
+
+    query = urlencode({"filter": filter_text, "pageToken": page_token, "pageSize": page_size})
+    status, answer = api("GET", f"{emulator.endpoint}/v1/{PARENT}/customJobs?{query}")
+    assert status in (200, 400), answer
