@@ -16,6 +16,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.reports import write_report
 
 LOCAL_PROJECT = "local-project"
 LOCAL_LOCATION = "us-central1"
@@ -92,8 +93,9 @@ def run_local(
     with Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
         progress(f"emulator listening on {emu.endpoint}")
 
-        def running_jobs() -> list[str]:
-            return [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+        def running_attempts() -> list[tuple[str, int]]:
+            running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+            return [(name, len(emu.attempts(name))) for name in running]
 
         local.init(
             local.SubprocessRunner(use_venv=False),
@@ -101,7 +103,7 @@ def run_local(
             raise_on_error=False,
         )
         with CheckpointPreemptionDrill(
-            checkpoint_root, running_jobs, emu.preempt, count=preemptions
+            checkpoint_root, running_attempts, emu.preempt, count=preemptions
         ) as drill:
             task = spot_training(
                 project=LOCAL_PROJECT,
@@ -143,6 +145,8 @@ def run_local(
     )
     (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
     del drill
+    report = write_report(run_dir)
+    result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
 
 
@@ -164,7 +168,11 @@ def summarize(result: LocalRunResult) -> str:
         f"billable time:      {billable:.1f} s; cost ${spot:.6f} on Spot vs "
         f"${on_demand:.6f} on demand"
     )
-    shown = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    shown = {
+        k: v
+        for k, v in result.metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     lines.append(
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")

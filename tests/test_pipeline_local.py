@@ -49,3 +49,32 @@ def test_the_emulator_stored_a_spot_custom_job(demo_run):
             job = client.get_custom_job(name=name)
             assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
             assert job.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+
+
+def _promotion_records(run_dir):
+    return list((run_dir / "pipeline_root").glob("*/promote-model/promoted_model/PROMOTION.json"))
+
+
+def test_a_passing_quality_gate_promotes_the_model(demo_run):
+    run_dir, result = demo_run
+    (record,) = _promotion_records(run_dir)
+    model_dir = run_dir / "job" / "model"
+    trained = {p.name: p.read_bytes() for p in model_dir.iterdir()}
+    assert trained, "the job wrote no model"
+    promoted = {p.name: p.read_bytes() for p in record.parent.iterdir() if p != record}
+    assert promoted == trained
+    assert f'"checkpoint_step": {float(result.latest_step)}' in record.read_text()
+
+
+def test_a_failing_quality_gate_skips_promotion(tmp_path):
+    result = local_run.run_local(
+        tmp_path,
+        training_args=("--epochs", "2", "--checkpoint-every", "1"),
+        preemptions=0,
+        thresholds={"accuracy": ">=0.9999"},
+        progress=print,
+    )
+    assert result.outcome == "SUCCEEDED"
+    assert result.passed is False
+    assert result.metrics["accuracy"] < 0.9999
+    assert _promotion_records(tmp_path) == []

@@ -111,6 +111,7 @@ def _submit_to_vertex(
     service_account: str | None,
     template: Path | None,
     params: tuple[str, ...],
+    api_endpoint: str | None = None,
 ) -> None:
     from kfp_spot import vertex
     from kfp_spot.pipelines import catalog
@@ -131,6 +132,7 @@ def _submit_to_vertex(
             parameter_values=values,
             pipeline_root=pipeline_root,
             service_account=service_account,
+            api_endpoint=api_endpoint,
         )
     except vertex.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -144,12 +146,50 @@ def _submit_to_vertex(
     default=None,
     help="Write YAMLs here instead of updating the committed files in place.",
 )
-def compile_(output_dir: Path | None) -> None:
+@click.option(
+    "--base-image",
+    default=None,
+    help="Run every task in this image (pushed to your registry); needs --output-dir.",
+)
+def compile_(output_dir: Path | None, base_image: str | None) -> None:
     """Compile every component and pipeline to YAML (deterministic)."""
     from kfp_spot.pipelines import catalog
 
-    for path in catalog.compile_all(output_dir):
+    try:
+        paths = catalog.compile_all(output_dir, base_image=base_image)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    for path in paths:
         click.echo(str(path))
 
 
-COMMANDS = [run, compile_]
+@click.command()
+@click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--project", required=True, help="The Google Cloud project.")
+@click.option("--location", default="us-central1", show_default=True, help="Vertex AI region.")
+@click.option("--pipeline-root", help="gs:// root for the run's artifacts.")
+@click.option("--service-account", help="The run-as service account.")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A pipeline parameter (VALUE parsed as JSON when it is JSON).",
+)
+@click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint.")
+def submit(
+    template: Path,
+    project: str,
+    location: str,
+    pipeline_root: str | None,
+    service_account: str | None,
+    params: tuple[str, ...],
+    api_endpoint: str | None,
+) -> None:
+    """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines."""
+    _submit_to_vertex(
+        project, location, pipeline_root, service_account, template, params, api_endpoint
+    )
+
+
+COMMANDS = [run, compile_, submit]

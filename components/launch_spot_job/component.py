@@ -1,0 +1,118 @@
+"""The launch_spot_job component: the KFP interface only; the work is in kfp_spot.jobs."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Input, Metrics, Model, Output, OutputPath
+
+from kfp_spot.version import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def launch_spot_job(
+    project: str,
+    checkpoint: Output[Artifact],
+    model: Output[Model],
+    job_report: Output[Metrics],
+    gcp_resources: OutputPath(str),
+    location: str = "us-central1",
+    display_name: str = "kfp-spot-training",
+    package: Input[Artifact] = None,
+    python_module: str = "",
+    container_image_uri: str = "",
+    executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+    command: list = [],
+    args: list = [],
+    env: dict = {},
+    machine_type: str = "n1-standard-4",
+    accelerator_type: str = "",
+    accelerator_count: int = 0,
+    replica_count: int = 1,
+    boot_disk_type: str = "pd-ssd",
+    boot_disk_size_gb: int = 100,
+    worker_pool_specs: list = [],
+    base_output_directory: str = "",
+    service_account: str = "",
+    network: str = "",
+    labels: dict = {},
+    timeout: str = "604800s",
+    restart_job_on_worker_restart: bool = False,
+    disable_retries: bool = False,
+    max_wait_duration: str = "86400s",
+    resume_from: Input[Artifact] = None,
+    max_resubmissions: int = 2,
+    fallback_after: int = 0,
+    fallback_strategy: str = "STANDARD",
+    deadline_seconds: float = 0.0,
+    fail_on_incomplete: bool = True,
+    api_endpoint: str = "",
+    poll_interval_seconds: float = 0.0,
+) -> str:
+    """Train on Spot VMs with a Vertex AI CustomJob that survives preemption.
+
+    Submits a CustomJob with ``jobSpec.scheduling.strategy = SPOT`` through the Vertex AI
+    JobServiceClient (or the local emulator), waits for it, and recovers: a job whose Spot VMs were
+    preempted past the service's six restarts is resubmitted on the same checkpoint directory (the
+    training resumes), a job whose code failed is not. Records the job in ``gcp_resources`` before
+    waiting, so the Vertex console links it, a restarted launcher reattaches instead of submitting a
+    duplicate, and cancelling the pipeline cancels the job.
+
+    Args:
+        project: Google Cloud project ID the job runs in.
+        checkpoint: Output. The job's checkpoint directory (``<base>/checkpoints``, the training
+            code's ``AIP_CHECKPOINT_DIR``); metadata ``latest_step`` (-1 when none) and
+            ``manifest_digest`` of the newest committed step.
+        model: Output. The job's model directory (``<base>/model``, ``AIP_MODEL_DIR``).
+        job_report: Output. Metrics: attempts, preemptions, resubmissions, billable_seconds,
+            work_lost_seconds, cost_spot_usd, cost_on_demand_usd, savings_usd, goodput; the full
+            per-attempt report is the artifact's file (JSON).
+        gcp_resources: Output. The CustomJob in GCPC's GcpResources JSON.
+        location: Vertex AI region, e.g. ``us-central1``.
+        display_name: The CustomJob's display name.
+        package: A training package from prepare_package: ``uri`` is the staged sdist; metadata
+            ``package_uris`` (all URIs for the job) and ``python_module``.
+        python_module: The module to run (``python -m``); overrides the package's metadata.
+        container_image_uri: A custom training container instead of a package.
+        command: The container's command (custom containers only; empty: its entrypoint).
+        executor_image_uri: The prebuilt training image a package runs in.
+        args: Command-line arguments for the training code.
+        env: Environment variables for the training code.
+        machine_type: Machine type of every replica, e.g. ``n1-standard-4``.
+        accelerator_type: Accelerator per replica, e.g. ``NVIDIA_TESLA_T4`` (empty: none).
+        accelerator_count: Accelerators per replica.
+        replica_count: Replicas in all (one chief, ``replica_count - 1`` workers).
+        boot_disk_type: Boot disk of every replica: ``pd-ssd``, ``pd-standard`` or
+            ``hyperdisk-balanced``.
+        boot_disk_size_gb: Boot disk size in GB.
+        worker_pool_specs: Full WorkerPoolSpec dicts for distributed training; replaces the
+            machine inputs. Pools without code get the package or container from the inputs.
+        base_output_directory: Where the job writes (``AIP_*`` directories). Empty: a directory
+            next to this task's outputs.
+        service_account: The service account the job runs as.
+        network: VPC network to peer, ``projects/{number}/global/networks/{name}``.
+        labels: Labels of the CustomJob.
+        timeout: Longest the job may run, e.g. ``3600s`` (default 7 days).
+        restart_job_on_worker_restart: Restart the whole job when a worker restarts.
+        disable_retries: Ask Vertex AI not to retry the job on internal errors.
+        max_wait_duration: FLEX_START only: longest wait for capacity.
+        resume_from: A checkpoint artifact of an earlier run; its newest step seeds this run's
+            checkpoint directory, and ``KFP_SPOT_RESUME_FROM`` tells the training code.
+        max_resubmissions: New CustomJobs allowed after preemptions exhaust a job or capacity runs
+            out (user errors are never resubmitted).
+        fallback_after: Fall back to ``fallback_strategy`` after this many Spot jobs ran out of
+            capacity (0: never).
+        fallback_strategy: ``STANDARD`` or ``FLEX_START``.
+        deadline_seconds: Past this many seconds after the first submission, stop waiting for
+            Spot capacity and fall back (0: no deadline).
+        fail_on_incomplete: When False, a launch that ends PREEMPTED_EXHAUSTED, CAPACITY or
+            TIMEOUT returns that outcome (with the checkpoint so far) instead of failing the task.
+        api_endpoint: The JobService endpoint; empty for Vertex AI, ``http://127.0.0.1:PORT`` for
+            the local emulator.
+        poll_interval_seconds: Seconds between state polls; 0 picks (quick locally, gentle on
+            Vertex AI).
+
+    Returns:
+        The outcome (output ``Output``): ``SUCCEEDED``, or with ``fail_on_incomplete=False`` also
+        ``PREEMPTED_EXHAUSTED``, ``CAPACITY`` or ``TIMEOUT``.
+    """
+    from kfp_spot.jobs.entry import launch_spot_job as _run
+
+    return _run(**{k: v for k, v in locals().items() if k != "_run"})

@@ -1,0 +1,13 @@
+"""The launcher: build a Spot CustomJob, submit it, watch it, recover it, report on it.
+
+``kfp_spot.jobs.entry.launch_spot_job`` is what the component calls; the pieces are usable alone:
+:mod:`~kfp_spot.jobs.spec` (inputs -> CustomJob), :mod:`~kfp_spot.jobs.client` (the
+JobServiceClient), :mod:`~kfp_spot.jobs.gcp_resources`, :mod:`~kfp_spot.jobs.service` (polling and
+retries), :mod:`~kfp_spot.jobs.outcome`, :mod:`~kfp_spot.jobs.recovery` (the ladder) and
+:mod:`~kfp_spot.jobs.report`.
+"""
+
+from kfp_spot.jobs.outcome import Outcome
+from kfp_spot.jobs.spec import JobInputs, LaunchInputError, build_custom_job
+
+__all__ = ["JobInputs", "LaunchInputError", "Outcome", "build_custom_job"]

@@ -1,0 +1,419 @@
+"""Submit, watch, recover: the launcher's main loop.
+
+One launch is a ladder of CustomJobs on the same checkpoint directory. Before the launcher waits on
+a job it records it twice: in ``gcp_resources`` (GCPC's format: the Vertex console links it and
+pipeline cancellation reaches it) and in a state file next to the job's outputs (every submission of
+the launch, so a restarted launcher knows how much of each budget is spent). A launcher that starts
+and finds either resumes watching instead of submitting a duplicate. SIGTERM or SIGINT cancels the
+job the launcher is watching.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from google.api_core import exceptions as api_exceptions
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
+
+from kfp_spot import checkpoints
+from kfp_spot.jobs import gcp_resources
+from kfp_spot.jobs.client import resolve_endpoint
+from kfp_spot.jobs.outcome import Classified, Outcome, classify, classify_create_error
+from kfp_spot.jobs.recovery import (
+    LaunchState,
+    RecoveryPolicy,
+    Submission,
+    decide,
+    load_state,
+    past_deadline,
+    save_state,
+    state_uri,
+)
+from kfp_spot.jobs.report import Hardware, JobReport, build_report, fetch_ledger
+from kfp_spot.jobs.resume import seed_checkpoint
+from kfp_spot.jobs.service import JobService, PollPolicy
+from kfp_spot.jobs.spec import (
+    RESUME_ENV,
+    JobInputs,
+    LaunchInputError,
+    build_custom_job,
+    output_dirs,
+    strategy_name,
+    with_strategy,
+)
+
+log = logging.getLogger(__name__)
+
+
+class LaunchFailedError(RuntimeError):
+    """The launch ended without success; carries the outcome and the job's own message."""
+
+    def __init__(self, outcome: Outcome, message: str, result: LaunchResult | None = None):
+        super().__init__(f"{outcome.value}: {message}")
+        self.outcome = outcome
+        self.job_message = message
+        self.result = result
+
+
+class LaunchInterruptedError(BaseException):
+    """SIGTERM/SIGINT reached the launcher (pipeline cancellation).
+
+    A BaseException, so that nothing in the loop swallows it.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(f"received signal {signum}")
+        self.signum = signum
+
+
+@dataclass
+class LaunchRequest:
+    """Everything one launch needs."""
+
+    inputs: JobInputs
+    base_output_directory: str
+    gcp_resources_path: str
+    run_key: str  # unique to this task run (e.g. the checkpoint output's URI)
+    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    api_endpoint: str = ""
+    poll_interval_seconds: float = 0.0
+    resume_from: str = ""  # checkpoint directory of a previous run
+    cancel_wait_seconds: float = 0.0  # 0: auto (30 s locally, 300 s on Vertex)
+
+
+@dataclass
+class LaunchResult:
+    """What became of the launch."""
+
+    outcome: Outcome
+    message: str
+    checkpoint_dir: str
+    model_dir: str
+    latest: checkpoints.Manifest | None
+    report: JobReport
+    submissions: list[Submission]
+    resumed_from: checkpoints.Manifest | None = None
+
+
+def _validate(job: CustomJob) -> None:
+    try:
+        from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+    except ImportError:  # TODO(launcher): drop once kfp_spot.validation is on main
+        return
+    try:
+        validate_custom_job(job)
+    except InvalidJobSpecError as exc:
+        raise LaunchInputError(
+            exc.field, f"the CustomJob built from the inputs is invalid: {exc.message}"
+        ) from exc
+
+
+@contextlib.contextmanager
+def _cancel_on_signals() -> Iterator[None]:
+    """Turn the first SIGTERM/SIGINT into LaunchInterruptedError (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = {"done": False}
+
+    def handler(signum: int, _frame: object) -> None:
+        if fired["done"]:
+            log.warning("signal %d again: already cancelling", signum)
+            return
+        fired["done"] = True
+        raise LaunchInterruptedError(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _hardware(job: CustomJob) -> Hardware:
+    from google.cloud.aiplatform_v1.types import AcceleratorType
+
+    pools = []
+    for pool in job.job_spec.worker_pool_specs:
+        if not pool.replica_count:
+            continue
+        accelerator = pool.machine_spec.accelerator_type
+        name = AcceleratorType(accelerator).name if accelerator else ""
+        pools.append(
+            (
+                pool.machine_spec.machine_type,
+                name,
+                int(pool.machine_spec.accelerator_count),
+                int(pool.replica_count),
+            )
+        )
+    return Hardware(tuple(pools))
+
+
+def _stamp(value: object) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") and value else ""  # type: ignore[union-attr]
+
+
+class Launcher:
+    """Runs one launch (see the module docstring)."""
+
+    def __init__(
+        self,
+        request: LaunchRequest,
+        *,
+        service: JobService | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.request = request
+        self.endpoint = resolve_endpoint(request.inputs.location, request.api_endpoint)
+        self.service = service or JobService(self.endpoint)
+        self.poll = PollPolicy.auto(
+            local=self.endpoint.local, interval=request.poll_interval_seconds
+        )
+        self.clock = clock
+        self.parent = f"projects/{request.inputs.project}/locations/{request.inputs.location}"
+        self.dirs = output_dirs(request.base_output_directory)
+        self.state_path = state_uri(request.base_output_directory, request.run_key)
+        self.state: LaunchState | None = None
+        self.base_job: CustomJob | None = None
+        self.resumed_from: checkpoints.Manifest | None = None
+        self._fresh: set[str] = set()  # submission tokens this process made (known not created)
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def prepare(self) -> CustomJob:
+        """Build and validate the Spot CustomJob (nothing is submitted); seed resume_from."""
+        inputs = self.request.inputs
+        inputs.base_output_directory = self.request.base_output_directory
+        extra_env = {}
+        if self.request.resume_from:
+            extra_env[RESUME_ENV] = self.request.resume_from
+        job = build_custom_job(inputs, strategy="SPOT", extra_env=extra_env)
+        _validate(job)
+        if self.request.resume_from:
+            try:
+                self.resumed_from = seed_checkpoint(
+                    self.request.resume_from, self.dirs["checkpoints"]
+                )
+            except checkpoints.CheckpointError as exc:
+                raise LaunchInputError("resume_from", str(exc)) from exc
+        self.base_job = job
+        return job
+
+    def _load_or_start_state(self) -> LaunchState:
+        state = load_state(self.state_path, self.request.run_key)
+        attached = gcp_resources.read_job_name(self.request.gcp_resources_path)
+        if state is None:
+            state = LaunchState(self.request.run_key, self.clock())
+        if attached and attached not in {s.job_name for s in state.submissions}:
+            # gcp_resources outlived the state (another base directory, or a lost write): adopt it.
+            job = self.service.get(attached)
+            state.submissions.append(
+                Submission(
+                    token=job.labels.get("kfp-spot-submission", ""),
+                    strategy=strategy_name(job),
+                    job_name=attached,
+                    submitted_at=self.clock(),
+                )
+            )
+        if state.submissions:
+            log.info(
+                "reattaching: %d earlier submission(s), the last %s",
+                len(state.submissions),
+                state.submissions[-1].job_name or "(being created)",
+            )
+        return state
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> LaunchResult:
+        """Submit (or reattach), wait, recover; returns the result or raises LaunchFailedError.
+
+        Raises:
+            LaunchFailedError: USER_ERROR, CANCELLED, and any outcome but SUCCEEDED once the
+                budgets are spent (the result, with the report, is attached).
+            LaunchInterruptedError: after cancelling the job on SIGTERM/SIGINT.
+        """
+        if self.base_job is None:
+            self.prepare()
+        with _cancel_on_signals():
+            self.state = self._load_or_start_state()
+            try:
+                outcome, message = self._loop()
+            except LaunchInterruptedError:
+                self._cancel_current()
+                raise
+        result = self._result(outcome, message)
+        if outcome != Outcome.SUCCEEDED:
+            raise LaunchFailedError(outcome, message, result)
+        return result
+
+    def _save(self) -> None:
+        assert self.state is not None
+        save_state(self.state_path, self.state)
+
+    def _loop(self) -> tuple[Outcome, str]:
+        assert self.state is not None and self.base_job is not None
+        subs = self.state.submissions
+        while True:
+            if not subs or subs[-1].outcome:
+                if subs:
+                    decision = decide(
+                        self.request.policy,
+                        subs,
+                        started_at=self.state.started_at,
+                        now=self.clock(),
+                    )
+                    log.info("after %s: %s", subs[-1].job_name or "submission", decision.reason)
+                    if not decision.resubmit:
+                        return Outcome(subs[-1].outcome), subs[-1].message
+                    strategy = decision.strategy
+                else:
+                    strategy = "SPOT"
+                latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)
+                token = uuid.uuid4().hex
+                self._fresh.add(token)
+                subs.append(
+                    Submission(
+                        token=token,
+                        strategy=strategy,
+                        submitted_at=self.clock(),
+                        resume_step=latest.step if latest else None,
+                    )
+                )
+                self._save()  # before create: a restarted launcher finds the job by its token
+            current = subs[-1]
+            if not current.job_name:
+                # A submission left by an earlier launcher may have been created: look first.
+                job = (
+                    self.service.find_submission(self.parent, current.token)
+                    if current.token and current.token not in self._fresh
+                    else None
+                )
+                if job is None:
+                    spec = with_strategy(
+                        self.base_job, current.strategy, self.request.inputs.max_wait_duration
+                    )
+                    try:
+                        job = self.service.create(self.parent, spec, current.token)
+                    except api_exceptions.GoogleAPICallError as exc:
+                        verdict = classify_create_error(exc)
+                        log.warning(
+                            "create refused (%s): %s", verdict.outcome.value, verdict.message
+                        )
+                        self._finish(current, verdict)
+                        continue
+                current.job_name = job.name
+                self._save()
+                log.info("submitted %s (%s)", job.name, current.strategy)
+            gcp_resources.write(
+                self.request.gcp_resources_path, self.endpoint.resource_uri(current.job_name)
+            )
+            job = self.service.wait(current.job_name, self.poll, stop=self._abandon_spot)
+            verdict = self._settle(current, job)
+            self._finish(current, verdict, job)
+
+    def _abandon_spot(self, job: CustomJob) -> bool:
+        """Past the deadline, a Spot job that is waiting for capacity (not running) is given up."""
+        assert self.state is not None
+        return (
+            strategy_name(job) == "SPOT"
+            and job.state != JobState.JOB_STATE_RUNNING
+            and past_deadline(self.request.policy, self.state.started_at, self.clock())
+        )
+
+    def _settle(self, current: Submission, job: CustomJob) -> Classified:
+        if job.state in (
+            JobState.JOB_STATE_SUCCEEDED,
+            JobState.JOB_STATE_FAILED,
+            JobState.JOB_STATE_CANCELLED,
+            JobState.JOB_STATE_PAUSED,
+            JobState.JOB_STATE_EXPIRED,
+            JobState.JOB_STATE_PARTIALLY_SUCCEEDED,
+        ):
+            return classify(job)
+        # Abandoned past the deadline: cancel it; it counts as Spot running out.
+        log.warning("%s still waiting for Spot capacity past the deadline; cancelling", job.name)
+        self.service.cancel(job.name)
+        self.service.wait_terminal(job.name, self.poll, self._cancel_wait())
+        ran = bool(job.start_time)
+        return Classified(
+            Outcome.PREEMPTED_EXHAUSTED if ran else Outcome.CAPACITY,
+            f"no Spot capacity within deadline_seconds={self.request.policy.deadline_seconds:g}",
+        )
+
+    def _finish(
+        self, current: Submission, verdict: Classified, job: CustomJob | None = None
+    ) -> None:
+        current.outcome = verdict.outcome.value
+        current.message = verdict.message
+        current.ended_at = self.clock()
+        if job is not None:
+            current.create_time = _stamp(job.create_time)
+            current.start_time = _stamp(job.start_time)
+            current.end_time = _stamp(job.end_time)
+        self._save()
+        log.info(
+            "%s ended %s %s", current.job_name or "submission", current.outcome, current.message
+        )
+
+    def _cancel_wait(self) -> float:
+        if self.request.cancel_wait_seconds > 0:
+            return self.request.cancel_wait_seconds
+        return 30.0 if self.endpoint.local else 300.0
+
+    def _cancel_current(self) -> None:
+        """Cancel the job being watched (pipeline cancellation); record it as CANCELLED."""
+        if self.state is None or not self.state.submissions:
+            return
+        current = self.state.submissions[-1]
+        if current.outcome:
+            return
+        name = current.job_name
+        if not name and current.token:
+            found = self.service.find_submission(self.parent, current.token)
+            name = found.name if found else ""
+            current.job_name = name
+        if not name:
+            return
+        log.warning("cancelling %s", name)
+        self.service.cancel(name)
+        job = self.service.wait_terminal(name, self.poll, self._cancel_wait())
+        verdict = classify(job) if job is not None else Classified(Outcome.CANCELLED, "cancelling")
+        self._finish(current, verdict, job)
+
+    # -- the result -----------------------------------------------------------------------------
+
+    def _result(self, outcome: Outcome, message: str) -> LaunchResult:
+        assert self.state is not None and self.base_job is not None
+        ledgers = {}
+        if self.endpoint.local:
+            for sub in self.state.submissions:
+                if sub.job_name:
+                    ledgers[sub.job_name] = fetch_ledger(self.endpoint.base_url, sub.job_name)
+        report = build_report(
+            outcome=outcome.value,
+            submissions=self.state.submissions,
+            checkpoint_root=self.dirs["checkpoints"],
+            hardware=_hardware(self.base_job),
+            ledgers=ledgers,
+        )
+        latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)
+        return LaunchResult(
+            outcome=outcome,
+            message=message,
+            checkpoint_dir=self.dirs["checkpoints"],
+            model_dir=self.dirs["model"],
+            latest=latest,
+            report=report,
+            submissions=list(self.state.submissions),
+            resumed_from=self.resumed_from,
+        )

@@ -1,0 +1,237 @@
+"""Talking to the JobService: create, get, cancel and wait, with bounded transient-error retries.
+
+Every call goes through ``google.cloud.aiplatform_v1.JobServiceClient``. Reads are retried on
+UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL and connection errors within a budget;
+a create is retried only after checking (by a label unique to the submission) that the lost
+request did not create the job, so a retry never makes a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from google.api_core import exceptions as api_exceptions
+from google.cloud.aiplatform_v1 import JobServiceClient
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
+
+from kfp_spot.jobs.client import Endpoint, make_job_client
+from kfp_spot.jobs.outcome import is_terminal
+
+log = logging.getLogger(__name__)
+
+SUBMISSION_LABEL = "kfp-spot-submission"
+
+# Transient on reads. OSError covers requests' ConnectionError (REST) and socket errors.
+TRANSIENT_READ_ERRORS: tuple[type[BaseException], ...] = (
+    api_exceptions.ServiceUnavailable,
+    api_exceptions.DeadlineExceeded,
+    api_exceptions.TooManyRequests,  # RESOURCE_EXHAUSTED over REST (HTTP 429)
+    api_exceptions.InternalServerError,
+    api_exceptions.BadGateway,
+    api_exceptions.GatewayTimeout,
+    OSError,
+)
+# Transient on writes: the request may not have reached the service. RESOURCE_EXHAUSTED on a
+# create is quota, which the caller classifies as CAPACITY rather than retrying here.
+TRANSIENT_WRITE_ERRORS: tuple[type[BaseException], ...] = (
+    api_exceptions.ServiceUnavailable,
+    api_exceptions.DeadlineExceeded,
+    api_exceptions.BadGateway,
+    api_exceptions.GatewayTimeout,
+    OSError,
+)
+
+
+class ServiceUnreachableError(RuntimeError):
+    """Transient errors outlasted the retry budget."""
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """How often to ask for a job's state: start quick, back off to a ceiling, reset on change."""
+
+    initial: float
+    maximum: float
+    factor: float = 1.5
+
+    @classmethod
+    def auto(cls, *, local: bool, interval: float = 0.0) -> PollPolicy:
+        """Quick against the emulator, gentle on Vertex; a fixed ``interval`` > 0 wins."""
+        if interval > 0:
+            return cls(interval, interval, 1.0)
+        return cls(0.1, 1.0) if local else cls(10.0, 60.0)
+
+    def next(self, current: float) -> float:
+        """The interval after ``current`` when nothing changed."""
+        return min(self.maximum, max(self.initial, current * self.factor))
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    """How long transient errors are tolerated: consecutive failures and seconds, both bounded."""
+
+    max_attempts: int = 8
+    max_seconds: float = 600.0
+    initial_backoff: float = 1.0
+    max_backoff: float = 30.0
+
+    @classmethod
+    def auto(cls, *, local: bool) -> RetryBudget:
+        """Short against the emulator (a dead emulator should fail fast), GCPC-like on Vertex."""
+        return cls(8, 20.0, 0.1, 2.0) if local else cls(8, 600.0, 1.0, 30.0)
+
+
+class JobService:
+    """The launcher's view of the JobService (one client, bounded retries)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        client: JobServiceClient | None = None,
+        retry: RetryBudget | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        request_timeout: float = 60.0,
+    ):
+        self.endpoint = endpoint
+        self.client = client or make_job_client(endpoint)
+        self.retry = retry or RetryBudget.auto(local=endpoint.local)
+        self._sleep = sleep
+        self._clock = clock
+        self._timeout = request_timeout
+
+    def _with_retries(self, what: str, call: Callable[[], object], transient: tuple) -> object:
+        started = self._clock()
+        backoff = self.retry.initial_backoff
+        for attempt in range(1, self.retry.max_attempts + 1):
+            try:
+                return call()
+            except transient as exc:
+                spent = self._clock() - started
+                if attempt == self.retry.max_attempts or spent + backoff > self.retry.max_seconds:
+                    raise ServiceUnreachableError(
+                        f"{what} failed {attempt} times in {spent:.0f} s "
+                        f"({self.endpoint.base_url}); last error: {exc}"
+                    ) from exc
+                log.warning(
+                    "%s: transient error (%s); retry %d in %.1f s", what, exc, attempt, backoff
+                )
+                self._sleep(backoff)
+                backoff = min(self.retry.max_backoff, backoff * 2)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get(self, name: str) -> CustomJob:
+        """The current CustomJob ``name`` (transient errors retried)."""
+        return self._with_retries(  # type: ignore[return-value]
+            f"get {name}",
+            lambda: self.client.get_custom_job(name=name, timeout=self._timeout),
+            TRANSIENT_READ_ERRORS,
+        )
+
+    def find_submission(self, parent: str, token: str) -> CustomJob | None:
+        """The job created with submission label ``token`` under ``parent``, if any."""
+        request = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
+
+        def scan() -> CustomJob | None:
+            # Checked client-side too: a service that ignores the filter must not mislead us.
+            for page_number, page in enumerate(
+                self.client.list_custom_jobs(request=request, timeout=self._timeout).pages
+            ):
+                for job in page.custom_jobs:
+                    if job.labels.get(SUBMISSION_LABEL) == token:
+                        return job
+                if page_number >= 20:
+                    break
+            return None
+
+        return self._with_retries(f"list {parent}", scan, TRANSIENT_READ_ERRORS)  # type: ignore[return-value]
+
+    def create(self, parent: str, job: CustomJob, token: str) -> CustomJob:
+        """Create ``job`` labelled with submission ``token``; never creates it twice.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: when the service refuses the job.
+            ServiceUnreachableError: when transient errors outlast the budget.
+        """
+        job = CustomJob.deserialize(CustomJob.serialize(job))
+        job.labels[SUBMISSION_LABEL] = token
+        state = {"tried": False}
+
+        def attempt() -> CustomJob:
+            if state["tried"]:
+                found = self.find_submission(parent, token)
+                if found is not None:
+                    log.info(
+                        "an earlier create of submission %s went through: %s", token, found.name
+                    )
+                    return found
+            state["tried"] = True
+            return self.client.create_custom_job(
+                parent=parent, custom_job=job, timeout=self._timeout
+            )
+
+        return self._with_retries(f"create in {parent}", attempt, TRANSIENT_WRITE_ERRORS)  # type: ignore[return-value]
+
+    def cancel(self, name: str) -> None:
+        """Ask the service to cancel ``name``; a job that already ended is left alone."""
+        try:
+            self._with_retries(
+                f"cancel {name}",
+                lambda: self.client.cancel_custom_job(name=name, timeout=self._timeout),
+                TRANSIENT_WRITE_ERRORS,
+            )
+        except api_exceptions.FailedPrecondition as exc:  # already terminal
+            log.info("cancel %s: %s", name, exc.message)
+
+    def wait(
+        self,
+        name: str,
+        poll: PollPolicy,
+        *,
+        on_update: Callable[[CustomJob], None] | None = None,
+        stop: Callable[[CustomJob], bool] | None = None,
+    ) -> CustomJob:
+        """Poll ``name`` until it is terminal (or ``stop(job)`` says to give up waiting).
+
+        Args:
+            name: the CustomJob.
+            poll: the polling intervals.
+            on_update: called with the job whenever its state changes.
+            stop: called with every non-terminal job; True returns it as it is.
+
+        Returns:
+            The last job seen (terminal unless ``stop`` said otherwise).
+        """
+        interval = poll.initial
+        last_state: int | None = None
+        while True:
+            job = self.get(name)
+            if job.state != last_state:
+                log.info("%s is %s", name, JobState(job.state).name)
+                last_state = job.state
+                interval = poll.initial
+                if on_update is not None:
+                    on_update(job)
+            if is_terminal(job):
+                return job
+            if stop is not None and stop(job):
+                return job
+            self._sleep(interval)
+            interval = poll.next(interval)
+
+    def wait_terminal(self, name: str, poll: PollPolicy, timeout: float) -> CustomJob | None:
+        """Poll ``name`` until terminal for at most ``timeout`` seconds; None if it did not end."""
+        deadline = self._clock() + timeout
+        interval = poll.initial
+        while True:
+            job = self.get(name)
+            if is_terminal(job):
+                return job
+            if self._clock() + interval > deadline:
+                return None
+            self._sleep(interval)
+            interval = poll.next(interval)

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@dataclass
+class FakeArtifact:
+    """Stands in for a KFP artifact: the runtime code only reads .uri/.path/.metadata."""
+
+    uri: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+
+@pytest.fixture
+def task_dir(tmp_path):
+    d = tmp_path / "task"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def outputs(task_dir):
+    return {
+        "checkpoint": FakeArtifact(uri=str(task_dir / "checkpoint")),
+        "model": FakeArtifact(uri=str(task_dir / "model")),
+        "job_report": FakeArtifact(
+            uri=str(task_dir / "job_report"), path=str(task_dir / "job_report")
+        ),
+        "gcp_resources": str(task_dir / "gcp_resources"),
+    }
+
+
+@pytest.fixture
+def package():
+    return FakeArtifact(
+        uri="gs://bucket/pkg/trainer-0.1.tar.gz",
+        metadata={
+            "python_module": "trainer.task",
+            "package_uris": ["gs://bucket/pkg/trainer-0.1.tar.gz"],
+            "sha256": "0" * 64,
+            "name": "trainer",
+            "version": "0.1",
+        },
+    )

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+from google.protobuf import json_format
+from google_cloud_pipeline_components.proto.gcp_resources_pb2 import GcpResources
+
+from kfp_spot.jobs import gcp_resources
+from kfp_spot.jobs.client import make_job_client, resolve_endpoint
+from kfp_spot.jobs.spec import LaunchInputError
+
+NAME = "projects/p/locations/us-central1/customJobs/123"
+
+
+def test_vertex_endpoint_is_regional():
+    endpoint = resolve_endpoint("europe-west4")
+    assert endpoint.api_endpoint == "europe-west4-aiplatform.googleapis.com"
+    assert (
+        endpoint.resource_uri(NAME) == f"https://europe-west4-aiplatform.googleapis.com/v1/{NAME}"
+    )
+    assert not endpoint.local
+
+
+def test_emulator_endpoint_uses_rest_and_anonymous_credentials():
+    endpoint = resolve_endpoint("us-central1", "http://127.0.0.1:8123/")
+    assert endpoint.local and endpoint.base_url == "http://127.0.0.1:8123"
+    client = make_job_client(endpoint)
+    assert client.transport.kind == "rest"
+
+
+@pytest.mark.parametrize("bad", ["ftp://x", "http://127.0.0.1:1/v1", "a/b"])
+def test_bad_endpoints_are_named(bad):
+    with pytest.raises(LaunchInputError, match="api_endpoint"):
+        resolve_endpoint("us-central1", bad)
+
+
+def test_written_file_is_gcpc_format_and_reads_back(tmp_path):
+    path = str(tmp_path / "out" / "gcp_resources")
+    uri = resolve_endpoint("us-central1").resource_uri(NAME)
+    gcp_resources.write(path, uri)
+    with open(path) as handle:
+        parsed = json_format.Parse(handle.read(), GcpResources())
+    assert [(r.resource_type, r.resource_uri) for r in parsed.resources] == [("CustomJob", uri)]
+    assert gcp_resources.read_job_name(path) == NAME
+
+
+def test_gcpc_written_file_reads_back(tmp_path):
+    resources = GcpResources()
+    resource = resources.resources.add()
+    resource.resource_type = "CustomJob"
+    resource.resource_uri = f"https://us-central1-aiplatform.googleapis.com/v1/{NAME}"
+    path = tmp_path / "gcp_resources"
+    path.write_text(json_format.MessageToJson(resources))
+    assert gcp_resources.read_job_name(str(path)) == NAME
+
+
+def test_missing_or_empty_means_no_job(tmp_path):
+    assert gcp_resources.read_job_name(str(tmp_path / "none")) is None
+    (tmp_path / "empty").write_text("")
+    assert gcp_resources.read_job_name(str(tmp_path / "empty")) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"resources": []}',
+        "not json",
+        '{"resources": [{"resourceType": "BatchPredictionJob", "resourceUri": "x"}]}',
+    ],
+)
+def test_foreign_content_is_an_error(tmp_path, text):
+    (tmp_path / "g").write_text(text)
+    with pytest.raises(gcp_resources.GcpResourcesError):
+        gcp_resources.read_job_name(str(tmp_path / "g"))

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from google.api_core import exceptions as api_exceptions
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kfp_spot.jobs.outcome import Outcome, classify, classify_create_error
+from kfp_spot.jobs.recovery import (
+    LaunchState,
+    RecoveryPolicy,
+    Submission,
+    decide,
+    load_state,
+    save_state,
+)
+from kfp_spot.jobs.spec import LaunchInputError
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _job(state, code=0, message="", started=True):
+    job = CustomJob(name="projects/p/locations/l/customJobs/1", state=state)
+    job.error.code, job.error.message = code, message
+    if started:
+        job.start_time = NOW
+    return job
+
+
+@pytest.mark.parametrize(
+    ("job", "outcome"),
+    [
+        (_job(JobState.JOB_STATE_SUCCEEDED), Outcome.SUCCEEDED),
+        (_job(JobState.JOB_STATE_FAILED, 8, "STOCKOUT: preempted"), Outcome.PREEMPTED_EXHAUSTED),
+        (_job(JobState.JOB_STATE_FAILED, 8, "STOCKOUT", started=False), Outcome.CAPACITY),
+        (
+            _job(JobState.JOB_STATE_FAILED, 8, "Quota exceeded for custom_model_training_cpus"),
+            Outcome.CAPACITY,
+        ),
+        (_job(JobState.JOB_STATE_EXPIRED), Outcome.CAPACITY),
+        (
+            _job(
+                JobState.JOB_STATE_FAILED,
+                3,
+                "The replica workerpool0-0 exited with a non-zero status of 1.",
+            ),
+            Outcome.USER_ERROR,
+        ),
+        (_job(JobState.JOB_STATE_FAILED, 7, "Permission denied on bucket"), Outcome.USER_ERROR),
+        (_job(JobState.JOB_STATE_CANCELLED), Outcome.CANCELLED),
+        (_job(JobState.JOB_STATE_FAILED, 4, "Job timed out"), Outcome.TIMEOUT),
+        (_job(JobState.JOB_STATE_FAILED, 13, "Internal error occurred"), Outcome.SERVICE_ERROR),
+    ],
+)
+def test_classify(job, outcome):
+    assert classify(job).outcome == outcome
+    assert classify(job).message == job.error.message or not job.error.message
+
+
+def test_only_terminal_jobs_are_classified():
+    with pytest.raises(ValueError, match="JOB_STATE_RUNNING"):
+        classify(_job(JobState.JOB_STATE_RUNNING))
+
+
+def test_create_errors():
+    assert (
+        classify_create_error(api_exceptions.TooManyRequests("quota")).outcome == Outcome.CAPACITY
+    )
+    assert (
+        classify_create_error(api_exceptions.BadRequest("bad machine")).outcome
+        == Outcome.USER_ERROR
+    )
+    assert (
+        classify_create_error(api_exceptions.InternalServerError("x")).outcome
+        == Outcome.SERVICE_ERROR
+    )
+
+
+def _sub(strategy, outcome):
+    return Submission(token="t", strategy=strategy, outcome=outcome.value)
+
+
+def test_user_error_is_never_resubmitted():
+    decision = decide(
+        RecoveryPolicy(max_resubmissions=10),
+        [_sub("SPOT", Outcome.USER_ERROR)],
+        started_at=0,
+        now=1,
+    )
+    assert not decision.resubmit
+
+
+def test_fallback_after_and_staying_on_standard():
+    policy = RecoveryPolicy(max_resubmissions=5, fallback_after=2)
+    history = [_sub("SPOT", Outcome.PREEMPTED_EXHAUSTED)]
+    assert decide(policy, history, started_at=0, now=1).strategy == "SPOT"
+    history.append(_sub("SPOT", Outcome.CAPACITY))
+    assert decide(policy, history, started_at=0, now=1).strategy == "STANDARD"
+    history.append(_sub("STANDARD", Outcome.CAPACITY))
+    assert decide(policy, history, started_at=0, now=1).strategy == "STANDARD"
+
+
+def test_deadline_falls_back():
+    policy = RecoveryPolicy(
+        max_resubmissions=5, deadline_seconds=60, fallback_strategy="FLEX_START"
+    )
+    history = [_sub("SPOT", Outcome.PREEMPTED_EXHAUSTED)]
+    assert decide(policy, history, started_at=0, now=59).strategy == "SPOT"
+    assert decide(policy, history, started_at=0, now=60).strategy == "FLEX_START"
+
+
+outcomes = st.sampled_from(list(Outcome))
+
+
+@given(
+    st.integers(0, 5),
+    st.integers(0, 5),
+    st.lists(
+        st.sampled_from([Outcome.PREEMPTED_EXHAUSTED, Outcome.CAPACITY, Outcome.SERVICE_ERROR]),
+        max_size=12,
+    ),
+    outcomes,
+)
+def test_ladder_never_exceeds_its_budget(max_resubmissions, fallback_after, recoverable, final):
+    """Play a ladder out: submissions never exceed 1 + max_resubmissions; non-recoverable ends it;
+    once it falls back it never returns to Spot."""
+    policy = RecoveryPolicy(max_resubmissions=max_resubmissions, fallback_after=fallback_after)
+    history = [Submission("t", "SPOT")]
+    for outcome in [*recoverable, final]:
+        history[-1].outcome = outcome.value
+        decision = decide(policy, history, started_at=0, now=0)
+        if not decision.resubmit:
+            break
+        assert outcome in (Outcome.PREEMPTED_EXHAUSTED, Outcome.CAPACITY, Outcome.SERVICE_ERROR)
+        history.append(Submission("t", decision.strategy))
+    assert len(history) <= 1 + max_resubmissions
+    strategies = [s.strategy for s in history]
+    if "STANDARD" in strategies:
+        assert "SPOT" not in strategies[strategies.index("STANDARD") :]
+        assert fallback_after > 0
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"max_resubmissions": -1}, "max_resubmissions"),
+        ({"fallback_after": -1}, "fallback_after"),
+        ({"fallback_strategy": "SPOT"}, "fallback_strategy"),
+        ({"deadline_seconds": -5}, "deadline_seconds"),
+    ],
+)
+def test_policy_inputs_are_checked(kw, field):
+    with pytest.raises(LaunchInputError) as info:
+        RecoveryPolicy(**kw)
+    assert info.value.field == field
+
+
+def test_state_round_trip_and_other_runs_are_ignored(tmp_path):
+    uri = str(tmp_path / "state.json")
+    state = LaunchState(
+        "run-a", 12.5, [Submission("tok", "SPOT", job_name="projects/p/locations/l/customJobs/9")]
+    )
+    save_state(uri, state)
+    assert load_state(uri, "run-a") == state
+    assert load_state(uri, "run-b") is None
+    (tmp_path / "state.json").write_text("{not json")
+    assert load_state(uri, "run-a") is None

@@ -1,0 +1,95 @@
+"""Pipeline cancellation and launcher crashes, with the launcher in its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from recording_server import RecordingServer, Script
+
+HERE = os.path.dirname(__file__)
+
+
+def _start(server, task_dir, **extra):
+    inputs = {
+        "project": "proj",
+        "package": {"uri": "gs://b/p.tar.gz", "metadata": {"python_module": "trainer.task"}},
+        "checkpoint": {"uri": str(task_dir / "checkpoint")},
+        "model": {"uri": str(task_dir / "model")},
+        "job_report": {"uri": str(task_dir / "job_report"), "path": str(task_dir / "job_report")},
+        "gcp_resources": str(task_dir / "gcp_resources"),
+        "api_endpoint": server.endpoint,
+        "poll_interval_seconds": 0.05,
+        **extra,
+    }
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "launcher_process.py"), json.dumps(inputs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _polled(server, times):
+    def check():
+        return (
+            sum(1 for r in server.requests if r.method == "GET" and "/customJobs/" in r.path)
+            >= times
+        )
+
+    return check
+
+
+def test_sigterm_cancels_the_job(task_dir):
+    with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
+        proc = _start(server, task_dir)
+        try:
+            assert server.wait_for(_polled(server, 2), timeout=60)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert server.cancels() == [
+            "/v1/projects/proj/locations/us-central1/customJobs/1000:cancel"
+        ]
+        (job,) = server.jobs.values()
+        assert job.message.state == 7  # the launcher waited until CANCELLED
+
+
+def test_sigint_cancels_the_job_too(task_dir):
+    with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
+        proc = _start(server, task_dir)
+        try:
+            assert server.wait_for(_polled(server, 2), timeout=60)
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == 128 + signal.SIGINT
+        assert len(server.cancels()) == 1
+
+
+def test_sigkilled_launcher_rerun_reattaches_without_a_duplicate(task_dir):
+    # The job runs until the test lets it finish.
+    with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
+        first = _start(server, task_dir)
+        try:
+            assert server.wait_for(_polled(server, 2), timeout=60)
+            first.send_signal(signal.SIGKILL)
+            first.communicate(timeout=60)
+        finally:
+            first.kill()
+        assert server.cancels() == []  # SIGKILL gives no chance to cancel: the job lives on
+        (job,) = server.jobs.values()
+        job.script = Script(["JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"])
+        job.position = 0
+        second = _start(server, task_dir)
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+        assert json.loads(out.splitlines()[-1])["outcome"] == "SUCCEEDED"
+        assert len(server.created()) == 1
+        assert "reattaching" in err

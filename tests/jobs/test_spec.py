@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kfp_spot.jobs.spec import (
+    RESUME_ENV,
+    JobInputs,
+    LaunchInputError,
+    build_custom_job,
+    parse_duration,
+    strategy_name,
+    with_strategy,
+)
+
+PKG = ["gs://b/trainer-0.1.tar.gz"]
+
+
+def _inputs(**kw) -> JobInputs:
+    base = {"project": "proj", "package_uris": PKG, "python_module": "trainer.task"}
+    return JobInputs(**{**base, **kw})
+
+
+def test_package_job_is_spot_with_python_package_spec_and_output_dir():
+    job = build_custom_job(_inputs(base_output_directory="gs://b/run", args=["--epochs", "2"]))
+    assert strategy_name(job) == "SPOT"
+    (pool,) = job.job_spec.worker_pool_specs
+    assert pool.python_package_spec.package_uris == PKG
+    assert pool.python_package_spec.python_module == "trainer.task"
+    assert list(pool.python_package_spec.args) == ["--epochs", "2"]
+    assert pool.replica_count == 1
+    assert job.job_spec.base_output_directory.output_uri_prefix == "gs://b/run"
+    assert "max_wait_duration" not in job.job_spec.scheduling
+
+
+@given(st.integers(min_value=1, max_value=64))
+def test_replicas_are_one_chief_and_the_rest_workers(replicas):
+    job = build_custom_job(_inputs(replica_count=replicas))
+    pools = job.job_spec.worker_pool_specs
+    assert sum(p.replica_count for p in pools) == replicas
+    assert pools[0].replica_count == 1
+    assert len(pools) == (1 if replicas == 1 else 2)
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True), st.text(max_size=20), max_size=5
+    )
+)
+def test_env_reaches_every_pool_and_user_env_wins(env):
+    job = build_custom_job(
+        _inputs(env=env, replica_count=2),
+        extra_env={RESUME_ENV: "gs://x", **{k: "launcher" for k in env}},
+    )
+    for pool in job.job_spec.worker_pool_specs:
+        got = {e.name: e.value for e in pool.python_package_spec.env}
+        assert got == {RESUME_ENV: "gs://x", **env} if RESUME_ENV not in env else got == env
+
+
+def test_container_job_uses_container_spec():
+    job = build_custom_job(
+        JobInputs(project="p", container_image_uri="us-docker.pkg.dev/p/r/i:1", command=["python"])
+    )
+    (pool,) = job.job_spec.worker_pool_specs
+    assert pool.container_spec.image_uri == "us-docker.pkg.dev/p/r/i:1"
+    assert list(pool.container_spec.command) == ["python"]
+    assert "python_package_spec" not in pool
+
+
+def test_accelerators_and_disk():
+    job = build_custom_job(
+        _inputs(accelerator_type="NVIDIA_TESLA_T4", accelerator_count=2, boot_disk_size_gb=200)
+    )
+    (pool,) = job.job_spec.worker_pool_specs
+    assert pool.machine_spec.accelerator_count == 2
+    assert pool.disk_spec.boot_disk_size_gb == 200
+
+
+def test_worker_pool_specs_accept_camel_and_snake_case_and_get_the_package():
+    pools = [
+        {"machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": 1},
+        {},
+        {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": "3"},
+    ]
+    job = build_custom_job(_inputs(worker_pool_specs=pools))
+    specs = job.job_spec.worker_pool_specs
+    assert [p.replica_count for p in specs] == [1, 0, 3]
+    assert specs[2].python_package_spec.python_module == "trainer.task"
+    assert "python_package_spec" not in specs[1]
+
+
+def test_flex_start_keeps_max_wait_and_spot_drops_it():
+    job = build_custom_job(_inputs(max_wait_duration="2h"), strategy="FLEX_START")
+    assert job.job_spec.scheduling.max_wait_duration.total_seconds() == 7200
+    spot = with_strategy(job, "SPOT")
+    assert "max_wait_duration" not in spot.job_spec.scheduling
+    assert strategy_name(spot) == "SPOT"
+    assert strategy_name(job) == "FLEX_START"  # the original is untouched
+    standard = with_strategy(spot, "STANDARD")
+    assert strategy_name(standard) == "STANDARD"
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"project": ""}, "project"),
+        ({"location": "US Central"}, "location"),
+        ({"package_uris": []}, "package"),
+        ({"package_uris": [f"gs://b/{i}" for i in range(101)]}, "package"),
+        ({"python_module": "trainer/task.py"}, "python_module"),
+        ({"container_image_uri": "gcr.io/p/i"}, "container_image_uri"),
+        ({"replica_count": 0}, "replica_count"),
+        ({"accelerator_type": "NVIDIA_TESLA_T4"}, "accelerator_count"),
+        ({"accelerator_type": "GPU9000", "accelerator_count": 1}, "accelerator_type"),
+        ({"accelerator_count": 2}, "accelerator_type"),
+        ({"timeout": "forever"}, "timeout"),
+        ({"labels": {"Team": "x"}}, "labels"),
+        ({"env": {"1BAD": "x"}}, "env"),
+        ({"args": "--epochs 2"}, "args"),
+        ({"worker_pool_specs": [{"machineSpec": {"machineTypo": "x"}}]}, "worker_pool_specs[0]"),
+        ({"base_output_directory": "s3://bucket/x"}, "base_output_directory"),
+        ({"boot_disk_type": "floppy"}, "boot_disk_type"),
+    ],
+)
+def test_bad_inputs_are_named(kw, field):
+    with pytest.raises(LaunchInputError) as info:
+        build_custom_job(_inputs(**kw))
+    assert info.value.field == field
+    assert field.split("[")[0] in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("3600s", 3600), ("90m", 5400), ("2h", 7200), ("1d", 86400), ("1.5s", 1.5), (30, 30)],
+)
+def test_durations(text, seconds):
+    assert parse_duration("timeout", text) == seconds
