@@ -535,8 +535,9 @@ class Service:
             stop = end if end is not None else (now or time.time())
             billable = max(0.0, stop - att.start_time)
         hours = billable / 3600.0
-        spot_cost = att.spot_usd_per_hour * hours
-        on_demand_cost = att.on_demand_usd_per_hour * hours
+        # rounded first, so every row adds up exactly: savings == onDemandCost - cost
+        spot_cost = round(att.spot_usd_per_hour * hours, 6)
+        on_demand_cost = round(att.on_demand_usd_per_hour * hours, 6)
         cost = spot_cost if att.strategy == "SPOT" else on_demand_cost
         return {
             "attempt": att.attempt,
@@ -548,9 +549,9 @@ class Service:
             "machineType": att.machine_type,
             "replicaCount": att.replica_count,
             "strategy": att.strategy,
-            "spotCost": round(spot_cost, 6),
-            "onDemandCost": round(on_demand_cost, 6),
-            "cost": round(cost, 6),
+            "spotCost": spot_cost,
+            "onDemandCost": on_demand_cost,
+            "cost": cost,
             "savings": round(on_demand_cost - cost, 6),
         }
 
