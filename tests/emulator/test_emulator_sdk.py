@@ -13,6 +13,9 @@ from google.cloud.aiplatform_v1.types import Scheduling
 
 @pytest.fixture
 def sdk(emulator):
+    # aiplatform.init is bound to this very object at import: restore its state, never replace it
+    config = initializer.global_config
+    saved = dict(vars(config))
     aiplatform.init(
         project="demo-project",
         location="us-central1",
@@ -23,7 +26,8 @@ def sdk(emulator):
     try:
         yield aiplatform
     finally:
-        initializer.global_config = initializer._Config()  # leave no global state behind
+        vars(config).clear()
+        vars(config).update(saved)  # leave no global state behind
 
 
 def test_seed_sdk_call_runs_a_spot_job(sdk, emulator, toy_package, tmp_path):
