@@ -9,6 +9,7 @@ preempted attempt ends with STOCKOUT and the job is queued again, up to ``MAX_RE
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import logging
@@ -17,6 +18,7 @@ import random
 import re
 import secrets
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -59,6 +61,7 @@ CODE_DEADLINE_EXCEEDED = 4
 CODE_RESOURCE_EXHAUSTED = 8
 CODE_FAILED_PRECONDITION = 9
 CODE_CANCELLED = 1
+CODE_INTERNAL = 13
 
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400,
@@ -774,6 +777,15 @@ class _AttemptRunner:
     def _main(self) -> None:
         try:
             self._run()
+        except Exception as err:
+            log.exception("job %s attempt %d: internal error", self.job_id, self.attempt)
+            replicas.stop(self.replicas, 0.0)
+            with contextlib.suppress(sqlite3.Error):
+                self._finish(
+                    "FAILED",
+                    state=FAILED,
+                    error=(CODE_INTERNAL, f"internal error in the emulator: {err!r}"),
+                )
         finally:
             self.service._release(self)
 
@@ -830,6 +842,24 @@ class _AttemptRunner:
             out.append((plan, cmd, user))
         return out
 
+    def _start_replicas(
+        self, commands: list[tuple[replicas.ReplicaPlan, list[str], dict[str, str]]]
+    ) -> None:
+        service = self.service
+        base = replicas.output_base(self.pb.job_spec.base_output_directory.output_uri_prefix)
+        local_base = fs.to_local_path(base) if base else None
+        if local_base:
+            for sub in ("model", "checkpoints", "logs"):
+                os.makedirs(os.path.join(local_base, sub), exist_ok=True)
+        log_dir = service.log_dir(self.job_id) / f"attempt-{self.attempt}"
+        host_env = dict(os.environ)
+        for plan, cmd, user in commands:
+            env = replicas.process_env(host_env, plan.env, user)
+            cwd = service.state_dir / "work" / self.job_id / plan.name
+            self.replicas.append(
+                replicas.start(plan.name, cmd, env, log_dir / f"{plan.name}.log", cwd)
+            )
+
     def _run(self) -> None:
         service = self.service
         try:
@@ -848,19 +878,16 @@ class _AttemptRunner:
             return
         if self._interrupted():
             return
-        base = replicas.output_base(self.pb.job_spec.base_output_directory.output_uri_prefix)
-        local_base = fs.to_local_path(base) if base else None
-        if local_base:
-            for sub in ("model", "checkpoints", "logs"):
-                os.makedirs(os.path.join(local_base, sub), exist_ok=True)
-        log_dir = service.log_dir(self.job_id) / f"attempt-{self.attempt}"
-        host_env = dict(os.environ)
-        for plan, cmd, user in commands:
-            env = replicas.process_env(host_env, plan.env, user)
-            cwd = service.state_dir / "work" / self.job_id / plan.name
-            self.replicas.append(
-                replicas.start(plan.name, cmd, env, log_dir / f"{plan.name}.log", cwd)
+        try:
+            self._start_replicas(commands)
+        except OSError as err:
+            replicas.stop(self.replicas, 0.0)
+            self._finish(
+                "FAILED",
+                state=FAILED,
+                error=(CODE_INVALID_ARGUMENT, f"The replicas could not be started: {err}"),
             )
+            return
         started = time.time()
         row = self._job()
         service.store.end_attempt(
