@@ -151,6 +151,34 @@ def plan_replicas(
     return plans
 
 
+def container_command(runtime: str, container_spec: Any, env: Mapping[str, str]) -> list[str]:
+    """The ``docker run`` / ``podman run`` command line of a containerSpec replica.
+
+    The container shares the host network (cluster addresses are 127.0.0.1 ports) and gets the
+    Vertex variables; a local ``AIP_*`` directory is mounted at the same path so it is writable.
+
+    Args:
+        runtime: path of ``docker`` or ``podman``.
+        container_spec: the pool's ``ContainerSpec`` (raw protobuf).
+        env: the replica's variables (Vertex's and the spec's own).
+    """
+    cmd = [runtime, "run", "--rm", "--network=host"]
+    mounts = set()
+    for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+        local = fs.to_local_path(env[key]) if env.get(key) else None
+        if local and local not in mounts:
+            mounts.add(local)
+            cmd += ["-v", f"{local}:{local}"]
+    for key, value in env.items():
+        cmd += ["-e", f"{key}={value}"]
+    if container_spec.command:
+        cmd += ["--entrypoint", container_spec.command[0], container_spec.image_uri]
+        cmd += list(container_spec.command[1:])
+    else:
+        cmd.append(container_spec.image_uri)
+    return cmd + list(container_spec.args)
+
+
 @dataclass
 class Replica:
     """A started replica process."""

@@ -831,14 +831,7 @@ class _AttemptRunner:
                 if runtime is None:
                     raise OSError("no container runtime (docker or podman) answers")
                 user = {e.name: e.value for e in cs.env}
-                cmd = [runtime, "run", "--rm", "--network=host"]
-                for key, value in {**plan.env, **user}.items():
-                    cmd += ["-e", f"{key}={value}"]
-                if cs.command:
-                    cmd += ["--entrypoint", cs.command[0], cs.image_uri, *cs.command[1:]]
-                else:
-                    cmd += [cs.image_uri]
-                cmd += list(cs.args)
+                cmd = replicas.container_command(runtime, cs, {**plan.env, **user})
             out.append((plan, cmd, user))
         return out
 
