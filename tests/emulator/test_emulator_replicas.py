@@ -26,8 +26,8 @@ def test_container_command_maps_entrypoint_env_and_local_dirs():
     }
     cmd = container_command("/usr/bin/docker", spec, env)
     assert cmd[:4] == ["/usr/bin/docker", "run", "--rm", "--network=host"]
-    assert "/runs/a/model:/runs/a/model" in cmd and "/runs/a/checkpoints:/runs/a/checkpoints" in cmd
-    assert not any("gs://" in part and ":" in part.split("gs://")[0] for part in cmd)
+    mounts = [cmd[i + 1] for i, part in enumerate(cmd) if part == "-v"]
+    assert mounts == ["/runs/a/model:/runs/a/model", "/runs/a/checkpoints:/runs/a/checkpoints"]
     assert "CLOUD_ML_JOB_ID=123" in cmd
     tail = cmd[cmd.index("--entrypoint") :]
     assert tail == [
