@@ -71,8 +71,12 @@ def test_replicas_get_cluster_specs_and_a_preemption_restarts_all(
     done = emulator.wait(name, timeout=60)
     assert done.state.name == "JOB_STATE_SUCCEEDED"
     text = lines(progress)
-    assert len([x for x in text if x.endswith(" sigterm")]) == 3  # every replica was told
-    assert len([x for x in text if x.endswith(" start")]) == 6  # and every one ran again
+    starts = [x.split()[1] for x in text if x.endswith(" start")]
+    assert len(starts) == 6  # every replica ran again
+    first_attempt = set(starts[:3])
+    told = {x.split()[1] for x in text if x.endswith(" sigterm")}
+    assert first_attempt <= told  # every replica of the preempted attempt got SIGTERM
+    # (a worker of attempt 2 may get one too: the job ends when the primary replica is done)
     ledger = emulator.attempts(name)
     assert [r["replicaCount"] for r in ledger] == [3, 3]
     one = emulator.service.store.attempts(name.rsplit("/", 1)[-1])[0]
