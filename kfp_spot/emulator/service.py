@@ -35,6 +35,7 @@ from kfp_spot.emulator.states import (
     ACTIVE_STATES,
     CANCELLED,
     CANCELLING,
+    CODE_CANCELLED,
     CODE_RESOURCE_EXHAUSTED,
     FAILED,
     PENDING,
@@ -613,7 +614,14 @@ class Service:
                     continue
             if row.cancel_requested:
                 now = time.time()
-                self.store.update_job(row.id, state=CANCELLED, end_time=now, update_time=now)
+                self.store.update_job(
+                    row.id,
+                    state=CANCELLED,
+                    end_time=now,
+                    update_time=now,
+                    error_code=CODE_CANCELLED,
+                    error_message="CANCELED",
+                )
                 continue
             pb = self._spec(row)
             needs = self._needs(pb)
@@ -700,6 +708,8 @@ class Service:
                 state = QUEUED
                 job["queued_since"] = now
         assert state is not None
+        if state == CANCELLED and error is None:
+            error = (CODE_CANCELLED, "CANCELED")
         job["state"] = state
         if state in (SUCCEEDED, FAILED, CANCELLED):
             job["end_time"] = now

@@ -140,7 +140,9 @@ def test_cancel_while_queued_never_runs(tmp_path, env_cache, api, make_job, unti
         second = _create(emu, api, make_job("--steps", "1"))
         status, _ = api("POST", f"{emu.endpoint}/v1/{second}:cancel", {})
         assert status == 200
-        assert emu.wait(second, timeout=30).state.name == "JOB_STATE_CANCELLED"
+        cancelled = emu.wait(second, timeout=30)
+        assert cancelled.state.name == "JOB_STATE_CANCELLED"
+        assert (cancelled.error.code, cancelled.error.message) == (1, "CANCELED")
         assert emu.attempts(second) == []
         emu.service.cancel_job(first)
         assert emu.wait(first, timeout=30).state.name == "JOB_STATE_CANCELLED"
