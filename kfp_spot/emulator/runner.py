@@ -73,7 +73,7 @@ class AttemptRunner:
     def _main(self) -> None:
         try:
             self._run()
-        except Exception as err:
+        except Exception as err:  # logged; a job must end, never hang in PENDING or RUNNING
             log.exception("job %s attempt %d: internal error", self.job_id, self.attempt)
             replicas.stop(self.replicas, 0.0)
             with contextlib.suppress(sqlite3.Error):
