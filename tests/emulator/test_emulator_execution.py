@@ -102,6 +102,9 @@ def test_capacity_queues_jobs_and_queued_time_is_not_billed(
     with Emulator(tmp_path / "state", grace_period=1.0, capacity=1, env_cache_dir=env_cache) as emu:
         first = _create(emu, api, make_job("--steps", "20", "--progress", str(progress)))
         until(lambda: emu.job(first).state.name == "JOB_STATE_RUNNING", 60, "the first job to run")
+        [running] = emu.attempts(first)  # a running attempt is billed up to now
+        assert running["endTime"] is None and running["endReason"] is None
+        until(lambda: emu.attempts(first)[0]["billableSeconds"] > 0, 10, "billable time")
         second = _create(emu, api, make_job("--steps", "1", display_name="second"))
         assert emu.job(second).state.name == "JOB_STATE_QUEUED"
         assert emu.attempts(second) == []  # no VM, no attempt, nothing billed
