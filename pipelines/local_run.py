@@ -62,6 +62,7 @@ def run_local(
     preemptions: int = 1,
     grace_period: float = 10.0,
     thresholds: dict[str, Any] | None = None,
+    template: str | Path | None = None,
     progress: Callable[[str], None] = print,
 ) -> LocalRunResult:
     """Run the example pipeline locally against the emulator.
@@ -73,12 +74,14 @@ def run_local(
         preemptions: how many times the drill preempts the job (each after a new checkpoint).
         grace_period: seconds between SIGTERM and SIGKILL at a preemption.
         thresholds: quality thresholds for the gate (default: accuracy >= 0.85).
+        template: a compiled spot_training YAML to run (for instance one pulled from a
+            registry); default: the pipeline as this package defines it.
         progress: where progress lines go.
 
     Returns:
         The gathered result; also written to ``<run_dir>/run.json``.
     """
-    from kfp import local
+    from kfp import components, local
 
     from kfp_spot.emulator import Emulator
     from kfp_spot.pipelines.spot_training import spot_training
@@ -86,6 +89,11 @@ def run_local(
     run_dir = Path(run_dir).resolve()
     if not Path(source).exists():
         raise FileNotFoundError(f"training source {source} does not exist")
+    pipeline = spot_training
+    if template is not None:
+        if not Path(template).is_file():
+            raise FileNotFoundError(f"pipeline template {template} does not exist")
+        pipeline = components.load_component_from_file(str(template))
     run_dir.mkdir(parents=True, exist_ok=True)
     job_root = run_dir / "job"
     checkpoint_root = str(job_root / "checkpoints")
@@ -105,7 +113,7 @@ def run_local(
         with CheckpointPreemptionDrill(
             checkpoint_root, running_attempts, emu.preempt, count=preemptions
         ) as drill:
-            task = spot_training(
+            task = pipeline(
                 project=LOCAL_PROJECT,
                 location=LOCAL_LOCATION,
                 source=str(source),

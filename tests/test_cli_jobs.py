@@ -4,11 +4,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from google.cloud import aiplatform_v1
 
 from kfp_spot.cli import main
 from kfp_spot.emulator import Emulator
 from kfp_spot.jobs.client import make_job_client, resolve_endpoint
+from kfp_spot.jobs.spec import JobInputs, build_custom_job
 
 PARENT = "projects/cli-project/locations/us-central1"
 
@@ -17,22 +17,13 @@ PARENT = "projects/cli-project/locations/us-central1"
 def emulator_with_job(tmp_path):
     with Emulator(tmp_path / "state", grace_period=1.0) as emu:
         client = make_job_client(resolve_endpoint("us-central1", emu.endpoint))
-        job = aiplatform_v1.CustomJob(
-            display_name="listed-job",
-            job_spec={
-                "worker_pool_specs": [
-                    {
-                        "machine_spec": {"machine_type": "n1-standard-4"},
-                        "replica_count": 1,
-                        "python_package_spec": {
-                            "executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/x:1",
-                            "package_uris": [str(tmp_path / "missing.tar.gz")],
-                            "python_module": "trainer.task",
-                        },
-                    }
-                ],
-                "scheduling": {"strategy": aiplatform_v1.Scheduling.Strategy.SPOT},
-            },
+        job = build_custom_job(
+            JobInputs(
+                project="cli-project",
+                display_name="listed-job",
+                package_uris=[str(tmp_path / "missing.tar.gz")],
+                python_module="trainer.task",
+            )
         )
         created = client.create_custom_job(parent=PARENT, custom_job=job)
         yield emu, created.name

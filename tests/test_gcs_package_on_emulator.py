@@ -1,11 +1,11 @@
 """A package staged to gs:// (GCS emulator) is installed and run by the Vertex emulator."""
 
 import pytest
-from google.cloud import aiplatform_v1
 
 from kfp_spot import checkpoints
 from kfp_spot.emulator import Emulator
 from kfp_spot.jobs.client import make_job_client, resolve_endpoint
+from kfp_spot.jobs.spec import JobInputs, build_custom_job
 from kfp_spot.packaging import prepare_package
 from kfp_spot.pipelines.local_run import EXAMPLE_SOURCE
 
@@ -22,24 +22,15 @@ def test_gs_staged_example_trains_on_the_emulator(gcs_emulator, tmp_path):
         client = make_job_client(resolve_endpoint("us-central1", emu.endpoint))
         job = client.create_custom_job(
             parent="projects/gcs-project/locations/us-central1",
-            custom_job=aiplatform_v1.CustomJob(
-                display_name="from-gcs",
-                job_spec={
-                    "worker_pool_specs": [
-                        {
-                            "machine_spec": {"machine_type": "n1-standard-4"},
-                            "replica_count": 1,
-                            "python_package_spec": {
-                                "executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/x:1",
-                                "package_uris": info.package_uris,
-                                "python_module": info.python_module,
-                                "args": ["--epochs", "2", "--checkpoint-every", "1"],
-                            },
-                        }
-                    ],
-                    "scheduling": {"strategy": aiplatform_v1.Scheduling.Strategy.SPOT},
-                    "base_output_directory": {"output_uri_prefix": str(base)},
-                },
+            custom_job=build_custom_job(
+                JobInputs(
+                    project="gcs-project",
+                    display_name="from-gcs",
+                    package_uris=info.package_uris,
+                    python_module=info.python_module,
+                    args=["--epochs", "2", "--checkpoint-every", "1"],
+                    base_output_directory=str(base),
+                )
             ),
         )
         finished = emu.wait(job.name, timeout=300)

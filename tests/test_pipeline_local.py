@@ -78,3 +78,49 @@ def test_a_failing_quality_gate_skips_promotion(tmp_path):
     assert result.passed is False
     assert result.metrics["accuracy"] < 0.9999
     assert _promotion_records(tmp_path) == []
+
+
+def test_a_template_pulled_from_the_registry_runs_locally(tmp_path):
+    from kfp_spot import __version__
+    from kfp_spot.pipelines import catalog
+    from kfp_spot.registry import RegistryServer, pull, push
+
+    committed = next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url()
+        pushed = push(committed, host, __version__)
+        assert set(pushed.tags) == {__version__, "latest"}
+        pulled = pull(host, "spot-training", tag="latest", output=tmp_path / "pulled.yaml")
+    assert pulled.read_bytes() == committed.read_bytes()
+    result = local_run.run_local(
+        tmp_path / "run",
+        template=pulled,
+        training_args=("--epochs", "2", "--checkpoint-every", "1"),
+        preemptions=0,
+        thresholds={"accuracy": ">=0.5"},
+        progress=print,
+    )
+    assert result.outcome == "SUCCEEDED"
+    assert result.latest_step == 2
+    assert result.passed is True
+
+
+def test_the_run_report_matches_the_emulator_ledger(demo_run):
+    run_dir, result = demo_run
+    png = run_dir / "report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert width > 400 and height > 300
+    markdown = (run_dir / "report.md").read_text()
+    # The ledger as the emulator serves it, re-read now through its own state.
+    with Emulator(run_dir / "emulator") as emu:
+        rows = [row for name in result.job_names for row in emu.attempts(name)]
+    spot = sum(row["spotCost"] for row in rows)
+    on_demand = sum(row["onDemandCost"] for row in rows)
+    billable = sum(row["billableSeconds"] for row in rows)
+    assert f"| Spot cost (billed) | ${spot:,.6f} |" in markdown
+    assert f"| On-demand cost (same time) | ${on_demand:,.6f} |" in markdown
+    assert f"| Billable time | {billable:.1f} s |" in markdown
+    assert f"| Attempts | {len(rows)} |" in markdown
