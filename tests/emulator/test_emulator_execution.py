@@ -187,3 +187,26 @@ def test_random_preemptions_follow_the_seeded_policy(tmp_path, env_cache, api, m
     assert done.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")
     if done.state.name == "JOB_STATE_FAILED":
         assert "STOCKOUT" in done.error.message and len(ledger) == 7
+
+
+def test_capacity_is_never_exceeded(tmp_path, env_cache, api, make_job, until):
+    with Emulator(tmp_path / "state", grace_period=1.0, capacity=2, env_cache_dir=env_cache) as emu:
+        names = [_create(emu, api, make_job("--steps", "400")) for _ in range(3)]
+
+        def states():
+            return [emu.job(n).state.name for n in names]
+
+        until(lambda: states().count("JOB_STATE_RUNNING") == 2, 60, "two jobs on the two VMs")
+        waiting = names[states().index("JOB_STATE_QUEUED")]
+        assert emu.attempts(waiting) == []  # no third VM: it waits, unbilled
+        freed = next(n for n in names if n != waiting)
+        emu.service.cancel_job(freed)
+        until(lambda: emu.job(waiting).state.name == "JOB_STATE_RUNNING", 60, "the freed VM")
+        assert states().count("JOB_STATE_RUNNING") == 2
+        for name in names:
+            if name != freed:
+                emu.service.cancel_job(name)
+        for name in names:
+            assert emu.wait(name, timeout=60).state.name == "JOB_STATE_CANCELLED"
+        [row] = emu.attempts(waiting)
+        assert row["queuedSeconds"] > 0
