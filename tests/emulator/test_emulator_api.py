@@ -34,8 +34,14 @@ def test_gapic_create_get_list_cancel_delete(client, emulator, make_job, tmp_pat
     assert created.job_spec.scheduling.strategy == Scheduling.Strategy.SPOT
 
     until(lambda: any("step 0" in line for line in lines(progress)), 60, "the first step")
-    got = client.get_custom_job(name=created.name)
-    assert got.state == JobState.JOB_STATE_RUNNING
+    got = until(
+        lambda: (
+            (j := client.get_custom_job(name=created.name)).state == JobState.JOB_STATE_RUNNING
+            and j
+        ),
+        10,
+        "RUNNING",
+    )
     assert got.start_time and got.create_time <= got.start_time
 
     listed = list(client.list_custom_jobs(parent=PARENT))
