@@ -166,7 +166,7 @@ def test_capacity(tmp_path, env_cache, trainer_package, outputs):
 def test_timeout(tmp_path, env_cache, trainer_package, outputs):
     with (
         _emulator(tmp_path, env_cache) as emu,
-        pytest.raises(LaunchFailedError, match="scheduling.timeout") as info,
+        pytest.raises(LaunchFailedError, match=r"scheduling\.timeout") as info,
     ):
         _launch(emu, trainer_package, outputs, "--steps", "100000", timeout="1s")
     assert info.value.outcome.value == "TIMEOUT"
