@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 
 import pytest
 from artifacts import FakeArtifact
 
 from kfp_spot import checkpoints
-from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.entry import launch_spot_job
 from kfp_spot.jobs.launcher import LaunchFailedError
 
@@ -126,13 +126,11 @@ def test_succeeded(tmp_path, env_cache, trainer_package, outputs):
 
 
 def test_user_error(tmp_path, env_cache, trainer_package, outputs):
-    with (
-        _emulator(tmp_path, env_cache) as emu,
-        pytest.raises(LaunchFailedError, match="non-zero status of 3") as info,
-    ):
-        _launch(emu, trainer_package, outputs, "--steps", "1", "--exit-code", "3")
+    with _emulator(tmp_path, env_cache) as emu:
+        with pytest.raises(LaunchFailedError, match="non-zero status of 3") as info:
+            _launch(emu, trainer_package, outputs, "--steps", "1", "--exit-code", "3")
+        assert len(emu.list_jobs()) == 1  # a bug is not retried
     assert info.value.outcome.value == "USER_ERROR"
-    assert len(emu.list_jobs()) == 1
 
 
 @pytest.mark.slow
@@ -156,10 +154,11 @@ def test_preempted_exhausted(tmp_path, env_cache, trainer_package, outputs):
 
 def test_capacity(tmp_path, env_cache, trainer_package, outputs):
     with (
-        _emulator(tmp_path, env_cache, capacity={"*": 0}) as emu,
-        pytest.raises(LaunchFailedError) as info,
+        _emulator(tmp_path, env_cache, capacity={"*": 1}) as emu,
+        pytest.raises(LaunchFailedError, match="capacity") as info,
     ):
-        _launch(emu, trainer_package, outputs, max_resubmissions=0)
+        # Two VMs where the region (the emulator) has one: refused at creation.
+        _launch(emu, trainer_package, outputs, replica_count=2, max_resubmissions=0)
     assert info.value.outcome.value == "CAPACITY"
 
 
@@ -235,24 +234,56 @@ def test_sigkilled_launcher_rerun_reattaches(tmp_path, env_cache, trainer_packag
         assert job["state"] == "JOB_STATE_SUCCEEDED"
 
 
-def _drill(emu, outputs, count):
-    base = os.path.join(os.path.dirname(outputs["checkpoint"].uri), "custom_job")
+class ExhaustSpotJobs:
+    """Preempt every attempt of the first ``jobs`` CustomJobs once it has committed a new step.
 
-    def running():
-        return [j["name"] for j in emu.list_jobs() if j["state"] == "JOB_STATE_RUNNING"]
+    Each attempt is preempted exactly once (tracked by its ledger row), and only after it saved
+    progress, so the service's restarts run out with work on disk and a later job must resume.
+    """
 
-    return CheckpointPreemptionDrill(
-        os.path.join(base, "checkpoints"), running, emu.preempt, count=count, poll_seconds=0.05
-    )
+    def __init__(self, emu, checkpoint_root, jobs):
+        self.emu, self.root, self.jobs = emu, checkpoint_root, jobs
+        self.preempted: list[tuple[str, int, int]] = []  # (job, attempt, step)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _step(self):
+        latest = checkpoints.latest(self.root, check_hashes=False)
+        return latest.step if latest else 0
+
+    def _loop(self):
+        seen: dict[tuple[str, int], int] = {}
+        while not self._stop.wait(0.05):
+            jobs = sorted(self.emu.list_jobs(), key=lambda j: j["createTime"])[: self.jobs]
+            for job in jobs:
+                rows = self.emu.attempts(job["name"])
+                if not rows or rows[-1].get("endTime") or job["state"] != "JOB_STATE_RUNNING":
+                    continue
+                key = (job["name"], rows[-1]["attempt"])
+                step = self._step()
+                if key not in seen:
+                    seen[key] = step  # progress on disk when the attempt was first seen
+                elif step > seen[key] and key not in {(j, a) for j, a, _ in self.preempted}:
+                    self.emu.preempt(job["name"])
+                    self.preempted.append((*key, step))
 
 
 @pytest.mark.slow
 def test_spot_exhausted_twice_then_resumes_and_succeeds(
     tmp_path, env_cache, trainer_package, outputs
 ):
-    # 14 preemptions, each after a new checkpoint: the first two Spot jobs are exhausted
-    # (7 attempts each); the third runs free and must resume from a committed step.
-    with _emulator(tmp_path, env_cache) as emu, _drill(emu, outputs, 14):
+    # Every attempt of the first two Spot jobs is preempted after it saved a step: both are
+    # exhausted (7 attempts each); the third runs free and must resume from a committed step.
+    root = os.path.join(os.path.dirname(outputs["checkpoint"].uri), "custom_job", "checkpoints")
+    with _emulator(tmp_path, env_cache) as emu, ExhaustSpotJobs(emu, root, jobs=2) as chaos:
         outcome = _launch(
             emu,
             trainer_package,
@@ -266,6 +297,7 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
         ledgers = {j["name"]: emu.attempts(j["name"]) for j in emu.list_jobs()}
         strategies = _strategies(emu)
     assert outcome == "SUCCEEDED"
+    assert len(chaos.preempted) == 14
     assert strategies == ["SPOT", "SPOT", "SPOT"]
     state_files = os.listdir(os.path.join(os.path.dirname(outputs["checkpoint"].uri), "_launcher"))
     assert len(state_files) == 1
