@@ -38,7 +38,7 @@ from kfp_spot.jobs.recovery import (
 )
 from kfp_spot.jobs.report import Hardware, JobReport, build_report, fetch_ledger
 from kfp_spot.jobs.resume import seed_checkpoint
-from kfp_spot.jobs.service import JobService, PollPolicy
+from kfp_spot.jobs.service import JobService, PollPolicy, ServiceUnreachableError
 from kfp_spot.jobs.spec import (
     RESUME_ENV,
     JobInputs,
@@ -215,7 +215,11 @@ class Launcher:
             state = LaunchState(self.request.run_key, self.clock())
         if attached and attached not in {s.job_name for s in state.submissions}:
             # gcp_resources outlived the state (another base directory, or a lost write): adopt it.
-            job = self.service.get(attached)
+            try:
+                job = self.service.get(attached)
+            except api_exceptions.NotFound:
+                log.warning("gcp_resources names %s, which the service does not know", attached)
+                return state
             state.submissions.append(
                 Submission(
                     token=job.labels.get("kfp-spot-submission", ""),
@@ -249,7 +253,10 @@ class Launcher:
             try:
                 outcome, message = self._loop()
             except LaunchInterruptedError:
-                self._cancel_current()
+                try:
+                    self._cancel_current()
+                except (api_exceptions.GoogleAPICallError, ServiceUnreachableError) as exc:
+                    log.error("could not cancel the CustomJob: %s", exc)
                 raise
         result = self._result(outcome, message)
         if outcome != Outcome.SUCCEEDED:

@@ -273,7 +273,8 @@ def build_report(
             attempts.append(
                 Attempt(sub.job_name, sub.strategy, start, end, sub.outcome or "RUNNING", seconds)
             )
-    _fill_steps(attempts, records)
+    if source != "attempt-records":
+        _fill_steps(attempts, records)
     _fill_costs(attempts, hardware)
     costs_known = all(
         a.spot_cost_usd is not None and a.on_demand_cost_usd is not None for a in attempts
@@ -338,6 +339,8 @@ def _attempts_from_records(
         strategy = _strategy_at(start, submissions)
         billable = end - start if start is not None and end is not None and end > start else 0.0
         attempt = Attempt(job_name, strategy, start, end, end_reason, billable)
+        attempt.first_step = _record_step(record, "first_step", "start_step", "resumed_from")
+        attempt.last_step = _record_step(record, "last_committed_step", "last_step", "end_step")
         if end_reason == "PREEMPTED":
             attempt.work_lost_seconds = _work_lost(start, end, commits)
         attempts.append(attempt)
@@ -354,24 +357,22 @@ def _strategy_at(start: float | None, submissions: Sequence[Submission]) -> str:
 
 
 def _fill_steps(attempts: list[Attempt], records: Sequence[Mapping[str, Any]]) -> None:
-    """Attach the trainer's first/last step to the attempt that was running at its start time."""
+    """Attach each trainer record's first/last step to the attempt it ran in.
+
+    That is the attempt that started last before the record (the service starts an attempt's
+    clock a little before its process starts).
+    """
+    timed = [a for a in attempts if a.start is not None]
     for record in records:
         start = parse_time(record.get("start_time"))
         if start is None:
             continue
-        for attempt in attempts:
-            if (
-                attempt.start is not None
-                and attempt.start - 1.0 <= start
-                and (attempt.end is None or start <= attempt.end)
-            ):
-                attempt.first_step = _record_step(
-                    record, "first_step", "start_step", "resumed_from"
-                )
-                attempt.last_step = _record_step(
-                    record, "last_committed_step", "last_step", "end_step"
-                )
-                break
+        candidates = [a for a in timed if a.start is not None and a.start - 1.0 <= start]
+        if not candidates:
+            continue
+        attempt = max(candidates, key=lambda a: a.start or 0.0)
+        attempt.first_step = _record_step(record, "first_step", "start_step", "resumed_from")
+        attempt.last_step = _record_step(record, "last_committed_step", "last_step", "end_step")
 
 
 def _fill_costs(attempts: list[Attempt], hardware: Hardware) -> None:
