@@ -274,3 +274,64 @@ def test_report_uses_the_emulator_ledger(package, outputs):
     # No checkpoint was ever committed: the preempted attempt's 100 s were all lost.
     assert metrics["work_lost_seconds"] == 100.0
     assert metrics["goodput"] == pytest.approx(200 / 300, abs=1e-4)
+
+
+def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, outputs, task_dir):
+    """The state file names a submission token but no job: the job is found by its label."""
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.recovery import LaunchState, Submission, save_state, state_uri
+
+    with RecordingServer(scripts=[Script([RUNNING, SUCCEEDED])]) as server:
+        request = build_request(
+            project="proj", package=package, api_endpoint=server.endpoint, **outputs
+        )
+        # What the first launcher left: its create went through, then it died.
+        body = {
+            "displayName": "kfp-spot-training",
+            "labels": {"kfp-spot-submission": "tok123"},
+            "jobSpec": {"workerPoolSpecs": [], "scheduling": {"strategy": "SPOT"}},
+        }
+        requests.post(
+            f"{server.endpoint}/v1/projects/proj/locations/us-central1/customJobs", json=body
+        )
+        state = LaunchState(request.run_key, 0.0, [Submission("tok123", "SPOT")])
+        save_state(state_uri(request.base_output_directory, request.run_key), state)
+        assert _launch(server, package, outputs) == "SUCCEEDED"
+    assert len(server.created()) == 1
+
+
+def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    # kfp.local hands integers back as floats, and lists/dicts may arrive as JSON text.
+    request = build_request(
+        project="proj",
+        package=package,
+        accelerator_count=2.0,
+        accelerator_type="NVIDIA_TESLA_T4",
+        args='["--epochs", "3"]',
+        max_resubmissions=3.0,
+        **outputs,
+    )
+    assert request.inputs.accelerator_count == 2
+    assert list(request.inputs.args) == ["--epochs", "3"]
+    assert request.policy.max_resubmissions == 3
+    for bad, field in (
+        ({"max_resubmissions": 1.5}, "max_resubmissions"),
+        ({"env": "[1, 2]"}, "env"),
+        ({"poll_interval_seconds": "soon"}, "poll_interval_seconds"),
+    ):
+        with pytest.raises(LaunchInputError) as info:
+            build_request(project="proj", package=package, **bad, **outputs)
+        assert info.value.field == field
+
+
+def test_default_base_directory_sits_next_to_the_task_outputs():
+    from kfp_spot.jobs.entry import default_base_directory
+
+    assert (
+        default_base_directory("gs://b/root/run-1/task-7/checkpoint")
+        == "gs://b/root/run-1/task-7/custom_job"
+    )
+    assert default_base_directory("/tmp/root/task/checkpoint") == "/tmp/root/task/custom_job"
