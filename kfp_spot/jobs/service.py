@@ -81,7 +81,7 @@ class RetryBudget:
     @classmethod
     def auto(cls, *, local: bool) -> RetryBudget:
         """Short against the emulator (a dead emulator should fail fast), GCPC-like on Vertex."""
-        return cls(8, 20.0, 0.1, 2.0) if local else cls(8, 600.0, 1.0, 30.0)
+        return cls(8, 20.0, 0.1, 1.0) if local else cls(8, 600.0, 1.0, 30.0)
 
 
 class JobService:
