@@ -11,13 +11,14 @@ containers (through :mod:`kfp_spot.trainer`) as well as in the launcher and the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +104,7 @@ def step_dir(root: str, step: int) -> str:
 def list_steps(root: str) -> list[int]:
     """Every step directory under ``root``, committed or not, in ascending order."""
     filesystem, path = fs.filesystem(root)
+    filesystem.invalidate_cache(path)  # another process (the previous attempt) wrote here
     try:
         entries = filesystem.ls(path, detail=False)
     except FileNotFoundError:
@@ -178,6 +180,49 @@ def verify(root: str, step: int, *, check_hashes: bool = True) -> Manifest:
     return manifest
 
 
+def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytes]]:
+    """Read every file of ``step`` once, checking sizes and sha256 against its manifest.
+
+    Returns:
+        The manifest and file name -> content.
+
+    Raises:
+        CheckpointCorruptError: the step is torn or a file does not match.
+    """
+    manifest = read_manifest(root, step)
+    base = step_dir(root, step)
+    out: dict[str, bytes] = {}
+    for entry in manifest.files:
+        filesystem, path = fs.filesystem(fs.join(base, entry.path))
+        try:
+            with filesystem.open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError as exc:
+            raise CheckpointCorruptError(f"step {step}: file {entry.path} is missing") from exc
+        if len(data) != entry.size:
+            raise CheckpointCorruptError(
+                f"step {step}: file {entry.path} has {len(data)} bytes, manifest says {entry.size}"
+            )
+        if hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
+        out[entry.path] = data
+    return manifest, out
+
+
+def parse_step_dir(path: str) -> tuple[str, int]:
+    """Split a ``.../step-<n>`` directory into its checkpoint root and step.
+
+    Raises:
+        ValueError: ``path`` does not end in ``step-<n>``.
+    """
+    stripped = path.rstrip("/") if fs.is_remote(path) else os.path.abspath(path)
+    root, _, name = stripped.rpartition("/")
+    match = _STEP_RE.match(name)
+    if not match or not root:
+        raise ValueError(f"{path!r} is not a checkpoint step directory (<root>/step-<n>)")
+    return root, int(match.group(1))
+
+
 def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
     """Manifests of every committed step that verifies, oldest first."""
     out = []
@@ -208,55 +253,113 @@ def write_step(
     files: Mapping[str, bytes],
     *,
     metadata: Mapping[str, Any] | None = None,
+    after_file: Callable[[str], None] | None = None,
 ) -> Manifest:
     """Write the files of ``step``, then its manifest (the commit).
+
+    Leftovers of an earlier, torn write of the same step are removed first, so a committed step
+    holds exactly the files its manifest lists. On local disks every file is fsync'ed before the
+    manifest is written, so the commit never reaches the disk ahead of the data it names.
 
     Args:
         root: the checkpoint root (path or URI).
         step: the training step this checkpoint captures.
         files: relative file name -> content.
         metadata: small JSON-serialisable facts kept in the manifest (loss, epoch, ...).
+        after_file: called with each file name once it is written (before the manifest); the
+            trainer's fault injection uses it to die in the middle of a save.
 
     Returns:
         The committed manifest.
+
+    Raises:
+        ValueError: a file name is empty, absolute, climbs out with ``..`` or is the manifest's.
     """
+    for name in files:
+        if not name or name.startswith("/") or ".." in name.split("/") or name == MANIFEST_NAME:
+            raise ValueError(
+                f"invalid checkpoint file name {name!r}: use a relative path inside the step "
+                f"directory, other than {MANIFEST_NAME!r}"
+            )
     base = step_dir(root, step)
+    delete_step(root, step)
+    local_base = fs.to_local_path(base)
     entries = []
     for name in sorted(files):
-        if not name or name.startswith("/") or ".." in name.split("/") or name == MANIFEST_NAME:
-            raise ValueError(f"invalid checkpoint file name {name!r}")
         data = files[name]
-        filesystem, path = fs.filesystem(fs.join(base, name))
-        filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        with filesystem.open(path, "wb") as handle:
-            handle.write(data)
+        if local_base is not None:
+            _write_local(os.path.join(local_base, name), data)
+        else:
+            filesystem, path = fs.filesystem(fs.join(base, name))
+            with filesystem.open(path, "wb") as handle:
+                handle.write(data)
         entries.append(FileEntry(name, len(data), hashlib.sha256(data).hexdigest()))
+        if after_file is not None:
+            after_file(name)
     manifest = Manifest(step, tuple(entries), time.time(), dict(metadata or {}))
     commit_manifest(root, manifest)
     return verify(root, step, check_hashes=False)
 
 
+def _write_local(path: str, data: bytes | memoryview) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def commit_manifest(root: str, manifest: Manifest) -> None:
     """Write ``manifest`` for files that are already in place. Call only after they are."""
     data = json.dumps(manifest.to_json(), indent=1, sort_keys=True).encode()
-    filesystem, path = fs.filesystem(fs.join(step_dir(root, manifest.step), MANIFEST_NAME))
-    filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    local = fs.to_local_path(fs.join(step_dir(root, manifest.step), MANIFEST_NAME))
+    target = fs.join(step_dir(root, manifest.step), MANIFEST_NAME)
+    local = fs.to_local_path(target)
     if local is not None:
         # A local rename is atomic: the manifest is either absent or whole.
         tmp = f"{local}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
+        _write_local(tmp, data)
         os.replace(tmp, local)
+        _fsync_dir(os.path.dirname(local))
         return
+    filesystem, path = fs.filesystem(target)
     with filesystem.open(path, "wb") as handle:  # one object PUT: visible whole or not at all
         handle.write(data)
+
+
+def delete_step(root: str, step: int) -> bool:
+    """Remove checkpoint ``step``: its manifest first (un-committing it), then its files.
+
+    A crash half-way leaves a step without a manifest, which every reader already ignores.
+
+    Returns:
+        Whether there was anything to remove.
+    """
+    base = step_dir(root, step)
+    filesystem, path = fs.filesystem(base)
+    manifest_path = fs.filesystem(fs.join(base, MANIFEST_NAME))[1]
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.rm_file(manifest_path)
+    try:
+        if not filesystem.exists(path):
+            return False
+        filesystem.rm(path, recursive=True)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def read_attempt_records(root: str) -> list[dict[str, Any]]:
     """Every attempt record under ``<root>/_attempts`` (ordered by start time)."""
     filesystem, path = fs.filesystem(fs.join(root, ATTEMPTS_DIR))
+    filesystem.invalidate_cache(path)
     try:
         names = filesystem.ls(path, detail=False)
     except FileNotFoundError:
@@ -267,18 +370,45 @@ def read_attempt_records(root: str) -> list[dict[str, Any]]:
             continue
         try:
             with filesystem.open(name, "rb") as handle:
-                records.append(json.loads(handle.read()))
+                record = json.loads(handle.read())
         except (OSError, ValueError) as exc:
             log.warning("skipping unreadable attempt record %s: %s", name, exc)
-    return sorted(records, key=lambda r: r.get("start_time", 0))
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            log.warning("skipping attempt record %s: not a JSON object", name)
+    return sorted(records, key=_attempt_order)
+
+
+def _attempt_order(record: Mapping[str, Any]) -> tuple[int, float, str]:
+    # Numeric start times first, in order; a record with a missing or non-numeric one (written by
+    # another version, or hand-edited) must not make the whole listing fail to sort.
+    start = record.get("start_time")
+    if isinstance(start, (int, float)) and not isinstance(start, bool):
+        return (0, float(start), "")
+    return (1, 0.0, str(start))
 
 
 def write_attempt_record(root: str, attempt_id: str, record: Mapping[str, Any]) -> None:
-    """Write (or overwrite) the attempt record ``attempt_id`` under ``<root>/_attempts``."""
-    filesystem, path = fs.filesystem(fs.join(root, ATTEMPTS_DIR, f"{attempt_id}.json"))
-    filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    """Write (or overwrite) the attempt record ``attempt_id`` under ``<root>/_attempts``.
+
+    Readers see the old record or the new one, never a mix: a local file is replaced by rename,
+    an object by a single PUT.
+    """
+    if not attempt_id or "/" in attempt_id:
+        raise ValueError(f"invalid attempt id {attempt_id!r}: a non-empty name without '/'")
+    data = json.dumps(dict(record), sort_keys=True).encode()
+    target = fs.join(root, ATTEMPTS_DIR, f"{attempt_id}.json")
+    local = fs.to_local_path(target)
+    if local is not None:
+        tmp = f"{local}.tmp"
+        _write_local(tmp, data)
+        os.replace(tmp, local)
+        return
+    filesystem, path = fs.filesystem(target)
     with filesystem.open(path, "wb") as handle:
-        handle.write(json.dumps(dict(record), sort_keys=True).encode())
+        handle.write(data)
 
 
 def files_of(manifest: Manifest) -> Iterable[str]:

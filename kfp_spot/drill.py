@@ -17,11 +17,15 @@ log = logging.getLogger(__name__)
 
 
 class CheckpointPreemptionDrill:
-    """Preempt the running job ``count`` times, each time after a new checkpoint is committed.
+    """Preempt running attempts ``count`` times, each after it committed a checkpoint of its own.
+
+    An attempt is preempted at most once, and only after the newest committed step has moved past
+    the step that was newest when the drill first saw that attempt running, so every preemption
+    lands after progress the attempt itself saved.
 
     Args:
         checkpoint_root: the job's checkpoint directory (``<baseOutputDirectory>/checkpoints``).
-        running_jobs: returns the resource names of jobs that are RUNNING now.
+        running_attempts: returns ``(job resource name, attempt number)`` of attempts RUNNING now.
         preempt: preempts one job by resource name (``Emulator.preempt``).
         count: how many preemptions to cause.
         poll_seconds: how often to look.
@@ -30,8 +34,8 @@ class CheckpointPreemptionDrill:
     def __init__(
         self,
         checkpoint_root: str,
-        running_jobs: Callable[[], list[str]],
-        preempt: Callable[[str], None],
+        running_attempts: Callable[[], list[tuple[str, int]]],
+        preempt: Callable[[str], object],
         *,
         count: int = 1,
         poll_seconds: float = 0.2,
@@ -41,7 +45,7 @@ class CheckpointPreemptionDrill:
         if poll_seconds <= 0:
             raise ValueError(f"poll_seconds must be > 0, got {poll_seconds}")
         self._root = checkpoint_root
-        self._running_jobs = running_jobs
+        self._running_attempts = running_attempts
         self._preempt = preempt
         self._count = count
         self._poll = poll_seconds
@@ -57,17 +61,23 @@ class CheckpointPreemptionDrill:
         self._stop.set()
         self._thread.join(timeout=10)
 
+    def _latest_step(self) -> int:
+        manifest = checkpoints.latest(self._root, check_hashes=False)
+        return -1 if manifest is None else manifest.step
+
     def _loop(self) -> None:
-        last_step = -1
+        baseline: dict[tuple[str, int], int] = {}  # attempt -> newest step when first seen
+        done: set[tuple[str, int]] = set()
         while len(self.preempted_at_steps) < self._count and not self._stop.wait(self._poll):
-            manifest = checkpoints.latest(self._root, check_hashes=False)
-            if manifest is None or manifest.step <= last_step:
+            attempts = [a for a in self._running_attempts() if a not in done]
+            if not attempts:
                 continue
-            jobs = self._running_jobs()
-            if not jobs:
-                continue
-            for job in jobs:
-                log.info("drill: preempting %s after checkpoint step %d", job, manifest.step)
-                self._preempt(job)
-            self.preempted_at_steps.append(manifest.step)
-            last_step = manifest.step
+            step = self._latest_step()
+            for attempt in attempts:
+                if attempt not in baseline:
+                    baseline[attempt] = step
+                elif step > baseline[attempt]:
+                    log.info("drill: preempting %s attempt %d at step %d", *attempt, step)
+                    self._preempt(attempt[0])
+                    done.add(attempt)
+                    self.preempted_at_steps.append(step)

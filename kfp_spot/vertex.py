@@ -63,7 +63,8 @@ def submit_pipeline(
         service_account: the run-as service account.
         enable_caching: override the template's caching.
         api_endpoint: another API endpoint (``http://127.0.0.1:PORT`` for a local recorder).
-        credentials: google-auth credentials (default: application default credentials).
+        credentials: google-auth credentials (default: application default credentials;
+            anonymous for a plain-HTTP ``api_endpoint``).
 
     Returns:
         The PipelineJob resource name.
@@ -74,6 +75,11 @@ def submit_pipeline(
     init_kwargs: dict[str, Any] = {"project": project, "location": location}
     if api_endpoint:
         init_kwargs |= {"api_endpoint": api_endpoint, "api_transport": "rest"}
+        if credentials is None and api_endpoint.startswith("http://"):
+            # Plain HTTP is a local endpoint (a recorder or proxy on loopback): no Google login.
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()
     if credentials is not None:
         init_kwargs["credentials"] = credentials
     aiplatform.init(**init_kwargs)

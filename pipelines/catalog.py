@@ -14,6 +14,8 @@ from pathlib import Path
 
 from kfp import compiler
 
+from kfp_spot.version import RUNTIME_IMAGE
+
 _ROOT = "kfp_spot"
 
 
@@ -45,23 +47,46 @@ PIPELINES: tuple[Entry, ...] = tuple(
 )
 
 
-def compile_entry(entry: Entry, output: Path) -> Path:
-    """Compile one entry to ``output``; returns the path written."""
+def compile_entry(entry: Entry, output: Path, base_image: str | None = None) -> Path:
+    """Compile one entry to ``output``; returns the path written.
+
+    Args:
+        entry: what to compile.
+        output: the YAML file to write.
+        base_image: run every task in this image instead of this version's runtime image
+            (for teams that push the image to their own registry).
+    """
     output.parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(entry.load(), package_path=str(output))
+    if base_image and base_image != RUNTIME_IMAGE:
+        text = output.read_text()
+        output.write_text(text.replace(f"image: {RUNTIME_IMAGE}\n", f"image: {base_image}\n"))
     return output
 
 
-def compile_all(output_dir: str | Path | None = None) -> list[Path]:
+def compile_all(output_dir: str | Path | None = None, base_image: str | None = None) -> list[Path]:
     """Compile every component and pipeline.
 
     Args:
         output_dir: write ``<output_dir>/components/<name>.yaml`` and
             ``<output_dir>/pipelines/<name>.yaml``; None writes the committed files in place.
+        base_image: another runtime image (only with ``output_dir``: the committed files always
+            name this version's image).
 
     Returns:
         The paths written.
+
+    Raises:
+        ValueError: ``base_image`` without ``output_dir``, or not an image reference.
     """
+    if base_image is not None:
+        if output_dir is None:
+            raise ValueError("base_image needs output_dir: committed YAMLs keep the default image")
+        if not base_image or any(c.isspace() for c in base_image) or ":" not in base_image:
+            raise ValueError(
+                f"base_image {base_image!r} is not an image reference such as "
+                "'us-docker.pkg.dev/PROJECT/REPO/kfp-spot:0.1.0'"
+            )
     written = []
     for kind, entries in (("components", COMPONENTS), ("pipelines", PIPELINES)):
         for entry in entries:
@@ -70,5 +95,5 @@ def compile_all(output_dir: str | Path | None = None) -> list[Path]:
                 if output_dir is None
                 else Path(output_dir) / kind / f"{entry.name}.yaml"
             )
-            written.append(compile_entry(entry, target))
+            written.append(compile_entry(entry, target, base_image))
     return written

@@ -16,6 +16,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.reports import write_report
 
 LOCAL_PROJECT = "local-project"
 LOCAL_LOCATION = "us-central1"
@@ -61,6 +62,7 @@ def run_local(
     preemptions: int = 1,
     grace_period: float = 10.0,
     thresholds: dict[str, Any] | None = None,
+    template: str | Path | None = None,
     progress: Callable[[str], None] = print,
 ) -> LocalRunResult:
     """Run the example pipeline locally against the emulator.
@@ -72,12 +74,14 @@ def run_local(
         preemptions: how many times the drill preempts the job (each after a new checkpoint).
         grace_period: seconds between SIGTERM and SIGKILL at a preemption.
         thresholds: quality thresholds for the gate (default: accuracy >= 0.85).
+        template: a compiled spot_training YAML to run (for instance one pulled from a
+            registry); default: the pipeline as this package defines it.
         progress: where progress lines go.
 
     Returns:
         The gathered result; also written to ``<run_dir>/run.json``.
     """
-    from kfp import local
+    from kfp import components, local
 
     from kfp_spot.emulator import Emulator
     from kfp_spot.pipelines.spot_training import spot_training
@@ -85,6 +89,11 @@ def run_local(
     run_dir = Path(run_dir).resolve()
     if not Path(source).exists():
         raise FileNotFoundError(f"training source {source} does not exist")
+    pipeline = spot_training
+    if template is not None:
+        if not Path(template).is_file():
+            raise FileNotFoundError(f"pipeline template {template} does not exist")
+        pipeline = components.load_component_from_file(str(template))
     run_dir.mkdir(parents=True, exist_ok=True)
     job_root = run_dir / "job"
     checkpoint_root = str(job_root / "checkpoints")
@@ -92,8 +101,9 @@ def run_local(
     with Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
         progress(f"emulator listening on {emu.endpoint}")
 
-        def running_jobs() -> list[str]:
-            return [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+        def running_attempts() -> list[tuple[str, int]]:
+            running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
+            return [(name, len(emu.attempts(name))) for name in running]
 
         local.init(
             local.SubprocessRunner(use_venv=False),
@@ -101,9 +111,9 @@ def run_local(
             raise_on_error=False,
         )
         with CheckpointPreemptionDrill(
-            checkpoint_root, running_jobs, emu.preempt, count=preemptions
+            checkpoint_root, running_attempts, emu.preempt, count=preemptions
         ) as drill:
-            task = spot_training(
+            task = pipeline(
                 project=LOCAL_PROJECT,
                 location=LOCAL_LOCATION,
                 source=str(source),
@@ -143,6 +153,8 @@ def run_local(
     )
     (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
     del drill
+    report = write_report(run_dir)
+    result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
 
 
@@ -164,7 +176,11 @@ def summarize(result: LocalRunResult) -> str:
         f"billable time:      {billable:.1f} s; cost ${spot:.6f} on Spot vs "
         f"${on_demand:.6f} on demand"
     )
-    shown = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    shown = {
+        k: v
+        for k, v in result.metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     lines.append(
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")

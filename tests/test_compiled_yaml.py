@@ -59,6 +59,49 @@ def test_component_runs_in_the_runtime_image_of_this_version(entry):
 
 
 def test_no_project_id_is_baked_into_pipeline_templates():
+    import re
+
+    import yaml
+
     for entry in catalog.PIPELINES:
         text = Path(entry.default_path()).read_text()
-        assert "projects/" not in text
+        # Resource names with a literal project (docstrings show `projects/{number}/...`).
+        assert not re.search(r"projects/(?!\{)[a-z0-9]", text), entry.name
+        spec = yaml.safe_load(text)
+        params = spec["root"]["inputDefinitions"]["parameters"]
+        if "project" in params:
+            assert "defaultValue" not in params["project"], f"{entry.name} defaults a project"
+
+
+def test_compile_with_another_base_image_rewrites_every_task(tmp_path):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    image = "europe-docker.pkg.dev/team/images/kfp-spot:custom"
+    result = CliRunner().invoke(
+        main, ["compile", "--output-dir", str(tmp_path), "--base-image", image]
+    )
+    assert result.exit_code == 0, result.output
+    for path in (tmp_path / "pipelines").glob("*.yaml"):
+        text = path.read_text()
+        assert f"image: {image}" in text
+        assert RUNTIME_IMAGE not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--base-image", "x:1"], "needs output_dir"),
+        (["--output-dir", "OUT", "--base-image", "no tag"], "not an image reference"),
+    ],
+)
+def test_compile_rejects_bad_base_image_usage(tmp_path, args, needle):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    args = [str(tmp_path) if a == "OUT" else a for a in args]
+    result = CliRunner().invoke(main, ["compile", *args])
+    assert result.exit_code == 2
+    assert needle in result.output

@@ -49,3 +49,57 @@ def test_the_emulator_stored_a_spot_custom_job(demo_run):
             job = client.get_custom_job(name=name)
             assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
             assert job.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+
+
+def _promotion_records(run_dir):
+    return list((run_dir / "pipeline_root").glob("*/promote-model/promoted_model/PROMOTION.json"))
+
+
+def test_a_passing_quality_gate_promotes_the_model(demo_run):
+    run_dir, result = demo_run
+    (record,) = _promotion_records(run_dir)
+    model_dir = run_dir / "job" / "model"
+    trained = {p.name: p.read_bytes() for p in model_dir.iterdir()}
+    assert trained, "the job wrote no model"
+    promoted = {p.name: p.read_bytes() for p in record.parent.iterdir() if p != record}
+    assert promoted == trained
+    assert f'"checkpoint_step": {float(result.latest_step)}' in record.read_text()
+
+
+def test_a_failing_quality_gate_skips_promotion(tmp_path):
+    result = local_run.run_local(
+        tmp_path,
+        training_args=("--epochs", "2", "--checkpoint-every", "1"),
+        preemptions=0,
+        thresholds={"accuracy": ">=0.9999"},
+        progress=print,
+    )
+    assert result.outcome == "SUCCEEDED"
+    assert result.passed is False
+    assert result.metrics["accuracy"] < 0.9999
+    assert _promotion_records(tmp_path) == []
+
+
+def test_a_template_pulled_from_the_registry_runs_locally(tmp_path):
+    from kfp_spot import __version__
+    from kfp_spot.pipelines import catalog
+    from kfp_spot.registry import RegistryServer, pull, push
+
+    committed = next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url()
+        pushed = push(committed, host, __version__)
+        assert set(pushed.tags) == {__version__, "latest"}
+        pulled = pull(host, "spot-training", tag="latest", output=tmp_path / "pulled.yaml")
+    assert pulled.read_bytes() == committed.read_bytes()
+    result = local_run.run_local(
+        tmp_path / "run",
+        template=pulled,
+        training_args=("--epochs", "2", "--checkpoint-every", "1"),
+        preemptions=0,
+        thresholds={"accuracy": ">=0.5"},
+        progress=print,
+    )
+    assert result.outcome == "SUCCEEDED"
+    assert result.latest_step == 2
+    assert result.passed is True

@@ -57,3 +57,46 @@ def test_bad_submission_arguments_are_named(kwargs, needle):
     template = args.pop("template_path")
     with pytest.raises(vertex.SubmissionError, match=needle):
         vertex.submit_pipeline(template, **args)
+
+
+def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    with RecordingServer() as server:
+        result = CliRunner().invoke(
+            main,
+            [
+                "submit",
+                str(TEMPLATE),
+                "--project",
+                "my-project-123",
+                "--pipeline-root",
+                "gs://kfp-spot-cli-root/r",
+                "--service-account",
+                "runner@my-project-123.iam.gserviceaccount.com",
+                "--api-endpoint",
+                server.endpoint,
+                "--param",
+                "source=gs://b/src.tar.gz",
+                "--param",
+                'thresholds={"accuracy": ">=0.9"}',
+            ],
+        )
+    assert result.exit_code == 0, result.output
+    (post,) = [r for r in server.requests if r["method"] == "POST"]
+    values = post["body"]["runtimeConfig"]["parameterValues"]
+    assert values["thresholds"] == {"accuracy": ">=0.9"}
+    assert values["project"] == "my-project-123"
+    assert values["location"] == "us-central1"
+
+
+def test_cli_submit_without_project_is_a_usage_error():
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    result = CliRunner().invoke(main, ["submit", str(TEMPLATE)])
+    assert result.exit_code == 2
+    assert "--project" in result.output

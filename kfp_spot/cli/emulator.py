@@ -1,10 +1,270 @@
-"""``kfp-spot emulator ...``: the local Vertex AI training emulator."""
+"""``kfp-spot emulator ...``: the local Vertex AI training emulator.
+
+``start`` serves in the foreground until SIGINT/SIGTERM and prints its endpoint once it accepts
+requests; ``preempt``, ``logs``, ``attempts`` and ``jobs`` talk to a running emulator over HTTP,
+found through ``--endpoint`` (or ``$KFP_SPOT_EMULATOR_ENDPOINT``) or the ``endpoint`` file the
+emulator writes into its state dir.
+"""
 
 from __future__ import annotations
 
+import json
+import signal
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
 import click
+
+DEFAULT_STATE_DIR = "kfp-spot-runs/emulator"
+
+
+def _seconds_list(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple:
+    if not value:
+        return ()
+    out = []
+    for part in value.split(","):
+        try:
+            seconds = float(part)
+        except ValueError:
+            raise click.BadParameter(
+                f"{part!r} is not a number of seconds; write e.g. 5,12.5,30"
+            ) from None
+        if seconds < 0:
+            raise click.BadParameter(f"{part} is negative; offsets are seconds >= 0")
+        out.append(seconds)
+    return tuple(out)
+
+
+def _capacity(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if not value:
+        return None
+    if value.isdigit():
+        return int(value)
+    out: dict[str, int] = {}
+    for part in value.split(","):
+        key, sep, count = part.partition("=")
+        if not sep or not count.isdigit() or int(count) < 1:
+            raise click.BadParameter(
+                f"{part!r}: give VMs per machine type as N, or TYPE=N[,TYPE=N...] "
+                "(e.g. n1-standard-4=2,*=1)"
+            )
+        out[key.strip()] = int(count)
+    return out
 
 
 @click.group()
 def emulator() -> None:
     """Run and drive the local Vertex AI CustomJob emulator."""
+
+
+@emulator.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=0, type=click.IntRange(0, 65535), help="Port (0: a free one).")
+@click.option(
+    "--state-dir",
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="SQLite state, logs; reuse it to resume jobs after a crash.",
+)
+@click.option(
+    "--grace-period",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds between SIGTERM and SIGKILL at a preemption.",
+)
+@click.option(
+    "--preempt-at",
+    callback=_seconds_list,
+    help="Preempt attempt i of every Spot job this many seconds into it: S1[,S2...].",
+)
+@click.option(
+    "--preempt-every",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Mean seconds between random preemptions (after the --preempt-at list).",
+)
+@click.option("--seed", type=int, help="Seed for random preemptions (reproducible).")
+@click.option("--capacity", callback=_capacity, help="Simulated VMs: N per type, or TYPE=N,...")
+@click.option(
+    "--env-cache-dir",
+    type=click.Path(file_okay=False),
+    help="Where package environments are cached (default: the shared kfp-spot cache).",
+)
+def start(
+    host: str,
+    port: int,
+    state_dir: str,
+    grace_period: float,
+    preempt_at: tuple[float, ...],
+    preempt_every: float | None,
+    seed: int | None,
+    capacity: Any,
+    env_cache_dir: str | None,
+) -> None:
+    """Serve the emulator in the foreground until SIGINT or SIGTERM."""
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        emu = Emulator(
+            state_dir,
+            host=host,
+            port=port,
+            grace_period=grace_period,
+            preempt_at=preempt_at,
+            preempt_every=preempt_every,
+            seed=seed,
+            capacity=capacity,
+            env_cache_dir=env_cache_dir,
+        ).start()
+    except EmulatorError as err:
+        raise click.ClickException(str(err)) from None
+    try:
+        click.echo(f"kfp-spot emulator serving {emu.endpoint} (state dir {state_dir})")
+        click.echo("Stop with Ctrl-C (SIGINT) or SIGTERM.", err=True)
+        stop.wait()
+        click.echo("stopping: running attempts are stopped and resume on the next start", err=True)
+    finally:
+        emu.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# client commands -----------------------------------------------------------------------------
+
+
+def _endpoint(endpoint: str | None, state_dir: str) -> str:
+    if endpoint:
+        return endpoint.rstrip("/")
+    path = Path(state_dir) / "endpoint"
+    if path.exists():
+        return path.read_text().strip().rstrip("/")
+    raise click.UsageError(
+        f"no emulator endpoint: pass --endpoint http://127.0.0.1:PORT, set "
+        f"KFP_SPOT_EMULATOR_ENDPOINT, or --state-dir of a running emulator ({path} is missing)"
+    )
+
+
+def _call(method: str, url: str) -> Any:
+    data = b"{}" if method == "POST" else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as err:
+        try:
+            message = json.loads(err.read())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = str(err)
+        raise click.ClickException(message) from None
+    except (urllib.error.URLError, OSError) as err:
+        raise click.ClickException(
+            f"cannot reach the emulator at {url}: {err}; is `kfp-spot emulator start` running?"
+        ) from None
+
+
+def _job_name(base: str, job: str) -> str:
+    """Full resource name of ``job`` (a name or a bare numeric id)."""
+    if "/" in job:
+        return job.strip("/")
+    if not job.isdigit():
+        raise click.BadParameter(
+            f"{job!r}: give projects/P/locations/L/customJobs/ID or the numeric ID",
+            param_hint="JOB_NAME",
+        )
+    for item in _call("GET", f"{base}/emulator/v1/customJobs").get("customJobs", []):
+        if item["name"].rsplit("/", 1)[-1] == job:
+            return item["name"]
+    raise click.ClickException(f"the emulator at {base} has no job with id {job}")
+
+
+_endpoint_option = click.option(
+    "--endpoint",
+    envvar="KFP_SPOT_EMULATOR_ENDPOINT",
+    help="http://HOST:PORT of a running emulator ($KFP_SPOT_EMULATOR_ENDPOINT).",
+)
+_state_option = click.option(
+    "--state-dir",
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    help="State dir of the running emulator (its endpoint file), when --endpoint is not given.",
+)
+
+
+@emulator.command()
+@click.argument("job_name")
+@_endpoint_option
+@_state_option
+def preempt(job_name: str, endpoint: str | None, state_dir: str) -> None:
+    """Preempt the running attempt of a Spot job (SIGTERM, grace period, SIGKILL)."""
+    base = _endpoint(endpoint, state_dir)
+    name = _job_name(base, job_name)
+    result = _call("POST", f"{base}/emulator/v1/{name}:preempt")
+    click.echo(f"preempting attempt {result.get('attempt')} of {name}")
+
+
+@emulator.command()
+@click.argument("job_name")
+@click.option("--attempt", type=click.IntRange(min=1), help="Only this attempt (1-based).")
+@click.option("--replica", help="Only this replica, e.g. workerpool0-0.")
+@_endpoint_option
+@_state_option
+def logs(
+    job_name: str, attempt: int | None, replica: str | None, endpoint: str | None, state_dir: str
+) -> None:
+    """Print the logs of a job, per attempt and replica."""
+    base = _endpoint(endpoint, state_dir)
+    name = _job_name(base, job_name)
+    query = []
+    if attempt:
+        query.append(f"attempt={attempt}")
+    if replica:
+        query.append(f"replica={replica}")
+    url = f"{base}/emulator/v1/{name}/logs" + ("?" + "&".join(query) if query else "")
+    entries = _call("GET", url).get("logs", [])
+    if not entries:
+        click.echo(f"no logs yet for {name}", err=True)
+    for entry in entries:
+        click.echo(f"==> attempt {entry['attempt']} {entry['replica']} <==")
+        click.echo(entry["text"], nl=not entry["text"].endswith("\n"))
+
+
+@emulator.command()
+@click.argument("job_name")
+@click.option("--json", "as_json", is_flag=True, help="Print the ledger rows as JSON.")
+@_endpoint_option
+@_state_option
+def attempts(job_name: str, as_json: bool, endpoint: str | None, state_dir: str) -> None:
+    """Print a job's attempts: times, end reason, billable seconds and cost."""
+    base = _endpoint(endpoint, state_dir)
+    name = _job_name(base, job_name)
+    rows = _call("GET", f"{base}/emulator/v1/{name}/attempts").get("attempts", [])
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    click.echo(f"{'#':>2} {'end reason':<19} {'billable s':>10} {'queued s':>9} {'spot $':>10}")
+    for row in rows:
+        click.echo(
+            f"{row['attempt']:>2} {row['endReason'] or 'RUNNING':<19} "
+            f"{row['billableSeconds']:>10.1f} {row['queuedSeconds']:>9.1f} {row['spotCost']:>10.6f}"
+        )
+
+
+@emulator.command()
+@_endpoint_option
+@_state_option
+def jobs(endpoint: str | None, state_dir: str) -> None:
+    """List every job the emulator holds."""
+    base = _endpoint(endpoint, state_dir)
+    for item in _call("GET", f"{base}/emulator/v1/customJobs").get("customJobs", []):
+        click.echo(f"{item['name']}  {item['state']}  {item.get('displayName', '')}")

@@ -1,10 +1,36 @@
-"""``kfp-spot run`` and ``kfp-spot compile``."""
+"""``kfp-spot run``, ``kfp-spot submit`` and ``kfp-spot compile``."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
+
+
+def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that say where and how a pipeline runs on Vertex AI Pipelines."""
+    options = [
+        click.option("--project", help="The Google Cloud project (Vertex AI)."),
+        click.option(
+            "--location", default="us-central1", show_default=True, help="Vertex AI region."
+        ),
+        click.option("--pipeline-root", help="gs:// root for the run's artifacts (Vertex AI)."),
+        click.option("--service-account", help="The run-as service account (Vertex AI)."),
+        click.option(
+            "--param",
+            "params",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="A pipeline parameter on Vertex AI (VALUE parsed as JSON when it is JSON).",
+        ),
+        click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.command()
@@ -35,43 +61,27 @@ import click
     help="Seconds between SIGTERM and SIGKILL at a preemption.",
 )
 @click.option(
-    "--vertex", is_flag=True, help="Submit to Vertex AI Pipelines instead of running locally."
-)
-@click.option("--project", help="With --vertex: the Google Cloud project.")
-@click.option("--location", default="us-central1", show_default=True, help="With --vertex: region.")
-@click.option("--pipeline-root", help="With --vertex: gs:// root for the run's artifacts.")
-@click.option("--service-account", help="With --vertex: the run-as service account.")
-@click.option(
     "--template",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="With --vertex: compiled pipeline YAML (default: the committed spot_training).",
+    help="A compiled spot_training YAML, e.g. pulled from a registry (default: the built-in).",
 )
 @click.option(
-    "--param",
-    "params",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="With --vertex: a pipeline parameter (VALUE parsed as JSON when it is JSON).",
+    "--vertex", is_flag=True, help="Submit to Vertex AI Pipelines instead of running locally."
 )
+@_vertex_options
 def run(
     run_dir: Path | None,
     source: Path | None,
     preemptions: int,
     grace_period: float,
-    vertex: bool,
-    project: str | None,
-    location: str,
-    pipeline_root: str | None,
-    service_account: str | None,
     template: Path | None,
-    params: tuple[str, ...],
+    vertex: bool,
+    **vertex_options: Any,
 ) -> None:
     """Run the spot_training pipeline: locally on the emulator (default) or on Vertex AI."""
-    import time
-
     if vertex:
-        _submit_to_vertex(project, location, pipeline_root, service_account, template, params)
+        _submit_to_vertex(template, **vertex_options)
         return
     from kfp_spot.pipelines import local_run
 
@@ -82,11 +92,20 @@ def run(
         source=source or local_run.EXAMPLE_SOURCE,
         preemptions=preemptions,
         grace_period=grace_period,
+        template=template,
         progress=lambda line: click.echo(f"kfp-spot: {line}", err=True),
     )
     click.echo(local_run.summarize(result))
     if result.outcome != "SUCCEEDED":
         raise SystemExit(1)
+
+
+@click.command()
+@click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_vertex_options
+def submit(template: Path, **vertex_options: Any) -> None:
+    """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines."""
+    _submit_to_vertex(template, **vertex_options)
 
 
 def _parse_params(params: tuple[str, ...]) -> dict:
@@ -105,18 +124,20 @@ def _parse_params(params: tuple[str, ...]) -> dict:
 
 
 def _submit_to_vertex(
+    template: Path | None,
+    *,
     project: str | None,
     location: str,
     pipeline_root: str | None,
     service_account: str | None,
-    template: Path | None,
     params: tuple[str, ...],
+    api_endpoint: str | None,
 ) -> None:
     from kfp_spot import vertex
     from kfp_spot.pipelines import catalog
 
     if not project:
-        raise click.UsageError("--vertex needs --project PROJECT_ID")
+        raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
     values = _parse_params(params)
     values.setdefault("project", project)
     values.setdefault("location", location)
@@ -131,6 +152,7 @@ def _submit_to_vertex(
             parameter_values=values,
             pipeline_root=pipeline_root,
             service_account=service_account,
+            api_endpoint=api_endpoint,
         )
     except vertex.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -144,12 +166,21 @@ def _submit_to_vertex(
     default=None,
     help="Write YAMLs here instead of updating the committed files in place.",
 )
-def compile_(output_dir: Path | None) -> None:
+@click.option(
+    "--base-image",
+    default=None,
+    help="Run every task in this image (pushed to your registry); needs --output-dir.",
+)
+def compile_(output_dir: Path | None, base_image: str | None) -> None:
     """Compile every component and pipeline to YAML (deterministic)."""
     from kfp_spot.pipelines import catalog
 
-    for path in catalog.compile_all(output_dir):
+    try:
+        paths = catalog.compile_all(output_dir, base_image=base_image)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    for path in paths:
         click.echo(str(path))
 
 
-COMMANDS = [run, compile_]
+COMMANDS = [run, compile_, submit]

@@ -2,4 +2,219 @@
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kfp_spot.version import __version__
+
+HOST_ENV = "KFP_SPOT_REGISTRY"
+
+_host_option = click.option(
+    "--host",
+    "host",
+    envvar=HOST_ENV,
+    required=True,
+    metavar="URL",
+    help=(
+        "Repository URL: https://LOCATION-kfp.pkg.dev/PROJECT/REPO (Artifact Registry) or "
+        f"http://127.0.0.1:PORT/PROJECT/REPO (`kfp-spot registry serve`). Env: {HOST_ENV}."
+    ),
+)
+_config_option = click.option(
+    "--config-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="RegistryClient config file (default: built in for Artifact Registry, "
+    "kfp-spot's local-registry context otherwise).",
+)
+
+
+def _checked_host(host: str) -> str:
+    from kfp_spot.registry import check_host
+
+    try:
+        return check_host(host)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--host'") from exc
+
+
+def _registry_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a registry helper; user mistakes exit 2, registry failures exit 1, one line each."""
+    from kfp_spot.registry import RegistryError
+
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_host_option
+@click.option(
+    "--version",
+    "version",
+    default=__version__,
+    show_default=True,
+    help="Version tag for the template (the template is also tagged 'latest').",
+)
+@click.option(
+    "--tag",
+    "extra_tags",
+    multiple=True,
+    help="Another tag to set (repeatable).",
+)
+@_config_option
+def push(
+    template: Path, host: str, version: str, extra_tags: tuple[str, ...], config_file: str | None
+) -> None:
+    """Upload a compiled pipeline TEMPLATE to a registry, tagged VERSION and latest."""
+    from kfp_spot import registry
+
+    host = _checked_host(host)
+    tags = tuple(dict.fromkeys((version, "latest", *extra_tags)))
+    click.echo(f"kfp-spot: uploading {template} to {host} ...", err=True)
+    result = _registry_call(registry.push, template, host, version, tags, config_file=config_file)
+    click.echo(f"{result.package} {result.version} tags: {', '.join(result.tags)}")
+
+
+@click.command()
+@click.argument("package")
+@_host_option
+@click.option("--tag", default=None, help="Tag to download (default: latest).")
+@click.option(
+    "--version",
+    "version",
+    default=None,
+    metavar="sha256:HEX",
+    help="Exact version to download (instead of a tag).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the template (default: ./PACKAGE_TAG.yaml).",
+)
+@_config_option
+def pull(
+    package: str,
+    host: str,
+    tag: str | None,
+    version: str | None,
+    output: Path | None,
+    config_file: str | None,
+) -> None:
+    """Download the template PACKAGE (a pipeline name) from a registry."""
+    from kfp_spot import registry
+
+    if tag and version:
+        raise click.UsageError("give either --tag or --version, not both")
+    host = _checked_host(host)
+    click.echo(f"kfp-spot: downloading {package} from {host} ...", err=True)
+    path = _registry_call(
+        registry.pull,
+        host,
+        package,
+        tag=tag,
+        version=version,
+        output=output,
+        config_file=config_file,
+    )
+    click.echo(str(path))
+
+
+@click.command()
+@click.argument("package", required=False)
+@_host_option
+@_config_option
+def tags(package: str | None, host: str, config_file: str | None) -> None:
+    """List the tags of PACKAGE (or, without PACKAGE, the packages in the repository)."""
+    from kfp_spot import registry
+
+    host = _checked_host(host)
+    if package is None:
+        for name in _registry_call(registry.list_packages, host, config_file=config_file):
+            click.echo(name)
+        return
+    rows = _registry_call(registry.list_tags, host, package, config_file=config_file)
+    width = max((len(r.tag) for r in rows), default=3)
+    for row in rows:
+        click.echo(f"{row.tag:<{width}}  {row.version}")
+
+
+@click.group(name="registry")
+def registry_group() -> None:
+    """Run a local pipeline-template registry (Artifact Registry's KFP protocol)."""
+
+
+@registry_group.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8787,
+    show_default=True,
+    help="Port to listen on (0 picks a free one).",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("kfp-spot-registry"),
+    show_default=True,
+    help="Folder that holds the registry's templates, versions and tags.",
+)
+def serve(host: str, port: int, root: Path) -> None:
+    """Serve templates from ROOT until interrupted (Ctrl-C or SIGTERM)."""
+    import logging
+
+    from kfp_spot.registry import CONTEXT_FILE, RegistryServer, RegistryServerError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        server = RegistryServer(root, host=host, port=port)
+    except RegistryServerError as exc:
+        raise click.ClickException(str(exc)) from exc
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with server:
+        # The first stdout line is the base URL (scripts read it to learn a port chosen with 0).
+        click.echo(f"kfp-spot registry listening on {server.url}")
+        click.echo(
+            f"  repository URLs: {server.url}/PROJECT/REPO, e.g. {server.repository_url()}\n"
+            f"  state:           {server.root}\n"
+            f"  RegistryClient:  RegistryClient(host='{server.repository_url()}', "
+            f"config_file='{CONTEXT_FILE}')\n"
+            "  Ctrl-C stops it.",
+            err=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    click.echo("kfp-spot registry stopped", err=True)
+
+
+@click.command()
+@click.argument(
+    "run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="RUN_DIR"
+)
+def report(run_dir: Path) -> None:
+    """Write report.png (timeline) and report.md (cost, savings, goodput) into RUN_DIR."""
+    from kfp_spot.reports import ReportError, write_report
+
+    click.echo(f"kfp-spot: reading {run_dir} ...", err=True)
+    try:
+        written = write_report(run_dir)
+    except ReportError as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(str(written.png))
+    click.echo(str(written.markdown))
+
+
+COMMANDS: list[click.Command] = [push, pull, tags, registry_group, report]

@@ -1,0 +1,274 @@
+"""Train the digits MLP with checkpoints that survive Spot preemption.
+
+``python -m trainer.task --epochs N --checkpoint-every K [--step-seconds S] [--seed N]``
+
+A step is one epoch of minibatch SGD by default, or a part of one (``--steps-per-epoch``).
+
+- checkpoints go to ``$AIP_CHECKPOINT_DIR`` (or ``--checkpoint-dir``) through
+  :class:`kfp_spot.trainer.CheckpointManager`; a restarted run resumes from the newest committed
+  step and prints ``resuming from step N``;
+- on SIGTERM (the preemption notice) it saves once more if that fits the grace period and exits
+  with status 143;
+- at the end it writes ``model.npz`` and ``model.json`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``)
+  and exits 0.
+
+Everything that decides the weights (initialisation, the data order of each epoch, the position in
+the epoch, momentum) is in the checkpoint, so a run preempted any number of times ends with the
+same weights, bit for bit, as one that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kfp_spot import fs
+from kfp_spot.trainer import PREEMPTED_EXIT_CODE, CheckpointManager, SaveInterval
+from trainer import data, model
+
+log = logging.getLogger("trainer.task")
+
+# Settings that decide the weights: a checkpoint written with other values cannot be resumed.
+# (--epochs may change: a finished run can be extended.)
+_FIXED = (
+    "seed",
+    "split_seed",
+    "hidden",
+    "batch_size",
+    "learning_rate",
+    "momentum",
+    "steps_per_epoch",
+)
+
+
+def _interval(text: str) -> str:
+    try:
+        SaveInterval.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.task", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--epochs", type=_positive_int, default=10, help="passes over the data")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=_interval,
+        default="50",
+        help="K steps (e.g. 50), a duration (30s, 5m) or 'auto' (Young-Daly); default 50",
+    )
+    parser.add_argument(
+        "--step-seconds",
+        type=_non_negative,
+        default=0.0,
+        help="pacing: minimum wall time per step, so a demo lasts long enough to be preempted "
+        "(default 0: as fast as it goes); it never changes the weights",
+    )
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=_positive_int,
+        default=1,
+        help="split each epoch's minibatches into this many steps (checkpoints can then fall "
+        "inside an epoch); default 1: a step is an epoch. The weights do not depend on it",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="initialisation and data order")
+    parser.add_argument("--split-seed", type=int, default=0, help="the held-out split")
+    parser.add_argument("--hidden", type=_positive_int, default=64, help="hidden units")
+    parser.add_argument("--batch-size", type=_positive_int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--keep-last", type=_positive_int, default=3, help="checkpoints kept")
+    parser.add_argument(
+        "--grace-period", type=_non_negative, default=30.0, help="seconds from SIGTERM to SIGKILL"
+    )
+    parser.add_argument("--async-save", action="store_true", help="write checkpoints in background")
+    parser.add_argument("--checkpoint-dir", default=None, help="default: $AIP_CHECKPOINT_DIR")
+    parser.add_argument("--model-dir", default=None, help="default: $AIP_MODEL_DIR")
+    args = parser.parse_args(argv)
+    args.checkpoint_dir = args.checkpoint_dir or os.environ.get("AIP_CHECKPOINT_DIR")
+    args.model_dir = args.model_dir or os.environ.get("AIP_MODEL_DIR")
+    if not args.checkpoint_dir:
+        parser.error("no checkpoint directory: set AIP_CHECKPOINT_DIR or pass --checkpoint-dir")
+    if not args.model_dir:
+        parser.error("no model directory: set AIP_MODEL_DIR or pass --model-dir")
+    return args
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "seed": args.seed,
+        "split_seed": args.split_seed,
+        "hidden": args.hidden,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "momentum": args.momentum,
+        "epochs": args.epochs,
+        "steps_per_epoch": args.steps_per_epoch,
+    }
+
+
+def _check_resumable(saved: dict[str, Any], config: dict[str, Any]) -> None:
+    changed = [k for k in _FIXED if saved.get(k) != config[k]]
+    if changed:
+        raise SystemExit(
+            "the checkpoints were written with other settings ("
+            + ", ".join(f"{k}: {saved.get(k)!r} -> {config[k]!r}" for k in changed)
+            + "); use a new checkpoint directory or the same settings"
+        )
+
+
+def write_model(model_dir: str, params: dict[str, np.ndarray], info: dict[str, Any]) -> None:
+    """Write ``model.npz`` (weights) and ``model.json`` (settings, steps, training metrics)."""
+    buf = io.BytesIO()
+    np.savez(buf, **params)
+    filesystem, base = fs.filesystem(model_dir)
+    filesystem.makedirs(base, exist_ok=True)
+    for name, payload in (
+        ("model.npz", buf.getvalue()),
+        ("model.json", json.dumps(info, indent=1, sort_keys=True).encode()),
+    ):
+        with filesystem.open(f"{base.rstrip('/')}/{name}", "wb") as handle:
+            handle.write(payload)
+
+
+def train(args: argparse.Namespace) -> int:
+    """Run (or resume) training; returns the process exit status."""
+    config = _config(args)
+    X_train, y_train, _, _ = data.split(args.split_seed)
+    n_train = len(y_train)
+    batches = math.ceil(n_train / args.batch_size)  # minibatches in an epoch
+    if args.steps_per_epoch > batches:
+        raise SystemExit(
+            f"--steps-per-epoch {args.steps_per_epoch} is more than the {batches} minibatches of "
+            f"an epoch (batch size {args.batch_size}); use 1..{batches}"
+        )
+    steps_per_epoch = args.steps_per_epoch
+    total = args.epochs * steps_per_epoch
+
+    with CheckpointManager(
+        args.checkpoint_dir,
+        interval=args.checkpoint_every,
+        keep_last=args.keep_last,
+        async_save=args.async_save,
+        grace_period=args.grace_period,
+    ) as ckpt:
+        restored = ckpt.restore()
+        if restored is not None:
+            state = restored.state
+            _check_resumable(state["config"], config)
+            params, velocity, rng = state["params"], state["velocity"], state["rng"]
+            order = state["order"]
+            step = int(state["progress"]["step"])
+            print(f"resuming from step {step}", flush=True)
+        else:
+            rng = np.random.default_rng(args.seed)
+            params = model.init_params(rng, X_train.shape[1], args.hidden)
+            velocity = {k: np.zeros_like(v) for k, v in params.items()}
+            order = np.arange(n_train)
+            step = 0
+            print("starting from step 0 (no committed checkpoint)", flush=True)
+        print(
+            f"training {total} steps ({args.epochs} epochs of {steps_per_epoch} step(s), "
+            f"{batches} minibatches each)",
+            flush=True,
+        )
+
+        def snapshot() -> dict[str, Any]:
+            return {
+                "params": params,
+                "velocity": velocity,
+                "rng": rng,
+                "order": order,
+                "progress": {"step": step},
+                "config": config,
+            }
+
+        while step < total:
+            started = time.monotonic()
+            epoch, part = divmod(step, steps_per_epoch)
+            if part == 0:
+                order = rng.permutation(n_train)
+            losses = []
+            for batch in range(
+                part * batches // steps_per_epoch, (part + 1) * batches // steps_per_epoch
+            ):
+                rows = order[batch * args.batch_size : (batch + 1) * args.batch_size]
+                losses.append(
+                    model.sgd_step(
+                        params,
+                        velocity,
+                        X_train[rows],
+                        y_train[rows],
+                        learning_rate=args.learning_rate,
+                        momentum=args.momentum,
+                    )
+                )
+            loss = float(np.mean(losses))
+            step += 1
+            if part == steps_per_epoch - 1:
+                print(f"epoch {epoch + 1}/{args.epochs} step {step} loss {loss:.4f}", flush=True)
+            if args.step_seconds:
+                ckpt.notice.sleep(args.step_seconds - (time.monotonic() - started))
+            ckpt.maybe_save(step, snapshot, metrics={"loss": loss})
+            if ckpt.should_stop:
+                print(
+                    f"preempted after step {step}; the next attempt resumes from step "
+                    f"{ckpt.last_committed_step}",
+                    flush=True,
+                )
+                return PREEMPTED_EXIT_CODE
+        if ckpt.last_committed_step != total:
+            ckpt.save(total, snapshot(), blocking=True)
+        probs = model.predict_proba(params, X_train)
+        info = {
+            "config": config,
+            "steps": total,
+            "train_accuracy": float((probs.argmax(axis=1) == y_train).mean()),
+        }
+        write_model(args.model_dir, params, info)
+    print(
+        f"finished {total} steps; train accuracy {info['train_accuracy']:.4f}; "
+        f"model written to {args.model_dir}",
+        flush=True,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m trainer.task``."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return train(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""``kfp-spot jobs list|describe``: CustomJobs on Vertex AI or the local emulator.
+
+Both talk through the launcher's client (``google.cloud.aiplatform_v1.JobServiceClient``): the
+regional Vertex endpoint by default, the emulator with ``--api-endpoint http://127.0.0.1:PORT``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+_ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in LOCATION)."
+
+
+def _client(location: str, api_endpoint: str):
+    from kfp_spot.jobs.client import make_job_client, resolve_endpoint
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    try:
+        return make_job_client(resolve_endpoint(location, api_endpoint))
+    except LaunchInputError as exc:
+        raise click.BadParameter(str(exc), param_hint="--api-endpoint") from exc
+
+
+def _call(fn, *args, **kwargs):
+    from google.api_core import exceptions
+
+    try:
+        return fn(*args, **kwargs)
+    except exceptions.GoogleAPICallError as exc:
+        status = exc.code.name if exc.code else "ERROR"
+        raise click.ClickException(f"{status}: {exc.message}") from exc
+
+
+@click.group()
+def jobs() -> None:
+    """List and describe CustomJobs (Vertex AI or the local emulator)."""
+
+
+@jobs.command(name="list")
+@click.option("--project", required=True, help="Google Cloud project (any name locally).")
+@click.option("--location", default="us-central1", show_default=True)
+@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+@click.option("--filter", "filter_", default="", help='e.g. state="JOB_STATE_RUNNING"')
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
+    """One line per CustomJob: name, state, strategy, display name."""
+    client = _client(location, api_endpoint)
+    pager = _call(
+        client.list_custom_jobs,
+        request={"parent": f"projects/{project}/locations/{location}", "filter": filter_},
+    )
+    for count, job in enumerate(pager, start=1):
+        strategy = job.job_spec.scheduling.strategy.name
+        click.echo(f"{job.name}\t{job.state.name}\t{strategy}\t{job.display_name}")
+        if count >= limit:
+            break
+
+
+@jobs.command()
+@click.argument("name")
+@click.option("--location", default=None, help="Default: the location in NAME.")
+@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+def describe(name: str, location: str | None, api_endpoint: str) -> None:
+    """Print one CustomJob (``projects/P/locations/L/customJobs/ID``) as JSON."""
+    from google.cloud.aiplatform_v1 import CustomJob
+
+    parts = name.split("/")
+    if len(parts) != 6 or parts[0] != "projects" or parts[4] != "customJobs":
+        raise click.BadParameter(
+            f"{name!r} is not projects/PROJECT/locations/LOCATION/customJobs/ID",
+            param_hint="NAME",
+        )
+    client = _client(location or parts[3], api_endpoint)
+    job = _call(client.get_custom_job, name=name)
+    click.echo(
+        json.dumps(json.loads(CustomJob.to_json(job, use_integers_for_enums=False)), indent=2)
+    )
+
+
+COMMANDS = [jobs]

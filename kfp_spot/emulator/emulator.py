@@ -1,0 +1,233 @@
+"""The in-process emulator: a context manager that serves on a free port and stops cleanly."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import CustomJob
+from google.protobuf import json_format
+
+from kfp_spot import envcache
+from kfp_spot.emulator.server import EmulatorHTTPServer
+from kfp_spot.emulator.service import (
+    CANCELLED,
+    FAILED,
+    SUCCEEDED,
+    ApiError,
+    PreemptionPolicy,
+    Service,
+)
+
+TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+
+class EmulatorError(ValueError):
+    """A bad argument to the emulator; the message names it and what is valid."""
+
+
+def _check_seconds(name: str, value: Any, *, positive: bool = False) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise EmulatorError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise EmulatorError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
+    return seconds
+
+
+def _check_capacity(capacity: Any) -> int | dict[str, int] | None:
+    if capacity is None:
+        return None
+    if isinstance(capacity, Mapping):
+        out = {}
+        for key, value in capacity.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise EmulatorError(f"capacity[{key!r}] must be an integer >= 1, got {value!r}")
+            out[str(key)] = value
+        return out
+    if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
+        raise EmulatorError(
+            f"capacity must be an integer >= 1 (VMs per machine type) or a mapping of machine "
+            f"type to VMs, got {capacity!r}"
+        )
+    return capacity
+
+
+class Emulator:
+    """The local Vertex AI CustomJob emulator, usable as a context manager.
+
+    Args:
+        state_dir: SQLite state, logs and working directories; reuse it to resume after a crash.
+        host: interface to bind (127.0.0.1 unless told otherwise).
+        port: TCP port; 0 picks a free one.
+        grace_period: seconds between SIGTERM and SIGKILL on preemption (Compute Engine: ~30).
+        preempt_at: attempt *i* of every Spot job is preempted ``preempt_at[i-1]`` seconds after
+            it started RUNNING; later attempts run unpreempted unless ``preempt_every`` is set.
+        preempt_every: mean seconds between random preemptions (exponential), or None.
+        seed: seed for the random preemptions (reproducible runs).
+        capacity: simulated VMs per machine type (int for all, or a mapping, ``"*"`` default);
+            None for unlimited.
+        env_cache_dir: where package environments are cached (default: the shared cache of
+            ``kfp_spot.envcache.default_cache_dir()``).
+
+    Raises:
+        EmulatorError: an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        grace_period: float = 30.0,
+        preempt_at: Sequence[float] = (),
+        preempt_every: float | None = None,
+        seed: int | None = None,
+        capacity: int | Mapping[str, int] | None = None,
+        *,
+        env_cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(port, int) or not 0 <= port <= 65535:
+            raise EmulatorError(f"port must be an integer in 0..65535 (0: any free), got {port!r}")
+        if not host:
+            raise EmulatorError("host must name an interface, e.g. 127.0.0.1")
+        if isinstance(preempt_at, (str, bytes)) or not isinstance(preempt_at, Collection):
+            raise EmulatorError(f"preempt_at must be a sequence of seconds, got {preempt_at!r}")
+        at = tuple(_check_seconds(f"preempt_at[{i}]", v) for i, v in enumerate(preempt_at))
+        every = None
+        if preempt_every is not None:
+            every = _check_seconds("preempt_every", preempt_every, positive=True)
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise EmulatorError(f"seed must be an integer, got {seed!r}")
+        self.state_dir = Path(state_dir)
+        self.host = host
+        self.port = port
+        self.grace_period = _check_seconds("grace_period", grace_period)
+        self.policy = PreemptionPolicy(at, every, seed)
+        self.capacity = _check_capacity(capacity)
+        self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
+        self._service: Service | None = None
+        self._httpd: EmulatorHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        """Recover the state dir, start the scheduler and serve; returns self."""
+        if self._service is not None:
+            return self
+        service = Service(
+            self.state_dir,
+            grace_period=self.grace_period,
+            policy=self.policy,
+            capacity=self.capacity,
+            env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
+        )
+        service.start()
+        try:
+            httpd = EmulatorHTTPServer((self.host, self.port), service)
+        except OSError as err:
+            service.stop()
+            raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {err}") from None
+        self._service = service
+        self._httpd = httpd
+        self.port = httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._thread.start()
+        (self.state_dir / "endpoint").write_text(self.endpoint + "\n")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; running attempts are stopped and resume when the state dir is reused."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        if self._service is not None:
+            self._service.stop()
+        self._httpd = self._service = self._thread = None
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # use --------------------------------------------------------------------------------------
+
+    @property
+    def service(self) -> Service:
+        """The running service (raises when the emulator is not started)."""
+        if self._service is None:
+            raise EmulatorError("the emulator is not running: call start() or use `with`")
+        return self._service
+
+    @property
+    def endpoint(self) -> str:
+        """``http://HOST:PORT``, the ``api_endpoint`` for clients."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def _name(self, job_name: str) -> str:
+        if job_name.isdigit():  # a bare job id
+            row = self.service.store.job(job_name)
+            if row is None or row.deleted:
+                raise ApiError("NOT_FOUND", f"no CustomJob with id {job_name}", "name")
+            return row.name
+        return job_name
+
+    def job(self, job_name: str) -> CustomJob:
+        """The stored CustomJob (proto-plus), exactly as ``get`` serves it."""
+        return CustomJob.wrap(self.service.get_job(self._name(job_name)))
+
+    def list_jobs(self, parent: str | None = None) -> list[dict[str, Any]]:
+        """Every job (of ``parent`` when given), newest first, as protobuf JSON dicts."""
+        rows = self.service.store.jobs(parent)
+        return [
+            json_format.MessageToDict(self.service.to_proto(row), use_integers_for_enums=False)
+            for row in rows
+        ]
+
+    def preempt(self, job_name: str) -> dict[str, Any]:
+        """Preempt the job's running attempt (or its next one as soon as it runs)."""
+        return self.service.preempt(self._name(job_name))
+
+    def attempts(self, job_name: str) -> list[dict[str, Any]]:
+        """Ledger rows, as served by the ``/attempts`` endpoint."""
+        return self.service.attempts(self._name(job_name))
+
+    def logs(
+        self, job_name: str, attempt: int | None = None, replica: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Replica logs: ``[{"attempt", "replica", "path", "text"}, ...]``."""
+        return self.service.logs(self._name(job_name), attempt, replica)
+
+    def wait(
+        self, job_name: str, states: Collection[str] = TERMINAL, timeout: float = 120.0
+    ) -> CustomJob:
+        """Wait until the job is in one of ``states`` (state names); returns it.
+
+        Raises:
+            TimeoutError: naming the state it was left in.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_name)
+            if job.state.name in states:
+                return job
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{job_name} still {job.state.name} after {timeout} s "
+                    f"(waited for {', '.join(states)})"
+                )
+            time.sleep(0.05)

@@ -1,0 +1,247 @@
+"""Replica processes of one attempt: their Vertex environment, start and (graceful) stop.
+
+Each replica is its own process in its own process group, so a preemption reaches the training
+process and everything it started (data loaders, shells): SIGTERM to the group, a grace period,
+then SIGKILL -- as Compute Engine does when it reclaims a Spot VM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from kfp_spot import fs
+
+# Vertex's names for the worker pools in TF_CONFIG, by pool index.
+TF_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+# The variables the emulator sets; inherited values of these are dropped so that an emulator
+# started from inside a training process does not leak its own job's settings.
+VERTEX_VARS = (
+    "AIP_MODEL_DIR",
+    "AIP_CHECKPOINT_DIR",
+    "AIP_TENSORBOARD_LOG_DIR",
+    "CLOUD_ML_JOB_ID",
+    "CLOUD_ML_PROJECT_ID",
+    "CLUSTER_SPEC",
+    "TF_CONFIG",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+)
+# Marks a replica process as ours, so a restarted emulator kills only its own orphans.
+TOKEN_VAR = "KFP_SPOT_EMULATOR_PROCESS"
+
+
+@dataclass
+class ReplicaPlan:
+    """What one replica runs and sees, before it is started.
+
+    Attributes:
+        name: ``workerpool{pool}-{index}``, Vertex's replica name.
+        pool: worker pool index.
+        index: replica index within the pool.
+        address: ``host:port`` this replica would serve on (for cluster specs).
+        env: the Vertex variables of this replica.
+    """
+
+    name: str
+    pool: int
+    index: int
+    address: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def plan_replicas(
+    job_id: str, project: str, job_spec: Any, ports: Sequence[int] | None = None
+) -> list[ReplicaPlan]:
+    """The replicas of a job and the environment Vertex gives each of them.
+
+    Args:
+        job_id: numeric job id (``CLOUD_ML_JOB_ID``).
+        project: the project of the job.
+        job_spec: the job's ``CustomJobSpec`` (raw protobuf).
+        ports: one port per replica in pool order; free ports are picked when omitted.
+
+    Returns:
+        One plan per replica, primary replica first.
+    """
+    pools = [(i, p) for i, p in enumerate(job_spec.worker_pool_specs) if p.ByteSize()]
+    total = sum(p.replica_count for _, p in pools)
+    port_iter = iter(ports) if ports is not None else None
+    plans: list[ReplicaPlan] = []
+    for pool_index, pool in pools:
+        for index in range(pool.replica_count):
+            port = next(port_iter) if port_iter is not None else free_port()
+            name = f"workerpool{pool_index}-{index}"
+            plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
+    base = job_spec.base_output_directory.output_uri_prefix
+    common: dict[str, str] = {"CLOUD_ML_JOB_ID": job_id, "CLOUD_ML_PROJECT_ID": project}
+    if base:
+        common["AIP_MODEL_DIR"] = fs.join(base, "model")
+        common["AIP_CHECKPOINT_DIR"] = fs.join(base, "checkpoints")
+        common["AIP_TENSORBOARD_LOG_DIR"] = fs.join(base, "logs")
+    for plan in plans:
+        plan.env.update(common)
+    if total <= 1:
+        return plans
+    cluster: dict[str, list[str]] = {}
+    tf_cluster: dict[str, list[str]] = {}
+    for plan in plans:
+        cluster.setdefault(f"workerpool{plan.pool}", []).append(plan.address)
+        task_type = TF_TASK_TYPES[plan.pool]
+        if task_type != "evaluator":  # TensorFlow keeps evaluators out of the cluster
+            tf_cluster.setdefault(task_type, []).append(plan.address)
+    job_json = json_format.MessageToJson(job_spec, indent=None)
+    primary = plans[0]
+    world = [p for p in plans if p.pool in (0, 1)]
+    for plan in plans:
+        plan.env["CLUSTER_SPEC"] = json.dumps(
+            {
+                "cluster": cluster,
+                "environment": "cloud",
+                "task": {"type": f"workerpool{plan.pool}", "index": plan.index, "trial": ""},
+                "job": job_json,
+            }
+        )
+        plan.env["TF_CONFIG"] = json.dumps(
+            {
+                "cluster": tf_cluster,
+                "task": {"type": TF_TASK_TYPES[plan.pool], "index": plan.index, "trial": ""},
+                "job": job_json,
+                "environment": "cloud",
+            }
+        )
+        host, port = primary.address.rsplit(":", 1)
+        plan.env["MASTER_ADDR"] = host
+        plan.env["MASTER_PORT"] = port
+        plan.env["WORLD_SIZE"] = str(len(world))
+        if plan in world:
+            plan.env["RANK"] = str(world.index(plan))
+    return plans
+
+
+@dataclass
+class Replica:
+    """A started replica process."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    token: str
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        """The process id (also its process group id)."""
+        return self.process.pid
+
+    def returncode(self) -> int | None:
+        """The exit status, ``128 + signal`` when a signal ended it, None while it runs."""
+        code = self.process.poll()
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+
+def process_env(
+    base: Mapping[str, str], vertex: Mapping[str, str], user: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment of a replica: host variables, then Vertex's, then the job's own."""
+    env = {k: v for k, v in base.items() if k not in VERTEX_VARS and k != TOKEN_VAR}
+    env.update(vertex)
+    env.update(user)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def start(
+    name: str, command: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path
+) -> Replica:
+    """Start one replica in a new process group, its output appended to ``log_path``."""
+    token = uuid.uuid4().hex
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cwd.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**env, TOKEN_VAR: token},
+            cwd=str(cwd),
+            start_new_session=True,
+        )
+    return Replica(name, process, token, log_path)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def stop(replicas: Sequence[Replica], grace_period: float) -> None:
+    """SIGTERM every replica's process group, wait up to ``grace_period`` s, then SIGKILL."""
+    for replica in replicas:
+        if replica.process.poll() is None:
+            _signal_group(replica.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_period
+    while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
+        time.sleep(0.02)
+    for replica in replicas:
+        # SIGKILL the whole group even when the leader has exited: its children may linger.
+        _signal_group(replica.pid, signal.SIGKILL)
+        replica.process.wait()
+
+
+def _orphan_alive(pid: int, token: str) -> bool:
+    """Whether ``pid`` is still a live replica started with ``token`` (not a reused pid)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return False
+    return f"{TOKEN_VAR}={token}".encode() in environ.split(b"\0")
+
+
+def stop_orphans(processes: Sequence[Mapping[str, Any]], grace_period: float) -> int:
+    """Stop replicas a previous emulator left behind (SIGTERM, grace, SIGKILL).
+
+    Args:
+        processes: records with ``pid`` and ``token`` as stored for an attempt.
+        grace_period: seconds between SIGTERM and SIGKILL.
+
+    Returns:
+        How many were still running.
+    """
+    alive = [p for p in processes if _orphan_alive(int(p["pid"]), str(p["token"]))]
+    for proc in alive:
+        _signal_group(int(proc["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + grace_period
+    while time.monotonic() < deadline and any(
+        _orphan_alive(int(p["pid"]), str(p["token"])) for p in alive
+    ):
+        time.sleep(0.05)
+    for proc in alive:
+        _signal_group(int(proc["pid"]), signal.SIGKILL)
+    return len(alive)

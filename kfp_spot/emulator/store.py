@@ -1,0 +1,254 @@
+"""The emulator's durable state: jobs, attempts (the billing ledger) and replica processes.
+
+Everything lives in one SQLite file under the state dir and every change is committed before the
+emulator acts on it, so killing the emulator (even with SIGKILL) loses nothing: a new emulator on
+the same state dir finds every job and the attempt that was running.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    parent TEXT NOT NULL,
+    display_name TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    create_time REAL NOT NULL,
+    start_time REAL,
+    end_time REAL,
+    update_time REAL NOT NULL,
+    queued_since REAL,
+    error_code INTEGER,
+    error_message TEXT,
+    preemptions INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    preempt_requested INTEGER NOT NULL DEFAULT 0,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    queued_seconds REAL NOT NULL DEFAULT 0,
+    admit_time REAL NOT NULL,
+    start_time REAL,
+    end_time REAL,
+    last_seen REAL,
+    end_reason TEXT,
+    machine_type TEXT NOT NULL,
+    replica_count INTEGER NOT NULL,
+    strategy TEXT NOT NULL,
+    spot_usd_per_hour REAL NOT NULL,
+    on_demand_usd_per_hour REAL NOT NULL,
+    processes TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (job_id, attempt)
+);
+"""
+
+TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"})
+
+
+@dataclass
+class JobRow:
+    """One row of the ``jobs`` table."""
+
+    seq: int
+    id: str
+    parent: str
+    display_name: str
+    spec: str
+    state: str
+    create_time: float
+    start_time: float | None
+    end_time: float | None
+    update_time: float
+    queued_since: float | None
+    error_code: int | None
+    error_message: str | None
+    preemptions: int
+    cancel_requested: int
+    preempt_requested: int
+    deleted: int
+
+    @property
+    def name(self) -> str:
+        """The resource name ``projects/P/locations/L/customJobs/ID``."""
+        return f"{self.parent}/customJobs/{self.id}"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the job has reached a final state."""
+        return self.state in TERMINAL_STATES
+
+
+@dataclass
+class AttemptRow:
+    """One row of the ``attempts`` table: one try at running the job (a ledger line)."""
+
+    job_id: str
+    attempt: int
+    queued_seconds: float
+    admit_time: float
+    start_time: float | None
+    end_time: float | None
+    last_seen: float | None
+    end_reason: str | None
+    machine_type: str
+    replica_count: int
+    strategy: str
+    spot_usd_per_hour: float
+    on_demand_usd_per_hour: float
+    processes: str
+
+    @property
+    def process_list(self) -> list[dict[str, Any]]:
+        """The replica processes recorded for this attempt (``replica``, ``pid``, ``token``)."""
+        return json.loads(self.processes)
+
+
+class Store:
+    """Thread-safe access to the SQLite state file."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction, committed on success and rolled back on error."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # jobs -------------------------------------------------------------------------------------
+
+    def insert_job(self, row: dict[str, Any]) -> bool:
+        """Insert a job; False when its id is already taken."""
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        try:
+            with self.transaction() as db:
+                db.execute(f"INSERT INTO jobs ({cols}) VALUES ({marks})", tuple(row.values()))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def job(self, job_id: str) -> JobRow | None:
+        """The job with this id, or None (deleted jobs included, marked ``deleted``)."""
+        with self._lock:
+            cur = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,))
+            row = cur.fetchone()
+        return JobRow(**dict(row)) if row else None
+
+    def jobs(self, parent: str | None = None, states: Sequence[str] | None = None) -> list[JobRow]:
+        """Jobs not deleted, newest first, optionally for one parent and in some states."""
+        sql = "SELECT * FROM jobs WHERE deleted = 0"
+        args: list[Any] = []
+        if parent is not None:
+            sql += " AND parent = ?"
+            args.append(parent)
+        if states:
+            sql += f" AND state IN ({', '.join('?' for _ in states)})"
+            args.extend(states)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY seq DESC", args).fetchall()
+        return [JobRow(**dict(r)) for r in rows]
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        """Set some columns of a job."""
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*fields.values(), job_id))
+
+    def update_job_if(self, job_id: str, states: Sequence[str], **fields: Any) -> bool:
+        """Set some columns of a job only while it is in one of ``states``; True when it was."""
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        marks = ", ".join("?" for _ in states)
+        with self.transaction() as db:
+            cur = db.execute(
+                f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({marks})",
+                (*fields.values(), job_id, *states),
+            )
+            return cur.rowcount > 0
+
+    # attempts ---------------------------------------------------------------------------------
+
+    def insert_attempt(self, row: dict[str, Any]) -> None:
+        """Insert a new attempt row."""
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self.transaction() as db:
+            db.execute(f"INSERT INTO attempts ({cols}) VALUES ({marks})", tuple(row.values()))
+
+    def attempts(self, job_id: str) -> list[AttemptRow]:
+        """All attempts of a job, first first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", (job_id,)
+            ).fetchall()
+        return [AttemptRow(**dict(r)) for r in rows]
+
+    def open_attempts(self) -> list[AttemptRow]:
+        """Attempts without an end (running when the emulator stopped)."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM attempts WHERE end_time IS NULL").fetchall()
+        return [AttemptRow(**dict(r)) for r in rows]
+
+    def update_attempt(self, job_id: str, attempt: int, **fields: Any) -> None:
+        """Set some columns of an attempt."""
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as db:
+            db.execute(
+                f"UPDATE attempts SET {sets} WHERE job_id = ? AND attempt = ?",
+                (*fields.values(), job_id, attempt),
+            )
+
+    def end_attempt(
+        self, job_id: str, attempt: int, attempt_fields: dict[str, Any], job_fields: dict[str, Any]
+    ) -> None:
+        """End an attempt and move its job on in one transaction (no half-recorded outcome)."""
+        a_sets = ", ".join(f"{k} = ?" for k in attempt_fields)
+        j_sets = ", ".join(f"{k} = ?" for k in job_fields)
+        with self.transaction() as db:
+            db.execute(
+                f"UPDATE attempts SET {a_sets} WHERE job_id = ? AND attempt = ?",
+                (*attempt_fields.values(), job_id, attempt),
+            )
+            if job_fields:
+                db.execute(f"UPDATE jobs SET {j_sets} WHERE id = ?", (*job_fields.values(), job_id))
+
+    def admit(self, job_id: str, attempt_row: dict[str, Any], job_fields: dict[str, Any]) -> None:
+        """Record a new attempt and the job's move to PENDING in one transaction."""
+        cols = ", ".join(attempt_row)
+        marks = ", ".join("?" for _ in attempt_row)
+        j_sets = ", ".join(f"{k} = ?" for k in job_fields)
+        with self.transaction() as db:
+            db.execute(
+                f"INSERT INTO attempts ({cols}) VALUES ({marks})", tuple(attempt_row.values())
+            )
+            db.execute(f"UPDATE jobs SET {j_sets} WHERE id = ?", (*job_fields.values(), job_id))

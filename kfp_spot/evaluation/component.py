@@ -1,0 +1,73 @@
+"""The adapter between the ``evaluate_checkpoint`` component and :func:`evaluate`."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from kfp_spot.evaluation.core import evaluate
+from kfp_spot.evaluation.report import render
+
+
+def latest_step_of(metadata: Any) -> int | None:
+    """The ``latest_step`` a checkpoint artifact records (kfp.local returns ints as floats)."""
+    value = (metadata or {}).get("latest_step")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    return int(value) if value >= 0 else None
+
+
+def component_entry(
+    *,
+    checkpoint: Any,
+    package: Any,
+    metrics: Any,
+    classification_metrics: Any,
+    report: Any,
+    entry_point: str = "trainer.evaluate:evaluate",
+    params: dict | None = None,
+    step: str = "latest",
+    thresholds: dict | None = None,
+    fallback_to_previous: bool = False,
+) -> bool:
+    """Run :func:`evaluate` for the component and fill its output artifacts.
+
+    Args:
+        checkpoint: input artifact; ``.uri`` is the checkpoint root, ``metadata["latest_step"]``
+            the step the launcher saw committed last.
+        package: input artifact; ``metadata["package_uris"]`` (else ``.uri``) are installed.
+        metrics: output Metrics artifact (metadata: metric → value, plus checkpoint_step,
+            checkpoint_manifest_sha256, checkpoint_uri, passed).
+        classification_metrics: output ClassificationMetrics (``confusionMatrix``) when the
+            entry point returns a confusion matrix.
+        report: output Markdown artifact, written to ``report.path``.
+        entry_point: see :func:`evaluate`.
+        params: see :func:`evaluate`.
+        step: see :func:`evaluate`.
+        thresholds: see :func:`evaluate`.
+        fallback_to_previous: see :func:`evaluate`.
+
+    Returns:
+        Whether every threshold held.
+    """
+    package_meta = dict(package.metadata or {})
+    package_uris = list(package_meta.get("package_uris") or []) or [package.uri]
+    result = evaluate(
+        checkpoint.uri,
+        package_uris,
+        entry_point=entry_point,
+        params=params,
+        step=step,
+        thresholds=thresholds,
+        fallback_to_previous=fallback_to_previous,
+        latest_step=latest_step_of(checkpoint.metadata),
+    )
+    metrics.metadata.update(result.metrics_metadata())
+    matrix = result.confusion_matrix_metadata()
+    if matrix is not None:
+        classification_metrics.metadata["confusionMatrix"] = matrix
+    os.makedirs(os.path.dirname(report.path) or ".", exist_ok=True)
+    with open(report.path, "w", encoding="utf-8") as handle:
+        handle.write(render(result, package_meta))
+    return result.passed

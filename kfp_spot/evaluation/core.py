@@ -1,0 +1,318 @@
+"""evaluate: a verified checkpoint step → the package's ``evaluate()`` → metrics and a verdict."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kfp_spot import envcache
+from kfp_spot.evaluation import runner
+from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
+from kfp_spot.evaluation.selection import (
+    Selection,
+    materialize_step,
+    parse_step,
+    select_step,
+)
+from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
+from kfp_spot.packaging.sources import is_module_name
+
+log = logging.getLogger(__name__)
+
+CONFUSION_MATRIX_KEY = "confusion_matrix"
+# Facts the evaluator adds to the Metrics artifact; a metric of the same name would be ambiguous.
+RESERVED_METRICS = ("checkpoint_step", "checkpoint_manifest_sha256", "checkpoint_uri", "passed")
+
+
+@dataclass(frozen=True)
+class ConfusionMatrix:
+    """A confusion matrix: ``matrix[i][j]`` counts true ``labels[i]`` predicted as ``labels[j]``."""
+
+    labels: tuple[str, ...]
+    matrix: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
+class ThresholdCheck:
+    """One threshold and whether the evaluated metric met it."""
+
+    threshold: Threshold
+    value: float
+    passed: bool
+
+
+@dataclass
+class EvaluationResult:
+    """What one evaluation found.
+
+    Attributes:
+        checkpoint_uri: the checkpoint root.
+        step: the evaluated step.
+        manifest_digest: sha256 of that step's manifest.json (names exactly what was scored).
+        manifest_time: when the step was committed (RFC 3339).
+        selection: how the step was chosen, in words.
+        skipped: ``(step, reason)`` of steps that failed verification and were passed over.
+        entry_point: ``module:function`` that scored it.
+        params: the parameters it was given.
+        package_uris: the packages installed for it.
+        metrics: metric name → value, as ``evaluate()`` returned them.
+        confusion_matrix: when ``evaluate()`` returned one.
+        checks: every threshold with the value it was held against.
+        passed: every threshold held.
+        seconds: wall time of the entry point (environment set-up excluded).
+    """
+
+    checkpoint_uri: str
+    step: int
+    manifest_digest: str
+    manifest_time: str
+    selection: str
+    skipped: list[tuple[int, str]]
+    entry_point: str
+    params: dict[str, Any]
+    package_uris: list[str]
+    metrics: dict[str, float]
+    confusion_matrix: ConfusionMatrix | None
+    checks: list[ThresholdCheck] = field(default_factory=list)
+    passed: bool = True
+    seconds: float = 0.0
+
+    def metrics_metadata(self) -> dict[str, Any]:
+        """The Metrics artifact's metadata: the metrics plus what was evaluated and the verdict."""
+        out: dict[str, Any] = {k: _finite_or_text(v) for k, v in self.metrics.items()}
+        out.update(
+            checkpoint_step=self.step,
+            checkpoint_manifest_sha256=self.manifest_digest,
+            checkpoint_uri=self.checkpoint_uri,
+            passed=self.passed,
+        )
+        return out
+
+    def confusion_matrix_metadata(self) -> dict[str, Any] | None:
+        """``confusionMatrix`` as ``ClassificationMetrics.log_confusion_matrix`` writes it."""
+        if self.confusion_matrix is None:
+            return None
+        return {
+            "annotationSpecs": [{"displayName": label} for label in self.confusion_matrix.labels],
+            "rows": [{"row": list(row)} for row in self.confusion_matrix.matrix],
+        }
+
+
+def _finite_or_text(value: float) -> float | str:
+    # Artifact metadata is JSON/protobuf Struct: NaN and infinities do not survive it as numbers.
+    return value if math.isfinite(value) else str(value)
+
+
+def _check_inputs(
+    checkpoint_uri: str, package_uris: Sequence[str], entry_point: str, params: Any
+) -> tuple[str, list[str], dict[str, Any]]:
+    if not isinstance(checkpoint_uri, str) or not checkpoint_uri.strip():
+        raise EvaluationInputError(
+            "checkpoint", "the checkpoint URI is empty: connect the launch step's checkpoint"
+        )
+    if isinstance(package_uris, str) or not package_uris:
+        raise EvaluationInputError(
+            "package", "no package URIs: connect the prepare_package step's package"
+        )
+    uris = [str(u) for u in package_uris]
+    module, sep, function = (entry_point or "").partition(":")
+    if not sep or not is_module_name(module) or not function.isidentifier():
+        raise EvaluationInputError(
+            "entry_point",
+            f"{entry_point!r} is not module:function (e.g. trainer.evaluate:evaluate)",
+        )
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise EvaluationInputError(
+            "params", f"must be a mapping of parameter -> value, got {type(params).__name__}"
+        )
+    try:
+        json.dumps(dict(params))
+    except (TypeError, ValueError) as exc:
+        raise EvaluationInputError("params", f"must be JSON-serialisable: {exc}") from exc
+    return checkpoint_uri.strip().rstrip("/"), uris, dict(params)
+
+
+def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], ConfusionMatrix | None]:
+    if not isinstance(result, dict):
+        raise EvaluationError(
+            f"{entry_point} returned {type(result).__name__}; it must return a dict of metric "
+            "name -> number (optionally with 'confusion_matrix')"
+        )
+    metrics: dict[str, float] = {}
+    matrix = None
+    for key, value in result.items():
+        if key == CONFUSION_MATRIX_KEY:
+            matrix = _parse_confusion_matrix(entry_point, value)
+            continue
+        if key in RESERVED_METRICS:
+            raise EvaluationError(
+                f"{entry_point} returned a metric named {key!r}, which the evaluator reports "
+                "itself; rename it"
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise EvaluationError(
+                f"{entry_point} returned metric {key!r} = {value!r}, which is not a number"
+            )
+        metrics[key] = float(value)
+    return metrics, matrix
+
+
+def _parse_confusion_matrix(entry_point: str, value: Any) -> ConfusionMatrix:
+    problem = (
+        f"{entry_point} returned a malformed {CONFUSION_MATRIX_KEY!r}: expected "
+        '{"labels": [n names], "matrix": [n rows of n numbers]}'
+    )
+    if not isinstance(value, dict) or "labels" not in value or "matrix" not in value:
+        raise EvaluationError(problem)
+    labels, rows = value["labels"], value["matrix"]
+    if not isinstance(labels, list) or not isinstance(rows, list) or len(rows) != len(labels):
+        raise EvaluationError(problem)
+    if len(set(map(str, labels))) != len(labels):
+        raise EvaluationError(f"{problem} (labels repeat)")
+    for row in rows:
+        if not isinstance(row, list) or len(row) != len(labels):
+            raise EvaluationError(problem)
+        if any(isinstance(c, bool) or not isinstance(c, (int, float)) for c in row):
+            raise EvaluationError(problem)
+    return ConfusionMatrix(tuple(map(str, labels)), tuple(tuple(row) for row in rows))
+
+
+def _run_entry_point(
+    python: Path,
+    entry_point: str,
+    checkpoint_dir: Path,
+    params: Mapping[str, Any],
+    timeout_s: float | None,
+) -> Any:
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-eval-") as tmp:
+        params_path = Path(tmp, "params.json")
+        result_path = Path(tmp, "result.json")
+        params_path.write_text(json.dumps(dict(params)))
+        cwd = Path(tmp, "cwd")
+        cwd.mkdir()  # empty: imports come from the installed package, not a stray local file
+        cmd = [
+            str(python),
+            "-m",
+            runner.__name__,
+            entry_point,
+            str(checkpoint_dir),
+            str(params_path),
+            str(result_path),
+        ]
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
+        for line in proc.stdout.splitlines():
+            log.info("evaluate: %s", line)
+        tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
+        if proc.returncode == runner.EXIT_ENTRY_POINT:
+            raise EvaluationInputError("entry_point", tail)
+        if proc.returncode != 0:
+            raise EvaluationError(
+                f"evaluation with {entry_point} failed (exit {proc.returncode}):\n{tail}"
+            )
+        return json.loads(result_path.read_text())
+
+
+def evaluate(
+    checkpoint_uri: str,
+    package_uris: Sequence[str],
+    *,
+    entry_point: str = "trainer.evaluate:evaluate",
+    params: Mapping[str, Any] | None = None,
+    step: str = "latest",
+    thresholds: Mapping[str, Any] | None = None,
+    fallback_to_previous: bool = False,
+    latest_step: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    timeout_s: float | None = None,
+) -> EvaluationResult:
+    """Verify a checkpoint step and score it with the package's evaluation entry point.
+
+    Args:
+        checkpoint_uri: the checkpoint root (``<base>/checkpoints``), local or gs://.
+        package_uris: the training package first, then its dependencies (as the job got them).
+        entry_point: ``module:function``; the function is called as
+            ``function(checkpoint_dir: str, params: dict) -> dict`` in a subprocess of an
+            environment with the packages installed (cached by their sha256).
+        params: evaluation parameters passed to the function (JSON-serialisable).
+        step: ``latest``, a step number, or ``best:<metric>[:max|:min]``.
+        thresholds: metric → bound (``">=0.9"``, ``"<=0.5"``, or a number meaning ``>=``).
+        fallback_to_previous: when the chosen step does not verify, evaluate the newest earlier
+            one that does (reported) instead of failing.
+        latest_step: the step the checkpoint artifact names as latest (None: newest present).
+        cache_dir: where package environments are cached.
+        timeout_s: stop the entry point after this many seconds (None: no limit).
+
+    Returns:
+        The evaluation result; ``passed`` is False when a threshold does not hold.
+
+    Raises:
+        EvaluationInputError: an input is invalid (names it).
+        kfp_spot.checkpoints.CheckpointCorruptError: the chosen step is torn or corrupted.
+        kfp_spot.checkpoints.CheckpointError: there is no checkpoint to evaluate.
+        EvaluationError: the entry point failed or returned something unusable.
+    """
+    root, uris, params_dict = _check_inputs(checkpoint_uri, package_uris, entry_point, params)
+    request = parse_step(step)
+    wanted = parse_thresholds(thresholds)
+    if timeout_s is not None and timeout_s <= 0:
+        raise EvaluationInputError("timeout_s", f"must be positive, got {timeout_s}")
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-ckpt-") as tmp:
+        selection: Selection = select_step(
+            root,
+            request,
+            latest_hint=latest_step,
+            fallback_to_previous=fallback_to_previous,
+            load=lambda s: materialize_step(root, s, Path(tmp)),
+        )
+        manifest = selection.manifest
+        log.info("evaluating %s step %d (%s)", root, manifest.step, selection.rule)
+        try:
+            python = envcache.package_env(uris, cache_dir or envcache.default_cache_dir())
+        except FileNotFoundError as exc:
+            raise EvaluationInputError("package", str(exc)) from exc
+        except envcache.PackageInstallError as exc:
+            raise EvaluationError(f"the package does not install: {exc}") from exc
+        started = time.monotonic()
+        raw = _run_entry_point(python, entry_point, selection.local_dir, params_dict, timeout_s)
+        seconds = time.monotonic() - started
+    metrics, matrix = _parse_result(entry_point, raw)
+    checks = []
+    for threshold in wanted:
+        if threshold.metric not in metrics:
+            raise EvaluationInputError(
+                "thresholds",
+                f"metric {threshold.metric!r} is not among what {entry_point} returned "
+                f"({', '.join(sorted(metrics)) or 'no metrics'})",
+            )
+        value = metrics[threshold.metric]
+        checks.append(ThresholdCheck(threshold, value, threshold.check(value)))
+    return EvaluationResult(
+        checkpoint_uri=root,
+        step=manifest.step,
+        manifest_digest=manifest.digest,
+        manifest_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(manifest.wall_time)),
+        selection=selection.rule,
+        skipped=selection.skipped,
+        entry_point=entry_point,
+        params=params_dict,
+        package_uris=uris,
+        metrics=metrics,
+        confusion_matrix=matrix,
+        checks=checks,
+        passed=all(c.passed for c in checks),
+        seconds=seconds,
+    )

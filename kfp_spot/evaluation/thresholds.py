@@ -1,0 +1,86 @@
+"""Quality thresholds: ``{"accuracy": ">=0.9", "loss": "<=0.5", "f1": 0.8}``.
+
+A bound is a number (meaning ``>=``) or a string ``OP NUMBER`` with OP one of ``>=``, ``>``,
+``<=``, ``<``, ``==``; a string without OP also means ``>=``. NaN never passes.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kfp_spot.evaluation.errors import EvaluationInputError
+
+_OPS = {
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+    "==": operator.eq,
+}
+_BOUND_RE = re.compile(r"^\s*(>=|<=|==|>|<)?\s*([^<>=\s][^\s]*)\s*$")
+_VALID = 'a number (meaning >=) or a string like ">=0.9", "<=0.5", ">0", "==1"'
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One bound on one metric."""
+
+    metric: str
+    op: str
+    bound: float
+
+    def check(self, value: float) -> bool:
+        """Whether ``value`` satisfies this bound (NaN never does)."""
+        if value is None or math.isnan(value):
+            return False
+        return bool(_OPS[self.op](value, self.bound))
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.bound:g}"
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
+    """Parse a thresholds mapping.
+
+    Raises:
+        EvaluationInputError: naming the metric whose bound is not valid.
+    """
+    if thresholds is None:
+        return []
+    if not isinstance(thresholds, Mapping):
+        raise EvaluationInputError(
+            "thresholds", f"must be a mapping of metric -> bound, got {type(thresholds).__name__}"
+        )
+    out = []
+    for metric, bound in thresholds.items():
+        if not isinstance(metric, str) or not metric.strip():
+            raise EvaluationInputError("thresholds", f"metric name {metric!r} is empty")
+        field = f"thresholds[{metric!r}]"
+        if isinstance(bound, bool):
+            raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+        if isinstance(bound, (int, float)):
+            if math.isnan(bound):
+                raise EvaluationInputError(field, f"NaN is not a bound; use {_VALID}")
+            out.append(Threshold(metric, ">=", float(bound)))
+            continue
+        if not isinstance(bound, str):
+            raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+        match = _BOUND_RE.match(bound)
+        value = _number(match.group(2)) if match else None
+        if value is None:
+            raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+        out.append(Threshold(metric, match.group(1) or ">=", value))
+    return out

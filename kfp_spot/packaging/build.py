@@ -1,0 +1,233 @@
+"""PEP 517 builds with ``build`` and the re-packing that makes them byte-reproducible.
+
+``python -m build`` makes the sdist, then a wheel from that sdist (as pip would on the training
+VM), so a file missing from the sdist fails here and not in a paid job. Timestamps, owners and
+entry order in the archives come from the file system and the clock; :func:`normalize_sdist` and
+:func:`normalize_wheel` rewrite them so the same source always gives the same bytes and therefore
+the same sha256.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import gzip
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from kfp_spot.packaging.errors import BuildError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# 1980-01-01: the earliest time a zip file (a wheel) can hold.
+SOURCE_DATE_EPOCH = 315532800
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+_BUILD_TIMEOUT_S = 600
+_DEFAULT_BACKEND_REQUIRES = ("setuptools>=40.8.0",)
+
+
+@dataclass(frozen=True)
+class BuiltFiles:
+    """The normalized archives of one build (local files)."""
+
+    sdist: Path
+    wheel: Path
+    isolated: bool
+
+
+def sha256_of(path: Path) -> str:
+    """The hex sha256 of a local file."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _pyproject(project: Path) -> dict:
+    path = project / "pyproject.toml"
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BuildError("source", f"pyproject.toml is not valid TOML: {exc}") from exc
+
+
+def backend_requires(project: Path) -> list[str]:
+    """The build-system requirements of ``project`` (setuptools' default when undeclared)."""
+    build_system = _pyproject(project).get("build-system") or {}
+    return list(build_system.get("requires", _DEFAULT_BACKEND_REQUIRES))
+
+
+def unmet_requirements(requirements: list[str]) -> list[str]:
+    """Which of ``requirements`` the running interpreter does not satisfy."""
+    unmet = []
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            unmet.append(text)
+            continue
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        try:
+            installed = importlib_metadata.version(req.name)
+        except importlib_metadata.PackageNotFoundError:
+            unmet.append(text)
+            continue
+        if req.specifier and not req.specifier.contains(installed, prereleases=True):
+            unmet.append(text)
+    return unmet
+
+
+def tool_config(project: Path) -> dict:
+    """The ``[tool.kfp-spot]`` table of the project's pyproject.toml (empty when absent)."""
+    return dict((_pyproject(project).get("tool") or {}).get("kfp-spot") or {})
+
+
+def run_build(project: Path, outdir: Path) -> BuiltFiles:
+    """Build an sdist and a wheel from it, and normalize both.
+
+    Without network when the build backend is installed here (``--no-isolation``); otherwise
+    ``build`` makes an isolated environment, which needs the package index.
+
+    Raises:
+        BuildError: the build failed; the message ends with the build's output.
+    """
+    unmet = unmet_requirements(backend_requires(project))
+    cmd = [sys.executable, "-m", "build", "--outdir", str(outdir)]
+    if not unmet:
+        cmd.append("--no-isolation")
+    cmd.append(str(project))
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(SOURCE_DATE_EPOCH), PYTHONHASHSEED="0")
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_BUILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip().splitlines()
+        hint = ""
+        if unmet:
+            hint = (
+                f" The build backend needs {', '.join(unmet)}, which is not installed here, so "
+                "the build ran isolated and needed the package index; install it to build "
+                "offline."
+            )
+        raise BuildError(
+            "source",
+            f"`python -m build` failed (exit {proc.returncode}).{hint}\n" + "\n".join(output[-30:]),
+        )
+    sdists = sorted(outdir.glob("*.tar.gz"))
+    wheels = sorted(outdir.glob("*.whl"))
+    if len(sdists) != 1 or len(wheels) != 1:
+        raise BuildError(
+            "source", f"expected one sdist and one wheel, the build made {sdists + wheels}"
+        )
+    normalize_sdist(sdists[0])
+    normalize_wheel(wheels[0])
+    return BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet))
+
+
+def _normal_mode(member: tarfile.TarInfo) -> int:
+    if member.isdir() or member.mode & 0o111:
+        return 0o755
+    return 0o644
+
+
+def normalize_sdist(path: Path) -> None:
+    """Rewrite a ``.tar.gz`` in place with sorted entries, fixed times, owners and modes."""
+    with tarfile.open(path, "r:gz") as src:
+        members = []
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else None
+            members.append((member, data))
+    buffer = io.BytesIO()
+    # gzip header: no file name, mtime 0, so only the tar bytes matter.
+    with (
+        gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as dst,
+    ):
+        for member, data in sorted(members, key=lambda item: item[0].name):
+            member.mtime = SOURCE_DATE_EPOCH
+            member.uid = member.gid = 0
+            member.uname = member.gname = ""
+            member.mode = _normal_mode(member)
+            member.pax_headers = {}
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    path.write_bytes(buffer.getvalue())
+
+
+def normalize_wheel(path: Path) -> None:
+    """Rewrite a wheel in place with sorted entries and fixed timestamps and modes.
+
+    RECORD holds hashes of the files' contents, not of zip metadata, so it stays valid.
+    """
+    with zipfile.ZipFile(path) as src:
+        entries = [(info, src.read(info)) for info in src.infolist()]
+    # The wheel spec wants dist-info last (RECORD at the very end); keep that, sort the rest.
+    entries.sort(
+        key=lambda item: (
+            ".dist-info/" in item[0].filename,
+            item[0].filename.endswith(".dist-info/RECORD"),
+            item[0].filename,
+        )
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for info, data in entries:
+            fresh = zipfile.ZipInfo(info.filename, date_time=_ZIP_DATE)
+            fresh.compress_type = zipfile.ZIP_DEFLATED
+            executable = (info.external_attr >> 16) & 0o111
+            fresh.external_attr = (0o755 if executable else 0o644) << 16
+            dst.writestr(fresh, data, compresslevel=9)
+    path.write_bytes(buffer.getvalue())
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    """What a built wheel says about the package."""
+
+    name: str
+    version: str
+    requirements: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+def wheel_facts(wheel: Path) -> WheelFacts:
+    """Name, version, requirements and file list of a wheel."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = tuple(zf.namelist())
+        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        meta = email.parser.BytesParser().parsebytes(zf.read(meta_name))
+    return WheelFacts(
+        name=str(meta["Name"]),
+        version=str(meta["Version"]),
+        requirements=tuple(str(r) for r in (meta.get_all("Requires-Dist") or [])),
+        files=names,
+    )
+
+
+def read_wheel_file(wheel: Path, name: str) -> bytes:
+    """The bytes of one file inside a wheel."""
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read(name)

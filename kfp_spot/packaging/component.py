@@ -1,0 +1,57 @@
+"""The adapter between the ``prepare_package`` component and :func:`prepare_package`."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from kfp_spot import fs
+from kfp_spot.packaging.core import prepare_package
+
+
+class PrepareOutputs(NamedTuple):
+    """The component's output parameters (KFP reads them by field name)."""
+
+    package_uris: list[str]
+
+
+def component_entry(
+    *,
+    source: str,
+    package: Any,
+    staging_uri: str = "",
+    python_module: str = "",
+    build_wheel: bool = False,
+    extra_package_uris: list | None = None,
+    check_import: bool = False,
+    requirements: list | None = None,
+) -> PrepareOutputs:
+    """Run :func:`prepare_package` for the component and fill its ``package`` artifact.
+
+    Args:
+        source: see :func:`prepare_package`.
+        package: the output artifact (duck-typed: ``.uri``, ``.metadata``); its URI becomes the
+            staged sdist's URI.
+        staging_uri: the staging root; empty stages next to the output artifact.
+        python_module: see :func:`prepare_package`.
+        build_wheel: see :func:`prepare_package`.
+        extra_package_uris: see :func:`prepare_package`.
+        check_import: see :func:`prepare_package`.
+        requirements: see :func:`prepare_package`.
+
+    Returns:
+        The package URIs for the CustomJob (trainer first).
+    """
+    staging = staging_uri or package.uri
+    info = prepare_package(
+        source,
+        staging,
+        python_module=python_module,
+        build_wheel=build_wheel,
+        extra_package_uris=list(extra_package_uris or []),
+        check_import=check_import,
+        requirements=list(requirements or []),
+    )
+    package.uri = info.uri
+    package.metadata.update(info.metadata())
+    package.metadata["staging_uri"] = fs.join(staging)
+    return PrepareOutputs(list(info.package_uris))

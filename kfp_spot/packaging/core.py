@@ -1,0 +1,402 @@
+"""prepare_package: build, validate and stage a training package named by its content."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kfp_spot import envcache, fs
+from kfp_spot.packaging import build as _build
+from kfp_spot.packaging.errors import (
+    ImportCheckError,
+    ModuleNotInPackageError,
+    ModuleSyntaxError,
+    PackageUrisError,
+    PackagingError,
+)
+from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
+
+log = logging.getLogger(__name__)
+
+# pythonPackageSpec.packageUris: "at most 100" (the trainer package plus its dependencies).
+MAX_PACKAGE_URIS = 100
+PACKAGE_SUFFIXES = (".tar.gz", ".whl", ".zip", ".tar.bz2", ".egg")
+_IMPORT_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """A built, validated and staged training package.
+
+    Attributes:
+        name: distribution name (as its metadata spells it).
+        version: distribution version.
+        sha256: hex sha256 of the sdist; also a segment of its staged URI.
+        uri: staged URI of the sdist (``<staging>/<name>/<sha256>/<file>``).
+        filename: the sdist's file name.
+        size: bytes of the sdist.
+        python_module: the module a job runs with ``python -m``.
+        requirements: the package's declared dependencies (Requires-Dist).
+        package_uris: what a CustomJob's ``pythonPackageSpec.packageUris`` gets: the sdist first,
+            then the extra package URIs.
+        cache_hit: every file was already staged; nothing was uploaded.
+        wheel_uri: staged URI of the wheel when one was asked for, else "".
+        wheel_sha256: its sha256, else "".
+        source_kind: ``project``, ``module``, ``script`` (``+archive``, ``+gs``).
+        import_checked: the module was imported in a fresh environment before staging.
+    """
+
+    name: str
+    version: str
+    sha256: str
+    uri: str
+    filename: str
+    size: int
+    python_module: str
+    requirements: tuple[str, ...]
+    package_uris: tuple[str, ...]
+    cache_hit: bool
+    wheel_uri: str = ""
+    wheel_sha256: str = ""
+    source_kind: str = "project"
+    import_checked: bool = False
+    staged: tuple[str, ...] = field(default=(), repr=False)
+
+    def metadata(self) -> dict[str, Any]:
+        """The package artifact's metadata (JSON types only)."""
+        out = asdict(self)
+        out.pop("uri")
+        out.pop("staged")
+        out["requirements"] = list(self.requirements)
+        out["package_uris"] = list(self.package_uris)
+        return out
+
+
+def _module_files(module: str) -> tuple[str, ...]:
+    path = module.replace(".", "/")
+    return (f"{path}.py", f"{path}/__main__.py")
+
+
+def _modules_in(files: Sequence[str]) -> list[str]:
+    out = []
+    for name in files:
+        if ".dist-info/" in name or ".data/" in name or not name.endswith(".py"):
+            continue
+        module = name[: -len(".py")].replace("/", ".")
+        if module.endswith(".__init__"):
+            module = module[: -len(".__init__")]
+        out.append(module)
+    return sorted(set(out))
+
+
+def _default_module(wheel_files: Sequence[str]) -> str | None:
+    """The one module a job would obviously run, or None when there are none or several.
+
+    Candidates: ``*.task`` modules (Vertex's convention) and packages with ``__main__``.
+    """
+    candidates = sorted(
+        {m for m in _modules_in(wheel_files) if m.rsplit(".", 1)[-1] == "task"}
+        | {m[: -len(".__main__")] for m in _modules_in(wheel_files) if m.endswith(".__main__")}
+    )
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> None:
+    """Check that ``python_module`` is in the wheel and that its package compiles.
+
+    Raises:
+        ModuleNotInPackageError: the module is not in the package.
+        ModuleSyntaxError: a module of its top-level package does not compile.
+    """
+    if not any(f in facts.files for f in _module_files(python_module)):
+        modules = _modules_in(facts.files)
+        shown = ", ".join(modules[:20]) + (" ..." if len(modules) > 20 else "")
+        raise ModuleNotInPackageError(
+            "python_module",
+            f"{python_module!r} is not in the built package {facts.name} {facts.version} "
+            f"(it holds: {shown or 'no Python modules'}); `python -m {python_module}` would fail "
+            "on the training VM",
+        )
+    top = python_module.split(".")[0]
+    for name in facts.files:
+        if not name.endswith(".py") or name.split("/")[0] not in (top, f"{top}.py"):
+            continue
+        source = _build.read_wheel_file(wheel, name)
+        try:
+            compile(source, name, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            raise ModuleSyntaxError(
+                "source",
+                f"{name} line {exc.lineno}: {exc.msg} (the built package "
+                f"{facts.name} {facts.version} would fail to import it)",
+            ) from exc
+        except ValueError as exc:  # e.g. null bytes
+            raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc
+
+
+def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:
+    """Validate the extra dependency package URIs (they must exist; with the trainer, <= 100).
+
+    Raises:
+        PackageUrisError: naming the bad entry.
+    """
+    if isinstance(extra_package_uris, str) or not isinstance(extra_package_uris, Sequence):
+        raise PackageUrisError(
+            "extra_package_uris", f"must be a list of URIs, got {type(extra_package_uris).__name__}"
+        )
+    total = len(extra_package_uris) + 1
+    if total > MAX_PACKAGE_URIS:
+        raise PackageUrisError(
+            "extra_package_uris",
+            f"{len(extra_package_uris)} extra packages plus the trainer make {total} package "
+            f"URIs; a CustomJob takes at most {MAX_PACKAGE_URIS}: merge dependencies or install "
+            "them in the executor image",
+        )
+    seen: set[str] = set()
+    out = []
+    for i, uri in enumerate(extra_package_uris):
+        label = f"extra_package_uris[{i}]"
+        if not isinstance(uri, str) or not uri.strip():
+            raise PackageUrisError(label, f"is empty or not a string: {uri!r}")
+        uri = uri.strip()
+        if fs.is_remote(uri) and not uri.startswith("gs://"):
+            raise PackageUrisError(label, f"{uri!r}: Vertex AI installs packages from gs:// only")
+        if not uri.lower().endswith(PACKAGE_SUFFIXES):
+            raise PackageUrisError(
+                label,
+                f"{uri!r} is not a package archive ({', '.join(PACKAGE_SUFFIXES)})",
+            )
+        if uri in seen:
+            raise PackageUrisError(label, f"{uri!r} is listed twice")
+        seen.add(uri)
+        filesystem, path = fs.filesystem(uri)
+        try:
+            exists = filesystem.exists(path)
+        except OSError as exc:
+            raise PackageUrisError(label, f"{uri!r} cannot be checked: {exc}") from exc
+        if not exists:
+            raise PackageUrisError(label, f"{uri!r} does not exist")
+        out.append(uri)
+    return out
+
+
+def check_import(
+    packages: Sequence[str], python_module: str, cache_dir: str | os.PathLike[str]
+) -> None:
+    """Import ``python_module`` in a fresh environment with only ``packages`` installed into it.
+
+    The environment sees this machine's site-packages (as the emulator's jobs do), so this catches
+    files missing from the package and broken imports, not undeclared dependencies that happen
+    to be installed here. The module's top-level code runs (``__name__`` is not ``__main__``).
+
+    Raises:
+        ImportCheckError: the package does not install or the module does not import.
+    """
+    try:
+        python = envcache.package_env(list(packages), cache_dir)
+    except envcache.PackageInstallError as exc:
+        raise ImportCheckError("source", f"the built package does not install: {exc}") from exc
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-import-") as cwd:
+        # An empty working directory: the import must come from the installed package.
+        try:
+            proc = subprocess.run(
+                [
+                    str(python),
+                    "-c",
+                    f"import importlib; importlib.import_module({python_module!r})",
+                ],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=_IMPORT_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ImportCheckError(
+                "check_import",
+                f"importing {python_module} did not finish in {_IMPORT_TIMEOUT_S} s (does it "
+                "train at import time? guard that with `if __name__ == '__main__':`)",
+            ) from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise ImportCheckError(
+            "python_module",
+            f"{python_module} does not import from the installed package:\n{tail}",
+        )
+
+
+def _same_content(filesystem: Any, path: str, local: Path, uri: str) -> bool:
+    """Whether the staged object at ``path`` holds exactly ``local``'s bytes.
+
+    A remote object is not downloaded: its size and, when the store reports one, its MD5 decide.
+    """
+    info = filesystem.info(path)
+    if int(info.get("size") or -1) != local.stat().st_size:
+        return False
+    target = fs.to_local_path(uri)
+    if target is not None:
+        return _build.sha256_of(Path(target)) == _build.sha256_of(local)
+    remote_md5 = info.get("md5Hash")
+    if not remote_md5:
+        return True
+    local_md5 = hashlib.md5(local.read_bytes(), usedforsecurity=False).digest()
+    return base64.b64decode(remote_md5) == local_md5
+
+
+def stage_file(local: Path, staging_uri: str, name: str, sha256: str) -> tuple[str, bool]:
+    """Copy ``local`` to ``<staging_uri>/<name>/<sha256>/<file>`` unless it is already there.
+
+    Returns:
+        ``(uri, uploaded)``.
+    """
+    uri = fs.join(staging_uri, normalize_name(name), sha256, local.name)
+    filesystem, path = fs.filesystem(uri)
+    try:
+        if filesystem.exists(path):
+            if _same_content(filesystem, path, local, uri):
+                return uri, False
+            log.warning("%s does not match its sha256 path; uploading it again", uri)
+    except OSError as exc:
+        raise PackagingError("staging_uri", f"{staging_uri} cannot be read: {exc}") from exc
+    target = fs.to_local_path(uri)
+    try:
+        if target is not None:
+            # Write beside, then rename: a crash never leaves a partial file under its sha256.
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            tmp = f"{target}.{os.getpid()}.tmp"
+            filesystem.put_file(str(local), tmp)
+            os.replace(tmp, target)
+        else:
+            filesystem.put_file(str(local), path)  # one object upload: whole or absent
+    except OSError as exc:
+        raise PackagingError("staging_uri", f"cannot write {uri}: {exc}") from exc
+    return uri, True
+
+
+def prepare_package(
+    source: str,
+    staging_uri: str,
+    *,
+    python_module: str = "",
+    build_wheel: bool = False,
+    extra_package_uris: Sequence[str] = (),
+    check_import: bool = False,
+    requirements: Sequence[str] = (),
+    name: str = "",
+    version: str = "",
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> PackageInfo:
+    """Build ``source`` into a reproducible sdist, validate it and stage it by its sha256.
+
+    Nothing is staged unless every check passes. A file already staged under the same sha256 is
+    not uploaded again (``cache_hit``).
+
+    Args:
+        source: a project directory (pyproject.toml, setup.py or setup.cfg), a bare package
+            directory, a single ``.py`` script, or a ``.tar.gz``/``.tgz``/``.tar``/``.zip``
+            source archive; a local path or gs:// URI.
+        staging_uri: the staging root (gs:// for Vertex AI, or a local path).
+        python_module: the module the job runs. Required for bare packages; for scripts it
+            names the module the script becomes (default: the script's name); for projects the
+            default is ``[tool.kfp-spot] python-module`` or the one ``*.task``/``__main__``
+            module of the package.
+        build_wheel: also stage the wheel (the job still gets the sdist first).
+        extra_package_uris: dependency packages the job installs after the trainer.
+        check_import: import the module in a fresh environment before staging.
+        requirements: dependencies of a generated project (scripts and bare packages).
+        name: distribution name of a generated project.
+        version: version of a generated project (default ``0.0.0+src<content digest>``).
+        cache_dir: where environments for ``check_import`` are cached.
+
+    Returns:
+        The staged package.
+
+    Raises:
+        PackagingError: (and subclasses) naming the bad argument and the problem.
+    """
+    if not isinstance(staging_uri, str) or not staging_uri.strip():
+        raise PackagingError("staging_uri", "is empty: pass a gs:// URI or a local directory")
+    staging_uri = staging_uri.strip().rstrip("/")
+    if fs.is_remote(staging_uri) and not staging_uri.startswith("gs://"):
+        raise PackagingError("staging_uri", f"{staging_uri}: use gs:// or a local path")
+    # Jobs run elsewhere and in another working directory: stage under an absolute path.
+    staging_uri = fs.to_local_path(staging_uri) or staging_uri
+    extras = check_package_uris(extra_package_uris)
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-package-") as tmp:
+        work = Path(tmp)
+        tree = materialize(
+            source,
+            work / "source",
+            python_module=python_module,
+            name=name,
+            version=version,
+            requirements=requirements,
+        )
+        log.info("building %s (%s)", source, tree.kind)
+        built = _build.run_build(tree.path, work / "dist")
+        facts = _build.wheel_facts(built.wheel)
+        module = python_module or tree.python_module
+        if not module:
+            module = str(_build.tool_config(tree.path).get("python-module", ""))
+        if not module:
+            module = _default_module(facts.files) or ""
+        if not module:
+            modules = _modules_in(facts.files)
+            raise PackagingError(
+                "python_module",
+                f"cannot tell which module of {facts.name} the job runs (modules: "
+                f"{', '.join(modules[:20]) or 'none'}); pass python_module or set "
+                "[tool.kfp-spot] python-module in pyproject.toml",
+            )
+        if not is_module_name(module):
+            raise PackagingError("python_module", f"{module!r} is not a dotted module name")
+        check_module(built.wheel, facts, module)
+        if check_import:
+            check_import_fn(
+                [str(built.wheel), *extras], module, cache_dir or envcache.default_cache_dir()
+            )
+        sha = _build.sha256_of(built.sdist)
+        uri, uploaded = stage_file(built.sdist, staging_uri, facts.name, sha)
+        staged = [uri]
+        wheel_uri = wheel_sha = ""
+        if build_wheel:
+            wheel_sha = _build.sha256_of(built.wheel)
+            wheel_uri, wheel_uploaded = stage_file(built.wheel, staging_uri, facts.name, wheel_sha)
+            uploaded = uploaded or wheel_uploaded
+            staged.append(wheel_uri)
+        info = PackageInfo(
+            name=facts.name,
+            version=facts.version,
+            sha256=sha,
+            uri=uri,
+            filename=built.sdist.name,
+            size=built.sdist.stat().st_size,
+            python_module=module,
+            requirements=facts.requirements,
+            package_uris=(uri, *extras),
+            cache_hit=not uploaded,
+            wheel_uri=wheel_uri,
+            wheel_sha256=wheel_sha,
+            source_kind=tree.kind,
+            import_checked=check_import,
+            staged=tuple(staged),
+        )
+    log.info(
+        "package %s %s sha256 %s %s %s",
+        info.name,
+        info.version,
+        info.sha256,
+        "already staged at" if info.cache_hit else "staged to",
+        info.uri,
+    )
+    return info
+
+
+check_import_fn = check_import  # the parameter of prepare_package shadows the function's name

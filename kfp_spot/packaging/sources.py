@@ -1,0 +1,389 @@
+"""Turn any supported source into a project directory that ``python -m build`` can build.
+
+Supported sources: a project directory (pyproject.toml, setup.py or setup.cfg), a bare package
+directory (has ``__init__.py``), a single ``.py`` script, and a source archive (``.tar.gz``,
+``.tgz``, ``.tar``, ``.zip``) — each as a local path, and gs:// for archives, scripts and
+directories. The source is always copied into a private work directory first, so the build never
+writes into the user's tree and stale ``build/`` or ``*.egg-info`` folders cannot leak in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+import os
+import re
+import shutil
+import tarfile
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from kfp_spot import fs
+from kfp_spot.packaging.errors import MissingProjectFileError, PackagingError, SourceError
+
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+# Never part of a package: VCS data, caches, virtual environments, earlier build outputs.
+_IGNORED_NAMES = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".ipynb_checkpoints",
+    ".DS_Store",
+}
+_IGNORED_TOP_LEVEL = {"build", "dist"}
+_IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+_DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+@dataclass(frozen=True)
+class ProjectTree:
+    """A buildable project directory made from the user's source.
+
+    Attributes:
+        path: the project directory (inside the work directory).
+        kind: ``project``, ``module``, ``script`` (optionally ``+archive``/``+gs``).
+        python_module: the module a job runs, when the source kind fixes it ("" otherwise).
+        generated: whether kfp-spot wrote the pyproject.toml.
+    """
+
+    path: Path
+    kind: str
+    python_module: str
+    generated: bool
+
+
+def is_module_name(name: str) -> bool:
+    """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
+    return bool(_MODULE_RE.match(name)) and not any(keyword.iskeyword(p) for p in name.split("."))
+
+
+def normalize_name(name: str) -> str:
+    """The PEP 503 normalized form of a distribution name (used in staging paths)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _is_archive(name: str) -> bool:
+    return name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def _ignore(root: str):
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n in _IGNORED_NAMES or n.endswith(_IGNORED_SUFFIXES)}
+        if os.path.abspath(directory) == os.path.abspath(root):
+            skipped |= {n for n in names if n in _IGNORED_TOP_LEVEL}
+        return skipped
+
+    return ignore
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    try:
+        shutil.copytree(src, dest, ignore=_ignore(str(src)), symlinks=False)
+    except (shutil.Error, OSError) as exc:
+        raise SourceError("source", f"{src} is not readable: {exc}") from exc
+
+
+def _fetch_remote(uri: str, workdir: Path) -> Path:
+    filesystem, path = fs.filesystem(uri)
+    try:
+        exists = filesystem.exists(path)
+        is_dir = exists and filesystem.isdir(path)
+    except OSError as exc:
+        raise SourceError("source", f"{uri} is not readable: {exc}") from exc
+    if not exists:
+        raise SourceError("source", f"{uri} does not exist")
+    dest = workdir / "download" / path.rstrip("/").rsplit("/", 1)[-1]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if is_dir:
+            filesystem.get(path.rstrip("/") + "/", str(dest), recursive=True)
+        else:
+            filesystem.get_file(path, str(dest))
+    except OSError as exc:
+        raise SourceError("source", f"{uri} is not readable: {exc}") from exc
+    return dest
+
+
+def _extract(archive: Path, dest: Path, label: str) -> Path:
+    dest.mkdir(parents=True)
+    name = archive.name.lower()
+    try:
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zf:
+                for member in zf.namelist():
+                    parts = Path(member).parts
+                    if member.startswith(("/", "\\")) or ".." in parts:
+                        raise SourceError(
+                            "source", f"{label} holds an unsafe path {member!r}; refusing it"
+                        )
+                zf.extractall(dest)
+        else:
+            with tarfile.open(archive) as tf:
+                tf.extractall(dest, filter="data")
+    except tarfile.FilterError as exc:
+        raise SourceError("source", f"{label} holds an unsafe member: {exc}") from exc
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise SourceError(
+            "source", f"{label} is not a readable {archive.name.split('.', 1)[-1]} archive: {exc}"
+        ) from exc
+    entries = [p for p in dest.iterdir() if p.name not in _IGNORED_NAMES]
+    if len(entries) == 1 and entries[0].is_dir():
+        return entries[0]  # the usual <name>-<version>/ top folder
+    return dest
+
+
+def _check_requirements(requirements: Sequence[str]) -> list[str]:
+    out = []
+    for i, req in enumerate(requirements):
+        if not isinstance(req, str) or not req.strip():
+            raise PackagingError("requirements", f"entry {i} is empty or not a string: {req!r}")
+        try:
+            Requirement(req)
+        except InvalidRequirement as exc:
+            raise PackagingError(
+                "requirements", f"{req!r} is not a PEP 508 requirement ({exc})"
+            ) from exc
+        out.append(req.strip())
+    return out
+
+
+def _tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _write_pyproject(
+    project: Path,
+    *,
+    name: str,
+    version: str,
+    requirements: Sequence[str],
+    packages: Sequence[str] = (),
+    py_modules: Sequence[str] = (),
+    python_module: str,
+) -> None:
+    # json.dumps yields valid TOML basic strings and arrays for these plain values.
+    lines = [
+        "# Generated by kfp-spot prepare_package for a source without a project file.",
+        "[build-system]",
+        'requires = ["setuptools>=61"]',
+        'build-backend = "setuptools.build_meta"',
+        "",
+        "[project]",
+        f"name = {json.dumps(name)}",
+        f"version = {json.dumps(version)}",
+        f"dependencies = {json.dumps(list(requirements))}",
+        "",
+        "[tool.setuptools]",
+        "include-package-data = true",
+    ]
+    if packages:
+        lines.append(f"packages = {json.dumps(sorted(packages))}")
+    if py_modules:
+        lines.append(f"py-modules = {json.dumps(sorted(py_modules))}")
+    lines += ["", "[tool.kfp-spot]", f"python-module = {json.dumps(python_module)}", ""]
+    (project / "pyproject.toml").write_text("\n".join(lines))
+    if packages:
+        tops = sorted({p.split(".")[0] for p in packages})
+        manifest = [f"graft {t}" for t in tops] + ["global-exclude *.py[cod]", ""]
+        (project / "MANIFEST.in").write_text("\n".join(manifest))
+
+
+def _generated_version(content_root: Path, version: str) -> str:
+    # No project file, so no version: name the build by its content instead of a fixed "0.1".
+    return version or f"0.0.0+src{_tree_digest(content_root)[:12]}"
+
+
+def _from_module_dir(
+    src: Path, workdir: Path, python_module: str, name: str, version: str, requirements: list[str]
+) -> ProjectTree:
+    package = src.name
+    if not is_module_name(package) or "." in package:
+        raise SourceError(
+            "source",
+            f"{src} is a package directory but {package!r} is not a valid Python package name",
+        )
+    if not python_module:
+        if (src / "__main__.py").exists():
+            python_module = package
+        else:
+            raise PackagingError(
+                "python_module",
+                f"required for the bare package directory {src}: the module the job runs, "
+                f"e.g. {package}.task",
+            )
+    if python_module.split(".")[0] != package:
+        raise PackagingError(
+            "python_module",
+            f"{python_module!r} is not inside the package {package!r} that {src} holds",
+        )
+    project = workdir / "project"
+    project.mkdir(parents=True)
+    _copy_tree(src, project / package)
+    packages = [
+        ".".join(p.parent.relative_to(project).parts)
+        for p in sorted((project / package).rglob("__init__.py"))
+    ]
+    _write_pyproject(
+        project,
+        name=name or package.replace("_", "-"),
+        version=_generated_version(project / package, version),
+        requirements=requirements,
+        packages=packages,
+        python_module=python_module,
+    )
+    return ProjectTree(project, "module", python_module, True)
+
+
+def _from_script(
+    src: Path, workdir: Path, python_module: str, name: str, version: str, requirements: list[str]
+) -> ProjectTree:
+    if not python_module:
+        python_module = src.stem
+        if not is_module_name(python_module):
+            raise PackagingError(
+                "python_module",
+                f"the script name {src.name!r} is not a module name; pass python_module "
+                "(e.g. trainer.task) to name the module the script becomes",
+            )
+    project = workdir / "project"
+    project.mkdir(parents=True)
+    parts = python_module.split(".")
+    target = project.joinpath(*parts[:-1], parts[-1] + ".py")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.copyfile(src, target)
+    except OSError as exc:
+        raise SourceError("source", f"{src} is not readable: {exc}") from exc
+    packages = []
+    for depth in range(1, len(parts)):
+        (project.joinpath(*parts[:depth]) / "__init__.py").touch()
+        packages.append(".".join(parts[:depth]))
+    _write_pyproject(
+        project,
+        name=name or parts[0].replace("_", "-"),
+        version=_generated_version(project, version),
+        requirements=requirements,
+        packages=packages,
+        py_modules=[] if packages else [python_module],
+        python_module=python_module,
+    )
+    return ProjectTree(project, "script", python_module, True)
+
+
+def _classify_dir(
+    src: Path,
+    workdir: Path,
+    label: str,
+    python_module: str,
+    name: str,
+    version: str,
+    requirements: list[str],
+) -> ProjectTree:
+    if any((src / f).is_file() for f in PROJECT_FILES):
+        if requirements:
+            raise PackagingError(
+                "requirements",
+                f"{label} is a project with its own dependencies; declare them in its "
+                "pyproject.toml/setup.py instead",
+            )
+        project = workdir / "project"
+        _copy_tree(src, project)
+        return ProjectTree(project, "project", "", False)
+    if (src / "__init__.py").is_file():
+        return _from_module_dir(src, workdir, python_module, name, version, requirements)
+    raise MissingProjectFileError(
+        "source",
+        f"{label} has no project file ({', '.join(PROJECT_FILES)}) and is not a Python package "
+        "(no __init__.py): add a pyproject.toml, or pass the package directory or a single .py "
+        "script",
+    )
+
+
+def materialize(
+    source: str,
+    workdir: Path,
+    *,
+    python_module: str = "",
+    name: str = "",
+    version: str = "",
+    requirements: Sequence[str] = (),
+) -> ProjectTree:
+    """Copy or generate a buildable project for ``source`` under ``workdir``.
+
+    Args:
+        source: a local path or gs:// URI of a project directory, bare package directory,
+            ``.py`` script or source archive.
+        workdir: an empty private directory.
+        python_module: the module the job runs (needed for bare packages; names the module a
+            script becomes).
+        name: distribution name for generated projects (default: from the package or script).
+        version: version for generated projects (default: ``0.0.0+src<content digest>``).
+        requirements: dependencies for generated projects (PEP 508 strings).
+
+    Returns:
+        The project tree.
+
+    Raises:
+        SourceError: the source is missing, unreadable or of an unsupported kind.
+        MissingProjectFileError: a directory without project file that is no package either.
+        PackagingError: a bad ``python_module``, ``name``, ``version`` or ``requirements``.
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise SourceError(
+            "source", "is empty: pass a project directory, package directory, script or archive"
+        )
+    if python_module and not is_module_name(python_module):
+        raise PackagingError(
+            "python_module", f"{python_module!r} is not a dotted module name like trainer.task"
+        )
+    if name and not _DIST_NAME_RE.match(name):
+        raise PackagingError("name", f"{name!r} is not a valid distribution name")
+    reqs = _check_requirements(requirements)
+    source = source.strip()
+    if fs.is_remote(source):
+        if not source.startswith("gs://"):
+            raise SourceError("source", f"{source}: only local paths and gs:// URIs are supported")
+        local = _fetch_remote(source, workdir)
+        kind_suffix = "+gs"
+    else:
+        local = Path(fs.to_local_path(source) or source)
+        kind_suffix = ""
+        if not local.exists():
+            raise SourceError("source", f"{source} does not exist")
+        if not os.access(local, os.R_OK) or (local.is_dir() and not os.access(local, os.X_OK)):
+            raise SourceError("source", f"{source} is not readable (permission denied)")
+    args = (python_module, name, version, reqs)
+    if local.is_dir():
+        tree = _classify_dir(local, workdir, source, *args)
+    elif local.suffix == ".py":
+        tree = _from_script(local, workdir, *args)
+    elif _is_archive(local.name):
+        root = _extract(local, workdir / "extracted", source)
+        tree = _classify_dir(root, workdir, f"the archive {source}", *args)
+        kind_suffix += "+archive"
+    else:
+        raise SourceError(
+            "source",
+            f"{source} is a file but neither a .py script nor a source archive "
+            f"({', '.join(ARCHIVE_SUFFIXES)})",
+        )
+    return ProjectTree(tree.path, tree.kind + kind_suffix, tree.python_module, tree.generated)

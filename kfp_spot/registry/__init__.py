@@ -1,0 +1,37 @@
+"""Pipeline templates in a registry: a local KFP template registry and push/pull helpers.
+
+``RegistryServer`` speaks the protocol ``kfp.registry.RegistryClient`` uses against Artifact
+Registry's KFP format and keeps its state on disk; :func:`push`, :func:`pull`, :func:`list_tags`
+and :func:`list_packages` work against it and against Artifact Registry alike. See
+docs/registry.md.
+"""
+
+from kfp_spot.registry.client import (
+    PushResult,
+    RegistryError,
+    TagInfo,
+    check_host,
+    is_artifact_registry,
+    list_packages,
+    list_tags,
+    pull,
+    push,
+    registry_client,
+)
+from kfp_spot.registry.server import CONTEXT_FILE, RegistryServer, RegistryServerError
+
+__all__ = [
+    "CONTEXT_FILE",
+    "PushResult",
+    "RegistryError",
+    "RegistryServer",
+    "RegistryServerError",
+    "TagInfo",
+    "check_host",
+    "is_artifact_registry",
+    "list_packages",
+    "list_tags",
+    "pull",
+    "push",
+    "registry_client",
+]

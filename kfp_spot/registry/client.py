@@ -1,0 +1,244 @@
+"""Push, pull and list pipeline templates with ``kfp.registry.RegistryClient``.
+
+One code path for Artifact Registry (``https://LOCATION-kfp.pkg.dev/PROJECT/REPO``, Google
+credentials from the environment) and the local registry (``http://HOST:PORT/PROJECT/REPO``, no
+credentials, reached through the config file ``kfp_spot/registry/context.json``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import google.auth.exceptions
+import requests
+
+from kfp_spot.registry.server import CONTEXT_FILE
+from kfp_spot.registry.store import VERSION_PREFIX, RegistryStoreError, check_id, check_tag
+
+# The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
+_AR_HOST_RE = re.compile(r"^https://[\w-]+-kfp\.pkg\.dev/[^/]+/[^/]+$")
+_HOST_RE = re.compile(r"^https?://[^/\s]+/[^/\s]+/[^/\s]+$")
+
+
+class RegistryError(Exception):
+    """A registry operation failed; the message names the host and what the registry said."""
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What :func:`push` stored."""
+
+    package: str
+    version: str  # sha256:<hex>
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TagInfo:
+    """One tag of a package and the version it points at."""
+
+    tag: str
+    version: str  # sha256:<hex>
+
+
+def is_artifact_registry(host: str) -> bool:
+    """Whether ``host`` is an Artifact Registry KFP repository URL."""
+    return bool(_AR_HOST_RE.match(host.rstrip("/")))
+
+
+def check_host(host: str) -> str:
+    """Validate a registry host (``http(s)://SERVER/PROJECT/REPO``); returns it without a slash.
+
+    Raises:
+        ValueError: naming the host and the expected form.
+    """
+    stripped = (host or "").rstrip("/")
+    if not _HOST_RE.match(stripped):
+        raise ValueError(
+            f"invalid registry host {host!r}: expected https://LOCATION-kfp.pkg.dev/PROJECT/REPO "
+            "or http://127.0.0.1:PORT/PROJECT/REPO (a local `kfp-spot registry serve`)"
+        )
+    return stripped
+
+
+def registry_client(
+    host: str, *, config_file: str | None = None, auth: Any = None
+) -> Any:  # kfp.registry.RegistryClient (kfp is imported lazily: runtime code stays kfp-free)
+    """A ``kfp.registry.RegistryClient`` for ``host``.
+
+    Args:
+        host: the repository URL.
+        config_file: a RegistryClient config file; default: none for Artifact Registry (the
+            client's own context), ``kfp_spot/registry/context.json`` for any other host.
+        auth: passed to the client; None uses Google default credentials on Artifact Registry and
+            nothing elsewhere.
+
+    Returns:
+        The client.
+    """
+    from kfp.registry import RegistryClient
+
+    host = check_host(host)
+    if config_file is None and not is_artifact_registry(host):
+        config_file = CONTEXT_FILE
+    # Artifact Registry hosts load Google default credentials here.
+    return _call(host, RegistryClient, host, auth=auth, config_file=config_file)
+
+
+def _describe(host: str, exc: requests.RequestException) -> RegistryError:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return RegistryError(f"cannot reach the registry at {host}: {exc}")
+    try:
+        message = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = response.text.strip()[:500] or response.reason
+    return RegistryError(
+        f"registry {host} answered {response.status_code} to {response.request.method} "
+        f"{response.url}: {message}"
+    )
+
+
+def _call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; transport, HTTP and credential failures become one RegistryError."""
+    try:
+        return fn(*args, **kwargs)
+    except requests.RequestException as exc:
+        raise _describe(registry_host, exc) from exc
+    except google.auth.exceptions.GoogleAuthError as exc:
+        raise RegistryError(
+            f"no usable Google credentials for {registry_host}: {exc} (run `gcloud auth "
+            "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS)"
+        ) from exc
+
+
+def push(
+    template_path: str | Path,
+    host: str,
+    version: str,
+    tags: tuple[str, ...] | list[str] | None = None,
+    *,
+    config_file: str | None = None,
+    auth: Any = None,
+) -> PushResult:
+    """Upload a compiled pipeline template, tagged ``version`` and ``latest``.
+
+    Args:
+        template_path: the compiled pipeline YAML.
+        host: the repository URL.
+        version: a human version (for example the package version ``0.1.0``); becomes a tag.
+        tags: the tags to set; default ``(version, "latest")``.
+        config_file: see :func:`registry_client`.
+        auth: see :func:`registry_client`.
+
+    Returns:
+        The package name (the template's pipeline name), its ``sha256:`` version and the tags.
+
+    Raises:
+        FileNotFoundError: when the template does not exist.
+        ValueError: for an invalid host, version or tag.
+        RegistryError: when the registry refuses the upload or cannot be reached.
+    """
+    path = Path(template_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"template {path} does not exist (compile it first)")
+    tag_list = tuple(tags) if tags is not None else (version, "latest")
+    for tag in (version, *tag_list):
+        _check_tag_arg(tag)
+    client = registry_client(host, config_file=config_file, auth=auth)
+    package, digest = _call(host, client.upload_pipeline, str(path), tags=list(tag_list))
+    return PushResult(package, digest, tag_list)
+
+
+def _check_tag_arg(tag: str) -> None:
+    try:
+        check_tag(tag)
+    except RegistryStoreError as exc:
+        raise ValueError(exc.message) from exc
+
+
+def pull(
+    host: str,
+    package: str,
+    *,
+    tag: str | None = None,
+    version: str | None = None,
+    output: str | Path | None = None,
+    config_file: str | None = None,
+    auth: Any = None,
+) -> Path:
+    """Download a template by tag (default ``latest``) or by ``sha256:`` version.
+
+    Args:
+        host: the repository URL.
+        package: the package (pipeline) name.
+        tag: the tag to download; ignored when ``version`` is given.
+        version: the ``sha256:<hex>`` version to download.
+        output: where to write it; default ``<package>_<tag or hex>.yaml`` in the current folder.
+        config_file: see :func:`registry_client`.
+        auth: see :func:`registry_client`.
+
+    Returns:
+        The path written (bytes exactly as uploaded).
+
+    Raises:
+        ValueError: for an invalid host, package, tag or version.
+        RegistryError: when the registry has no such template or cannot be reached.
+    """
+    try:
+        check_id("package", package)
+    except RegistryStoreError as exc:
+        raise ValueError(exc.message) from exc
+    if version is not None:
+        if not re.match(r"^sha256:[0-9a-f]{64}$", version):
+            raise ValueError(
+                f"invalid version {version!r}: expected {VERSION_PREFIX!r} and 64 hex digits"
+            )
+        tag = None
+    else:
+        tag = tag or "latest"
+        _check_tag_arg(tag)
+    if output is None:
+        suffix = version[len(VERSION_PREFIX) :] if version else tag
+        output = Path(f"{package}_{suffix}.yaml")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    client = registry_client(host, config_file=config_file, auth=auth)
+    # Download next to the target and rename: a failed pull never leaves a partial template.
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        _call(
+            host,
+            client.download_pipeline,
+            package,
+            version=version,
+            tag=tag,
+            file_name=str(partial),
+        )
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
+    return output
+
+
+def list_tags(
+    host: str, package: str, *, config_file: str | None = None, auth: Any = None
+) -> list[TagInfo]:
+    """The tags of ``package``, sorted by name, with the ``sha256:`` version each points at."""
+    client = registry_client(host, config_file=config_file, auth=auth)
+    rows = _call(host, client.list_tags, package)
+    out = []
+    for row in rows or []:
+        name = str(row.get("name", "")).rsplit("/tags/", 1)[-1]
+        out.append(TagInfo(name, str(row.get("version", "")).rsplit("/versions/", 1)[-1]))
+    return sorted(out, key=lambda t: t.tag)
+
+
+def list_packages(host: str, *, config_file: str | None = None, auth: Any = None) -> list[str]:
+    """The package (pipeline) names in the repository, sorted."""
+    client = registry_client(host, config_file=config_file, auth=auth)
+    rows = _call(host, client.list_packages)
+    return sorted(str(row.get("name", "")).rsplit("/packages/", 1)[-1] for row in rows or [])

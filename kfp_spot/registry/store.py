@@ -1,0 +1,415 @@
+"""On-disk state of the local template registry: packages, versions (sha256) and tags.
+
+Layout under the root (one folder per Artifact Registry repository)::
+
+    <root>/<project>/<repo>/<package>/package.json
+    <root>/<project>/<repo>/<package>/versions/<hex>.yaml   the template bytes, as uploaded
+    <root>/<project>/<repo>/<package>/versions/<hex>.json   version record (times, size)
+    <root>/<project>/<repo>/<package>/tags/<tag>.json       {"version": "sha256:<hex>", ...}
+
+Every file is written to a temporary name and renamed into place, and a version exists only once
+its record is in place (the content is written first), so a crash never leaves a half-written
+template visible. Nothing is cached in memory: a restarted server sees exactly what is on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+VERSION_PREFIX = "sha256:"
+# Project, repository, package and tag ids: one safe path segment each.
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+# "packages" would make `GET <host>/packages/<x>` ambiguous under KFP's default context.
+RESERVED_PACKAGE_NAMES = frozenset({"packages"})
+MAX_TEMPLATE_BYTES = 32 << 20
+
+
+class RegistryStoreError(Exception):
+    """A request the registry refuses; carries the HTTP status and google.rpc code name."""
+
+    def __init__(self, http_status: int, status: str, message: str) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+        self.status = status
+        self.message = message
+
+
+def _invalid(message: str) -> RegistryStoreError:
+    return RegistryStoreError(400, "INVALID_ARGUMENT", message)
+
+
+def _not_found(message: str) -> RegistryStoreError:
+    return RegistryStoreError(404, "NOT_FOUND", message)
+
+
+def check_id(kind: str, value: str) -> str:
+    """Return ``value`` when it is a valid id of ``kind``; raise INVALID_ARGUMENT otherwise."""
+    if not _ID_RE.match(value or "") or ".." in value:
+        raise _invalid(
+            f"invalid {kind} {value!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def check_version(value: str) -> str:
+    """Return the hex digest of a ``sha256:<hex>`` version; raise INVALID_ARGUMENT otherwise."""
+    hex_digest = value[len(VERSION_PREFIX) :] if value.startswith(VERSION_PREFIX) else ""
+    if not _HEX_RE.match(hex_digest):
+        raise _invalid(f"invalid version {value!r}: expected 'sha256:' and 64 lowercase hex digits")
+    return hex_digest
+
+
+def check_tag(value: str) -> str:
+    """Return ``value`` when it is a valid tag (not a version); raise INVALID_ARGUMENT otherwise."""
+    if value.startswith(VERSION_PREFIX):
+        raise _invalid(f"invalid tag {value!r}: a tag must not start with {VERSION_PREFIX!r}")
+    return check_id("tag", value)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    _write_atomic(path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        return json.loads(handle.read())
+
+
+def pipeline_name(content: bytes) -> str:
+    """The package name of a compiled template: its ``pipelineInfo.name``.
+
+    Raises:
+        RegistryStoreError: INVALID_ARGUMENT when the bytes are not a compiled KFP template.
+    """
+    try:
+        first = next(iter(yaml.safe_load_all(content)), None)
+    except yaml.YAMLError as exc:
+        raise _invalid(f"the uploaded file is not YAML: {exc}") from exc
+    name = None
+    if isinstance(first, dict) and isinstance(first.get("pipelineInfo"), dict):
+        name = first["pipelineInfo"].get("name")
+    if not isinstance(name, str) or not name:
+        raise _invalid(
+            "the uploaded file is not a compiled KFP template: it has no pipelineInfo.name "
+            "(compile it with kfp.compiler.Compiler)"
+        )
+    if name in RESERVED_PACKAGE_NAMES:
+        raise _invalid(f"pipeline name {name!r} is reserved by the registry protocol; rename it")
+    return check_id("pipeline name", name)
+
+
+@dataclass(frozen=True)
+class Repository:
+    """One repository (``<project>/<repo>``) of the registry, on disk."""
+
+    root: Path
+    project: str
+    repo: str
+    location: str = "local"
+
+    # -- names, as Artifact Registry spells them -----------------------------------------------
+    @property
+    def resource(self) -> str:
+        """``projects/P/locations/L/repositories/R``."""
+        return f"projects/{self.project}/locations/{self.location}/repositories/{self.repo}"
+
+    def package_resource(self, package: str) -> str:
+        """Resource name of ``package``."""
+        return f"{self.resource}/packages/{package}"
+
+    def version_resource(self, package: str, hex_digest: str) -> str:
+        """Resource name of a version."""
+        return f"{self.package_resource(package)}/versions/{VERSION_PREFIX}{hex_digest}"
+
+    def tag_resource(self, package: str, tag: str) -> str:
+        """Resource name of a tag."""
+        return f"{self.package_resource(package)}/tags/{tag}"
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        """The repository folder."""
+        return self.root / check_id("project", self.project) / check_id("repository", self.repo)
+
+    def _package_dir(self, package: str) -> Path:
+        return self.path / check_id("package", package)
+
+    def _require_package(self, package: str) -> Path:
+        folder = self._package_dir(package)
+        if not (folder / "package.json").is_file():
+            raise _not_found(f"package {package!r} not found in {self.resource}")
+        return folder
+
+    # -- reads ---------------------------------------------------------------------------------
+    def package_names(self) -> list[str]:
+        """Every package of the repository, sorted."""
+        if not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.iterdir() if (p / "package.json").is_file())
+
+    def get_package(self, package: str) -> dict[str, Any]:
+        """The Package resource."""
+        record = _read_json(self._require_package(package) / "package.json")
+        return {
+            "name": self.package_resource(package),
+            "displayName": package,
+            "createTime": record["createTime"],
+            "updateTime": record["updateTime"],
+        }
+
+    def list_packages(self) -> list[dict[str, Any]]:
+        """Every Package resource."""
+        return [self.get_package(name) for name in self.package_names()]
+
+    def _tags(self, package: str) -> dict[str, str]:
+        """Tag -> hex digest."""
+        folder = self._require_package(package) / "tags"
+        if not folder.is_dir():
+            return {}
+        out = {}
+        for path in sorted(folder.glob("*.json")):
+            out[path.stem] = check_version(_read_json(path)["version"])
+        return out
+
+    def _version_hexes(self, package: str) -> list[str]:
+        folder = self._require_package(package) / "versions"
+        if not folder.is_dir():
+            return []
+        return sorted(p.stem for p in folder.glob("*.json") if p.with_suffix(".yaml").is_file())
+
+    def _version_doc(self, package: str, hex_digest: str, tags: dict[str, str]) -> dict[str, Any]:
+        path = self._require_package(package) / "versions" / f"{hex_digest}.json"
+        if not path.is_file():
+            raise _not_found(f"version {VERSION_PREFIX}{hex_digest} of {package!r} not found")
+        record = _read_json(path)
+        return {
+            "name": self.version_resource(package, hex_digest),
+            "createTime": record["createTime"],
+            "updateTime": record["updateTime"],
+            "relatedTags": [
+                {
+                    "name": self.tag_resource(package, tag),
+                    "version": self.version_resource(package, h),
+                }
+                for tag, h in sorted(tags.items())
+                if h == hex_digest
+            ],
+            "metadata": {"sizeBytes": str(record["sizeBytes"]), "pipelineName": package},
+        }
+
+    def get_version(self, package: str, version: str) -> dict[str, Any]:
+        """The Version resource (with its tags)."""
+        return self._version_doc(package, check_version(version), self._tags(package))
+
+    def list_versions(self, package: str) -> list[dict[str, Any]]:
+        """Every Version resource of ``package``, oldest first."""
+        tags = self._tags(package)
+        docs = [self._version_doc(package, h, tags) for h in self._version_hexes(package)]
+        return sorted(docs, key=lambda d: (d["createTime"], d["name"]))
+
+    def _tag_doc(self, package: str, tag: str, hex_digest: str) -> dict[str, Any]:
+        return {
+            "name": self.tag_resource(package, tag),
+            "version": self.version_resource(package, hex_digest),
+        }
+
+    def get_tag(self, package: str, tag: str) -> dict[str, Any]:
+        """The Tag resource."""
+        check_tag(tag)
+        tags = self._tags(package)
+        if tag not in tags:
+            raise _not_found(f"tag {tag!r} of package {package!r} not found")
+        return self._tag_doc(package, tag, tags[tag])
+
+    def list_tags(self, package: str) -> list[dict[str, Any]]:
+        """Every Tag resource of ``package``, by name."""
+        return [self._tag_doc(package, t, h) for t, h in sorted(self._tags(package).items())]
+
+    def resolve(self, package: str, ref: str) -> str:
+        """The hex digest a version (``sha256:...``) or tag refers to."""
+        if ref.startswith(VERSION_PREFIX):
+            hex_digest = check_version(ref)
+            if hex_digest not in self._version_hexes(package):
+                raise _not_found(f"version {ref} of package {package!r} not found")
+            return hex_digest
+        check_tag(ref)
+        tags = self._tags(package)
+        if ref not in tags:
+            raise _not_found(f"tag {ref!r} of package {package!r} not found")
+        return tags[ref]
+
+    def read_template(self, package: str, ref: str) -> bytes:
+        """The template bytes of a version or tag, exactly as uploaded."""
+        hex_digest = self.resolve(package, ref)
+        return (self._package_dir(package) / "versions" / f"{hex_digest}.yaml").read_bytes()
+
+
+class RegistryStore:
+    """All repositories under one root; writes are serialised by a lock."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def repository(self, project: str, repo: str, location: str = "local") -> Repository:
+        """The repository ``project/repo`` (validated; it need not exist yet)."""
+        return Repository(
+            self.root, check_id("project", project), check_id("repository", repo), location
+        )
+
+    # -- writes ----------------------------------------------------------------------------------
+    def upload(self, repo: Repository, content: bytes, tags: list[str]) -> tuple[str, str]:
+        """Store a template and point ``tags`` at it (moving them if they pointed elsewhere).
+
+        Returns:
+            ``(package_name, "sha256:<hex>")``.
+        """
+        if not content:
+            raise _invalid("the uploaded file is empty")
+        if len(content) > MAX_TEMPLATE_BYTES:
+            raise RegistryStoreError(
+                413, "INVALID_ARGUMENT", f"template is larger than {MAX_TEMPLATE_BYTES} bytes"
+            )
+        package = pipeline_name(content)
+        tags = [check_tag(t) for t in tags]
+        hex_digest = hashlib.sha256(content).hexdigest()
+        with self._lock:
+            folder = repo._package_dir(package)
+            now = _now()
+            versions = folder / "versions"
+            blob = versions / f"{hex_digest}.yaml"
+            record = versions / f"{hex_digest}.json"
+            if not record.is_file():
+                _write_atomic(blob, content)  # content first: a version exists once its record does
+                _write_json(
+                    record, {"createTime": now, "updateTime": now, "sizeBytes": len(content)}
+                )
+            package_json = folder / "package.json"
+            created = _read_json(package_json)["createTime"] if package_json.is_file() else now
+            _write_json(package_json, {"createTime": created, "updateTime": now})
+            for tag in tags:
+                self._put_tag(folder, tag, hex_digest)
+        return package, f"{VERSION_PREFIX}{hex_digest}"
+
+    @staticmethod
+    def _put_tag(folder: Path, tag: str, hex_digest: str) -> None:
+        path = folder / "tags" / f"{tag}.json"
+        now = _now()
+        created = _read_json(path).get("createTime", now) if path.is_file() else now
+        _write_json(
+            path,
+            {"version": f"{VERSION_PREFIX}{hex_digest}", "createTime": created, "updateTime": now},
+        )
+
+    def _version_of_body(self, repo: Repository, package: str, version_name: str) -> str:
+        """Hex digest of the version a Tag body names (a resource name or a bare version)."""
+        if not isinstance(version_name, str) or not version_name:
+            raise _invalid("the tag's 'version' field is required (a version resource name)")
+        owner, _, bare = version_name.rpartition("/versions/")
+        if owner and not owner.endswith(f"packages/{package}"):
+            raise _invalid(f"version {version_name!r} does not belong to package {package!r}")
+        hex_digest = check_version(bare if owner else version_name)
+        if hex_digest not in repo._version_hexes(package):
+            raise _not_found(
+                f"version {VERSION_PREFIX}{hex_digest} of package {package!r} not found"
+            )
+        return hex_digest
+
+    def create_tag(
+        self, repo: Repository, package: str, tag: str, version_name: str
+    ) -> dict[str, Any]:
+        """Create ``tag``; ALREADY_EXISTS when it does."""
+        check_tag(tag)
+        with self._lock:
+            folder = repo._require_package(package)
+            hex_digest = self._version_of_body(repo, package, version_name)
+            if (folder / "tags" / f"{tag}.json").is_file():
+                raise RegistryStoreError(
+                    409, "ALREADY_EXISTS", f"tag {tag!r} of package {package!r} already exists"
+                )
+            self._put_tag(folder, tag, hex_digest)
+        return repo.get_tag(package, tag)
+
+    def update_tag(
+        self, repo: Repository, package: str, tag: str, version_name: str
+    ) -> dict[str, Any]:
+        """Move an existing ``tag`` to another version."""
+        check_tag(tag)
+        with self._lock:
+            folder = repo._require_package(package)
+            hex_digest = self._version_of_body(repo, package, version_name)
+            if not (folder / "tags" / f"{tag}.json").is_file():
+                raise _not_found(f"tag {tag!r} of package {package!r} not found")
+            self._put_tag(folder, tag, hex_digest)
+        return repo.get_tag(package, tag)
+
+    def delete_tag(self, repo: Repository, package: str, tag: str) -> None:
+        """Delete ``tag`` (the version stays)."""
+        check_tag(tag)
+        with self._lock:
+            path = repo._require_package(package) / "tags" / f"{tag}.json"
+            if not path.is_file():
+                raise _not_found(f"tag {tag!r} of package {package!r} not found")
+            path.unlink()
+
+    def delete_version(
+        self, repo: Repository, package: str, version: str, *, force: bool = False
+    ) -> None:
+        """Delete a version; a tagged one only with ``force`` (which deletes its tags too)."""
+        hex_digest = check_version(version)
+        with self._lock:
+            folder = repo._require_package(package)
+            if hex_digest not in repo._version_hexes(package):
+                raise _not_found(f"version {version} of package {package!r} not found")
+            tagged = [t for t, h in repo._tags(package).items() if h == hex_digest]
+            if tagged and not force:
+                raise RegistryStoreError(
+                    400,
+                    "FAILED_PRECONDITION",
+                    f"version {version} of {package!r} is tagged {', '.join(sorted(tagged))}: "
+                    "delete or move the tags first, or pass force=true",
+                )
+            for tag in tagged:
+                (folder / "tags" / f"{tag}.json").unlink()
+            # Record first: without it the version no longer exists, whatever else remains.
+            (folder / "versions" / f"{hex_digest}.json").unlink()
+            (folder / "versions" / f"{hex_digest}.yaml").unlink(missing_ok=True)
+
+    def delete_package(self, repo: Repository, package: str) -> None:
+        """Delete a package with all its versions and tags."""
+        with self._lock:
+            folder = repo._require_package(package)
+            (folder / "package.json").unlink()  # the package is gone from here on
+            for sub in ("tags", "versions"):
+                if (folder / sub).is_dir():
+                    for path in (folder / sub).iterdir():
+                        path.unlink()
+                    (folder / sub).rmdir()
+            folder.rmdir()

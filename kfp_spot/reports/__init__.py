@@ -1,0 +1,74 @@
+"""Run reports: a timeline PNG and a Markdown summary from a run directory.
+
+A run directory holds ``run.json`` (schema: docs/reports.md) whose ``checkpoint_uri`` names the
+checkpoint root with its ``step-<n>/manifest.json`` files and ``_attempts/*.json`` records.
+:func:`write_report` turns it into ``report.png`` and ``report.md`` next to ``run.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kfp_spot.reports.run import (
+    AttemptRecord,
+    CheckpointSave,
+    LedgerRow,
+    ReportError,
+    RunData,
+    load_run,
+)
+from kfp_spot.reports.summary import RunSummary, render_markdown, summarize
+from kfp_spot.reports.timeline import render_timeline
+
+PNG_NAME = "report.png"
+MARKDOWN_NAME = "report.md"
+
+__all__ = [
+    "MARKDOWN_NAME",
+    "PNG_NAME",
+    "AttemptRecord",
+    "CheckpointSave",
+    "LedgerRow",
+    "Report",
+    "ReportError",
+    "RunData",
+    "RunSummary",
+    "load_run",
+    "render_markdown",
+    "render_timeline",
+    "summarize",
+    "write_report",
+]
+
+
+@dataclass(frozen=True)
+class Report:
+    """The files :func:`write_report` wrote and the numbers in them."""
+
+    png: Path
+    markdown: Path
+    summary: RunSummary
+
+
+def write_report(run_dir: str | os.PathLike[str]) -> Report:
+    """Write ``report.png`` and ``report.md`` into ``run_dir``.
+
+    Args:
+        run_dir: a run directory with ``run.json``.
+
+    Returns:
+        The paths written and the summary numbers.
+
+    Raises:
+        ReportError: when the run directory cannot be read (the message names the problem).
+    """
+    run = load_run(run_dir)
+    summary = summarize(run)
+    png = render_timeline(run, run.run_dir / PNG_NAME)
+    markdown = run.run_dir / MARKDOWN_NAME
+    tmp = markdown.with_name(f".{MARKDOWN_NAME}.tmp")
+    tmp.write_text(render_markdown(run, summary, timeline=PNG_NAME))
+    os.replace(tmp, markdown)
+    return Report(png=png, markdown=markdown, summary=summary)

@@ -1,0 +1,409 @@
+"""State adapters: how one value of a training state becomes checkpoint bytes and back.
+
+A training state is a mapping of names to values. Each value is stored as one file whose adapter
+is recorded in the manifest, so a restore decodes it with the adapter that wrote it. Frameworks
+are imported lazily: an adapter for a library that is not installed never imports it, and a value
+can only be of a library's type if that library is already imported.
+
+Built in, tried in this order:
+
+========================  ===========  ======================================================
+adapter                   file suffix  values
+========================  ===========  ======================================================
+``bytes``                 ``.bin``     ``bytes``, ``bytearray``, ``memoryview`` (raw files)
+``numpy``                 ``.npy``     ``numpy.ndarray`` (no pickled objects)
+``numpy-dict``            ``.npz``     a mapping of str to ``numpy.ndarray`` (no pickles)
+``numpy-generator``       ``.json``    ``numpy.random.Generator`` (its bit generator state)
+``numpy-random-state``    ``.json``    ``numpy.random.RandomState``
+``python-random``         ``.json``    ``random.Random``
+``torch``                 ``.pt``/``.safetensors``  a torch tensor or a mapping of str to
+                                       tensors (a ``state_dict()``); read with safetensors
+                                       or ``torch.load(weights_only=True)``, never a pickle
+``sklearn``               ``.pkl``     a scikit-learn estimator (pickle: only restore
+                                       checkpoints you wrote; the manifest's sha256 guards
+                                       them against corruption, not against a forger)
+``json``                  ``.json``    anything ``json`` round-trips exactly: None, bool,
+                                       int, float, str, and lists/dicts of those
+========================  ===========  ======================================================
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import pickle
+import random
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class StateEncodingError(TypeError):
+    """A state value has no adapter, or its bytes cannot be decoded by the adapter named."""
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How to store one kind of value.
+
+    Attributes:
+        name: recorded in the manifest; restore looks the adapter up by it.
+        suffix: the file name suffix (with the dot).
+        matches: whether a value is of this kind (must not import optional libraries).
+        encode: value -> bytes.
+        decode: bytes -> value.
+    """
+
+    name: str
+    suffix: str
+    matches: Callable[[Any], bool]
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]
+
+
+def _module_loaded(name: str) -> Any:
+    return sys.modules.get(name)
+
+
+# -- bytes -------------------------------------------------------------------------------------
+def _is_bytes(value: Any) -> bool:
+    return isinstance(value, (bytes, bytearray, memoryview))
+
+
+# -- numpy -------------------------------------------------------------------------------------
+def _is_ndarray(value: Any) -> bool:
+    np = _module_loaded("numpy")
+    return np is not None and isinstance(value, np.ndarray)
+
+
+def _encode_ndarray(value: Any) -> bytes:
+    import numpy as np
+
+    if value.dtype.hasobject:
+        raise StateEncodingError(
+            "numpy arrays of Python objects cannot be checkpointed without pickle; "
+            "store a numeric array or use the 'sklearn'/'bytes' adapters"
+        )
+    buf = io.BytesIO()
+    np.save(buf, value, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _decode_ndarray(data: bytes) -> Any:
+    import numpy as np
+
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+def _is_ndarray_dict(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and bool(value)
+        and all(isinstance(k, str) and _is_ndarray(v) for k, v in value.items())
+    )
+
+
+def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
+    import numpy as np
+
+    for key, array in value.items():
+        if array.dtype.hasobject:
+            raise StateEncodingError(f"array {key!r} holds Python objects; it needs pickle")
+    buf = io.BytesIO()
+    np.savez(buf, **value)
+    return buf.getvalue()
+
+
+def _decode_ndarray_dict(data: bytes) -> dict[str, Any]:
+    import numpy as np
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        return {key: npz[key] for key in npz.files}
+
+
+def _is_generator(value: Any) -> bool:
+    np = _module_loaded("numpy")
+    return np is not None and isinstance(value, np.random.Generator)
+
+
+def _state_to_json(value: Any) -> Any:
+    # Bit generator states are dicts of ints, with arrays for MT19937's key.
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": value.dtype.str}
+    if isinstance(value, dict):
+        return {k: _state_to_json(v) for k, v in value.items()}
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _state_from_json(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, dict):
+        if "__ndarray__" in value:
+            return np.asarray(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+        return {k: _state_from_json(v) for k, v in value.items()}
+    return value
+
+
+def _encode_generator(value: Any) -> bytes:
+    return json.dumps(_state_to_json(value.bit_generator.state)).encode()
+
+
+def _decode_generator(data: bytes) -> Any:
+    import numpy as np
+
+    state = _state_from_json(json.loads(data))
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
+
+
+def _is_random_state(value: Any) -> bool:
+    np = _module_loaded("numpy")
+    return np is not None and isinstance(value, np.random.RandomState)
+
+
+def _encode_random_state(value: Any) -> bytes:
+    kind, keys, pos, has_gauss, cached = value.get_state(legacy=True)
+    return json.dumps([kind, keys.tolist(), pos, has_gauss, cached]).encode()
+
+
+def _decode_random_state(data: bytes) -> Any:
+    import numpy as np
+
+    kind, keys, pos, has_gauss, cached = json.loads(data)
+    out = np.random.RandomState()
+    out.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    return out
+
+
+# -- Python's random -----------------------------------------------------------------------------
+def _is_python_random(value: Any) -> bool:
+    return isinstance(value, random.Random)
+
+
+def _encode_python_random(value: random.Random) -> bytes:
+    version, internal, gauss = value.getstate()
+    return json.dumps([version, list(internal), gauss]).encode()
+
+
+def _decode_python_random(data: bytes) -> random.Random:
+    version, internal, gauss = json.loads(data)
+    out = random.Random()
+    out.setstate((version, tuple(internal), gauss))
+    return out
+
+
+# -- torch -------------------------------------------------------------------------------------
+def _is_torch(value: Any) -> bool:
+    torch = _module_loaded("torch")
+    if torch is None:
+        return False
+    if isinstance(value, torch.Tensor):
+        return True
+    return (
+        isinstance(value, Mapping)
+        and bool(value)
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+    )
+
+
+def _have_safetensors() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("safetensors") is not None
+
+
+def _encode_torch(value: Any) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    # torch.save of tensors (and dicts of them) is loadable with weights_only=True: no code runs.
+    torch.save(dict(value) if isinstance(value, Mapping) else value, buf)
+    return buf.getvalue()
+
+
+def _decode_torch(data: bytes) -> Any:
+    import torch
+
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+
+
+def _encode_safetensors(value: Any) -> bytes:
+    from safetensors.torch import save
+
+    return save({k: v.contiguous() for k, v in value.items()})
+
+
+def _decode_safetensors(data: bytes) -> Any:
+    from safetensors.torch import load
+
+    return load(data)
+
+
+def _is_torch_dict_for_safetensors(value: Any) -> bool:
+    return isinstance(value, Mapping) and _is_torch(value) and _have_safetensors()
+
+
+# -- scikit-learn ------------------------------------------------------------------------------
+def _is_sklearn(value: Any) -> bool:
+    base = _module_loaded("sklearn.base")
+    return base is not None and isinstance(value, base.BaseEstimator)
+
+
+def _encode_pickle(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=5)
+
+
+def _decode_pickle(data: bytes) -> Any:
+    return pickle.loads(data)  # sklearn estimators have no pickle-free format
+
+
+# -- JSON --------------------------------------------------------------------------------------
+def _json_exact(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, str)):
+        return True
+    if isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)  # JSON has no NaN/inf
+    if isinstance(value, list):
+        return all(_json_exact(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_exact(v) for k, v in value.items())
+    return False
+
+
+def _encode_json(value: Any) -> bytes:
+    return json.dumps(value, allow_nan=False).encode()  # keeps dict order
+
+
+def _decode_json(data: bytes) -> Any:
+    return json.loads(data)
+
+
+BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
+    Adapter("bytes", ".bin", _is_bytes, bytes, bytes),
+    Adapter("numpy", ".npy", _is_ndarray, _encode_ndarray, _decode_ndarray),
+    Adapter("numpy-dict", ".npz", _is_ndarray_dict, _encode_ndarray_dict, _decode_ndarray_dict),
+    Adapter("numpy-generator", ".json", _is_generator, _encode_generator, _decode_generator),
+    Adapter(
+        "numpy-random-state", ".json", _is_random_state, _encode_random_state, _decode_random_state
+    ),
+    Adapter(
+        "python-random", ".json", _is_python_random, _encode_python_random, _decode_python_random
+    ),
+    Adapter(
+        "safetensors",
+        ".safetensors",
+        _is_torch_dict_for_safetensors,
+        _encode_safetensors,
+        _decode_safetensors,
+    ),
+    Adapter("torch", ".pt", _is_torch, _encode_torch, _decode_torch),
+    Adapter("sklearn", ".pkl", _is_sklearn, _encode_pickle, _decode_pickle),
+    Adapter("json", ".json", _json_exact, _encode_json, _decode_json),
+)
+
+_REGISTRY: dict[str, Adapter] = {a.name: a for a in BUILTIN_ADAPTERS}
+_ORDER: list[Adapter] = list(BUILTIN_ADAPTERS)
+
+
+def register(adapter: Adapter) -> None:
+    """Add an adapter, tried before the built-in ones; its name must be new."""
+    if adapter.name in _REGISTRY:
+        raise ValueError(f"an adapter named {adapter.name!r} is already registered")
+    if not adapter.suffix.startswith("."):
+        raise ValueError(f"adapter suffix must start with '.', got {adapter.suffix!r}")
+    _REGISTRY[adapter.name] = adapter
+    _ORDER.insert(0, adapter)
+
+
+def get(name: str) -> Adapter:
+    """The adapter called ``name``; raises StateEncodingError naming the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise StateEncodingError(
+            f"unknown state adapter {name!r} (known: {', '.join(sorted(_REGISTRY))}); "
+            "register it with kfp_spot.trainer.adapters.register before restoring"
+        ) from None
+
+
+def adapter_for(key: str, value: Any) -> Adapter:
+    """The first adapter that takes ``value``; raises StateEncodingError naming ``key``."""
+    for adapter in _ORDER:
+        if adapter.matches(value):
+            return adapter
+    raise StateEncodingError(
+        f"state[{key!r}] is a {type(value).__module__}.{type(value).__qualname__}, which no "
+        "adapter stores (bytes, numpy arrays or dicts of them, RNGs, torch tensors/state dicts, "
+        "scikit-learn estimators, exact JSON); convert it or register an Adapter"
+    )
+
+
+def encode_state(state: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, dict[str, str]]]:
+    """Encode a training state into checkpoint files.
+
+    Args:
+        state: name -> value. Names become file names, so they must be simple.
+
+    Returns:
+        ``(files, index)``: file name -> bytes, and name -> ``{"file", "adapter"}`` for the
+        manifest.
+
+    Raises:
+        StateEncodingError: a value has no adapter.
+        ValueError: a name is not a simple file name.
+    """
+    if not isinstance(state, Mapping):
+        raise StateEncodingError(
+            f"state must be a mapping of names to values, got {type(state).__name__}"
+        )
+    files: dict[str, bytes] = {}
+    index: dict[str, dict[str, str]] = {}
+    for key, value in state.items():
+        if (
+            not isinstance(key, str)
+            or not key
+            or "/" in key
+            or key.startswith(".")
+            or key.startswith("_")
+        ):
+            raise ValueError(
+                f"state key {key!r} must be a non-empty str without '/' that does not start "
+                "with '.' or '_'"
+            )
+        adapter = adapter_for(key, value)
+        name = f"{key}{adapter.suffix}"
+        files[name] = adapter.encode(value)
+        index[key] = {"file": name, "adapter": adapter.name}
+    return files, index
+
+
+def decode_state(
+    read: Callable[[str], bytes], index: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """Decode a training state written by :func:`encode_state`.
+
+    Args:
+        read: file name -> bytes.
+        index: the manifest's state index.
+    """
+    out = {}
+    for key, entry in index.items():
+        adapter = get(entry["adapter"])
+        try:
+            out[key] = adapter.decode(read(entry["file"]))
+        except (ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+            raise StateEncodingError(
+                f"state[{key!r}] ({entry['file']}) cannot be decoded by adapter "
+                f"{adapter.name!r}: {exc}"
+            ) from exc
+    return out

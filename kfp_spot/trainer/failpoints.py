@@ -1,0 +1,68 @@
+"""Deterministic fault injection, so tests can preempt a run at an exact point.
+
+Set ``KFP_SPOT_FAILPOINTS`` in a training process's environment to a comma-separated list of
+``ACTION@POINT:STEP``:
+
+- ``ACTION``: ``kill`` (SIGKILL to itself: no grace, no handler) or ``term`` (SIGTERM to itself:
+  the preemption notice, as the platform sends it).
+- ``POINT``: ``step`` (after the step finished, before any save), ``save-mid`` (in the save of that
+  step, after its first file was written), ``save-before-manifest`` (all files written, manifest
+  not), ``save-after`` (just after the commit).
+
+Example: ``KFP_SPOT_FAILPOINTS=kill@save-mid:40`` kills the process in the middle of the save of
+step 40. Unset (the normal case) it costs one dictionary look-up per call.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "KFP_SPOT_FAILPOINTS"
+POINTS = ("step", "save-mid", "save-before-manifest", "save-after")
+_ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM}
+_cache: tuple[str, dict[tuple[str, int], str]] | None = None
+_fired: set[tuple[str, int]] = set()
+
+
+def parse(spec: str) -> dict[tuple[str, int], str]:
+    """Parse a failpoint spec into ``{(point, step): action}``.
+
+    Raises:
+        ValueError: naming the bad entry and the valid form.
+    """
+    out: dict[tuple[str, int], str] = {}
+    for raw in spec.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        try:
+            action, rest = entry.split("@", 1)
+            point, step = rest.rsplit(":", 1)
+            key = (point, int(step))
+        except ValueError:
+            raise ValueError(
+                f"{ENV} entry {entry!r} is not ACTION@POINT:STEP (e.g. kill@save-mid:40)"
+            ) from None
+        if action not in _ACTIONS or point not in POINTS:
+            raise ValueError(
+                f"{ENV} entry {entry!r}: action must be one of {sorted(_ACTIONS)}, "
+                f"point one of {list(POINTS)}"
+            )
+        out[key] = action
+    return out
+
+
+def hit(point: str, step: int) -> None:
+    """Fire the failpoint ``point`` of ``step`` if the environment asks for it (once)."""
+    global _cache
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    if _cache is None or _cache[0] != spec:
+        _cache = (spec, parse(spec))
+    action = _cache[1].get((point, step))
+    if action is None or (point, step) in _fired:
+        return
+    _fired.add((point, step))
+    os.kill(os.getpid(), _ACTIONS[action])

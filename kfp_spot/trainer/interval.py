@@ -1,0 +1,208 @@
+"""When to save: every N steps, every T seconds, or ``auto`` (Young-Daly).
+
+Young's first-order optimum for the time between checkpoints is ``sqrt(2·C·M)``, where ``C`` is the
+cost of one checkpoint (the training time it stalls) and ``M`` the mean time between failures —
+here, between preemptions. ``auto`` measures ``C`` on every save and estimates ``M`` from the
+run's own attempt records, so the interval adapts as the run learns how often it is preempted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MTBP = 3600.0
+"""Prior mean time between preemptions (s) for ``auto`` before the run has observed any."""
+
+_SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
+_UNIT = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def young_daly(cost: float, mtbp: float) -> float:
+    """Young-Daly checkpoint interval ``sqrt(2·cost·mtbp)`` in seconds.
+
+    Args:
+        cost: seconds one checkpoint costs the training loop (> 0).
+        mtbp: mean seconds between preemptions (> 0).
+
+    Raises:
+        ValueError: a value is not positive.
+    """
+    if not cost > 0 or not mtbp > 0:
+        raise ValueError(f"cost and mtbp must be > 0 seconds, got cost={cost!r}, mtbp={mtbp!r}")
+    return math.sqrt(2.0 * cost * mtbp)
+
+
+def estimate_mtbp(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    prior: float = DEFAULT_MTBP,
+    current_exposure: float = 0.0,
+) -> float:
+    """Estimate the mean time between preemptions from attempt records.
+
+    Each attempt contributes its running time (exposure). An attempt that ended ``preempted``, or
+    that never wrote an end (it was killed), counts as one preemption. The estimate is
+    ``(prior + exposure) / (1 + preemptions)``: the prior counts as one pseudo-observation, so a
+    run that has seen none falls back on it and a run that has seen several trusts its own data.
+
+    Args:
+        records: attempt records as :mod:`kfp_spot.trainer.attempts` writes them.
+        prior: the configured mean time between preemptions (s, > 0).
+        current_exposure: seconds the current attempt has run (not in ``records`` yet).
+    """
+    if not prior > 0:
+        raise ValueError(f"prior must be > 0 seconds, got {prior!r}")
+    exposure = max(0.0, current_exposure)
+    preemptions = 0
+    for record in records:
+        start = record.get("start_time")
+        end = record.get("end_time") or record.get("updated_time")
+        if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+            exposure += end - start
+        reason = record.get("exit_reason")
+        if reason == "preempted" or (reason is None and record.get("end_time") is None):
+            preemptions += 1
+    return (prior + exposure) / (1 + preemptions)
+
+
+@dataclass
+class SaveInterval:
+    """A checkpoint schedule.
+
+    Use :meth:`parse` for user input: ``"100"`` (every 100 steps), ``"30s"``/``"5m"`` (every T
+    seconds) or ``"auto"``.
+
+    Attributes:
+        steps: save when the step number is a multiple of this (aligned to absolute steps, so a
+            resumed run saves at the same steps as an uninterrupted one).
+        seconds: save when this many seconds have passed since the last save.
+        auto: Young-Daly from the measured save cost and the estimated mean time between
+            preemptions.
+        mtbp: the configured (prior) mean time between preemptions for ``auto``.
+        min_seconds: ``auto`` never saves more often than this.
+    """
+
+    steps: int | None = None
+    seconds: float | None = None
+    auto: bool = False
+    mtbp: float = DEFAULT_MTBP
+    min_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        chosen = sum([self.steps is not None, self.seconds is not None, self.auto])
+        if chosen != 1:
+            raise ValueError("choose exactly one of steps=N, seconds=T or auto=True for a schedule")
+        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
+            raise ValueError(f"steps must be an int >= 1, got {self.steps!r}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise ValueError(f"seconds must be > 0, got {self.seconds!r}")
+        if not self.mtbp > 0:
+            raise ValueError(f"mtbp must be > 0 seconds, got {self.mtbp!r}")
+
+    @classmethod
+    def parse(cls, spec: str | int | SaveInterval, *, mtbp: float | None = None) -> SaveInterval:
+        """Parse ``"N"`` (steps), ``"Ts"``/``"Tm"``/``"Th"`` (seconds) or ``"auto"``.
+
+        Raises:
+            ValueError: naming the spec and the valid forms.
+        """
+        if isinstance(spec, SaveInterval):
+            return spec
+        extra = {} if mtbp is None else {"mtbp": float(mtbp)}
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return cls(steps=spec, **extra)
+        text = str(spec).strip().lower()
+        if text == "auto":
+            return cls(auto=True, **extra)
+        if text.isdigit() and int(text) >= 1:
+            return cls(steps=int(text), **extra)
+        match = _SECONDS_RE.match(text)
+        if match and float(match.group(1)) > 0:
+            return cls(seconds=float(match.group(1)) * _UNIT[match.group(2)], **extra)
+        raise ValueError(
+            f"checkpoint interval {spec!r} is not valid: use a number of steps (e.g. 100), "
+            "a duration (e.g. 30s, 5m, 1h) or 'auto'"
+        )
+
+    def describe(self) -> str:
+        """A short human description."""
+        if self.steps is not None:
+            return f"every {self.steps} steps"
+        if self.seconds is not None:
+            return f"every {self.seconds:g} s"
+        return f"auto (Young-Daly, prior MTBP {self.mtbp:g} s)"
+
+
+class IntervalPolicy:
+    """Decides, step by step, whether a save is due; learns the save cost and preemption rate.
+
+    Args:
+        interval: the schedule.
+        records: attempt records of earlier attempts of this run (for ``auto``).
+        now: the current time (s, any clock that :meth:`due` is later called with).
+    """
+
+    def __init__(
+        self,
+        interval: SaveInterval,
+        records: Iterable[Mapping[str, Any]] = (),
+        *,
+        now: float = 0.0,
+    ) -> None:
+        self.interval = interval
+        self._records = list(records)
+        self._attempt_start = now
+        self._last_save = now
+        self._cost: float | None = None  # smoothed stall per save
+        self._write: float = 0.0  # last background write duration (async saves)
+        self._saves = 0
+
+    @property
+    def save_cost(self) -> float | None:
+        """Smoothed seconds one save stalls the loop, once measured."""
+        return self._cost
+
+    def mtbp(self, now: float) -> float:
+        """The current estimate of the mean time between preemptions (s)."""
+        return estimate_mtbp(
+            self._records,
+            prior=self.interval.mtbp,
+            current_exposure=now - self._attempt_start,
+        )
+
+    def target_seconds(self, now: float) -> float | None:
+        """Seconds between saves that ``auto`` aims for now (None until a save was measured)."""
+        if self._cost is None:
+            return None
+        target = young_daly(max(self._cost, 1e-6), self.mtbp(now))
+        return max(target, self._write, self.interval.min_seconds)
+
+    def due(self, step: int, now: float) -> bool:
+        """Whether a save is due after ``step`` completed at time ``now``."""
+        if self.interval.steps is not None:
+            return step % self.interval.steps == 0
+        if self.interval.seconds is not None:
+            return now - self._last_save >= self.interval.seconds
+        target = self.target_seconds(now)
+        if target is None:
+            return True  # save once early to measure what a save costs
+        return now - self._last_save >= target
+
+    def record_save(self, stall: float, now: float, *, write: float | None = None) -> None:
+        """Record a save that stalled the loop ``stall`` s and finished at ``now``.
+
+        Args:
+            stall: seconds the training loop waited.
+            now: when the loop resumed.
+            write: for async saves, how long the background write took.
+        """
+        stall = max(0.0, stall)
+        self._cost = stall if self._cost is None else 0.7 * self._cost + 0.3 * stall
+        if write is not None:
+            self._write = max(0.0, write)
+        self._last_save = now
+        self._saves += 1

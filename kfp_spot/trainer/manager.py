@@ -1,0 +1,491 @@
+"""The checkpoint manager training code uses: save, restore, retention, async, preemption."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kfp_spot import checkpoints
+from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
+from kfp_spot.trainer import adapters, failpoints
+from kfp_spot.trainer.attempts import AttemptRecorder
+from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
+from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_DIR_ENV = "AIP_CHECKPOINT_DIR"
+STATE_FORMAT = 1
+PREEMPTED_EXIT_CODE = 143
+"""Exit status of a process that stopped on a preemption notice (128 + SIGTERM)."""
+
+StateLike = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A checkpoint brought back.
+
+    Attributes:
+        step: the step it captured.
+        state: name -> value, decoded by the adapters that wrote them.
+        manifest: its verified manifest (``manifest.metadata["metrics"]`` holds saved metrics).
+        path: its step directory.
+    """
+
+    step: int
+    state: dict[str, Any]
+    manifest: Manifest
+    path: str
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The metrics saved with the checkpoint."""
+        return dict(self.manifest.metadata.get("metrics") or {})
+
+
+def _decode(root: str, step: int) -> Restored:
+    manifest, files = checkpoints.read_verified(root, step)
+    index = manifest.metadata.get("state")
+    if isinstance(index, Mapping):
+        state = adapters.decode_state(files.__getitem__, index)
+    else:  # written with checkpoints.write_step directly: hand back the raw files
+        state = dict(files)
+    return Restored(step, state, manifest, checkpoints.step_dir(root, step))
+
+
+def load_checkpoint(path: str) -> Restored:
+    """Load and verify one checkpoint step directory (``<root>/step-<n>``).
+
+    Args:
+        path: the step directory, local or ``gs://``.
+
+    Raises:
+        ValueError: ``path`` is not a step directory.
+        CheckpointCorruptError: it is torn or does not verify.
+    """
+    root, step = checkpoints.parse_step_dir(path)
+    return _decode(root, step)
+
+
+class CheckpointManager:
+    """Saves and restores training state under one checkpoint root, and handles preemption.
+
+    Use it as a context manager around the training loop::
+
+        with CheckpointManager(interval="auto") as ckpt:   # root: $AIP_CHECKPOINT_DIR
+            restored = ckpt.restore()
+            start = restored.step if restored else 0
+            for step in range(start + 1, total + 1):
+                train_one_step()
+                ckpt.maybe_save(step, lambda: {"weights": w, "rng": rng})
+                if ckpt.should_stop:          # preemption notice: it saved once more
+                    sys.exit(PREEMPTED_EXIT_CODE)
+            ckpt.save(total, {"weights": w, "rng": rng})
+
+    Entering installs the SIGTERM handler (chained to any earlier one) and writes the attempt
+    record; leaving waits for background saves and closes the record as finished, preempted or
+    error.
+
+    Args:
+        root: checkpoint root (local path, ``file://`` or ``gs://``); defaults to
+            ``$AIP_CHECKPOINT_DIR``.
+        interval: ``"N"``/N (steps), ``"30s"`` (seconds), ``"auto"`` (Young-Daly) or a
+            :class:`SaveInterval`.
+        keep_last: committed steps to keep (newest); None keeps all.
+        keep_best: additionally keep this many best steps by ``best_metric``.
+        best_metric: metric name (from ``save(..., metrics=)``) that ranks steps for ``keep_best``.
+        best_mode: ``"max"`` or ``"min"``.
+        async_save: snapshot the state in the caller and write it in a background thread.
+        grace_period: seconds between the preemption notice and SIGKILL.
+        mtbp: prior mean time between preemptions (s) for ``interval="auto"``.
+        notice: a preemption notice to use (default: a new one for SIGTERM).
+        handle_signals: install the notice's signal handler on enter.
+        record_attempts: write attempt records under ``<root>/_attempts``.
+        clock: monotonic clock (tests may pass their own).
+
+    Raises:
+        ValueError: an argument is invalid (the message names it) or no root is known.
+    """
+
+    def __init__(
+        self,
+        root: str | None = None,
+        *,
+        interval: str | int | SaveInterval = "auto",
+        keep_last: int | None = 3,
+        keep_best: int = 0,
+        best_metric: str | None = None,
+        best_mode: str = "max",
+        async_save: bool = False,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        mtbp: float | None = None,
+        notice: PreemptionNotice | None = None,
+        handle_signals: bool = True,
+        record_attempts: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if root is None:
+            root = os.environ.get(CHECKPOINT_DIR_ENV)
+            if not root:
+                raise ValueError(
+                    f"root: no checkpoint root given and ${CHECKPOINT_DIR_ENV} is not set; pass "
+                    "root='gs://bucket/run/checkpoints' (or a local path) or set the variable"
+                )
+        if not isinstance(root, str) or not root.strip():
+            raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
+        if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
+            raise ValueError(f"keep_last must be an int >= 1 or None (keep all), got {keep_last!r}")
+        if not isinstance(keep_best, int) or keep_best < 0:
+            raise ValueError(f"keep_best must be an int >= 0, got {keep_best!r}")
+        if keep_best and not best_metric:
+            raise ValueError("best_metric: keep_best > 0 needs the name of the metric to rank by")
+        if best_mode not in ("max", "min"):
+            raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
+        self.root = root.rstrip("/")
+        self.interval = SaveInterval.parse(interval, mtbp=mtbp)
+        self.keep_last = keep_last
+        self.keep_best = keep_best
+        self.best_metric = best_metric
+        self.best_mode = best_mode
+        self.async_save = async_save
+        self.notice = notice or PreemptionNotice(grace_period)
+        self.grace_period = self.notice.grace_period
+        self._handle_signals = handle_signals
+        self._clock = clock
+        self._recorder = (
+            AttemptRecorder(self.root, grace_period=self.grace_period) if record_attempts else None
+        )
+        self._policy = IntervalPolicy(self.interval, now=clock())
+        self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._worker_error: BaseException | None = None
+        self._last_committed: int | None = None
+        self._last_requested: int | None = None  # newest step saved or being saved
+        self._save_durations: list[float] = []  # full save time (what a final save needs)
+        self._warned_grace = False
+        self._announced_notice = False
+        self._entered = False
+        self._stopped = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> CheckpointManager:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any):
+        clean_exit = isinstance(exc, SystemExit) and (exc.code in (0, None) or self._stopped)
+        if exc is None or clean_exit:
+            self.close()
+        else:
+            self.close(error=f"{type(exc).__name__}: {exc}")
+
+    def start(self) -> CheckpointManager:
+        """Install the preemption handler, read earlier attempts, write the attempt record."""
+        if self._entered:
+            return self
+        self._entered = True
+        if self._handle_signals:
+            self.notice.install()
+        records = checkpoints.read_attempt_records(self.root)
+        self._policy = IntervalPolicy(self.interval, records, now=self._clock())
+        if self._recorder is not None:
+            self._recorder.start(0)
+        log.info(
+            "checkpoints: %s, interval %s, grace period %gs%s",
+            self.root,
+            self.interval.describe(),
+            self.grace_period,
+            f", {len(records)} earlier attempt(s)" if records else "",
+        )
+        return self
+
+    def close(self, error: str | None = None) -> None:
+        """Wait for background saves, close the attempt record, remove the signal handler.
+
+        Args:
+            error: the error that ends the attempt, if any.
+        """
+        try:
+            self.wait()
+        except CheckpointError as exc:
+            error = error or str(exc)
+        finally:
+            if self._recorder is not None and self._entered:
+                if error is not None:
+                    reason = "preempted" if self.notice.requested else "error"
+                else:
+                    reason = "preempted" if self._stopped else "finished"
+                self._recorder.finish(reason, error)
+            if self._handle_signals:
+                self.notice.uninstall()
+            self._entered = False
+
+    # -- reading -----------------------------------------------------------------------------
+    def committed_steps(self) -> list[int]:
+        """Committed steps under the root (manifest present and sizes right), oldest first."""
+        return [m.step for m in checkpoints.committed_steps(self.root)]
+
+    def restore(self, step: int | None = None) -> Restored | None:
+        """Load the newest checkpoint that verifies (or ``step``), or None when there is none.
+
+        Torn steps (no manifest, a missing or truncated file, a hash mismatch) are skipped with a
+        warning that says why; they are never restored.
+
+        Args:
+            step: restore exactly this step (raising when it does not verify).
+
+        Raises:
+            CheckpointCorruptError: ``step`` was given and does not verify.
+            adapters.StateEncodingError: a verified checkpoint cannot be decoded by this code.
+        """
+        if step is not None:
+            restored = _decode(self.root, step)
+        else:
+            restored = None
+            for candidate in reversed(checkpoints.list_steps(self.root)):
+                try:
+                    restored = _decode(self.root, candidate)
+                    break
+                except CheckpointCorruptError as exc:
+                    log.warning("not restoring checkpoint: %s", exc)
+        if restored is None:
+            log.info("no committed checkpoint under %s: starting from step 0", self.root)
+            return None
+        log.info("resuming from step %d (%s)", restored.step, restored.path)
+        self._last_committed = restored.step
+        self._last_requested = restored.step
+        if self._recorder is not None:
+            self._recorder.record["last_committed_step"] = restored.step
+            if self._entered:
+                self._recorder.start(restored.step)
+            else:
+                self._recorder.record["first_step"] = restored.step
+        return restored
+
+    @property
+    def last_committed_step(self) -> int | None:
+        """The newest step this process committed or restored."""
+        return self._last_committed
+
+    # -- preemption --------------------------------------------------------------------------
+    @property
+    def should_stop(self) -> bool:
+        """Whether a preemption notice arrived: the loop should save (``maybe_save``) and exit.
+
+        Once this has returned True the attempt is recorded as ``preempted`` (a notice that
+        arrives after the loop stopped looking does not turn a finished run into a preempted one).
+        """
+        if self.notice.requested and not self._stopped:
+            self._announce_notice()
+            self._stopped = True
+        return self._stopped
+
+    # -- saving ------------------------------------------------------------------------------
+    def maybe_save(
+        self, step: int, state: StateLike, *, metrics: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Call after each step: saves when the interval says so or a preemption notice came.
+
+        On a notice it saves once more (synchronously) unless the step is already saved or the
+        last save took longer than the grace period left, then :attr:`should_stop` is True.
+
+        Args:
+            step: the number of steps completed.
+            state: the state, or a callable returning it (only called when a save happens).
+            metrics: small facts to keep with the checkpoint (used by ``keep_best``).
+
+        Returns:
+            Whether a save was made (or started in the background).
+        """
+        failpoints.hit("step", step)
+        if self.notice.requested:
+            return self._final_save(step, state, metrics)
+        if not self._policy.due(step, self._clock()):
+            return False
+        self.save(step, state() if callable(state) else state, metrics=metrics)
+        return True
+
+    def _announce_notice(self) -> float:
+        remaining = self.notice.remaining()
+        if not self._announced_notice:
+            self._announced_notice = True
+            log.warning(
+                "preemption notice (%s): %.1fs of the %gs grace period left",
+                self.notice.reason,
+                remaining,
+                self.grace_period,
+            )
+            if self._recorder is not None:
+                self._recorder.preemption_noticed(self.notice.requested_wall_time or time.time())
+        return remaining
+
+    def _final_save(self, step: int, state: StateLike, metrics: Mapping[str, Any] | None) -> bool:
+        remaining = self._announce_notice()
+        if self._last_requested == step:
+            self.wait()
+            log.warning("step %d is already saved; stopping", step)
+            return False
+        expected = max(self._save_durations, default=0.0)
+        if expected > remaining:
+            log.warning(
+                "not saving step %d: the last saves took up to %.1fs but only %.1fs of the grace "
+                "period is left; the next attempt resumes from step %s",
+                step,
+                expected,
+                remaining,
+                self._last_committed,
+            )
+            self.wait()
+            return False
+        self.save(step, state() if callable(state) else state, metrics=metrics, blocking=True)
+        log.warning("saved step %d on the preemption notice; stopping", step)
+        return True
+
+    def save(
+        self,
+        step: int,
+        state: Mapping[str, Any],
+        *,
+        metrics: Mapping[str, Any] | None = None,
+        blocking: bool | None = None,
+    ) -> Manifest | None:
+        """Checkpoint ``state`` as ``step``: files first, the manifest last (the commit).
+
+        Args:
+            step: the number of steps completed (>= 0).
+            state: name -> value (see :mod:`kfp_spot.trainer.adapters`).
+            metrics: small JSON facts (loss, accuracy) kept in the manifest.
+            blocking: wait for the write; default: not when ``async_save`` is on.
+
+        Returns:
+            The committed manifest, or None when the write goes on in the background.
+
+        Raises:
+            ValueError: ``step`` is negative or not an int.
+            adapters.StateEncodingError: a value has no adapter.
+            CheckpointError: an earlier background save failed.
+        """
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"step must be an int >= 0, got {step!r}")
+        if metrics is not None and not isinstance(metrics, Mapping):
+            raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+        t0 = self._clock()
+        # The snapshot: encoding copies every value into bytes, so the caller may change the
+        # state as soon as this returns, even while a background write is going on.
+        files, index = adapters.encode_state(state)
+        metadata = {
+            "state": index,
+            "state_format": STATE_FORMAT,
+            "metrics": dict(metrics or {}),
+            "attempt_id": self._recorder.attempt_id if self._recorder else None,
+        }
+        self.wait()  # one write at a time, in step order
+        self._last_requested = step
+        if blocking is None:
+            blocking = not self.async_save
+        if blocking:
+            manifest = self._write(step, files, metadata, t0)
+            self._policy.record_save(self._clock() - t0, self._clock())
+            return manifest
+        stall = self._clock() - t0
+        self._worker = threading.Thread(
+            target=self._background_write,
+            args=(step, files, metadata, t0),
+            name=f"kfp-spot-checkpoint-{step}",
+            daemon=True,
+        )
+        self._worker.start()
+        self._policy.record_save(
+            stall, self._clock(), write=self._save_durations[-1] if self._save_durations else None
+        )
+        return None
+
+    def wait(self) -> None:
+        """Wait for a background save to commit.
+
+        Raises:
+            CheckpointError: the background save failed (its step is not committed).
+        """
+        worker = self._worker
+        if worker is not None:
+            worker.join()
+            self._worker = None
+        if self._worker_error is not None:
+            error, self._worker_error = self._worker_error, None
+            raise CheckpointError(f"a background checkpoint save failed: {error}") from error
+
+    def _background_write(
+        self, step: int, files: dict[str, bytes], metadata: dict[str, Any], t0: float
+    ) -> None:
+        try:
+            self._write(step, files, metadata, t0)
+        except (OSError, CheckpointError, ValueError) as exc:
+            log.error("background save of step %d failed: %s", step, exc)
+            self._worker_error = exc
+
+    def _write(
+        self, step: int, files: dict[str, bytes], metadata: dict[str, Any], t0: float
+    ) -> Manifest:
+        names = sorted(files)
+
+        def after_file(name: str) -> None:
+            if name == names[0]:
+                failpoints.hit("save-mid", step)
+            if name == names[-1]:
+                failpoints.hit("save-before-manifest", step)
+
+        manifest = checkpoints.write_step(
+            self.root, step, files, metadata=metadata, after_file=after_file
+        )
+        failpoints.hit("save-after", step)
+        duration = self._clock() - t0
+        with self._lock:
+            self._save_durations.append(duration)
+            self._last_committed = step
+        if self._recorder is not None:
+            self._recorder.committed(step, duration)
+        log.info("checkpoint step %d committed in %.3fs", step, duration)
+        self._warn_if_slow(duration)
+        self._apply_retention()
+        return manifest
+
+    def _warn_if_slow(self, duration: float) -> None:
+        if duration > self.grace_period and not self._warned_grace:
+            self._warned_grace = True
+            log.warning(
+                "a checkpoint save took %.1fs, longer than the %gs grace period: a save on the "
+                "preemption notice would not finish; save less state, save more often "
+                "(the interval) or use async_save",
+                duration,
+                self.grace_period,
+            )
+
+    # -- retention ---------------------------------------------------------------------------
+    def _apply_retention(self) -> None:
+        if self.keep_last is None:
+            return
+        manifests = checkpoints.committed_steps(self.root)
+        committed = [m.step for m in manifests]
+        keep = set(committed[-self.keep_last :])
+        if self.keep_best and self.best_metric:
+            ranked = [
+                m
+                for m in manifests
+                if isinstance((m.metadata.get("metrics") or {}).get(self.best_metric), (int, float))
+            ]
+            ranked.sort(
+                key=lambda m: m.metadata["metrics"][self.best_metric],
+                reverse=self.best_mode == "max",
+            )
+            keep.update(m.step for m in ranked[: self.keep_best])
+        newest = committed[-1] if committed else None
+        for step in checkpoints.list_steps(self.root):
+            torn_and_old = step not in committed and newest is not None and step < newest
+            if (step in committed and step not in keep) or torn_and_old:
+                checkpoints.delete_step(self.root, step)
+                log.debug("retention: removed step %d", step)

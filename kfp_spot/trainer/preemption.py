@@ -1,0 +1,157 @@
+"""The preemption notice: SIGTERM means "save once more and go", not "die now".
+
+Compute Engine (and the local emulator) sends SIGTERM to a Spot VM's processes, waits a grace
+period (about 30 s) and then kills them. :class:`PreemptionNotice` turns the signal into a flag the
+training loop polls between steps, so the loop finishes the step it is in, saves, and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GRACE_PERIOD = 30.0
+"""Seconds between SIGTERM and SIGKILL on a preempted Compute Engine VM (about 30 s)."""
+
+_Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class PreemptionNotice:
+    """Marks "preemption requested" when a termination signal arrives.
+
+    The handler only sets a flag and records the time (it never raises into the training step),
+    then calls whatever handler was installed before it, unless that was the default (which would
+    kill the process) or "ignore".
+
+    Args:
+        grace_period: seconds the platform allows between the signal and SIGKILL.
+        signals: the signals that mean "you are being preempted".
+        clock: a monotonic clock (tests may pass their own).
+
+    Raises:
+        ValueError: ``grace_period`` is negative or ``signals`` is empty.
+    """
+
+    def __init__(
+        self,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        signals: Iterable[int] = (signal.SIGTERM,),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not isinstance(grace_period, (int, float)) or grace_period < 0:
+            raise ValueError(f"grace_period must be a number of seconds >= 0, got {grace_period!r}")
+        self.grace_period = float(grace_period)
+        self.signals = tuple(signals)
+        if not self.signals:
+            raise ValueError("signals must name at least one signal (e.g. signal.SIGTERM)")
+        self._clock = clock
+        # A plain flag, not a threading.Event: Event.set() takes a lock that the interrupted
+        # main thread may be holding, so calling it from a signal handler can deadlock.
+        self._requested = False
+        self._requested_at: float | None = None
+        self._signum: int | None = None
+        self._reason = ""
+        self._requested_wall: float | None = None
+        self._previous: dict[int, _Handler] = {}
+
+    @property
+    def requested(self) -> bool:
+        """Whether a preemption notice has arrived."""
+        return self._requested
+
+    @property
+    def requested_at(self) -> float | None:
+        """Monotonic time the notice arrived, or None."""
+        return self._requested_at
+
+    @property
+    def requested_wall_time(self) -> float | None:
+        """Unix time the notice arrived, or None."""
+        return self._requested_wall
+
+    @property
+    def reason(self) -> str | None:
+        """What requested preemption (the signal's name, or the program's reason), or None."""
+        if not self._requested:
+            return None
+        if self._signum is not None:
+            return f"received {signal.Signals(self._signum).name}"
+        return self._reason
+
+    @property
+    def installed(self) -> bool:
+        """Whether the handler is installed."""
+        return bool(self._previous)
+
+    def remaining(self) -> float:
+        """Seconds left of the grace period (``inf`` before any notice, never below 0)."""
+        if self._requested_at is None:
+            return float("inf")
+        return max(0.0, self.grace_period - (self._clock() - self._requested_at))
+
+    def request(self, reason: str = "requested by the program") -> None:
+        """Mark preemption requested without a signal (the loop then saves and stops)."""
+        if not self._requested:
+            self._reason = reason
+            self._requested_at = self._clock()
+            self._requested_wall = time.time()
+            self._requested = True
+            log.warning("preemption notice: %s; saving once more and stopping", reason)
+
+    def install(self) -> PreemptionNotice:
+        """Install the handler for every signal in ``signals`` (main thread only).
+
+        Raises:
+            RuntimeError: called from another thread than the main one (Python's rule).
+        """
+        if self.installed:
+            return self
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                "PreemptionNotice.install() must run in the main thread (Python delivers "
+                "signals only there)"
+            )
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def uninstall(self) -> None:
+        """Put back the handlers that were installed before."""
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early on a notice; returns whether one arrived."""
+        deadline = time.monotonic() + max(0.0, seconds)
+        while not self._requested:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.05))
+        return True
+
+    def __enter__(self) -> PreemptionNotice:
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # No logging here: logging takes locks the interrupted thread may hold. The loop reports.
+        if not self._requested:
+            self._signum = signum
+            self._requested_at = self._clock()
+            self._requested_wall = time.time()
+            self._requested = True
+        previous = self._previous.get(signum)
+        if callable(previous):
+            previous(signum, frame)

@@ -1,0 +1,332 @@
+"""The rules Vertex AI applies to a CustomJob before it accepts it, checked locally.
+
+The launcher calls :func:`validate_custom_job` before it submits, so a bad spec fails in
+milliseconds with a message that names the field instead of after a round trip; the emulator calls
+the same function on every create, so both agree on what the service accepts.
+
+Field names in errors are protobuf JSON paths (camelCase, as in the REST API), e.g.
+``jobSpec.workerPoolSpecs[0].machineSpec.machineType``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
+
+from kfp_spot import machines
+
+__all__ = ["MAX_PACKAGE_URIS", "MAX_WORKER_POOLS", "InvalidJobSpecError", "validate_custom_job"]
+
+MAX_PACKAGE_URIS = 100
+MAX_WORKER_POOLS = 4
+MAX_DISPLAY_NAME = 128
+MAX_LABELS = 64
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+_TOPOLOGY = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
+_SPOT = int(Scheduling.Strategy.SPOT)
+_STRATEGIES = {int(s): s.name for s in Scheduling.Strategy}
+
+
+class InvalidJobSpecError(ValueError):
+    """A CustomJob the service would reject.
+
+    Attributes:
+        field: the protobuf JSON path of the offending field, e.g. ``displayName``.
+        message: what is wrong and what would be valid.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _pb(job: Any) -> Any:
+    """The raw protobuf message behind a proto-plus message (or the message itself)."""
+    pb = getattr(type(job), "pb", None)
+    return pb(job) if callable(pb) else job
+
+
+def validate_custom_job(job: Any) -> None:
+    """Check ``job`` against the rules Vertex AI applies when a CustomJob is created.
+
+    Args:
+        job: a ``google.cloud.aiplatform_v1.types.CustomJob`` (proto-plus) or its raw protobuf.
+
+    Raises:
+        InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
+    """
+    pb = _pb(job)
+    if not pb.display_name.strip():
+        raise InvalidJobSpecError("displayName", "is required: give the job a non-empty name")
+    if len(pb.display_name) > MAX_DISPLAY_NAME:
+        raise InvalidJobSpecError(
+            "displayName",
+            f"is {len(pb.display_name)} characters long; at most {MAX_DISPLAY_NAME} are allowed",
+        )
+    _check_labels(pb.labels)
+    if not pb.HasField("job_spec"):
+        raise InvalidJobSpecError("jobSpec", "is required and needs at least one workerPoolSpecs")
+    spec = pb.job_spec
+    spot = _check_scheduling(spec)
+    pools = list(spec.worker_pool_specs)
+    if not pools:
+        raise InvalidJobSpecError(
+            "jobSpec.workerPoolSpecs",
+            "needs at least one worker pool (the first pool runs the primary replica)",
+        )
+    if len(pools) > MAX_WORKER_POOLS:
+        raise InvalidJobSpecError(
+            "jobSpec.workerPoolSpecs",
+            f"has {len(pools)} pools; at most {MAX_WORKER_POOLS} are allowed "
+            "(primary, workers, parameter servers, evaluators)",
+        )
+    for index, pool in enumerate(pools):
+        if index > 0 and pool.ByteSize() == 0:
+            continue  # an empty placeholder pool, as the SDK sends for unused pool slots
+        _check_pool(pool, f"jobSpec.workerPoolSpecs[{index}]", index, spot)
+    if spec.HasField("base_output_directory"):
+        _check_output_uri(spec.base_output_directory.output_uri_prefix)
+
+
+def _check_labels(labels: Any) -> None:
+    if len(labels) > MAX_LABELS:
+        raise InvalidJobSpecError("labels", f"has {len(labels)} labels; at most {MAX_LABELS}")
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(key):
+            raise InvalidJobSpecError(
+                f"labels.{key}",
+                "label keys start with a lowercase letter and hold at most 63 lowercase letters, "
+                "digits, '_' or '-'",
+            )
+        if not _LABEL_VALUE.match(value):
+            raise InvalidJobSpecError(
+                f"labels.{key}",
+                f"value {value!r} is invalid: at most 63 lowercase letters, digits, '_' or '-'",
+            )
+
+
+def _check_scheduling(spec: Any) -> bool:
+    if not spec.HasField("scheduling"):
+        return False
+    scheduling = spec.scheduling
+    if scheduling.strategy not in _STRATEGIES:
+        valid = ", ".join(f"{name} ({num})" for num, name in _STRATEGIES.items() if num)
+        raise InvalidJobSpecError(
+            "jobSpec.scheduling.strategy",
+            f"{scheduling.strategy} is not a scheduling strategy; valid: {valid}",
+        )
+    for name, camel in (("timeout", "timeout"), ("max_wait_duration", "maxWaitDuration")):
+        if scheduling.HasField(name):
+            duration = getattr(scheduling, name)
+            if duration.seconds < 0 or duration.nanos < 0:
+                raise InvalidJobSpecError(
+                    f"jobSpec.scheduling.{camel}", "must be a non-negative duration, e.g. '3600s'"
+                )
+    return scheduling.strategy == _SPOT
+
+
+def _check_output_uri(uri: str) -> None:
+    field = "jobSpec.baseOutputDirectory.outputUriPrefix"
+    if not uri:
+        raise InvalidJobSpecError(field, "is empty: give a gs:// URI (or a local absolute path)")
+    if uri.startswith(("gs://", "file:///", "/")):
+        return
+    raise InvalidJobSpecError(
+        field,
+        f"{uri!r} is not a Cloud Storage URI: use gs://BUCKET/PATH "
+        "(the local emulator also accepts an absolute path or file:///)",
+    )
+
+
+def _check_pool(pool: Any, where: str, index: int, spot: bool) -> None:
+    has_container = pool.HasField("container_spec")
+    has_python = pool.HasField("python_package_spec")
+    if has_container == has_python:
+        raise InvalidJobSpecError(
+            where,
+            "set exactly one of containerSpec or pythonPackageSpec"
+            + (" (both are set)" if has_container else " (neither is set)"),
+        )
+    if pool.replica_count < 1:
+        raise InvalidJobSpecError(
+            f"{where}.replicaCount", f"is {pool.replica_count}; it must be at least 1"
+        )
+    if index == 0 and pool.replica_count != 1:
+        raise InvalidJobSpecError(
+            f"{where}.replicaCount",
+            f"is {pool.replica_count}; the first worker pool runs the primary replica and must "
+            "have replicaCount 1 (put more workers in workerPoolSpecs[1])",
+        )
+    _check_machine(pool.machine_spec, f"{where}.machineSpec", spot)
+    if has_container:
+        _check_container(pool.container_spec, f"{where}.containerSpec")
+    else:
+        _check_python(pool.python_package_spec, f"{where}.pythonPackageSpec")
+
+
+def _check_env(env: Any, where: str) -> None:
+    for i, var in enumerate(env):
+        if not _ENV_NAME.match(var.name):
+            raise InvalidJobSpecError(
+                f"{where}.env[{i}].name",
+                f"{var.name!r} is not a valid variable name: letters, digits and '_', "
+                "not starting with a digit",
+            )
+
+
+def _check_container(spec: Any, where: str) -> None:
+    if not spec.image_uri:
+        raise InvalidJobSpecError(
+            f"{where}.imageUri", "is required, e.g. 'us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG'"
+        )
+    _check_env(spec.env, where)
+
+
+def _check_python(spec: Any, where: str) -> None:
+    if not spec.executor_image_uri:
+        raise InvalidJobSpecError(
+            f"{where}.executorImageUri",
+            "is required: a prebuilt training image, e.g. "
+            "'us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest'",
+        )
+    uris = list(spec.package_uris)
+    if not uris:
+        raise InvalidJobSpecError(
+            f"{where}.packageUris", "needs at least one package URI (gs://BUCKET/trainer.tar.gz)"
+        )
+    if len(uris) > MAX_PACKAGE_URIS:
+        raise InvalidJobSpecError(
+            f"{where}.packageUris",
+            f"has {len(uris)} URIs; at most {MAX_PACKAGE_URIS} are allowed",
+        )
+    for i, uri in enumerate(uris):
+        if not uri.strip():
+            raise InvalidJobSpecError(f"{where}.packageUris[{i}]", "is empty: give a package URI")
+    if not _MODULE.match(spec.python_module):
+        raise InvalidJobSpecError(
+            f"{where}.pythonModule",
+            f"{spec.python_module!r} is not a Python module name; give a dotted name such as "
+            "'trainer.task'",
+        )
+    _check_env(spec.env, where)
+
+
+def _accelerator_name(value: int) -> str:
+    try:
+        return AcceleratorType(value).name
+    except ValueError:
+        return str(value)
+
+
+def _check_machine(spec: Any, where: str, spot: bool) -> None:
+    name = spec.machine_type
+    machine = machines.machine_type(name)
+    if machine is None:
+        examples = (
+            "n1-standard-4, n1-highmem-8, e2-standard-8, n2-standard-16, a2-highgpu-1g, "
+            "g2-standard-8, ct5lp-hightpu-4t"
+        )
+        raise InvalidJobSpecError(
+            f"{where}.machineType",
+            ("is required" if not name else f"{name!r} is not a known machine type")
+            + f"; valid types include {examples} (see kfp_spot/data/machines.csv)",
+        )
+    acc_value = int(spec.accelerator_type)
+    acc = _accelerator_name(acc_value) if acc_value else ""
+    count = spec.accelerator_count
+    if acc_value and acc_value not in {int(a) for a in AcceleratorType}:
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorType", f"{acc_value} is not an accelerator type"
+        )
+    if count < 0:
+        raise InvalidJobSpecError(f"{where}.acceleratorCount", f"is {count}; it cannot be negative")
+    if count and not acc:
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorType",
+            f"is unset but acceleratorCount is {count}: set the accelerator type, or count 0",
+        )
+    if acc and not count:
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorCount",
+            f"is 0 but acceleratorType is {acc}: set how many accelerators (at least 1)",
+        )
+    if acc in machines.TPU_POD_ACCELERATORS:
+        if spot:
+            raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
+        return
+    if machine.accelerator_type:
+        _check_builtin(spec, where, machine, acc, count, spot)
+        return
+    if not acc:
+        if spec.tpu_topology:
+            raise InvalidJobSpecError(
+                f"{where}.tpuTopology",
+                f"is set but {name} has no TPU; use a TPU machine type such as ct5lp-hightpu-4t",
+            )
+        return
+    attached = machines.accelerator(acc)
+    if attached is None or attached.attaches_to not in (machine.family, name):
+        hosts = None
+        if attached is not None:
+            hosts = "n1-* machine types" if attached.attaches_to == "n1" else "machine cloud-tpu"
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorType",
+            f"{acc} cannot be attached to {name}"
+            + (f"; it runs on {hosts}" if hosts else "; use the machine type it is built into")
+            + " (a2-* for A100, g2-* for L4, a3-* for H100, ct5lp-* for TPU v5e)",
+        )
+    if attached.attaches_to == "cloud-tpu" and count > machines.TPU_DEVICE_CORES:
+        if spot:
+            raise _tpu_pod_spot(where, f"{count} {acc} cores are a TPU Pod slice")
+        return
+    if count not in attached.allowed_counts:
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorCount",
+            f"{count} x {acc} is not offered; valid counts: "
+            + ", ".join(map(str, attached.allowed_counts)),
+        )
+
+
+def _check_builtin(
+    spec: Any, where: str, machine: machines.MachineType, acc: str, count: int, spot: bool
+) -> None:
+    if acc and (acc != machine.accelerator_type or count != machine.accelerator_count):
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorType",
+            f"{machine.name} comes with {machine.accelerator_count} x {machine.accelerator_type}; "
+            f"set acceleratorType {machine.accelerator_type} and acceleratorCount "
+            f"{machine.accelerator_count} (got {count} x {acc})",
+        )
+    topology = spec.tpu_topology
+    if not topology:
+        return
+    if not machine.accelerator_type.startswith("TPU_"):
+        raise InvalidJobSpecError(
+            f"{where}.tpuTopology", f"is set but {machine.name} has no TPU chips"
+        )
+    if not _TOPOLOGY.match(topology):
+        raise InvalidJobSpecError(
+            f"{where}.tpuTopology", f"{topology!r} is not a topology; write it like '2x2' or '2x4'"
+        )
+    chips = 1
+    for dim in topology.split("x"):
+        chips *= int(dim)
+    if chips > machine.accelerator_count and spot:
+        raise _tpu_pod_spot(
+            where, f"topology {topology} ({chips} chips) spans several {machine.name} hosts"
+        )
+
+
+def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
+    return InvalidJobSpecError(
+        where,
+        f"{why}, and Spot VMs cannot be used with TPU Pods: use a single-host TPU machine "
+        "(e.g. ct5lp-hightpu-4t with topology 2x2) or scheduling.strategy ON_DEMAND",
+    )

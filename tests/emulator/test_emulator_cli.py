@@ -1,0 +1,141 @@
+"""``kfp-spot emulator start|preempt|logs``, and nothing lost when the emulator is SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kfp_spot.cli import main
+
+PARENT = "projects/p/locations/us-central1"
+KFP_SPOT = str(Path(sys.executable).parent / "kfp-spot")
+
+
+class Server:
+    """``kfp-spot emulator start`` in a subprocess; waits for the endpoint line it prints."""
+
+    def __init__(self, state_dir: Path, env_cache: Path) -> None:
+        self.proc = subprocess.Popen(
+            [
+                KFP_SPOT,
+                "emulator",
+                "start",
+                "--port",
+                "0",
+                "--state-dir",
+                str(state_dir),
+                "--grace-period",
+                "1",
+                "--env-cache-dir",
+                str(env_cache),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(
+            target=lambda: [lines.put(x) for x in self.proc.stdout], daemon=True
+        ).start()
+        try:
+            line = lines.get(timeout=60)
+        except queue.Empty:
+            self.proc.kill()
+            pytest.fail("the emulator printed no endpoint within 60 s")
+        self.endpoint = next(w for w in line.split() if w.startswith("http://"))
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def test_sigkilled_emulator_resumes_the_job_from_its_state_dir(
+    tmp_path, env_cache, make_job, api, until, lines
+):
+    state = tmp_path / "state"
+    progress = tmp_path / "progress.txt"
+    server = Server(state, env_cache)
+    try:
+        body = make_job("--steps", "60", "--progress", str(progress))
+        status, job = api("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
+        assert status == 200
+        name = job["name"]
+        # past the first heartbeat (0.5 s), so the crash leaves billable time on record
+        until(lambda: any("step 20" in x for x in lines(progress)), 60, "attempt 1 to run")
+        server.kill()
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    first_pid = int(next(x for x in lines(progress) if x.endswith(" start")).split()[1])
+
+    server = Server(state, env_cache)  # same state dir, new port
+    try:
+        status, got = api("GET", f"{server.endpoint}/v1/{name}")
+        assert status == 200 and got["displayName"] == "toy"
+        until(lambda: not _alive(first_pid), 30, "the orphaned attempt-1 process to be stopped")
+        until(
+            lambda: len([x for x in lines(progress) if x.endswith(" start")]) == 2,
+            60,
+            "attempt 2 to start",
+        )
+        env = {**os.environ, "KFP_SPOT_EMULATOR_ENDPOINT": server.endpoint}
+        job_id = name.rsplit("/", 1)[-1]
+        out = subprocess.run(
+            [KFP_SPOT, "emulator", "preempt", job_id], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        assert "attempt 2" in out.stdout
+
+        def finished():
+            _, job = api("GET", f"{server.endpoint}/v1/{name}")
+            return job["state"] in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED") and job
+
+        done = until(finished, 60, "the job to finish")
+        assert done["state"] == "JOB_STATE_SUCCEEDED"
+        _, ledger = api("GET", f"{server.endpoint}/emulator/v1/{name}/attempts")
+        reasons = [r["endReason"] for r in ledger["attempts"]]
+        assert reasons == ["EMULATOR_RESTARTED", "PREEMPTED", "SUCCEEDED"]
+        assert ledger["attempts"][0]["billableSeconds"] > 0  # running time up to the crash
+
+        out = subprocess.run(
+            [KFP_SPOT, "emulator", "logs", name, "--attempt", "3"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("==> attempt 3 workerpool0-0 <==")
+        assert "step 59" in out.stdout
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+
+
+def test_cli_arguments_are_checked():
+    runner = CliRunner()
+    result = runner.invoke(main, ["emulator", "start", "--preempt-at", "5,soon"])
+    assert result.exit_code == 2 and "'soon' is not a number of seconds" in result.output
+    result = runner.invoke(main, ["emulator", "start", "--capacity", "n1-standard-4:2"])
+    assert result.exit_code == 2 and "TYPE=N" in result.output
+    result = runner.invoke(main, ["emulator", "preempt", "123", "--endpoint", "http://127.0.0.1:9"])
+    assert result.exit_code == 1 and "cannot reach the emulator" in result.output
+    result = runner.invoke(main, ["emulator", "logs", "x", "--state-dir", "/nonexistent"])
+    assert result.exit_code == 2 and "--endpoint" in result.output

@@ -1,0 +1,95 @@
+"""Bad inputs to evaluate(): each a clear error naming the problem."""
+
+import pytest
+
+from kfp_spot.checkpoints import CheckpointError
+from kfp_spot.evaluation import EvaluationError, EvaluationInputError, evaluate
+
+ENTRY = "tinytrainer.evaluate:evaluate"
+
+
+def run(ckpt, package, env_cache, **kwargs):
+    kwargs.setdefault("entry_point", ENTRY)
+    return evaluate(str(ckpt), list(package.package_uris), cache_dir=env_cache, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"entry_point": "tinytrainer.evaluate"}, r"entry_point: .* is not module:function"),
+        ({"entry_point": "tiny trainer:evaluate"}, r"entry_point: .* is not module:function"),
+        ({"step": "newest"}, r"step: 'newest' is not valid; use \"latest\""),
+        ({"step": "-3"}, r"step: '-3' is not valid"),
+        ({"thresholds": {"accuracy": "at least 0.9"}}, r"thresholds\['accuracy'\]: 'at least"),
+        ({"thresholds": {"accuracy": ">=high"}}, r"thresholds\['accuracy'\]: '>=high'"),
+        ({"thresholds": {"accuracy": True}}, r"thresholds\['accuracy'\]: True is not a bound"),
+        ({"thresholds": ["accuracy"]}, r"thresholds: must be a mapping"),
+        ({"params": {"when": object()}}, r"params: must be JSON-serialisable"),
+        ({"params": [1, 2]}, r"params: must be a mapping"),
+    ],
+)
+def test_invalid_inputs_fail_before_any_work(ckpt, package, tmp_path, kwargs, pattern):
+    # The cache dir does not exist: validation must fail before an environment is built.
+    with pytest.raises(EvaluationInputError, match=pattern):
+        run(ckpt, package, tmp_path / "never-created", **kwargs)
+    assert not (tmp_path / "never-created").exists()
+
+
+def test_empty_checkpoint_uri(package, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"checkpoint: the checkpoint URI is empty"):
+        evaluate("", list(package.package_uris), cache_dir=env_cache)
+
+
+def test_no_package(ckpt, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"package: no package URIs"):
+        evaluate(str(ckpt), [], cache_dir=env_cache)
+
+
+def test_missing_package_file(ckpt, tmp_path, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"package: .*gone-1.0.tar.gz.* does not exist"):
+        evaluate(str(ckpt), [str(tmp_path / "gone-1.0.tar.gz")], cache_dir=env_cache)
+
+
+def test_step_that_does_not_exist(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"step: step 25 does not exist .*10, 20, 30"):
+        run(ckpt, package, env_cache, step="25")
+
+
+def test_best_by_a_metric_no_manifest_records(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"records 'f1' .*recorded metrics: accuracy"):
+        run(ckpt, package, env_cache, step="best:f1")
+
+
+def test_no_checkpoint_at_all(tmp_path, package, env_cache):
+    with pytest.raises(CheckpointError, match=r"no checkpoint steps under .*empty"):
+        run(tmp_path / "empty", package, env_cache)
+
+
+def test_entry_point_module_not_in_the_package(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"entry_point: cannot import module 'trainer"):
+        run(ckpt, package, env_cache, entry_point="trainer.evaluate:evaluate")
+
+
+def test_entry_point_function_missing(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"has no function 'score'"):
+        run(ckpt, package, env_cache, entry_point="tinytrainer.evaluate:score")
+
+
+def test_entry_point_that_raises_shows_its_traceback(ckpt, package, env_cache):
+    with pytest.raises(EvaluationError, match=r"(?s)raised.*RuntimeError: the evaluation data"):
+        run(ckpt, package, env_cache, params={"fail": True})
+
+
+def test_entry_point_returning_no_dict(ckpt, package, env_cache):
+    with pytest.raises(EvaluationError, match=r"returned list; it must return a dict"):
+        run(ckpt, package, env_cache, params={"return": "list"})
+
+
+def test_entry_point_returning_a_non_number(ckpt, package, env_cache):
+    with pytest.raises(EvaluationError, match=r"metric 'accuracy' = 'high', which is not a number"):
+        run(ckpt, package, env_cache, params={"return": "text"})
+
+
+def test_threshold_on_a_metric_that_was_not_returned(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError, match=r"thresholds: metric 'acc' is not among .*"):
+        run(ckpt, package, env_cache, thresholds={"acc": 0.9})

@@ -1,0 +1,91 @@
+"""evaluate(): verified checkpoint step → the package's evaluate() → metrics and verdict."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from kfp_spot.checkpoints import CheckpointCorruptError
+from kfp_spot.evaluation import evaluate
+
+ENTRY = "tinytrainer.evaluate:evaluate"
+
+
+def run(ckpt, package, env_cache, **kwargs):
+    kwargs.setdefault("entry_point", ENTRY)
+    return evaluate(str(ckpt), list(package.package_uris), cache_dir=env_cache, **kwargs)
+
+
+def test_latest_step_is_verified_and_scored(ckpt, package, env_cache):
+    result = run(ckpt, package, env_cache)
+    assert result.step == 30
+    assert result.metrics["seen_step"] == 30  # the entry point loaded step 30's files
+    assert result.metrics["accuracy"] == pytest.approx(0.9)
+    manifest = (ckpt / "step-30" / "manifest.json").read_bytes()
+    assert result.manifest_digest == hashlib.sha256(manifest).hexdigest()
+    assert result.passed and result.checks == []
+
+
+def test_latest_follows_the_checkpoint_artifact(ckpt, package, env_cache):
+    result = run(ckpt, package, env_cache, latest_step=20)
+    assert result.step == 20 and result.metrics["seen_step"] == 20
+
+
+def test_a_given_step(ckpt, package, env_cache):
+    assert run(ckpt, package, env_cache, step="10").metrics["seen_step"] == 10
+
+
+def test_best_by_metric_max_and_min(ckpt, package, env_cache):
+    assert run(ckpt, package, env_cache, step="best:accuracy").step == 20
+    # "loss" is minimised without being told; an explicit direction wins.
+    assert run(ckpt, package, env_cache, step="best:loss").step == 20
+    assert run(ckpt, package, env_cache, step="best:accuracy:min").step == 10
+
+
+def test_thresholds_decide_passed(ckpt, package, env_cache):
+    good = run(ckpt, package, env_cache, thresholds={"accuracy": ">=0.85", "loss": "<=0.2"})
+    assert good.passed and all(c.passed for c in good.checks)
+    bad = run(ckpt, package, env_cache, thresholds={"accuracy": 0.95, "loss": "<0.5"})
+    assert not bad.passed
+    assert [c.passed for c in bad.checks] == [False, True]
+
+
+def test_params_reach_the_entry_point(ckpt, package, env_cache):
+    result = run(ckpt, package, env_cache, params={"scale": 0.5})
+    assert result.metrics["accuracy"] == pytest.approx(0.45)
+
+
+def test_torn_latest_checkpoint_is_an_error_that_says_so(ckpt, package, env_cache):
+    (ckpt / "step-30" / "manifest.json").unlink()
+    with pytest.raises(CheckpointCorruptError, match=r"latest checkpoint step-30 .* torn"):
+        run(ckpt, package, env_cache)
+
+
+def test_corrupted_latest_checkpoint_is_an_error_naming_the_file(ckpt, package, env_cache):
+    (ckpt / "step-30" / "model.json").write_text('{"accuracy": 1.0, "step": 30}')
+    with pytest.raises(CheckpointCorruptError, match=r"step-30.*model\.json"):
+        run(ckpt, package, env_cache)
+
+
+def test_fallback_to_previous_evaluates_the_newest_step_that_verifies(ckpt, package, env_cache):
+    (ckpt / "step-30" / "model.json").write_text("garbage")
+    result = run(ckpt, package, env_cache, fallback_to_previous=True)
+    assert result.step == 20 and result.metrics["seen_step"] == 20
+    assert [step for step, _ in result.skipped] == [30]
+    assert "fell back to step 20" in result.selection
+
+
+def test_confusion_matrix_is_returned(ckpt, package, env_cache):
+    result = run(ckpt, package, env_cache, params={"classification": True})
+    assert result.confusion_matrix.labels == ("cat", "dog")
+    assert result.confusion_matrix_metadata() == {
+        "annotationSpecs": [{"displayName": "cat"}, {"displayName": "dog"}],
+        "rows": [{"row": [5, 1]}, {"row": [2, 7]}],
+    }
+    assert "confusion_matrix" not in result.metrics
+
+
+def test_local_checkpoint_is_not_modified(ckpt, package, env_cache):
+    before = {p: p.read_bytes() for p in Path(ckpt).rglob("*") if p.is_file()}
+    run(ckpt, package, env_cache)
+    assert {p: p.read_bytes() for p in Path(ckpt).rglob("*") if p.is_file()} == before

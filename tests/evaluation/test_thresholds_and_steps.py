@@ -1,0 +1,74 @@
+"""Parsing of thresholds and step selections (pure functions, property-tested)."""
+
+import math
+import operator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kfp_spot.evaluation import EvaluationInputError, parse_step, parse_thresholds
+
+OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+SPACES = st.sampled_from(["", " "])
+
+
+@given(op=st.sampled_from(sorted(OPS)), bound=finite, value=finite, space=SPACES)
+def test_string_bounds_compare_like_python(op, bound, value, space):
+    (threshold,) = parse_thresholds({"m": f"{op}{space}{bound!r}"})
+    assert threshold.bound == bound
+    assert threshold.check(value) == OPS[op](value, bound)
+
+
+@given(bound=finite | st.integers(-(10**6), 10**6), value=finite)
+def test_a_plain_number_means_at_least(bound, value):
+    (threshold,) = parse_thresholds({"m": bound})
+    assert threshold.op == ">=" and threshold.check(value) == (value >= bound)
+    (as_text,) = parse_thresholds({"m": repr(float(bound))})
+    assert as_text.check(value) == (value >= bound)
+
+
+@given(op=st.sampled_from(sorted(OPS)), bound=finite)
+def test_nan_never_passes(op, bound):
+    (threshold,) = parse_thresholds({"m": f"{op}{bound!r}"})
+    assert not threshold.check(math.nan)
+
+
+@given(text=st.text(max_size=12).filter(lambda t: t.strip().lstrip("<>=").strip() != ""))
+def test_anything_else_is_refused_or_parsed_to_a_number(text):
+    try:
+        (threshold,) = parse_thresholds({"m": text})
+    except EvaluationInputError as exc:
+        assert exc.field == "thresholds['m']" and "is not a bound" in str(exc)
+    else:
+        assert not math.isnan(threshold.bound)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "step", "metric", "mode"),
+    [
+        ("latest", "latest", None, "", "max"),
+        ("", "latest", None, "", "max"),
+        ("40", "step", 40, "", "max"),
+        (" 7 ", "step", 7, "", "max"),
+        ("best:accuracy", "best", None, "accuracy", "max"),
+        ("best:val_loss", "best", None, "val_loss", "min"),
+        ("best:top1_error", "best", None, "top1_error", "min"),
+        ("best:loss:max", "best", None, "loss", "max"),
+        ("best:auc:min", "best", None, "auc", "min"),
+    ],
+)
+def test_step_forms(text, kind, step, metric, mode):
+    request = parse_step(text)
+    assert (request.kind, request.step, request.metric) == (kind, step, metric)
+    if kind == "best":
+        assert request.mode == mode
+
+
+@pytest.mark.parametrize("text", ["best:", "best:acc:up", "last", "1.5", "step-4", True])
+def test_bad_step_forms(text):
+    with pytest.raises(EvaluationInputError, match=r"^step: "):
+        parse_step(text)

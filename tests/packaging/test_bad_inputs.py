@@ -1,0 +1,148 @@
+"""Bad inputs to prepare_package: each a clear error naming the problem; nothing is staged."""
+
+import pytest
+
+from kfp_spot.packaging import (
+    MAX_PACKAGE_URIS,
+    BuildError,
+    ImportCheckError,
+    MissingProjectFileError,
+    ModuleNotInPackageError,
+    ModuleSyntaxError,
+    PackageUrisError,
+    PackagingError,
+    SourceError,
+    prepare_package,
+)
+
+
+@pytest.fixture
+def staging(tmp_path):
+    path = tmp_path / "stage"
+    yield path
+    assert not path.exists() or not any(path.rglob("*.tar.gz")), "a bad package was staged"
+
+
+def test_missing_source(tmp_path, staging):
+    with pytest.raises(SourceError, match=r"source: .*nowhere does not exist"):
+        prepare_package(str(tmp_path / "nowhere"), str(staging))
+
+
+def test_empty_source(staging):
+    with pytest.raises(SourceError, match=r"source: is empty"):
+        prepare_package("  ", str(staging))
+
+
+def test_directory_without_project_file(tmp_path, staging):
+    src = tmp_path / "loose"
+    src.mkdir()
+    (src / "train.py").write_text("print(1)\n")
+    with pytest.raises(MissingProjectFileError, match=r"no project file \(pyproject.toml"):
+        prepare_package(str(src), str(staging))
+
+
+def test_syntax_error_in_the_module(project, staging):
+    (project / "tinytrainer" / "task.py").write_text("def main(:\n    pass\n")
+    with pytest.raises(ModuleSyntaxError, match=r"tinytrainer/task\.py line 1"):
+        prepare_package(str(project), str(staging))
+
+
+def test_syntax_error_elsewhere_in_the_package(project, staging):
+    (project / "tinytrainer" / "util.py").write_text("x = = 1\n")
+    with pytest.raises(ModuleSyntaxError, match=r"tinytrainer/util\.py line 1"):
+        prepare_package(str(project), str(staging))
+
+
+def test_module_not_in_the_package(project, staging):
+    with pytest.raises(ModuleNotInPackageError, match=r"'tinytrainer.train' is not in the built"):
+        prepare_package(str(project), str(staging), python_module="tinytrainer.train")
+
+
+def test_module_left_out_of_the_package_by_its_config(project, staging):
+    # The project lists only `tinytrainer`; a module in another folder is not packaged.
+    (project / "other").mkdir()
+    (project / "other" / "__init__.py").write_text("")
+    (project / "other" / "task.py").write_text("print(1)\n")
+    with pytest.raises(ModuleNotInPackageError, match=r"it holds: tinytrainer"):
+        prepare_package(str(project), str(staging), python_module="other.task")
+
+
+def test_invalid_module_name(project, staging):
+    with pytest.raises(PackagingError, match=r"python_module: 'trainer/task.py' is not a dotted"):
+        prepare_package(str(project), str(staging), python_module="trainer/task.py")
+
+
+def test_too_many_package_uris(project, tmp_path, staging):
+    extras = [f"gs://bucket/dep-{i}.tar.gz" for i in range(MAX_PACKAGE_URIS)]
+    with pytest.raises(PackageUrisError, match=r"make 101 package URIs; .* at most 100"):
+        prepare_package(str(project), str(staging), extra_package_uris=extras)
+
+
+def test_missing_extra_package(project, tmp_path, staging):
+    with pytest.raises(PackageUrisError, match=r"extra_package_uris\[0\]: .* does not exist"):
+        prepare_package(
+            str(project), str(staging), extra_package_uris=[str(tmp_path / "dep-1.0.tar.gz")]
+        )
+
+
+def test_extra_package_that_is_no_archive(project, staging):
+    with pytest.raises(PackageUrisError, match=r"extra_package_uris\[0\]: .* not a package"):
+        prepare_package(str(project), str(staging), extra_package_uris=["gs://b/dep.txt"])
+
+
+def test_unreadable_archive(tmp_path, staging):
+    archive = tmp_path / "src.tar.gz"
+    archive.write_bytes(b"this is not gzip data")
+    with pytest.raises(SourceError, match=r"source: .*src\.tar\.gz is not a readable tar\.gz"):
+        prepare_package(str(archive), str(staging))
+
+
+def test_archive_escaping_its_directory(tmp_path, staging):
+    import io
+    import tarfile
+
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        info = tarfile.TarInfo("../../escape.py")
+        info.size = 1
+        tf.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(SourceError, match=r"source: .*unsafe"):
+        prepare_package(str(archive), str(staging))
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_file_of_an_unknown_kind(tmp_path, staging):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    with pytest.raises(SourceError, match=r"neither a \.py script nor a source archive"):
+        prepare_package(str(notes), str(staging))
+
+
+def test_invalid_pyproject(project, staging):
+    (project / "pyproject.toml").write_text("[project\nname = 'x'\n")
+    with pytest.raises(BuildError, match=r"pyproject.toml is not valid TOML"):
+        prepare_package(str(project), str(staging))
+
+
+def test_build_failure_shows_the_build_output(project, staging):
+    (project / "setup.py").write_text("raise SystemExit('setup.py refuses to run')\n")
+    with pytest.raises(BuildError, match=r"(?s)`python -m build` failed.*refuses to run"):
+        prepare_package(str(project), str(staging))
+
+
+def test_empty_staging_uri(project):
+    with pytest.raises(PackagingError, match=r"staging_uri: is empty"):
+        prepare_package(str(project), "")
+
+
+def test_bad_requirement_for_a_script(tmp_path, staging):
+    script = tmp_path / "job.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(PackagingError, match=r"requirements: 'numpy >> 1' is not a PEP 508"):
+        prepare_package(str(script), str(staging), requirements=["numpy >> 1"])
+
+
+def test_import_check_catches_a_broken_import(project, staging, env_cache):
+    (project / "tinytrainer" / "task.py").write_text("import tinytrainer.missing_helper\n")
+    with pytest.raises(ImportCheckError, match=r"(?s)tinytrainer.task does not import.*missing"):
+        prepare_package(str(project), str(staging), check_import=True, cache_dir=env_cache)

@@ -1,0 +1,120 @@
+"""Every source kind: project dir, bare package dir, script, local and gs:// archives."""
+
+import shutil
+import subprocess
+import tarfile
+import zipfile
+
+import pytest
+
+from kfp_spot import envcache
+from kfp_spot.packaging import PackagingError, prepare_package
+
+
+def run_module(info, env_cache, tmp_path):
+    python = envcache.package_env([info.uri], env_cache)
+    return subprocess.run(
+        [str(python), "-m", info.python_module],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_single_script_becomes_a_module_named_after_it(tmp_path, env_cache):
+    script = tmp_path / "train_model.py"
+    script.write_text("print('script ran')\n")
+    info = prepare_package(str(script), str(tmp_path / "stage"), requirements=["numpy>=1"])
+    assert info.source_kind == "script"
+    assert info.python_module == "train_model" and info.name == "train-model"
+    assert info.version.startswith("0.0.0+src")
+    assert info.requirements == ("numpy>=1",)
+    assert run_module(info, env_cache, tmp_path) == "script ran\n"
+
+
+def test_script_placed_at_a_dotted_module(tmp_path, env_cache):
+    script = tmp_path / "whatever.py"
+    script.write_text("print(__name__, __package__)\n")
+    info = prepare_package(str(script), str(tmp_path / "stage"), python_module="trainer.task")
+    assert info.python_module == "trainer.task" and info.name == "trainer"
+    assert run_module(info, env_cache, tmp_path) == "__main__ trainer\n"
+
+
+def test_script_version_names_its_content(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("print(1)\n")
+    first = prepare_package(str(script), str(tmp_path / "stage"))
+    script.write_text("print(2)\n")
+    second = prepare_package(str(script), str(tmp_path / "stage"))
+    assert first.version != second.version and first.sha256 != second.sha256
+
+
+def test_bare_package_directory_keeps_data_files(tmp_path, env_cache):
+    package = tmp_path / "mytrainer"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "config.yaml").write_text("lr: 0.1\n")
+    (package / "task.py").write_text(
+        "import importlib.resources as r\n"
+        "print(r.files('mytrainer').joinpath('config.yaml').read_text().strip())\n"
+    )
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "junk.pyc").write_bytes(b"junk")
+    info = prepare_package(str(package), str(tmp_path / "stage"), python_module="mytrainer.task")
+    assert info.source_kind == "module" and info.name == "mytrainer"
+    assert run_module(info, env_cache, tmp_path) == "lr: 0.1\n"
+    with tarfile.open(info.uri) as tf:
+        names = tf.getnames()
+    assert not any("__pycache__" in n for n in names)
+    assert any(n.endswith("mytrainer/sub/__init__.py") for n in names)
+
+
+def test_bare_package_needs_python_module(tmp_path):
+    package = tmp_path / "mytrainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    with pytest.raises(PackagingError, match=r"python_module: required .* e\.g\. mytrainer\.task"):
+        prepare_package(str(package), str(tmp_path / "stage"))
+
+
+def test_tar_gz_archive_builds_the_same_package_as_its_directory(project, tmp_path):
+    from_dir = prepare_package(str(project), str(tmp_path / "stage"))
+    archive = tmp_path / "src.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(project, arcname="tiny-src")
+    from_archive = prepare_package(str(archive), str(tmp_path / "stage"))
+    assert from_archive.source_kind == "project+archive"
+    assert from_archive.sha256 == from_dir.sha256
+    assert from_archive.cache_hit
+
+
+def test_zip_archive_without_a_top_folder(project, tmp_path):
+    archive = tmp_path / "src.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(project.rglob("*")):
+            zf.write(path, path.relative_to(project).as_posix())
+    info = prepare_package(str(archive), str(tmp_path / "stage"))
+    assert info.name == "tiny-trainer" and info.python_module == "tinytrainer.task"
+
+
+def test_an_sdist_is_a_source_too(project, tmp_path):
+    first = prepare_package(str(project), str(tmp_path / "stage"))
+    rebuilt = prepare_package(first.uri, str(tmp_path / "stage2"))
+    assert (rebuilt.name, rebuilt.version) == (first.name, first.version)
+
+
+def test_python_module_from_tool_table(project, tmp_path):
+    (project / "tinytrainer" / "other.py").write_text("print('other')\n")
+    (project / "tinytrainer" / "task.py").unlink()
+    with open(project / "pyproject.toml", "a") as handle:
+        handle.write('\n[tool.kfp-spot]\npython-module = "tinytrainer.other"\n')
+    info = prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.python_module == "tinytrainer.other"
+
+
+def test_ambiguous_module_must_be_named(project, tmp_path):
+    shutil.copy(project / "tinytrainer" / "task.py", project / "tinytrainer" / "__main__.py")
+    with pytest.raises(PackagingError, match=r"python_module: cannot tell which module"):
+        prepare_package(str(project), str(tmp_path / "stage"))

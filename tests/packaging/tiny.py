@@ -1,0 +1,74 @@
+"""A tiny real training project, written into a temp dir, for packaging and evaluation tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tiny-trainer"
+version = "1.2.3"
+dependencies = ["numpy>=1.20"]
+
+[tool.setuptools]
+packages = ["tinytrainer"]
+"""
+
+TASK = """\
+import json
+import sys
+
+
+def main(argv):
+    print(json.dumps({"trained": True, "args": argv}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+"""
+
+EVALUATE = '''\
+"""Scores a checkpoint written by the tests: model.json holds {"accuracy": a, "step": n}."""
+
+import json
+import os
+
+import numpy as np
+
+
+def evaluate(checkpoint_dir, params):
+    with open(os.path.join(checkpoint_dir, "model.json")) as handle:
+        model = json.load(handle)
+    print(f"evaluating step {model['step']} from {checkpoint_dir}")
+    if params.get("fail"):
+        raise RuntimeError("the evaluation data set is missing")
+    if params.get("return") == "list":
+        return [1, 2]
+    if params.get("return") == "text":
+        return {"accuracy": "high"}
+    accuracy = np.float32(model["accuracy"] * params.get("scale", 1.0))
+    out = {"accuracy": accuracy, "loss": 1.0 - float(accuracy), "seen_step": model["step"]}
+    if params.get("classification"):
+        out["confusion_matrix"] = {
+            "labels": ["cat", "dog"],
+            "matrix": np.array([[5, 1], [2, 7]]),
+        }
+    return out
+'''
+
+
+def write_project(root: Path, *, task: str = TASK, evaluate: str = EVALUATE) -> Path:
+    """Write the project under ``root`` (created) and return it."""
+    package = root / "tinytrainer"
+    package.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "README.md").write_text("A tiny trainer for tests.\n")
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text(textwrap.dedent(task))
+    (package / "evaluate.py").write_text(textwrap.dedent(evaluate))
+    return root

@@ -1,0 +1,137 @@
+"""`kfp-spot registry serve`, `push`, `pull`, `tags` as users run them (separate processes)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kfp_spot.cli import main
+
+KFP_SPOT = shutil.which("kfp-spot", path=str(Path(sys.executable).parent)) or "kfp-spot"
+
+
+@contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Run `kfp-spot registry serve --port 0` and yield its base URL."""
+    proc = subprocess.Popen(
+        [KFP_SPOT, "registry", "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+    try:
+        try:
+            first = lines.get(timeout=30)
+        except queue.Empty:
+            pytest.fail("registry serve printed no URL within 30 s")
+        assert first.startswith("kfp-spot registry listening on http://127.0.0.1:"), (
+            first + proc.stderr.read() if proc.poll() is not None else first
+        )
+        yield first.rsplit(" ", 1)[-1].strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KFP_SPOT, *args], capture_output=True, text=True, timeout=120, cwd=cwd, check=False
+    )
+
+
+@pytest.mark.slow
+def test_push_restart_pull_through_the_cli(tmp_path: Path, template: Path):
+    root = tmp_path / "root"
+    with serve(root) as url:
+        pushed = cli("push", str(template), "--host", f"{url}/team/templates", "--version", "0.3.0")
+        assert pushed.returncode == 0, pushed.stderr
+        digest = "sha256:" + hashlib.sha256(template.read_bytes()).hexdigest()
+        assert pushed.stdout.split() == ["tiny-add", digest, "tags:", "0.3.0,", "latest"]
+
+    with serve(root) as url:  # a restarted server on another port serves the same templates
+        host = f"{url}/team/templates"
+        listed = cli("tags", "tiny-add", "--host", host)
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split() for line in listed.stdout.splitlines()] == [
+            ["0.3.0", digest],
+            ["latest", digest],
+        ]
+        packages = cli("tags", "--host", host)
+        assert packages.stdout.split() == ["tiny-add"]
+        pulled = cli("pull", "tiny-add", "--host", host, cwd=tmp_path)
+        assert pulled.returncode == 0, pulled.stderr
+        assert (tmp_path / pulled.stdout.strip()).read_bytes() == template.read_bytes()
+
+
+def test_bad_host_is_one_line_and_exit_2(template: Path):
+    result = CliRunner().invoke(main, ["push", str(template), "--host", "not-a-url"])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and "invalid registry host 'not-a-url'" in errors[0]
+
+
+def test_missing_template_is_exit_2(tmp_path: Path):
+    result = CliRunner().invoke(
+        main, ["push", str(tmp_path / "none.yaml"), "--host", "http://127.0.0.1:1/p/r"]
+    )
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+def test_pull_with_tag_and_version_is_exit_2():
+    result = CliRunner().invoke(
+        main,
+        ["pull", "x", "--host", "http://127.0.0.1:1/p/r", "--tag", "a", "--version", "sha256:0"],
+    )
+    assert result.exit_code == 2
+    assert "either --tag or --version" in result.output
+
+
+def test_host_comes_from_the_environment(tmp_path: Path, template: Path):
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "root") as server:
+        env = {"KFP_SPOT_REGISTRY": server.repository_url()}
+        pushed = CliRunner().invoke(main, ["push", str(template)], env=env)
+        assert pushed.exit_code == 0, pushed.output
+        listed = CliRunner().invoke(main, ["tags", "tiny-add"], env=env)
+        assert "latest" in listed.output
+
+
+def test_registry_failure_is_exit_1_with_the_registrys_reason(tmp_path: Path):
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "root") as server:
+        result = CliRunner().invoke(
+            main,
+            ["pull", "absent", "--host", server.repository_url(), "-o", str(tmp_path / "a.yaml")],
+        )
+    assert result.exit_code == 1
+    assert "package 'absent' not found" in result.output
+    assert os.listdir(tmp_path) == ["root"]
+
+
+def test_serve_on_a_taken_port_is_one_line_and_exit_1(tmp_path: Path):
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "one") as taken:
+        result = CliRunner().invoke(
+            main,
+            ["registry", "serve", "--port", str(taken.port), "--root", str(tmp_path / "two")],
+        )
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1:{taken.port}" in result.output

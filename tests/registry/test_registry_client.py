@@ -1,0 +1,232 @@
+"""The real kfp.registry.RegistryClient against the local registry server."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+import requests
+import urllib3
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kfp.registry import RegistryClient
+from kfp.registry import registry_client as kfp_registry_client
+
+import kfp_spot.registry as registry
+from kfp_spot.registry import CONTEXT_FILE, RegistryServer, RegistryServerError
+from kfp_spot.registry.server import _parse_multipart
+
+
+def _sha(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    with RegistryServer(tmp_path / "registry") as srv:
+        yield srv
+
+
+def test_real_client_uploads_lists_tags_and_downloads(server, template: Path, tmp_path: Path):
+    host = server.repository_url("my-project", "templates")
+    client = RegistryClient(host=host, config_file=CONTEXT_FILE)
+
+    package, version = client.upload_pipeline(str(template), tags=["0.1.0", "latest"])
+    assert package == "tiny-add"
+    assert version == _sha(template)
+
+    packages = client.list_packages()
+    assert [p["name"].rsplit("/", 1)[-1] for p in packages] == ["tiny-add"]
+    assert client.get_package("tiny-add")["name"] == packages[0]["name"]
+    versions = client.list_versions("tiny-add")
+    assert [v["name"].rsplit("/", 1)[-1] for v in versions] == [version]
+    assert sorted(t["name"].rsplit("/", 1)[-1] for t in versions[0]["relatedTags"]) == [
+        "0.1.0",
+        "latest",
+    ]
+    assert client.get_version("tiny-add", version)["name"] == versions[0]["name"]
+    tags = {t["name"].rsplit("/", 1)[-1]: t["version"] for t in client.list_tags("tiny-add")}
+    assert set(tags) == {"0.1.0", "latest"}
+    assert all(v.endswith(f"/versions/{version}") for v in tags.values())
+
+    created = client.create_tag("tiny-add", version, "stable")
+    assert created["version"].endswith(version)
+    assert client.get_tag("tiny-add", "stable")["name"].endswith("/tags/stable")
+    with pytest.raises(requests.HTTPError) as exc_info:
+        client.create_tag("tiny-add", version, "stable")
+    assert exc_info.value.response.status_code == 409
+    client.delete_tag("tiny-add", "stable")
+    with pytest.raises(requests.HTTPError):
+        client.get_tag("tiny-add", "stable")
+
+    by_tag = client.download_pipeline("tiny-add", tag="latest", file_name=str(tmp_path / "a.yaml"))
+    by_version = client.download_pipeline(
+        "tiny-add", version=version, file_name=str(tmp_path / "b.yaml")
+    )
+    assert Path(by_tag).read_bytes() == template.read_bytes()
+    assert Path(by_version).read_bytes() == template.read_bytes()
+
+
+def test_new_upload_moves_latest_and_keeps_old_versions(server, template, template_v2, tmp_path):
+    host = server.repository_url()
+    first = registry.push(template, host, "0.1.0")
+    second = registry.push(template_v2, host, "0.2.0")
+    assert first.package == second.package == "tiny-add"
+    assert first.version != second.version
+    tags = {t.tag: t.version for t in registry.list_tags(host, "tiny-add")}
+    assert tags == {"0.1.0": first.version, "0.2.0": second.version, "latest": second.version}
+
+    old = registry.pull(host, "tiny-add", tag="0.1.0", output=tmp_path / "old.yaml")
+    assert old.read_bytes() == template.read_bytes()
+    latest = registry.pull(host, "tiny-add", output=tmp_path / "latest.yaml")
+    assert latest.read_bytes() == template_v2.read_bytes()
+
+    client = registry.registry_client(host)
+    client.update_tag("tiny-add", first.version, "latest")
+    assert {t.tag: t.version for t in registry.list_tags(host, "tiny-add")}["latest"] == (
+        first.version
+    )
+    # A tagged version is protected; untagged ones can go.
+    with pytest.raises(requests.HTTPError) as exc_info:
+        client.delete_version("tiny-add", first.version)
+    assert "tagged" in exc_info.value.response.json()["error"]["message"]
+    client.delete_tag("tiny-add", "0.2.0")
+    assert client.delete_version("tiny-add", second.version) is True
+    assert [v["name"].rsplit("/", 1)[-1] for v in client.list_versions("tiny-add")] == [
+        first.version
+    ]
+    assert client.delete_package("tiny-add") is True
+    assert registry.list_packages(host) == []
+
+
+def test_registry_survives_a_restart(tmp_path: Path, template: Path):
+    root = tmp_path / "registry"
+    with RegistryServer(root) as first:
+        pushed = registry.push(template, first.repository_url("p", "r"), "1.0.0")
+    with RegistryServer(root) as second:  # a new process would see the same: state is on disk
+        host = second.repository_url("p", "r")
+        assert {t.tag for t in registry.list_tags(host, "tiny-add")} == {"1.0.0", "latest"}
+        pulled = registry.pull(host, "tiny-add", version=pushed.version, output=tmp_path / "x.yaml")
+        assert pulled.read_bytes() == template.read_bytes()
+
+
+def test_default_context_needs_no_config_file(server, template: Path, tmp_path: Path):
+    if os.path.exists(kfp_registry_client.LOCAL_REGISTRY_CONTEXT):
+        pytest.skip("a user registry context overrides KFP's default context on this machine")
+    host = server.repository_url("p", "r")
+    client = RegistryClient(host=host)  # no config file, no auth
+    package, version = client.upload_pipeline(str(template), tags="latest")
+    assert [t["name"].rsplit("/", 1)[-1] for t in client.list_tags(package)] == ["latest"]
+    assert client.get_version(package, version)["name"].endswith(version)
+    out = client.download_pipeline(package, tag="latest", file_name=str(tmp_path / "t.yaml"))
+    assert Path(out).read_bytes() == template.read_bytes()
+
+
+def test_repositories_are_separate(server, template: Path):
+    registry.push(template, server.repository_url("p", "one"), "1")
+    assert registry.list_packages(server.repository_url("p", "one")) == ["tiny-add"]
+    assert registry.list_packages(server.repository_url("p", "two")) == []
+
+
+def test_upload_of_a_non_template_is_refused_with_the_reason(server, tmp_path: Path):
+    bogus = tmp_path / "notes.yaml"
+    bogus.write_text("just: a mapping\n")
+    with pytest.raises(registry.RegistryError, match=r"pipelineInfo\.name"):
+        registry.push(bogus, server.repository_url(), "1")
+    assert registry.list_packages(server.repository_url()) == []
+
+
+def test_pull_of_a_missing_tag_names_it_and_writes_nothing(server, template, tmp_path):
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    target = tmp_path / "out.yaml"
+    with pytest.raises(registry.RegistryError, match=r"tag 'nope'.*not found"):
+        registry.pull(host, "tiny-add", tag="nope", output=target)
+    assert list(tmp_path.iterdir()) == [tmp_path / "registry"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"host": "ftp://x/p/r"}, "invalid registry host"),
+        ({"host": "http://127.0.0.1:1/only-project"}, "invalid registry host"),
+        ({"version": "sha256:abc"}, "invalid tag"),
+        ({"version": "has space"}, "invalid tag"),
+    ],
+)
+def test_push_validates_its_arguments(template, kwargs, message):
+    args = {"host": "http://127.0.0.1:1/p/r", "version": "1.0"} | kwargs
+    with pytest.raises(ValueError, match=message):
+        registry.push(template, args["host"], args["version"])
+
+
+def test_unreachable_registry_is_one_clear_error(tmp_path: Path):
+    with RegistryServer(tmp_path / "gone") as srv:
+        dead = srv.repository_url()
+    with pytest.raises(registry.RegistryError, match="cannot reach the registry"):
+        registry.list_tags(dead, "tiny-add")
+
+
+def test_one_root_one_server(tmp_path: Path):
+    with (
+        RegistryServer(tmp_path / "root"),
+        pytest.raises(RegistryServerError, match="in use by another registry server"),
+    ):
+        RegistryServer(tmp_path / "root")
+
+
+def test_artifact_registry_hosts_use_the_clients_own_context():
+    assert registry.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo")
+    assert not registry.is_artifact_registry("http://127.0.0.1:8787/proj/repo")
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    content=st.binary(max_size=2000),
+    tags=st.text(alphabet=st.characters(codec="utf-8"), max_size=30),
+)
+def test_multipart_parser_is_byte_exact(content: bytes, tags: str):
+    body, content_type = urllib3.encode_multipart_formdata(
+        {"tags": tags, "content": ("t.yaml", content)}
+    )
+    fields = _parse_multipart(content_type, body)
+    assert fields["content"] == content
+    assert fields["tags"] == tags.encode()
+
+
+def test_artifact_registry_without_credentials_is_one_clear_error(monkeypatch, tmp_path):
+    # No network: google.auth fails on the missing key file before any request is made.
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
+    with pytest.raises(registry.RegistryError, match="no usable Google credentials"):
+        registry.list_tags("https://us-central1-kfp.pkg.dev/proj/repo", "tiny-add")
+
+
+def test_an_invalid_tag_in_an_upload_stores_nothing(server, template):
+    client = registry.registry_client(server.repository_url())
+    with pytest.raises(requests.HTTPError) as exc_info:
+        client.upload_pipeline(str(template), tags=["ok", "sha256:nope"])
+    assert exc_info.value.response.status_code == 400
+    assert registry.list_packages(server.repository_url()) == []
+
+
+def test_concurrent_pushes_all_land(server, template, template_v2):
+    from concurrent.futures import ThreadPoolExecutor
+
+    host = server.repository_url()
+    jobs = [(template if i % 2 else template_v2, f"v{i}") for i in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda job: registry.push(job[0], host, job[1], (job[1],)), jobs))
+    tags = {t.tag: t.version for t in registry.list_tags(host, "tiny-add")}
+    assert tags == {f"v{i}": r.version for i, r in enumerate(results)}
+    assert {r.version for r in results} == {_sha(template), _sha(template_v2)}
+
+
+def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(server, template):
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    tag_file = server.root / "local" / "templates" / "tiny-add" / "tags" / "latest.json"
+    tag_file.write_text("{truncated")
+    with pytest.raises(registry.RegistryError, match=r"answered 500.*unreadable"):
+        registry.list_tags(host, "tiny-add")

@@ -1,0 +1,319 @@
+"""Reports from run directories laid out as `kfp-spot run`, the emulator and the trainer do."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from kfp_spot import checkpoints
+from kfp_spot.cli import main
+from kfp_spot.reports import ReportError, load_run, write_report
+
+T0 = 1_790_000_000.0  # a fixed epoch second: reports must not depend on "now"
+
+
+def rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1e6):06d}Z"
+
+
+@dataclass
+class Attempt:
+    queued: float
+    duration: float
+    commits: list[float]  # offsets into the attempt at which a checkpoint was committed
+    reason: str  # PREEMPTED | SUCCEEDED | FAILED
+    spot_rate: float
+    on_demand_rate: float
+
+
+attempt_st = st.builds(
+    Attempt,
+    queued=st.floats(0, 30),
+    duration=st.floats(1, 600),
+    commits=st.lists(st.floats(0.05, 0.95), max_size=4),
+    reason=st.just("PREEMPTED"),
+    spot_rate=st.floats(0.01, 2.0),
+    on_demand_rate=st.floats(2.0, 9.0),
+)
+
+
+def build_run(
+    run_dir: Path, attempts: list[Attempt], *, outcome: str = "SUCCEEDED", step_every: int = 3
+):
+    """Write run.json, checkpoint manifests (with loss) and attempt records for `attempts`."""
+    ckpt = run_dir / "job" / "checkpoints"
+    job = "projects/local-project/locations/us-central1/customJobs/123"
+    ledger, t, step = [], T0, 0
+    for i, a in enumerate(attempts, start=1):
+        start = t + a.queued
+        end = start + a.duration
+        commit_times = sorted(start + f * a.duration for f in a.commits)
+        first_step = step
+        for ct in commit_times:
+            step += step_every
+            checkpoints.commit_manifest(
+                str(ckpt),
+                checkpoints.Manifest(step, (), ct, {"loss": 1.0 / (1 + step)}),
+            )
+        exit_reason = {"PREEMPTED": "preempted", "SUCCEEDED": "finished"}.get(a.reason, "error")
+        checkpoints.write_attempt_record(
+            str(ckpt),
+            f"attempt-{i:02d}",
+            {
+                "attempt_id": f"attempt-{i:02d}",
+                "start_time": start,
+                "end_time": end,
+                "first_step": first_step,
+                "last_committed_step": step,
+                "exit_reason": exit_reason,
+            },
+        )
+        spot = a.duration / 3600 * a.spot_rate
+        on_demand = a.duration / 3600 * a.on_demand_rate
+        ledger.append(
+            {
+                "job": job,
+                "attempt": i,
+                "startTime": rfc3339(start),
+                "endTime": rfc3339(end),
+                "endReason": a.reason,
+                "billableSeconds": a.duration,
+                "queuedSeconds": a.queued,
+                "machineType": "n1-standard-4",
+                "replicaCount": 1,
+                "strategy": "SPOT",
+                "spotCost": spot,
+                "onDemandCost": on_demand,
+                "savings": on_demand - spot,
+            }
+        )
+        t = end
+    run_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "outcome": outcome,
+        "job_names": [job],
+        "ledger": ledger,
+        "checkpoint_uri": str(ckpt),
+        "metrics": {"accuracy": 0.91, "passed": True},
+        "started": T0,
+        "finished": t + 1,
+        "something_new": {"ignored": True},
+    }
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    return doc
+
+
+def expected_goodput(attempts: list[Attempt]) -> float | None:
+    kept = 0.0
+    for a in attempts:
+        if a.reason == "SUCCEEDED":
+            kept += a.duration
+        elif a.commits:
+            kept += max(a.commits) * a.duration
+    billed = math.fsum(a.duration for a in attempts)
+    return kept / billed
+
+
+def table_value(markdown: str, label: str) -> str:
+    match = re.search(rf"^\| {re.escape(label)} \| (.*) \|$", markdown, re.MULTILINE)
+    assert match, f"no row {label!r} in:\n{markdown}"
+    return match.group(1)
+
+
+def dollars(text: str) -> float:
+    return float(re.match(r"\$([\d,]+\.\d{6})", text).group(1).replace(",", ""))
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.size == (1100, 650)
+        # Not a blank canvas: a drawn timeline has many colours.
+        assert len(image.convert("RGB").getcolors(maxcolors=1 << 20)) > 20
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    preempted=st.lists(attempt_st, max_size=6),
+    last=attempt_st,
+    data=st.data(),
+)
+def test_markdown_numbers_match_the_ledger(tmp_path_factory, preempted, last, data):
+    last.reason = data.draw(st.sampled_from(["SUCCEEDED", "FAILED"]))
+    attempts = [*preempted, last]
+    run_dir = tmp_path_factory.mktemp("run")
+    doc = build_run(run_dir, attempts)
+
+    report = write_report(run_dir)
+    markdown = report.markdown.read_text()
+    ledger = doc["ledger"]
+
+    spot = math.fsum(r["spotCost"] for r in ledger)
+    on_demand = math.fsum(r["onDemandCost"] for r in ledger)
+    savings = math.fsum(r["savings"] for r in ledger)
+    assert dollars(table_value(markdown, "Spot cost (billed)")) == pytest.approx(spot, abs=1e-6)
+    assert dollars(table_value(markdown, "On-demand cost (same time)")) == pytest.approx(
+        on_demand, abs=1e-6
+    )
+    savings_cell = table_value(markdown, "Savings")
+    assert dollars(savings_cell) == pytest.approx(savings, abs=1e-6)
+    pct = float(re.search(r"\(([\d.]+)%\)", savings_cell).group(1))
+    assert pct == pytest.approx(100 * savings / on_demand, abs=0.051)
+    billable = float(table_value(markdown, "Billable time").removesuffix(" s"))
+    assert billable == pytest.approx(math.fsum(r["billableSeconds"] for r in ledger), abs=0.051)
+    assert int(table_value(markdown, "Attempts")) == len(ledger)
+    assert int(table_value(markdown, "Preemptions")) == sum(
+        r["endReason"] == "PREEMPTED" for r in ledger
+    )
+    goodput = float(table_value(markdown, "Goodput").removesuffix("%"))
+    assert goodput == pytest.approx(100 * expected_goodput(attempts), abs=0.051)
+    commits = sum(len(a.commits) for a in attempts)
+    assert int(table_value(markdown, "Checkpoints committed")) == commits
+    assert table_value(markdown, "Outcome") == "**SUCCEEDED**"
+    # One table row per ledger row, with its own costs.
+    rows = [line for line in markdown.splitlines() if line.startswith("| 123 |")]
+    assert len(rows) == len(ledger)
+    for line, row in zip(rows, ledger, strict=True):
+        assert f"${row['spotCost']:,.6f}" in line and row["endReason"] in line
+
+    assert report.png.name == "report.png"
+    assert_png(report.png)
+
+
+def test_report_of_a_run_with_one_preemption(tmp_path: Path):
+    attempts = [
+        Attempt(5, 100, [0.3, 0.6], "PREEMPTED", 0.4, 2.0),
+        Attempt(2, 80, [0.5, 1.0], "SUCCEEDED", 0.4, 2.0),
+    ]
+    build_run(tmp_path, attempts)
+    report = write_report(tmp_path)
+    markdown = report.markdown.read_text()
+    # kept: 60 s of the preempted attempt (its last commit) + all 80 s of the finished one.
+    assert report.summary.kept_seconds == pytest.approx(140)
+    assert report.summary.lost_seconds == pytest.approx(40)
+    assert table_value(markdown, "Training time lost to preemption") == "40.0 s"
+    assert table_value(markdown, "Latest step") == "12"
+    assert table_value(markdown, "Final loss") == f"{1 / 13:.6g}"
+    assert table_value(markdown, "Quality gate") == "passed"
+    assert "| accuracy | 0.91 |" in markdown
+    assert "![timeline](report.png)" in markdown
+    assert_png(report.png)
+
+
+def test_cli_report_writes_png_and_markdown(tmp_path: Path):
+    build_run(tmp_path, [Attempt(0, 60, [0.5], "SUCCEEDED", 0.5, 3.0)])
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report.md").is_file()
+    assert_png(tmp_path / "report.png")
+    assert str(tmp_path / "report.md") in result.output
+
+
+def test_minimal_run_json_without_checkpoints(tmp_path: Path):
+    (tmp_path / "run.json").write_text(
+        json.dumps(
+            {
+                "outcome": "PIPELINE_FAILED",
+                "job_name": "projects/p/locations/l/customJobs/9",
+                "ledger": [
+                    {
+                        "attempt": 1,
+                        "startTime": "2026-01-01T00:00:00Z",
+                        "endTime": "2026-01-01T00:01:00Z",
+                        "endReason": "FAILED",
+                        "billableSeconds": "60",  # int64 as a string, as protobuf JSON sends it
+                        "spotCost": 0.001,
+                        "onDemandCost": 0.004,
+                        "savings": 0.003,
+                    }
+                ],
+            }
+        )
+    )
+    report = write_report(tmp_path)
+    markdown = report.markdown.read_text()
+    assert table_value(markdown, "Goodput") == "-"
+    assert table_value(markdown, "Billable time") == "60.0 s"
+    assert table_value(markdown, "Savings") == "$0.003000 (75.0%)"
+    assert "No attempt records" in markdown
+    assert_png(report.png)
+
+
+def test_empty_ledger_still_reports(tmp_path: Path):
+    (tmp_path / "run.json").write_text(json.dumps({"outcome": "PIPELINE_FAILED", "ledger": []}))
+    report = write_report(tmp_path)
+    assert "No ledger rows" in report.markdown.read_text()
+    assert_png(report.png)
+
+
+def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
+    build_run(tmp_path, [Attempt(0, 50, [0.2, 0.4], "SUCCEEDED", 0.5, 3.0)])
+    ckpt = tmp_path / "job" / "checkpoints"
+    (ckpt / "step-99").mkdir()  # no manifest: not a checkpoint
+    (ckpt / "_attempts" / "broken.json").write_text("{not json")
+    (ckpt / "_attempts" / "weird.json").write_text(json.dumps({"start_time": "yesterday-ish"}))
+    run = load_run(tmp_path)
+    assert [s.step for s in run.saves] == [3, 6]
+    assert [a.attempt_id for a in run.attempts] == ["attempt-01"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "has no run.json"),
+        ("{oops", "not readable JSON"),
+        ("[]", "must hold a JSON object"),
+        ('{"ledger": []}', "'outcome' must be a non-empty string"),
+        ('{"outcome": "X", "ledger": {}}', "'ledger' must be a list"),
+        (
+            '{"outcome": "X", "ledger": [{"spotCost": "cheap"}]}',
+            r"ledger\[0\]\.spotCost must be a number, got 'cheap'",
+        ),
+        (
+            '{"outcome": "X", "ledger": [{"startTime": "noon"}]}',
+            r"ledger\[0\]\.startTime must be a time",
+        ),
+    ],
+)
+def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
+    if content is not None:
+        (tmp_path / "run.json").write_text(content)
+    with pytest.raises(ReportError, match=message):
+        write_report(tmp_path)
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 2
+    assert len([line for line in result.output.splitlines() if line.startswith("Error")]) == 1
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_cli_report_on_a_missing_directory_is_exit_2(tmp_path: Path):
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+@given(st.floats(0, 4_000_000_000, allow_nan=False))
+def test_rfc3339_and_epoch_times_agree(epoch):
+    from kfp_spot.reports.run import parse_time
+
+    assert parse_time(rfc3339(epoch), "t") == pytest.approx(epoch, abs=1e-5)
+    assert parse_time(epoch, "t") == epoch
+    assert parse_time(str(epoch), "t") == epoch

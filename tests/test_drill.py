@@ -1,0 +1,65 @@
+"""The preemption drill preempts each attempt once, only after that attempt saved progress."""
+
+import threading
+
+import pytest
+
+from kfp_spot import checkpoints
+from kfp_spot.drill import CheckpointPreemptionDrill
+
+
+class Attempts:
+    def __init__(self):
+        self.running: list[tuple[str, int]] = []
+        self.preempted: list[str] = []
+        self.event = threading.Event()
+
+    def __call__(self):
+        return list(self.running)
+
+    def preempt(self, job):
+        self.preempted.append(job)
+        self.running = []
+        self.event.set()
+
+
+def test_preempts_only_after_a_new_commit_and_once_per_attempt(tmp_path):
+    root = str(tmp_path / "ckpt")
+    checkpoints.write_step(root, 3, {"w": b"old"})  # left by an earlier attempt
+    attempts = Attempts()
+    with CheckpointPreemptionDrill(root, attempts, attempts.preempt, count=2, poll_seconds=0.01):
+        attempts.running = [("job-1", 1)]
+        assert not attempts.event.wait(0.3), "preempted before the attempt committed anything"
+        checkpoints.write_step(root, 4, {"w": b"new"})
+        assert attempts.event.wait(10)
+        attempts.event.clear()
+        # The same attempt seen again (e.g. while it drains) is never preempted twice.
+        attempts.running = [("job-1", 1)]
+        checkpoints.write_step(root, 5, {"w": b"save on SIGTERM"})
+        assert not attempts.event.wait(0.3)
+        attempts.running = [("job-1", 2)]
+        assert not attempts.event.wait(0.3), "the next attempt has not saved yet"
+        checkpoints.write_step(root, 6, {"w": b"progress"})
+        assert attempts.event.wait(10)
+    assert attempts.preempted == ["job-1", "job-1"]
+
+
+def test_torn_steps_do_not_count_as_progress(tmp_path):
+    root = str(tmp_path / "ckpt")
+    attempts = Attempts()
+    with CheckpointPreemptionDrill(root, attempts, attempts.preempt, poll_seconds=0.01):
+        attempts.running = [("job-1", 1)]
+        assert not attempts.event.wait(0.2)
+        # Files without a manifest: not committed.
+        (tmp_path / "ckpt" / "step-9").mkdir(parents=True)
+        (tmp_path / "ckpt" / "step-9" / "w").write_bytes(b"half")
+        assert not attempts.event.wait(0.3)
+    assert attempts.preempted == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"), [({"count": -1}, "count"), ({"poll_seconds": 0}, "poll")]
+)
+def test_bad_arguments_are_named(tmp_path, kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        CheckpointPreemptionDrill(str(tmp_path), list, print, **kwargs)

@@ -1,0 +1,217 @@
+"""The example trainer end to end: preempted anywhere, it ends with the same weights."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from trainer_testlib import load_model, run_trainer, trainer_env
+
+from kfp_spot import checkpoints
+
+EPOCHS = 3
+PER_BATCH = ["--steps-per-epoch", "43"]  # a step per minibatch: 129 steps, saves mid-epoch
+TOTAL = 129
+_REFERENCES: dict[int, dict[str, bytes]] = {}
+
+
+def reference(seed: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Final weights of an uninterrupted run with ``seed`` (computed once per seed)."""
+    if seed not in _REFERENCES:
+        base = tmp_path_factory.mktemp(f"reference-{seed}")
+        run = run_trainer(
+            str(base / "ck"),
+            str(base / "model"),
+            [
+                "--epochs",
+                str(EPOCHS),
+                "--checkpoint-every",
+                "1000",
+                "--seed",
+                str(seed),
+                *PER_BATCH,
+            ],
+        )
+        assert run.returncode == 0, run.output
+        _REFERENCES[seed] = load_model(str(base / "model"))
+    return _REFERENCES[seed]
+
+
+def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
+    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
+    run = run_trainer(ck, model, ["--epochs", "2", "--checkpoint-every", "20", *PER_BATCH])
+    assert run.returncode == 0, run.output
+    assert "starting from step 0" in run.output
+    info = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert info["steps"] == 86
+    # keep_last 3: the final step and the two saves before it
+    assert [m.step for m in checkpoints.committed_steps(ck)] == [60, 80, 86]
+    records = checkpoints.read_attempt_records(ck)
+    assert [(r["exit_reason"], r["first_step"], r["last_committed_step"]) for r in records] == [
+        ("finished", 0, 86)
+    ]
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "trainer"))
+    try:
+        from trainer.evaluate import evaluate
+    finally:
+        sys.path.pop(0)
+    metrics = evaluate(str(tmp_path / "ck" / "step-86"), {})
+    assert metrics["step"] == 86.0
+    assert metrics["examples"] == 449.0  # the held-out quarter of 1797
+    assert metrics["accuracy"] > 0.85
+    cm = metrics["confusion_matrix"]
+    assert cm["labels"] == list(range(10))
+    assert sum(map(sum, cm["matrix"])) == 449
+    assert sum(cm["matrix"][i][i] for i in range(10)) == round(metrics["accuracy"] * 449)
+    train = evaluate(str(tmp_path / "ck" / "step-86"), {"split": "train"})
+    assert train["examples"] == 1797.0 - 449.0
+    with pytest.raises(ValueError, match="split"):
+        evaluate(str(tmp_path / "ck" / "step-86"), {"split": "validation"})
+    with pytest.raises(ValueError, match="unknown key"):
+        evaluate(str(tmp_path / "ck" / "step-86"), {"epochs": 3})
+
+
+def _schedule(rng: random.Random) -> list[str]:
+    """1-3 preemptions at increasing steps, of every kind the platform can deal."""
+    kinds = [
+        "kill@step",
+        "term@step",
+        "kill@save-mid",
+        "term@save-mid",
+        "kill@save-before-manifest",
+    ]
+    steps = sorted(rng.sample(range(1, TOTAL), rng.randint(1, 3)))
+    return [f"{rng.choice(kinds)}:{s}" for s in steps]
+
+
+SCENARIOS = [
+    # (training seed, schedule seed, checkpoint interval, async saves)
+    (0, 1, "7", False),
+    (0, 2, "20", True),
+    (1, 3, "auto", False),
+    (1, 4, "2", True),
+    (2, 5, "13", False),
+    (2, 6, "auto", True),
+    (3, 7, "5", False),
+    (3, 8, "30", True),
+]
+
+
+@pytest.mark.parametrize(("seed", "schedule_seed", "every", "async_save"), SCENARIOS)
+def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    seed: int,
+    schedule_seed: int,
+    every: str,
+    async_save: bool,
+) -> None:
+    rng = random.Random(schedule_seed)
+    # Save steps aligned with an interval of K only fall on save-* failpoints for multiples of K;
+    # pick the failing steps among them so every schedule really dies in the middle of a save.
+    schedule = _schedule(rng)
+    if every.isdigit():
+        k = int(every)
+        schedule = [
+            f"{fp.split(':')[0]}:{max(k, int(fp.split(':')[1]) // k * k)}" if "save" in fp else fp
+            for fp in schedule
+        ]
+    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
+    args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
+    if async_save:
+        args.append("--async-save")
+    runs = []
+    for point in schedule:
+        run = run_trainer(ck, model, args, failpoints=point)
+        runs.append(run)
+        if run.returncode == 0:
+            break  # a failpoint at a step this attempt never ran (it resumed past it)
+        expected = 143 if point.startswith("term") else -signal.SIGKILL
+        assert run.returncode == expected, (point, run.output)
+        if point.startswith("term"):
+            assert "preemption notice" in run.output
+            # SIGTERM leaves time for one more save: it stopped exactly where it committed.
+            stopped = int(re.search(r"preempted after step (\d+)", run.output).group(1))
+            assert checkpoints.latest(ck).step == stopped
+        latest = checkpoints.latest(ck)
+        runs[-1].resume_expected = latest.step if latest else None
+    else:
+        runs.append(run_trainer(ck, model, args))
+    assert runs[-1].returncode == 0, runs[-1].output
+    for before, after in itertools.pairwise(runs):
+        step = before.resume_expected
+        if step is None:
+            assert "starting from step 0" in after.output
+        else:
+            assert f"resuming from step {step}\n" in after.output
+    assert load_model(model) == reference(seed, tmp_path_factory), schedule
+    reasons = [r["exit_reason"] for r in checkpoints.read_attempt_records(ck)]
+    assert reasons[-1] == "finished"
+    assert set(reasons[:-1]) <= {"preempted", None}
+
+
+def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The platform's way: SIGTERM, a grace period, then SIGKILL if still alive."""
+    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
+    args = ["--epochs", str(EPOCHS), "--checkpoint-every", "1000", "--step-seconds", "0.01"]
+    args += PER_BATCH
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.task", *args],
+        env=trainer_env(ck, model),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    deadline = time.monotonic() + 60
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until it is past the first epoch (no checkpoint yet)
+        lines.append(line)
+        if line.startswith("epoch 1/"):
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=10)  # the grace period
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail("the trainer did not stop within the grace period:\n" + "".join(lines) + out)
+    assert proc.returncode == 143, "".join(lines) + out
+    stopped = int(re.search(r"preempted after step (\d+)", out).group(1))
+    assert stopped >= 43
+    assert checkpoints.latest(ck).step == stopped  # the save on the notice committed
+
+    final = run_trainer(ck, model, args)
+    assert final.returncode == 0, final.output
+    assert f"resuming from step {stopped}" in final.output
+    assert load_model(model) == reference(0, tmp_path_factory)
+    records = checkpoints.read_attempt_records(ck)
+    assert [r["exit_reason"] for r in records] == ["preempted", "finished"]
+    assert records[0]["preemption_notice_time"] is not None
+    assert records[1]["first_step"] == stopped
+
+
+def test_step_granularity_does_not_change_the_weights(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    args = ["--epochs", str(EPOCHS), "--checkpoint-every", "1", "--steps-per-epoch", "1"]
+    run = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), args)
+    assert run.returncode == 0, run.output
+    assert "training 3 steps" in run.output
+    assert load_model(str(tmp_path / "model")) == reference(0, tmp_path_factory)
+    bad = run_trainer(str(tmp_path / "ck2"), str(tmp_path / "m2"), ["--steps-per-epoch", "44"])
+    assert bad.returncode != 0 and "use 1..43" in bad.output
+    changed = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--seed", "9"])
+    assert changed.returncode != 0 and "seed: 0 -> 9" in changed.output

@@ -1,0 +1,279 @@
+"""CheckpointManager: save/restore, torn steps, retention, async saves, the notice, records."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kfp_spot import checkpoints
+from kfp_spot.trainer import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointManager,
+    PreemptionNotice,
+    StateEncodingError,
+    load_checkpoint,
+)
+
+
+def _manager(root: Path, **kwargs) -> CheckpointManager:
+    kwargs.setdefault("handle_signals", False)
+    return CheckpointManager(str(root), **kwargs)
+
+
+def _state(step: int) -> dict:
+    rng = np.random.default_rng(step)
+    return {
+        "weights": rng.normal(size=(16, 4)),
+        "rng": rng,
+        "progress": {"step": step, "epoch": step // 10},
+        "blob": b"raw-%d" % step,
+    }
+
+
+def test_save_restore_is_exact(tmp_path: Path) -> None:
+    state = _state(5)
+    with _manager(tmp_path, interval="1") as ckpt:
+        assert ckpt.restore() is None
+        ckpt.save(5, state, metrics={"loss": 0.25})
+    restored = _manager(tmp_path).restore()
+    assert restored.step == 5
+    assert restored.metrics == {"loss": 0.25}
+    assert restored.state["weights"].tobytes() == state["weights"].tobytes()
+    assert restored.state["progress"] == {"step": 5, "epoch": 0}
+    assert restored.state["blob"] == b"raw-5"
+    # the RNG continues exactly where the saved one would have
+    assert restored.state["rng"].random(4).tolist() == state["rng"].random(4).tolist()
+    assert load_checkpoint(restored.path).state["blob"] == b"raw-5"
+
+
+@pytest.mark.parametrize("damage", ["manifest-missing", "truncated", "hash-mismatch"])
+def test_torn_checkpoint_is_never_restored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    ckpt = _manager(tmp_path, keep_last=None)
+    ckpt.save(10, _state(10))
+    ckpt.save(20, _state(20))
+    step20 = tmp_path / "step-20"
+    weights = step20 / "weights.npy"
+    if damage == "manifest-missing":
+        (step20 / "manifest.json").unlink()
+    elif damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:-8])
+    else:
+        data = bytearray(weights.read_bytes())
+        data[-1] ^= 1
+        weights.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        restored = _manager(tmp_path).restore()
+    assert restored.step == 10
+    assert "not restoring checkpoint: step 20" in caplog.text
+    with pytest.raises(CheckpointCorruptError):
+        _manager(tmp_path).restore(step=20)
+    with pytest.raises(CheckpointCorruptError):
+        load_checkpoint(str(step20))
+
+
+def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
+    ckpt = _manager(tmp_path, keep_last=2, keep_best=1, best_metric="acc", best_mode="max")
+    accuracy = {1: 0.5, 2: 0.9, 3: 0.6, 4: 0.7, 5: 0.65}
+    for step, acc in accuracy.items():
+        ckpt.save(step, {"x": step}, metrics={"acc": acc})
+    assert ckpt.committed_steps() == [2, 4, 5]
+    minimise = _manager(
+        tmp_path / "min", keep_last=1, keep_best=2, best_metric="loss", best_mode="min"
+    )
+    for step, loss in {1: 3.0, 2: 1.0, 3: 2.0, 4: 0.5, 5: 4.0}.items():
+        minimise.save(step, {"x": step}, metrics={"loss": loss})
+    assert minimise.committed_steps() == [2, 4, 5]
+
+
+def test_retention_removes_old_torn_steps(tmp_path: Path) -> None:
+    (tmp_path / "step-1").mkdir(parents=True)
+    (tmp_path / "step-1" / "x.json").write_text("1")  # a killed save, never committed
+    ckpt = _manager(tmp_path, keep_last=5)
+    ckpt.save(2, {"x": 2})
+    assert checkpoints.list_steps(str(tmp_path)) == [2]
+
+
+def test_async_save_snapshots_state(tmp_path: Path) -> None:
+    weights = np.zeros(1000)
+    with _manager(tmp_path, async_save=True, keep_last=None) as ckpt:
+        assert ckpt.save(1, {"w": weights}) is None  # written in the background
+        weights += 1.0  # the caller goes on training at once
+        ckpt.save(2, {"w": weights})
+        ckpt.wait()
+        assert ckpt.last_committed_step == 2
+    assert not _manager(tmp_path).restore(step=1).state["w"].any()
+    assert (_manager(tmp_path).restore(step=2).state["w"] == 1.0).all()
+
+
+def test_async_save_failure_surfaces(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the checkpoint root should be a directory")
+    ckpt = _manager(blocker, async_save=True, record_attempts=False)
+    ckpt.save(1, {"x": 1})
+    with pytest.raises(CheckpointError, match="background checkpoint save failed"):
+        ckpt.wait()
+
+
+def test_unencodable_state_names_the_key(tmp_path: Path) -> None:
+    ckpt = _manager(tmp_path)
+    with pytest.raises(StateEncodingError, match=r"state\['model'\]"):
+        ckpt.save(1, {"model": object()})
+    with pytest.raises(ValueError, match="state key"):
+        ckpt.save(1, {"a/b": 1})
+    with pytest.raises(ValueError, match="step must be"):
+        ckpt.save(-1, {"a": 1})
+    assert checkpoints.list_steps(str(tmp_path)) == []
+
+
+def test_arguments_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIP_CHECKPOINT_DIR", raising=False)
+    with pytest.raises(ValueError, match="AIP_CHECKPOINT_DIR"):
+        CheckpointManager()
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", str(tmp_path))
+    assert CheckpointManager().root == str(tmp_path)
+    for kwargs, field in [
+        ({"keep_last": 0}, "keep_last"),
+        ({"keep_best": 1}, "best_metric"),
+        ({"best_mode": "up"}, "best_mode"),
+        ({"interval": "often"}, "checkpoint interval"),
+        ({"grace_period": -1}, "grace_period"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            CheckpointManager(str(tmp_path), **kwargs)
+
+
+class _Clock:
+    """A clock each save makes jump: saves "take" ``save_cost`` seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_slow_save_warns_about_the_grace_period(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = _Clock()
+
+    class SlowState(dict):
+        def items(self):  # encoding the state "takes" 45 s
+            clock.now += 45.0
+            return super().items()
+
+    ckpt = _manager(tmp_path, grace_period=30.0, clock=clock)
+    with caplog.at_level(logging.WARNING):
+        ckpt.save(1, SlowState(x=1))
+    assert "longer than the 30s grace period" in caplog.text
+
+
+def test_notice_skips_a_final_save_that_cannot_fit(tmp_path: Path) -> None:
+    clock = _Clock()
+    notice = PreemptionNotice(grace_period=30.0, clock=clock)
+    ckpt = _manager(tmp_path, interval="1000", notice=notice, clock=clock)
+
+    class SlowState(dict):
+        def items(self):
+            clock.now += 20.0
+            return super().items()
+
+    ckpt.save(1, SlowState(x=1))  # a save takes 20 s
+    notice.request("test")
+    clock.now += 15.0  # 15 s of the grace period left
+    assert ckpt.maybe_save(2, lambda: {"x": 2}) is False
+    assert ckpt.should_stop
+    assert ckpt.committed_steps() == [1]
+    notice2 = PreemptionNotice(grace_period=30.0, clock=clock)
+    ckpt2 = _manager(tmp_path / "b", interval="1000", notice=notice2, clock=clock)
+    ckpt2.save(1, SlowState(x=1))
+    notice2.request("test")  # 30 s left: a 20 s save fits
+    assert ckpt2.maybe_save(2, lambda: {"x": 2}) is True
+    assert ckpt2.committed_steps() == [1, 2]
+    assert ckpt2.maybe_save(2, lambda: {"x": 2}) is False  # already saved
+
+
+def test_sigterm_handler_chains_to_the_previous_one(tmp_path: Path) -> None:
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with CheckpointManager(str(tmp_path), interval="1000") as ckpt:
+            assert not ckpt.should_stop
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = threading.Event()
+            for _ in range(200):  # the handler runs on the main thread's next bytecode
+                if ckpt.should_stop:
+                    break
+                deadline.wait(0.01)
+            assert ckpt.should_stop
+            assert ckpt.notice.reason == "received SIGTERM"
+            assert seen == [signal.SIGTERM]
+            assert ckpt.maybe_save(3, {"x": 3}) is True
+        # leaving puts the earlier handler back
+        assert signal.getsignal(signal.SIGTERM) is not ckpt.notice._handle
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(200):
+            if len(seen) == 2:
+                break
+            threading.Event().wait(0.01)
+        assert seen == [signal.SIGTERM, signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    records = checkpoints.read_attempt_records(str(tmp_path))
+    assert records[-1]["exit_reason"] == "preempted"
+    assert records[-1]["last_committed_step"] == 3
+
+
+def test_install_outside_main_thread_is_refused() -> None:
+    errors = []
+
+    def target() -> None:
+        try:
+            PreemptionNotice().install()
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    assert errors and "main thread" in errors[0]
+
+
+def test_attempt_record_exit_reasons(tmp_path: Path) -> None:
+    with _manager(tmp_path, interval="1") as ckpt:
+        ckpt.save(1, {"x": 1})
+    with pytest.raises(RuntimeError), _manager(tmp_path) as ckpt:
+        restored = ckpt.restore()
+        assert restored.step == 1
+        raise RuntimeError("diverged")
+    records = checkpoints.read_attempt_records(str(tmp_path))
+    assert [(r["exit_reason"], r["first_step"]) for r in records] == [
+        ("finished", 0),
+        ("error", 1),
+    ]
+    assert records[1]["error"] == "RuntimeError: diverged"
+    assert records[0]["saves"] == 1 and records[0]["save_seconds_max"] >= 0
+
+
+def test_import_pulls_in_neither_kfp_nor_aiplatform() -> None:
+    code = (
+        "import sys, kfp_spot.trainer\n"
+        "bad = sorted(m for m in sys.modules if m == 'kfp' or m.startswith('kfp.')"
+        " or m.startswith('google.cloud.aiplatform') or m == 'torch' or m == 'sklearn')\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == ""

@@ -1,0 +1,241 @@
+"""State adapters, the save interval (Young-Daly) and the failpoint spec."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from kfp_spot.trainer import (
+    CheckpointManager,
+    SaveInterval,
+    adapters,
+    estimate_mtbp,
+    failpoints,
+    young_daly,
+)
+from kfp_spot.trainer.interval import IntervalPolicy
+
+
+def _round_trip(value):
+    files, index = adapters.encode_state({"v": value})
+    return adapters.decode_state(files.__getitem__, index)["v"], index["v"]["adapter"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hnp.arrays(
+        dtype=st.sampled_from([np.float64, np.float32, np.int64, np.uint8, np.bool_, np.complex64]),
+        shape=hnp.array_shapes(min_dims=0, max_dims=3, max_side=6),
+    )
+)
+def test_numpy_arrays_round_trip_bitwise(array: np.ndarray) -> None:
+    back, adapter = _round_trip(array)
+    assert adapter == "numpy"
+    assert back.dtype == array.dtype and back.shape == array.shape
+    assert back.tobytes() == array.tobytes()  # NaNs and signed zeros included
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=5), children, max_size=4)
+        ),
+        max_leaves=20,
+    )
+)
+def test_json_values_round_trip_exactly(value) -> None:
+    back, adapter = _round_trip(value)
+    assert adapter == "json"
+    assert back == value
+    assert repr(back) == repr(value)  # floats bit for bit, bools stay bools
+
+
+def test_rngs_continue_where_they_stopped() -> None:
+    gen = np.random.default_rng(7)
+    gen.random(3)
+    legacy = np.random.RandomState(3)
+    legacy.normal(size=5)  # leaves a cached Gaussian
+    py = random.Random(11)
+    py.random()
+    for rng, draw in [
+        (gen, lambda r: r.random(5).tolist()),
+        (np.random.Generator(np.random.MT19937(5)), lambda r: r.integers(0, 100, 5).tolist()),
+        (legacy, lambda r: r.normal(size=5).tolist()),
+        (py, lambda r: [r.random() for _ in range(5)]),
+    ]:
+        back, _ = _round_trip(rng)
+        assert draw(back) == draw(rng)
+
+
+def test_dict_of_arrays_and_bytes() -> None:
+    value = {"W": np.arange(6.0).reshape(2, 3), "b": np.zeros(3, dtype=np.float32)}
+    back, adapter = _round_trip(value)
+    assert adapter == "numpy-dict"
+    assert {k: v.tobytes() for k, v in back.items()} == {k: v.tobytes() for k, v in value.items()}
+    assert _round_trip(bytearray(b"\x00raw"))[0] == b"\x00raw"
+
+
+def test_object_arrays_and_non_finite_json_are_refused() -> None:
+    with pytest.raises(adapters.StateEncodingError, match="pickle"):
+        adapters.encode_state({"a": np.array([object()])})
+    with pytest.raises(adapters.StateEncodingError, match=r"state\['nan'\]"):
+        adapters.encode_state({"nan": float("nan")})
+
+
+def test_sklearn_estimator_round_trips(tmp_path: Path) -> None:
+    from sklearn.linear_model import SGDClassifier
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    clf = SGDClassifier(random_state=0).partial_fit(X, y, classes=[0, 1])
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    ckpt.save(1, {"clf": clf})
+    back = ckpt.restore().state["clf"]
+    assert back.coef_.tobytes() == clf.coef_.tobytes()
+    back.partial_fit(X, y)
+    clf.partial_fit(X, y)
+    assert back.coef_.tobytes() == clf.coef_.tobytes()  # training goes on identically
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_torch_state_dict_round_trips_without_pickle(tmp_path: Path) -> None:
+    import torch
+
+    model = torch.nn.Linear(4, 2)
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    ckpt.save(1, {"model": model.state_dict(), "t": torch.arange(5)})
+    restored = ckpt.restore()
+    index = restored.manifest.metadata["state"]
+    assert index["model"]["adapter"] in ("safetensors", "torch")
+    for key, value in model.state_dict().items():
+        assert torch.equal(restored.state["model"][key], value)
+    assert torch.equal(restored.state["t"], torch.arange(5))
+
+
+def test_torch_adapter_is_lazy() -> None:
+    # Without torch imported no value can be a tensor, and matching never imports torch.
+    import sys
+
+    had = "torch" in sys.modules
+    assert adapters.get("torch").matches({"a": np.zeros(2)}) is False
+    assert adapters.adapter_for("a", {"a": np.zeros(2)}).name == "numpy-dict"
+    assert ("torch" in sys.modules) == had
+
+
+def test_unknown_adapter_on_restore_names_the_known_ones() -> None:
+    with pytest.raises(adapters.StateEncodingError, match="numpy-dict"):
+        adapters.decode_state(lambda name: b"", {"x": {"file": "x.bin", "adapter": "nope"}})
+
+
+def test_registered_adapter_wins() -> None:
+    class Point:
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    adapters.register(
+        adapters.Adapter(
+            "test-point",
+            ".pt.txt",
+            lambda v: isinstance(v, Point),
+            lambda v: str(v.x).encode(),
+            lambda b: Point(int(b)),
+        )
+    )
+    back, adapter = _round_trip(Point(41))
+    assert adapter == "test-point" and back.x == 41
+    with pytest.raises(ValueError, match="already registered"):
+        adapters.register(adapters.get("test-point"))
+
+
+# -- interval ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("100", SaveInterval(steps=100)),
+        (7, SaveInterval(steps=7)),
+        ("30s", SaveInterval(seconds=30.0)),
+        ("1.5m", SaveInterval(seconds=90.0)),
+        ("2h", SaveInterval(seconds=7200.0)),
+        ("auto", SaveInterval(auto=True)),
+        (" AUTO ", SaveInterval(auto=True)),
+    ],
+)
+def test_interval_parse(spec, expected: SaveInterval) -> None:
+    assert SaveInterval.parse(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["0", "-5", "soon", "10 parsecs", "0s", "", True])
+def test_interval_parse_rejects(spec) -> None:
+    with pytest.raises(ValueError, match="interval"):
+        SaveInterval.parse(spec)
+
+
+def test_young_daly() -> None:
+    assert young_daly(2.0, 100.0) == pytest.approx(20.0)
+    with pytest.raises(ValueError, match="cost and mtbp"):
+        young_daly(0.0, 10.0)
+
+
+def test_mtbp_estimate_learns_from_attempts() -> None:
+    assert estimate_mtbp([], prior=600.0) == 600.0
+    records = [
+        {"start_time": 0.0, "end_time": 30.0, "exit_reason": "preempted"},
+        {"start_time": 40.0, "end_time": None, "updated_time": 70.0, "exit_reason": None},
+        {"start_time": 80.0, "end_time": 110.0, "exit_reason": "preempted"},
+    ]
+    # (600 + 90 s of exposure) / (1 + 3 preemptions)
+    assert estimate_mtbp(records, prior=600.0) == pytest.approx(690.0 / 4)
+    assert estimate_mtbp(records, prior=600.0, current_exposure=10.0) == pytest.approx(700.0 / 4)
+
+
+def test_policy_steps_are_aligned_to_absolute_steps() -> None:
+    policy = IntervalPolicy(SaveInterval(steps=10))
+    assert [s for s in range(1, 35) if policy.due(s, 0.0)] == [10, 20, 30]
+
+
+def test_policy_seconds() -> None:
+    policy = IntervalPolicy(SaveInterval(seconds=5.0), now=100.0)
+    assert not policy.due(1, 104.0)
+    assert policy.due(2, 105.0)
+    policy.record_save(0.1, 105.0)
+    assert not policy.due(3, 109.0)
+
+
+def test_policy_auto_follows_young_daly_and_adapts() -> None:
+    records = [{"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted"}]
+    policy = IntervalPolicy(SaveInterval(auto=True, mtbp=100.0), records, now=1000.0)
+    assert policy.due(1, 1000.0)  # nothing measured yet: save once to learn the cost
+    policy.record_save(0.5, 1000.0)
+    mtbp = (100.0 + 100.0) / 2
+    target = math.sqrt(2 * 0.5 * mtbp)
+    assert policy.target_seconds(1000.0) == pytest.approx(target)
+    assert not policy.due(2, 1000.0 + target * 0.9)
+    assert policy.due(3, 1000.0 + target * 1.2)  # the estimate grows a little meanwhile
+    # a long uninterrupted attempt raises the estimate, so saves spread out
+    assert policy.target_seconds(5000.0) > target
+
+
+# -- failpoints --------------------------------------------------------------------------------
+def test_failpoint_spec() -> None:
+    assert failpoints.parse("kill@save-mid:40, term@step:7") == {
+        ("save-mid", 40): "kill",
+        ("step", 7): "term",
+    }
+    for bad in ["kill@save-mid", "explode@step:1", "kill@nowhere:1", "kill@step:x"]:
+        with pytest.raises(ValueError, match="KFP_SPOT_FAILPOINTS"):
+            failpoints.parse(bad)
