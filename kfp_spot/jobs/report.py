@@ -323,10 +323,10 @@ def _attempts_from_records(
         end = parse_time(record.get("end_time"))
         reason = _record_reason(record)
         followed = index + 1 < len(records)
-        if end is None and followed:
-            # Killed without a word (SIGKILL after the grace period): ended when the next began.
-            end = parse_time(records[index + 1].get("start_time"))
-            reason = reason or "preempted"
+        if end is None:
+            end = _killed_at(record, records[index + 1] if followed else None)
+            if followed:
+                reason = reason or "preempted"  # killed without a word, and training went on
         if reason in _FINISHED:
             end_reason = "SUCCEEDED"
         elif reason in _PREEMPTED or (followed and reason in ("", "running")):
@@ -345,6 +345,24 @@ def _attempts_from_records(
             attempt.work_lost_seconds = _work_lost(start, end, commits)
         attempts.append(attempt)
     return attempts
+
+
+def _killed_at(record: Mapping[str, Any], following: Mapping[str, Any] | None) -> float | None:
+    """When an attempt that never wrote its end stopped being billed.
+
+    With a preemption notice on record: the notice plus the grace period (SIGKILL time), but not
+    after the next attempt began. Without one: when the next attempt began, or the record's last
+    sign of life (``updated_time``) when there is no next attempt.
+    """
+    next_start = parse_time(following.get("start_time")) if following else None
+    notice = parse_time(record.get("preemption_notice_time"))
+    if notice is not None:
+        grace = record.get("grace_period")
+        killed = notice + (float(grace) if isinstance(grace, (int, float)) else 0.0)
+        return min(killed, next_start) if next_start is not None else killed
+    if next_start is not None:
+        return next_start
+    return parse_time(record.get("updated_time"))
 
 
 def _strategy_at(start: float | None, submissions: Sequence[Submission]) -> str:

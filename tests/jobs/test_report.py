@@ -85,3 +85,32 @@ def test_job_timestamps_when_nothing_else_is_known(tmp_path):
 )
 def test_parse_time(value, expected):
     assert parse_time(value) == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_a_killed_attempt_with_a_notice_ends_at_notice_plus_grace(tmp_path):
+    root = str(tmp_path / "checkpoints")
+    _commit(root, 4, 40.0)
+    # The trainer's record of an attempt SIGKILLed after its notice (as kfp_spot.trainer writes).
+    killed = {
+        "start_time": 0.0,
+        "end_time": None,
+        "exit_reason": None,
+        "updated_time": 40.0,
+        "preemption_notice_time": 50.0,
+        "grace_period": 30.0,
+        "first_step": 0,
+    }
+    checkpoints.write_attempt_record(root, "a", killed)
+    checkpoints.write_attempt_record(
+        root, "b", {"start_time": 200.0, "end_time": 260.0, "exit_reason": "finished"}
+    )
+    report = build_report(
+        outcome="SUCCEEDED",
+        submissions=[Submission("t", "SPOT", job_name="j")],
+        checkpoint_root=root,
+        hardware=NO_PRICES,
+    )
+    first = report.attempt_detail[0]
+    assert first.end == 80.0 and first.end_reason == "PREEMPTED"
+    assert first.work_lost_seconds == 40.0  # from the commit at 40 s to the kill at 80 s
+    assert report.billable_seconds == 80.0 + 60.0
