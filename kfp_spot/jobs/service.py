@@ -98,11 +98,18 @@ class JobService:
         request_timeout: float = 60.0,
     ):
         self.endpoint = endpoint
-        self.client = client or make_job_client(endpoint)
+        self._client = client
         self.retry = retry or RetryBudget.auto(local=endpoint.local)
         self._sleep = sleep
         self._clock = clock
         self._timeout = request_timeout
+
+    @property
+    def client(self) -> JobServiceClient:
+        """The JobServiceClient, made on first use (credentials are looked up only then)."""
+        if self._client is None:
+            self._client = make_job_client(self.endpoint)
+        return self._client
 
     def _with_retries(self, what: str, call: Callable[[], object], transient: tuple) -> object:
         started = self._clock()

@@ -335,3 +335,38 @@ def test_default_base_directory_sits_next_to_the_task_outputs():
         == "gs://b/root/run-1/task-7/custom_job"
     )
     assert default_base_directory("/tmp/root/task/checkpoint") == "/tmp/root/task/custom_job"
+
+
+def test_the_services_rules_are_checked_before_submitting(package, outputs):
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    with RecordingServer() as server:
+        with pytest.raises(LaunchInputError, match="TPU Pod"):
+            _launch(
+                server,
+                package,
+                outputs,
+                machine_type="cloud-tpu",
+                accelerator_type="TPU_V4_POD",
+                accelerator_count=4,
+            )
+        with pytest.raises(LaunchInputError, match="not a known machine type"):
+            _launch(server, package, outputs, machine_type="n9-imaginary-4")
+    assert server.created() == []
+
+
+def test_on_vertex_a_machine_type_missing_from_our_table_is_left_to_the_service(package, tmp_path):
+    """Only the table's gap is waived on Vertex: the job is built and validated up to that."""
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+
+    request = build_request(
+        project="proj",
+        package=package,
+        machine_type="a4-highgpu-8g",  # newer than the table
+        base_output_directory="gs://bucket/run",
+        checkpoint=FakeArtifact(uri=str(tmp_path / "checkpoint")),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+    )
+    job = Launcher(request).prepare()  # no api_endpoint: Vertex AI (nothing is contacted)
+    assert job.job_spec.worker_pool_specs[0].machine_spec.machine_type == "a4-highgpu-8g"

@@ -114,3 +114,29 @@ def test_a_killed_attempt_with_a_notice_ends_at_notice_plus_grace(tmp_path):
     assert first.end == 80.0 and first.end_reason == "PREEMPTED"
     assert first.work_lost_seconds == 40.0  # from the commit at 40 s to the kill at 80 s
     assert report.billable_seconds == 80.0 + 60.0
+
+
+def test_costs_from_the_machine_table_when_no_ledger(tmp_path):
+    from kfp_spot import machines
+
+    sub = Submission(
+        "t",
+        "SPOT",
+        job_name="j",
+        start_time="2026-01-01T00:00:00Z",
+        end_time="2026-01-01T02:00:00Z",
+    )
+    hardware = Hardware(
+        pools=(("n1-standard-4", "NVIDIA_TESLA_T4", 1, 1), ("n1-standard-4", "", 0, 2))
+    )
+    report = build_report(
+        outcome="SUCCEEDED", submissions=[sub], checkpoint_root=str(tmp_path), hardware=hardware
+    )
+    spot_hourly = machines.hourly_price("n1-standard-4", "NVIDIA_TESLA_T4", 1, spot=True)
+    spot_hourly += 2 * machines.hourly_price("n1-standard-4", spot=True)
+    on_demand_hourly = machines.hourly_price("n1-standard-4", "NVIDIA_TESLA_T4", 1, spot=False)
+    on_demand_hourly += 2 * machines.hourly_price("n1-standard-4", spot=False)
+    assert report.cost_spot_usd == pytest.approx(2 * spot_hourly)
+    assert report.cost_on_demand_usd == pytest.approx(2 * on_demand_hourly)
+    assert report.savings_usd == pytest.approx(2 * (on_demand_hourly - spot_hourly))
+    assert report.savings_usd > 0
