@@ -92,7 +92,8 @@ def detection_delay() -> None:
                 info.size = len(text.encode())
                 tar.addfile(info, io.BytesIO(text.encode()))
         delays = []
-        with Emulator(os.path.join(root, "emu"), env_cache_dir=os.path.join(root, "env")) as emu:
+        env_cache = os.path.join(root, "env")
+        with Emulator(os.path.join(root, "emu"), env_cache_dir=env_cache) as emu:
             for i in range(5):
                 out = outputs(os.path.join(root, f"run{i}"))
                 launch_spot_job(
@@ -108,6 +109,31 @@ def detection_delay() -> None:
         print(
             "emulator job end -> launch_spot_job returns (auto local polling, report incl.): "
             f"median {statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms"
+        )
+        # Recovery: a Spot job exhausted at once (7 immediate preemptions) -> the STANDARD
+        # resubmission is created. Measured from the first job's end to the second's create.
+        gaps = []
+        for i in range(3):
+            with Emulator(
+                os.path.join(root, f"emu-x{i}"),
+                env_cache_dir=env_cache,
+                grace_period=0.1,
+                preempt_at=(0.0,) * 7,
+            ) as emu:
+                launch_spot_job(
+                    project="p",
+                    package=FakeArtifact(uri=pkg, metadata={"python_module": "sleeper.task"}),
+                    api_endpoint=emu.endpoint,
+                    fallback_after=1,
+                    **outputs(os.path.join(root, f"x{i}")),
+                )
+                first, second = sorted(emu.list_jobs(), key=lambda j: j["createTime"])
+                ended = emu.job(first["name"]).end_time.timestamp()
+                created = emu.job(second["name"]).create_time.timestamp()
+                gaps.append(created - ended)
+        print(
+            "Spot job exhausted (STOCKOUT) -> fallback CustomJob created: "
+            f"median {statistics.median(gaps) * 1000:.0f} ms (n={len(gaps)})"
         )
 
 
