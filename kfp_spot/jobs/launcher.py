@@ -11,6 +11,7 @@ job the launcher is watching.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import signal
 import threading
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobState
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs import gcp_resources
@@ -160,8 +161,6 @@ def _cancel_on_signals() -> Iterator[None]:
 
 
 def _hardware(job: CustomJob) -> Hardware:
-    from google.cloud.aiplatform_v1.types import AcceleratorType
-
     pools = []
     for pool in job.job_spec.worker_pool_specs:
         if not pool.replica_count:
@@ -179,8 +178,9 @@ def _hardware(job: CustomJob) -> Hardware:
     return Hardware(tuple(pools))
 
 
-def _stamp(value: object) -> str:
-    return value.isoformat() if hasattr(value, "isoformat") and value else ""  # type: ignore[union-attr]
+def _stamp(value: dt.datetime | None) -> str:
+    """RFC 3339 text of a job timestamp ("" when the service has not set it)."""
+    return value.isoformat() if value else ""
 
 
 class Launcher:
