@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from google.api_core import exceptions as api_exceptions
 from google.cloud.aiplatform_v1 import JobServiceClient
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.cloud.aiplatform_v1.types import CustomJob
 
 from kfp_spot.jobs.client import Endpoint, make_job_client
-from kfp_spot.jobs.outcome import is_terminal
+from kfp_spot.jobs.outcome import is_terminal, state_name
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class JobService:
         while True:
             job = self.get(name)
             if job.state != last_state:
-                log.info("%s is %s", name, JobState(job.state).name)
+                log.info("%s is %s", name, state_name(job.state))
                 last_state = job.state
                 interval = poll.initial
                 if on_update is not None:
