@@ -39,7 +39,12 @@ from kfp_spot.jobs.recovery import (
 )
 from kfp_spot.jobs.report import Hardware, JobReport, build_report, fetch_ledger
 from kfp_spot.jobs.resume import seed_checkpoint
-from kfp_spot.jobs.service import JobService, PollPolicy, ServiceUnreachableError
+from kfp_spot.jobs.service import (
+    SUBMISSION_LABEL,
+    JobService,
+    PollPolicy,
+    ServiceUnreachableError,
+)
 from kfp_spot.jobs.spec import (
     RESUME_ENV,
     JobInputs,
@@ -243,7 +248,7 @@ class Launcher:
                 return state
             state.submissions.append(
                 Submission(
-                    token=job.labels.get("kfp-spot-submission", ""),
+                    token=job.labels.get(SUBMISSION_LABEL, ""),
                     strategy=strategy_name(job),
                     job_name=attached,
                     submitted_at=self.clock(),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from google.api_core import exceptions as api_exceptions
 from google.cloud.aiplatform_v1 import JobServiceClient
@@ -22,7 +23,8 @@ from kfp_spot.jobs.outcome import is_terminal, state_name
 
 log = logging.getLogger(__name__)
 
-SUBMISSION_LABEL = "kfp-spot-submission"
+# Underscores, not hyphens: list filters (AIP-160) take bare identifiers as field names.
+SUBMISSION_LABEL = "kfp_spot_submission"
 
 # Transient on reads. OSError covers requests' ConnectionError (REST) and socket errors.
 TRANSIENT_READ_ERRORS: tuple[type[BaseException], ...] = (
@@ -141,18 +143,28 @@ class JobService:
 
     def find_submission(self, parent: str, token: str) -> CustomJob | None:
         """The job created with submission label ``token`` under ``parent``, if any."""
-        request = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
+        filtered = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
+
+        def first_page(request: dict) -> tuple[Iterator[Any], Any]:
+            listing = iter(
+                self.client.list_custom_jobs(request=request, timeout=self._timeout).pages
+            )
+            return listing, next(listing, None)
 
         def scan() -> CustomJob | None:
-            # Checked client-side too: a service that ignores the filter must not mislead us.
-            for page_number, page in enumerate(
-                self.client.list_custom_jobs(request=request, timeout=self._timeout).pages
-            ):
+            try:
+                listing, page = first_page(filtered)
+            except api_exceptions.BadRequest:
+                # A service that refuses the filter: list everything and look ourselves.
+                listing, page = first_page({"parent": parent})
+            for _ in range(20):  # bounded: the job, if it exists, is among the newest
+                if page is None:
+                    break
+                # Checked client-side too: a service that ignores the filter must not mislead us.
                 for job in page.custom_jobs:
                     if job.labels.get(SUBMISSION_LABEL) == token:
                         return job
-                if page_number >= 20:
-                    break
+                page = next(listing, None)
             return None
 
         return self._with_retries(f"list {parent}", scan, TRANSIENT_READ_ERRORS)  # type: ignore[return-value]

@@ -63,6 +63,7 @@ class RecordingServer:
     on_create: Callable[[int, CustomJob], None] | None = None
     fail_next: list[int] = field(default_factory=list)  # HTTP statuses for the next requests
     lose_create_responses: int = 0  # creates that succeed but answer 503 (a lost response)
+    refuse_filters: bool = False  # answer list filters with 400, as a stricter service might
     ledger: dict[str, list[dict[str, Any]]] = field(
         default_factory=dict
     )  # served like the emulator
@@ -163,7 +164,10 @@ class RecordingServer:
                 if name in self.ledger:
                     return self._reply(handler, 200, {"attempts": self.ledger[name]})
             if method == "GET" and (m := _JOBS.match(parts.path)):
-                return self._list(handler, parse_qs(parts.query).get("filter", [""])[0])
+                filter_text = parse_qs(parts.query).get("filter", [""])[0]
+                if filter_text and self.refuse_filters:
+                    return self._error(handler, 400, "INVALID_ARGUMENT", "unsupported filter")
+                return self._list(handler, filter_text)
             if (m := _JOB.match(parts.path)) and m.group(1) in self.jobs:
                 job = self.jobs[m.group(1)]
                 if method == "POST" and m.group(2):

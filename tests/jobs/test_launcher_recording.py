@@ -181,11 +181,14 @@ def test_reattaches_to_the_job_in_gcp_resources(package, outputs):
     assert len(server.created()) == 1  # only the earlier one: no duplicate
 
 
-def test_a_lost_create_response_does_not_make_a_duplicate(package, outputs):
-    with RecordingServer(lose_create_responses=1) as server:
+@pytest.mark.parametrize("refuse_filters", [False, True])
+def test_a_lost_create_response_does_not_make_a_duplicate(package, outputs, refuse_filters):
+    with RecordingServer(lose_create_responses=1, refuse_filters=refuse_filters) as server:
         assert _launch(server, package, outputs) == "SUCCEEDED"
     assert len(server.jobs) == 1
-    assert len(server.created()) == 1  # the retry found the job by its submission label
+    # The retry found the job by its submission label (listing everything when the service
+    # refuses the label filter).
+    assert len(server.created()) == 1
 
 
 def test_an_unreachable_service_fails_with_a_clear_error(package, outputs):
@@ -288,7 +291,7 @@ def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, o
         # What the first launcher left: its create went through, then it died.
         body = {
             "displayName": "kfp-spot-training",
-            "labels": {"kfp-spot-submission": "tok123"},
+            "labels": {"kfp_spot_submission": "tok123"},
             "jobSpec": {"workerPoolSpecs": [], "scheduling": {"strategy": "SPOT"}},
         }
         requests.post(
