@@ -37,7 +37,13 @@ from kfp_spot.jobs.recovery import (
     save_state,
     state_uri,
 )
-from kfp_spot.jobs.report import Hardware, JobReport, build_report, fetch_ledger
+from kfp_spot.jobs.report import (
+    Hardware,
+    JobReport,
+    build_report,
+    fetch_ledger,
+    fetch_log_tail,
+)
 from kfp_spot.jobs.resume import seed_checkpoint
 from kfp_spot.jobs.service import (
     SUBMISSION_LABEL,
@@ -286,8 +292,17 @@ class Launcher:
                 raise
         result = self._result(outcome, message)
         if outcome != Outcome.SUCCEEDED:
-            raise LaunchFailedError(outcome, message, result)
+            raise LaunchFailedError(outcome, self._with_logs(outcome, message), result)
         return result
+
+    def _with_logs(self, outcome: Outcome, message: str) -> str:
+        """A user error's message, plus the replicas' last log lines where the emulator has them."""
+        assert self.state is not None
+        name = self.state.submissions[-1].job_name if self.state.submissions else ""
+        if outcome != Outcome.USER_ERROR or not self.endpoint.local or not name:
+            return message
+        tail = fetch_log_tail(self.endpoint.base_url, name)
+        return f"{message}\n{tail}" if tail else message
 
     def _save(self) -> None:
         assert self.state is not None

@@ -153,6 +153,31 @@ def fetch_ledger(
     return rows if isinstance(rows, list) else None
 
 
+def fetch_log_tail(base_url: str, job_name: str, lines: int = 20, timeout: float = 10.0) -> str:
+    """The last ``lines`` log lines of each replica of the job's last attempt (emulator only).
+
+    Returns "" when the endpoint serves no logs (Vertex AI keeps them in Cloud Logging).
+    """
+    url = f"{base_url}/emulator/v1/{job_name}/logs?tail=16384"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            entries = json.loads(response.read()).get("logs") or []
+    except (OSError, ValueError, AttributeError) as exc:
+        log.info("no logs at %s: %s", url, exc)
+        return ""
+    if not entries:
+        return ""
+    last = max(int(e.get("attempt") or 0) for e in entries)
+    parts = []
+    for entry in entries:
+        if int(entry.get("attempt") or 0) != last:
+            continue
+        text = "\n".join(str(entry.get("text") or "").rstrip().splitlines()[-lines:])
+        if text:
+            parts.append(f"--- {entry.get('replica')} (attempt {last}), last lines ---\n{text}")
+    return "\n".join(parts)
+
+
 def _record_reason(record: Mapping[str, Any]) -> str:
     for key in ("exit_reason", "end_reason", "reason", "status"):
         value = record.get(key)

@@ -50,6 +50,7 @@ while step < a.steps and not stop:
     step += 1
     checkpoints.write_step(root, step, {"state.json": json.dumps({"step": step}).encode()})
     record["last_committed_step"] = step
+print(f"trained to step {step}", flush=True)
 reason = "preempted" if stop else ("error" if a.exit_code else "finished")
 record.update(end_time=time.time(), exit_reason=reason)
 checkpoints.write_attempt_record(root, attempt, record)
@@ -131,6 +132,9 @@ def test_user_error(tmp_path, env_cache, trainer_package, outputs):
             _launch(emu, trainer_package, outputs, "--steps", "1", "--exit-code", "3")
         assert len(emu.list_jobs()) == 1  # a bug is not retried
     assert info.value.outcome.value == "USER_ERROR"
+    # The component's error shows what the code printed last.
+    assert "workerpool0-0 (attempt 1), last lines" in str(info.value)
+    assert "trained to step 1" in str(info.value)
 
 
 @pytest.mark.slow
