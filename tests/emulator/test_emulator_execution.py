@@ -84,7 +84,9 @@ def test_replicas_get_cluster_specs_and_a_preemption_restarts_all(
 
     logs = emulator.logs(name, attempt=2)
     assert sorted(entry["replica"] for entry in logs) == sorted(envs)
-    assert all("step 99" in entry["text"] for entry in logs)
+    # The job ends when the primary replica finishes; workers may be stopped before their last step.
+    (primary,) = [entry for entry in logs if entry["replica"] == "workerpool0-0"]
+    assert "step 99" in primary["text"]
     status, served = api(
         "GET", f"{emulator.endpoint}/emulator/v1/{name}/logs?replica=workerpool1-1"
     )

@@ -320,7 +320,9 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
 def test_fallback_after_one_exhausted_spot_job_is_standard(
     tmp_path, env_cache, trainer_package, outputs
 ):
-    with _emulator(tmp_path, env_cache, preempt_at=(0.3,) * 7) as emu:
+    # Every Spot attempt is preempted as it starts, so the Spot job cannot finish however fast
+    # the machine is: its 7th preemption exhausts it and the fallback runs on STANDARD.
+    with _emulator(tmp_path, env_cache, preempt_at=(0.0,) * 7) as emu:
         outcome = _launch(
             emu,
             trainer_package,
