@@ -19,6 +19,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,33 +181,91 @@ def verify(root: str, step: int, *, check_hashes: bool = True) -> Manifest:
     return manifest
 
 
-def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytes]]:
+def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytearray | memoryview]]:
     """Read every file of ``step`` once, checking sizes and sha256 against its manifest.
 
+    Hashing runs in a helper thread, one chunk behind the reads, so a large checkpoint costs
+    about the longer of reading and hashing rather than their sum.
+
     Returns:
-        The manifest and file name -> content.
+        The manifest and file name -> content: a writable bytes-like object (``bytearray``, or
+        for large files a ``memoryview`` of memory that was never zero-filled) that decoders may
+        keep and use in place. ``bytes(content)`` gives plain bytes.
 
     Raises:
         CheckpointCorruptError: the step is torn or a file does not match.
     """
     manifest = read_manifest(root, step)
     base = step_dir(root, step)
-    out: dict[str, bytes] = {}
-    for entry in manifest.files:
-        filesystem, path = fs.filesystem(fs.join(base, entry.path))
-        try:
-            with filesystem.open(path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError as exc:
-            raise CheckpointCorruptError(f"step {step}: file {entry.path} is missing") from exc
-        if len(data) != entry.size:
-            raise CheckpointCorruptError(
-                f"step {step}: file {entry.path} has {len(data)} bytes, manifest says {entry.size}"
-            )
-        if hashlib.sha256(data).hexdigest() != entry.sha256:
-            raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
-        out[entry.path] = data
+    out: dict[str, bytearray | memoryview] = {}
+    with ThreadPoolExecutor(1, thread_name_prefix="kfp-spot-sha256") as pool:
+        for entry in manifest.files:
+            filesystem, path = fs.filesystem(fs.join(base, entry.path))
+            try:
+                with filesystem.open(path, "rb") as handle:
+                    data, digest, size = _read_hashed(handle, entry.size, pool)
+            except FileNotFoundError as exc:
+                raise CheckpointCorruptError(f"step {step}: file {entry.path} is missing") from exc
+            if size != entry.size:
+                raise CheckpointCorruptError(
+                    f"step {step}: file {entry.path} has {size} bytes, manifest says {entry.size}"
+                )
+            if digest != entry.sha256:
+                raise CheckpointCorruptError(
+                    f"step {step}: file {entry.path} fails its sha256 check"
+                )
+            out[entry.path] = data
     return manifest, out
+
+
+def _read_hashed(
+    handle: Any, expected: int, pool: ThreadPoolExecutor
+) -> tuple[bytearray | memoryview, str, int]:
+    """Read up to ``expected`` bytes, hashing as it goes; returns data, sha256, the file's size."""
+    buf = _buffer(expected)
+    view = memoryview(buf)
+    digest = hashlib.sha256()
+    pending = None
+    pos = 0
+    while pos < expected:
+        n = handle.readinto(view[pos : pos + _CHUNK])
+        if not n:
+            break
+        if pending is not None:
+            pending.result()
+        pending = pool.submit(digest.update, view[pos : pos + n])
+        pos += n
+    if pending is not None:
+        pending.result()
+    if pos == expected and (extra := len(handle.read())):  # longer than the manifest says
+        return view, "", pos + extra
+    if isinstance(buf, bytearray) and pos == expected:
+        view.release()
+        return buf, digest.hexdigest(), pos
+    return view[:pos], digest.hexdigest(), pos
+
+
+def _buffer(size: int) -> bytearray | Any:
+    # bytearray(n) zero-fills: for a large checkpoint that is a whole extra pass over memory.
+    # numpy.empty does not, and readinto then touches each page once.
+    if size >= _CHUNK:
+        try:
+            import numpy as np
+        except ImportError:  # numpy is a dependency, but the layout does not need it
+            return bytearray(size)
+        return np.empty(size, dtype=np.uint8)
+    return bytearray(size)
+
+
+def _sha256_while(data: bytes | bytearray | memoryview, work: Callable[[], None]) -> str:
+    """sha256 of ``data``, computed in a helper thread while ``work()`` runs (e.g. writes it)."""
+    if len(data) < _CHUNK:
+        work()
+        return hashlib.sha256(data).hexdigest()
+    with ThreadPoolExecutor(1, thread_name_prefix="kfp-spot-sha256") as pool:
+        future = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+        work()
+        return future.result()
 
 
 def parse_step_dir(path: str) -> tuple[str, int]:
@@ -250,7 +309,7 @@ def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
 def write_step(
     root: str,
     step: int,
-    files: Mapping[str, bytes],
+    files: Mapping[str, bytes | bytearray | memoryview],
     *,
     metadata: Mapping[str, Any] | None = None,
     after_file: Callable[[str], None] | None = None,
@@ -283,17 +342,22 @@ def write_step(
             )
     base = step_dir(root, step)
     delete_step(root, step)
-    local_base = fs.to_local_path(base)
     entries = []
     for name in sorted(files):
         data = files[name]
-        if local_base is not None:
-            _write_local(os.path.join(local_base, name), data)
-        else:
-            filesystem, path = fs.filesystem(fs.join(base, name))
+        target = fs.join(base, name)
+
+        def write(data: bytes | bytearray | memoryview = data, target: str = target) -> None:
+            local = fs.to_local_path(target)
+            if local is not None:
+                _write_local(local, data)
+                return
+            filesystem, path = fs.filesystem(target)
             with filesystem.open(path, "wb") as handle:
                 handle.write(data)
-        entries.append(FileEntry(name, len(data), hashlib.sha256(data).hexdigest()))
+
+        digest = _sha256_while(data, write)
+        entries.append(FileEntry(name, len(data), digest))
         if after_file is not None:
             after_file(name)
     manifest = Manifest(step, tuple(entries), time.time(), dict(metadata or {}))
@@ -301,7 +365,7 @@ def write_step(
     return verify(root, step, check_hashes=False)
 
 
-def _write_local(path: str, data: bytes | memoryview) -> None:
+def _write_local(path: str, data: bytes | bytearray | memoryview) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as handle:
         handle.write(data)

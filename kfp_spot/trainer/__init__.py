@@ -18,6 +18,7 @@ from kfp_spot.trainer.manager import (
     PREEMPTED_EXIT_CODE,
     CheckpointManager,
     Restored,
+    is_chief,
     load_checkpoint,
 )
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
@@ -36,6 +37,7 @@ __all__ = [
     "SaveInterval",
     "StateEncodingError",
     "estimate_mtbp",
+    "is_chief",
     "load_checkpoint",
     "young_daly",
 ]

@@ -12,6 +12,7 @@ adapter                   file suffix  values
 ========================  ===========  ======================================================
 ``bytes``                 ``.bin``     ``bytes``, ``bytearray``, ``memoryview`` (raw files)
 ``numpy``                 ``.npy``     ``numpy.ndarray`` (no pickled objects)
+``numpy-scalar``          ``.npy``     a NumPy scalar (``numpy.float32(1)``), type kept
 ``numpy-dict``            ``.npz``     a mapping of str to ``numpy.ndarray`` (no pickles)
 ``numpy-generator``       ``.json``    ``numpy.random.Generator`` (its bit generator state)
 ``numpy-random-state``    ``.json``    ``numpy.random.RandomState``
@@ -39,6 +40,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+Buffer = bytes | bytearray | memoryview
+"""What decoders receive: a bytes-like object (built-in decoders get writable buffers)."""
+
 
 class StateEncodingError(TypeError):
     """A state value has no adapter, or its bytes cannot be decoded by the adapter named."""
@@ -52,15 +56,16 @@ class Adapter:
         name: recorded in the manifest; restore looks the adapter up by it.
         suffix: the file name suffix (with the dot).
         matches: whether a value is of this kind (must not import optional libraries).
-        encode: value -> bytes.
-        decode: bytes -> value.
+        encode: value -> bytes (a snapshot: later changes to the value must not show).
+        decode: bytes -> value. Built-in adapters get a writable bytes-like buffer they may keep
+            and use in place; adapters added with :func:`register` get ``bytes``.
     """
 
     name: str
     suffix: str
     matches: Callable[[Any], bool]
-    encode: Callable[[Any], bytes]
-    decode: Callable[[bytes], Any]
+    encode: Callable[[Any], Buffer]
+    decode: Callable[[Any], Any]
 
 
 def _module_loaded(name: str) -> Any:
@@ -78,7 +83,8 @@ def _is_ndarray(value: Any) -> bool:
     return np is not None and isinstance(value, np.ndarray)
 
 
-def _encode_ndarray(value: Any) -> bytes:
+def _encode_ndarray(value: Any) -> memoryview:
+    """The ``.npy`` format (readable by ``numpy.load``), built with one copy of the data."""
     import numpy as np
 
     if value.dtype.hasobject:
@@ -86,15 +92,57 @@ def _encode_ndarray(value: Any) -> bytes:
             "numpy arrays of Python objects cannot be checkpointed without pickle; "
             "store a numeric array or use the 'sklearn'/'bytes' adapters"
         )
-    buf = io.BytesIO()
-    np.save(buf, value, allow_pickle=False)
-    return buf.getvalue()
+    if not (value.flags.c_contiguous or value.flags.f_contiguous):
+        value = np.ascontiguousarray(value)
+    header = io.BytesIO()
+    fmt = np.lib.format
+    info = fmt.header_data_from_array_1_0(value)
+    try:
+        fmt.write_array_header_1_0(header, info)
+    except ValueError:  # a header too long for format 1.0
+        fmt.write_array_header_2_0(header, info)
+    head = header.getvalue()
+    # numpy.empty, not bytearray: no zero-filling pass over memory the copy overwrites anyway.
+    out = np.empty(len(head) + value.nbytes, dtype=np.uint8)
+    out[: len(head)] = np.frombuffer(head, dtype=np.uint8)
+    if value.nbytes:
+        # ravel(order="A") of a contiguous array is a view in its memory order: no extra copy.
+        out[len(head) :] = value.ravel(order="A").view(np.uint8)
+    return memoryview(out)
 
 
-def _decode_ndarray(data: bytes) -> Any:
+def _decode_ndarray(data: Buffer) -> Any:
+    """Read ``.npy`` bytes; over a writable buffer the array uses its memory (no copy)."""
     import numpy as np
 
-    return np.load(io.BytesIO(data), allow_pickle=False)
+    fmt = np.lib.format
+    stream = io.BytesIO(memoryview(data)[: 1 << 20].tobytes())  # holds any sane header
+    if fmt.read_magic(stream) == (1, 0):
+        shape, fortran, dtype = fmt.read_array_header_1_0(stream)
+    else:
+        shape, fortran, dtype = fmt.read_array_header_2_0(stream)
+    if dtype.hasobject:
+        raise ValueError("the array holds Python objects, which need pickle")
+    count = int(np.prod(shape, dtype=np.int64))
+    if memoryview(data).readonly:
+        data = bytearray(data)  # frombuffer over bytes would give a read-only array
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+    return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _is_numpy_scalar(value: Any) -> bool:
+    np = _module_loaded("numpy")
+    return np is not None and isinstance(value, np.generic) and not value.dtype.hasobject
+
+
+def _encode_numpy_scalar(value: Any) -> memoryview:
+    import numpy as np
+
+    return _encode_ndarray(np.asarray(value))
+
+
+def _decode_numpy_scalar(data: Buffer) -> Any:
+    return _decode_ndarray(data)[()]
 
 
 def _is_ndarray_dict(value: Any) -> bool:
@@ -116,7 +164,7 @@ def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def _decode_ndarray_dict(data: bytes) -> dict[str, Any]:
+def _decode_ndarray_dict(data: Buffer) -> dict[str, Any]:
     import numpy as np
 
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
@@ -155,10 +203,10 @@ def _encode_generator(value: Any) -> bytes:
     return json.dumps(_state_to_json(value.bit_generator.state)).encode()
 
 
-def _decode_generator(data: bytes) -> Any:
+def _decode_generator(data: Buffer) -> Any:
     import numpy as np
 
-    state = _state_from_json(json.loads(data))
+    state = _state_from_json(json.loads(bytes(data)))
     bit_generator = getattr(np.random, state["bit_generator"])()
     bit_generator.state = state
     return np.random.Generator(bit_generator)
@@ -174,10 +222,10 @@ def _encode_random_state(value: Any) -> bytes:
     return json.dumps([kind, keys.tolist(), pos, has_gauss, cached]).encode()
 
 
-def _decode_random_state(data: bytes) -> Any:
+def _decode_random_state(data: Buffer) -> Any:
     import numpy as np
 
-    kind, keys, pos, has_gauss, cached = json.loads(data)
+    kind, keys, pos, has_gauss, cached = json.loads(bytes(data))
     out = np.random.RandomState()
     out.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     return out
@@ -193,8 +241,8 @@ def _encode_python_random(value: random.Random) -> bytes:
     return json.dumps([version, list(internal), gauss]).encode()
 
 
-def _decode_python_random(data: bytes) -> random.Random:
-    version, internal, gauss = json.loads(data)
+def _decode_python_random(data: Buffer) -> random.Random:
+    version, internal, gauss = json.loads(bytes(data))
     out = random.Random()
     out.setstate((version, tuple(internal), gauss))
     return out
@@ -229,7 +277,7 @@ def _encode_torch(value: Any) -> bytes:
     return buf.getvalue()
 
 
-def _decode_torch(data: bytes) -> Any:
+def _decode_torch(data: Buffer) -> Any:
     import torch
 
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
@@ -241,10 +289,10 @@ def _encode_safetensors(value: Any) -> bytes:
     return save({k: v.contiguous() for k, v in value.items()})
 
 
-def _decode_safetensors(data: bytes) -> Any:
+def _decode_safetensors(data: Buffer) -> Any:
     from safetensors.torch import load
 
-    return load(data)
+    return load(bytes(data))
 
 
 def _is_torch_dict_for_safetensors(value: Any) -> bool:
@@ -261,7 +309,7 @@ def _encode_pickle(value: Any) -> bytes:
     return pickle.dumps(value, protocol=5)
 
 
-def _decode_pickle(data: bytes) -> Any:
+def _decode_pickle(data: Buffer) -> Any:
     return pickle.loads(data)  # sklearn estimators have no pickle-free format
 
 
@@ -284,13 +332,14 @@ def _encode_json(value: Any) -> bytes:
     return json.dumps(value, allow_nan=False).encode()  # keeps dict order
 
 
-def _decode_json(data: bytes) -> Any:
-    return json.loads(data)
+def _decode_json(data: Buffer) -> Any:
+    return json.loads(bytes(data))
 
 
 BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
     Adapter("bytes", ".bin", _is_bytes, bytes, bytes),
     Adapter("numpy", ".npy", _is_ndarray, _encode_ndarray, _decode_ndarray),
+    Adapter("numpy-scalar", ".npy", _is_numpy_scalar, _encode_numpy_scalar, _decode_numpy_scalar),
     Adapter("numpy-dict", ".npz", _is_ndarray_dict, _encode_ndarray_dict, _decode_ndarray_dict),
     Adapter("numpy-generator", ".json", _is_generator, _encode_generator, _decode_generator),
     Adapter(
@@ -312,6 +361,7 @@ BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
 )
 
 _REGISTRY: dict[str, Adapter] = {a.name: a for a in BUILTIN_ADAPTERS}
+_BUILTIN_NAMES = frozenset(_REGISTRY)
 _ORDER: list[Adapter] = list(BUILTIN_ADAPTERS)
 
 
@@ -348,7 +398,9 @@ def adapter_for(key: str, value: Any) -> Adapter:
     )
 
 
-def encode_state(state: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, dict[str, str]]]:
+def encode_state(
+    state: Mapping[str, Any],
+) -> tuple[dict[str, Buffer], dict[str, dict[str, str]]]:
     """Encode a training state into checkpoint files.
 
     Args:
@@ -366,7 +418,7 @@ def encode_state(state: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, 
         raise StateEncodingError(
             f"state must be a mapping of names to values, got {type(state).__name__}"
         )
-    files: dict[str, bytes] = {}
+    files: dict[str, Buffer] = {}
     index: dict[str, dict[str, str]] = {}
     for key, value in state.items():
         if (
@@ -388,7 +440,7 @@ def encode_state(state: Mapping[str, Any]) -> tuple[dict[str, bytes], dict[str, 
 
 
 def decode_state(
-    read: Callable[[str], bytes], index: Mapping[str, Mapping[str, str]]
+    read: Callable[[str], Buffer], index: Mapping[str, Mapping[str, str]]
 ) -> dict[str, Any]:
     """Decode a training state written by :func:`encode_state`.
 
@@ -399,8 +451,11 @@ def decode_state(
     out = {}
     for key, entry in index.items():
         adapter = get(entry["adapter"])
+        data = read(entry["file"])
+        if adapter.name not in _BUILTIN_NAMES and not isinstance(data, bytes):
+            data = bytes(data)
         try:
-            out[key] = adapter.decode(read(entry["file"]))
+            out[key] = adapter.decode(data)
         except (ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
             raise StateEncodingError(
                 f"state[{key!r}] ({entry['file']}) cannot be decoded by adapter "

@@ -12,7 +12,8 @@ Fields (times are Unix seconds as floats, plus RFC 3339 strings for people):
 ``start_time``/``start``, ``end_time``/``end`` (null until the end), ``updated_time``,
 ``first_step`` (the step it resumed from; 0 for a fresh start), ``last_committed_step`` (null
 until one commits), ``exit_reason`` (``finished`` / ``preempted`` / ``error`` / null),
-``error`` (the message, for ``error``), ``saves``, ``save_seconds_mean``, ``save_seconds_max``,
+``error`` (the message, for ``error``), ``saves``, ``save_seconds_mean``, ``save_seconds_max``
+(the whole save, written), ``save_stall_seconds_mean`` (how long saves blocked the loop),
 ``preemption_notice_time`` (when the notice arrived), ``grace_period``.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -30,6 +32,13 @@ from kfp_spot import checkpoints
 log = logging.getLogger(__name__)
 
 EXIT_REASONS = ("finished", "preempted", "error")
+
+
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """Errors a storage write may raise: OSError, and gcsfs's HttpError once gcsfs is loaded."""
+    retry = sys.modules.get("gcsfs.retry")
+    http_error = getattr(retry, "HttpError", None)
+    return (OSError, http_error) if isinstance(http_error, type) else (OSError,)
 
 
 def _rfc3339(t: float | None) -> str | None:
@@ -63,6 +72,7 @@ class AttemptRecorder:
         ).replace("/", "_")
         self._lock = threading.Lock()
         self._save_times: list[float] = []
+        self._stalls: list[float] = []
         self.record: dict[str, Any] = {
             "attempt_id": self.attempt_id,
             "job_id": os.environ.get("CLOUD_ML_JOB_ID"),
@@ -80,6 +90,7 @@ class AttemptRecorder:
             "saves": 0,
             "save_seconds_mean": None,
             "save_seconds_max": None,
+            "save_stall_seconds_mean": None,
             "preemption_notice_time": None,
             "grace_period": grace_period,
         }
@@ -92,6 +103,14 @@ class AttemptRecorder:
             self._started = True
             self._write()
 
+    def resumed(self, step: int, *, write: bool = True) -> None:
+        """Record that the attempt resumed from checkpoint ``step``."""
+        with self._lock:
+            self.record["first_step"] = int(step)
+            self.record["last_committed_step"] = int(step)
+            if write and self._started:
+                self._write()
+
     def committed(self, step: int, save_seconds: float) -> None:
         """Record a committed checkpoint of ``step`` that took ``save_seconds``."""
         with self._lock:
@@ -102,6 +121,26 @@ class AttemptRecorder:
             self.record["save_seconds_mean"] = sum(self._save_times) / len(self._save_times)
             self.record["save_seconds_max"] = max(self._save_times)
             if self._started:
+                self._write()
+
+    def stalled(self, seconds: float) -> None:
+        """Note that a save blocked the training loop ``seconds`` (written with the next update).
+
+        For synchronous saves this is the whole save; for async saves only the snapshot. The
+        ``auto`` interval of the next attempt starts from it instead of measuring again.
+        """
+        with self._lock:
+            self._stalls.append(seconds)
+            self.record["save_stall_seconds_mean"] = sum(self._stalls) / len(self._stalls)
+
+    def heartbeat(self) -> None:
+        """Rewrite the record so ``updated_time`` shows the attempt is alive.
+
+        An attempt killed without notice leaves its last heartbeat as its end, which the
+        ``auto`` interval uses to measure how long attempts run between preemptions.
+        """
+        with self._lock:
+            if self._started and self.record["end_time"] is None:
                 self._write()
 
     def preemption_noticed(self, when: float) -> None:
@@ -125,6 +164,6 @@ class AttemptRecorder:
         self.record["updated_time"] = time.time()
         try:
             checkpoints.write_attempt_record(self.root, self.attempt_id, self.record)
-        except OSError as exc:
+        except storage_errors() as exc:
             # A lost record costs a report line, not the training run.
             log.warning("could not write attempt record %s: %s", self.attempt_id, exc)

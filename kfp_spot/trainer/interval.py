@@ -44,15 +44,17 @@ def estimate_mtbp(
 ) -> float:
     """Estimate the mean time between preemptions from attempt records.
 
-    Each attempt contributes its running time (exposure). An attempt that ended ``preempted``, or
-    that never wrote an end (it was killed), counts as one preemption. The estimate is
-    ``(prior + exposure) / (1 + preemptions)``: the prior counts as one pseudo-observation, so a
-    run that has seen none falls back on it and a run that has seen several trusts its own data.
+    Each attempt contributes its running time (exposure): from its start to its end, or for an
+    attempt killed without notice (no end written) to its last heartbeat (``updated_time``). An
+    attempt that ended ``preempted``, or never wrote an end, counts as one preemption. With
+    preemptions seen, the estimate is the exponential model's maximum-likelihood one, exposure
+    divided by preemptions (the running attempt counts as exposure, not as a preemption). With
+    none seen, it is the prior, or the exposure so far once that is longer.
 
     Args:
         records: attempt records as :mod:`kfp_spot.trainer.attempts` writes them.
         prior: the configured mean time between preemptions (s, > 0).
-        current_exposure: seconds the current attempt has run (not in ``records`` yet).
+        current_exposure: seconds the current attempt has run (not in ``records``).
     """
     if not prior > 0:
         raise ValueError(f"prior must be > 0 seconds, got {prior!r}")
@@ -66,7 +68,9 @@ def estimate_mtbp(
         reason = record.get("exit_reason")
         if reason == "preempted" or (reason is None and record.get("end_time") is None):
             preemptions += 1
-    return (prior + exposure) / (1 + preemptions)
+    if preemptions == 0:
+        return max(prior, exposure)
+    return max(exposure, 1e-3) / preemptions
 
 
 @dataclass
@@ -157,7 +161,13 @@ class IntervalPolicy:
         self._records = list(records)
         self._attempt_start = now
         self._last_save = now
-        self._cost: float | None = None  # smoothed stall per save
+        # smoothed stall per save; an earlier attempt's measurement saves measuring it again
+        self._cost: float | None = None
+        for record in reversed(self._records):
+            known = record.get("save_stall_seconds_mean")
+            if isinstance(known, (int, float)) and known >= 0:
+                self._cost = float(known)
+                break
         self._write: float = 0.0  # last background write duration (async saves)
         self._saves = 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
 from kfp_spot.trainer import adapters, failpoints
-from kfp_spot.trainer.attempts import AttemptRecorder
+from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
 
@@ -47,6 +48,49 @@ class Restored:
     def metrics(self) -> dict[str, Any]:
         """The metrics saved with the checkpoint."""
         return dict(self.manifest.metadata.get("metrics") or {})
+
+
+def _clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Metrics as plain JSON values (NumPy scalars become Python numbers); ValueError otherwise."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+    out = {}
+    for name, value in metrics.items():
+        if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
+            value = value.item()  # numpy scalar or 0-d array
+        try:
+            json.dumps(value, allow_nan=True)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"metrics[{name!r}] = {value!r} is not a JSON value (number, string, bool, None, "
+                "or lists/dicts of them)"
+            ) from None
+        out[str(name)] = value
+    return out
+
+
+def is_chief(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this replica writes checkpoints: the first replica of the first worker pool.
+
+    Vertex sets ``CLUSTER_SPEC`` (``task.type`` ``workerpool0``, ``task.index`` 0 is the chief)
+    and, for PyTorch, ``RANK``. A single-replica job has neither and is its own chief.
+    """
+    env = os.environ if environ is None else environ
+    rank = env.get("RANK")
+    if rank not in (None, ""):
+        return rank.strip() == "0"
+    spec = env.get("CLUSTER_SPEC") or env.get("TF_CONFIG")
+    if spec:
+        try:
+            task = json.loads(spec).get("task") or {}
+        except (ValueError, AttributeError):
+            log.warning("unreadable CLUSTER_SPEC/TF_CONFIG; acting as the chief")
+            return True
+        kind = task.get("type", "workerpool0")
+        return kind in ("workerpool0", "chief", "master") and int(task.get("index", 0)) == 0
+    return True
 
 
 def _decode(root: str, step: int) -> Restored:
@@ -107,6 +151,11 @@ class CheckpointManager:
         notice: a preemption notice to use (default: a new one for SIGTERM).
         handle_signals: install the notice's signal handler on enter.
         record_attempts: write attempt records under ``<root>/_attempts``.
+        writer: whether this process writes checkpoints and attempt records. Default: only the
+            chief replica (:func:`is_chief`); the others restore but their saves do nothing, so
+            replicas of one job never write the same step.
+        heartbeat_seconds: rewrite the attempt record at most this often from ``maybe_save``, so
+            an attempt killed without notice has a recent last sign of life.
         clock: monotonic clock (tests may pass their own).
 
     Raises:
@@ -128,6 +177,8 @@ class CheckpointManager:
         notice: PreemptionNotice | None = None,
         handle_signals: bool = True,
         record_attempts: bool = True,
+        heartbeat_seconds: float = 10.0,
+        writer: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if root is None:
@@ -145,6 +196,8 @@ class CheckpointManager:
             raise ValueError(f"keep_best must be an int >= 0, got {keep_best!r}")
         if keep_best and not best_metric:
             raise ValueError("best_metric: keep_best > 0 needs the name of the metric to rank by")
+        if not isinstance(heartbeat_seconds, (int, float)) or not heartbeat_seconds > 0:
+            raise ValueError(f"heartbeat_seconds must be > 0, got {heartbeat_seconds!r}")
         if best_mode not in ("max", "min"):
             raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
         self.root = root.rstrip("/")
@@ -158,8 +211,11 @@ class CheckpointManager:
         self.grace_period = self.notice.grace_period
         self._handle_signals = handle_signals
         self._clock = clock
+        self.writer = is_chief() if writer is None else bool(writer)
         self._recorder = (
-            AttemptRecorder(self.root, grace_period=self.grace_period) if record_attempts else None
+            AttemptRecorder(self.root, grace_period=self.grace_period)
+            if record_attempts and self.writer
+            else None
         )
         self._policy = IntervalPolicy(self.interval, now=clock())
         self._lock = threading.Lock()
@@ -172,6 +228,8 @@ class CheckpointManager:
         self._announced_notice = False
         self._entered = False
         self._stopped = False
+        self._heartbeat_seconds = float(heartbeat_seconds)
+        self._last_heartbeat = clock()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> CheckpointManager:
@@ -193,8 +251,8 @@ class CheckpointManager:
             self.notice.install()
         records = checkpoints.read_attempt_records(self.root)
         self._policy = IntervalPolicy(self.interval, records, now=self._clock())
-        if self._recorder is not None:
-            self._recorder.start(0)
+        if self._recorder is not None:  # restore() may have run before start()
+            self._recorder.start(self._last_committed or 0)
         log.info(
             "checkpoints: %s, interval %s, grace period %gs%s",
             self.root,
@@ -260,11 +318,7 @@ class CheckpointManager:
         self._last_committed = restored.step
         self._last_requested = restored.step
         if self._recorder is not None:
-            self._recorder.record["last_committed_step"] = restored.step
-            if self._entered:
-                self._recorder.start(restored.step)
-            else:
-                self._recorder.record["first_step"] = restored.step
+            self._recorder.resumed(restored.step, write=self._entered)
         return restored
 
     @property
@@ -305,7 +359,11 @@ class CheckpointManager:
         failpoints.hit("step", step)
         if self.notice.requested:
             return self._final_save(step, state, metrics)
-        if not self._policy.due(step, self._clock()):
+        now = self._clock()
+        if self._recorder is not None and now - self._last_heartbeat >= self._heartbeat_seconds:
+            self._last_heartbeat = now
+            self._recorder.heartbeat()
+        if not self._policy.due(step, now):
             return False
         self.save(step, state() if callable(state) else state, metrics=metrics)
         return True
@@ -363,7 +421,8 @@ class CheckpointManager:
             blocking: wait for the write; default: not when ``async_save`` is on.
 
         Returns:
-            The committed manifest, or None when the write goes on in the background.
+            The committed manifest, or None when the write goes on in the background (or this
+            replica is not the writer).
 
         Raises:
             ValueError: ``step`` is negative or not an int.
@@ -372,8 +431,10 @@ class CheckpointManager:
         """
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
-        if metrics is not None and not isinstance(metrics, Mapping):
-            raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+        metrics = _clean_metrics(metrics)
+        if not self.writer:
+            self._last_requested = step
+            return None
         t0 = self._clock()
         # The snapshot: encoding copies every value into bytes, so the caller may change the
         # state as soon as this returns, even while a background write is going on.
@@ -381,7 +442,7 @@ class CheckpointManager:
         metadata = {
             "state": index,
             "state_format": STATE_FORMAT,
-            "metrics": dict(metrics or {}),
+            "metrics": metrics,
             "attempt_id": self._recorder.attempt_id if self._recorder else None,
         }
         self.wait()  # one write at a time, in step order
@@ -390,7 +451,7 @@ class CheckpointManager:
             blocking = not self.async_save
         if blocking:
             manifest = self._write(step, files, metadata, t0)
-            self._policy.record_save(self._clock() - t0, self._clock())
+            self._record_stall(self._clock() - t0)
             return manifest
         stall = self._clock() - t0
         self._worker = threading.Thread(
@@ -400,10 +461,13 @@ class CheckpointManager:
             daemon=True,
         )
         self._worker.start()
-        self._policy.record_save(
-            stall, self._clock(), write=self._save_durations[-1] if self._save_durations else None
-        )
+        self._record_stall(stall, write=self._save_durations[-1] if self._save_durations else None)
         return None
+
+    def _record_stall(self, stall: float, write: float | None = None) -> None:
+        self._policy.record_save(stall, self._clock(), write=write)
+        if self._recorder is not None:
+            self._recorder.stalled(stall)
 
     def wait(self) -> None:
         """Wait for a background save to commit.
@@ -424,7 +488,7 @@ class CheckpointManager:
     ) -> None:
         try:
             self._write(step, files, metadata, t0)
-        except (OSError, CheckpointError, ValueError) as exc:
+        except (*storage_errors(), CheckpointError, ValueError, TypeError, RuntimeError) as exc:
             log.error("background save of step %d failed: %s", step, exc)
             self._worker_error = exc
 

@@ -80,51 +80,51 @@ def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
         evaluate(str(tmp_path / "ck" / "step-86"), {"epochs": 3})
 
 
-def _schedule(rng: random.Random) -> list[str]:
-    """1-3 preemptions at increasing steps, of every kind the platform can deal."""
-    kinds = [
-        "kill@step",
-        "term@step",
-        "kill@save-mid",
-        "term@save-mid",
-        "kill@save-before-manifest",
-    ]
-    steps = sorted(rng.sample(range(1, TOTAL), rng.randint(1, 3)))
-    return [f"{rng.choice(kinds)}:{s}" for s in steps]
+def _schedule(rng: random.Random, every: str, kinds: list[str]) -> list[str]:
+    """Failpoints of ``kinds`` at random increasing steps where each one is sure to fire.
+
+    A ``save-*`` point needs a step the run saves at: a multiple of K for ``every=K``; for
+    ``auto`` only step 1 is certain (the first attempt saves at once to measure a save), so
+    ``auto`` schedules put a save-* kind first, at step 1, and use ``step`` points after it.
+    """
+    out = []
+    for i, kind in enumerate(kinds):  # failpoint i falls in the i-th slice of the run
+        low, high = max(1, i * TOTAL // len(kinds)), (i + 1) * TOTAL // len(kinds)
+        if "save" in kind and every == "auto":
+            assert i == 0, "auto: only the first failpoint can hit a save"
+            step = 1
+        elif "save" in kind:
+            k = int(every)
+            step = rng.choice(range((low + k - 1) // k * k, high, k))
+        else:
+            step = rng.randrange(low, high)
+        out.append(f"{kind}:{step}")
+    return out
 
 
 SCENARIOS = [
-    # (training seed, schedule seed, checkpoint interval, async saves)
-    (0, 1, "7", False),
-    (0, 2, "20", True),
-    (1, 3, "auto", False),
-    (1, 4, "2", True),
-    (2, 5, "13", False),
-    (2, 6, "auto", True),
-    (3, 7, "5", False),
-    (3, 8, "30", True),
+    # (training seed, checkpoint interval, async saves, the preemptions dealt, in order)
+    (0, "7", False, ["kill@save-mid", "term@step"]),
+    (0, "20", True, ["kill@save-before-manifest", "kill@step"]),
+    (1, "auto", False, ["kill@save-mid", "kill@step", "term@step"]),
+    (1, "3", True, ["term@save-mid", "kill@save-mid"]),
+    (2, "13", False, ["term@save-before-manifest", "kill@step", "kill@save-before-manifest"]),
+    (2, "auto", True, ["term@save-before-manifest", "kill@step"]),
+    (3, "5", False, ["kill@step", "term@save-mid", "kill@save-mid"]),
+    (3, "30", True, ["kill@save-mid", "term@step"]),
 ]
 
 
-@pytest.mark.parametrize(("seed", "schedule_seed", "every", "async_save"), SCENARIOS)
+@pytest.mark.parametrize(("seed", "every", "async_save", "kinds"), SCENARIOS)
 def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
     seed: int,
-    schedule_seed: int,
     every: str,
     async_save: bool,
+    kinds: list[str],
 ) -> None:
-    rng = random.Random(schedule_seed)
-    # Save steps aligned with an interval of K only fall on save-* failpoints for multiples of K;
-    # pick the failing steps among them so every schedule really dies in the middle of a save.
-    schedule = _schedule(rng)
-    if every.isdigit():
-        k = int(every)
-        schedule = [
-            f"{fp.split(':')[0]}:{max(k, int(fp.split(':')[1]) // k * k)}" if "save" in fp else fp
-            for fp in schedule
-        ]
+    schedule = _schedule(random.Random(f"{seed}-{every}-{kinds}"), every, kinds)
     ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
     args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
     if async_save:
@@ -133,8 +133,6 @@ def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
     for point in schedule:
         run = run_trainer(ck, model, args, failpoints=point)
         runs.append(run)
-        if run.returncode == 0:
-            break  # a failpoint at a step this attempt never ran (it resumed past it)
         expected = 143 if point.startswith("term") else -signal.SIGKILL
         assert run.returncode == expected, (point, run.output)
         if point.startswith("term"):
@@ -144,8 +142,7 @@ def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
             assert checkpoints.latest(ck).step == stopped
         latest = checkpoints.latest(ck)
         runs[-1].resume_expected = latest.step if latest else None
-    else:
-        runs.append(run_trainer(ck, model, args))
+    runs.append(run_trainer(ck, model, args))
     assert runs[-1].returncode == 0, runs[-1].output
     for before, after in itertools.pairwise(runs):
         step = before.resume_expected
@@ -155,8 +152,10 @@ def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
             assert f"resuming from step {step}\n" in after.output
     assert load_model(model) == reference(seed, tmp_path_factory), schedule
     reasons = [r["exit_reason"] for r in checkpoints.read_attempt_records(ck)]
-    assert reasons[-1] == "finished"
-    assert set(reasons[:-1]) <= {"preempted", None}
+    # a SIGTERM'ed attempt closes its record as preempted; a SIGKILLed one cannot close it
+    assert reasons == [("preempted" if k.startswith("term") else None) for k in kinds] + [
+        "finished"
+    ]
 
 
 def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
@@ -215,3 +214,7 @@ def test_step_granularity_does_not_change_the_weights(
     assert bad.returncode != 0 and "use 1..43" in bad.output
     changed = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--seed", "9"])
     assert changed.returncode != 0 and "seed: 0 -> 9" in changed.output
+    shorter = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--epochs", "2"])
+    assert shorter.returncode != 0 and "pass --epochs >= 3" in shorter.output
+    longer = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--epochs", "4"])
+    assert longer.returncode == 0 and "resuming from step 3" in longer.output  # extended

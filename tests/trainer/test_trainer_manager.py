@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kfp_spot import checkpoints
 from kfp_spot.trainer import (
@@ -20,6 +22,7 @@ from kfp_spot.trainer import (
     CheckpointManager,
     PreemptionNotice,
     StateEncodingError,
+    is_chief,
     load_checkpoint,
 )
 
@@ -86,7 +89,7 @@ def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     ckpt = _manager(tmp_path, keep_last=2, keep_best=1, best_metric="acc", best_mode="max")
     accuracy = {1: 0.5, 2: 0.9, 3: 0.6, 4: 0.7, 5: 0.65}
     for step, acc in accuracy.items():
-        ckpt.save(step, {"x": step}, metrics={"acc": acc})
+        ckpt.save(step, {"x": step}, metrics={"acc": np.float32(acc)})  # numpy scalars are fine
     assert ckpt.committed_steps() == [2, 4, 5]
     minimise = _manager(
         tmp_path / "min", keep_last=1, keep_best=2, best_metric="loss", best_mode="min"
@@ -133,6 +136,8 @@ def test_unencodable_state_names_the_key(tmp_path: Path) -> None:
         ckpt.save(1, {"a/b": 1})
     with pytest.raises(ValueError, match="step must be"):
         ckpt.save(-1, {"a": 1})
+    with pytest.raises(ValueError, match=r"metrics\['acc'\]"):
+        ckpt.save(1, {"a": 1}, metrics={"acc": object()})
     assert checkpoints.list_steps(str(tmp_path)) == []
 
 
@@ -257,10 +262,15 @@ def test_attempt_record_exit_reasons(tmp_path: Path) -> None:
         restored = ckpt.restore()
         assert restored.step == 1
         raise RuntimeError("diverged")
+    ckpt = _manager(tmp_path)
+    assert ckpt.restore().step == 1  # restored before entering: still recorded
+    with ckpt:
+        pass
     records = checkpoints.read_attempt_records(str(tmp_path))
     assert [(r["exit_reason"], r["first_step"]) for r in records] == [
         ("finished", 0),
         ("error", 1),
+        ("finished", 1),
     ]
     assert records[1]["error"] == "RuntimeError: diverged"
     assert records[0]["saves"] == 1 and records[0]["save_seconds_max"] >= 0
@@ -277,3 +287,89 @@ def test_import_pulls_in_neither_kfp_nor_aiplatform() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("env", "chief"),
+    [
+        ({}, True),
+        ({"RANK": "0"}, True),
+        ({"RANK": "3"}, False),
+        ({"CLUSTER_SPEC": '{"task": {"type": "workerpool0", "index": 0}}'}, True),
+        ({"CLUSTER_SPEC": '{"task": {"type": "workerpool1", "index": 0}}'}, False),
+        ({"CLUSTER_SPEC": '{"task": {"type": "workerpool0", "index": 1}}'}, False),
+        ({"TF_CONFIG": '{"task": {"type": "chief", "index": 0}}'}, True),
+    ],
+)
+def test_only_the_chief_replica_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict, chief: bool
+) -> None:
+    for key in ("RANK", "CLUSTER_SPEC", "TF_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert is_chief() is chief
+    with CheckpointManager(str(tmp_path), interval="1", handle_signals=False) as ckpt:
+        ckpt.maybe_save(1, {"x": 1})
+    assert checkpoints.list_steps(str(tmp_path)) == ([1] if chief else [])
+    assert len(checkpoints.read_attempt_records(str(tmp_path))) == (1 if chief else 0)
+
+
+_DAMAGE = ("flip", "truncate", "drop-manifest")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    keep=st.integers(min_value=1, max_value=3),
+    ops=st.lists(
+        st.one_of(
+            st.just(("save", 0, "")),
+            st.tuples(st.just("damage"), st.integers(0, 20), st.sampled_from(_DAMAGE)),
+        ),
+        max_size=14,
+    ),
+)
+def test_restore_always_returns_the_newest_intact_step(tmp_path_factory, keep: int, ops) -> None:
+    """Saves, retention and damage in any order: restore() is the newest intact step, exactly."""
+    root = tmp_path_factory.mktemp("ck")
+    ckpt = _manager(root, keep_last=keep, record_attempts=False)
+    status: dict[int, str] = {}  # the model: step -> ok / flip / truncate / drop-manifest
+    step = 0
+    for op, index, kind in ops:
+        if op == "save":
+            step += 1
+            ckpt.save(step, {"w": np.full(64, float(step)), "step": step})
+            status[step] = "ok"
+            # retention: committed = manifest present and sizes right (hashes are not re-read)
+            committed = sorted(s for s, v in status.items() if v in ("ok", "flip"))
+            for s in list(status):
+                if (s in committed and s not in committed[-keep:]) or (
+                    s not in committed and s < committed[-1]
+                ):
+                    del status[s]
+        elif status:
+            target = sorted(status)[index % len(status)]
+            if status[target] != "ok":
+                continue
+            directory = root / f"step-{target}"
+            weights = directory / "w.npy"
+            if kind == "flip":
+                data = bytearray(weights.read_bytes())
+                data[-1] ^= 0x40
+                weights.write_bytes(bytes(data))
+            elif kind == "truncate":
+                weights.write_bytes(weights.read_bytes()[:-1])
+            else:
+                (directory / "manifest.json").unlink()
+            status[target] = kind
+        assert checkpoints.list_steps(str(root)) == sorted(status)
+        intact = [s for s, v in status.items() if v == "ok"]
+        restored = _manager(root, record_attempts=False).restore()
+        if not intact:
+            assert restored is None
+        else:
+            assert restored.step == max(intact)
+            assert restored.state["step"] == max(intact)
+            assert (restored.state["w"] == float(max(intact))).all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import math
 import random
 from pathlib import Path
@@ -41,6 +42,11 @@ def test_numpy_arrays_round_trip_bitwise(array: np.ndarray) -> None:
     assert adapter == "numpy"
     assert back.dtype == array.dtype and back.shape == array.shape
     assert back.tobytes() == array.tobytes()  # NaNs and signed zeros included
+    assert back.flags.writeable  # training code updates restored weights in place
+    files, _ = adapters.encode_state({"v": array})
+    reference = io.BytesIO()
+    np.save(reference, array, allow_pickle=False)
+    assert bytes(files["v.npy"]) == reference.getvalue()  # a plain .npy file
 
 
 @settings(max_examples=40, deadline=None)
@@ -88,6 +94,13 @@ def test_dict_of_arrays_and_bytes() -> None:
     assert adapter == "numpy-dict"
     assert {k: v.tobytes() for k, v in back.items()} == {k: v.tobytes() for k, v in value.items()}
     assert _round_trip(bytearray(b"\x00raw"))[0] == b"\x00raw"
+
+
+def test_numpy_scalars_keep_their_type() -> None:
+    for value in (np.float32(1.5), np.int64(-3), np.bool_(True), np.complex64(1 + 2j)):
+        back, adapter = _round_trip(value)
+        assert adapter == "numpy-scalar"
+        assert type(back) is type(value) and back == value
 
 
 def test_object_arrays_and_non_finite_json_are_refused() -> None:
@@ -193,14 +206,16 @@ def test_young_daly() -> None:
 
 def test_mtbp_estimate_learns_from_attempts() -> None:
     assert estimate_mtbp([], prior=600.0) == 600.0
+    assert estimate_mtbp([], prior=600.0, current_exposure=900.0) == 900.0
     records = [
         {"start_time": 0.0, "end_time": 30.0, "exit_reason": "preempted"},
         {"start_time": 40.0, "end_time": None, "updated_time": 70.0, "exit_reason": None},
         {"start_time": 80.0, "end_time": 110.0, "exit_reason": "preempted"},
+        {"start_time": 120.0, "end_time": 130.0, "exit_reason": "error"},
     ]
-    # (600 + 90 s of exposure) / (1 + 3 preemptions)
-    assert estimate_mtbp(records, prior=600.0) == pytest.approx(690.0 / 4)
-    assert estimate_mtbp(records, prior=600.0, current_exposure=10.0) == pytest.approx(700.0 / 4)
+    # 100 s of exposure over 3 preemptions (the error is exposure, not a preemption)
+    assert estimate_mtbp(records, prior=600.0) == pytest.approx(100.0 / 3)
+    assert estimate_mtbp(records, prior=600.0, current_exposure=20.0) == pytest.approx(40.0)
 
 
 def test_policy_steps_are_aligned_to_absolute_steps() -> None:
@@ -221,13 +236,18 @@ def test_policy_auto_follows_young_daly_and_adapts() -> None:
     policy = IntervalPolicy(SaveInterval(auto=True, mtbp=100.0), records, now=1000.0)
     assert policy.due(1, 1000.0)  # nothing measured yet: save once to learn the cost
     policy.record_save(0.5, 1000.0)
-    mtbp = (100.0 + 100.0) / 2
+    mtbp = 100.0  # one preemption in 100 s
     target = math.sqrt(2 * 0.5 * mtbp)
     assert policy.target_seconds(1000.0) == pytest.approx(target)
     assert not policy.due(2, 1000.0 + target * 0.9)
     assert policy.due(3, 1000.0 + target * 1.2)  # the estimate grows a little meanwhile
     # a long uninterrupted attempt raises the estimate, so saves spread out
     assert policy.target_seconds(5000.0) > target
+    # the next attempt starts from the cost this one measured
+    records.append({"start_time": 100.0, "end_time": 200.0, "save_stall_seconds_mean": 0.5})
+    nxt = IntervalPolicy(SaveInterval(auto=True, mtbp=100.0), records, now=0.0)
+    assert nxt.save_cost == 0.5
+    assert not nxt.due(1, 0.0)
 
 
 # -- failpoints --------------------------------------------------------------------------------

@@ -82,8 +82,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--checkpoint-every",
         type=_interval,
-        default="50",
-        help="K steps (e.g. 50), a duration (30s, 5m) or 'auto' (Young-Daly); default 50",
+        default="1",
+        help="K steps (e.g. 5), a duration (30s, 5m) or 'auto' (Young-Daly); default 1",
     )
     parser.add_argument(
         "--step-seconds",
@@ -187,6 +187,11 @@ def train(args: argparse.Namespace) -> int:
             params, velocity, rng = state["params"], state["velocity"], state["rng"]
             order = state["order"]
             step = int(state["progress"]["step"])
+            if step > total:
+                raise SystemExit(
+                    f"the newest checkpoint is at step {step}, past the {total} steps of "
+                    f"--epochs {args.epochs}; pass --epochs >= {math.ceil(step / steps_per_epoch)}"
+                )
             print(f"resuming from step {step}", flush=True)
         else:
             rng = np.random.default_rng(args.seed)
@@ -253,7 +258,8 @@ def train(args: argparse.Namespace) -> int:
             "steps": total,
             "train_accuracy": float((probs.argmax(axis=1) == y_train).mean()),
         }
-        write_model(args.model_dir, params, info)
+        if ckpt.writer:  # one replica writes the model (the others hold the same weights)
+            write_model(args.model_dir, params, info)
     print(
         f"finished {total} steps; train accuracy {info['train_accuracy']:.4f}; "
         f"model written to {args.model_dir}",
