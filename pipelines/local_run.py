@@ -172,9 +172,10 @@ def summarize(result: LocalRunResult) -> str:
     billable = sum(float(row.get("billableSeconds", 0)) for row in result.ledger)
     spot = sum(float(row.get("spotCost", 0)) for row in result.ledger)
     on_demand = sum(float(row.get("onDemandCost", 0)) for row in result.ledger)
+    saved = f" (saved {1 - spot / on_demand:.0%})" if on_demand > 0 else ""
     lines.append(
         f"billable time:      {billable:.1f} s; cost ${spot:.6f} on Spot vs "
-        f"${on_demand:.6f} on demand"
+        f"${on_demand:.6f} on demand{saved}"
     )
     shown = {
         k: v

@@ -103,3 +103,24 @@ def test_a_template_pulled_from_the_registry_runs_locally(tmp_path):
     assert result.outcome == "SUCCEEDED"
     assert result.latest_step == 2
     assert result.passed is True
+
+
+def test_the_run_report_matches_the_emulator_ledger(demo_run):
+    run_dir, result = demo_run
+    png = run_dir / "report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert width > 400 and height > 300
+    markdown = (run_dir / "report.md").read_text()
+    # The ledger as the emulator serves it, re-read now through its own state.
+    with Emulator(run_dir / "emulator") as emu:
+        rows = [row for name in result.job_names for row in emu.attempts(name)]
+    spot = sum(row["spotCost"] for row in rows)
+    on_demand = sum(row["onDemandCost"] for row in rows)
+    billable = sum(row["billableSeconds"] for row in rows)
+    assert f"| Spot cost (billed) | ${spot:,.6f} |" in markdown
+    assert f"| On-demand cost (same time) | ${on_demand:,.6f} |" in markdown
+    assert f"| Billable time | {billable:.1f} s |" in markdown
+    assert f"| Attempts | {len(rows)} |" in markdown

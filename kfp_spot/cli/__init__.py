@@ -6,12 +6,37 @@ line on stderr and exit with code 2 (click's usage-error convention).
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
 from kfp_spot.version import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """Usage errors as one line on stderr (exit 2); other refusals one line too (exit 1)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+            click.echo(f"kfp-spot: error: {exc.format_message()}{hint}", err=True)
+            sys.exit(2)
+        except click.ClickException as exc:
+            click.echo(f"kfp-spot: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("kfp-spot: aborted", err=True)
+            sys.exit(1)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kfp-spot")
 def main() -> None:
     """kfp-spot: train on Spot VMs with Kubeflow Pipelines and Vertex AI."""

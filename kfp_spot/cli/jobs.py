@@ -14,6 +14,8 @@ _ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex 
 
 
 def _client(location: str, api_endpoint: str):
+    from google.auth import exceptions as auth_exceptions
+
     from kfp_spot.jobs.client import make_job_client, resolve_endpoint
     from kfp_spot.jobs.spec import LaunchInputError
 
@@ -21,9 +23,15 @@ def _client(location: str, api_endpoint: str):
         return make_job_client(resolve_endpoint(location, api_endpoint))
     except LaunchInputError as exc:
         raise click.BadParameter(str(exc), param_hint="--api-endpoint") from exc
+    except auth_exceptions.GoogleAuthError as exc:
+        raise click.ClickException(
+            f"no Google credentials for Vertex AI ({exc}); run `gcloud auth "
+            "application-default login`, or pass --api-endpoint for the emulator"
+        ) from exc
 
 
 def _call(fn, *args, **kwargs):
+    import requests
     from google.api_core import exceptions
 
     try:
@@ -31,6 +39,12 @@ def _call(fn, *args, **kwargs):
     except exceptions.GoogleAPICallError as exc:
         status = exc.code.name if exc.code else "ERROR"
         raise click.ClickException(f"{status}: {exc.message}") from exc
+    except requests.exceptions.ConnectionError as exc:
+        raise click.ClickException(
+            f"cannot reach the API endpoint ({exc.request.url.split('/v1/')[0]}): is it running?"
+            if exc.request is not None
+            else f"cannot reach the API endpoint: {exc}"
+        ) from exc
 
 
 @click.group()

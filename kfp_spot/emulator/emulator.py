@@ -22,6 +22,7 @@ from kfp_spot.emulator.service import (
     ApiError,
     PreemptionPolicy,
     Service,
+    StateDirBusyError,
 )
 
 TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
@@ -78,7 +79,8 @@ class Emulator:
             ``kfp_spot.envcache.default_cache_dir()``).
 
     Raises:
-        EmulatorError: an argument is out of range.
+        EmulatorError: an argument is out of range; at start, the state dir is in use by another
+            emulator or the port cannot be bound.
     """
 
     def __init__(
@@ -123,13 +125,16 @@ class Emulator:
         """Recover the state dir, start the scheduler and serve; returns self."""
         if self._service is not None:
             return self
-        service = Service(
-            self.state_dir,
-            grace_period=self.grace_period,
-            policy=self.policy,
-            capacity=self.capacity,
-            env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
-        )
+        try:
+            service = Service(
+                self.state_dir,
+                grace_period=self.grace_period,
+                policy=self.policy,
+                capacity=self.capacity,
+                env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
+            )
+        except StateDirBusyError as err:
+            raise EmulatorError(str(err)) from None
         service.start()
         try:
             httpd = EmulatorHTTPServer((self.host, self.port), service)

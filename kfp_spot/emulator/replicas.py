@@ -64,6 +64,17 @@ class ReplicaPlan:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def output_base(uri: str) -> str:
+    """The base output directory as the replicas see it.
+
+    ``gs:///abs/path`` (an empty bucket name, which GCS cannot have) is what the aiplatform SDK
+    makes of a local ``staging_bucket``; the emulator takes it as the local path ``/abs/path``.
+    """
+    if uri.startswith("gs:///"):
+        return uri[len("gs://") :]
+    return uri
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -94,7 +105,7 @@ def plan_replicas(
             port = next(port_iter) if port_iter is not None else free_port()
             name = f"workerpool{pool_index}-{index}"
             plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
-    base = job_spec.base_output_directory.output_uri_prefix
+    base = output_base(job_spec.base_output_directory.output_uri_prefix)
     common: dict[str, str] = {"CLOUD_ML_JOB_ID": job_id, "CLOUD_ML_PROJECT_ID": project}
     if base:
         common["AIP_MODEL_DIR"] = fs.join(base, "model")
@@ -138,6 +149,34 @@ def plan_replicas(
         if plan in world:
             plan.env["RANK"] = str(world.index(plan))
     return plans
+
+
+def container_command(runtime: str, container_spec: Any, env: Mapping[str, str]) -> list[str]:
+    """The ``docker run`` / ``podman run`` command line of a containerSpec replica.
+
+    The container shares the host network (cluster addresses are 127.0.0.1 ports) and gets the
+    Vertex variables; a local ``AIP_*`` directory is mounted at the same path so it is writable.
+
+    Args:
+        runtime: path of ``docker`` or ``podman``.
+        container_spec: the pool's ``ContainerSpec`` (raw protobuf).
+        env: the replica's variables (Vertex's and the spec's own).
+    """
+    cmd = [runtime, "run", "--rm", "--network=host"]
+    mounts = set()
+    for key in ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+        local = fs.to_local_path(env[key]) if env.get(key) else None
+        if local and local not in mounts:
+            mounts.add(local)
+            cmd += ["-v", f"{local}:{local}"]
+    for key, value in env.items():
+        cmd += ["-e", f"{key}={value}"]
+    if container_spec.command:
+        cmd += ["--entrypoint", container_spec.command[0], container_spec.image_uri]
+        cmd += list(container_spec.command[1:])
+    else:
+        cmd.append(container_spec.image_uri)
+    return cmd + list(container_spec.args)
 
 
 @dataclass

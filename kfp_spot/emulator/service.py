@@ -9,9 +9,8 @@ preempted attempt ends with STOCKOUT and the job is queued again, up to ``MAX_RE
 from __future__ import annotations
 
 import base64
-import json
+import fcntl
 import logging
-import os
 import random
 import re
 import secrets
@@ -24,39 +23,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobState, Scheduling
 from google.protobuf import json_format
 
-from kfp_spot import envcache, fs, machines
+from kfp_spot import machines
 from kfp_spot.emulator import filters, replicas
+from kfp_spot.emulator.runner import AttemptRunner
+from kfp_spot.emulator.states import (
+    ACTIVE_STATES,
+    CANCELLED,
+    CANCELLING,
+    CODE_CANCELLED,
+    CODE_RESOURCE_EXHAUSTED,
+    FAILED,
+    PENDING,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+)
 from kfp_spot.emulator.store import AttemptRow, JobRow, Store
 from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
 
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 6
+MAX_REPLICAS = 64  # every replica is a local process
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
-TICK = 0.05
-HEARTBEAT = 0.5  # a SIGKILLed emulator under-bills the running attempt by at most this
-
-QUEUED = "JOB_STATE_QUEUED"
-PENDING = "JOB_STATE_PENDING"
-RUNNING = "JOB_STATE_RUNNING"
-SUCCEEDED = "JOB_STATE_SUCCEEDED"
-FAILED = "JOB_STATE_FAILED"
-CANCELLING = "JOB_STATE_CANCELLING"
-CANCELLED = "JOB_STATE_CANCELLED"
-ACTIVE_STATES = (QUEUED, PENDING, RUNNING, CANCELLING)
-
-# google.rpc.Code values used in job errors.
-CODE_INVALID_ARGUMENT = 3
-CODE_DEADLINE_EXCEEDED = 4
-CODE_RESOURCE_EXHAUSTED = 8
-CODE_FAILED_PRECONDITION = 9
-CODE_CANCELLED = 1
 
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400,
@@ -169,6 +164,22 @@ def parse_name(name: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+_PARSE_PATH = re.compile(r'at "CustomJob\.([^"]+?)\.?"')
+
+
+def _parse_error(err: Exception) -> ApiError:
+    """A 400 for a body the message classes refuse, naming the field where the parser stopped."""
+    text = str(err)
+    match = _PARSE_PATH.search(text)
+    field = match.group(1) if match else None
+    hint = ""
+    if "multiple" in text and '"task" oneof' in text:
+        hint = " Set exactly one of containerSpec or pythonPackageSpec per worker pool."
+    elif "multiple" in text and "oneof" in text:
+        hint = " Set only one field of that oneof."
+    return ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {text}{hint}", field)
+
+
 def container_runtime() -> str | None:
     """The container runtime (``docker`` or ``podman``) that answers, or None."""
     for tool in ("docker", "podman"):
@@ -182,6 +193,27 @@ def container_runtime() -> str | None:
         if probe.returncode == 0:
             return exe
     return None
+
+
+class StateDirBusyError(RuntimeError):
+    """Another emulator is using the state dir."""
+
+
+def _lock_state_dir(state_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on the state dir for the emulator's lifetime (released on exit).
+
+    Two emulators on one state dir would each take the other's running attempts for orphans.
+    """
+    handle = open(state_dir / "emulator.lock", "w")  # noqa: SIM115 - held until stop()
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StateDirBusyError(
+            f"another emulator is using the state dir {state_dir}; stop it or pick another "
+            "--state-dir"
+        ) from None
+    return handle
 
 
 class Service:
@@ -210,6 +242,7 @@ class Service:
     ) -> None:
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _lock_state_dir(self.state_dir)
         self.store = Store(self.state_dir / "emulator.sqlite")
         self.grace_period = grace_period
         self.shutdown_grace = min(shutdown_grace, grace_period)
@@ -218,7 +251,7 @@ class Service:
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else self.state_dir / "envs"
         self._cond = threading.Condition()
         self._stopping = threading.Event()
-        self._runners: dict[str, _AttemptRunner] = {}
+        self._runners: dict[str, AttemptRunner] = {}
         self._in_use: Counter[str] = Counter()
         self._specs: dict[str, bytes] = {}
         self._thread: threading.Thread | None = None
@@ -243,6 +276,7 @@ class Service:
         for runner in runners:
             runner.join()
         self.store.close()
+        self._lock_file.close()
 
     def _wake(self) -> None:
         with self._cond:
@@ -262,7 +296,7 @@ class Service:
         try:
             json_format.ParseDict(body, pb, ignore_unknown_fields=False)
         except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as err:
-            raise ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {err}") from None
+            raise _parse_error(err) from None
         except RecursionError:
             raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload: nested too deeply") from None
         try:
@@ -335,6 +369,8 @@ class Service:
         if page_token:
             try:
                 offset = int(base64.urlsafe_b64decode(page_token.encode()).decode())
+                if offset < 0:
+                    raise ValueError(offset)
             except (ValueError, UnicodeDecodeError):
                 raise ApiError(
                     "INVALID_ARGUMENT",
@@ -492,8 +528,9 @@ class Service:
             stop = end if end is not None else (now or time.time())
             billable = max(0.0, stop - att.start_time)
         hours = billable / 3600.0
-        spot_cost = att.spot_usd_per_hour * hours
-        on_demand_cost = att.on_demand_usd_per_hour * hours
+        # rounded first, so every row adds up exactly: savings == onDemandCost - cost
+        spot_cost = round(att.spot_usd_per_hour * hours, 6)
+        on_demand_cost = round(att.on_demand_usd_per_hour * hours, 6)
         cost = spot_cost if att.strategy == "SPOT" else on_demand_cost
         return {
             "attempt": att.attempt,
@@ -505,9 +542,9 @@ class Service:
             "machineType": att.machine_type,
             "replicaCount": att.replica_count,
             "strategy": att.strategy,
-            "spotCost": round(spot_cost, 6),
-            "onDemandCost": round(on_demand_cost, 6),
-            "cost": round(cost, 6),
+            "spotCost": spot_cost,
+            "onDemandCost": on_demand_cost,
+            "cost": cost,
             "savings": round(on_demand_cost - cost, 6),
         }
 
@@ -515,7 +552,7 @@ class Service:
         """Where the logs of a job's attempts are kept."""
         return self.state_dir / "logs" / job_id
 
-    def runner(self, job_id: str) -> _AttemptRunner | None:
+    def runner(self, job_id: str) -> AttemptRunner | None:
         """The runner of the job's current attempt, if one is active."""
         with self._cond:
             return self._runners.get(job_id)
@@ -543,7 +580,15 @@ class Service:
         return needs
 
     def _check_capacity(self, pb: Any) -> None:
-        for machine_type, count in self._needs(pb).items():
+        needs = self._needs(pb)
+        if sum(needs.values()) > MAX_REPLICAS:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"the job asks for {sum(needs.values())} replicas; the local emulator runs each "
+                f"as a process on this machine and allows at most {MAX_REPLICAS} per job",
+                "jobSpec.workerPoolSpecs",
+            )
+        for machine_type, count in needs.items():
             cap = self._capacity_of(machine_type)
             if cap is not None and count > cap:
                 raise ApiError(
@@ -569,7 +614,14 @@ class Service:
                     continue
             if row.cancel_requested:
                 now = time.time()
-                self.store.update_job(row.id, state=CANCELLED, end_time=now, update_time=now)
+                self.store.update_job(
+                    row.id,
+                    state=CANCELLED,
+                    end_time=now,
+                    update_time=now,
+                    error_code=CODE_CANCELLED,
+                    error_message="CANCELED",
+                )
                 continue
             pb = self._spec(row)
             needs = self._needs(pb)
@@ -585,7 +637,7 @@ class Service:
                 self._runners[row.id] = runner
             runner.start()
 
-    def _admit(self, row: JobRow, pb: Any, needs: Counter[str]) -> _AttemptRunner:
+    def _admit(self, row: JobRow, pb: Any, needs: Counter[str]) -> AttemptRunner:
         attempt = len(self.store.attempts(row.id)) + 1
         spot_rate = on_demand_rate = 0.0
         for pool in pb.job_spec.worker_pool_specs:
@@ -614,9 +666,9 @@ class Service:
             },
             {"state": PENDING, "update_time": now},
         )
-        return _AttemptRunner(self, row, pb, attempt, needs)
+        return AttemptRunner(self, row, pb, attempt, needs)
 
-    def _release(self, runner: _AttemptRunner) -> None:
+    def _release(self, runner: AttemptRunner) -> None:
         with self._cond:
             self._in_use.subtract(runner.needs)
             self._runners.pop(runner.job_id, None)
@@ -656,6 +708,8 @@ class Service:
                 state = QUEUED
                 job["queued_since"] = now
         assert state is not None
+        if state == CANCELLED and error is None:
+            error = (CODE_CANCELLED, "CANCELED")
         job["state"] = state
         if state in (SUCCEEDED, FAILED, CANCELLED):
             job["end_time"] = now
@@ -691,205 +745,3 @@ def machines_acc_name(value: int) -> str:
         return AcceleratorType(value).name
     except ValueError:
         return ""
-
-
-class _AttemptRunner:
-    """Runs one attempt: install, start replicas, watch them, stop them, record the outcome."""
-
-    def __init__(
-        self, service: Service, row: JobRow, pb: Any, attempt: int, needs: Counter[str]
-    ) -> None:
-        self.service = service
-        self.job_id = row.id
-        self.job_seq = row.seq
-        self.project = row.parent.split("/")[1]
-        self.pb = pb
-        self.attempt = attempt
-        self.needs = needs
-        self.replicas: list[replicas.Replica] = []
-        self._thread = threading.Thread(
-            target=self._main, name=f"attempt-{row.id}-{attempt}", daemon=True
-        )
-
-    def start(self) -> None:
-        """Run the attempt in its own thread."""
-        self._thread.start()
-
-    def join(self) -> None:
-        """Wait for the attempt to end (after the emulator began stopping)."""
-        self._thread.join()
-
-    def _main(self) -> None:
-        try:
-            self._run()
-        finally:
-            self.service._release(self)
-
-    def _job(self) -> JobRow:
-        row = self.service.store.job(self.job_id)
-        assert row is not None
-        return row
-
-    def _finish(self, reason: str, **kwargs: Any) -> None:
-        self.service._finish_attempt(self.job_id, self.attempt, reason, **kwargs)
-
-    def _interrupted(self) -> bool:
-        """Handle a cancel or emulator stop that arrives before RUNNING; True when handled."""
-        if self._job().cancel_requested:
-            replicas.stop(self.replicas, self.service.grace_period)
-            self._finish("CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED"))
-            return True
-        if self.service._stopping.is_set():
-            replicas.stop(self.replicas, self.service.shutdown_grace)
-            self._finish("EMULATOR_RESTARTED", state=QUEUED)
-            return True
-        return False
-
-    def _commands(self) -> list[tuple[replicas.ReplicaPlan, list[str], dict[str, str]]]:
-        """The command and the job's own variables of every replica (installs packages)."""
-        spec = self.pb.job_spec
-        plans = replicas.plan_replicas(self.job_id, self.project, spec)
-        pythons: dict[int, str] = {}
-        out = []
-        for plan in plans:
-            pool = spec.worker_pool_specs[plan.pool]
-            if pool.HasField("python_package_spec"):
-                pps = pool.python_package_spec
-                if plan.pool not in pythons:
-                    pythons[plan.pool] = str(
-                        envcache.package_env(list(pps.package_uris), self.service.env_cache_dir)
-                    )
-                cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
-                user = {e.name: e.value for e in pps.env}
-            else:
-                cs = pool.container_spec
-                runtime = self.service._container_runtime()
-                if runtime is None:
-                    raise OSError("no container runtime (docker or podman) answers")
-                user = {e.name: e.value for e in cs.env}
-                cmd = [runtime, "run", "--rm", "--network=host"]
-                for key, value in {**plan.env, **user}.items():
-                    cmd += ["-e", f"{key}={value}"]
-                if cs.command:
-                    cmd += ["--entrypoint", cs.command[0], cs.image_uri, *cs.command[1:]]
-                else:
-                    cmd += [cs.image_uri]
-                cmd += list(cs.args)
-            out.append((plan, cmd, user))
-        return out
-
-    def _run(self) -> None:
-        service = self.service
-        try:
-            commands = self._commands()
-        except (OSError, envcache.PackageInstallError) as err:
-            if self._interrupted():
-                return
-            self._finish(
-                "FAILED",
-                state=FAILED,
-                error=(
-                    CODE_INVALID_ARGUMENT,
-                    f"The replicas could not be prepared: {err}",
-                ),
-            )
-            return
-        if self._interrupted():
-            return
-        base = self.pb.job_spec.base_output_directory.output_uri_prefix
-        local_base = fs.to_local_path(base) if base else None
-        if local_base:
-            for sub in ("model", "checkpoints", "logs"):
-                os.makedirs(os.path.join(local_base, sub), exist_ok=True)
-        log_dir = service.log_dir(self.job_id) / f"attempt-{self.attempt}"
-        host_env = dict(os.environ)
-        for plan, cmd, user in commands:
-            env = replicas.process_env(host_env, plan.env, user)
-            cwd = service.state_dir / "work" / self.job_id / plan.name
-            self.replicas.append(
-                replicas.start(plan.name, cmd, env, log_dir / f"{plan.name}.log", cwd)
-            )
-        started = time.time()
-        row = self._job()
-        service.store.end_attempt(
-            self.job_id,
-            self.attempt,
-            {
-                "start_time": started,
-                "last_seen": started,
-                "queued_seconds": max(0.0, started - (row.queued_since or row.create_time)),
-                "processes": json.dumps(
-                    [{"replica": r.name, "pid": r.pid, "token": r.token} for r in self.replicas]
-                ),
-            },
-            {
-                "state": RUNNING if not row.cancel_requested else CANCELLING,
-                "update_time": started,
-                **({"start_time": started} if row.start_time is None else {}),
-            },
-        )
-        self._watch(started)
-
-    def _watch(self, started: float) -> None:
-        service = self.service
-        delay = None
-        if self.pb.job_spec.scheduling.strategy == _SPOT:
-            delay = service.policy.delay(self.job_seq, self.attempt)
-        timeout = None
-        if self.pb.job_spec.scheduling.HasField("timeout"):
-            timeout = self.pb.job_spec.scheduling.timeout.ToTimedelta().total_seconds() or None
-        t0 = time.monotonic()
-        last_beat = t0
-        while True:
-            now = time.monotonic()
-            row = self._job()
-            if row.cancel_requested:
-                replicas.stop(self.replicas, service.grace_period)
-                self._finish("CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED"))
-                return
-            if service._stopping.is_set():
-                replicas.stop(self.replicas, service.shutdown_grace)
-                self._finish("EMULATOR_RESTARTED", preempted=True)
-                return
-            if row.preempt_requested or (delay is not None and now - t0 >= delay):
-                log.info("preempting job %s attempt %d", self.job_id, self.attempt)
-                replicas.stop(self.replicas, service.grace_period)
-                self._finish("PREEMPTED", preempted=True)
-                return
-            if timeout is not None and now - t0 >= timeout:
-                replicas.stop(self.replicas, service.grace_period)
-                self._finish(
-                    "FAILED",
-                    state=FAILED,
-                    error=(
-                        CODE_DEADLINE_EXCEEDED,
-                        f"The job ran longer than jobSpec.scheduling.timeout ({timeout:g} s)",
-                    ),
-                )
-                return
-            for replica in self.replicas:
-                code = replica.returncode()
-                if code is None or (code == 0 and replica is not self.replicas[0]):
-                    continue
-                others = [r for r in self.replicas if r is not replica]
-                replicas.stop(others, service.grace_period)
-                if code == 0:
-                    self._finish("SUCCEEDED", state=SUCCEEDED)
-                else:
-                    job_name = f"{row.parent}/customJobs/{self.job_id}"
-                    self._finish(
-                        "FAILED",
-                        state=FAILED,
-                        error=(
-                            CODE_INVALID_ARGUMENT,
-                            f"The replica {replica.name} exited with a non-zero status of "
-                            f"{code}. To find out more about why your job exited please check "
-                            f"the logs: kfp-spot emulator logs {job_name} "
-                            f"(file {replica.log_path})",
-                        ),
-                    )
-                return
-            if now - last_beat >= HEARTBEAT:
-                service.store.update_attempt(self.job_id, self.attempt, last_seen=time.time())
-                last_beat = now
-            time.sleep(TICK)

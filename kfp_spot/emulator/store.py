@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     processes TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (job_id, attempt)
 );
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 """
 
 TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"})

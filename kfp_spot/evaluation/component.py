@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import Any
@@ -51,6 +52,10 @@ def component_entry(
     Returns:
         Whether every threshold held.
     """
+    if (
+        not logging.getLogger().handlers
+    ):  # the task log shows the step chosen and evaluate()'s output
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     package_meta = dict(package.metadata or {})
     package_uris = list(package_meta.get("package_uris") or []) or [package.uri]
     result = evaluate(

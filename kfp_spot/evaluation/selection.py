@@ -208,7 +208,14 @@ def _select_best(
     fallback_to_previous: bool,
     load: Callable[[int], tuple[Manifest, Path]],
 ) -> Selection:
-    committed = checkpoints.committed_steps(root)
+    # Candidates: every step with a readable manifest. Files are verified only for the chosen
+    # step (in ``load``), so a damaged best step is reported, not silently passed over.
+    committed = []
+    for step in checkpoints.list_steps(root):
+        try:
+            committed.append(checkpoints.read_manifest(root, step))
+        except CheckpointCorruptError:
+            continue  # no manifest: never committed
     if not committed:
         raise CheckpointError(f"no committed checkpoint steps under {root}: nothing to evaluate")
     scored = [(metric_of(m.metadata, request.metric), m.step) for m in committed]

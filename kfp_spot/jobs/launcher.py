@@ -11,6 +11,7 @@ job the launcher is watching.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import signal
 import threading
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobState
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs import gcp_resources
@@ -36,9 +37,20 @@ from kfp_spot.jobs.recovery import (
     save_state,
     state_uri,
 )
-from kfp_spot.jobs.report import Hardware, JobReport, build_report, fetch_ledger
+from kfp_spot.jobs.report import (
+    Hardware,
+    JobReport,
+    build_report,
+    fetch_ledger,
+    fetch_log_tail,
+)
 from kfp_spot.jobs.resume import seed_checkpoint
-from kfp_spot.jobs.service import JobService, PollPolicy
+from kfp_spot.jobs.service import (
+    SUBMISSION_LABEL,
+    JobService,
+    PollPolicy,
+    ServiceUnreachableError,
+)
 from kfp_spot.jobs.spec import (
     RESUME_ENV,
     JobInputs,
@@ -85,7 +97,7 @@ class LaunchRequest:
     api_endpoint: str = ""
     poll_interval_seconds: float = 0.0
     resume_from: str = ""  # checkpoint directory of a previous run
-    cancel_wait_seconds: float = 0.0  # 0: auto (30 s locally, 300 s on Vertex)
+    cancel_wait_seconds: float = 0.0  # 0: auto (30 s locally, 20 s on Vertex)
 
 
 @dataclass
@@ -102,14 +114,35 @@ class LaunchResult:
     resumed_from: checkpoints.Manifest | None = None
 
 
-def _validate(job: CustomJob) -> None:
-    try:
-        from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
-    except ImportError:  # TODO(launcher): drop once kfp_spot.validation is on main
-        return
+def _unknown_machine_types(job: CustomJob) -> list[str]:
+    from kfp_spot import machines
+
+    return [
+        pool.machine_spec.machine_type
+        for pool in job.job_spec.worker_pool_specs
+        if pool.machine_spec.machine_type
+        and machines.machine_type(pool.machine_spec.machine_type) is None
+    ]
+
+
+def _validate(job: CustomJob, *, local: bool) -> None:
+    """The service's rules (kfp_spot.validation), before anything is submitted.
+
+    Our machine table is a subset of what Vertex AI offers: on Vertex, a job whose only fault here
+    is a machine type the table does not know goes to the service, which has the final word.
+    """
+    from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+
     try:
         validate_custom_job(job)
     except InvalidJobSpecError as exc:
+        unknown = _unknown_machine_types(job)
+        if not local and unknown and exc.field.endswith(".machineType"):
+            log.warning(
+                "machine type(s) %s are not in kfp-spot's table; Vertex AI will check them",
+                ", ".join(unknown),
+            )
+            return
         raise LaunchInputError(
             exc.field, f"the CustomJob built from the inputs is invalid: {exc.message}"
         ) from exc
@@ -139,8 +172,6 @@ def _cancel_on_signals() -> Iterator[None]:
 
 
 def _hardware(job: CustomJob) -> Hardware:
-    from google.cloud.aiplatform_v1.types import AcceleratorType
-
     pools = []
     for pool in job.job_spec.worker_pool_specs:
         if not pool.replica_count:
@@ -158,8 +189,9 @@ def _hardware(job: CustomJob) -> Hardware:
     return Hardware(tuple(pools))
 
 
-def _stamp(value: object) -> str:
-    return value.isoformat() if hasattr(value, "isoformat") and value else ""  # type: ignore[union-attr]
+def _stamp(value: dt.datetime | None) -> str:
+    """RFC 3339 text of a job timestamp ("" when the service has not set it)."""
+    return value.isoformat() if value else ""
 
 
 class Launcher:
@@ -197,7 +229,7 @@ class Launcher:
         if self.request.resume_from:
             extra_env[RESUME_ENV] = self.request.resume_from
         job = build_custom_job(inputs, strategy="SPOT", extra_env=extra_env)
-        _validate(job)
+        _validate(job, local=self.endpoint.local)
         if self.request.resume_from:
             try:
                 self.resumed_from = seed_checkpoint(
@@ -215,10 +247,14 @@ class Launcher:
             state = LaunchState(self.request.run_key, self.clock())
         if attached and attached not in {s.job_name for s in state.submissions}:
             # gcp_resources outlived the state (another base directory, or a lost write): adopt it.
-            job = self.service.get(attached)
+            try:
+                job = self.service.get(attached)
+            except api_exceptions.NotFound:
+                log.warning("gcp_resources names %s, which the service does not know", attached)
+                return state
             state.submissions.append(
                 Submission(
-                    token=job.labels.get("kfp-spot-submission", ""),
+                    token=job.labels.get(SUBMISSION_LABEL, ""),
                     strategy=strategy_name(job),
                     job_name=attached,
                     submitted_at=self.clock(),
@@ -249,12 +285,24 @@ class Launcher:
             try:
                 outcome, message = self._loop()
             except LaunchInterruptedError:
-                self._cancel_current()
+                try:
+                    self._cancel_current()
+                except (api_exceptions.GoogleAPICallError, ServiceUnreachableError) as exc:
+                    log.error("could not cancel the CustomJob: %s", exc)
                 raise
         result = self._result(outcome, message)
         if outcome != Outcome.SUCCEEDED:
-            raise LaunchFailedError(outcome, message, result)
+            raise LaunchFailedError(outcome, self._with_logs(outcome, message), result)
         return result
+
+    def _with_logs(self, outcome: Outcome, message: str) -> str:
+        """A user error's message, plus the replicas' last log lines where the emulator has them."""
+        assert self.state is not None
+        name = self.state.submissions[-1].job_name if self.state.submissions else ""
+        if outcome != Outcome.USER_ERROR or not self.endpoint.local or not name:
+            return message
+        tail = fetch_log_tail(self.endpoint.base_url, name)
+        return f"{message}\n{tail}" if tail else message
 
     def _save(self) -> None:
         assert self.state is not None
@@ -368,7 +416,9 @@ class Launcher:
     def _cancel_wait(self) -> float:
         if self.request.cancel_wait_seconds > 0:
             return self.request.cancel_wait_seconds
-        return 30.0 if self.endpoint.local else 300.0
+        # On Vertex the pod is killed ~30 s after SIGTERM: the cancel request goes first, then a
+        # short wait for the record.
+        return 30.0 if self.endpoint.local else 20.0
 
     def _cancel_current(self) -> None:
         """Cancel the job being watched (pipeline cancellation); record it as CANCELLED."""

@@ -59,9 +59,17 @@ class Classified:
     message: str = ""
 
 
+def state_name(value: int) -> str:
+    """The JobState name of ``value`` (a number the API added after this client: ``STATE_<n>``)."""
+    try:
+        return JobState(value).name
+    except ValueError:
+        return f"STATE_{int(value)}"
+
+
 def is_terminal(job: CustomJob) -> bool:
-    """Whether ``job`` will not change state again."""
-    return JobState(job.state) in TERMINAL_STATES
+    """Whether ``job`` will not change state again (a state this client does not know is not)."""
+    return int(job.state) in {int(s) for s in TERMINAL_STATES}
 
 
 def classify(job: CustomJob) -> Classified:
@@ -76,9 +84,11 @@ def classify(job: CustomJob) -> Classified:
     Raises:
         ValueError: when the job is not in a terminal state.
     """
+    if not is_terminal(job):
+        raise ValueError(
+            f"job {job.name} is still {state_name(job.state)}; only terminal jobs are classified"
+        )
     state = JobState(job.state)
-    if state not in TERMINAL_STATES:
-        raise ValueError(f"job {job.name} is still {state.name}; only terminal jobs are classified")
     code, message = int(job.error.code), str(job.error.message)
     if state in (JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_PARTIALLY_SUCCEEDED):
         return Classified(Outcome.SUCCEEDED, message)

@@ -153,6 +153,31 @@ def fetch_ledger(
     return rows if isinstance(rows, list) else None
 
 
+def fetch_log_tail(base_url: str, job_name: str, lines: int = 20, timeout: float = 10.0) -> str:
+    """The last ``lines`` log lines of each replica of the job's last attempt (emulator only).
+
+    Returns "" when the endpoint serves no logs (Vertex AI keeps them in Cloud Logging).
+    """
+    url = f"{base_url}/emulator/v1/{job_name}/logs?tail=16384"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            entries = json.loads(response.read()).get("logs") or []
+    except (OSError, ValueError, AttributeError) as exc:
+        log.info("no logs at %s: %s", url, exc)
+        return ""
+    if not entries:
+        return ""
+    last = max(int(e.get("attempt") or 0) for e in entries)
+    parts = []
+    for entry in entries:
+        if int(entry.get("attempt") or 0) != last:
+            continue
+        text = "\n".join(str(entry.get("text") or "").rstrip().splitlines()[-lines:])
+        if text:
+            parts.append(f"--- {entry.get('replica')} (attempt {last}), last lines ---\n{text}")
+    return "\n".join(parts)
+
+
 def _record_reason(record: Mapping[str, Any]) -> str:
     for key in ("exit_reason", "end_reason", "reason", "status"):
         value = record.get(key)
@@ -273,7 +298,8 @@ def build_report(
             attempts.append(
                 Attempt(sub.job_name, sub.strategy, start, end, sub.outcome or "RUNNING", seconds)
             )
-    _fill_steps(attempts, records)
+    if source != "attempt-records":
+        _fill_steps(attempts, records)
     _fill_costs(attempts, hardware)
     costs_known = all(
         a.spot_cost_usd is not None and a.on_demand_cost_usd is not None for a in attempts
@@ -322,10 +348,10 @@ def _attempts_from_records(
         end = parse_time(record.get("end_time"))
         reason = _record_reason(record)
         followed = index + 1 < len(records)
-        if end is None and followed:
-            # Killed without a word (SIGKILL after the grace period): ended when the next began.
-            end = parse_time(records[index + 1].get("start_time"))
-            reason = reason or "preempted"
+        if end is None:
+            end = _killed_at(record, records[index + 1] if followed else None)
+            if followed:
+                reason = reason or "preempted"  # killed without a word, and training went on
         if reason in _FINISHED:
             end_reason = "SUCCEEDED"
         elif reason in _PREEMPTED or (followed and reason in ("", "running")):
@@ -338,10 +364,30 @@ def _attempts_from_records(
         strategy = _strategy_at(start, submissions)
         billable = end - start if start is not None and end is not None and end > start else 0.0
         attempt = Attempt(job_name, strategy, start, end, end_reason, billable)
+        attempt.first_step = _record_step(record, "first_step", "start_step", "resumed_from")
+        attempt.last_step = _record_step(record, "last_committed_step", "last_step", "end_step")
         if end_reason == "PREEMPTED":
             attempt.work_lost_seconds = _work_lost(start, end, commits)
         attempts.append(attempt)
     return attempts
+
+
+def _killed_at(record: Mapping[str, Any], following: Mapping[str, Any] | None) -> float | None:
+    """When an attempt that never wrote its end stopped being billed.
+
+    With a preemption notice on record: the notice plus the grace period (SIGKILL time), but not
+    after the next attempt began. Without one: when the next attempt began, or the record's last
+    sign of life (``updated_time``) when there is no next attempt.
+    """
+    next_start = parse_time(following.get("start_time")) if following else None
+    notice = parse_time(record.get("preemption_notice_time"))
+    if notice is not None:
+        grace = record.get("grace_period")
+        killed = notice + (float(grace) if isinstance(grace, (int, float)) else 0.0)
+        return min(killed, next_start) if next_start is not None else killed
+    if next_start is not None:
+        return next_start
+    return parse_time(record.get("updated_time"))
 
 
 def _strategy_at(start: float | None, submissions: Sequence[Submission]) -> str:
@@ -354,24 +400,22 @@ def _strategy_at(start: float | None, submissions: Sequence[Submission]) -> str:
 
 
 def _fill_steps(attempts: list[Attempt], records: Sequence[Mapping[str, Any]]) -> None:
-    """Attach the trainer's first/last step to the attempt that was running at its start time."""
+    """Attach each trainer record's first/last step to the attempt it ran in.
+
+    That is the attempt that started last before the record (the service starts an attempt's
+    clock a little before its process starts).
+    """
+    timed = [a for a in attempts if a.start is not None]
     for record in records:
         start = parse_time(record.get("start_time"))
         if start is None:
             continue
-        for attempt in attempts:
-            if (
-                attempt.start is not None
-                and attempt.start - 1.0 <= start
-                and (attempt.end is None or start <= attempt.end)
-            ):
-                attempt.first_step = _record_step(
-                    record, "first_step", "start_step", "resumed_from"
-                )
-                attempt.last_step = _record_step(
-                    record, "last_committed_step", "last_step", "end_step"
-                )
-                break
+        candidates = [a for a in timed if a.start is not None and a.start - 1.0 <= start]
+        if not candidates:
+            continue
+        attempt = max(candidates, key=lambda a: a.start or 0.0)
+        attempt.first_step = _record_step(record, "first_step", "start_step", "resumed_from")
+        attempt.last_step = _record_step(record, "last_committed_step", "last_step", "end_step")
 
 
 def _fill_costs(attempts: list[Attempt], hardware: Hardware) -> None:

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from google.api_core import exceptions as api_exceptions
 from google.cloud.aiplatform_v1 import JobServiceClient
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.cloud.aiplatform_v1.types import CustomJob
 
 from kfp_spot.jobs.client import Endpoint, make_job_client
-from kfp_spot.jobs.outcome import is_terminal
+from kfp_spot.jobs.outcome import is_terminal, state_name
 
 log = logging.getLogger(__name__)
 
-SUBMISSION_LABEL = "kfp-spot-submission"
+# Underscores, not hyphens: list filters (AIP-160) take bare identifiers as field names.
+SUBMISSION_LABEL = "kfp_spot_submission"
 
 # Transient on reads. OSError covers requests' ConnectionError (REST) and socket errors.
 TRANSIENT_READ_ERRORS: tuple[type[BaseException], ...] = (
@@ -81,7 +83,7 @@ class RetryBudget:
     @classmethod
     def auto(cls, *, local: bool) -> RetryBudget:
         """Short against the emulator (a dead emulator should fail fast), GCPC-like on Vertex."""
-        return cls(8, 20.0, 0.1, 2.0) if local else cls(8, 600.0, 1.0, 30.0)
+        return cls(8, 20.0, 0.1, 1.0) if local else cls(8, 600.0, 1.0, 30.0)
 
 
 class JobService:
@@ -98,11 +100,18 @@ class JobService:
         request_timeout: float = 60.0,
     ):
         self.endpoint = endpoint
-        self.client = client or make_job_client(endpoint)
+        self._client = client
         self.retry = retry or RetryBudget.auto(local=endpoint.local)
         self._sleep = sleep
         self._clock = clock
         self._timeout = request_timeout
+
+    @property
+    def client(self) -> JobServiceClient:
+        """The JobServiceClient, made on first use (credentials are looked up only then)."""
+        if self._client is None:
+            self._client = make_job_client(self.endpoint)
+        return self._client
 
     def _with_retries(self, what: str, call: Callable[[], object], transient: tuple) -> object:
         started = self._clock()
@@ -134,18 +143,28 @@ class JobService:
 
     def find_submission(self, parent: str, token: str) -> CustomJob | None:
         """The job created with submission label ``token`` under ``parent``, if any."""
-        request = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
+        filtered = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
+
+        def first_page(request: dict) -> tuple[Iterator[Any], Any]:
+            listing = iter(
+                self.client.list_custom_jobs(request=request, timeout=self._timeout).pages
+            )
+            return listing, next(listing, None)
 
         def scan() -> CustomJob | None:
-            # Checked client-side too: a service that ignores the filter must not mislead us.
-            for page_number, page in enumerate(
-                self.client.list_custom_jobs(request=request, timeout=self._timeout).pages
-            ):
+            try:
+                listing, page = first_page(filtered)
+            except api_exceptions.BadRequest:
+                # A service that refuses the filter: list everything and look ourselves.
+                listing, page = first_page({"parent": parent})
+            for _ in range(20):  # bounded: the job, if it exists, is among the newest
+                if page is None:
+                    break
+                # Checked client-side too: a service that ignores the filter must not mislead us.
                 for job in page.custom_jobs:
                     if job.labels.get(SUBMISSION_LABEL) == token:
                         return job
-                if page_number >= 20:
-                    break
+                page = next(listing, None)
             return None
 
         return self._with_retries(f"list {parent}", scan, TRANSIENT_READ_ERRORS)  # type: ignore[return-value]
@@ -211,7 +230,7 @@ class JobService:
         while True:
             job = self.get(name)
             if job.state != last_state:
-                log.info("%s is %s", name, JobState(job.state).name)
+                log.info("%s is %s", name, state_name(job.state))
                 last_state = job.state
                 interval = poll.initial
                 if on_update is not None:

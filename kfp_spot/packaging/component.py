@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, NamedTuple
 
-from kfp_spot import fs
 from kfp_spot.packaging.core import prepare_package
 
 
@@ -41,6 +41,8 @@ def component_entry(
     Returns:
         The package URIs for the CustomJob (trainer first).
     """
+    if not logging.getLogger().handlers:  # the task log shows what was built and staged
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     staging = staging_uri or package.uri
     info = prepare_package(
         source,
@@ -53,5 +55,5 @@ def component_entry(
     )
     package.uri = info.uri
     package.metadata.update(info.metadata())
-    package.metadata["staging_uri"] = fs.join(staging)
+    package.metadata["staging_uri"] = info.uri.rsplit("/", 3)[0]
     return PrepareOutputs(list(info.package_uris))

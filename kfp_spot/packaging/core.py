@@ -6,7 +6,6 @@ import base64
 import hashlib
 import logging
 import os
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,12 +15,12 @@ from typing import Any
 from kfp_spot import envcache, fs
 from kfp_spot.packaging import build as _build
 from kfp_spot.packaging.errors import (
-    ImportCheckError,
     ModuleNotInPackageError,
     ModuleSyntaxError,
     PackageUrisError,
     PackagingError,
 )
+from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
 
 log = logging.getLogger(__name__)
@@ -29,7 +28,6 @@ log = logging.getLogger(__name__)
 # pythonPackageSpec.packageUris: "at most 100" (the trainer package plus its dependencies).
 MAX_PACKAGE_URIS = 100
 PACKAGE_SUFFIXES = (".tar.gz", ".whl", ".zip", ".tar.bz2", ".egg")
-_IMPORT_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,8 @@ class PackageInfo:
         wheel_uri: staged URI of the wheel when one was asked for, else "".
         wheel_sha256: its sha256, else "".
         source_kind: ``project``, ``module``, ``script`` (``+archive``, ``+gs``).
-        import_checked: the module was imported in a fresh environment before staging.
+        import_checked: the module was imported in a clean environment before staging.
+        staged: every staged URI (the sdist, and the wheel when built).
     """
 
     name: str
@@ -116,7 +115,12 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
         ModuleNotInPackageError: the module is not in the package.
         ModuleSyntaxError: a module of its top-level package does not compile.
     """
-    if not any(f in facts.files for f in _module_files(python_module)):
+    stem = python_module.replace(".", "/")
+    extension = any(
+        f.startswith(f"{stem}.") and f.endswith((".so", ".pyd")) and "/" not in f[len(stem) :]
+        for f in facts.files
+    )
+    if not extension and not any(f in facts.files for f in _module_files(python_module)):
         modules = _modules_in(facts.files)
         shown = ", ".join(modules[:20]) + (" ..." if len(modules) > 20 else "")
         raise ModuleNotInPackageError(
@@ -188,50 +192,6 @@ def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:
     return out
 
 
-def check_import(
-    packages: Sequence[str], python_module: str, cache_dir: str | os.PathLike[str]
-) -> None:
-    """Import ``python_module`` in a fresh environment with only ``packages`` installed into it.
-
-    The environment sees this machine's site-packages (as the emulator's jobs do), so this catches
-    files missing from the package and broken imports, not undeclared dependencies that happen
-    to be installed here. The module's top-level code runs (``__name__`` is not ``__main__``).
-
-    Raises:
-        ImportCheckError: the package does not install or the module does not import.
-    """
-    try:
-        python = envcache.package_env(list(packages), cache_dir)
-    except envcache.PackageInstallError as exc:
-        raise ImportCheckError("source", f"the built package does not install: {exc}") from exc
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-import-") as cwd:
-        # An empty working directory: the import must come from the installed package.
-        try:
-            proc = subprocess.run(
-                [
-                    str(python),
-                    "-c",
-                    f"import importlib; importlib.import_module({python_module!r})",
-                ],
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                timeout=_IMPORT_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ImportCheckError(
-                "check_import",
-                f"importing {python_module} did not finish in {_IMPORT_TIMEOUT_S} s (does it "
-                "train at import time? guard that with `if __name__ == '__main__':`)",
-            ) from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise ImportCheckError(
-            "python_module",
-            f"{python_module} does not import from the installed package:\n{tail}",
-        )
-
-
 def _same_content(filesystem: Any, path: str, local: Path, uri: str) -> bool:
     """Whether the staged object at ``path`` holds exactly ``local``'s bytes.
 
@@ -291,6 +251,7 @@ def prepare_package(
     requirements: Sequence[str] = (),
     name: str = "",
     version: str = "",
+    provided_requirements: Sequence[str] = DEFAULT_PROVIDED,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> PackageInfo:
     """Build ``source`` into a reproducible sdist, validate it and stage it by its sha256.
@@ -309,11 +270,16 @@ def prepare_package(
             module of the package.
         build_wheel: also stage the wheel (the job still gets the sdist first).
         extra_package_uris: dependency packages the job installs after the trainer.
-        check_import: import the module in a fresh environment before staging.
+        check_import: import the module before staging, in a clean environment that holds only
+            the package, its declared dependencies and ``provided_requirements`` (see
+            :mod:`kfp_spot.packaging.importcheck`).
         requirements: dependencies of a generated project (scripts and bare packages).
         name: distribution name of a generated project.
         version: version of a generated project (default ``0.0.0+src<content digest>``).
-        cache_dir: where environments for ``check_import`` are cached.
+        provided_requirements: what the executor image provides besides the declared
+            dependencies, for ``check_import`` (default: kfp-spot, for ``kfp_spot.trainer``).
+        cache_dir: where the clean environment of ``check_import`` is made (and removed after);
+            default: the system's temporary directory.
 
     Returns:
         The staged package.
@@ -359,8 +325,16 @@ def prepare_package(
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
         if check_import:
-            check_import_fn(
-                [str(built.wheel), *extras], module, cache_dir or envcache.default_cache_dir()
+            local_extras = [
+                envcache.fetch(uri, work / "extras" / str(i)) for i, uri in enumerate(extras)
+            ]
+            check_import_clean(
+                built.wheel,
+                facts.requirements,
+                module,
+                extra_packages=local_extras,
+                provided=provided_requirements,
+                work_dir=cache_dir,
             )
         sha = _build.sha256_of(built.sdist)
         uri, uploaded = stage_file(built.sdist, staging_uri, facts.name, sha)
@@ -397,6 +371,3 @@ def prepare_package(
         info.uri,
     )
     return info
-
-
-check_import_fn = check_import  # the parameter of prepare_package shadows the function's name

@@ -195,7 +195,11 @@ class RunData:
 
 
 def _loss_of(metadata: Mapping[str, Any]) -> float | None:
-    value = metadata.get("loss")
+    # kfp_spot.trainer keeps save(..., metrics=) under "metrics"; a plain manifest may hold it flat.
+    metrics = metadata.get("metrics")
+    value = metrics.get("loss") if isinstance(metrics, Mapping) else None
+    if value is None:
+        value = metadata.get("loss")
     if isinstance(value, bool):
         return None
     try:

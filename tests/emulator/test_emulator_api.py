@@ -34,8 +34,14 @@ def test_gapic_create_get_list_cancel_delete(client, emulator, make_job, tmp_pat
     assert created.job_spec.scheduling.strategy == Scheduling.Strategy.SPOT
 
     until(lambda: any("step 0" in line for line in lines(progress)), 60, "the first step")
-    got = client.get_custom_job(name=created.name)
-    assert got.state == JobState.JOB_STATE_RUNNING
+    got = until(
+        lambda: (
+            (j := client.get_custom_job(name=created.name)).state == JobState.JOB_STATE_RUNNING
+            and j
+        ),
+        10,
+        "RUNNING",
+    )
     assert got.start_time and got.create_time <= got.start_time
 
     listed = list(client.list_custom_jobs(parent=PARENT))
@@ -134,3 +140,34 @@ def test_list_pages(client, emulator, make_job, api):
     assert status == 400 and "pageToken" in err["error"]["message"]
     status, err = api("GET", f"{url}?filter=colour%3D%22red%22")
     assert status == 400 and "colour" in err["error"]["message"]
+
+
+def test_one_state_dir_serves_one_emulator(emulator, env_cache):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    with pytest.raises(EmulatorError, match="another emulator is using the state dir"):
+        Emulator(emulator.state_dir, env_cache_dir=env_cache).start()
+    assert emulator.list_jobs() == []  # the running one is unharmed
+
+
+def test_bad_emulator_arguments_name_the_argument(tmp_path):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    for kwargs, fragment in [
+        ({"grace_period": -1}, "grace_period"),
+        ({"preempt_at": [1, "x"]}, "preempt_at[1]"),
+        ({"preempt_every": 0}, "preempt_every"),
+        ({"capacity": 0}, "capacity"),
+        ({"capacity": {"n1-standard-4": -2}}, "capacity['n1-standard-4']"),
+        ({"port": 70000}, "port"),
+        ({"seed": "abc"}, "seed"),
+    ]:
+        with pytest.raises(EmulatorError, match=re.escape(fragment)):
+            Emulator(tmp_path, **kwargs)
+
+
+def test_too_many_replicas_is_refused(emulator, make_job, api):
+    status, err = api(
+        "POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", make_job(replicas=(1, 64))
+    )
+    assert status == 400 and "at most 64" in err["error"]["message"]

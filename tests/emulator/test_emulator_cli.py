@@ -22,7 +22,7 @@ KFP_SPOT = str(Path(sys.executable).parent / "kfp-spot")
 class Server:
     """``kfp-spot emulator start`` in a subprocess; waits for the endpoint line it prints."""
 
-    def __init__(self, state_dir: Path, env_cache: Path) -> None:
+    def __init__(self, state_dir: Path, env_cache: Path, *extra: str) -> None:
         self.proc = subprocess.Popen(
             [
                 KFP_SPOT,
@@ -36,6 +36,7 @@ class Server:
                 "1",
                 "--env-cache-dir",
                 str(env_cache),
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -139,3 +140,29 @@ def test_cli_arguments_are_checked():
     assert result.exit_code == 1 and "cannot reach the emulator" in result.output
     result = runner.invoke(main, ["emulator", "logs", "x", "--state-dir", "/nonexistent"])
     assert result.exit_code == 2 and "--endpoint" in result.output
+
+
+def test_start_flags_reach_the_emulator(tmp_path, env_cache, make_job, api, until):
+    server = Server(
+        tmp_path / "state", env_cache, "--preempt-at", "0.3,0.3", "--capacity", "n1-standard-4=1"
+    )
+    try:
+        status, err = api(
+            "POST", f"{server.endpoint}/v1/{PARENT}/customJobs", make_job(replicas=(1, 1))
+        )
+        assert status == 429 and "capacity for 1" in err["error"]["message"]
+        body = make_job("--steps", "20")  # 1 s: outlives the 0.3 s preemptions
+        status, job = api("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
+        assert status == 200
+
+        def ledger():
+            _, answer = api("GET", f"{server.endpoint}/emulator/v1/{job['name']}/attempts")
+            rows = answer["attempts"]
+            return len(rows) == 3 and rows[-1]["endReason"] and rows
+
+        rows = until(ledger, 60, "three attempts")
+        assert [r["endReason"] for r in rows] == ["PREEMPTED", "PREEMPTED", "SUCCEEDED"]
+        assert all(0.3 <= r["billableSeconds"] < 2.5 for r in rows[:2])
+    finally:
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(timeout=30)

@@ -89,3 +89,19 @@ def test_local_checkpoint_is_not_modified(ckpt, package, env_cache):
     before = {p: p.read_bytes() for p in Path(ckpt).rglob("*") if p.is_file()}
     run(ckpt, package, env_cache)
     assert {p: p.read_bytes() for p in Path(ckpt).rglob("*") if p.is_file()} == before
+
+
+def test_best_step_that_is_corrupted_is_refused_or_replaced_by_the_next_best(
+    ckpt, package, env_cache
+):
+    (ckpt / "step-20" / "model.json").write_text("tampered")
+    with pytest.raises(CheckpointCorruptError, match=r"best checkpoint by accuracy \(step-20\)"):
+        run(ckpt, package, env_cache, step="best:accuracy")
+    result = run(ckpt, package, env_cache, step="best:accuracy", fallback_to_previous=True)
+    assert result.step == 30 and [s for s, _ in result.skipped] == [20]
+
+
+def test_latest_named_by_the_artifact_but_missing_is_torn(ckpt, package, env_cache):
+    # The launcher said step 40 was committed, but there is no such step: refuse to guess.
+    with pytest.raises(CheckpointCorruptError, match=r"latest checkpoint step-40 .*torn"):
+        run(ckpt, package, env_cache, latest_step=40)

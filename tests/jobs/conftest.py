@@ -2,21 +2,12 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-
-@dataclass
-class FakeArtifact:
-    """Stands in for a KFP artifact: the runtime code only reads .uri/.path/.metadata."""
-
-    uri: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    path: str = ""
+from artifacts import FakeArtifact
 
 
 @pytest.fixture

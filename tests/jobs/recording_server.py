@@ -62,6 +62,11 @@ class RecordingServer:
     )
     on_create: Callable[[int, CustomJob], None] | None = None
     fail_next: list[int] = field(default_factory=list)  # HTTP statuses for the next requests
+    lose_create_responses: int = 0  # creates that succeed but answer 503 (a lost response)
+    refuse_filters: bool = False  # answer list filters with 400, as a stricter service might
+    ledger: dict[str, list[dict[str, Any]]] = field(
+        default_factory=dict
+    )  # served like the emulator
     requests: list[Recorded] = field(default_factory=list)
     jobs: dict[str, _Job] = field(default_factory=dict)
 
@@ -149,9 +154,20 @@ class RecordingServer:
                 }
                 return self._error(handler, status, names.get(status, "UNKNOWN"), "injected")
             if method == "POST" and (m := _JOBS.match(parts.path)):
+                if self.lose_create_responses:
+                    self.lose_create_responses -= 1
+                    self._create(None, m.group(1), raw)
+                    return self._error(handler, 503, "UNAVAILABLE", "response lost")
                 return self._create(handler, m.group(1), raw)
+            if method == "GET" and parts.path.startswith("/emulator/v1/"):
+                name = parts.path[len("/emulator/v1/") : -len("/attempts")]
+                if name in self.ledger:
+                    return self._reply(handler, 200, {"attempts": self.ledger[name]})
             if method == "GET" and (m := _JOBS.match(parts.path)):
-                return self._list(handler, parse_qs(parts.query).get("filter", [""])[0])
+                filter_text = parse_qs(parts.query).get("filter", [""])[0]
+                if filter_text and self.refuse_filters:
+                    return self._error(handler, 400, "INVALID_ARGUMENT", "unsupported filter")
+                return self._list(handler, filter_text)
             if (m := _JOB.match(parts.path)) and m.group(1) in self.jobs:
                 job = self.jobs[m.group(1)]
                 if method == "POST" and m.group(2):
@@ -161,7 +177,7 @@ class RecordingServer:
                     return self._get(handler, job)
             return self._error(handler, 404, "NOT_FOUND", f"{method} {parts.path}")
 
-    def _create(self, handler: BaseHTTPRequestHandler, parent: str, raw: bytes) -> None:
+    def _create(self, handler: BaseHTTPRequestHandler | None, parent: str, raw: bytes) -> None:
         message = CustomJob.pb(CustomJob())
         json_format.Parse(raw, message, ignore_unknown_fields=False)
         index = len(self.jobs)
@@ -172,7 +188,8 @@ class RecordingServer:
         self.jobs[message.name] = _Job(message, script)
         if self.on_create is not None:
             self.on_create(index, CustomJob.wrap(message))
-        self._reply(handler, 200, json_format.MessageToDict(message))
+        if handler is not None:
+            self._reply(handler, 200, json_format.MessageToDict(message))
 
     def _get(self, handler: BaseHTTPRequestHandler, job: _Job) -> None:
         message = job.message

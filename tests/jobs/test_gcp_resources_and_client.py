@@ -71,3 +71,16 @@ def test_foreign_content_is_an_error(tmp_path, text):
     (tmp_path / "g").write_text(text)
     with pytest.raises(gcp_resources.GcpResourcesError):
         gcp_resources.read_job_name(str(tmp_path / "g"))
+
+
+def test_the_runtime_never_imports_kfp():
+    """kfp_spot.jobs is runtime code: importing the component's entry pulls in no kfp module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kfp_spot.jobs.entry, kfp_spot.jobs.launcher;"
+        "print(sorted(m for m in sys.modules if m == 'kfp' or m.startswith('kfp.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -126,4 +126,4 @@ def test_spot_job_matches_gcpc(tmp_path, options, outputs):
     assert expected["jobSpec"]["scheduling"]["strategy"] == "SPOT"
     assert _subset_mismatches(expected, actual) == []
     # And nothing GCPC leaves out, but our submission label.
-    assert set(actual["labels"]) - set(expected.get("labels", {})) == {"kfp-spot-submission"}
+    assert set(actual["labels"]) - set(expected.get("labels", {})) == {"kfp_spot_submission"}

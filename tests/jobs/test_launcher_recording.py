@@ -6,6 +6,7 @@ import json
 
 import pytest
 import requests
+from artifacts import FakeArtifact
 from google.protobuf import json_format
 from google_cloud_pipeline_components.proto.gcp_resources_pb2 import GcpResources
 from recording_server import RecordingServer, Script
@@ -178,3 +179,197 @@ def test_reattaches_to_the_job_in_gcp_resources(package, outputs):
         gcp_resources.write(outputs["gcp_resources"], f"{server.endpoint}/v1/{made['name']}")
         assert _launch(server, package, outputs) == "SUCCEEDED"
     assert len(server.created()) == 1  # only the earlier one: no duplicate
+
+
+@pytest.mark.parametrize("refuse_filters", [False, True])
+def test_a_lost_create_response_does_not_make_a_duplicate(package, outputs, refuse_filters):
+    with RecordingServer(lose_create_responses=1, refuse_filters=refuse_filters) as server:
+        assert _launch(server, package, outputs) == "SUCCEEDED"
+    assert len(server.jobs) == 1
+    # The retry found the job by its submission label (listing everything when the service
+    # refuses the label filter).
+    assert len(server.created()) == 1
+
+
+def test_an_unreachable_service_fails_with_a_clear_error(package, outputs):
+    from kfp_spot.jobs.service import ServiceUnreachableError
+
+    with (
+        RecordingServer(fail_next=[503] * 50) as server,
+        pytest.raises(ServiceUnreachableError, match="failed 8 times") as info,
+    ):
+        _launch(server, package, outputs)
+    assert server.endpoint in str(info.value)
+
+
+def test_past_the_deadline_a_queued_spot_job_is_cancelled_for_standard(package, outputs):
+    never_scheduled = Script([QUEUED])  # no Spot capacity, ever
+    with RecordingServer(scripts=[never_scheduled]) as server:
+        assert _launch(server, package, outputs, deadline_seconds=0.2) == "SUCCEEDED"
+    strategies = [c["jobSpec"]["scheduling"]["strategy"] for c in server.created()]
+    assert strategies == [4, 3]
+    assert len(server.cancels()) == 1
+    assert outputs["job_report"].metadata["resubmissions"] == 1
+
+
+def test_resume_from_seeds_the_checkpoint_dir_and_tells_the_job(package, outputs, tmp_path):
+    previous = str(tmp_path / "previous" / "checkpoints")
+    checkpoints.write_step(previous, 5, {"w": b"old"})
+    checkpoints.write_step(previous, 40, {"w": b"weights"})
+    resume = FakeArtifact(uri=previous, metadata={"latest_step": 40})
+    with RecordingServer() as server:
+        _launch(server, package, outputs, resume_from=resume)
+    (body,) = server.created()
+    env = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"]
+    assert {"name": "KFP_SPOT_RESUME_FROM", "value": previous} in env
+    ours = outputs["checkpoint"].uri
+    manifest = checkpoints.verify(ours, 40)
+    assert manifest.step == 40
+    assert checkpoints.list_steps(ours) == [40]
+    assert outputs["checkpoint"].metadata["latest_step"] == 40
+    assert outputs["checkpoint"].metadata["resumed_from_step"] == 40
+
+
+def test_resume_from_a_torn_checkpoint_is_refused_before_submitting(package, outputs, tmp_path):
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    previous = tmp_path / "previous"
+    (previous / "step-3").mkdir(parents=True)
+    (previous / "step-3" / "w").write_bytes(b"half")  # no manifest: never committed
+    with RecordingServer() as server, pytest.raises(LaunchInputError, match="resume_from"):
+        _launch(server, package, outputs, resume_from=FakeArtifact(uri=str(previous)))
+    assert server.created() == []
+
+
+def test_report_uses_the_emulator_ledger(package, outputs):
+    name = "projects/proj/locations/us-central1/customJobs/1000"
+    rows = [
+        {
+            "attempt": 1,
+            "startTime": "2026-01-01T00:00:00Z",
+            "endTime": "2026-01-01T00:01:40Z",
+            "endReason": "PREEMPTED",
+            "billableSeconds": 100.0,
+            "strategy": "SPOT",
+            "spotCost": 0.01,
+            "onDemandCost": 0.05,
+        },
+        {
+            "attempt": 2,
+            "startTime": "2026-01-01T00:02:00Z",
+            "endTime": "2026-01-01T00:05:20Z",
+            "endReason": "SUCCEEDED",
+            "billableSeconds": 200.0,
+            "strategy": "SPOT",
+            "spotCost": 0.02,
+            "onDemandCost": 0.10,
+        },
+    ]
+    with RecordingServer(ledger={name: rows}) as server:
+        _launch(server, package, outputs)
+    metrics = outputs["job_report"].metadata
+    assert metrics["attempts"] == 2
+    assert metrics["preemptions"] == 1
+    assert metrics["billable_seconds"] == 300.0
+    assert metrics["cost_spot_usd"] == pytest.approx(0.03)
+    assert metrics["cost_on_demand_usd"] == pytest.approx(0.15)
+    assert metrics["savings_usd"] == pytest.approx(0.12)
+    # No checkpoint was ever committed: the preempted attempt's 100 s were all lost.
+    assert metrics["work_lost_seconds"] == 100.0
+    assert metrics["goodput"] == pytest.approx(200 / 300, abs=1e-4)
+
+
+def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, outputs, task_dir):
+    """The state file names a submission token but no job: the job is found by its label."""
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.recovery import LaunchState, Submission, save_state, state_uri
+
+    with RecordingServer(scripts=[Script([RUNNING, SUCCEEDED])]) as server:
+        request = build_request(
+            project="proj", package=package, api_endpoint=server.endpoint, **outputs
+        )
+        # What the first launcher left: its create went through, then it died.
+        body = {
+            "displayName": "kfp-spot-training",
+            "labels": {"kfp_spot_submission": "tok123"},
+            "jobSpec": {"workerPoolSpecs": [], "scheduling": {"strategy": "SPOT"}},
+        }
+        requests.post(
+            f"{server.endpoint}/v1/projects/proj/locations/us-central1/customJobs", json=body
+        )
+        state = LaunchState(request.run_key, 0.0, [Submission("tok123", "SPOT")])
+        save_state(state_uri(request.base_output_directory, request.run_key), state)
+        assert _launch(server, package, outputs) == "SUCCEEDED"
+    assert len(server.created()) == 1
+
+
+def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    # kfp.local hands integers back as floats, and lists/dicts may arrive as JSON text.
+    request = build_request(
+        project="proj",
+        package=package,
+        accelerator_count=2.0,
+        accelerator_type="NVIDIA_TESLA_T4",
+        args='["--epochs", "3"]',
+        max_resubmissions=3.0,
+        **outputs,
+    )
+    assert request.inputs.accelerator_count == 2
+    assert list(request.inputs.args) == ["--epochs", "3"]
+    assert request.policy.max_resubmissions == 3
+    for bad, field in (
+        ({"max_resubmissions": 1.5}, "max_resubmissions"),
+        ({"env": "[1, 2]"}, "env"),
+        ({"poll_interval_seconds": "soon"}, "poll_interval_seconds"),
+    ):
+        with pytest.raises(LaunchInputError) as info:
+            build_request(project="proj", package=package, **bad, **outputs)
+        assert info.value.field == field
+
+
+def test_default_base_directory_sits_next_to_the_task_outputs():
+    from kfp_spot.jobs.entry import default_base_directory
+
+    assert (
+        default_base_directory("gs://b/root/run-1/task-7/checkpoint")
+        == "gs://b/root/run-1/task-7/custom_job"
+    )
+    assert default_base_directory("/tmp/root/task/checkpoint") == "/tmp/root/task/custom_job"
+
+
+def test_the_services_rules_are_checked_before_submitting(package, outputs):
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    with RecordingServer() as server:
+        with pytest.raises(LaunchInputError, match="TPU Pod"):
+            _launch(
+                server,
+                package,
+                outputs,
+                machine_type="cloud-tpu",
+                accelerator_type="TPU_V4_POD",
+                accelerator_count=4,
+            )
+        with pytest.raises(LaunchInputError, match="not a known machine type"):
+            _launch(server, package, outputs, machine_type="n9-imaginary-4")
+    assert server.created() == []
+
+
+def test_on_vertex_a_machine_type_missing_from_our_table_is_left_to_the_service(package, tmp_path):
+    """Only the table's gap is waived on Vertex: the job is built and validated up to that."""
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+
+    request = build_request(
+        project="proj",
+        package=package,
+        machine_type="a4-highgpu-8g",  # newer than the table
+        base_output_directory="gs://bucket/run",
+        checkpoint=FakeArtifact(uri=str(tmp_path / "checkpoint")),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+    )
+    job = Launcher(request).prepare()  # no api_endpoint: Vertex AI (nothing is contacted)
+    assert job.job_spec.worker_pool_specs[0].machine_spec.machine_type == "a4-highgpu-8g"

@@ -168,3 +168,15 @@ def test_state_round_trip_and_other_runs_are_ignored(tmp_path):
     assert load_state(uri, "run-b") is None
     (tmp_path / "state.json").write_text("{not json")
     assert load_state(uri, "run-a") is None
+
+
+@pytest.mark.filterwarnings("ignore:Unrecognized JobState")  # proto-plus says so; we cope
+def test_a_state_this_client_does_not_know_is_waited_on_not_crashed_on():
+    from kfp_spot.jobs.outcome import is_terminal, state_name
+
+    job = CustomJob.wrap(CustomJob.pb(CustomJob(name="projects/p/locations/l/customJobs/1")))
+    CustomJob.pb(job).state = 99  # a JobState added to the API later
+    assert not is_terminal(job)
+    assert state_name(99) == "STATE_99"
+    with pytest.raises(ValueError, match="STATE_99"):
+        classify(job)

@@ -136,3 +136,50 @@ def test_bad_inputs_are_named(kw, field):
 )
 def test_durations(text, seconds):
     assert parse_duration("timeout", text) == seconds
+
+
+# Machine types without built-in accelerators: every one of them takes a CPU-only job.
+_PLAIN_MACHINES = sorted(
+    name
+    for name, m in __import__("kfp_spot.machines").machines.machine_types().items()
+    if not m.accelerator_type
+)
+
+
+@given(
+    machine=st.sampled_from(_PLAIN_MACHINES),
+    replicas=st.integers(1, 16),
+    args=st.lists(st.text(max_size=12), max_size=4),
+    env=st.dictionaries(
+        st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), st.text(max_size=8), max_size=3
+    ),
+    labels=st.dictionaries(
+        st.from_regex(r"[a-z][a-z0-9_-]{0,10}", fullmatch=True),
+        st.from_regex(r"[a-z0-9_-]{0,10}", fullmatch=True),
+        max_size=3,
+    ),
+    strategy=st.sampled_from(["SPOT", "STANDARD", "FLEX_START"]),
+    container=st.booleans(),
+)
+def test_valid_inputs_build_jobs_the_services_rules_accept(
+    machine, replicas, args, env, labels, strategy, container
+):
+    """What passes the launcher's input checks also passes kfp_spot.validation (no surprises at
+    create time)."""
+    from kfp_spot.validation import validate_custom_job
+
+    code = (
+        {"container_image_uri": "us-docker.pkg.dev/p/r/trainer:1", "package_uris": []}
+        if container
+        else {}
+    )
+    inputs = _inputs(
+        machine_type=machine,
+        replica_count=replicas,
+        args=args,
+        env=env,
+        labels=labels,
+        base_output_directory="gs://bucket/run",
+        **code,
+    )
+    validate_custom_job(build_custom_job(inputs, strategy=strategy))

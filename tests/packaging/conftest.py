@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from kfp_spot.packaging import PackageInfo, prepare_package
 from tests.packaging.tiny import write_project
 
 
@@ -13,3 +14,11 @@ def project(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def env_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("envcache")
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> PackageInfo:
+    """The tiny project built once (with its wheel) into a session staging directory."""
+    root = tmp_path_factory.mktemp("built")
+    project = write_project(root / "src" / "tiny")
+    return prepare_package(str(project), str(root / "stage"), build_wheel=True)

@@ -142,7 +142,15 @@ def test_bad_requirement_for_a_script(tmp_path, staging):
         prepare_package(str(script), str(staging), requirements=["numpy >> 1"])
 
 
-def test_import_check_catches_a_broken_import(project, staging, env_cache):
+def test_import_check_catches_a_broken_import(project, staging):
     (project / "tinytrainer" / "task.py").write_text("import tinytrainer.missing_helper\n")
     with pytest.raises(ImportCheckError, match=r"(?s)tinytrainer.task does not import.*missing"):
-        prepare_package(str(project), str(staging), check_import=True, cache_dir=env_cache)
+        prepare_package(str(project), str(staging), check_import=True)
+
+
+def test_import_check_catches_an_undeclared_dependency(project, staging):
+    # scikit-learn is installed on this machine (the examples extra), but the package does not
+    # declare it, and kfp-spot (what the runtime provides) does not depend on it.
+    (project / "tinytrainer" / "task.py").write_text("import sklearn\n")
+    with pytest.raises(ImportCheckError, match=r"(?s)No module named 'sklearn'.*must be declared"):
+        prepare_package(str(project), str(staging), check_import=True)

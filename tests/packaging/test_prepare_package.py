@@ -17,72 +17,79 @@ def sha256(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def test_same_source_gives_the_same_bytes_and_sha256(project, tmp_path):
-    first = prepare_package(str(project), str(tmp_path / "stage-a"))
-    # A copy elsewhere, with other mtimes, built later: same bytes.
-    copy = tmp_path / "elsewhere" / "tiny"
-    shutil.copytree(project, copy)
-    for path in copy.rglob("*"):
-        os.utime(path, (time.time() + 1000, time.time() + 1000))
-    second = prepare_package(str(copy), str(tmp_path / "stage-b"))
-    assert first.sha256 == second.sha256
-    assert Path(first.uri).read_bytes() == Path(second.uri).read_bytes()
-    assert sha256(first.uri) == first.sha256
+def staging_of(info) -> Path:
+    return Path(info.uri).parents[2]
 
 
-def test_a_changed_source_gives_a_new_sha256(project, tmp_path):
-    first = prepare_package(str(project), str(tmp_path / "stage"))
-    (project / "tinytrainer" / "task.py").write_text("print('changed')\n")
-    second = prepare_package(str(project), str(tmp_path / "stage"))
-    assert first.sha256 != second.sha256
-    assert not second.cache_hit
-
-
-def test_staging_layout_and_metadata(project, tmp_path):
-    staging = tmp_path / "stage"
-    info = prepare_package(str(project), str(staging))
-    assert info.name == "tiny-trainer" and info.version == "1.2.3"
-    assert info.uri == str(staging / "tiny-trainer" / info.sha256 / "tiny_trainer-1.2.3.tar.gz")
-    assert info.size == Path(info.uri).stat().st_size
-    assert info.python_module == "tinytrainer.task"  # the package's one *.task module
-    assert info.requirements == ("numpy>=1.20",)
-    assert info.package_uris == (info.uri,)
-    assert not info.cache_hit
-    meta = info.metadata()
-    assert meta["sha256"] == info.sha256 and meta["package_uris"] == [info.uri]
+def test_staging_layout_and_metadata(built):
+    staging = staging_of(built)
+    assert built.name == "tiny-trainer" and built.version == "1.2.3"
+    assert built.uri == str(staging / "tiny-trainer" / built.sha256 / "tiny_trainer-1.2.3.tar.gz")
+    assert sha256(built.uri) == built.sha256
+    assert built.size == Path(built.uri).stat().st_size
+    assert built.python_module == "tinytrainer.task"  # the package's one *.task module
+    assert built.requirements == ("numpy>=1.20",)
+    assert built.package_uris == (built.uri,)  # the sdist, even with a wheel built
+    assert not built.cache_hit
+    meta = built.metadata()
+    assert meta["sha256"] == built.sha256 and meta["package_uris"] == [built.uri]
     assert meta["requirements"] == ["numpy>=1.20"]
-    # The build never writes into the user's tree.
-    names = sorted(p.name for p in project.iterdir())
-    assert names == ["README.md", "pyproject.toml", "tinytrainer"]
 
 
-def test_sdist_entries_are_sorted_with_fixed_times_and_owners(project, tmp_path):
-    info = prepare_package(str(project), str(tmp_path / "stage"))
-    with tarfile.open(info.uri) as tf:
+def test_wheel_is_staged_by_its_own_sha256(built):
+    assert built.wheel_uri.endswith("tiny_trainer-1.2.3-py3-none-any.whl")
+    assert sha256(built.wheel_uri) == built.wheel_sha256
+    assert Path(built.wheel_uri).parent.name == built.wheel_sha256
+
+
+def test_sdist_entries_are_sorted_with_fixed_times_and_owners(built):
+    with tarfile.open(built.uri) as tf:
         members = tf.getmembers()
     names = [m.name for m in members]
     assert names == sorted(names)
     assert {m.mtime for m in members} == {315532800}
     assert {(m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, "", "")}
-    assert Path(info.uri).read_bytes()[4:8] == b"\0\0\0\0"  # gzip header mtime
+    assert Path(built.uri).read_bytes()[4:8] == b"\0\0\0\0"  # gzip header mtime
 
 
-def test_second_prepare_is_a_cache_hit_that_uploads_nothing(project, tmp_path):
+def test_same_source_elsewhere_gives_the_same_bytes_and_a_cache_hit(built, tmp_path):
+    # A copy of the source in another place, with other mtimes, built later, same staging.
+    source = Path(built.uri).parents[3] / "src" / "tiny"
+    copy = tmp_path / "elsewhere" / "tiny"
+    shutil.copytree(source, copy)
+    for path in copy.rglob("*"):
+        os.utime(path, (time.time() + 1000, time.time() + 1000))
+    before = os.stat(built.uri), os.stat(built.wheel_uri)
+    again = prepare_package(str(copy), str(staging_of(built)), build_wheel=True)
+    assert (again.sha256, again.wheel_sha256) == (built.sha256, built.wheel_sha256)
+    assert again.cache_hit and again.uri == built.uri
+    after = os.stat(built.uri), os.stat(built.wheel_uri)
+    # Nothing was written: same files, same modification times.
+    assert [(s.st_ino, s.st_mtime_ns) for s in after] == [(s.st_ino, s.st_mtime_ns) for s in before]
+    # The build never writes into the user's tree.
+    assert sorted(p.name for p in copy.iterdir()) == ["README.md", "pyproject.toml", "tinytrainer"]
+
+
+def test_a_changed_source_gives_a_new_sha256(built, project):
+    (project / "tinytrainer" / "task.py").write_text("print('changed')\n")
+    changed = prepare_package(str(project), str(staging_of(built)))
+    assert changed.sha256 != built.sha256 and not changed.cache_hit
+
+
+def test_a_damaged_staged_file_is_replaced_not_reported_as_a_hit(built, project, tmp_path):
     staging = tmp_path / "stage"
-    first = prepare_package(str(project), str(staging))
-    before = os.stat(first.uri)
-    second = prepare_package(str(project), str(staging))
-    after = os.stat(second.uri)
-    assert second.cache_hit and second.uri == first.uri
-    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert [p.name for p in (staging / "tiny-trainer").iterdir()] == [first.sha256]
+    shutil.copytree(staging_of(built), staging)
+    damaged = staging / "tiny-trainer" / built.sha256 / built.filename
+    damaged.write_bytes(bytes(built.size))  # same size, wrong bytes
+    again = prepare_package(str(project), str(staging))
+    assert not again.cache_hit and again.sha256 == built.sha256
+    assert sha256(damaged) == built.sha256
 
 
-def test_staged_sdist_installs_and_its_module_runs(project, tmp_path, env_cache):
-    info = prepare_package(str(project), str(tmp_path / "stage"))
-    python = envcache.package_env([info.uri], env_cache)
+def test_staged_sdist_installs_and_its_module_runs(built, tmp_path, env_cache):
+    python = envcache.package_env([built.uri], env_cache)
     proc = subprocess.run(
-        [str(python), "-m", info.python_module, "--epochs", "2"],
+        [str(python), "-m", built.python_module, "--epochs", "2"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -91,50 +98,35 @@ def test_staged_sdist_installs_and_its_module_runs(project, tmp_path, env_cache)
     assert '"trained": true' in proc.stdout and "--epochs" in proc.stdout
 
 
-def test_wheel_is_staged_by_its_own_sha256_and_the_job_gets_the_sdist(project, tmp_path):
-    info = prepare_package(str(project), str(tmp_path / "stage"), build_wheel=True)
-    assert info.wheel_uri.endswith("tiny_trainer-1.2.3-py3-none-any.whl")
-    assert sha256(info.wheel_uri) == info.wheel_sha256
-    assert Path(info.wheel_uri).parent.name == info.wheel_sha256
-    assert info.package_uris[0] == info.uri
-    again = prepare_package(str(project), str(tmp_path / "stage2"), build_wheel=True)
-    assert again.wheel_sha256 == info.wheel_sha256  # wheels are reproducible too
-
-
-def test_extra_packages_follow_the_trainer(project, tmp_path):
-    extra = tmp_path / "deps" / "helper-0.1.tar.gz"
-    extra.parent.mkdir()
-    extra.write_bytes(b"not checked beyond existence")
-    info = prepare_package(str(project), str(tmp_path / "stage"), extra_package_uris=[str(extra)])
-    assert info.package_uris == (info.uri, str(extra))
-
-
-def test_import_check_passes_for_a_good_package(project, tmp_path, env_cache):
-    info = prepare_package(
-        str(project), str(tmp_path / "stage"), check_import=True, cache_dir=env_cache
+def test_import_check_passes_with_declared_and_provided_dependencies(project, tmp_path):
+    # numpy and scikit-learn are declared; kfp_spot is provided by the runtime; the package's
+    # own modules import.
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"numpy>=1.20"', '"numpy", "scikit-learn"'))
+    (project / "tinytrainer" / "task.py").write_text(
+        "import numpy, sklearn.linear_model\nimport kfp_spot.checkpoints\n"
+        "from tinytrainer import evaluate\n"
     )
+    info = prepare_package(str(project), str(tmp_path / "stage"), check_import=True)
     assert info.import_checked
 
 
-def test_component_entry_stages_next_to_the_artifact_when_no_staging_is_given(project, tmp_path):
+def test_component_entry_fills_the_artifact_and_stages_next_to_it(project, tmp_path):
+    extra = tmp_path / "deps" / "helper-0.1.tar.gz"
+    extra.parent.mkdir()
+    extra.write_bytes(b"only checked for existence")
     artifact = SimpleNamespace(uri=str(tmp_path / "outputs" / "package"), metadata={})
-    outputs = component_entry(source=str(project), package=artifact)
+    outputs = component_entry(
+        source=str(project), package=artifact, extra_package_uris=[str(extra)]
+    )
     assert artifact.uri.startswith(str(tmp_path / "outputs" / "package" / "tiny-trainer"))
     assert Path(artifact.uri).is_file()
-    assert outputs.package_uris == [artifact.uri]
+    assert outputs.package_uris == [artifact.uri, str(extra)]
     meta = artifact.metadata
     assert meta["name"] == "tiny-trainer" and meta["version"] == "1.2.3"
     assert meta["sha256"] == sha256(artifact.uri)
     assert meta["python_module"] == "tinytrainer.task"
     assert meta["size"] == Path(artifact.uri).stat().st_size
-    assert meta["cache_hit"] is False and meta["package_uris"] == [artifact.uri]
-
-
-def test_a_damaged_staged_file_is_replaced_not_reported_as_a_hit(project, tmp_path):
-    staging = tmp_path / "stage"
-    first = prepare_package(str(project), str(staging))
-    good = Path(first.uri).read_bytes()
-    Path(first.uri).write_bytes(bytes(len(good)))  # same size, wrong bytes
-    second = prepare_package(str(project), str(staging))
-    assert not second.cache_hit
-    assert Path(second.uri).read_bytes() == good
+    assert meta["cache_hit"] is False
+    assert meta["package_uris"] == [artifact.uri, str(extra)]
+    assert meta["staging_uri"] == str(tmp_path / "outputs" / "package")

@@ -31,6 +31,10 @@ def test_single_script_becomes_a_module_named_after_it(tmp_path, env_cache):
     assert info.version.startswith("0.0.0+src")
     assert info.requirements == ("numpy>=1",)
     assert run_module(info, env_cache, tmp_path) == "script ran\n"
+    # Without a project file the version names the content: a changed script, a new version.
+    script.write_text("print('changed')\n")
+    changed = prepare_package(str(script), str(tmp_path / "stage"))
+    assert changed.version != info.version and changed.sha256 != info.sha256
 
 
 def test_script_placed_at_a_dotted_module(tmp_path, env_cache):
@@ -39,15 +43,6 @@ def test_script_placed_at_a_dotted_module(tmp_path, env_cache):
     info = prepare_package(str(script), str(tmp_path / "stage"), python_module="trainer.task")
     assert info.python_module == "trainer.task" and info.name == "trainer"
     assert run_module(info, env_cache, tmp_path) == "__main__ trainer\n"
-
-
-def test_script_version_names_its_content(tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text("print(1)\n")
-    first = prepare_package(str(script), str(tmp_path / "stage"))
-    script.write_text("print(2)\n")
-    second = prepare_package(str(script), str(tmp_path / "stage"))
-    assert first.version != second.version and first.sha256 != second.sha256
 
 
 def test_bare_package_directory_keeps_data_files(tmp_path, env_cache):
@@ -79,15 +74,13 @@ def test_bare_package_needs_python_module(tmp_path):
         prepare_package(str(package), str(tmp_path / "stage"))
 
 
-def test_tar_gz_archive_builds_the_same_package_as_its_directory(project, tmp_path):
-    from_dir = prepare_package(str(project), str(tmp_path / "stage"))
+def test_tar_gz_archive_builds_the_same_package_as_its_directory(built, project, tmp_path):
     archive = tmp_path / "src.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(project, arcname="tiny-src")
     from_archive = prepare_package(str(archive), str(tmp_path / "stage"))
     assert from_archive.source_kind == "project+archive"
-    assert from_archive.sha256 == from_dir.sha256
-    assert from_archive.cache_hit
+    assert from_archive.sha256 == built.sha256
 
 
 def test_zip_archive_without_a_top_folder(project, tmp_path):
@@ -99,10 +92,10 @@ def test_zip_archive_without_a_top_folder(project, tmp_path):
     assert info.name == "tiny-trainer" and info.python_module == "tinytrainer.task"
 
 
-def test_an_sdist_is_a_source_too(project, tmp_path):
-    first = prepare_package(str(project), str(tmp_path / "stage"))
-    rebuilt = prepare_package(first.uri, str(tmp_path / "stage2"))
-    assert (rebuilt.name, rebuilt.version) == (first.name, first.version)
+def test_an_sdist_is_a_source_too(built, tmp_path):
+    rebuilt = prepare_package(built.uri, str(tmp_path / "stage"))
+    assert (rebuilt.name, rebuilt.version) == (built.name, built.version)
+    assert rebuilt.source_kind == "project+archive"
 
 
 def test_python_module_from_tool_table(project, tmp_path):
@@ -118,3 +111,35 @@ def test_ambiguous_module_must_be_named(project, tmp_path):
     shutil.copy(project / "tinytrainer" / "task.py", project / "tinytrainer" / "__main__.py")
     with pytest.raises(PackagingError, match=r"python_module: cannot tell which module"):
         prepare_package(str(project), str(tmp_path / "stage"))
+
+
+def test_setup_py_project(tmp_path):
+    src = tmp_path / "legacy"
+    (src / "legacytrainer").mkdir(parents=True)
+    (src / "legacytrainer" / "__init__.py").write_text("")
+    (src / "legacytrainer" / "task.py").write_text("print('legacy')\n")
+    (src / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "setup(name='legacy-trainer', version='2.0', packages=['legacytrainer'],"
+        " install_requires=['numpy'])\n"
+    )
+    info = prepare_package(str(src), str(tmp_path / "stage"))
+    assert (info.name, info.version, info.python_module) == (
+        "legacy-trainer",
+        "2.0",
+        "legacytrainer.task",
+    )
+    assert info.requirements == ("numpy",)
+
+
+def test_src_layout_project(project, tmp_path):
+    (project / "src").mkdir()
+    shutil.move(str(project / "tinytrainer"), str(project / "src" / "tinytrainer"))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'packages = ["tinytrainer"]', 'package-dir = {"" = "src"}\npackages = ["tinytrainer"]'
+        )
+    )
+    info = prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.python_module == "tinytrainer.task"

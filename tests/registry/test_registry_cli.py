@@ -80,8 +80,8 @@ def test_push_restart_pull_through_the_cli(tmp_path: Path, template: Path):
 def test_bad_host_is_one_line_and_exit_2(template: Path):
     result = CliRunner().invoke(main, ["push", str(template), "--host", "not-a-url"])
     assert result.exit_code == 2
-    errors = [line for line in result.output.splitlines() if line.startswith("Error")]
-    assert len(errors) == 1 and "invalid registry host 'not-a-url'" in errors[0]
+    (line,) = result.output.splitlines()
+    assert line.startswith("kfp-spot: error:") and "invalid registry host 'not-a-url'" in line
 
 
 def test_missing_template_is_exit_2(tmp_path: Path):

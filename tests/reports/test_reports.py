@@ -63,7 +63,8 @@ def build_run(
             step += step_every
             checkpoints.commit_manifest(
                 str(ckpt),
-                checkpoints.Manifest(step, (), ct, {"loss": 1.0 / (1 + step)}),
+                # as kfp_spot.trainer writes save(..., metrics={"loss": ...})
+                checkpoints.Manifest(step, (), ct, {"metrics": {"loss": 1.0 / (1 + step)}}),
             )
         exit_reason = {"PREEMPTED": "preempted", "SUCCEEDED": "finished"}.get(a.reason, "error")
         checkpoints.write_attempt_record(
@@ -300,7 +301,8 @@ def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
         write_report(tmp_path)
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert result.exit_code == 2
-    assert len([line for line in result.output.splitlines() if line.startswith("Error")]) == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("kfp-spot: error:")]
+    assert len(errors) == 1
     assert not (tmp_path / "report.md").exists()
 
 

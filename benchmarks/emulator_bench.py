@@ -1,0 +1,231 @@
+"""Benchmark of the local Vertex emulator; prints figures (recorded in docs/emulator.md).
+
+Measures:
+1. create -> RUNNING latency: server-side createTime to startTime of fresh jobs (package env warm),
+   and the first job's (cold: the package is installed into a new environment).
+2. API latency under concurrent load: get/list requests from several threads over keep-alive
+   connections, p50/p99 and throughput.
+3. SIGTERM -> next attempt: from the preemption request to the moment the next attempt's process
+   has started (its first line), for a trainer that exits on SIGTERM.
+
+Usage: python benchmarks/emulator_bench.py [--jobs 10] [--threads 8] [--requests 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import json
+import statistics
+import tarfile
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from kfp_spot.emulator import Emulator
+
+PARENT = "projects/bench/locations/us-central1"
+TASK = r"""
+import os, signal, sys, time
+out = sys.argv[1]
+def note(text):
+    with open(out, "a") as f:
+        f.write(f"{os.getpid()} {text} {time.time()}\n")
+signal.signal(signal.SIGTERM, lambda *a: (note("sigterm"), sys.exit(143)))
+note("start")
+while True:
+    time.sleep(0.01)
+"""
+
+
+def build_package(folder: Path) -> Path:
+    path = folder / "benchtrain-0.1.tar.gz"
+    files = {
+        "benchtrain-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+        'build-backend = "setuptools.build_meta"\n[project]\nname = "benchtrain"\n'
+        'version = "0.1"\n[tool.setuptools]\npackages = ["benchtrain"]\n',
+        "benchtrain-0.1/benchtrain/__init__.py": "",
+        "benchtrain-0.1/benchtrain/task.py": TASK,
+    }
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def body(package: Path, progress: Path) -> dict:
+    return {
+        "displayName": "bench",
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": "1",
+                    "pythonPackageSpec": {
+                        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6",
+                        "packageUris": [str(package)],
+                        "pythonModule": "benchtrain.task",
+                        "args": [str(progress)],
+                    },
+                }
+            ],
+            "scheduling": {"strategy": 4},
+        },
+    }
+
+
+class Client:
+    """One keep-alive connection."""
+
+    def __init__(self, endpoint: str) -> None:
+        host, port = endpoint.removeprefix("http://").split(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+
+    def call(self, method: str, path: str, payload: dict | None = None) -> dict:
+        data = json.dumps(payload).encode() if payload is not None else None
+        headers = {"Content-Type": "application/json"}
+        self.conn.request(method, path, body=data, headers=headers)
+        response = self.conn.getresponse()
+        text = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{method} {path}: {response.status} {text[:300]!r}")
+        return json.loads(text)
+
+
+def ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def wait(predicate, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.002)
+    raise TimeoutError("benchmark condition not met in time")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_create_to_running(emu: Emulator, package: Path, work: Path, jobs: int) -> None:
+    client = Client(emu.endpoint)
+    latencies = []
+    for i in range(jobs + 1):
+        progress = work / f"create-{i}.txt"
+        job = client.call("POST", f"/v1/{PARENT}/customJobs", body(package, progress))
+        name = job["name"]
+        got = wait(lambda n=name: (j := client.call("GET", f"/v1/{n}")).get("startTime") and j)
+        latencies.append(ts(got["startTime"]) - ts(got["createTime"]))
+        client.call("POST", f"/v1/{name}:cancel", {})
+        wait(lambda n=name: client.call("GET", f"/v1/{n}")["state"] == "JOB_STATE_CANCELLED")
+    cold, warm = latencies[0], latencies[1:]
+    print(f"create -> RUNNING, first job (cold env install): {cold * 1000:8.1f} ms")
+    print(
+        f"create -> RUNNING, {len(warm)} warm jobs: median {statistics.median(warm) * 1000:.1f} ms,"
+        f" p90 {pct(warm, 0.9) * 1000:.1f} ms, max {max(warm) * 1000:.1f} ms"
+    )
+
+
+def bench_api_load(emu: Emulator, package: Path, work: Path, threads: int, requests: int) -> None:
+    client = Client(emu.endpoint)
+    names = []
+    for i in range(20):  # jobs to read; they stay QUEUED behind a capacity of 0 running VMs
+        job = client.call("POST", f"/v1/{PARENT}/customJobs", body(package, work / f"l{i}.txt"))
+        names.append(job["name"])
+    samples: list[float] = []
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        c = Client(emu.endpoint)
+        local = []
+        for i in range(requests):
+            if i % 5 == 4:
+                path = f"/v1/{PARENT}/customJobs?pageSize=10"
+            else:
+                path = f"/v1/{names[(i + k) % len(names)]}"
+            t0 = time.perf_counter()
+            c.call("GET", path)
+            local.append(time.perf_counter() - t0)
+        with lock:
+            samples.extend(local)
+
+    t0 = time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    print(
+        f"API under load ({threads} threads x {requests} GET/list, 20 jobs): "
+        f"p50 {pct(samples, 0.5) * 1000:.2f} ms, p99 {pct(samples, 0.99) * 1000:.2f} ms, "
+        f"{len(samples) / elapsed:.0f} req/s"
+    )
+    for name in names:
+        client.call("POST", f"/v1/{name}:cancel", {})
+
+
+def bench_preemption(emu: Emulator, package: Path, work: Path, rounds: int) -> None:
+    client = Client(emu.endpoint)
+    progress = work / "preempt.txt"
+    job = client.call("POST", f"/v1/{PARENT}/customJobs", body(package, progress))
+    name = job["name"]
+
+    def starts() -> list[float]:
+        text = progress.read_text() if progress.exists() else ""
+        return [float(x.split()[2]) for x in text.splitlines() if " start " in x]
+
+    gaps, term_gaps = [], []
+    wait(lambda: len(starts()) == 1)
+    for i in range(rounds):
+        t0 = time.time()
+        client.call("POST", f"/emulator/v1/{name}:preempt", {})
+        new = wait(lambda i=i: len(starts()) == i + 2 and starts())
+        gaps.append(new[-1] - t0)
+        terms = [float(x.split()[2]) for x in progress.read_text().splitlines() if " sigterm " in x]
+        term_gaps.append(new[-1] - terms[-1])
+    client.call("POST", f"/v1/{name}:cancel", {})
+    print(
+        f"preempt request -> next attempt's process started ({rounds} rounds): median "
+        f"{statistics.median(gaps) * 1000:.0f} ms, max {max(gaps) * 1000:.0f} ms"
+    )
+    print(
+        f"SIGTERM received -> next attempt's process started: median "
+        f"{statistics.median(term_gaps) * 1000:.0f} ms, max {max(term_gaps) * 1000:.0f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        package = build_package(work)
+        with Emulator(work / "state", grace_period=30.0, env_cache_dir=work / "envs") as emu:
+            bench_create_to_running(emu, package, work, args.jobs)
+            bench_preemption(emu, package, work, min(args.rounds, 6))
+        capacity = {"n1-standard-4": 1}
+        with Emulator(work / "state2", capacity=capacity, env_cache_dir=work / "envs") as emu:
+            # one long job holds the only VM, so the 20 load jobs stay QUEUED (no processes)
+            Client(emu.endpoint).call(
+                "POST", f"/v1/{PARENT}/customJobs", body(package, work / "hold.txt")
+            )
+            bench_api_load(emu, package, work, args.threads, args.requests)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""What training processes see and how jobs share capacity: env, replicas, logs, capacity."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kfp_spot.emulator import Emulator
+
+PARENT = "projects/proj-1/locations/europe-west4"
+
+
+def _create(emu, api, body):
+    status, job = api("POST", f"{emu.endpoint}/v1/{PARENT}/customJobs", body)
+    assert status == 200, job
+    return job["name"]
+
+
+def test_single_replica_sees_the_vertex_environment(emulator, api, make_job, tmp_path):
+    env_dir = tmp_path / "env"
+    body = make_job("--steps", "1", "--env-out", str(env_dir))
+    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [
+        {"name": "MY_SETTING", "value": "42"}
+    ]
+    name = _create(emulator, api, body)
+    assert emulator.wait(name, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
+    env = json.loads((env_dir / "workerpool0-0.json").read_text())
+    base = str(tmp_path / "out")
+    assert env["AIP_MODEL_DIR"] == f"{base}/model"
+    assert env["AIP_CHECKPOINT_DIR"] == f"{base}/checkpoints"
+    assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{base}/logs"
+    assert env["CLOUD_ML_JOB_ID"] == name.rsplit("/", 1)[-1]
+    assert env["MY_SETTING"] == "42"
+    for var in ("CLUSTER_SPEC", "TF_CONFIG", "MASTER_ADDR", "WORLD_SIZE", "RANK"):
+        assert var not in env  # single replica: no cluster
+
+
+def test_replicas_get_cluster_specs_and_a_preemption_restarts_all(
+    emulator, api, make_job, tmp_path, until, lines
+):
+    env_dir = tmp_path / "env"
+    progress = tmp_path / "progress.txt"
+    body = make_job(
+        "--steps", "100", "--progress", str(progress), "--env-out", str(env_dir), replicas=(1, 2)
+    )
+    name = _create(emulator, api, body)
+    until(lambda: len(list(env_dir.glob("*.json"))) == 3, 60, "three replicas to start")
+    envs = {p.stem: json.loads(p.read_text()) for p in env_dir.glob("*.json")}
+    assert set(envs) == {"workerpool0-0", "workerpool1-0", "workerpool1-1"}
+    cluster = json.loads(envs["workerpool0-0"]["CLUSTER_SPEC"])["cluster"]
+    assert len(cluster["workerpool0"]) == 1 and len(cluster["workerpool1"]) == 2
+    addresses = cluster["workerpool0"] + cluster["workerpool1"]
+    assert len(set(addresses)) == 3
+    ranks = set()
+    for replica, env in envs.items():
+        spec = json.loads(env["CLUSTER_SPEC"])
+        pool, index = replica.split("-")
+        assert spec["task"] == {"type": pool, "index": int(index), "trial": ""}
+        assert spec["cluster"] == cluster
+        tf = json.loads(env["TF_CONFIG"])
+        assert tf["cluster"] == {"chief": cluster["workerpool0"], "worker": cluster["workerpool1"]}
+        assert tf["task"]["type"] == ("chief" if pool == "workerpool0" else "worker")
+        assert f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}" == cluster["workerpool0"][0]
+        assert env["WORLD_SIZE"] == "3"
+        ranks.add(int(env["RANK"]))
+    assert ranks == {0, 1, 2} and envs["workerpool0-0"]["RANK"] == "0"
+
+    until(lambda: len([x for x in lines(progress) if "step 3" in x]) == 3, 60, "all to step")
+    emulator.preempt(name)
+    done = emulator.wait(name, timeout=60)
+    assert done.state.name == "JOB_STATE_SUCCEEDED"
+    text = lines(progress)
+    starts = [x.split()[1] for x in text if x.endswith(" start")]
+    assert len(starts) == 6  # every replica ran again
+    first_attempt = set(starts[:3])
+    told = {x.split()[1] for x in text if x.endswith(" sigterm")}
+    assert first_attempt <= told  # every replica of the preempted attempt got SIGTERM
+    # (a worker of attempt 2 may get one too: the job ends when the primary replica is done)
+    ledger = emulator.attempts(name)
+    assert [r["replicaCount"] for r in ledger] == [3, 3]
+    one = emulator.service.store.attempts(name.rsplit("/", 1)[-1])[0]
+    assert one.spot_usd_per_hour == pytest.approx(3 * 0.0459)
+
+    logs = emulator.logs(name, attempt=2)
+    assert sorted(entry["replica"] for entry in logs) == sorted(envs)
+    # The job ends when the primary replica finishes; workers may be stopped before their last step.
+    (primary,) = [entry for entry in logs if entry["replica"] == "workerpool0-0"]
+    assert "step 99" in primary["text"]
+    status, served = api(
+        "GET", f"{emulator.endpoint}/emulator/v1/{name}/logs?replica=workerpool1-1"
+    )
+    assert status == 200
+    assert [(e["attempt"], e["replica"]) for e in served["logs"]] == [
+        (1, "workerpool1-1"),
+        (2, "workerpool1-1"),
+    ]
+
+
+def test_capacity_queues_jobs_and_queued_time_is_not_billed(
+    tmp_path, env_cache, api, make_job, until, lines
+):
+    progress = tmp_path / "progress.txt"
+    with Emulator(tmp_path / "state", grace_period=1.0, capacity=1, env_cache_dir=env_cache) as emu:
+        first = _create(emu, api, make_job("--steps", "20", "--progress", str(progress)))
+        until(lambda: emu.job(first).state.name == "JOB_STATE_RUNNING", 60, "the first job to run")
+        [running] = emu.attempts(first)  # a running attempt is billed up to now
+        assert running["endTime"] is None and running["endReason"] is None
+        until(lambda: emu.attempts(first)[0]["billableSeconds"] > 0, 10, "billable time")
+        second = _create(emu, api, make_job("--steps", "1", display_name="second"))
+        assert emu.job(second).state.name == "JOB_STATE_QUEUED"
+        assert emu.attempts(second) == []  # no VM, no attempt, nothing billed
+        assert emu.wait(first, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
+        assert emu.wait(second, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
+        [row_first] = emu.attempts(first)
+        [row_second] = emu.attempts(second)
+        # the second job waited for the first one's VM; that wait is queued, not billed
+        assert row_second["queuedSeconds"] >= 0.8 * row_first["billableSeconds"]
+        assert row_second["billableSeconds"] < row_first["billableSeconds"]
+
+        status, err = api(
+            "POST", f"{emu.endpoint}/v1/{PARENT}/customJobs", make_job(replicas=(1, 1))
+        )
+        assert status == 429 and "capacity for 1" in err["error"]["message"]
+
+
+def test_package_from_gcs_emulator(gcs_emulator, emulator, api, make_job, toy_package):
+    from kfp_spot import fs
+
+    filesystem, path = fs.filesystem("gs://kfp-spot-test/packages/toytrain-0.1.tar.gz")
+    filesystem.put(toy_package, path)
+    body = make_job("--steps", "1")
+    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] = [
+        "gs://kfp-spot-test/packages/toytrain-0.1.tar.gz"
+    ]
+    name = _create(emulator, api, body)
+    done = emulator.wait(name, timeout=60)
+    assert done.state.name == "JOB_STATE_SUCCEEDED", done.error.message
+
+
+def test_cancel_while_queued_never_runs(tmp_path, env_cache, api, make_job, until):
+    with Emulator(tmp_path / "state", grace_period=1.0, capacity=1, env_cache_dir=env_cache) as emu:
+        first = _create(emu, api, make_job("--steps", "400"))
+        until(lambda: emu.job(first).state.name == "JOB_STATE_RUNNING", 60, "the first job")
+        second = _create(emu, api, make_job("--steps", "1"))
+        status, _ = api("POST", f"{emu.endpoint}/v1/{second}:cancel", {})
+        assert status == 200
+        cancelled = emu.wait(second, timeout=30)
+        assert cancelled.state.name == "JOB_STATE_CANCELLED"
+        assert (cancelled.error.code, cancelled.error.message) == (1, "CANCELED")
+        assert emu.attempts(second) == []
+        emu.service.cancel_job(first)
+        assert emu.wait(first, timeout=30).state.name == "JOB_STATE_CANCELLED"
+        status, err = api("POST", f"{emu.endpoint}/v1/{first}:cancel", {})
+        assert status == 400 and err["error"]["status"] == "FAILED_PRECONDITION"
+
+
+def test_timeout_fails_the_job(emulator, api, make_job):
+    body = make_job("--steps", "400")
+    body["jobSpec"]["scheduling"]["timeout"] = "0.5s"
+    name = _create(emulator, api, body)
+    done = emulator.wait(name, timeout=60)
+    assert done.state.name == "JOB_STATE_FAILED" and done.error.code == 4
+    assert "timeout" in done.error.message
+    [row] = emulator.attempts(name)
+    assert 0.5 <= row["billableSeconds"] < 3
+
+
+def test_random_preemptions_follow_the_seeded_policy(tmp_path, env_cache, api, make_job):
+    with Emulator(
+        tmp_path / "state",
+        grace_period=1.0,
+        preempt_every=0.4,
+        seed=11,
+        env_cache_dir=env_cache,
+    ) as emu:
+        name = _create(emu, api, make_job("--steps", "30", "--step-seconds", "0.05"))
+        done = emu.wait(name, timeout=120)
+        ledger = emu.attempts(name)
+        seq = emu.service.store.job(name.rsplit("/", 1)[-1]).seq
+    expected = [emu.policy.delay(seq, row["attempt"]) for row in ledger]
+    for row, delay in zip(ledger, expected, strict=True):
+        if row["endReason"] == "PREEMPTED":
+            # preempted at the drawn time (plus the time the trainer takes to exit on SIGTERM)
+            assert delay <= row["billableSeconds"] < delay + 1.0 + 1.0  # grace 1 s + slack
+        else:
+            # the attempt finished before its drawn preemption time came
+            assert row["endReason"] == "SUCCEEDED" and delay >= row["billableSeconds"] - 0.1
+    assert done.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")
+    if done.state.name == "JOB_STATE_FAILED":
+        assert "STOCKOUT" in done.error.message and len(ledger) == 7
+
+
+def test_capacity_is_never_exceeded(tmp_path, env_cache, api, make_job, until):
+    with Emulator(tmp_path / "state", grace_period=1.0, capacity=2, env_cache_dir=env_cache) as emu:
+        names = [_create(emu, api, make_job("--steps", "400")) for _ in range(3)]
+
+        def states():
+            return [emu.job(n).state.name for n in names]
+
+        until(lambda: states().count("JOB_STATE_RUNNING") == 2, 60, "two jobs on the two VMs")
+        waiting = names[states().index("JOB_STATE_QUEUED")]
+        assert emu.attempts(waiting) == []  # no third VM: it waits, unbilled
+        freed = next(n for n in names if n != waiting)
+        emu.service.cancel_job(freed)
+        until(lambda: emu.job(waiting).state.name == "JOB_STATE_RUNNING", 60, "the freed VM")
+        assert states().count("JOB_STATE_RUNNING") == 2
+        for name in names:
+            if name != freed:
+                emu.service.cancel_job(name)
+        for name in names:
+            assert emu.wait(name, timeout=60).state.name == "JOB_STATE_CANCELLED"
+        [row] = emu.attempts(waiting)
+        assert row["queuedSeconds"] > 0

@@ -1,0 +1,350 @@
+"""Bad requests: each is a Google JSON error that names the field; generated bodies never 5xx."""
+
+from __future__ import annotations
+
+import copy
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+PARENT = "projects/p/locations/us-central1"
+
+GOOD = {
+    "displayName": "ok",
+    "jobSpec": {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "replicaCount": 1,
+                "pythonPackageSpec": {
+                    "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6",
+                    "packageUris": ["/nonexistent/trainer-0.1.tar.gz"],
+                    "pythonModule": "trainer.task",
+                },
+            }
+        ],
+        "scheduling": {"strategy": "SPOT"},
+    },
+}
+
+
+def _pool(**changes):
+    body = copy.deepcopy(GOOD)
+    pool = body["jobSpec"]["workerPoolSpecs"][0]
+    for key, value in changes.items():
+        if value is None:
+            pool.pop(key, None)
+        else:
+            pool[key] = value
+    return body
+
+
+def _machine(**spec):
+    return _pool(machineSpec={"machineType": "n1-standard-4", **spec})
+
+
+def _python(**changes):
+    spec = copy.deepcopy(GOOD["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"])
+    spec.update(changes)
+    return _pool(pythonPackageSpec=spec)
+
+
+def _with(path, value):
+    body = copy.deepcopy(GOOD)
+    node = body
+    *parents, last = path
+    for key in parents:
+        node = node[key]
+    if value is None:
+        del node[last]
+    else:
+        node[last] = value
+    return body
+
+
+POOL0 = "jobSpec.workerPoolSpecs[0]"
+CONTAINER = {"imageUri": "us-docker.pkg.dev/p/r/i:1"}
+
+BAD = [
+    # (case id, body, field named in the message, fragment of the message)
+    ("no display name", _with(["displayName"], None), "displayName", "required"),
+    ("blank display name", _with(["displayName"], "  "), "displayName", "required"),
+    ("long display name", _with(["displayName"], "x" * 129), "displayName", "at most 128"),
+    ("no job spec", _with(["jobSpec"], None), "jobSpec", "workerPoolSpecs"),
+    ("no pools", _with(["jobSpec", "workerPoolSpecs"], []), "jobSpec.workerPoolSpecs", "at least"),
+    (
+        "five pools",
+        _with(["jobSpec", "workerPoolSpecs"], GOOD["jobSpec"]["workerPoolSpecs"] * 5),
+        "jobSpec.workerPoolSpecs",
+        "at most 4",
+    ),
+    ("both specs", _pool(containerSpec=CONTAINER), POOL0, "exactly one of containerSpec"),
+    ("neither spec", _pool(pythonPackageSpec=None), POOL0, "exactly one of containerSpec"),
+    ("replica count 0", _pool(replicaCount=0), f"{POOL0}.replicaCount", "at least 1"),
+    ("primary with 2", _pool(replicaCount="2"), f"{POOL0}.replicaCount", "replicaCount 1"),
+    ("no machine type", _pool(machineSpec={}), f"{POOL0}.machineSpec.machineType", "required"),
+    (
+        "unknown machine",
+        _pool(machineSpec={"machineType": "n1-standard-3"}),
+        f"{POOL0}.machineSpec.machineType",
+        "n1-standard-4",
+    ),
+    (
+        "count without type",
+        _machine(acceleratorCount=1),
+        f"{POOL0}.machineSpec.acceleratorType",
+        "set the accelerator type",
+    ),
+    (
+        "type without count",
+        _machine(acceleratorType="NVIDIA_TESLA_T4"),
+        f"{POOL0}.machineSpec.acceleratorCount",
+        "at least 1",
+    ),
+    (
+        "3 x T4",
+        _machine(acceleratorType="NVIDIA_TESLA_T4", acceleratorCount=3),
+        f"{POOL0}.machineSpec.acceleratorCount",
+        "valid counts: 1, 2, 4",
+    ),
+    (
+        "L4 on n1",
+        _machine(acceleratorType="NVIDIA_L4", acceleratorCount=1),
+        f"{POOL0}.machineSpec.acceleratorType",
+        "g2-*",
+    ),
+    (
+        "a2 with wrong gpus",
+        _pool(
+            machineSpec={
+                "machineType": "a2-highgpu-2g",
+                "acceleratorType": "NVIDIA_TESLA_A100",
+                "acceleratorCount": 1,
+            }
+        ),
+        f"{POOL0}.machineSpec.acceleratorType",
+        "acceleratorCount 2",
+    ),
+    (
+        "TPU v4 pod on Spot",
+        _pool(
+            machineSpec={
+                "machineType": "cloud-tpu",
+                "acceleratorType": "TPU_V4_POD",
+                "acceleratorCount": 32,
+            }
+        ),
+        f"{POOL0}.machineSpec",
+        "Spot VMs cannot be used with TPU Pods",
+    ),
+    (
+        "v5e multi-host slice on Spot",
+        _pool(
+            machineSpec={
+                "machineType": "ct5lp-hightpu-4t",
+                "acceleratorType": "TPU_V5_LITEPOD",
+                "acceleratorCount": 4,
+                "tpuTopology": "4x4",
+            }
+        ),
+        f"{POOL0}.machineSpec",
+        "TPU Pods",
+    ),
+    (
+        "unknown strategy",
+        _with(["jobSpec", "scheduling"], {"strategy": 42}),
+        "jobSpec.scheduling.strategy",
+        "SPOT (4)",
+    ),
+    ("101 packages", _python(packageUris=["gs://b/p.tar.gz"] * 101), "packageUris", "at most 100"),
+    ("no packages", _python(packageUris=[]), "packageUris", "at least one"),
+    ("bad module", _python(pythonModule="trainer/task.py"), "pythonModule", "trainer.task"),
+    ("no executor", _python(executorImageUri=""), "executorImageUri", "required"),
+    (
+        "bad env name",
+        _python(env=[{"name": "1X", "value": "v"}]),
+        "pythonPackageSpec.env[0].name",
+        "not a valid variable name",
+    ),
+    (
+        "relative output dir",
+        _with(["jobSpec", "baseOutputDirectory"], {"outputUriPrefix": "out/dir"}),
+        "jobSpec.baseOutputDirectory.outputUriPrefix",
+        "gs://",
+    ),
+    ("bad label", _with(["labels"], {"Team": "x"}), "labels.Team", "lowercase"),
+    ("negative timeout", _with(["jobSpec", "scheduling", "timeout"], "-5s"), "timeout", "non-neg"),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "fragment"), [case[1:] for case in BAD], ids=[case[0] for case in BAD]
+)
+def test_bad_request_is_a_400_naming_the_field(emulator, api, body, field, fragment):
+    status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", body)
+    assert status == 400, answer
+    error = answer["error"]
+    assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
+    assert field in error["message"] and fragment in error["message"]
+    [violation] = error["details"][0]["fieldViolations"]
+    assert field in violation["field"]
+
+
+PARSE_ERRORS = [
+    ("not json", b"{nope", "Invalid JSON payload"),
+    ("array", b"[]", "JSON object"),
+    ("unknown field", json.dumps({**GOOD, "colour": "red"}).encode(), "colour"),
+    ("wrong type", json.dumps({**GOOD, "displayName": 5}).encode(), "displayName"),
+    (
+        "unknown enum name",
+        json.dumps(_with(["jobSpec", "scheduling"], {"strategy": "CHEAP"})).encode(),
+        "CHEAP",
+    ),
+    (
+        "int64 out of range",
+        json.dumps(_pool(replicaCount="99999999999999999999")).encode(),
+        "replicaCount",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"), [c[1:] for c in PARSE_ERRORS], ids=[c[0] for c in PARSE_ERRORS]
+)
+def test_unparseable_body_is_a_400(emulator, api, raw, fragment):
+    status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", raw=raw)
+    assert status == 400 and fragment in answer["error"]["message"], answer
+
+
+def test_container_spec_without_a_runtime_says_so(emulator, api):
+    if emulator.service._container_runtime():
+        pytest.skip("a container runtime answers on this machine")
+    body = _pool(pythonPackageSpec=None, containerSpec=CONTAINER)
+    status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", body)
+    assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION"
+    assert "container runtime" in answer["error"]["message"]
+    assert "pythonPackageSpec" in answer["error"]["message"]
+
+
+def test_the_good_body_is_accepted(emulator, api):
+    """The base of the table is valid, so every case above fails for its own reason."""
+    status, job = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", GOOD)
+    assert status == 200, job
+    done = emulator.wait(job["name"], timeout=60)
+    assert done.state.name == "JOB_STATE_FAILED"  # its package does not exist ...
+    assert "trainer-0.1.tar.gz" in done.error.message  # ... and the error says which
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+keys = st.sampled_from(
+    [
+        "displayName",
+        "jobSpec",
+        "workerPoolSpecs",
+        "machineSpec",
+        "machineType",
+        "replicaCount",
+        "pythonPackageSpec",
+        "containerSpec",
+        "packageUris",
+        "pythonModule",
+        "scheduling",
+        "strategy",
+        "acceleratorType",
+        "acceleratorCount",
+        "labels",
+        "createTime",
+        "name",
+    ]
+)
+
+
+@st.composite
+def bodies(draw):
+    """Mutations of a valid body: a field replaced, removed or added at any depth."""
+    body = copy.deepcopy(GOOD)
+    for _ in range(draw(st.integers(1, 3))):
+        node = body
+        path = draw(st.lists(keys, max_size=3))
+        for key in path:
+            child = node.get(key) if isinstance(node, dict) else None
+            if isinstance(child, list) and child and isinstance(child[0], dict):
+                child = child[0]
+            if not isinstance(child, dict):
+                break
+            node = child
+        key = draw(keys | st.text(string.ascii_letters, min_size=1, max_size=6))
+        action = draw(st.sampled_from(["set", "delete"]))
+        if action == "delete":
+            node.pop(key, None)
+        else:
+            node[key] = draw(json_values)
+    return body
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(body=st.one_of(bodies(), json_values))
+def test_generated_bodies_never_get_a_5xx(emulator, api, body):
+    url = f"{emulator.endpoint}/v1/{PARENT}/customJobs"
+    status, answer = api("POST", url, raw=json.dumps(body, allow_nan=True).encode())
+    assert status < 500, answer
+    if status == 200:  # accepted: stop it so generated jobs do not pile up
+        status, _ = api("POST", f"{emulator.endpoint}/v1/{answer['name']}:cancel", {})
+        assert status in (200, 400)  # 400 when it already failed (its package does not exist)
+    else:
+        assert answer["error"]["code"] == status and answer["error"]["message"]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    filter_text=st.text(max_size=40)
+    | st.lists(
+        st.sampled_from(
+            [
+                "state",
+                "display_name",
+                "labels.a",
+                "create_time",
+                "=",
+                "!=",
+                ":",
+                "<",
+                "AND",
+                "OR",
+                "NOT",
+                "(",
+                ")",
+                '"x"',
+                "JOB_STATE_RUNNING",
+                "2026-01-01T00:00:00Z",
+                "*",
+            ]
+        ),
+        max_size=8,
+    ).map(" ".join),
+    page_token=st.text(max_size=12),
+    page_size=st.integers(-5, 2000),
+)
+def test_generated_list_queries_never_get_a_5xx(emulator, api, filter_text, page_token, page_size):
+    from urllib.parse import urlencode
+
+    query = urlencode({"filter": filter_text, "pageToken": page_token, "pageSize": page_size})
+    status, answer = api("GET", f"{emulator.endpoint}/v1/{PARENT}/customJobs?{query}")
+    assert status in (200, 400), answer

@@ -1,0 +1,110 @@
+"""validate_custom_job on the proto message (what the launcher calls before it submits)."""
+
+from __future__ import annotations
+
+import pytest
+from google.cloud.aiplatform_v1.types import (
+    AcceleratorType,
+    CustomJob,
+    CustomJobSpec,
+    MachineSpec,
+    PythonPackageSpec,
+    Scheduling,
+    WorkerPoolSpec,
+)
+
+from kfp_spot import machines
+from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+
+
+def job(machine=None, strategy=Scheduling.Strategy.SPOT, pools=None, **kwargs):
+    pool = WorkerPoolSpec(
+        machine_spec=machine or MachineSpec(machine_type="n1-standard-4"),
+        replica_count=1,
+        python_package_spec=PythonPackageSpec(
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+            package_uris=["gs://bucket/trainer-0.1.tar.gz"],
+            python_module="trainer.task",
+        ),
+    )
+    return CustomJob(
+        display_name=kwargs.get("display_name", "train"),
+        job_spec=CustomJobSpec(
+            worker_pool_specs=pools if pools is not None else [pool],
+            scheduling=Scheduling(strategy=strategy),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "machine",
+    [
+        MachineSpec(machine_type="n1-standard-4"),
+        MachineSpec(
+            machine_type="n1-standard-8",
+            accelerator_type=AcceleratorType.NVIDIA_TESLA_T4,
+            accelerator_count=2,
+        ),
+        MachineSpec(machine_type="a2-highgpu-1g"),  # built-in GPU implied
+        MachineSpec(
+            machine_type="g2-standard-24",
+            accelerator_type=AcceleratorType.NVIDIA_L4,
+            accelerator_count=2,
+        ),
+        MachineSpec(
+            machine_type="ct5lp-hightpu-4t",
+            accelerator_type=AcceleratorType.TPU_V5_LITEPOD,
+            accelerator_count=4,
+            tpu_topology="2x2",  # one host: not a Pod, Spot is fine
+        ),
+    ],
+    ids=lambda m: m.machine_type,
+)
+def test_valid_spot_jobs_pass(machine):
+    validate_custom_job(job(machine))
+    validate_custom_job(CustomJob.pb(job(machine)))  # the raw protobuf works too
+
+
+def test_tpu_pods_are_fine_on_demand_but_not_on_spot():
+    pod = MachineSpec(
+        machine_type="ct5lp-hightpu-4t",
+        accelerator_type=AcceleratorType.TPU_V5_LITEPOD,
+        accelerator_count=4,
+        tpu_topology="4x4",
+    )
+    validate_custom_job(job(pod, strategy=Scheduling.Strategy.ON_DEMAND))
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(job(pod))
+    assert info.value.field == "jobSpec.workerPoolSpecs[0].machineSpec"
+    assert "Spot VMs cannot be used with TPU Pods" in str(info.value)
+
+
+def test_error_carries_field_and_message():
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(job(display_name=""))
+    assert info.value.field == "displayName"
+    assert str(info.value) == f"displayName: {info.value.message}"
+    assert isinstance(info.value, ValueError)
+
+
+def test_empty_placeholder_pools_are_allowed():
+    spec = job()
+    spec.job_spec.worker_pool_specs.append(WorkerPoolSpec())
+    validate_custom_job(spec)
+
+
+def test_machine_table_prices():
+    table = machines.machine_types()
+    assert len(table) > 50
+    for machine in table.values():
+        assert machine.spot_usd_per_hour <= machine.on_demand_usd_per_hour
+        assert machine.vcpus > 0 and machine.memory_gb > 0
+    assert machines.hourly_price("n1-standard-4", spot=False) == pytest.approx(0.2185)
+    with_gpus = machines.hourly_price("n1-standard-4", "NVIDIA_TESLA_T4", 2, spot=True)
+    assert with_gpus == pytest.approx(0.0459 + 2 * 0.1248)
+    # built-in GPUs are in the machine price, not added again
+    assert machines.hourly_price("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1, spot=False) == (
+        machines.machine_type("a2-highgpu-1g").on_demand_usd_per_hour
+    )
+    with pytest.raises(ValueError, match="n9-huge"):
+        machines.hourly_price("n9-huge", spot=True)

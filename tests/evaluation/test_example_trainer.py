@@ -1,0 +1,74 @@
+"""The real example trainer: packaged, trained in its package environment, evaluated."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kfp_spot import checkpoints, envcache
+from kfp_spot.evaluation import evaluate
+from kfp_spot.packaging import prepare_package
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, env_cache):
+    root = tmp_path_factory.mktemp("example")
+    info = prepare_package(str(EXAMPLE), str(root / "stage"), check_import=True)
+    python = envcache.package_env(list(info.package_uris), env_cache)
+    env = dict(
+        os.environ,
+        AIP_CHECKPOINT_DIR=str(root / "base" / "checkpoints"),
+        AIP_MODEL_DIR=str(root / "base" / "model"),
+    )
+    subprocess.run(
+        [str(python), "-m", info.python_module, "--epochs", "4", "--checkpoint-every", "1"],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return info, env["AIP_CHECKPOINT_DIR"]
+
+
+def test_example_package_metadata(trained):
+    info, _ = trained
+    assert info.name == "kfp-spot-example-trainer"
+    assert info.python_module == "trainer.task"
+    assert info.import_checked  # imports with only its declared deps and kfp-spot
+    assert any(r.startswith("scikit-learn") for r in info.requirements)
+
+
+def test_example_checkpoint_is_evaluated_with_its_confusion_matrix(trained, env_cache):
+    info, root = trained
+    latest = checkpoints.latest(root)
+    result = evaluate(
+        root,
+        list(info.package_uris),
+        entry_point="trainer.evaluate:evaluate",
+        thresholds={"accuracy": ">=0.5"},
+        cache_dir=env_cache,
+    )
+    assert result.step == latest.step and result.manifest_digest == latest.digest
+    assert 0.5 <= result.metrics["accuracy"] <= 1.0 and result.passed
+    matrix = result.confusion_matrix
+    assert matrix.labels == tuple(str(d) for d in range(10))
+    assert sum(map(sum, matrix.matrix)) == result.metrics["examples"]
+
+
+def test_best_by_the_training_loss_the_trainer_records(trained, env_cache):
+    info, root = trained
+    committed = checkpoints.committed_steps(root)
+    best = min(committed, key=lambda m: (m.metadata["metrics"]["loss"], -m.step))
+    result = evaluate(
+        root,
+        list(info.package_uris),
+        entry_point="trainer.evaluate:evaluate",
+        step="best:loss",
+        cache_dir=env_cache,
+    )
+    assert result.step == best.step

@@ -1,0 +1,338 @@
+"""The launcher against the local Vertex emulator: real jobs, real preemptions, every outcome."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+import pytest
+from artifacts import FakeArtifact
+
+from kfp_spot import checkpoints
+from kfp_spot.jobs.entry import launch_spot_job
+from kfp_spot.jobs.launcher import LaunchFailedError
+
+emulator_module = pytest.importorskip("kfp_spot.emulator")
+Emulator = emulator_module.Emulator
+
+HERE = os.path.dirname(__file__)
+PROJECT, LOCATION = "proj", "us-central1"
+
+# A trainer that checkpoints every step through kfp_spot.checkpoints, resumes from the newest
+# committed step, writes an attempt record and leaves promptly on SIGTERM (the preemption notice).
+TASK = r"""
+import argparse, json, os, signal, sys, time, uuid
+from kfp_spot import checkpoints
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=5)
+p.add_argument("--step-seconds", type=float, default=0.05)
+p.add_argument("--exit-code", type=int, default=0)
+a = p.parse_args()
+root = os.environ["AIP_CHECKPOINT_DIR"]
+latest = checkpoints.latest(root)
+step = latest.step if latest else 0
+attempt = uuid.uuid4().hex
+record = {"start_time": time.time(), "first_step": step, "exit_reason": "running",
+          "job_id": os.environ.get("CLOUD_ML_JOB_ID", "")}
+checkpoints.write_attempt_record(root, attempt, record)
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+while step < a.steps and not stop:
+    time.sleep(a.step_seconds)
+    step += 1
+    checkpoints.write_step(root, step, {"state.json": json.dumps({"step": step}).encode()})
+    record["last_committed_step"] = step
+print(f"trained to step {step}", flush=True)
+reason = "preempted" if stop else ("error" if a.exit_code else "finished")
+record.update(end_time=time.time(), exit_reason=reason)
+checkpoints.write_attempt_record(root, attempt, record)
+if not stop and not a.exit_code:
+    os.makedirs(os.environ["AIP_MODEL_DIR"], exist_ok=True)
+    with open(os.path.join(os.environ["AIP_MODEL_DIR"], "model.json"), "w") as f:
+        json.dump({"step": step}, f)
+sys.exit(143 if stop else a.exit_code)
+"""
+
+
+def _add(tar: tarfile.TarFile, name: str, text: str) -> None:
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture(scope="module")
+def trainer_package(tmp_path_factory) -> FakeArtifact:
+    path = tmp_path_factory.mktemp("pkg") / "ckpttrain-0.1.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        _add(
+            tar,
+            "ckpttrain-0.1/pyproject.toml",
+            '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+            '[project]\nname = "ckpttrain"\nversion = "0.1"\n'
+            '[tool.setuptools]\npackages = ["ckpttrain"]\n',
+        )
+        _add(tar, "ckpttrain-0.1/ckpttrain/__init__.py", "")
+        _add(tar, "ckpttrain-0.1/ckpttrain/task.py", TASK)
+    return FakeArtifact(
+        uri=str(path), metadata={"python_module": "ckpttrain.task", "package_uris": [str(path)]}
+    )
+
+
+@pytest.fixture(scope="module")
+def env_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("envcache")
+
+
+def _emulator(tmp_path, env_cache, **kw):
+    return Emulator(tmp_path / "emu", grace_period=0.5, env_cache_dir=env_cache, **kw)
+
+
+def _launch(emu, trainer_package, outputs, *args, **extra):
+    return launch_spot_job(
+        project=PROJECT,
+        location=LOCATION,
+        package=trainer_package,
+        args=list(args),
+        api_endpoint=emu.endpoint,
+        **outputs,
+        **extra,
+    )
+
+
+def _strategies(emu):
+    jobs = sorted(emu.list_jobs(), key=lambda j: j["createTime"])
+    return [j["jobSpec"]["scheduling"]["strategy"] for j in jobs]
+
+
+def test_succeeded(tmp_path, env_cache, trainer_package, outputs):
+    with _emulator(tmp_path, env_cache) as emu:
+        outcome = _launch(emu, trainer_package, outputs, "--steps", "3")
+        (job,) = emu.list_jobs()
+    assert outcome == "SUCCEEDED"
+    assert job["jobSpec"]["scheduling"]["strategy"] == "SPOT"  # what the emulator stored
+    assert outputs["checkpoint"].metadata["latest_step"] == 3
+    assert os.path.exists(os.path.join(outputs["model"].uri, "model.json"))
+    report = outputs["job_report"].metadata
+    assert report["attempts"] == 1 and report["preemptions"] == 0
+    assert report["billable_seconds"] > 0 and report["cost_on_demand_usd"] > report["cost_spot_usd"]
+
+
+def test_user_error(tmp_path, env_cache, trainer_package, outputs):
+    with _emulator(tmp_path, env_cache) as emu:
+        with pytest.raises(LaunchFailedError, match="non-zero status of 3") as info:
+            _launch(emu, trainer_package, outputs, "--steps", "1", "--exit-code", "3")
+        assert len(emu.list_jobs()) == 1  # a bug is not retried
+    assert info.value.outcome.value == "USER_ERROR"
+    # The component's error shows what the code printed last.
+    assert "workerpool0-0 (attempt 1), last lines" in str(info.value)
+    assert "trained to step 1" in str(info.value)
+
+
+@pytest.mark.slow
+def test_preempted_exhausted(tmp_path, env_cache, trainer_package, outputs):
+    # Every attempt is preempted at once: six restarts, then STOCKOUT.
+    with _emulator(tmp_path, env_cache, preempt_at=(0.0,) * 7) as emu:
+        outcome = _launch(
+            emu,
+            trainer_package,
+            outputs,
+            "--steps",
+            "1000",
+            max_resubmissions=0,
+            fail_on_incomplete=False,
+        )
+    assert outcome == "PREEMPTED_EXHAUSTED"
+    report = outputs["job_report"].metadata
+    assert report["attempts"] == 7
+    assert report["preemptions"] == 7
+
+
+def test_capacity(tmp_path, env_cache, trainer_package, outputs):
+    with (
+        _emulator(tmp_path, env_cache, capacity={"*": 1}) as emu,
+        pytest.raises(LaunchFailedError, match="capacity") as info,
+    ):
+        # Two VMs where the region (the emulator) has one: refused at creation.
+        _launch(emu, trainer_package, outputs, replica_count=2, max_resubmissions=0)
+    assert info.value.outcome.value == "CAPACITY"
+
+
+def test_timeout(tmp_path, env_cache, trainer_package, outputs):
+    with (
+        _emulator(tmp_path, env_cache) as emu,
+        pytest.raises(LaunchFailedError, match=r"scheduling\.timeout") as info,
+    ):
+        _launch(emu, trainer_package, outputs, "--steps", "100000", timeout="1s")
+    assert info.value.outcome.value == "TIMEOUT"
+
+
+def _start_process(emu, trainer_package, task_dir, *args):
+    inputs = {
+        "project": PROJECT,
+        "package": {"uri": trainer_package.uri, "metadata": trainer_package.metadata},
+        "args": list(args),
+        "checkpoint": {"uri": str(task_dir / "checkpoint")},
+        "model": {"uri": str(task_dir / "model")},
+        "job_report": {"uri": str(task_dir / "job_report"), "path": str(task_dir / "job_report")},
+        "gcp_resources": str(task_dir / "gcp_resources"),
+        "api_endpoint": emu.endpoint,
+    }
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "launcher_process.py"), json.dumps(inputs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _one_running_job(emu):
+    jobs = emu.list_jobs()
+    return len(jobs) == 1 and jobs[0]["state"] == "JOB_STATE_RUNNING"
+
+
+def _wait(predicate, timeout=120.0):
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def test_cancelled_by_sigterm(tmp_path, env_cache, trainer_package, task_dir):
+    with _emulator(tmp_path, env_cache) as emu:
+        proc = _start_process(emu, trainer_package, task_dir, "--steps", "100000")
+        try:
+            _wait(lambda: _one_running_job(emu))
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        (job,) = emu.list_jobs()
+        assert job["state"] == "JOB_STATE_CANCELLED"
+
+
+def test_sigkilled_launcher_rerun_reattaches(tmp_path, env_cache, trainer_package, task_dir):
+    with _emulator(tmp_path, env_cache) as emu:
+        first = _start_process(emu, trainer_package, task_dir, "--steps", "40")
+        try:
+            _wait(lambda: _one_running_job(emu))
+            first.send_signal(signal.SIGKILL)
+            first.communicate(timeout=60)
+        finally:
+            first.kill()
+        second = _start_process(emu, trainer_package, task_dir, "--steps", "40")
+        out, err = second.communicate(timeout=300)
+        assert second.returncode == 0, err
+        assert json.loads(out.splitlines()[-1])["outcome"] == "SUCCEEDED"
+        (job,) = emu.list_jobs()  # exactly one CustomJob: the rerun watched the first one
+        assert job["state"] == "JOB_STATE_SUCCEEDED"
+
+
+class ExhaustSpotJobs:
+    """Preempt every attempt of the first ``jobs`` CustomJobs once it has committed a new step.
+
+    Each attempt is preempted exactly once (tracked by its ledger row), and only after it saved
+    progress, so the service's restarts run out with work on disk and a later job must resume.
+    """
+
+    def __init__(self, emu, checkpoint_root, jobs):
+        self.emu, self.root, self.jobs = emu, checkpoint_root, jobs
+        self.preempted: list[tuple[str, int, int]] = []  # (job, attempt, step)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _step(self):
+        latest = checkpoints.latest(self.root, check_hashes=False)
+        return latest.step if latest else 0
+
+    def _loop(self):
+        seen: dict[tuple[str, int], int] = {}
+        while not self._stop.wait(0.05):
+            jobs = sorted(self.emu.list_jobs(), key=lambda j: j["createTime"])[: self.jobs]
+            for job in jobs:
+                rows = self.emu.attempts(job["name"])
+                if not rows or rows[-1].get("endTime") or job["state"] != "JOB_STATE_RUNNING":
+                    continue
+                key = (job["name"], rows[-1]["attempt"])
+                step = self._step()
+                if key not in seen:
+                    seen[key] = step  # progress on disk when the attempt was first seen
+                elif step > seen[key] and key not in {(j, a) for j, a, _ in self.preempted}:
+                    self.emu.preempt(job["name"])
+                    self.preempted.append((*key, step))
+
+
+@pytest.mark.slow
+def test_spot_exhausted_twice_then_resumes_and_succeeds(
+    tmp_path, env_cache, trainer_package, outputs
+):
+    # Every attempt of the first two Spot jobs is preempted after it saved a step: both are
+    # exhausted (7 attempts each); the third runs free and must resume from a committed step.
+    root = os.path.join(os.path.dirname(outputs["checkpoint"].uri), "custom_job", "checkpoints")
+    with _emulator(tmp_path, env_cache) as emu, ExhaustSpotJobs(emu, root, jobs=2) as chaos:
+        outcome = _launch(
+            emu,
+            trainer_package,
+            outputs,
+            "--steps",
+            "30",
+            "--step-seconds",
+            "0.1",
+            max_resubmissions=2,
+        )
+        ledgers = {j["name"]: emu.attempts(j["name"]) for j in emu.list_jobs()}
+        strategies = _strategies(emu)
+    assert outcome == "SUCCEEDED"
+    assert len(chaos.preempted) == 14
+    assert strategies == ["SPOT", "SPOT", "SPOT"]
+    state_files = os.listdir(os.path.join(os.path.dirname(outputs["checkpoint"].uri), "_launcher"))
+    assert len(state_files) == 1
+    records = checkpoints.read_attempt_records(outputs["checkpoint"].uri)
+    assert len(records) == 15
+    assert records[-1]["first_step"] > 0  # the third submission resumed from a checkpoint
+    assert records[-1]["exit_reason"] == "finished"
+    assert sum(len(rows) for rows in ledgers.values()) == 15
+    report = outputs["job_report"].metadata
+    assert report["resubmissions"] == 2
+    assert report["preemptions"] == 14
+    assert 0 < report["goodput"] < 1
+
+
+@pytest.mark.slow
+def test_fallback_after_one_exhausted_spot_job_is_standard(
+    tmp_path, env_cache, trainer_package, outputs
+):
+    # Every Spot attempt is preempted as it starts, so the Spot job cannot finish however fast
+    # the machine is: its 7th preemption exhausts it and the fallback runs on STANDARD.
+    with _emulator(tmp_path, env_cache, preempt_at=(0.0,) * 7) as emu:
+        outcome = _launch(
+            emu,
+            trainer_package,
+            outputs,
+            "--steps",
+            "20",
+            "--step-seconds",
+            "0.05",
+            fallback_after=1,
+        )
+        strategies = _strategies(emu)
+    assert outcome == "SUCCEEDED"
+    assert strategies == ["SPOT", "STANDARD"]

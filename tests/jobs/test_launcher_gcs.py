@@ -1,0 +1,52 @@
+"""gs:// everywhere, as on Vertex: base directory, checkpoints, launcher state, resume_from.
+
+Against a local GCS emulator (gcp-storage-emulator); the job service is the recording server.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from artifacts import FakeArtifact
+from recording_server import RecordingServer, Script
+
+from kfp_spot import checkpoints, fs
+from kfp_spot.jobs.entry import launch_spot_job
+
+BUCKET = "gs://kfp-spot-test"
+STOCKOUT = {"code": 8, "message": "STOCKOUT: restarts exhausted"}
+
+
+def test_launch_on_gcs_resumes_seeds_and_reattaches(gcs_emulator, package, outputs):
+    run = f"{BUCKET}/runs/{uuid.uuid4().hex}"
+    base, previous = f"{run}/job", f"{run}/previous/checkpoints"
+    checkpoints.write_step(previous, 12, {"weights.bin": b"\x01" * 1024})
+    ours = f"{base}/checkpoints"
+
+    def on_create(index, job):  # each job commits one more step on gs://
+        checkpoints.write_step(ours, 13 + index, {"weights.bin": bytes([index]) * 1024})
+
+    task_checkpoint_uri = outputs["checkpoint"].uri  # what KFP hands a retried task again
+    exhausted = Script(["JOB_STATE_RUNNING", "JOB_STATE_FAILED"], error=STOCKOUT)
+    inputs = {
+        "project": "proj",
+        "package": package,
+        "base_output_directory": base,
+        "resume_from": FakeArtifact(uri=previous),
+        "poll_interval_seconds": 0.01,
+        **outputs,
+    }
+    with RecordingServer(scripts=[exhausted], on_create=on_create) as server:
+        assert launch_spot_job(api_endpoint=server.endpoint, **inputs) == "SUCCEEDED"
+        assert len(server.created()) == 2
+        # The same task run again (a retried launcher): it finds its state on gs:// and the
+        # finished job, and submits nothing.
+        again = {**inputs, "checkpoint": FakeArtifact(uri=task_checkpoint_uri)}
+        assert launch_spot_job(api_endpoint=server.endpoint, **again) == "SUCCEEDED"
+        assert len(server.created()) == 2
+    assert checkpoints.verify(ours, 12).step == 12  # seeded from the previous run
+    assert outputs["checkpoint"].uri == ours
+    assert outputs["checkpoint"].metadata["latest_step"] == 14
+    assert outputs["checkpoint"].metadata["resumed_from_step"] == 12
+    filesystem, path = fs.filesystem(f"{base}/_launcher")
+    assert len(filesystem.ls(path)) == 1  # one state file for the run
