@@ -109,6 +109,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--grace-period", type=_non_negative, default=30.0, help="seconds from SIGTERM to SIGKILL"
     )
+    parser.add_argument(
+        "--mtbp",
+        type=_non_negative,
+        default=None,
+        help="--checkpoint-every auto: prior mean seconds between preemptions (default 3600); "
+        "the run's own attempt records replace it once it has been preempted",
+    )
     parser.add_argument("--async-save", action="store_true", help="write checkpoints in background")
     parser.add_argument("--checkpoint-dir", default=None, help="default: $AIP_CHECKPOINT_DIR")
     parser.add_argument("--model-dir", default=None, help="default: $AIP_MODEL_DIR")
@@ -179,6 +186,7 @@ def train(args: argparse.Namespace) -> int:
         keep_last=args.keep_last,
         async_save=args.async_save,
         grace_period=args.grace_period,
+        mtbp=args.mtbp or None,
     ) as ckpt:
         restored = ckpt.restore()
         if restored is not None:
