@@ -49,14 +49,6 @@ def fetch(uri: str, dest_dir: str | os.PathLike[str]) -> Path:
     return dest
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _host_site_dirs() -> list[str]:
     dirs = list(site.getsitepackages())
     purelib = sysconfig.get_paths()["purelib"]
@@ -90,7 +82,7 @@ def package_env(package_uris: Sequence[str], cache_dir: str | os.PathLike[str]) 
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
         local = [fetch(uri, Path(tmp) / str(i)) for i, uri in enumerate(package_uris)]
-        key = hashlib.sha256("\n".join(_sha256(p) for p in local).encode()).hexdigest()[:24]
+        key = hashlib.sha256("\n".join(fs.sha256_file(p) for p in local).encode()).hexdigest()[:24]
         env_dir = cache / "envs" / key
         env_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(cache / f"envs/{key}.lock", "w") as lock:
@@ -103,15 +95,21 @@ def package_env(package_uris: Sequence[str], cache_dir: str | os.PathLike[str]) 
     return _env_python(env_dir)
 
 
-def _create(env_dir: Path, packages: Sequence[Path]) -> None:
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
-    python = _env_python(env_dir)
-    purelib = subprocess.run(
+def site_packages_of(python: str | os.PathLike[str]) -> Path:
+    """The purelib site-packages directory of the interpreter ``python``."""
+    out = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.strip()
+    return Path(out)
+
+
+def _create(env_dir: Path, packages: Sequence[Path]) -> None:
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    python = _env_python(env_dir)
+    purelib = site_packages_of(python)
     # addsitedir appends the host's site-packages after the env's own (the package's files win)
     # and also runs the .pth files there, which editable installs of the host rely on.
     lines = [f"import site; site.addsitedir({d!r})" for d in _host_site_dirs()]

@@ -6,7 +6,9 @@ Vertex runs share one code path.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -67,3 +69,12 @@ def to_local_path(uri: str) -> str | None:
     if is_remote(uri):
         return None
     return os.path.abspath(uri)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 of a local file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -112,7 +112,7 @@ def run_local(
         )
         with CheckpointPreemptionDrill(
             checkpoint_root, running_attempts, emu.preempt, count=preemptions
-        ) as drill:
+        ):
             task = pipeline(
                 project=LOCAL_PROJECT,
                 location=LOCAL_LOCATION,
@@ -141,7 +141,7 @@ def run_local(
         checkpoint_uri=checkpoint_root,
         latest_step=latest.step if latest else None,
         metrics=metrics,
-        passed=metrics.get("passed"),
+        passed=outputs.get("passed", metrics.get("passed")),
         artifacts={
             "checkpoints": checkpoint_root,
             "model": str(job_root / "model"),
@@ -152,7 +152,6 @@ def run_local(
         finished=time.time(),
     )
     (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
-    del drill
     report = write_report(run_dir)
     result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
@@ -167,7 +166,8 @@ def summarize(result: LocalRunResult) -> str:
         f"preemptions:        {result.preemptions}",
         "resumed from steps: "
         + (", ".join(map(str, result.resumed_from_steps)) or "- (never resumed)"),
-        f"latest checkpoint:  step {result.latest_step}",
+        "latest checkpoint:  "
+        + ("none committed" if result.latest_step is None else f"step {result.latest_step}"),
     ]
     billable = sum(float(row.get("billableSeconds", 0)) for row in result.ledger)
     spot = sum(float(row.get("spotCost", 0)) for row in result.ledger)
@@ -186,7 +186,8 @@ def summarize(result: LocalRunResult) -> str:
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
     )
-    lines.append(f"quality gate:       {'passed' if result.passed else 'failed'}")
+    gate = {True: "passed", False: "failed"}.get(result.passed, "not evaluated")
+    lines.append(f"quality gate:       {gate}")
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)

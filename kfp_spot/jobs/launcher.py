@@ -26,7 +26,13 @@ from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobStat
 from kfp_spot import checkpoints
 from kfp_spot.jobs import gcp_resources
 from kfp_spot.jobs.client import resolve_endpoint
-from kfp_spot.jobs.outcome import Classified, Outcome, classify, classify_create_error
+from kfp_spot.jobs.outcome import (
+    TERMINAL_STATES,
+    Classified,
+    Outcome,
+    classify,
+    classify_create_error,
+)
 from kfp_spot.jobs.recovery import (
     LaunchState,
     RecoveryPolicy,
@@ -379,14 +385,7 @@ class Launcher:
         )
 
     def _settle(self, current: Submission, job: CustomJob) -> Classified:
-        if job.state in (
-            JobState.JOB_STATE_SUCCEEDED,
-            JobState.JOB_STATE_FAILED,
-            JobState.JOB_STATE_CANCELLED,
-            JobState.JOB_STATE_PAUSED,
-            JobState.JOB_STATE_EXPIRED,
-            JobState.JOB_STATE_PARTIALLY_SUCCEEDED,
-        ):
+        if job.state in TERMINAL_STATES:
             return classify(job)
         # Abandoned past the deadline: cancel it; it counts as Spot running out.
         log.warning("%s still waiting for Spot capacity past the deadline; cancelling", job.name)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import email.parser
 import gzip
-import hashlib
 import io
 import os
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from kfp_spot import fs
 from kfp_spot.packaging.errors import BuildError
 
 try:
@@ -49,11 +49,7 @@ class BuiltFiles:
 
 def sha256_of(path: Path) -> str:
     """The hex sha256 of a local file."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return fs.sha256_file(path)
 
 
 def _pyproject(project: Path) -> dict:

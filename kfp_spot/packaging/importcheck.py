@@ -24,6 +24,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from kfp_spot import envcache
 from kfp_spot.packaging.errors import ImportCheckError
 
 log = logging.getLogger(__name__)
@@ -95,13 +96,7 @@ def _link(dists: Sequence[importlib_metadata.Distribution], site_dir: Path) -> N
 
 
 def _site_dir(python: Path) -> Path:
-    out = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return Path(out)
+    return envcache.site_packages_of(python)
 
 
 def _pip(python: Path, args: Sequence[str], what: str) -> None:
