@@ -478,3 +478,17 @@ def write_attempt_record(root: str, attempt_id: str, record: Mapping[str, Any]) 
 def files_of(manifest: Manifest) -> Iterable[str]:
     """The relative file names a manifest lists."""
     return (entry.path for entry in manifest.files)
+
+
+def commit_times(root: str) -> list[float]:
+    """Wall times at which checkpoints under ``root`` were committed, ascending.
+
+    The committed manifests give theirs; attempt records add each attempt's ``last_commit_time``,
+    which survives retention deleting that step. Used to tell kept work from lost work.
+    """
+    times = {m.wall_time for m in committed_steps(root)}
+    for record in read_attempt_records(root):
+        value = record.get("last_commit_time")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            times.add(float(value))
+    return sorted(times)

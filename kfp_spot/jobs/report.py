@@ -196,7 +196,7 @@ def _record_step(record: Mapping[str, Any], *keys: str) -> int | None:
 
 def _commit_times(checkpoint_root: str) -> list[float]:
     try:
-        return sorted(m.wall_time for m in checkpoints.committed_steps(checkpoint_root))
+        return checkpoints.commit_times(checkpoint_root)
     except (OSError, ValueError) as exc:
         log.info("cannot list checkpoints under %s: %s", checkpoint_root, exc)
         return []

@@ -124,6 +124,7 @@ class AttemptRecord:
     first_step: int | None
     last_committed_step: int | None
     exit_reason: str  # finished | preempted | error | unknown (still running or killed)
+    last_commit_time: float | None = None  # survives retention deleting the step's manifest
 
     @classmethod
     def from_json(cls, record: Any, where: str) -> AttemptRecord | None:
@@ -152,6 +153,7 @@ class AttemptRecord:
             first_step=step("first_step"),
             last_committed_step=step("last_committed_step"),
             exit_reason=str(record.get("exit_reason") or "unknown"),
+            last_commit_time=_optional_time(record.get("last_commit_time"), where),
         )
 
 
@@ -169,6 +171,8 @@ def last_commit_in(attempt: AttemptRecord, saves: list[CheckpointSave]) -> float
     if attempt.start is None or attempt.end is None:
         return None
     commits = [s.time for s in saves if attempt.start <= s.time <= attempt.end]
+    if attempt.last_commit_time is not None and attempt.start <= attempt.last_commit_time:
+        commits.append(min(attempt.last_commit_time, attempt.end))
     return max(commits) if commits else None
 
 
@@ -192,6 +196,15 @@ class RunData:
     def job_name(self) -> str:
         """The (last) CustomJob of the run, or ``-``."""
         return self.job_names[-1] if self.job_names else "-"
+
+
+def _optional_time(value: Any, where: str) -> float | None:
+    """An optional time field: None when absent or unreadable (logged), never an error."""
+    try:
+        return parse_time(value, f"{where}.last_commit_time")
+    except ReportError as exc:
+        log.warning("ignoring %s", exc)
+        return None
 
 
 def _loss_of(metadata: Mapping[str, Any]) -> float | None:

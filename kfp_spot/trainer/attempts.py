@@ -117,6 +117,9 @@ class AttemptRecorder:
             self._save_times.append(save_seconds)
             last = self.record["last_committed_step"]
             self.record["last_committed_step"] = step if last is None else max(last, step)
+            # Kept here too: retention may delete the step's manifest, and reports need to know
+            # when this attempt last saved progress to tell kept work from lost work.
+            self.record["last_commit_time"] = time.time()
             self.record["saves"] = len(self._save_times)
             self.record["save_seconds_mean"] = sum(self._save_times) / len(self._save_times)
             self.record["save_seconds_max"] = max(self._save_times)

@@ -319,3 +319,24 @@ def test_rfc3339_and_epoch_times_agree(epoch):
     assert parse_time(rfc3339(epoch), "t") == pytest.approx(epoch, abs=1e-5)
     assert parse_time(epoch, "t") == epoch
     assert parse_time(str(epoch), "t") == epoch
+
+
+def test_kept_work_survives_retention_deleting_the_attempts_checkpoints(tmp_path: Path):
+    attempts = [
+        Attempt(5, 100, [0.3, 0.6], "PREEMPTED", 0.4, 2.0),
+        Attempt(2, 80, [0.5, 1.0], "SUCCEEDED", 0.4, 2.0),
+    ]
+    build_run(tmp_path, attempts)
+    ckpt = tmp_path / "job" / "checkpoints"
+    # Retention (keep the last 2) deleted the steps attempt 1 committed; its record still says
+    # when it last saved, as kfp_spot.trainer writes it.
+    for step in (3, 6):
+        checkpoints.delete_step(str(ckpt), step)
+    record = next(
+        r for r in checkpoints.read_attempt_records(str(ckpt)) if r["attempt_id"] == "attempt-01"
+    )
+    record["last_commit_time"] = T0 + 5 + 60
+    checkpoints.write_attempt_record(str(ckpt), "attempt-01", record)
+    summary = write_report(tmp_path).summary
+    assert summary.kept_seconds == pytest.approx(140)
+    assert summary.lost_seconds == pytest.approx(40)

@@ -238,6 +238,9 @@ def test_sigterm_handler_chains_to_the_previous_one(tmp_path: Path) -> None:
     records = checkpoints.read_attempt_records(str(tmp_path))
     assert records[-1]["exit_reason"] == "preempted"
     assert records[-1]["last_committed_step"] == 3
+    # when step 3 was committed: the report's kept-work boundary, even after retention
+    step3 = checkpoints.read_manifest(str(tmp_path), 3)
+    assert step3.wall_time <= records[-1]["last_commit_time"] <= records[-1]["end_time"]
 
 
 def test_install_outside_main_thread_is_refused() -> None:
