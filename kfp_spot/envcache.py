@@ -64,8 +64,10 @@ def _env_python(env_dir: Path) -> Path:
 def package_env(package_uris: Sequence[str], cache_dir: str | os.PathLike[str]) -> Path:
     """Return the python executable of an environment with ``package_uris`` installed.
 
-    Environments are keyed by the sha256 of the package files, so the same packages are installed
-    once and every later job or evaluation reuses them. Safe to call from several processes.
+    Environments are keyed by the sha256 of the package files and by the host environment they
+    see (interpreter, prefix, site-packages), so the same packages are installed once per host
+    environment and every later job or evaluation reuses them. Safe to call from several
+    processes.
 
     Args:
         package_uris: archives (sdists or wheels) as local paths, ``file://`` or ``gs://`` URIs.
@@ -82,7 +84,11 @@ def package_env(package_uris: Sequence[str], cache_dir: str | os.PathLike[str]) 
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
         local = [fetch(uri, Path(tmp) / str(i)) for i, uri in enumerate(package_uris)]
-        key = hashlib.sha256("\n".join(fs.sha256_file(p) for p in local).encode()).hexdigest()[:24]
+        # The environment sees this interpreter's site-packages, so it belongs to this host
+        # environment as much as to the packages: another venv sharing the cache gets its own.
+        identity = [sys.version, sys.prefix, *_host_site_dirs()]
+        identity += [fs.sha256_file(p) for p in local]
+        key = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:24]
         env_dir = cache / "envs" / key
         env_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(cache / f"envs/{key}.lock", "w") as lock:
