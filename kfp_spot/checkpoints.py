@@ -128,6 +128,16 @@ def _sha256_of(filesystem: Any, path: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def _check_entry(step: int, entry: FileEntry, size: int, digest: str) -> None:
+    """Raise CheckpointCorruptError when a file's size or sha256 differs from its manifest."""
+    if size != entry.size:
+        raise CheckpointCorruptError(
+            f"step {step}: file {entry.path} has {size} bytes, manifest says {entry.size}"
+        )
+    if digest != entry.sha256:
+        raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
+
+
 def read_manifest(root: str, step: int) -> Manifest:
     """Read the manifest of ``step``; raises CheckpointCorruptError when missing or unreadable."""
     filesystem, path = fs.filesystem(fs.join(step_dir(root, step), MANIFEST_NAME))
@@ -172,12 +182,7 @@ def verify(root: str, step: int, *, check_hashes: bool = True) -> Manifest:
                 digest, size = _sha256_of(filesystem, path)
         except FileNotFoundError as exc:
             raise CheckpointCorruptError(f"step {step}: file {entry.path} is missing") from exc
-        if size != entry.size:
-            raise CheckpointCorruptError(
-                f"step {step}: file {entry.path} has {size} bytes, manifest says {entry.size}"
-            )
-        if digest != entry.sha256:
-            raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
+        _check_entry(step, entry, size, digest)
     return manifest
 
 
@@ -206,14 +211,7 @@ def read_verified(root: str, step: int) -> tuple[Manifest, dict[str, bytearray |
                     data, digest, size = _read_hashed(handle, entry.size, pool)
             except FileNotFoundError as exc:
                 raise CheckpointCorruptError(f"step {step}: file {entry.path} is missing") from exc
-            if size != entry.size:
-                raise CheckpointCorruptError(
-                    f"step {step}: file {entry.path} has {size} bytes, manifest says {entry.size}"
-                )
-            if digest != entry.sha256:
-                raise CheckpointCorruptError(
-                    f"step {step}: file {entry.path} fails its sha256 check"
-                )
+            _check_entry(step, entry, size, digest)
             out[entry.path] = data
     return manifest, out
 
