@@ -47,6 +47,18 @@ PIPELINES: tuple[Entry, ...] = tuple(
 )
 
 
+def pipeline_path(name: str) -> Path:
+    """The committed YAML of pipeline ``name`` (e.g. ``spot_training``).
+
+    Raises:
+        KeyError: naming the known pipelines when ``name`` is not one.
+    """
+    for entry in PIPELINES:
+        if entry.name == name:
+            return entry.default_path()
+    raise KeyError(f"no pipeline {name!r}; known: {', '.join(e.name for e in PIPELINES)}")
+
+
 def compile_entry(entry: Entry, output: Path, base_image: str | None = None) -> Path:
     """Compile one entry to ``output``; returns the path written.
 

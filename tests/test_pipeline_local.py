@@ -85,7 +85,7 @@ def test_a_template_pulled_from_the_registry_runs_locally(tmp_path):
     from kfp_spot.pipelines import catalog
     from kfp_spot.registry import RegistryServer, pull, push
 
-    committed = next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
+    committed = catalog.pipeline_path("spot_training")
     with RegistryServer(tmp_path / "registry") as server:
         host = server.repository_url()
         pushed = push(committed, host, __version__)

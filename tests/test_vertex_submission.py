@@ -7,7 +7,7 @@ from kfp_spot import vertex
 from kfp_spot.pipelines import catalog
 from tests.recording_server import RecordingServer
 
-TEMPLATE = next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
+TEMPLATE = catalog.pipeline_path("spot_training")
 
 
 def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator):

@@ -141,9 +141,7 @@ def _submit_to_vertex(
     values = _parse_params(params)
     values.setdefault("project", project)
     values.setdefault("location", location)
-    template = (
-        template or next(e for e in catalog.PIPELINES if e.name == "spot_training").default_path()
-    )
+    template = template or catalog.pipeline_path("spot_training")
     try:
         name = vertex.submit_pipeline(
             template,

@@ -346,26 +346,27 @@ class RegistryStore:
         self, repo: Repository, package: str, tag: str, version_name: str
     ) -> dict[str, Any]:
         """Create ``tag``; ALREADY_EXISTS when it does."""
-        check_tag(tag)
-        with self._lock:
-            folder = repo._require_package(package)
-            hex_digest = self._version_of_body(repo, package, version_name)
-            if (folder / "tags" / f"{tag}.json").is_file():
-                raise RegistryStoreError(
-                    409, "ALREADY_EXISTS", f"tag {tag!r} of package {package!r} already exists"
-                )
-            self._put_tag(folder, tag, hex_digest)
-        return repo.get_tag(package, tag)
+        return self._set_tag(repo, package, tag, version_name, exists=False)
 
     def update_tag(
         self, repo: Repository, package: str, tag: str, version_name: str
     ) -> dict[str, Any]:
-        """Move an existing ``tag`` to another version."""
+        """Move an existing ``tag`` to another version; NOT_FOUND when there is none."""
+        return self._set_tag(repo, package, tag, version_name, exists=True)
+
+    def _set_tag(
+        self, repo: Repository, package: str, tag: str, version_name: str, *, exists: bool
+    ) -> dict[str, Any]:
         check_tag(tag)
         with self._lock:
             folder = repo._require_package(package)
             hex_digest = self._version_of_body(repo, package, version_name)
-            if not (folder / "tags" / f"{tag}.json").is_file():
+            present = (folder / "tags" / f"{tag}.json").is_file()
+            if present and not exists:
+                raise RegistryStoreError(
+                    409, "ALREADY_EXISTS", f"tag {tag!r} of package {package!r} already exists"
+                )
+            if exists and not present:
                 raise _not_found(f"tag {tag!r} of package {package!r} not found")
             self._put_tag(folder, tag, hex_digest)
         return repo.get_tag(package, tag)
