@@ -371,29 +371,11 @@ def _write_local(path: str, data: bytes | bytearray | memoryview) -> None:
         os.fsync(handle.fileno())
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def commit_manifest(root: str, manifest: Manifest) -> None:
     """Write ``manifest`` for files that are already in place. Call only after they are."""
     data = json.dumps(manifest.to_json(), indent=1, sort_keys=True).encode()
-    target = fs.join(step_dir(root, manifest.step), MANIFEST_NAME)
-    local = fs.to_local_path(target)
-    if local is not None:
-        # A local rename is atomic: the manifest is either absent or whole.
-        tmp = f"{local}.tmp"
-        _write_local(tmp, data)
-        os.replace(tmp, local)
-        _fsync_dir(os.path.dirname(local))
-        return
-    filesystem, path = fs.filesystem(target)
-    with filesystem.open(path, "wb") as handle:  # one object PUT: visible whole or not at all
-        handle.write(data)
+    # The manifest is either absent or whole: a local rename, or one object PUT on gs://.
+    fs.atomic_write(fs.join(step_dir(root, manifest.step), MANIFEST_NAME), data)
 
 
 def delete_step(root: str, step: int) -> bool:
@@ -461,16 +443,7 @@ def write_attempt_record(root: str, attempt_id: str, record: Mapping[str, Any]) 
     if not attempt_id or "/" in attempt_id:
         raise ValueError(f"invalid attempt id {attempt_id!r}: a non-empty name without '/'")
     data = json.dumps(dict(record), sort_keys=True).encode()
-    target = fs.join(root, ATTEMPTS_DIR, f"{attempt_id}.json")
-    local = fs.to_local_path(target)
-    if local is not None:
-        tmp = f"{local}.tmp"
-        _write_local(tmp, data)
-        os.replace(tmp, local)
-        return
-    filesystem, path = fs.filesystem(target)
-    with filesystem.open(path, "wb") as handle:
-        handle.write(data)
+    fs.atomic_write(fs.join(root, ATTEMPTS_DIR, f"{attempt_id}.json"), data)
 
 
 def files_of(manifest: Manifest) -> Iterable[str]:

@@ -6,12 +6,16 @@ Vertex runs share one code path.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import threading
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import fsspec
+if TYPE_CHECKING:  # fsspec costs ~100 ms to import; local-path callers (the trainer) never need it
+    import fsspec
 
 # gcsfs probes a gRPC endpoint for hierarchical-namespace buckets on first use; against a GCS
 # emulator that probe waits ~60 s per call. Set before gcsfs is imported (lazily, by fsspec),
@@ -38,6 +42,8 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     Returns:
         ``(fs, path)`` where ``path`` is what ``fs`` methods take.
     """
+    import fsspec
+
     if uri.startswith("gs://"):
         _prepare_gcs_env()
         kwargs: dict[str, Any] = {}
@@ -78,3 +84,59 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a directory that cannot be opened (some platforms): nothing to sync
+        return
+    try:
+        with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(
+    uri: str, data: bytes | bytearray | memoryview | str, *, sync: bool = True
+) -> None:
+    """Write ``data`` to ``uri`` so that readers see the old content or the new, never a mix.
+
+    Local paths (and ``file://``): a temp file with a name unique to this process and thread in the
+    same directory, flushed and fsync'ed, renamed over the target, then the directory fsync'ed (so
+    the rename survives a power cut). Two writers never share a temp file. ``gs://``: one object
+    upload, which Cloud Storage makes visible whole or not at all.
+
+    Args:
+        uri: a local path, ``file://`` URL or ``gs://`` URI; parent directories are created.
+        data: bytes, or text (written as UTF-8).
+        sync: fsync the file and its directory (local paths only); False for scratch files where
+            speed matters more than surviving a power cut.
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    local = to_local_path(uri)
+    if local is None:
+        filesystem_, path = filesystem(uri)
+        with filesystem_.open(path, "wb") as handle:
+            handle.write(payload)
+        return
+    directory = os.path.dirname(local) or "."
+    os.makedirs(directory, exist_ok=True)
+    name = os.path.basename(local)
+    tmp = os.path.join(
+        directory, f".{name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp"
+    )
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(payload)
+            if sync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, local)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if sync:
+        _fsync_dir(directory)

@@ -14,6 +14,8 @@ import json
 import os
 import re
 
+from kfp_spot import fs
+
 RESOURCE_TYPE = "CustomJob"
 _NAME_RE = re.compile(r"/v1/(projects/[^/]+/locations/[^/]+/customJobs/[^/:]+)$")
 
@@ -30,14 +32,7 @@ def render(resource_uri: str) -> str:
 
 def write(path: str, resource_uri: str) -> None:
     """Write ``path`` atomically: a crash leaves the old content or the new, never half."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(render(resource_uri))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    fs.atomic_write(os.path.abspath(path), render(resource_uri))
 
 
 def read_job_name(path: str) -> str | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -195,14 +194,4 @@ def load_state(uri: str, run_key: str) -> LaunchState | None:
 def save_state(uri: str, state: LaunchState) -> None:
     """Write the state whole (a local rename; one object PUT on gs://)."""
     data = json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
-    local = fs.to_local_path(uri)
-    if local is not None:
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        tmp = f"{local}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, local)
-        return
-    filesystem, path = fs.filesystem(uri)
-    with filesystem.open(path, "wb") as handle:
-        handle.write(data)
+    fs.atomic_write(uri, data)

@@ -229,10 +229,7 @@ def stage_file(local: Path, staging_uri: str, name: str, sha256: str) -> tuple[s
     try:
         if target is not None:
             # Write beside, then rename: a crash never leaves a partial file under its sha256.
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            tmp = f"{target}.{os.getpid()}.tmp"
-            filesystem.put_file(str(local), tmp)
-            os.replace(tmp, target)
+            fs.atomic_write(target, local.read_bytes())
         else:
             filesystem.put_file(str(local), path)  # one object upload: whole or absent
     except OSError as exc:

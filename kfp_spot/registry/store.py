@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from kfp_spot import fs
+
 VERSION_PREFIX = "sha256:"
 # Project, repository, package and tag ids: one safe path segment each.
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -83,13 +85,7 @@ def _now() -> str:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    fs.atomic_write(str(path), data)
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kfp_spot import fs
 from kfp_spot.reports.run import (
     AttemptRecord,
     CheckpointSave,
@@ -68,7 +69,5 @@ def write_report(run_dir: str | os.PathLike[str]) -> Report:
     summary = summarize(run)
     png = render_timeline(run, run.run_dir / PNG_NAME)
     markdown = run.run_dir / MARKDOWN_NAME
-    tmp = markdown.with_name(f".{MARKDOWN_NAME}.tmp")
-    tmp.write_text(render_markdown(run, summary, timeline=PNG_NAME))
-    os.replace(tmp, markdown)
+    fs.atomic_write(str(markdown), render_markdown(run, summary, timeline=PNG_NAME))
     return Report(png=png, markdown=markdown, summary=summary)

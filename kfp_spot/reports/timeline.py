@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
+from kfp_spot import fs
 from kfp_spot.reports.run import PREEMPTED, RunData, last_commit_in
 
 _REASON_COLOURS = {
@@ -194,7 +196,7 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, out)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    fs.atomic_write(str(out), buffer.getvalue())
     return out
