@@ -110,6 +110,7 @@ def run_local(
     shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)
     with shown, Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
         shown.event(f"emulator listening on {emu.endpoint}")
+        shown.name_groups(pipeline.pipeline_spec)
 
         def running_attempts() -> list[tuple[str, int]]:
             running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]

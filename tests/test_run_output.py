@@ -20,7 +20,7 @@ import pytest
 
 from kfp_spot.progress import Console, JobView, LocalRunProgress, OutputCapture, RunMonitor
 from kfp_spot.progress.capture import task_log_name
-from kfp_spot.progress.kfplocal import TaskEvent, error_excerpt, parse, task_output
+from kfp_spot.progress.kfplocal import TaskEvent, dag_tasks, error_excerpt, parse, task_output
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 EXAMPLE_TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trainer"
@@ -150,10 +150,30 @@ def test_parse_reads_kfp_local_messages_as_kfp_local_formats_them():
     assert parse("Streamed logs:\n") is None
 
 
+def test_a_skipped_condition_is_named_by_the_tasks_in_it():
+    from kfp_spot.pipelines.spot_training import spot_training
+
+    groups = dag_tasks(spot_training.pipeline_spec)
+    assert groups == {"condition-1": ("promote-model",)}
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    monitor.groups = groups
+    monitor.on_task_event(
+        parse("Skipping conditional task condition-1 (condition evaluated to False)")
+    )
+    assert events == ["[0:00] promote-model skipped: condition evaluated to False"]
+
+
 TASK_LOG = """\
 10:00:00.000 - INFO - Executing task 'launch-spot-job'
 10:00:00.001 - INFO - Streamed logs:
 
+    [KFP Executor 2026-01-01 10:00:00,050 INFO]: Got executor_input:
+    {
+        "inputs": {
+            "parameterValues": {}
+        }
+    }
     [KFP Executor 2026-01-01 10:00:00,100 INFO]: submitted customJobs/1 (SPOT)
     Traceback (most recent call last):
       File "/x/executor_main.py", line 1, in <module>
@@ -178,7 +198,7 @@ TASK_LOG = """\
 
 def test_task_output_is_what_the_task_printed_and_the_excerpt_starts_at_its_error():
     own = task_output(TASK_LOG)
-    assert own[0].startswith("[KFP Executor")
+    assert own[0] == "[KFP Executor 2026-01-01 10:00:00,100 INFO]: submitted customJobs/1 (SPOT)"
     assert own[-1] == "error: argument --epochs: must be an integer >= 1"
     assert not any(" - ERROR - " in line or set(line) == {"-"} for line in own)
     assert error_excerpt(own) == [

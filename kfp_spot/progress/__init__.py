@@ -4,17 +4,13 @@
 - :mod:`~kfp_spot.progress.kfplocal`: kfp.local's task events, read from its log records.
 - :mod:`~kfp_spot.progress.monitor`: task and attempt events, the live status, failures.
 - :mod:`~kfp_spot.progress.console`: event lines and a live status line on a terminal.
+- :mod:`~kfp_spot.progress.localrun`: all of it wired up for ``run_local``.
 """
 
 from kfp_spot.progress.capture import OutputCapture
 from kfp_spot.progress.console import Console
-from kfp_spot.progress.monitor import (
-    JobView,
-    LocalRunProgress,
-    RunMonitor,
-    emulator_jobs,
-    latest_step,
-)
+from kfp_spot.progress.localrun import LocalRunProgress, emulator_jobs, latest_step
+from kfp_spot.progress.monitor import JobView, RunMonitor
 
 __all__ = [
     "Console",

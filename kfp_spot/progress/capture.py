@@ -104,8 +104,8 @@ class _LogHandler(logging.Handler):
         except (TypeError, ValueError):  # a bad format string in someone's log call
             self.handleError(record)
             return
-        # Through sys.stderr as it is now: the router, or the terminal inside to_terminal().
-        sys.stderr.write(message)
+        # Through sys.stdout as it is now (the router), where kfp.local sends its own records.
+        sys.stdout.write(message)
 
 
 class OutputCapture:

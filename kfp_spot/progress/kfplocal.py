@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from kfp_spot.progress.capture import strip_ansi
 
@@ -103,15 +103,47 @@ class TaskEventFilter(logging.Filter):
             root.removeFilter(self)
 
 
+def dag_tasks(pipeline_spec: Any) -> dict[str, tuple[str, ...]]:
+    """The tasks inside each sub-DAG (e.g. a ``dsl.If``'s ``condition-1``) of a pipeline.
+
+    kfp.local announces a skipped condition by its DAG's name; this names the tasks a person
+    knows. ``pipeline_spec`` is a ``PipelineSpec`` message (``GraphComponent.pipeline_spec``).
+    """
+    components = pipeline_spec.components
+
+    def leaves(dag: Any) -> tuple[str, ...]:
+        names: list[str] = []
+        for name, task in dag.tasks.items():
+            component = components[task.component_ref.name]
+            if component.WhichOneof("implementation") == "dag":
+                names += leaves(component.dag)
+            else:
+                names.append(name)
+        return tuple(sorted(names))
+
+    groups: dict[str, tuple[str, ...]] = {}
+    pending = [pipeline_spec.root.dag]
+    while pending:
+        dag = pending.pop()
+        for name, task in dag.tasks.items():
+            component = components[task.component_ref.name]
+            if component.WhichOneof("implementation") == "dag":
+                groups[name] = leaves(component.dag)
+                pending.append(component.dag)
+    return groups
+
+
 def task_output(log_text: str) -> list[str]:
     """What the task's own process printed, from a task log the capture wrote.
 
     The lines of its last execution (after the last ``Executing task`` record), without
-    kfp.local's records, separators and indentation.
+    kfp.local's records, separators and indentation, and without the executor's dump of its
+    input.
     """
     lines = log_text.splitlines()
     starts = [i for i, line in enumerate(lines) if _RECORD.match(line) and "Executing task" in line]
     own: list[str] = []
+    in_input = False  # the executor's dump of its input, a JSON object: noise for a person
     for line in lines[starts[-1] + 1 if starts else 0 :]:
         if _RECORD.match(line):
             if " finished with status " in line:
@@ -119,7 +151,14 @@ def task_output(log_text: str) -> list[str]:
             continue
         if set(line.strip()) == {"-"}:  # kfp.local's horizontal rule
             continue
-        own.append((line[len(_INDENT) :] if line.startswith(_INDENT) else line).rstrip())
+        line = (line[len(_INDENT) :] if line.startswith(_INDENT) else line).rstrip()
+        if in_input:
+            in_input = line != "}"
+            continue
+        if line.endswith("Got executor_input:"):
+            in_input = True
+            continue
+        own.append(line)
     while own and not own[0]:
         own.pop(0)
     while own and not own[-1]:
