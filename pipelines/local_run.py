@@ -16,6 +16,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
 from kfp_spot.reports import write_report
 
 LOCAL_PROJECT = "local-project"
@@ -63,7 +64,9 @@ def run_local(
     grace_period: float = 10.0,
     thresholds: dict[str, Any] | None = None,
     template: str | Path | None = None,
-    progress: Callable[[str], None] = print,
+    progress: Callable[[str], None] | None = print,
+    status: Callable[[str], None] | None = None,
+    verbose: bool = False,
 ) -> LocalRunResult:
     """Run the example pipeline locally against the emulator.
 
@@ -76,7 +79,13 @@ def run_local(
         thresholds: quality thresholds for the gate (default: accuracy >= 0.85).
         template: a compiled spot_training YAML to run (for instance one pulled from a
             registry); default: the pipeline as this package defines it.
-        progress: where progress lines go.
+        progress: receives a line as each task starts and ends, as each attempt of the
+            CustomJob starts and ends, and, when a task fails, its name, log and error (called
+            with ``sys.stdout``/``sys.stderr`` leading to the terminal); None: nothing.
+        status: receives a live status text (elapsed time, attempt, latest checkpoint step) a
+            few times a second while tasks run, and ``""`` at the end; None: none.
+        verbose: also stream the executor logs to the terminal. They always go to
+            ``<run_dir>/logs/pipeline.log`` and each task's to ``<run_dir>/logs/<task>.log``.
 
     Returns:
         The gathered result; also written to ``<run_dir>/run.json``.
@@ -98,8 +107,10 @@ def run_local(
     job_root = run_dir / "job"
     checkpoint_root = str(job_root / "checkpoints")
     started = time.time()
-    with Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
-        progress(f"emulator listening on {emu.endpoint}")
+    shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)
+    with shown, Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
+        shown.event(f"emulator listening on {emu.endpoint}")
+        shown.name_groups(pipeline.pipeline_spec)
 
         def running_attempts() -> list[tuple[str, int]]:
             running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
@@ -110,8 +121,11 @@ def run_local(
             pipeline_root=str(run_dir / "pipeline_root"),
             raise_on_error=False,
         )
-        with CheckpointPreemptionDrill(
-            checkpoint_root, running_attempts, emu.preempt, count=preemptions
+        with (
+            shown.watching(emulator_jobs(emu), latest_step(checkpoint_root)),
+            CheckpointPreemptionDrill(
+                checkpoint_root, running_attempts, emu.preempt, count=preemptions
+            ),
         ):
             task = pipeline(
                 project=LOCAL_PROJECT,
@@ -123,6 +137,7 @@ def run_local(
                 api_endpoint=emu.endpoint,
                 thresholds=thresholds or {"accuracy": ">=0.85"},
             )
+        shown.report_failures()
         jobs = [j["name"] for j in emu.list_jobs()]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
     outputs = task.outputs if task is not None else {}
@@ -147,6 +162,7 @@ def run_local(
             "model": str(job_root / "model"),
             "pipeline_root": str(run_dir / "pipeline_root"),
             "emulator_state": str(run_dir / "emulator"),
+            "logs": str(shown.log_dir),
         },
         started=started,
         finished=time.time(),

@@ -67,6 +67,12 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="A compiled spot_training YAML, e.g. pulled from a registry (default: the built-in).",
 )
 @click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Also stream the tasks' executor logs (always kept in RUN_DIR/logs/).",
+)
+@click.option(
     "--vertex", is_flag=True, help="Submit to Vertex AI Pipelines instead of running locally."
 )
 @_vertex_options
@@ -76,25 +82,39 @@ def run(
     preemptions: int,
     grace_period: float,
     template: Path | None,
+    verbose: bool,
     vertex: bool,
     **vertex_options: Any,
 ) -> None:
-    """Run the spot_training pipeline: locally on the emulator (default) or on Vertex AI."""
+    """Run the spot_training pipeline: locally on the emulator (default) or on Vertex AI.
+
+    Locally, stderr shows a line as each task and each attempt of the Spot CustomJob starts and
+    ends, plus a live status line on a terminal; stdout gets the summary at the end. The tasks'
+    own logs go to RUN_DIR/logs/ (pipeline.log and one file per task); a failed task's error is
+    shown. Exits 1 when the pipeline does not succeed.
+    """
     if vertex:
         _submit_to_vertex(template, **vertex_options)
         return
     from kfp_spot.pipelines import local_run
+    from kfp_spot.progress import Console
 
     if run_dir is None:
         run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
-    result = local_run.run_local(
-        run_dir,
-        source=source or local_run.EXAMPLE_SOURCE,
-        preemptions=preemptions,
-        grace_period=grace_period,
-        template=template,
-        progress=lambda line: click.echo(f"kfp-spot: {line}", err=True),
-    )
+    console = Console()
+    try:
+        result = local_run.run_local(
+            run_dir,
+            source=source or local_run.EXAMPLE_SOURCE,
+            preemptions=preemptions,
+            grace_period=grace_period,
+            template=template,
+            progress=console.event,
+            status=None if verbose else console.status,
+            verbose=verbose,
+        )
+    finally:
+        console.clear()
     click.echo(local_run.summarize(result))
     if result.outcome != "SUCCEEDED":
         raise SystemExit(1)

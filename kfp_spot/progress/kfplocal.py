@@ -1,0 +1,215 @@
+"""What kfp.local's own log records say: when a task starts, ends or is skipped.
+
+kfp.local has no callback API; it announces each task through the root logger
+(``kfp/local/task_dispatcher.py``, ``orchestrator/*.py``, ``pipeline_orchestrator.py`` in kfp 2.x):
+``Executing task 'NAME'``, ``Task 'NAME' finished with status SUCCESS|FAILURE``,
+``Skipping task NAME: ...``, ``Skipping conditional task NAME (...)``, ``Task NAME cache hit ...``
+and ``Pipeline 'NAME' finished with status ...`` (names and statuses in ANSI colours).
+:class:`TaskEventFilter` sits on the root logger as a filter: kfp.local swaps the root's handlers
+for every task but leaves its filters alone, and a filter sees each record in the thread that
+logs it, before any handler writes it. ``tests/test_run_output.py`` runs a small pipeline through
+the installed kfp.local, so a change in these messages fails a test rather than going unseen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kfp_spot.progress.capture import strip_ansi
+
+EventKind = Literal["started", "finished", "skipped", "cached", "pipeline_finished"]
+
+_NAME = r"(?P<q>['\"])(?P<name>.+?)(?P=q)"
+_PATTERNS: list[tuple[EventKind, re.Pattern[str]]] = [
+    ("started", re.compile(rf"^Executing task {_NAME}$")),
+    ("finished", re.compile(rf"^Task {_NAME} finished with status (?P<status>[A-Z_]+)")),
+    ("skipped", re.compile(r"^Skipping (?:conditional )?task (?P<name>\S+?):? (?P<detail>.+)$")),
+    ("cached", re.compile(r"^Task (?P<name>\S+) cache hit\b")),
+    (
+        "pipeline_finished",
+        re.compile(rf"^Pipeline {_NAME} finished with status (?P<status>[A-Z_]+)"),
+    ),
+]
+_RECORD = re.compile(r"^\d{2}:\d{2}:\d{2}\.\d{3} - [A-Z]+ - ")  # kfp.local's log format
+_INDENT = "    "  # kfp.local indents what a task's process prints
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """One thing kfp.local said about a task (or, for ``pipeline_finished``, the pipeline).
+
+    Attributes:
+        kind: ``started``, ``finished``, ``skipped``, ``cached`` or ``pipeline_finished``.
+        name: the task's (or pipeline's) name.
+        ok: for ``finished`` and ``pipeline_finished``, whether the status was SUCCESS.
+        detail: for ``skipped``, kfp.local's reason.
+    """
+
+    kind: EventKind
+    name: str
+    ok: bool = True
+    detail: str = ""
+
+
+def parse(message: str) -> TaskEvent | None:
+    """The task event a kfp.local log message announces, or None."""
+    text = strip_ansi(message).strip()
+    for kind, pattern in _PATTERNS:
+        match = pattern.match(text)
+        if match:
+            groups = match.groupdict()
+            detail = (groups.get("detail") or "").strip().strip("()")
+            return TaskEvent(
+                kind, groups["name"], ok=groups.get("status", "SUCCESS") == "SUCCESS", detail=detail
+            )
+    return None
+
+
+class TaskEventFilter(logging.Filter):
+    """A root-logger filter that reports kfp.local's task events and lets every record through.
+
+    Args:
+        on_event: called with each event, in the thread that logged it.
+    """
+
+    def __init__(self, on_event: Callable[[TaskEvent], None]) -> None:
+        super().__init__()
+        self._on_event = on_event
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Report the record's event, if it announces one; never drops a record."""
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a bad format string: the handler reports it
+            return True
+        event = parse(message)
+        if event is not None:
+            self._on_event(event)
+        return True
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[TaskEventFilter]:
+        """Put the filter on the root logger for the block."""
+        root = logging.getLogger()
+        root.addFilter(self)
+        try:
+            yield self
+        finally:
+            root.removeFilter(self)
+
+
+def dag_tasks(pipeline_spec: Any) -> dict[str, tuple[str, ...]]:
+    """The tasks inside each sub-DAG (e.g. a ``dsl.If``'s ``condition-1``) of a pipeline.
+
+    kfp.local announces a skipped condition by its DAG's name; this names the tasks a person
+    knows. ``pipeline_spec`` is a ``PipelineSpec`` message (``GraphComponent.pipeline_spec``).
+    """
+    components = pipeline_spec.components
+
+    def leaves(dag: Any) -> tuple[str, ...]:
+        names: list[str] = []
+        for name, task in dag.tasks.items():
+            component = components[task.component_ref.name]
+            if component.WhichOneof("implementation") == "dag":
+                names += leaves(component.dag)
+            else:
+                names.append(name)
+        return tuple(sorted(names))
+
+    groups: dict[str, tuple[str, ...]] = {}
+    pending = [pipeline_spec.root.dag]
+    while pending:
+        dag = pending.pop()
+        for name, task in dag.tasks.items():
+            component = components[task.component_ref.name]
+            if component.WhichOneof("implementation") == "dag":
+                groups[name] = leaves(component.dag)
+                pending.append(component.dag)
+    return groups
+
+
+def task_output(log_text: str) -> list[str]:
+    """What the task's own process printed, from a task log the capture wrote.
+
+    The lines of its last execution (after the last ``Executing task`` record), without
+    kfp.local's records, separators and indentation, and without the executor's dump of its
+    input.
+    """
+    lines = log_text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _RECORD.match(line) and "Executing task" in line]
+    own: list[str] = []
+    in_input = False  # the executor's dump of its input, a JSON object: noise for a person
+    for line in lines[starts[-1] + 1 if starts else 0 :]:
+        if _RECORD.match(line):
+            if " finished with status " in line:
+                break
+            continue
+        if set(line.strip()) == {"-"}:  # kfp.local's horizontal rule
+            continue
+        line = (line[len(_INDENT) :] if line.startswith(_INDENT) else line).rstrip()
+        if in_input:
+            in_input = line != "}"
+            continue
+        if line.endswith("Got executor_input:"):
+            in_input = True
+            continue
+        own.append(line)
+    while own and not own[0]:
+        own.pop(0)
+    while own and not own[-1]:
+        own.pop()
+    return own
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+
+
+def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
+    """The part of a task's output that says what went wrong, at most about ``limit`` lines.
+
+    From the line that names the exception that ended the task (the last of a chain of Python
+    tracebacks) to the end: the error message, which may itself quote a log holding another
+    traceback (as the launcher's error quotes the replica's last lines). Without a traceback,
+    the last ``limit`` lines.
+    """
+    lines = list(lines)
+    start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
+    if start is None:
+        excerpt = lines[-limit:]
+    else:
+        while True:
+            i = start + 1
+            while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
+                i += 1  # the stack frames
+            chained = _next_chained(lines, i)
+            if chained is None:
+                break
+            start = chained
+        excerpt = lines[i:] or lines[start:]
+    if len(excerpt) > limit:
+        head = max(1, limit // 4)
+        tail = limit - head - 1
+        left_out = len(excerpt) - head - tail
+        excerpt = [*excerpt[:head], f"... ({left_out} lines left out)", *excerpt[-tail:]]
+    return excerpt
+
+
+def _next_chained(lines: list[str], after: int) -> int | None:
+    """Where the next traceback of an exception chain starts after line ``after``, or None."""
+    for i in range(after, len(lines)):
+        if lines[i] in _CHAINED:
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            if j < len(lines) and lines[j].startswith(_TRACEBACK):
+                return j
+    return None

@@ -1,0 +1,261 @@
+"""What a local run shows a person: task and attempt events, a live status, the failing task.
+
+:class:`RunMonitor` turns kfp.local's task events and snapshots of the jobs and their ledger rows
+into event lines (``[0:03] launch-spot-job started``, ``[0:05]   attempt 1 preempted after 1.0 s;
+latest checkpoint: step 3``) and a status line. It only formats and remembers: where the events
+come from is :mod:`kfp_spot.progress.localrun`'s business.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kfp_spot.progress.console import clock
+from kfp_spot.progress.kfplocal import TaskEvent, error_excerpt, task_output
+
+_TERMINAL_JOB_STATES = {
+    "JOB_STATE_SUCCEEDED",
+    "JOB_STATE_FAILED",
+    "JOB_STATE_CANCELLED",
+    "JOB_STATE_EXPIRED",
+    "JOB_STATE_PARTIALLY_SUCCEEDED",
+}
+_ATTEMPT_ENDS = {
+    "SUCCEEDED": "succeeded",
+    "PREEMPTED": "preempted",
+    "FAILED": "FAILED",
+    "CANCELLED": "cancelled",
+    "EMULATOR_RESTARTED": "lost (the emulator restarted)",
+}
+
+
+@dataclass
+class TaskRecord:
+    """A task of the run as the monitor saw it.
+
+    Attributes:
+        name: kfp.local's task name.
+        started: monotonic time it started.
+        ended: monotonic time it ended (None while it runs).
+        status: ``RUNNING``, ``SUCCEEDED``, ``FAILED``, ``SKIPPED`` or ``CACHED``.
+        log: its own log file, when it has one.
+    """
+
+    name: str
+    started: float
+    ended: float | None = None
+    status: str = "RUNNING"
+    log: Path | None = None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A CustomJob as the monitor sees it.
+
+    Attributes:
+        name: the resource name.
+        state: e.g. ``JOB_STATE_RUNNING``.
+        attempts: its ledger rows (``attempt``, ``startTime``, ``endReason``, ``billableSeconds``,
+            ``machineType``, ``strategy``), as the emulator serves them.
+    """
+
+    name: str
+    state: str
+    attempts: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def short(self) -> str:
+        """The job id (the last part of the name)."""
+        return self.name.rsplit("/", 1)[-1]
+
+
+def seconds(value: float) -> str:
+    """A duration for an event line: ``0.6 s``, ``12 s``, ``2:05``."""
+    if value < 10:
+        return f"{value:.1f} s"
+    return f"{value:.0f} s" if value < 60 else clock(value)
+
+
+class RunMonitor:
+    """Turns task events and job snapshots into event lines and a status line.
+
+    Args:
+        event: receives each event line.
+        status: receives the live status text (about every poll while a task runs); None: none.
+        jobs: returns the jobs now, oldest first (None when they cannot be read right now).
+        checkpoint_step: returns the newest committed checkpoint step, or None.
+        clock_fn: the monotonic clock.
+    """
+
+    def __init__(
+        self,
+        event: Callable[[str], None],
+        status: Callable[[str], None] | None = None,
+        *,
+        jobs: Callable[[], Sequence[JobView] | None] | None = None,
+        checkpoint_step: Callable[[], int | None] | None = None,
+        clock_fn: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._event = event
+        self._status = status
+        self._jobs = jobs
+        self._checkpoint_step = checkpoint_step
+        self._clock = clock_fn
+        self._start = clock_fn()
+        self._lock = threading.RLock()
+        self.tasks: dict[str, TaskRecord] = {}
+        self._baseline: set[str] | None = None  # jobs that were there before the run
+        self._seen: dict[str, JobView] = {}
+        self._announced: set[tuple[str, int, str]] = set()
+        self._step: int | None = None
+        self.groups: dict[str, tuple[str, ...]] = {}  # sub-DAG -> the tasks in it
+
+    def watch(
+        self,
+        jobs: Callable[[], Sequence[JobView] | None],
+        checkpoint_step: Callable[[], int | None] | None = None,
+    ) -> None:
+        """Start following ``jobs``; the jobs there now are not this run's and are ignored."""
+        with self._lock:
+            self._jobs = jobs
+            self._checkpoint_step = checkpoint_step
+            self._baseline = None
+            self.poll()
+
+    def _emit(self, text: str) -> None:
+        self._event(f"[{clock(self._clock() - self._start)}] {text}")
+
+    # tasks ------------------------------------------------------------------------------------
+
+    def on_task_event(self, event: TaskEvent, log: Path | None = None) -> None:
+        """Record and announce one of kfp.local's task events."""
+        with self._lock:
+            self._on_task_event(event, log)
+            self.refresh()
+
+    def _on_task_event(self, event: TaskEvent, log: Path | None) -> None:
+        now = self._clock()
+        name = event.name
+        if event.kind == "started":
+            self.tasks[name] = TaskRecord(name, now, log=log)
+            self._emit(f"{name} started")
+        elif event.kind == "finished":
+            self.poll()  # attempts that ended before the task are told first
+            task = self.tasks.setdefault(name, TaskRecord(name, now, log=log))
+            task.ended = now
+            task.status = "SUCCEEDED" if event.ok else "FAILED"
+            took = seconds(now - task.started)
+            self._emit(f"{name} succeeded in {took}" if event.ok else f"{name} FAILED after {took}")
+        elif event.kind == "skipped":
+            self.tasks[name] = TaskRecord(name, now, now, "SKIPPED", log)
+            shown = ", ".join(self.groups.get(name, ())) or name
+            self._emit(f"{shown} skipped" + (f": {event.detail}" if event.detail else ""))
+        elif event.kind == "cached":
+            self.tasks[name] = TaskRecord(name, now, now, "CACHED", log)
+            self._emit(f"{name} cached: not run again")
+        elif event.kind == "pipeline_finished":
+            self.poll()
+            took = seconds(now - self._start)
+            self._emit(f"pipeline {'succeeded in' if event.ok else 'FAILED after'} {took}")
+
+    def failed_tasks(self) -> list[TaskRecord]:
+        """The tasks that failed, in the order they started."""
+        return [t for t in self.tasks.values() if t.status == "FAILED"]
+
+    def failure_lines(self, limit: int = 20) -> list[str]:
+        """For each failed task: its name, its log and what it printed about the error."""
+        lines: list[str] = []
+        for task in self.failed_tasks():
+            where = f"; its log: {task.log}" if task.log else ""
+            lines.append(f"{task.name} FAILED{where}")
+            own: list[str] = []
+            if task.log is not None and task.log.is_file():
+                own = task_output(task.log.read_text(encoding="utf-8", errors="replace"))
+            excerpt = error_excerpt(own, limit) if own else ["(it printed nothing)"]
+            lines += [f"  | {line}" for line in excerpt]
+        return lines
+
+    # jobs -------------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Look at the jobs and the checkpoints once; announce what changed."""
+        with self._lock:
+            jobs = self._jobs() if self._jobs is not None else None
+            if jobs is None:
+                return
+            if self._checkpoint_step is not None:
+                self._step = self._checkpoint_step()
+            if self._baseline is None:
+                self._baseline = {job.name for job in jobs}
+            for job in jobs:
+                if job.name not in self._baseline:
+                    self._follow(job)
+
+    def _follow(self, job: JobView) -> None:
+        if job.name not in self._seen:
+            self._emit(f"  CustomJob {job.short} submitted")
+        self._seen[job.name] = job
+        who = f"CustomJob {job.short}: " if len(self._seen) > 1 else ""
+        for row in job.attempts:
+            number = int(row.get("attempt", 0))
+            if row.get("startTime") and self._once(job, number, "start"):
+                where = ", ".join(str(row[k]) for k in ("strategy", "machineType") if row.get(k))
+                self._emit(f"  {who}attempt {number} running" + (f" ({where})" if where else ""))
+            reason = row.get("endReason")
+            if reason and self._once(job, number, "end"):
+                text = f"attempt {number} {_ATTEMPT_ENDS.get(str(reason), str(reason).lower())}"
+                if row.get("startTime"):
+                    text += f" after {seconds(float(row.get('billableSeconds') or 0))}"
+                else:
+                    text += " before it ran"
+                if reason != "FAILED" and self._step is not None:
+                    text += f"; latest checkpoint: step {self._step}"
+                self._emit(f"  {who}{text}")
+
+    def _once(self, job: JobView, attempt: int, what: str) -> bool:
+        key = (job.name, attempt, what)
+        if key in self._announced:
+            return False
+        self._announced.add(key)
+        return True
+
+    # status -----------------------------------------------------------------------------------
+
+    def status_text(self) -> str:
+        """The live status: elapsed time, running tasks, the job's attempt, the checkpoint."""
+        with self._lock:
+            now = self._clock()
+            running = [t for t in self.tasks.values() if t.status == "RUNNING"]
+            if not running:
+                return ""
+            parts = [f"[{clock(now - self._start)}] " + ", ".join(t.name for t in running)]
+            active = [j for j in self._seen.values() if j.state not in _TERMINAL_JOB_STATES]
+            if active:
+                parts.append(_job_status(active[-1], len(self._seen) > 1))
+                parts.append(
+                    "no checkpoint yet" if self._step is None else f"checkpoint step {self._step}"
+                )
+            return " | ".join(parts)
+
+    def refresh(self) -> None:
+        """Hand the current status text to the status receiver (``""`` when no task runs)."""
+        if self._status is not None:
+            self._status(self.status_text())
+
+
+def _job_status(job: JobView, name_it: bool) -> str:
+    who = f"CustomJob {job.short} " if name_it else ""
+    open_rows = [row for row in job.attempts if not row.get("endReason")]
+    if open_rows:
+        row = open_rows[-1]
+        if row.get("startTime"):
+            running = seconds(float(row.get("billableSeconds") or 0))
+            return f"{who}attempt {row.get('attempt')} running for {running}"
+        return f"{who}attempt {row.get('attempt')} starting"
+    state = job.state.removeprefix("JOB_STATE_").lower() or "submitted"
+    return f"{who or 'CustomJob '}{state}".strip()

@@ -1,0 +1,529 @@
+"""What `kfp-spot run` prints: a few lines of progress on the terminal, the executor logs in files.
+
+The pieces (output capture, kfp.local's task events, the monitor, the console) are tested on
+their own; one small real kfp.local pipeline checks the task-event hook against the installed
+kfp; two `kfp-spot run` processes (slow) check the whole: a successful run and a failing one.
+"""
+
+import io
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import click
+import pytest
+
+from kfp_spot.progress import Console, JobView, LocalRunProgress, OutputCapture, RunMonitor
+from kfp_spot.progress.capture import task_log_name
+from kfp_spot.progress.kfplocal import TaskEvent, dag_tasks, error_excerpt, parse, task_output
+
+KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
+EXAMPLE_TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trainer"
+# Anything a terminal would interpret: escape sequences, carriage returns, other C0 controls.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _fd_identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+# --- OutputCapture ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_capture_logs_every_level_and_restores_fds_on_error(tmp_path, error):
+    before = {fd: _fd_identity(fd) for fd in (1, 2)}
+    streams = (sys.stdout, sys.stderr)
+    root = logging.getLogger()
+    root_state = (root.level, list(root.handlers))
+    with pytest.raises(error), OutputCapture(tmp_path / "logs"):
+        assert {fd: _fd_identity(fd) for fd in (1, 2)} != before
+        print("a python-level line")
+        print("an stderr line", file=sys.stderr)
+        logging.getLogger("kfp_spot.somewhere").info("an INFO record")
+        os.write(1, b"an fd-level line\n")
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; print('child out'); print('child err', file=sys.stderr)",
+            ],
+            check=True,
+        )
+        raise error("boom")
+    assert {fd: _fd_identity(fd) for fd in (1, 2)} == before
+    assert (sys.stdout, sys.stderr) == streams
+    assert (root.level, list(root.handlers)) == root_state
+    log = (tmp_path / "logs" / "pipeline.log").read_text()
+    for line in [
+        "a python-level line",
+        "an stderr line",
+        "- INFO - an INFO record",
+        "an fd-level line",
+        "child out",
+        "child err",
+    ]:
+        assert line in log
+
+
+def test_capture_sends_to_the_terminal_only_what_is_written_through_to_terminal(tmp_path, capsys):
+    with OutputCapture(tmp_path) as capture:
+        print("captured")
+        with capture.to_terminal():
+            print("shown")
+            click.echo("shown by click", err=True)
+            assert not sys.stdout.isatty()
+    out, err = capsys.readouterr()
+    assert out == "shown\n"
+    assert err == "shown by click\n"
+    assert "captured" in (tmp_path / "pipeline.log").read_text()
+    assert "shown" not in (tmp_path / "pipeline.log").read_text()
+
+
+def test_capture_splits_lines_by_the_task_of_the_writing_thread(tmp_path):
+    with OutputCapture(tmp_path) as capture:
+        task_log = capture.begin_task("train/it")
+        sys.stdout.write("\x1b[96mhalf ")  # a line in two writes, coloured
+        other = threading.Thread(target=print, args=("from another thread",))
+        other.start()
+        other.join()
+        sys.stdout.write("a line\x1b[0m\n")
+        capture.end_task()
+        print("after the task")
+    assert task_log == tmp_path / task_log_name("train/it")
+    assert task_log.read_text() == "half a line\n"
+    assert (tmp_path / "pipeline.log").read_text().splitlines() == [
+        "from another thread",
+        "half a line",
+        "after the task",
+    ]
+
+
+def test_verbose_capture_also_streams_to_the_terminal_without_colours_when_not_a_tty(
+    tmp_path, capsys
+):
+    with OutputCapture(tmp_path, verbose=True):
+        print("\x1b[92mSUCCESS\x1b[0m")
+    assert capsys.readouterr().out == "SUCCESS\n"
+    assert (tmp_path / "pipeline.log").read_text() == "SUCCESS\n"
+
+
+def test_task_log_names_are_safe_file_names():
+    assert task_log_name("launch-spot-job") == "launch-spot-job.log"
+    assert task_log_name("../x y") == "x_y.log"
+    assert task_log_name("pipeline") == "task-pipeline.log"
+
+
+# --- kfp.local's task events and a task's own output ------------------------------------------
+
+
+def test_parse_reads_kfp_local_messages_as_kfp_local_formats_them():
+    from kfp.local import logging_utils, status
+
+    name = logging_utils.format_task_name("launch-spot-job")
+    ok = logging_utils.format_status(status.Status.SUCCESS)
+    failed = logging_utils.format_status(status.Status.FAILURE)
+    pipeline = logging_utils.format_pipeline_name("spot-training")
+    assert parse(f"Executing task {name}") == TaskEvent("started", "launch-spot-job")
+    assert parse(f"Task {name} finished with status {ok}") == TaskEvent(
+        "finished", "launch-spot-job"
+    )
+    assert parse(f"Task {name} finished with status {failed}") == TaskEvent(
+        "finished", "launch-spot-job", ok=False
+    )
+    assert parse(f"Pipeline {pipeline} finished with status {failed}. Inner task failed: x") == (
+        TaskEvent("pipeline_finished", "spot-training", ok=False)
+    )
+    assert parse(
+        "Skipping task evaluate: upstream task(s) ['launch-spot-job'] failed."
+    ) == TaskEvent("skipped", "evaluate", detail="upstream task(s) ['launch-spot-job'] failed.")
+    assert parse("Skipping conditional task condition-1 (condition evaluated to False)") == (
+        TaskEvent("skipped", "condition-1", detail="condition evaluated to False")
+    )
+    assert parse(f"Task {name} outputs:\n    Output: 'SUCCEEDED'") is None
+    assert parse("Streamed logs:\n") is None
+
+
+def test_a_skipped_condition_is_named_by_the_tasks_in_it():
+    from kfp_spot.pipelines.spot_training import spot_training
+
+    groups = dag_tasks(spot_training.pipeline_spec)
+    assert groups == {"condition-1": ("promote-model",)}
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    monitor.groups = groups
+    monitor.on_task_event(
+        parse("Skipping conditional task condition-1 (condition evaluated to False)")
+    )
+    assert events == ["[0:00] promote-model skipped: condition evaluated to False"]
+
+
+TASK_LOG = """\
+10:00:00.000 - INFO - Executing task 'launch-spot-job'
+10:00:00.001 - INFO - Streamed logs:
+
+    [KFP Executor 2026-01-01 10:00:00,050 INFO]: Got executor_input:
+    {
+        "inputs": {
+            "parameterValues": {}
+        }
+    }
+    [KFP Executor 2026-01-01 10:00:00,100 INFO]: submitted customJobs/1 (SPOT)
+    Traceback (most recent call last):
+      File "/x/executor_main.py", line 1, in <module>
+        main()
+    ValueError: the first error
+
+    During handling of the above exception, another exception occurred:
+
+    Traceback (most recent call last):
+      File "/x/launcher.py", line 2, in launch
+        raise LaunchFailedError(message)
+    kfp_spot.jobs.launcher.LaunchFailedError: USER_ERROR: the replica exited with status 2
+    --- workerpool0-0 (attempt 1), last lines ---
+    error: argument --epochs: must be an integer >= 1
+
+
+10:00:01.000 - ERROR - Task 'launch-spot-job' finished with status FAILURE
+--------------------------------------------------------------------------------
+10:00:01.001 - ERROR - Pipeline 'spot-training' finished with status FAILURE.
+"""
+
+
+def test_task_output_is_what_the_task_printed_and_the_excerpt_starts_at_its_error():
+    own = task_output(TASK_LOG)
+    assert own[0] == "[KFP Executor 2026-01-01 10:00:00,100 INFO]: submitted customJobs/1 (SPOT)"
+    assert own[-1] == "error: argument --epochs: must be an integer >= 1"
+    assert not any(" - ERROR - " in line or set(line) == {"-"} for line in own)
+    assert error_excerpt(own) == [
+        "kfp_spot.jobs.launcher.LaunchFailedError: USER_ERROR: the replica exited with status 2",
+        "--- workerpool0-0 (attempt 1), last lines ---",
+        "error: argument --epochs: must be an integer >= 1",
+    ]
+
+
+def test_error_excerpt_keeps_a_traceback_quoted_in_the_error_message():
+    own = [
+        "[KFP Executor] submitted customJobs/1",
+        "Traceback (most recent call last):",
+        '  File "/x/launcher.py", line 2, in launch',
+        "kfp_spot.jobs.launcher.LaunchFailedError: USER_ERROR: replica exited with status 1",
+        "--- workerpool0-0 (attempt 1), last lines ---",
+        "Traceback (most recent call last):",
+        '  File "/x/trainer/task.py", line 280, in main',
+        "RuntimeError: no training data",
+    ]
+    assert error_excerpt(own) == own[3:]
+
+
+def test_error_excerpt_without_a_traceback_is_the_last_lines_and_long_ones_are_elided():
+    lines = [f"line {i}" for i in range(100)]
+    assert error_excerpt(lines, limit=5) == lines[-5:]
+    long_error = ["Traceback (most recent call last):", '  File "x"', "E: message"]
+    long_error += [f"detail {i}" for i in range(50)]
+    excerpt = error_excerpt(long_error, limit=8)
+    assert len(excerpt) == 8
+    assert excerpt[:3] == ["E: message", "detail 0", "... (44 lines left out)"]
+    assert excerpt[-1] == "detail 49"
+
+
+# --- RunMonitor -------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _row(attempt, start=True, end=None, billable=0.0):
+    row = {"attempt": attempt, "strategy": "SPOT", "machineType": "n1-standard-4"}
+    row["billableSeconds"] = billable
+    if start:
+        row["startTime"] = "2026-01-01T00:00:00Z"
+    if end:
+        row["endReason"] = end
+    return row
+
+
+def test_monitor_tells_task_and_attempt_events_once_each_in_order():
+    clock = FakeClock()
+    events: list[str] = []
+    statuses: list[str] = []
+    jobs: list[JobView] = [JobView("projects/p/locations/l/customJobs/old", "JOB_STATE_SUCCEEDED")]
+    step: list[int | None] = [None]
+    monitor = RunMonitor(events.append, statuses.append, clock_fn=clock)
+    monitor.watch(lambda: list(jobs), lambda: step[0])  # "old" was there before: not ours
+    monitor.on_task_event(TaskEvent("started", "launch-spot-job"))
+    name = "projects/p/locations/l/customJobs/123"
+    jobs.append(JobView(name, "JOB_STATE_RUNNING", (_row(1, billable=0.5),)))
+    clock.now += 2
+    monitor.poll()
+    monitor.poll()  # nothing new: nothing said
+    step[0] = 3
+    jobs[-1] = JobView(name, "JOB_STATE_RUNNING", (_row(1, end="PREEMPTED", billable=1.04),))
+    clock.now += 1
+    monitor.poll()
+    jobs[-1] = JobView(name, "JOB_STATE_RUNNING", (jobs[-1].attempts[0], _row(2, billable=4.2)))
+    monitor.poll()
+    monitor.refresh()
+    assert (
+        statuses[-1] == "[0:03] launch-spot-job | attempt 2 running for 4.2 s | checkpoint step 3"
+    )
+    jobs[-1] = JobView(
+        name, "JOB_STATE_SUCCEEDED", (jobs[-1].attempts[0], _row(2, end="SUCCEEDED", billable=65))
+    )
+    step[0] = 30
+    clock.now += 70
+    monitor.on_task_event(TaskEvent("finished", "launch-spot-job"))  # polls first
+    assert events == [
+        "[0:00] launch-spot-job started",
+        "[0:02]   CustomJob 123 submitted",
+        "[0:02]   attempt 1 running (SPOT, n1-standard-4)",
+        "[0:03]   attempt 1 preempted after 1.0 s; latest checkpoint: step 3",
+        "[0:03]   attempt 2 running (SPOT, n1-standard-4)",
+        "[1:13]   attempt 2 succeeded after 1:05; latest checkpoint: step 30",
+        "[1:13] launch-spot-job succeeded in 1:13",
+    ]
+    assert statuses[-1] == ""  # nothing runs any more
+
+
+def test_monitor_names_the_job_once_there_are_several_and_an_attempt_that_never_ran():
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    first, second = "projects/p/locations/l/customJobs/1", "projects/p/locations/l/customJobs/2"
+    jobs: list[JobView] = []
+    monitor.watch(lambda: jobs)
+    jobs.append(JobView(first, "JOB_STATE_FAILED", (_row(1, start=False, end="CANCELLED"),)))
+    jobs.append(JobView(second, "JOB_STATE_RUNNING", (_row(1),)))
+    monitor.poll()
+    assert events == [
+        "[0:00]   CustomJob 1 submitted",
+        "[0:00]   attempt 1 cancelled before it ran",
+        "[0:00]   CustomJob 2 submitted",
+        "[0:00]   CustomJob 2: attempt 1 running (SPOT, n1-standard-4)",
+    ]
+
+
+def test_monitor_ignores_a_poll_when_the_jobs_cannot_be_read():
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    monitor.watch(lambda: None)
+    monitor.poll()
+    assert events == []
+
+
+def test_failure_lines_name_the_task_its_log_and_its_own_error(tmp_path):
+    log = tmp_path / "launch-spot-job.log"
+    log.write_text(TASK_LOG)
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    monitor.on_task_event(TaskEvent("started", "launch-spot-job"), log)
+    monitor.on_task_event(TaskEvent("finished", "launch-spot-job", ok=False))
+    monitor.on_task_event(TaskEvent("started", "quiet"), tmp_path / "missing.log")
+    monitor.on_task_event(TaskEvent("finished", "quiet", ok=False))
+    assert monitor.failure_lines() == [
+        f"launch-spot-job FAILED; its log: {log}",
+        "  | kfp_spot.jobs.launcher.LaunchFailedError: USER_ERROR: the replica exited with "
+        "status 2",
+        "  | --- workerpool0-0 (attempt 1), last lines ---",
+        "  | error: argument --epochs: must be an integer >= 1",
+        f"quiet FAILED; its log: {tmp_path / 'missing.log'}",
+        "  | (it printed nothing)",
+    ]
+
+
+# --- Console ----------------------------------------------------------------------------------
+
+
+class Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_console_on_a_non_tty_writes_plain_lines_and_a_status_now_and_then():
+    stream, clock = Stream(tty=False), FakeClock()
+    console = Console(lambda: stream, plain_every=30, width=80, clock_fn=clock)
+    console.event("task \x1b[96mx\x1b[0m\tstarted\r")
+    console.status("[0:01] train | attempt 1 running")
+    clock.now += 29
+    console.status("[0:30] train | attempt 1 running")
+    clock.now += 2
+    console.status("[0:32] train | attempt 1 running")
+    console.status("")
+    assert stream.getvalue() == (
+        "kfp-spot: task x    started\nkfp-spot: [0:32] train | attempt 1 running\n"
+    )
+    assert not CONTROL.search(stream.getvalue().replace("\n", ""))
+
+
+def test_console_without_plain_status_prints_only_events():
+    stream, clock = Stream(tty=False), FakeClock()
+    console = Console(lambda: stream, plain_every=None, clock_fn=clock)
+    console.status("a")
+    clock.now += 1000
+    console.status("b")
+    console.event("done")
+    assert stream.getvalue() == "kfp-spot: done\n"
+
+
+def test_console_on_a_tty_rewrites_one_status_line_and_lifts_it_for_events():
+    stream = Stream(tty=True)
+    console = Console(lambda: stream, prefix="", width=20)
+    console.status("a status longer than the terminal")
+    console.status("short")
+    console.event("an event")
+    console.clear()
+    erase = "\r\x1b[2K"
+    assert stream.getvalue() == (
+        f"{erase}| a status longer t"  # cut to width - 1: a wrapped line cannot be rewritten
+        f"{erase}/ short"
+        f"{erase}an event\n/ short"
+        f"{erase}"
+    )
+
+
+# --- a real kfp.local pipeline (no emulator): the hook against the installed kfp -------------
+
+
+def _tiny_pipeline():
+    from kfp import dsl
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def say_hello() -> str:
+        print("hello from the first task")
+        return "hello"
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def fail_loudly(text: str):
+        print(f"got {text}")
+        raise ValueError("the second task's own error")
+
+    @dsl.pipeline(name="tiny")
+    def tiny():
+        fail_loudly(text=say_hello().output)
+
+    return tiny
+
+
+def test_a_kfp_local_run_is_split_into_task_logs_and_its_failure_is_shown(tmp_path, capsys):
+    from kfp import local
+
+    pipeline = _tiny_pipeline()
+    events: list[str] = []
+    local.init(
+        local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(tmp_path / "root"),
+        raise_on_error=False,
+    )
+    with LocalRunProgress(tmp_path / "logs", progress=events.append) as shown:
+        pipeline()
+        assert shown.report_failures()
+    assert [
+        re.sub(r"^\[\d+:\d\d\] ", "", e).split(" in ")[0].split(" after ")[0] for e in events[1:6]
+    ] == [
+        "say-hello started",
+        "say-hello succeeded",
+        "fail-loudly started",
+        "fail-loudly FAILED",
+        "pipeline FAILED",
+    ]
+    failure = events[6:]
+    assert failure[0] == f"fail-loudly FAILED; its log: {tmp_path / 'logs' / 'fail-loudly.log'}"
+    assert "  | ValueError: the second task's own error" in failure
+    hello = (tmp_path / "logs" / "say-hello.log").read_text()
+    assert "hello from the first task" in hello
+    assert "the second task's own error" not in hello
+    assert "Executing task 'fail-loudly'" in (tmp_path / "logs" / "pipeline.log").read_text()
+    out, err = capsys.readouterr()
+    assert "KFP Executor" not in out + err  # the executor logs went to the files only
+
+
+# --- `kfp-spot run` end to end (slow) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def successful_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("cli") / "run"
+    proc = subprocess.run(
+        [str(KFP_SPOT), "run", "--run-dir", str(run_dir), "--preemptions", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return run_dir, proc
+
+
+@pytest.mark.slow
+def test_a_successful_run_prints_a_few_lines_and_keeps_the_executor_logs(successful_run):
+    run_dir, proc = successful_run
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines() + proc.stderr.splitlines()
+    assert len(lines) <= 40, "\n".join(lines)
+    assert proc.stdout.startswith("outcome:            SUCCEEDED\n")  # the summary, on stdout
+    for task in ("prepare-package", "launch-spot-job", "evaluate-checkpoint", "promote-model"):
+        assert re.search(rf"^kfp-spot: \[\d+:\d\d\] {task} started$", proc.stderr, re.M)
+        assert re.search(rf"^kfp-spot: \[\d+:\d\d\] {task} succeeded in ", proc.stderr, re.M)
+    assert re.search(
+        r"attempt 1 preempted after [\d.]+ s; latest checkpoint: step \d+", proc.stderr
+    )
+    assert "attempt 2 running (SPOT, n1-standard-4)" in proc.stderr
+    assert "KFP Executor" not in proc.stdout + proc.stderr
+    assert not CONTROL.search((proc.stdout + proc.stderr).replace("\n", ""))
+    logs = run_dir / "logs"
+    pipeline_log = (logs / "pipeline.log").read_text()
+    assert "Executing task 'launch-spot-job'" in pipeline_log  # kfp.local's own line
+    launch_log = (logs / "launch-spot-job.log").read_text()
+    assert re.search(
+        r"submitted projects/local-project/locations/us-central1/customJobs/\d+", launch_log
+    )
+    assert "launch_spot_job: SUCCEEDED; attempts=2" in launch_log  # the launcher's line
+    assert "Executing task 'prepare-package'" not in launch_log
+    assert f"logs            {logs}" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_run_shows_the_failing_task_and_its_own_error(tmp_path):
+    source = tmp_path / "trainer"
+    shutil.copytree(EXAMPLE_TRAINER, source)
+    task = source / "trainer" / "task.py"
+    task.write_text(
+        task.read_text().replace(
+            "def main(argv: Sequence[str] | None = None) -> int:\n",
+            "def main(argv: Sequence[str] | None = None) -> int:\n"
+            "    raise RuntimeError('no training data in /data/digits: the trainer gave up')\n",
+        )
+    )
+    run_dir = tmp_path / "run"
+    args = ["--run-dir", str(run_dir), "--source", str(source), "--preemptions", "0"]
+    proc = subprocess.run(
+        [str(KFP_SPOT), "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("outcome:            PIPELINE_FAILED\n")
+    assert re.search(r"^kfp-spot: \[\d+:\d\d\] launch-spot-job FAILED after ", proc.stderr, re.M)
+    assert re.search(r"attempt 1 FAILED after [\d.]+ s", proc.stderr)
+    report = proc.stderr[proc.stderr.index("kfp-spot: launch-spot-job FAILED; its log: ") :]
+    assert str(run_dir.resolve() / "logs" / "launch-spot-job.log") in report.splitlines()[0]
+    assert "LaunchFailedError" in report  # the launcher's own error ...
+    assert (
+        "RuntimeError: no training data in /data/digits: the trainer gave up" in report
+    )  # ... with the replica's
+    assert "evaluate-checkpoint skipped" in proc.stderr
+    assert len(proc.stdout.splitlines() + proc.stderr.splitlines()) <= 45
+    assert not CONTROL.search((proc.stdout + proc.stderr).replace("\n", ""))
