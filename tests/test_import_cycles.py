@@ -46,19 +46,19 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under ``node`` except in the body of ``if TYPE_CHECKING:``."""
+def _imports(node: ast.AST, typing_too: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under ``node``; not in ``if TYPE_CHECKING:`` unless ``typing_too``."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.Import, ast.ImportFrom)):
             yield child
-        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+        elif isinstance(child, ast.If) and _is_type_checking(child.test) and not typing_too:
             for other in child.orelse:  # the else branch does run
                 if isinstance(other, (ast.Import, ast.ImportFrom)):
                     yield other
                 else:
-                    yield from _imports(other)
+                    yield from _imports(other, typing_too)
         else:
-            yield from _imports(child)
+            yield from _imports(child, typing_too)
 
 
 def _owner(name: str, known: Iterable[str]) -> str | None:
@@ -72,14 +72,14 @@ def _owner(name: str, known: Iterable[str]) -> str | None:
     return None
 
 
-def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the modules of ``mods`` it imports."""
+def import_graph(mods: dict[str, Path], typing_too: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules of ``mods`` it imports (type-only imports too if ``typing_too``)."""
     graph: dict[str, set[str]] = {name: set() for name in mods}
     for name, path in mods.items():
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(), filename=str(path))
-        for stmt in _imports(tree):
+        for stmt in _imports(tree, typing_too):
             targets: list[str] = []
             if isinstance(stmt, ast.Import):
                 targets = [alias.name for alias in stmt.names]
