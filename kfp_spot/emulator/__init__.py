@@ -13,6 +13,8 @@ Example:
 """
 
 from kfp_spot.emulator.emulator import Emulator, EmulatorError
-from kfp_spot.emulator.service import MAX_RESTARTS, ApiError, PreemptionPolicy
+from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.lifecycle import MAX_RESTARTS
+from kfp_spot.emulator.policy import PreemptionPolicy
 
 __all__ = ["MAX_RESTARTS", "ApiError", "Emulator", "EmulatorError", "PreemptionPolicy"]

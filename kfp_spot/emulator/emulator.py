@@ -14,16 +14,11 @@ from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 
 from kfp_spot import envcache
+from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.server import EmulatorHTTPServer
-from kfp_spot.emulator.service import (
-    CANCELLED,
-    FAILED,
-    SUCCEEDED,
-    ApiError,
-    PreemptionPolicy,
-    Service,
-    StateDirBusyError,
-)
+from kfp_spot.emulator.service import Service
+from kfp_spot.emulator.statedir import StateDirBusyError
+from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
 TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
 
@@ -184,12 +179,7 @@ class Emulator:
         return f"http://{host}:{self.port}"
 
     def _name(self, job_name: str) -> str:
-        if job_name.isdigit():  # a bare job id
-            row = self.service.store.job(job_name)
-            if row is None or row.deleted:
-                raise ApiError("NOT_FOUND", f"no CustomJob with id {job_name}", "name")
-            return row.name
-        return job_name
+        return self.service.resolve(job_name)  # a name, or a bare job id
 
     def job(self, job_name: str) -> CustomJob:
         """The stored CustomJob (proto-plus), exactly as ``get`` serves it."""
@@ -197,10 +187,9 @@ class Emulator:
 
     def list_jobs(self, parent: str | None = None) -> list[dict[str, Any]]:
         """Every job (of ``parent`` when given), newest first, as protobuf JSON dicts."""
-        rows = self.service.store.jobs(parent)
         return [
-            json_format.MessageToDict(self.service.to_proto(row), use_integers_for_enums=False)
-            for row in rows
+            json_format.MessageToDict(pb, use_integers_for_enums=False)
+            for pb in self.service.all_jobs(parent)
         ]
 
     def preempt(self, job_name: str) -> dict[str, Any]:

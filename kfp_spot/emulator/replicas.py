@@ -3,6 +3,9 @@
 Each replica is its own process in its own process group, so a preemption reaches the training
 process and everything it started (data loaders, shells): SIGTERM to the group, a grace period,
 then SIGKILL -- as Compute Engine does when it reclaims a Spot VM.
+
+A reaper thread per replica waits for its exit and reports it (``Replica.exited`` and an
+``on_exit`` callback), so the emulator learns of an exit at once instead of polling for it.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,12 +185,21 @@ def container_command(runtime: str, container_spec: Any, env: Mapping[str, str])
 
 @dataclass
 class Replica:
-    """A started replica process."""
+    """A started replica process.
+
+    Attributes:
+        name: Vertex's replica name (``workerpool0-0``).
+        process: the process (leader of its own process group).
+        token: the value of ``KFP_SPOT_EMULATOR_PROCESS`` in its environment.
+        log_path: where its output goes.
+        exited: set by the reaper thread once the process has exited and been reaped.
+    """
 
     name: str
     process: subprocess.Popen[bytes]
     token: str
     log_path: Path
+    exited: threading.Event = field(default_factory=threading.Event)
 
     @property
     def pid(self) -> int:
@@ -213,9 +226,17 @@ def process_env(
 
 
 def start(
-    name: str, command: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path
+    name: str,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    cwd: Path,
+    on_exit: Callable[[], None] | None = None,
 ) -> Replica:
-    """Start one replica in a new process group, its output appended to ``log_path``."""
+    """Start one replica in a new process group, its output appended to ``log_path``.
+
+    ``on_exit`` is called (from the replica's reaper thread) as soon as the process has exited.
+    """
     token = uuid.uuid4().hex
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
@@ -229,7 +250,18 @@ def start(
             cwd=str(cwd),
             start_new_session=True,
         )
-    return Replica(name, process, token, log_path)
+    replica = Replica(name, process, token, log_path)
+    threading.Thread(
+        target=_reap, args=(replica, on_exit), name=f"reap-{name}-{process.pid}", daemon=True
+    ).start()
+    return replica
+
+
+def _reap(replica: Replica, on_exit: Callable[[], None] | None) -> None:
+    replica.process.wait()
+    replica.exited.set()
+    if on_exit is not None:
+        on_exit()
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -240,15 +272,15 @@ def _signal_group(pgid: int, sig: int) -> None:
 def stop(replicas: Sequence[Replica], grace_period: float) -> None:
     """SIGTERM every replica's process group, wait up to ``grace_period`` s, then SIGKILL."""
     for replica in replicas:
-        if replica.process.poll() is None:
+        if not replica.exited.is_set():
             _signal_group(replica.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_period
-    while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
-        time.sleep(0.02)
+    for replica in replicas:  # woken by each exit, not by a polling interval
+        replica.exited.wait(max(0.0, deadline - time.monotonic()))
     for replica in replicas:
         # SIGKILL the whole group even when the leader has exited: its children may linger.
         _signal_group(replica.pid, signal.SIGKILL)
-        replica.process.wait()
+        replica.exited.wait()
 
 
 def _orphan_alive(pid: int, token: str) -> bool:

@@ -1,28 +1,31 @@
 """One attempt of a job: install its packages, start its replicas, watch them, stop them.
 
-The runner records the outcome through :class:`~kfp_spot.emulator.service.Service`, which decides
-what happens to the job next (restart after a preemption, STOCKOUT after the sixth restart, ...).
+The runner knows nothing of the scheduler or the API: it gets an :class:`AttemptContext` (the
+settings it needs, the :class:`AttemptRecorder` that records its transitions, and callbacks) and
+reports its end through ``on_done``. It sleeps until something happens: a request (``wake()``,
+called for a preempt or cancel request and when the emulator stops), a replica's exit (its reaper
+thread calls ``wake()``), or the next deadline (automatic preemption, timeout, heartbeat).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
-
-from google.cloud.aiplatform_v1.types import Scheduling
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from kfp_spot import envcache, fs
 from kfp_spot.emulator import replicas
+from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import (
     CANCELLED,
-    CANCELLING,
     CODE_CANCELLED,
     CODE_DEADLINE_EXCEEDED,
     CODE_INTERNAL,
@@ -30,34 +33,90 @@ from kfp_spot.emulator.states import (
     FAILED,
     HEARTBEAT,
     QUEUED,
-    RUNNING,
     SUCCEEDED,
-    TICK,
 )
 from kfp_spot.emulator.store import JobRow
 
-if TYPE_CHECKING:
-    from kfp_spot.emulator.service import Service
-
 log = logging.getLogger(__name__)
 
-_SPOT = int(Scheduling.Strategy.SPOT)
+
+class AttemptRecorder(Protocol):
+    """Where an attempt's transitions are recorded (:class:`~.lifecycle.Lifecycle` is one)."""
+
+    def job(self, job_id: str) -> JobRow:
+        """The job's current row."""
+        ...
+
+    def mark_running(
+        self, job_id: str, attempt: int, processes: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """The replicas are started: the attempt is RUNNING."""
+        ...
+
+    def heartbeat(self, job_id: str, attempt: int) -> None:
+        """The attempt still runs."""
+        ...
+
+    def finish_attempt(self, job_id: str, attempt: int, reason: str, **kwargs: Any) -> None:
+        """The attempt ended (see ``Lifecycle.finish_attempt`` for the keywords)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """Everything an attempt runner uses from the rest of the emulator.
+
+    Attributes:
+        recorder: reads the job and records the attempt's transitions.
+        state_dir: where logs and working directories go.
+        env_cache_dir: where package environments are cached.
+        grace_period: seconds between SIGTERM and SIGKILL when the attempt is stopped.
+        shutdown_grace: the same when the emulator itself stops.
+        stopping: set when the emulator stops (the runner is woken too).
+        container_runtime: the runtime's path for containerSpec replicas, or None.
+        on_done: called once, from the runner's thread, when the attempt is over.
+    """
+
+    recorder: AttemptRecorder
+    state_dir: StateDir
+    env_cache_dir: Path
+    grace_period: float
+    shutdown_grace: float
+    stopping: threading.Event
+    container_runtime: Callable[[], str | None]
+    on_done: Callable[[AttemptRunner], None]
 
 
 class AttemptRunner:
-    """Runs one attempt: install, start replicas, watch them, stop them, record the outcome."""
+    """Runs one attempt: install, start replicas, watch them, stop them, record the outcome.
+
+    Args:
+        ctx: what the runner uses from the emulator.
+        row: the job.
+        pb: the job's CustomJob (raw protobuf).
+        attempt: the attempt number (1-based).
+        needs: simulated VMs per machine type the attempt holds (given back through ``on_done``).
+        preempt_after: seconds after RUNNING at which the attempt is preempted, or None.
+    """
 
     def __init__(
-        self, service: Service, row: JobRow, pb: Any, attempt: int, needs: Counter[str]
+        self,
+        ctx: AttemptContext,
+        row: JobRow,
+        pb: Any,
+        attempt: int,
+        needs: Counter[str],
+        preempt_after: float | None = None,
     ) -> None:
-        self.service = service
+        self.ctx = ctx
         self.job_id = row.id
-        self.job_seq = row.seq
         self.project = row.parent.split("/")[1]
         self.pb = pb
         self.attempt = attempt
         self.needs = needs
+        self.preempt_after = preempt_after
         self.replicas: list[replicas.Replica] = []
+        self._wakeup = threading.Event()
         self._thread = threading.Thread(
             target=self._main, name=f"attempt-{row.id}-{attempt}", daemon=True
         )
@@ -65,6 +124,10 @@ class AttemptRunner:
     def start(self) -> None:
         """Run the attempt in its own thread."""
         self._thread.start()
+
+    def wake(self) -> None:
+        """Make the runner look at its job now (a request came, a replica exited, ...)."""
+        self._wakeup.set()
 
     def join(self) -> None:
         """Wait for the attempt to end (after the emulator began stopping)."""
@@ -83,24 +146,22 @@ class AttemptRunner:
                     error=(CODE_INTERNAL, f"internal error in the emulator: {err!r}"),
                 )
         finally:
-            self.service._release(self)
+            self.ctx.on_done(self)
 
     def _job(self) -> JobRow:
-        row = self.service.store.job(self.job_id)
-        assert row is not None
-        return row
+        return self.ctx.recorder.job(self.job_id)
 
     def _finish(self, reason: str, **kwargs: Any) -> None:
-        self.service._finish_attempt(self.job_id, self.attempt, reason, **kwargs)
+        self.ctx.recorder.finish_attempt(self.job_id, self.attempt, reason, **kwargs)
 
     def _interrupted(self) -> bool:
         """Handle a cancel or emulator stop that arrives before RUNNING; True when handled."""
         if self._job().cancel_requested:
-            replicas.stop(self.replicas, self.service.grace_period)
+            replicas.stop(self.replicas, self.ctx.grace_period)
             self._finish("CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED"))
             return True
-        if self.service._stopping.is_set():
-            replicas.stop(self.replicas, self.service.shutdown_grace)
+        if self.ctx.stopping.is_set():
+            replicas.stop(self.replicas, self.ctx.shutdown_grace)
             self._finish("EMULATOR_RESTARTED", state=QUEUED)
             return True
         return False
@@ -117,13 +178,13 @@ class AttemptRunner:
                 pps = pool.python_package_spec
                 if plan.pool not in pythons:
                     pythons[plan.pool] = str(
-                        envcache.package_env(list(pps.package_uris), self.service.env_cache_dir)
+                        envcache.package_env(list(pps.package_uris), self.ctx.env_cache_dir)
                     )
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = {e.name: e.value for e in pps.env}
             else:
                 cs = pool.container_spec
-                runtime = self.service._container_runtime()
+                runtime = self.ctx.container_runtime()
                 if runtime is None:
                     raise OSError("no container runtime (docker or podman) answers")
                 user = {e.name: e.value for e in cs.env}
@@ -134,23 +195,22 @@ class AttemptRunner:
     def _start_replicas(
         self, commands: list[tuple[replicas.ReplicaPlan, list[str], dict[str, str]]]
     ) -> None:
-        service = self.service
         base = replicas.output_base(self.pb.job_spec.base_output_directory.output_uri_prefix)
         local_base = fs.to_local_path(base) if base else None
         if local_base:
             for sub in ("model", "checkpoints", "logs"):
                 os.makedirs(os.path.join(local_base, sub), exist_ok=True)
-        log_dir = service.log_dir(self.job_id) / f"attempt-{self.attempt}"
         host_env = dict(os.environ)
+        state_dir = self.ctx.state_dir
         for plan, cmd, user in commands:
             env = replicas.process_env(host_env, plan.env, user)
-            cwd = service.state_dir / "work" / self.job_id / plan.name
+            log_path = state_dir.attempt_log(self.job_id, self.attempt, plan.name)
+            cwd = state_dir.work_dir(self.job_id, plan.name)
             self.replicas.append(
-                replicas.start(plan.name, cmd, env, log_dir / f"{plan.name}.log", cwd)
+                replicas.start(plan.name, cmd, env, log_path, cwd, on_exit=self.wake)
             )
 
     def _run(self) -> None:
-        service = self.service
         try:
             commands = self._commands()
         except (OSError, envcache.PackageInstallError) as err:
@@ -159,10 +219,7 @@ class AttemptRunner:
             self._finish(
                 "FAILED",
                 state=FAILED,
-                error=(
-                    CODE_INVALID_ARGUMENT,
-                    f"The replicas could not be prepared: {err}",
-                ),
+                error=(CODE_INVALID_ARGUMENT, f"The replicas could not be prepared: {err}"),
             )
             return
         if self._interrupted():
@@ -177,87 +234,82 @@ class AttemptRunner:
                 error=(CODE_INVALID_ARGUMENT, f"The replicas could not be started: {err}"),
             )
             return
-        started = time.time()
-        row = self._job()
-        service.store.end_attempt(
+        self.ctx.recorder.mark_running(
             self.job_id,
             self.attempt,
-            {
-                "start_time": started,
-                "last_seen": started,
-                "queued_seconds": max(0.0, started - (row.queued_since or row.create_time)),
-                "processes": json.dumps(
-                    [{"replica": r.name, "pid": r.pid, "token": r.token} for r in self.replicas]
-                ),
-            },
-            {
-                "state": RUNNING if not row.cancel_requested else CANCELLING,
-                "update_time": started,
-                **({"start_time": started} if row.start_time is None else {}),
-            },
+            [{"replica": r.name, "pid": r.pid, "token": r.token} for r in self.replicas],
         )
-        self._watch(started)
+        self._watch()
 
-    def _watch(self, started: float) -> None:
-        service = self.service
-        delay = None
-        if self.pb.job_spec.scheduling.strategy == _SPOT:
-            delay = service.policy.delay(self.job_seq, self.attempt)
+    def _watch(self) -> None:
         timeout = None
         if self.pb.job_spec.scheduling.HasField("timeout"):
             timeout = self.pb.job_spec.scheduling.timeout.ToTimedelta().total_seconds() or None
         t0 = time.monotonic()
-        last_beat = t0
+        next_beat = t0 + HEARTBEAT
+        deadlines = [t0 + d for d in (self.preempt_after, timeout) if d is not None]
         while True:
+            # Cleared before looking: a wake() that comes after this point is seen next round.
+            self._wakeup.clear()
+            if self._step(t0, timeout):
+                return
             now = time.monotonic()
-            row = self._job()
-            if row.cancel_requested:
-                replicas.stop(self.replicas, service.grace_period)
-                self._finish("CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED"))
-                return
-            if service._stopping.is_set():
-                replicas.stop(self.replicas, service.shutdown_grace)
-                self._finish("EMULATOR_RESTARTED", preempted=True)
-                return
-            if row.preempt_requested or (delay is not None and now - t0 >= delay):
-                log.info("preempting job %s attempt %d", self.job_id, self.attempt)
-                replicas.stop(self.replicas, service.grace_period)
-                self._finish("PREEMPTED", preempted=True)
-                return
-            if timeout is not None and now - t0 >= timeout:
-                replicas.stop(self.replicas, service.grace_period)
+            if now >= next_beat:
+                self.ctx.recorder.heartbeat(self.job_id, self.attempt)
+                next_beat = now + HEARTBEAT
+            self._wakeup.wait(max(0.0, min([next_beat, *deadlines]) - time.monotonic()))
+
+    def _step(self, t0: float, timeout: float | None) -> bool:
+        """Act on the job's requests, deadlines and replica exits; True once the attempt ended."""
+        ctx = self.ctx
+        now = time.monotonic()
+        row = self._job()
+        if row.cancel_requested:
+            replicas.stop(self.replicas, ctx.grace_period)
+            self._finish("CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED"))
+            return True
+        if ctx.stopping.is_set():
+            replicas.stop(self.replicas, ctx.shutdown_grace)
+            self._finish("EMULATOR_RESTARTED", preempted=True)
+            return True
+        if row.preempt_requested or (
+            self.preempt_after is not None and now - t0 >= self.preempt_after
+        ):
+            log.info("preempting job %s attempt %d", self.job_id, self.attempt)
+            replicas.stop(self.replicas, ctx.grace_period)
+            self._finish("PREEMPTED", preempted=True)
+            return True
+        if timeout is not None and now - t0 >= timeout:
+            replicas.stop(self.replicas, ctx.grace_period)
+            self._finish(
+                "FAILED",
+                state=FAILED,
+                error=(
+                    CODE_DEADLINE_EXCEEDED,
+                    f"The job ran longer than jobSpec.scheduling.timeout ({timeout:g} s)",
+                ),
+            )
+            return True
+        for replica in self.replicas:
+            code = replica.returncode()
+            if code is None or (code == 0 and replica is not self.replicas[0]):
+                continue
+            others = [r for r in self.replicas if r is not replica]
+            replicas.stop(others, ctx.grace_period)
+            if code == 0:
+                self._finish("SUCCEEDED", state=SUCCEEDED)
+            else:
+                job_name = f"{row.parent}/customJobs/{self.job_id}"
                 self._finish(
                     "FAILED",
                     state=FAILED,
                     error=(
-                        CODE_DEADLINE_EXCEEDED,
-                        f"The job ran longer than jobSpec.scheduling.timeout ({timeout:g} s)",
+                        CODE_INVALID_ARGUMENT,
+                        f"The replica {replica.name} exited with a non-zero status of "
+                        f"{code}. To find out more about why your job exited please check "
+                        f"the logs: kfp-spot emulator logs {job_name} "
+                        f"(file {replica.log_path})",
                     ),
                 )
-                return
-            for replica in self.replicas:
-                code = replica.returncode()
-                if code is None or (code == 0 and replica is not self.replicas[0]):
-                    continue
-                others = [r for r in self.replicas if r is not replica]
-                replicas.stop(others, service.grace_period)
-                if code == 0:
-                    self._finish("SUCCEEDED", state=SUCCEEDED)
-                else:
-                    job_name = f"{row.parent}/customJobs/{self.job_id}"
-                    self._finish(
-                        "FAILED",
-                        state=FAILED,
-                        error=(
-                            CODE_INVALID_ARGUMENT,
-                            f"The replica {replica.name} exited with a non-zero status of "
-                            f"{code}. To find out more about why your job exited please check "
-                            f"the logs: kfp-spot emulator logs {job_name} "
-                            f"(file {replica.log_path})",
-                        ),
-                    )
-                return
-            if now - last_beat >= HEARTBEAT:
-                service.store.update_attempt(self.job_id, self.attempt, last_seen=time.time())
-                last_beat = now
-            time.sleep(TICK)
+            return True
+        return False

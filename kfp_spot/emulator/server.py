@@ -29,7 +29,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
-from kfp_spot.emulator.service import ApiError, Service
+from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.jobs import JobService
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def _int_param(query: dict[str, list[str]], key: str, default: int = 0) -> int:
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Maps requests onto :class:`Service` methods and errors onto Google JSON errors."""
+    """Maps requests onto :class:`JobService` methods and errors onto Google JSON errors."""
 
     server: EmulatorHTTPServer
     protocol_version = "HTTP/1.1"
@@ -208,22 +209,17 @@ class Handler(BaseHTTPRequestHandler):
                 )
             }
         if action == "all":
-            return {
-                "customJobs": [
-                    {"name": r.name, "state": r.state, "displayName": r.display_name}
-                    for r in service.store.jobs()
-                ]
-            }
+            return {"customJobs": service.summaries()}
         return {"status": "ok"}
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):
-    """A threading HTTP server that knows its :class:`Service`."""
+    """A threading HTTP server that knows its :class:`JobService`."""
 
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], service: Service) -> None:
+    def __init__(self, address: tuple[str, int], service: JobService) -> None:
         super().__init__(address, Handler)
         self.service = service

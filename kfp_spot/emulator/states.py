@@ -1,8 +1,7 @@
-"""Job states, error codes and timing constants shared by the emulator's service and runner."""
+"""Job states, error codes and timing constants shared by the emulator's modules."""
 
 from __future__ import annotations
 
-TICK = 0.05
 HEARTBEAT = 0.5  # a SIGKILLed emulator under-bills the running attempt by at most this
 
 QUEUED = "JOB_STATE_QUEUED"

@@ -220,7 +220,7 @@ def test_unparseable_body_is_a_400(emulator, api, raw, fragment):
 
 
 def test_container_spec_without_a_runtime_says_so(emulator, api):
-    if emulator.service._container_runtime():
+    if emulator.service.container_runtime():
         pytest.skip("a container runtime answers on this machine")
     body = _pool(pythonPackageSpec=None, containerSpec=CONTAINER)
     status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", body)

@@ -1,0 +1,260 @@
+"""The state machine of jobs and attempts: every change of a job's or attempt's state is here.
+
+States follow Vertex: QUEUED (waiting for capacity) -> PENDING (installing packages, starting
+replicas) -> RUNNING -> SUCCEEDED | FAILED, or CANCELLING -> CANCELLED. A preempted attempt puts
+the job back in QUEUED, up to ``MAX_RESTARTS`` times; the next preemption FAILS it with STOCKOUT.
+Each transition is one SQLite transaction, committed before the emulator acts on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import CustomJob, Scheduling
+
+from kfp_spot.emulator import billing, replicas
+from kfp_spot.emulator.states import (
+    ACTIVE_STATES,
+    CANCELLED,
+    CANCELLING,
+    CODE_CANCELLED,
+    CODE_RESOURCE_EXHAUSTED,
+    FAILED,
+    PENDING,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+)
+from kfp_spot.emulator.store import JobRow, Store
+
+log = logging.getLogger(__name__)
+
+MAX_RESTARTS = 6
+
+
+def strategy_name(value: int) -> str:
+    """The ``Scheduling.Strategy`` name of an enum value (the number as text when unknown)."""
+    if value in {int(s) for s in Scheduling.Strategy}:
+        return Scheduling.Strategy(value).name
+    return str(value)
+
+
+class Lifecycle:
+    """Moves jobs and attempts through their states in the store.
+
+    Args:
+        store: the durable state.
+        shutdown_grace: seconds between SIGTERM and SIGKILL for replicas a dead emulator left
+            behind (see :meth:`recover`).
+    """
+
+    def __init__(self, store: Store, *, shutdown_grace: float) -> None:
+        self.store = store
+        self.shutdown_grace = shutdown_grace
+        self._specs: dict[str, bytes] = {}
+        self._specs_lock = threading.Lock()
+
+    # reads ------------------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRow:
+        """The job with this id (it must exist: ids come from the store)."""
+        row = self.store.job(job_id)
+        if row is None:
+            raise LookupError(f"job {job_id} is not in the store")
+        return row
+
+    def waiting(self) -> list[JobRow]:
+        """Jobs the scheduler looks at, oldest first: QUEUED ones and CANCELLING ones."""
+        return sorted(self.store.jobs(states=[QUEUED, CANCELLING]), key=lambda r: r.seq)
+
+    def spec(self, row: JobRow) -> Any:
+        """The job's CustomJob as submitted (a fresh raw protobuf the caller may change)."""
+        with self._specs_lock:
+            raw = self._specs.get(row.id)
+            if raw is None:
+                raw = self._specs[row.id] = base64.b64decode(row.spec)
+        pb = CustomJob.pb()()
+        pb.ParseFromString(raw)
+        return pb
+
+    # requests from the API --------------------------------------------------------------------
+
+    def submit(self, parent: str, pb: Any) -> JobRow:
+        """Store a validated CustomJob (output-only fields cleared) as a new QUEUED job."""
+        now = time.time()
+        spec = pb.SerializeToString()
+        while True:
+            job_id = str(secrets.randbelow(9 * 10**18) + 10**18)
+            inserted = self.store.insert_job(
+                {
+                    "id": job_id,
+                    "parent": parent,
+                    "display_name": pb.display_name,
+                    "spec": base64.b64encode(spec).decode(),
+                    "state": QUEUED,
+                    "create_time": now,
+                    "update_time": now,
+                    "queued_since": now,
+                }
+            )
+            if inserted:
+                break
+        with self._specs_lock:
+            self._specs[job_id] = spec
+        return self.job(job_id)
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Move an active job to CANCELLING; False when it was no longer active."""
+        return self.store.update_job_if(
+            job_id, ACTIVE_STATES, state=CANCELLING, cancel_requested=1, update_time=time.time()
+        )
+
+    def request_preempt(self, job_id: str) -> bool:
+        """Ask for the job's current (or next) attempt to be preempted; False if not active."""
+        return self.store.update_job_if(job_id, (QUEUED, PENDING, RUNNING), preempt_requested=1)
+
+    def delete(self, job_id: str) -> None:
+        """Mark a finished job deleted (it disappears from every view)."""
+        self.store.update_job(job_id, deleted=1, update_time=time.time())
+
+    # transitions driven by the scheduler and the attempt runners -----------------------------
+
+    def cancel_queued(self, job_id: str) -> None:
+        """A job cancelled while no attempt of it runs ends CANCELLED at once."""
+        now = time.time()
+        self.store.update_job(
+            job_id,
+            state=CANCELLED,
+            end_time=now,
+            update_time=now,
+            error_code=CODE_CANCELLED,
+            error_message="CANCELED",
+        )
+
+    def admit(self, row: JobRow, pb: Any, replica_count: int) -> int:
+        """QUEUED -> PENDING: record a new attempt (with its hourly rates); returns its number."""
+        attempt = len(self.store.attempts(row.id)) + 1
+        spot_rate, on_demand_rate = billing.hourly_rates(pb.job_spec)
+        now = time.time()
+        self.store.admit(
+            row.id,
+            {
+                "job_id": row.id,
+                "attempt": attempt,
+                "admit_time": now,
+                "queued_seconds": 0.0,
+                "machine_type": pb.job_spec.worker_pool_specs[0].machine_spec.machine_type,
+                "replica_count": replica_count,
+                "strategy": strategy_name(pb.job_spec.scheduling.strategy),
+                "spot_usd_per_hour": spot_rate,
+                "on_demand_usd_per_hour": on_demand_rate,
+            },
+            {"state": PENDING, "update_time": now},
+        )
+        return attempt
+
+    def mark_running(
+        self, job_id: str, attempt: int, processes: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """PENDING -> RUNNING (CANCELLING if a cancel came meanwhile): billing starts now."""
+        started = time.time()
+        row = self.job(job_id)
+        self.store.end_attempt(
+            job_id,
+            attempt,
+            {
+                "start_time": started,
+                "last_seen": started,
+                "queued_seconds": max(0.0, started - (row.queued_since or row.create_time)),
+                "processes": json.dumps([dict(p) for p in processes]),
+            },
+            {
+                "state": RUNNING if not row.cancel_requested else CANCELLING,
+                "update_time": started,
+                **({"start_time": started} if row.start_time is None else {}),
+            },
+        )
+
+    def heartbeat(self, job_id: str, attempt: int) -> None:
+        """Record that the attempt still runs (a crash bills it up to here)."""
+        self.store.update_attempt(job_id, attempt, last_seen=time.time())
+
+    def finish_attempt(
+        self,
+        job_id: str,
+        attempt: int,
+        reason: str,
+        *,
+        preempted: bool = False,
+        state: str | None = None,
+        error: tuple[int, str] | None = None,
+        end: float | None = None,
+    ) -> None:
+        """Record an attempt's end and decide what happens to the job, atomically.
+
+        Args:
+            job_id: the job.
+            attempt: the attempt number.
+            reason: the ledger's ``endReason``.
+            preempted: the attempt was preempted: the job is queued again, CANCELLED when a
+                cancel was asked, or FAILED with STOCKOUT past ``MAX_RESTARTS`` restarts.
+            state: the job's next state when not ``preempted``.
+            error: ``(google.rpc.Code, message)`` for the job.
+            end: when the attempt ended (default now).
+        """
+        now = time.time()
+        end = now if end is None else end
+        row = self.job(job_id)
+        job: dict[str, Any] = {"update_time": now}
+        if preempted:
+            job["preemptions"] = row.preemptions + 1
+            job["preempt_requested"] = 0
+            if row.cancel_requested:
+                state = CANCELLED
+            elif row.preemptions + 1 > MAX_RESTARTS:
+                state = FAILED
+                error = (
+                    CODE_RESOURCE_EXHAUSTED,
+                    f"STOCKOUT: the job's Spot VMs were preempted {row.preemptions + 1} times and "
+                    f"it was restarted the maximum of {MAX_RESTARTS} times; "
+                    "no Spot capacity to finish it",
+                )
+            else:
+                state = QUEUED
+                job["queued_since"] = now
+        if state is None:
+            raise ValueError("finish_attempt needs a state unless the attempt was preempted")
+        if state == CANCELLED and error is None:
+            error = (CODE_CANCELLED, "CANCELED")
+        job["state"] = state
+        if state in (SUCCEEDED, FAILED, CANCELLED):
+            job["end_time"] = now
+        if error:
+            job["error_code"], job["error_message"] = error
+        attempt_fields = {"end_time": end, "end_reason": reason, "last_seen": end}
+        self.store.end_attempt(job_id, attempt, attempt_fields, job)
+        log.info("job %s attempt %d ended: %s -> %s", job_id, attempt, reason, state)
+
+    def recover(self) -> None:
+        """Attempts that were open when the previous emulator died count as preempted."""
+        for att in self.store.open_attempts():
+            replicas.stop_orphans(att.process_list, self.shutdown_grace)
+            end = att.last_seen or att.start_time or att.admit_time
+            if att.start_time is None:  # never ran: just queue the job again
+                row = self.store.job(att.job_id)
+                state = CANCELLED if row and row.cancel_requested else QUEUED
+                self.finish_attempt(att.job_id, att.attempt, "EMULATOR_RESTARTED", state=state)
+                continue
+            self.finish_attempt(
+                att.job_id, att.attempt, "EMULATOR_RESTARTED", preempted=True, end=end
+            )
+        now = time.time()
+        for row in self.store.jobs(states=[PENDING, RUNNING]):
+            self.store.update_job(row.id, state=QUEUED, queued_since=now, update_time=now)

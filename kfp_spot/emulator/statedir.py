@@ -1,0 +1,63 @@
+"""The emulator's state dir: its exclusive lock and where things live in it.
+
+Layout: ``emulator.sqlite`` (jobs, attempts, ledger), ``emulator.lock``, ``endpoint`` (written by
+the emulator once it serves), ``logs/<job id>/attempt-<n>/<replica>.log`` and
+``work/<job id>/<replica>/`` (a replica's working dir).
+"""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+
+class StateDirBusyError(RuntimeError):
+    """Another emulator is using the state dir."""
+
+
+class StateDir:
+    """A state dir held under an exclusive lock until :meth:`release`.
+
+    Two emulators on one state dir would each take the other's running attempts for orphans, so
+    a second one is refused.
+
+    Args:
+        path: the directory (created when missing).
+
+    Raises:
+        StateDirBusyError: another emulator holds the lock.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.path / "emulator.lock", "w")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise StateDirBusyError(
+                f"another emulator is using the state dir {self.path}; stop it or pick another "
+                "--state-dir"
+            ) from None
+
+    def release(self) -> None:
+        """Give the state dir up (closing the file releases the lock)."""
+        self._lock.close()
+
+    @property
+    def database(self) -> Path:
+        """The SQLite file of jobs and attempts."""
+        return self.path / "emulator.sqlite"
+
+    def log_dir(self, job_id: str) -> Path:
+        """Where the logs of a job's attempts are kept."""
+        return self.path / "logs" / job_id
+
+    def attempt_log(self, job_id: str, attempt: int, replica: str) -> Path:
+        """The log file of one replica of one attempt."""
+        return self.log_dir(job_id) / f"attempt-{attempt}" / f"{replica}.log"
+
+    def work_dir(self, job_id: str, replica: str) -> Path:
+        """A replica's working directory (the same for every attempt)."""
+        return self.path / "work" / job_id / replica
