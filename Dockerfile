@@ -1,12 +1,12 @@
 # The runtime image every kfp-spot component runs in: kfp_spot.RUNTIME_IMAGE, i.e.
-# ghcr.io/kfp-spot/kfp-spot:<version> (docs/image.md). Python 3.11, kfp and kfp-spot in a venv at
+# ghcr.io/kfp-spot/python-runtime:<version> (docs/image.md). Python 3.11, kfp and kfp-spot in a venv at
 # /opt/kfp-spot whose bin/ is first on PATH, so the components' `python3` is the venv's.
 #
 # Build it with `make image` (podman or docker). The build context is build/image/, not the
 # checkout: `kfp-spot image build` first builds every wheel on the host there (wheels/: the
 # dependencies, dist/: kfp-spot), so pip inside the build needs no index. By hand:
 #   kfp-spot image build        # or, once build/image/ exists:
-#   docker build -f Dockerfile --target runtime -t ghcr.io/kfp-spot/kfp-spot:VERSION build/image
+#   docker build -f Dockerfile --target runtime -t ghcr.io/kfp-spot/python-runtime:VERSION build/image
 # BASE_IMAGE: any image with Python 3.11 and its venv module as python3 (`make image` with podman
 # uses a Debian bookworm root made by debootstrap; docker pulls python:3.11-slim).
 ARG BASE_IMAGE=python:3.11-slim

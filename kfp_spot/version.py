@@ -14,8 +14,9 @@ except metadata.PackageNotFoundError:  # running from a source tree that is not 
 # package version. The release workflow (.github/workflows/release.yml) publishes it here on a
 # version tag; `make image` builds it locally (docs/image.md). No project ID is baked in: teams that
 # run from their own registry push it there (`kfp-spot image push`) and recompile with
-# `kfp-spot compile --base-image`.
-RUNTIME_IMAGE_REPOSITORY = "ghcr.io/kfp-spot/kfp-spot"
+# `kfp-spot compile --base-image`. ("python" in the name: kfp.local's SubprocessRunner warns about
+# every task whose image name lacks it.)
+RUNTIME_IMAGE_REPOSITORY = "ghcr.io/kfp-spot/python-runtime"
 RUNTIME_IMAGE = f"{RUNTIME_IMAGE_REPOSITORY}:{__version__}"
 
 # Written into the wheel by the release workflow only, after it pushed RUNTIME_IMAGE: a wheel that

@@ -111,7 +111,7 @@ def list_() -> None:
 
     try:
         records = image_mod.load_records()
-    except ValueError as exc:
+    except image_mod.ImageRecordsError as exc:
         raise click.ClickException(str(exc)) from exc
     if not records:
         click.echo(f"no images recorded in {image_mod.records_path()}", err=True)

@@ -16,6 +16,7 @@ from kfp_spot.image.build import (
 )
 from kfp_spot.image.records import (
     ImageRecord,
+    ImageRecordsError,
     UnpublishedImageError,
     check_template_images,
     load_records,
@@ -30,6 +31,7 @@ __all__ = [
     "Engine",
     "ImageBuildError",
     "ImageRecord",
+    "ImageRecordsError",
     "UnpublishedImageError",
     "build_image",
     "check_template_images",

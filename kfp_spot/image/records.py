@@ -38,6 +38,10 @@ class UnpublishedImageError(ValueError):
     """A template names an image Vertex AI could not pull; the message says how to fix it."""
 
 
+class ImageRecordsError(ValueError):
+    """The records file exists but cannot be read as one (the message names it)."""
+
+
 @dataclass(frozen=True)
 class ImageRecord:
     """One image this machine built or pushed.
@@ -76,7 +80,7 @@ def load_records(path: str | os.PathLike[str] | None = None) -> dict[str, ImageR
     """Every recorded image by reference (empty when nothing was recorded).
 
     Raises:
-        ValueError: the file exists but is not a records file (names it).
+        ImageRecordsError: the file exists but is not a records file (names it).
     """
     path = Path(path) if path else records_path()
     try:
@@ -85,7 +89,7 @@ def load_records(path: str | os.PathLike[str] | None = None) -> dict[str, ImageR
     except FileNotFoundError:
         return {}
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path} is not a kfp-spot image records file: {exc}") from exc
+        raise ImageRecordsError(f"{path} is not a kfp-spot image records file: {exc}") from exc
 
 
 @contextlib.contextmanager
