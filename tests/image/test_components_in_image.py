@@ -57,6 +57,8 @@ def test_prepare_launch_evaluate_run_from_their_yaml_inside_the_image(
     root = tmp_path / "pipeline_root"
     job_dir = tmp_path / "job"
     mounts = [tmp_path, EXAMPLE]
+    # Run by image ID: another checkout on the machine may retag the names meanwhile.
+    runtime_id, examples_id = images[RUNTIME_IMAGE], images[image.EXAMPLES_IMAGE]
 
     prepare_task = prepare(
         "prepare_package",
@@ -64,7 +66,7 @@ def test_prepare_launch_evaluate_run_from_their_yaml_inside_the_image(
         root,
     )
     assert prepare_task.image == RUNTIME_IMAGE  # the image the YAML names is the one built here
-    prepared = run(engine, RUNTIME_IMAGE, prepare_task, mounts)
+    prepared = run(engine, runtime_id, prepare_task, mounts)
     package = prepared["package"]
     assert package.metadata["python_module"] == "trainer.task"
     assert Path(package.uri).is_file()
@@ -90,7 +92,7 @@ def test_prepare_launch_evaluate_run_from_their_yaml_inside_the_image(
             return [(name, len(emu.attempts(name))) for name in running]
 
         with CheckpointPreemptionDrill(checkpoint_root, running_attempts, emu.preempt) as drill:
-            launched = run(engine, RUNTIME_IMAGE, launch_task, mounts)
+            launched = run(engine, runtime_id, launch_task, mounts)
         (job,) = emu.list_jobs()
         ledger = emu.attempts(job["name"])
     assert launched["Output"] == "SUCCEEDED"
@@ -113,10 +115,10 @@ def test_prepare_launch_evaluate_run_from_their_yaml_inside_the_image(
     assert evaluate_task.image == RUNTIME_IMAGE
     # The example trainer's evaluate() needs scikit-learn: it runs in the runtime image plus the
     # `examples` extra (the Dockerfile's stage on top of the runtime image; asserted below).
-    runtime_layers = engine.inspect(RUNTIME_IMAGE, "{{json .RootFS.Layers}}")
-    examples_layers = engine.inspect(image.EXAMPLES_IMAGE, "{{json .RootFS.Layers}}")
+    runtime_layers = engine.inspect(runtime_id, "{{json .RootFS.Layers}}")
+    examples_layers = engine.inspect(examples_id, "{{json .RootFS.Layers}}")
     assert examples_layers.startswith(runtime_layers[:-1])
-    evaluated = run(engine, image.EXAMPLES_IMAGE, evaluate_task, mounts)
+    evaluated = run(engine, examples_id, evaluate_task, mounts)
     assert evaluated["Output"] is True
     metrics = evaluated["metrics"].metadata
     assert metrics["accuracy"] >= 0.5
