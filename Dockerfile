@@ -1,27 +1,41 @@
-# syntax=docker/dockerfile:1
-# The runtime image every kfp-spot component names as base_image: a Python base plus this package.
-# Tag: kfp_spot.RUNTIME_IMAGE (<repository>:<package version>); `make image` builds it. Building and
-# pushing it for Vertex AI, and recompiling with another image: docs/registry.md.
+# The runtime image every kfp-spot component runs in: kfp_spot.RUNTIME_IMAGE, i.e.
+# ghcr.io/kfp-spot/python-runtime:<version> (docs/image.md). Python 3.11, kfp and kfp-spot in a venv at
+# /opt/kfp-spot whose bin/ is first on PATH, so the components' `python3` is the venv's.
+#
+# Build it with `make image` (podman or docker). The build context is build/image/, not the
+# checkout: `kfp-spot image build` first builds every wheel on the host there (wheels/: the
+# dependencies, dist/: kfp-spot), so pip inside the build needs no index. By hand:
+#   kfp-spot image build        # or, once build/image/ exists:
+#   docker build -f Dockerfile --target runtime -t ghcr.io/kfp-spot/python-runtime:VERSION build/image
+# BASE_IMAGE: any image with Python 3.11 and its venv module as python3 (`make image` with podman
+# uses a Debian bookworm root made by debootstrap; docker pulls python:3.11-slim).
+ARG BASE_IMAGE=python:3.11-slim
 
-ARG PYTHON_IMAGE=python:3.11-slim
+# The dependencies, in a stage of their own: reused until they change, and the wheels they come
+# from never reach the final image.
+FROM ${BASE_IMAGE} AS deps
+COPY wheels/ /wheels/
+RUN python3 -m venv /opt/kfp-spot \
+    && /opt/kfp-spot/bin/python -m pip install --no-index --no-cache-dir \
+        --disable-pip-version-check --find-links /wheels -r /wheels/requirements.txt
 
-# Build a wheel from the build context, so the final image holds no sources or build tools.
-FROM ${PYTHON_IMAGE} AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-WORKDIR /src
-COPY . .
-RUN pip wheel --no-deps --wheel-dir /wheels .
+FROM ${BASE_IMAGE} AS runtime
+ENV VIRTUAL_ENV=/opt/kfp-spot PATH=/opt/kfp-spot/bin:$PATH PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY --from=deps /opt/kfp-spot /opt/kfp-spot
+COPY dist/ /tmp/dist/
+RUN pip install --no-index --no-deps /tmp/dist/kfp_spot-*.whl \
+    && rm -rf /tmp/dist \
+    && python3 -c "import kfp, kfp_spot; print('kfp-spot', kfp_spot.__version__, 'kfp', kfp.__version__)"
+LABEL org.opencontainers.image.title="kfp-spot" \
+      org.opencontainers.image.description="Python 3.11, kfp and kfp-spot: the image kfp-spot components run in" \
+      org.opencontainers.image.licenses="Apache-2.0"
+CMD ["python3", "-c", "import kfp_spot; print(kfp_spot.RUNTIME_IMAGE)"]
 
-FROM ${PYTHON_IMAGE}
-# Optional extras of the package, e.g. --build-arg EXTRAS=examples for the example trainer's deps.
-ARG EXTRAS=""
-ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-# kfp (the components' executor) and the Google Cloud clients come in as the package's dependencies.
-COPY --from=build /wheels /tmp/wheels
-RUN wheel="$(ls /tmp/wheels/kfp_spot-*.whl)" \
-    && pip install "${wheel}${EXTRAS:+[${EXTRAS}]}" \
-    && rm -rf /tmp/wheels \
-    && python -c "import kfp, kfp_spot; print('kfp-spot', kfp_spot.__version__, 'kfp', kfp.__version__)"
-LABEL org.opencontainers.image.title="kfp-spot runtime" \
-      org.opencontainers.image.description="Python 3.11 + kfp-spot: the image kfp-spot components run in"
-CMD ["python", "-c", "import kfp_spot; print(kfp_spot.RUNTIME_IMAGE)"]
+# The runtime image plus the example trainer's dependencies (kfp-spot's `examples` extra), for
+# evaluating the example trainer offline (the container test). Never published.
+FROM runtime AS examples
+COPY wheels/examples.txt /tmp/examples.txt
+RUN --mount=type=bind,from=deps,source=/wheels,target=/wheels \
+    pip install --no-index --find-links /wheels -r /tmp/examples.txt \
+    && rm /tmp/examples.txt

@@ -6,7 +6,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kfp-spot-installed
 
-.PHONY: demo test lint format compile image clean
+.PHONY: demo test lint format compile image test-images container-engine clean
+
+# podman settings this machine needs (cgroupfs, runc, no ulimits); yours win when you set it.
+CONTAINERS_CONF ?= $(CURDIR)/tools/containers.conf
+export CONTAINERS_CONF
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +21,9 @@ $(STAMP): pyproject.toml setup.py
 demo: $(STAMP)
 	$(BIN)/kfp-spot run
 
-test: $(STAMP)
+# The container tests run the components' compiled commands inside the image: build it first (or
+# reuse it: the build is skipped when nothing it is made of changed).
+test: $(STAMP) test-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
@@ -29,8 +35,22 @@ lint: $(STAMP)
 compile: $(STAMP)
 	$(BIN)/kfp-spot compile
 
-image:
-	docker build -t $$($(BIN)/python -c 'import kfp_spot; print(kfp_spot.RUNTIME_IMAGE)') .
+# The runtime image (kfp_spot.RUNTIME_IMAGE) from this checkout, with podman or docker; docs/image.md.
+image: $(STAMP) container-engine
+	$(BIN)/kfp-spot image build
+
+# The runtime image plus the example trainer's dependencies, for the container tests.
+test-images: $(STAMP) container-engine
+	$(BIN)/kfp-spot image build --examples
+
+# A working docker engine, or podman (installed from Debian when missing: root, as on CI).
+container-engine:
+	@if ! { command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; } \
+	    && ! docker info >/dev/null 2>&1; then \
+	  echo "make: installing podman, runc and debootstrap with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    podman runc debootstrap >/dev/null; \
+	fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info local_outputs

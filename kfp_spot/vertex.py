@@ -50,6 +50,8 @@ def submit_pipeline(
     enable_caching: bool | None = None,
     api_endpoint: str | None = None,
     credentials: Any = None,
+    check_images: bool = True,
+    image_records: Mapping[str, Any] | None = None,
 ) -> str:
     """Submit ``template_path`` as a Vertex AI PipelineJob and return its resource name.
 
@@ -65,11 +67,25 @@ def submit_pipeline(
         api_endpoint: another API endpoint (``http://127.0.0.1:PORT`` for a local recorder).
         credentials: google-auth credentials (default: application default credentials;
             anonymous for a plain-HTTP ``api_endpoint``).
+        check_images: refuse a template whose kfp-spot tasks run in an image that was neither
+            published with this release nor pushed by ``kfp-spot image push`` (Vertex AI could not
+            pull it and every task would fail); False when you pushed it with other tools.
+        image_records: the records of pushed images (default: this machine's,
+            :func:`kfp_spot.image.load_records`).
 
     Returns:
         The PipelineJob resource name.
+
+    Raises:
+        SubmissionError: an argument is invalid (names it).
+        kfp_spot.image.UnpublishedImageError: the template names an image Vertex AI could not
+            pull, with the one-line fix. Nothing is sent.
     """
     validate_submission(template_path, project, location, pipeline_root)
+    if check_images:
+        from kfp_spot.image import records
+
+        records.check_template_images(template_path, image_records)
     from google.cloud import aiplatform
 
     init_kwargs: dict[str, Any] = {"project": project, "location": location}

@@ -3,17 +3,35 @@
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from kfp_spot import vertex
+from kfp_spot import __version__, vertex
+from kfp_spot.image import ImageRecord, remember
 from kfp_spot.pipelines import catalog
 from tests.recording_server import RecordingServer
 
-TEMPLATE = catalog.pipeline_path("spot_training")
+# A team's own copy of the runtime image, as `kfp-spot image push` records it.
+PUSHED_IMAGE = f"europe-west4-docker.pkg.dev/my-project-123/images/kfp-spot:{__version__}"
+PUSHED = {PUSHED_IMAGE: ImageRecord(PUSHED_IMAGE, "pushed", __version__, "sha256:1d")}
 
 
-def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator):
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """spot_training compiled against PUSHED_IMAGE (`kfp-spot compile --base-image`)."""
+    (entry,) = [e for e in catalog.PIPELINES if e.name == "spot_training"]
+    out = tmp_path_factory.mktemp("templates") / "spot_training.yaml"
+    return catalog.compile_entry(entry, out, base_image=PUSHED_IMAGE)
+
+
+@pytest.fixture
+def pushed(tmp_path, monkeypatch):
+    """This machine's records say PUSHED_IMAGE was pushed (what `kfp-spot image push` writes)."""
+    monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))
+    remember(PUSHED[PUSHED_IMAGE])
+
+
+def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator, template):
     with RecordingServer() as server:
         name = vertex.submit_pipeline(
-            TEMPLATE,
+            template,
             project="my-project-123",
             location="europe-west4",
             # A bucket that does not exist yet plus an explicit service account: the SDK then
@@ -23,6 +41,7 @@ def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator):
             parameter_values={"source": "gs://kfp-spot-test/src.tar.gz", "project": "p-1"},
             api_endpoint=server.endpoint,
             credentials=AnonymousCredentials(),
+            image_records=PUSHED,
         )
     posts = [r for r in server.requests if r["method"] == "POST"]
     assert len(posts) == 1
@@ -47,9 +66,9 @@ def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator):
         ({"template_path": "/nonexistent.yaml"}, "template"),
     ],
 )
-def test_bad_submission_arguments_are_named(kwargs, needle):
+def test_bad_submission_arguments_are_named(kwargs, needle, template):
     args = {
-        "template_path": TEMPLATE,
+        "template_path": template,
         "project": "my-project-123",
         "location": "us-central1",
         "pipeline_root": "gs://b/r",
@@ -59,7 +78,7 @@ def test_bad_submission_arguments_are_named(kwargs, needle):
         vertex.submit_pipeline(template, **args)
 
 
-def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator):
+def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator, template, pushed):
     from click.testing import CliRunner
 
     from kfp_spot.cli import main
@@ -69,7 +88,7 @@ def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator):
             main,
             [
                 "submit",
-                str(TEMPLATE),
+                str(template),
                 "--project",
                 "my-project-123",
                 "--pipeline-root",
@@ -97,6 +116,6 @@ def test_cli_submit_without_project_is_a_usage_error():
 
     from kfp_spot.cli import main
 
-    result = CliRunner().invoke(main, ["submit", str(TEMPLATE)])
+    result = CliRunner().invoke(main, ["submit", str(catalog.pipeline_path("spot_training"))])
     assert result.exit_code == 2
     assert "--project" in result.output

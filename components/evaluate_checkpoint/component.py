@@ -1,12 +1,11 @@
 """KFP interface of ``evaluate_checkpoint``: the runtime is :mod:`kfp_spot.evaluation`."""
 
-from kfp import dsl
 from kfp.dsl import Artifact, ClassificationMetrics, Input, Markdown, Metrics, Output
 
-from kfp_spot.version import RUNTIME_IMAGE
+from kfp_spot.components.factory import component
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@component
 def evaluate_checkpoint(
     checkpoint: Input[Artifact],
     package: Input[Artifact],

@@ -1,12 +1,11 @@
 """The launch_spot_job component: the KFP interface only; the work is in kfp_spot.jobs."""
 
-from kfp import dsl
 from kfp.dsl import Artifact, Input, Metrics, Model, Output, OutputPath
 
-from kfp_spot.version import RUNTIME_IMAGE
+from kfp_spot.components.factory import component
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@component
 def launch_spot_job(
     project: str,
     checkpoint: Output[Artifact],

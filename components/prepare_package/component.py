@@ -2,13 +2,12 @@
 
 from typing import NamedTuple
 
-from kfp import dsl
 from kfp.dsl import Artifact, Output
 
-from kfp_spot.version import RUNTIME_IMAGE
+from kfp_spot.components.factory import component
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@component
 def prepare_package(
     source: str,
     package: Output[Artifact],

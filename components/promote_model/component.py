@@ -1,12 +1,11 @@
 """KFP interface of ``promote_model``: runs only behind a passing quality gate."""
 
-from kfp import dsl
 from kfp.dsl import Input, Metrics, Model, Output
 
-from kfp_spot.version import RUNTIME_IMAGE
+from kfp_spot.components.factory import component
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@component
 def promote_model(
     model: Input[Model],
     metrics: Input[Metrics],

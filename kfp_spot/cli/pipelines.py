@@ -27,6 +27,12 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="A pipeline parameter on Vertex AI (VALUE parsed as JSON when it is JSON).",
         ),
         click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint."),
+        click.option(
+            "--skip-image-check",
+            is_flag=True,
+            help="Submit even if this machine did not push the template's image (`kfp-spot image "
+            "push`) and it is not a release's: for images pushed with other tools.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -152,8 +158,10 @@ def _submit_to_vertex(
     service_account: str | None,
     params: tuple[str, ...],
     api_endpoint: str | None,
+    skip_image_check: bool,
 ) -> None:
     from kfp_spot import vertex
+    from kfp_spot.image import ImageRecordsError, UnpublishedImageError
     from kfp_spot.pipelines import catalog
 
     if not project:
@@ -171,9 +179,12 @@ def _submit_to_vertex(
             pipeline_root=pipeline_root,
             service_account=service_account,
             api_endpoint=api_endpoint,
+            check_images=not skip_image_check,
         )
     except vertex.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
+    except (UnpublishedImageError, ImageRecordsError) as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(name)
 
 

@@ -1,0 +1,75 @@
+"""How every kfp-spot component is built: lightweight, and stopped by SIGTERM.
+
+KFP runs a lightweight component as ``sh -ec SCRIPT SOURCE ARGS...``; SCRIPT writes SOURCE to a
+file and starts ``python3 -m kfp.dsl.executor_main`` as the shell's *child*. When the task is
+stopped, the container runtime signals PID 1, the shell; a shell that is PID 1 ignores SIGTERM (the
+kernel drops signals PID 1 has no handler for) and a shell that is not PID 1 dies without passing
+the signal on. Either way Python never hears of it, so the launcher cannot cancel its CustomJob and
+the Spot VMs keep running (and billing) after the pipeline was cancelled.
+
+:func:`component` is ``dsl.component`` with the executor started by ``exec``: Python replaces the
+shell and becomes whatever process the task's stop signal reaches (PID 1 when the command is the
+container's entrypoint), while the command keeps the shape kfp.local's SubprocessRunner and Vertex
+AI Pipelines run. The transformation accepts only the exact script of the KFP versions it knows
+and fails loudly otherwise, so a KFP that changes it is noticed here (and by
+tests/image/test_signals_in_container.py), never silently left uncancellable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kfp import dsl
+from kfp.dsl import component_factory
+
+from kfp_spot.version import RUNTIME_IMAGE
+
+# The script of KFP's lightweight command (kfp/dsl/component_factory.py,
+# _get_command_and_args_for_lightweight_component) as of kfp 2.17, and ours: the same with `exec`.
+_EXECUTOR_LINE = f"_KFP_RUNTIME=true python3 -m {component_factory.EXECUTOR_MODULE}"
+KFP_SCRIPT = (
+    "program_path=$(mktemp -d)\n"
+    "\n"
+    'printf "%s" "$0" > "$program_path/ephemeral_component.py"\n'
+    f"{_EXECUTOR_LINE}"
+    "                         --component_module_path                         "
+    '"$program_path/ephemeral_component.py"                         "$@"\n'
+)
+EXEC_SCRIPT = KFP_SCRIPT.replace(
+    _EXECUTOR_LINE, f"_KFP_RUNTIME=true exec python3 -m {component_factory.EXECUTOR_MODULE}"
+)
+
+
+class UnexpectedKfpCommandError(RuntimeError):
+    """The installed KFP builds lightweight components with a command kfp-spot does not know."""
+
+
+def exec_executor(command: list[str]) -> list[str]:
+    """KFP's lightweight-component ``command`` with the executor started by ``exec``.
+
+    Raises:
+        UnexpectedKfpCommandError: ``command`` is not ``["sh", "-ec", KFP_SCRIPT, SOURCE]``.
+    """
+    if len(command) != 4 or command[:2] != ["sh", "-ec"] or command[2] != KFP_SCRIPT:
+        import kfp
+
+        raise UnexpectedKfpCommandError(
+            f"kfp {kfp.__version__} builds lightweight components with a command kfp-spot does "
+            "not know, so it cannot make the task receive SIGTERM (cancellation would leave "
+            "CustomJobs running); install the kfp version kfp-spot pins in pyproject.toml. "
+            f"Command: {command[:3]!r}"
+        )
+    return [command[0], command[1], EXEC_SCRIPT, command[3]]
+
+
+def component(func: Callable[..., Any]) -> Any:
+    """``@dsl.component`` for kfp-spot components.
+
+    They run in the runtime image, install nothing when they start, and their Python process
+    receives the task's SIGTERM (see the module docstring).
+    """
+    built = dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False)
+    container = built.component_spec.implementation.container
+    container.command = exec_executor(list(container.command))
+    return built

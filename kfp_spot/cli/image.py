@@ -1,0 +1,124 @@
+"""``kfp-spot image build|push|list``: the runtime image the components run in (docs/image.md)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from kfp_spot.version import RUNTIME_IMAGE, __version__
+
+
+def _engine(name: str | None):
+    from kfp_spot import image
+
+    try:
+        return image.detect_engine(name)
+    except image.ImageBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+_engine_option = click.option(
+    "--engine",
+    type=click.Choice(["podman", "docker"]),
+    default=None,
+    help="Container engine (default: $KFP_SPOT_CONTAINER_ENGINE, else podman, else docker).",
+)
+
+
+@click.group()
+def image() -> None:
+    """Build and push the runtime image every kfp-spot component runs in."""
+
+
+@image.command()
+@click.option(
+    "--source",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The kfp-spot source checkout to build from.",
+)
+@click.option("--tag", default=RUNTIME_IMAGE, show_default=True, help="The image's reference.")
+@click.option(
+    "--base-image",
+    default=None,
+    help="A Python 3.11 image to build on (default: podman a debootstrap'd Debian bookworm, "
+    "docker python:3.11-slim).",
+)
+@click.option(
+    "--examples", is_flag=True, help="Also build the image with the example trainer's deps."
+)
+@_engine_option
+def build(
+    source: Path, tag: str, base_image: str | None, examples: bool, engine: str | None
+) -> None:
+    """Build the runtime image from a source checkout (what `make image` runs)."""
+    from kfp_spot import image as image_mod
+
+    started = time.monotonic()
+    try:
+        result = image_mod.build_image(
+            source,
+            engine=_engine(engine),
+            tag=tag,
+            base_image=base_image,
+            examples=examples,
+            progress=lambda line: click.echo(f"kfp-spot: {line}", err=True),
+        )
+    except image_mod.ImageBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for reference, image_id in result.images.items():
+        click.echo(f"{reference} {image_id[:12]}")
+    click.echo(f"kfp-spot: done in {time.monotonic() - started:.0f} s", err=True)
+
+
+@image.command()
+@click.argument("destination")
+@click.option("--source", default=RUNTIME_IMAGE, show_default=True, help="The local image to push.")
+@click.option(
+    "--tls-verify/--no-tls-verify",
+    default=True,
+    help="Verify the registry's TLS certificate (podman; off only for a local registry).",
+)
+@_engine_option
+def push(destination: str, source: str, tls_verify: bool, engine: str | None) -> None:
+    """Push the built runtime image to DESTINATION (HOST/PATH:TAG) and record the push.
+
+    Then compile templates that run in it:
+    `kfp-spot compile --base-image DESTINATION --output-dir build/templates`.
+    """
+    from kfp_spot import image as image_mod
+
+    try:
+        record = image_mod.push_image(
+            destination, engine=_engine(engine), source=source, tls_verify=tls_verify
+        )
+    except image_mod.ImageBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{record.reference}@{record.digest}" if record.digest else record.reference)
+    click.echo(
+        f"kfp-spot: next: kfp-spot compile --base-image {destination} --output-dir build/templates",
+        err=True,
+    )
+
+
+@image.command(name="list")
+def list_() -> None:
+    """The images this machine built and pushed (what `submit` accepts besides releases)."""
+    from kfp_spot import image as image_mod
+
+    try:
+        records = image_mod.load_records()
+    except image_mod.ImageRecordsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not records:
+        click.echo(f"no images recorded in {image_mod.records_path()}", err=True)
+    for ref, record in records.items():
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.time))
+        flag = "" if record.version == __version__ else f" (not {__version__})"
+        click.echo(f"{record.kind:<6} {ref} kfp-spot {record.version}{flag} {when}")
+
+
+COMMANDS = [image]

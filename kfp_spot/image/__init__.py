@@ -1,0 +1,44 @@
+"""The runtime image: build it, push it, and refuse templates whose image Vertex could not pull.
+
+Building is ``kfp-spot image build`` (behind ``make image``), pushing to a registry Vertex AI can
+pull from is ``kfp-spot image push``, and :func:`check_template_images` refuses to submit a
+template whose image was neither published nor pushed. See docs/image.md.
+"""
+
+from kfp_spot.image.build import (
+    DEBIAN_BASE,
+    EXAMPLES_IMAGE,
+    Engine,
+    ImageBuildError,
+    build_image,
+    detect_engine,
+    push_image,
+)
+from kfp_spot.image.records import (
+    ImageRecord,
+    ImageRecordsError,
+    UnpublishedImageError,
+    check_template_images,
+    load_records,
+    records_path,
+    remember,
+    template_images,
+)
+
+__all__ = [
+    "DEBIAN_BASE",
+    "EXAMPLES_IMAGE",
+    "Engine",
+    "ImageBuildError",
+    "ImageRecord",
+    "ImageRecordsError",
+    "UnpublishedImageError",
+    "build_image",
+    "check_template_images",
+    "detect_engine",
+    "load_records",
+    "push_image",
+    "records_path",
+    "remember",
+    "template_images",
+]

@@ -1,0 +1,92 @@
+"""The pieces of `kfp-spot image build` that decide what goes into the image."""
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kfp_spot import image
+from kfp_spot.image import build
+
+REPO = Path(__file__).resolve().parents[2]
+MAPPED = {
+    "kfp_spot": "kfp_spot",
+    "components": "kfp_spot/components",
+    "pipelines": "kfp_spot/pipelines",
+}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return build.build_wheel(REPO, tmp_path_factory.mktemp("dist"))
+
+
+def test_the_wheel_the_image_installs_holds_every_file_of_the_package(wheel):
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the git checkout to know the tracked files")
+    tracked = subprocess.run(
+        ["git", "ls-files", *MAPPED], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = []
+    for rel in tracked:
+        top, _, rest = rel.partition("/")
+        if (REPO / rel).is_file() and f"{MAPPED[top]}/{rest}" not in names:
+            missing.append(rel)
+    # Data files too (machines.csv once was not, and every launch failed in the image).
+    assert missing == [], f"not in the wheel: {missing}"
+
+
+def test_requirements_split_runtime_from_the_examples_extra(wheel):
+    runtime, examples = build._requirements(wheel)
+    assert any(r.startswith("kfp<3") or r.startswith("kfp>=") for r in runtime)
+    assert all(";" not in r for r in runtime + examples)  # markers resolved, not copied
+    assert [r.split(">")[0] for r in examples] == ["scikit-learn"]
+    assert not any(r.startswith(("pytest", "ruff", "scikit-learn")) for r in runtime)
+
+
+def test_the_inputs_digest_ignores_zip_timestamps_but_not_content(tmp_path, wheel):
+    again = build.build_wheel(REPO, tmp_path / "again")
+    assert build._wheel_content_digest(again) == build._wheel_content_digest(wheel)
+    source = tmp_path / "src"
+    for name in build._WHEEL_SOURCES:
+        src = REPO / name
+        if src.is_dir():
+            import shutil
+
+            shutil.copytree(src, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes(src.read_bytes())
+    (source / "kfp_spot" / "extra.py").write_text("X = 1\n")
+    changed = build.build_wheel(source, tmp_path / "changed")
+    assert build._wheel_content_digest(changed) != build._wheel_content_digest(wheel)
+
+
+def test_not_a_checkout_is_named(tmp_path):
+    with pytest.raises(image.ImageBuildError, match="not a kfp-spot source checkout"):
+        build.build_wheel(tmp_path, tmp_path / "dist")
+
+
+def test_an_unknown_engine_is_named(monkeypatch):
+    with pytest.raises(image.ImageBuildError, match="'containerd' is not 'podman' or 'docker'"):
+        image.detect_engine("containerd")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(image.ImageBuildError, match="no container engine: install podman"):
+        image.detect_engine()
+
+
+@pytest.mark.parametrize(
+    "destination", ["kfp-spot:0.1.0", "us-docker.pkg.dev/p/r/kfp-spot", "host/p/x :1"]
+)
+def test_push_refuses_a_destination_that_is_not_a_registry_reference(destination):
+    with pytest.raises(image.ImageBuildError, match="is not a registry reference"):
+        image.push_image(destination, engine=image.Engine("podman"))
+
+
+def test_push_refuses_an_image_that_was_not_built(engine):
+    with pytest.raises(image.ImageBuildError, match="is not built: run `make image`"):
+        image.push_image(
+            "127.0.0.1:5999/team/kfp-spot:1", engine=engine, source="localhost/never-built:1"
+        )

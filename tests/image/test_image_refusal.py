@@ -1,0 +1,179 @@
+"""`kfp-spot submit` / `run --vertex` refuse a template whose image Vertex AI could not pull.
+
+A template's kfp-spot tasks may run in the runtime image the release workflow published with the
+installed wheel, or in an image `kfp-spot image push` pushed from this machine for this version.
+Anything else is refused before a request is sent, with the one-line fix.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from google.auth.credentials import AnonymousCredentials
+from kfp import compiler, dsl
+
+import kfp_spot
+from kfp_spot import RUNTIME_IMAGE, __version__, vertex
+from kfp_spot.cli import main
+from kfp_spot.image import (
+    ImageRecord,
+    UnpublishedImageError,
+    check_template_images,
+    load_records,
+    remember,
+    template_images,
+)
+from kfp_spot.pipelines import catalog
+from kfp_spot.version import RELEASE_FILE, published_runtime_image
+from tests.recording_server import RecordingServer
+
+COMMITTED = catalog.pipeline_path("spot_training")
+SUBMIT = ["--project", "my-project-123", "--pipeline-root", "gs://b/r"]
+
+
+@pytest.fixture(autouse=True)
+def records_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path / "config"
+
+
+def test_every_kfp_spot_task_of_the_committed_template_is_checked():
+    import yaml
+
+    images = template_images(yaml.safe_load(COMMITTED.read_text()))
+    assert list(images) == [RUNTIME_IMAGE]
+    assert set(images[RUNTIME_IMAGE]) == {
+        "exec-evaluate-checkpoint",
+        "exec-launch-spot-job",
+        "exec-prepare-package",
+        "exec-promote-model",
+    }
+
+
+def test_a_source_checkouts_runtime_image_is_refused_with_the_fix():
+    assert published_runtime_image() is None  # a checkout, not the release wheel
+    with RecordingServer() as server, pytest.raises(UnpublishedImageError) as info:
+        vertex.submit_pipeline(
+            COMMITTED,
+            project="my-project-123",
+            location="us-central1",
+            pipeline_root="gs://b/r",
+            api_endpoint=server.endpoint,
+            credentials=AnonymousCredentials(),
+        )
+    assert server.requests == []  # refused before anything was sent
+    message = str(info.value)
+    assert RUNTIME_IMAGE in message and "exec-launch-spot-job" in message
+    assert "not a release wheel" in message
+    assert (
+        f"make image && kfp-spot image push REGION-docker.pkg.dev/PROJECT/REPO/kfp-spot:"
+        f"{__version__}" in message
+    )
+    assert "kfp-spot compile --base-image" in message
+
+
+def test_built_but_never_pushed_is_refused():
+    remember(ImageRecord(RUNTIME_IMAGE, "built", __version__, "sha256:ab"))
+    with pytest.raises(UnpublishedImageError, match="built on this machine but never pushed"):
+        check_template_images(COMMITTED)
+
+
+def test_an_image_pushed_for_another_version_is_refused(tmp_path):
+    image = "us-docker.pkg.dev/p-123456/r/kfp-spot:0.0.9"
+    out = tmp_path / "t.yaml"
+    (entry,) = [e for e in catalog.PIPELINES if e.name == "evaluate_checkpoint"]
+    catalog.compile_entry(entry, out, base_image=image)
+    remember(ImageRecord(image, "pushed", "0.0.9", "sha256:cd", "sha256:ef"))
+    with pytest.raises(
+        UnpublishedImageError, match=f"holds kfp-spot 0.0.9 .* this is {__version__}"
+    ):
+        check_template_images(out)
+    remember(ImageRecord(image, "pushed", __version__, "sha256:cd", "sha256:ef"))
+    assert check_template_images(out) == template_images(
+        __import__("yaml").safe_load(out.read_text())
+    )
+
+
+def test_the_release_wheels_published_image_is_accepted():
+    release = Path(kfp_spot.__file__).with_name(RELEASE_FILE)
+    assert not release.exists()
+    release.write_text(json.dumps({"image": RUNTIME_IMAGE}))
+    try:
+        assert published_runtime_image() == RUNTIME_IMAGE
+        check_template_images(COMMITTED)  # no refusal
+        release.write_text(json.dumps({"image": "ghcr.io/kfp-spot/python-runtime:0.0.1"}))
+        assert published_runtime_image() is None  # a release of another version
+    finally:
+        release.unlink()
+
+
+def test_images_of_other_components_are_their_authors_concern(tmp_path):
+    from kfp_spot.components import PromoteModelOp
+
+    @dsl.container_component
+    def notify(text: str):
+        return dsl.ContainerSpec(image="alpine:3", command=["echo"], args=[text])
+
+    @dsl.pipeline(name="mixed")
+    def mixed(model_uri: str = "gs://b/m"):
+        model = dsl.importer(artifact_uri=model_uri, artifact_class=dsl.Model).output
+        metrics = dsl.importer(artifact_uri=model_uri, artifact_class=dsl.Metrics).output
+        PromoteModelOp(model=model, metrics=metrics)
+        notify(text="done")
+
+    out = tmp_path / "mixed.yaml"
+    compiler.Compiler().compile(mixed, str(out))
+    with pytest.raises(UnpublishedImageError) as info:
+        check_template_images(out)
+    assert "exec-promote-model" in str(info.value) and "alpine" not in str(info.value)
+
+
+def test_cli_submit_refuses_in_one_line_and_can_be_told_to_skip(gcs_emulator):
+    result = CliRunner().invoke(main, ["submit", str(COMMITTED), *SUBMIT])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kfp-spot: error: ") and "fix: " in lines[0]
+
+    with RecordingServer() as server:
+        result = CliRunner().invoke(
+            main,
+            [
+                "submit",
+                str(COMMITTED),
+                *SUBMIT,
+                "--service-account",
+                "runner@my-project-123.iam.gserviceaccount.com",
+                "--api-endpoint",
+                server.endpoint,
+                "--skip-image-check",
+            ],
+        )
+    assert result.exit_code == 0, result.output
+    assert [r["method"] for r in server.requests].count("POST") == 1
+
+
+def test_cli_run_vertex_refuses_the_committed_template_too():
+    result = CliRunner().invoke(main, ["run", "--vertex", *SUBMIT])
+    assert result.exit_code == 1
+    assert "could not pull" in result.output
+
+
+def test_a_corrupt_records_file_is_named(records_dir):
+    records_dir.mkdir(parents=True)
+    (records_dir / "images.json").write_text("{not json")
+    result = CliRunner().invoke(main, ["submit", str(COMMITTED), *SUBMIT])
+    assert result.exit_code == 1
+    assert "images.json is not a kfp-spot image records file" in result.output
+    result = CliRunner().invoke(main, ["image", "list"])
+    assert result.exit_code == 1
+
+
+def test_records_survive_a_round_trip(records_dir):
+    first = ImageRecord("h/p/kfp-spot:1", "pushed", __version__, "sha256:1", "sha256:2", 5.0)
+    remember(first)
+    remember(ImageRecord("h/p/kfp-spot:2", "built", __version__, "sha256:3", time=6.0))
+    assert load_records()["h/p/kfp-spot:1"] == first
+    assert sorted(load_records()) == ["h/p/kfp-spot:1", "h/p/kfp-spot:2"]
+    result = CliRunner().invoke(main, ["image", "list"])
+    assert result.exit_code == 0 and "pushed h/p/kfp-spot:1" in result.output
