@@ -246,7 +246,7 @@ _USER_POOLS = [
     ],
 )
 def test_a_job_field_maps_to_the_input_that_set_it(field, pools, expected):
-    from kfp_spot.jobs.spec import input_for_field
+    from kfp_spot.jobs.field_inputs import input_for_field
 
     assert input_for_field(field, _inputs(worker_pool_specs=pools)) == expected
 
@@ -255,7 +255,7 @@ def test_the_field_table_names_only_real_component_inputs():
     import inspect
 
     from kfp_spot.components.launch_spot_job import component
-    from kfp_spot.jobs.spec import JOB_FIELD_INPUTS, POOL_FIELD_INPUTS
+    from kfp_spot.jobs.field_inputs import JOB_FIELD_INPUTS, POOL_FIELD_INPUTS
 
     parameters = set(inspect.signature(component.launch_spot_job.python_func).parameters)
     assert set(POOL_FIELD_INPUTS.values()) | set(JOB_FIELD_INPUTS.values()) <= parameters
