@@ -56,7 +56,7 @@ def end_to_end(n: int = 10) -> None:
             with tempfile.TemporaryDirectory() as root:
                 t0 = time.perf_counter()
                 launch_spot_job(
-                    project="p",
+                    project="bench-project",
                     container_image_uri="us-docker.pkg.dev/p/r/i:1",
                     api_endpoint=server.endpoint,
                     **outputs(root),
@@ -97,7 +97,7 @@ def detection_delay() -> None:
             for i in range(5):
                 out = outputs(os.path.join(root, f"run{i}"))
                 launch_spot_job(
-                    project="p",
+                    project="bench-project",
                     package=FakeArtifact(uri=pkg, metadata={"python_module": "sleeper.task"}),
                     api_endpoint=emu.endpoint,
                     **out,
@@ -121,7 +121,7 @@ def detection_delay() -> None:
                 preempt_at=(0.0,) * 7,
             ) as emu:
                 launch_spot_job(
-                    project="p",
+                    project="bench-project",
                     package=FakeArtifact(uri=pkg, metadata={"python_module": "sleeper.task"}),
                     api_endpoint=emu.endpoint,
                     fallback_after=1,

@@ -112,7 +112,7 @@ def list_steps(root: str) -> list[int]:
         return []
     steps = []
     for entry in entries:
-        match = _STEP_RE.match(entry.rstrip("/").rsplit("/", 1)[-1])
+        match = _STEP_RE.fullmatch(entry.rstrip("/").rsplit("/", 1)[-1])
         if match:
             steps.append(int(match.group(1)))
     return sorted(steps)
@@ -274,7 +274,7 @@ def parse_step_dir(path: str) -> tuple[str, int]:
     """
     stripped = path.rstrip("/") if fs.is_remote(path) else os.path.abspath(path)
     root, _, name = stripped.rpartition("/")
-    match = _STEP_RE.match(name)
+    match = _STEP_RE.fullmatch(name)
     if not match or not root:
         raise ValueError(f"{path!r} is not a checkpoint step directory (<root>/step-<n>)")
     return root, int(match.group(1))

@@ -49,7 +49,7 @@ def parse_name(name: str) -> tuple[str, str]:
     Raises:
         ApiError: INVALID_ARGUMENT when the name has another shape.
     """
-    match = _NAME.match(name or "")
+    match = _NAME.fullmatch(name or "")
     if not match:
         raise ApiError(
             "INVALID_ARGUMENT",

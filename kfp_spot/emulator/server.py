@@ -152,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
         int_enums = any("enum-encoding=int" in v for v in query.get("$alt", []))
         path_matched = False
         for route_method, pattern, action in ROUTES:
-            match = pattern.match(path)
+            match = pattern.fullmatch(path)
             if not match:
                 continue
             path_matched = True

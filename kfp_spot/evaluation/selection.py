@@ -78,7 +78,7 @@ def parse_step(step: Any) -> StepRequest:
         return StepRequest("latest")
     if re.fullmatch(r"\d+", text):
         return StepRequest("step", step=int(text))
-    match = _BEST_RE.match(text)
+    match = _BEST_RE.fullmatch(text)
     if match:
         metric = match.group(1).strip()
         mode = match.group(2) or ("min" if metric.lower().endswith(_MIN_SUFFIXES) else "max")

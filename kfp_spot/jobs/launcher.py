@@ -120,40 +120,6 @@ class LaunchResult:
     resumed_from: checkpoints.Manifest | None = None
 
 
-def _unknown_machine_types(job: CustomJob) -> list[str]:
-    from kfp_spot import machines
-
-    return [
-        pool.machine_spec.machine_type
-        for pool in job.job_spec.worker_pool_specs
-        if pool.machine_spec.machine_type
-        and machines.machine_type(pool.machine_spec.machine_type) is None
-    ]
-
-
-def _validate(job: CustomJob, *, local: bool) -> None:
-    """The service's rules (kfp_spot.validation), before anything is submitted.
-
-    Our machine table is a subset of what Vertex AI offers: on Vertex, a job whose only fault here
-    is a machine type the table does not know goes to the service, which has the final word.
-    """
-    from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
-
-    try:
-        validate_custom_job(job)
-    except InvalidJobSpecError as exc:
-        unknown = _unknown_machine_types(job)
-        if not local and unknown and exc.field.endswith(".machineType"):
-            log.warning(
-                "machine type(s) %s are not in kfp-spot's table; Vertex AI will check them",
-                ", ".join(unknown),
-            )
-            return
-        raise LaunchInputError(
-            exc.field, f"the CustomJob built from the inputs is invalid: {exc.message}"
-        ) from exc
-
-
 @contextlib.contextmanager
 def _cancel_on_signals() -> Iterator[None]:
     """Turn the first SIGTERM/SIGINT into LaunchInterruptedError (main thread only)."""
@@ -234,8 +200,8 @@ class Launcher:
         extra_env = {}
         if self.request.resume_from:
             extra_env[RESUME_ENV] = self.request.resume_from
+        # Built and checked against the service's rules (kfp_spot.validation), errors naming inputs.
         job = build_custom_job(inputs, strategy="SPOT", extra_env=extra_env)
-        _validate(job, local=self.endpoint.local)
         if self.request.resume_from:
             try:
                 self.resumed_from = seed_checkpoint(

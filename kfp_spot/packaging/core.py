@@ -22,11 +22,10 @@ from kfp_spot.packaging.errors import (
 )
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
+from kfp_spot.validation import MAX_PACKAGE_URIS
 
 log = logging.getLogger(__name__)
 
-# pythonPackageSpec.packageUris: "at most 100" (the trainer package plus its dependencies).
-MAX_PACKAGE_URIS = 100
 PACKAGE_SUFFIXES = (".tar.gz", ".whl", ".zip", ".tar.bz2", ".egg")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from kfp_spot import fs
+from kfp_spot import fs, validation
 from kfp_spot.packaging.errors import MissingProjectFileError, PackagingError, SourceError
 
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -47,7 +47,6 @@ _IGNORED_NAMES = {
 _IGNORED_TOP_LEVEL = {"build", "dist"}
 _IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 _DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,9 @@ class ProjectTree:
 
 def is_module_name(name: str) -> bool:
     """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
-    return bool(_MODULE_RE.match(name)) and not any(keyword.iskeyword(p) for p in name.split("."))
+    return validation.is_module_name(name) and not any(
+        keyword.iskeyword(p) for p in name.split(".")
+    )
 
 
 def normalize_name(name: str) -> str:
@@ -355,7 +356,7 @@ def materialize(
         raise PackagingError(
             "python_module", f"{python_module!r} is not a dotted module name like trainer.task"
         )
-    if name and not _DIST_NAME_RE.match(name):
+    if name and not _DIST_NAME_RE.fullmatch(name):
         raise PackagingError("name", f"{name!r} is not a valid distribution name")
     reqs = _check_requirements(requirements)
     source = source.strip()

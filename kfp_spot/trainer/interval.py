@@ -124,7 +124,7 @@ class SaveInterval:
             return cls(auto=True, **extra)
         if text.isdigit() and int(text) >= 1:
             return cls(steps=int(text), **extra)
-        match = _SECONDS_RE.match(text)
+        match = _SECONDS_RE.fullmatch(text)
         if match and float(match.group(1)) > 0:
             return cls(seconds=float(match.group(1)) * _UNIT[match.group(2)], **extra)
         raise ValueError(

@@ -23,7 +23,7 @@ emulator_module = pytest.importorskip("kfp_spot.emulator")
 Emulator = emulator_module.Emulator
 
 HERE = os.path.dirname(__file__)
-PROJECT, LOCATION = "proj", "us-central1"
+PROJECT, LOCATION = "test-proj", "us-central1"
 
 # A trainer that checkpoints every step through kfp_spot.checkpoints, resumes from the newest
 # committed step, writes an attempt record and leaves promptly on SIGTERM (the preemption notice).
