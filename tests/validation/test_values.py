@@ -173,7 +173,8 @@ def _depth(value) -> int:
 
 @given(json_values)
 def test_nesting_depth_of_objects_and_of_their_json_text_agree(value):
-    assert validation.values.nesting_depth(value, 1000) == _depth(value)
+    if not isinstance(value, str):  # a str is read as JSON text (documented), not as a leaf
+        assert validation.values.nesting_depth(value, 1000) == _depth(value)
     assert validation.values.nesting_depth(json.dumps(value), 1000) == _depth(value)
 
 
