@@ -325,6 +325,26 @@ class CheckpointManager:
             self._recorder.resumed(restored.step, write=self._entered)
         return restored
 
+    def restore_directory(self, *, download_to: str | None = None) -> Any:
+        """The newest committed step of a framework's own files, verified, on a local disk.
+
+        The counterpart of :meth:`save_directory`: nothing is decoded, the framework reads its
+        files from ``.path``. Returns a
+        :class:`~kfp_spot.trainer.integrations.directory.CommittedDirectory`, or None.
+
+        Args:
+            download_to: for a ``gs://`` root, where to download the step (default: a new
+                temporary directory).
+        """
+        from kfp_spot.trainer.integrations import directory
+
+        found = directory.latest_directory(self.root, download_to=download_to)
+        if found is not None:
+            self._last_committed = self._last_requested = found.step
+            if self._recorder is not None:
+                self._recorder.resumed(found.step, write=self._entered)
+        return found
+
     @property
     def last_committed_step(self) -> int | None:
         """The newest step this process committed or restored."""
