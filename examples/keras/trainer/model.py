@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported anywhere
-
-import keras
+import keras  # the backend is chosen in trainer/__init__.py
 
 
 def build(*, hidden: int = 64, dropout: float = 0.2, learning_rate: float = 1e-2) -> keras.Model:
