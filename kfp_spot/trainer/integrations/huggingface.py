@@ -30,12 +30,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, save_fits_notice
+from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def _last_metrics(state: TrainerState) -> dict[str, float]:
     return out
 
 
-class SpotTrainerCallback(TrainerCallback):
+class SpotTrainerCallback(SpotCallback, TrainerCallback):
     """Commits the Trainer's checkpoints as kfp-spot steps and saves on the preemption notice.
 
     Args:
@@ -80,36 +80,27 @@ class SpotTrainerCallback(TrainerCallback):
         *,
         keep_last: int | None = 3,
         grace_period: float = DEFAULT_GRACE_PERIOD,
-        on_preemption: Callable[[], Any] | Iterable[Callable[[], Any]] | None = None,
+        on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
         download_to: str | None = None,
         manager: CheckpointManager | None = None,
     ) -> None:
-        self.manager = manager or CheckpointManager(
-            root, keep_last=keep_last, grace_period=grace_period
+        self._setup_spot(
+            manager,
+            on_preemption,
+            exit_on_preemption,
+            download_to,
+            root=root,
+            keep_last=keep_last,
+            grace_period=grace_period,
         )
-        self.manager.cleanup.extend(on_preemption)
-        self.exit_on_preemption = bool(exit_on_preemption)
-        self.download_to = download_to
-        self.preempted = False
-        self._resolved = False
-        self._resume: str | None = None
         self._save_started: float | None = None
         self._save_seconds = 0.0
 
-    def on_preemption(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
-        """Add a cleanup hook (see :meth:`CheckpointManager.on_preemption`)."""
-        return self.manager.on_preemption(fn, timeout=timeout)
-
     def resume_from_checkpoint(self) -> str | None:
         """The newest committed step's local directory (for ``trainer.train``), or None."""
-        if not self._resolved:
-            self._resolved = True
-            found = self.manager.restore_directory(download_to=self.download_to)
-            self._resume = found.path if found is not None else None
-            if found is not None:
-                log.info("resuming the Trainer from step %d (%s)", found.step, found.path)
-        return self._resume
+        found = self._restored_directory()
+        return found.path if found is not None else None
 
     def on_train_begin(  # noqa: D102
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -122,19 +113,7 @@ class SpotTrainerCallback(TrainerCallback):
     ) -> None:
         if self.manager.should_stop and not self.preempted:
             self.preempted = True
-            remaining = self.manager.notice.remaining()
-            if self.manager.last_committed_step == state.global_step:
-                log.warning("step %d is already committed; stopping", state.global_step)
-            elif self._save_seconds > remaining:
-                log.warning(
-                    "not saving step %d: the last save took %.1fs but only %.1fs of the grace "
-                    "period is left; the next attempt resumes from step %s",
-                    state.global_step,
-                    self._save_seconds,
-                    remaining,
-                    self.manager.last_committed_step,
-                )
-            else:
+            if save_fits_notice(self.manager, state.global_step, self._save_seconds):
                 control.should_save = True
             control.should_training_stop = True
         if control.should_save:
@@ -159,11 +138,10 @@ class SpotTrainerCallback(TrainerCallback):
     def on_train_end(  # noqa: D102
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        self.manager.close()
-        if self.preempted and self.exit_on_preemption:
-            log.warning(
-                "preempted at step %d: exiting with status %d",
-                state.global_step,
-                PREEMPTED_EXIT_CODE,
-            )
-            raise SystemExit(PREEMPTED_EXIT_CODE)
+        # The Trainer saves the last step itself (DefaultFlowCallback) and on_save commits it.
+        finish(
+            self.manager,
+            state.global_step,
+            preempted=self.preempted,
+            exit_on_preemption=self.exit_on_preemption,
+        )

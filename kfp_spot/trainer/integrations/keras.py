@@ -38,15 +38,16 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import keras
 import numpy as np
 
 from kfp_spot.trainer import adapters
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish
 from kfp_spot.trainer.interval import SaveInterval
-from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
+from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def _metrics(logs: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-class SpotCheckpoint(keras.callbacks.Callback):
+class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):
     """Preemption-safe checkpoints for ``model.fit``: save on the notice, resume mid-epoch.
 
     Add it to ``callbacks`` and nothing else changes: a fresh run starts from scratch, a
@@ -173,17 +174,21 @@ class SpotCheckpoint(keras.callbacks.Callback):
         keep_last: int | None = 3,
         grace_period: float = DEFAULT_GRACE_PERIOD,
         mtbp: float | None = None,
-        on_preemption: Callable[[], Any] | Iterable[Callable[[], Any]] | None = None,
+        on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
         manager: CheckpointManager | None = None,
     ) -> None:
         super().__init__()
-        self.manager = manager or CheckpointManager(
-            root, interval=interval, keep_last=keep_last, grace_period=grace_period, mtbp=mtbp
+        self._setup_spot(
+            manager,
+            on_preemption,
+            exit_on_preemption,
+            root=root,
+            interval=interval,
+            keep_last=keep_last,
+            grace_period=grace_period,
+            mtbp=mtbp,
         )
-        self.manager.cleanup.extend(on_preemption)
-        self.exit_on_preemption = bool(exit_on_preemption)
-        self.preempted = False
         self.resumed_step: int | None = None
         self._step = 0
         self._epoch = 0
@@ -193,10 +198,6 @@ class SpotCheckpoint(keras.callbacks.Callback):
         self._resume_rng: Any = None
         self._skip = 0
         self._snapshot: list[tuple[Any, np.ndarray]] | None = None
-
-    def on_preemption(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
-        """Add a cleanup hook (see :meth:`CheckpointManager.on_preemption`)."""
-        return self.manager.on_preemption(fn, timeout=timeout)
 
     # -- restore ---------------------------------------------------------------------------
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:  # noqa: D102
@@ -284,14 +285,11 @@ class SpotCheckpoint(keras.callbacks.Callback):
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:  # noqa: D102
         self.model._initial_epoch = None  # a later fit() starts where its arguments say
-        try:
-            if not self.preempted and self.manager.last_committed_step != self._step:
-                done = self._step - self._epoch_base
-                self.manager.save(self._step, self._state(done), blocking=True)
-        finally:
-            self.manager.close()
-        if self.preempted and self.exit_on_preemption:
-            log.warning(
-                "preempted at step %d: exiting with status %d", self._step, PREEMPTED_EXIT_CODE
-            )
-            raise SystemExit(PREEMPTED_EXIT_CODE)
+        done = self._step - self._epoch_base
+        finish(
+            self.manager,
+            self._step,
+            preempted=self.preempted,
+            exit_on_preemption=self.exit_on_preemption,
+            save_final=lambda: self.manager.save(self._step, self._state(done), blocking=True),
+        )

@@ -27,7 +27,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
 from typing import Any
 
 try:
@@ -35,6 +34,7 @@ try:
 except ImportError:  # the older standalone package
     from pytorch_lightning import Callback
 
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, save_fits_notice
 from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
@@ -44,7 +44,7 @@ CHECKPOINT_FILE = "lightning.ckpt"
 """The Lightning checkpoint of a step (``trainer.fit(..., ckpt_path=step_dir/CHECKPOINT_FILE)``)."""
 
 
-class SpotLightningCallback(Callback):
+class SpotLightningCallback(SpotCallback, Callback):
     """Lightning checkpoints on the preemption notice, committed as kfp-spot steps.
 
     Args:
@@ -72,7 +72,7 @@ class SpotLightningCallback(Callback):
         every_n_steps: int | None = None,
         keep_last: int | None = 3,
         grace_period: float = DEFAULT_GRACE_PERIOD,
-        on_preemption: Callable[[], Any] | Iterable[Callable[[], Any]] | None = None,
+        on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
         download_to: str | None = None,
         manager: CheckpointManager | None = None,
@@ -85,28 +85,21 @@ class SpotLightningCallback(Callback):
         ):
             raise ValueError(f"every_n_steps must be an int >= 1 or None, got {every_n_steps!r}")
         self.every_n_steps = every_n_steps
-        self.manager = manager or CheckpointManager(
-            root, keep_last=keep_last, grace_period=grace_period
+        self._setup_spot(
+            manager,
+            on_preemption,
+            exit_on_preemption,
+            download_to,
+            root=root,
+            keep_last=keep_last,
+            grace_period=grace_period,
         )
-        self.manager.cleanup.extend(on_preemption)
-        self.exit_on_preemption = bool(exit_on_preemption)
-        self.download_to = download_to
-        self.preempted = False
-        self._resolved = False
-        self._resume: str | None = None
         self._save_seconds = 0.0
-
-    def on_preemption(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
-        """Add a cleanup hook (see :meth:`CheckpointManager.on_preemption`)."""
-        return self.manager.on_preemption(fn, timeout=timeout)
 
     def ckpt_path(self) -> str | None:
         """The newest committed step's ``lightning.ckpt`` (for ``fit(ckpt_path=...)``), or None."""
-        if not self._resolved:
-            self._resolved = True
-            found = self.manager.restore_directory(download_to=self.download_to)
-            self._resume = found.file(CHECKPOINT_FILE) if found is not None else None
-        return self._resume
+        found = self._restored_directory()
+        return found.file(CHECKPOINT_FILE) if found is not None else None
 
     def _save(self, trainer: Any, step: int) -> None:
         started = time.monotonic()
@@ -137,19 +130,7 @@ class SpotLightningCallback(Callback):
         if self.manager.should_stop:
             if not self.preempted:
                 self.preempted = True
-                remaining = self.manager.notice.remaining()
-                if self.manager.last_committed_step == step:
-                    log.warning("step %d is already committed; stopping", step)
-                elif self._save_seconds > remaining:
-                    log.warning(
-                        "not saving step %d: the last save took %.1fs but only %.1fs of the "
-                        "grace period is left; the next attempt resumes from step %s",
-                        step,
-                        self._save_seconds,
-                        remaining,
-                        self.manager.last_committed_step,
-                    )
-                else:
+                if save_fits_notice(self.manager, step, self._save_seconds):
                     self._save(trainer, step)
                     log.warning("saved step %d on the preemption notice; stopping", step)
                 self.manager.cleanup.run()
@@ -172,11 +153,13 @@ class SpotLightningCallback(Callback):
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:  # noqa: D102
         step = int(trainer.global_step)
-        try:
-            if not self.preempted and self.manager.last_committed_step != step:
-                self._save(trainer, step)
-        finally:
-            self.manager.close()
+        finish(
+            self.manager,
+            step,
+            preempted=self.preempted,
+            exit_on_preemption=False,  # a preempted fit has exited in on_train_batch_end
+            save_final=lambda: self._save(trainer, step),
+        )
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:  # noqa: D102
         # Lightning's own SIGTERMException, or a failure: close the attempt record either way.

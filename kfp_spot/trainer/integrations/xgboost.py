@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import xgboost
 
 from kfp_spot.trainer import adapters
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish
 from kfp_spot.trainer.interval import SaveInterval
-from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
+from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def _last_metrics(evals_log: Mapping[str, Mapping[str, Any]]) -> dict[str, float
     return out
 
 
-class SpotCheckpoint(xgboost.callback.TrainingCallback):
+class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
     """Preemption-safe checkpoints for ``xgboost.train``: save on the notice, resume rounds.
 
     Args:
@@ -107,7 +108,7 @@ class SpotCheckpoint(xgboost.callback.TrainingCallback):
         keep_last: int | None = 3,
         grace_period: float = DEFAULT_GRACE_PERIOD,
         mtbp: float | None = None,
-        on_preemption: Callable[[], Any] | Iterable[Callable[[], Any]] | None = None,
+        on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
         params: Mapping[str, Any] | None = None,
         manager: CheckpointManager | None = None,
@@ -120,12 +121,16 @@ class SpotCheckpoint(xgboost.callback.TrainingCallback):
         ):
             raise ValueError(f"num_boost_round must be an int >= 1, got {num_boost_round!r}")
         self.num_boost_round = num_boost_round
-        self.manager = manager or CheckpointManager(
-            root, interval=interval, keep_last=keep_last, grace_period=grace_period, mtbp=mtbp
+        self._setup_spot(
+            manager,
+            on_preemption,
+            exit_on_preemption,
+            root=root,
+            interval=interval,
+            keep_last=keep_last,
+            grace_period=grace_period,
+            mtbp=mtbp,
         )
-        self.manager.cleanup.extend(on_preemption)
-        self.exit_on_preemption = bool(exit_on_preemption)
-        self.preempted = False
         self._restored = False
         self._booster: xgboost.Booster | None = None
         self._start_round = 0
@@ -167,10 +172,6 @@ class SpotCheckpoint(xgboost.callback.TrainingCallback):
         self._restore()
         return self.num_boost_round - self._start_round
 
-    def on_preemption(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
-        """Add a cleanup hook (see :meth:`CheckpointManager.on_preemption`)."""
-        return self.manager.on_preemption(fn, timeout=timeout)
-
     def before_training(self, model: xgboost.Booster) -> xgboost.Booster:  # noqa: D102
         self._restore()
         self.manager.start()
@@ -192,16 +193,11 @@ class SpotCheckpoint(xgboost.callback.TrainingCallback):
         return False
 
     def after_training(self, model: xgboost.Booster) -> xgboost.Booster:  # noqa: D102
-        try:
-            if not self.preempted and self.manager.last_committed_step != self._round:
-                self.manager.save(self._round, self._state(model), blocking=True)
-        finally:
-            self.manager.close()
-        if self.preempted and self.exit_on_preemption:
-            log.warning(
-                "preempted after round %d: exiting with status %d",
-                self._round,
-                PREEMPTED_EXIT_CODE,
-            )
-            raise SystemExit(PREEMPTED_EXIT_CODE)
+        finish(
+            self.manager,
+            self._round,
+            preempted=self.preempted,
+            exit_on_preemption=self.exit_on_preemption,
+            save_final=lambda: self.manager.save(self._round, self._state(model), blocking=True),
+        )
         return model
