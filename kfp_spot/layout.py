@@ -42,7 +42,7 @@ class CheckpointLayout:
     def found(self) -> str:
         """A few of the names, for messages: ``a.json, b.pkl, c.pkl and 16 more``."""
         if not self.names:
-            return "nothing (the directory is empty or does not exist)"
+            return "nothing: the directory is empty or does not exist"
         shown = ", ".join(self.names[:_SHOWN])
         more = len(self.names) - _SHOWN
         return f"{shown} and {more} more" if more > 0 else shown

@@ -109,3 +109,32 @@ def test_layouts_are_told_apart(tmp_path, foreign_ckpt):
     ours = tmp_path / "ours"
     write_checkpoint(ours, 3, 0.5)
     assert inspect_layout(str(ours)).kind == "kfp-spot"
+
+
+def test_the_launcher_records_the_layout_and_warns_when_nothing_was_committed(
+    foreign_ckpt, tmp_path, caplog
+):
+    from kfp_spot.jobs.entry import _set_outputs
+
+    def outputs(checkpoint_dir):
+        result = SimpleNamespace(
+            checkpoint_dir=str(checkpoint_dir),
+            latest=None,
+            resumed_from=None,
+            model_dir=str(tmp_path / "model"),
+        )
+        checkpoint = SimpleNamespace(uri="", metadata={})
+        with caplog.at_level(logging.WARNING):
+            _set_outputs(result, checkpoint, None, None)
+        return checkpoint.metadata
+
+    meta = outputs(foreign_ckpt)
+    assert meta["layout"] == "foreign" and meta["latest_step"] == -1
+    assert (
+        f"the job committed no kfp-spot checkpoint step under {foreign_ckpt} (found "
+        "checkpoint.json, ckpt-1.pkl, ckpt-10.pkl, ckpt-11.pkl, ckpt-12.pkl and 14 more); "
+        "evaluate_checkpoint scores this layout with allow_foreign_layout=True"
+    ) in caplog.text
+    caplog.clear()
+    assert outputs(tmp_path / "nothing")["layout"] == "empty"
+    assert "(found nothing: the directory is empty or does not exist)" in caplog.text
