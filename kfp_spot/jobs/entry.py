@@ -25,6 +25,7 @@ from kfp_spot.jobs.launcher import (
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import RecoveryPolicy
 from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked
+from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.inputs import report_input_errors
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,17 @@ def _set_outputs(result: LaunchResult, checkpoint: Any, model: Any, job_report: 
         checkpoint.metadata["manifest_digest"] = result.latest.digest if result.latest else ""
         if result.resumed_from is not None:
             checkpoint.metadata["resumed_from_step"] = result.resumed_from.step
+        found = inspect_layout(result.checkpoint_dir)
+        checkpoint.metadata["layout"] = found.kind
+        if result.latest is None:
+            log.warning(
+                "the job committed no kfp-spot checkpoint step under %s (found %s)%s",
+                result.checkpoint_dir,
+                found.found(),
+                "; evaluate_checkpoint scores this layout with allow_foreign_layout=True"
+                if found.kind == FOREIGN
+                else "",
+            )
     if model is not None:
         model.uri = result.model_dir
     if job_report is not None:

@@ -17,6 +17,7 @@ from kfp_spot.trainer import adapters, failpoints
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
+from kfp_spot.trainer.shutdown import CleanupHooks
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ class CheckpointManager:
         self.async_save = async_save
         self.notice = notice or PreemptionNotice(grace_period)
         self.grace_period = self.notice.grace_period
+        self.cleanup = CleanupHooks(self.notice)  # run after the save on a notice: on_preemption
         self._handle_signals = handle_signals
         self._clock = clock
         self.writer = is_chief() if writer is None else bool(writer)
@@ -273,6 +275,8 @@ class CheckpointManager:
         except CheckpointError as exc:
             error = error or str(exc)
         finally:
+            if self.notice.requested:
+                self.cleanup.run()  # once; a no-op when maybe_save already ran the hooks
             if self._recorder is not None and self._entered:
                 if error is not None:
                     reason = "preempted" if self.notice.requested else "error"
@@ -321,12 +325,42 @@ class CheckpointManager:
             self._recorder.resumed(restored.step, write=self._entered)
         return restored
 
+    def restore_directory(self, *, download_to: str | None = None) -> Any:
+        """The newest committed step of a framework's own files, verified, on a local disk.
+
+        The counterpart of :meth:`save_directory`: nothing is decoded, the framework reads its
+        files from ``.path``. Returns a
+        :class:`~kfp_spot.trainer.integrations.directory.CommittedDirectory`, or None.
+
+        Args:
+            download_to: for a ``gs://`` root, where to download the step (default: a new
+                temporary directory).
+        """
+        from kfp_spot.trainer.integrations import directory
+
+        found = directory.latest_directory(self.root, download_to=download_to)
+        if found is not None:
+            self._last_committed = self._last_requested = found.step
+            if self._recorder is not None:
+                self._recorder.resumed(found.step, write=self._entered)
+        return found
+
     @property
     def last_committed_step(self) -> int | None:
         """The newest step this process committed or restored."""
         return self._last_committed
 
     # -- preemption --------------------------------------------------------------------------
+    def on_preemption(
+        self, fn: Callable[[], Any], *, timeout: float | None = None, name: str | None = None
+    ) -> Callable[[], Any]:
+        """Run ``fn()`` on the preemption notice, after the save (see kfp_spot.trainer.shutdown).
+
+        Time-boxed to the grace period left; its errors are logged, never raised. Usable as a
+        decorator.
+        """
+        return self.cleanup.add(fn, timeout=timeout, name=name)
+
     @property
     def should_stop(self) -> bool:
         """Whether a preemption notice arrived: the loop should save (``maybe_save``) and exit.
@@ -358,7 +392,9 @@ class CheckpointManager:
         """
         failpoints.hit("step", step)
         if self.notice.requested:
-            return self._final_save(step, state, metrics)
+            saved = self._final_save(step, state, metrics)
+            self.cleanup.run()  # the user's cleanup, after the save, in the grace period left
+            return saved
         now = self._clock()
         if self._recorder is not None and now - self._last_heartbeat >= self._heartbeat_seconds:
             self._last_heartbeat = now
@@ -463,6 +499,37 @@ class CheckpointManager:
         self._worker.start()
         self._record_stall(stall, write=self._save_durations[-1] if self._save_durations else None)
         return None
+
+    def save_directory(
+        self, step: int, source: str, *, metrics: Mapping[str, Any] | None = None
+    ) -> Manifest | None:
+        """Commit the files a framework wrote under ``source`` as ``step`` (synchronously).
+
+        For trainers that save in their own layout (Hugging Face, Lightning, orbax, torch DCP):
+        the files are copied into ``<root>/step-<n>/`` and committed under a manifest, with the
+        same retention and attempt records as :meth:`save`. See
+        :mod:`kfp_spot.trainer.integrations.directory`.
+
+        Raises:
+            ValueError: ``step`` is invalid, or ``source`` is not a directory outside the step.
+        """
+        from kfp_spot.trainer.integrations import directory
+
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"step must be an int >= 0, got {step!r}")
+        if not self.writer:
+            self._last_requested = step
+            return None
+        t0 = self._clock()
+        metadata = directory.layout_metadata(
+            _clean_metrics(metrics), self._recorder.attempt_id if self._recorder else None
+        )
+        with directory.mapped_files(source, checkpoints.step_dir(self.root, step)) as files:
+            self.wait()
+            self._last_requested = step
+            manifest = self._write(step, files, metadata, t0)
+        self._record_stall(self._clock() - t0)
+        return manifest
 
     def _record_stall(self, stall: float, write: float | None = None) -> None:
         self._policy.record_save(stall, self._clock(), write=write)
