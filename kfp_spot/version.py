@@ -2,10 +2,19 @@
 
 from importlib import metadata
 
-try:
-    __version__ = metadata.version("kfp-spot")
-except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0"
+
+def _installed_version() -> str:
+    # The full distribution, or on a training VM the light kfp-spot-trainer wheel
+    # (kfp_spot.packaging.trainer_dist), which carries the same version.
+    for name in ("kfp-spot", "kfp-spot-trainer"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "0.0.0"  # running from a source tree that is not installed
+
+
+__version__ = _installed_version()
 
 # The image every component names as base_image: a Python base plus this package, tagged with the
 # package version (see Dockerfile and `make image`). Users push it to their own registry and
