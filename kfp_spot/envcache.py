@@ -57,6 +57,7 @@ _READY = ".kfp-spot-ready"
 _VIEW = "view"
 PIP_TIMEOUT_S = 900
 _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
+_WARNED: set[str] = set()
 
 
 class PackageInstallError(RuntimeError):
@@ -437,7 +438,8 @@ def create_image_env(
         PackageInstallError: a package does not build or install, or refuses the image's Python.
     """
     started = time.monotonic()
-    if image.past_availability():
+    if image.past_availability() and image.image not in _WARNED:
+        _WARNED.add(image.image)  # once per process and image
         log.warning(
             "%s reached its documented end of availability on %s: Vertex AI may refuse it",
             image.image,
