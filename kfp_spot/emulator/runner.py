@@ -178,7 +178,11 @@ class AttemptRunner:
                 pps = pool.python_package_spec
                 if plan.pool not in pythons:
                     pythons[plan.pool] = str(
-                        envcache.package_env(list(pps.package_uris), self.ctx.env_cache_dir)
+                        envcache.package_env(
+                            list(pps.package_uris),
+                            self.ctx.env_cache_dir,
+                            executor_image_uri=pps.executor_image_uri,
+                        )
                     )
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = {e.name: e.value for e in pps.env}

@@ -20,6 +20,7 @@ from google.cloud.aiplatform_v1.types import custom_job as gca_custom_job
 from google.protobuf import json_format
 
 from kfp_spot import fs, validation
+from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
 from kfp_spot.jobs.field_inputs import input_for_field
 
 # The strategies a launcher may submit with (the API also knows ON_DEMAND and LOW_COST, which are
@@ -27,7 +28,6 @@ from kfp_spot.jobs.field_inputs import input_for_field
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
 FALLBACK_STRATEGIES = ("STANDARD", "FLEX_START")
 
-DEFAULT_EXECUTOR_IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 DEFAULT_TIMEOUT = "604800s"  # GCPC's default: 7 days
 DEFAULT_MAX_WAIT = "86400s"  # GCPC's default for FLEX_START: 24 hours
 

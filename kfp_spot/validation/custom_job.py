@@ -17,7 +17,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
-from kfp_spot import machines
+from kfp_spot import executors, machines
 from kfp_spot.validation.values import (
     BOOT_DISK_TYPES,
     MAX_BOOT_DISK_GB,
@@ -238,6 +238,9 @@ def _check_python(spec: Any, where: str) -> None:
             "is required: a prebuilt training image, e.g. "
             "'us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest'",
         )
+    problem = executors.executor_image_problem(spec.executor_image_uri)
+    if problem:
+        raise InvalidJobSpecError(f"{where}.executorImageUri", problem)
     uris = list(spec.package_uris)
     if not uris:
         raise InvalidJobSpecError(

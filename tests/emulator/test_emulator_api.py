@@ -96,7 +96,9 @@ def test_seed_rest_body(emulator, api, toy_package, tmp_path):
                     "machineSpec": {"machineType": "n1-standard-4"},
                     "replicaCount": 1,
                     "pythonPackageSpec": {
-                        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17",
+                        "executorImageUri": (
+                            "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310"
+                        ),
                         "packageUris": [toy_package],
                         "pythonModule": "toytrain.task",
                         "args": ["--steps", "2"],

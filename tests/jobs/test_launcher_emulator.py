@@ -18,6 +18,7 @@ from artifacts import FakeArtifact
 from kfp_spot import checkpoints
 from kfp_spot.jobs.entry import launch_spot_job
 from kfp_spot.jobs.launcher import LaunchFailedError
+from kfp_spot.packaging.trainer_dist import build_trainer_wheel
 
 emulator_module = pytest.importorskip("kfp_spot.emulator")
 Emulator = emulator_module.Emulator
@@ -82,8 +83,12 @@ def trainer_package(tmp_path_factory) -> FakeArtifact:
         )
         _add(tar, "ckpttrain-0.1/ckpttrain/__init__.py", "")
         _add(tar, "ckpttrain-0.1/ckpttrain/task.py", TASK)
+    # The job imports kfp_spot: as prepare_package does, ship the light kfp-spot-trainer wheel
+    # (the executor image has no kfp-spot).
+    light = build_trainer_wheel(path.parent / "kfp-spot-trainer")
     return FakeArtifact(
-        uri=str(path), metadata={"python_module": "ckpttrain.task", "package_uris": [str(path)]}
+        uri=str(path),
+        metadata={"python_module": "ckpttrain.task", "package_uris": [str(path), str(light)]},
     )
 
 
