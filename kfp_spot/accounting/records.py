@@ -130,27 +130,33 @@ def parse_records(raw: Sequence[Any], where: str = "_attempts") -> list[TrainerA
 
 
 def read_records(checkpoint_root: str) -> list[TrainerAttempt]:
-    """The trainer's attempt records under ``<checkpoint_root>/_attempts`` ([] when none)."""
+    """The trainer's attempt records under ``<checkpoint_root>/_attempts``.
+
+    [] when there are none or the storage cannot be read (logged): a report is never worth
+    failing a launch over.
+    """
     from kfp_spot import checkpoints  # fsspec is imported only when a report reads files
+    from kfp_spot.trainer.attempts import storage_errors
 
     if not checkpoint_root:
         return []
     try:
         raw = checkpoints.read_attempt_records(checkpoint_root)
-    except (OSError, ValueError) as exc:
+    except (*storage_errors(), ValueError) as exc:
         log.info("cannot read attempt records under %s: %s", checkpoint_root, exc)
         return []
     return parse_records(raw, f"{checkpoint_root}/_attempts")
 
 
 def read_commits(checkpoint_root: str) -> list[float]:
-    """Wall times of the checkpoint commits under ``checkpoint_root`` ([] when none)."""
+    """Wall times of the checkpoint commits under ``checkpoint_root`` ([] when none, or unread)."""
     from kfp_spot import checkpoints
+    from kfp_spot.trainer.attempts import storage_errors
 
     if not checkpoint_root:
         return []
     try:
         return checkpoints.commit_times(checkpoint_root)
-    except (OSError, ValueError) as exc:
+    except (*storage_errors(), ValueError) as exc:
         log.info("cannot list checkpoints under %s: %s", checkpoint_root, exc)
         return []

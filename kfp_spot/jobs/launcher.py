@@ -10,21 +10,17 @@ job the launcher is watching.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
-import signal
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobState
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
 
 from kfp_spot import checkpoints
-from kfp_spot.accounting import Pool
 from kfp_spot.jobs import gcp_resources
 from kfp_spot.jobs.backend import Backend, backend_for
 from kfp_spot.jobs.client import resolve_endpoint
@@ -45,13 +41,14 @@ from kfp_spot.jobs.recovery import (
     save_state,
     state_uri,
 )
-from kfp_spot.jobs.report import JobReport, build_report
+from kfp_spot.jobs.report import JobReport, build_report, pools_of
 from kfp_spot.jobs.resume import seed_checkpoint
 from kfp_spot.jobs.service import (
     SUBMISSION_LABEL,
     JobService,
     ServiceUnreachableError,
 )
+from kfp_spot.jobs.signals import LaunchInterruptedError, cancel_on_signals
 from kfp_spot.jobs.spec import (
     RESUME_ENV,
     JobInputs,
@@ -62,6 +59,14 @@ from kfp_spot.jobs.spec import (
     with_strategy,
 )
 from kfp_spot.jobs.watch import AttemptWatcher
+
+__all__ = [
+    "LaunchFailedError",
+    "LaunchInterruptedError",
+    "LaunchRequest",
+    "LaunchResult",
+    "Launcher",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +79,6 @@ class LaunchFailedError(RuntimeError):
         self.outcome = outcome
         self.job_message = message
         self.result = result
-
-
-class LaunchInterruptedError(BaseException):
-    """SIGTERM/SIGINT reached the launcher (pipeline cancellation).
-
-    A BaseException, so that nothing in the loop swallows it.
-    """
-
-    def __init__(self, signum: int):
-        super().__init__(f"received signal {signum}")
-        self.signum = signum
 
 
 @dataclass
@@ -148,47 +142,6 @@ def _validate(job: CustomJob, *, local: bool) -> None:
         raise LaunchInputError(
             exc.field, f"the CustomJob built from the inputs is invalid: {exc.message}"
         ) from exc
-
-
-@contextlib.contextmanager
-def _cancel_on_signals() -> Iterator[None]:
-    """Turn the first SIGTERM/SIGINT into LaunchInterruptedError (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired = {"done": False}
-
-    def handler(signum: int, _frame: object) -> None:
-        if fired["done"]:
-            log.warning("signal %d again: already cancelling", signum)
-            return
-        fired["done"] = True
-        raise LaunchInterruptedError(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def _pools(job: CustomJob) -> list[Pool]:
-    """What one attempt of ``job`` bills for."""
-    pools = []
-    for pool in job.job_spec.worker_pool_specs:
-        if not pool.replica_count:
-            continue
-        accelerator = pool.machine_spec.accelerator_type
-        pools.append(
-            Pool(
-                machine_type=pool.machine_spec.machine_type,
-                accelerator_type=AcceleratorType(accelerator).name if accelerator else "",
-                accelerator_count=int(pool.machine_spec.accelerator_count),
-                replica_count=int(pool.replica_count),
-            )
-        )
-    return pools
 
 
 def _short(job_name: str) -> str:
@@ -292,7 +245,7 @@ class Launcher:
         """
         if self.base_job is None:
             self.prepare()
-        with _cancel_on_signals():
+        with cancel_on_signals():
             self.state = self._load_or_start_state()
             try:
                 outcome, message = self._loop()
@@ -461,7 +414,7 @@ class Launcher:
             outcome=outcome,
             submissions=self.state.submissions,
             checkpoint_root=self.dirs["checkpoints"],
-            pools=_pools(self.base_job),
+            pools=pools_of(self.base_job),
             ledgers=ledgers,
         )
         latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob
+
 from kfp_spot import accounting, checkpoints
 from kfp_spot.accounting import EndReason, JobRun, Pool, Summary
 from kfp_spot.jobs.outcome import Outcome
@@ -114,6 +116,24 @@ class JobReport:
             "attempts": attempts,
             "submissions": [asdict(s) for s in self.submission_detail],
         }
+
+
+def pools_of(job: CustomJob) -> list[Pool]:
+    """What one attempt of ``job`` bills for."""
+    pools = []
+    for pool in job.job_spec.worker_pool_specs:
+        if not pool.replica_count:
+            continue
+        accelerator = pool.machine_spec.accelerator_type
+        pools.append(
+            Pool(
+                machine_type=pool.machine_spec.machine_type,
+                accelerator_type=AcceleratorType(accelerator).name if accelerator else "",
+                accelerator_count=int(pool.machine_spec.accelerator_count),
+                replica_count=int(pool.replica_count),
+            )
+        )
+    return pools
 
 
 def rates_of(pools: Sequence[Pool]) -> accounting.Rates | None:

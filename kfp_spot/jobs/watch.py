@@ -20,6 +20,7 @@ from collections.abc import Callable
 from kfp_spot import checkpoints
 from kfp_spot.accounting import Attempt, EndReason
 from kfp_spot.jobs.backend import Backend
+from kfp_spot.trainer.attempts import storage_errors
 
 log = logging.getLogger("kfp_spot.jobs.launcher")
 
@@ -98,7 +99,7 @@ class AttemptWatcher:
     def _newest(self) -> str:
         try:
             latest = checkpoints.latest(self.checkpoint_root, check_hashes=False)
-        except (OSError, ValueError) as exc:
+        except (*storage_errors(), ValueError) as exc:
             log.debug("cannot list %s: %s", self.checkpoint_root, exc)
             return "unknown"
         return f"step {latest.step}" if latest else "none"
