@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import socket
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -223,3 +224,30 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], service: JobService) -> None:
         super().__init__(address, Handler)
         self.service = service
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Remember the connection (see :meth:`server_close`), then serve it on a thread."""
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        """Forget a connection its handler is done with."""
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Stop listening, and end kept-alive connections too.
+
+        Their handler threads would otherwise go on serving a stopped service (a closed store)
+        to clients that reuse the connection, such as a launcher waiting through a restart.
+        """
+        super().server_close()
+        with self._open_lock:
+            connections = list(self._open)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)

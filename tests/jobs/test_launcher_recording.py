@@ -46,7 +46,9 @@ def test_success_submits_one_spot_job_and_sets_outputs(package, outputs, task_di
     assert outputs["checkpoint"].uri == f"{base}/checkpoints"
     assert outputs["model"].uri == f"{base}/model"
     assert outputs["job_report"].metadata["attempts"] == 1
-    assert outputs["job_report"].metadata["preemptions"] == 0
+    # No ledger and no attempt records (as on Vertex with a trainer that keeps none): the job's
+    # own timestamps cannot tell how often the service restarted it, so no count is made up.
+    assert "preemptions" not in outputs["job_report"].metadata
     # gcp_resources parses with GCPC's own proto and names the job.
     with open(outputs["gcp_resources"]) as handle:
         resources = json_format.Parse(handle.read(), GcpResources())
@@ -192,14 +194,24 @@ def test_a_lost_create_response_does_not_make_a_duplicate(package, outputs, refu
 
 
 def test_an_unreachable_service_fails_with_a_clear_error(package, outputs):
-    from kfp_spot.jobs.service import ServiceUnreachableError
+    import dataclasses
 
-    with (
-        RecordingServer(fail_next=[503] * 50) as server,
-        pytest.raises(ServiceUnreachableError, match="failed 8 times") as info,
-    ):
-        _launch(server, package, outputs)
+    from kfp_spot.jobs.backend import backend_for
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+    from kfp_spot.jobs.service import RetryBudget, ServiceUnreachableError
+
+    with RecordingServer(fail_next=[503] * 50) as server:
+        request = build_request(
+            project="test-proj", package=package, api_endpoint=server.endpoint, **outputs
+        )
+        launcher = Launcher(request)
+        # The emulator's own budget rides out a restart (20 s); a short one keeps this test quick.
+        short = dataclasses.replace(launcher.backend, retry=RetryBudget(8, 5.0, 0.01, 0.05))
+        with pytest.raises(ServiceUnreachableError, match="failed 8 times") as info:
+            Launcher(request, backend=short).run()
     assert server.endpoint in str(info.value)
+    assert backend_for(launcher.endpoint).retry.max_seconds >= 20.0
 
 
 def test_past_the_deadline_a_queued_spot_job_is_cancelled_for_standard(package, outputs):
@@ -274,9 +286,8 @@ def test_report_uses_the_emulator_ledger(package, outputs):
     assert metrics["cost_spot_usd"] == pytest.approx(0.03)
     assert metrics["cost_on_demand_usd"] == pytest.approx(0.15)
     assert metrics["savings_usd"] == pytest.approx(0.12)
-    # No checkpoint was ever committed: the preempted attempt's 100 s were all lost.
-    assert metrics["work_lost_seconds"] == 100.0
-    assert metrics["goodput"] == pytest.approx(200 / 300, abs=1e-4)
+    # No checkpoint and no attempt record: what the preempted attempt lost is unknown, not 100 s.
+    assert "work_lost_seconds" not in metrics and "goodput" not in metrics
 
 
 def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, outputs, task_dir):

@@ -1,0 +1,79 @@
+"""One accounting model for every report kfp-spot writes.
+
+Typed attempts from the billing ledger, the trainer's attempt records or the CustomJobs' own
+timestamps (:mod:`kfp_spot.accounting.sources`), summed into one :class:`Summary`
+(:mod:`kfp_spot.accounting.model`) with one definition of a preemption and of every cost, priced by
+:mod:`kfp_spot.accounting.pricing`. The launcher's ``job_report``, ``report.md``, ``report.png`` and
+``kfp-spot run``'s printout all show that one summary. Definitions: docs/reports.md.
+"""
+
+from kfp_spot.accounting.fields import AccountingError, parse_time
+from kfp_spot.accounting.model import (
+    Attempt,
+    Costs,
+    EndReason,
+    Source,
+    Summary,
+    describe_cost,
+    summarize,
+    usd,
+)
+from kfp_spot.accounting.pricing import (
+    SPOT_DISCOUNT_RANGE,
+    SPOT_PRICE_NOTE,
+    AttemptCost,
+    Pool,
+    Rates,
+    UnknownPriceError,
+    attempt_cost,
+    hourly_rates,
+    is_spot,
+    spot_range,
+)
+from kfp_spot.accounting.records import (
+    TrainerAttempt,
+    TrainerExit,
+    parse_records,
+    read_commits,
+    read_records,
+)
+from kfp_spot.accounting.sources import (
+    JobRun,
+    account,
+    ledger_attempts,
+    lost_seconds,
+    record_attempts,
+)
+
+__all__ = [
+    "SPOT_DISCOUNT_RANGE",
+    "SPOT_PRICE_NOTE",
+    "AccountingError",
+    "Attempt",
+    "AttemptCost",
+    "Costs",
+    "EndReason",
+    "JobRun",
+    "Pool",
+    "Rates",
+    "Source",
+    "Summary",
+    "TrainerAttempt",
+    "TrainerExit",
+    "UnknownPriceError",
+    "account",
+    "attempt_cost",
+    "describe_cost",
+    "hourly_rates",
+    "is_spot",
+    "ledger_attempts",
+    "lost_seconds",
+    "parse_records",
+    "parse_time",
+    "read_commits",
+    "read_records",
+    "record_attempts",
+    "spot_range",
+    "summarize",
+    "usd",
+]
