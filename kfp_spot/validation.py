@@ -93,6 +93,8 @@ def validate_custom_job(job: Any) -> None:
         _check_pool(pool, f"jobSpec.workerPoolSpecs[{index}]", index, spot)
     if spec.HasField("base_output_directory"):
         _check_output_uri(spec.base_output_directory.output_uri_prefix)
+    _check_numeric_ranges(spec)
+    _check_flex_start_fields(spec)
 
 
 def _check_labels(labels: Any) -> None:
@@ -330,3 +332,80 @@ def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
         f"{why}, and Spot VMs cannot be used with TPU Pods: use a single-host TPU machine "
         "(e.g. ct5lp-hightpu-4t with topology 2x2) or scheduling.strategy ON_DEMAND",
     )
+
+
+# Rules added for issues 12 and 15 (numeric ranges, FLEX_START-only fields). Kept as separate
+# functions so they merge cleanly with other changes to the checks above.
+
+MIN_BOOT_DISK_GB = 100  # "boot disk size must be within the range of [100, 64000]" (Vertex SDK)
+MAX_BOOT_DISK_GB = 64000
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")  # DiskSpec.boot_disk_type
+MAX_FLEX_START_TIMEOUT_S = 7 * 24 * 3600  # Dynamic Workload Scheduler: timeout of 7 days or less
+_FLEX_START = int(Scheduling.Strategy.FLEX_START)
+
+
+def _check_numeric_ranges(spec: Any) -> None:
+    """Numeric fields of the worker pools within the ranges Vertex AI accepts.
+
+    ``diskSpec.bootDiskSizeGb`` 100 to 64000 (0: unset, the service's default of 100) and
+    ``diskSpec.bootDiskType`` one of the documented types.
+    """
+    for index, pool in enumerate(spec.worker_pool_specs):
+        if not pool.HasField("disk_spec"):
+            continue
+        where = f"jobSpec.workerPoolSpecs[{index}].diskSpec"
+        size = pool.disk_spec.boot_disk_size_gb
+        if size and not MIN_BOOT_DISK_GB <= size <= MAX_BOOT_DISK_GB:
+            raise InvalidJobSpecError(
+                f"{where}.bootDiskSizeGb",
+                f"is {size}; boot disk size must be within the range of "
+                f"[{MIN_BOOT_DISK_GB}, {MAX_BOOT_DISK_GB}] GB (unset: {MIN_BOOT_DISK_GB})",
+            )
+        disk_type = pool.disk_spec.boot_disk_type
+        if disk_type and disk_type not in BOOT_DISK_TYPES:
+            raise InvalidJobSpecError(
+                f"{where}.bootDiskType",
+                f"{disk_type!r} is not a boot disk type; valid: {', '.join(BOOT_DISK_TYPES)}",
+            )
+
+
+def _check_flex_start_fields(spec: Any) -> None:
+    """Fields that only FLEX_START (Dynamic Workload Scheduler) takes, and what it requires.
+
+    ``scheduling.maxWaitDuration`` is accepted only with FLEX_START (GCPC removes it for every
+    other strategy before it creates a job); a FLEX_START job runs for at most 7 days and uses the
+    same machine configuration in every worker pool (Vertex AI's Dynamic Workload Scheduler page).
+    """
+    scheduling = spec.scheduling
+    flex = scheduling.strategy == _FLEX_START
+    if scheduling.HasField("max_wait_duration") and not flex:
+        strategy = _STRATEGIES.get(scheduling.strategy, str(scheduling.strategy))
+        raise InvalidJobSpecError(
+            "jobSpec.scheduling.maxWaitDuration",
+            f"is set but scheduling.strategy is {strategy}; maxWaitDuration is accepted only "
+            "with strategy FLEX_START: remove it (a SPOT or STANDARD job does not wait for "
+            "capacity that way)",
+        )
+    if not flex:
+        return
+    if scheduling.HasField("timeout"):
+        timeout = scheduling.timeout.seconds + scheduling.timeout.nanos / 1e9
+        if timeout > MAX_FLEX_START_TIMEOUT_S:
+            raise InvalidJobSpecError(
+                "jobSpec.scheduling.timeout",
+                f"is {timeout:g}s; a FLEX_START job runs for at most 7 days "
+                f"({MAX_FLEX_START_TIMEOUT_S}s)",
+            )
+    machines_seen = [
+        (index, pool.machine_spec)
+        for index, pool in enumerate(spec.worker_pool_specs)
+        if pool.ByteSize()
+    ]
+    first = machines_seen[0][1] if machines_seen else None
+    for index, machine_spec in machines_seen[1:]:
+        if machine_spec != first:
+            raise InvalidJobSpecError(
+                f"jobSpec.workerPoolSpecs[{index}].machineSpec",
+                "differs from workerPoolSpecs[0].machineSpec; FLEX_START needs the same machine "
+                "configuration in every worker pool",
+            )
