@@ -290,9 +290,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         head = self.command == "HEAD"
-        status, payload = 200, {}
         try:
-            raw = self._read_body()
+            raw = self._read_body()  # a timeout here propagates: handle_one_request answers 408
+        except ApiError as err:
+            self._send(err.http_status, err.to_json(), head=head)
+            if self._drain_bytes:
+                self._drain()
+            return
+        try:
             status, payload = 200, self._route("GET" if head else self.command, raw)
         except ApiError as err:
             status, payload = err.http_status, err.to_json()
@@ -301,8 +306,6 @@ class Handler(BaseHTTPRequestHandler):
             err = ApiError("INTERNAL", "internal error in the emulator; see its log")
             status, payload = err.http_status, err.to_json()
         self._send(status, payload, head=head)
-        if self._drain_bytes:
-            self._drain()
 
     def _framing_error(self) -> ApiError | None:
         """A refusal of the body from its headers alone (None: the body can be read)."""
