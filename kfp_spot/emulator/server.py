@@ -109,7 +109,9 @@ ROUTES: list[Route] = [
     Route("GET", re.compile(rf"{_OPS}/(?P<name>{_OPERATION})"), "get_operation"),
     Route("DELETE", re.compile(rf"{_OPS}/(?P<name>{_OPERATION})"), "delete_operation"),
     Route("POST", re.compile(rf"{_OPS}/(?P<name>{_OPERATION}):cancel"), "cancel_operation"),
-    Route("POST", re.compile(rf"{_OPS}/(?P<name>{_OPERATION}):wait"), "wait_operation"),
+    Route(
+        "POST", re.compile(rf"{_OPS}/(?P<name>{_OPERATION}):wait"), "wait_operation", ("timeout",)
+    ),
     Route("POST", re.compile(rf"/emulator/v1/(?P<name>{_JOB}):preempt"), "preempt"),
     Route("GET", re.compile(rf"/emulator/v1/(?P<name>{_JOB})/attempts"), "attempts"),
     Route(
@@ -267,8 +269,6 @@ class Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's protocol errors (bad request line, headers) as JSON 4xx."""
         status = code if 400 <= code < 500 else HTTPStatus.BAD_REQUEST
-        if self.request_version in ("", "HTTP/0.9"):
-            self.request_version = "HTTP/1.1"  # always answer with a status line and headers
         try:
             phrase = HTTPStatus(code).phrase
         except ValueError:
@@ -370,6 +370,8 @@ class Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: dict[str, Any] | str, *, head: bool = False) -> None:
         body = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.connection.settimeout(self.server.read_timeout)  # writes: the full timeout again
+        if self.request_version in ("", "HTTP/0.9"):
+            self.request_version = "HTTP/1.1"  # always a status line and headers
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(body)))

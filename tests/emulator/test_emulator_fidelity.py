@@ -169,6 +169,11 @@ def test_delete_returns_a_fetchable_location_operation(gapic, api, emulator, mak
         gapic.get_operation(
             operations_pb2.GetOperationRequest(name=f"{NUMBERED}/operations/1234567890123456789")
         )
+    waited = gapic.wait_operation(
+        operations_pb2.WaitOperationRequest(name=op_name, timeout={"seconds": 5})
+    )
+    assert waited.name == op_name and waited.done
+    gapic.cancel_operation(operations_pb2.CancelOperationRequest(name=op_name))  # done: no-op
     gapic.delete_operation(operations_pb2.DeleteOperationRequest(name=op_name))
     with pytest.raises(exceptions.NotFound):
         gapic.get_operation(operations_pb2.GetOperationRequest(name=op_name))
