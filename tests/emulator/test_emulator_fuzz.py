@@ -5,7 +5,7 @@ mutated and random bodies, headers, methods and paths, each on its own connectio
 emulator. For every request: an answer within ``ANSWER_BOUND`` seconds (no hang), never a 5xx,
 every error a Google JSON error, and every refused create names a field in a ``BadRequest``
 field violation. Derandomized with a fixed number of examples, so ``make test`` stays fast and
-the same inputs run every time (about 15 s on the 2-core build machine).
+the same inputs run every time (600 requests in about 3 s on the 2-core build machine).
 """
 
 from __future__ import annotations
