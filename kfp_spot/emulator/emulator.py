@@ -15,7 +15,7 @@ from google.protobuf import json_format
 
 from kfp_spot import envcache
 from kfp_spot.emulator.policy import PreemptionPolicy
-from kfp_spot.emulator.server import EmulatorHTTPServer
+from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
 from kfp_spot.emulator.service import Service
 from kfp_spot.emulator.statedir import StateDirBusyError
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
@@ -72,6 +72,8 @@ class Emulator:
             None for unlimited.
         env_cache_dir: where package environments are cached (default: the shared cache of
             ``kfp_spot.envcache.default_cache_dir()``).
+        read_timeout: seconds a request may take to arrive in full (and a kept-alive
+            connection to stay idle) before it is answered 408 and closed.
 
     Raises:
         EmulatorError: an argument is out of range; at start, the state dir is in use by another
@@ -90,6 +92,7 @@ class Emulator:
         capacity: int | Mapping[str, int] | None = None,
         *,
         env_cache_dir: str | os.PathLike[str] | None = None,
+        read_timeout: float = READ_TIMEOUT,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise EmulatorError(f"port must be an integer in 0..65535 (0: any free), got {port!r}")
@@ -110,6 +113,7 @@ class Emulator:
         self.policy = PreemptionPolicy(at, every, seed)
         self.capacity = _check_capacity(capacity)
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
+        self.read_timeout = _check_seconds("read_timeout", read_timeout, positive=True)
         self._service: Service | None = None
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -132,7 +136,9 @@ class Emulator:
             raise EmulatorError(str(err)) from None
         service.start()
         try:
-            httpd = EmulatorHTTPServer((self.host, self.port), service)
+            httpd = EmulatorHTTPServer(
+                (self.host, self.port), service, read_timeout=self.read_timeout
+            )
         except OSError as err:
             service.stop()
             raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {err}") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1.types import CustomJob, Scheduling
 
-from kfp_spot.emulator import billing, replicas
+from kfp_spot.emulator import billing, names, replicas
 from kfp_spot.emulator.states import (
     ACTIVE_STATES,
     CANCELLED,
@@ -37,6 +36,12 @@ from kfp_spot.emulator.store import JobRow, Store
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 6
+DEFAULT_MAX_WAIT_S = 24 * 3600  # Scheduling.max_wait_duration: "The default is 24 hours."
+_FLEX_START = int(Scheduling.Strategy.FLEX_START)
+_NO_RETRIES = (
+    "STOCKOUT: the job's Spot VMs were preempted and jobSpec.scheduling.disableRetries is set, "
+    "so the service does not restart it"
+)
 
 
 def strategy_name(value: int) -> str:
@@ -86,15 +91,16 @@ class Lifecycle:
 
     # requests from the API --------------------------------------------------------------------
 
-    def submit(self, parent: str, pb: Any) -> JobRow:
+    def submit(self, parent: str, pb: Any, project_id: str | None = None) -> JobRow:
         """Store a validated CustomJob (output-only fields cleared) as a new QUEUED job."""
         now = time.time()
         spec = pb.SerializeToString()
         while True:
-            job_id = str(secrets.randbelow(9 * 10**18) + 10**18)
+            job_id = names.new_id()  # int64, as Vertex's ids
             inserted = self.store.insert_job(
                 {
                     "id": job_id,
+                    "project_id": project_id,
                     "parent": parent,
                     "display_name": pb.display_name,
                     "spec": base64.b64encode(spec).decode(),
@@ -218,6 +224,9 @@ class Lifecycle:
             job["preempt_requested"] = 0
             if row.cancel_requested:
                 state = CANCELLED
+            elif self.spec(row).job_spec.scheduling.disable_retries:  # no restart: fails now
+                state = FAILED
+                error = (CODE_RESOURCE_EXHAUSTED, _NO_RETRIES)
             elif row.preemptions + 1 > MAX_RESTARTS:
                 state = FAILED
                 error = (
@@ -258,3 +267,51 @@ class Lifecycle:
         now = time.time()
         for row in self.store.jobs(states=[PENDING, RUNNING]):
             self.store.update_job(row.id, state=QUEUED, queued_since=now, update_time=now)
+
+    def expire_flex_start_waits(self) -> list[str]:
+        """FAIL the FLEX_START jobs whose wait for capacity is over; returns their ids.
+
+        Called by the scheduler before it admits jobs (on its thread, so a job is never both
+        admitted and expired).
+        """
+        now = time.time()
+        expired = []
+        for row in self.store.jobs(states=[QUEUED]):
+            pb = self.spec(row)
+            deadline = flex_start_deadline(row, pb)
+            if deadline is None or now < deadline or self.store.attempts(row.id):
+                continue
+            message = (
+                "The job could not get the resources it requested within "
+                f"jobSpec.scheduling.maxWaitDuration ({deadline - row.create_time:g}s): "
+                f"resources are insufficient in region {row.parent.split('/')[3]} (FLEX_START)"
+            )
+            if self.store.update_job_if(
+                row.id,
+                (QUEUED,),
+                state=FAILED,
+                end_time=now,
+                update_time=now,
+                error_code=CODE_RESOURCE_EXHAUSTED,
+                error_message=message,
+            ):
+                log.info("job %s: FLEX_START wait is over, failed", row.id)
+                expired.append(row.id)
+        return expired
+
+
+# FLEX_START (Dynamic Workload Scheduler): a job waits for capacity up to maxWaitDuration.
+
+
+def flex_start_deadline(row: JobRow, pb: Any) -> float | None:
+    """When a FLEX_START job that never got its VMs stops waiting (None: it does not expire).
+
+    ``maxWaitDuration`` 0 waits indefinitely; unset waits the documented default of 24 hours.
+    """
+    scheduling = pb.job_spec.scheduling
+    if scheduling.strategy != _FLEX_START or row.state != QUEUED or row.start_time is not None:
+        return None
+    wait = float(DEFAULT_MAX_WAIT_S)
+    if scheduling.HasField("max_wait_duration"):
+        wait = scheduling.max_wait_duration.ToTimedelta().total_seconds()
+    return row.create_time + wait if wait > 0 else None

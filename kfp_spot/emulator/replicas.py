@@ -111,10 +111,10 @@ def plan_replicas(
             plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
     base = output_base(job_spec.base_output_directory.output_uri_prefix)
     common: dict[str, str] = {"CLOUD_ML_JOB_ID": job_id, "CLOUD_ML_PROJECT_ID": project}
-    if base:
-        common["AIP_MODEL_DIR"] = fs.join(base, "model")
-        common["AIP_CHECKPOINT_DIR"] = fs.join(base, "checkpoints")
-        common["AIP_TENSORBOARD_LOG_DIR"] = fs.join(base, "logs")
+    if base:  # with the trailing "/" CustomJobSpec.base_output_directory documents
+        common["AIP_MODEL_DIR"] = fs.join(base, "model") + "/"
+        common["AIP_CHECKPOINT_DIR"] = fs.join(base, "checkpoints") + "/"
+        common["AIP_TENSORBOARD_LOG_DIR"] = fs.join(base, "logs") + "/"
     for plan in plans:
         plan.env.update(common)
     if total <= 1:

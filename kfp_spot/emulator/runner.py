@@ -110,7 +110,7 @@ class AttemptRunner:
     ) -> None:
         self.ctx = ctx
         self.job_id = row.id
-        self.project = row.parent.split("/")[1]
+        self.project = row.project  # the ID the job was created with
         self.pb = pb
         self.attempt = attempt
         self.needs = needs

@@ -186,6 +186,7 @@ class Scheduler:
             self._schedule_once()
 
     def _schedule_once(self) -> None:
+        self.lifecycle.expire_flex_start_waits()
         for row in self.lifecycle.waiting():
             if self._stopping.is_set():
                 return

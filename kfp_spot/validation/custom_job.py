@@ -124,6 +124,7 @@ def _validate(pb: Any, *, known_machines_only: bool) -> None:
         _check_pool(pool, where, index, spot, known_machines_only)
     if spec.HasField("base_output_directory"):
         _check_output_uri(spec.base_output_directory.output_uri_prefix)
+    _check_flex_start_fields(spec)
 
 
 def _check_labels(labels: Any) -> None:
@@ -209,7 +210,8 @@ def _check_disk(spec: Any, where: str) -> None:
     if size and not MIN_BOOT_DISK_GB <= size <= MAX_BOOT_DISK_GB:
         raise InvalidJobSpecError(
             f"{where}.bootDiskSizeGb",
-            f"is {size}; give {MIN_BOOT_DISK_GB} to {MAX_BOOT_DISK_GB} (GB), or 0 for 100",
+            f"is {size}; boot disk size must be within the range of "
+            f"[{MIN_BOOT_DISK_GB}, {MAX_BOOT_DISK_GB}] GB (0: the service's default of 100)",
         )
 
 
@@ -383,3 +385,51 @@ def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
         f"{why}, and Spot VMs cannot be used with TPU Pods: use a single-host TPU machine "
         "(e.g. ct5lp-hightpu-4t with topology 2x2) or scheduling.strategy ON_DEMAND",
     )
+
+
+# FLEX_START-only fields (issue 15).
+
+MAX_FLEX_START_TIMEOUT_S = 7 * 24 * 3600  # Dynamic Workload Scheduler: timeout of 7 days or less
+_FLEX_START = int(Scheduling.Strategy.FLEX_START)
+
+
+def _check_flex_start_fields(spec: Any) -> None:
+    """Fields that only FLEX_START (Dynamic Workload Scheduler) takes, and what it requires.
+
+    ``scheduling.maxWaitDuration`` is accepted only with FLEX_START (GCPC removes it for every
+    other strategy before it creates a job); a FLEX_START job runs for at most 7 days and uses the
+    same machine configuration in every worker pool (Vertex AI's Dynamic Workload Scheduler page).
+    """
+    scheduling = spec.scheduling
+    flex = scheduling.strategy == _FLEX_START
+    if scheduling.HasField("max_wait_duration") and not flex:
+        strategy = _STRATEGIES.get(scheduling.strategy, str(scheduling.strategy))
+        raise InvalidJobSpecError(
+            "jobSpec.scheduling.maxWaitDuration",
+            f"is set but scheduling.strategy is {strategy}; maxWaitDuration is accepted only "
+            "with strategy FLEX_START: remove it (a SPOT or STANDARD job does not wait for "
+            "capacity that way)",
+        )
+    if not flex:
+        return
+    if scheduling.HasField("timeout"):
+        timeout = scheduling.timeout.seconds + scheduling.timeout.nanos / 1e9
+        if timeout > MAX_FLEX_START_TIMEOUT_S:
+            raise InvalidJobSpecError(
+                "jobSpec.scheduling.timeout",
+                f"is {timeout:g}s; a FLEX_START job runs for at most 7 days "
+                f"({MAX_FLEX_START_TIMEOUT_S}s)",
+            )
+    machines_seen = [
+        (index, pool.machine_spec)
+        for index, pool in enumerate(spec.worker_pool_specs)
+        if pool.ByteSize()
+    ]
+    first = machines_seen[0][1] if machines_seen else None
+    for index, machine_spec in machines_seen[1:]:
+        if machine_spec != first:
+            raise InvalidJobSpecError(
+                f"jobSpec.workerPoolSpecs[{index}].machineSpec",
+                "differs from workerPoolSpecs[0].machineSpec; FLEX_START needs the same machine "
+                "configuration in every worker pool",
+            )

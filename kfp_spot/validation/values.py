@@ -19,7 +19,8 @@ MAX_WORKER_POOLS = 4  # primary, workers, parameter servers, evaluators
 MAX_DISPLAY_NAME = 128
 MAX_LABELS = 64
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
-MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 10, 65536  # Compute Engine's boot disk sizes
+# "boot disk size must be within the range of [100, 64000]" (Vertex SDK, DiskSpec)
+MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 100, 64000
 # google.protobuf.Duration holds at most +-315,576,000,000 s (10,000 years) with nanoseconds.
 MAX_DURATION_SECONDS = 315_576_000_000
 # A WorkerPoolSpec is 5 levels deep at most (pools, pool, containerSpec, env, variable): 20 leaves

@@ -182,3 +182,17 @@ def progress_lines(path: Path) -> list[str]:
 def lines() -> Callable[[Path], list[str]]:
     """The ``progress_lines`` helper as a fixture."""
     return progress_lines
+
+
+@pytest.fixture
+def gapic(emulator: Emulator) -> Any:
+    """The real GAPIC ``JobServiceClient`` (REST transport) pointed at the emulator."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobServiceClient(
+        transport="rest",
+        client_options=ClientOptions(api_endpoint=emulator.endpoint),
+        credentials=AnonymousCredentials(),
+    )

@@ -119,8 +119,8 @@ def test_machine_table_prices():
 @pytest.mark.parametrize(
     ("disk", "field", "needle"),
     [
-        (DiskSpec(boot_disk_size_gb=-1), "bootDiskSizeGb", "10 to 65536"),
-        (DiskSpec(boot_disk_size_gb=70000), "bootDiskSizeGb", "10 to 65536"),
+        (DiskSpec(boot_disk_size_gb=-1), "bootDiskSizeGb", "[100, 64000]"),
+        (DiskSpec(boot_disk_size_gb=70000), "bootDiskSizeGb", "[100, 64000]"),
         (DiskSpec(boot_disk_type="floppy"), "bootDiskType", "pd-ssd, pd-standard"),
         (DiskSpec(boot_disk_type="pd-ssd\n"), "bootDiskType", "pd-ssd, pd-standard"),
     ],

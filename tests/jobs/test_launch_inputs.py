@@ -85,7 +85,7 @@ CASES = {
         "NVIDIA_TESLA_A100",
     ),
     "long display name": ({"display_name": "x" * 129}, "display_name", "at most 128"),
-    "tiny disk": ({"boot_disk_size_gb": 5}, "boot_disk_size_gb", "10 to 65536"),
+    "tiny disk": ({"boot_disk_size_gb": 5}, "boot_disk_size_gb", "[100, 64000]"),
     "floppy disk": ({"boot_disk_type": "floppy"}, "boot_disk_type", "pd-ssd"),
     "bad module": ({"python_module": "trainer/task.py"}, "python_module", "'trainer.task'"),
     "bad label": ({"labels": {"Team": "x"}}, "labels", "lowercase letter"),
@@ -277,5 +277,6 @@ def test_an_unknown_machine_type_is_judged_by_the_service_the_emulator_refuses_i
             )
         assert emu.list_jobs() == []
     assert info.value.outcome == Outcome.USER_ERROR
-    assert "jobSpec.workerPoolSpecs[0].machineSpec.machineType" in str(info.value)
+    # The service names the field as Vertex does (snake_case path of the request).
+    assert "job_spec.worker_pool_specs[0].machine_spec.machine_type" in str(info.value)
     assert "'n9-imaginary-4' is not in kfp-spot's machine table" in caplog.text
