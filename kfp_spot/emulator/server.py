@@ -5,7 +5,8 @@ Routes (``{name}`` is ``projects/P/locations/L/customJobs/ID``):
 - ``POST /v1/projects/P/locations/L/customJobs``: create; answers the CustomJob
 - ``GET /v1/projects/P/locations/L/customJobs``: list (``filter``, ``pageSize``, ``pageToken``)
 - ``GET /v1/{name}``, ``POST /v1/{name}:cancel``, ``DELETE /v1/{name}``
-- ``POST /emulator/v1/{name}:preempt``: preempt the running attempt of a Spot job
+- ``POST /emulator/v1/{name}:preempt``: preempt the running attempt of a Spot job, or one
+  replica's VM (body ``{"replica": "workerpool1-0"}``)
 - ``GET /emulator/v1/{name}/attempts``: the billing ledger, ``{"attempts": [...]}``
 - ``GET /emulator/v1/{name}/logs``: replica logs (``attempt``, ``replica``, ``tail``)
 - ``GET /emulator/v1/customJobs``: every job of every project (name, state, displayName)
@@ -30,7 +31,7 @@ from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import ApiError
-from kfp_spot.emulator.jobs import JobService
+from kfp_spot.emulator.jobs import JobService, preempt_replica
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         if action == "delete":
             return service.delete_job(params["name"])
         if action == "preempt":
-            self._body()
-            return service.preempt(params["name"])
+            return service.preempt(params["name"], preempt_replica(self._body()))
         if action == "attempts":
             return {"attempts": service.attempts(params["name"])}
         if action == "logs":
