@@ -24,8 +24,14 @@ def test_members_share_the_chunks_and_a_leaver_hands_them_to_the_chief():
     assert coord.sync("workerpool1-1", 0, wait=0)["action"] == "wait"  # joins, no round yet
     assert coord.sync("workerpool1-0", 0, wait=0)["action"] == "wait"
     rnd = coord.open_round("d0")
-    assert rnd.owner == {0: CHIEF, 1: "workerpool1-0", 2: "workerpool1-1", 3: CHIEF,
-                         4: "workerpool1-0", 5: "workerpool1-1"}  # fmt: skip
+    assert rnd.owner == {
+        0: CHIEF,
+        1: "workerpool1-0",
+        2: "workerpool1-1",
+        3: CHIEF,
+        4: "workerpool1-0",
+        5: "workerpool1-1",
+    }
     work = coord.sync("workerpool1-0", 0, wait=0)
     assert work == {"action": "work", "step": 1, "chunks": [1, 4], "digest": "d0"}
     assert coord.chief_work() == [0, 3]

@@ -30,9 +30,14 @@ def _three_replicas(make_job, tmp_path, *, restart_job=None):
     flag = tmp_path / "chief-may-finish"
     envs = tmp_path / "envs"
     body = make_job(
-        "--steps", "100000", "--progress", str(progress), "--env-out", str(envs),
+        "--steps",
+        "100000",
+        "--progress",
+        str(progress),
+        "--env-out",
+        str(envs),
         replicas=(1, 2),
-    )  # fmt: skip
+    )
     chief = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
     chief["args"] = ["--steps", "1", "--until", str(flag), "--progress", str(progress)]
     chief["args"] += ["--env-out", str(envs)]
@@ -148,8 +153,11 @@ def test_worker_preemptions_count_against_the_six_restarts(tmp_path, env_cache, 
 def test_preempt_one_replica_on_request(emulator, api, make_job, tmp_path, until, lines):
     body, progress, flag, _ = _three_replicas(make_job, tmp_path)
     name = _create(emulator, api, body)
-    until(lambda: any(x.startswith(f"{WORKER} ") and " step " in x for x in lines(progress)), 60,
-          "the worker to step")  # fmt: skip
+    until(
+        lambda: any(x.startswith(f"{WORKER} ") and " step " in x for x in lines(progress)),
+        60,
+        "the worker to step",
+    )
     url = f"{emulator.endpoint}/emulator/v1/{name}:preempt"
     status, answer = api("POST", url, {"replica": WORKER})
     assert status == 200, answer
@@ -227,8 +235,12 @@ def test_cli_preempts_one_replica(emulator, api, make_job, tmp_path, until, line
 def test_random_vm_preemptions_are_reproducible_per_vm():
     a = PreemptionPolicy(preempt_vm_every=30.0, seed=3)
     b = PreemptionPolicy(preempt_vm_every=30.0, seed=3)
-    keys = [(job, replica, life) for job in (1, 2) for replica in (WORKER, "workerpool1-1")
-            for life in (1, 2)]  # fmt: skip
+    keys = [
+        (job, replica, life)
+        for job in (1, 2)
+        for replica in (WORKER, "workerpool1-1")
+        for life in (1, 2)
+    ]
     times = [a.vm_delay(*k) for k in keys]
     assert times == [b.vm_delay(*k) for k in keys]
     assert len(set(times)) == len(times)  # every VM and life has its own clock
