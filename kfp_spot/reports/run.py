@@ -75,6 +75,29 @@ def _number(row: Mapping[str, Any], key: str, where: str, default: float = 0.0) 
 
 
 @dataclass(frozen=True)
+class VmUsage:
+    """One replica's VM during an attempt: when it ran (a gap between runs: it was preempted)."""
+
+    replica: str
+    runs: tuple[tuple[float, float | None], ...]
+
+    @classmethod
+    def from_json(cls, vm: Any, where: str) -> VmUsage:
+        """Parse one entry of a ledger row's ``vms`` (see docs/emulator.md)."""
+        if not isinstance(vm, Mapping) or not isinstance(vm.get("runs", []), list):
+            raise ReportError(f"{where} must be an object with a list of runs")
+        runs = []
+        for i, run in enumerate(vm.get("runs", [])):
+            at = f"{where}.runs[{i}]"
+            if not isinstance(run, Mapping):
+                raise ReportError(f"{at} must be an object, got {type(run).__name__}")
+            start = parse_time(run.get("startTime"), f"{at}.startTime")
+            if start is not None:
+                runs.append((start, parse_time(run.get("endTime"), f"{at}.endTime")))
+        return cls(str(vm.get("replica") or "?"), tuple(runs))
+
+
+@dataclass(frozen=True)
 class LedgerRow:
     """One billed attempt of a CustomJob, as the emulator's ledger (or Vertex) reports it."""
 
@@ -91,12 +114,16 @@ class LedgerRow:
     spot_cost: float
     on_demand_cost: float
     savings: float
+    vms: tuple[VmUsage, ...] = ()  # each replica's VM, when the ledger has them
 
     @classmethod
     def from_json(cls, row: Any, where: str, default_job: str) -> LedgerRow:
         """Parse one camelCase ledger row (see docs/ARCHITECTURE.md)."""
         if not isinstance(row, Mapping):
             raise ReportError(f"{where} must be an object, got {type(row).__name__}")
+        vms = row.get("vms") or []
+        if not isinstance(vms, list):
+            raise ReportError(f"{where}.vms must be a list, got {type(vms).__name__}")
         return cls(
             job=str(row.get("job") or default_job),
             attempt=int(_number(row, "attempt", where, default=0)),
@@ -111,6 +138,7 @@ class LedgerRow:
             spot_cost=_number(row, "spotCost", where),
             on_demand_cost=_number(row, "onDemandCost", where),
             savings=_number(row, "savings", where),
+            vms=tuple(VmUsage.from_json(vm, f"{where}.vms[{i}]") for i, vm in enumerate(vms)),
         )
 
 

@@ -29,13 +29,38 @@ def _origin(run: RunData) -> float:
     return min(times) if times else 0.0
 
 
+def vm_lanes(run: RunData, now: float) -> dict[str, list[tuple[float, float, bool]]]:
+    """Per-VM lanes of multi-replica attempts: ``replica -> [(start, end, away), ...]``.
+
+    ``away`` spans are the gaps while a preempted VM was gone (the job ran on without it);
+    VMs of attempts with a single replica are left out (their lane would repeat the attempt's).
+    """
+    lanes: dict[str, list[tuple[float, float, bool]]] = {}
+    for row in run.ledger:
+        if len(row.vms) < 2:
+            continue
+        end = row.end if row.end is not None else now
+        for vm in row.vms:
+            spans = lanes.setdefault(vm.replica, [])
+            last = None
+            for start, stop in vm.runs:
+                if last is not None and start > last:
+                    spans.append((last, start, True))
+                last = stop if stop is not None else end
+                spans.append((start, last, False))
+            if last is not None and last < end:
+                spans.append((last, end, True))
+    return lanes
+
+
 def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 100) -> Path:
     """Draw the run's timeline to a PNG.
 
     Top panel, one lane each: the service's attempts (ledger rows, coloured by end reason, a
-    cross where a Spot VM was preempted), the training process's attempts (attempt records) and
-    the checkpoint commits (ticks). Bottom panel: the loss recorded with each checkpoint over the
-    same time axis (seconds since the run started).
+    cross where a Spot VM was preempted), each VM of a multi-replica job (grey while it ran,
+    hatched while it was preempted and away, the job running on without it), the training
+    process's attempts (attempt records) and the checkpoint commits (ticks). Bottom panel: the
+    loss recorded with each checkpoint over the same time axis (seconds since the run started).
 
     Args:
         run: the run.
@@ -100,6 +125,18 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
                     zorder=5,
                 )
 
+    for replica, spans in vm_lanes(run, now).items():
+        y = lane(f"VM {replica}")
+        for start, end, away in spans:
+            lanes_ax.broken_barh(
+                [(start - t0, max(end - start, 0.0))],
+                (y - 0.25, 0.5),
+                facecolors="none" if away else "#78909c",
+                edgecolors="#b71c1c" if away else "black",
+                hatch="xx" if away else None,
+                linewidth=0.5,
+            )
+
     if run.attempts:
         y = lane("training\nprocess")
         for a in run.attempts:
@@ -153,6 +190,8 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
         legend.append(
             Line2D([], [], marker="X", color="#b71c1c", linestyle="none", label="preemption")
         )
+    if any(away for spans in vm_lanes(run, now).values() for *_, away in spans):
+        legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="xx", label="VM away"))
     if run.attempts:
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="///", label="lost work"))
     if legend:

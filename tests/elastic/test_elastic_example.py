@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import pytest
 
 from kfp_spot.emulator import Emulator
 from kfp_spot.packaging import prepare_package
+from kfp_spot.reports import load_run, write_report
+from kfp_spot.reports.timeline import vm_lanes
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "elastic"
@@ -38,6 +41,7 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _job(package: str, out: Path) -> dict:
     args = ["--steps", str(STEPS), "--chunk-seconds", "0.03", "--checkpoint-every", "10"]
     args += ["--grace-period", "2", "--poll-seconds", "0.2", "--join-timeout", "60"]
+    args += ["--keep-last", "100"]  # every commit stays: the report shows their pace
     pool = {
         "machineSpec": {"machineType": "n1-standard-4"},
         "pythonPackageSpec": {
@@ -131,6 +135,27 @@ def test_training_goes_on_without_a_worker_and_takes_it_back(
     restored = [line for line in text.splitlines() if "restored step" in line]
     assert len(restored) == 2 and int(restored[1].split("restored step ")[1].split()[0]) >= 10
     assert text.count("caught up at step") == 2
+
+    # the run's report shows the worker's VM away while the others ran on
+    run_dir = tmp_path / "report"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {
+                "outcome": "SUCCEEDED",
+                "job_names": [name],
+                "ledger": ledger,
+                "checkpoint_uri": str(stormy / "checkpoints"),
+            }
+        )
+    )
+    report = write_report(run_dir)
+    lanes = vm_lanes(load_run(run_dir), now=time.time())
+    assert sorted(lanes) == ["workerpool0-0", "workerpool1-0", "workerpool1-1"]
+    away = [(a, b) for a, b, is_away in lanes[WORKER] if is_away]
+    assert away == [(pytest.approx(gap_start, abs=1e-3), pytest.approx(gap_end, abs=1e-3))]
+    assert not any(is_away for a, b, is_away in lanes["workerpool0-0"] + lanes["workerpool1-1"])
+    assert report.png.stat().st_size > 10_000
 
 
 def _ts(text: str) -> float:
