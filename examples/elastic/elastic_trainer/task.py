@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from elastic_trainer import model
 from elastic_trainer.protocol import (
     CHIEF,
@@ -43,7 +44,6 @@ from elastic_trainer.protocol import (
     Coordinator,
     decode,
 )
-
 from kfp_spot.trainer import PREEMPTED_EXIT_CODE, CheckpointManager, PreemptionNotice, SaveInterval
 
 log = logging.getLogger("elastic_trainer.task")
