@@ -145,6 +145,15 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, key) for key in _FIXED}
 
 
+def _update(args: argparse.Namespace) -> dict[str, Any]:
+    """The optimizer settings every replica applies a step's gradient with."""
+    return {
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "momentum": args.momentum,
+    }
+
+
 def cluster() -> tuple[str, str | None, list[str]]:
     """This replica's name, the chief's address (None alone) and every worker's name.
 
@@ -242,11 +251,7 @@ def run_chief(args: argparse.Namespace, chief_address: str | None, workers: list
     """The chief: serve, run every step with whoever is present, checkpoint, write the model."""
     config = _config(args)
     data = model.dataset(args.data_seed, args.data_size)
-    update = {
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "momentum": args.momentum,
-    }
+    update = _update(args)
     with CheckpointManager(
         args.checkpoint_dir,
         interval=args.checkpoint_every,
@@ -345,11 +350,7 @@ def run_worker(args: argparse.Namespace, me: str, chief_address: str) -> int:
     """A worker: restore, catch up, compute chunks until done; leave on a preemption notice."""
     config = _config(args)
     data = model.dataset(args.data_seed, args.data_size)
-    update = {
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "momentum": args.momentum,
-    }
+    update = _update(args)
     client = ChiefClient(chief_address, me, patience=args.chief_timeout, poll=args.poll_seconds)
     with CheckpointManager(
         args.checkpoint_dir, grace_period=args.grace_period, writer=False
