@@ -6,7 +6,9 @@ a Spot preemption: each restart is a new attempt). :func:`summarize` turns attem
 printout all show. Definitions (also in docs/reports.md):
 
 - **preemption**: an attempt that ended ``PREEMPTED`` or ``EMULATOR_RESTARTED`` (the emulator
-  stopped under it; the job carried on as after a preemption).
+  stopped under it; the job carried on as after a preemption), and each worker VM that was
+  preempted and replaced while its attempt ran on (per-VM preemption: the job slowed down but
+  did not stop).
 - **paid**: each attempt's billable seconds at its strategy's rate (Spot for SPOT, on-demand for
   every other strategy). **on-demand**: the same seconds at on-demand rates. **savings**: on-demand
   minus paid.
@@ -78,6 +80,25 @@ class Source(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class VmRuns:
+    """One replica's VM during an attempt (from a ledger with per-VM rows).
+
+    Attributes:
+        replica: Vertex's replica name, e.g. ``workerpool1-0``.
+        runs: ``(start, end)`` of each time the VM ran (``end`` None while it runs); a gap between
+            two runs is a preemption the attempt rode out, the VM away and unbilled.
+    """
+
+    replica: str
+    runs: tuple[tuple[float, float | None], ...] = ()
+
+    @property
+    def replacements(self) -> int:
+        """How many times this VM was preempted and replaced within the attempt."""
+        return max(0, len(self.runs) - 1)
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One billed attempt of a CustomJob.
 
@@ -96,6 +117,7 @@ class Attempt:
         first_step: the checkpoint step it resumed from (from the trainer's records).
         last_step: the last step it committed.
         lost_seconds: billed time after its last commit; None when unknown.
+        vms: each replica's VM, when the source has per-VM detail (the emulator's ledger).
     """
 
     job_name: str
@@ -112,11 +134,22 @@ class Attempt:
     first_step: int | None = None
     last_step: int | None = None
     lost_seconds: float | None = 0.0
+    vms: tuple[VmRuns, ...] = ()
 
     @property
     def is_preemption(self) -> bool:
         """See :attr:`EndReason.is_preemption`."""
         return self.end_reason.is_preemption
+
+    @property
+    def vm_preemptions(self) -> int:
+        """Worker VMs preempted and replaced while this attempt ran on."""
+        return sum(vm.replacements for vm in self.vms)
+
+    @property
+    def preemptions(self) -> int:
+        """The preemptions this attempt counts for (its own, if it was one, plus its VMs')."""
+        return int(self.is_preemption) + self.vm_preemptions
 
     @property
     def job_id(self) -> str:
@@ -133,6 +166,7 @@ class Attempt:
             "end": self.end,
             "end_reason": self.end_reason.value,
             "preemption": self.is_preemption,
+            "vm_preemptions": self.vm_preemptions,
             "billable_seconds": self.billable_seconds,
             "queued_seconds": self.queued_seconds,
             "machine_type": self.machine_type,
@@ -182,8 +216,9 @@ class Summary:
     Attributes:
         source: where the attempts came from.
         attempts: every attempt, in order.
-        preemptions: attempts that were preempted; None when the source cannot tell (job
-            timestamps: the service restarts a job after a preemption without saying so).
+        preemptions: attempts that were preempted plus worker VMs preempted and replaced; None
+            when the source cannot tell (job timestamps: the service restarts a job after a
+            preemption without saying so).
         billable_seconds: Σ billable seconds.
         queued_seconds: Σ queued seconds (the ledger only, else None).
         lost_seconds: Σ work lost; None when any attempt's is unknown.
@@ -270,7 +305,7 @@ def summarize(source: Source, attempts: Sequence[Attempt]) -> Summary:
         source=source,
         attempts=attempts,
         preemptions=(
-            None if source is Source.JOB_TIMESTAMPS else sum(1 for a in attempts if a.is_preemption)
+            None if source is Source.JOB_TIMESTAMPS else sum(a.preemptions for a in attempts)
         ),
         billable_seconds=math.fsum(a.billable_seconds for a in attempts),
         queued_seconds=(

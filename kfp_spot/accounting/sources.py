@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kfp_spot.accounting.fields import AccountingError, number, parse_time
-from kfp_spot.accounting.model import Attempt, EndReason, Source, Summary, summarize
+from kfp_spot.accounting.model import Attempt, EndReason, Source, Summary, VmRuns, summarize
 from kfp_spot.accounting.pricing import AttemptCost, Rates, attempt_cost, is_spot
 from kfp_spot.accounting.records import TrainerAttempt, TrainerExit
 
@@ -88,9 +88,33 @@ def ledger_attempts(
                 machine_type=str(row.get("machineType") or ""),
                 replica_count=int(number(row, "replicaCount", at, default=1)),
                 cost=cost,
+                vms=_vms(row.get("vms"), f"{at}.vms"),
             )
         )
     return out
+
+
+def _vms(value: Any, where: str) -> tuple[VmRuns, ...]:
+    """A ledger row's optional per-VM detail (docs/emulator.md): each replica's runs."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise AccountingError(f"{where} must be a list, got {type(value).__name__}")
+    out = []
+    for index, vm in enumerate(value):
+        at = f"{where}[{index}]"
+        runs_json = vm.get("runs") if isinstance(vm, Mapping) else None
+        if not isinstance(runs_json, list):
+            raise AccountingError(f"{at} must be an object with a list of runs")
+        runs = []
+        for i, run in enumerate(runs_json):
+            if not isinstance(run, Mapping):
+                raise AccountingError(f"{at}.runs[{i}] must be an object")
+            start = parse_time(run.get("startTime"), f"{at}.runs[{i}].startTime")
+            if start is not None:
+                runs.append((start, parse_time(run.get("endTime"), f"{at}.runs[{i}].endTime")))
+        out.append(VmRuns(str(vm.get("replica") or "?"), tuple(runs)))
+    return tuple(out)
 
 
 def record_attempts(records: Sequence[TrainerAttempt], jobs: Sequence[JobRun]) -> list[Attempt]:

@@ -34,7 +34,7 @@ from google.cloud.aiplatform_v1.types import (
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 
-from kfp_spot.emulator import billing, filters, names
+from kfp_spot.emulator import billing, filters, names, replicas
 from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.scheduler import Capacity
@@ -110,6 +110,31 @@ def _field_mask(text: str) -> Any | None:
             "read_mask",
         )
     return mask
+
+
+def preempt_replica(body: Any) -> str | None:
+    """The ``replica`` of a ``:preempt`` request body (``{}`` or ``{"replica": "workerpool1-0"}``).
+
+    Raises:
+        ApiError: INVALID_ARGUMENT for another shape, naming the field.
+    """
+    if not isinstance(body, dict):
+        raise ApiError("INVALID_ARGUMENT", "the :preempt body must be a JSON object", "body")
+    unknown = sorted(set(body) - {"replica"})
+    if unknown:
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"unknown field {unknown[0]!r} in the :preempt body; the only field is 'replica'",
+            unknown[0],
+        )
+    replica = body.get("replica")
+    if replica is not None and (not isinstance(replica, str) or not replica):
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"replica must be a replica name such as 'workerpool1-0', got {replica!r}",
+            "replica",
+        )
+    return replica
 
 
 class JobService:
@@ -279,8 +304,13 @@ class JobService:
 
     # emulator extensions ----------------------------------------------------------------------
 
-    def preempt(self, name: str) -> dict[str, Any]:
-        """Preempt the running attempt of a Spot job (or the next one as soon as it runs)."""
+    def preempt(self, name: str, replica: str | None = None) -> dict[str, Any]:
+        """Preempt the running attempt of a Spot job (or the next one as soon as it runs).
+
+        With ``replica`` (a worker, e.g. ``workerpool1-0``) only that replica's VM is preempted
+        and replaced while the others keep running (see ``runner``); the primary replica's
+        preemption is the attempt's.
+        """
         row = self._row(name)
         if row.terminal or row.state == CANCELLING:
             raise ApiError(
@@ -298,7 +328,16 @@ class JobService:
                 f"{strategy}); only SPOT jobs are preempted",
                 "job_spec.scheduling.strategy",
             )
-        self.lifecycle.request_preempt(row.id)
+        if replica is not None:
+            known = [n for n, _, _ in replicas.replica_names(pb.job_spec)]
+            if replica not in known:
+                raise ApiError(
+                    "INVALID_ARGUMENT",
+                    f"replica {replica!r} is not a replica of {row.name}; its replicas are "
+                    f"{', '.join(known)}",
+                    "replica",
+                )
+        self.lifecycle.request_preempt(row.id, replica)
         self._notify(row.id)
         attempts = self.store.attempts(row.id)
         current = attempts[-1] if attempts and attempts[-1].end_time is None else None
@@ -306,6 +345,7 @@ class JobService:
             "name": row.name,
             "attempt": current.attempt if current else len(attempts) + 1,
             "state": row.state,
+            **({"replica": replica} if replica is not None else {}),
         }
 
     def attempts(self, name: str) -> list[dict[str, Any]]:

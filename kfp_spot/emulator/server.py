@@ -9,7 +9,8 @@ Routes (``{name}`` is ``projects/P/locations/L/customJobs/ID``, P a project ID o
 - ``GET /v1/{name}``, ``POST /v1/{name}:cancel``, ``DELETE /v1/{name}`` (a long-running operation)
 - ``GET /v1/{operation}`` (also ``/ui/...``, where the GAPIC client looks), ``DELETE``,
   ``POST {operation}:cancel``, ``POST {operation}:wait``
-- ``POST /emulator/v1/{name}:preempt``: preempt the running attempt of a Spot job
+- ``POST /emulator/v1/{name}:preempt``: preempt the running attempt of a Spot job, or one
+  replica's VM (body ``{"replica": "workerpool1-0"}``)
 - ``GET /emulator/v1/{name}/attempts``: the billing ledger, ``{"attempts": [...]}``
 - ``GET /emulator/v1/{name}/logs``: replica logs (``attempt``, ``replica``, ``tail``)
 - ``GET /emulator/v1/customJobs``: every job of every project (name, state, displayName)
@@ -47,7 +48,7 @@ from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import ApiError, decode_json
-from kfp_spot.emulator.jobs import INT32_MAX, JobService, message_json
+from kfp_spot.emulator.jobs import INT32_MAX, JobService, message_json, preempt_replica
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ ROUTES: list[Route] = [
     Route("GET", re.compile(r"/emulator/v1/health"), "health"),
 ]
 # Fields a request body may set besides the path's own (``body: "*"`` requests).
-_BODY_FIELDS = {"cancel": ("name",), "cancel_operation": ("name",), "preempt": ("name",)}
+_BODY_FIELDS = {"cancel": ("name",), "cancel_operation": ("name",), "preempt": ("name", "replica")}
 _BODY_FIELDS["wait_operation"] = ("name", "timeout")
 
 
@@ -459,7 +460,8 @@ class Handler(BaseHTTPRequestHandler):
             service.cancel_operation(params["name"])
             return {}
         if action == "preempt":
-            return service.preempt(params["name"])
+            body = decode_json(raw, "*") if raw.strip() else {}
+            return service.preempt(params["name"], preempt_replica(body))
         if action == "attempts":
             return {"attempts": service.attempts(params["name"])}
         if action == "logs":

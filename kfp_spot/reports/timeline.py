@@ -34,6 +34,30 @@ def _origin(run: RunData, summary: Summary) -> float:
     return min(times) if times else 0.0
 
 
+def vm_lanes(summary: Summary, now: float) -> dict[str, list[tuple[float, float, bool]]]:
+    """Per-VM lanes of multi-replica attempts: ``replica -> [(start, end, away), ...]``.
+
+    ``away`` spans are the gaps while a preempted VM was gone (the job ran on without it); VMs of
+    attempts with a single replica are left out (their lane would repeat the attempt's).
+    """
+    lanes: dict[str, list[tuple[float, float, bool]]] = {}
+    for attempt in summary.attempts:
+        if len(attempt.vms) < 2:
+            continue
+        end = attempt.end if attempt.end is not None else now
+        for vm in attempt.vms:
+            spans = lanes.setdefault(vm.replica, [])
+            last = None
+            for start, stop in vm.runs:
+                if last is not None and start > last:
+                    spans.append((last, start, True))
+                last = stop if stop is not None else end
+                spans.append((start, last, False))
+            if last is not None and last < end:
+                spans.append((last, end, True))
+    return lanes
+
+
 def render_timeline(
     run: RunData,
     path: str | os.PathLike[str],
@@ -47,7 +71,9 @@ def render_timeline(
     end reason, a cross at each preemption, emulator restarts included, and the billed time lost
     after an attempt's last checkpoint hatched), the training process's attempts (attempt
     records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
-    checkpoint over the same time axis (seconds since the run started).
+    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
+    gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
+    without it).
 
     Args:
         run: the run.
@@ -126,6 +152,19 @@ def render_timeline(
                     zorder=5,
                 )
 
+    vms = vm_lanes(summary, now)
+    for replica, spans in vms.items():
+        y = lane(f"VM {replica}")
+        for start, end, away in spans:
+            lanes_ax.broken_barh(
+                [(start - t0, max(end - start, 0.0))],
+                (y - 0.25, 0.5),
+                facecolors="none" if away else "#78909c",
+                edgecolors="#b71c1c" if away else "black",
+                hatch="xx" if away else None,
+                linewidth=0.5,
+            )
+
     if run.records:
         y = lane("training\nprocess")
         for r in run.records:
@@ -167,6 +206,8 @@ def render_timeline(
         legend.append(
             Line2D([], [], marker="X", color="#b71c1c", linestyle="none", label="preemption")
         )
+    if any(away for spans in vms.values() for *_, away in spans):
+        legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="xx", label="VM away"))
     if any(a.lost_seconds for a in summary.attempts):
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="///", label="lost work"))
     if legend:
