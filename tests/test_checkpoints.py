@@ -47,7 +47,7 @@ def test_manifest_is_the_commit(tmp_path: Path) -> None:
     ("damage", "message"),
     [
         (lambda p: p.write_bytes(p.read_bytes()[:-1]), "bytes, manifest says"),
-        (lambda p: p.write_bytes(b"\xff" + p.read_bytes()[1:]), "sha256"),
+        (lambda p: p.write_bytes(b"\xff" + p.read_bytes()[1:]), "crc32c"),
         (lambda p: p.unlink(), "missing"),
     ],
     ids=["truncated", "hash-mismatch", "file-missing"],

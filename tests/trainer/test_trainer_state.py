@@ -116,8 +116,11 @@ def test_sklearn_estimator_round_trips(tmp_path: Path) -> None:
     X = np.random.default_rng(0).normal(size=(40, 3))
     y = (X[:, 0] > 0).astype(int)
     clf = SGDClassifier(random_state=0).partial_fit(X, y, classes=[0, 1])
-    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    with pytest.raises(adapters.StateEncodingError, match="allow_pickle=True"):
+        CheckpointManager(str(tmp_path), handle_signals=False).save(1, {"clf": clf})
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False, allow_pickle=True)
     ckpt.save(1, {"clf": clf})
+    assert CheckpointManager(str(tmp_path), handle_signals=False).restore() is None  # not allowed
     back = ckpt.restore().state["clf"]
     assert back.coef_.tobytes() == clf.coef_.tobytes()
     back.partial_fit(X, y)
