@@ -4,12 +4,10 @@ The runtime code in this package never imports ``kfp.dsl``; the KFP interfaces l
 ``kfp_spot.components`` and ``kfp_spot.pipelines``.
 """
 
-from typing import Any
-
 __all__ = ["RUNTIME_IMAGE", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> str:
     # Lazy: kfp_spot.version reads the installed metadata (importlib.metadata, ~40 ms), which a
     # training process importing kfp_spot.trainer never needs.
     if name in __all__:

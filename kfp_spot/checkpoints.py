@@ -21,7 +21,7 @@ paths never import fsspec.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import hashlib
 import json
@@ -123,7 +123,7 @@ def crc32c(data: Any, crc: int = 0) -> int:
 
 def crc32c_b64(crc: int) -> str:
     """A CRC32C as Cloud Storage writes it: base64 of the 4 big-endian bytes."""
-    return base64.b64encode(crc.to_bytes(4, "big")).decode()
+    return binascii.b2a_base64(crc.to_bytes(4, "big"), newline=False).decode()
 
 
 # -- the manifest ------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import threading
 import time
@@ -71,7 +70,7 @@ class AttemptRecorder:
         attempt_id: str | None = None,
     ) -> None:
         start = time.time()
-        host = socket.gethostname()
+        host = os.uname().nodename  # socket.gethostname(), without importing socket
         self.root = root
         self.attempt_id = attempt_id or (
             time.strftime("%Y%m%dT%H%M%S", time.gmtime(start))

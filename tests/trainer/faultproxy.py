@@ -49,7 +49,7 @@ class FaultProxy:
             def _handle(self) -> None:
                 proxy._serve(self)
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
