@@ -376,3 +376,19 @@ def test_restore_always_returns_the_newest_intact_step(tmp_path_factory, keep: i
             assert restored.step == max(intact)
             assert restored.state["step"] == max(intact)
             assert (restored.state["w"] == float(max(intact))).all()
+
+
+def test_async_snapshot_copies_mutable_buffers_and_reuses_them(tmp_path: Path) -> None:
+    weights = np.zeros(1 << 18)
+    scratch = bytearray(b"a" * 1000)
+    with _manager(tmp_path, async_save=True, keep_last=None, interval="1") as ckpt:
+        for step in (1, 2, 3):
+            ckpt.save(step, {"w": weights, "scratch": scratch})
+            weights += 1.0  # the loop goes on at once; the checkpoint keeps what was saved
+            scratch[:] = str(step).encode() * 1000
+        ckpt.wait()
+    saved_scratch = {1: b"a" * 1000, 2: b"1" * 1000, 3: b"2" * 1000}
+    for step in (1, 2, 3):
+        restored = _manager(tmp_path).restore(step=step)
+        assert (restored.state["w"] == step - 1.0).all()
+        assert restored.state["scratch"] == saved_scratch[step]
