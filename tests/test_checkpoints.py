@@ -238,7 +238,7 @@ def test_commit_files_commits_a_directory_written_by_someone_else(tmp_path: Path
     assert checkpoints.latest(str(tmp_path)) is None
     with pytest.raises(FileNotFoundError):
         checkpoints.commit_files(str(tmp_path), 5, ["nope.bin"])
-    with pytest.raises(ValueError, match="nothing to commit|no files"):
+    with pytest.raises(ValueError, match="no files to commit"):
         checkpoints.commit_files(str(tmp_path), 6)
 
 
@@ -253,7 +253,8 @@ def test_local_checkpoints_never_import_fsspec(tmp_path: Path) -> None:
         "with CheckpointManager(root, interval='1', handle_signals=False) as c:\n"
         "    c.restore(); c.maybe_save(1, {'x': 1}); c.maybe_save(2, {'x': 2})\n"
         "assert CheckpointManager(root, handle_signals=False).restore().step == 2\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fsspec', 'gcsfs', 'asyncio')))\n"
+        "heavy = ('fsspec', 'gcsfs', 'asyncio')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

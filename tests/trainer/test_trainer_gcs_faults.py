@@ -12,7 +12,6 @@ import logging
 import re
 import signal
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
