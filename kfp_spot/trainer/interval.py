@@ -54,10 +54,15 @@ def estimate_mtbp(
 
     With none seen yet, the maximum-likelihood estimate is unbounded, and any fixed prior is
     wrong by orders of magnitude for some run (an hour leaves a run preempted every few seconds
-    unprotected). Without a hint the estimate is then the exposure so far (as if a preemption
-    were due now): the interval grows as ``sqrt(2·C·t)``, so a run preempted early has saved
-    often, and one that is not spaces its saves out; the first preemption seen replaces it with
-    the estimate above. A hint (``prior``) is used instead until the exposure exceeds it.
+    unprotected). Without a hint the estimate is then twice the exposure so far, ``M = 2t``: the
+    interval grows as ``sqrt(2·C·M) = 2·sqrt(C·t)``, so a run preempted early has saved often and
+    one that is not spaces its saves out. Two is the factor that minimises the waste before the
+    first preemption whatever ``C`` and the true rate: with ``M = k·t``, saving costs
+    ``C·sqrt(2t/(k·C))`` up to time ``t`` and a preemption then loses half an interval,
+    ``sqrt(2·k·C·t)/2``; the sum ``sqrt(2·C·t)·(1/sqrt(k) + sqrt(k)/2)`` is smallest at ``k = 2``.
+    It is also the posterior mean under Jeffreys' prior for the rate. The first preemption seen
+    replaces it with the estimate above. A hint (``prior``) is used instead until the exposure
+    exceeds it.
 
     Args:
         records: attempt records as :mod:`kfp_spot.trainer.attempts` writes them.
@@ -77,7 +82,7 @@ def estimate_mtbp(
         if reason == "preempted" or (reason is None and record.get("end_time") is None):
             preemptions += 1
     if preemptions == 0:
-        return max(prior or MIN_MTBP, exposure)
+        return max(prior, exposure) if prior else max(2.0 * exposure, MIN_MTBP)
     return max(exposure / preemptions, MIN_MTBP)
 
 

@@ -267,15 +267,15 @@ def test_failpoint_spec() -> None:
 def test_auto_without_a_hint_is_not_exposed_for_an_hour() -> None:
     """Before any preemption the estimate is the exposure so far, not a fixed hour."""
     assert SaveInterval.parse("auto").mtbp is None
-    assert estimate_mtbp([], current_exposure=5.0) == 5.0
+    assert estimate_mtbp([], current_exposure=5.0) == 10.0  # twice the exposure so far
     assert estimate_mtbp([], current_exposure=0.0) >= 1.0  # a floor, never zero
     policy = IntervalPolicy(SaveInterval(auto=True), now=0.0)
     policy.record_save(0.2, 0.0)
     # a run preempted every few seconds has saved every second or so by then
-    assert policy.target_seconds(4.0) == pytest.approx(math.sqrt(2 * 0.2 * 4.0))
+    assert policy.target_seconds(4.0) == pytest.approx(2 * math.sqrt(0.2 * 4.0))
     assert policy.target_seconds(4.0) < 2.0
     # a run that is never preempted spaces its saves out as it goes
-    assert policy.target_seconds(3600.0) == pytest.approx(math.sqrt(2 * 0.2 * 3600.0))
+    assert policy.target_seconds(3600.0) == pytest.approx(2 * math.sqrt(0.2 * 3600.0))
     # the first preemption seen (in an earlier attempt's record) replaces the guess
     records = [{"start_time": 0.0, "end_time": 8.0, "exit_reason": "preempted"}]
     nxt = IntervalPolicy(SaveInterval(auto=True), records, now=100.0)
