@@ -277,6 +277,7 @@ def restart(workdir: Path, repeats: int, state_mib: int) -> None:
         raise RuntimeError(f"worker ended without a step: {proc.wait()}")
 
     floors, totals = [], []
+    quiet = subprocess.DEVNULL
     for i in range(repeats):
         t0 = time.time()
         bare = subprocess.Popen([*base, "--bare"], stdout=subprocess.PIPE, text=True, env=env)
@@ -284,13 +285,13 @@ def restart(workdir: Path, repeats: int, state_mib: int) -> None:
         bare.wait()
         root = str(workdir / f"restart-{i}")
         cmd = [*base, "--root", root, "--state-mib", str(state_mib)]
-        first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=quiet, text=True, env=env)
         first_step(first)
         time.sleep(0.3)
         t0 = time.time()
         first.send_signal(signal.SIGTERM)
         first.wait()
-        nxt = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        nxt = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=quiet, text=True, env=env)
         totals.append(first_step(nxt) - t0 - 0.01)
         nxt.send_signal(signal.SIGTERM)
         nxt.wait()
@@ -676,6 +677,7 @@ def main() -> int:
         p.add_argument("--state-mib", type=int, default=64, help="state size for 3.")
         p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
         p.add_argument("--restart-mib", type=int, default=1, help="state size for 5.")
+        p.add_argument("--restart-repeats", type=int, default=15)
         p.add_argument("--all-policies", action="store_true", help="goodput: fixed T*/4..16T*")
         p.add_argument("--max-attempts", type=int, default=500)
         p.add_argument(
@@ -720,7 +722,7 @@ def main() -> int:
         if cmd in ("stall", "all"):
             stall(workdir, args.mib, args.stall_steps, args.stall_every)
         if cmd in ("restart", "all"):
-            restart(workdir, args.repeats, args.restart_mib)
+            restart(workdir, args.restart_repeats, args.restart_mib)
         if cmd in ("goodput", "all"):
             goodput(workdir, args)
     finally:

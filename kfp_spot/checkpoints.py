@@ -30,6 +30,7 @@ import math
 import os
 import re
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,9 @@ class _Crc32c:
             if not view.readonly:
                 holder = (self._ctypes.c_char * n).from_buffer(view)
                 return self._extend(crc, self._ctypes.addressof(holder), n)
+            np = sys.modules.get("numpy")
+            if np is not None:  # a read-only slice (of bytes, say): NumPy knows its address
+                return self._extend(crc, np.frombuffer(view, np.uint8).ctypes.data, n)
         return self._python(crc, bytes(view))
 
 
