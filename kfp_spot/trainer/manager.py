@@ -249,6 +249,7 @@ class CheckpointManager:
         self._policy = IntervalPolicy(self.interval, now=clock())
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
+        self._janitor: threading.Thread | None = None
         self._worker_error: BaseException | None = None
         self._last_committed: int | None = None
         self._last_requested: int | None = None  # newest step saved or being saved
@@ -316,6 +317,7 @@ class CheckpointManager:
     # -- reading -----------------------------------------------------------------------------
     def committed_steps(self) -> list[int]:
         """Committed steps under the root (manifest present and sizes right), oldest first."""
+        self._join_janitor()
         return [m.step for m in checkpoints.committed_steps(self.root)]
 
     def restore(self, step: int | None = None) -> Restored | None:
@@ -567,7 +569,7 @@ class CheckpointManager:
             self._recorder.stalled(stall)
 
     def wait(self) -> None:
-        """Wait for a background save to commit.
+        """Wait for a background save to commit, and for retention to have removed old steps.
 
         Raises:
             CheckpointError: the background save failed (its step is not committed).
@@ -576,6 +578,7 @@ class CheckpointManager:
         if worker is not None:
             worker.join()
             self._worker = None
+        self._join_janitor()
         if self._worker_error is not None:
             error, self._worker_error = self._worker_error, None
             raise CheckpointError(f"a background checkpoint save failed: {error}") from error
@@ -629,11 +632,28 @@ class CheckpointManager:
             self._recorder.committed(step, duration)
         log.info("checkpoint step %d committed in %.3fs", step, duration)
         self._warn_if_slow(duration)
+        if threading.current_thread() is not self._worker:
+            # Deleting old steps (freeing a large file takes tens of ms) is no part of the save:
+            # it goes on beside the next training steps.
+            self._janitor = threading.Thread(
+                target=self._retain, args=(step,), name="kfp-spot-retention", daemon=True
+            )
+            self._janitor.start()
+        else:
+            self._retain(step)  # already in the background writer
+        return manifest
+
+    def _retain(self, step: int) -> None:
         try:
             self._apply_retention()
         except storage_errors() as exc:  # the step is committed; old ones go next time
             log.warning("retention after step %d failed: %s", step, exc)
-        return manifest
+
+    def _join_janitor(self) -> None:
+        janitor = self._janitor
+        if janitor is not None:
+            janitor.join()
+            self._janitor = None
 
     def _warn_if_slow(self, duration: float) -> None:
         if duration > self.grace_period and not self._warned_grace:

@@ -104,6 +104,7 @@ def test_retention_removes_old_torn_steps(tmp_path: Path) -> None:
     (tmp_path / "step-1" / "x.json").write_text("1")  # a killed save, never committed
     ckpt = _manager(tmp_path, keep_last=5)
     ckpt.save(2, {"x": 2})
+    ckpt.wait()  # retention runs beside the training loop
     assert checkpoints.list_steps(str(tmp_path)) == [2]
 
 
@@ -344,6 +345,7 @@ def test_restore_always_returns_the_newest_intact_step(tmp_path_factory, keep: i
         if op == "save":
             step += 1
             ckpt.save(step, {"w": np.full(64, float(step)), "step": step})
+            ckpt.wait()  # retention removes old steps beside the next training steps
             status[step] = "ok"
             # retention: committed = manifest present and sizes right (hashes are not re-read)
             committed = sorted(s for s, v in status.items() if v in ("ok", "flip"))
