@@ -394,3 +394,12 @@ def test_async_snapshot_copies_mutable_buffers_and_reuses_them(tmp_path: Path) -
         restored = _manager(tmp_path).restore(step=step)
         assert (restored.state["w"] == step - 1.0).all()
         assert restored.state["scratch"] == saved_scratch[step]
+
+
+def test_async_snapshot_of_a_large_array_is_exact(tmp_path: Path) -> None:
+    weights = np.random.default_rng(0).random((5 << 20) + 3)  # > 16 MiB: copied in two halves
+    expected = weights.tobytes()
+    with _manager(tmp_path, async_save=True) as ckpt:
+        ckpt.save(1, {"w": weights})
+        weights[:] = 0.0
+    assert _manager(tmp_path).restore().state["w"].tobytes() == expected
