@@ -221,11 +221,19 @@ def throughput(workdir: Path, mib: int, repeats: int) -> dict:
     return rows
 
 
+def _deployed_env() -> dict[str, str]:
+    """The environment of an installed trainer: this checkout first, bytecode caches on."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its .pyc files
+    return env
+
+
 def import_time(repeats: int) -> None:
     print(f"\n## 4. `import kfp_spot.trainer` in a fresh interpreter ({repeats} runs)")
     code = "import time; t = time.perf_counter(); import {m}; print(time.perf_counter() - t)"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = _deployed_env()
     for module in ("kfp_spot.trainer", "numpy"):
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env)  # .pyc
         times = [
             float(
                 subprocess.run(
@@ -244,31 +252,32 @@ def import_time(repeats: int) -> None:
         )
 
 
-def restart_worker(args: argparse.Namespace) -> int:
-    """One attempt: restore, then steps of --step-seconds; prints the wall time of step 1."""
-    import numpy  # the trainer's own import, part of the floor
-
-    if args.bare:
-        time.sleep(args.step_seconds)
-        print(f"first-step {time.time()!r}", flush=True)
-        return 0
-    with CheckpointManager(args.root, interval="1000000", grace_period=30.0) as ckpt:
-        restored = ckpt.restore()
-        weights = (
-            restored.state["weights"]
-            if restored
-            else numpy.zeros(args.state_mib * MIB // 4, dtype=numpy.float32)
-        )
-        step = restored.step if restored else 0
-        while True:
-            time.sleep(args.step_seconds)
-            weights[step % weights.size] += 1
-            step += 1
-            if step == (restored.step if restored else 0) + 1:
-                print(f"first-step {time.time()!r}", flush=True)
-            ckpt.maybe_save(step, {"weights": weights})
-            if ckpt.should_stop:
-                return 143
+# One attempt of the restart measurement, run as `python -c`: the trainer's own floor ("bare")
+# imports only NumPy; the other mode restores, steps every 10 ms and stops on SIGTERM.
+RESTART_WORKER = """
+import sys, time
+import numpy
+mode, root, mib = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if mode == "bare":
+    time.sleep(0.01)
+    print("first-step", repr(time.time()), flush=True)
+    sys.exit(0)
+from kfp_spot.trainer import CheckpointManager
+with CheckpointManager(root, interval="1000000", grace_period=30.0) as ckpt:
+    restored = ckpt.restore()
+    step = restored.step if restored else 0
+    weights = restored.state["weights"] if restored else numpy.zeros(mib << 18, numpy.float32)
+    first = step + 1
+    while True:
+        time.sleep(0.01)
+        weights[step % weights.size] += 1
+        step += 1
+        if step == first:
+            print("first-step", repr(time.time()), flush=True)
+        ckpt.maybe_save(step, {"weights": weights})
+        if ckpt.should_stop:
+            sys.exit(143)
+"""
 
 
 def restart(workdir: Path, repeats: int, state_mib: int) -> None:
@@ -276,8 +285,9 @@ def restart(workdir: Path, repeats: int, state_mib: int) -> None:
         f"\n## 5. Preemption -> the next attempt's first step ({state_mib} MiB state, "
         f"{repeats} runs): SIGTERM, save on the notice, exit, new process, restore, one 10 ms step"
     )
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    base = [sys.executable, __file__, "restart-worker", "--step-seconds", "0.01"]
+    env = _deployed_env()
+    base = [sys.executable, "-c", RESTART_WORKER]
+    subprocess.run([*base, "bare", "", "0"], check=True, env=env, stdout=subprocess.DEVNULL)
 
     def first_step(proc: subprocess.Popen) -> float:
         for line in proc.stdout:
@@ -289,11 +299,13 @@ def restart(workdir: Path, repeats: int, state_mib: int) -> None:
     quiet = subprocess.DEVNULL
     for i in range(repeats):
         t0 = time.time()
-        bare = subprocess.Popen([*base, "--bare"], stdout=subprocess.PIPE, text=True, env=env)
+        bare = subprocess.Popen(
+            [*base, "bare", "", "0"], stdout=subprocess.PIPE, text=True, env=env
+        )
         floors.append(first_step(bare) - t0 - 0.01)
         bare.wait()
         root = str(workdir / f"restart-{i}")
-        cmd = [*base, "--root", root, "--state-mib", str(state_mib)]
+        cmd = [*base, "train", root, str(state_mib)]
         first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=quiet, text=True, env=env)
         first_step(first)
         time.sleep(0.3)
@@ -705,16 +717,9 @@ def main() -> int:
     w.add_argument("--step-seconds", type=float, required=True)
     w.add_argument("--state-mib", type=int, required=True)
     w.add_argument("--grace", type=float, required=True)
-    r = sub.add_parser("restart-worker")
-    r.add_argument("--root", default="")
-    r.add_argument("--step-seconds", type=float, required=True)
-    r.add_argument("--state-mib", type=int, default=1)
-    r.add_argument("--bare", action="store_true")
     args = parser.parse_args()
     if args.cmd == "worker":
         return worker(args)
-    if args.cmd == "restart-worker":
-        return restart_worker(args)
     cmd = args.cmd or "all"
     if args.cmd is None:
         args = parser.parse_args(["all"])

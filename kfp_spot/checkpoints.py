@@ -716,7 +716,7 @@ def _write_hashed(target: str, payload: Payload) -> FileEntry:
                 def hash_views() -> None:
                     try:
                         result.append(_crc_of(views))
-                    except BaseException as exc:  # re-raised in the writing thread
+                    except BaseException as exc:  # noqa: BLE001 - re-raised by the writer
                         result.append(exc)
 
                 helper = threading.Thread(target=hash_views, name="kfp-spot-crc32c")
