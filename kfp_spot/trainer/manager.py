@@ -501,7 +501,8 @@ class CheckpointManager:
         A synchronous save writes every value from its own memory (no copy). An async save copies
         the values' mutable buffers (NumPy arrays, bytearrays) into snapshot buffers kept from
         one save to the next, which is all the training loop waits for, then writes them in a
-        background thread that computes each chunk's CRC32C just before writing it.
+        background thread. Either way the CRC32C is computed while the disk flushes (locally) or
+        chunk by chunk as it is uploaded (``gs://``).
 
         Args:
             step: the number of steps completed (>= 0).
