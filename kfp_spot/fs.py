@@ -10,8 +10,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # fsspec costs ~100 ms to import; local-path callers (the trainer) never need it
@@ -111,7 +109,7 @@ def mounted_path(uri: str, mount_root: str = GCS_MOUNT_ROOT) -> str:
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """The hex sha256 of a local file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
+    with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -156,7 +154,7 @@ def atomic_write(
     os.makedirs(directory, exist_ok=True)
     name = os.path.basename(local)
     tmp = os.path.join(
-        directory, f".{name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp"
+        directory, f".{name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp"
     )
     try:
         with open(tmp, "wb") as handle:

@@ -25,25 +25,21 @@ back by the framework (kfp-spot's state adapters are not involved).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import mmap
 import os
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kfp_spot import checkpoints, fs
-from kfp_spot.checkpoints import CheckpointCorruptError, FileEntry, Manifest
+from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
 
 log = logging.getLogger(__name__)
 
 LAYOUT = "directory"
 """``manifest.metadata["layout"]`` of a step whose files a framework wrote."""
-
-_CHUNK = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -159,16 +155,17 @@ def mapped_files(source: str, step_path: str | None = None) -> Iterator[dict[str
                 mapped.close()
 
 
-def _hash_in_place(filesystem: Any, path: str, *, fsync: bool) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    with filesystem.open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-        if fsync:
-            os.fsync(handle.fileno())  # the data reaches the disk before the manifest names it
-    return digest.hexdigest(), size
+def _fsync_files(local: str, names: list[str]) -> None:
+    """Fsync every file and its directory: the data reaches the disk before a manifest names it."""
+    for name in names:
+        with open(os.path.join(local, *name.split("/")), "rb") as handle:
+            os.fsync(handle.fileno())
+    for directory in sorted({os.path.dirname(os.path.join(local, n)) for n in names}):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _commit_in_place(root: str, step: int, metadata: dict[str, Any]) -> Manifest:
@@ -179,34 +176,17 @@ def _commit_in_place(root: str, step: int, metadata: dict[str, Any]) -> Manifest
         filesystem.rm_file(manifest_path)  # re-committing: the step is uncommitted meanwhile
     filesystem.invalidate_cache(path)
     local = fs.to_local_path(base)
+    if local is not None and os.path.isdir(local):
+        names = [name for name, _ in _walk(local) if name != checkpoints.MANIFEST_NAME]
+        if names:
+            _fsync_files(local, names)
     try:
-        names = (
-            [name for name, _ in _walk(local)]
-            if local is not None and os.path.isdir(local)
-            else sorted(p[len(path.rstrip("/")) + 1 :] for p in filesystem.find(path) if p != path)
-        )
-    except FileNotFoundError:
-        names = []
-    if not names:
+        return checkpoints.commit_files(root, step, metadata=metadata)
+    except (ValueError, FileNotFoundError) as exc:
         raise ValueError(
             f"{base} holds no files: write the framework's checkpoint there first "
-            "(step_directory(root, step) names it)"
-        )
-    entries = []
-    for name in names:
-        target = fs.filesystem(fs.join(base, name))[1]
-        digest, size = _hash_in_place(filesystem, target, fsync=local is not None)
-        entries.append(FileEntry(name, size, digest))
-    if local is not None:
-        for directory in sorted({os.path.dirname(os.path.join(local, n)) for n in names}):
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    manifest = Manifest(step, tuple(entries), time.time(), metadata)
-    checkpoints.commit_manifest(root, manifest)
-    return checkpoints.verify(root, step, check_hashes=False)
+            f"(step_directory(root, step) names it) ({exc})"
+        ) from exc
 
 
 def commit_directory(
