@@ -16,11 +16,10 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.jobs.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
 from kfp_spot.reports import write_report
 
-LOCAL_PROJECT = "local-project"
-LOCAL_LOCATION = "us-central1"
 EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
 
 
@@ -93,6 +92,7 @@ def run_local(
     from kfp import components, local
 
     from kfp_spot.emulator import Emulator
+    from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
     from kfp_spot.pipelines.spot_training import spot_training
 
     run_dir = Path(run_dir).resolve()
@@ -122,6 +122,7 @@ def run_local(
             raise_on_error=False,
         )
         with (
+            gcp_placeholders_as_text(),  # the launch's GCPC placeholders: settled by the launcher
             shown.watching(emulator_jobs(emu), latest_step(checkpoint_root)),
             CheckpointPreemptionDrill(
                 checkpoint_root, running_attempts, emu.preempt, count=preemptions

@@ -226,6 +226,7 @@ def test_any_value_of_a_rich_input_is_accepted_or_named(tmp_path_factory, name, 
 
     inputs = {
         "project": "test-proj",
+        "location": "us-central1",
         "container_image_uri": "us-docker.pkg.dev/p/r/i:1",
         "api_endpoint": "http://127.0.0.1:9",  # nothing listens: prepare() must not call it
         **outputs,

@@ -176,7 +176,7 @@ def test_reattaches_to_the_job_in_gcp_resources(package, outputs):
             f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
         ).json()
         server.jobs[made["name"]].script = Script([RUNNING, SUCCEEDED])
-        gcp_resources.write(outputs["gcp_resources"], f"{server.endpoint}/v1/{made['name']}")
+        gcp_resources.write(outputs["gcp_resources"], [f"{server.endpoint}/v1/{made['name']}"])
         assert _launch(server, package, outputs) == "SUCCEEDED"
     assert len(server.created()) == 1  # only the earlier one: no duplicate
 
@@ -310,6 +310,7 @@ def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
     # kfp.local hands integers back as floats, and lists/dicts may arrive as JSON text.
     request = build_request(
         project="test-proj",
+        location="us-central1",
         package=package,
         accelerator_count=2.0,
         accelerator_type="NVIDIA_TESLA_T4",
@@ -326,7 +327,9 @@ def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
         ({"poll_interval_seconds": "soon"}, "poll_interval_seconds"),
     ):
         with pytest.raises(LaunchInputError) as info:
-            build_request(project="test-proj", package=package, **bad, **outputs)
+            build_request(
+                project="test-proj", location="us-central1", package=package, **bad, **outputs
+            )
         assert info.value.field == field
 
 
@@ -362,6 +365,7 @@ def test_a_machine_type_missing_from_our_table_is_left_to_the_service(package, t
 
     request = build_request(
         project="test-proj",
+        location="us-central1",
         package=package,
         machine_type="a4-highgpu-8g",  # newer than the table
         base_output_directory="gs://bucket/run",

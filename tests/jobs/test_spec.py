@@ -18,19 +18,24 @@ PKG = ["gs://b/trainer-0.1.tar.gz"]
 
 
 def _inputs(**kw) -> JobInputs:
-    base = {"project": "test-proj", "package_uris": PKG, "python_module": "trainer.task"}
+    base = {
+        "project": "test-proj",
+        "location": "us-central1",
+        "package_uris": PKG,
+        "python_module": "trainer.task",
+    }
     return JobInputs(**{**base, **kw})
 
 
 def test_package_job_is_spot_with_python_package_spec_and_output_dir():
-    job = build_custom_job(_inputs(base_output_directory="gs://b/run", args=["--epochs", "2"]))
+    job = build_custom_job(_inputs(base_output_directory="gs://bucket/run", args=["--epochs", "2"]))
     assert strategy_name(job) == "SPOT"
     (pool,) = job.job_spec.worker_pool_specs
     assert pool.python_package_spec.package_uris == PKG
     assert pool.python_package_spec.python_module == "trainer.task"
     assert list(pool.python_package_spec.args) == ["--epochs", "2"]
     assert pool.replica_count == 1
-    assert job.job_spec.base_output_directory.output_uri_prefix == "gs://b/run"
+    assert job.job_spec.base_output_directory.output_uri_prefix == "gs://bucket/run"
     assert "max_wait_duration" not in job.job_spec.scheduling
 
 
@@ -61,7 +66,10 @@ def test_env_reaches_every_pool_and_user_env_wins(env):
 def test_container_job_uses_container_spec():
     job = build_custom_job(
         JobInputs(
-            project="test-proj", container_image_uri="us-docker.pkg.dev/p/r/i:1", command=["python"]
+            project="test-proj",
+            location="us-central1",
+            container_image_uri="us-docker.pkg.dev/p/r/i:1",
+            command=["python"],
         )
     )
     (pool,) = job.job_spec.worker_pool_specs
