@@ -256,6 +256,10 @@ def _show(value: Any) -> str:
     return validation.show(value)
 
 
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
 def check_job(
     job: CustomJob, inputs: JobInputs, target: validation.Target = validation.VERTEX_AI
 ) -> None:
@@ -304,7 +308,8 @@ def _parse_pool(index: int, pool: Any) -> WorkerPoolSpec:
     except json_format.ParseError as exc:
         raise LaunchInputError(
             f"worker_pool_specs[{index}]",
-            f"not a WorkerPoolSpec (camelCase or snake_case fields of the Vertex API): {exc}",
+            f"not a WorkerPoolSpec (camelCase or snake_case fields of the Vertex API): "
+            f"{_one_line(exc)}",
         ) from exc
     return WorkerPoolSpec.wrap(message)
 
@@ -317,7 +322,7 @@ def _psc_interface_config(value: Mapping[str, Any]) -> PscInterfaceConfig:
         raise LaunchInputError(
             "psc_interface_config",
             "not a PscInterfaceConfig (networkAttachment, dnsPeeringConfigs: [{domain, "
-            f"targetProject, targetNetwork}}]; camelCase or snake_case): {exc}",
+            f"targetProject, targetNetwork}}]; camelCase or snake_case): {_one_line(exc)}",
         ) from exc
     return PscInterfaceConfig.wrap(message)
 
