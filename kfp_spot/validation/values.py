@@ -38,9 +38,12 @@ _DOMAIN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[
 PROJECT_ID = re.compile(rf"(?:{_DOMAIN}:)?{_PROJECT_ID}")
 PROJECT_NUMBER = re.compile(r"[1-9][0-9]{0,19}")
 # PersistentResource IDs (CreatePersistentResourceRequest) and Compute Engine resource names
-# such as reserved IP ranges (RFC 1035): a lowercase letter, then up to 62 more characters.
-PERSISTENT_RESOURCE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
-RESOURCE_NAME = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# such as reserved IP ranges (RFC 1035) share one form: a lowercase letter, then up to 62 more
+# lowercase letters, digits or '-', not ending with '-'.
+RESOURCE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
+RESOURCE_ID_FORM = (
+    "1-63 lowercase letters, digits or '-', starting with a letter, not ending with '-'"
+)
 _LOCATION = r"[a-z][a-z0-9-]{0,62}"
 _PROJECT = rf"(?:{_PROJECT_ID}|[1-9][0-9]{{0,19}})"
 # EncryptionSpec.kmsKeyName: projects/P/locations/L/keyRings/R/cryptoKeys/K (Cloud KMS names
@@ -144,18 +147,18 @@ def check_tensorboard_name(value: Any) -> str:
     return match.group(1)
 
 
+def _check_resource_id(value: Any, what: str) -> None:
+    if not isinstance(value, str) or RESOURCE_ID.fullmatch(value) is None:
+        raise InvalidValueError(f"expected {what} ({RESOURCE_ID_FORM}), got {show(value)}")
+
+
 def check_persistent_resource_id(value: Any) -> None:
     """Refuse a string that is not a PersistentResource ID (the last part of its name).
 
     Raises:
         InvalidValueError: naming the valid form.
     """
-    if not isinstance(value, str) or PERSISTENT_RESOURCE_ID.fullmatch(value) is None:
-        raise InvalidValueError(
-            f"expected a persistent resource ID (1-63 lowercase letters, digits or '-', starting "
-            f"with a letter and not ending with '-'; the ID, not the full resource name), got "
-            f"{show(value)}"
-        )
+    _check_resource_id(value, "a persistent resource ID (the ID, not the full resource name)")
 
 
 def check_reserved_ip_range(value: Any) -> None:
@@ -164,11 +167,7 @@ def check_reserved_ip_range(value: Any) -> None:
     Raises:
         InvalidValueError: naming the valid form.
     """
-    if not isinstance(value, str) or RESOURCE_NAME.fullmatch(value) is None:
-        raise InvalidValueError(
-            f"expected the name of a reserved IP range such as 'vertex-ai-ip-range' (1-63 "
-            f"lowercase letters, digits or '-', starting with a letter), got {show(value)}"
-        )
+    _check_resource_id(value, "the name of a reserved IP range such as 'vertex-ai-ip-range'")
 
 
 def parse_duration(value: Any, *, allow_zero: bool = True) -> float:

@@ -161,23 +161,29 @@ def test_transient_errors_on_polling_are_retried(package, outputs):
     assert len(server.created()) == 1
 
 
+def _job_of_an_earlier_launcher(server, script: Script) -> str:
+    body = {
+        "displayName": "earlier",
+        "labels": {"kfp_spot_submission": uuid.uuid4().hex},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
+            ],
+            "scheduling": {"strategy": "SPOT"},
+        },
+    }
+    made = requests.post(
+        f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
+    ).json()
+    server.jobs[made["name"]].script = script
+    return made["name"]
+
+
 def test_reattaches_to_the_job_in_gcp_resources(package, outputs):
     with RecordingServer(scripts=[Script([RUNNING])]) as server:
         # A first launcher's job, recorded by it before it died.
-        body = {
-            "displayName": "earlier",
-            "jobSpec": {
-                "workerPoolSpecs": [
-                    {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
-                ],
-                "scheduling": {"strategy": "SPOT"},
-            },
-        }
-        made = requests.post(
-            f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
-        ).json()
-        server.jobs[made["name"]].script = Script([RUNNING, SUCCEEDED])
-        gcp_resources.write(outputs["gcp_resources"], [f"{server.endpoint}/v1/{made['name']}"])
+        earlier = _job_of_an_earlier_launcher(server, Script([RUNNING, SUCCEEDED]))
+        gcp_resources.write(outputs["gcp_resources"], [f"{server.endpoint}/v1/{earlier}"])
         assert _launch(server, package, outputs) == "SUCCEEDED"
     assert len(server.created()) == 1  # only the earlier one: no duplicate
 
@@ -397,24 +403,6 @@ def test_gcp_resources_lists_every_job_of_the_launch(package, outputs):
     assert len(names) == 3
     assert listed_at_create == [[], names[:1], names[:2]]
     assert _listed(outputs) == [f"{server.endpoint}/v1/{n}" for n in names]
-
-
-def _job_of_an_earlier_launcher(server, script: Script) -> str:
-    body = {
-        "displayName": "earlier",
-        "labels": {"kfp_spot_submission": uuid.uuid4().hex},
-        "jobSpec": {
-            "workerPoolSpecs": [
-                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
-            ],
-            "scheduling": {"strategy": "SPOT"},
-        },
-    }
-    made = requests.post(
-        f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
-    ).json()
-    server.jobs[made["name"]].script = script
-    return made["name"]
 
 
 def test_reattach_counts_the_ended_jobs_and_watches_the_last_unfinished(package, outputs):

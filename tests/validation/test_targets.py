@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 from google.cloud.aiplatform_v1.types import (
     CustomJob,
-    CustomJobSpec,
     GcsDestination,
-    MachineSpec,
     PscInterfaceConfig,
-    PythonPackageSpec,
-    Scheduling,
-    WorkerPoolSpec,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,6 +22,7 @@ from kfp_spot.validation import (
     validate_custom_job,
     validate_for_submission,
 )
+from tests.emulator.test_validation import job
 
 
 @pytest.mark.parametrize(
@@ -107,21 +103,10 @@ def test_normalising_never_fails_but_with_a_clear_refusal(text):
 
 
 def _job(**spec) -> CustomJob:
-    pool = WorkerPoolSpec(
-        machine_spec=MachineSpec(machine_type="n1-standard-4"),
-        replica_count=1,
-        python_package_spec=PythonPackageSpec(
-            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
-            package_uris=["gs://bucket/trainer-0.1.tar.gz"],
-            python_module="trainer.task",
-        ),
-    )
-    return CustomJob(
-        display_name="train",
-        job_spec=CustomJobSpec(
-            worker_pool_specs=[pool], scheduling=Scheduling(strategy="SPOT"), **spec
-        ),
-    )
+    made = job()
+    for name, value in spec.items():
+        setattr(made.job_spec, name, value)
+    return made
 
 
 def test_a_local_base_is_the_emulators_extension_only():
