@@ -20,6 +20,7 @@ def emulator_with_job(tmp_path):
         job = build_custom_job(
             JobInputs(
                 project="cli-project",
+                location="us-central1",
                 display_name="listed-job",
                 package_uris=[str(tmp_path / "missing.tar.gz")],
                 python_module="trainer.task",
