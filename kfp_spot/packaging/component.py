@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from kfp_spot.artifacts import Artifact
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
 from kfp_spot.packaging.core import prepare_package
 
@@ -18,13 +19,13 @@ class PrepareOutputs(NamedTuple):
 def component_entry(
     *,
     source: str,
-    package: Any,
+    package: Artifact,
     staging_uri: str = "",
     python_module: str = "",
     build_wheel: bool = False,
-    extra_package_uris: list | None = None,
+    extra_package_uris: list[str] | None = None,
     check_import: bool = False,
-    requirements: list | None = None,
+    requirements: list[str] | None = None,
     include_kfp_spot: bool = True,
     executor_image_uri: str = DEFAULT_EXECUTOR_IMAGE,
 ) -> PrepareOutputs:

@@ -19,9 +19,10 @@ Field names in errors are protobuf JSON paths (camelCase, as in the REST API), e
 
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
@@ -59,8 +60,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SPOT = int(Scheduling.Strategy.SPOT)
-_STRATEGIES = {int(s): s.name for s in Scheduling.Strategy}
-_ACCELERATORS = frozenset(int(a) for a in AcceleratorType)
+# proto-plus enums are IntEnums (proto ships no types, so mypy sees neither as iterable).
+_STRATEGIES = {int(s): s.name for s in cast("type[enum.IntEnum]", Scheduling.Strategy)}
+_ACCELERATORS = frozenset(int(a) for a in cast("type[enum.IntEnum]", AcceleratorType))
 
 
 class InvalidJobSpecError(ValueError):
@@ -263,7 +265,7 @@ def _check_scheduling(spec: Any) -> bool:
                 raise InvalidJobSpecError(
                     f"jobSpec.scheduling.{camel}", "must be a non-negative duration, e.g. '3600s'"
                 )
-    return scheduling.strategy == _SPOT
+    return bool(scheduling.strategy == _SPOT)
 
 
 def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_only: bool) -> None:
@@ -363,7 +365,7 @@ def _check_python(spec: Any, where: str) -> None:
 
 def _accelerator_name(value: int) -> str:
     try:
-        return AcceleratorType(value).name
+        return str(AcceleratorType(value).name)
     except ValueError:
         return str(value)
 

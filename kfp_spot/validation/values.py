@@ -192,9 +192,9 @@ def parse_duration(value: Any, *, allow_zero: bool = True) -> float:
         if match is None:
             raise InvalidValueError(f"expected {DURATION_FORM}, got {show(value)}")
         whole, fraction, unit = match.groups()
-        seconds = (int(whole) + int(fraction or 0) / 10 ** len(fraction or "")) * _DURATION_UNITS[
-            unit
-        ]
+        seconds: float = (
+            int(whole) + int(fraction or 0) / 10 ** len(fraction or "")
+        ) * _DURATION_UNITS[unit]
     else:
         try:
             seconds = float(value)
