@@ -99,7 +99,7 @@ class AttemptWatcher:
     def _newest(self) -> str:
         try:
             latest = checkpoints.latest(self.checkpoint_root, check_hashes=False)
-        except (*storage_errors(), ValueError) as exc:
+        except storage_errors(ValueError) as exc:
             log.debug("cannot list %s: %s", self.checkpoint_root, exc)
             return "unknown"
         return f"step {latest.step}" if latest else "none"
