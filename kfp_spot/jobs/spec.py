@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from google.cloud.aiplatform_v1.types import CustomJob, PscInterfaceConfig, WorkerPoolSpec
+from google.cloud.aiplatform_v1.types import CustomJob, EnvVar, PscInterfaceConfig, WorkerPoolSpec
 from google.cloud.aiplatform_v1.types import accelerator_type as gca_accelerator_type
 from google.cloud.aiplatform_v1.types import custom_job as gca_custom_job
 from google.protobuf import json_format
@@ -353,7 +353,7 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
                 # Pools that bring their own code still see the launcher's environment.
                 spec = pool.container_spec if "container_spec" in pool else pool.python_package_spec
                 names = {e.name for e in spec.env}
-                spec.env.extend(gca_custom_job.EnvVar(e) for e in env if e["name"] not in names)
+                spec.env.extend(EnvVar(e) for e in env if e["name"] not in names)
         return pools
     machine_spec: dict[str, Any] = {"machine_type": inputs.machine_type}
     if inputs.accelerator_type:
