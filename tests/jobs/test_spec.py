@@ -10,9 +10,9 @@ from kfp_spot.jobs.spec import (
     LaunchInputError,
     build_custom_job,
     parse_duration,
-    strategy_name,
     with_strategy,
 )
+from kfp_spot.jobs.strategy import strategy_name
 
 PKG = ["gs://b/trainer-0.1.tar.gz"]
 
