@@ -77,9 +77,9 @@ class _Crc32c:
     def __init__(self) -> None:
         import google_crc32c
 
-        self._python = google_crc32c.extend
-        self._extend = None
-        self._ctypes = None
+        self._python: Callable[[int, bytes], int] = google_crc32c.extend
+        # crc32c_extend(crc, pointer (bytes or an address), length) -> crc
+        self._extend: Callable[[int, bytes | int, int], int] | None = None
         if google_crc32c.implementation != "c":
             return
         try:
@@ -93,7 +93,6 @@ class _Crc32c:
         function.restype = ctypes.c_uint32
         function.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]
         self._extend = function
-        self._ctypes = ctypes
 
     def extend(self, crc: int, data: Any) -> int:
         """``crc`` extended over the bytes of ``data`` (any contiguous buffer)."""
@@ -107,8 +106,10 @@ class _Crc32c:
             if isinstance(data, bytes):
                 return self._extend(crc, data, n)  # ctypes passes bytes by pointer
             if not view.readonly:
-                holder = (self._ctypes.c_char * n).from_buffer(view)
-                return self._extend(crc, self._ctypes.addressof(holder), n)
+                import ctypes  # loaded by __init__ already
+
+                holder = (ctypes.c_char * n).from_buffer(view)  # alive until the call returns
+                return self._extend(crc, ctypes.addressof(holder), n)
             np = sys.modules.get("numpy")
             if np is not None:  # a read-only slice (of bytes, say): NumPy knows its address
                 return self._extend(crc, np.frombuffer(view, np.uint8).ctypes.data, n)
@@ -265,7 +266,7 @@ def _field(doc: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> 
     return value
 
 
-def _check_name(name: str) -> str | None:
+def _check_name(name: object) -> str | None:
     """Why ``name`` cannot be a file of a step, or None when it can."""
     if not isinstance(name, str) or not name:
         return "it is empty or not a string"
@@ -282,7 +283,7 @@ def _file_entry(raw: Any, *, legacy: bool) -> FileEntry:
         raise CheckpointCorruptError("manifest file entry is not a JSON object")
     path = raw.get("path")
     problem = _check_name(path)
-    if problem:
+    if problem or not isinstance(path, str):
         raise CheckpointCorruptError(f"manifest file name {path!r} is invalid: {problem}")
     size = raw.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
@@ -508,7 +509,7 @@ def _read_checked(step: int, entry: FileEntry, handle: Any, keep: bool) -> Any:
     """
     use_crc = bool(entry.crc32c)
     crc = 0
-    sha = None if use_crc else hashlib.sha256()
+    sha = None if use_crc else hashlib.sha256()  # None: the manifest gives a CRC32C
     buf = new_buffer(entry.size) if keep else bytearray(min(entry.size, _CHUNK) or 1)
     view = memoryview(buf).cast("B")
     pos = 0
@@ -518,7 +519,7 @@ def _read_checked(step: int, entry: FileEntry, handle: Any, keep: bool) -> Any:
         if not n:
             break
         chunk = window[:n]
-        if use_crc:
+        if sha is None:
             crc = crc32c(chunk, crc)
         else:
             sha.update(chunk)
@@ -552,11 +553,12 @@ def _check_step(
     check_state_index(manifest, adapters)
     base = step_dir(root, step)
     out: dict[str, Any] = {}
-    remote = None if fs.to_local_path(base) is not None else _stat_remote(base)
+    local = fs.to_local_path(base)
+    remote = _stat_remote(base) if local is None else {}
     for entry in manifest.files:
         what = f"step {step}: file {entry.path}"
-        if remote is None:
-            fd = _open_local(fs.to_local_path(fs.join(base, entry.path)), what)
+        if local is not None:
+            fd = _open_local(fs.join(local, entry.path), what)
             try:
                 _mismatch(step, entry, os.fstat(fd).st_size, None, None)  # before allocating
                 if keep or check_hashes:
@@ -842,6 +844,7 @@ def commit_files(
                 for f in fnames
             ]
         else:
+            assert listed is not None  # listed exactly when the step is remote
             names = list(listed)
         names = [
             n for n in names if n != MANIFEST_NAME and not n.rsplit("/", 1)[-1].startswith(".")

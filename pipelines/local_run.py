@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kfp_spot import accounting, checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
 from kfp_spot.reports import run_from_json, write_report
@@ -27,19 +28,23 @@ if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
 
 EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
+PIPELINE_FAILED = "PIPELINE_FAILED"
+"""The outcome ``run.json`` records when the pipeline gave none (a task failed)."""
 
 
 @dataclass
 class LocalRunResult:
     """What a local run did, as ``run.json`` records it.
 
+    ``outcome`` is the launch's (None when the pipeline gave none: a task failed; ``run.json``
+    says ``PIPELINE_FAILED``); ``passed`` is the quality gate's verdict (None: not evaluated).
     ``summary`` is the run's accounting summary (:mod:`kfp_spot.accounting`): the numbers
     ``report.md`` and the launcher's ``job_report`` show; ``preemptions`` is its count (emulator
     restarts included).
     """
 
     run_dir: str
-    outcome: str
+    outcome: Outcome | None
     job_names: list[str]
     ledger: list[dict[str, Any]]
     attempt_records: list[dict[str, Any]]
@@ -54,9 +59,20 @@ class LocalRunResult:
     finished: float = 0.0
     summary: accounting.Summary | None = None
 
+    @property
+    def succeeded(self) -> bool:
+        """Whether the pipeline ran through and the launch succeeded."""
+        return self.outcome is Outcome.SUCCEEDED
+
+    @property
+    def outcome_text(self) -> str:
+        """The outcome as ``run.json`` and the summary print it."""
+        return self.outcome.value if self.outcome is not None else PIPELINE_FAILED
+
     def to_json(self) -> dict[str, Any]:
         """The run record (schema in docs/reports.md); the summary as ``accounting``."""
         doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "summary"}
+        doc["outcome"] = self.outcome_text
         if self.summary is not None:
             doc["accounting"] = self.summary.to_json()
         return doc
@@ -175,7 +191,7 @@ def run_local(
     latest = checkpoints.latest(checkpoint_root)
     result = LocalRunResult(
         run_dir=str(run_dir),
-        outcome=str(outputs.get("outcome", "PIPELINE_FAILED")),
+        outcome=_outcome(outputs.get("outcome")),
         job_names=jobs,
         ledger=ledger,
         attempt_records=records,
@@ -184,7 +200,7 @@ def run_local(
         checkpoint_uri=checkpoint_root,
         latest_step=latest.step if latest else None,
         metrics=metrics,
-        passed=outputs.get("passed", metrics.get("passed")),
+        passed=_gate(outputs.get("passed", metrics.get("passed"))),
         artifacts={
             "checkpoints": checkpoint_root,
             "model": str(job_root / "model"),
@@ -202,6 +218,16 @@ def run_local(
     return result
 
 
+def _outcome(value: object) -> Outcome | None:
+    """The pipeline's ``outcome`` output (launch_spot_job's), None when it gave none."""
+    return None if value is None else Outcome(str(value))
+
+
+def _gate(value: object) -> bool | None:
+    """The quality gate's verdict from the pipeline's outputs; None when it was not evaluated."""
+    return value if isinstance(value, bool) else None
+
+
 def summarize(result: LocalRunResult) -> str:
     """A short human summary of a local run (what ``make demo`` prints).
 
@@ -213,7 +239,7 @@ def summarize(result: LocalRunResult) -> str:
     if summary.lost_seconds:
         goodput += f" ({summary.lost_seconds:.1f} s of billed time lost)"
     lines = [
-        f"outcome:            {result.outcome}",
+        f"outcome:            {result.outcome_text}",
         f"CustomJobs:         {', '.join(result.job_names) or '-'}",
         f"attempts:           {summary.attempt_count}",
         f"preemptions:        {preemptions_text(summary)}",
@@ -234,7 +260,7 @@ def summarize(result: LocalRunResult) -> str:
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
     )
-    gate = {True: "passed", False: "failed"}.get(result.passed, "not evaluated")
+    gate = "not evaluated" if result.passed is None else "passed" if result.passed else "failed"
     lines.append(f"quality gate:       {gate}")
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]

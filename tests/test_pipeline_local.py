@@ -6,6 +6,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1
 
 from kfp_spot.emulator import Emulator
+from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.pipelines import local_run
 
 pytestmark = pytest.mark.slow
@@ -20,7 +21,7 @@ def demo_run(tmp_path_factory):
 
 def test_training_survives_a_preemption_and_resumes_from_a_checkpoint(demo_run):
     _, result = demo_run
-    assert result.outcome == "SUCCEEDED"
+    assert result.outcome is Outcome.SUCCEEDED
     assert result.preemptions >= 1
     reasons = [row["endReason"] for row in result.ledger]
     assert reasons[0] == "PREEMPTED" and reasons[-1] == "SUCCEEDED"
@@ -74,7 +75,7 @@ def test_a_failing_quality_gate_skips_promotion(tmp_path):
         thresholds={"accuracy": ">=0.9999"},
         progress=print,
     )
-    assert result.outcome == "SUCCEEDED"
+    assert result.outcome is Outcome.SUCCEEDED
     assert result.passed is False
     assert result.metrics["accuracy"] < 0.9999
     assert _promotion_records(tmp_path) == []
@@ -100,7 +101,7 @@ def test_a_template_pulled_from_the_registry_runs_locally(tmp_path):
         thresholds={"accuracy": ">=0.5"},
         progress=print,
     )
-    assert result.outcome == "SUCCEEDED"
+    assert result.outcome is Outcome.SUCCEEDED
     assert result.latest_step == 2
     assert result.passed is True
 

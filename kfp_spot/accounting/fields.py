@@ -46,13 +46,13 @@ def parse_time(value: Any, where: str = "time") -> float | None:
             digits = "".join(c for c in tail if c.isdigit())
             text = f"{head}.{digits[:6].ljust(6, '0')}{tail[len(digits) :]}"
         try:
-            stamp = dt.datetime.fromisoformat(text)
+            parsed: dt.datetime | None = dt.datetime.fromisoformat(text)
         except ValueError:
-            stamp = None
-        if stamp is not None:
-            if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=dt.timezone.utc)
-            return stamp.timestamp()
+            parsed = None
+        if parsed is not None:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            return parsed.timestamp()
     raise AccountingError(f"{where} must be a time (epoch seconds or RFC 3339), got {value!r}")
 
 

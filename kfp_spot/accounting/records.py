@@ -142,7 +142,7 @@ def read_records(checkpoint_root: str) -> list[TrainerAttempt]:
         return []
     try:
         raw = checkpoints.read_attempt_records(checkpoint_root)
-    except (*storage_errors(), ValueError) as exc:
+    except storage_errors(ValueError) as exc:
         log.info("cannot read attempt records under %s: %s", checkpoint_root, exc)
         return []
     return parse_records(raw, f"{checkpoint_root}/_attempts")
@@ -157,6 +157,6 @@ def read_commits(checkpoint_root: str) -> list[float]:
         return []
     try:
         return checkpoints.commit_times(checkpoint_root)
-    except (*storage_errors(), ValueError) as exc:
+    except storage_errors(ValueError) as exc:
         log.info("cannot list checkpoints under %s: %s", checkpoint_root, exc)
         return []

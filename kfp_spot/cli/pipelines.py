@@ -122,7 +122,7 @@ def run(
     finally:
         console.clear()
     click.echo(local_run.summarize(result))
-    if result.outcome != "SUCCEEDED":
+    if not result.succeeded:
         raise SystemExit(1)
 
 

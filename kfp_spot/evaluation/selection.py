@@ -108,9 +108,10 @@ def materialize_step(root: str, step: int, workdir: Path) -> tuple[Manifest, Pat
     Raises:
         CheckpointCorruptError: the step is torn or a file does not match its manifest.
     """
-    if fs.to_local_path(root) is not None:
+    local_step = fs.to_local_path(checkpoints.step_dir(root, step))
+    if local_step is not None:
         manifest = checkpoints.verify(root, step, check_hashes=True)
-        return manifest, Path(fs.to_local_path(checkpoints.step_dir(root, step)))
+        return manifest, Path(local_step)
     manifest = checkpoints.read_manifest(root, step)
     local_root = workdir / "checkpoints"
     names = [*checkpoints.files_of(manifest), checkpoints.MANIFEST_NAME]
@@ -220,8 +221,11 @@ def _select_best(
             continue  # no manifest: never committed
     if not committed:
         raise CheckpointError(f"no committed checkpoint steps under {root}: nothing to evaluate")
-    scored = [(metric_of(m.metadata, request.metric), m.step) for m in committed]
-    scored = [(v, s) for v, s in scored if v is not None]
+    scored = [
+        (value, m.step)
+        for m in committed
+        if (value := metric_of(m.metadata, request.metric)) is not None
+    ]
     if not scored:
         recorded = sorted(
             {k for m in committed for k in m.metadata if metric_of(m.metadata, k) is not None}

@@ -20,7 +20,7 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kfp_spot import accounting
@@ -161,25 +161,35 @@ class EmulatorBackend(Backend):
             return []
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """A backend's timings (the fields of :class:`Backend` but the endpoint)."""
+
+    poll: PollPolicy
+    retry: RetryBudget
+    cancel_wait_seconds: float
+    observe_every: float
+
+
 # Against the emulator one GET costs about a millisecond: poll every 0.1 s so a job's end is seen
 # within a poll (the target is 0.3 s at p95, report included). Transient errors are ridden out for
 # 20 s: an emulator restarted on the same state dir and port gives running replicas up to 10 s to
 # stop first. A cancel waits for the emulator's default 30 s grace period.
-_EMULATOR = {
-    "poll": PollPolicy(0.05, 0.1),
-    "retry": RetryBudget(40, 20.0, 0.1, 1.0),
-    "cancel_wait_seconds": 30.0,
-    "observe_every": 0.5,
-}
+_EMULATOR = _Settings(
+    poll=PollPolicy(0.05, 0.1),
+    retry=RetryBudget(40, 20.0, 0.1, 1.0),
+    cancel_wait_seconds=30.0,
+    observe_every=0.5,
+)
 # On Vertex AI: every 10 s backing off to 60 s (reset on each change); reads retried for 10 min
 # as GCPC does; the pod is killed ~30 s after SIGTERM, so a cancel is recorded within ~20 s;
 # attempt records (a listing on gs://) are looked at once a minute.
-_VERTEX = {
-    "poll": PollPolicy(10.0, 60.0),
-    "retry": RetryBudget(8, 600.0, 1.0, 30.0),
-    "cancel_wait_seconds": 20.0,
-    "observe_every": 60.0,
-}
+_VERTEX = _Settings(
+    poll=PollPolicy(10.0, 60.0),
+    retry=RetryBudget(8, 600.0, 1.0, 30.0),
+    cancel_wait_seconds=20.0,
+    observe_every=60.0,
+)
 
 
 def backend_for(
@@ -192,10 +202,16 @@ def backend_for(
         poll_interval: > 0 polls at this fixed interval instead of the backend's own.
         cancel_wait: > 0 waits this long for a cancelled job instead of the backend's own.
     """
+    cls: type[Backend]
     cls, settings = (EmulatorBackend, _EMULATOR) if endpoint.local else (VertexBackend, _VERTEX)
-    values = dict(settings)
     if poll_interval > 0:
-        values["poll"] = PollPolicy.fixed(poll_interval)
+        settings = replace(settings, poll=PollPolicy.fixed(poll_interval))
     if cancel_wait > 0:
-        values["cancel_wait_seconds"] = cancel_wait
-    return cls(endpoint=endpoint, **values)  # type: ignore[arg-type]
+        settings = replace(settings, cancel_wait_seconds=cancel_wait)
+    return cls(
+        endpoint=endpoint,
+        poll=settings.poll,
+        retry=settings.retry,
+        cancel_wait_seconds=settings.cancel_wait_seconds,
+        observe_every=settings.observe_every,
+    )

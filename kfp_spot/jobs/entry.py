@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import json
 import logging
 import math
@@ -27,7 +28,8 @@ from kfp_spot.jobs.launcher import (
 )
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import RecoveryPolicy
-from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked
+from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked, parse_strategy
+from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.inputs import report_input_errors
 
@@ -46,9 +48,12 @@ def _dataclass_defaults(cls: type, names: tuple[str, ...] | None = None) -> dict
         if names is not None and f.name not in names:
             continue
         if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
+            value = f.default
         elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
+            value = f.default_factory()
+        else:
+            continue
+        out[f.name] = value.value if isinstance(value, enum.Enum) else value  # inputs: names
     return out
 
 
@@ -145,8 +150,9 @@ def _package(package: Any, python_module: str) -> tuple[list[str], str]:
     uris = metadata.get("package_uris") or []
     if isinstance(uris, str):
         uris = [u for u in uris.split(",") if u]
-    if not uris and getattr(package, "uri", ""):
-        uris = [package.uri]
+    uri = getattr(package, "uri", None)
+    if not uris and uri:
+        uris = [uri]
     if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
         raise LaunchInputError(
             "package", f"metadata package_uris must be a list of URIs, got {validation.show(uris)}"
@@ -287,7 +293,9 @@ def build_request(**inputs: Any) -> LaunchRequest:
     policy = RecoveryPolicy(
         max_resubmissions=_int(inputs, "max_resubmissions"),
         fallback_after=_int(inputs, "fallback_after"),
-        fallback_strategy=_str(inputs, "fallback_strategy"),
+        fallback_strategy=parse_strategy(
+            "fallback_strategy", _str(inputs, "fallback_strategy"), FALLBACK_STRATEGIES
+        ),
         deadline_seconds=_number(inputs, "deadline_seconds"),
     )
     poll = _number(inputs, "poll_interval_seconds")

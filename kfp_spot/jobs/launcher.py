@@ -10,7 +10,6 @@ job the launcher is watching.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 import uuid
@@ -54,9 +53,9 @@ from kfp_spot.jobs.spec import (
     LaunchInputError,
     build_custom_job,
     output_dirs,
-    strategy_name,
     with_strategy,
 )
+from kfp_spot.jobs.strategy import Strategy, strategy_of
 from kfp_spot.jobs.watch import AttemptWatcher
 
 __all__ = [
@@ -114,11 +113,6 @@ def _short(job_name: str) -> str:
     return "/".join(job_name.split("/")[-2:])
 
 
-def _stamp(value: dt.datetime | None) -> str:
-    """RFC 3339 text of a job timestamp ("" when the service has not set it)."""
-    return value.isoformat() if value else ""
-
-
 class Launcher:
     """Runs one launch (see the module docstring)."""
 
@@ -160,7 +154,7 @@ class Launcher:
             extra_env[RESUME_ENV] = self.request.resume_from
         # Built and checked against the service's rules (kfp_spot.validation), errors naming inputs.
         job = build_custom_job(
-            inputs, strategy="SPOT", extra_env=extra_env, target=self.endpoint.target
+            inputs, strategy=Strategy.SPOT, extra_env=extra_env, target=self.endpoint.target
         )
         if self.request.resume_from:
             try:
@@ -231,23 +225,23 @@ class Launcher:
         assert self.state is not None and self.base_job is not None
         subs = self.state.submissions
         while True:
-            if not subs or subs[-1].outcome:
-                if subs:
+            ended = subs[-1].outcome if subs else None
+            if not subs or ended is not None:
+                if ended is not None:
                     decision = decide(
                         self.request.policy,
                         subs,
                         started_at=self.state.started_at,
                         now=self.clock(),
                     )
-                    if decision.resubmit:
-                        log.info("resubmitting on %s: %s", decision.strategy, decision.reason)
-                    elif subs[-1].outcome != Outcome.SUCCEEDED.value:
-                        log.info("not resubmitting: %s", decision.reason)
-                    if not decision.resubmit:
-                        return Outcome(subs[-1].outcome), subs[-1].message
+                    if decision.strategy is None:
+                        if ended is not Outcome.SUCCEEDED:
+                            log.info("not resubmitting: %s", decision.reason)
+                        return ended, subs[-1].message
+                    log.info("resubmitting on %s: %s", decision.strategy, decision.reason)
                     strategy = decision.strategy
                 else:
-                    strategy = "SPOT"
+                    strategy = Strategy.SPOT
                 latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)
                 token = uuid.uuid4().hex
                 self._fresh.add(token)
@@ -300,7 +294,7 @@ class Launcher:
         """Past the deadline, a Spot job that is waiting for capacity (not running) is given up."""
         assert self.state is not None
         return (
-            strategy_name(job) == "SPOT"
+            strategy_of(job) is Strategy.SPOT
             and job.state != JobState.JOB_STATE_RUNNING
             and past_deadline(self.request.policy, self.state.started_at, self.clock())
         )
@@ -321,13 +315,11 @@ class Launcher:
     def _finish(
         self, current: Submission, verdict: Classified, job: CustomJob | None = None
     ) -> None:
-        current.outcome = verdict.outcome.value
+        current.outcome = verdict.outcome
         current.message = verdict.message
         current.ended_at = self.clock()
         if job is not None:
-            current.create_time = _stamp(job.create_time)
-            current.start_time = _stamp(job.start_time)
-            current.end_time = _stamp(job.end_time)
+            reattach.record_times(current, job)
         self._save()
         log.info(
             "%s ended %s%s",
@@ -341,7 +333,7 @@ class Launcher:
         if self.state is None or not self.state.submissions:
             return
         current = self.state.submissions[-1]
-        if current.outcome:
+        if current.outcome is not None:
             return
         name = current.job_name
         if not name and current.token:

@@ -11,6 +11,7 @@ died while cancelling one could leave behind) is cancelled.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
 
@@ -20,30 +21,44 @@ from google.cloud.aiplatform_v1.types import CustomJob
 from kfp_spot.jobs.outcome import TERMINAL_STATES, Outcome, classify
 from kfp_spot.jobs.recovery import LaunchState, Submission
 from kfp_spot.jobs.service import SUBMISSION_LABEL, JobService
-from kfp_spot.jobs.spec import strategy_name
+from kfp_spot.jobs.strategy import strategy_of
 
 log = logging.getLogger(__name__)
 
 
-def _stamp(job: CustomJob, name: str) -> str:
-    value = getattr(job, name)
-    return value.isoformat() if value else ""
+def job_time(job: CustomJob, name: str) -> dt.datetime | None:
+    """The timestamp field ``name`` of ``job``; None when the service has not set it.
+
+    The GAPIC annotations say ``timestamp_pb2.Timestamp``; proto-plus returns the field as a
+    ``DatetimeWithNanoseconds`` (a datetime), or None when it is unset.
+    """
+    value: object = getattr(job, name)
+    return value if isinstance(value, dt.datetime) else None
+
+
+def _rfc3339(value: dt.datetime | None) -> str:
+    return value.isoformat() if value is not None else ""
+
+
+def record_times(sub: Submission, job: CustomJob) -> None:
+    """Copy ``job``'s create, start and end times into ``sub`` (RFC 3339; "" when unset)."""
+    sub.create_time = _rfc3339(job_time(job, "create_time"))
+    sub.start_time = _rfc3339(job_time(job, "start_time"))
+    sub.end_time = _rfc3339(job_time(job, "end_time"))
 
 
 def _submission(job: CustomJob, clock: Callable[[], float]) -> Submission:
-    created = job.create_time
+    created = job_time(job, "create_time")
     sub = Submission(
         token=job.labels.get(SUBMISSION_LABEL, ""),
-        strategy=strategy_name(job),
+        strategy=strategy_of(job),
         job_name=job.name,
-        submitted_at=created.timestamp() if created else clock(),
-        create_time=_stamp(job, "create_time"),
-        start_time=_stamp(job, "start_time"),
-        end_time=_stamp(job, "end_time"),
+        submitted_at=created.timestamp() if created is not None else clock(),
     )
+    record_times(sub, job)
     if job.state in TERMINAL_STATES:
         verdict = classify(job)
-        sub.outcome, sub.message, sub.ended_at = verdict.outcome.value, verdict.message, clock()
+        sub.outcome, sub.message, sub.ended_at = verdict.outcome, verdict.message, clock()
     return sub
 
 
@@ -72,13 +87,13 @@ def adopt(
             log.warning("gcp_resources names %s, which the service does not know", name)
             continue
         adopted.append(_submission(job, clock))
-    unfinished = [s for s in adopted if not s.outcome]
+    unfinished = [s for s in adopted if s.outcome is None]
     for sub in unfinished[:-1]:
         log.warning(
             "cancelling %s: a later CustomJob of this launch is the one to watch", sub.job_name
         )
         service.cancel(sub.job_name)
-        sub.outcome = Outcome.CANCELLED.value
+        sub.outcome = Outcome.CANCELLED
         sub.message = "cancelled on reattach: a later CustomJob of this launch is being watched"
         sub.ended_at = clock()
     if unfinished:  # the one to watch goes last, where the launcher's loop looks

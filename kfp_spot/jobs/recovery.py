@@ -20,7 +20,8 @@ from typing import Any
 
 from kfp_spot import fs
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.jobs.spec import FALLBACK_STRATEGIES, LaunchInputError
+from kfp_spot.jobs.spec import LaunchInputError, parse_strategy
+from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES, Strategy
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class RecoveryPolicy:
 
     max_resubmissions: int = 2
     fallback_after: int = 0  # 0: never leave Spot; n: after n Spot submissions ran out of capacity
-    fallback_strategy: str = "STANDARD"
+    fallback_strategy: Strategy = Strategy.STANDARD
     deadline_seconds: float = 0.0  # 0: none; else past this many seconds, stop waiting for Spot
 
     def __post_init__(self) -> None:
@@ -48,11 +49,9 @@ class RecoveryPolicy:
             raise LaunchInputError(
                 "fallback_after", f"must be >= 0 (0 = never fall back), got {self.fallback_after}"
             )
-        if self.fallback_strategy not in FALLBACK_STRATEGIES:
-            raise LaunchInputError(
-                "fallback_strategy",
-                f"expected one of {', '.join(FALLBACK_STRATEGIES)}, got {self.fallback_strategy!r}",
-            )
+        # A name is taken too (the policy is public API): held as the enum either way.
+        strategy = parse_strategy("fallback_strategy", self.fallback_strategy, FALLBACK_STRATEGIES)
+        object.__setattr__(self, "fallback_strategy", strategy)
         if self.deadline_seconds < 0:
             raise LaunchInputError(
                 "deadline_seconds", f"must be >= 0 (0 = no deadline), got {self.deadline_seconds}"
@@ -64,9 +63,9 @@ class Submission:
     """One CustomJob the launcher submitted (or is about to)."""
 
     token: str  # the submission label; finds the job if the create's answer was lost
-    strategy: str
+    strategy: Strategy
     job_name: str = ""
-    outcome: str = ""  # an Outcome value once the job ended
+    outcome: Outcome | None = None  # set once the job ended
     message: str = ""
     submitted_at: float = 0.0
     ended_at: float = 0.0
@@ -75,14 +74,40 @@ class Submission:
     start_time: str = ""
     end_time: str = ""
 
+    def to_json(self) -> dict[str, Any]:
+        """The state file's record: enums as their names, ``outcome`` "" until the job ended."""
+        doc = asdict(self)
+        doc["strategy"] = self.strategy.value
+        doc["outcome"] = self.outcome.value if self.outcome is not None else ""
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: object) -> Submission:
+        """Parse a state file's record (fields this version does not know are ignored).
+
+        Raises:
+            ValueError: the record, its strategy or its outcome is not one.
+            KeyError: it has no token or strategy.
+        """
+        if not isinstance(doc, dict):
+            raise ValueError(f"a submission must be a JSON object, got {doc!r}")
+        fields = {k: v for k, v in doc.items() if k in cls.__dataclass_fields__}
+        fields["strategy"] = Strategy.from_api(str(fields["strategy"]))
+        fields["outcome"] = Outcome(fields["outcome"]) if fields.get("outcome") else None
+        return cls(**fields)
+
 
 @dataclass(frozen=True)
 class Decision:
-    """What the ladder says to do next."""
+    """What the ladder says to do next: resubmit on ``strategy``, or (None) stop."""
 
-    resubmit: bool
-    strategy: str = ""
+    strategy: Strategy | None
     reason: str = ""
+
+    @property
+    def resubmit(self) -> bool:
+        """Whether to submit another CustomJob."""
+        return self.strategy is not None
 
 
 def past_deadline(policy: RecoveryPolicy, started_at: float, now: float) -> bool:
@@ -101,39 +126,37 @@ def decide(
         started_at: when the launch began (same clock as ``now``).
         now: the current time.
     """
-    if not history or not history[-1].outcome:
+    last = history[-1] if history else None
+    if last is None or last.outcome is None:
         raise ValueError("decide() needs a history whose last submission has ended")
-    last = history[-1]
-    outcome = Outcome(last.outcome)
+    outcome = last.outcome
     if outcome not in RECOVERABLE:
-        return Decision(False, reason=f"{outcome.value} is not retried")
+        return Decision(None, f"{outcome.value} is not retried")
     resubmissions = len(history) - 1
     if resubmissions >= policy.max_resubmissions:
         return Decision(
-            False,
-            reason=f"{outcome.value} and the resubmission budget is spent "
+            None,
+            f"{outcome.value} and the resubmission budget is spent "
             f"({resubmissions} of max_resubmissions={policy.max_resubmissions})",
         )
     if last.strategy in FALLBACK_STRATEGIES:
-        return Decision(True, last.strategy, f"{outcome.value} on {last.strategy}; resubmitting")
+        return Decision(last.strategy, f"{outcome.value} on {last.strategy}; resubmitting")
     exhausted = sum(
-        1 for s in history if s.strategy == "SPOT" and Outcome(s.outcome) in SPOT_EXHAUSTION
+        1 for s in history if s.strategy is Strategy.SPOT and s.outcome in SPOT_EXHAUSTION
     )
     if policy.fallback_after and exhausted >= policy.fallback_after:
         return Decision(
-            True,
             policy.fallback_strategy,
             f"{exhausted} Spot submission(s) ran out of capacity "
             f"(fallback_after={policy.fallback_after}); falling back to {policy.fallback_strategy}",
         )
     if past_deadline(policy, started_at, now):
         return Decision(
-            True,
             policy.fallback_strategy,
             f"past deadline_seconds={policy.deadline_seconds:g}; falling back to "
             f"{policy.fallback_strategy}",
         )
-    return Decision(True, "SPOT", f"{outcome.value}; resubmitting on Spot")
+    return Decision(Strategy.SPOT, f"{outcome.value}; resubmitting on Spot")
 
 
 @dataclass
@@ -150,7 +173,7 @@ class LaunchState:
             "format": STATE_FORMAT,
             "run_key": self.run_key,
             "started_at": self.started_at,
-            "submissions": [asdict(s) for s in self.submissions],
+            "submissions": [s.to_json() for s in self.submissions],
         }
 
     @classmethod
@@ -158,13 +181,10 @@ class LaunchState:
         """Parse a state document; raises ValueError when it is not one."""
         if doc.get("format") != STATE_FORMAT:
             raise ValueError(f"not a launcher state (format {doc.get('format')!r})")
-        known = set(Submission.__dataclass_fields__)
         return cls(
             run_key=str(doc["run_key"]),
             started_at=float(doc["started_at"]),
-            submissions=[
-                Submission(**{k: v for k, v in s.items() if k in known}) for s in doc["submissions"]
-            ],
+            submissions=[Submission.from_json(s) for s in doc["submissions"]],
         )
 
 

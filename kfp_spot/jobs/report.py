@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob
@@ -31,13 +31,13 @@ _END_OF_OUTCOME = {
 
 def job_run(sub: Submission) -> JobRun:
     """The accounting's view of one submission."""
-    if sub.outcome:
-        end_reason = _END_OF_OUTCOME.get(Outcome(sub.outcome), EndReason.FAILED)
+    if sub.outcome is not None:
+        end_reason = _END_OF_OUTCOME.get(sub.outcome, EndReason.FAILED)
     else:
         end_reason = EndReason.RUNNING
     return JobRun(
         name=sub.job_name,
-        strategy=sub.strategy,
+        strategy=sub.strategy.value,  # the accounting keeps the API's names (ledger rows have any)
         submitted_at=sub.submitted_at or None,
         start=_time(sub.start_time),
         end=_time(sub.end_time),
@@ -114,7 +114,7 @@ class JobReport:
             "pricing": accounting.SPOT_PRICE_NOTE,
             "strategy_per_attempt": [a.strategy for a in self.summary.attempts],
             "attempts": attempts,
-            "submissions": [asdict(s) for s in self.submission_detail],
+            "submissions": [s.to_json() for s in self.submission_detail],
         }
 
 

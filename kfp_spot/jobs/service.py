@@ -12,11 +12,11 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from google.api_core import exceptions as api_exceptions
 from google.cloud.aiplatform_v1 import JobServiceClient
-from google.cloud.aiplatform_v1.types import CustomJob
+from google.cloud.aiplatform_v1.types import CustomJob, ListCustomJobsResponse
 
 from kfp_spot.jobs.client import Endpoint, make_job_client
 from kfp_spot.jobs.outcome import is_terminal, state_name
@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 # Underscores, not hyphens: list filters (AIP-160) take bare identifiers as field names.
 SUBMISSION_LABEL = "kfp_spot_submission"
+
+_T = TypeVar("_T")
 
 # Transient on reads. OSError covers requests' ConnectionError (REST) and socket errors.
 TRANSIENT_READ_ERRORS: tuple[type[BaseException], ...] = (
@@ -113,7 +115,9 @@ class JobService:
             self._client = make_job_client(self.endpoint)
         return self._client
 
-    def _with_retries(self, what: str, call: Callable[[], object], transient: tuple) -> object:
+    def _with_retries(
+        self, what: str, call: Callable[[], _T], transient: tuple[type[BaseException], ...]
+    ) -> _T:
         started = self._clock()
         backoff = self.retry.initial_backoff
         for attempt in range(1, self.retry.max_attempts + 1):
@@ -135,7 +139,7 @@ class JobService:
 
     def get(self, name: str) -> CustomJob:
         """The current CustomJob ``name`` (transient errors retried)."""
-        return self._with_retries(  # type: ignore[return-value]
+        return self._with_retries(
             f"get {name}",
             lambda: self.client.get_custom_job(name=name, timeout=self._timeout),
             TRANSIENT_READ_ERRORS,
@@ -145,7 +149,9 @@ class JobService:
         """The job created with submission label ``token`` under ``parent``, if any."""
         filtered = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
 
-        def first_page(request: dict) -> tuple[Iterator[Any], Any]:
+        def first_page(
+            request: dict[str, str],
+        ) -> tuple[Iterator[ListCustomJobsResponse], ListCustomJobsResponse | None]:
             listing = iter(
                 self.client.list_custom_jobs(request=request, timeout=self._timeout).pages
             )
@@ -167,7 +173,7 @@ class JobService:
                 page = next(listing, None)
             return None
 
-        return self._with_retries(f"list {parent}", scan, TRANSIENT_READ_ERRORS)  # type: ignore[return-value]
+        return self._with_retries(f"list {parent}", scan, TRANSIENT_READ_ERRORS)
 
     def create(self, parent: str, job: CustomJob, token: str) -> CustomJob:
         """Create ``job`` labelled with submission ``token``; never creates it twice.
@@ -193,7 +199,7 @@ class JobService:
                 parent=parent, custom_job=job, timeout=self._timeout
             )
 
-        return self._with_retries(f"create in {parent}", attempt, TRANSIENT_WRITE_ERRORS)  # type: ignore[return-value]
+        return self._with_retries(f"create in {parent}", attempt, TRANSIENT_WRITE_ERRORS)
 
     def cancel(self, name: str) -> None:
         """Ask the service to cancel ``name``; a job that already ended is left alone."""

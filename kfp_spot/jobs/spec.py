@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from google.cloud.aiplatform_v1.types import CustomJob, PscInterfaceConfig, WorkerPoolSpec
+from google.cloud.aiplatform_v1.types import CustomJob, EnvVar, PscInterfaceConfig, WorkerPoolSpec
 from google.cloud.aiplatform_v1.types import accelerator_type as gca_accelerator_type
-from google.cloud.aiplatform_v1.types import custom_job as gca_custom_job
-from google.protobuf import json_format
+from google.protobuf import duration_pb2, json_format
 
 from kfp_spot import fs, validation
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
@@ -28,11 +27,7 @@ from kfp_spot.jobs.pipeline_context import (
     PERSISTENT_RESOURCE_ID_PLACEHOLDER,
     PROJECT_ID_PLACEHOLDER,
 )
-
-# The strategies a launcher may submit with (the API also knows ON_DEMAND and LOW_COST, which are
-# deprecated aliases of STANDARD and SPOT).
-STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
-FALLBACK_STRATEGIES = ("STANDARD", "FLEX_START")
+from kfp_spot.jobs.strategy import STRATEGIES, Strategy
 
 DEFAULT_TIMEOUT = "604800s"  # GCPC's default: 7 days
 DEFAULT_MAX_WAIT = "86400s"  # GCPC's default for FLEX_START: 24 hours
@@ -125,6 +120,18 @@ def checked(name: str, check: Callable[..., _T], *args: Any, **kwargs: Any) -> _
         return check(*args, **kwargs)
     except validation.InvalidValueError as exc:
         raise LaunchInputError(name, str(exc)) from None
+
+
+def parse_strategy(name: str, value: object, allowed: Sequence[Strategy] = STRATEGIES) -> Strategy:
+    """``value`` (a :class:`Strategy` or its name) as one of ``allowed``.
+
+    Raises:
+        LaunchInputError: naming input ``name`` and the strategies it may be.
+    """
+    if isinstance(value, str) and value in allowed:
+        return Strategy(value)
+    shown = value.value if isinstance(value, Strategy) else value
+    raise LaunchInputError(name, f"expected one of {', '.join(allowed)}, got {shown!r}")
 
 
 def parse_duration(name: str, value: str | float | int, *, allow_zero: bool = True) -> float:
@@ -311,7 +318,7 @@ def _parse_pool(index: int, pool: Any) -> WorkerPoolSpec:
             f"not a WorkerPoolSpec (camelCase or snake_case fields of the Vertex API): "
             f"{_one_line(exc)}",
         ) from exc
-    return WorkerPoolSpec.wrap(message)
+    return WorkerPoolSpec(message)
 
 
 def _psc_interface_config(value: Mapping[str, Any]) -> PscInterfaceConfig:
@@ -324,7 +331,7 @@ def _psc_interface_config(value: Mapping[str, Any]) -> PscInterfaceConfig:
             "not a PscInterfaceConfig (networkAttachment, dnsPeeringConfigs: [{domain, "
             f"targetProject, targetNetwork}}]; camelCase or snake_case): {_one_line(exc)}",
         ) from exc
-    return PscInterfaceConfig.wrap(message)
+    return PscInterfaceConfig(message)
 
 
 def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]:
@@ -353,7 +360,7 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
                 # Pools that bring their own code still see the launcher's environment.
                 spec = pool.container_spec if "container_spec" in pool else pool.python_package_spec
                 names = {e.name for e in spec.env}
-                spec.env.extend(gca_custom_job.EnvVar(e) for e in env if e["name"] not in names)
+                spec.env.extend(EnvVar(e) for e in env if e["name"] not in names)
         return pools
     machine_spec: dict[str, Any] = {"machine_type": inputs.machine_type}
     if inputs.accelerator_type:
@@ -380,7 +387,7 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
 def build_custom_job(
     inputs: JobInputs,
     *,
-    strategy: str = "SPOT",
+    strategy: Strategy = Strategy.SPOT,
     extra_env: Mapping[str, str] | None = None,
     target: validation.Target = validation.VERTEX_AI,
 ) -> CustomJob:
@@ -401,10 +408,7 @@ def build_custom_job(
             is reported against the input that set the field (:func:`input_for_field`).
     """
     check_inputs(inputs)
-    if strategy not in STRATEGIES:
-        raise LaunchInputError(
-            "strategy", f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}"
-        )
+    strategy = parse_strategy("strategy", strategy)
     merged = {**(extra_env or {}), **{str(k): str(v) for k, v in inputs.env.items()}}
     env = [{"name": k, "value": v} for k, v in merged.items()]
     job_spec: dict[str, Any] = {
@@ -413,10 +417,10 @@ def build_custom_job(
             "timeout": _duration_json(parse_duration("timeout", inputs.timeout)),
             "restart_job_on_worker_restart": bool(inputs.restart_job_on_worker_restart),
             "disable_retries": bool(inputs.disable_retries),
-            "strategy": strategy,
+            "strategy": strategy.value,
         },
     }
-    if strategy == "FLEX_START":
+    if strategy is Strategy.FLEX_START:
         job_spec["scheduling"]["max_wait_duration"] = _duration_json(
             parse_duration("max_wait_duration", inputs.max_wait_duration)
         )
@@ -452,27 +456,19 @@ def build_custom_job(
 
 
 def with_strategy(
-    job: CustomJob, strategy: str, max_wait_duration: str = DEFAULT_MAX_WAIT
+    job: CustomJob, strategy: Strategy, max_wait_duration: str = DEFAULT_MAX_WAIT
 ) -> CustomJob:
     """A copy of ``job`` scheduled with ``strategy`` (as GCPC: max_wait only for FLEX_START)."""
-    if strategy not in STRATEGIES:
-        raise LaunchInputError(
-            "strategy", f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}"
-        )
-    out = CustomJob.deserialize(CustomJob.serialize(job))
-    out.job_spec.scheduling.strategy = strategy
-    if strategy == "FLEX_START":
-        out.job_spec.scheduling.max_wait_duration = _duration_json(
-            parse_duration("max_wait_duration", max_wait_duration)
-        )
+    strategy = parse_strategy("strategy", strategy)
+    out = CustomJob(job)  # a deep copy
+    out.job_spec.scheduling.strategy = strategy.api
+    if strategy is Strategy.FLEX_START:
+        wait = duration_pb2.Duration()
+        wait.FromJsonString(_duration_json(parse_duration("max_wait_duration", max_wait_duration)))
+        out.job_spec.scheduling.max_wait_duration = wait
     else:
-        out.job_spec.scheduling.max_wait_duration = None
+        del out.job_spec.scheduling.max_wait_duration
     return out
-
-
-def strategy_name(job: CustomJob) -> str:
-    """The scheduling strategy of ``job`` as its enum name (``SPOT``, ``STANDARD``, ...)."""
-    return gca_custom_job.Scheduling.Strategy(job.job_spec.scheduling.strategy).name
 
 
 def output_dirs(base_output_directory: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from kfp_spot import checkpoints
 from kfp_spot.accounting import Attempt, EndReason
 from kfp_spot.jobs.backend import Backend
+from kfp_spot.jobs.strategy import Strategy
 from kfp_spot.trainer.attempts import storage_errors
 
 log = logging.getLogger("kfp_spot.jobs.launcher")
@@ -51,9 +52,10 @@ class AttemptWatcher:
         self._started: set[tuple[str, int]] = set()
         self._ended: set[tuple[str, int]] = set()
 
-    def watch(self, job_name: str, strategy: str, submitted_at: float) -> None:
+    def watch(self, job_name: str, strategy: Strategy, submitted_at: float) -> None:
         """Follow ``job_name`` from now on."""
-        self._job, self._strategy, self._since = job_name, strategy, submitted_at
+        # The backend and the accounting speak the API's strategy names.
+        self._job, self._strategy, self._since = job_name, strategy.value, submitted_at
         self._next_look = 0.0
 
     def poll(self, _job: object = None, changed: bool = False, *, force: bool = False) -> None:
@@ -99,7 +101,7 @@ class AttemptWatcher:
     def _newest(self) -> str:
         try:
             latest = checkpoints.latest(self.checkpoint_root, check_hashes=False)
-        except (*storage_errors(), ValueError) as exc:
+        except storage_errors(ValueError) as exc:
             log.debug("cannot list %s: %s", self.checkpoint_root, exc)
             return "unknown"
         return f"step {latest.step}" if latest else "none"

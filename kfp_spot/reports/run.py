@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,7 @@ def _loss_of(metadata: Mapping[str, Any]) -> float | None:
     value = metrics.get("loss") if isinstance(metrics, Mapping) else None
     if value is None:
         value = metadata.get("loss")
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):
         return None
     try:
         loss = float(value)
@@ -116,7 +117,7 @@ def _time(value: Any, where: str) -> float | None:
         raise ReportError(str(exc)) from exc
 
 
-def load_run(run_dir: str | Path) -> RunData:
+def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     """Read a run directory.
 
     Args:

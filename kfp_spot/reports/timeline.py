@@ -86,6 +86,7 @@ def render_timeline(
     """
     # The object API on the Agg canvas: no pyplot state, no display, no change to the user's
     # matplotlib backend (notebooks keep theirs).
+    from matplotlib.artist import Artist
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -197,7 +198,7 @@ def render_timeline(
     lanes_ax.invert_yaxis()
     lanes_ax.grid(axis="x", alpha=0.3)
     lanes_ax.set_title(f"{run.job_name.rsplit('/', 1)[-1]}: {run.outcome}", fontsize=11)
-    legend: list = [
+    legend: list[Artist] = [
         Patch(color=c, label=r.value.lower())
         for r, c in _REASON_COLOURS.items()
         if any(a.end_reason is r for a in summary.attempts)

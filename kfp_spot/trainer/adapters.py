@@ -51,7 +51,7 @@ class StateEncodingError(TypeError):
     """A state value has no adapter, or its bytes cannot be decoded by the adapter named."""
 
 
-class Chunks(tuple):
+class Chunks(tuple[Buffer, ...]):
     """A file's content as consecutive buffers, written one after the other without joining.
 
     The NumPy adapter encodes an array as its ``.npy`` header plus a view of the array's own
@@ -108,7 +108,8 @@ class Adapter:
         name: recorded in the manifest; restore looks the adapter up by it.
         suffix: the file name suffix (with the dot).
         matches: whether a value is of this kind (must not import optional libraries).
-        encode: value -> bytes (a snapshot: later changes to the value must not show).
+        encode: value -> bytes-like or :class:`Chunks` (a snapshot: later changes to the value
+            must not show).
         decode: bytes -> value. Built-in adapters get a writable bytes-like buffer they may keep
             and use in place; adapters added with :func:`register` get ``bytes``.
         pickle: whether decoding may run code named by the bytes (``pickle.loads`` and the
@@ -118,7 +119,7 @@ class Adapter:
     name: str
     suffix: str
     matches: Callable[[Any], bool]
-    encode: Callable[[Any], Buffer]
+    encode: Callable[[Any], Buffer | Chunks]
     decode: Callable[[Any], Any]
     pickle: bool = False
 
@@ -199,7 +200,7 @@ def _is_numpy_scalar(value: Any) -> bool:
     return np is not None and isinstance(value, np.generic) and not value.dtype.hasobject
 
 
-def _encode_numpy_scalar(value: Any) -> memoryview:
+def _encode_numpy_scalar(value: Any) -> Chunks:
     import numpy as np
 
     return _encode_ndarray(np.asarray(value))
@@ -500,7 +501,7 @@ def encode_state(
         raise StateEncodingError(
             f"state must be a mapping of names to values, got {type(state).__name__}"
         )
-    files: dict[str, Buffer] = {}
+    files: dict[str, Buffer | Chunks] = {}
     index: dict[str, dict[str, str]] = {}
     for key, value in state.items():
         if (
@@ -529,20 +530,19 @@ def encode_state(
 
 
 def decode_state(
-    read: Callable[[str], Buffer], index: Mapping[str, Mapping[str, str]]
+    read: Callable[[str], Buffer | Chunks], index: Mapping[str, Mapping[str, str]]
 ) -> dict[str, Any]:
     """Decode a training state written by :func:`encode_state`.
 
     Args:
-        read: file name -> bytes.
+        read: file name -> its content (bytes-like, or :class:`Chunks`).
         index: the manifest's state index.
     """
     out = {}
     for key, entry in index.items():
         adapter = get(entry["adapter"])
-        data = read(entry["file"])
-        if isinstance(data, Chunks):
-            data = bytearray(bytes(data))
+        raw = read(entry["file"])
+        data: Buffer = bytearray(bytes(raw)) if isinstance(raw, Chunks) else raw
         if adapter.name not in _BUILTIN_NAMES and not isinstance(data, bytes):
             data = bytes(data)
         try:

@@ -33,9 +33,13 @@ log = logging.getLogger(__name__)
 EXIT_REASONS = ("finished", "preempted", "error")
 
 
-def storage_errors() -> tuple[type[BaseException], ...]:
-    """Errors a storage write may raise: OSError, plus gcsfs's and aiohttp's once loaded."""
-    found: list[type[BaseException]] = [OSError]
+def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...]:
+    """Errors a storage write may raise: OSError, plus gcsfs's and aiohttp's once loaded.
+
+    Args:
+        also: more exception classes to catch with them (one tuple for an ``except`` clause).
+    """
+    found: list[type[BaseException]] = [OSError, *also]
     for module, name in (
         ("gcsfs.retry", "HttpError"),
         ("gcsfs.retry", "ChecksumError"),

@@ -72,4 +72,6 @@ def hit(point: str, step: int) -> None:
     else:
         # From a background save: signal the main thread itself, as the platform's SIGTERM in
         # effect is (a signal taken by another thread reaches Python's handler only later).
-        signal.pthread_kill(main.ident, _ACTIONS[action])
+        ident = main.ident
+        assert ident is not None  # the main thread is always started
+        signal.pthread_kill(ident, _ACTIONS[action])

@@ -133,17 +133,17 @@ class SaveInterval:
         """
         if isinstance(spec, SaveInterval):
             return spec
-        extra = {} if mtbp is None else {"mtbp": float(mtbp)}
+        hint = None if mtbp is None else float(mtbp)
         if isinstance(spec, int) and not isinstance(spec, bool):
-            return cls(steps=spec, **extra)
+            return cls(steps=spec, mtbp=hint)
         text = str(spec).strip().lower()
         if text == "auto":
-            return cls(auto=True, **extra)
+            return cls(auto=True, mtbp=hint)
         if text.isdigit() and int(text) >= 1:
-            return cls(steps=int(text), **extra)
+            return cls(steps=int(text), mtbp=hint)
         match = _SECONDS_RE.fullmatch(text)
         if match and float(match.group(1)) > 0:
-            return cls(seconds=float(match.group(1)) * _UNIT[match.group(2)], **extra)
+            return cls(seconds=float(match.group(1)) * _UNIT[match.group(2)], mtbp=hint)
         raise ValueError(
             f"checkpoint interval {spec!r} is not valid: use a number of steps (e.g. 100), "
             "a duration (e.g. 30s, 5m, 1h) or 'auto'"

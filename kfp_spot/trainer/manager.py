@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from kfp_spot import checkpoints
@@ -289,7 +290,12 @@ class CheckpointManager:
     def __enter__(self) -> CheckpointManager:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any):
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         clean_exit = isinstance(exc, SystemExit) and (exc.code in (0, None) or self._stopped)
         if exc is None or clean_exit:
             self.close()
@@ -462,7 +468,7 @@ class CheckpointManager:
         self._join_quietly()
         try:
             self.save(step, state() if callable(state) else state, metrics=metrics)
-        except (*storage_errors(), CheckpointError) as exc:
+        except storage_errors(CheckpointError) as exc:
             self._policy.record_failure(self._clock())  # try again after an interval
             log.error("checkpoint of step %d failed; training goes on: %s", step, exc)
             return False
@@ -512,7 +518,7 @@ class CheckpointManager:
         self._join_quietly()
         try:
             self.save(step, state() if callable(state) else state, metrics=metrics, blocking=True)
-        except (*storage_errors(), CheckpointError) as exc:
+        except storage_errors(CheckpointError) as exc:
             log.error(
                 "the save of step %d on the preemption notice failed (%s); the next attempt "
                 "resumes from step %s",
@@ -678,7 +684,7 @@ class CheckpointManager:
     ) -> None:
         try:
             self._write(step, files, metadata, t0)
-        except (*storage_errors(), CheckpointError, ValueError, TypeError, RuntimeError) as exc:
+        except storage_errors(CheckpointError, ValueError, TypeError, RuntimeError) as exc:
             log.error("background save of step %d failed: %s", step, exc)
             self._worker_error = exc
 

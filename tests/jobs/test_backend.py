@@ -10,6 +10,7 @@ from recording_server import RecordingServer
 from kfp_spot import checkpoints
 from kfp_spot.jobs.backend import EmulatorBackend, VertexBackend, backend_for
 from kfp_spot.jobs.client import resolve_endpoint
+from kfp_spot.jobs.strategy import Strategy
 from kfp_spot.jobs.watch import AttemptWatcher
 
 JOB = "projects/p/locations/us-central1/customJobs/42"
@@ -63,7 +64,7 @@ def test_on_vertex_attempts_are_observed_from_the_trainers_records(tmp_path, cap
     backend = backend_for(resolve_endpoint("us-central1"))
     now = [0.0]
     watcher = AttemptWatcher(backend, root, clock=lambda: now[0])
-    watcher.watch(JOB, "SPOT", submitted_at=90.0)
+    watcher.watch(JOB, Strategy.SPOT, submitted_at=90.0)
     watcher.poll()
     checkpoints.commit_manifest(root, checkpoints.Manifest(7, (), 110.0))
     _record(
@@ -95,7 +96,7 @@ def test_a_state_change_is_looked_at_at_once(tmp_path, changed):
     base = backend_for(resolve_endpoint("us-central1"))
     backend = Counting(base.endpoint, base.poll, base.retry, base.cancel_wait_seconds, 60.0)
     watcher = AttemptWatcher(backend, str(tmp_path), clock=lambda: 1.0)
-    watcher.watch(JOB, "SPOT", 0.0)
+    watcher.watch(JOB, Strategy.SPOT, 0.0)
     watcher.poll(None, False)  # the first look
     watcher.poll(None, changed)
     assert len(seen) == (2 if changed else 1)

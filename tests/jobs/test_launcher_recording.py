@@ -301,6 +301,7 @@ def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, o
     """The state file names a submission token but no job: the job is found by its label."""
     from kfp_spot.jobs.entry import build_request
     from kfp_spot.jobs.recovery import LaunchState, Submission, save_state, state_uri
+    from kfp_spot.jobs.strategy import Strategy
 
     with RecordingServer(scripts=[Script([RUNNING, SUCCEEDED])]) as server:
         request = build_request(
@@ -315,7 +316,7 @@ def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, o
         requests.post(
             f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
         )
-        state = LaunchState(request.run_key, 0.0, [Submission("tok123", "SPOT")])
+        state = LaunchState(request.run_key, 0.0, [Submission("tok123", Strategy.SPOT)])
         save_state(state_uri(request.base_output_directory, request.run_key), state)
         assert _launch(server, package, outputs) == "SUCCEEDED"
     assert len(server.created()) == 1

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from google.api_core import exceptions as api_exceptions
@@ -18,6 +19,7 @@ from kfp_spot.jobs.recovery import (
     save_state,
 )
 from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.jobs.strategy import Strategy
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -80,13 +82,13 @@ def test_create_errors():
 
 
 def _sub(strategy, outcome):
-    return Submission(token="t", strategy=strategy, outcome=outcome.value)
+    return Submission(token="t", strategy=strategy, outcome=outcome)
 
 
 def test_user_error_is_never_resubmitted():
     decision = decide(
         RecoveryPolicy(max_resubmissions=10),
-        [_sub("SPOT", Outcome.USER_ERROR)],
+        [_sub(Strategy.SPOT, Outcome.USER_ERROR)],
         started_at=0,
         now=1,
     )
@@ -95,21 +97,21 @@ def test_user_error_is_never_resubmitted():
 
 def test_fallback_after_and_staying_on_standard():
     policy = RecoveryPolicy(max_resubmissions=5, fallback_after=2)
-    history = [_sub("SPOT", Outcome.PREEMPTED_EXHAUSTED)]
-    assert decide(policy, history, started_at=0, now=1).strategy == "SPOT"
-    history.append(_sub("SPOT", Outcome.CAPACITY))
-    assert decide(policy, history, started_at=0, now=1).strategy == "STANDARD"
-    history.append(_sub("STANDARD", Outcome.CAPACITY))
-    assert decide(policy, history, started_at=0, now=1).strategy == "STANDARD"
+    history = [_sub(Strategy.SPOT, Outcome.PREEMPTED_EXHAUSTED)]
+    assert decide(policy, history, started_at=0, now=1).strategy is Strategy.SPOT
+    history.append(_sub(Strategy.SPOT, Outcome.CAPACITY))
+    assert decide(policy, history, started_at=0, now=1).strategy is Strategy.STANDARD
+    history.append(_sub(Strategy.STANDARD, Outcome.CAPACITY))
+    assert decide(policy, history, started_at=0, now=1).strategy is Strategy.STANDARD
 
 
 def test_deadline_falls_back():
     policy = RecoveryPolicy(
         max_resubmissions=5, deadline_seconds=60, fallback_strategy="FLEX_START"
     )
-    history = [_sub("SPOT", Outcome.PREEMPTED_EXHAUSTED)]
-    assert decide(policy, history, started_at=0, now=59).strategy == "SPOT"
-    assert decide(policy, history, started_at=0, now=60).strategy == "FLEX_START"
+    history = [_sub(Strategy.SPOT, Outcome.PREEMPTED_EXHAUSTED)]
+    assert decide(policy, history, started_at=0, now=59).strategy is Strategy.SPOT
+    assert decide(policy, history, started_at=0, now=60).strategy is Strategy.FLEX_START
 
 
 outcomes = st.sampled_from(list(Outcome))
@@ -128,18 +130,19 @@ def test_ladder_never_exceeds_its_budget(max_resubmissions, fallback_after, reco
     """Play a ladder out: submissions never exceed 1 + max_resubmissions; non-recoverable ends it;
     once it falls back it never returns to Spot."""
     policy = RecoveryPolicy(max_resubmissions=max_resubmissions, fallback_after=fallback_after)
-    history = [Submission("t", "SPOT")]
+    history = [Submission("t", Strategy.SPOT)]
     for outcome in [*recoverable, final]:
-        history[-1].outcome = outcome.value
+        history[-1].outcome = outcome
         decision = decide(policy, history, started_at=0, now=0)
-        if not decision.resubmit:
+        if decision.strategy is None:
+            assert not decision.resubmit
             break
         assert outcome in (Outcome.PREEMPTED_EXHAUSTED, Outcome.CAPACITY, Outcome.SERVICE_ERROR)
         history.append(Submission("t", decision.strategy))
     assert len(history) <= 1 + max_resubmissions
     strategies = [s.strategy for s in history]
-    if "STANDARD" in strategies:
-        assert "SPOT" not in strategies[strategies.index("STANDARD") :]
+    if Strategy.STANDARD in strategies:
+        assert Strategy.SPOT not in strategies[strategies.index(Strategy.STANDARD) :]
         assert fallback_after > 0
 
 
@@ -160,14 +163,76 @@ def test_policy_inputs_are_checked(kw, field):
 
 def test_state_round_trip_and_other_runs_are_ignored(tmp_path):
     uri = str(tmp_path / "state.json")
+    job = "projects/p/locations/l/customJobs/9"
     state = LaunchState(
-        "run-a", 12.5, [Submission("tok", "SPOT", job_name="projects/p/locations/l/customJobs/9")]
+        "run-a",
+        12.5,
+        [
+            Submission("tok", Strategy.SPOT, job_name=job, outcome=Outcome.PREEMPTED_EXHAUSTED),
+            Submission("tok2", Strategy.STANDARD),
+        ],
     )
     save_state(uri, state)
-    assert load_state(uri, "run-a") == state
+    loaded = load_state(uri, "run-a")
+    assert loaded == state
+    assert loaded.submissions[0].outcome is Outcome.PREEMPTED_EXHAUSTED
+    assert loaded.submissions[1].strategy is Strategy.STANDARD
+    assert loaded.submissions[1].outcome is None
+    # The file keeps the API's names: strings at the edge.
+    written = json.loads((tmp_path / "state.json").read_text())["submissions"]
+    assert [(s["strategy"], s["outcome"]) for s in written] == [
+        ("SPOT", "PREEMPTED_EXHAUSTED"),
+        ("STANDARD", ""),
+    ]
     assert load_state(uri, "run-b") is None
     (tmp_path / "state.json").write_text("{not json")
     assert load_state(uri, "run-a") is None
+
+
+def test_a_state_file_of_the_previous_version_still_loads(tmp_path):
+    """Strings in, enums inside: "" is a job still running; fields we do not know are ignored."""
+    path = tmp_path / "state.json"
+    old = {"token": "t", "job_name": "j", "message": "", "submitted_at": 1.0, "ended_at": 0.0}
+    old |= {"resume_step": None, "create_time": "", "start_time": "", "end_time": ""}
+    doc = {
+        "format": "kfp-spot-launcher/1",
+        "run_key": "run-a",
+        "started_at": 1.0,
+        "submissions": [
+            {**old, "strategy": "SPOT", "outcome": "CAPACITY", "added_later": 1},
+            {**old, "strategy": "ON_DEMAND", "outcome": "SERVICE_ERROR"},  # the API's alias
+            {**old, "strategy": "FLEX_START", "outcome": ""},
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    state = load_state(str(path), "run-a")
+    assert [(s.strategy, s.outcome) for s in state.submissions] == [
+        (Strategy.SPOT, Outcome.CAPACITY),
+        (Strategy.STANDARD, Outcome.SERVICE_ERROR),
+        (Strategy.FLEX_START, None),
+    ]
+    assert all(isinstance(s.strategy, Strategy) for s in state.submissions)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"token": "t", "strategy": "CHEAPEST", "outcome": ""},
+        {"token": "t", "strategy": "SPOT", "outcome": "EXPLODED"},
+        {"token": "t", "outcome": ""},
+        "not a submission",
+    ],
+)
+def test_a_state_file_with_a_bad_submission_is_ignored_not_crashed_on(tmp_path, bad):
+    path = tmp_path / "state.json"
+    doc = {"format": "kfp-spot-launcher/1", "run_key": "r", "started_at": 0, "submissions": [bad]}
+    path.write_text(json.dumps(doc))
+    assert load_state(str(path), "r") is None
+
+
+def test_the_policy_takes_a_strategy_name_and_holds_the_enum():
+    assert RecoveryPolicy(fallback_strategy="FLEX_START").fallback_strategy is Strategy.FLEX_START
+    assert RecoveryPolicy().fallback_strategy is Strategy.STANDARD
 
 
 @pytest.mark.filterwarnings("ignore:Unrecognized JobState")  # proto-plus says so; we cope
@@ -180,3 +245,24 @@ def test_a_state_this_client_does_not_know_is_waited_on_not_crashed_on():
     assert state_name(99) == "STATE_99"
     with pytest.raises(ValueError, match="STATE_99"):
         classify(job)
+
+
+def test_a_submission_records_the_jobs_times_and_strategy_as_the_service_gave_them():
+    from kfp_spot.jobs import reattach
+
+    job = CustomJob(
+        name="projects/p/locations/l/customJobs/7",
+        state=JobState.JOB_STATE_RUNNING,
+        create_time=NOW - dt.timedelta(minutes=1),
+        start_time=NOW,
+        job_spec={"scheduling": {"strategy": "LOW_COST"}},  # the API's deprecated name for Spot
+    )
+    sub = reattach._submission(job, clock=lambda: 0.0)
+    assert sub.strategy is Strategy.SPOT
+    assert sub.outcome is None
+    assert sub.submitted_at == (NOW - dt.timedelta(minutes=1)).timestamp()
+    assert (sub.create_time, sub.start_time, sub.end_time) == (
+        (NOW - dt.timedelta(minutes=1)).isoformat(),
+        NOW.isoformat(),
+        "",  # not ended: unset on the job
+    )

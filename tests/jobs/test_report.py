@@ -11,6 +11,7 @@ from kfp_spot.accounting import Pool
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import Submission
 from kfp_spot.jobs.report import build_report
+from kfp_spot.jobs.strategy import Strategy
 
 NO_PRICES = [Pool("no-such-machine")]
 
@@ -33,7 +34,7 @@ def test_preemptions_and_work_lost_from_attempt_records(tmp_path):
         checkpoints.write_attempt_record(root, name, record)
     report = build_report(
         outcome=Outcome.SUCCEEDED,
-        submissions=[Submission("t", "SPOT", job_name="j", submitted_at=0.0)],
+        submissions=[Submission("t", Strategy.SPOT, job_name="j", submitted_at=0.0)],
         checkpoint_root=root,
         pools=NO_PRICES,
     )
@@ -51,17 +52,17 @@ def test_job_timestamps_leave_unknown_figures_out(tmp_path):
     subs = [
         Submission(
             "t1",
-            "SPOT",
+            Strategy.SPOT,
             job_name="j1",
-            outcome="PREEMPTED_EXHAUSTED",
+            outcome=Outcome.PREEMPTED_EXHAUSTED,
             start_time="2026-01-01T00:00:00Z",
             end_time="2026-01-01T00:10:00Z",
         ),
         Submission(
             "t2",
-            "STANDARD",
+            Strategy.STANDARD,
             job_name="j2",
-            outcome="SUCCEEDED",
+            outcome=Outcome.SUCCEEDED,
             start_time="2026-01-01T00:11:00.123456789Z",
             end_time="2026-01-01T00:16:00.123456789Z",
         ),
@@ -93,7 +94,7 @@ def test_a_foreign_trainers_lost_work_is_unknown_not_zero_goodput(tmp_path):
     ]  # fmt: skip
     report = build_report(
         outcome=Outcome.SUCCEEDED,
-        submissions=[Submission("t", "SPOT", job_name=name, outcome="SUCCEEDED")],
+        submissions=[Submission("t", Strategy.SPOT, job_name=name, outcome=Outcome.SUCCEEDED)],
         checkpoint_root=str(tmp_path / "foreign"),
         pools=[Pool("n1-standard-4")],
         ledgers={name: rows},
@@ -111,9 +112,9 @@ def test_a_foreign_trainers_lost_work_is_unknown_not_zero_goodput(tmp_path):
 def test_costs_from_the_machine_table_when_no_ledger_and_the_spot_range(tmp_path):
     sub = Submission(
         "t",
-        "SPOT",
+        Strategy.SPOT,
         job_name="j",
-        outcome="SUCCEEDED",
+        outcome=Outcome.SUCCEEDED,
         start_time="2026-01-01T00:00:00Z",
         end_time="2026-01-01T02:00:00Z",
     )
@@ -136,9 +137,9 @@ def test_a_ledger_that_cannot_be_read_falls_back_to_the_next_source(tmp_path, ca
     name = "projects/p/locations/l/customJobs/1"
     sub = Submission(
         "t",
-        "SPOT",
+        Strategy.SPOT,
         job_name=name,
-        outcome="SUCCEEDED",
+        outcome=Outcome.SUCCEEDED,
         start_time="2026-01-01T00:00:00Z",
         end_time="2026-01-01T00:01:00Z",
     )

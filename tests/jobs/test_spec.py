@@ -10,9 +10,9 @@ from kfp_spot.jobs.spec import (
     LaunchInputError,
     build_custom_job,
     parse_duration,
-    strategy_name,
     with_strategy,
 )
+from kfp_spot.jobs.strategy import strategy_name
 
 PKG = ["gs://b/trainer-0.1.tar.gz"]
 
@@ -98,6 +98,43 @@ def test_worker_pool_specs_accept_camel_and_snake_case_and_get_the_package():
     assert [p.replica_count for p in specs] == [1, 0, 3]
     assert specs[2].python_package_spec.python_module == "trainer.task"
     assert "python_package_spec" not in specs[1]
+
+
+def test_pools_with_their_own_code_get_the_launchers_environment_and_keep_their_own():
+    pools = [
+        {
+            "machineSpec": {"machineType": "n1-standard-4"},
+            "replicaCount": 1,
+            "containerSpec": {
+                "imageUri": "us-docker.pkg.dev/p/r/own:1",
+                "env": [{"name": "MODE", "value": "pool"}],
+            },
+        },
+        {
+            "machineSpec": {"machineType": "n1-standard-4"},
+            "replicaCount": 2,
+            "pythonPackageSpec": {
+                "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
+                "packageUris": PKG,
+                "pythonModule": "trainer.task",
+            },
+        },
+    ]
+    job = build_custom_job(
+        _inputs(worker_pool_specs=pools, env={"MODE": "user", "SEED": "1"}),
+        extra_env={RESUME_ENV: "gs://x"},
+    )
+    own, package = job.job_spec.worker_pool_specs
+    assert {e.name: e.value for e in own.container_spec.env} == {
+        "MODE": "pool",  # the pool's own value wins over the launcher's
+        "SEED": "1",
+        RESUME_ENV: "gs://x",
+    }
+    assert {e.name: e.value for e in package.python_package_spec.env} == {
+        "MODE": "user",
+        "SEED": "1",
+        RESUME_ENV: "gs://x",
+    }
 
 
 def test_flex_start_keeps_max_wait_and_spot_drops_it():

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from kfp_spot import checkpoints
+from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.pipelines import local_run
 
 pytestmark = pytest.mark.slow
@@ -111,7 +112,7 @@ def disrupted_run(tmp_path_factory):
 def test_the_run_rode_out_a_preemption_and_an_emulator_restart(disrupted_run):
     _, result, restart = disrupted_run
     assert restart.restarted_at_step is not None, "the emulator was never restarted"
-    assert result.outcome == "SUCCEEDED"
+    assert result.outcome is Outcome.SUCCEEDED and result.succeeded
     assert len(result.job_names) == 1  # the launcher rode it out: no resubmission
     reasons = [row["endReason"] for row in result.ledger]
     assert reasons == ["PREEMPTED", "EMULATOR_RESTARTED", "SUCCEEDED"]

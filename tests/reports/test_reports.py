@@ -17,6 +17,7 @@ from PIL import Image
 
 from kfp_spot import checkpoints
 from kfp_spot.cli import main
+from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.reports import ReportError, load_run, write_report
 
 T0 = 1_790_000_000.0  # a fixed epoch second: reports must not depend on "now"
@@ -383,3 +384,38 @@ def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tm
     )
     assert "Spot prices are estimates" in markdown
     assert_png(report.png)
+
+
+@pytest.mark.parametrize(
+    ("outputs", "outcome", "printed", "gate"),
+    [
+        ({"outcome": "SUCCEEDED", "passed": True}, Outcome.SUCCEEDED, "SUCCEEDED", "passed"),
+        ({"outcome": "CAPACITY", "passed": False}, Outcome.CAPACITY, "CAPACITY", "failed"),
+        ({}, None, "PIPELINE_FAILED", "not evaluated"),  # the pipeline gave no outputs
+    ],
+)
+def test_a_local_run_keeps_enums_inside_and_strings_in_run_json_and_the_printout(
+    tmp_path: Path, outputs, outcome, printed, gate
+):
+    from kfp_spot.pipelines import local_run
+
+    result = local_run.LocalRunResult(
+        run_dir=str(tmp_path),
+        outcome=local_run._outcome(outputs.get("outcome")),
+        job_names=[],
+        ledger=[],
+        attempt_records=[],
+        preemptions=None,
+        resumed_from_steps=[],
+        checkpoint_uri="",
+        latest_step=None,
+        metrics={},
+        passed=local_run._gate(outputs.get("passed")),
+    )
+    assert result.outcome is outcome
+    assert result.succeeded is (outcome is Outcome.SUCCEEDED)
+    doc = json.loads(json.dumps(result.to_json()))
+    assert doc["outcome"] == printed and doc["passed"] == outputs.get("passed")
+    summary = local_run.summarize(result)
+    assert summary.startswith(f"outcome:            {printed}\n")
+    assert f"quality gate:       {gate}\n" in summary
