@@ -4,6 +4,10 @@
   skips torn steps, retention, async saves, a save on the preemption notice, attempt records.
 - :class:`PreemptionNotice`: SIGTERM becomes a flag the loop polls (chained to earlier handlers).
 - :class:`SaveInterval`: every N steps, every T seconds, or ``auto`` (Young-Daly).
+- :func:`output_dirs` / :func:`add_output_dir_arguments` + :func:`resolve_output_dirs`: the
+  checkpoint and model directories from ``--checkpoint-dir``/``--model-dir`` or Vertex AI's
+  ``$AIP_CHECKPOINT_DIR``/``$AIP_MODEL_DIR``; ``gs://`` through the ``/gcs`` mount where it exists
+  (as every root kfp_spot.trainer takes: no gcsfs needed on a Vertex AI VM).
 - :mod:`kfp_spot.trainer.adapters`: how state values become files (bytes, NumPy, RNGs, torch,
   scikit-learn, JSON), with lazy imports.
 
@@ -21,6 +25,12 @@ from kfp_spot.trainer.manager import (
     is_chief,
     load_checkpoint,
 )
+from kfp_spot.trainer.outputs import (
+    OutputDirs,
+    add_output_dir_arguments,
+    output_dirs,
+    resolve_output_dirs,
+)
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
 
 __all__ = [
@@ -32,12 +42,16 @@ __all__ = [
     "CheckpointError",
     "CheckpointManager",
     "Manifest",
+    "OutputDirs",
     "PreemptionNotice",
     "Restored",
     "SaveInterval",
     "StateEncodingError",
+    "add_output_dir_arguments",
     "estimate_mtbp",
     "is_chief",
     "load_checkpoint",
+    "output_dirs",
+    "resolve_output_dirs",
     "young_daly",
 ]

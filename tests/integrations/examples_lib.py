@@ -3,42 +3,25 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_spot import checkpoints
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Run:
-    returncode: int
-    output: str
+from tests.trainer.trainer_testlib import REPO, TrainerRun, run_example_module
 
 
 def run_example(
     name: str, ckpt: Path, model: Path, args: list[str], failpoints: str | None = None
-) -> Run:
-    env = dict(os.environ)
-    env.pop("KFP_SPOT_FAILPOINTS", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "examples" / name), str(REPO)])
-    env.update(AIP_CHECKPOINT_DIR=str(ckpt), AIP_MODEL_DIR=str(model), KERAS_BACKEND="jax")
-    if failpoints:
-        env["KFP_SPOT_FAILPOINTS"] = failpoints
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+) -> TrainerRun:
+    return run_example_module(
+        REPO / "examples" / name,
+        str(ckpt),
+        str(model),
+        args,
+        failpoints=failpoints,
         timeout=300,
+        KERAS_BACKEND="jax",
     )
-    return Run(proc.returncode, proc.stdout)
 
 
 def sha256(path: Path) -> str:
