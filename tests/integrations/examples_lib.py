@@ -24,6 +24,13 @@ def run_example(
     )
 
 
+def uninterrupted_run(name: str, base: Path, args: list[str]) -> Path:
+    """Run example ``name`` once, never preempted, into ``base``/ckpt and ``base``/model."""
+    run = run_example(name, base / "ckpt", base / "model", args)
+    assert run.returncode == 0, run.output[-3000:]
+    return base
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -48,7 +55,8 @@ def preempt_randomly(
 
     ``term@step`` is SIGTERM with the grace period (the run saves that step and exits 143),
     ``kill@step`` SIGKILL without notice, ``kill@save-mid`` SIGKILL in the middle of a periodic
-    save (that step is left torn). Returns ``(failpoint, exit status, step resumed next)``.
+    save (that step is left torn). A ``term@step`` attempt must have committed its step (saved on
+    the notice: nothing lost). Returns ``(failpoint, exit status, step resumed next)``.
     """
     rng = random.Random(seed)
     order = list(kinds)
@@ -64,7 +72,10 @@ def preempt_randomly(
         run = run_example(name, root, model, args, failpoints=f"{kind}:{step}")
         expected = 143 if kind.startswith("term") else -9
         assert run.returncode == expected, (kind, step, run.output[-3000:])
-        events.append((f"{kind}:{step}", run.returncode, newest(root)))
+        resumed = newest(root)
+        if kind == "term@step":
+            assert resumed == step, (kind, step, resumed)
+        events.append((f"{kind}:{step}", run.returncode, resumed))
     final = run_example(name, root, model, args)
     assert final.returncode == 0, final.output[-3000:]
     return events
