@@ -3,7 +3,8 @@
 - :class:`CheckpointManager`: atomic checkpoints (files, then a manifest), exact restore that
   skips torn steps, retention, async saves, a save on the preemption notice, attempt records.
 - :class:`PreemptionNotice`: SIGTERM becomes a flag the loop polls (chained to earlier handlers).
-- :class:`SaveInterval`: every N steps, every T seconds, or ``auto`` (Young-Daly).
+- :class:`SaveInterval`: every N steps, every T seconds, or ``auto`` (Young-Daly);
+  :func:`interval_argument` checks a ``--checkpoint-every`` option.
 - :func:`output_dirs` / :func:`add_output_dir_arguments` + :func:`resolve_output_dirs`: the
   checkpoint and model directories from ``--checkpoint-dir``/``--model-dir`` or Vertex AI's
   ``$AIP_CHECKPOINT_DIR``/``$AIP_MODEL_DIR``; ``gs://`` through the ``/gcs`` mount where it exists
@@ -17,7 +18,7 @@ This package imports neither kfp nor google-cloud-aiplatform: it runs inside tra
 from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
 from kfp_spot.trainer.adapters import Adapter, StateEncodingError
 from kfp_spot.trainer.attempts import AttemptRecorder
-from kfp_spot.trainer.interval import SaveInterval, estimate_mtbp, young_daly
+from kfp_spot.trainer.interval import SaveInterval, estimate_mtbp, interval_argument, young_daly
 from kfp_spot.trainer.manager import (
     PREEMPTED_EXIT_CODE,
     CheckpointManager,
@@ -49,6 +50,7 @@ __all__ = [
     "StateEncodingError",
     "add_output_dir_arguments",
     "estimate_mtbp",
+    "interval_argument",
     "is_chief",
     "load_checkpoint",
     "output_dirs",

@@ -1,6 +1,7 @@
 """Every example trainer takes its directories alike: given, from Vertex AI's variables, or a
-clear usage error; and a ``gs://`` base output directory works through the ``/gcs`` mount on a VM
-that has no gcsfs (the light kfp-spot-trainer wheel does not bring it).
+clear usage error (as is a bad ``--checkpoint-every``); and a ``gs://`` base output directory works
+through the ``/gcs`` mount on a VM that has no gcsfs (the light kfp-spot-trainer wheel does not
+bring it).
 """
 
 from __future__ import annotations
@@ -32,33 +33,41 @@ module = sys.argv.pop(1)
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
-# parse_args with no directory at all, then with only the checkpoint directory.
-_WITHOUT_DIRECTORIES = """
+# parse_args with no directory at all, then with only the checkpoint directory, then with both
+# and a bad --checkpoint-every.
+_USAGE_ERRORS = """
 import importlib, os, sys
 task = importlib.import_module(sys.argv[1])
-for env in ({}, {"AIP_CHECKPOINT_DIR": "/ck"}):
+for env, argv in (
+    ({}, []),
+    ({"AIP_CHECKPOINT_DIR": "/ck"}, []),
+    ({"AIP_MODEL_DIR": "/m"}, ["--checkpoint-every", "often"]),
+):
     os.environ.update(env)
     try:
-        task.parse_args([])
+        task.parse_args(argv)
     except SystemExit as exc:
         print("exit status", exc.code, file=sys.stderr)
 """
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_without_directories_each_example_names_the_variable(name: str) -> None:
+def test_each_example_names_a_missing_directory_and_a_bad_interval(name: str) -> None:
     module, _, _ = EXAMPLES[name]
     run = run_example_module(
-        REPO / "examples" / name, None, None, [], module=module, wrapper=_WITHOUT_DIRECTORIES
+        REPO / "examples" / name, None, None, [], module=module, wrapper=_USAGE_ERRORS
     )
     assert run.returncode == 0, run.output
     lines = [line for line in run.output.splitlines() if "error:" in line or "exit" in line]
-    assert len(lines) == 4, run.output
+    assert len(lines) == 6, run.output
     assert "error: no checkpoint directory: set AIP_CHECKPOINT_DIR " in lines[0]
     assert lines[0].endswith("or pass --checkpoint-dir")
     assert "error: no model directory: set AIP_MODEL_DIR " in lines[2]
     assert lines[2].endswith("or pass --model-dir")
-    assert lines[1] == lines[3] == "exit status 2"
+    assert (
+        "error: argument --checkpoint-every: checkpoint interval 'often' is not valid" in lines[4]
+    )
+    assert lines[1] == lines[3] == lines[5] == "exit status 2"
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

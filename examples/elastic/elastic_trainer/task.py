@@ -48,8 +48,8 @@ from kfp_spot.trainer import (
     PREEMPTED_EXIT_CODE,
     CheckpointManager,
     PreemptionNotice,
-    SaveInterval,
     add_output_dir_arguments,
+    interval_argument,
     resolve_output_dirs,
 )
 
@@ -82,14 +82,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _interval(text: str) -> str:
-    try:
-        SaveInterval.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(prog="python -m elastic_trainer.task", description=__doc__)
@@ -109,7 +101,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="pacing: at least this long per chunk, as if each were real work (default 0)",
     )
     p.add_argument(
-        "--checkpoint-every", type=_interval, default="20", help="steps (20) or time (30s)"
+        "--checkpoint-every", type=interval_argument, default="20", help="steps (20) or time (30s)"
     )
     p.add_argument("--keep-last", type=_positive_int, default=3, help="checkpoints kept")
     p.add_argument("--grace-period", type=_seconds, default=30.0, help="SIGTERM to SIGKILL, s")

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 
 from kfp_spot import fs
-from kfp_spot.trainer import add_output_dir_arguments, resolve_output_dirs
+from kfp_spot.trainer import add_output_dir_arguments, interval_argument, resolve_output_dirs
 from kfp_spot.trainer.integrations.keras import SpotCheckpoint
 from trainer import data
 from trainer.model import build, keras
@@ -40,7 +40,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument(
-        "--checkpoint-every", default="10", help="batches (10), a duration (30s) or 'auto'"
+        "--checkpoint-every",
+        type=interval_argument,
+        default="10",
+        help="batches (10), a duration (30s) or 'auto'",
     )
     parser.add_argument("--seed", type=int, default=0, help="initialisation, dropout, data order")
     parser.add_argument("--split-seed", type=int, default=0, help="the held-out split")

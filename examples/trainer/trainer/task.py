@@ -35,8 +35,8 @@ from kfp_spot import fs
 from kfp_spot.trainer import (
     PREEMPTED_EXIT_CODE,
     CheckpointManager,
-    SaveInterval,
     add_output_dir_arguments,
+    interval_argument,
     resolve_output_dirs,
 )
 from trainer import data, model
@@ -54,14 +54,6 @@ _FIXED = (
     "momentum",
     "steps_per_epoch",
 )
-
-
-def _interval(text: str) -> str:
-    try:
-        SaveInterval.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def _non_negative(text: str) -> float:
@@ -86,7 +78,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=_positive_int, default=10, help="passes over the data")
     parser.add_argument(
         "--checkpoint-every",
-        type=_interval,
+        type=interval_argument,
         default="1",
         help="K steps (e.g. 5), a duration (30s, 5m) or 'auto' (Young-Daly); default 1",
     )

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import xgboost as xgb
 
 from kfp_spot import fs
-from kfp_spot.trainer import add_output_dir_arguments, resolve_output_dirs
+from kfp_spot.trainer import add_output_dir_arguments, interval_argument, resolve_output_dirs
 from kfp_spot.trainer.integrations.xgboost import SpotCheckpoint
 from trainer import data
 
@@ -39,7 +39,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=int, default=50, help="boosting rounds in all")
     parser.add_argument(
-        "--checkpoint-every", default="5", help="rounds (5), a duration (30s) or 'auto'"
+        "--checkpoint-every",
+        type=interval_argument,
+        default="5",
+        help="rounds (5), a duration (30s) or 'auto'",
     )
     parser.add_argument("--max-depth", type=int, default=4)
     parser.add_argument("--eta", type=float, default=0.3)
