@@ -9,6 +9,27 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+JOB_FIELDS = [
+    "displayName",
+    "jobSpec",
+    "workerPoolSpecs",
+    "machineSpec",
+    "machineType",
+    "replicaCount",
+    "pythonPackageSpec",
+    "containerSpec",
+    "packageUris",
+    "pythonModule",
+    "scheduling",
+    "strategy",
+    "acceleratorType",
+    "acceleratorCount",
+    "labels",
+    "createTime",
+    "name",
+]
+"""CustomJob field names (JSON) worth mutating: a body's path to them, and output-only ones."""
+
 
 def mutated_bodies(
     good: Mapping[str, Any],

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from kfp_spot.emulator import Emulator, names
-from tests.emulator.body_strategies import mutated_bodies
+from tests.emulator.body_strategies import JOB_FIELDS, mutated_bodies
 
 ANSWER_BOUND = 15.0  # seconds; the emulator answers in milliseconds, this only catches hangs
 EXAMPLES = 600
@@ -84,31 +84,15 @@ json_values = st.recursive(
 )
 keys = st.sampled_from(
     [
-        "displayName",
+        *JOB_FIELDS,
         "display_name",
-        "jobSpec",
-        "workerPoolSpecs",
-        "machineSpec",
-        "machineType",
-        "replicaCount",
         "diskSpec",
         "bootDiskSizeGb",
         "bootDiskType",
-        "pythonPackageSpec",
-        "containerSpec",
-        "packageUris",
-        "pythonModule",
-        "scheduling",
-        "strategy",
         "maxWaitDuration",
         "timeout",
         "disableRetries",
-        "acceleratorType",
-        "acceleratorCount",
-        "labels",
         "env",
-        "name",
-        "createTime",
         "webAccessUris",
         "@type",
         "\udc00x",

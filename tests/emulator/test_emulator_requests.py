@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.emulator.body_strategies import mutated_bodies
+from tests.emulator.body_strategies import JOB_FIELDS, mutated_bodies
 
 PARENT = "projects/p/locations/us-central1"
 
@@ -309,27 +309,7 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
-keys = st.sampled_from(
-    [
-        "displayName",
-        "jobSpec",
-        "workerPoolSpecs",
-        "machineSpec",
-        "machineType",
-        "replicaCount",
-        "pythonPackageSpec",
-        "containerSpec",
-        "packageUris",
-        "pythonModule",
-        "scheduling",
-        "strategy",
-        "acceleratorType",
-        "acceleratorCount",
-        "labels",
-        "createTime",
-        "name",
-    ]
-)
+keys = st.sampled_from(JOB_FIELDS)
 
 
 bodies = mutated_bodies(GOOD, keys, json_values, max_changes=3, max_depth=3)
