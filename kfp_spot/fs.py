@@ -76,9 +76,10 @@ def to_local_path(uri: str) -> str | None:
 
 
 GCS_MOUNT_ROOT = "/gcs"
+"""Where Vertex AI mounts Cloud Storage on training VMs (read when :func:`mounted_path` runs)."""
 
 
-def mounted_path(uri: str, mount_root: str = GCS_MOUNT_ROOT) -> str:
+def mounted_path(uri: str, mount_root: str | None = None) -> str:
     """The Cloud Storage FUSE path of a ``gs://`` URI where its bucket is mounted, else ``uri``.
 
     Vertex AI training VMs mount Cloud Storage at ``/gcs`` (``gs://BUCKET/p`` is
@@ -89,7 +90,7 @@ def mounted_path(uri: str, mount_root: str = GCS_MOUNT_ROOT) -> str:
 
     Args:
         uri: a ``gs://`` URI; anything else is returned as is.
-        mount_root: where buckets are mounted (default ``/gcs``).
+        mount_root: where buckets are mounted (default :data:`GCS_MOUNT_ROOT`, ``/gcs``).
 
     Returns:
         ``<mount_root>/<bucket>/<path>`` when ``<mount_root>/<bucket>`` is a directory, else
@@ -100,7 +101,7 @@ def mounted_path(uri: str, mount_root: str = GCS_MOUNT_ROOT) -> str:
     bucket, _, rest = uri[len("gs://") :].partition("/")
     if not bucket or ".." in (bucket, *rest.split("/")) or bucket == ".":
         return uri  # a name FUSE would resolve elsewhere: leave it to the client library
-    mounted = os.path.join(mount_root, bucket)
+    mounted = os.path.join(GCS_MOUNT_ROOT if mount_root is None else mount_root, bucket)
     if not os.path.isdir(mounted):
         return uri
     return os.path.join(mounted, rest) if rest else mounted

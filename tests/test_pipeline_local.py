@@ -1,13 +1,12 @@
 """The whole spot_training pipeline under kfp.local against the emulator, with a preemption."""
 
 import pytest
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1
 
 from kfp_spot.emulator import Emulator
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.pipelines import local_run
+from tests.vertex_jobs import job_client
 
 pytestmark = pytest.mark.slow
 
@@ -41,11 +40,7 @@ def test_the_emulator_stored_a_spot_custom_job(demo_run):
     run_dir, result = demo_run
     # Reopen the emulator on the run's state: what it stored, read back through the real client.
     with Emulator(run_dir / "emulator") as emu:
-        client = aiplatform_v1.JobServiceClient(
-            credentials=AnonymousCredentials(),
-            transport="rest",
-            client_options=ClientOptions(api_endpoint=emu.endpoint),
-        )
+        client = job_client(emu.endpoint)
         for name in result.job_names:
             job = client.get_custom_job(name=name)
             assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT

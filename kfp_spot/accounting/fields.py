@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class AccountingError(ValueError):
     """An input the accounting cannot read; the message names the field."""
+
+
+def enum_member(kind: type[E], text: str, aliases: Mapping[str, E], unknown: E) -> E:
+    """The member of ``kind`` whose value (or alias) is ``text``; ``unknown`` for anything else.
+
+    Ledgers and attempt records come from other versions and other writers: a name we do not
+    know is counted as unknown, never an error.
+    """
+    if text in aliases:
+        return aliases[text]
+    try:
+        return kind(text)
+    except ValueError:
+        return unknown
 
 
 def parse_time(value: Any, where: str = "time") -> float | None:

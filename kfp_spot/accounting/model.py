@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kfp_spot.accounting.fields import enum_member
 from kfp_spot.accounting.pricing import AttemptCost, is_spot, spot_range
 
 
@@ -58,14 +59,8 @@ class EndReason(str, enum.Enum):
     @classmethod
     def parse(cls, value: Any) -> EndReason:
         """The reason named by ``value`` (a ledger's ``endReason``); UNKNOWN for anything else."""
-        text = str(value or "").strip().upper()
         aliases = {"PREEMPTION": cls.PREEMPTED, "STOCKOUT": cls.PREEMPTED, "ERROR": cls.FAILED}
-        if text in aliases:
-            return aliases[text]
-        try:
-            return cls(text)
-        except ValueError:
-            return cls.UNKNOWN
+        return enum_member(cls, str(value or "").strip().upper(), aliases, cls.UNKNOWN)
 
 
 class Source(str, enum.Enum):

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kfp_spot.accounting.fields import AccountingError, parse_time, step_of
+from kfp_spot.accounting.fields import AccountingError, enum_member, parse_time, step_of
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,6 @@ class TrainerExit(str, enum.Enum):
     @classmethod
     def parse(cls, value: Any) -> TrainerExit:
         """The exit named by ``value``; UNKNOWN for null, ``running`` and anything else."""
-        text = str(value or "").strip().lower()
         aliases = {
             "succeeded": cls.FINISHED,
             "success": cls.FINISHED,
@@ -37,12 +36,7 @@ class TrainerExit(str, enum.Enum):
             "emulator_restarted": cls.PREEMPTED,
             "failed": cls.ERROR,
         }
-        if text in aliases:
-            return aliases[text]
-        try:
-            return cls(text)
-        except ValueError:
-            return cls.UNKNOWN
+        return enum_member(cls, str(value or "").strip().lower(), aliases, cls.UNKNOWN)
 
 
 @dataclass(frozen=True)

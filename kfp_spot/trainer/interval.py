@@ -160,6 +160,24 @@ class SaveInterval:
         return f"auto (Young-Daly, MTBP hint {self.mtbp:g} s)"
 
 
+def interval_argument(text: str) -> str:
+    """An argparse ``type=`` for a ``--checkpoint-every`` option: ``text`` if it is an interval.
+
+    ``parser.add_argument("--checkpoint-every", type=interval_argument, default="auto")``: a bad
+    value is a usage error (exit 2) naming the valid forms, before any training starts.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not a valid :meth:`SaveInterval.parse` spec.
+    """
+    try:
+        SaveInterval.parse(text)
+    except ValueError as exc:
+        import argparse  # only command lines need it; importing kfp_spot.trainer stays light
+
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 class IntervalPolicy:
     """Decides, step by step, whether a save is due; learns the save cost and preemption rate.
 

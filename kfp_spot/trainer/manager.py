@@ -20,12 +20,12 @@ from kfp_spot.trainer import adapters, failpoints
 from kfp_spot.trainer.adapters import StateEncodingError
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
+from kfp_spot.trainer.outputs import checkpoint_root
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
 from kfp_spot.trainer.shutdown import CleanupHooks
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_DIR_ENV = "AIP_CHECKPOINT_DIR"
 STATE_FORMAT = 1
 PREEMPTED_EXIT_CODE = 143
 """Exit status of a process that stopped on a preemption notice (128 + SIGTERM)."""
@@ -174,7 +174,8 @@ class CheckpointManager:
 
     Args:
         root: checkpoint root (local path, ``file://`` or ``gs://``); defaults to
-            ``$AIP_CHECKPOINT_DIR``.
+            ``$AIP_CHECKPOINT_DIR``. A ``gs://`` root is used through its Cloud Storage FUSE
+            path (``/gcs/BUCKET/...``) where the bucket is mounted, as on Vertex AI's VMs.
         interval: ``"N"``/N (steps), ``"30s"`` (seconds), ``"auto"`` (Young-Daly) or a
             :class:`SaveInterval`.
         keep_last: committed steps to keep (newest); None keeps all.
@@ -227,15 +228,7 @@ class CheckpointManager:
         writer: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if root is None:
-            root = os.environ.get(CHECKPOINT_DIR_ENV)
-            if not root:
-                raise ValueError(
-                    f"root: no checkpoint root given and ${CHECKPOINT_DIR_ENV} is not set; pass "
-                    "root='gs://bucket/run/checkpoints' (or a local path) or set the variable"
-                )
-        if not isinstance(root, str) or not root.strip():
-            raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
+        self.root = checkpoint_root(root)
         if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
             raise ValueError(f"keep_last must be an int >= 1 or None (keep all), got {keep_last!r}")
         if not isinstance(keep_best, int) or keep_best < 0:
@@ -248,7 +241,6 @@ class CheckpointManager:
             raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
         if not isinstance(save_retries, int) or isinstance(save_retries, bool) or save_retries < 0:
             raise ValueError(f"save_retries must be an int >= 0, got {save_retries!r}")
-        self.root = root.rstrip("/")
         self.interval = SaveInterval.parse(interval, mtbp=mtbp)
         self.keep_last = keep_last
         self.keep_best = keep_best

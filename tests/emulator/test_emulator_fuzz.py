@@ -10,11 +10,9 @@ the same inputs run every time (600 requests in about 3 s on the 2-core build ma
 
 from __future__ import annotations
 
-import copy
 import http.client
 import json
 import re
-import string
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from kfp_spot.emulator import Emulator, names
+from tests.emulator.body_strategies import JOB_FIELDS, mutated_bodies
 
 ANSWER_BOUND = 15.0  # seconds; the emulator answers in milliseconds, this only catches hangs
 EXAMPLES = 600
@@ -85,31 +84,15 @@ json_values = st.recursive(
 )
 keys = st.sampled_from(
     [
-        "displayName",
+        *JOB_FIELDS,
         "display_name",
-        "jobSpec",
-        "workerPoolSpecs",
-        "machineSpec",
-        "machineType",
-        "replicaCount",
         "diskSpec",
         "bootDiskSizeGb",
         "bootDiskType",
-        "pythonPackageSpec",
-        "containerSpec",
-        "packageUris",
-        "pythonModule",
-        "scheduling",
-        "strategy",
         "maxWaitDuration",
         "timeout",
         "disableRetries",
-        "acceleratorType",
-        "acceleratorCount",
-        "labels",
         "env",
-        "name",
-        "createTime",
         "webAccessUris",
         "@type",
         "\udc00x",
@@ -121,33 +104,12 @@ def _segment(text: str) -> str:
     return quote(text.encode("utf-8", "surrogatepass"), safe=":")
 
 
-@st.composite
-def mutated_bodies(draw: st.DrawFn) -> dict:
-    """A valid body with fields replaced, removed or added at any depth."""
-    body = copy.deepcopy(GOOD)
-    for _ in range(draw(st.integers(1, 4))):
-        node: Any = body
-        for key in draw(st.lists(keys, max_size=4)):
-            child = node.get(key) if isinstance(node, dict) else None
-            if isinstance(child, list) and child and isinstance(child[0], dict):
-                child = child[draw(st.integers(0, len(child) - 1))]
-            if not isinstance(child, dict):
-                break
-            node = child
-        key = draw(keys | st.text(string.ascii_letters, min_size=1, max_size=6))
-        if draw(st.booleans()):
-            node.pop(key, None)
-        else:
-            node[key] = draw(json_values)
-    return body
-
-
 def _encode(doc: Any) -> bytes:
     return json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass")
 
 
 bodies = st.one_of(
-    mutated_bodies().map(_encode),
+    mutated_bodies(GOOD, keys, json_values, max_changes=4, max_depth=4).map(_encode),
     json_values.map(_encode),
     st.binary(max_size=64),
     st.sampled_from(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-import string
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.emulator.body_strategies import JOB_FIELDS, mutated_bodies
 
 PARENT = "projects/p/locations/us-central1"
 
@@ -308,50 +309,10 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
-keys = st.sampled_from(
-    [
-        "displayName",
-        "jobSpec",
-        "workerPoolSpecs",
-        "machineSpec",
-        "machineType",
-        "replicaCount",
-        "pythonPackageSpec",
-        "containerSpec",
-        "packageUris",
-        "pythonModule",
-        "scheduling",
-        "strategy",
-        "acceleratorType",
-        "acceleratorCount",
-        "labels",
-        "createTime",
-        "name",
-    ]
-)
+keys = st.sampled_from(JOB_FIELDS)
 
 
-@st.composite
-def bodies(draw):
-    """Mutations of a valid body: a field replaced, removed or added at any depth."""
-    body = copy.deepcopy(GOOD)
-    for _ in range(draw(st.integers(1, 3))):
-        node = body
-        path = draw(st.lists(keys, max_size=3))
-        for key in path:
-            child = node.get(key) if isinstance(node, dict) else None
-            if isinstance(child, list) and child and isinstance(child[0], dict):
-                child = child[0]
-            if not isinstance(child, dict):
-                break
-            node = child
-        key = draw(keys | st.text(string.ascii_letters, min_size=1, max_size=6))
-        action = draw(st.sampled_from(["set", "delete"]))
-        if action == "delete":
-            node.pop(key, None)
-        else:
-            node[key] = draw(json_values)
-    return body
+bodies = mutated_bodies(GOOD, keys, json_values, max_changes=3, max_depth=3)
 
 
 @settings(
@@ -359,7 +320,7 @@ def bodies(draw):
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(body=st.one_of(bodies(), json_values))
+@given(body=st.one_of(bodies, json_values))
 def test_generated_bodies_never_get_a_5xx(emulator, api, body):
     url = f"{emulator.endpoint}/v1/{PARENT}/customJobs"
     status, answer = api("POST", url, raw=json.dumps(body, allow_nan=True).encode())

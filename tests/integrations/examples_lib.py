@@ -3,42 +3,32 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_spot import checkpoints
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Run:
-    returncode: int
-    output: str
+from tests.trainer.trainer_testlib import REPO, TrainerRun, run_example_module
 
 
 def run_example(
     name: str, ckpt: Path, model: Path, args: list[str], failpoints: str | None = None
-) -> Run:
-    env = dict(os.environ)
-    env.pop("KFP_SPOT_FAILPOINTS", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "examples" / name), str(REPO)])
-    env.update(AIP_CHECKPOINT_DIR=str(ckpt), AIP_MODEL_DIR=str(model), KERAS_BACKEND="jax")
-    if failpoints:
-        env["KFP_SPOT_FAILPOINTS"] = failpoints
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+) -> TrainerRun:
+    return run_example_module(
+        REPO / "examples" / name,
+        str(ckpt),
+        str(model),
+        args,
+        failpoints=failpoints,
         timeout=300,
+        KERAS_BACKEND="jax",
     )
-    return Run(proc.returncode, proc.stdout)
+
+
+def uninterrupted_run(name: str, base: Path, args: list[str]) -> Path:
+    """Run example ``name`` once, never preempted, into ``base``/ckpt and ``base``/model."""
+    run = run_example(name, base / "ckpt", base / "model", args)
+    assert run.returncode == 0, run.output[-3000:]
+    return base
 
 
 def sha256(path: Path) -> str:
@@ -65,7 +55,8 @@ def preempt_randomly(
 
     ``term@step`` is SIGTERM with the grace period (the run saves that step and exits 143),
     ``kill@step`` SIGKILL without notice, ``kill@save-mid`` SIGKILL in the middle of a periodic
-    save (that step is left torn). Returns ``(failpoint, exit status, step resumed next)``.
+    save (that step is left torn). A ``term@step`` attempt must have committed its step (saved on
+    the notice: nothing lost). Returns ``(failpoint, exit status, step resumed next)``.
     """
     rng = random.Random(seed)
     order = list(kinds)
@@ -81,7 +72,10 @@ def preempt_randomly(
         run = run_example(name, root, model, args, failpoints=f"{kind}:{step}")
         expected = 143 if kind.startswith("term") else -9
         assert run.returncode == expected, (kind, step, run.output[-3000:])
-        events.append((f"{kind}:{step}", run.returncode, newest(root)))
+        resumed = newest(root)
+        if kind == "term@step":
+            assert resumed == step, (kind, step, resumed)
+        events.append((f"{kind}:{step}", run.returncode, resumed))
     final = run_example(name, root, model, args)
     assert final.returncode == 0, final.output[-3000:]
     return events

@@ -11,6 +11,7 @@ from google.cloud import aiplatform_v1
 from kfp_spot import executors
 from kfp_spot.emulator import Emulator
 from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+from tests.vertex_jobs import package_job
 
 TRAINING = "docker.pkg.dev/vertex-ai/training"
 
@@ -84,21 +85,12 @@ def test_anything_else_is_refused_with_the_valid_form(uri, message):
 
 
 def _job(image: str) -> aiplatform_v1.CustomJob:
-    return aiplatform_v1.CustomJob(
+    return package_job(
+        ["gs://bucket/trainer-0.1.tar.gz"],
+        "trainer.task",
+        image=image,
         display_name="bad-image",
-        job_spec=aiplatform_v1.CustomJobSpec(
-            worker_pool_specs=[
-                aiplatform_v1.WorkerPoolSpec(
-                    machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    python_package_spec=aiplatform_v1.PythonPackageSpec(
-                        executor_image_uri=image,
-                        package_uris=["gs://bucket/trainer-0.1.tar.gz"],
-                        python_module="trainer.task",
-                    ),
-                )
-            ]
-        ),
+        spot=False,
     )
 
 

@@ -11,15 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import aiplatform_v1
 
 import kfp_spot
 from kfp_spot import envcache, executors, fs
 from kfp_spot.emulator import Emulator
 from kfp_spot.packaging import prepare_package
 from tests.packaging.tiny import write_project
+from tests.vertex_jobs import job_client, package_job
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer"
 IMAGE = executors.DEFAULT_EXECUTOR_IMAGE
@@ -77,36 +75,6 @@ def test_example_trains_and_resumes_without_the_hosts_site_packages(example, tmp
     assert model["steps"] == 3
 
 
-def _client(emu):
-    return aiplatform_v1.JobServiceClient(
-        credentials=AnonymousCredentials(),
-        transport="rest",
-        client_options=ClientOptions(api_endpoint=emu.endpoint),
-    )
-
-
-def _job(uris, module, base, args=()):
-    return aiplatform_v1.CustomJob(
-        display_name=module.replace(".", "-"),
-        job_spec=aiplatform_v1.CustomJobSpec(
-            worker_pool_specs=[
-                aiplatform_v1.WorkerPoolSpec(
-                    machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    python_package_spec=aiplatform_v1.PythonPackageSpec(
-                        executor_image_uri=IMAGE,
-                        package_uris=list(uris),
-                        python_module=module,
-                        args=list(args),
-                    ),
-                )
-            ],
-            scheduling=aiplatform_v1.Scheduling(strategy=aiplatform_v1.Scheduling.Strategy.SPOT),
-            base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=str(base)),
-        ),
-    )
-
-
 def test_on_the_emulator_a_missing_module_fails_the_job_and_the_example_succeeds(
     example, tmp_path, env_cache
 ):
@@ -116,16 +84,19 @@ def test_on_the_emulator_a_missing_module_fails_the_job_and_the_example_succeeds
         str(tmp_path / "stage"),
     )
     with Emulator(tmp_path / "emulator", env_cache_dir=env_cache) as emu:
-        client = _client(emu)
+        client = job_client(emu.endpoint)
         parent = "projects/p/locations/us-central1"
         bad = client.create_custom_job(
             parent=parent,
-            custom_job=_job(leaky.package_uris, leaky.python_module, tmp_path / "bad"),
+            custom_job=package_job(leaky.package_uris, leaky.python_module, base=tmp_path / "bad"),
         )
         good = client.create_custom_job(
             parent=parent,
-            custom_job=_job(
-                example.package_uris, example.python_module, tmp_path / "good", ["--epochs", "2"]
+            custom_job=package_job(
+                example.package_uris,
+                example.python_module,
+                base=tmp_path / "good",
+                args=["--epochs", "2"],
             ),
         )
         failed = emu.wait(bad.name, timeout=300)

@@ -3,14 +3,11 @@
 import json
 import uuid
 
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import aiplatform_v1
-
 from kfp_spot.emulator import Emulator
 from kfp_spot.packaging import prepare_package
 from tests.conftest import TEST_BUCKET
 from tests.packaging.tiny import write_project
+from tests.vertex_jobs import job_client, package_job
 
 TASK = """\
 import json
@@ -30,33 +27,15 @@ def test_gs_staged_package_runs_as_a_spot_custom_job(gcs_emulator, tmp_path, env
     assert info.uri.startswith("gs://")
     base = tmp_path / "job"
     with Emulator(tmp_path / "emulator", env_cache_dir=env_cache) as emu:
-        client = aiplatform_v1.JobServiceClient(
-            credentials=AnonymousCredentials(),
-            transport="rest",
-            client_options=ClientOptions(api_endpoint=emu.endpoint),
-        )
-        job = client.create_custom_job(
+        job = job_client(emu.endpoint).create_custom_job(
             parent="projects/p/locations/us-central1",
-            custom_job=aiplatform_v1.CustomJob(
+            custom_job=package_job(
+                info.package_uris,
+                info.python_module,
+                image="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
+                base=base,
+                args=["--epochs", "1"],
                 display_name="staged-package",
-                job_spec=aiplatform_v1.CustomJobSpec(
-                    worker_pool_specs=[
-                        aiplatform_v1.WorkerPoolSpec(
-                            machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                            replica_count=1,
-                            python_package_spec=aiplatform_v1.PythonPackageSpec(
-                                executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
-                                package_uris=list(info.package_uris),
-                                python_module=info.python_module,
-                                args=["--epochs", "1"],
-                            ),
-                        )
-                    ],
-                    scheduling=aiplatform_v1.Scheduling(
-                        strategy=aiplatform_v1.Scheduling.Strategy.SPOT
-                    ),
-                    base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=str(base)),
-                ),
             ),
         )
         done = emu.wait(job.name, timeout=120)

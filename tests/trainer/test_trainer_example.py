@@ -23,23 +23,26 @@ TOTAL = 129
 _REFERENCES: dict[int, dict[str, bytes]] = {}
 
 
+def sweep_args(seed: int, every: str, async_save: bool = False, *, pace: bool = False) -> list[str]:
+    """The sweep's command line: EPOCHS epochs of a step per minibatch; ``pace``: 5 ms steps."""
+    args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
+    if async_save:
+        args.append("--async-save")
+    if pace:
+        args += ["--step-seconds", "0.005"]
+    return args
+
+
+def exit_status(failpoint: str) -> int:
+    """How an attempt stopped by ``failpoint`` exits: 143 after SIGTERM, -9 when SIGKILLed."""
+    return 143 if failpoint.startswith("term") else -signal.SIGKILL
+
+
 def reference(seed: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """Final weights of an uninterrupted run with ``seed`` (computed once per seed)."""
     if seed not in _REFERENCES:
         base = tmp_path_factory.mktemp(f"reference-{seed}")
-        run = run_trainer(
-            str(base / "ck"),
-            str(base / "model"),
-            [
-                "--epochs",
-                str(EPOCHS),
-                "--checkpoint-every",
-                "1000",
-                "--seed",
-                str(seed),
-                *PER_BATCH,
-            ],
-        )
+        run = run_trainer(str(base / "ck"), str(base / "model"), sweep_args(seed, "1000"))
         assert run.returncode == 0, run.output
         _REFERENCES[seed] = load_model(str(base / "model"))
     return _REFERENCES[seed]
@@ -126,19 +129,14 @@ def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
 ) -> None:
     schedule = _schedule(random.Random(f"{seed}-{every}-{kinds}"), every, kinds)
     ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
-    args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
-    if async_save:
-        args.append("--async-save")
-    if async_save and every == "auto":
-        # auto never makes the loop wait for a background write, so a SIGTERM sent from inside
-        # that write lands some steps later: pace the steps so the run is still going by then.
-        args += ["--step-seconds", "0.005"]
+    # auto never makes the loop wait for a background write, so a SIGTERM sent from inside that
+    # write lands some steps later: pace the steps so the run is still going by then.
+    args = sweep_args(seed, every, async_save, pace=async_save and every == "auto")
     runs = []
     for point in schedule:
         run = run_trainer(ck, model, args, failpoints=point)
         runs.append(run)
-        expected = 143 if point.startswith("term") else -signal.SIGKILL
-        assert run.returncode == expected, (point, run.output)
+        assert run.returncode == exit_status(point), (point, run.output)
         if point.startswith("term"):
             assert "preemption notice" in run.output
             # SIGTERM leaves time for one more save: it stopped exactly where it committed.

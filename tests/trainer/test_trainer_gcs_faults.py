@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-import signal
 import uuid
 
 import numpy as np
 import pytest
 from faultproxy import FaultProxy
-from test_trainer_example import EPOCHS, PER_BATCH, SCENARIOS, _schedule, reference
+from test_trainer_example import SCENARIOS, _schedule, exit_status, reference, sweep_args
 from trainer_testlib import load_model, run_trainer
 
 from kfp_spot import checkpoints, fs
@@ -68,17 +67,12 @@ def test_preempted_run_on_faulty_gcs_ends_bitwise_equal(
 ) -> None:
     run_id = uuid.uuid4().hex
     ck, model = f"{gcs_emulator}/{run_id}/checkpoints", f"{gcs_emulator}/{run_id}/model"
-    args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
-    if async_save:
-        args.append("--async-save")
-    if every == "auto" or async_save:
-        args += ["--step-seconds", "0.005"]
+    args = sweep_args(seed, every, async_save, pace=every == "auto" or async_save)
     schedule = _schedule(__import__("random").Random(f"{seed}-{every}-{kinds}"), every, kinds)
     through_proxy = {"STORAGE_EMULATOR_HOST": proxy.url}
     for point in schedule:
         run = run_trainer(ck, model, args, failpoints=point, timeout=600, **through_proxy)
-        expected = 143 if point.startswith("term") else -signal.SIGKILL
-        assert run.returncode == expected, (point, run.output)
+        assert run.returncode == exit_status(point), (point, run.output)
         committed = _assert_no_torn_step(ck)
         if point.startswith("term"):
             stopped = int(re.search(r"preempted after step (\d+)", run.output).group(1))

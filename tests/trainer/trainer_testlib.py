@@ -24,16 +24,61 @@ class TrainerRun:
     resume_expected: int | None = None  # the step the next attempt should resume from
 
 
-def trainer_env(checkpoint_dir: str, model_dir: str, **extra: str) -> dict[str, str]:
+def example_env(
+    example: Path, checkpoint_dir: str | None, model_dir: str | None, **extra: str
+) -> dict[str, str]:
+    """This process's environment for a run of ``example`` (a directory under examples/).
+
+    The example's package and this checkout come first on ``PYTHONPATH``; ``AIP_CHECKPOINT_DIR``
+    and ``AIP_MODEL_DIR`` are set as Vertex AI sets them (left out where None); no failpoints.
+    """
     env = dict(os.environ)
-    env.pop("KFP_SPOT_FAILPOINTS", None)
+    for name in ("KFP_SPOT_FAILPOINTS", "AIP_CHECKPOINT_DIR", "AIP_MODEL_DIR"):
+        env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(EXAMPLE), str(REPO), *filter(None, [env.get("PYTHONPATH")])]
+        [str(example), str(REPO), *filter(None, [env.get("PYTHONPATH")])]
     )
-    env["AIP_CHECKPOINT_DIR"] = checkpoint_dir
-    env["AIP_MODEL_DIR"] = model_dir
+    for name, value in (("AIP_CHECKPOINT_DIR", checkpoint_dir), ("AIP_MODEL_DIR", model_dir)):
+        if value is not None:
+            env[name] = str(value)
     env.update(extra)
     return env
+
+
+def trainer_env(checkpoint_dir: str, model_dir: str, **extra: str) -> dict[str, str]:
+    return example_env(EXAMPLE, checkpoint_dir, model_dir, **extra)
+
+
+def run_example_module(
+    example: Path,
+    checkpoint_dir: str | None,
+    model_dir: str | None,
+    args: Sequence[str],
+    *,
+    module: str = "trainer.task",
+    failpoints: str | None = None,
+    timeout: float = 120,
+    wrapper: str | None = None,
+    **extra_env: str,
+) -> TrainerRun:
+    """Run ``python -m <module> <args>`` of ``example`` as the emulator would; wait for it.
+
+    ``wrapper``: Python source run instead (``python -c wrapper <module> <args>``), which runs
+    the module its own way.
+    """
+    env = example_env(example, checkpoint_dir, model_dir, **extra_env)
+    if failpoints:
+        env["KFP_SPOT_FAILPOINTS"] = failpoints
+    launch = ["-m"] if wrapper is None else ["-c", wrapper]
+    proc = subprocess.run(
+        [sys.executable, *launch, module, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+    return TrainerRun(proc.returncode, proc.stdout)
 
 
 def run_trainer(
@@ -45,18 +90,15 @@ def run_trainer(
     timeout: float = 120,
     **extra_env: str,
 ) -> TrainerRun:
-    env = trainer_env(checkpoint_dir, model_dir, **extra_env)
-    if failpoints:
-        env["KFP_SPOT_FAILPOINTS"] = failpoints
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    return run_example_module(
+        EXAMPLE,
+        checkpoint_dir,
+        model_dir,
+        args,
+        failpoints=failpoints,
         timeout=timeout,
+        **extra_env,
     )
-    return TrainerRun(proc.returncode, proc.stdout)
 
 
 def load_model(model_dir: str) -> dict[str, bytes]:

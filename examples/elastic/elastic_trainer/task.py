@@ -30,7 +30,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +43,15 @@ from elastic_trainer.protocol import (
     Coordinator,
     decode,
 )
-from kfp_spot.trainer import PREEMPTED_EXIT_CODE, CheckpointManager, PreemptionNotice, SaveInterval
+from kfp_spot import fs
+from kfp_spot.trainer import (
+    PREEMPTED_EXIT_CODE,
+    CheckpointManager,
+    PreemptionNotice,
+    add_output_dir_arguments,
+    interval_argument,
+    resolve_output_dirs,
+)
 
 log = logging.getLogger("elastic_trainer.task")
 
@@ -75,14 +82,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _interval(text: str) -> str:
-    try:
-        SaveInterval.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(prog="python -m elastic_trainer.task", description=__doc__)
@@ -102,7 +101,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="pacing: at least this long per chunk, as if each were real work (default 0)",
     )
     p.add_argument(
-        "--checkpoint-every", type=_interval, default="20", help="steps (20) or time (30s)"
+        "--checkpoint-every", type=interval_argument, default="20", help="steps (20) or time (30s)"
     )
     p.add_argument("--keep-last", type=_positive_int, default=3, help="checkpoints kept")
     p.add_argument("--grace-period", type=_seconds, default=30.0, help="SIGTERM to SIGKILL, s")
@@ -125,15 +124,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=120.0,
         help="a worker gives up after the chief is unreachable this long",
     )
-    p.add_argument("--checkpoint-dir", default=None, help="default: $AIP_CHECKPOINT_DIR")
-    p.add_argument("--model-dir", default=None, help="default: $AIP_MODEL_DIR")
+    add_output_dir_arguments(p)
     args = p.parse_args(argv)
-    args.checkpoint_dir = args.checkpoint_dir or os.environ.get("AIP_CHECKPOINT_DIR")
-    args.model_dir = args.model_dir or os.environ.get("AIP_MODEL_DIR")
-    if not args.checkpoint_dir:
-        p.error("no checkpoint directory: set AIP_CHECKPOINT_DIR or pass --checkpoint-dir")
-    if not args.model_dir:
-        p.error("no model directory: set AIP_MODEL_DIR or pass --model-dir")
+    resolve_output_dirs(p, args)  # gs:// through Vertex AI's /gcs mount: no gcsfs needed
     if args.data_size < args.batch_size:
         p.error(f"--data-size {args.data_size} is smaller than --batch-size {args.batch_size}")
     if args.chunks > args.batch_size:
@@ -181,13 +174,6 @@ def _bind_host(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _local_dir(uri: str) -> Path:
-    """A local directory for ``uri``; ``gs://b/p`` is Vertex's Cloud Storage FUSE path /gcs/b/p."""
-    if uri.startswith("gs://"):
-        return Path("/gcs") / uri[len("gs://") :]
-    return Path(uri.removeprefix("file://"))
-
-
 def write_model(
     model_dir: str,
     params: dict[str, np.ndarray],
@@ -195,8 +181,6 @@ def write_model(
     history: list[dict[str, Any]],
 ) -> None:
     """``model.npz`` (weights), ``model.json`` (settings, steps, accuracy), ``history.json``."""
-    out = _local_dir(model_dir)
-    out.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     np.savez(buf, **params)
     for name, payload in (
@@ -204,9 +188,7 @@ def write_model(
         ("model.json", json.dumps(info, indent=1, sort_keys=True).encode()),
         ("history.json", json.dumps(history).encode()),
     ):
-        tmp = out / f".{name}.tmp"
-        tmp.write_bytes(payload)
-        tmp.replace(out / name)
+        fs.atomic_write(fs.join(model_dir, name), payload)
 
 
 def _restore(ckpt: CheckpointManager, config: dict[str, Any]) -> tuple[Any, ...] | None:

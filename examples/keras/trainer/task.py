@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from kfp_spot import fs
+from kfp_spot.trainer import add_output_dir_arguments, interval_argument, resolve_output_dirs
 from kfp_spot.trainer.integrations.keras import SpotCheckpoint
 from trainer import data
 from trainer.model import build, keras
@@ -39,7 +40,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument(
-        "--checkpoint-every", default="10", help="batches (10), a duration (30s) or 'auto'"
+        "--checkpoint-every",
+        type=interval_argument,
+        default="10",
+        help="batches (10), a duration (30s) or 'auto'",
     )
     parser.add_argument("--seed", type=int, default=0, help="initialisation, dropout, data order")
     parser.add_argument("--split-seed", type=int, default=0, help="the held-out split")
@@ -55,15 +59,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="pacing: minimum wall time per batch so a demo can be preempted (never changes "
         "the weights)",
     )
-    parser.add_argument("--checkpoint-dir", default=None, help="default: $AIP_CHECKPOINT_DIR")
-    parser.add_argument("--model-dir", default=None, help="default: $AIP_MODEL_DIR")
+    add_output_dir_arguments(parser)
     args = parser.parse_args(argv)
-    args.checkpoint_dir = args.checkpoint_dir or os.environ.get("AIP_CHECKPOINT_DIR")
-    args.model_dir = args.model_dir or os.environ.get("AIP_MODEL_DIR")
-    if not args.checkpoint_dir:
-        parser.error("no checkpoint directory: set AIP_CHECKPOINT_DIR or pass --checkpoint-dir")
-    if not args.model_dir:
-        parser.error("no model directory: set AIP_MODEL_DIR or pass --model-dir")
+    resolve_output_dirs(parser, args)  # gs:// through Vertex AI's /gcs mount: no gcsfs needed
     for name in ("epochs", "batch_size", "hidden", "keep_last"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")

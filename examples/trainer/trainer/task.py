@@ -24,7 +24,6 @@ import io
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -33,7 +32,13 @@ from typing import Any
 import numpy as np
 
 from kfp_spot import fs
-from kfp_spot.trainer import PREEMPTED_EXIT_CODE, CheckpointManager, SaveInterval
+from kfp_spot.trainer import (
+    PREEMPTED_EXIT_CODE,
+    CheckpointManager,
+    add_output_dir_arguments,
+    interval_argument,
+    resolve_output_dirs,
+)
 from trainer import data, model
 
 log = logging.getLogger("trainer.task")
@@ -49,14 +54,6 @@ _FIXED = (
     "momentum",
     "steps_per_epoch",
 )
-
-
-def _interval(text: str) -> str:
-    try:
-        SaveInterval.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def _non_negative(text: str) -> float:
@@ -81,7 +78,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=_positive_int, default=10, help="passes over the data")
     parser.add_argument(
         "--checkpoint-every",
-        type=_interval,
+        type=interval_argument,
         default="1",
         help="K steps (e.g. 5), a duration (30s, 5m) or 'auto' (Young-Daly); default 1",
     )
@@ -117,18 +114,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "the run's own attempt records replace it once it has been preempted",
     )
     parser.add_argument("--async-save", action="store_true", help="write checkpoints in background")
-    parser.add_argument("--checkpoint-dir", default=None, help="default: $AIP_CHECKPOINT_DIR")
-    parser.add_argument("--model-dir", default=None, help="default: $AIP_MODEL_DIR")
+    add_output_dir_arguments(parser)
     args = parser.parse_args(argv)
-    args.checkpoint_dir = args.checkpoint_dir or os.environ.get("AIP_CHECKPOINT_DIR")
-    args.model_dir = args.model_dir or os.environ.get("AIP_MODEL_DIR")
-    if not args.checkpoint_dir:
-        parser.error("no checkpoint directory: set AIP_CHECKPOINT_DIR or pass --checkpoint-dir")
-    if not args.model_dir:
-        parser.error("no model directory: set AIP_MODEL_DIR or pass --model-dir")
     # On Vertex AI, gs:// directories are mounted at /gcs: plain file I/O, no gcsfs on the VM.
-    args.checkpoint_dir = fs.mounted_path(args.checkpoint_dir)
-    args.model_dir = fs.mounted_path(args.model_dir)
+    resolve_output_dirs(parser, args)
     return args
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 import xgboost as xgb
 
 from kfp_spot import fs
+from kfp_spot.trainer import add_output_dir_arguments, interval_argument, resolve_output_dirs
 from kfp_spot.trainer.integrations.xgboost import SpotCheckpoint
 from trainer import data
 
@@ -39,7 +39,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=int, default=50, help="boosting rounds in all")
     parser.add_argument(
-        "--checkpoint-every", default="5", help="rounds (5), a duration (30s) or 'auto'"
+        "--checkpoint-every",
+        type=interval_argument,
+        default="5",
+        help="rounds (5), a duration (30s) or 'auto'",
     )
     parser.add_argument("--max-depth", type=int, default=4)
     parser.add_argument("--eta", type=float, default=0.3)
@@ -55,15 +58,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="pacing: minimum wall time per round so a demo can be preempted (never changes "
         "the model)",
     )
-    parser.add_argument("--checkpoint-dir", default=None, help="default: $AIP_CHECKPOINT_DIR")
-    parser.add_argument("--model-dir", default=None, help="default: $AIP_MODEL_DIR")
+    add_output_dir_arguments(parser)
     args = parser.parse_args(argv)
-    args.checkpoint_dir = args.checkpoint_dir or os.environ.get("AIP_CHECKPOINT_DIR")
-    args.model_dir = args.model_dir or os.environ.get("AIP_MODEL_DIR")
-    if not args.checkpoint_dir:
-        parser.error("no checkpoint directory: set AIP_CHECKPOINT_DIR or pass --checkpoint-dir")
-    if not args.model_dir:
-        parser.error("no model directory: set AIP_MODEL_DIR or pass --model-dir")
+    resolve_output_dirs(parser, args)  # gs:// through Vertex AI's /gcs mount: no gcsfs needed
     for name in ("rounds", "max_depth", "nthread", "keep_last"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")

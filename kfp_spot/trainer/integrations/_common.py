@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NoReturn
 
 from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
 
@@ -71,8 +71,13 @@ def finish(
     finally:
         manager.close()
     if preempted and exit_on_preemption:
-        log.warning("preempted at step %d: exiting with status %d", step, PREEMPTED_EXIT_CODE)
-        raise SystemExit(PREEMPTED_EXIT_CODE)
+        exit_preempted(step)
+
+
+def exit_preempted(step: int) -> NoReturn:
+    """Leave the process as Vertex AI expects of a preempted replica: status 143."""
+    log.warning("preempted at step %d: exiting with status %d", step, PREEMPTED_EXIT_CODE)
+    raise SystemExit(PREEMPTED_EXIT_CODE)
 
 
 class SpotCallback:
@@ -95,6 +100,7 @@ class SpotCallback:
         self.preempted = False
         self.download_to = download_to
         self._found: list[Any] = []  # the restored directory step, looked up once
+        self._save_seconds = 0.0  # the longest save (frameworks that save themselves)
 
     def on_preemption(self, fn: Callable[[], Any], *, timeout: float | None = None) -> Any:
         """Add a cleanup hook (see :meth:`CheckpointManager.on_preemption`)."""
@@ -105,3 +111,40 @@ class SpotCallback:
         if not self._found:
             self._found.append(self.manager.restore_directory(download_to=self.download_to))
         return self._found[0]
+
+    # -- callbacks that save through the manager (Keras, XGBoost) ----------------------------
+    def _step_end(
+        self, step: int, state: Callable[[], Mapping[str, Any]], metrics: Mapping[str, Any]
+    ) -> bool:
+        """After a step: save when due or on the notice; whether training must stop now."""
+        self.manager.maybe_save(step, state, metrics=metrics)
+        if self.manager.should_stop:
+            self.preempted = True
+        return self.preempted
+
+    def _end(self, step: int, state: Callable[[], Mapping[str, Any]]) -> None:
+        """End of training: commit ``state()`` as ``step`` unless preempted; exit 143 if asked."""
+        finish(
+            self.manager,
+            step,
+            preempted=self.preempted,
+            exit_on_preemption=self.exit_on_preemption,
+            save_final=lambda: self.manager.save(step, state(), blocking=True),
+        )
+
+    # -- callbacks whose framework saves by itself (Hugging Face, Lightning) -----------------
+    def _new_notice(self, step: int) -> bool | None:
+        """On the first look at a preemption notice: whether to save ``step`` (it fits).
+
+        Marks the callback preempted. None when there is no notice, or it was seen before.
+        """
+        if not self.manager.should_stop or self.preempted:
+            return None
+        self.preempted = True
+        return save_fits_notice(self.manager, step, self._save_seconds)
+
+    def _saved_on_notice(self, step: int, saved: bool = True) -> None:
+        """After the save on the notice (or the decision not to): the user's cleanup hooks."""
+        if saved:
+            log.warning("saved step %d on the preemption notice; stopping", step)
+        self.manager.cleanup.run()

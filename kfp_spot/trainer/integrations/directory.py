@@ -76,9 +76,17 @@ def layout_metadata(
     return {"layout": LAYOUT, "metrics": dict(metrics or {}), "attempt_id": attempt_id, **extra}
 
 
+def _root(root: str) -> str:
+    """``root`` without a trailing ``/``, through the Cloud Storage FUSE mount where it exists."""
+    return fs.mounted_path(root.rstrip("/"))
+
+
 def step_directory(root: str, step: int) -> str:
-    """Where step ``step`` lives (``<root>/step-<n>``): write a framework's files there."""
-    return checkpoints.step_dir(root.rstrip("/"), step)
+    """Where step ``step`` lives (``<root>/step-<n>``): write a framework's files there.
+
+    For a ``gs://`` root whose bucket is mounted (Vertex AI's ``/gcs``), the mounted path.
+    """
+    return checkpoints.step_dir(_root(root), step)
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -170,12 +178,16 @@ def _fsync_files(local: str, names: list[str]) -> None:
 
 def _commit_in_place(root: str, step: int, metadata: dict[str, Any]) -> Manifest:
     base = checkpoints.step_dir(root, step)
-    filesystem, path = fs.filesystem(base)
-    manifest_path = fs.filesystem(fs.join(base, checkpoints.MANIFEST_NAME))[1]
-    with contextlib.suppress(FileNotFoundError):
-        filesystem.rm_file(manifest_path)  # re-committing: the step is uncommitted meanwhile
-    filesystem.invalidate_cache(path)
     local = fs.to_local_path(base)
+    if local is None:
+        filesystem, path = fs.filesystem(base)
+        manifest_path = fs.filesystem(fs.join(base, checkpoints.MANIFEST_NAME))[1]
+        with contextlib.suppress(FileNotFoundError):
+            filesystem.rm_file(manifest_path)  # re-committing: the step is uncommitted meanwhile
+        filesystem.invalidate_cache(path)
+    else:  # plain file I/O: a local or /gcs-mounted root never needs fsspec
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(local, checkpoints.MANIFEST_NAME))
     if local is not None and os.path.isdir(local):
         names = [name for name, _ in _walk(local) if name != checkpoints.MANIFEST_NAME]
         if names:
@@ -201,7 +213,7 @@ def commit_directory(
 
     Args:
         root: the checkpoint root (local path, ``file://`` or ``gs://``), e.g.
-            ``$AIP_CHECKPOINT_DIR``.
+            ``$AIP_CHECKPOINT_DIR``; a ``gs://`` root goes through the ``/gcs`` mount if present.
         step: the training step it captures (>= 0).
         source: a local directory or file to copy in; None: the files are already in
             ``<root>/step-<n>`` (written there by the framework) and are committed in place.
@@ -218,7 +230,7 @@ def commit_directory(
         raise ValueError(f"step must be an int >= 0, got {step!r}")
     if not isinstance(root, str) or not root.strip():
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
-    root = root.rstrip("/")
+    root = _root(root)
     extra = dict(metadata or {})
     extra.pop("layout", None)
     full = layout_metadata(metrics, extra.pop("attempt_id", None), **extra)
@@ -262,7 +274,7 @@ def committed_directory(
     Raises:
         CheckpointCorruptError: the step is torn or does not verify.
     """
-    root = root.rstrip("/")
+    root = _root(root)
     local_root = fs.to_local_path(root)
     if local_root is not None:
         manifest = checkpoints.verify(root, step, check_hashes=True)
@@ -285,7 +297,8 @@ def latest_directory(root: str, *, download_to: str | None = None) -> CommittedD
         download_to: for a ``gs://`` root, where to download the step (default: a new
             temporary directory).
     """
-    for step in reversed(checkpoints.list_steps(root.rstrip("/"))):
+    root = _root(root)
+    for step in reversed(checkpoints.list_steps(root)):
         try:
             return committed_directory(root, step, download_to=download_to)
         except CheckpointCorruptError as exc:

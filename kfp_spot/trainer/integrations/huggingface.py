@@ -34,7 +34,7 @@ from typing import Any, cast
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, save_fits_notice
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish
 from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
@@ -95,7 +95,6 @@ class SpotTrainerCallback(SpotCallback, TrainerCallback):
             grace_period=grace_period,
         )
         self._save_started: float | None = None
-        self._save_seconds = 0.0
 
     def resume_from_checkpoint(self) -> str | None:
         """The newest committed step's local directory (for ``trainer.train``), or None."""
@@ -111,10 +110,9 @@ class SpotTrainerCallback(SpotCallback, TrainerCallback):
     def on_step_end(  # noqa: D102
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        if self.manager.should_stop and not self.preempted:
-            self.preempted = True
-            if save_fits_notice(self.manager, state.global_step, self._save_seconds):
-                control.should_save = True
+        save = self._new_notice(state.global_step)
+        if save is not None:
+            control.should_save = control.should_save or save
             control.should_training_stop = True
         if control.should_save:
             self._save_started = time.monotonic()
@@ -134,8 +132,7 @@ class SpotTrainerCallback(SpotCallback, TrainerCallback):
             self._save_seconds = max(self._save_seconds, time.monotonic() - self._save_started)
             self._save_started = None
         if self.preempted:
-            log.warning("saved step %d on the preemption notice; stopping", state.global_step)
-            self.manager.cleanup.run()
+            self._saved_on_notice(state.global_step)
 
     def on_train_end(  # noqa: D102
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

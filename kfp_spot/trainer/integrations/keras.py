@@ -45,7 +45,7 @@ import keras
 import numpy as np
 
 from kfp_spot.trainer import adapters
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
@@ -278,18 +278,10 @@ class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):  # type: ignore[mi
             self._skip = 0
             return
         self._step = self._epoch_base + done
-        self.manager.maybe_save(self._step, lambda: self._state(done), metrics=_metrics(logs))
-        if self.manager.should_stop:
-            self.preempted = True
+        if self._step_end(self._step, lambda: self._state(done), _metrics(logs)):
             self.model.stop_training = True
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:  # noqa: D102
         self.model._initial_epoch = None  # a later fit() starts where its arguments say
         done = self._step - self._epoch_base
-        finish(
-            self.manager,
-            self._step,
-            preempted=self.preempted,
-            exit_on_preemption=self.exit_on_preemption,
-            save_final=lambda: self.manager.save(self._step, self._state(done), blocking=True),
-        )
+        self._end(self._step, lambda: self._state(done))

@@ -34,8 +34,13 @@ try:
 except ImportError:  # the older standalone package
     from pytorch_lightning import Callback
 
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, save_fits_notice
-from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
+from kfp_spot.trainer.integrations._common import (
+    Hooks,
+    SpotCallback,
+    exit_preempted,
+    finish,
+)
+from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
 log = logging.getLogger(__name__)
@@ -94,7 +99,6 @@ class SpotLightningCallback(SpotCallback, Callback):  # type: ignore[misc]  # li
             keep_last=keep_last,
             grace_period=grace_period,
         )
-        self._save_seconds = 0.0
 
     def ckpt_path(self) -> str | None:
         """The newest committed step's ``lightning.ckpt`` (for ``fit(ckpt_path=...)``), or None."""
@@ -127,21 +131,17 @@ class SpotLightningCallback(SpotCallback, Callback):  # type: ignore[misc]  # li
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         step = int(trainer.global_step)
+        save = self._new_notice(step)
+        if save is not None:
+            if save:
+                self._save(trainer, step)
+            self._saved_on_notice(step, saved=save)
+            if self.exit_on_preemption:
+                # Now, not at the end of fit: with min_epochs/min_steps Lightning would not
+                # stop, and its own SIGTERM handling raises at the end of this batch anyway.
+                self.manager.close()
+                exit_preempted(step)
         if self.manager.should_stop:
-            if not self.preempted:
-                self.preempted = True
-                if save_fits_notice(self.manager, step, self._save_seconds):
-                    self._save(trainer, step)
-                    log.warning("saved step %d on the preemption notice; stopping", step)
-                self.manager.cleanup.run()
-                if self.exit_on_preemption:
-                    # Now, not at the end of fit: with min_epochs/min_steps Lightning would not
-                    # stop, and its own SIGTERM handling raises at the end of this batch anyway.
-                    self.manager.close()
-                    log.warning(
-                        "preempted at step %d: exiting with status %d", step, PREEMPTED_EXIT_CODE
-                    )
-                    raise SystemExit(PREEMPTED_EXIT_CODE)
             trainer.should_stop = True
             return
         if (

@@ -33,7 +33,7 @@ from typing import Any
 import xgboost
 
 from kfp_spot.trainer import adapters
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.manager import CheckpointManager
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
@@ -184,20 +184,8 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
         self, model: xgboost.Booster, epoch: int, evals_log: Mapping[str, Any]
     ) -> bool:
         self._round = self._start_round + epoch + 1
-        self.manager.maybe_save(
-            self._round, lambda: self._state(model), metrics=_last_metrics(evals_log)
-        )
-        if self.manager.should_stop:
-            self.preempted = True
-            return True
-        return False
+        return self._step_end(self._round, lambda: self._state(model), _last_metrics(evals_log))
 
     def after_training(self, model: xgboost.Booster) -> xgboost.Booster:  # noqa: D102
-        finish(
-            self.manager,
-            self._round,
-            preempted=self.preempted,
-            exit_on_preemption=self.exit_on_preemption,
-            save_final=lambda: self.manager.save(self._round, self._state(model), blocking=True),
-        )
+        self._end(self._round, lambda: self._state(model))
         return model

@@ -1,0 +1,125 @@
+"""Where a training job writes: its checkpoint root and its model directory.
+
+Vertex AI tells a CustomJob where to write through ``AIP_CHECKPOINT_DIR`` and ``AIP_MODEL_DIR``
+(set from the job's ``baseOutputDirectory``); a trainer's ``--checkpoint-dir``/``--model-dir``
+override them. A ``gs://`` directory becomes its Cloud Storage FUSE path (``/gcs/BUCKET/...``)
+where the bucket is mounted, as it is on Vertex AI's training VMs, so the trainer writes with
+plain file I/O and needs no Cloud Storage client library (gcsfs) there; elsewhere (your machine,
+the emulator) it stays ``gs://`` and fsspec/gcsfs serve it.
+
+:class:`~kfp_spot.trainer.CheckpointManager`, every framework integration and
+:mod:`~kfp_spot.trainer.integrations.directory` map their roots themselves; the helpers here are
+for a trainer's command line::
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    add_output_dir_arguments(parser)          # --checkpoint-dir, --model-dir
+    args = parser.parse_args()
+    resolve_output_dirs(parser, args)         # from the variables if not given; mapped; or exit 2
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+from kfp_spot import fs
+
+if TYPE_CHECKING:  # argparse is the caller's: importing it here would only slow the import
+    import argparse
+
+CHECKPOINT_DIR_ENV = "AIP_CHECKPOINT_DIR"
+"""The variable Vertex AI sets to the job's checkpoint directory (``<base>/checkpoints/``)."""
+MODEL_DIR_ENV = "AIP_MODEL_DIR"
+"""The variable Vertex AI sets to the job's model directory (``<base>/model/``)."""
+
+
+class OutputDirs(NamedTuple):
+    """A trainer's output directories, ready to use (``gs://`` mapped to the mount if present)."""
+
+    checkpoint_dir: str
+    model_dir: str
+
+
+def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | None = None) -> str:
+    """The checkpoint root to use: ``root``, else ``$AIP_CHECKPOINT_DIR``; mapped to the mount.
+
+    Args:
+        root: a local path, ``file://`` URL or ``gs://`` URI; None reads the variable.
+        environ: the environment to read (default ``os.environ``).
+
+    Raises:
+        ValueError: neither is set, or ``root`` is not a non-empty string (the message says which).
+    """
+    if root is None:
+        root = (os.environ if environ is None else environ).get(CHECKPOINT_DIR_ENV)
+        if not root:
+            raise ValueError(
+                f"root: no checkpoint root given and ${CHECKPOINT_DIR_ENV} is not set; pass "
+                "root='gs://bucket/run/checkpoints' (or a local path) or set the variable"
+            )
+    if not isinstance(root, str) or not root.strip():
+        raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
+    return fs.mounted_path(root.rstrip("/"))
+
+
+def _directory(
+    given: str | None, variable: str, what: str, option: str, env: Mapping[str, str]
+) -> str:
+    value = given or env.get(variable)
+    if not value or not value.strip():
+        raise ValueError(
+            f"no {what} directory: set {variable} (Vertex AI sets it for a job with a base output "
+            f"directory) or pass {option}"
+        )
+    return fs.mounted_path(value)
+
+
+def output_dirs(
+    checkpoint_dir: str | None = None,
+    model_dir: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> OutputDirs:
+    """The checkpoint and model directories: as given, else from Vertex AI's variables.
+
+    Args:
+        checkpoint_dir: overrides ``$AIP_CHECKPOINT_DIR``.
+        model_dir: overrides ``$AIP_MODEL_DIR``.
+        environ: the environment to read (default ``os.environ``).
+
+    Returns:
+        Both directories, a ``gs://`` one as its ``/gcs/...`` path where the bucket is mounted.
+
+    Raises:
+        ValueError: one is neither given nor set; the message names the variable and the option.
+    """
+    env = os.environ if environ is None else environ
+    return OutputDirs(
+        _directory(checkpoint_dir, CHECKPOINT_DIR_ENV, "checkpoint", "--checkpoint-dir", env),
+        _directory(model_dir, MODEL_DIR_ENV, "model", "--model-dir", env),
+    )
+
+
+def add_output_dir_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--checkpoint-dir`` and ``--model-dir`` (see :func:`resolve_output_dirs`)."""
+    parser.add_argument(
+        "--checkpoint-dir", default=None, help=f"default: ${CHECKPOINT_DIR_ENV} (set by Vertex AI)"
+    )
+    parser.add_argument(
+        "--model-dir", default=None, help=f"default: ${MODEL_DIR_ENV} (set by Vertex AI)"
+    )
+
+
+def resolve_output_dirs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> OutputDirs:
+    """Fill ``args.checkpoint_dir`` and ``args.model_dir`` with :func:`output_dirs`' answer.
+
+    A missing directory is a usage error: ``parser.error`` prints it and exits with status 2.
+    """
+    try:
+        dirs = output_dirs(args.checkpoint_dir, args.model_dir)
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.checkpoint_dir, args.model_dir = dirs
+    return dirs

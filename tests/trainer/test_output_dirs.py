@@ -1,0 +1,153 @@
+"""Output directories: given or from Vertex AI's variables, and gs:// through the /gcs mount.
+
+On a Vertex AI training VM Cloud Storage is mounted at ``/gcs`` and the light kfp-spot-trainer
+wheel brings no gcsfs: every root ``kfp_spot.trainer`` takes must then be used through the mount.
+Here the mount is a temporary directory (``fs.GCS_MOUNT_ROOT`` pointed at it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kfp_spot import fs
+from kfp_spot.trainer import (
+    CheckpointManager,
+    OutputDirs,
+    add_output_dir_arguments,
+    output_dirs,
+    resolve_output_dirs,
+)
+from kfp_spot.trainer.integrations import directory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def mount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake Cloud Storage FUSE mount with bucket ``my-bucket``."""
+    root = tmp_path / "gcs"
+    (root / "my-bucket").mkdir(parents=True)
+    monkeypatch.setattr(fs, "GCS_MOUNT_ROOT", str(root))
+    return root
+
+
+def test_given_directories_win_over_the_variables() -> None:
+    env = {"AIP_CHECKPOINT_DIR": "/env/ck", "AIP_MODEL_DIR": "/env/model"}
+    assert output_dirs("/given/ck", None, environ=env) == OutputDirs("/given/ck", "/env/model")
+    assert output_dirs(None, "/given/model", environ=env) == ("/env/ck", "/given/model")
+
+
+@pytest.mark.parametrize(
+    ("env", "variable", "option"),
+    [
+        ({}, "AIP_CHECKPOINT_DIR", "--checkpoint-dir"),
+        ({"AIP_CHECKPOINT_DIR": "/ck"}, "AIP_MODEL_DIR", "--model-dir"),
+        ({"AIP_CHECKPOINT_DIR": " ", "AIP_MODEL_DIR": "/m"}, "AIP_CHECKPOINT_DIR", "--checkpoint"),
+    ],
+)
+def test_a_missing_directory_names_its_variable_and_option(env, variable, option) -> None:
+    with pytest.raises(ValueError, match=rf"set {variable} .* or pass {option}"):
+        output_dirs(environ=env)
+
+
+def test_gs_directories_map_to_the_mount_where_the_bucket_is_mounted(mount: Path) -> None:
+    dirs = output_dirs(
+        environ={
+            "AIP_CHECKPOINT_DIR": "gs://my-bucket/run/checkpoints/",
+            "AIP_MODEL_DIR": "gs://x/m",
+        }
+    )
+    assert dirs.checkpoint_dir == str(mount / "my-bucket" / "run" / "checkpoints") + "/"
+    assert dirs.model_dir == "gs://x/m"  # bucket not mounted: gcsfs serves it, as before
+
+
+def test_the_parser_helpers_fill_the_namespace_or_exit_2(
+    mount: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser(prog="task")
+    add_output_dir_arguments(parser)
+    monkeypatch.setenv("AIP_MODEL_DIR", "gs://my-bucket/model")
+    args = parser.parse_args(["--checkpoint-dir", "/ck"])
+    assert resolve_output_dirs(parser, args) == ("/ck", str(mount / "my-bucket" / "model"))
+    assert (args.checkpoint_dir, args.model_dir) == ("/ck", str(mount / "my-bucket" / "model"))
+    monkeypatch.delenv("AIP_MODEL_DIR")
+    with pytest.raises(SystemExit) as exited:
+        resolve_output_dirs(parser, parser.parse_args([]))
+    assert exited.value.code == 2
+    assert "no checkpoint directory: set AIP_CHECKPOINT_DIR" in capsys.readouterr().err
+
+
+def test_the_manager_and_directory_steps_use_the_mount(
+    mount: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", "gs://my-bucket/run/checkpoints")
+    assert CheckpointManager(handle_signals=False).root == str(
+        mount / "my-bucket" / "run" / "checkpoints"
+    )
+    root = "gs://my-bucket/run/foreign"
+    step = directory.step_directory(root, 3)
+    assert step == str(mount / "my-bucket" / "run" / "foreign" / "step-3")
+    os.makedirs(step)
+    Path(step, "weights.bin").write_bytes(b"w" * 10)
+    directory.commit_directory(root, 3)
+    found = directory.latest_directory(root)
+    assert found is not None and found.step == 3 and found.path == step
+
+
+# Runs in a fresh interpreter with gcsfs and fsspec made unimportable: everything a trainer does
+# with a gs:// root whose bucket is mounted must work by plain file I/O.
+_ON_A_VM = """
+import json, os, sys
+sys.modules["gcsfs"] = None
+sys.modules["fsspec"] = None
+from kfp_spot import fs
+fs.GCS_MOUNT_ROOT = sys.argv[1]
+from kfp_spot.trainer import CheckpointManager
+from kfp_spot.trainer.integrations import directory
+
+root = "gs://my-bucket/run/checkpoints"
+with CheckpointManager(root, interval="1", handle_signals=False) as ckpt:
+    for step in (1, 2):
+        ckpt.maybe_save(step, {"weights": b"w" * step, "progress": {"step": step}})
+restored = CheckpointManager(root, handle_signals=False, record_attempts=False).restore()
+src = os.path.join(sys.argv[2], "framework-files")
+os.makedirs(src)
+with open(os.path.join(src, "model.ckpt"), "wb") as handle:
+    handle.write(b"framework")
+directory.commit_directory("gs://my-bucket/run/foreign", 7, src)
+found = directory.latest_directory("gs://my-bucket/run/foreign")
+print(json.dumps({
+    "step": restored.step,
+    "weights": restored.state["weights"].decode(),
+    "directory": [found.step, open(found.file("model.ckpt"), "rb").read().decode()],
+}))
+"""
+
+
+def test_a_gs_root_saves_and_restores_through_the_mount_without_gcsfs(tmp_path: Path) -> None:
+    mount = tmp_path / "gcs"
+    (mount / "my-bucket").mkdir(parents=True)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    )
+    env.pop("STORAGE_EMULATOR_HOST", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _ON_A_VM, str(mount), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"step": 2, "weights": "ww", "directory": [7, "framework"]}
+    bucket = mount / "my-bucket" / "run"
+    assert (bucket / "checkpoints" / "step-2" / "manifest.json").is_file()
+    assert list((bucket / "checkpoints" / "_attempts").glob("*.json"))  # attempt records too
+    assert (bucket / "foreign" / "step-7" / "model.ckpt").read_bytes() == b"framework"
