@@ -225,6 +225,15 @@ def _accelerator_name(value: int) -> str:
         return str(value)
 
 
+def check_machine_spec(spec: Any, where: str, *, spot: bool) -> None:
+    """The rules of one ``MachineSpec`` (raw protobuf), e.g. a DeployedModel's; ``where`` names it.
+
+    Raises:
+        InvalidJobSpecError: an unknown machine type, a bad accelerator, or Spot on a TPU Pod.
+    """
+    _check_machine(spec, where, spot)
+
+
 def _check_machine(spec: Any, where: str, spot: bool) -> None:
     name = spec.machine_type
     machine = machines.machine_type(name)

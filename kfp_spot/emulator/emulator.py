@@ -17,6 +17,7 @@ from kfp_spot import envcache
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.server import EmulatorHTTPServer
 from kfp_spot.emulator.service import Service
+from kfp_spot.emulator.serving.routes import ServingRoutes
 from kfp_spot.emulator.statedir import StateDirBusyError
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
@@ -72,6 +73,8 @@ class Emulator:
             None for unlimited.
         env_cache_dir: where package environments are cached (default: the shared cache of
             ``kfp_spot.envcache.default_cache_dir()``).
+        serving_restart_delay: seconds a preempted Spot serving replica stays down before it
+            starts again (the time a new Spot VM takes; 0: at once).
 
     Raises:
         EmulatorError: an argument is out of range; at start, the state dir is in use by another
@@ -90,6 +93,7 @@ class Emulator:
         capacity: int | Mapping[str, int] | None = None,
         *,
         env_cache_dir: str | os.PathLike[str] | None = None,
+        serving_restart_delay: float = 0.0,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise EmulatorError(f"port must be an integer in 0..65535 (0: any free), got {port!r}")
@@ -107,6 +111,7 @@ class Emulator:
         self.host = host
         self.port = port
         self.grace_period = _check_seconds("grace_period", grace_period)
+        self.serving_restart_delay = _check_seconds("serving_restart_delay", serving_restart_delay)
         self.policy = PreemptionPolicy(at, every, seed)
         self.capacity = _check_capacity(capacity)
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
@@ -127,12 +132,15 @@ class Emulator:
                 policy=self.policy,
                 capacity=self.capacity,
                 env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
+                serving_restart_delay=self.serving_restart_delay,
             )
         except StateDirBusyError as err:
             raise EmulatorError(str(err)) from None
         service.start()
         try:
-            httpd = EmulatorHTTPServer((self.host, self.port), service)
+            httpd = EmulatorHTTPServer(
+                (self.host, self.port), service, routes=ServingRoutes(service.serving)
+            )
         except OSError as err:
             service.stop()
             raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {err}") from None
@@ -205,6 +213,20 @@ class Emulator:
     ) -> list[dict[str, Any]]:
         """Replica logs: ``[{"attempt", "replica", "path", "text"}, ...]``."""
         return self.service.logs(self._name(job_name), attempt, replica)
+
+    def preempt_replica(
+        self, endpoint: str, deployed_model_id: str, replica: int | None = None
+    ) -> dict[str, Any]:
+        """Preempt one serving replica of a Spot deployed model (a ready one unless given)."""
+        return self.service.serving.preempt_replica(endpoint, deployed_model_id, replica)
+
+    def serving_replicas(self, endpoint: str, deployed_model_id: str) -> list[dict[str, Any]]:
+        """The replicas of a deployed model: index, life, state, port, pid."""
+        return self.service.serving.replica_status(endpoint, deployed_model_id)
+
+    def serving_ledger(self, endpoint: str) -> dict[str, Any]:
+        """The serving ledger of an endpoint (``lives`` and ``total``), as ``/ledger`` serves it."""
+        return self.service.serving.ledger(endpoint)
 
     def wait(
         self, job_name: str, states: Collection[str] = TERMINAL, timeout: float = 120.0

@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import socket
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -35,6 +36,8 @@ from kfp_spot.emulator.jobs import JobService
 log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 1024 * 1024
+# Answers (status, payload, headers) for the paths it serves, None for others (serving APIs).
+RouteHook = Callable[[str, str, "bytes | None", Mapping[str, str]], "tuple[int, Any, dict] | None"]
 _PARENT = r"projects/[^/]+/locations/[^/]+"
 _JOB = _PARENT + r"/customJobs/[^/:]+"
 ROUTES: list[tuple[str, re.Pattern[str], str]] = [
@@ -99,10 +102,16 @@ class Handler(BaseHTTPRequestHandler):
         """Handle PUT (not offered)."""
         self._dispatch("PUT")
 
-    def _send(self, status: int, payload: dict[str, Any] | str) -> None:
-        body = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = (
+            payload
+            if isinstance(payload, bytes)
+            else (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        )
+        headers = {"Content-Type": "application/json; charset=UTF-8", **(headers or {})}
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        for key, value in headers.items():
+            self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -134,8 +143,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self._read_body()
+        headers: dict[str, str] = {}
         try:
-            status, payload = self._route(method)
+            hook = self.server.routes  # the serving APIs answer their paths first
+            reply = hook(method, self.path, self._raw, self.headers) if hook else None
+            if reply is not None:
+                status, payload, headers = reply
+            else:
+                status, payload = self._route(method)
         except ApiError as err:
             status, payload = err.http_status, err.to_json()
         except Exception:
@@ -143,7 +158,7 @@ class Handler(BaseHTTPRequestHandler):
             err = ApiError("INTERNAL", "internal error in the emulator; see its log")
             status, payload = err.http_status, err.to_json()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self._send(status, payload)
+            self._send(status, payload, headers)
 
     def _route(self, method: str) -> tuple[int, dict[str, Any] | str]:
         url = urlsplit(self.path)
@@ -220,6 +235,9 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], service: JobService) -> None:
+    def __init__(
+        self, address: tuple[str, int], service: JobService, routes: RouteHook | None = None
+    ) -> None:
         super().__init__(address, Handler)
         self.service = service
+        self.routes = routes

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from google.api_core import client_options as client_options_lib
@@ -19,6 +20,7 @@ from kfp_spot.jobs.spec import LaunchInputError
 from kfp_spot.version import __version__
 
 USER_AGENT = f"kfp-spot/{__version__}"
+ClientT = TypeVar("ClientT", bound=Any)
 
 
 @dataclass(frozen=True)
@@ -65,15 +67,20 @@ def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
     return Endpoint(text, f"{parts.scheme}://{parts.netloc}", local=parts.scheme == "http")
 
 
-def make_job_client(endpoint: Endpoint) -> JobServiceClient:
-    """A JobServiceClient for ``endpoint`` (REST + anonymous credentials for plain HTTP)."""
+def make_client(client_class: type[ClientT], endpoint: Endpoint) -> ClientT:
+    """A GAPIC client of ``client_class`` for ``endpoint`` (REST + anonymous for plain HTTP)."""
     options = client_options_lib.ClientOptions(api_endpoint=endpoint.api_endpoint)
     info = gapic_v1.client_info.ClientInfo(user_agent=USER_AGENT)
     if endpoint.local:
-        return JobServiceClient(
+        return client_class(
             client_options=options,
             client_info=info,
             transport="rest",
             credentials=AnonymousCredentials(),
         )
-    return JobServiceClient(client_options=options, client_info=info)
+    return client_class(client_options=options, client_info=info)
+
+
+def make_job_client(endpoint: Endpoint) -> JobServiceClient:
+    """A JobServiceClient for ``endpoint`` (REST + anonymous credentials for plain HTTP)."""
+    return make_client(JobServiceClient, endpoint)
