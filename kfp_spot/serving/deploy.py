@@ -221,7 +221,8 @@ def _check_machine(spec: MachineSpec, spot: bool, *, local: bool) -> None:
             name = "accelerator_type"
         elif exc.field.endswith("acceleratorCount"):
             name = "accelerator_count"
-        raise DeployInputError(name, exc.message) from None
+        message = exc.message.replace("scheduling.strategy ON_DEMAND", "spot=False")
+        raise DeployInputError(name, message) from None
 
 
 def _check_split(split: Mapping[str, int]) -> None:
@@ -466,6 +467,13 @@ class Deployer:
             )
             self._record("VertexEndpoint", endpoint.name)
             return endpoint.name
+        for name in recorded:  # the endpoint an earlier attempt created or used
+            if _ENDPOINT_NAME.match(name):
+                with contextlib.suppress(api_exceptions.NotFound):
+                    endpoint = self.endpoints.get_endpoint(name=name, retry=self._read)
+                    log.info("reusing endpoint %s recorded by an earlier attempt", name)
+                    self._record("VertexEndpoint", endpoint.name)
+                    return endpoint.name
         found = self._labelled(self.endpoints.list_endpoints)
         if found is not None:
             log.info("reusing endpoint %s created by an earlier attempt", found.name)

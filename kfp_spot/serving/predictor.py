@@ -163,8 +163,12 @@ def main() -> int:
     framework = env.get("KFP_SPOT_SERVING_FRAMEWORK", "sklearn")
     try:
         model = load_model(env["AIP_STORAGE_URI"], framework)
-    except (ModelLoadError, ImportError, OSError, ValueError, pickle.UnpicklingError) as err:
-        print(f"model server: cannot load the model: {err}", file=sys.stderr, flush=True)
+    except Exception as err:  # noqa: BLE001 - unpickling a user's file can raise anything
+        print(
+            f"model server: cannot load the model: {type(err).__name__}: {err}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     server = _Server(
         int(env.get("AIP_HTTP_PORT", "8080")),

@@ -948,29 +948,30 @@ class ServingService:
 
     # emulator extensions ----------------------------------------------------------------------
 
-    def _live_pool(self, endpoint_name: str, dm_id: str) -> ReplicaPool:
+    def _live(self, endpoint_name: str, dm_id: str) -> tuple[st.DeploymentRow, ReplicaPool | None]:
         row = self._endpoint_row(endpoint_name)
         dep = self.store.deployment(dm_id)
-        pool = self._pools.get(dm_id)
-        if dep is None or dep.endpoint_id != row.id or dep.state == st.GONE or pool is None:
+        if dep is None or dep.endpoint_id != row.id or dep.state == st.GONE:
             raise ApiError(
                 "NOT_FOUND", f"Endpoint {endpoint_name} has no deployed model {dm_id!r}", "name"
             )
-        return pool
+        return dep, self._pools.get(dm_id)
 
     def preempt_replica(
         self, endpoint_name: str, dm_id: str, replica: int | None = None
     ) -> dict[str, Any]:
         """Preempt one replica of a Spot deployed model (the given one, else a ready one)."""
-        dep = self.store.deployment(dm_id)
-        pool = self._live_pool(endpoint_name, dm_id)
-        assert dep is not None
+        dep, pool = self._live(endpoint_name, dm_id)
         if not self._dm_pb(dep).dedicated_resources.spot:
             raise ApiError(
                 "FAILED_PRECONDITION",
                 f"deployed model {dm_id} does not run on Spot VMs (dedicatedResources.spot is "
                 "false); only Spot replicas are preempted",
                 "dedicated_resources.spot",
+            )
+        if pool is None:
+            raise ApiError(
+                "FAILED_PRECONDITION", f"the replicas of {dm_id} are being prepared", "replica"
             )
         try:
             which = pool.preempt(replica)
@@ -979,8 +980,15 @@ class ServingService:
         return {"deployedModelId": dm_id, **which}
 
     def replica_status(self, endpoint_name: str, dm_id: str) -> list[dict[str, Any]]:
-        """The replicas of a deployed model right now."""
-        return self._live_pool(endpoint_name, dm_id).status()
+        """The replicas of a deployed model right now (PREPARING before their processes)."""
+        dep, pool = self._live(endpoint_name, dm_id)
+        if pool is not None:
+            return pool.status()
+        count = self._dm_pb(dep).dedicated_resources.min_replica_count
+        return [
+            {"replica": i, "life": 0, "state": "PREPARING", "port": None, "pid": None}
+            for i in range(count)
+        ]
 
     def ledger(self, endpoint_name: str) -> dict[str, Any]:
         """The serving ledger of an endpoint: one row per replica life, and totals."""

@@ -141,6 +141,10 @@ class ReplicaPool:
         self._stop_reason: str | None = None
         self._stop_grace = settings.grace_period
         self._slots = [Slot(i) for i in range(identity.replica_count)]
+        for life in settings.store.lives(dm_id=identity.deployed_model_id):  # after a restart
+            if life.replica < len(self._slots):
+                slot = self._slots[life.replica]
+                slot.life = max(slot.life, life.life)
         self._turn = 0
         self._thread = threading.Thread(
             target=self._main, name=f"serving-{identity.deployed_model_id}", daemon=True

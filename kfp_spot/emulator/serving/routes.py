@@ -12,7 +12,8 @@ the paths below and returns None for any other, which the CustomJob routes then 
 - ``GET /emulator/v1/{endpoint}/ledger``: one row per serving replica life, with costs
 
 ``{parent}`` is ``projects/P/locations/L``; ``{model}`` ``{parent}/models/ID[@VERSION]``;
-``{endpoint}`` ``{parent}/endpoints/ID``. ``/v1beta1/`` and ``/ui/`` (where the GAPIC REST operations client polls) are accepted as ``/v1/``.
+``{endpoint}`` ``{parent}/endpoints/ID``. ``/v1beta1/`` and ``/ui/`` (where the GAPIC REST
+operations client polls) are accepted as ``/v1/``.
 """
 
 from __future__ import annotations
