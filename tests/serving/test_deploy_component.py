@@ -1,0 +1,169 @@
+"""deploy_spot_endpoint's runtime against the emulator: outputs, reattach, cancel, bad inputs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kfp import compiler, components, dsl
+
+from kfp_spot.serving.deploy import DeployInputError
+from kfp_spot.serving.entry import deploy_spot_endpoint
+from tests.jobs.artifacts import FakeArtifact
+from tests.serving.conftest import X, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _deploy(serving, model_dir, out: Path, **extra):
+    endpoint, vertex_model = FakeArtifact(uri=str(out / "endpoint")), FakeArtifact()
+    deployed = deploy_spot_endpoint(
+        project="p",
+        model=FakeArtifact(uri=str(model_dir)),
+        endpoint=endpoint,
+        vertex_model=vertex_model,
+        gcp_resources=str(out / "gcp_resources"),
+        api_endpoint=serving.emu.endpoint,
+        **extra,
+    )
+    return deployed, endpoint, vertex_model
+
+
+def test_outputs_are_gcpc_artifacts_and_the_endpoint_serves_on_spot(
+    serving, sklearn_model_dir, tmp_path
+):
+    deployed, endpoint, vertex_model = _deploy(serving, sklearn_model_dir, tmp_path)
+    name = endpoint.metadata["resourceName"]
+    assert endpoint.uri == f"{serving.emu.endpoint}/v1/{name}"
+    assert vertex_model.metadata["resourceName"].endswith("@1")  # as GCPC's ModelUploadOp
+    assert endpoint.metadata["deployedModelId"] == deployed
+    (dm,) = serving.endpoints.get_endpoint(name=name).deployed_models
+    assert dm.dedicated_resources.spot and dm.dedicated_resources.min_replica_count == 2
+    resources = json.loads((tmp_path / "gcp_resources").read_text())["resources"]
+    assert [r["resourceType"] for r in resources] == ["VertexLro", "VertexEndpoint", "VertexLro"]
+    assert serving.predictions.predict(endpoint=name, instances=X[:1].tolist()).predictions
+
+
+def test_a_retried_task_reattaches_instead_of_deploying_twice(serving, sklearn_model_dir, tmp_path):
+    first, endpoint, _ = _deploy(serving, sklearn_model_dir, tmp_path)
+    again, endpoint_again, _ = _deploy(serving, sklearn_model_dir, tmp_path)  # same output paths
+    assert again == first
+    assert endpoint_again.metadata["resourceName"] == endpoint.metadata["resourceName"]
+    parent = "projects/p/locations/us-central1"
+    assert len(list(serving.endpoints.list_endpoints(parent=parent))) == 1
+    assert len(list(serving.models.list_models(parent=parent))) == 1
+
+
+def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_dir, tmp_path):
+    inputs = {
+        "project": "p",
+        "model_uri": str(slow_model_dir),
+        "endpoint_uri": str(tmp_path / "endpoint"),
+        "gcp_resources": str(tmp_path / "gcp_resources"),
+        "api_endpoint": serving.emu.endpoint,
+        "min_replica_count": 1,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.serving.deploy_process", json.dumps(inputs)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        gcp = tmp_path / "gcp_resources"
+        wait_for(lambda: gcp.exists() and gcp.read_text().count("VertexLro") == 2, what="deploy")
+        name = json.loads(gcp.read_text())["resources"][1]["resourceUri"].split("/v1/")[1]
+        wait_for(lambda: serving.emu.serving_ledger(name)["lives"], what="a replica starting")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "cancelled" in err
+    assert not serving.endpoints.get_endpoint(name=name).deployed_models
+    assert [r["endReason"] for r in serving.emu.serving_ledger(name)["lives"]] == ["CANCELLED"]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "field", "says"),
+    [
+        ({"min_replica_count": 0}, "min_replica_count", "2 or more"),
+        ({"min_replica_count": 3, "max_replica_count": 2}, "max_replica_count", "between"),
+        (
+            {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32},
+            "machine_type",
+            "Spot VMs cannot be used with TPU Pods",
+        ),
+        (
+            {"serving_container_image_uri": "europe-docker.pkg.dev/vertex-ai/prediction/x:latest"},
+            "serving_container_image_uri",
+            "not a prebuilt prediction image",
+        ),
+        ({"traffic_split": {"0": 99}}, "traffic_split", "not 100"),
+        ({"project": ""}, "project", "required"),
+        ({"machine_type": "n9-huge"}, "machine_type", "not a known machine type"),
+    ],
+)
+def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inputs, field, says):
+    kwargs = {
+        "project": "p",
+        "model": FakeArtifact(uri=str(sklearn_model_dir)),
+        "endpoint": FakeArtifact(uri=str(tmp_path / "e")),
+        "vertex_model": FakeArtifact(),
+        "gcp_resources": str(tmp_path / "gcp_resources"),
+        "api_endpoint": "http://127.0.0.1:9",  # nothing listens: any call would fail differently
+        **inputs,
+    }
+    with pytest.raises(DeployInputError, match=says) as refused:
+        deploy_spot_endpoint(**kwargs)
+    assert refused.value.field == field
+    assert not (tmp_path / "gcp_resources").exists()
+
+
+def test_a_model_directory_the_image_cannot_serve_is_named(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.npz").write_bytes(b"x")
+    with pytest.raises(DeployInputError, match=r"exactly one of model\.joblib, model\.pkl"):
+        deploy_spot_endpoint(
+            project="p",
+            model=FakeArtifact(uri=str(tmp_path / "model")),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp"),
+            api_endpoint="http://127.0.0.1:9",
+        )
+
+
+def test_the_component_plugs_into_gcpc_ops_without_type_errors(tmp_path):
+    from google_cloud_pipeline_components.v1.endpoint import ModelDeployOp, ModelUndeployOp
+    from google_cloud_pipeline_components.v1.model import ModelUploadOp
+
+    deploy = components.load_component_from_file(
+        str(ROOT / "components" / "deploy_spot_endpoint" / "component.yaml")
+    )
+
+    @dsl.pipeline(name="gcpc-and-spot")
+    def gcpc_and_spot(project: str, artifact_uri: str):
+        uploaded = ModelUploadOp(project=project, display_name="m")
+        spot = deploy(project=project, uploaded_model=uploaded.outputs["model"])
+        # Our outputs feed GCPC's ops: a second (standard) deployment on our endpoint, then off.
+        standard = ModelDeployOp(
+            model=spot.outputs["vertex_model"],
+            endpoint=spot.outputs["endpoint"],
+            dedicated_resources_machine_type="n1-standard-4",
+            dedicated_resources_min_replica_count=1,
+        )
+        ModelUndeployOp(
+            model=spot.outputs["vertex_model"], endpoint=spot.outputs["endpoint"]
+        ).after(standard)
+        # and GCPC's endpoint into ours
+        deploy(project=project, artifact_uri=artifact_uri, target_endpoint=spot.outputs["endpoint"])
+
+    out = tmp_path / "pipeline.yaml"
+    compiler.Compiler().compile(gcpc_and_spot, str(out))
+    text = out.read_text()
+    assert "google.VertexEndpoint" in text and "google.VertexModel" in text
