@@ -40,6 +40,7 @@ class LocalRunResult:
     metrics: dict[str, Any]
     passed: bool | None
     artifacts: dict[str, str] = field(default_factory=dict)
+    serving: list[dict[str, Any]] = field(default_factory=list)  # serving ledger rows
     started: float = 0.0
     finished: float = 0.0
 
@@ -140,6 +141,11 @@ def run_local(
         shown.report_failures()
         jobs = [j["name"] for j in emu.list_jobs()]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
+        serving = [
+            row | {"endpoint": name}
+            for name in emu.serving_endpoints()
+            for row in emu.serving_ledger(name)["lives"]
+        ]
     outputs = task.outputs if task is not None else {}
     metrics_artifact = outputs.get("metrics")
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
@@ -157,6 +163,7 @@ def run_local(
         latest_step=latest.step if latest else None,
         metrics=metrics,
         passed=outputs.get("passed", metrics.get("passed")),
+        serving=serving,
         artifacts={
             "checkpoints": checkpoint_root,
             "model": str(job_root / "model"),
@@ -204,6 +211,13 @@ def summarize(result: LocalRunResult) -> str:
     )
     gate = {True: "passed", False: "failed"}.get(result.passed, "not evaluated")
     lines.append(f"quality gate:       {gate}")
+    if result.serving:
+        served = sum(float(r["billableSeconds"]) for r in result.serving)
+        lines.append(
+            f"serving:            {len(result.serving)} replica lives, {served:.1f} s; cost "
+            f"${sum(float(r['spotCost']) for r in result.serving):.6f} on Spot vs "
+            f"${sum(float(r['onDemandCost']) for r in result.serving):.6f} on demand"
+        )
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)

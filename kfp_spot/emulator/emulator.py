@@ -224,6 +224,10 @@ class Emulator:
         """The replicas of a deployed model: index, life, state, port, pid."""
         return self.service.serving.replica_status(endpoint, deployed_model_id)
 
+    def serving_endpoints(self) -> list[str]:
+        """The resource names of every endpoint, oldest first."""
+        return self.service.serving.endpoint_names()
+
     def serving_ledger(self, endpoint: str) -> dict[str, Any]:
         """The serving ledger of an endpoint (``lives`` and ``total``), as ``/ledger`` serves it."""
         return self.service.serving.ledger(endpoint)

@@ -191,6 +191,7 @@ class RunData:
     started: float | None = None
     finished: float | None = None
     passed: bool | None = None  # the quality gate, when the run had one
+    serving: list[dict[str, Any]] = field(default_factory=list)  # serving ledger rows, if any
 
     @property
     def job_name(self) -> str:
@@ -291,6 +292,11 @@ def load_run(run_dir: str | Path) -> RunData:
     checkpoint_uri = doc.get("checkpoint_uri") or ""
     if not isinstance(checkpoint_uri, str):
         raise ReportError(f"{RUN_FILE}: 'checkpoint_uri' must be a string")
+    serving = doc.get("serving") or []
+    if not isinstance(serving, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("billableSeconds"), (int, float)) for r in serving
+    ):
+        raise ReportError(f"{RUN_FILE}: 'serving' must be a list of serving ledger rows")
     return RunData(
         run_dir=run_dir,
         outcome=outcome,
@@ -305,4 +311,5 @@ def load_run(run_dir: str | Path) -> RunData:
         passed=next(
             (p for p in (doc.get("passed"), metrics.get("passed")) if isinstance(p, bool)), None
         ),
+        serving=serving,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kfp_spot.reports.run import (
     PREEMPTED,
@@ -118,6 +119,30 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _serving_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The serving ledger: Spot (or standard) replica lives of the run's endpoints, with costs."""
+    spot = math.fsum(float(r.get("spotCost", 0)) for r in rows)
+    on_demand = math.fsum(float(r.get("onDemandCost", 0)) for r in rows)
+    lines = [
+        "## Serving replicas (serving ledger)",
+        "",
+        f"{len(rows)} replica lives, {seconds(math.fsum(r['billableSeconds'] for r in rows))} "
+        f"billed: {money(spot)} on Spot vs {money(on_demand)} on demand; "
+        f"{sum(r.get('endReason') == 'PREEMPTED' for r in rows)} preempted.",
+        "",
+        "| Deployed model | Replica | Life | End reason | Billable | Strategy | Spot | On-demand |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {_cell(r.get('deployedModelId', '-'))} | {r.get('replica')} | {r.get('life')} "
+            f"| {_cell(r.get('endReason') or 'running')} | {seconds(r['billableSeconds'])} "
+            f"| {_cell(r.get('strategy', '-'))} | {money(float(r.get('spotCost', 0)))} "
+            f"| {money(float(r.get('onDemandCost', 0)))} |"
+        )
+    return lines
+
+
 def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None = None) -> str:
     """The Markdown summary of a run.
 
@@ -190,6 +215,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
             )
     else:
         lines.append("No ledger rows: the run never started a CustomJob attempt.")
+    if run.serving:
+        lines += ["", *_serving_lines(run.serving)]
     lines += ["", "## Training attempts (attempt records)", ""]
     if run.attempts:
         lines += [

@@ -25,6 +25,12 @@ def test_the_gated_model_is_served_on_spot_and_predicts_what_the_checkpoint_does
         progress=None,
     )
     assert result.outcome == "SUCCEEDED" and result.passed is True
+    # The run's ledger and report show the Spot serving replicas and what they cost.
+    assert {r["strategy"] for r in result.serving} == {"SPOT"} and len(result.serving) >= 2
+    assert sum(r["spotCost"] for r in result.serving) < sum(
+        r["onDemandCost"] for r in result.serving
+    )
+    assert "## Serving replicas (serving ledger)" in (tmp_path / "report.md").read_text()
 
     # The run's emulator stopped with the run; on its state dir the deployment comes back.
     with Emulator(tmp_path / "emulator", grace_period=1.0) as emu:

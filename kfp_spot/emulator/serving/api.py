@@ -990,6 +990,10 @@ class ServingService:
             for i in range(count)
         ]
 
+    def endpoint_names(self) -> list[str]:
+        """Every endpoint of every project, oldest first."""
+        return [f"{r.parent}/endpoints/{r.id}" for r in reversed(self.store.rows("endpoints"))]
+
     def ledger(self, endpoint_name: str) -> dict[str, Any]:
         """The serving ledger of an endpoint: one row per replica life, and totals."""
         row = self._endpoint_row(endpoint_name)
