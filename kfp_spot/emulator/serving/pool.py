@@ -247,6 +247,10 @@ class ReplicaPool:
     def _main(self) -> None:
         try:
             self._loop()
+        except (OSError, sqlite3.Error) as err:  # a replica that cannot start: never hang
+            log.exception("deployed model %s: replicas failed", self.identity.deployed_model_id)
+            if not self._reported:
+                self._fail(f"The replicas could not be started: {err}")
         finally:
             self._stop_all()
 
