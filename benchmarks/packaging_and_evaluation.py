@@ -4,7 +4,9 @@
 
 prepare_package: a cold build + stage of the example trainer, a rebuild that is a cache hit,
 and the same against a gs:// staging bucket on a local GCS emulator; checks that every round made
-the same sha256. evaluate: the first evaluation of a checkpoint (builds the package environment)
+the same sha256; prepare_package with check_import (the executor image's environment).
+Job environments: the example trainer's environment for its executor image, cold (created) and
+warm (cached). evaluate: the first evaluation of a checkpoint (builds the package environment)
 and warm ones (environment cached), with the example trainer's evaluate() on a real checkpoint.
 """
 
@@ -17,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kfp_spot import checkpoints, envcache
+from kfp_spot import checkpoints, envcache, executors
 from kfp_spot.evaluation import evaluate
 from kfp_spot.packaging import prepare_package
 
@@ -74,8 +76,28 @@ def main() -> None:
         finally:
             server.stop()
 
-        cache = tmp / "envs"
-        python = envcache.package_env([info.uri], cache)
+        seconds, _ = timed(
+            lambda: prepare_package(str(EXAMPLE), str(tmp / "checked"), check_import=True)
+        )
+        print(f"prepare_package with check_import (image env):  {seconds:.2f} s")
+
+        uris = list(info.package_uris)
+        image = executors.DEFAULT_EXECUTOR_IMAGE
+        envs = []
+        for i in range(args.rounds):
+            cache = tmp / f"envs-{i}"
+            envs.append(
+                timed(lambda c=cache: envcache.package_env(uris, c, executor_image_uri=image))
+            )
+        warm_envs = [
+            timed(lambda: envcache.package_env(uris, cache, executor_image_uri=image))[0]
+            for _ in range(args.rounds)
+        ]
+        print(f"job environment ({image.rsplit('/', 1)[-1]}), cold: {fmt([s for s, _ in envs])}")
+        print(
+            f"job environment, warm (cached):  median {statistics.median(warm_envs) * 1e3:.1f} ms"
+        )
+        python = envs[-1][1]
         root = tmp / "base" / "checkpoints"
         env = dict(os.environ, AIP_CHECKPOINT_DIR=str(root), AIP_MODEL_DIR=str(tmp / "model"))
         subprocess.run(
@@ -91,7 +113,7 @@ def main() -> None:
         def run(cache_dir):
             return evaluate(
                 str(root),
-                [info.uri],
+                uris,
                 entry_point="trainer.evaluate:evaluate",
                 cache_dir=cache_dir,
             )

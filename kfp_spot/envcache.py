@@ -1,15 +1,33 @@
 """Python environments for training and evaluation packages, cached by the packages' content.
 
-The emulator installs a job's ``packageUris`` here before it runs ``python -m MODULE``, and the
-evaluator installs the package it scores. An environment is a venv whose ``.pth`` file names the
-host's site-packages, so large frameworks already installed (numpy, scikit-learn, torch) are seen
-and not reinstalled; only the packages themselves are installed into it, without network when
-their build backend is already installed.
+Two kinds, both venvs keyed by the sha256 of the package files and the host environment:
+
+- **Executor-image environments** (``executor_image_uri`` given: the emulator's package jobs and
+  prepare_package's import check) hold what the prebuilt image holds plus what the package URIs
+  install, nothing else, as on Vertex AI. The image's documented libraries (its profile in
+  :mod:`kfp_spot.executors`) and the packages' declared requirements come from this machine's
+  site-packages through an allowlisted *view*: a directory of symlinks to exactly those
+  distributions and their own dependencies, named in the venv's ``.pth``. Everything else
+  installed here (kfp, kfp_spot, the Google Cloud SDK) is not importable, so a job that imports
+  what its image and packages do not provide fails here as it would on the VM. A declared
+  requirement this machine does not have (or not in a version that satisfies it) is installed by
+  pip from the package index, as on the VM. Symlinks instead of installs keep environment creation
+  under a few seconds with NumPy and scikit-learn in the image.
+- **Host-view environments** (no image: the evaluator, which runs in the component's own image)
+  see all of this machine's site-packages through a ``.pth`` file; only the packages are
+  installed into them. The light ``kfp-spot-trainer`` wheel is skipped there when the full
+  kfp-spot is installed (both provide ``kfp_spot``; the full one is a superset).
+
+Source distributions are built into wheels with this interpreter (without network when their build
+backend is installed here), then installed.
 """
 
 from __future__ import annotations
 
+import email.message
+import email.parser
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -19,15 +37,27 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 import venv
-from collections.abc import Sequence
-from pathlib import Path
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path, PurePosixPath
 
-from kfp_spot import fs
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from kfp_spot import executors, fs
 
 log = logging.getLogger(__name__)
 
 _READY = ".kfp-spot-ready"
+_VIEW = "view"
+PIP_TIMEOUT_S = 900
+_LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
+_WARNED: set[str] = set()
 
 
 class PackageInstallError(RuntimeError):
@@ -61,32 +91,75 @@ def _env_python(env_dir: Path) -> Path:
     return env_dir / "bin" / "python"
 
 
-def package_env(package_uris: Sequence[str], cache_dir: str | os.PathLike[str]) -> Path:
+def _distribution_of(path: Path) -> str:
+    """The canonical distribution name in a wheel or sdist file name."""
+    name = path.name
+    for suffix in (".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".zip", ".egg"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return canonicalize_name(name.split("-", 1)[0])
+
+
+def _host_has_full_kfp_spot() -> bool:
+    return any(
+        canonicalize_name(d.metadata["Name"] or "") == "kfp-spot"
+        for d in importlib_metadata.distributions(path=_host_site_dirs())
+    )
+
+
+def package_env(
+    package_uris: Sequence[str],
+    cache_dir: str | os.PathLike[str],
+    *,
+    executor_image_uri: str | None = None,
+    profile: executors.ExecutorProfile | None = None,
+    provided: Sequence[str] = (),
+) -> Path:
     """Return the python executable of an environment with ``package_uris`` installed.
 
-    Environments are keyed by the sha256 of the package files and by the host environment they
-    see (interpreter, prefix, site-packages), so the same packages are installed once per host
-    environment and every later job or evaluation reuses them. Safe to call from several
-    processes.
+    The same packages (by sha256) for the same image and host environment are installed once;
+    every later job or evaluation reuses the environment. Safe to call from several processes.
 
     Args:
-        package_uris: archives (sdists or wheels) as local paths, ``file://`` or ``gs://`` URIs.
+        package_uris: archives (sdists or wheels) as local paths, ``file://`` or ``gs://`` URIs,
+            installed with their declared dependencies.
         cache_dir: where downloads and environments are kept.
+        executor_image_uri: the prebuilt training image the packages run in: the environment
+            then holds only what that image and the packages provide (see the module docstring).
+            None: a host-view environment that sees this machine's site-packages.
+        profile: instead of ``executor_image_uri``, the profile of the image (e.g. a prediction
+            image's, ``kfp_spot.executors.PredictionImage.profile``).
+        provided: more requirements the image environment takes from this host (see
+            :func:`create_image_env`).
 
     Returns:
         Path of the environment's python.
 
     Raises:
         FileNotFoundError: a package URI names nothing.
-        PackageInstallError: pip could not install a package (its output is in the message).
+        kfp_spot.executors.ExecutorImageError: ``executor_image_uri`` is not a prebuilt image.
+        PackageInstallError: a package does not install (pip's output, or the Python version the
+            image has and the package refuses, is in the message).
     """
+    if executor_image_uri is not None and profile is not None:
+        raise ValueError("give executor_image_uri or profile, not both")
+    image = executors.profile(executor_image_uri) if executor_image_uri is not None else profile
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
         local = [fetch(uri, Path(tmp) / str(i)) for i, uri in enumerate(package_uris)]
-        # The environment sees this interpreter's site-packages, so it belongs to this host
-        # environment as much as to the packages: another venv sharing the cache gets its own.
+        if image is None and _host_has_full_kfp_spot():
+            skipped = [p for p in local if _distribution_of(p) == _LIGHT]
+            if skipped:
+                log.info("using this host's kfp-spot instead of %s", skipped[0].name)
+            local = [p for p in local if p not in skipped]
+        # The environment links into this interpreter's site-packages, so it belongs to this
+        # host environment as much as to the packages: another venv sharing the cache gets its own.
         identity = [sys.version, sys.prefix, *_host_site_dirs()]
+        if image is not None:
+            identity += ["image", image.uri, *image.packages, *provided]
+            identity += map(str, _host_fingerprint())
         identity += [fs.sha256_file(p) for p in local]
         key = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:24]
         env_dir = cache / "envs" / key
@@ -97,7 +170,10 @@ def package_env(package_uris: Sequence[str], cache_dir: str | os.PathLike[str]) 
                 return _env_python(env_dir)
             if env_dir.exists():  # a half-built environment from a crash
                 shutil.rmtree(env_dir)
-            _create(env_dir, local)
+            if image is None:
+                _create_host_view(env_dir, local)
+            else:
+                create_image_env(env_dir, local, image, provided=provided)
     return _env_python(env_dir)
 
 
@@ -112,7 +188,22 @@ def site_packages_of(python: str | os.PathLike[str]) -> Path:
     return Path(out)
 
 
-def _create(env_dir: Path, packages: Sequence[Path]) -> None:
+def _pip(python: Path, args: Sequence[str], what: str, env_dir: Path | None = None) -> None:
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
+    cmd += ["--disable-pip-version-check", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise PackageInstallError(f"pip did not install {what} in {PIP_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        if env_dir is not None:
+            shutil.rmtree(env_dir, ignore_errors=True)
+        raise PackageInstallError(
+            f"pip could not install {what} (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def _create_host_view(env_dir: Path, packages: Sequence[Path]) -> None:
     venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
     python = _env_python(env_dir)
     purelib = site_packages_of(python)
@@ -121,26 +212,296 @@ def _create(env_dir: Path, packages: Sequence[Path]) -> None:
     lines = [f"import site; site.addsitedir({d!r})" for d in _host_site_dirs()]
     Path(purelib, "_kfp_spot_host.pth").write_text("\n".join(lines) + "\n")
     if packages:
-        cmd = [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-build-isolation",
-            *map(str, packages),
-        ]
         log.info("installing %s into %s", ", ".join(p.name for p in packages), env_dir)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            shutil.rmtree(env_dir, ignore_errors=True)
-            raise PackageInstallError(
-                "pip could not install "
-                + ", ".join(p.name for p in packages)
-                + f" (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
-            )
+        _pip(
+            python,
+            ["--no-build-isolation", *map(str, packages)],
+            ", ".join(p.name for p in packages),
+            env_dir,
+        )
     (env_dir / _READY).write_text(sys.version)
+
+
+# ---------------------------------------------------------------------------------------------
+# Executor-image environments
+
+
+@dataclass(frozen=True)
+class WheelMeta:
+    """What a wheel's METADATA says."""
+
+    path: Path
+    name: str
+    version: str
+    requires_python: str
+    requires: tuple[str, ...]
+
+
+def wheel_meta(path: Path) -> WheelMeta:
+    """Name, version, Requires-Python and Requires-Dist of a wheel.
+
+    Raises:
+        PackageInstallError: the file is not a readable wheel.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            meta: email.message.Message = email.parser.BytesParser().parsebytes(zf.read(name))
+    except (zipfile.BadZipFile, StopIteration, OSError) as exc:
+        raise PackageInstallError(f"{path.name} is not a readable wheel: {exc}") from exc
+    return WheelMeta(
+        path=path,
+        name=str(meta["Name"]),
+        version=str(meta["Version"]),
+        requires_python=str(meta.get("Requires-Python") or ""),
+        requires=tuple(str(r) for r in (meta.get_all("Requires-Dist") or [])),
+    )
+
+
+def build_wheels(packages: Sequence[Path], out_dir: Path) -> list[Path]:
+    """Wheels for ``packages``: wheels as they are, sdists built with this interpreter.
+
+    Raises:
+        PackageInstallError: an sdist does not build (pip's output is in the message).
+    """
+    out: list[Path] = []
+    sdists = [p for p in packages if not p.name.endswith(".whl")]
+    built: dict[Path, Path] = {}
+    for i, sdist in enumerate(sdists):
+        dest = out_dir / str(i)
+        dest.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
+        cmd += ["--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(sdist)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise PackageInstallError(f"{sdist.name} did not build in {PIP_TIMEOUT_S} s") from exc
+        wheels = sorted(dest.glob("*.whl"))
+        if proc.returncode != 0 or len(wheels) != 1:
+            raise PackageInstallError(
+                f"pip could not install {sdist.name}: building it failed (exit "
+                f"{proc.returncode}):\n{proc.stdout}{proc.stderr}"
+            )
+        built[sdist] = wheels[0]
+    for package in packages:
+        out.append(built.get(package, package))
+    return out
+
+
+def _python_ok(requires_python: str, python: str) -> bool:
+    """Whether some ``python``.x release satisfies ``requires_python`` (pip's check on the VM)."""
+    if not requires_python:
+        return True
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return True  # pip ignores what it cannot parse
+    return any(spec.contains(f"{python}.{patch}", prereleases=True) for patch in range(0, 30))
+
+
+def _host_fingerprint() -> tuple[int, ...]:
+    # A site-packages directory's mtime changes when a distribution is added or removed.
+    return tuple(os.stat(d).st_mtime_ns for d in _host_site_dirs())
+
+
+@dataclass(frozen=True)
+class _HostIndex:
+    dists: dict[str, importlib_metadata.Distribution]
+    owners: dict[tuple[str, ...], frozenset[str]]  # directory -> distributions with files there
+
+
+def _files_of(dist: importlib_metadata.Distribution) -> list[tuple[str, ...]]:
+    out = []
+    files = dist.files
+    if files is None:  # no RECORD: its metadata directory and declared top-level names
+        top = (dist.read_text("top_level.txt") or "").split()
+        meta_dir = Path(str(getattr(dist, "_path", ""))).name
+        return [(name,) for name in [*top, meta_dir] if name]
+    for file in files:
+        parts = PurePosixPath(str(file)).parts
+        if parts and parts[0] not in ("..", "/") and "__pycache__" not in parts:
+            out.append(parts)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _host_index(dirs: tuple[str, ...], fingerprint: tuple[int, ...]) -> _HostIndex:
+    del fingerprint  # part of the cache key only: a changed site-packages gets a new index
+    dists: dict[str, importlib_metadata.Distribution] = {}
+    owners: dict[tuple[str, ...], set[str]] = {}
+    for dist in importlib_metadata.distributions(path=list(dirs)):
+        name = canonicalize_name(dist.metadata["Name"] or "")
+        if not name or name in dists:
+            continue  # the first one on the path is the one imported
+        dists[name] = dist
+        for parts in _files_of(dist):
+            for depth in range(1, len(parts)):
+                owners.setdefault(parts[:depth], set()).add(name)
+    return _HostIndex(dists, {k: frozenset(v) for k, v in owners.items()})
+
+
+def _marker_ok(req: Requirement, extras: Iterable[str]) -> bool:
+    if req.marker is None:
+        return True
+    return any(req.marker.evaluate({"extra": e}) for e in (*extras, ""))
+
+
+def host_closure(
+    requirements: Iterable[str], index: _HostIndex | None = None, *, check_versions: bool = True
+) -> tuple[set[str], list[str]]:
+    """Distributions installed here that ``requirements`` need, transitively.
+
+    Args:
+        requirements: PEP 508 strings.
+        index: this host's distributions (default: computed).
+        check_versions: a top-level requirement whose installed version does not satisfy its
+            specifier counts as missing (pip installs the right one); transitive requirements
+            are taken as installed (pip resolved them here).
+
+    Returns:
+        ``(canonical names present here, requirement strings missing here)``.
+    """
+    index = index or _host_index(tuple(_host_site_dirs()), _host_fingerprint())
+    queue: list[tuple[str, bool]] = [(text, check_versions) for text in requirements]
+    found: set[str] = set()
+    done: set[tuple[str, tuple[str, ...]]] = set()
+    missing: list[str] = []
+    while queue:
+        text, check = queue.pop()
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if not _marker_ok(req, ()):
+            continue
+        name = canonicalize_name(req.name)
+        extras = tuple(sorted(req.extras))
+        dist = index.dists.get(name)
+        if dist is None or (
+            check and req.specifier and not req.specifier.contains(dist.version, prereleases=True)
+        ):
+            missing.append(text)
+            continue
+        if (name, extras) in done:
+            continue
+        done.add((name, extras))
+        found.add(name)
+        for sub in dist.requires or []:
+            try:
+                sub_req = Requirement(sub)
+            except InvalidRequirement:
+                continue
+            if _marker_ok(sub_req, extras):
+                queue.append((sub, False))
+    return found, sorted(set(missing))
+
+
+def link_view(view: Path, names: set[str], index: _HostIndex) -> None:
+    """Symlink exactly the distributions ``names`` of this host into ``view``.
+
+    A top-level entry (``numpy/``, ``six.py``, ``numpy-2.4.dist-info/``) is linked whole when
+    every distribution with files in it is allowed; a shared one (the ``google/`` namespace) is a
+    real directory whose entries are linked by the same rule, so a namespace package exposes only
+    its allowed parts.
+    """
+    linked: set[tuple[str, ...]] = set()
+    for name in sorted(names):
+        dist = index.dists[name]
+        base = Path(str(dist.locate_file("")))
+        for parts in _files_of(dist):
+            depth = 1
+            while depth < len(parts) and not index.owners.get(parts[:depth], frozenset()) <= names:
+                depth += 1
+            prefix = parts[:depth]
+            if any(prefix[:i] in linked for i in range(1, depth + 1)):
+                continue
+            source = base.joinpath(*prefix)
+            if not os.path.lexists(source):
+                continue
+            target = view.joinpath(*prefix)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not os.path.lexists(target):
+                target.symlink_to(source)
+            linked.add(prefix)
+
+
+def create_image_env(
+    env_dir: Path,
+    packages: Sequence[Path],
+    image: executors.ExecutorProfile,
+    *,
+    provided: Sequence[str] = (),
+) -> Path:
+    """Make a venv at ``env_dir`` holding ``image``'s profile and ``packages`` with their deps.
+
+    Args:
+        env_dir: where (must not exist).
+        packages: wheels or sdists, installed with their declared dependencies.
+        image: the executor image whose documented libraries the environment provides.
+        provided: more requirements taken as provided by the image (linked from this host).
+
+    Returns:
+        The environment's python.
+
+    Raises:
+        PackageInstallError: a package does not build or install, or refuses the image's Python.
+    """
+    started = time.monotonic()
+    if image.past_availability() and image.image not in _WARNED:
+        _WARNED.add(image.image)  # once per process and image
+        log.warning(
+            "%s reached its documented end of availability on %s: Vertex AI may refuse it",
+            image.image,
+            image.end_of_availability,
+        )
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-wheels-") as tmp:
+        wheels = build_wheels(packages, Path(tmp))
+        metas = [wheel_meta(w) for w in wheels]
+        for meta in metas:
+            if not _python_ok(meta.requires_python, image.python):
+                raise PackageInstallError(
+                    f"pip could not install {meta.path.name}: package {meta.name!r} requires a "
+                    f"different Python: {image.python} (the Python of {image.image}) not in "
+                    f"{meta.requires_python!r}"
+                )
+        own = {canonicalize_name(m.name) for m in metas}
+        index = _host_index(tuple(_host_site_dirs()), _host_fingerprint())
+        allowed, _ = host_closure([*image.package_names, *provided], index, check_versions=False)
+        declared = [r for m in metas for r in m.requires if _requirement_name(r) not in own]
+        wanted, _ = host_closure(declared, index)
+        allowed |= wanted
+        allowed -= own  # the packages' own files, never the host's copy
+        venv.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=False).create(env_dir)
+        python = _env_python(env_dir)
+        view = env_dir / _VIEW
+        view.mkdir()
+        link_view(view, allowed, index)
+        # After the env's own site-packages: an installed package wins over the view's copy.
+        Path(site_packages_of(python), "_kfp_spot_image.pth").write_text(
+            f"import site; site.addsitedir({str(view)!r})\n"
+        )
+        if wheels:
+            _pip(python, list(map(str, wheels)), _names(packages), env_dir)
+    (env_dir / _READY).write_text(f"{sys.version}\n{image.image}\n")
+    log.info(
+        "environment of %s with %s ready in %.1f s (%d libraries from the image profile)",
+        image.image,
+        _names(packages) or "no packages",
+        time.monotonic() - started,
+        len(allowed),
+    )
+    return python
+
+
+def _requirement_name(text: str) -> str:
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return ""
+
+
+def _names(paths: Sequence[Path]) -> str:
+    return ", ".join(p.name for p in paths)
 
 
 def default_cache_dir() -> Path:

@@ -10,8 +10,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # fsspec costs ~100 ms to import; local-path callers (the trainer) never need it
@@ -77,10 +75,41 @@ def to_local_path(uri: str) -> str | None:
     return os.path.abspath(uri)
 
 
+GCS_MOUNT_ROOT = "/gcs"
+
+
+def mounted_path(uri: str, mount_root: str = GCS_MOUNT_ROOT) -> str:
+    """The Cloud Storage FUSE path of a ``gs://`` URI where its bucket is mounted, else ``uri``.
+
+    Vertex AI training VMs mount Cloud Storage at ``/gcs`` (``gs://BUCKET/p`` is
+    ``/gcs/BUCKET/p``), so training code reaches its checkpoints and model directory with plain
+    file operations and needs no Cloud Storage client library (gcsfs) on the VM. Where no mount
+    exists (a laptop, the emulator, a component) the URI comes back unchanged and fsspec/gcsfs
+    serve it as before.
+
+    Args:
+        uri: a ``gs://`` URI; anything else is returned as is.
+        mount_root: where buckets are mounted (default ``/gcs``).
+
+    Returns:
+        ``<mount_root>/<bucket>/<path>`` when ``<mount_root>/<bucket>`` is a directory, else
+        ``uri``.
+    """
+    if not uri.startswith("gs://"):
+        return uri
+    bucket, _, rest = uri[len("gs://") :].partition("/")
+    if not bucket or ".." in (bucket, *rest.split("/")) or bucket == ".":
+        return uri  # a name FUSE would resolve elsewhere: leave it to the client library
+    mounted = os.path.join(mount_root, bucket)
+    if not os.path.isdir(mounted):
+        return uri
+    return os.path.join(mounted, rest) if rest else mounted
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """The hex sha256 of a local file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
+    with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -125,7 +154,7 @@ def atomic_write(
     os.makedirs(directory, exist_ok=True)
     name = os.path.basename(local)
     tmp = os.path.join(
-        directory, f".{name}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}.tmp"
+        directory, f".{name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp"
     )
     try:
         with open(tmp, "wb") as handle:

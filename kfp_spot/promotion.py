@@ -7,9 +7,65 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_spot import fs
+from kfp_spot import fs, validation
+from kfp_spot.validation.inputs import report_input_errors
 
 RECORD_NAME = "PROMOTION.json"
+_URI_FORM = "a gs:// URI or a local path"
+
+
+class PromotionInputError(ValueError):
+    """An input of promote_model is invalid; names the input and what would be valid."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"promote_model input {field_name!r}: {message}")
+        self.field = field_name
+        self.reason = message
+
+
+def _check_uri(name: str, uri: Any) -> str:
+    if not isinstance(uri, str) or not uri:
+        raise PromotionInputError(name, f"has no URI; expected {_URI_FORM}")
+    try:
+        validation.check_text(uri)
+    except validation.InvalidValueError as exc:
+        raise PromotionInputError(name, str(exc)) from None
+    if fs.is_remote(uri) and not uri.startswith("gs://"):
+        raise PromotionInputError(name, f"{validation.show(uri)} is not {_URI_FORM}")
+    return uri
+
+
+def _within(path: str, root: str) -> bool:
+    path, root = path.rstrip("/"), root.rstrip("/")
+    return path == root or path.startswith(f"{root}/")
+
+
+def check_inputs(model_uri: Any, destination_uri: Any, evidence: Any) -> None:
+    """Check promote_model's inputs before anything is copied.
+
+    Raises:
+        PromotionInputError: naming the input and the valid form.
+    """
+    _check_uri("model", model_uri)
+    _check_uri("promoted_model", destination_uri)
+    if not isinstance(evidence, Mapping):
+        raise PromotionInputError(
+            "metrics", f"expected metrics metadata (a dict), got {type(evidence).__name__}"
+        )
+    src_fs, src = fs.filesystem(model_uri)
+    dst_fs, dst = fs.filesystem(destination_uri)
+    if type(src_fs) is type(dst_fs) and (_within(dst, src) or _within(src, dst)):
+        raise PromotionInputError(
+            "promoted_model",
+            f"{destination_uri!r} overlaps the model directory {model_uri!r}; expected a "
+            "directory outside it (the component's own output artifact)",
+        )
+    if not src_fs.exists(src) or not src_fs.find(src):
+        raise PromotionInputError(
+            "model",
+            f"{model_uri!r} is missing or empty; expected the training job's model directory "
+            "(AIP_MODEL_DIR) holding the saved model",
+        )
 
 
 def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -> str:
@@ -24,13 +80,11 @@ def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -
         The destination URI.
 
     Raises:
-        FileNotFoundError: the model directory is empty or missing.
+        PromotionInputError: an input is invalid, or the model directory is empty or missing
+            (nothing is copied).
     """
-    if not model_uri:
-        raise ValueError("model_uri is empty: connect the launch step's `model` output")
+    check_inputs(model_uri, destination_uri, evidence)
     src_fs, src = fs.filesystem(model_uri)
-    if not src_fs.exists(src) or not src_fs.find(src):
-        raise FileNotFoundError(f"model directory {model_uri!r} is missing or empty")
     dst_fs, dst = fs.filesystem(destination_uri)
     dst_fs.makedirs(dst, exist_ok=True)
     for path in src_fs.find(src):
@@ -40,14 +94,23 @@ def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -
         with src_fs.open(path, "rb") as reader, dst_fs.open(target, "wb") as writer:
             writer.write(reader.read())
     record = {"source": model_uri, "promoted_at": time.time(), "evidence": dict(evidence)}
-    with dst_fs.open(f"{dst.rstrip('/')}/{RECORD_NAME}", "wb") as handle:
-        handle.write(json.dumps(record, indent=1, sort_keys=True, default=str).encode())
+    fs.atomic_write(
+        fs.join(destination_uri, RECORD_NAME),
+        json.dumps(record, indent=1, sort_keys=True, default=str),
+    )
     return destination_uri
 
 
 def component_entry(model: Any, metrics: Any, promoted_model: Any) -> str:
-    """Adapter for the KFP component: artifacts in, artifact out (duck-typed, no kfp import)."""
-    evidence = {key: value for key, value in dict(metrics.metadata).items()}
-    promote(model.uri, promoted_model.uri, evidence)
+    """Adapter for the KFP component: artifacts in, artifact out (duck-typed, no kfp import).
+
+    In a KFP task a bad input ends the task with one line naming it (no traceback).
+    """
+    with report_input_errors(PromotionInputError):
+        evidence = getattr(metrics, "metadata", None)
+        if not isinstance(evidence, Mapping):
+            raise PromotionInputError("metrics", "expected a Metrics artifact with metadata")
+        evidence = dict(evidence)
+        promote(getattr(model, "uri", ""), getattr(promoted_model, "uri", ""), evidence)
     promoted_model.metadata.update({"source": model.uri, **evidence})
     return promoted_model.uri

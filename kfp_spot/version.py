@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 from importlib import metadata, resources
 
-try:
-    __version__ = metadata.version("kfp-spot")
-except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0"
+
+def _installed_version() -> str:
+    # The full distribution, or on a training VM the light kfp-spot-trainer wheel
+    # (kfp_spot.packaging.trainer_dist), which carries the same version.
+    for name in ("kfp-spot", "kfp-spot-trainer"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "0.0.0"  # running from a source tree that is not installed
+
+
+__version__ = _installed_version()
 
 # The image every component names as base_image: Python, kfp and this package, tagged with the
 # package version. The release workflow (.github/workflows/release.yml) publishes it here on a

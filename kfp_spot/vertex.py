@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+from kfp_spot import validation
 
 
 class SubmissionError(ValueError):
@@ -25,13 +23,14 @@ def validate_submission(
     """
     if not Path(template_path).is_file():
         raise SubmissionError(f"template {template_path}: no such file (compile it first)")
-    if not _PROJECT_RE.match(project or ""):
-        raise SubmissionError(
-            f"project {project!r} is not a Google Cloud project ID "
-            "(6-30 lowercase letters, digits or hyphens, starting with a letter)"
-        )
-    if not _LOCATION_RE.match(location or ""):
-        raise SubmissionError(f"location {location!r} is not a region such as 'us-central1'")
+    for name, check, value in (
+        ("project", validation.check_project_id, project),
+        ("location", validation.check_region, location),
+    ):
+        try:
+            check(value)
+        except validation.InvalidValueError as exc:
+            raise SubmissionError(f"{name}: {exc}") from None
     if pipeline_root and not pipeline_root.startswith("gs://"):
         raise SubmissionError(
             f"pipeline_root {pipeline_root!r} must be a gs:// URI on Vertex AI Pipelines"

@@ -7,17 +7,23 @@ checkpoint (a drill), and gathers what happened into ``run.json`` in the run dir
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kfp_spot import checkpoints
+from kfp_spot import accounting, checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
-from kfp_spot.reports import write_report
+from kfp_spot.reports import run_from_json, write_report
+from kfp_spot.reports.summary import percent, preemptions_text
+from kfp_spot.reports.summary import summarize as summarize_run
+
+if TYPE_CHECKING:
+    from kfp_spot.emulator import Emulator
 
 LOCAL_PROJECT = "local-project"
 LOCAL_LOCATION = "us-central1"
@@ -26,27 +32,48 @@ EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
 
 @dataclass
 class LocalRunResult:
-    """What a local run did, as ``run.json`` records it."""
+    """What a local run did, as ``run.json`` records it.
+
+    ``summary`` is the run's accounting summary (:mod:`kfp_spot.accounting`): the numbers
+    ``report.md`` and the launcher's ``job_report`` show; ``preemptions`` is its count (emulator
+    restarts included). ``serving`` holds the serving ledger rows of every endpoint the run
+    deployed to (each with its ``endpoint``), ``serving_summary`` their accounting summary.
+    """
 
     run_dir: str
     outcome: str
     job_names: list[str]
     ledger: list[dict[str, Any]]
     attempt_records: list[dict[str, Any]]
-    preemptions: int
+    preemptions: int | None
     resumed_from_steps: list[int]
     checkpoint_uri: str
     latest_step: int | None
     metrics: dict[str, Any]
     passed: bool | None
     artifacts: dict[str, str] = field(default_factory=dict)
-    serving: list[dict[str, Any]] = field(default_factory=list)  # serving ledger rows
+    serving: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0
     finished: float = 0.0
+    summary: accounting.Summary | None = None
+    serving_summary: accounting.ServingSummary | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The run record (schema in docs/reports.md)."""
-        return asdict(self)
+        """The run record (schema in docs/reports.md), with its accounting summaries."""
+        summaries = ("summary", "serving_summary")
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
+        if self.summary is not None:
+            doc["accounting"] = self.summary.to_json()
+        if self.serving_summary is not None:
+            doc["serving_accounting"] = self.serving_summary.to_json()
+        return doc
+
+    def account(self) -> accounting.Summary:
+        """Set the summaries and ``preemptions`` from the record as the run report computes them."""
+        numbers = summarize_run(run_from_json(self.run_dir, self.to_json()))
+        self.summary, self.serving_summary = numbers.accounting, numbers.serving
+        self.preemptions = self.summary.preemptions
+        return self.summary
 
 
 def run_local(
@@ -68,6 +95,7 @@ def run_local(
     progress: Callable[[str], None] | None = print,
     status: Callable[[str], None] | None = None,
     verbose: bool = False,
+    disruption: Callable[[Emulator, str], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> LocalRunResult:
     """Run the example pipeline locally against the emulator.
 
@@ -87,6 +115,9 @@ def run_local(
             few times a second while tasks run, and ``""`` at the end; None: none.
         verbose: also stream the executor logs to the terminal. They always go to
             ``<run_dir>/logs/pipeline.log`` and each task's to ``<run_dir>/logs/<task>.log``.
+        disruption: called with the running emulator and the checkpoint root; the context manager
+            it returns is entered around the pipeline (tests use it to restart the emulator
+            mid-run).
 
     Returns:
         The gathered result; also written to ``<run_dir>/run.json``.
@@ -122,11 +153,13 @@ def run_local(
             pipeline_root=str(run_dir / "pipeline_root"),
             raise_on_error=False,
         )
+        disrupted = disruption(emu, checkpoint_root) if disruption else contextlib.nullcontext()
         with (
             shown.watching(emulator_jobs(emu), latest_step(checkpoint_root)),
             CheckpointPreemptionDrill(
                 checkpoint_root, running_attempts, emu.preempt, count=preemptions
             ),
+            disrupted,
         ):
             task = pipeline(
                 project=LOCAL_PROJECT,
@@ -157,7 +190,7 @@ def run_local(
         job_names=jobs,
         ledger=ledger,
         attempt_records=records,
-        preemptions=sum(1 for row in ledger if row.get("endReason") == "PREEMPTED"),
+        preemptions=None,  # set by account()
         resumed_from_steps=[int(r["first_step"]) for r in records if r.get("first_step")],
         checkpoint_uri=checkpoint_root,
         latest_step=latest.step if latest else None,
@@ -174,6 +207,7 @@ def run_local(
         started=started,
         finished=time.time(),
     )
+    result.account()
     (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
     report = write_report(run_dir)
     result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
@@ -181,25 +215,28 @@ def run_local(
 
 
 def summarize(result: LocalRunResult) -> str:
-    """A short human summary of a local run (what ``make demo`` prints)."""
+    """A short human summary of a local run (what ``make demo`` prints).
+
+    Attempts, preemptions, billable time, cost and goodput are the run's accounting summary: the
+    same figures as ``report.md`` and the launch task's ``job_report``.
+    """
+    summary = result.summary if result.summary is not None else result.account()
+    goodput = "unknown" if summary.goodput is None else percent(summary.goodput)
+    if summary.lost_seconds:
+        goodput += f" ({summary.lost_seconds:.1f} s of billed time lost)"
     lines = [
         f"outcome:            {result.outcome}",
         f"CustomJobs:         {', '.join(result.job_names) or '-'}",
-        f"attempts:           {len(result.ledger)}",
-        f"preemptions:        {result.preemptions}",
+        f"attempts:           {summary.attempt_count}",
+        f"preemptions:        {preemptions_text(summary)}",
         "resumed from steps: "
         + (", ".join(map(str, result.resumed_from_steps)) or "- (never resumed)"),
         "latest checkpoint:  "
         + ("none committed" if result.latest_step is None else f"step {result.latest_step}"),
+        f"billable time:      {summary.billable_seconds:.1f} s",
+        f"cost:               {accounting.describe_cost(summary.costs)}",
+        f"goodput:            {goodput}",
     ]
-    billable = sum(float(row.get("billableSeconds", 0)) for row in result.ledger)
-    spot = sum(float(row.get("spotCost", 0)) for row in result.ledger)
-    on_demand = sum(float(row.get("onDemandCost", 0)) for row in result.ledger)
-    saved = f" (saved {1 - spot / on_demand:.0%})" if on_demand > 0 else ""
-    lines.append(
-        f"billable time:      {billable:.1f} s; cost ${spot:.6f} on Spot vs "
-        f"${on_demand:.6f} on demand{saved}"
-    )
     shown = {
         k: v
         for k, v in result.metrics.items()
@@ -211,13 +248,14 @@ def summarize(result: LocalRunResult) -> str:
     )
     gate = {True: "passed", False: "failed"}.get(result.passed, "not evaluated")
     lines.append(f"quality gate:       {gate}")
-    if result.serving:
-        served = sum(float(r["billableSeconds"]) for r in result.serving)
-        lines.append(
-            f"serving:            {len(result.serving)} replica lives, {served:.1f} s; cost "
-            f"${sum(float(r['spotCost']) for r in result.serving):.6f} on Spot vs "
-            f"${sum(float(r['onDemandCost']) for r in result.serving):.6f} on demand"
-        )
+    serving = result.serving_summary
+    if serving is not None:
+        lines += [
+            f"serving:            {len(serving.lives)} replica lives "
+            f"({serving.spot_lives} on Spot), {serving.preemptions} preempted, "
+            f"{serving.billable_seconds:.1f} s billed",
+            f"serving cost:       {accounting.describe_cost(serving.costs)}",
+        ]
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)

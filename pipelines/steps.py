@@ -20,6 +20,7 @@ def train_evaluate_promote(
     evaluation_entry_point: dsl.PipelineChannel | str,
     evaluation_params: dsl.PipelineChannel | dict,
     thresholds: dsl.PipelineChannel | dict,
+    allow_foreign_layout: dsl.PipelineChannel | bool = False,
     deploy_inputs: dict[str, object] | None = None,
     **launch_inputs: object,
 ) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
@@ -37,6 +38,7 @@ def train_evaluate_promote(
         entry_point=evaluation_entry_point,
         params=evaluation_params,
         thresholds=thresholds,
+        allow_foreign_layout=allow_foreign_layout,
     ).set_display_name("evaluate-checkpoint")
     # The gate reads the evaluation's single return value ("Output"): kfp.local resolves
     # conditions only on outputs named "Output" (named NamedTuple outputs are never resolved

@@ -47,7 +47,7 @@ def test_manifest_is_the_commit(tmp_path: Path) -> None:
     ("damage", "message"),
     [
         (lambda p: p.write_bytes(p.read_bytes()[:-1]), "bytes, manifest says"),
-        (lambda p: p.write_bytes(b"\xff" + p.read_bytes()[1:]), "sha256"),
+        (lambda p: p.write_bytes(b"\xff" + p.read_bytes()[1:]), "crc32c"),
         (lambda p: p.unlink(), "missing"),
     ],
     ids=["truncated", "hash-mismatch", "file-missing"],
@@ -155,3 +155,106 @@ def test_any_single_byte_flip_is_detected(tmp_path_factory, files, flip: int) ->
     with pytest.raises(CheckpointCorruptError):
         checkpoints.read_verified(root, 1)
     assert checkpoints.latest(root) is None
+
+
+def _legacy_write(root: Path, step: int, files: dict[str, bytes], metadata: dict) -> None:
+    """A step exactly as the first manifest format wrote it: sha256 per file, no seal."""
+    import hashlib
+
+    base = root / f"step-{step}"
+    for name, data in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        (base / name).write_bytes(data)
+    doc = {
+        "format": "kfp-spot-checkpoint/1",
+        "step": step,
+        "wall_time": 1.5,
+        "time": "1970-01-01T00:00:01Z",
+        "files": [
+            {"path": n, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+            for n, d in sorted(files.items())
+        ],
+        "metadata": metadata,
+    }
+    (base / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def test_first_format_manifests_still_verify(tmp_path: Path) -> None:
+    _legacy_write(tmp_path, 4, FILES, {"loss": 1.0})
+    manifest, files = checkpoints.read_verified(str(tmp_path), 4)
+    assert files == FILES and manifest.metadata == {"loss": 1.0}
+    assert manifest.files[0].sha256 and not manifest.files[0].crc32c
+    (tmp_path / "step-4" / "weights.bin").write_bytes(b"\x00\x02" * 1000)
+    with pytest.raises(CheckpointCorruptError, match="sha256"):
+        checkpoints.verify(str(tmp_path), 4)
+
+
+def test_manifest_is_sealed_and_records_crc32c(tmp_path: Path) -> None:
+    import google_crc32c
+
+    checkpoints.write_step(str(tmp_path), 1, FILES)
+    raw = (tmp_path / "step-1" / "manifest.json").read_bytes()
+    doc = json.loads(raw)
+    assert doc["format"] == "kfp-spot-checkpoint/2"
+    assert raw.rstrip().endswith(b'"\n}') and list(doc)[-1] == "manifest_sha256"
+    for entry in doc["files"]:
+        expected = google_crc32c.value(FILES[entry["path"]])
+        assert entry["crc32c"] == checkpoints.crc32c_b64(expected)  # as Cloud Storage writes it
+    # one changed byte anywhere in the manifest breaks the seal
+    flipped = raw.replace(b'"size": 11', b'"size": 12')
+    (tmp_path / "step-1" / "manifest.json").write_bytes(flipped)
+    with pytest.raises(CheckpointCorruptError, match="seal"):
+        checkpoints.verify(str(tmp_path), 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.binary(max_size=5000), st.integers(0, 4999))
+def test_crc32c_of_any_buffer_kind_matches_google_crc32c(data: bytes, cut: int) -> None:
+    import google_crc32c
+
+    expected = google_crc32c.value(data)
+    assert checkpoints.crc32c(data) == expected
+    assert checkpoints.crc32c(bytearray(data)) == expected
+    assert checkpoints.crc32c(memoryview(data)) == expected  # read-only, not bytes
+    cut = cut % (len(data) + 1)
+    assert checkpoints.crc32c(data[cut:], checkpoints.crc32c(data[:cut])) == expected
+
+
+def test_commit_files_commits_a_directory_written_by_someone_else(tmp_path: Path) -> None:
+    step = tmp_path / "step-5"
+    (step / "model" / "variables").mkdir(parents=True)
+    (step / "model" / "saved_model.pb").write_bytes(b"graph")
+    (step / "model" / "variables" / "data-0").write_bytes(b"\x01" * 5000)
+    (step / ".tmp-upload").write_bytes(b"ignored")
+    assert checkpoints.latest(str(tmp_path)) is None  # not committed until the manifest
+    manifest = checkpoints.commit_files(str(tmp_path), 5, metadata={"epoch": 2})
+    assert sorted(checkpoints.files_of(manifest)) == [
+        "model/saved_model.pb",
+        "model/variables/data-0",
+    ]
+    assert checkpoints.latest(str(tmp_path)).step == 5
+    assert checkpoints.read_verified(str(tmp_path), 5)[1]["model/saved_model.pb"] == b"graph"
+    (step / "model" / "saved_model.pb").write_bytes(b"Graph")
+    assert checkpoints.latest(str(tmp_path)) is None
+    with pytest.raises(FileNotFoundError):
+        checkpoints.commit_files(str(tmp_path), 5, ["nope.bin"])
+    with pytest.raises(ValueError, match="no files to commit"):
+        checkpoints.commit_files(str(tmp_path), 6)
+
+
+def test_local_checkpoints_never_import_fsspec(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from kfp_spot.trainer import CheckpointManager\n"
+        f"root = {str(tmp_path)!r}\n"
+        "with CheckpointManager(root, interval='1', handle_signals=False) as c:\n"
+        "    c.restore(); c.maybe_save(1, {'x': 1}); c.maybe_save(2, {'x': 2})\n"
+        "assert CheckpointManager(root, handle_signals=False).restore().step == 2\n"
+        "heavy = ('fsspec', 'gcsfs', 'asyncio')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,11 +1,15 @@
 """Package environments: cached by content and by the host environment they see."""
 
+import json
 import subprocess
 import sys
 import textwrap
 import zipfile
 
-from kfp_spot import envcache
+import pytest
+
+from kfp_spot import envcache, executors
+from kfp_spot.packaging.trainer_dist import build_trainer_wheel
 
 
 def _wheel(tmp_path, version="0.1"):
@@ -61,3 +65,112 @@ def test_same_packages_reuse_one_env_other_hosts_get_their_own(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() != str(first)
+
+
+SKLEARN = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+PYTORCH = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest"
+
+
+def _declaring_wheel(tmp_path, requires=(), requires_python=""):
+    path = tmp_path / "needs_pkg-0.1-py3-none-any.whl"
+    meta = "Metadata-Version: 2.1\nName: needs-pkg\nVersion: 0.1\n"
+    meta += f"Requires-Python: {requires_python}\n" if requires_python else ""
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr("needs_pkg/__init__.py", "")
+        whl.writestr("needs_pkg-0.1.dist-info/METADATA", meta)
+        whl.writestr(
+            "needs_pkg-0.1.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        whl.writestr("needs_pkg-0.1.dist-info/RECORD", "")
+    return path
+
+
+def _imports(python, *modules):
+    """Which of ``modules`` import in the environment of ``python`` (from an empty directory)."""
+    code = (
+        "import importlib, json, sys\n"
+        "ok = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        importlib.import_module(name); ok[name] = True\n"
+        "    except ImportError:\n"
+        "        ok[name] = False\n"
+        "print(json.dumps(ok))\n"
+    )
+    out = subprocess.run(
+        [str(python), "-c", code, *modules], capture_output=True, text=True, check=True, cwd="/"
+    )
+    return json.loads(out.stdout)
+
+
+def test_image_env_holds_the_profile_and_the_declared_requirements_only(tmp_path):
+    # PyYAML is installed here and declared by the package; it is not in the sklearn image.
+    wheel = _declaring_wheel(tmp_path, requires=["PyYAML>=5"])
+    python = envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=SKLEARN)
+    seen = _imports(
+        python,
+        "needs_pkg",
+        "yaml",  # declared
+        "numpy",  # the image's libraries
+        "sklearn",
+        "scipy",
+        "google.cloud.storage",  # one part of the google namespace ...
+        "google.cloud.aiplatform",  # ... but not another that is installed here
+        "kfp",  # installed here, in no training image
+        "kfp_spot",
+        "gcsfs",
+        "matplotlib",
+    )
+    assert seen == {
+        "needs_pkg": True,
+        "yaml": True,
+        "numpy": True,
+        "sklearn": True,
+        "scipy": True,
+        "google.cloud.storage": True,
+        "google.cloud.aiplatform": False,
+        "kfp": False,
+        "kfp_spot": False,
+        "gcsfs": False,
+        "matplotlib": False,
+    }
+    assert (
+        envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=SKLEARN) == python
+    )  # cached
+
+
+def test_another_image_has_other_libraries(tmp_path):
+    wheel = _declaring_wheel(tmp_path)
+    python = envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=PYTORCH)
+    assert _imports(python, "sklearn", "numpy", "needs_pkg") == {
+        "sklearn": False,  # not in pytorch-xla.2-3.py310's documented list
+        "numpy": False,
+        "needs_pkg": True,
+    }
+
+
+def test_a_package_refusing_the_images_python_does_not_install(tmp_path):
+    wheel = _declaring_wheel(tmp_path, requires_python=">=3.11")
+    with pytest.raises(
+        envcache.PackageInstallError,
+        match=r"needs-pkg' requires a different Python: 3.10 \(the Python of sklearn-cpu.1-6\) "
+        r"not in '>=3.11'",
+    ):
+        envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=SKLEARN)
+
+
+def test_an_unknown_image_is_refused(tmp_path):
+    with pytest.raises(executors.ExecutorImageError, match="not a prebuilt training image"):
+        envcache.package_env([], tmp_path / "cache", executor_image_uri="python:3.11")
+
+
+def test_host_view_env_uses_the_hosts_kfp_spot_not_the_light_wheel(tmp_path):
+    light = build_trainer_wheel(tmp_path / "light")
+    python = envcache.package_env([str(light)], tmp_path / "cache")
+    code = "import kfp_spot.evaluation, kfp_spot; print(kfp_spot.__file__)"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    import kfp_spot
+
+    assert out.stdout.strip() == kfp_spot.__file__

@@ -486,9 +486,7 @@ def test_a_successful_run_prints_a_few_lines_and_keeps_the_executor_logs(success
     pipeline_log = (logs / "pipeline.log").read_text()
     assert "Executing task 'launch-spot-job'" in pipeline_log  # kfp.local's own line
     launch_log = (logs / "launch-spot-job.log").read_text()
-    assert re.search(
-        r"submitted projects/local-project/locations/us-central1/customJobs/\d+", launch_log
-    )
+    assert re.search(r"submitted projects/\d{12}/locations/us-central1/customJobs/\d+", launch_log)
     assert "launch_spot_job: SUCCEEDED; attempts=2" in launch_log  # the launcher's line
     assert "Executing task 'prepare-package'" not in launch_log
     assert f"logs            {logs}" in proc.stdout

@@ -17,6 +17,7 @@ def evaluate_checkpoint(
     step: str = "latest",
     thresholds: dict = {},
     fallback_to_previous: bool = False,
+    allow_foreign_layout: bool = False,
 ) -> bool:
     """Verifies a checkpoint step and scores it with the training package's evaluate().
 
@@ -42,6 +43,10 @@ def evaluate_checkpoint(
             meaning ``>=``. Every bound must hold for ``passed``.
         fallback_to_previous: when the chosen step does not verify, evaluate the newest earlier
             step that does (the report lists what was passed over).
+        allow_foreign_layout: evaluate a checkpoint directory that holds no kfp-spot steps
+            (a trainer's own files) as it is: the entry point gets the whole directory and the
+            metrics say ``checkpoint_layout: foreign``, ``checkpoint_verified: false``. Off, such
+            a directory is an error that names the layout expected and what was found.
 
     Returns:
         Whether every threshold held (True without thresholds): the single output ``Output``,
@@ -60,4 +65,5 @@ def evaluate_checkpoint(
         step=step,
         thresholds=thresholds,
         fallback_to_previous=fallback_to_previous,
+        allow_foreign_layout=allow_foreign_layout,
     )

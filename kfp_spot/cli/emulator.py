@@ -38,6 +38,18 @@ def _seconds_list(ctx: click.Context, param: click.Parameter, value: str | None)
     return tuple(out)
 
 
+def _vm_offsets(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> dict[str, tuple[float, ...]]:
+    out: dict[str, tuple[float, ...]] = {}
+    for item in value:
+        replica, sep, offsets = item.partition("=")
+        if not sep or not replica.strip() or not offsets.strip():
+            raise click.BadParameter(f"{item!r}: write REPLICA=S1[,S2...], e.g. workerpool1-0=5,20")
+        out[replica.strip()] = _seconds_list(ctx, param, offsets)
+    return out
+
+
 def _capacity(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if not value:
         return None
@@ -88,6 +100,25 @@ def emulator() -> None:
     help="Mean seconds between random preemptions (after the --preempt-at list).",
 )
 @click.option("--seed", type=int, help="Seed for random preemptions (reproducible).")
+@click.option(
+    "--preempt-vm-at",
+    multiple=True,
+    callback=_vm_offsets,
+    help="One VM at a time: REPLICA=S1[,S2...] preempts the i-th start of that replica's VM "
+    "S_i seconds after it started (repeatable). A worker is replaced while the others run.",
+)
+@click.option(
+    "--preempt-vm-every",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Mean seconds between random preemptions of each VM (one clock per VM; --seed).",
+)
+@click.option(
+    "--vm-downtime",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds a preempted worker's VM is away (not billed) before its replacement starts.",
+)
 @click.option("--capacity", callback=_capacity, help="Simulated VMs: N per type, or TYPE=N,...")
 @click.option(
     "--env-cache-dir",
@@ -102,6 +133,9 @@ def start(
     preempt_at: tuple[float, ...],
     preempt_every: float | None,
     seed: int | None,
+    preempt_vm_at: dict[str, tuple[float, ...]],
+    preempt_vm_every: float | None,
+    vm_downtime: float,
     capacity: Any,
     env_cache_dir: str | None,
 ) -> None:
@@ -125,6 +159,9 @@ def start(
             seed=seed,
             capacity=capacity,
             env_cache_dir=env_cache_dir,
+            preempt_vm_at=preempt_vm_at,
+            preempt_vm_every=preempt_vm_every,
+            vm_downtime=vm_downtime,
         ).start()
     except EmulatorError as err:
         raise click.ClickException(str(err)) from None
@@ -154,8 +191,8 @@ def _endpoint(endpoint: str | None, state_dir: str) -> str:
     )
 
 
-def _call(method: str, url: str) -> Any:
-    data = b"{}" if method == "POST" else None
+def _call(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+    data = json.dumps(body or {}).encode() if method == "POST" else None
     request = urllib.request.Request(url, data=data, method=method)
     request.add_header("Content-Type", "application/json")
     try:
@@ -203,14 +240,21 @@ _state_option = click.option(
 
 @emulator.command()
 @click.argument("job_name")
+@click.option(
+    "--replica",
+    help="Preempt only this replica's VM, e.g. workerpool1-0: a worker is replaced while the "
+    "others keep running; the primary's (workerpool0-0) preempts the attempt.",
+)
 @_endpoint_option
 @_state_option
-def preempt(job_name: str, endpoint: str | None, state_dir: str) -> None:
-    """Preempt the running attempt of a Spot job (SIGTERM, grace period, SIGKILL)."""
+def preempt(job_name: str, replica: str | None, endpoint: str | None, state_dir: str) -> None:
+    """Preempt the running attempt of a Spot job, or one VM (SIGTERM, grace period, SIGKILL)."""
     base = _endpoint(endpoint, state_dir)
     name = _job_name(base, job_name)
-    result = _call("POST", f"{base}/emulator/v1/{name}:preempt")
-    click.echo(f"preempting attempt {result.get('attempt')} of {name}")
+    body = {"replica": replica} if replica else {}
+    result = _call("POST", f"{base}/emulator/v1/{name}:preempt", body)
+    what = f"the VM of {replica} in " if replica else ""
+    click.echo(f"preempting {what}attempt {result.get('attempt')} of {name}")
 
 
 @emulator.command()
@@ -258,6 +302,13 @@ def attempts(job_name: str, as_json: bool, endpoint: str | None, state_dir: str)
             f"{row['attempt']:>2} {row['endReason'] or 'RUNNING':<19} "
             f"{row['billableSeconds']:>10.1f} {row['queuedSeconds']:>9.1f} {row['spotCost']:>10.6f}"
         )
+        vms = row.get("vms") or []
+        for vm in vms if len(vms) > 1 else []:
+            away = sum(g["seconds"] for g in vm.get("gaps", []))
+            click.echo(
+                f"   {vm['replica']:<19} {vm['billableSeconds']:>10.1f} {'':>9} "
+                f"{vm['spotCost']:>10.6f}  preempted {vm['preemptions']}x, away {away:.1f} s"
+            )
 
 
 @emulator.command()

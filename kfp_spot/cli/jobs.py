@@ -22,7 +22,8 @@ def _client(location: str, api_endpoint: str):
     try:
         return make_job_client(resolve_endpoint(location, api_endpoint))
     except LaunchInputError as exc:
-        raise click.BadParameter(str(exc), param_hint="--api-endpoint") from exc
+        hint = f"--{exc.field.replace('_', '-')}"  # --location or --api-endpoint
+        raise click.BadParameter(str(exc), param_hint=hint) from exc
     except auth_exceptions.GoogleAuthError as exc:
         raise click.ClickException(
             f"no Google credentials for Vertex AI ({exc}); run `gcloud auth "

@@ -1,8 +1,8 @@
 """The billing ledger: an attempt's hourly rates, what its running time costs, its ledger row.
 
 Only RUNNING time is billable (queued, pending and the time between attempts are free). The cost
-arithmetic is :func:`attempt_costs` alone, so the project's accounting model can take it over in
-one place.
+arithmetic is :func:`kfp_spot.accounting.pricing.attempt_cost`, the one cost function of training
+attempts, per-VM rows and serving replica lives alike.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from google.cloud.aiplatform_v1.types import AcceleratorType
 
 from kfp_spot import machines
+from kfp_spot.accounting import pricing
 from kfp_spot.emulator.store import AttemptRow
 
 
@@ -49,12 +50,9 @@ def attempt_costs(
         on_demand_usd_per_hour: the on-demand price of the same, per hour.
         strategy: the ``Scheduling.Strategy`` name; ``"SPOT"`` pays the Spot price.
     """
-    hours = billable_seconds / 3600.0
-    # rounded first, so every row adds up exactly: savings == on_demand - cost
-    spot = round(spot_usd_per_hour * hours, 6)
-    on_demand = round(on_demand_usd_per_hour * hours, 6)
-    cost = spot if strategy == "SPOT" else on_demand
-    return Costs(spot, on_demand, cost, round(on_demand - cost, 6))
+    rates = pricing.Rates(spot_usd_per_hour, on_demand_usd_per_hour)
+    priced = pricing.attempt_cost(billable_seconds, rates, strategy)
+    return Costs(priced.spot_usd, priced.on_demand_usd, priced.paid_usd, priced.savings_usd)
 
 
 def accelerator_name(value: int) -> str:
@@ -67,16 +65,22 @@ def accelerator_name(value: int) -> str:
         return ""
 
 
+def pool_rates(pool: Any) -> tuple[float, float]:
+    """(Spot, on-demand) USD per hour of one replica (VM) of a ``WorkerPoolSpec`` (raw protobuf)."""
+    ms = pool.machine_spec
+    args = (ms.machine_type, accelerator_name(ms.accelerator_type), ms.accelerator_count)
+    return machines.hourly_price(*args, spot=True), machines.hourly_price(*args, spot=False)
+
+
 def hourly_rates(job_spec: Any) -> tuple[float, float]:
     """(Spot, on-demand) USD per hour of every replica of a ``CustomJobSpec`` (raw protobuf)."""
     spot_rate = on_demand_rate = 0.0
     for pool in job_spec.worker_pool_specs:
         if not pool.ByteSize():
             continue
-        ms = pool.machine_spec
-        args = (ms.machine_type, accelerator_name(ms.accelerator_type), ms.accelerator_count)
-        spot_rate += machines.hourly_price(*args, spot=True) * pool.replica_count
-        on_demand_rate += machines.hourly_price(*args, spot=False) * pool.replica_count
+        spot, on_demand = pool_rates(pool)
+        spot_rate += spot * pool.replica_count
+        on_demand_rate += on_demand * pool.replica_count
     return spot_rate, on_demand_rate
 
 
@@ -99,11 +103,88 @@ def billable_seconds(att: AttemptRow, now: float | None = None) -> float:
     return max(0.0, stop - att.start_time)
 
 
-def ledger_row(att: AttemptRow, now: float | None = None) -> dict[str, Any]:
-    """One ledger line (camelCase, as ``/attempts`` serves it)."""
-    billable = billable_seconds(att, now)
-    costs = attempt_costs(billable, att.spot_usd_per_hour, att.on_demand_usd_per_hour, att.strategy)
+def vm_rows(att: AttemptRow, now: float | None = None) -> list[dict[str, Any]] | None:
+    """The attempt's VMs (one per replica) with their running time, gaps and costs.
+
+    Each VM is billed for its own running time only: from the attempt's RUNNING (or its
+    replacement's start) to its preemption, and from its last start to the attempt's end. None
+    for an attempt recorded without per-VM runs (a state dir of an older emulator).
+    """
+    vms = [p for p in att.process_list if isinstance(p.get("runs"), list)]
+    if att.start_time is None or not vms or len(vms) != len(att.process_list):
+        return None
+    end = att.end_time if att.end_time is not None else (now or time.time())
+    out = []
+    for vm in vms:
+        runs, gaps = [], []
+        billable = 0.0
+        preemptions = 0
+        previous_end: float | None = None
+        for start, stop, reason in vm["runs"]:
+            if previous_end is not None:
+                gaps.append(_gap(previous_end, start))
+            closed = stop if stop is not None else end
+            billable += max(0.0, closed - start)
+            preemptions += reason == "PREEMPTED"
+            runs.append(
+                {
+                    "startTime": rfc3339(start),
+                    "endTime": rfc3339(stop if stop is not None else att.end_time),
+                    "endReason": reason if stop is not None else att.end_reason,
+                }
+            )
+            previous_end = closed
+        if previous_end is not None and previous_end < end:  # away when the attempt ended / now
+            gaps.append(_gap(previous_end, att.end_time, now=end))
+        costs = attempt_costs(
+            billable, vm["spot_usd_per_hour"], vm["on_demand_usd_per_hour"], att.strategy
+        )
+        out.append(
+            {
+                "replica": vm["replica"],
+                "machineType": vm.get("machine_type", ""),
+                "billableSeconds": round(billable, 3),
+                "preemptions": preemptions,
+                "runs": runs,
+                "gaps": gaps,
+                "spotCost": costs.spot,
+                "onDemandCost": costs.on_demand,
+                "cost": costs.cost,
+                "savings": costs.savings,
+            }
+        )
+    return out
+
+
+def _gap(start: float, stop: float | None, now: float | None = None) -> dict[str, Any]:
+    """A time a VM was away (preempted, its replacement not started yet); open while away."""
+    until = stop if stop is not None else now
     return {
+        "startTime": rfc3339(start),
+        "endTime": rfc3339(stop),
+        "seconds": round(max(0.0, (until or start) - start), 3),
+    }
+
+
+def ledger_row(att: AttemptRow, now: float | None = None) -> dict[str, Any]:
+    """One ledger line (camelCase, as ``/attempts`` serves it).
+
+    ``billableSeconds`` is the attempt's RUNNING time (the job's clock); with per-VM records the
+    costs are the sums over ``vms`` (each VM billed for its own running time), ``vmSeconds`` the
+    VM-seconds billed and ``vmPreemptions`` how many VMs were preempted and replaced.
+    """
+    billable = billable_seconds(att, now)
+    vms = vm_rows(att, now)
+    if vms is None:
+        costs = attempt_costs(
+            billable, att.spot_usd_per_hour, att.on_demand_usd_per_hour, att.strategy
+        )
+    else:
+        spot = round(sum(v["spotCost"] for v in vms), 6)
+        on_demand = round(sum(v["onDemandCost"] for v in vms), 6)
+        cost = spot if att.strategy == "SPOT" else on_demand
+        costs = Costs(spot, on_demand, cost, round(on_demand - cost, 6))
+    row = {
         "attempt": att.attempt,
         "startTime": rfc3339(att.start_time),
         "endTime": rfc3339(att.end_time),
@@ -118,3 +199,8 @@ def ledger_row(att: AttemptRow, now: float | None = None) -> dict[str, Any]:
         "cost": costs.cost,
         "savings": costs.savings,
     }
+    if vms is not None:
+        row["vmSeconds"] = round(sum(v["billableSeconds"] for v in vms), 3)
+        row["vmPreemptions"] = sum(v["preemptions"] for v in vms)
+        row["vms"] = vms
+    return row

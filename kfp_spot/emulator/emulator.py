@@ -14,8 +14,8 @@ from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 
 from kfp_spot import envcache
-from kfp_spot.emulator.policy import PreemptionPolicy
-from kfp_spot.emulator.server import EmulatorHTTPServer
+from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
+from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
 from kfp_spot.emulator.service import Service
 from kfp_spot.emulator.serving.routes import ServingRoutes
 from kfp_spot.emulator.statedir import StateDirBusyError
@@ -37,6 +37,29 @@ def _check_seconds(name: str, value: Any, *, positive: bool = False) -> float:
         bound = "> 0" if positive else ">= 0"
         raise EmulatorError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
     return seconds
+
+
+def _check_offsets(name: str, value: Any) -> tuple[float, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Collection):
+        raise EmulatorError(f"{name} must be a sequence of seconds, got {value!r}")
+    return tuple(_check_seconds(f"{name}[{i}]", v) for i, v in enumerate(value))
+
+
+def _check_vm_offsets(value: Any) -> dict[str, tuple[float, ...]]:
+    if not isinstance(value, Mapping):
+        raise EmulatorError(
+            "preempt_vm_at must map replica names to seconds, e.g. "
+            f"{{'workerpool1-0': (5.0, 20.0)}}, got {value!r}"
+        )
+    out = {}
+    for replica, offsets in value.items():
+        if not isinstance(replica, str) or not REPLICA_NAME.match(replica):
+            raise EmulatorError(
+                f"preempt_vm_at: {replica!r} is not a replica name; Vertex names replicas "
+                "workerpoolP-I (pool P in 0..3, index I), e.g. workerpool1-0"
+            )
+        out[replica] = _check_offsets(f"preempt_vm_at[{replica!r}]", offsets)
+    return out
 
 
 def _check_capacity(capacity: Any) -> int | dict[str, int] | None:
@@ -73,6 +96,15 @@ class Emulator:
             None for unlimited.
         env_cache_dir: where package environments are cached (default: the shared cache of
             ``kfp_spot.envcache.default_cache_dir()``).
+        read_timeout: seconds a request may take to arrive in full (and a kept-alive
+            connection to stay idle) before it is answered 408 and closed.
+        preempt_vm_at: one VM at a time: replica name -> seconds; the *i*-th start of that
+            replica's VM (in the job) is preempted ``seconds[i-1]`` after it started. A worker's
+            VM is replaced while the others run; the primary's preempts the attempt.
+        preempt_vm_every: mean seconds between random preemptions of each VM (exponential, one
+            clock per VM, seeded by ``seed``), or None.
+        vm_downtime: seconds a preempted worker's VM is away (not billed) before its
+            replacement starts.
         serving_restart_delay: seconds a preempted Spot serving replica stays down before it
             starts again (the time a new Spot VM takes; 0: at once).
 
@@ -93,18 +125,24 @@ class Emulator:
         capacity: int | Mapping[str, int] | None = None,
         *,
         env_cache_dir: str | os.PathLike[str] | None = None,
+        read_timeout: float = READ_TIMEOUT,
+        preempt_vm_at: Mapping[str, Sequence[float]] | None = None,
+        preempt_vm_every: float | None = None,
+        vm_downtime: float = 0.0,
         serving_restart_delay: float = 0.0,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise EmulatorError(f"port must be an integer in 0..65535 (0: any free), got {port!r}")
         if not host:
             raise EmulatorError("host must name an interface, e.g. 127.0.0.1")
-        if isinstance(preempt_at, (str, bytes)) or not isinstance(preempt_at, Collection):
-            raise EmulatorError(f"preempt_at must be a sequence of seconds, got {preempt_at!r}")
-        at = tuple(_check_seconds(f"preempt_at[{i}]", v) for i, v in enumerate(preempt_at))
-        every = None
+        at = _check_offsets("preempt_at", preempt_at)
+        every = vm_every = None
         if preempt_every is not None:
             every = _check_seconds("preempt_every", preempt_every, positive=True)
+        if preempt_vm_every is not None:
+            vm_every = _check_seconds("preempt_vm_every", preempt_vm_every, positive=True)
+        vm_at = _check_vm_offsets(preempt_vm_at or {})
+        downtime = _check_seconds("vm_downtime", vm_downtime)
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise EmulatorError(f"seed must be an integer, got {seed!r}")
         self.state_dir = Path(state_dir)
@@ -112,9 +150,10 @@ class Emulator:
         self.port = port
         self.grace_period = _check_seconds("grace_period", grace_period)
         self.serving_restart_delay = _check_seconds("serving_restart_delay", serving_restart_delay)
-        self.policy = PreemptionPolicy(at, every, seed)
+        self.policy = PreemptionPolicy(at, every, seed, vm_at, vm_every, downtime)
         self.capacity = _check_capacity(capacity)
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
+        self.read_timeout = _check_seconds("read_timeout", read_timeout, positive=True)
         self._service: Service | None = None
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -139,7 +178,10 @@ class Emulator:
         service.start()
         try:
             httpd = EmulatorHTTPServer(
-                (self.host, self.port), service, routes=ServingRoutes(service.serving)
+                (self.host, self.port),
+                service,
+                read_timeout=self.read_timeout,
+                routes=[ServingRoutes(service.serving)],
             )
         except OSError as err:
             service.stop()
@@ -200,9 +242,17 @@ class Emulator:
             for pb in self.service.all_jobs(parent)
         ]
 
-    def preempt(self, job_name: str) -> dict[str, Any]:
-        """Preempt the job's running attempt (or its next one as soon as it runs)."""
-        return self.service.preempt(self._name(job_name))
+    def preempt(self, job_name: str, replica: str | None = None) -> dict[str, Any]:
+        """Preempt the job's running attempt (or its next one as soon as it runs).
+
+        Args:
+            job_name: the job's name or numeric id.
+            replica: preempt only this replica's VM (``workerpool1-0``): a worker is replaced
+                while the others keep running (unless the job sets
+                ``scheduling.restartJobOnWorkerRestart``); the primary replica's preemption is
+                the attempt's.
+        """
+        return self.service.preempt(self._name(job_name), replica)
 
     def attempts(self, job_name: str) -> list[dict[str, Any]]:
         """Ledger rows, as served by the ``/attempts`` endpoint."""

@@ -1,36 +1,59 @@
-"""The CustomJob API of the emulator: create, get, list, cancel, delete; preempt, attempts, logs.
+"""The CustomJob API of the emulator: create, get, list, cancel, delete; operations; extensions.
 
 It parses and validates requests, answers in the API's shapes and raises
 :class:`~kfp_spot.emulator.errors.ApiError`; every state change goes through the
 :class:`~kfp_spot.emulator.lifecycle.Lifecycle`, and ``notify(job_id)`` tells the scheduler (and
 the job's running attempt) that something was asked of a job.
+
+What Vertex AI does and the emulator does too (docs/emulator.md says which is documented):
+names carry the project number (a request may name the project by ID or number); ids are int64;
+the returned spec has the service's documented defaults filled in; list pages carry opaque,
+signed page tokens tied to their query and honour ``readMask``; delete answers a location-scoped
+long-running operation with ``DeleteOperationMetadata`` that can be fetched afterwards;
+``webAccessUris`` is filled per replica while a job with ``enableWebAccess`` runs.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import hashlib
+import hmac
+import json
 import re
-import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import CustomJob, JobState, Scheduling
-from google.protobuf import json_format
+from google.cloud.aiplatform_v1.types import (
+    CustomJob,
+    DeleteOperationMetadata,
+    JobState,
+    Scheduling,
+)
+from google.longrunning import operations_pb2
+from google.protobuf import empty_pb2, field_mask_pb2, json_format
 
-from kfp_spot.emulator import billing, filters
-from kfp_spot.emulator.errors import ApiError, parse_error
-from kfp_spot.emulator.lifecycle import Lifecycle
+from kfp_spot.emulator import billing, filters, names, replicas
+from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
+from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.scheduler import Capacity
 from kfp_spot.emulator.statedir import StateDir
-from kfp_spot.emulator.states import CANCELLING
-from kfp_spot.emulator.store import JobRow, Store
+from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
+from kfp_spot.emulator.store import JobRow, OperationRow, Store
 from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+INT32_MAX = 2**31 - 1
+# DiskSpec's documented defaults: boot_disk_type "pd-ssd" ("hyperdisk-balanced" on A3 Ultra
+# machines), boot_disk_size_gb 100.
+DEFAULT_BOOT_DISK_GB = 100
 
-_NAME = re.compile(r"^(projects/[^/]+/locations/[^/]+)/customJobs/([^/:]+)$")
+_NAME = re.compile(r"(projects/[^/]+/locations/[^/]+)/customJobs/([^/:]+)")
+_OPERATION = re.compile(r"(projects/[^/]+/locations/[^/]+)/operations/([^/:]+)")
 _SPOT = int(Scheduling.Strategy.SPOT)
+_CUSTOM_JOB = CustomJob.pb()
 _OUTPUT_ONLY = (
     "name",
     "state",
@@ -40,16 +63,20 @@ _OUTPUT_ONLY = (
     "update_time",
     "error",
     "web_access_uris",
+    "satisfies_pzs",
+    "satisfies_pzi",
 )
 
 
 def parse_name(name: str) -> tuple[str, str]:
-    """Split ``projects/P/locations/L/customJobs/ID`` into (parent, id).
+    """Split ``projects/P/locations/L/customJobs/ID`` into (canonical parent, id).
+
+    The parent comes back as ``projects/NUMBER/locations/L`` whether P was an ID or a number.
 
     Raises:
         ApiError: INVALID_ARGUMENT when the name has another shape.
     """
-    match = _NAME.match(name or "")
+    match = _NAME.fullmatch(name or "")
     if not match:
         raise ApiError(
             "INVALID_ARGUMENT",
@@ -57,11 +84,61 @@ def parse_name(name: str) -> tuple[str, str]:
             "projects/PROJECT/locations/LOCATION/customJobs/ID",
             "name",
         )
-    return match.group(1), match.group(2)
+    return names.parse_parent(match.group(1)).canonical, match.group(2)
+
+
+def _parent(parent: str) -> names.Parent:
+    try:
+        return names.parse_parent(parent)
+    except ValueError as err:
+        raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
+
+
+def _field_mask(text: str) -> Any | None:
+    """The ``readMask`` query parameter as a FieldMask of CustomJob, None for every field."""
+    paths = [p.strip() for p in text.split(",") if p.strip()]
+    if not paths or paths == ["*"]:
+        return None
+    mask = field_mask_pb2.FieldMask()
+    for path in paths:  # camelCase as the JSON mapping writes it, or snake_case
+        mask.paths.append(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), path))
+    if not mask.IsValidForDescriptor(_CUSTOM_JOB.DESCRIPTOR):
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"readMask {text!r} names a field a CustomJob does not have; give CustomJob field "
+            "paths separated by commas, e.g. displayName,state,jobSpec.scheduling",
+            "read_mask",
+        )
+    return mask
+
+
+def preempt_replica(body: Any) -> str | None:
+    """The ``replica`` of a ``:preempt`` request body (``{}`` or ``{"replica": "workerpool1-0"}``).
+
+    Raises:
+        ApiError: INVALID_ARGUMENT for another shape, naming the field.
+    """
+    if not isinstance(body, dict):
+        raise ApiError("INVALID_ARGUMENT", "the :preempt body must be a JSON object", "body")
+    unknown = sorted(set(body) - {"replica"})
+    if unknown:
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"unknown field {unknown[0]!r} in the :preempt body; the only field is 'replica'",
+            unknown[0],
+        )
+    replica = body.get("replica")
+    if replica is not None and (not isinstance(replica, str) or not replica):
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"replica must be a replica name such as 'workerpool1-0', got {replica!r}",
+            "replica",
+        )
+    return replica
 
 
 class JobService:
-    """The emulated JobService (CustomJob methods) and the emulator's own extensions.
+    """The emulated JobService (CustomJob methods and their operations) and extensions.
 
     Args:
         store: the durable state (read here; written through ``lifecycle``).
@@ -71,6 +148,8 @@ class JobService:
         container_runtime: the container runtime probe (containerSpec jobs need one).
         notify: called with a job id after a request that the scheduler or the job's running
             attempt must act on.
+        alarm: ``alarm(when, job_id)`` calls ``notify(job_id)`` at wall time ``when`` (the end
+            of a FLEX_START job's wait for capacity); None when nothing needs waking.
     """
 
     def __init__(
@@ -81,6 +160,7 @@ class JobService:
         state_dir: StateDir,
         container_runtime: Callable[[], str | None],
         notify: Callable[[str], None],
+        alarm: Callable[[float, str], None] | None = None,
     ) -> None:
         self.store = store
         self.lifecycle = lifecycle
@@ -88,28 +168,22 @@ class JobService:
         self.state_dir = state_dir
         self.container_runtime = container_runtime
         self._notify = notify
+        self._alarm = alarm
+        self._secret = store.secret()
+        self.base_url = ""  # set by the HTTP server: the root of webAccessUris
 
     # CustomJob methods ------------------------------------------------------------------------
 
     def create_job(self, parent: str, body: Any) -> Any:
         """Validate and store a CustomJob; returns its protobuf with name and state set."""
-        if not isinstance(body, dict):
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                "Invalid JSON payload: the request body must be a JSON object (a CustomJob)",
-                "custom_job",
-            )
-        pb = CustomJob.pb()()
-        try:
-            json_format.ParseDict(body, pb, ignore_unknown_fields=False)
-        except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as err:
-            raise parse_error(err) from None
-        except RecursionError:
-            raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload: nested too deeply") from None
+        where = _parent(parent)
+        pb = parse_message(body, _CUSTOM_JOB, "custom_job")
+        for output_only in _OUTPUT_ONLY:  # ignored on create, as the service does
+            pb.ClearField(output_only)
         try:
             validate_custom_job(pb)
         except InvalidJobSpecError as err:
-            raise ApiError("INVALID_ARGUMENT", str(err), err.field) from None
+            raise rule_error(err.field, err.message, _CUSTOM_JOB.DESCRIPTOR) from None
         for index, pool in enumerate(pb.job_spec.worker_pool_specs):
             if pool.HasField("container_spec") and not self.container_runtime():
                 raise ApiError(
@@ -117,12 +191,18 @@ class JobService:
                     f"jobSpec.workerPoolSpecs[{index}].containerSpec: running a container needs "
                     "a container runtime (docker or podman) and none answers on this machine; "
                     "use pythonPackageSpec to run the job as local processes",
-                    f"jobSpec.workerPoolSpecs[{index}].containerSpec",
+                    f"job_spec.worker_pool_specs[{index}].container_spec",
                 )
-        self.capacity.check(pb)
-        for output_only in _OUTPUT_ONLY:
-            pb.ClearField(output_only)
-        row = self.lifecycle.submit(parent, pb)
+        try:
+            self.capacity.check(pb)
+        except ApiError as err:
+            err.field = proto_path(err.field, _CUSTOM_JOB.DESCRIPTOR) if err.field else err.field
+            raise
+        _fill_defaults(pb)
+        row = self.lifecycle.submit(where.canonical, pb, project_id=where.project)
+        deadline = flex_start_deadline(row, pb)
+        if deadline is not None and self._alarm is not None:
+            self._alarm(deadline, row.id)
         self._notify(row.id)
         return self.to_proto(row)
 
@@ -131,43 +211,45 @@ class JobService:
         return self.to_proto(self._row(name))
 
     def list_jobs(
-        self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        parent: str,
+        filter_text: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        read_mask: str = "",
     ) -> tuple[list[Any], str]:
         """A page of the parent's jobs, newest first, and the next page's token (or "")."""
+        canonical = _parent(parent).canonical
         try:
             predicate = filters.compile_filter(filter_text or "")
         except filters.FilterError as err:
             raise ApiError("INVALID_ARGUMENT", f"filter: {err}", "filter") from None
-        if page_size < 0:
+        if not 0 <= page_size <= INT32_MAX:
             raise ApiError(
-                "INVALID_ARGUMENT", f"pageSize is {page_size}; it must be >= 0", "page_size"
+                "INVALID_ARGUMENT",
+                f"pageSize is {page_size}; it must be between 0 and {INT32_MAX} "
+                f"(0: the default of {DEFAULT_PAGE_SIZE}; at most {MAX_PAGE_SIZE} are returned)",
+                "page_size",
             )
+        mask = _field_mask(read_mask)
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        offset = 0
-        if page_token:
-            try:
-                offset = int(base64.urlsafe_b64decode(page_token.encode()).decode())
-                if offset < 0:
-                    raise ValueError(offset)
-            except (ValueError, UnicodeDecodeError):
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    "pageToken is not a token this service returned; pass nextPageToken from "
-                    "the previous page, or none for the first page",
-                    "page_token",
-                ) from None
-        matching = []
-        for row in self.store.jobs(parent):
+        query = hashlib.sha256(f"{canonical}\0{filter_text}".encode("utf-8", "replace"))
+        query_key = query.hexdigest()[:16]
+        after = self._read_token(page_token, query_key) if page_token else None
+        page: list[JobRow] = []
+        more = False
+        for row in self.store.jobs(canonical):  # newest (highest seq) first
+            if after is not None and row.seq >= after:
+                continue
             pb = self.lifecycle.spec(row)
-            record = filters.Record(
-                row.state, row.display_name, dict(pb.labels), row.create_time, row.update_time
-            )
+            record = filters.Record(row.state, row.display_name, dict(pb.labels), row.create_time)
             if predicate(record):
-                matching.append(row)
-        page = matching[offset : offset + size]
-        more = offset + size < len(matching)
-        token = base64.urlsafe_b64encode(str(offset + size).encode()).decode() if more else ""
-        return [self.to_proto(r) for r in page], token
+                if len(page) == size:
+                    more = True
+                    break
+                page.append(row)
+        token = self._token(page[-1].seq, query_key) if more else ""
+        return [self._masked(self.to_proto(r), mask) for r in page], token
 
     def cancel_job(self, name: str) -> None:
         """Ask a job to stop: CANCELLING now, CANCELLED once its replicas are gone."""
@@ -182,8 +264,8 @@ class JobService:
             return self.cancel_job(name)
         self._notify(row.id)
 
-    def delete_job(self, name: str) -> dict[str, Any]:
-        """Delete a finished job; returns a done long-running operation."""
+    def delete_job(self, name: str) -> Any:
+        """Delete a finished job; returns its (done) long-running operation."""
         row = self._row(name)
         if not row.terminal:
             raise ApiError(
@@ -192,17 +274,43 @@ class JobService:
                 "JOB_STATE_CANCELLED before deleting it",
                 "name",
             )
+        created = time.time()
         self.lifecycle.delete(row.id)
-        return {
-            "name": f"{row.name}/operations/{secrets.randbelow(10**18)}",
-            "done": True,
-            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+        op = {
+            "id": names.new_id(),
+            "parent": row.parent,
+            "kind": "delete",
+            "target": row.name,
+            "create_time": created,
+            "update_time": time.time(),
+            "done": 1,
         }
+        self.store.insert_operation(op)
+        return self._operation(OperationRow(**op))
+
+    # operations -------------------------------------------------------------------------------
+
+    def get_operation(self, name: str) -> Any:
+        """The long-running operation called ``projects/P/locations/L/operations/ID``."""
+        return self._operation(self._operation_row(name))
+
+    def delete_operation(self, name: str) -> None:
+        """Forget an operation (its outcome is no longer fetchable)."""
+        self.store.delete_operation(self._operation_row(name).id)
+
+    def cancel_operation(self, name: str) -> None:
+        """Cancel an operation; every operation here is done already, so nothing changes."""
+        self._operation_row(name)
 
     # emulator extensions ----------------------------------------------------------------------
 
-    def preempt(self, name: str) -> dict[str, Any]:
-        """Preempt the running attempt of a Spot job (or the next one as soon as it runs)."""
+    def preempt(self, name: str, replica: str | None = None) -> dict[str, Any]:
+        """Preempt the running attempt of a Spot job (or the next one as soon as it runs).
+
+        With ``replica`` (a worker, e.g. ``workerpool1-0``) only that replica's VM is preempted
+        and replaced while the others keep running (see ``runner``); the primary replica's
+        preemption is the attempt's.
+        """
         row = self._row(name)
         if row.terminal or row.state == CANCELLING:
             raise ApiError(
@@ -218,9 +326,18 @@ class JobService:
                 "FAILED_PRECONDITION",
                 f"{row.name} does not run on Spot VMs (jobSpec.scheduling.strategy is "
                 f"{strategy}); only SPOT jobs are preempted",
-                "jobSpec.scheduling.strategy",
+                "job_spec.scheduling.strategy",
             )
-        self.lifecycle.request_preempt(row.id)
+        if replica is not None:
+            known = [n for n, _, _ in replicas.replica_names(pb.job_spec)]
+            if replica not in known:
+                raise ApiError(
+                    "INVALID_ARGUMENT",
+                    f"replica {replica!r} is not a replica of {row.name}; its replicas are "
+                    f"{', '.join(known)}",
+                    "replica",
+                )
+        self.lifecycle.request_preempt(row.id, replica)
         self._notify(row.id)
         attempts = self.store.attempts(row.id)
         current = attempts[-1] if attempts and attempts[-1].end_time is None else None
@@ -228,6 +345,7 @@ class JobService:
             "name": row.name,
             "attempt": current.attempt if current else len(attempts) + 1,
             "state": row.state,
+            **({"replica": replica} if replica is not None else {}),
         }
 
     def attempts(self, name: str) -> list[dict[str, Any]]:
@@ -264,7 +382,8 @@ class JobService:
 
     def all_jobs(self, parent: str | None = None) -> list[Any]:
         """Every job (of ``parent`` when given, else of every project), newest first."""
-        return [self.to_proto(row) for row in self.store.jobs(parent)]
+        canonical = _parent(parent).canonical if parent is not None else None
+        return [self.to_proto(row) for row in self.store.jobs(canonical)]
 
     def summaries(self) -> list[dict[str, str]]:
         """Name, state and display name of every job of every project, newest first."""
@@ -286,6 +405,15 @@ class JobService:
             return row.name
         return job
 
+    def flex_start_deadlines(self) -> list[tuple[float, str]]:
+        """(deadline, job id) of every FLEX_START job still waiting for its first VMs."""
+        out = []
+        for row in self.store.jobs(states=[QUEUED]):
+            deadline = flex_start_deadline(row, self.lifecycle.spec(row))
+            if deadline is not None:
+                out.append((deadline, row.id))
+        return out
+
     # views ------------------------------------------------------------------------------------
 
     def _row(self, name: str) -> JobRow:
@@ -294,6 +422,30 @@ class JobService:
         if row is None or row.deleted or row.parent != parent:
             raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
         return row
+
+    def _operation_row(self, name: str) -> OperationRow:
+        match = _OPERATION.fullmatch(name or "")
+        if not match:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"name {name!r} is not an operation name; expected "
+                "projects/PROJECT/locations/LOCATION/operations/ID",
+                "name",
+            )
+        row = self.store.operation(match.group(2))
+        if row is None or row.parent != names.parse_parent(match.group(1)).canonical:
+            raise ApiError("NOT_FOUND", f"Operation {name} is not found.", "name")
+        return row
+
+    def _operation(self, row: OperationRow) -> Any:
+        """A done operation with DeleteOperationMetadata and an Empty response."""
+        metadata = DeleteOperationMetadata.pb()()
+        metadata.generic_metadata.create_time.FromNanoseconds(int(row.create_time * 1e9))
+        metadata.generic_metadata.update_time.FromNanoseconds(int(row.update_time * 1e9))
+        op = operations_pb2.Operation(name=row.name, done=bool(row.done))
+        op.metadata.Pack(metadata)
+        op.response.Pack(empty_pb2.Empty())
+        return op
 
     def to_proto(self, row: JobRow) -> Any:
         """The CustomJob as the API shows it: the spec plus name, state, times and error."""
@@ -309,4 +461,71 @@ class JobService:
         if row.error_code:
             pb.error.code = row.error_code
             pb.error.message = row.error_message or ""
+        if pb.job_spec.enable_web_access and row.state == RUNNING:
+            for pool_index, pool in enumerate(pb.job_spec.worker_pool_specs):
+                if not pool.ByteSize():
+                    continue
+                for index in range(pool.replica_count):
+                    replica = f"workerpool{pool_index}-{index}"
+                    pb.web_access_uris[replica] = (
+                        f"{self.base_url}/emulator/v1/{row.name}/logs?replica={replica}"
+                    )
         return pb
+
+    @staticmethod
+    def _masked(pb: Any, mask: Any | None) -> Any:
+        if mask is None:
+            return pb
+        out = _CUSTOM_JOB()
+        mask.MergeMessage(pb, out)
+        return out
+
+    # page tokens: opaque, signed, tied to the query they continue -------------------------
+
+    def _token(self, last_seq: int, query_key: str) -> str:
+        payload = json.dumps({"after": last_seq, "query": query_key}, separators=(",", ":"))
+        mac = hmac.new(self._secret, payload.encode(), "sha256").digest()[:16]
+        return base64.urlsafe_b64encode(mac + payload.encode()).decode().rstrip("=")
+
+    def _read_token(self, token: str, query_key: str) -> int:
+        bad = ApiError(
+            "INVALID_ARGUMENT",
+            "pageToken is not a token this service returned for this query; pass "
+            "nextPageToken from the previous page with the same parent and filter, or none for "
+            "the first page",
+            "page_token",
+        )
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        except (ValueError, binascii.Error):
+            raise bad from None
+        mac, payload = raw[:16], raw[16:]
+        if not hmac.compare_digest(mac, hmac.new(self._secret, payload, "sha256").digest()[:16]):
+            raise bad
+        doc = json.loads(payload)
+        if doc.get("query") != query_key:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                "pageToken belongs to another query: keep parent and filter the same while "
+                "paging (pageSize and readMask may change)",
+                "page_token",
+            )
+        return int(doc["after"])
+
+
+def _fill_defaults(pb: Any) -> None:
+    """The documented defaults the service fills into a stored CustomJob (``DiskSpec``)."""
+    for pool in pb.job_spec.worker_pool_specs:
+        if not pool.ByteSize():
+            continue  # an empty placeholder pool stays empty
+        disk = pool.disk_spec
+        if not disk.boot_disk_type:
+            a3_ultra = pool.machine_spec.machine_type.startswith("a3-ultragpu")
+            disk.boot_disk_type = "hyperdisk-balanced" if a3_ultra else "pd-ssd"
+        if not disk.boot_disk_size_gb:
+            disk.boot_disk_size_gb = DEFAULT_BOOT_DISK_GB
+
+
+def message_json(pb: Any, int_enums: bool = False) -> str:
+    """Protobuf JSON of an answer (camelCase; enums as numbers when the client asks)."""
+    return json_format.MessageToJson(pb, use_integers_for_enums=int_enums, indent=None)

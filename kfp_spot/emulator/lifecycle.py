@@ -3,6 +3,8 @@
 States follow Vertex: QUEUED (waiting for capacity) -> PENDING (installing packages, starting
 replicas) -> RUNNING -> SUCCEEDED | FAILED, or CANCELLING -> CANCELLED. A preempted attempt puts
 the job back in QUEUED, up to ``MAX_RESTARTS`` times; the next preemption FAILS it with STOCKOUT.
+A worker's VM preempted on its own (the job stays RUNNING, the VM is replaced) draws from the same
+budget: every Spot preemption is one of the job's ``MAX_RESTARTS`` restarts.
 Each transition is one SQLite transaction, committed before the emulator acts on it.
 """
 
@@ -11,15 +13,15 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import CustomJob, Scheduling
 
-from kfp_spot.emulator import billing, replicas
+from kfp_spot.emulator import billing, names, replicas
 from kfp_spot.emulator.states import (
     ACTIVE_STATES,
     CANCELLED,
@@ -37,6 +39,12 @@ from kfp_spot.emulator.store import JobRow, Store
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 6
+DEFAULT_MAX_WAIT_S = 24 * 3600  # Scheduling.max_wait_duration: "The default is 24 hours."
+_FLEX_START = int(Scheduling.Strategy.FLEX_START)
+_NO_RETRIES = (
+    "STOCKOUT: the job's Spot VMs were preempted and jobSpec.scheduling.disableRetries is set, "
+    "so the service does not restart it"
+)
 
 
 def strategy_name(value: int) -> str:
@@ -60,6 +68,10 @@ class Lifecycle:
         self.shutdown_grace = shutdown_grace
         self._specs: dict[str, bytes] = {}
         self._specs_lock = threading.Lock()
+        # Preempt requests for one worker's VM, by job: taken by the job's running attempt (a
+        # request made before it runs waits for it). Not durable: an emulator restart ends the
+        # attempt anyway (as a preemption of every VM).
+        self._vm_requests: dict[str, set[str]] = {}
 
     # reads ------------------------------------------------------------------------------------
 
@@ -86,15 +98,16 @@ class Lifecycle:
 
     # requests from the API --------------------------------------------------------------------
 
-    def submit(self, parent: str, pb: Any) -> JobRow:
+    def submit(self, parent: str, pb: Any, project_id: str | None = None) -> JobRow:
         """Store a validated CustomJob (output-only fields cleared) as a new QUEUED job."""
         now = time.time()
         spec = pb.SerializeToString()
         while True:
-            job_id = str(secrets.randbelow(9 * 10**18) + 10**18)
+            job_id = names.new_id()  # int64, as Vertex's ids
             inserted = self.store.insert_job(
                 {
                     "id": job_id,
+                    "project_id": project_id,
                     "parent": parent,
                     "display_name": pb.display_name,
                     "spec": base64.b64encode(spec).decode(),
@@ -116,9 +129,29 @@ class Lifecycle:
             job_id, ACTIVE_STATES, state=CANCELLING, cancel_requested=1, update_time=time.time()
         )
 
-    def request_preempt(self, job_id: str) -> bool:
-        """Ask for the job's current (or next) attempt to be preempted; False if not active."""
-        return self.store.update_job_if(job_id, (QUEUED, PENDING, RUNNING), preempt_requested=1)
+    def request_preempt(self, job_id: str, replica: str | None = None) -> bool:
+        """Ask for a preemption of the job's current (or next) attempt; False if not active.
+
+        Args:
+            job_id: the job.
+            replica: only this replica's VM (a worker's VM is replaced while the others run);
+                None, or the primary replica, preempts the attempt.
+        """
+        row = self.job(job_id)
+        pb = self.spec(row)
+        primary = replicas.replica_names(pb.job_spec)[0][0]
+        if replica is None or replica == primary:
+            return self.store.update_job_if(job_id, (QUEUED, PENDING, RUNNING), preempt_requested=1)
+        if row.state not in (QUEUED, PENDING, RUNNING):
+            return False
+        with self._specs_lock:
+            self._vm_requests.setdefault(job_id, set()).add(replica)
+        return True
+
+    def take_vm_requests(self, job_id: str) -> set[str]:
+        """The workers whose VM was asked to be preempted since the last call (then forgotten)."""
+        with self._specs_lock:
+            return self._vm_requests.pop(job_id, set())
 
     def delete(self, job_id: str) -> None:
         """Mark a finished job deleted (it disappears from every view)."""
@@ -160,12 +193,41 @@ class Lifecycle:
         )
         return attempt
 
+    def vm_lives(self, job_id: str) -> Counter[str]:
+        """How many times each replica has been started in the job's attempts so far."""
+        lives: Counter[str] = Counter()
+        for att in self.store.attempts(job_id):
+            for vm in att.process_list:
+                runs = vm.get("runs")
+                lives[vm["replica"]] += len(runs) if isinstance(runs, list) else 1
+        return lives
+
     def mark_running(
         self, job_id: str, attempt: int, processes: Sequence[Mapping[str, Any]]
     ) -> None:
-        """PENDING -> RUNNING (CANCELLING if a cancel came meanwhile): billing starts now."""
+        """PENDING -> RUNNING (CANCELLING if a cancel came meanwhile): billing starts now.
+
+        Every replica's VM starts its first run (and its billing) now, at its own hourly rates:
+        the attempt's ``processes`` records are ``{replica, pid, token, machine_type,
+        spot_usd_per_hour, on_demand_usd_per_hour, runs: [[start, end, reason], ...]}``.
+        """
         started = time.time()
         row = self.job(job_id)
+        spec = self.spec(row).job_spec
+        pool_of = {name: pool for name, pool, _ in replicas.replica_names(spec)}
+        vms = []
+        for proc in processes:
+            pool = spec.worker_pool_specs[pool_of[proc["replica"]]]
+            spot, on_demand = billing.pool_rates(pool)
+            vms.append(
+                {
+                    **proc,
+                    "machine_type": pool.machine_spec.machine_type,
+                    "spot_usd_per_hour": spot,
+                    "on_demand_usd_per_hour": on_demand,
+                    "runs": [[started, None, None]],
+                }
+            )
         self.store.end_attempt(
             job_id,
             attempt,
@@ -173,7 +235,7 @@ class Lifecycle:
                 "start_time": started,
                 "last_seen": started,
                 "queued_seconds": max(0.0, started - (row.queued_since or row.create_time)),
-                "processes": json.dumps([dict(p) for p in processes]),
+                "processes": json.dumps(vms),
             },
             {
                 "state": RUNNING if not row.cancel_requested else CANCELLING,
@@ -181,6 +243,53 @@ class Lifecycle:
                 **({"start_time": started} if row.start_time is None else {}),
             },
         )
+
+    def _vms(self, job_id: str, attempt: int) -> list[dict[str, Any]]:
+        for att in self.store.attempts(job_id):
+            if att.attempt == attempt:
+                return att.process_list
+        raise LookupError(f"job {job_id} has no attempt {attempt}")
+
+    def vm_preempted(self, job_id: str, attempt: int, replica: str, at: float) -> bool:
+        """A worker's VM was preempted on its own: its run ends, and it counts as a restart.
+
+        Args:
+            job_id: the job.
+            attempt: the running attempt.
+            replica: the worker whose VM was preempted.
+            at: when its processes were gone (epoch seconds): its billing stops there.
+
+        Returns:
+            True when the VM may be replaced (the preemption is recorded and counted); False
+            when it is the one past ``MAX_RESTARTS`` (nothing recorded: the caller ends the
+            attempt as preempted, which counts it and FAILS the job with STOCKOUT).
+        """
+        row = self.job(job_id)
+        if row.preemptions + 1 > MAX_RESTARTS:
+            return False
+        vms = self._vms(job_id, attempt)
+        for vm in vms:
+            if vm["replica"] == replica:
+                vm["runs"][-1][1:] = [at, "PREEMPTED"]
+        self.store.end_attempt(
+            job_id,
+            attempt,
+            {"processes": json.dumps(vms)},
+            {"preemptions": row.preemptions + 1, "update_time": time.time()},
+        )
+        log.info("job %s attempt %d: the VM of %s was preempted", job_id, attempt, replica)
+        return True
+
+    def vm_restarted(
+        self, job_id: str, attempt: int, replica: str, process: Mapping[str, Any], at: float
+    ) -> None:
+        """A preempted worker's replacement started: a new run (billed from ``at``)."""
+        vms = self._vms(job_id, attempt)
+        for vm in vms:
+            if vm["replica"] == replica:
+                vm.update(process)
+                vm["runs"].append([at, None, None])
+        self.store.update_attempt(job_id, attempt, processes=json.dumps(vms))
 
     def heartbeat(self, job_id: str, attempt: int) -> None:
         """Record that the attempt still runs (a crash bills it up to here)."""
@@ -218,13 +327,16 @@ class Lifecycle:
             job["preempt_requested"] = 0
             if row.cancel_requested:
                 state = CANCELLED
+            elif self.spec(row).job_spec.scheduling.disable_retries:  # no restart: fails now
+                state = FAILED
+                error = (CODE_RESOURCE_EXHAUSTED, _NO_RETRIES)
             elif row.preemptions + 1 > MAX_RESTARTS:
                 state = FAILED
                 error = (
                     CODE_RESOURCE_EXHAUSTED,
                     f"STOCKOUT: the job's Spot VMs were preempted {row.preemptions + 1} times and "
-                    f"it was restarted the maximum of {MAX_RESTARTS} times; "
-                    "no Spot capacity to finish it",
+                    f"it was restarted (whole, or one VM at a time) the maximum of "
+                    f"{MAX_RESTARTS} times; no Spot capacity to finish it",
                 )
             else:
                 state = QUEUED
@@ -236,6 +348,8 @@ class Lifecycle:
         job["state"] = state
         if state in (SUCCEEDED, FAILED, CANCELLED):
             job["end_time"] = now
+            with self._specs_lock:
+                self._vm_requests.pop(job_id, None)
         if error:
             job["error_code"], job["error_message"] = error
         attempt_fields = {"end_time": end, "end_reason": reason, "last_seen": end}
@@ -258,3 +372,51 @@ class Lifecycle:
         now = time.time()
         for row in self.store.jobs(states=[PENDING, RUNNING]):
             self.store.update_job(row.id, state=QUEUED, queued_since=now, update_time=now)
+
+    def expire_flex_start_waits(self) -> list[str]:
+        """FAIL the FLEX_START jobs whose wait for capacity is over; returns their ids.
+
+        Called by the scheduler before it admits jobs (on its thread, so a job is never both
+        admitted and expired).
+        """
+        now = time.time()
+        expired = []
+        for row in self.store.jobs(states=[QUEUED]):
+            pb = self.spec(row)
+            deadline = flex_start_deadline(row, pb)
+            if deadline is None or now < deadline or self.store.attempts(row.id):
+                continue
+            message = (
+                "The job could not get the resources it requested within "
+                f"jobSpec.scheduling.maxWaitDuration ({deadline - row.create_time:g}s): "
+                f"resources are insufficient in region {row.parent.split('/')[3]} (FLEX_START)"
+            )
+            if self.store.update_job_if(
+                row.id,
+                (QUEUED,),
+                state=FAILED,
+                end_time=now,
+                update_time=now,
+                error_code=CODE_RESOURCE_EXHAUSTED,
+                error_message=message,
+            ):
+                log.info("job %s: FLEX_START wait is over, failed", row.id)
+                expired.append(row.id)
+        return expired
+
+
+# FLEX_START (Dynamic Workload Scheduler): a job waits for capacity up to maxWaitDuration.
+
+
+def flex_start_deadline(row: JobRow, pb: Any) -> float | None:
+    """When a FLEX_START job that never got its VMs stops waiting (None: it does not expire).
+
+    ``maxWaitDuration`` 0 waits indefinitely; unset waits the documented default of 24 hours.
+    """
+    scheduling = pb.job_spec.scheduling
+    if scheduling.strategy != _FLEX_START or row.state != QUEUED or row.start_time is not None:
+        return None
+    wait = float(DEFAULT_MAX_WAIT_S)
+    if scheduling.HasField("max_wait_duration"):
+        wait = scheduling.max_wait_duration.ToTimedelta().total_seconds()
+    return row.create_time + wait if wait > 0 else None

@@ -86,6 +86,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def replica_names(job_spec: Any) -> list[tuple[str, int, int]]:
+    """``(name, pool, index)`` of every replica of a ``CustomJobSpec``, primary replica first.
+
+    Empty placeholder pools have no replicas (Vertex's ``workerpool{pool}-{index}`` names keep
+    the pool's position, so a job with pools 0 and 2 has no ``workerpool1-*``).
+    """
+    return [
+        (f"workerpool{pool_index}-{index}", pool_index, index)
+        for pool_index, pool in enumerate(job_spec.worker_pool_specs)
+        if pool.ByteSize()
+        for index in range(pool.replica_count)
+    ]
+
+
 def plan_replicas(
     job_id: str, project: str, job_spec: Any, ports: Sequence[int] | None = None
 ) -> list[ReplicaPlan]:
@@ -100,21 +114,19 @@ def plan_replicas(
     Returns:
         One plan per replica, primary replica first.
     """
-    pools = [(i, p) for i, p in enumerate(job_spec.worker_pool_specs) if p.ByteSize()]
-    total = sum(p.replica_count for _, p in pools)
+    names = replica_names(job_spec)
+    total = len(names)
     port_iter = iter(ports) if ports is not None else None
     plans: list[ReplicaPlan] = []
-    for pool_index, pool in pools:
-        for index in range(pool.replica_count):
-            port = next(port_iter) if port_iter is not None else free_port()
-            name = f"workerpool{pool_index}-{index}"
-            plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
+    for name, pool_index, index in names:
+        port = next(port_iter) if port_iter is not None else free_port()
+        plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
     base = output_base(job_spec.base_output_directory.output_uri_prefix)
     common: dict[str, str] = {"CLOUD_ML_JOB_ID": job_id, "CLOUD_ML_PROJECT_ID": project}
-    if base:
-        common["AIP_MODEL_DIR"] = fs.join(base, "model")
-        common["AIP_CHECKPOINT_DIR"] = fs.join(base, "checkpoints")
-        common["AIP_TENSORBOARD_LOG_DIR"] = fs.join(base, "logs")
+    if base:  # with the trailing "/" CustomJobSpec.base_output_directory documents
+        common["AIP_MODEL_DIR"] = fs.join(base, "model") + "/"
+        common["AIP_CHECKPOINT_DIR"] = fs.join(base, "checkpoints") + "/"
+        common["AIP_TENSORBOARD_LOG_DIR"] = fs.join(base, "logs") + "/"
     for plan in plans:
         plan.env.update(common)
     if total <= 1:
@@ -269,18 +281,28 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def terminate(replica: Replica) -> None:
+    """SIGTERM a replica's process group (the start of one VM's preemption); returns at once."""
+    if not replica.exited.is_set():
+        _signal_group(replica.pid, signal.SIGTERM)
+
+
+def kill(replica: Replica) -> None:
+    """SIGKILL a replica's whole process group (its VM is gone) and reap the leader."""
+    _signal_group(replica.pid, signal.SIGKILL)
+    replica.exited.wait()
+
+
 def stop(replicas: Sequence[Replica], grace_period: float) -> None:
     """SIGTERM every replica's process group, wait up to ``grace_period`` s, then SIGKILL."""
     for replica in replicas:
-        if not replica.exited.is_set():
-            _signal_group(replica.pid, signal.SIGTERM)
+        terminate(replica)
     deadline = time.monotonic() + grace_period
     for replica in replicas:  # woken by each exit, not by a polling interval
         replica.exited.wait(max(0.0, deadline - time.monotonic()))
     for replica in replicas:
         # SIGKILL the whole group even when the leader has exited: its children may linger.
-        _signal_group(replica.pid, signal.SIGKILL)
-        replica.exited.wait()
+        kill(replica)
 
 
 def _orphan_alive(pid: int, token: str) -> bool:

@@ -4,7 +4,15 @@ The runner knows nothing of the scheduler or the API: it gets an :class:`Attempt
 settings it needs, the :class:`AttemptRecorder` that records its transitions, and callbacks) and
 reports its end through ``on_done``. It sleeps until something happens: a request (``wake()``,
 called for a preempt or cancel request and when the emulator stops), a replica's exit (its reaper
-thread calls ``wake()``), or the next deadline (automatic preemption, timeout, heartbeat).
+thread calls ``wake()``), or the next deadline (automatic preemption, timeout, heartbeat, the end
+of a worker's grace period, a worker's replacement).
+
+Every replica runs on its own simulated VM. A worker's VM can be preempted on its own: SIGTERM to
+its process group, the grace period, SIGKILL; the VM is away (not billed) for the policy's
+``vm_downtime``, then its replacement starts with the same name, address and environment while the
+other replicas keep running. With ``scheduling.restartJobOnWorkerRestart`` (and not
+``disableRetries``, which overrides it) a worker's preemption restarts the whole attempt instead;
+the primary replica's preemption always does.
 """
 
 from __future__ import annotations
@@ -53,6 +61,20 @@ class AttemptRecorder(Protocol):
         """The replicas are started: the attempt is RUNNING."""
         ...
 
+    def take_vm_requests(self, job_id: str) -> set[str]:
+        """Replicas whose VM was asked to be preempted since the last call."""
+        ...
+
+    def vm_preempted(self, job_id: str, attempt: int, replica: str, at: float) -> bool:
+        """A worker's VM was preempted at ``at``; False when the restart budget is exhausted."""
+        ...
+
+    def vm_restarted(
+        self, job_id: str, attempt: int, replica: str, process: Mapping[str, Any], at: float
+    ) -> None:
+        """A preempted worker's replacement (``process``: ``pid``, ``token``) started at ``at``."""
+        ...
+
     def heartbeat(self, job_id: str, attempt: int) -> None:
         """The attempt still runs."""
         ...
@@ -87,6 +109,38 @@ class AttemptContext:
     on_done: Callable[[AttemptRunner], None]
 
 
+@dataclass
+class VM:
+    """One replica's simulated VM during an attempt.
+
+    Attributes:
+        plan: the replica's name, address and Vertex variables (kept across replacements).
+        command: what it runs.
+        env: its full process environment.
+        life: the job-wide number of its current (or last) process (1 = its first).
+        replica: the running process; None while the VM is away.
+        preempt_at: monotonic time of this life's automatic preemption, or None.
+        terminating_since: monotonic time SIGTERM was sent (its preemption is under way).
+        back_at: monotonic time its replacement starts (while away).
+        requested: a preemption was asked for while it was not running.
+    """
+
+    plan: replicas.ReplicaPlan
+    command: list[str]
+    env: dict[str, str]
+    life: int = 1
+    replica: replicas.Replica | None = None
+    preempt_at: float | None = None
+    terminating_since: float | None = None
+    back_at: float | None = None
+    requested: bool = False
+
+    @property
+    def name(self) -> str:
+        """Vertex's replica name."""
+        return self.plan.name
+
+
 class AttemptRunner:
     """Runs one attempt: install, start replicas, watch them, stop them, record the outcome.
 
@@ -97,6 +151,11 @@ class AttemptRunner:
         attempt: the attempt number (1-based).
         needs: simulated VMs per machine type the attempt holds (given back through ``on_done``).
         preempt_after: seconds after RUNNING at which the attempt is preempted, or None.
+        vm_delay: ``(replica, life) -> seconds`` after that life of the replica's VM started at
+            which it is preempted (None: never); None for a job whose VMs are never preempted
+            on their own (not Spot).
+        lives: how many times each replica was started in the job's earlier attempts.
+        vm_downtime: seconds a preempted worker's VM stays away before its replacement starts.
     """
 
     def __init__(
@@ -107,15 +166,27 @@ class AttemptRunner:
         attempt: int,
         needs: Counter[str],
         preempt_after: float | None = None,
+        *,
+        vm_delay: Callable[[str, int], float | None] | None = None,
+        lives: Mapping[str, int] | None = None,
+        vm_downtime: float = 0.0,
     ) -> None:
         self.ctx = ctx
         self.job_id = row.id
-        self.project = row.parent.split("/")[1]
+        self.project = row.project  # the ID the job was created with
         self.pb = pb
         self.attempt = attempt
         self.needs = needs
         self.preempt_after = preempt_after
-        self.replicas: list[replicas.Replica] = []
+        self.vm_delay = vm_delay
+        self.lives = dict(lives or {})
+        self.vm_downtime = vm_downtime
+        scheduling = pb.job_spec.scheduling
+        # disableRetries "overrides Scheduling.restart_job_on_worker_restart to false" (v1 API)
+        self.restart_job_on_worker_restart = bool(
+            scheduling.restart_job_on_worker_restart and not scheduling.disable_retries
+        )
+        self.vms: list[VM] = []
         self._wakeup = threading.Event()
         self._thread = threading.Thread(
             target=self._main, name=f"attempt-{row.id}-{attempt}", daemon=True
@@ -132,6 +203,11 @@ class AttemptRunner:
     def join(self) -> None:
         """Wait for the attempt to end (after the emulator began stopping)."""
         self._thread.join()
+
+    @property
+    def replicas(self) -> list[replicas.Replica]:
+        """The replica processes running now (a VM that is away has none)."""
+        return [vm.replica for vm in self.vms if vm.replica is not None]
 
     def _main(self) -> None:
         try:
@@ -178,7 +254,11 @@ class AttemptRunner:
                 pps = pool.python_package_spec
                 if plan.pool not in pythons:
                     pythons[plan.pool] = str(
-                        envcache.package_env(list(pps.package_uris), self.ctx.env_cache_dir)
+                        envcache.package_env(
+                            list(pps.package_uris),
+                            self.ctx.env_cache_dir,
+                            executor_image_uri=pps.executor_image_uri,
+                        )
                     )
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = {e.name: e.value for e in pps.env}
@@ -201,14 +281,29 @@ class AttemptRunner:
             for sub in ("model", "checkpoints", "logs"):
                 os.makedirs(os.path.join(local_base, sub), exist_ok=True)
         host_env = dict(os.environ)
-        state_dir = self.ctx.state_dir
         for plan, cmd, user in commands:
-            env = replicas.process_env(host_env, plan.env, user)
-            log_path = state_dir.attempt_log(self.job_id, self.attempt, plan.name)
-            cwd = state_dir.work_dir(self.job_id, plan.name)
-            self.replicas.append(
-                replicas.start(plan.name, cmd, env, log_path, cwd, on_exit=self.wake)
-            )
+            vm = VM(plan, cmd, replicas.process_env(host_env, plan.env, user))
+            vm.life = self.lives.get(plan.name, 0) + 1
+            self.vms.append(vm)
+            self._launch(vm)
+
+    def _launch(self, vm: VM) -> None:
+        """Start the VM's replica process (its first, or a replacement after a preemption)."""
+        state_dir = self.ctx.state_dir
+        vm.replica = replicas.start(
+            vm.name,
+            vm.command,
+            vm.env,
+            state_dir.attempt_log(self.job_id, self.attempt, vm.name),
+            state_dir.work_dir(self.job_id, vm.name),
+            on_exit=self.wake,
+        )
+        vm.back_at = None
+        vm.terminating_since = None
+        vm.preempt_at = None
+        delay = self.vm_delay(vm.name, vm.life) if self.vm_delay else None
+        if delay is not None:
+            vm.preempt_at = time.monotonic() + delay
 
     def _run(self) -> None:
         try:
@@ -257,7 +352,26 @@ class AttemptRunner:
             if now >= next_beat:
                 self.ctx.recorder.heartbeat(self.job_id, self.attempt)
                 next_beat = now + HEARTBEAT
-            self._wakeup.wait(max(0.0, min([next_beat, *deadlines]) - time.monotonic()))
+            wake_at = min([next_beat, *deadlines, *self._vm_deadlines()])
+            self._wakeup.wait(max(0.0, wake_at - time.monotonic()))
+
+    def _vm_deadlines(self) -> list[float]:
+        """When a VM needs looking at: its preemption, the end of its grace, its replacement."""
+        out = []
+        for vm in self.vms:
+            if vm.terminating_since is not None:
+                out.append(vm.terminating_since + self.ctx.grace_period)
+            elif vm.replica is not None and vm.preempt_at is not None:
+                out.append(vm.preempt_at)
+            elif vm.replica is None and vm.back_at is not None:
+                out.append(vm.back_at)
+        return out
+
+    def _end(self, grace: float, reason: str, **kwargs: Any) -> bool:
+        """Stop every replica still running and record the attempt's end; True (it ended)."""
+        replicas.stop(self.replicas, grace)
+        self._finish(reason, **kwargs)
+        return True
 
     def _step(self, t0: float, timeout: float | None) -> bool:
         """Act on the job's requests, deadlines and replica exits; True once the attempt ended."""
@@ -265,23 +379,25 @@ class AttemptRunner:
         now = time.monotonic()
         row = self._job()
         if row.cancel_requested:
-            replicas.stop(self.replicas, ctx.grace_period)
-            self._finish("CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED"))
-            return True
+            return self._end(
+                ctx.grace_period, "CANCELLED", state=CANCELLED, error=(CODE_CANCELLED, "CANCELED")
+            )
         if ctx.stopping.is_set():
-            replicas.stop(self.replicas, ctx.shutdown_grace)
-            self._finish("EMULATOR_RESTARTED", preempted=True)
-            return True
-        if row.preempt_requested or (
-            self.preempt_after is not None and now - t0 >= self.preempt_after
+            return self._end(ctx.shutdown_grace, "EMULATOR_RESTARTED", preempted=True)
+        for name in ctx.recorder.take_vm_requests(self.job_id):
+            for vm in self.vms:
+                vm.requested = vm.requested or vm.name == name
+        primary = self.vms[0]
+        if (
+            row.preempt_requested
+            or (self.preempt_after is not None and now - t0 >= self.preempt_after)
+            or self._preempt_due(primary, now)
         ):
             log.info("preempting job %s attempt %d", self.job_id, self.attempt)
-            replicas.stop(self.replicas, ctx.grace_period)
-            self._finish("PREEMPTED", preempted=True)
-            return True
+            return self._end(ctx.grace_period, "PREEMPTED", preempted=True)
         if timeout is not None and now - t0 >= timeout:
-            replicas.stop(self.replicas, ctx.grace_period)
-            self._finish(
+            return self._end(
+                ctx.grace_period,
                 "FAILED",
                 state=FAILED,
                 error=(
@@ -289,27 +405,79 @@ class AttemptRunner:
                     f"The job ran longer than jobSpec.scheduling.timeout ({timeout:g} s)",
                 ),
             )
-            return True
-        for replica in self.replicas:
+        for vm in self.vms[1:]:
+            if self._step_worker(vm, now):
+                return True
+        for vm in self.vms:
+            replica = vm.replica
+            if replica is None or vm.terminating_since is not None:
+                continue  # away, or being preempted: its exit is expected
             code = replica.returncode()
-            if code is None or (code == 0 and replica is not self.replicas[0]):
+            if code is None or (code == 0 and vm is not primary):
                 continue
-            others = [r for r in self.replicas if r is not replica]
-            replicas.stop(others, ctx.grace_period)
             if code == 0:
-                self._finish("SUCCEEDED", state=SUCCEEDED)
-            else:
-                job_name = f"{row.parent}/customJobs/{self.job_id}"
-                self._finish(
-                    "FAILED",
-                    state=FAILED,
-                    error=(
-                        CODE_INVALID_ARGUMENT,
-                        f"The replica {replica.name} exited with a non-zero status of "
-                        f"{code}. To find out more about why your job exited please check "
-                        f"the logs: kfp-spot emulator logs {job_name} "
-                        f"(file {replica.log_path})",
-                    ),
+                return self._end(ctx.grace_period, "SUCCEEDED", state=SUCCEEDED)
+            job_name = f"{row.parent}/customJobs/{self.job_id}"
+            return self._end(
+                ctx.grace_period,
+                "FAILED",
+                state=FAILED,
+                error=(
+                    CODE_INVALID_ARGUMENT,
+                    f"The replica {replica.name} exited with a non-zero status of "
+                    f"{code}. To find out more about why your job exited please check "
+                    f"the logs: kfp-spot emulator logs {job_name} "
+                    f"(file {replica.log_path})",
+                ),
+            )
+        return False
+
+    def _preempt_due(self, vm: VM, now: float) -> bool:
+        """Whether the VM's preemption was asked for or its time has come (while it runs)."""
+        if vm.replica is None or vm.terminating_since is not None:
+            return False
+        return vm.requested or (vm.preempt_at is not None and now >= vm.preempt_at)
+
+    def _step_worker(self, vm: VM, now: float) -> bool:
+        """Preempt, finish preempting or replace one worker's VM; True when the attempt ended."""
+        ctx = self.ctx
+        if self._preempt_due(vm, now):
+            vm.requested = False
+            if self.restart_job_on_worker_restart:
+                log.info(
+                    "job %s attempt %d: %s preempted; restartJobOnWorkerRestart restarts the job",
+                    self.job_id,
+                    self.attempt,
+                    vm.name,
                 )
-            return True
+                return self._end(ctx.grace_period, "PREEMPTED", preempted=True)
+            assert vm.replica is not None
+            replicas.terminate(vm.replica)
+            vm.terminating_since = now
+            log.info("job %s attempt %d: preempting %s's VM", self.job_id, self.attempt, vm.name)
+        replica = vm.replica
+        if vm.terminating_since is not None and replica is not None:
+            if not replica.exited.is_set() and now < vm.terminating_since + ctx.grace_period:
+                return False
+            replicas.kill(replica)  # the VM is gone: everything it ran goes with it
+            gone = time.time()
+            if not ctx.recorder.vm_preempted(self.job_id, self.attempt, vm.name, gone):
+                return self._end(ctx.grace_period, "PREEMPTED", preempted=True)  # STOCKOUT
+            vm.replica = None
+            vm.terminating_since = None
+            vm.back_at = time.monotonic() + self.vm_downtime
+            now = time.monotonic()
+        if vm.replica is None and vm.back_at is not None and now >= vm.back_at:
+            vm.life += 1
+            self._launch(vm)
+            assert vm.replica is not None
+            ctx.recorder.vm_restarted(
+                self.job_id,
+                self.attempt,
+                vm.name,
+                {"pid": vm.replica.pid, "token": vm.replica.token},
+                time.time(),
+            )
+            if vm.requested:  # asked again while it was away: preempt the replacement
+                self.wake()
         return False

@@ -8,6 +8,7 @@ admitted at once, never after a polling interval.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -103,7 +104,7 @@ class Scheduler:
         lifecycle: records the transitions (admission, cancel of a queued job) and gives runners
             their recorder.
         capacity: the simulated VMs.
-        policy: automatic preemptions of Spot attempts.
+        policy: automatic preemptions of Spot attempts and of their VMs one at a time.
         state_dir: where attempts keep logs and working directories.
         env_cache_dir: where package environments are cached.
         grace_period: seconds between SIGTERM and SIGKILL when an attempt is stopped.
@@ -186,6 +187,7 @@ class Scheduler:
             self._schedule_once()
 
     def _schedule_once(self) -> None:
+        self.lifecycle.expire_flex_start_waits()
         for row in self.lifecycle.waiting():
             if self._stopping.is_set():
                 return
@@ -201,10 +203,22 @@ class Scheduler:
                 if not self.capacity.take(needs):
                     continue
                 attempt = self.lifecycle.admit(row, pb, sum(needs.values()))
-                delay = None
+                delay = vm_delay = None
                 if pb.job_spec.scheduling.strategy == _SPOT:
                     delay = self.policy.delay(row.seq, attempt)
-                runner = AttemptRunner(self._ctx, row, pb, attempt, needs, delay)
+                    if self.policy.per_vm:
+                        vm_delay = functools.partial(self.policy.vm_delay, row.seq)
+                runner = AttemptRunner(
+                    self._ctx,
+                    row,
+                    pb,
+                    attempt,
+                    needs,
+                    delay,
+                    vm_delay=vm_delay,
+                    lives=self.lifecycle.vm_lives(row.id),
+                    vm_downtime=self.policy.vm_downtime,
+                )
                 self._runners[row.id] = runner
             runner.start()
 

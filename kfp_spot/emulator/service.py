@@ -7,6 +7,7 @@ This module only assembles the parts (one concern each) and starts and stops the
 - ``runner``: one attempt's replicas;               - ``billing``: rates and the ledger rows;
 - ``policy``: automatic preemptions;                - ``containers``: the container runtime probe;
 - ``jobs``: the API methods;                        - ``errors``: API errors and HTTP statuses;
+- ``names``: project numbers and ids;               - ``alarms``: FLEX_START wait deadlines;
 - ``serving``: the Model, Endpoint and Prediction APIs and their serving replicas.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from kfp_spot.emulator.alarms import Alarms
 from kfp_spot.emulator.containers import RuntimeProbe
 from kfp_spot.emulator.jobs import JobService
 from kfp_spot.emulator.lifecycle import Lifecycle
@@ -77,7 +79,10 @@ class Service(JobService):
             shutdown_grace=self.shutdown_grace,
             container_runtime=probe,
         )
-        super().__init__(store, lifecycle, limits, state, probe, self.scheduler.poke)
+        self.alarms = Alarms(self.scheduler.poke)
+        super().__init__(
+            store, lifecycle, limits, state, probe, self.scheduler.poke, alarm=self.alarms.at
+        )
         self.serving = ServingService(
             state.path / "serving",
             policy=self.policy,
@@ -91,11 +96,15 @@ class Service(JobService):
     def start(self) -> None:
         """Recover jobs a previous emulator left running, then start scheduling."""
         self.lifecycle.recover()
+        for when, job_id in self.flex_start_deadlines():  # waits that outlived the last run
+            self.alarms.at(when, job_id)
+        self.alarms.start()
         self.scheduler.start()
         self.serving.start()
 
     def stop(self) -> None:
         """Stop scheduling; running attempts end as EMULATOR_RESTARTED and resume next start."""
+        self.alarms.stop()
         self.scheduler.stop()
         self.serving.stop()
         self.store.close()

@@ -1,4 +1,4 @@
-"""The emulator's durable state: jobs, attempts (the billing ledger) and replica processes.
+"""The emulator's durable state: jobs, attempts (the billing ledger), replica processes, operations.
 
 Everything lives in one SQLite file under the state dir and every change is committed before the
 emulator acts on it, so killing the emulator (even with SIGKILL) loses nothing: a new emulator on
@@ -8,6 +8,7 @@ the same state dir finds every job and the attempt that was running.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -15,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kfp_spot.emulator import names
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -34,7 +37,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     preemptions INTEGER NOT NULL DEFAULT 0,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     preempt_requested INTEGER NOT NULL DEFAULT 0,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    project_id TEXT
 );
 CREATE TABLE IF NOT EXISTS attempts (
     job_id TEXT NOT NULL,
@@ -54,6 +58,19 @@ CREATE TABLE IF NOT EXISTS attempts (
     PRIMARY KEY (job_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS operations (
+    id TEXT PRIMARY KEY,
+    parent TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT NOT NULL,
+    create_time REAL NOT NULL,
+    update_time REAL NOT NULL,
+    done INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
 
 TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"})
@@ -80,16 +97,40 @@ class JobRow:
     cancel_requested: int
     preempt_requested: int
     deleted: int
+    project_id: str | None = None
 
     @property
     def name(self) -> str:
-        """The resource name ``projects/P/locations/L/customJobs/ID``."""
+        """The resource name ``projects/NUMBER/locations/L/customJobs/ID``."""
         return f"{self.parent}/customJobs/{self.id}"
+
+    @property
+    def project(self) -> str:
+        """The project as its creator named it (an ID, or the number when created by number)."""
+        return self.project_id or self.parent.split("/")[1]
 
     @property
     def terminal(self) -> bool:
         """Whether the job has reached a final state."""
         return self.state in TERMINAL_STATES
+
+
+@dataclass
+class OperationRow:
+    """One row of the ``operations`` table: a long-running operation (done when recorded)."""
+
+    id: str
+    parent: str
+    kind: str
+    target: str
+    create_time: float
+    update_time: float
+    done: int
+
+    @property
+    def name(self) -> str:
+        """``projects/NUMBER/locations/L/operations/ID``."""
+        return f"{self.parent}/operations/{self.id}"
 
 
 @dataclass
@@ -128,6 +169,36 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a state file of an older emulator up to date (names by project number)."""
+        with self._lock:
+            columns = {r["name"] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        if "project_id" not in columns:
+            with self.transaction() as db:
+                db.execute("ALTER TABLE jobs ADD COLUMN project_id TEXT")
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, parent FROM jobs WHERE project_id IS NULL"
+            ).fetchall()
+        for row in rows:
+            try:
+                parent = names.parse_parent(row["parent"])
+            except ValueError:
+                continue
+            if not names.is_project_number(parent.project):
+                self.update_job(row["id"], parent=parent.canonical, project_id=parent.project)
+
+    def secret(self) -> bytes:
+        """A random key of this state dir (signs page tokens), created on first use."""
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()
+            if row is None:
+                value = secrets.token_hex(32)
+                db.execute("INSERT INTO meta (key, value) VALUES ('secret', ?)", (value,))
+                return bytes.fromhex(value)
+        return bytes.fromhex(row["value"])
 
     def close(self) -> None:
         """Close the database."""
@@ -196,6 +267,35 @@ class Store:
                 (*fields.values(), job_id, *states),
             )
             return cur.rowcount > 0
+
+    # operations -------------------------------------------------------------------------------
+
+    def insert_operation(self, row: dict[str, Any]) -> None:
+        """Record a long-running operation."""
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self.transaction() as db:
+            db.execute(f"INSERT INTO operations ({cols}) VALUES ({marks})", tuple(row.values()))
+
+    def operation(self, op_id: str) -> OperationRow | None:
+        """The operation with this id, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT * FROM operations WHERE id = ?", (op_id,)).fetchone()
+        return OperationRow(**dict(row)) if row else None
+
+    def operations(self, parent: str) -> list[OperationRow]:
+        """The operations of ``parent``, newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM operations WHERE parent = ? ORDER BY create_time DESC, id DESC",
+                (parent,),
+            ).fetchall()
+        return [OperationRow(**dict(r)) for r in rows]
+
+    def delete_operation(self, op_id: str) -> None:
+        """Forget an operation."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM operations WHERE id = ?", (op_id,))
 
     # attempts ---------------------------------------------------------------------------------
 

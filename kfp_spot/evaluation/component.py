@@ -7,8 +7,12 @@ import math
 import os
 from typing import Any
 
+from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation.core import evaluate
+from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.report import render
+
+log = logging.getLogger(__name__)
 
 
 def latest_step_of(metadata: Any) -> int | None:
@@ -31,6 +35,7 @@ def component_entry(
     step: str = "latest",
     thresholds: dict | None = None,
     fallback_to_previous: bool = False,
+    allow_foreign_layout: bool = False,
 ) -> bool:
     """Run :func:`evaluate` for the component and fill its output artifacts.
 
@@ -48,9 +53,14 @@ def component_entry(
         step: see :func:`evaluate`.
         thresholds: see :func:`evaluate`.
         fallback_to_previous: see :func:`evaluate`.
+        allow_foreign_layout: see :func:`evaluate`.
 
     Returns:
         Whether every threshold held.
+
+    Raises:
+        SystemExit: with one line that says what is wrong (a bad input, no usable checkpoint,
+            a failing entry point), instead of a traceback.
     """
     if (
         not logging.getLogger().handlers
@@ -58,16 +68,22 @@ def component_entry(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     package_meta = dict(package.metadata or {})
     package_uris = list(package_meta.get("package_uris") or []) or [package.uri]
-    result = evaluate(
-        checkpoint.uri,
-        package_uris,
-        entry_point=entry_point,
-        params=params,
-        step=step,
-        thresholds=thresholds,
-        fallback_to_previous=fallback_to_previous,
-        latest_step=latest_step_of(checkpoint.metadata),
-    )
+    try:
+        result = evaluate(
+            checkpoint.uri,
+            package_uris,
+            entry_point=entry_point,
+            params=params,
+            step=step,
+            thresholds=thresholds,
+            fallback_to_previous=fallback_to_previous,
+            latest_step=latest_step_of(checkpoint.metadata),
+            allow_foreign_layout=allow_foreign_layout,
+        )
+    except (EvaluationInputError, CheckpointError, EvaluationError) as exc:
+        # The message says what is wrong and what would fix it; a traceback would bury it.
+        log.error("evaluate_checkpoint: %s", exc)
+        raise SystemExit(f"evaluate_checkpoint: {exc}") from None
     metrics.metadata.update(result.metrics_metadata())
     matrix = result.confusion_matrix_metadata()
     if matrix is not None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kfp_spot import envcache
+from kfp_spot import envcache, fs
+from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation import runner
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.selection import (
@@ -24,13 +25,23 @@ from kfp_spot.evaluation.selection import (
     select_step,
 )
 from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
+from kfp_spot.layout import EMPTY, EXPECTED, KFP_SPOT, inspect_layout
 from kfp_spot.packaging.sources import is_module_name
 
 log = logging.getLogger(__name__)
 
 CONFUSION_MATRIX_KEY = "confusion_matrix"
 # Facts the evaluator adds to the Metrics artifact; a metric of the same name would be ambiguous.
-RESERVED_METRICS = ("checkpoint_step", "checkpoint_manifest_sha256", "checkpoint_uri", "passed")
+RESERVED_METRICS = (
+    "checkpoint_step",
+    "checkpoint_manifest_sha256",
+    "checkpoint_uri",
+    "checkpoint_layout",
+    "checkpoint_verified",
+    "passed",
+)
+FOREIGN_INPUT = "allow_foreign_layout"
+"""The input that evaluates a directory without kfp-spot manifests as it is."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,9 @@ class EvaluationResult:
         checks: every threshold with the value it was held against.
         passed: every threshold held.
         seconds: wall time of the entry point (environment set-up excluded).
+        layout: ``kfp-spot`` (a verified step) or ``foreign`` (a trainer's own directory,
+            evaluated whole with ``allow_foreign_layout``; ``step`` is -1).
+        verified: whether what was scored was checked against a manifest (never for foreign).
     """
 
     checkpoint_uri: str
@@ -85,6 +99,8 @@ class EvaluationResult:
     checks: list[ThresholdCheck] = field(default_factory=list)
     passed: bool = True
     seconds: float = 0.0
+    layout: str = KFP_SPOT
+    verified: bool = True
 
     def metrics_metadata(self) -> dict[str, Any]:
         """The Metrics artifact's metadata: the metrics plus what was evaluated and the verdict."""
@@ -93,6 +109,8 @@ class EvaluationResult:
             checkpoint_step=self.step,
             checkpoint_manifest_sha256=self.manifest_digest,
             checkpoint_uri=self.checkpoint_uri,
+            checkpoint_layout=self.layout,
+            checkpoint_verified=self.verified,
             passed=self.passed,
         )
         return out
@@ -226,6 +244,26 @@ def _run_entry_point(
         return json.loads(result_path.read_text())
 
 
+def _foreign_error(root: str, found: Any) -> EvaluationInputError:
+    return EvaluationInputError(
+        "checkpoint",
+        f"no kfp-spot checkpoint under {root}: expected {EXPECTED}, found {found.found()}. "
+        "To evaluate this directory as it is (the entry point gets the whole directory, "
+        f"unverified), set {FOREIGN_INPUT}=True.",
+    )
+
+
+def _materialize_tree(root: str, workdir: Path) -> Path:
+    """A local directory with everything under ``root`` (downloaded when remote)."""
+    local = fs.to_local_path(root)
+    if local is not None:
+        return Path(local)
+    filesystem, path = fs.filesystem(root)
+    target = workdir / "checkpoint"
+    filesystem.get(path.rstrip("/") + "/", str(target), recursive=True)
+    return target
+
+
 def evaluate(
     checkpoint_uri: str,
     package_uris: Sequence[str],
@@ -236,6 +274,7 @@ def evaluate(
     thresholds: Mapping[str, Any] | None = None,
     fallback_to_previous: bool = False,
     latest_step: int | None = None,
+    allow_foreign_layout: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     timeout_s: float | None = None,
 ) -> EvaluationResult:
@@ -253,6 +292,9 @@ def evaluate(
         fallback_to_previous: when the chosen step does not verify, evaluate the newest earlier
             one that does (reported) instead of failing.
         latest_step: the step the checkpoint artifact names as latest (None: newest present).
+        allow_foreign_layout: when ``checkpoint_uri`` holds no kfp-spot steps (a trainer's own
+            files), hand the whole directory to the entry point instead of failing. Nothing is
+            verified; the result says so (``layout="foreign"``, ``verified=False``).
         cache_dir: where package environments are cached.
         timeout_s: stop the entry point after this many seconds (None: no limit).
 
@@ -260,7 +302,9 @@ def evaluate(
         The evaluation result; ``passed`` is False when a threshold does not hold.
 
     Raises:
-        EvaluationInputError: an input is invalid (names it).
+        EvaluationInputError: an input is invalid (names it), or the directory holds no
+            kfp-spot steps and ``allow_foreign_layout`` is off (the message names the layout
+            expected, what was found and the input that evaluates it anyway).
         kfp_spot.checkpoints.CheckpointCorruptError: the chosen step is torn or corrupted.
         kfp_spot.checkpoints.CheckpointError: there is no checkpoint to evaluate.
         EvaluationError: the entry point failed or returned something unusable.
@@ -270,16 +314,43 @@ def evaluate(
     wanted = parse_thresholds(thresholds)
     if timeout_s is not None and timeout_s <= 0:
         raise EvaluationInputError("timeout_s", f"must be positive, got {timeout_s}")
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-ckpt-") as tmp:
-        selection: Selection = select_step(
-            root,
-            request,
-            latest_hint=latest_step,
-            fallback_to_previous=fallback_to_previous,
-            load=lambda s: materialize_step(root, s, Path(tmp)),
+    if not isinstance(allow_foreign_layout, bool):
+        raise EvaluationInputError(
+            FOREIGN_INPUT, f"must be true or false, got {allow_foreign_layout!r}"
         )
-        manifest = selection.manifest
-        log.info("evaluating %s step %d (%s)", root, manifest.step, selection.rule)
+    found = inspect_layout(root)
+    if found.kind == EMPTY:
+        raise CheckpointError(
+            f"no checkpoint under {root}: the directory is empty or does not exist (the job "
+            "saved nothing there): nothing to evaluate"
+        )
+    foreign = found.kind != KFP_SPOT
+    if foreign and not allow_foreign_layout:
+        raise _foreign_error(root, found)
+    if foreign and request.kind != "latest":
+        raise EvaluationInputError(
+            "step",
+            f"{step!r} names a kfp-spot step, but {root} has none (a foreign layout is "
+            'evaluated whole): use step="latest"',
+        )
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-ckpt-") as tmp:
+        if foreign:
+            manifest = None
+            local_dir = _materialize_tree(root, Path(tmp))
+            rule = f"the whole directory (foreign layout: {found.found()}; not verified)"
+            skipped: list[tuple[int, str]] = []
+            log.warning("evaluating %s as it is: no kfp-spot manifest, nothing verified", root)
+        else:
+            selection: Selection = select_step(
+                root,
+                request,
+                latest_hint=latest_step,
+                fallback_to_previous=fallback_to_previous,
+                load=lambda s: materialize_step(root, s, Path(tmp)),
+            )
+            manifest, local_dir = selection.manifest, selection.local_dir
+            rule, skipped = selection.rule, selection.skipped
+            log.info("evaluating %s step %d (%s)", root, manifest.step, rule)
         try:
             python = envcache.package_env(uris, cache_dir or envcache.default_cache_dir())
         except FileNotFoundError as exc:
@@ -287,7 +358,7 @@ def evaluate(
         except envcache.PackageInstallError as exc:
             raise EvaluationError(f"the package does not install: {exc}") from exc
         started = time.monotonic()
-        raw = _run_entry_point(python, entry_point, selection.local_dir, params_dict, timeout_s)
+        raw = _run_entry_point(python, entry_point, local_dir, params_dict, timeout_s)
         seconds = time.monotonic() - started
     metrics, matrix = _parse_result(entry_point, raw)
     checks = []
@@ -302,11 +373,13 @@ def evaluate(
         checks.append(ThresholdCheck(threshold, value, threshold.check(value)))
     return EvaluationResult(
         checkpoint_uri=root,
-        step=manifest.step,
-        manifest_digest=manifest.digest,
-        manifest_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(manifest.wall_time)),
-        selection=selection.rule,
-        skipped=selection.skipped,
+        step=manifest.step if manifest else -1,
+        manifest_digest=manifest.digest if manifest else "",
+        manifest_time=(
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(manifest.wall_time)) if manifest else ""
+        ),
+        selection=rule,
+        skipped=skipped,
         entry_point=entry_point,
         params=params_dict,
         package_uris=uris,
@@ -315,4 +388,6 @@ def evaluate(
         checks=checks,
         passed=all(c.passed for c in checks),
         seconds=seconds,
+        layout=found.kind if foreign else KFP_SPOT,
+        verified=not foreign,
     )

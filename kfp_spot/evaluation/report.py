@@ -31,9 +31,19 @@ def render(result: EvaluationResult, package: Mapping[str, Any] | None = None) -
         "| | |",
         "| --- | --- |",
         f"| checkpoint | `{_cell(result.checkpoint_uri)}` |",
-        f"| step | {result.step} ({_cell(result.selection)}) |",
-        f"| committed at | {result.manifest_time} |",
-        f"| manifest sha256 | `{result.manifest_digest}` |",
+    ]
+    if result.verified:
+        lines += [
+            f"| step | {result.step} ({_cell(result.selection)}) |",
+            f"| committed at | {result.manifest_time} |",
+            f"| manifest sha256 | `{result.manifest_digest}` |",
+        ]
+    else:
+        lines += [
+            f"| layout | {_cell(result.layout)}: {_cell(result.selection)} |",
+            "| verified | **no**: no kfp-spot manifest (allow_foreign_layout) |",
+        ]
+    lines += [
         f"| entry point | `{_cell(result.entry_point)}` |",
     ]
     if package:

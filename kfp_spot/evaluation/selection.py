@@ -2,7 +2,9 @@
 
 ``step`` is ``latest`` (the step the checkpoint artifact names, else the newest step directory),
 an integer, or ``best:<metric>[:max|:min]`` over the metrics recorded in the committed manifests'
-metadata. The chosen step must verify (manifest present, every file's size and sha256 match);
+metadata. The chosen step must verify through :func:`kfp_spot.checkpoints.verify`, the check
+restore uses too (sealed manifest, its fields and state index, every file's type, size and
+checksum);
 when it does not, the evaluation stops with an error that says so, unless
 ``fallback_to_previous`` asks for the newest earlier step that verifies (or, for ``best``, the
 next best one). Steps skipped that way are reported.
@@ -78,7 +80,7 @@ def parse_step(step: Any) -> StepRequest:
         return StepRequest("latest")
     if re.fullmatch(r"\d+", text):
         return StepRequest("step", step=int(text))
-    match = _BEST_RE.match(text)
+    match = _BEST_RE.fullmatch(text)
     if match:
         metric = match.group(1).strip()
         mode = match.group(2) or ("min" if metric.lower().endswith(_MIN_SUFFIXES) else "max")

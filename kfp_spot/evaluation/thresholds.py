@@ -78,7 +78,7 @@ def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
             continue
         if not isinstance(bound, str):
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
-        match = _BOUND_RE.match(bound)
+        match = _BOUND_RE.fullmatch(bound)
         value = _number(match.group(2)) if match else None
         if value is None:
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")

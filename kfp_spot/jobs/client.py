@@ -1,14 +1,18 @@
-"""The one client the launcher talks to the service with.
+"""The GAPIC clients kfp-spot talks to the service with (:func:`make_client`).
 
-``google.cloud.aiplatform_v1.JobServiceClient`` on Vertex AI (the regional endpoint
+``google.cloud.aiplatform_v1.JobServiceClient`` for the launcher (and the Model, Endpoint and
+Prediction clients for ``deploy_spot_endpoint``) on Vertex AI (the regional endpoint
 ``LOCATION-aiplatform.googleapis.com``, application default credentials) and on the local emulator
 (an ``api_endpoint`` written as ``http://127.0.0.1:PORT``: REST transport, anonymous credentials).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from google.api_core import client_options as client_options_lib
@@ -16,18 +20,25 @@ from google.api_core import gapic_v1
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform_v1 import JobServiceClient
 
-from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot import validation
+from kfp_spot.jobs.spec import LaunchInputError, checked
 from kfp_spot.version import __version__
 
 USER_AGENT = f"kfp-spot/{__version__}"
-ClientT = TypeVar("ClientT", bound=Any)
+ENDPOINT_FORM = (
+    "http://HOST:PORT for the local emulator, or HOST[:PORT] / https://HOST[:PORT] for a "
+    "Vertex AI endpoint (e.g. europe-west4-aiplatform.googleapis.com)"
+)
+# A DNS name: dot-separated labels of letters, digits and inner hyphens, 1-63 characters each.
+_HOSTNAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(?:\.(?!-)[a-z0-9-]{1,63}(?<!-))*")
+ClientT = TypeVar("ClientT")
 
 
 @dataclass(frozen=True)
 class Endpoint:
     """Where the JobService is and how to reach it."""
 
-    api_endpoint: str  # what ClientOptions takes: "host" or "http://host:port"
+    api_endpoint: str  # what ClientOptions takes: "host[:port]" or "http://host:port"
     base_url: str  # scheme://host[:port] for REST URLs and gcp_resources
     local: bool  # the emulator (plain HTTP, anonymous) rather than Vertex AI
 
@@ -36,39 +47,84 @@ class Endpoint:
         return f"{self.base_url}/v1/{name}"
 
 
+def _bad(api_endpoint: str, why: str) -> LaunchInputError:
+    return LaunchInputError(
+        "api_endpoint", f"{validation.show(api_endpoint)} {why}; expected {ENDPOINT_FORM}"
+    )
+
+
+def _host_and_port(api_endpoint: str, netloc: str) -> str:
+    """``netloc`` checked (host name or IP address, optional port 1-65535) and normalised."""
+    try:
+        parts = urlsplit(f"//{netloc}")
+    except ValueError:  # an unbalanced '[' of an IPv6 address
+        raise _bad(api_endpoint, "has a malformed [IPv6] host") from None
+    if parts.username is not None or parts.password is not None:
+        raise _bad(api_endpoint, "carries credentials (user@); give the host alone")
+    host = parts.hostname or ""
+    if not host:
+        raise _bad(api_endpoint, "has no host")
+    try:
+        port = parts.port
+    except ValueError:
+        raise _bad(api_endpoint, "has a port that is not a number from 1 to 65535") from None
+    if netloc.endswith(":") or port == 0:
+        raise _bad(api_endpoint, "has an empty or zero port (give 1 to 65535)")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        if len(host) > 253 or _HOSTNAME.fullmatch(host) is None:
+            raise _bad(api_endpoint, f"has {host!r}, which is not a host name") from None
+        shown = host
+    else:
+        shown = f"[{address}]" if address.version == 6 else str(address)
+    return shown if port is None else f"{shown}:{port}"
+
+
 def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
     """The service endpoint for ``location``, or the one ``api_endpoint`` names.
 
     Args:
         location: the Vertex AI region, e.g. ``us-central1``.
         api_endpoint: empty for Vertex AI's regional endpoint; ``http://127.0.0.1:PORT`` for the
-            local emulator; a bare host (``europe-west4-aiplatform.googleapis.com``) or
-            ``https://host`` for another Vertex endpoint.
+            local emulator; a bare ``host[:port]`` (``europe-west4-aiplatform.googleapis.com``) or
+            ``https://host[:port]`` for another Vertex endpoint. Scheme, host and port are checked;
+            a path, query, credentials or whitespace are refused.
 
     Raises:
-        LaunchInputError: when ``api_endpoint`` is not one of those forms.
+        LaunchInputError: naming ``location`` or ``api_endpoint`` and the valid form.
     """
     if not api_endpoint:
+        checked("location", validation.check_region, location)
         host = f"{location}-aiplatform.googleapis.com"
         return Endpoint(host, f"https://{host}", local=False)
-    text = api_endpoint.strip().rstrip("/")
-    if "://" not in text:
-        if not text or "/" in text:
-            raise LaunchInputError(
-                "api_endpoint", f"expected a host or http(s)://host:port, got {api_endpoint!r}"
-            )
-        return Endpoint(text, f"https://{text}", local=False)
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
-        raise LaunchInputError(
-            "api_endpoint",
-            f"expected http://HOST:PORT (the emulator) or https://HOST, got {api_endpoint!r}",
-        )
-    return Endpoint(text, f"{parts.scheme}://{parts.netloc}", local=parts.scheme == "http")
+    if not isinstance(api_endpoint, str) or any(c.isspace() for c in api_endpoint):
+        raise _bad(api_endpoint, "contains whitespace or is not text")
+    scheme, sep, rest = api_endpoint.partition("://")
+    if not sep:
+        scheme, rest = "", api_endpoint
+    rest = rest[:-1] if rest.endswith("/") else rest  # one trailing slash is harmless
+    if not sep:
+        if "/" in rest or "?" in rest or "#" in rest:
+            raise _bad(api_endpoint, "has a path; give the host alone")
+        host = _host_and_port(api_endpoint, rest)
+        return Endpoint(host, f"https://{host}", local=False)
+    if scheme not in ("http", "https"):
+        raise _bad(api_endpoint, f"has scheme {scheme!r}; use http or https")
+    if "/" in rest or "?" in rest or "#" in rest:
+        raise _bad(api_endpoint, "has a path, query or fragment; give scheme://HOST:PORT only")
+    host = _host_and_port(api_endpoint, rest)
+    if scheme == "http":
+        return Endpoint(f"http://{host}", f"http://{host}", local=True)
+    return Endpoint(host, f"https://{host}", local=False)
 
 
-def make_client(client_class: type[ClientT], endpoint: Endpoint) -> ClientT:
-    """A GAPIC client of ``client_class`` for ``endpoint`` (REST + anonymous for plain HTTP)."""
+def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> ClientT:
+    """A GAPIC client of ``client_class`` for ``endpoint`` (REST + anonymous for plain HTTP).
+
+    ``client_class`` is any ``google.cloud.aiplatform_v1`` service client, e.g.
+    ``JobServiceClient`` or ``EndpointServiceClient``.
+    """
     options = client_options_lib.ClientOptions(api_endpoint=endpoint.api_endpoint)
     info = gapic_v1.client_info.ClientInfo(user_agent=USER_AGENT)
     if endpoint.local:

@@ -5,12 +5,16 @@ Artifacts are duck-typed (``.uri``, ``.path``, ``.metadata``): this module never
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import logging
+import math
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from kfp_spot import fs
+from kfp_spot import fs, validation
 from kfp_spot.jobs.launcher import (
     Launcher,
     LaunchFailedError,
@@ -20,51 +24,113 @@ from kfp_spot.jobs.launcher import (
 )
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import RecoveryPolicy
-from kfp_spot.jobs.spec import DEFAULT_EXECUTOR_IMAGE, JobInputs, LaunchInputError
+from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked
+from kfp_spot.layout import FOREIGN, inspect_layout
+from kfp_spot.validation.inputs import report_input_errors
 
 log = logging.getLogger(__name__)
 
 # Outcomes that still hand on a usable checkpoint when fail_on_incomplete is False.
 INCOMPLETE = frozenset({Outcome.PREEMPTED_EXHAUSTED, Outcome.CAPACITY, Outcome.TIMEOUT})
 JOB_DIR_NAME = "custom_job"
+FAIL_ON_INCOMPLETE = True  # the default of the fail_on_incomplete input
+MAX_POLL_INTERVAL_SECONDS = 3600.0
 
 
-def _int(name: str, value: Any, default: int) -> int:
-    if value is None or value == "":
-        return default
+def _dataclass_defaults(cls: type, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(cls):
+        if names is not None and f.name not in names:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def input_defaults() -> dict[str, Any]:
+    """The default of every optional parameter input of the launch_spot_job component.
+
+    The one source of truth is the runtime code: ``JobInputs`` (the job), ``RecoveryPolicy`` (the
+    budgets), ``LaunchRequest`` (endpoint, polling) and :data:`FAIL_ON_INCOMPLETE`. The component's
+    signature must repeat them as literals (KFP evaluates it without this package), so
+    tests/jobs/test_defaults.py checks the signature and the compiled YAMLs against this.
+    Sequences come back as lists and mappings as dicts, as KFP passes them.
+    """
+    job = _dataclass_defaults(JobInputs)
+    job.pop("package_uris")  # comes from the package artifact, not a parameter
+    merged = {
+        **job,
+        **_dataclass_defaults(RecoveryPolicy),
+        **_dataclass_defaults(LaunchRequest, ("api_endpoint", "poll_interval_seconds")),
+        "fail_on_incomplete": FAIL_ON_INCOMPLETE,
+    }
+    return {
+        k: list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+        for k, v in merged.items()
+    }
+
+
+INPUT_DEFAULTS = input_defaults()
+
+
+def _given(inputs: Mapping[str, Any], name: str) -> Any:
+    """The input's value, or (a copy of) its default when it is missing, None or ''."""
+    value = inputs.get(name)
+    return copy.deepcopy(INPUT_DEFAULTS.get(name)) if value is None or value == "" else value
+
+
+def _str(inputs: Mapping[str, Any], name: str) -> str:
+    value = _given(inputs, name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise LaunchInputError(name, f"expected a string, got {validation.show(value)}")
+    return value
+
+
+def _number(inputs: Mapping[str, Any], name: str) -> float:
+    value = _given(inputs, name)
     if isinstance(value, bool):
-        raise LaunchInputError(name, f"expected an integer, got {value!r}")
+        raise LaunchInputError(name, f"expected a number, got {value!r}")
     try:
         number = float(value)
-    except (TypeError, ValueError) as exc:
-        raise LaunchInputError(name, f"expected an integer, got {value!r}") from exc
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise LaunchInputError(name, f"expected a finite number, got {validation.show(value)}")
+    return number
+
+
+def _int(inputs: Mapping[str, Any], name: str) -> int:
+    number = _number(inputs, name)
     if number != int(number):
-        raise LaunchInputError(name, f"expected an integer, got {value!r}")
+        shown = validation.show(_given(inputs, name))
+        raise LaunchInputError(name, f"expected an integer, got {shown}")
     return int(number)
 
 
-def _float(name: str, value: Any, default: float) -> float:
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
-        raise LaunchInputError(name, f"expected a number, got {value!r}") from exc
+def _bool(inputs: Mapping[str, Any], name: str) -> bool:
+    value = _given(inputs, name)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"  # JSON/CLI text
+    raise LaunchInputError(name, f"expected true or false, got {validation.show(value)}")
 
 
-def _json_value(name: str, value: Any, kind: type, default: Any) -> Any:
+def _json_value(inputs: Mapping[str, Any], name: str, kind: type) -> Any:
     """Lists and dicts may arrive as JSON text (from YAML or the CLI) or as objects."""
-    if value is None or value == "":
-        return default
+    value = _given(inputs, name)
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise LaunchInputError(
-                name, f"expected a {kind.__name__} (or its JSON), got {value!r}"
-            ) from exc
+        value = checked(name, validation.loads_bounded, value)
+    else:
+        checked(name, validation.check_nesting, value)
     if not isinstance(value, kind):
-        raise LaunchInputError(name, f"expected a {kind.__name__}, got {type(value).__name__}")
+        raise LaunchInputError(
+            name, f"expected a {kind.__name__} (or its JSON), got {type(value).__name__}"
+        )
     return value
 
 
@@ -80,7 +146,7 @@ def _package(package: Any, python_module: str) -> tuple[list[str], str]:
         uris = [package.uri]
     if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
         raise LaunchInputError(
-            "package", f"metadata package_uris must be a list of URIs, got {uris!r}"
+            "package", f"metadata package_uris must be a list of URIs, got {validation.show(uris)}"
         )
     return list(uris), python_module or str(metadata.get("python_module") or "")
 
@@ -109,28 +175,38 @@ def _set_outputs(result: LaunchResult, checkpoint: Any, model: Any, job_report: 
         checkpoint.metadata["manifest_digest"] = result.latest.digest if result.latest else ""
         if result.resumed_from is not None:
             checkpoint.metadata["resumed_from_step"] = result.resumed_from.step
+        found = inspect_layout(result.checkpoint_dir)
+        checkpoint.metadata["layout"] = found.kind
+        if result.latest is None:
+            log.warning(
+                "the job committed no kfp-spot checkpoint step under %s (found %s)%s",
+                result.checkpoint_dir,
+                found.found(),
+                "; evaluate_checkpoint scores this layout with allow_foreign_layout=True"
+                if found.kind == FOREIGN
+                else "",
+            )
     if model is not None:
         model.uri = result.model_dir
     if job_report is not None:
         job_report.metadata.update(result.report.metrics())
         path = getattr(job_report, "path", "")
         if path:
-            local = fs.to_local_path(path)
-            target_fs, target = fs.filesystem(local or path)
-            target_fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-            with target_fs.open(target, "w") as handle:
-                json.dump(result.report.to_json(), handle, indent=1, default=str)
+            fs.atomic_write(path, json.dumps(result.report.to_json(), indent=1, default=str))
 
 
 def build_request(**inputs: Any) -> LaunchRequest:
-    """Turn the component's inputs into a LaunchRequest; errors name the input."""
+    """Turn the component's inputs into a LaunchRequest; errors name the input.
+
+    A missing, None or empty input takes its default (:func:`input_defaults`).
+    """
     checkpoint = inputs.get("checkpoint")
     gcp_resources_path = inputs.get("gcp_resources") or ""
     if not gcp_resources_path:
         raise LaunchInputError("gcp_resources", "an output path is required")
-    package_uris, python_module = _package(inputs.get("package"), inputs.get("python_module") or "")
+    package_uris, python_module = _package(inputs.get("package"), _str(inputs, "python_module"))
     checkpoint_uri = str(getattr(checkpoint, "uri", "") or "")
-    base = inputs.get("base_output_directory") or default_base_directory(checkpoint_uri)
+    base = _str(inputs, "base_output_directory") or default_base_directory(checkpoint_uri)
     local = fs.to_local_path(base)
     if local is not None:
         base = local  # the job runs elsewhere: never a path relative to this process
@@ -138,51 +214,63 @@ def build_request(**inputs: Any) -> LaunchRequest:
     resume_uri = str(getattr(resume, "uri", "") or "") if resume is not None else ""
     if resume is not None and not resume_uri:
         raise LaunchInputError("resume_from", "the checkpoint artifact has no URI")
+    if fs.is_remote(resume_uri) and not resume_uri.startswith("gs://"):
+        raise LaunchInputError(
+            "resume_from",
+            f"expected a checkpoint directory on gs:// or a local path, got {resume_uri!r}",
+        )
     job_inputs = JobInputs(
-        project=str(inputs.get("project") or ""),
-        location=str(inputs.get("location") or "us-central1"),
-        display_name=str(inputs.get("display_name") or "kfp-spot-training"),
+        project=_str(inputs, "project"),
+        location=_str(inputs, "location"),
+        display_name=_str(inputs, "display_name"),
         package_uris=package_uris,
         python_module=python_module,
-        container_image_uri=str(inputs.get("container_image_uri") or ""),
-        executor_image_uri=str(inputs.get("executor_image_uri") or DEFAULT_EXECUTOR_IMAGE),
-        command=[str(a) for a in _json_value("command", inputs.get("command"), list, [])],
-        args=[str(a) for a in _json_value("args", inputs.get("args"), list, [])],
-        env={str(k): str(v) for k, v in _json_value("env", inputs.get("env"), dict, {}).items()},
-        machine_type=str(inputs.get("machine_type") or "n1-standard-4"),
-        accelerator_type=str(inputs.get("accelerator_type") or ""),
-        accelerator_count=_int("accelerator_count", inputs.get("accelerator_count"), 0),
-        replica_count=_int("replica_count", inputs.get("replica_count"), 1),
-        boot_disk_type=str(inputs.get("boot_disk_type") or "pd-ssd"),
-        boot_disk_size_gb=_int("boot_disk_size_gb", inputs.get("boot_disk_size_gb"), 100),
-        worker_pool_specs=_json_value(
-            "worker_pool_specs", inputs.get("worker_pool_specs"), list, []
-        ),
+        container_image_uri=_str(inputs, "container_image_uri"),
+        executor_image_uri=_str(inputs, "executor_image_uri"),
+        command=_json_value(inputs, "command", list),
+        args=_json_value(inputs, "args", list),
+        env=_json_value(inputs, "env", dict),
+        machine_type=_str(inputs, "machine_type"),
+        accelerator_type=_str(inputs, "accelerator_type"),
+        accelerator_count=_int(inputs, "accelerator_count"),
+        replica_count=_int(inputs, "replica_count"),
+        boot_disk_type=_str(inputs, "boot_disk_type"),
+        boot_disk_size_gb=_int(inputs, "boot_disk_size_gb"),
+        worker_pool_specs=_json_value(inputs, "worker_pool_specs", list),
         base_output_directory=base,
-        service_account=str(inputs.get("service_account") or ""),
-        network=str(inputs.get("network") or ""),
-        labels=_json_value("labels", inputs.get("labels"), dict, {}),
-        timeout=str(inputs.get("timeout") or "604800s"),
-        restart_job_on_worker_restart=bool(inputs.get("restart_job_on_worker_restart") or False),
-        disable_retries=bool(inputs.get("disable_retries") or False),
-        max_wait_duration=str(inputs.get("max_wait_duration") or "86400s"),
+        service_account=_str(inputs, "service_account"),
+        network=_str(inputs, "network"),
+        labels=_json_value(inputs, "labels", dict),
+        timeout=_given(inputs, "timeout"),
+        restart_job_on_worker_restart=_bool(inputs, "restart_job_on_worker_restart"),
+        disable_retries=_bool(inputs, "disable_retries"),
+        max_wait_duration=_given(inputs, "max_wait_duration"),
     )
+    # KFP lists and dicts may hold numbers: argv, environment and label values are their text.
+    job_inputs.command = [str(a) for a in job_inputs.command]
+    job_inputs.args = [str(a) for a in job_inputs.args]
+    job_inputs.env = {str(k): str(v) for k, v in job_inputs.env.items()}
+    job_inputs.labels = {str(k): str(v) for k, v in job_inputs.labels.items()}
     policy = RecoveryPolicy(
-        max_resubmissions=_int("max_resubmissions", inputs.get("max_resubmissions"), 2),
-        fallback_after=_int("fallback_after", inputs.get("fallback_after"), 0),
-        fallback_strategy=str(inputs.get("fallback_strategy") or "STANDARD"),
-        deadline_seconds=_float("deadline_seconds", inputs.get("deadline_seconds"), 0.0),
+        max_resubmissions=_int(inputs, "max_resubmissions"),
+        fallback_after=_int(inputs, "fallback_after"),
+        fallback_strategy=_str(inputs, "fallback_strategy"),
+        deadline_seconds=_number(inputs, "deadline_seconds"),
     )
+    poll = _number(inputs, "poll_interval_seconds")
+    if not 0 <= poll <= MAX_POLL_INTERVAL_SECONDS:
+        raise LaunchInputError(
+            "poll_interval_seconds",
+            f"expected 0 (automatic) to {MAX_POLL_INTERVAL_SECONDS:g} seconds, got {poll:g}",
+        )
     return LaunchRequest(
         inputs=job_inputs,
         base_output_directory=base,
         gcp_resources_path=str(gcp_resources_path),
         run_key=checkpoint_uri or str(gcp_resources_path),
         policy=policy,
-        api_endpoint=str(inputs.get("api_endpoint") or ""),
-        poll_interval_seconds=_float(
-            "poll_interval_seconds", inputs.get("poll_interval_seconds"), 0.0
-        ),
+        api_endpoint=_str(inputs, "api_endpoint"),
+        poll_interval_seconds=poll,
         resume_from=resume_uri,
     )
 
@@ -207,10 +295,11 @@ def launch_spot_job(**inputs: Any) -> str:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    request = build_request(**inputs)
-    fail_on_incomplete = inputs.get("fail_on_incomplete")
-    fail_on_incomplete = True if fail_on_incomplete is None else bool(fail_on_incomplete)
-    launcher = Launcher(request)
+    with report_input_errors(LaunchInputError):
+        request = build_request(**inputs)
+        fail_on_incomplete = _bool(inputs, "fail_on_incomplete")
+        launcher = Launcher(request)
+        launcher.prepare()  # every input checked (resume_from too) before any API call
     try:
         result = launcher.run()
     except LaunchInterruptedError as exc:

@@ -17,7 +17,7 @@ import re
 from kfp_spot import fs
 
 RESOURCE_TYPE = "CustomJob"
-_NAME_RE = re.compile(r"/v1/(projects/[^/]+/locations/[^/]+/customJobs/[^/:]+)$")
+_NAME_RE = re.compile(r"/v1/(projects/[^/]+/locations/[^/]+/customJobs/[^/:]+)\Z")
 
 
 class GcpResourcesError(ValueError):

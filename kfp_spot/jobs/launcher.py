@@ -10,21 +10,19 @@ job the launcher is watching.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
-import signal
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob, JobState
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs import gcp_resources
+from kfp_spot.jobs.backend import Backend, backend_for
 from kfp_spot.jobs.client import resolve_endpoint
 from kfp_spot.jobs.outcome import (
     TERMINAL_STATES,
@@ -43,20 +41,14 @@ from kfp_spot.jobs.recovery import (
     save_state,
     state_uri,
 )
-from kfp_spot.jobs.report import (
-    Hardware,
-    JobReport,
-    build_report,
-    fetch_ledger,
-    fetch_log_tail,
-)
+from kfp_spot.jobs.report import JobReport, build_report, pools_of
 from kfp_spot.jobs.resume import seed_checkpoint
 from kfp_spot.jobs.service import (
     SUBMISSION_LABEL,
     JobService,
-    PollPolicy,
     ServiceUnreachableError,
 )
+from kfp_spot.jobs.signals import LaunchInterruptedError, cancel_on_signals
 from kfp_spot.jobs.spec import (
     RESUME_ENV,
     JobInputs,
@@ -66,6 +58,15 @@ from kfp_spot.jobs.spec import (
     strategy_name,
     with_strategy,
 )
+from kfp_spot.jobs.watch import AttemptWatcher
+
+__all__ = [
+    "LaunchFailedError",
+    "LaunchInterruptedError",
+    "LaunchRequest",
+    "LaunchResult",
+    "Launcher",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +81,6 @@ class LaunchFailedError(RuntimeError):
         self.result = result
 
 
-class LaunchInterruptedError(BaseException):
-    """SIGTERM/SIGINT reached the launcher (pipeline cancellation).
-
-    A BaseException, so that nothing in the loop swallows it.
-    """
-
-    def __init__(self, signum: int):
-        super().__init__(f"received signal {signum}")
-        self.signum = signum
-
-
 @dataclass
 class LaunchRequest:
     """Everything one launch needs."""
@@ -103,7 +93,7 @@ class LaunchRequest:
     api_endpoint: str = ""
     poll_interval_seconds: float = 0.0
     resume_from: str = ""  # checkpoint directory of a previous run
-    cancel_wait_seconds: float = 0.0  # 0: auto (30 s locally, 20 s on Vertex)
+    cancel_wait_seconds: float = 0.0  # 0: the backend's own (kfp_spot.jobs.backend)
 
 
 @dataclass
@@ -120,79 +110,9 @@ class LaunchResult:
     resumed_from: checkpoints.Manifest | None = None
 
 
-def _unknown_machine_types(job: CustomJob) -> list[str]:
-    from kfp_spot import machines
-
-    return [
-        pool.machine_spec.machine_type
-        for pool in job.job_spec.worker_pool_specs
-        if pool.machine_spec.machine_type
-        and machines.machine_type(pool.machine_spec.machine_type) is None
-    ]
-
-
-def _validate(job: CustomJob, *, local: bool) -> None:
-    """The service's rules (kfp_spot.validation), before anything is submitted.
-
-    Our machine table is a subset of what Vertex AI offers: on Vertex, a job whose only fault here
-    is a machine type the table does not know goes to the service, which has the final word.
-    """
-    from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
-
-    try:
-        validate_custom_job(job)
-    except InvalidJobSpecError as exc:
-        unknown = _unknown_machine_types(job)
-        if not local and unknown and exc.field.endswith(".machineType"):
-            log.warning(
-                "machine type(s) %s are not in kfp-spot's table; Vertex AI will check them",
-                ", ".join(unknown),
-            )
-            return
-        raise LaunchInputError(
-            exc.field, f"the CustomJob built from the inputs is invalid: {exc.message}"
-        ) from exc
-
-
-@contextlib.contextmanager
-def _cancel_on_signals() -> Iterator[None]:
-    """Turn the first SIGTERM/SIGINT into LaunchInterruptedError (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired = {"done": False}
-
-    def handler(signum: int, _frame: object) -> None:
-        if fired["done"]:
-            log.warning("signal %d again: already cancelling", signum)
-            return
-        fired["done"] = True
-        raise LaunchInterruptedError(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def _hardware(job: CustomJob) -> Hardware:
-    pools = []
-    for pool in job.job_spec.worker_pool_specs:
-        if not pool.replica_count:
-            continue
-        accelerator = pool.machine_spec.accelerator_type
-        name = AcceleratorType(accelerator).name if accelerator else ""
-        pools.append(
-            (
-                pool.machine_spec.machine_type,
-                name,
-                int(pool.machine_spec.accelerator_count),
-                int(pool.replica_count),
-            )
-        )
-    return Hardware(tuple(pools))
+def _short(job_name: str) -> str:
+    """``customJobs/ID`` of a resource name, for log lines."""
+    return "/".join(job_name.split("/")[-2:])
 
 
 def _stamp(value: dt.datetime | None) -> str:
@@ -207,19 +127,24 @@ class Launcher:
         self,
         request: LaunchRequest,
         *,
+        backend: Backend | None = None,
         service: JobService | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.request = request
         self.endpoint = resolve_endpoint(request.inputs.location, request.api_endpoint)
-        self.service = service or JobService(self.endpoint)
-        self.poll = PollPolicy.auto(
-            local=self.endpoint.local, interval=request.poll_interval_seconds
+        self.backend = backend or backend_for(
+            self.endpoint,
+            poll_interval=request.poll_interval_seconds,
+            cancel_wait=request.cancel_wait_seconds,
         )
+        self.service = service or JobService(self.endpoint, retry=self.backend.retry)
+        self.poll = self.backend.poll
         self.clock = clock
         self.parent = f"projects/{request.inputs.project}/locations/{request.inputs.location}"
         self.dirs = output_dirs(request.base_output_directory)
         self.state_path = state_uri(request.base_output_directory, request.run_key)
+        self.watcher = AttemptWatcher(self.backend, self.dirs["checkpoints"])
         self.state: LaunchState | None = None
         self.base_job: CustomJob | None = None
         self.resumed_from: checkpoints.Manifest | None = None
@@ -234,8 +159,8 @@ class Launcher:
         extra_env = {}
         if self.request.resume_from:
             extra_env[RESUME_ENV] = self.request.resume_from
+        # Built and checked against the service's rules (kfp_spot.validation), errors naming inputs.
         job = build_custom_job(inputs, strategy="SPOT", extra_env=extra_env)
-        _validate(job, local=self.endpoint.local)
         if self.request.resume_from:
             try:
                 self.resumed_from = seed_checkpoint(
@@ -286,7 +211,7 @@ class Launcher:
         """
         if self.base_job is None:
             self.prepare()
-        with _cancel_on_signals():
+        with cancel_on_signals():
             self.state = self._load_or_start_state()
             try:
                 outcome, message = self._loop()
@@ -302,12 +227,12 @@ class Launcher:
         return result
 
     def _with_logs(self, outcome: Outcome, message: str) -> str:
-        """A user error's message, plus the replicas' last log lines where the emulator has them."""
+        """A user error's message, plus what the backend can show of the replicas' own output."""
         assert self.state is not None
         name = self.state.submissions[-1].job_name if self.state.submissions else ""
-        if outcome != Outcome.USER_ERROR or not self.endpoint.local or not name:
+        if outcome != Outcome.USER_ERROR or not name:
             return message
-        tail = fetch_log_tail(self.endpoint.base_url, name)
+        tail = self.backend.failure_logs(name)
         return f"{message}\n{tail}" if tail else message
 
     def _save(self) -> None:
@@ -326,7 +251,10 @@ class Launcher:
                         started_at=self.state.started_at,
                         now=self.clock(),
                     )
-                    log.info("after %s: %s", subs[-1].job_name or "submission", decision.reason)
+                    if decision.resubmit:
+                        log.info("resubmitting on %s: %s", decision.strategy, decision.reason)
+                    elif subs[-1].outcome != Outcome.SUCCEEDED.value:
+                        log.info("not resubmitting: %s", decision.reason)
                     if not decision.resubmit:
                         return Outcome(subs[-1].outcome), subs[-1].message
                     strategy = decision.strategy
@@ -371,7 +299,11 @@ class Launcher:
             gcp_resources.write(
                 self.request.gcp_resources_path, self.endpoint.resource_uri(current.job_name)
             )
-            job = self.service.wait(current.job_name, self.poll, stop=self._abandon_spot)
+            self.watcher.watch(current.job_name, current.strategy, current.submitted_at)
+            job = self.service.wait(
+                current.job_name, self.poll, on_poll=self.watcher.poll, stop=self._abandon_spot
+            )
+            self.watcher.poll(force=True)  # the last attempt's end, before the verdict
             verdict = self._settle(current, job)
             self._finish(current, verdict, job)
 
@@ -390,7 +322,7 @@ class Launcher:
         # Abandoned past the deadline: cancel it; it counts as Spot running out.
         log.warning("%s still waiting for Spot capacity past the deadline; cancelling", job.name)
         self.service.cancel(job.name)
-        self.service.wait_terminal(job.name, self.poll, self._cancel_wait())
+        self.service.wait_terminal(job.name, self.poll, self.backend.cancel_wait_seconds)
         ran = bool(job.start_time)
         return Classified(
             Outcome.PREEMPTED_EXHAUSTED if ran else Outcome.CAPACITY,
@@ -409,15 +341,11 @@ class Launcher:
             current.end_time = _stamp(job.end_time)
         self._save()
         log.info(
-            "%s ended %s %s", current.job_name or "submission", current.outcome, current.message
+            "%s ended %s%s",
+            _short(current.job_name) or "the submission",
+            current.outcome,
+            f": {current.message}" if current.message else "",
         )
-
-    def _cancel_wait(self) -> float:
-        if self.request.cancel_wait_seconds > 0:
-            return self.request.cancel_wait_seconds
-        # On Vertex the pod is killed ~30 s after SIGTERM: the cancel request goes first, then a
-        # short wait for the record.
-        return 30.0 if self.endpoint.local else 20.0
 
     def _cancel_current(self) -> None:
         """Cancel the job being watched (pipeline cancellation); record it as CANCELLED."""
@@ -435,7 +363,7 @@ class Launcher:
             return
         log.warning("cancelling %s", name)
         self.service.cancel(name)
-        job = self.service.wait_terminal(name, self.poll, self._cancel_wait())
+        job = self.service.wait_terminal(name, self.poll, self.backend.cancel_wait_seconds)
         verdict = classify(job) if job is not None else Classified(Outcome.CANCELLED, "cancelling")
         self._finish(current, verdict, job)
 
@@ -443,16 +371,16 @@ class Launcher:
 
     def _result(self, outcome: Outcome, message: str) -> LaunchResult:
         assert self.state is not None and self.base_job is not None
-        ledgers = {}
-        if self.endpoint.local:
-            for sub in self.state.submissions:
-                if sub.job_name:
-                    ledgers[sub.job_name] = fetch_ledger(self.endpoint.base_url, sub.job_name)
+        ledgers = {
+            sub.job_name: self.backend.ledger(sub.job_name)
+            for sub in self.state.submissions
+            if sub.job_name
+        }
         report = build_report(
-            outcome=outcome.value,
+            outcome=outcome,
             submissions=self.state.submissions,
             checkpoint_root=self.dirs["checkpoints"],
-            hardware=_hardware(self.base_job),
+            pools=pools_of(self.base_job),
             ledgers=ledgers,
         )
         latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)

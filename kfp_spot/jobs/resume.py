@@ -27,7 +27,7 @@ def _copy_file(source: str, target: str) -> None:
             writer.write(chunk)
 
 
-def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest | None:
+def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
     """Copy the newest verified step of ``source_root`` into ``target_root``, manifest last.
 
     Nothing is copied when ``target_root`` already has a committed step (a restarted launcher,
@@ -38,22 +38,28 @@ def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest 
         target_root: this run's checkpoint directory.
 
     Returns:
-        The manifest of the step the run resumes from, or None when ``source_root`` has none.
+        The manifest of the step the run resumes from.
 
     Raises:
-        checkpoints.CheckpointError: when ``source_root`` has steps but none verifies.
+        checkpoints.CheckpointError: when ``source_root`` does not exist or holds no step that
+            verifies (training would silently start from scratch).
     """
     own = checkpoints.latest(target_root, check_hashes=False)
     if own is not None:
         log.info("%s already has step %d; not seeding from %s", target_root, own.step, source_root)
         return own
+    valid = "a checkpoint artifact of an earlier run, holding at least one committed step-<n>"
+    filesystem, path = fs.filesystem(source_root)
+    if not filesystem.exists(path):
+        raise checkpoints.CheckpointError(f"{source_root!r} does not exist; expected {valid}")
     manifest = checkpoints.latest(source_root, check_hashes=True)
     if manifest is None:
-        if checkpoints.list_steps(source_root):
-            raise checkpoints.CheckpointError(
-                f"resume_from {source_root}: no step there verifies (all torn or corrupt)"
-            )
-        return None
+        why = (
+            "has step directories but none verifies (all torn or corrupt)"
+            if checkpoints.list_steps(source_root)
+            else "holds no committed step (the run it came from never checkpointed)"
+        )
+        raise checkpoints.CheckpointError(f"{source_root!r} {why}; expected {valid}")
     source_step = checkpoints.step_dir(source_root, manifest.step)
     target_step = checkpoints.step_dir(target_root, manifest.step)
     for name in checkpoints.files_of(manifest):

@@ -53,18 +53,20 @@ class ServiceUnreachableError(RuntimeError):
 
 @dataclass(frozen=True)
 class PollPolicy:
-    """How often to ask for a job's state: start quick, back off to a ceiling, reset on change."""
+    """How often to ask for a job's state: start quick, back off to a ceiling, reset on change.
+
+    Each backend (``kfp_spot.jobs.backend``) has its own; ``fixed`` is what
+    ``poll_interval_seconds`` asks for.
+    """
 
     initial: float
     maximum: float
     factor: float = 1.5
 
     @classmethod
-    def auto(cls, *, local: bool, interval: float = 0.0) -> PollPolicy:
-        """Quick against the emulator, gentle on Vertex; a fixed ``interval`` > 0 wins."""
-        if interval > 0:
-            return cls(interval, interval, 1.0)
-        return cls(0.1, 1.0) if local else cls(10.0, 60.0)
+    def fixed(cls, interval: float) -> PollPolicy:
+        """Every ``interval`` seconds, no back-off."""
+        return cls(interval, interval, 1.0)
 
     def next(self, current: float) -> float:
         """The interval after ``current`` when nothing changed."""
@@ -73,17 +75,15 @@ class PollPolicy:
 
 @dataclass(frozen=True)
 class RetryBudget:
-    """How long transient errors are tolerated: consecutive failures and seconds, both bounded."""
+    """How long transient errors are tolerated: consecutive failures and seconds, both bounded.
+
+    The defaults are Vertex AI's (GCPC-like); the emulator's backend has a shorter one.
+    """
 
     max_attempts: int = 8
     max_seconds: float = 600.0
     initial_backoff: float = 1.0
     max_backoff: float = 30.0
-
-    @classmethod
-    def auto(cls, *, local: bool) -> RetryBudget:
-        """Short against the emulator (a dead emulator should fail fast), GCPC-like on Vertex."""
-        return cls(8, 20.0, 0.1, 1.0) if local else cls(8, 600.0, 1.0, 30.0)
 
 
 class JobService:
@@ -101,7 +101,7 @@ class JobService:
     ):
         self.endpoint = endpoint
         self._client = client
-        self.retry = retry or RetryBudget.auto(local=endpoint.local)
+        self.retry = retry or RetryBudget()
         self._sleep = sleep
         self._clock = clock
         self._timeout = request_timeout
@@ -211,7 +211,7 @@ class JobService:
         name: str,
         poll: PollPolicy,
         *,
-        on_update: Callable[[CustomJob], None] | None = None,
+        on_poll: Callable[[CustomJob, bool], None] | None = None,
         stop: Callable[[CustomJob], bool] | None = None,
     ) -> CustomJob:
         """Poll ``name`` until it is terminal (or ``stop(job)`` says to give up waiting).
@@ -219,7 +219,7 @@ class JobService:
         Args:
             name: the CustomJob.
             poll: the polling intervals.
-            on_update: called with the job whenever its state changes.
+            on_poll: called with every job read and whether its state changed since the last.
             stop: called with every non-terminal job; True returns it as it is.
 
         Returns:
@@ -229,12 +229,13 @@ class JobService:
         last_state: int | None = None
         while True:
             job = self.get(name)
-            if job.state != last_state:
+            changed = job.state != last_state
+            if changed:
                 log.info("%s is %s", name, state_name(job.state))
                 last_state = job.state
                 interval = poll.initial
-                if on_update is not None:
-                    on_update(job)
+            if on_poll is not None:
+                on_poll(job, changed)
             if is_terminal(job):
                 return job
             if stop is not None and stop(job):

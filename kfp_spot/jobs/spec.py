@@ -10,37 +10,36 @@ here and one built by GCPC for the same inputs agree field for field.
 from __future__ import annotations
 
 import copy
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from google.cloud.aiplatform_v1.types import CustomJob, WorkerPoolSpec
 from google.cloud.aiplatform_v1.types import accelerator_type as gca_accelerator_type
 from google.cloud.aiplatform_v1.types import custom_job as gca_custom_job
 from google.protobuf import json_format
 
-from kfp_spot import fs
+from kfp_spot import fs, validation
+from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
+from kfp_spot.jobs.field_inputs import input_for_field
 
 # The strategies a launcher may submit with (the API also knows ON_DEMAND and LOW_COST, which are
 # deprecated aliases of STANDARD and SPOT).
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
 FALLBACK_STRATEGIES = ("STANDARD", "FLEX_START")
 
-# Vertex's documented limit on packageUris of one pythonPackageSpec.
-MAX_PACKAGE_URIS = 100
-DEFAULT_EXECUTOR_IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 DEFAULT_TIMEOUT = "604800s"  # GCPC's default: 7 days
 DEFAULT_MAX_WAIT = "86400s"  # GCPC's default for FLEX_START: 24 hours
 
 # The environment variable that tells training code where a previous run's checkpoint is.
 RESUME_ENV = "KFP_SPOT_RESUME_FROM"
 
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d{1,9})?)\s*(s|m|h|d)?\s*$")
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ACCELERATORS = tuple(
+    name
+    for name in gca_accelerator_type.AcceleratorType.__members__
+    if name != "ACCELERATOR_TYPE_UNSPECIFIED"
+)
+_T = TypeVar("_T")
 
 
 class LaunchInputError(ValueError):
@@ -54,7 +53,11 @@ class LaunchInputError(ValueError):
 
 @dataclass
 class JobInputs:
-    """The launch inputs that shape the CustomJob (everything but the recovery policy)."""
+    """The launch inputs that shape the CustomJob (everything but the recovery policy).
+
+    The field defaults are the launch_spot_job component's defaults (one source: the component's
+    signature and ``entry.build_request`` are checked against them by tests/jobs/test_defaults.py).
+    """
 
     project: str
     location: str = "us-central1"
@@ -83,26 +86,25 @@ class JobInputs:
     max_wait_duration: str = DEFAULT_MAX_WAIT
 
 
-def parse_duration(name: str, value: str | float | int) -> float:
+def checked(name: str, check: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``check(*args)`` (a rule of :mod:`kfp_spot.validation`), its error naming input ``name``.
+
+    Raises:
+        LaunchInputError: when the rule refuses the value.
+    """
+    try:
+        return check(*args, **kwargs)
+    except validation.InvalidValueError as exc:
+        raise LaunchInputError(name, str(exc)) from None
+
+
+def parse_duration(name: str, value: str | float | int, *, allow_zero: bool = True) -> float:
     """Seconds in a duration input: ``"3600s"``, ``"90m"``, ``"2h"``, ``"1d"`` or a number.
 
     Raises:
-        LaunchInputError: naming ``name`` when the value is not a non-negative duration.
+        LaunchInputError: naming ``name`` when the value is not a duration protobuf can hold.
     """
-    if isinstance(value, bool):
-        raise LaunchInputError(name, f"expected a duration like '3600s', got {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION_RE.match(str(value))
-        if not match:
-            raise LaunchInputError(
-                name, f"expected a duration like '3600s', '90m', '2h' or '1d', got {value!r}"
-            )
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    if seconds < 0:
-        raise LaunchInputError(name, f"must not be negative, got {value!r}")
-    return seconds
+    return checked(name, validation.parse_duration, value, allow_zero=allow_zero)
 
 
 def _duration_json(seconds: float) -> str:
@@ -110,84 +112,62 @@ def _duration_json(seconds: float) -> str:
     return f"{text}s"
 
 
-def _check_accelerator(accelerator_type: str, accelerator_count: int, where: str) -> None:
-    known = [
-        n
-        for n in gca_accelerator_type.AcceleratorType.__members__
-        if n != "ACCELERATOR_TYPE_UNSPECIFIED"
-    ]
-    if accelerator_type and accelerator_type not in known:
-        raise LaunchInputError(
-            f"{where}accelerator_type",
-            f"unknown accelerator {accelerator_type!r}; valid: {', '.join(known)}",
-        )
-    if accelerator_count < 0:
-        raise LaunchInputError(f"{where}accelerator_count", "must be >= 0")
-    if accelerator_type and accelerator_count == 0:
-        raise LaunchInputError(
-            f"{where}accelerator_count", f"must be >= 1 when accelerator_type is {accelerator_type}"
-        )
-    if accelerator_count and not accelerator_type:
-        raise LaunchInputError(f"{where}accelerator_type", "must be set when accelerator_count > 0")
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
 def check_inputs(inputs: JobInputs) -> None:
-    """Check the inputs a CustomJob is built from; errors name the input and what would be valid.
+    """Check the inputs a CustomJob is built from: their types and shapes, and their values.
 
-    These are the launcher's own checks of its inputs; the service's rules on the built job are
-    checked by :func:`kfp_spot.validation.validate_custom_job`.
+    The rules themselves live in :mod:`kfp_spot.validation`; what is about the service's view of
+    the built job (machine types, accelerators, disks, display name, package limits, ...) is
+    checked on that job by :func:`build_custom_job` and reported against the input that set it.
 
     Raises:
         LaunchInputError: on the first bad input.
     """
-    if not inputs.project or "/" in inputs.project:
-        raise LaunchInputError(
-            "project", f"expected a project ID like 'my-project', got {inputs.project!r}"
-        )
-    if not inputs.location or not re.match(r"^[a-z]+(-[a-z0-9]+)+$", inputs.location):
-        raise LaunchInputError(
-            "location", f"expected a region like 'us-central1', got {inputs.location!r}"
-        )
-    if not inputs.display_name or len(inputs.display_name) > 128:
-        raise LaunchInputError("display_name", "must be 1 to 128 characters")
-    if not isinstance(inputs.args, Sequence) or isinstance(inputs.args, (str, bytes)):
-        raise LaunchInputError("args", f"expected a list of strings, got {inputs.args!r}")
-    if not isinstance(inputs.command, Sequence) or isinstance(inputs.command, (str, bytes)):
-        raise LaunchInputError("command", f"expected a list of strings, got {inputs.command!r}")
+    checked("project", validation.check_project_id, inputs.project)
+    checked("location", validation.check_region, inputs.location)
+    for name in ("display_name", "python_module", "container_image_uri", "executor_image_uri"):
+        if not isinstance(getattr(inputs, name), str):
+            raise LaunchInputError(name, f"expected a string, got {_show(getattr(inputs, name))}")
+    for name in ("args", "command"):
+        value = getattr(inputs, name)
+        if not _is_list(value) or not all(isinstance(a, str) for a in value):
+            raise LaunchInputError(name, f"expected a list of strings, got {_show(value)}")
     if inputs.command and not inputs.container_image_uri:
         raise LaunchInputError(
             "command", "applies to custom containers only; set container_image_uri too"
         )
     if not isinstance(inputs.env, Mapping):
-        raise LaunchInputError("env", f"expected a dict of name -> value, got {inputs.env!r}")
+        raise LaunchInputError("env", f"expected a dict of name -> value, got {_show(inputs.env)}")
     for key in inputs.env:
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            raise LaunchInputError("env", f"{key!r} is not a valid environment variable name")
-    if not isinstance(inputs.labels, Mapping):
-        raise LaunchInputError("labels", f"expected a dict of key -> value, got {inputs.labels!r}")
-    for key, value in inputs.labels.items():
-        if not _LABEL_KEY_RE.match(str(key)) or not _LABEL_VALUE_RE.match(str(value)):
+        if not validation.is_env_name(key):
             raise LaunchInputError(
-                "labels",
-                f"{key!r}: {value!r} is not a valid label (keys: a lowercase letter, then "
-                "up to 62 of [a-z0-9_-]; values: up to 63 of [a-z0-9_-])",
+                "env",
+                f"{_show(key)} is not an environment variable name: letters, digits and '_', "
+                "not starting with a digit",
             )
-    parse_duration("timeout", inputs.timeout)
-    parse_duration("max_wait_duration", inputs.max_wait_duration)
-    if inputs.base_output_directory and not (
-        inputs.base_output_directory.startswith("gs://")
-        or fs.to_local_path(inputs.base_output_directory) is not None
-    ):
+    if not isinstance(inputs.labels, Mapping):
         raise LaunchInputError(
-            "base_output_directory",
-            f"expected a gs:// URI or a local path, got {inputs.base_output_directory!r}",
+            "labels", f"expected a dict of key -> value, got {_show(inputs.labels)}"
         )
+    for key, value in inputs.labels.items():
+        checked("labels", validation.check_label, key, value)
+    parse_duration("timeout", inputs.timeout, allow_zero=False)
+    parse_duration("max_wait_duration", inputs.max_wait_duration)
+    for name in ("args", "command", "env", "labels", "worker_pool_specs"):
+        checked(name, validation.check_nesting, getattr(inputs, name))
+    for name in JobInputs.__dataclass_fields__:
+        checked(name, validation.check_text, getattr(inputs, name))
+    for name in ("accelerator_count", "replica_count", "boot_disk_size_gb"):
+        value = getattr(inputs, name)
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**31:
+            raise LaunchInputError(name, f"expected a 32-bit integer, got {_show(value)}")
     if inputs.worker_pool_specs:
-        if not isinstance(inputs.worker_pool_specs, Sequence) or isinstance(
-            inputs.worker_pool_specs, (str, bytes)
-        ):
+        if not _is_list(inputs.worker_pool_specs):
             raise LaunchInputError("worker_pool_specs", "expected a list of WorkerPoolSpec dicts")
-        return  # pools are checked as they are parsed
+        return  # pools are checked as they are parsed, then as part of the job
     if inputs.container_image_uri and inputs.package_uris:
         raise LaunchInputError(
             "container_image_uri",
@@ -201,33 +181,41 @@ def check_inputs(inputs: JobInputs) -> None:
                 "no training code: connect a package artifact (from prepare_package) or set "
                 "container_image_uri",
             )
-        if len(inputs.package_uris) > MAX_PACKAGE_URIS:
-            raise LaunchInputError(
-                "package",
-                f"{len(inputs.package_uris)} package URIs; Vertex takes at most {MAX_PACKAGE_URIS}",
-            )
-        if not _MODULE_RE.match(inputs.python_module or ""):
+        if not inputs.python_module:
             raise LaunchInputError(
                 "python_module",
-                f"expected a dotted module name like 'trainer.task', got {inputs.python_module!r} "
-                "(set it, or use a package artifact whose metadata has python_module)",
+                "is empty: set it to a dotted module name like 'trainer.task', or use a package "
+                "artifact whose metadata has python_module",
             )
-        if not inputs.executor_image_uri:
-            raise LaunchInputError("executor_image_uri", "a prebuilt training image is required")
-    if not inputs.machine_type:
-        raise LaunchInputError("machine_type", "expected a machine type like 'n1-standard-4'")
     if inputs.replica_count < 1:
-        raise LaunchInputError("replica_count", f"must be >= 1, got {inputs.replica_count}")
-    _check_accelerator(inputs.accelerator_type, inputs.accelerator_count, "")
-    if inputs.boot_disk_type not in ("pd-ssd", "pd-standard", "hyperdisk-balanced"):
         raise LaunchInputError(
-            "boot_disk_type",
-            f"expected pd-ssd, pd-standard or hyperdisk-balanced, got {inputs.boot_disk_type!r}",
+            "replica_count",
+            f"must be >= 1 (one chief, the rest workers), got {inputs.replica_count}",
         )
-    if not 10 <= inputs.boot_disk_size_gb <= 65536:
+    if inputs.accelerator_type and inputs.accelerator_type not in _ACCELERATORS:
         raise LaunchInputError(
-            "boot_disk_size_gb", f"expected 10 to 65536 (GB), got {inputs.boot_disk_size_gb}"
+            "accelerator_type",
+            f"unknown accelerator {_show(inputs.accelerator_type)}; valid: "
+            + ", ".join(_ACCELERATORS),
         )
+
+
+def _show(value: Any) -> str:
+    return validation.show(value)
+
+
+def check_job(job: CustomJob, inputs: JobInputs) -> None:
+    """The service's rules on ``job`` (:func:`kfp_spot.validation.validate_for_submission`).
+
+    Raises:
+        LaunchInputError: naming the input that set the offending field, the rule, and the field.
+    """
+    try:
+        validation.validate_for_submission(job)
+    except validation.InvalidJobSpecError as exc:
+        raise LaunchInputError(
+            input_for_field(exc.field, inputs), f"{exc.message} (CustomJob field {exc.field})"
+        ) from None
 
 
 def _code_spec(inputs: JobInputs, env: list[dict[str, str]]) -> dict[str, Any]:
@@ -298,7 +286,8 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
     machine_spec: dict[str, Any] = {"machine_type": inputs.machine_type}
     if inputs.accelerator_type:
         machine_spec["accelerator_type"] = inputs.accelerator_type
-        machine_spec["accelerator_count"] = inputs.accelerator_count
+    if inputs.accelerator_type or inputs.accelerator_count:
+        machine_spec["accelerator_count"] = inputs.accelerator_count  # a count alone is refused
     first = {
         "machine_spec": machine_spec,
         "replica_count": 1,
@@ -330,7 +319,8 @@ def build_custom_job(
         The CustomJob, ready for ``JobServiceClient.create_custom_job``.
 
     Raises:
-        LaunchInputError: naming the first bad input.
+        LaunchInputError: naming the first bad input; a rule of the service the built job breaks
+            is reported against the input that set the field (:func:`input_for_field`).
     """
     check_inputs(inputs)
     if strategy not in STRATEGIES:
@@ -358,11 +348,13 @@ def build_custom_job(
         job_spec["service_account"] = inputs.service_account
     if inputs.network:
         job_spec["network"] = inputs.network
-    return CustomJob(
+    job = CustomJob(
         display_name=inputs.display_name,
         job_spec=job_spec,
         labels={str(k): str(v) for k, v in inputs.labels.items()},
     )
+    check_job(job, inputs)
+    return job
 
 
 def with_strategy(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, NamedTuple
 
+from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
 from kfp_spot.packaging.core import prepare_package
 
 
@@ -24,6 +25,8 @@ def component_entry(
     extra_package_uris: list | None = None,
     check_import: bool = False,
     requirements: list | None = None,
+    include_kfp_spot: bool = True,
+    executor_image_uri: str = DEFAULT_EXECUTOR_IMAGE,
 ) -> PrepareOutputs:
     """Run :func:`prepare_package` for the component and fill its ``package`` artifact.
 
@@ -37,6 +40,8 @@ def component_entry(
         extra_package_uris: see :func:`prepare_package`.
         check_import: see :func:`prepare_package`.
         requirements: see :func:`prepare_package`.
+        include_kfp_spot: see :func:`prepare_package`.
+        executor_image_uri: see :func:`prepare_package`.
 
     Returns:
         The package URIs for the CustomJob (trainer first).
@@ -52,6 +57,8 @@ def component_entry(
         extra_package_uris=list(extra_package_uris or []),
         check_import=check_import,
         requirements=list(requirements or []),
+        include_kfp_spot=include_kfp_spot,
+        executor_image_uri=executor_image_uri or DEFAULT_EXECUTOR_IMAGE,
     )
     package.uri = info.uri
     package.metadata.update(info.metadata())

@@ -12,8 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kfp_spot import envcache, fs
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
+from kfp_spot.packaging import trainer_dist
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
     ModuleSyntaxError,
@@ -22,11 +26,10 @@ from kfp_spot.packaging.errors import (
 )
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
+from kfp_spot.validation import MAX_PACKAGE_URIS
 
 log = logging.getLogger(__name__)
 
-# pythonPackageSpec.packageUris: "at most 100" (the trainer package plus its dependencies).
-MAX_PACKAGE_URIS = 100
 PACKAGE_SUFFIXES = (".tar.gz", ".whl", ".zip", ".tar.bz2", ".egg")
 
 
@@ -49,8 +52,11 @@ class PackageInfo:
         wheel_uri: staged URI of the wheel when one was asked for, else "".
         wheel_sha256: its sha256, else "".
         source_kind: ``project``, ``module``, ``script`` (``+archive``, ``+gs``).
-        import_checked: the module was imported in a clean environment before staging.
-        staged: every staged URI (the sdist, and the wheel when built).
+        import_checked: the module was imported in its executor image's environment before
+            staging.
+        kfp_spot_uri: staged URI of the light kfp-spot-trainer wheel appended to
+            ``package_uris`` (the package imports ``kfp_spot``), else "".
+        staged: every staged URI (the sdist, the wheel when built, the kfp-spot-trainer wheel).
     """
 
     name: str
@@ -67,6 +73,7 @@ class PackageInfo:
     wheel_sha256: str = ""
     source_kind: str = "project"
     import_checked: bool = False
+    kfp_spot_uri: str = ""
     staged: tuple[str, ...] = field(default=(), repr=False)
 
     def metadata(self) -> dict[str, Any]:
@@ -237,6 +244,19 @@ def stage_file(local: Path, staging_uri: str, name: str, sha256: str) -> tuple[s
     return uri, True
 
 
+def _wants_kfp_spot(wheel: Path, facts: _build.WheelFacts) -> bool:
+    """Whether the package imports ``kfp_spot`` and does not install kfp-spot itself."""
+    declared = {canonicalize_name(Requirement(r).name) for r in facts.requirements}
+    if declared & {trainer_dist.FULL_DISTRIBUTION, trainer_dist.LIGHT_DISTRIBUTION}:
+        return False  # it brings its own kfp-spot (from the index, on the VM)
+    sources = (
+        _build.read_wheel_file(wheel, name).decode("utf-8", "replace")
+        for name in facts.files
+        if name.endswith(".py") and ".dist-info/" not in name
+    )
+    return trainer_dist.mentions_kfp_spot(sources)
+
+
 def prepare_package(
     source: str,
     staging_uri: str,
@@ -250,6 +270,8 @@ def prepare_package(
     version: str = "",
     provided_requirements: Sequence[str] = DEFAULT_PROVIDED,
     cache_dir: str | os.PathLike[str] | None = None,
+    include_kfp_spot: bool = True,
+    executor_image_uri: str = executors.DEFAULT_EXECUTOR_IMAGE,
 ) -> PackageInfo:
     """Build ``source`` into a reproducible sdist, validate it and stage it by its sha256.
 
@@ -267,16 +289,22 @@ def prepare_package(
             module of the package.
         build_wheel: also stage the wheel (the job still gets the sdist first).
         extra_package_uris: dependency packages the job installs after the trainer.
-        check_import: import the module before staging, in a clean environment that holds only
-            the package, its declared dependencies and ``provided_requirements`` (see
-            :mod:`kfp_spot.packaging.importcheck`).
+        check_import: import the module before staging, in the environment
+            ``executor_image_uri`` gives it: the image's libraries, the package URIs and their
+            declared dependencies (see :mod:`kfp_spot.packaging.importcheck`).
         requirements: dependencies of a generated project (scripts and bare packages).
         name: distribution name of a generated project.
         version: version of a generated project (default ``0.0.0+src<content digest>``).
-        provided_requirements: what the executor image provides besides the declared
-            dependencies, for ``check_import`` (default: kfp-spot, for ``kfp_spot.trainer``).
-        cache_dir: where the clean environment of ``check_import`` is made (and removed after);
+        provided_requirements: what the executor image provides besides its documented
+            libraries, for ``check_import`` (default: nothing more).
+        cache_dir: where the environment of ``check_import`` is made (and removed after);
             default: the system's temporary directory.
+        include_kfp_spot: when the package imports ``kfp_spot`` and does not declare kfp-spot,
+            stage the light ``kfp-spot-trainer`` wheel (kfp_spot.trainer and what it imports,
+            this kfp-spot's version) next to it and append it to ``package_uris``, so the
+            training VM can import it. False: the job gets kfp-spot some other way.
+        executor_image_uri: the prebuilt training image the job runs in (checked against Vertex
+            AI's list; ``check_import`` uses its profile).
 
     Returns:
         The staged package.
@@ -289,6 +317,9 @@ def prepare_package(
     staging_uri = staging_uri.strip().rstrip("/")
     if fs.is_remote(staging_uri) and not staging_uri.startswith("gs://"):
         raise PackagingError("staging_uri", f"{staging_uri}: use gs:// or a local path")
+    problem = executors.executor_image_problem(executor_image_uri)
+    if problem:
+        raise PackagingError("executor_image_uri", problem)
     # Jobs run elsewhere and in another working directory: stage under an absolute path.
     staging_uri = fs.to_local_path(staging_uri) or staging_uri
     extras = check_package_uris(extra_package_uris)
@@ -321,6 +352,18 @@ def prepare_package(
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
+        light = None
+        if include_kfp_spot and _wants_kfp_spot(built.wheel, facts):
+            if len(extras) + 2 > MAX_PACKAGE_URIS:
+                raise PackageUrisError(
+                    "extra_package_uris",
+                    f"{len(extras)} extra packages plus the trainer and the kfp-spot-trainer "
+                    f"wheel make {len(extras) + 2} package URIs; a CustomJob takes at most "
+                    f"{MAX_PACKAGE_URIS}: merge dependencies, or pass include_kfp_spot=False "
+                    "and install kfp-spot in the job another way",
+                )
+            light = trainer_dist.build_trainer_wheel(work / "kfp-spot-trainer")
+            log.info("%s imports kfp_spot: adding %s to its package URIs", facts.name, light.name)
         if check_import:
             local_extras = [
                 envcache.fetch(uri, work / "extras" / str(i)) for i, uri in enumerate(extras)
@@ -329,9 +372,10 @@ def prepare_package(
                 built.wheel,
                 facts.requirements,
                 module,
-                extra_packages=local_extras,
+                extra_packages=[*local_extras, *([light] if light else [])],
                 provided=provided_requirements,
                 work_dir=cache_dir,
+                executor_image_uri=executor_image_uri,
             )
         sha = _build.sha256_of(built.sdist)
         uri, uploaded = stage_file(built.sdist, staging_uri, facts.name, sha)
@@ -342,6 +386,13 @@ def prepare_package(
             wheel_uri, wheel_uploaded = stage_file(built.wheel, staging_uri, facts.name, wheel_sha)
             uploaded = uploaded or wheel_uploaded
             staged.append(wheel_uri)
+        light_uri = ""
+        if light is not None:
+            light_uri, light_uploaded = stage_file(
+                light, staging_uri, trainer_dist.LIGHT_DISTRIBUTION, _build.sha256_of(light)
+            )
+            uploaded = uploaded or light_uploaded
+            staged.append(light_uri)
         info = PackageInfo(
             name=facts.name,
             version=facts.version,
@@ -351,12 +402,13 @@ def prepare_package(
             size=built.sdist.stat().st_size,
             python_module=module,
             requirements=facts.requirements,
-            package_uris=(uri, *extras),
+            package_uris=(uri, *extras, *([light_uri] if light_uri else [])),
             cache_hit=not uploaded,
             wheel_uri=wheel_uri,
             wheel_sha256=wheel_sha,
             source_kind=tree.kind,
             import_checked=check_import,
+            kfp_spot_uri=light_uri,
             staged=tuple(staged),
         )
     log.info(

@@ -13,8 +13,10 @@ import hashlib
 import json
 import keyword
 import os
+import posixpath
 import re
 import shutil
+import stat
 import tarfile
 import zipfile
 from collections.abc import Sequence
@@ -23,11 +25,15 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from kfp_spot import fs
+from kfp_spot import fs, validation
 from kfp_spot.packaging.errors import MissingProjectFileError, PackagingError, SourceError
 
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+# What a source archive may expand to: training code and its package data, not a data set. An
+# archive past either limit is refused before anything past the limit is written.
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
+MAX_ARCHIVE_MEMBERS = 20_000
 # Never part of a package: VCS data, caches, virtual environments, earlier build outputs.
 _IGNORED_NAMES = {
     ".git",
@@ -47,7 +53,6 @@ _IGNORED_NAMES = {
 _IGNORED_TOP_LEVEL = {"build", "dist"}
 _IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 _DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
-_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,9 @@ class ProjectTree:
 
 def is_module_name(name: str) -> bool:
     """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
-    return bool(_MODULE_RE.match(name)) and not any(keyword.iskeyword(p) for p in name.split("."))
+    return validation.is_module_name(name) and not any(
+        keyword.iskeyword(p) for p in name.split(".")
+    )
 
 
 def normalize_name(name: str) -> str:
@@ -91,7 +98,45 @@ def _ignore(root: str):
     return ignore
 
 
-def _copy_tree(src: Path, dest: Path) -> None:
+def check_links(src: Path, label: str) -> None:
+    """Refuse a symbolic link under ``src`` that leaves it, is broken, or loops back.
+
+    Links inside the tree are followed by the copy (their target's content is packaged); one
+    that points outside would package a file the source does not hold, so it is an error, as it
+    is in an archive. Ignored folders (``.venv``, ``.git``, ...) are not looked at: they are never
+    copied.
+
+    Raises:
+        SourceError: naming the link and its target.
+    """
+    root = Path(os.path.realpath(src))
+    ignore = _ignore(str(src))
+    for directory, dirs, files in os.walk(src):
+        skipped = ignore(directory, [*dirs, *files])
+        dirs[:] = [d for d in dirs if d not in skipped]
+        for name in [*dirs, *files]:
+            path = Path(directory, name)
+            if name in skipped or not path.is_symlink():
+                continue
+            rel = path.relative_to(src).as_posix()
+            target = os.readlink(path)
+            real = Path(os.path.realpath(path))
+            if not real.is_relative_to(root):
+                raise SourceError(
+                    "source",
+                    f"{label} holds a link that leaves the source tree: {rel} -> {target}; "
+                    "copy the file into the source instead (links outside are never packaged)",
+                )
+            if not real.exists():
+                raise SourceError("source", f"{label} holds a broken link: {rel} -> {target}")
+            if real.is_dir() and Path(os.path.realpath(directory)).is_relative_to(real):
+                raise SourceError(
+                    "source", f"{label} holds a link to its own parent folder: {rel} -> {target}"
+                )
+
+
+def _copy_tree(src: Path, dest: Path, label: str | None = None) -> None:
+    check_links(src, label or str(src))
     try:
         shutil.copytree(src, dest, ignore=_ignore(str(src)), symlinks=False)
     except (shutil.Error, OSError) as exc:
@@ -119,22 +164,72 @@ def _fetch_remote(uri: str, workdir: Path) -> Path:
     return dest
 
 
+def _too_big(label: str, what: str) -> SourceError:
+    return SourceError(
+        "source",
+        f"{label} expands to {what}; a source archive may hold at most "
+        f"{MAX_ARCHIVE_MEMBERS} members and {MAX_ARCHIVE_BYTES // 2**20} MiB (training code, not "
+        "data: read data sets from Cloud Storage at run time)",
+    )
+
+
+def _check_zip(zf: zipfile.ZipFile, label: str) -> None:
+    members = zf.infolist()
+    if len(members) > MAX_ARCHIVE_MEMBERS:
+        raise _too_big(label, f"{len(members)} members")
+    total = 0
+    for info in members:
+        parts = Path(info.filename).parts
+        if info.filename.startswith(("/", "\\")) or ".." in parts:
+            raise SourceError(
+                "source", f"{label} holds an unsafe path {info.filename!r}; refusing it"
+            )
+        if stat.S_ISLNK(info.external_attr >> 16):
+            target = zf.read(info)[:200].decode("utf-8", "replace")
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(info.filename), target))
+            leaves = target.startswith("/") or resolved == ".." or resolved.startswith("../")
+            raise SourceError(
+                "source",
+                f"{label} holds a link {info.filename} -> {target}"
+                + (
+                    " that leaves the source tree"
+                    if leaves
+                    else " (a zip cannot hold links: it would unpack as a file holding the name)"
+                )
+                + "; put the file itself in the archive",
+            )
+        total += info.file_size  # zipfile never inflates a member past its recorded size
+        if total > MAX_ARCHIVE_BYTES:
+            raise _too_big(label, f"more than {MAX_ARCHIVE_BYTES // 2**20} MiB")
+
+
+def _safe_tar_members(tf: tarfile.TarFile, label: str):
+    count = total = 0
+    while (member := tf.next()) is not None:
+        count += 1
+        total += max(member.size, 0) if member.isfile() else 0
+        if count > MAX_ARCHIVE_MEMBERS:
+            raise _too_big(label, f"more than {MAX_ARCHIVE_MEMBERS} members")
+        if total > MAX_ARCHIVE_BYTES:
+            raise _too_big(label, f"more than {MAX_ARCHIVE_BYTES // 2**20} MiB")
+        yield member
+
+
 def _extract(archive: Path, dest: Path, label: str) -> Path:
     dest.mkdir(parents=True)
     name = archive.name.lower()
     try:
         if name.endswith(".zip"):
             with zipfile.ZipFile(archive) as zf:
-                for member in zf.namelist():
-                    parts = Path(member).parts
-                    if member.startswith(("/", "\\")) or ".." in parts:
-                        raise SourceError(
-                            "source", f"{label} holds an unsafe path {member!r}; refusing it"
-                        )
+                _check_zip(zf, label)
                 zf.extractall(dest)
         else:
             with tarfile.open(archive) as tf:
-                tf.extractall(dest, filter="data")
+                # Members are read one by one and the limits checked before each is written, so
+                # a bomb stops at the limit; the data filter refuses links and paths that leave
+                # the folder, devices, and absolute names.
+                for member in _safe_tar_members(tf, label):
+                    tf.extract(member, dest, filter="data")
     except tarfile.FilterError as exc:
         raise SourceError("source", f"{label} holds an unsafe member: {exc}") from exc
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
@@ -355,7 +450,7 @@ def materialize(
         raise PackagingError(
             "python_module", f"{python_module!r} is not a dotted module name like trainer.task"
         )
-    if name and not _DIST_NAME_RE.match(name):
+    if name and not _DIST_NAME_RE.fullmatch(name):
         raise PackagingError("name", f"{name!r} is not a valid distribution name")
     reqs = _check_requirements(requirements)
     source = source.strip()

@@ -16,11 +16,17 @@ import google.auth.exceptions
 import requests
 
 from kfp_spot.registry.server import CONTEXT_FILE
-from kfp_spot.registry.store import VERSION_PREFIX, RegistryStoreError, check_id, check_tag
+from kfp_spot.registry.store import (
+    VERSION_PREFIX,
+    RegistryStoreError,
+    check_id,
+    check_tag,
+    check_version,
+)
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
-_AR_HOST_RE = re.compile(r"^https://[\w-]+-kfp\.pkg\.dev/[^/]+/[^/]+$")
-_HOST_RE = re.compile(r"^https?://[^/\s]+/[^/\s]+/[^/\s]+$")
+_AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
+_HOST_RE = re.compile(r"https?://[^/\s]+/[^/\s]+/[^/\s]+")
 
 
 class RegistryError(Exception):
@@ -46,7 +52,7 @@ class TagInfo:
 
 def is_artifact_registry(host: str) -> bool:
     """Whether ``host`` is an Artifact Registry KFP repository URL."""
-    return bool(_AR_HOST_RE.match(host.rstrip("/")))
+    return _AR_HOST_RE.fullmatch(host.rstrip("/")) is not None
 
 
 def check_host(host: str) -> str:
@@ -56,7 +62,7 @@ def check_host(host: str) -> str:
         ValueError: naming the host and the expected form.
     """
     stripped = (host or "").rstrip("/")
-    if not _HOST_RE.match(stripped):
+    if _HOST_RE.fullmatch(stripped) is None:
         raise ValueError(
             f"invalid registry host {host!r}: expected https://LOCATION-kfp.pkg.dev/PROJECT/REPO "
             "or http://127.0.0.1:PORT/PROJECT/REPO (a local `kfp-spot registry serve`)"
@@ -193,10 +199,10 @@ def pull(
     except RegistryStoreError as exc:
         raise ValueError(exc.message) from exc
     if version is not None:
-        if not re.match(r"^sha256:[0-9a-f]{64}$", version):
-            raise ValueError(
-                f"invalid version {version!r}: expected {VERSION_PREFIX!r} and 64 hex digits"
-            )
+        try:
+            check_version(version)
+        except RegistryStoreError as exc:
+            raise ValueError(exc.message) from exc
         tag = None
     else:
         tag = tag or "latest"

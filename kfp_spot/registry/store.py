@@ -29,9 +29,10 @@ import yaml
 from kfp_spot import fs
 
 VERSION_PREFIX = "sha256:"
-# Project, repository, package and tag ids: one safe path segment each.
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+# Project, repository, package and tag ids: one safe path segment each (matched whole: a
+# trailing newline is not part of an id).
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_HEX_RE = re.compile(r"[0-9a-f]{64}")
 # "packages" would make `GET <host>/packages/<x>` ambiguous under KFP's default context.
 RESERVED_PACKAGE_NAMES = frozenset({"packages"})
 MAX_TEMPLATE_BYTES = 32 << 20
@@ -57,7 +58,7 @@ def _not_found(message: str) -> RegistryStoreError:
 
 def check_id(kind: str, value: str) -> str:
     """Return ``value`` when it is a valid id of ``kind``; raise INVALID_ARGUMENT otherwise."""
-    if not _ID_RE.match(value or "") or ".." in value:
+    if not isinstance(value, str) or _ID_RE.fullmatch(value) is None or ".." in value:
         raise _invalid(
             f"invalid {kind} {value!r}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -68,7 +69,7 @@ def check_id(kind: str, value: str) -> str:
 def check_version(value: str) -> str:
     """Return the hex digest of a ``sha256:<hex>`` version; raise INVALID_ARGUMENT otherwise."""
     hex_digest = value[len(VERSION_PREFIX) :] if value.startswith(VERSION_PREFIX) else ""
-    if not _HEX_RE.match(hex_digest):
+    if _HEX_RE.fullmatch(hex_digest) is None:
         raise _invalid(f"invalid version {value!r}: expected 'sha256:' and 64 lowercase hex digits")
     return hex_digest
 

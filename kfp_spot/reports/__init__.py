@@ -2,7 +2,8 @@
 
 A run directory holds ``run.json`` (schema: docs/reports.md) whose ``checkpoint_uri`` names the
 checkpoint root with its ``step-<n>/manifest.json`` files and ``_attempts/*.json`` records.
-:func:`write_report` turns it into ``report.png`` and ``report.md`` next to ``run.json``.
+:func:`write_report` turns it into ``report.png`` and ``report.md`` next to ``run.json``. Every
+count, cost and goodput figure is :mod:`kfp_spot.accounting`'s, as in the launcher's job report.
 """
 
 from __future__ import annotations
@@ -12,14 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_spot import fs
-from kfp_spot.reports.run import (
-    AttemptRecord,
-    CheckpointSave,
-    LedgerRow,
-    ReportError,
-    RunData,
-    load_run,
-)
+from kfp_spot.reports.run import CheckpointSave, ReportError, RunData, load_run, run_from_json
 from kfp_spot.reports.summary import RunSummary, render_markdown, summarize
 from kfp_spot.reports.timeline import render_timeline
 
@@ -29,9 +23,7 @@ MARKDOWN_NAME = "report.md"
 __all__ = [
     "MARKDOWN_NAME",
     "PNG_NAME",
-    "AttemptRecord",
     "CheckpointSave",
-    "LedgerRow",
     "Report",
     "ReportError",
     "RunData",
@@ -39,6 +31,7 @@ __all__ = [
     "load_run",
     "render_markdown",
     "render_timeline",
+    "run_from_json",
     "summarize",
     "write_report",
 ]
@@ -67,7 +60,7 @@ def write_report(run_dir: str | os.PathLike[str]) -> Report:
     """
     run = load_run(run_dir)
     summary = summarize(run)
-    png = render_timeline(run, run.run_dir / PNG_NAME)
+    png = render_timeline(run, run.run_dir / PNG_NAME, summary=summary.accounting)
     markdown = run.run_dir / MARKDOWN_NAME
     fs.atomic_write(str(markdown), render_markdown(run, summary, timeline=PNG_NAME))
     return Report(png=png, markdown=markdown, summary=summary)

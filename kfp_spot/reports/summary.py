@@ -1,106 +1,110 @@
-"""The numbers of a run (cost, savings, goodput) and its Markdown summary."""
+"""The numbers of a run (the accounting summary plus checkpoints) and its Markdown summary."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from kfp_spot.reports.run import (
-    PREEMPTED,
-    AttemptRecord,
-    CheckpointSave,
-    RunData,
-    last_commit_in,
-)
+from kfp_spot import accounting
+from kfp_spot.accounting import EndReason, ServingSummary, Summary, usd
+from kfp_spot.reports.run import RunData
 
 
 @dataclass(frozen=True)
 class RunSummary:
-    """What a run cost and how much of the billed time made lasting progress."""
+    """What a run cost, how much of the billed time made lasting progress, and what it saved.
 
-    attempts: int
-    preemptions: int
-    billable_seconds: float
-    queued_seconds: float
-    spot_cost: float
-    on_demand_cost: float
-    savings: float
-    savings_fraction: float | None  # savings / on-demand cost; None when that is 0
-    kept_seconds: float | None  # training time whose progress a committed checkpoint kept
-    lost_seconds: float | None  # training time after an attempt's last commit, redone later
-    goodput: float | None  # kept_seconds / billable_seconds, in [0, 1]
+    Attributes:
+        accounting: the one accounting summary (:mod:`kfp_spot.accounting`); every cost, count
+            and goodput figure below comes from it.
+        checkpoints: committed checkpoint steps.
+        latest_step: the newest one.
+        final_loss: the loss recorded with the newest step that has one.
+        serving: the serving replicas' summary, when the run deployed a model.
+    """
+
+    accounting: Summary
     checkpoints: int
     latest_step: int | None
     final_loss: float | None
+    serving: ServingSummary | None = None
 
+    @property
+    def attempts(self) -> int:
+        """Billed attempts."""
+        return self.accounting.attempt_count
 
-def _kept_and_lost(
-    attempt: AttemptRecord, saves: list[CheckpointSave]
-) -> tuple[float, float] | None:
-    """Seconds of ``attempt`` whose progress was kept, and seconds lost after its last commit."""
-    if attempt.start is None or attempt.end is None or attempt.end < attempt.start:
-        return None
-    duration = attempt.end - attempt.start
-    if attempt.exit_reason == "finished":
-        return duration, 0.0
-    last = last_commit_in(attempt, saves)
-    kept = (last - attempt.start) if last is not None else 0.0
-    return kept, duration - kept
+    @property
+    def preemptions(self) -> int | None:
+        """Preempted attempts (emulator restarts included); None when unknown."""
+        return self.accounting.preemptions
+
+    @property
+    def billable_seconds(self) -> float:
+        """Σ billable seconds."""
+        return self.accounting.billable_seconds
+
+    @property
+    def cost(self) -> float | None:
+        """What the run paid (USD); None when a price is unknown."""
+        return self.accounting.costs.paid_usd if self.accounting.costs else None
+
+    @property
+    def on_demand_cost(self) -> float | None:
+        """The same billable time on demand (USD)."""
+        return self.accounting.costs.on_demand_usd if self.accounting.costs else None
+
+    @property
+    def savings(self) -> float | None:
+        """On-demand cost minus what was paid (USD)."""
+        return self.accounting.costs.savings_usd if self.accounting.costs else None
+
+    @property
+    def kept_seconds(self) -> float | None:
+        """Billed time whose progress was kept."""
+        return self.accounting.kept_seconds
+
+    @property
+    def lost_seconds(self) -> float | None:
+        """Billed time after an attempt's last commit; None when unknown."""
+        return self.accounting.lost_seconds
+
+    @property
+    def goodput(self) -> float | None:
+        """Kept / billable time; None when unknown."""
+        return self.accounting.goodput
 
 
 def summarize(run: RunData) -> RunSummary:
-    """Compute the report's numbers from the ledger, attempt records and checkpoints.
-
-    Cost and savings are sums over the ledger rows (what the service billed). Goodput is the
-    share of billed seconds whose training progress survived: a finished attempt keeps all its
-    time; an interrupted one keeps the time up to the last checkpoint it committed, and the rest
-    is lost (redone by the next attempt). None when there are no attempt records or no billed time.
-    """
-    ledger = run.ledger
-    billable = math.fsum(r.billable_seconds for r in ledger)
-    spot = math.fsum(r.spot_cost for r in ledger)
-    on_demand = math.fsum(r.on_demand_cost for r in ledger)
-    savings = math.fsum(r.savings for r in ledger)
-    spans = [s for s in (_kept_and_lost(a, run.saves) for a in run.attempts) if s is not None]
-    kept = math.fsum(k for k, _ in spans) if spans else None
-    lost = math.fsum(lost for _, lost in spans) if spans else None
-    goodput = None
-    if kept is not None and billable > 0:
-        goodput = min(1.0, max(0.0, kept / billable))
+    """The run's numbers: the accounting summary plus its checkpoints and final loss."""
     losses = [s.loss for s in sorted(run.saves, key=lambda s: s.step) if s.loss is not None]
     return RunSummary(
-        attempts=len(ledger),
-        preemptions=sum(1 for r in ledger if r.end_reason == PREEMPTED),
-        billable_seconds=billable,
-        queued_seconds=math.fsum(r.queued_seconds for r in ledger),
-        spot_cost=spot,
-        on_demand_cost=on_demand,
-        savings=savings,
-        savings_fraction=(savings / on_demand) if on_demand > 0 else None,
-        kept_seconds=kept,
-        lost_seconds=lost,
-        goodput=goodput,
+        accounting=run.account(),
         checkpoints=len(run.saves),
         latest_step=max((s.step for s in run.saves), default=None),
         final_loss=losses[-1] if losses else None,
+        serving=run.account_serving(),
     )
 
 
-def money(value: float) -> str:
-    """USD with six decimals (emulated runs cost fractions of a cent)."""
-    return f"${value:,.6f}"
-
-
 def seconds(value: float | None) -> str:
-    """Seconds with one decimal, or ``-``."""
-    return "-" if value is None else f"{value:.1f} s"
+    """Seconds with one decimal, or ``unknown``."""
+    return "unknown" if value is None else f"{value:.1f} s"
 
 
 def percent(value: float | None) -> str:
     """A fraction as a percentage with one decimal, or ``-``."""
     return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def preemptions_text(summary: Summary) -> str:
+    """The preemption count, saying how many were emulator restarts."""
+    if summary.preemptions is None:
+        return "unknown (the service does not report its restarts)"
+    restarts = sum(1 for a in summary.attempts if a.end_reason is EndReason.EMULATOR_RESTARTED)
+    if restarts:
+        return f"{summary.preemptions} ({restarts} of them emulator restarts)"
+    return str(summary.preemptions)
 
 
 def _when(epoch: float | None) -> str:
@@ -119,26 +123,54 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _serving_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The serving ledger: Spot (or standard) replica lives of the run's endpoints, with costs."""
-    spot = math.fsum(float(r.get("spotCost", 0)) for r in rows)
-    on_demand = math.fsum(float(r.get("onDemandCost", 0)) for r in rows)
+def _cost_rows(summary: Summary) -> list[str]:
+    return _cost_rows_of(summary.costs, summary.billable_seconds, "the run")
+
+
+def _cost_rows_of(costs: accounting.Costs | None, billable: float, payer: str) -> list[str]:
+    if costs is None:
+        return [
+            "| Cost | unknown: a machine type has no price in kfp_spot/data/machines.csv |",
+            f"| Billable time | {seconds(billable)} |",
+        ]
+    rows = [f"| Cost (what {payer} paid) | {usd(costs.paid_usd)} |"]
+    if costs.spot_estimated:
+        rows.append(
+            f"| Cost range at 60-91% Spot discounts | {usd(costs.paid_low_usd)} to "
+            f"{usd(costs.paid_high_usd)} |"
+        )
+    rows += [
+        f"| On-demand cost (same time) | {usd(costs.on_demand_usd)} |",
+        f"| Savings | {usd(costs.savings_usd)} ({percent(costs.savings_fraction)}) |",
+        f"| Billable time | {seconds(billable)} |",
+    ]
+    return rows
+
+
+def _serving_lines(serving: ServingSummary) -> list[str]:
+    """The serving replicas: one line of totals, the cost table, one row per replica life."""
+    costs = serving.costs
     lines = [
         "## Serving replicas (serving ledger)",
         "",
-        f"{len(rows)} replica lives, {seconds(math.fsum(r['billableSeconds'] for r in rows))} "
-        f"billed: {money(spot)} on Spot vs {money(on_demand)} on demand; "
-        f"{sum(r.get('endReason') == 'PREEMPTED' for r in rows)} preempted.",
+        f"{len(serving.lives)} replica lives ({serving.spot_lives} on Spot VMs) of "
+        f"{_cell(', '.join(serving.endpoints) or '-')}; {serving.preemptions} preempted.",
         "",
-        "| Deployed model | Replica | Life | End reason | Billable | Strategy | Spot | On-demand |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| | |",
+        "| --- | --- |",
+        *_cost_rows_of(costs, serving.billable_seconds, "the replicas"),
+        "",
+        "| Deployed model | Replica | Life | Start | End | End reason | Billable | Machine "
+        "| Paid | On-demand |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in rows:
+    for life in serving.lives:
         lines.append(
-            f"| {_cell(r.get('deployedModelId', '-'))} | {r.get('replica')} | {r.get('life')} "
-            f"| {_cell(r.get('endReason') or 'running')} | {seconds(r['billableSeconds'])} "
-            f"| {_cell(r.get('strategy', '-'))} | {money(float(r.get('spotCost', 0)))} "
-            f"| {money(float(r.get('onDemandCost', 0)))} |"
+            f"| {_cell(life.deployed_model_id or '-')} | {life.replica} | {life.life} "
+            f"| {_when(life.start)} | {_when(life.end)} | {life.end_reason.value} "
+            f"| {seconds(life.billable_seconds)} | {_cell(life.machine_type or '-')} "
+            f"| {usd(life.cost.paid_usd if life.cost else None)} "
+            f"| {usd(life.cost.on_demand_usd if life.cost else None)} |"
         )
     return lines
 
@@ -154,6 +186,7 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
     Returns:
         The Markdown text.
     """
+    acc = summary.accounting
     lines = [
         f"# kfp-spot run report: {_cell(run.job_name)}",
         "",
@@ -163,8 +196,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
         f"| CustomJobs | {_cell(', '.join(run.job_names) or '-')} |",
         f"| Started | {_when(run.started)} |",
         f"| Finished | {_when(run.finished)} |",
-        f"| Attempts | {summary.attempts} |",
-        f"| Preemptions | {summary.preemptions} |",
+        f"| Attempts | {acc.attempt_count} |",
+        f"| Preemptions | {preemptions_text(acc)} |",
         f"| Checkpoints committed | {summary.checkpoints} |",
         f"| Latest step | {'-' if summary.latest_step is None else summary.latest_step} |",
         f"| Final loss | {'-' if summary.final_loss is None else f'{summary.final_loss:.6g}'} |",
@@ -173,62 +206,61 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
     ]
     if timeline:
         lines += [f"![timeline]({timeline})", ""]
+    lines += ["## Cost", "", "| | |", "| --- | --- |", *_cost_rows(acc)]
+    if acc.queued_seconds is not None:
+        lines.append(f"| Queued time (not billed) | {seconds(acc.queued_seconds)} |")
+    lines += [""]
+    if acc.costs is not None and acc.costs.spot_estimated:
+        lines += [accounting.SPOT_PRICE_NOTE, ""]
     lines += [
-        "## Cost",
-        "",
-        "| | |",
-        "| --- | --- |",
-        f"| Spot cost (billed) | {money(summary.spot_cost)} |",
-        f"| On-demand cost (same time) | {money(summary.on_demand_cost)} |",
-        f"| Savings | {money(summary.savings)} ({percent(summary.savings_fraction)}) |",
-        f"| Billable time | {seconds(summary.billable_seconds)} |",
-        f"| Queued time (not billed) | {seconds(summary.queued_seconds)} |",
-        "",
         "## Goodput",
         "",
         "| | |",
         "| --- | --- |",
-        f"| Goodput | {percent(summary.goodput)} |",
-        f"| Training time kept by checkpoints | {seconds(summary.kept_seconds)} |",
-        f"| Training time lost to preemption | {seconds(summary.lost_seconds)} |",
+        f"| Goodput | {percent(acc.goodput) if acc.goodput is not None else 'unknown'} |",
+        f"| Billed time kept | {seconds(acc.kept_seconds)} |",
+        f"| Billed time lost | {seconds(acc.lost_seconds)} |",
         "",
         "Goodput is the share of billed time whose training progress survived: a finished attempt "
-        "keeps all its time, an interrupted one keeps the time up to its last committed "
-        "checkpoint.",
+        "keeps all its time, an interrupted one the time up to its last committed checkpoint. "
+        "Without a checkpoint commit or an attempt record to tell, what an interrupted attempt "
+        "lost is unknown, and so is goodput.",
         "",
-        "## Attempts (billing ledger)",
+        f"## Attempts ({acc.source.value})",
         "",
     ]
-    if run.ledger:
+    if acc.attempts:
         lines += [
-            "| Job | # | Start | End | End reason | Billable | Queued | Machine | Spot "
-            "| On-demand |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| Job | # | Start | End | End reason | Billable | Queued | Machine | Paid "
+            "| On-demand | Lost |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
-        for row in run.ledger:
+        for a in acc.attempts:
+            machine = f"{a.machine_type} x{a.replica_count}" if a.machine_type else "-"
+            queued = "-" if a.queued_seconds is None else seconds(a.queued_seconds)
             lines.append(
-                f"| {_cell(row.job.rsplit('/', 1)[-1] or '-')} | {row.attempt} "
-                f"| {_when(row.start)} | {_when(row.end)} | {_cell(row.end_reason)} "
-                f"| {seconds(row.billable_seconds)} | {seconds(row.queued_seconds)} "
-                f"| {_cell(row.machine_type or '-')} x{row.replica_count} "
-                f"| {money(row.spot_cost)} | {money(row.on_demand_cost)} |"
+                f"| {_cell(a.job_id or '-')} | {a.number or '-'} | {_when(a.start)} "
+                f"| {_when(a.end)} | {a.end_reason.value} | {seconds(a.billable_seconds)} "
+                f"| {queued} | {_cell(machine)} "
+                f"| {usd(a.cost.paid_usd if a.cost else None)} "
+                f"| {usd(a.cost.on_demand_usd if a.cost else None)} | {seconds(a.lost_seconds)} |"
             )
     else:
-        lines.append("No ledger rows: the run never started a CustomJob attempt.")
-    if run.serving:
-        lines += ["", *_serving_lines(run.serving)]
+        lines.append("No attempts: the run never started a CustomJob attempt.")
+    if summary.serving is not None:
+        lines += ["", *_serving_lines(summary.serving)]
     lines += ["", "## Training attempts (attempt records)", ""]
-    if run.attempts:
+    if run.records:
         lines += [
             "| Attempt | Start | End | First step | Last committed step | Exit |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        for a in run.attempts:
-            first = "-" if a.first_step is None else a.first_step
-            last = "-" if a.last_committed_step is None else a.last_committed_step
+        for r in run.records:
+            first = "-" if r.first_step is None else r.first_step
+            last = "-" if r.last_committed_step is None else r.last_committed_step
             lines.append(
-                f"| {_cell(a.attempt_id)} | {_when(a.start)} | {_when(a.end)} | {first} | {last} "
-                f"| {_cell(a.exit_reason)} |"
+                f"| {_cell(r.attempt_id)} | {_when(r.start)} | {_when(r.end)} | {first} | {last} "
+                f"| {r.exit.value} |"
             )
     else:
         lines.append("No attempt records under the checkpoint root.")

@@ -7,39 +7,78 @@ import os
 from pathlib import Path
 
 from kfp_spot import fs
-from kfp_spot.reports.run import PREEMPTED, RunData, last_commit_in
+from kfp_spot.accounting import EndReason, Summary, TrainerExit
+from kfp_spot.reports.run import RunData
 
 _REASON_COLOURS = {
-    "SUCCEEDED": "#2e7d32",
-    "PREEMPTED": "#ef6c00",
-    "FAILED": "#c62828",
-    "CANCELLED": "#757575",
-    "EMULATOR_RESTARTED": "#6a1b9a",
+    EndReason.SUCCEEDED: "#2e7d32",
+    EndReason.PREEMPTED: "#ef6c00",
+    EndReason.FAILED: "#c62828",
+    EndReason.CANCELLED: "#757575",
+    EndReason.EMULATOR_RESTARTED: "#6a1b9a",
 }
-_EXIT_COLOURS = {"finished": "#66bb6a", "preempted": "#ffa726", "error": "#ef5350"}
+_EXIT_COLOURS = {
+    TrainerExit.FINISHED: "#66bb6a",
+    TrainerExit.PREEMPTED: "#ffa726",
+    TrainerExit.ERROR: "#ef5350",
+}
 _OTHER = "#90a4ae"
 
 
-def _origin(run: RunData) -> float:
-    times = [r.start for r in run.ledger if r.start is not None]
-    times += [a.start for a in run.attempts if a.start is not None]
+def _origin(run: RunData, summary: Summary) -> float:
+    times = [a.start for a in summary.attempts if a.start is not None]
+    times += [r.start for r in run.records if r.start is not None]
     times += [s.time for s in run.saves]
     if run.started is not None:
         times.append(run.started)
     return min(times) if times else 0.0
 
 
-def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 100) -> Path:
+def vm_lanes(summary: Summary, now: float) -> dict[str, list[tuple[float, float, bool]]]:
+    """Per-VM lanes of multi-replica attempts: ``replica -> [(start, end, away), ...]``.
+
+    ``away`` spans are the gaps while a preempted VM was gone (the job ran on without it); VMs of
+    attempts with a single replica are left out (their lane would repeat the attempt's).
+    """
+    lanes: dict[str, list[tuple[float, float, bool]]] = {}
+    for attempt in summary.attempts:
+        if len(attempt.vms) < 2:
+            continue
+        end = attempt.end if attempt.end is not None else now
+        for vm in attempt.vms:
+            spans = lanes.setdefault(vm.replica, [])
+            last = None
+            for start, stop in vm.runs:
+                if last is not None and start > last:
+                    spans.append((last, start, True))
+                last = stop if stop is not None else end
+                spans.append((start, last, False))
+            if last is not None and last < end:
+                spans.append((last, end, True))
+    return lanes
+
+
+def render_timeline(
+    run: RunData,
+    path: str | os.PathLike[str],
+    *,
+    summary: Summary | None = None,
+    dpi: int = 100,
+) -> Path:
     """Draw the run's timeline to a PNG.
 
-    Top panel, one lane each: the service's attempts (ledger rows, coloured by end reason, a
-    cross where a Spot VM was preempted), the training process's attempts (attempt records) and
-    the checkpoint commits (ticks). Bottom panel: the loss recorded with each checkpoint over the
-    same time axis (seconds since the run started).
+    Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
+    end reason, a cross at each preemption, emulator restarts included, and the billed time lost
+    after an attempt's last checkpoint hatched), the training process's attempts (attempt
+    records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
+    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
+    gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
+    without it).
 
     Args:
         run: the run.
         path: where to write the PNG.
+        summary: the run's accounting summary (default: ``run.account()``).
         dpi: resolution (the figure is 11 x 6.5 inches).
 
     Returns:
@@ -52,7 +91,8 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    t0 = _origin(run)
+    summary = summary if summary is not None else run.account()
+    t0 = _origin(run, summary)
     fig = Figure(figsize=(11, 6.5), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
     lanes_ax, loss_ax = fig.subplots(2, 1, sharex=True, height_ratios=(1.3, 1))
@@ -60,8 +100,8 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
     lanes: list[str] = []
     now = max(
         [t for t in (run.finished,) if t is not None]
-        + [r.end for r in run.ledger if r.end is not None]
-        + [a.end for a in run.attempts if a.end is not None]
+        + [a.end for a in summary.attempts if a.end is not None]
+        + [r.end for r in run.records if r.end is not None]
         + [s.time for s in run.saves]
         + [t0],
     )
@@ -71,11 +111,12 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
             lanes.append(label)
         return lanes.index(label)
 
-    for job in run.job_names or ["job"]:
-        rows = [r for r in run.ledger if (r.job or "job") == job]
+    jobs = list(dict.fromkeys([*run.job_names, *(a.job_name for a in summary.attempts)]))
+    for job in jobs or ["job"]:
+        rows = [a for a in summary.attempts if a.job_name == job]
         if not rows:
             continue
-        y = lane(f"Vertex attempts\n{job.rsplit('/', 1)[-1][:18]}")
+        y = lane(f"attempts ({summary.source.value})\n{job.rsplit('/', 1)[-1][:18]}")
         for row in rows:
             if row.start is None:
                 continue
@@ -88,8 +129,19 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
                 edgecolors="black",
                 linewidth=0.5,
             )
-            lanes_ax.text(row.start - t0, y, f" #{row.attempt}", va="center", fontsize=8)
-            if row.end_reason == PREEMPTED and row.end is not None:
+            if row.number:
+                lanes_ax.text(row.start - t0, y, f" #{row.number}", va="center", fontsize=8)
+            if row.lost_seconds and row.end is not None:
+                # Billed time after the attempt's last commit: lost, the next attempt redoes it.
+                lanes_ax.broken_barh(
+                    [(row.end - row.lost_seconds - t0, row.lost_seconds)],
+                    (y - 0.35, 0.7),
+                    facecolors="none",
+                    edgecolors="#b71c1c",
+                    hatch="///",
+                    linewidth=0,
+                )
+            if row.is_preemption and row.end is not None:
                 lanes_ax.plot(
                     [row.end - t0],
                     [y],
@@ -100,31 +152,32 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
                     zorder=5,
                 )
 
-    if run.attempts:
-        y = lane("training\nprocess")
-        for a in run.attempts:
-            if a.start is None:
-                continue
-            end = a.end if a.end is not None else now
+    vms = vm_lanes(summary, now)
+    for replica, spans in vms.items():
+        y = lane(f"VM {replica}")
+        for start, end, away in spans:
             lanes_ax.broken_barh(
-                [(a.start - t0, max(end - a.start, 0.0))],
+                [(start - t0, max(end - start, 0.0))],
+                (y - 0.25, 0.5),
+                facecolors="none" if away else "#78909c",
+                edgecolors="#b71c1c" if away else "black",
+                hatch="xx" if away else None,
+                linewidth=0.5,
+            )
+
+    if run.records:
+        y = lane("training\nprocess")
+        for r in run.records:
+            if r.start is None:
+                continue
+            end = r.end if r.end is not None else now
+            lanes_ax.broken_barh(
+                [(r.start - t0, max(end - r.start, 0.0))],
                 (y - 0.35, 0.7),
-                facecolors=_EXIT_COLOURS.get(a.exit_reason, _OTHER),
+                facecolors=_EXIT_COLOURS.get(r.exit, _OTHER),
                 edgecolors="black",
                 linewidth=0.5,
             )
-            if a.exit_reason != "finished" and a.end is not None:
-                # Work after the attempt's last commit is lost: the next attempt redoes it.
-                lost_from = last_commit_in(a, run.saves) or a.start
-                if a.end > lost_from:
-                    lanes_ax.broken_barh(
-                        [(lost_from - t0, a.end - lost_from)],
-                        (y - 0.35, 0.7),
-                        facecolors="none",
-                        edgecolors="#b71c1c",
-                        hatch="///",
-                        linewidth=0,
-                    )
 
     if run.saves:
         y = lane("checkpoint\ncommits")
@@ -145,15 +198,17 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
     lanes_ax.grid(axis="x", alpha=0.3)
     lanes_ax.set_title(f"{run.job_name.rsplit('/', 1)[-1]}: {run.outcome}", fontsize=11)
     legend: list = [
-        Patch(color=c, label=r.lower())
+        Patch(color=c, label=r.value.lower())
         for r, c in _REASON_COLOURS.items()
-        if any(row.end_reason == r for row in run.ledger)
+        if any(a.end_reason is r for a in summary.attempts)
     ]
-    if any(row.end_reason == PREEMPTED for row in run.ledger):
+    if any(a.is_preemption for a in summary.attempts):
         legend.append(
             Line2D([], [], marker="X", color="#b71c1c", linestyle="none", label="preemption")
         )
-    if run.attempts:
+    if any(away for spans in vms.values() for *_, away in spans):
+        legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="xx", label="VM away"))
+    if any(a.lost_seconds for a in summary.attempts):
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="///", label="lost work"))
     if legend:
         lanes_ax.legend(handles=legend, loc="upper right", fontsize=7, ncols=len(legend))
@@ -177,8 +232,8 @@ def render_timeline(run: RunData, path: str | os.PathLike[str], *, dpi: int = 10
             markersize=3,
             color="#1565c0",
         )
-        for row in run.ledger:
-            if row.end_reason == PREEMPTED and row.end is not None:
+        for row in summary.attempts:
+            if row.is_preemption and row.end is not None:
                 loss_ax.axvline(row.end - t0, color="#b71c1c", linestyle="--", linewidth=1)
     else:
         loss_ax.text(

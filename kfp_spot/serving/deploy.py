@@ -48,19 +48,18 @@ from google.cloud.aiplatform_v1.types import (
 )
 from google.longrunning import operations_pb2
 
-from kfp_spot import fs
+from kfp_spot import executors, fs, validation
 from kfp_spot.jobs.client import Endpoint as ApiEndpoint
 from kfp_spot.jobs.client import make_client, resolve_endpoint
 from kfp_spot.jobs.spec import LaunchInputError
-from kfp_spot.serving import images
 
 log = logging.getLogger(__name__)
 
 DEPLOYMENT_LABEL = "kfp_spot_deployment"
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_MODEL_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/models/[^/@]+(@[^/]+)?$")
-_ENDPOINT_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/endpoints/[^/]+$")
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_MODEL_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/models/[^/@]+(@[^/]+)?")
+_ENDPOINT_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/endpoints/[^/]+")
 MAX_REPLICAS = 1000  # well above any quota: a larger count is a typo
 
 
@@ -97,7 +96,7 @@ class DeployRequest:
     model_display_name: str = "kfp-spot-model"
     endpoint_display_name: str = "kfp-spot-endpoint"
     deployed_model_display_name: str = ""
-    serving_container_image_uri: str = images.DEFAULT_SERVING_IMAGE
+    serving_container_image_uri: str = executors.DEFAULT_PREDICTION_IMAGE
     serving_container_command: Sequence[str] = ()
     serving_container_args: Sequence[str] = ()
     serving_container_env: Mapping[str, str] = field(default_factory=dict)
@@ -145,7 +144,7 @@ def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
         (request.uploaded_model, "uploaded_model", _MODEL_NAME),
         (request.endpoint, "endpoint", _ENDPOINT_NAME),
     ):
-        match = pattern.match(value) if value else None
+        match = pattern.fullmatch(value) if value else None
         if value and not match:
             kind = "models/ID" if name == "uploaded_model" else "endpoints/ID"
             raise DeployInputError(
@@ -164,7 +163,7 @@ def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
     _check_machine(spec, request.spot, local=local)
     _check_split(request.traffic_split)
     for key, value in request.labels.items():
-        if not _LABEL_KEY.match(str(key)) or not _LABEL_VALUE.match(str(value)):
+        if not _LABEL_KEY.fullmatch(str(key)) or not _LABEL_VALUE.fullmatch(str(value)):
             raise DeployInputError(
                 "labels",
                 f"{key!r}: {value!r} is not a label: keys start with a lower-case letter, keys and "
@@ -203,26 +202,22 @@ def _check_replicas(request: DeployRequest) -> None:
 
 
 def _check_machine(spec: MachineSpec, spot: bool, *, local: bool) -> None:
-    from kfp_spot import machines
-    from kfp_spot.validation import InvalidJobSpecError, check_machine_spec
+    """The training rules on the replicas' machine (no Spot on TPU Pods), as inputs' errors.
 
+    A machine type missing from kfp-spot's table is refused on the emulator (it prices what it
+    runs) and left to Vertex AI otherwise.
+    """
     try:
-        check_machine_spec(MachineSpec.pb(spec), "machine_spec", spot=spot)
-    except InvalidJobSpecError as exc:
-        unknown = machines.machine_type(spec.machine_type) is None
-        if unknown and spec.machine_type and not local and exc.field.endswith(".machineType"):
-            log.warning(
-                "machine type %s is not in kfp-spot's table; Vertex AI will check it",
-                spec.machine_type,
-            )
-            return
+        validation.check_machine_spec(
+            spec, "machine_spec", spot=spot, known_machines_only=local, spot_off="spot=False"
+        )
+    except validation.InvalidJobSpecError as exc:
         name = "machine_type"
         if exc.field.endswith("acceleratorType"):
             name = "accelerator_type"
         elif exc.field.endswith("acceleratorCount"):
             name = "accelerator_count"
-        message = exc.message.replace("scheduling.strategy ON_DEMAND", "spot=False")
-        raise DeployInputError(name, message) from None
+        raise DeployInputError(name, exc.message) from None
 
 
 def _check_split(split: Mapping[str, int]) -> None:
@@ -251,13 +246,14 @@ def _model_proto(request: DeployRequest) -> Model:
             "artifact_uri", f"{uri!r} is neither a gs:// URI nor a local path (local emulator)"
         )
     try:
-        image = images.prediction_image(request.serving_container_image_uri)
-    except images.ServingImageError as exc:
+        image = executors.prediction_image(request.serving_container_image_uri)
+    except executors.PredictionImageError as exc:
         raise DeployInputError("serving_container_image_uri", str(exc)) from None
     if not request.serving_container_image_uri:
         raise DeployInputError(
             "serving_container_image_uri",
-            f"is required: a prebuilt image such as {images.DEFAULT_SERVING_IMAGE} or your own",
+            f"is required: a prebuilt image such as {executors.DEFAULT_PREDICTION_IMAGE} or your "
+            "own",
         )
     if image is not None and image.served_locally:
         _check_artifacts(uri, image)
@@ -277,7 +273,7 @@ def _model_proto(request: DeployRequest) -> Model:
     )
 
 
-def _check_artifacts(uri: str, image: images.PredictionImage) -> None:
+def _check_artifacts(uri: str, image: executors.PredictionImage) -> None:
     """The directory holds exactly one model file the prebuilt image loads (as Vertex requires)."""
     try:
         filesystem, path = fs.filesystem(fs.to_local_path(uri) or uri)
@@ -316,6 +312,8 @@ def _interrupt_on_signals() -> Iterator[None]:
 
 
 def _transient(exc: BaseException) -> bool:
+    if not isinstance(exc, Exception):
+        return False
     return retries.if_transient_error(exc) or isinstance(exc, (OSError, api_exceptions.BadGateway))
 
 
@@ -415,9 +413,8 @@ class Deployer:
         try:
             return fn(*args, **kwargs)
         except api_exceptions.GoogleAPICallError as exc:
-            raise DeployFailedError(
-                f"{what}: {exc.code.name if exc.code else ''} {exc.message}"
-            ) from exc
+            status = exc.grpc_status_code.name if exc.grpc_status_code else exc.code
+            raise DeployFailedError(f"{what}: {status} {exc.message}") from exc
 
     def _labelled(self, lister: Callable[..., Any]) -> Any | None:
         """The resource of this run (label ``kfp_spot_deployment``), checked client-side too."""
@@ -435,16 +432,16 @@ class Deployer:
                 name=self.request.uploaded_model,
                 retry=self._read,
             )
-            return model.name
+            return str(model.name)
         found = self._labelled(self.models.list_models)
         if found is not None:
             log.info("reusing model %s uploaded by an earlier attempt", found.name)
-            return found.name
+            return str(found.name)
         for name in recorded:  # an upload that was still running
             if "/models/" in name and "/operations/" in name:
                 op = self._wait(self.models, name, "upload")
                 if not op.error.code:
-                    return UploadModelResponse.deserialize(op.response.value).model
+                    return str(UploadModelResponse.deserialize(op.response.value).model)
         model = Model.deserialize(Model.serialize(self.model_pb))
         model.labels[DEPLOYMENT_LABEL] = self.key
         lro = self._call(
@@ -453,7 +450,7 @@ class Deployer:
         self._record("VertexLro", lro.operation.name)
         op = self._wait(self.models, lro.operation.name, "upload")
         self._raise_for(op, "uploading the model")
-        name = UploadModelResponse.deserialize(op.response.value).model
+        name = str(UploadModelResponse.deserialize(op.response.value).model)
         log.info("uploaded %s (%s)", name, self.request.serving_container_image_uri)
         return name
 
@@ -466,19 +463,19 @@ class Deployer:
                 retry=self._read,
             )
             self._record("VertexEndpoint", endpoint.name)
-            return endpoint.name
+            return str(endpoint.name)
         for name in recorded:  # the endpoint an earlier attempt created or used
-            if _ENDPOINT_NAME.match(name):
+            if _ENDPOINT_NAME.fullmatch(name):
                 with contextlib.suppress(api_exceptions.NotFound):
                     endpoint = self.endpoints.get_endpoint(name=name, retry=self._read)
                     log.info("reusing endpoint %s recorded by an earlier attempt", name)
                     self._record("VertexEndpoint", endpoint.name)
-                    return endpoint.name
+                    return str(endpoint.name)
         found = self._labelled(self.endpoints.list_endpoints)
         if found is not None:
             log.info("reusing endpoint %s created by an earlier attempt", found.name)
             self._record("VertexEndpoint", found.name)
-            return found.name
+            return str(found.name)
         endpoint = Endpoint(
             display_name=self.request.endpoint_display_name,
             labels={**self.request.labels, DEPLOYMENT_LABEL: self.key},
@@ -491,7 +488,7 @@ class Deployer:
         )
         op = self._wait(self.endpoints, lro.operation.name, "create endpoint")
         self._raise_for(op, "creating the endpoint")
-        name = Endpoint.deserialize(op.response.value).name
+        name = str(Endpoint.deserialize(op.response.value).name)
         self._record("VertexEndpoint", name)
         log.info("created endpoint %s", name)
         return name

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from kfp_spot import fs
+from kfp_spot.executors import DEFAULT_PREDICTION_IMAGE
 from kfp_spot.serving.deploy import (
     Deployer,
     DeployInputError,
@@ -18,7 +19,6 @@ from kfp_spot.serving.deploy import (
     DeployRequest,
     DeployResult,
 )
-from kfp_spot.serving.images import DEFAULT_SERVING_IMAGE
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def build_request(**inputs: Any) -> DeployRequest:
         endpoint_display_name=str(inputs.get("endpoint_display_name") or "kfp-spot-endpoint"),
         deployed_model_display_name=str(inputs.get("deployed_model_display_name") or ""),
         serving_container_image_uri=str(
-            inputs.get("serving_container_image_uri") or DEFAULT_SERVING_IMAGE
+            inputs.get("serving_container_image_uri") or DEFAULT_PREDICTION_IMAGE
         ),
         serving_container_command=[
             str(a)

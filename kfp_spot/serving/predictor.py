@@ -91,7 +91,8 @@ def predict(model: Any, instances: list[Any]) -> list[Any]:
         out = model.predict(xgboost.DMatrix(data))
     else:
         out = model.predict(data)
-    return np.asarray(out).tolist()
+    predictions: list[Any] = np.asarray(out).tolist()
+    return predictions
 
 
 class _Handler(BaseHTTPRequestHandler):

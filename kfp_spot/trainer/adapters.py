@@ -20,12 +20,16 @@ adapter                   file suffix  values
 ``torch``                 ``.pt``/``.safetensors``  a torch tensor or a mapping of str to
                                        tensors (a ``state_dict()``); read with safetensors
                                        or ``torch.load(weights_only=True)``, never a pickle
-``sklearn``               ``.pkl``     a scikit-learn estimator (pickle: only restore
-                                       checkpoints you wrote; the manifest's sha256 guards
-                                       them against corruption, not against a forger)
+``sklearn``               ``.pkl``     a scikit-learn estimator (pickle: off unless the
+                                       reader passes ``allow_pickle=True``, since unpickling
+                                       runs code named by the file)
 ``json``                  ``.json``    anything ``json`` round-trips exactly: None, bool,
                                        int, float, str, and lists/dicts of those
 ========================  ===========  ======================================================
+
+Which decoders may run is the reader's choice, never the checkpoint's: :func:`allowed` gives the
+adapters a reader accepts (pickle-based ones only when it opts in), and a step whose manifest names
+another one is invalid before any of its bytes are decoded.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import pickle
 import random
 import sys
 from collections.abc import Callable, Mapping
@@ -48,6 +51,55 @@ class StateEncodingError(TypeError):
     """A state value has no adapter, or its bytes cannot be decoded by the adapter named."""
 
 
+class Chunks(tuple):
+    """A file's content as consecutive buffers, written one after the other without joining.
+
+    The NumPy adapter encodes an array as its ``.npy`` header plus a view of the array's own
+    memory, so a synchronous save writes the array from where it lives.
+    """
+
+    def __bytes__(self) -> bytes:
+        return b"".join(bytes(memoryview(part).cast("B")) for part in self)
+
+    @property
+    def nbytes(self) -> int:
+        """The total size in bytes."""
+        return sum(memoryview(part).nbytes for part in self)
+
+
+# What decoders may raise on bytes that verified but do not decode (a forged or buggy step).
+_DECODE_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    EOFError,
+    OverflowError,
+    AttributeError,
+    RuntimeError,
+    MemoryError,
+    RecursionError,
+    ArithmeticError,
+)
+# Error classes of modules decoders use, looked up once those modules are loaded (never imported
+# here: importing zipfile or pickle for nothing would slow `import kfp_spot.trainer`).
+_MODULE_ERRORS = (
+    ("zipfile", "BadZipFile"),
+    ("pickle", "UnpicklingError"),
+    ("struct", "error"),
+    ("safetensors", "SafetensorError"),
+)
+
+
+def _decode_errors() -> tuple[type[BaseException], ...]:
+    extra = []
+    for module, name in _MODULE_ERRORS:
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            extra.append(kind)
+    return (*_DECODE_ERRORS, *extra)
+
+
 @dataclass(frozen=True)
 class Adapter:
     """How to store one kind of value.
@@ -59,6 +111,8 @@ class Adapter:
         encode: value -> bytes (a snapshot: later changes to the value must not show).
         decode: bytes -> value. Built-in adapters get a writable bytes-like buffer they may keep
             and use in place; adapters added with :func:`register` get ``bytes``.
+        pickle: whether decoding may run code named by the bytes (``pickle.loads`` and the
+            like). Readers allow such adapters only with ``allow_pickle=True``.
     """
 
     name: str
@@ -66,6 +120,7 @@ class Adapter:
     matches: Callable[[Any], bool]
     encode: Callable[[Any], Buffer]
     decode: Callable[[Any], Any]
+    pickle: bool = False
 
 
 def _module_loaded(name: str) -> Any:
@@ -77,14 +132,25 @@ def _is_bytes(value: Any) -> bool:
     return isinstance(value, (bytes, bytearray, memoryview))
 
 
+def _encode_bytes(value: Any) -> Buffer:
+    # bytes are immutable: written as they are; other buffers as a view of their own memory.
+    if isinstance(value, bytes):
+        return value
+    view = memoryview(value)
+    return view.cast("B") if view.c_contiguous else view.tobytes()
+
+
 # -- numpy -------------------------------------------------------------------------------------
 def _is_ndarray(value: Any) -> bool:
     np = _module_loaded("numpy")
     return np is not None and isinstance(value, np.ndarray)
 
 
-def _encode_ndarray(value: Any) -> memoryview:
-    """The ``.npy`` format (readable by ``numpy.load``), built with one copy of the data."""
+def _encode_ndarray(value: Any) -> Chunks:
+    """The ``.npy`` format (readable by ``numpy.load``): its header, then the array's own memory.
+
+    Nothing is copied for a contiguous array; a save that must snapshot (async) copies it.
+    """
     import numpy as np
 
     if value.dtype.hasobject:
@@ -101,14 +167,10 @@ def _encode_ndarray(value: Any) -> memoryview:
         fmt.write_array_header_1_0(header, info)
     except ValueError:  # a header too long for format 1.0
         fmt.write_array_header_2_0(header, info)
-    head = header.getvalue()
-    # numpy.empty, not bytearray: no zero-filling pass over memory the copy overwrites anyway.
-    out = np.empty(len(head) + value.nbytes, dtype=np.uint8)
-    out[: len(head)] = np.frombuffer(head, dtype=np.uint8)
-    if value.nbytes:
-        # ravel(order="A") of a contiguous array is a view in its memory order: no extra copy.
-        out[len(head) :] = value.ravel(order="A").view(np.uint8)
-    return memoryview(out)
+    if not value.nbytes:
+        return Chunks((header.getvalue(),))
+    # ravel(order="A") of a contiguous array is a view in its memory order: no copy.
+    return Chunks((header.getvalue(), memoryview(value.ravel(order="A").view(np.uint8))))
 
 
 def _decode_ndarray(data: Buffer) -> Any:
@@ -123,7 +185,9 @@ def _decode_ndarray(data: Buffer) -> Any:
         shape, fortran, dtype = fmt.read_array_header_2_0(stream)
     if dtype.hasobject:
         raise ValueError("the array holds Python objects, which need pickle")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # Python ints: a forged shape cannot overflow
+    if count * dtype.itemsize != memoryview(data).nbytes - stream.tell():
+        raise ValueError(f"the .npy header's shape {shape} does not match the data size")
     if memoryview(data).readonly:
         data = bytearray(data)  # frombuffer over bytes would give a read-only array
     flat = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
@@ -306,10 +370,14 @@ def _is_sklearn(value: Any) -> bool:
 
 
 def _encode_pickle(value: Any) -> bytes:
+    import pickle
+
     return pickle.dumps(value, protocol=5)
 
 
 def _decode_pickle(data: Buffer) -> Any:
+    import pickle
+
     return pickle.loads(data)  # sklearn estimators have no pickle-free format
 
 
@@ -337,7 +405,7 @@ def _decode_json(data: Buffer) -> Any:
 
 
 BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
-    Adapter("bytes", ".bin", _is_bytes, bytes, bytes),
+    Adapter("bytes", ".bin", _is_bytes, _encode_bytes, bytes),
     Adapter("numpy", ".npy", _is_ndarray, _encode_ndarray, _decode_ndarray),
     Adapter("numpy-scalar", ".npy", _is_numpy_scalar, _encode_numpy_scalar, _decode_numpy_scalar),
     Adapter("numpy-dict", ".npz", _is_ndarray_dict, _encode_ndarray_dict, _decode_ndarray_dict),
@@ -356,7 +424,7 @@ BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
         _decode_safetensors,
     ),
     Adapter("torch", ".pt", _is_torch, _encode_torch, _decode_torch),
-    Adapter("sklearn", ".pkl", _is_sklearn, _encode_pickle, _decode_pickle),
+    Adapter("sklearn", ".pkl", _is_sklearn, _encode_pickle, _decode_pickle, pickle=True),
     Adapter("json", ".json", _json_exact, _encode_json, _decode_json),
 )
 
@@ -386,6 +454,15 @@ def get(name: str) -> Adapter:
         ) from None
 
 
+def allowed(*, allow_pickle: bool = False) -> dict[str, str]:
+    """The adapters a reader accepts, name -> file suffix.
+
+    Every registered adapter, except pickle-based ones unless ``allow_pickle`` (unpickling runs
+    code the file names).
+    """
+    return {a.name: a.suffix for a in _REGISTRY.values() if allow_pickle or not a.pickle}
+
+
 def adapter_for(key: str, value: Any) -> Adapter:
     """The first adapter that takes ``value``; raises StateEncodingError naming ``key``."""
     for adapter in _ORDER:
@@ -399,19 +476,24 @@ def adapter_for(key: str, value: Any) -> Adapter:
 
 
 def encode_state(
-    state: Mapping[str, Any],
-) -> tuple[dict[str, Buffer], dict[str, dict[str, str]]]:
+    state: Mapping[str, Any], *, allow_pickle: bool = True
+) -> tuple[dict[str, Buffer | Chunks], dict[str, dict[str, str]]]:
     """Encode a training state into checkpoint files.
+
+    Contents may be views of the values' own memory (a NumPy array is not copied): write them
+    before the values change, or copy them.
 
     Args:
         state: name -> value. Names become file names, so they must be simple.
+        allow_pickle: whether values that only a pickle-based adapter stores are accepted.
 
     Returns:
-        ``(files, index)``: file name -> bytes, and name -> ``{"file", "adapter"}`` for the
-        manifest.
+        ``(files, index)``: file name -> content (bytes-like, or :class:`Chunks`), and name ->
+        ``{"file", "adapter"}`` for the manifest.
 
     Raises:
-        StateEncodingError: a value has no adapter.
+        StateEncodingError: a value has no adapter, or only a pickle-based one and
+            ``allow_pickle`` is False.
         ValueError: a name is not a simple file name.
     """
     if not isinstance(state, Mapping):
@@ -433,6 +515,13 @@ def encode_state(
                 "with '.' or '_'"
             )
         adapter = adapter_for(key, value)
+        if adapter.pickle and not allow_pickle:
+            raise StateEncodingError(
+                f"state[{key!r}] is stored with the pickle-based adapter {adapter.name!r}, and "
+                "restoring it would unpickle (run code named by the checkpoint file). Pass "
+                "allow_pickle=True to CheckpointManager if only you can write this checkpoint "
+                "root, or store the value in another form"
+            )
         name = f"{key}{adapter.suffix}"
         files[name] = adapter.encode(value)
         index[key] = {"file": name, "adapter": adapter.name}
@@ -452,13 +541,15 @@ def decode_state(
     for key, entry in index.items():
         adapter = get(entry["adapter"])
         data = read(entry["file"])
+        if isinstance(data, Chunks):
+            data = bytearray(bytes(data))
         if adapter.name not in _BUILTIN_NAMES and not isinstance(data, bytes):
             data = bytes(data)
         try:
             out[key] = adapter.decode(data)
-        except (ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+        except _decode_errors() as exc:
             raise StateEncodingError(
                 f"state[{key!r}] ({entry['file']}) cannot be decoded by adapter "
-                f"{adapter.name!r}: {exc}"
+                f"{adapter.name!r}: {type(exc).__name__}: {exc}"
             ) from exc
     return out

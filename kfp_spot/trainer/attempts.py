@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import threading
 import time
@@ -35,10 +34,17 @@ EXIT_REASONS = ("finished", "preempted", "error")
 
 
 def storage_errors() -> tuple[type[BaseException], ...]:
-    """Errors a storage write may raise: OSError, and gcsfs's HttpError once gcsfs is loaded."""
-    retry = sys.modules.get("gcsfs.retry")
-    http_error = getattr(retry, "HttpError", None)
-    return (OSError, http_error) if isinstance(http_error, type) else (OSError,)
+    """Errors a storage write may raise: OSError, plus gcsfs's and aiohttp's once loaded."""
+    found: list[type[BaseException]] = [OSError]
+    for module, name in (
+        ("gcsfs.retry", "HttpError"),
+        ("gcsfs.retry", "ChecksumError"),
+        ("aiohttp", "ClientError"),
+    ):
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return tuple(found)
 
 
 def _rfc3339(t: float | None) -> str | None:
@@ -64,7 +70,7 @@ class AttemptRecorder:
         attempt_id: str | None = None,
     ) -> None:
         start = time.time()
-        host = socket.gethostname()
+        host = os.uname().nodename  # socket.gethostname(), without importing socket
         self.root = root
         self.attempt_id = attempt_id or (
             time.strftime("%Y%m%dT%H%M%S", time.gmtime(start))

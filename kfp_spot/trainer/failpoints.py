@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 ENV = "KFP_SPOT_FAILPOINTS"
 POINTS = ("step", "save-mid", "save-before-manifest", "save-after")
@@ -65,4 +66,10 @@ def hit(point: str, step: int) -> None:
     if action is None or (point, step) in _fired:
         return
     _fired.add((point, step))
-    os.kill(os.getpid(), _ACTIONS[action])
+    main = threading.main_thread()
+    if threading.current_thread() is main:
+        os.kill(os.getpid(), _ACTIONS[action])
+    else:
+        # From a background save: signal the main thread itself, as the platform's SIGTERM in
+        # effect is (a signal taken by another thread reaches Python's handler only later).
+        signal.pthread_kill(main.ident, _ACTIONS[action])

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_MTBP = 3600.0
-"""Prior mean time between preemptions (s) for ``auto`` before the run has observed any."""
+DEFAULT_MTBP: float | None = None
+"""No prior: before any preemption is seen, ``auto`` takes the run's own exposure so far."""
+MIN_MTBP = 1.0
+"""The smallest mean time between preemptions ``auto`` assumes (s)."""
 
 _SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
 _UNIT = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -39,7 +41,7 @@ def young_daly(cost: float, mtbp: float) -> float:
 def estimate_mtbp(
     records: Iterable[Mapping[str, Any]],
     *,
-    prior: float = DEFAULT_MTBP,
+    prior: float | None = DEFAULT_MTBP,
     current_exposure: float = 0.0,
 ) -> float:
     """Estimate the mean time between preemptions from attempt records.
@@ -48,15 +50,26 @@ def estimate_mtbp(
     attempt killed without notice (no end written) to its last heartbeat (``updated_time``). An
     attempt that ended ``preempted``, or never wrote an end, counts as one preemption. With
     preemptions seen, the estimate is the exponential model's maximum-likelihood one, exposure
-    divided by preemptions (the running attempt counts as exposure, not as a preemption). With
-    none seen, it is the prior, or the exposure so far once that is longer.
+    divided by preemptions (the running attempt counts as exposure, not as a preemption).
+
+    With none seen yet, the maximum-likelihood estimate is unbounded, and any fixed prior is
+    wrong by orders of magnitude for some run (an hour leaves a run preempted every few seconds
+    unprotected). Without a hint the estimate is then twice the exposure so far, ``M = 2t``: the
+    interval grows as ``sqrt(2·C·M) = 2·sqrt(C·t)``, so a run preempted early has saved often and
+    one that is not spaces its saves out. Two is the factor that minimises the waste before the
+    first preemption whatever ``C`` and the true rate: with ``M = k·t``, saving costs
+    ``C·sqrt(2t/(k·C))`` up to time ``t`` and a preemption then loses half an interval,
+    ``sqrt(2·k·C·t)/2``; the sum ``sqrt(2·C·t)·(1/sqrt(k) + sqrt(k)/2)`` is smallest at ``k = 2``.
+    It is also the posterior mean under Jeffreys' prior for the rate. The first preemption seen
+    replaces it with the estimate above. A hint (``prior``) is used instead until the exposure
+    exceeds it.
 
     Args:
         records: attempt records as :mod:`kfp_spot.trainer.attempts` writes them.
-        prior: the configured mean time between preemptions (s, > 0).
+        prior: a hint for the mean time between preemptions (s, > 0), or None.
         current_exposure: seconds the current attempt has run (not in ``records``).
     """
-    if not prior > 0:
+    if prior is not None and not prior > 0:
         raise ValueError(f"prior must be > 0 seconds, got {prior!r}")
     exposure = max(0.0, current_exposure)
     preemptions = 0
@@ -69,8 +82,8 @@ def estimate_mtbp(
         if reason == "preempted" or (reason is None and record.get("end_time") is None):
             preemptions += 1
     if preemptions == 0:
-        return max(prior, exposure)
-    return max(exposure, 1e-3) / preemptions
+        return max(prior, exposure) if prior else max(2.0 * exposure, MIN_MTBP)
+    return max(exposure / preemptions, MIN_MTBP)
 
 
 @dataclass
@@ -86,14 +99,14 @@ class SaveInterval:
         seconds: save when this many seconds have passed since the last save.
         auto: Young-Daly from the measured save cost and the estimated mean time between
             preemptions.
-        mtbp: the configured (prior) mean time between preemptions for ``auto``.
+        mtbp: a hint for the mean time between preemptions for ``auto`` (None: learn it).
         min_seconds: ``auto`` never saves more often than this.
     """
 
     steps: int | None = None
     seconds: float | None = None
     auto: bool = False
-    mtbp: float = DEFAULT_MTBP
+    mtbp: float | None = DEFAULT_MTBP
     min_seconds: float = 0.0
 
     def __post_init__(self) -> None:
@@ -104,8 +117,12 @@ class SaveInterval:
             raise ValueError(f"steps must be an int >= 1, got {self.steps!r}")
         if self.seconds is not None and not self.seconds > 0:
             raise ValueError(f"seconds must be > 0, got {self.seconds!r}")
-        if not self.mtbp > 0:
-            raise ValueError(f"mtbp must be > 0 seconds, got {self.mtbp!r}")
+        if self.mtbp is not None and (
+            not isinstance(self.mtbp, (int, float))
+            or isinstance(self.mtbp, bool)
+            or not self.mtbp > 0
+        ):
+            raise ValueError(f"mtbp must be > 0 seconds or None, got {self.mtbp!r}")
 
     @classmethod
     def parse(cls, spec: str | int | SaveInterval, *, mtbp: float | None = None) -> SaveInterval:
@@ -124,7 +141,7 @@ class SaveInterval:
             return cls(auto=True, **extra)
         if text.isdigit() and int(text) >= 1:
             return cls(steps=int(text), **extra)
-        match = _SECONDS_RE.match(text)
+        match = _SECONDS_RE.fullmatch(text)
         if match and float(match.group(1)) > 0:
             return cls(seconds=float(match.group(1)) * _UNIT[match.group(2)], **extra)
         raise ValueError(
@@ -138,7 +155,9 @@ class SaveInterval:
             return f"every {self.steps} steps"
         if self.seconds is not None:
             return f"every {self.seconds:g} s"
-        return f"auto (Young-Daly, prior MTBP {self.mtbp:g} s)"
+        if self.mtbp is None:
+            return "auto (Young-Daly, MTBP learned from this run)"
+        return f"auto (Young-Daly, MTBP hint {self.mtbp:g} s)"
 
 
 class IntervalPolicy:
@@ -216,3 +235,7 @@ class IntervalPolicy:
             self._write = max(0.0, write)
         self._last_save = now
         self._saves += 1
+
+    def record_failure(self, now: float) -> None:
+        """Record a save that failed at ``now``: the next one is due an interval later."""
+        self._last_save = now

@@ -29,6 +29,7 @@ def evaluate_checkpoint(
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
     thresholds: dict = {},
+    allow_foreign_layout: bool = False,
 ) -> Outputs:
     """Scores the checkpoint at ``checkpoint_uri`` with the package's evaluation function.
 
@@ -41,6 +42,8 @@ def evaluate_checkpoint(
         evaluation_entry_point: ``module:function`` that scores a checkpoint.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound; ``passed`` is true when all hold.
+        allow_foreign_layout: score a directory without kfp-spot steps (a trainer's own files)
+            as a whole, unverified.
 
     Returns:
         Whether the thresholds hold, and the metrics.
@@ -58,5 +61,6 @@ def evaluate_checkpoint(
         params=evaluation_params,
         step=step,
         thresholds=thresholds,
+        allow_foreign_layout=allow_foreign_layout,
     ).set_display_name("evaluate-checkpoint")
     return Outputs(passed=evaluation.outputs["Output"], metrics=evaluation.outputs["metrics"])

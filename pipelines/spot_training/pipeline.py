@@ -33,6 +33,7 @@ def spot_training(
     staging_uri: str = "",
     python_module: str = "trainer.task",
     training_args: list = [],
+    executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
     machine_type: str = "n1-standard-4",
     accelerator_type: str = "",
     accelerator_count: int = 0,
@@ -44,6 +45,7 @@ def spot_training(
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
+    allow_foreign_layout: bool = False,
 ) -> Outputs:
     """Trains on Spot, evaluates the checkpoint and gates promotion on quality.
 
@@ -54,6 +56,8 @@ def spot_training(
         staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
         python_module: module the job runs with ``python -m``.
         training_args: arguments passed to the training module.
+        executor_image_uri: the Vertex AI prebuilt training image the package runs in (e.g.
+            ``.../training/tf-cpu.2-17.py310:latest`` for Keras, ``.../xgboost-cpu.2-1:latest``).
         machine_type: Compute Engine machine type of each replica.
         accelerator_type: accelerator type (e.g. NVIDIA_TESLA_T4); empty for none.
         accelerator_count: accelerators per replica.
@@ -66,6 +70,8 @@ def spot_training(
         evaluation_entry_point: ``module:function`` in the package that scores a checkpoint.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to promote.
+        allow_foreign_layout: evaluate a checkpoint directory without kfp-spot steps (a
+            trainer's own files) as a whole, unverified.
 
     Returns:
         The launch outcome, whether the quality gate passed, the evaluation metrics and the
@@ -79,9 +85,11 @@ def spot_training(
         evaluation_entry_point=evaluation_entry_point,
         evaluation_params=evaluation_params,
         thresholds=thresholds,
+        allow_foreign_layout=allow_foreign_layout,
         project=project,
         location=location,
         args=training_args,
+        executor_image_uri=executor_image_uri,
         machine_type=machine_type,
         accelerator_type=accelerator_type,
         accelerator_count=accelerator_count,

@@ -33,6 +33,7 @@ def spot_training_and_serving(
     staging_uri: str = "",
     python_module: str = "trainer.task",
     training_args: list = [],
+    executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
     machine_type: str = "n1-standard-4",
     accelerator_type: str = "",
     accelerator_count: int = 0,
@@ -44,6 +45,7 @@ def spot_training_and_serving(
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
+    allow_foreign_layout: bool = False,
     serving_container_image_uri: str = (
         "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
     ),
@@ -62,6 +64,7 @@ def spot_training_and_serving(
         staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
         python_module: module the job runs with ``python -m``.
         training_args: arguments passed to the training module.
+        executor_image_uri: the Vertex AI prebuilt training image the package runs in.
         machine_type: Compute Engine machine type of each training replica.
         accelerator_type: training accelerator type (e.g. NVIDIA_TESLA_T4); empty for none.
         accelerator_count: accelerators per training replica.
@@ -74,6 +77,8 @@ def spot_training_and_serving(
         evaluation_entry_point: ``module:function`` in the package that scores a checkpoint.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to deploy.
+        allow_foreign_layout: evaluate a checkpoint directory without kfp-spot steps (a
+            trainer's own files) as a whole, unverified.
         serving_container_image_uri: the prediction image the model is served with (the model
             directory must hold the file it loads, e.g. ``model.joblib``).
         serving_machine_type: machine type of each serving replica.
@@ -95,6 +100,7 @@ def spot_training_and_serving(
         evaluation_entry_point=evaluation_entry_point,
         evaluation_params=evaluation_params,
         thresholds=thresholds,
+        allow_foreign_layout=allow_foreign_layout,
         deploy_inputs={
             "project": project,
             "location": location,
@@ -109,6 +115,7 @@ def spot_training_and_serving(
         project=project,
         location=location,
         args=training_args,
+        executor_image_uri=executor_image_uri,
         machine_type=machine_type,
         accelerator_type=accelerator_type,
         accelerator_count=accelerator_count,

@@ -32,6 +32,7 @@ p.add_argument("--progress", default="")
 p.add_argument("--exit-code", type=int, default=0)
 p.add_argument("--ignore-sigterm", action="store_true")
 p.add_argument("--env-out", default="")
+p.add_argument("--until", default="", help="keep stepping (past --steps) until this file exists")
 a = p.parse_args()
 name = json.loads(os.environ.get("CLUSTER_SPEC", "{}")).get("task", {})
 replica = f"{name.get('type', 'workerpool0')}-{name.get('index', 0)}"
@@ -52,10 +53,12 @@ if a.env_out:
     with open(os.path.join(a.env_out, replica + ".json"), "w") as f:
         json.dump(dict(os.environ), f)
 note("start")
-for i in range(a.steps):
+i = 0
+while i < a.steps or (a.until and not os.path.exists(a.until)):
     time.sleep(a.step_seconds)
     note(f"step {i}")
     print(f"step {i}", flush=True)
+    i += 1
 note("done")
 sys.exit(a.exit_code)
 """
@@ -182,3 +185,17 @@ def progress_lines(path: Path) -> list[str]:
 def lines() -> Callable[[Path], list[str]]:
     """The ``progress_lines`` helper as a fixture."""
     return progress_lines
+
+
+@pytest.fixture
+def gapic(emulator: Emulator) -> Any:
+    """The real GAPIC ``JobServiceClient`` (REST transport) pointed at the emulator."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobServiceClient(
+        transport="rest",
+        client_options=ClientOptions(api_endpoint=emulator.endpoint),
+        credentials=AnonymousCredentials(),
+    )

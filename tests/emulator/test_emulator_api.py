@@ -11,7 +11,11 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1
 from google.cloud.aiplatform_v1.types import CustomJob, JobState, Scheduling
 
+from kfp_spot.emulator.names import project_number
+
 PARENT = "projects/demo-project/locations/us-central1"
+# Vertex answers with the project number; requests may use the ID or the number.
+NUMBERED = f"projects/{project_number('demo-project')}/locations/us-central1"
 
 
 @pytest.fixture
@@ -28,7 +32,7 @@ def test_gapic_create_get_list_cancel_delete(client, emulator, make_job, tmp_pat
     body = make_job("--steps", "400", "--progress", str(progress))
     job = CustomJob.from_json(__import__("json").dumps(body))
     created = client.create_custom_job(parent=PARENT, custom_job=job)
-    assert re.fullmatch(rf"{PARENT}/customJobs/\d+", created.name)
+    assert re.fullmatch(rf"{NUMBERED}/customJobs/\d+", created.name)
     assert created.display_name == "toy"
     assert created.state == JobState.JOB_STATE_QUEUED
     assert created.job_spec.scheduling.strategy == Scheduling.Strategy.SPOT
@@ -96,7 +100,9 @@ def test_seed_rest_body(emulator, api, toy_package, tmp_path):
                     "machineSpec": {"machineType": "n1-standard-4"},
                     "replicaCount": 1,
                     "pythonPackageSpec": {
-                        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17",
+                        "executorImageUri": (
+                            "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310"
+                        ),
                         "packageUris": [toy_package],
                         "pythonModule": "toytrain.task",
                         "args": ["--steps", "2"],

@@ -27,10 +27,12 @@ def test_single_replica_sees_the_vertex_environment(emulator, api, make_job, tmp
     assert emulator.wait(name, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
     env = json.loads((env_dir / "workerpool0-0.json").read_text())
     base = str(tmp_path / "out")
-    assert env["AIP_MODEL_DIR"] == f"{base}/model"
-    assert env["AIP_CHECKPOINT_DIR"] == f"{base}/checkpoints"
-    assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{base}/logs"
+    # CustomJobSpec.base_output_directory documents the trailing "/" (<base>/model/ ...)
+    assert env["AIP_MODEL_DIR"] == f"{base}/model/"
+    assert env["AIP_CHECKPOINT_DIR"] == f"{base}/checkpoints/"
+    assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{base}/logs/"
     assert env["CLOUD_ML_JOB_ID"] == name.rsplit("/", 1)[-1]
+    assert env["CLOUD_ML_PROJECT_ID"] == "proj-1"  # the ID, though the name has the number
     assert env["MY_SETTING"] == "42"
     for var in ("CLUSTER_SPEC", "TF_CONFIG", "MASTER_ADDR", "WORLD_SIZE", "RANK"):
         assert var not in env  # single replica: no cluster

@@ -65,55 +65,59 @@ def _with(path, value):
     return body
 
 
-POOL0 = "jobSpec.workerPoolSpecs[0]"
+POOL0 = "job_spec.worker_pool_specs[0]"
 CONTAINER = {"imageUri": "us-docker.pkg.dev/p/r/i:1"}
 
 BAD = [
-    # (case id, body, field named in the message, fragment of the message)
-    ("no display name", _with(["displayName"], None), "displayName", "required"),
-    ("blank display name", _with(["displayName"], "  "), "displayName", "required"),
-    ("long display name", _with(["displayName"], "x" * 129), "displayName", "at most 128"),
-    ("no job spec", _with(["jobSpec"], None), "jobSpec", "workerPoolSpecs"),
-    ("no pools", _with(["jobSpec", "workerPoolSpecs"], []), "jobSpec.workerPoolSpecs", "at least"),
+    # (case id, body, field path Vertex names (snake_case), fragment of the message)
+    ("no display name", _with(["displayName"], None), "display_name", "required"),
+    ("blank display name", _with(["displayName"], "  "), "display_name", "required"),
+    ("long display name", _with(["displayName"], "x" * 129), "display_name", "at most 128"),
+    ("no job spec", _with(["jobSpec"], None), "job_spec", "workerPoolSpecs"),
+    (
+        "no pools",
+        _with(["jobSpec", "workerPoolSpecs"], []),
+        "job_spec.worker_pool_specs",
+        "at least",
+    ),
     (
         "five pools",
         _with(["jobSpec", "workerPoolSpecs"], GOOD["jobSpec"]["workerPoolSpecs"] * 5),
-        "jobSpec.workerPoolSpecs",
+        "job_spec.worker_pool_specs",
         "at most 4",
     ),
-    ("both specs", _pool(containerSpec=CONTAINER), POOL0, "exactly one of containerSpec"),
     ("neither spec", _pool(pythonPackageSpec=None), POOL0, "exactly one of containerSpec"),
-    ("replica count 0", _pool(replicaCount=0), f"{POOL0}.replicaCount", "at least 1"),
-    ("primary with 2", _pool(replicaCount="2"), f"{POOL0}.replicaCount", "replicaCount 1"),
-    ("no machine type", _pool(machineSpec={}), f"{POOL0}.machineSpec.machineType", "required"),
+    ("replica count 0", _pool(replicaCount=0), f"{POOL0}.replica_count", "at least 1"),
+    ("primary with 2", _pool(replicaCount="2"), f"{POOL0}.replica_count", "replicaCount 1"),
+    ("no machine type", _pool(machineSpec={}), f"{POOL0}.machine_spec.machine_type", "required"),
     (
         "unknown machine",
         _pool(machineSpec={"machineType": "n1-standard-3"}),
-        f"{POOL0}.machineSpec.machineType",
+        f"{POOL0}.machine_spec.machine_type",
         "n1-standard-4",
     ),
     (
         "count without type",
         _machine(acceleratorCount=1),
-        f"{POOL0}.machineSpec.acceleratorType",
+        f"{POOL0}.machine_spec.accelerator_type",
         "set the accelerator type",
     ),
     (
         "type without count",
         _machine(acceleratorType="NVIDIA_TESLA_T4"),
-        f"{POOL0}.machineSpec.acceleratorCount",
+        f"{POOL0}.machine_spec.accelerator_count",
         "at least 1",
     ),
     (
         "3 x T4",
         _machine(acceleratorType="NVIDIA_TESLA_T4", acceleratorCount=3),
-        f"{POOL0}.machineSpec.acceleratorCount",
+        f"{POOL0}.machine_spec.accelerator_count",
         "valid counts: 1, 2, 4",
     ),
     (
         "L4 on n1",
         _machine(acceleratorType="NVIDIA_L4", acceleratorCount=1),
-        f"{POOL0}.machineSpec.acceleratorType",
+        f"{POOL0}.machine_spec.accelerator_type",
         "g2-*",
     ),
     (
@@ -125,7 +129,7 @@ BAD = [
                 "acceleratorCount": 1,
             }
         ),
-        f"{POOL0}.machineSpec.acceleratorType",
+        f"{POOL0}.machine_spec.accelerator_type",
         "acceleratorCount 2",
     ),
     (
@@ -137,7 +141,7 @@ BAD = [
                 "acceleratorCount": 32,
             }
         ),
-        f"{POOL0}.machineSpec",
+        f"{POOL0}.machine_spec",
         "Spot VMs cannot be used with TPU Pods",
     ),
     (
@@ -150,29 +154,29 @@ BAD = [
                 "tpuTopology": "4x4",
             }
         ),
-        f"{POOL0}.machineSpec",
+        f"{POOL0}.machine_spec",
         "TPU Pods",
     ),
     (
         "unknown strategy",
         _with(["jobSpec", "scheduling"], {"strategy": 42}),
-        "jobSpec.scheduling.strategy",
+        "job_spec.scheduling.strategy",
         "SPOT (4)",
     ),
-    ("101 packages", _python(packageUris=["gs://b/p.tar.gz"] * 101), "packageUris", "at most 100"),
-    ("no packages", _python(packageUris=[]), "packageUris", "at least one"),
-    ("bad module", _python(pythonModule="trainer/task.py"), "pythonModule", "trainer.task"),
-    ("no executor", _python(executorImageUri=""), "executorImageUri", "required"),
+    ("101 packages", _python(packageUris=["gs://b/p.tar.gz"] * 101), "package_uris", "at most 100"),
+    ("no packages", _python(packageUris=[]), "package_uris", "at least one"),
+    ("bad module", _python(pythonModule="trainer/task.py"), "python_module", "trainer.task"),
+    ("no executor", _python(executorImageUri=""), "executor_image_uri", "required"),
     (
         "bad env name",
         _python(env=[{"name": "1X", "value": "v"}]),
-        "pythonPackageSpec.env[0].name",
+        "python_package_spec.env[0].name",
         "not a valid variable name",
     ),
     (
         "relative output dir",
         _with(["jobSpec", "baseOutputDirectory"], {"outputUriPrefix": "out/dir"}),
-        "jobSpec.baseOutputDirectory.outputUriPrefix",
+        "job_spec.base_output_directory.output_uri_prefix",
         "gs://",
     ),
     ("bad label", _with(["labels"], {"Team": "x"}), "labels.Team", "lowercase"),
@@ -188,35 +192,94 @@ def test_bad_request_is_a_400_naming_the_field(emulator, api, body, field, fragm
     assert status == 400, answer
     error = answer["error"]
     assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
-    assert field in error["message"] and fragment in error["message"]
+    # Vertex's words: "List of found errors:\t1.Field: job_spec...; Message: ..."
+    assert error["message"].startswith("List of found errors:\t1.Field: ")
+    assert f"{field}" in error["message"] and fragment in error["message"]
     [violation] = error["details"][0]["fieldViolations"]
-    assert field in violation["field"]
+    assert violation["field"].endswith(field) and violation["description"] == error["message"]
 
 
 PARSE_ERRORS = [
-    ("not json", b"{nope", "Invalid JSON payload"),
-    ("array", b"[]", "JSON object"),
-    ("unknown field", json.dumps({**GOOD, "colour": "red"}).encode(), "colour"),
-    ("wrong type", json.dumps({**GOOD, "displayName": 5}).encode(), "displayName"),
+    # (case id, raw body, the request field the violation names, fragment of the message)
+    ("not json", b"{nope", "custom_job", "Invalid JSON payload"),
+    ("array", b"[]", "custom_job", "JSON object"),
+    (
+        "unknown field",
+        json.dumps({**GOOD, "colour": "red"}).encode(),
+        "custom_job",
+        "Unknown name \"colour\" at 'custom_job': Cannot find field.",
+    ),
+    (
+        "wrong type",
+        json.dumps({**GOOD, "displayName": 5}).encode(),
+        "custom_job.display_name",
+        "Invalid value at 'custom_job.display_name' (TYPE_STRING), 5",
+    ),
     (
         "unknown enum name",
         json.dumps(_with(["jobSpec", "scheduling"], {"strategy": "CHEAP"})).encode(),
-        "CHEAP",
+        "custom_job.job_spec.scheduling.strategy",
+        '(type.googleapis.com/google.cloud.aiplatform.v1.Scheduling.Strategy), "CHEAP"',
     ),
     (
         "int64 out of range",
         json.dumps(_pool(replicaCount="99999999999999999999")).encode(),
-        "replicaCount",
+        "custom_job.job_spec.worker_pool_specs[0].replica_count",
+        "(TYPE_INT64)",
+    ),
+    (
+        "unknown field deep down",
+        json.dumps(_machine(colour="red")).encode(),
+        "custom_job.job_spec.worker_pool_specs[0].machine_spec",
+        'Unknown name "colour"',
+    ),
+    (
+        "Infinity as an enum",
+        json.dumps(_with(["jobSpec", "scheduling"], {"strategy": float("inf")})).encode(),
+        "custom_job",
+        "Infinity",
+    ),
+    (
+        "1e999 as an enum (a float infinity once decoded)",
+        b'{"displayName": "x", "jobSpec": {"scheduling": {"strategy": 1e999}}}',
+        "custom_job.job_spec.scheduling.strategy",
+        "Invalid value",
+    ),
+    (
+        "lone surrogate in an enum value",
+        b'{"displayName": "x", "jobSpec": {"scheduling": {"strategy": "\\ud800"}}}',
+        "custom_job",
+        "lone surrogate",
+    ),
+    (
+        "lone surrogate in a field name",
+        b'{"displayName": "x", "\\udc00jobSpec": {}}',
+        "custom_job",
+        "lone surrogate",
+    ),
+    ("nested too deeply", b'{"labels": ' * 200 + b"{}" + b"}" * 200, "custom_job", "nested"),
+    ("not UTF-8", b'{"displayName": "\xff"}', "custom_job", "Invalid JSON payload"),
+    (
+        "both task oneofs",
+        json.dumps(_pool(containerSpec=CONTAINER))
+        .encode()
+        .replace(b'"containerSpec"', b'"container_spec"'),
+        "custom_job.job_spec.worker_pool_specs[0]",
+        "exactly one of containerSpec or pythonPackageSpec",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("raw", "fragment"), [c[1:] for c in PARSE_ERRORS], ids=[c[0] for c in PARSE_ERRORS]
+    ("raw", "field", "fragment"), [c[1:] for c in PARSE_ERRORS], ids=[c[0] for c in PARSE_ERRORS]
 )
-def test_unparseable_body_is_a_400(emulator, api, raw, fragment):
+def test_unparseable_body_is_a_400_naming_the_request_field(emulator, api, raw, field, fragment):
     status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", raw=raw)
-    assert status == 400 and fragment in answer["error"]["message"], answer
+    assert status == 400, answer
+    error = answer["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and fragment in error["message"], error
+    [violation] = error["details"][0]["fieldViolations"]
+    assert violation["field"] == field, violation
 
 
 def test_container_spec_without_a_runtime_says_so(emulator, api):

@@ -1,4 +1,4 @@
-"""validate_custom_job on the proto message (what the launcher calls before it submits)."""
+"""validate_custom_job (the emulator, on create) and validate_for_submission (the launcher)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from google.cloud.aiplatform_v1.types import (
     AcceleratorType,
     CustomJob,
     CustomJobSpec,
+    DiskSpec,
+    EnvVar,
     MachineSpec,
     PythonPackageSpec,
     Scheduling,
@@ -14,7 +16,11 @@ from google.cloud.aiplatform_v1.types import (
 )
 
 from kfp_spot import machines
-from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+from kfp_spot.validation import (
+    InvalidJobSpecError,
+    validate_custom_job,
+    validate_for_submission,
+)
 
 
 def job(machine=None, strategy=Scheduling.Strategy.SPOT, pools=None, **kwargs):
@@ -108,3 +114,102 @@ def test_machine_table_prices():
     )
     with pytest.raises(ValueError, match="n9-huge"):
         machines.hourly_price("n9-huge", spot=True)
+
+
+@pytest.mark.parametrize(
+    ("disk", "field", "needle"),
+    [
+        (DiskSpec(boot_disk_size_gb=-1), "bootDiskSizeGb", "[100, 64000]"),
+        (DiskSpec(boot_disk_size_gb=70000), "bootDiskSizeGb", "[100, 64000]"),
+        (DiskSpec(boot_disk_type="floppy"), "bootDiskType", "pd-ssd, pd-standard"),
+        (DiskSpec(boot_disk_type="pd-ssd\n"), "bootDiskType", "pd-ssd, pd-standard"),
+    ],
+)
+def test_disk_specs_are_checked(disk, field, needle):
+    spec = job()
+    spec.job_spec.worker_pool_specs[0].disk_spec = disk
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(spec)
+    assert info.value.field == f"jobSpec.workerPoolSpecs[0].diskSpec.{field}"
+    assert needle in info.value.message
+
+
+def test_unset_disk_fields_take_the_services_defaults():
+    spec = job()
+    spec.job_spec.worker_pool_specs[0].disk_spec = DiskSpec()
+    validate_custom_job(spec)
+    spec.job_spec.worker_pool_specs[0].disk_spec = DiskSpec(
+        boot_disk_type="hyperdisk-balanced", boot_disk_size_gb=200
+    )
+    validate_custom_job(spec)
+
+
+def test_an_unknown_machine_type_is_the_services_call_before_submission(caplog):
+    newer = job(MachineSpec(machine_type="a4-highgpu-8g"))
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(newer)  # the emulator knows only its table
+    assert info.value.field == "jobSpec.workerPoolSpecs[0].machineSpec.machineType"
+    validate_for_submission(newer)  # the launcher, on every backend: a warning
+    assert "'a4-highgpu-8g' is not in kfp-spot's machine table" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("machine", "field", "needle"),
+    [
+        (
+            MachineSpec(machine_type="a4-highgpu-8g", accelerator_count=8),
+            "acceleratorType",
+            "set the accelerator type",
+        ),
+        (
+            MachineSpec(machine_type="", accelerator_type=AcceleratorType.NVIDIA_TESLA_T4),
+            "acceleratorCount",
+            "at least 1",
+        ),
+        (MachineSpec(machine_type=""), "machineType", "is required"),
+    ],
+)
+def test_rules_that_need_no_machine_facts_still_hold_for_unknown_types(machine, field, needle):
+    spec = job()
+    spec.job_spec.worker_pool_specs[0].machine_spec = machine
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_for_submission(spec)
+    assert info.value.field == f"jobSpec.workerPoolSpecs[0].machineSpec.{field}"
+    assert needle in info.value.message
+
+
+def test_a_tpu_pod_on_spot_is_refused_whatever_the_machine():
+    pod = MachineSpec(
+        machine_type="tpu-v9-future",
+        accelerator_type=AcceleratorType.TPU_V4_POD,
+        accelerator_count=32,
+    )
+    with pytest.raises(InvalidJobSpecError, match="Spot VMs cannot be used with TPU Pods"):
+        validate_for_submission(job(pod))
+    validate_for_submission(job(pod, strategy=Scheduling.Strategy.STANDARD))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda j: setattr(j, "labels", {"team": "ml\n"}), "labels.team"),
+        (
+            lambda j: setattr(
+                j.job_spec.worker_pool_specs[0].python_package_spec, "python_module", "a.b\n"
+            ),
+            "jobSpec.workerPoolSpecs[0].pythonPackageSpec.pythonModule",
+        ),
+        (
+            lambda j: j.job_spec.worker_pool_specs[0].python_package_spec.env.append(
+                EnvVar(name="SEED\n", value="1")
+            ),
+            "jobSpec.workerPoolSpecs[0].pythonPackageSpec.env[0].name",
+        ),
+    ],
+)
+def test_names_with_a_trailing_newline_are_refused(mutate, field):
+    spec = job()
+    mutate(spec)
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(spec)
+    assert info.value.field == field

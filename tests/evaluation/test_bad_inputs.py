@@ -61,7 +61,9 @@ def test_best_by_a_metric_no_manifest_records(ckpt, package, env_cache):
 
 
 def test_no_checkpoint_at_all(tmp_path, package, env_cache):
-    with pytest.raises(CheckpointError, match=r"no checkpoint steps under .*empty"):
+    with pytest.raises(
+        CheckpointError, match=r"no checkpoint under .*empty: the directory is empty"
+    ):
         run(tmp_path / "empty", package, env_cache)
 
 

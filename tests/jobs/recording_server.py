@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
@@ -137,7 +137,8 @@ class RecordingServer:
         )
 
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
-        parts = urlsplit(handler.path)
+        # Resource names are matched decoded, as Vertex does (example.com%3Ap is example.com:p).
+        parts = urlsplit(handler.path)._replace(path=unquote(urlsplit(handler.path).path))
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None

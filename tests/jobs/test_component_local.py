@@ -30,7 +30,7 @@ def test_component_runs_a_spot_job_and_sets_outputs(local_runner):
                 },
             )
             launch = LaunchSpotJobOp(
-                project="proj",
+                project="test-proj",
                 package=package.output,
                 args=["--epochs", "2"],
                 api_endpoint=endpoint,
@@ -50,7 +50,7 @@ def test_component_runs_a_spot_job_and_sets_outputs(local_runner):
 def test_component_outputs_directly(local_runner):
     with RecordingServer() as server:
         task = LaunchSpotJobOp(
-            project="proj",
+            project="test-proj",
             container_image_uri="us-docker.pkg.dev/p/r/trainer:1",
             api_endpoint=server.endpoint,
             poll_interval_seconds=0.05,
@@ -74,7 +74,7 @@ def test_user_error_fails_the_task_with_the_jobs_message(local_runner, capfd):
     )
     with RecordingServer(scripts=[script]) as server, pytest.raises(RuntimeError):
         LaunchSpotJobOp(
-            project="proj",
+            project="test-proj",
             container_image_uri="us-docker.pkg.dev/p/r/trainer:1",
             api_endpoint=server.endpoint,
             poll_interval_seconds=0.05,

@@ -63,7 +63,7 @@ def _gcpc_job(tmp_path, **options) -> CustomJob:
             return self.job
 
     capture = Capture()
-    remote_runner.create_custom_job_with_client(capture, "projects/proj/locations/l", job_spec)
+    remote_runner.create_custom_job_with_client(capture, "projects/test-proj/locations/l", job_spec)
     return capture.job
 
 
@@ -108,7 +108,7 @@ def test_spot_job_matches_gcpc(tmp_path, options, outputs):
     )
     with RecordingServer() as server:
         launch_spot_job(
-            project="proj",
+            project="test-proj",
             container_image_uri=IMAGE,
             command=COMMAND,
             args=ARGS,

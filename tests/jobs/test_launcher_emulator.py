@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,12 +19,13 @@ from artifacts import FakeArtifact
 from kfp_spot import checkpoints
 from kfp_spot.jobs.entry import launch_spot_job
 from kfp_spot.jobs.launcher import LaunchFailedError
+from kfp_spot.packaging.trainer_dist import build_trainer_wheel
 
 emulator_module = pytest.importorskip("kfp_spot.emulator")
 Emulator = emulator_module.Emulator
 
 HERE = os.path.dirname(__file__)
-PROJECT, LOCATION = "proj", "us-central1"
+PROJECT, LOCATION = "test-proj", "us-central1"
 
 # A trainer that checkpoints every step through kfp_spot.checkpoints, resumes from the newest
 # committed step, writes an attempt record and leaves promptly on SIGTERM (the preemption notice).
@@ -82,8 +84,12 @@ def trainer_package(tmp_path_factory) -> FakeArtifact:
         )
         _add(tar, "ckpttrain-0.1/ckpttrain/__init__.py", "")
         _add(tar, "ckpttrain-0.1/ckpttrain/task.py", TASK)
+    # The job imports kfp_spot: as prepare_package does, ship the light kfp-spot-trainer wheel
+    # (the executor image has no kfp-spot).
+    light = build_trainer_wheel(path.parent / "kfp-spot-trainer")
     return FakeArtifact(
-        uri=str(path), metadata={"python_module": "ckpttrain.task", "package_uris": [str(path)]}
+        uri=str(path),
+        metadata={"python_module": "ckpttrain.task", "package_uris": [str(path), str(light)]},
     )
 
 
@@ -124,6 +130,34 @@ def test_succeeded(tmp_path, env_cache, trainer_package, outputs):
     report = outputs["job_report"].metadata
     assert report["attempts"] == 1 and report["preemptions"] == 0
     assert report["billable_seconds"] > 0 and report["cost_on_demand_usd"] > report["cost_spot_usd"]
+
+
+def test_the_launchers_log_tells_each_attempt_as_it_happens(
+    tmp_path, env_cache, trainer_package, outputs, caplog
+):
+    caplog.set_level(logging.INFO, logger="kfp_spot.jobs.launcher")
+    # Attempt 1 is preempted 0.3 s into RUNNING; attempt 2 runs to the end.
+    with _emulator(tmp_path, env_cache, preempt_at=(0.3,)) as emu:
+        outcome = _launch(emu, trainer_package, outputs, "--steps", "30", "--step-seconds", "0.05")
+        (job,) = emu.list_jobs()
+        ended = emu.job(job["name"]).end_time.timestamp()
+    assert outcome == "SUCCEEDED"
+    story = [
+        (r.created, r.getMessage()) for r in caplog.records if r.name == "kfp_spot.jobs.launcher"
+    ]
+    short = "customJobs/" + job["name"].rsplit("/", 1)[-1]
+    expected = [
+        f"{short}: attempt 1 started (SPOT, n1-standard-4 x1)",
+        f"{short}: attempt 1 was preempted after",
+        f"{short}: attempt 2 started (SPOT, n1-standard-4 x1)",
+        f"{short}: attempt 2 succeeded after",
+        f"{short} ended SUCCEEDED",
+    ]
+    found = [next(i for i, (_, m) in enumerate(story) if m.startswith(e)) for e in expected]
+    assert found == sorted(found), story
+    # Told while the job ran, not in a summary at the end.
+    assert story[found[1]][0] < ended
+    assert "newest checkpoint: step" in story[found[2]][1]
 
 
 def test_user_error(tmp_path, env_cache, trainer_package, outputs):

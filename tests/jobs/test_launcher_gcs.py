@@ -29,7 +29,7 @@ def test_launch_on_gcs_resumes_seeds_and_reattaches(gcs_emulator, package, outpu
     task_checkpoint_uri = outputs["checkpoint"].uri  # what KFP hands a retried task again
     exhausted = Script(["JOB_STATE_RUNNING", "JOB_STATE_FAILED"], error=STOCKOUT)
     inputs = {
-        "project": "proj",
+        "project": "test-proj",
         "package": package,
         "base_output_directory": base,
         "resume_from": FakeArtifact(uri=previous),

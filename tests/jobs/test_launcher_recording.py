@@ -23,7 +23,7 @@ STOCKOUT = {"code": 8, "message": "STOCKOUT: preempted 7 times; restarts exhaust
 
 def _launch(server, package, outputs, **extra):
     return launch_spot_job(
-        project="proj",
+        project="test-proj",
         package=package,
         api_endpoint=server.endpoint,
         poll_interval_seconds=0.01,
@@ -46,7 +46,9 @@ def test_success_submits_one_spot_job_and_sets_outputs(package, outputs, task_di
     assert outputs["checkpoint"].uri == f"{base}/checkpoints"
     assert outputs["model"].uri == f"{base}/model"
     assert outputs["job_report"].metadata["attempts"] == 1
-    assert outputs["job_report"].metadata["preemptions"] == 0
+    # No ledger and no attempt records (as on Vertex with a trainer that keeps none): the job's
+    # own timestamps cannot tell how often the service restarted it, so no count is made up.
+    assert "preemptions" not in outputs["job_report"].metadata
     # gcp_resources parses with GCPC's own proto and names the job.
     with open(outputs["gcp_resources"]) as handle:
         resources = json_format.Parse(handle.read(), GcpResources())
@@ -54,7 +56,7 @@ def test_success_submits_one_spot_job_and_sets_outputs(package, outputs, task_di
     assert resource.resource_type == "CustomJob"
     assert (
         resource.resource_uri
-        == f"{server.endpoint}/v1/projects/proj/locations/us-central1/customJobs/1000"
+        == f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs/1000"
     )
     with open(outputs["job_report"].path) as handle:
         report = json.load(handle)
@@ -173,7 +175,7 @@ def test_reattaches_to_the_job_in_gcp_resources(package, outputs):
             },
         }
         made = requests.post(
-            f"{server.endpoint}/v1/projects/proj/locations/us-central1/customJobs", json=body
+            f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
         ).json()
         server.jobs[made["name"]].script = Script([RUNNING, SUCCEEDED])
         gcp_resources.write(outputs["gcp_resources"], f"{server.endpoint}/v1/{made['name']}")
@@ -192,14 +194,24 @@ def test_a_lost_create_response_does_not_make_a_duplicate(package, outputs, refu
 
 
 def test_an_unreachable_service_fails_with_a_clear_error(package, outputs):
-    from kfp_spot.jobs.service import ServiceUnreachableError
+    import dataclasses
 
-    with (
-        RecordingServer(fail_next=[503] * 50) as server,
-        pytest.raises(ServiceUnreachableError, match="failed 8 times") as info,
-    ):
-        _launch(server, package, outputs)
+    from kfp_spot.jobs.backend import backend_for
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+    from kfp_spot.jobs.service import RetryBudget, ServiceUnreachableError
+
+    with RecordingServer(fail_next=[503] * 50) as server:
+        request = build_request(
+            project="test-proj", package=package, api_endpoint=server.endpoint, **outputs
+        )
+        launcher = Launcher(request)
+        # The emulator's own budget rides out a restart (20 s); a short one keeps this test quick.
+        short = dataclasses.replace(launcher.backend, retry=RetryBudget(8, 5.0, 0.01, 0.05))
+        with pytest.raises(ServiceUnreachableError, match="failed 8 times") as info:
+            Launcher(request, backend=short).run()
     assert server.endpoint in str(info.value)
+    assert backend_for(launcher.endpoint).retry.max_seconds >= 20.0
 
 
 def test_past_the_deadline_a_queued_spot_job_is_cancelled_for_standard(package, outputs):
@@ -242,7 +254,7 @@ def test_resume_from_a_torn_checkpoint_is_refused_before_submitting(package, out
 
 
 def test_report_uses_the_emulator_ledger(package, outputs):
-    name = "projects/proj/locations/us-central1/customJobs/1000"
+    name = "projects/test-proj/locations/us-central1/customJobs/1000"
     rows = [
         {
             "attempt": 1,
@@ -274,9 +286,8 @@ def test_report_uses_the_emulator_ledger(package, outputs):
     assert metrics["cost_spot_usd"] == pytest.approx(0.03)
     assert metrics["cost_on_demand_usd"] == pytest.approx(0.15)
     assert metrics["savings_usd"] == pytest.approx(0.12)
-    # No checkpoint was ever committed: the preempted attempt's 100 s were all lost.
-    assert metrics["work_lost_seconds"] == 100.0
-    assert metrics["goodput"] == pytest.approx(200 / 300, abs=1e-4)
+    # No checkpoint and no attempt record: what the preempted attempt lost is unknown, not 100 s.
+    assert "work_lost_seconds" not in metrics and "goodput" not in metrics
 
 
 def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, outputs, task_dir):
@@ -286,7 +297,7 @@ def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, o
 
     with RecordingServer(scripts=[Script([RUNNING, SUCCEEDED])]) as server:
         request = build_request(
-            project="proj", package=package, api_endpoint=server.endpoint, **outputs
+            project="test-proj", package=package, api_endpoint=server.endpoint, **outputs
         )
         # What the first launcher left: its create went through, then it died.
         body = {
@@ -295,7 +306,7 @@ def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, o
             "jobSpec": {"workerPoolSpecs": [], "scheduling": {"strategy": "SPOT"}},
         }
         requests.post(
-            f"{server.endpoint}/v1/projects/proj/locations/us-central1/customJobs", json=body
+            f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
         )
         state = LaunchState(request.run_key, 0.0, [Submission("tok123", "SPOT")])
         save_state(state_uri(request.base_output_directory, request.run_key), state)
@@ -309,7 +320,7 @@ def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
 
     # kfp.local hands integers back as floats, and lists/dicts may arrive as JSON text.
     request = build_request(
-        project="proj",
+        project="test-proj",
         package=package,
         accelerator_count=2.0,
         accelerator_type="NVIDIA_TESLA_T4",
@@ -326,7 +337,7 @@ def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
         ({"poll_interval_seconds": "soon"}, "poll_interval_seconds"),
     ):
         with pytest.raises(LaunchInputError) as info:
-            build_request(project="proj", package=package, **bad, **outputs)
+            build_request(project="test-proj", package=package, **bad, **outputs)
         assert info.value.field == field
 
 
@@ -343,28 +354,25 @@ def test_default_base_directory_sits_next_to_the_task_outputs():
 def test_the_services_rules_are_checked_before_submitting(package, outputs):
     from kfp_spot.jobs.spec import LaunchInputError
 
-    with RecordingServer() as server:
-        with pytest.raises(LaunchInputError, match="TPU Pod"):
-            _launch(
-                server,
-                package,
-                outputs,
-                machine_type="cloud-tpu",
-                accelerator_type="TPU_V4_POD",
-                accelerator_count=4,
-            )
-        with pytest.raises(LaunchInputError, match="not a known machine type"):
-            _launch(server, package, outputs, machine_type="n9-imaginary-4")
+    with RecordingServer() as server, pytest.raises(LaunchInputError, match="TPU Pod"):
+        _launch(
+            server,
+            package,
+            outputs,
+            machine_type="cloud-tpu",
+            accelerator_type="TPU_V4_POD",
+            accelerator_count=4,
+        )
     assert server.created() == []
 
 
-def test_on_vertex_a_machine_type_missing_from_our_table_is_left_to_the_service(package, tmp_path):
-    """Only the table's gap is waived on Vertex: the job is built and validated up to that."""
+def test_a_machine_type_missing_from_our_table_is_left_to_the_service(package, tmp_path):
+    """Only the table's gap is waived (on every backend): the job is built and validated."""
     from kfp_spot.jobs.entry import build_request
     from kfp_spot.jobs.launcher import Launcher
 
     request = build_request(
-        project="proj",
+        project="test-proj",
         package=package,
         machine_type="a4-highgpu-8g",  # newer than the table
         base_output_directory="gs://bucket/run",

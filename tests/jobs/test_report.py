@@ -1,12 +1,18 @@
+"""The job report: the accounting summary of a launch, laid out as the job_report Metrics."""
+
 from __future__ import annotations
+
+import json
 
 import pytest
 
-from kfp_spot import checkpoints
+from kfp_spot import accounting, checkpoints
+from kfp_spot.accounting import Pool
+from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import Submission
-from kfp_spot.jobs.report import Hardware, build_report, parse_time
+from kfp_spot.jobs.report import build_report
 
-NO_PRICES = Hardware(pools=(("no-such-machine", "", 0, 1),))
+NO_PRICES = [Pool("no-such-machine")]
 
 
 def _commit(root, step, wall_time):
@@ -16,35 +22,32 @@ def _commit(root, step, wall_time):
 def test_preemptions_and_work_lost_from_attempt_records(tmp_path):
     """Vertex does not count preemptions: the trainer's records next to the checkpoints do."""
     root = str(tmp_path / "checkpoints")
-    _commit(root, 8, 80.0)  # saved during attempt a
-    _commit(root, 15, 150.0)  # saved during attempt b
+    _commit(root, 8, 80.0)
+    _commit(root, 15, 150.0)
     records = {
         "a": {"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted", "first_step": 0},
-        # b was SIGKILLed: it never wrote its end; it ended when c began.
         "b": {"start_time": 110.0, "exit_reason": "running", "first_step": 8},
         "c": {"start_time": 200.0, "end_time": 300.0, "exit_reason": "finished", "first_step": 15},
     }
     for name, record in records.items():
         checkpoints.write_attempt_record(root, name, record)
     report = build_report(
-        outcome="SUCCEEDED",
+        outcome=Outcome.SUCCEEDED,
         submissions=[Submission("t", "SPOT", job_name="j", submitted_at=0.0)],
         checkpoint_root=root,
-        hardware=NO_PRICES,
+        pools=NO_PRICES,
     )
-    assert report.source == "attempt-records"
-    assert report.attempts == 3
-    assert report.preemptions == 2
-    assert report.billable_seconds == pytest.approx(100 + 90 + 100)
-    assert report.work_lost_seconds == pytest.approx((100 - 80) + (200 - 150))
-    assert report.goodput == pytest.approx((290 - 70) / 290)
-    assert [a.first_step for a in report.attempt_detail] == [0, 8, 15]
-    assert report.cost_spot_usd is None  # no price for an unknown machine: no made-up cost
-    assert "cost_spot_usd" not in report.metrics()
-    assert report.latest_step == 15
+    metrics = report.metrics()
+    assert report.summary.source is accounting.Source.ATTEMPT_RECORDS
+    assert metrics["attempts"] == 3 and metrics["preemptions"] == 2
+    assert metrics["billable_seconds"] == pytest.approx(290)
+    assert metrics["work_lost_seconds"] == pytest.approx(70)
+    assert metrics["goodput"] == pytest.approx(220 / 290, abs=1e-4)
+    assert "cost_spot_usd" not in metrics  # no price for an unknown machine: no made-up cost
+    assert metrics["latest_step"] == 15
 
 
-def test_job_timestamps_when_nothing_else_is_known(tmp_path):
+def test_job_timestamps_leave_unknown_figures_out(tmp_path):
     subs = [
         Submission(
             "t1",
@@ -64,79 +67,87 @@ def test_job_timestamps_when_nothing_else_is_known(tmp_path):
         ),
     ]
     report = build_report(
-        outcome="SUCCEEDED", submissions=subs, checkpoint_root=str(tmp_path), hardware=NO_PRICES
+        outcome=Outcome.SUCCEEDED,
+        submissions=subs,
+        checkpoint_root=str(tmp_path),
+        pools=[Pool("n1-standard-4")],
     )
-    assert report.source == "job-timestamps"
-    assert report.attempts == 2 and report.resubmissions == 1
-    assert report.billable_seconds == pytest.approx(900)
-    assert report.metrics()["standard_attempts"] == 1
+    metrics = report.metrics()
+    assert report.summary.source is accounting.Source.JOB_TIMESTAMPS
+    assert metrics["attempts"] == 2 and metrics["resubmissions"] == 1
+    assert metrics["billable_seconds"] == pytest.approx(900)
+    assert metrics["standard_attempts"] == 1
+    # The service restarts a job after a preemption without saying so: not zero, unknown.
+    assert "preemptions" not in metrics and "goodput" not in metrics
+    assert metrics["cost_spot_usd"] < metrics["cost_on_demand_usd"]
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("2026-01-01T00:00:00Z", 1767225600.0),
-        ("2026-01-01T00:00:00.5+00:00", 1767225600.5),
-        ("2026-01-01T00:00:00.123456789Z", 1767225600.123456),
-        (12.5, 12.5),
-        ("", None),
-        ("yesterday", None),
-    ],
-)
-def test_parse_time(value, expected):
-    assert parse_time(value) == (pytest.approx(expected) if expected is not None else None)
-
-
-def test_a_killed_attempt_with_a_notice_ends_at_notice_plus_grace(tmp_path):
-    root = str(tmp_path / "checkpoints")
-    _commit(root, 4, 40.0)
-    # The trainer's record of an attempt SIGKILLed after its notice (as kfp_spot.trainer writes).
-    killed = {
-        "start_time": 0.0,
-        "end_time": None,
-        "exit_reason": None,
-        "updated_time": 40.0,
-        "preemption_notice_time": 50.0,
-        "grace_period": 30.0,
-        "first_step": 0,
-    }
-    checkpoints.write_attempt_record(root, "a", killed)
-    checkpoints.write_attempt_record(
-        root, "b", {"start_time": 200.0, "end_time": 260.0, "exit_reason": "finished"}
-    )
+def test_a_foreign_trainers_lost_work_is_unknown_not_zero_goodput(tmp_path):
+    """Issue 14: no attempt records, no kfp-spot checkpoints: lost work is unknown (null)."""
+    name = "projects/p/locations/l/customJobs/1"
+    rows = [
+        {"attempt": 1, "startTime": 0, "endTime": 100, "endReason": "PREEMPTED",
+         "billableSeconds": 100, "strategy": "SPOT", "spotCost": 0.01, "onDemandCost": 0.05},
+        {"attempt": 2, "startTime": 110, "endTime": 310, "endReason": "SUCCEEDED",
+         "billableSeconds": 200, "strategy": "SPOT", "spotCost": 0.02, "onDemandCost": 0.1},
+    ]  # fmt: skip
     report = build_report(
-        outcome="SUCCEEDED",
-        submissions=[Submission("t", "SPOT", job_name="j")],
-        checkpoint_root=root,
-        hardware=NO_PRICES,
+        outcome=Outcome.SUCCEEDED,
+        submissions=[Submission("t", "SPOT", job_name=name, outcome="SUCCEEDED")],
+        checkpoint_root=str(tmp_path / "foreign"),
+        pools=[Pool("n1-standard-4")],
+        ledgers={name: rows},
     )
-    first = report.attempt_detail[0]
-    assert first.end == 80.0 and first.end_reason == "PREEMPTED"
-    assert first.work_lost_seconds == 40.0  # from the commit at 40 s to the kill at 80 s
-    assert report.billable_seconds == 80.0 + 60.0
+    metrics = report.metrics()
+    assert metrics["preemptions"] == 1
+    assert "goodput" not in metrics and "work_lost_seconds" not in metrics
+    doc = json.loads(json.dumps(report.to_json()))
+    assert doc["summary"]["goodput"] is None
+    assert doc["summary"]["work_lost_seconds"] is None
+    assert doc["attempts"][0]["work_lost_seconds"] is None
+    assert doc["attempts"][0]["end_reason"] == "PREEMPTED"
 
 
-def test_costs_from_the_machine_table_when_no_ledger(tmp_path):
-    from kfp_spot import machines
-
+def test_costs_from_the_machine_table_when_no_ledger_and_the_spot_range(tmp_path):
     sub = Submission(
         "t",
         "SPOT",
         job_name="j",
+        outcome="SUCCEEDED",
         start_time="2026-01-01T00:00:00Z",
         end_time="2026-01-01T02:00:00Z",
     )
-    hardware = Hardware(
-        pools=(("n1-standard-4", "NVIDIA_TESLA_T4", 1, 1), ("n1-standard-4", "", 0, 2))
+    pools = [Pool("n1-standard-4", "NVIDIA_TESLA_T4", 1, 1), Pool("n1-standard-4", "", 0, 2)]
+    report = build_report(
+        outcome=Outcome.SUCCEEDED, submissions=[sub], checkpoint_root=str(tmp_path), pools=pools
+    )
+    rates = accounting.hourly_rates(pools)
+    metrics = report.metrics()
+    assert metrics["cost_spot_usd"] == pytest.approx(2 * rates.spot_usd_per_hour, abs=1e-6)
+    on_demand = 2 * rates.on_demand_usd_per_hour
+    assert metrics["cost_on_demand_usd"] == pytest.approx(on_demand, abs=1e-6)
+    assert metrics["savings_usd"] > 0
+    # The Spot figure is an estimate: the report also gives Google's stated 60-91% range.
+    assert metrics["cost_spot_usd_low"] <= metrics["cost_spot_usd"] <= metrics["cost_spot_usd_high"]
+    assert "estimates" in report.to_json()["pricing"]
+
+
+def test_a_ledger_that_cannot_be_read_falls_back_to_the_next_source(tmp_path, caplog):
+    name = "projects/p/locations/l/customJobs/1"
+    sub = Submission(
+        "t",
+        "SPOT",
+        job_name=name,
+        outcome="SUCCEEDED",
+        start_time="2026-01-01T00:00:00Z",
+        end_time="2026-01-01T00:01:00Z",
     )
     report = build_report(
-        outcome="SUCCEEDED", submissions=[sub], checkpoint_root=str(tmp_path), hardware=hardware
+        outcome=Outcome.SUCCEEDED,
+        submissions=[sub],
+        checkpoint_root=str(tmp_path),
+        pools=NO_PRICES,
+        ledgers={name: [{"billableSeconds": "lots"}]},
     )
-    spot_hourly = machines.hourly_price("n1-standard-4", "NVIDIA_TESLA_T4", 1, spot=True)
-    spot_hourly += 2 * machines.hourly_price("n1-standard-4", spot=True)
-    on_demand_hourly = machines.hourly_price("n1-standard-4", "NVIDIA_TESLA_T4", 1, spot=False)
-    on_demand_hourly += 2 * machines.hourly_price("n1-standard-4", spot=False)
-    assert report.cost_spot_usd == pytest.approx(2 * spot_hourly)
-    assert report.cost_on_demand_usd == pytest.approx(2 * on_demand_hourly)
-    assert report.savings_usd == pytest.approx(2 * (on_demand_hourly - spot_hourly))
-    assert report.savings_usd > 0
+    assert report.summary.source is accounting.Source.JOB_TIMESTAMPS
+    assert "billableSeconds must be a number" in caplog.text

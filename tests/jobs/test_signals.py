@@ -15,7 +15,7 @@ HERE = os.path.dirname(__file__)
 
 def _start(server, task_dir, **extra):
     inputs = {
-        "project": "proj",
+        "project": "test-proj",
         "package": {"uri": "gs://b/p.tar.gz", "metadata": {"python_module": "trainer.task"}},
         "checkpoint": {"uri": str(task_dir / "checkpoint")},
         "model": {"uri": str(task_dir / "model")},
@@ -54,7 +54,7 @@ def test_sigterm_cancels_the_job(task_dir):
             proc.kill()
         assert proc.returncode == 128 + signal.SIGTERM, err
         assert server.cancels() == [
-            "/v1/projects/proj/locations/us-central1/customJobs/1000:cancel"
+            "/v1/projects/test-proj/locations/us-central1/customJobs/1000:cancel"
         ]
         (job,) = server.jobs.values()
         assert job.message.state == 7  # the launcher waited until CANCELLED

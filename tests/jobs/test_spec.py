@@ -18,7 +18,7 @@ PKG = ["gs://b/trainer-0.1.tar.gz"]
 
 
 def _inputs(**kw) -> JobInputs:
-    base = {"project": "proj", "package_uris": PKG, "python_module": "trainer.task"}
+    base = {"project": "test-proj", "package_uris": PKG, "python_module": "trainer.task"}
     return JobInputs(**{**base, **kw})
 
 
@@ -60,7 +60,9 @@ def test_env_reaches_every_pool_and_user_env_wins(env):
 
 def test_container_job_uses_container_spec():
     job = build_custom_job(
-        JobInputs(project="p", container_image_uri="us-docker.pkg.dev/p/r/i:1", command=["python"])
+        JobInputs(
+            project="test-proj", container_image_uri="us-docker.pkg.dev/p/r/i:1", command=["python"]
+        )
     )
     (pool,) = job.job_spec.worker_pool_specs
     assert pool.container_spec.image_uri == "us-docker.pkg.dev/p/r/i:1"
@@ -183,3 +185,123 @@ def test_valid_inputs_build_jobs_the_services_rules_accept(
         **code,
     )
     validate_custom_job(build_custom_job(inputs, strategy=strategy))
+
+
+# -- which input set a field: the table behind the launcher's error messages ---------------------
+
+_USER_POOLS = [
+    {"machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": 1},  # code from the inputs
+    {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": 2,
+        "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/own:1"},
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "pools", "expected"),
+    [
+        ("jobSpec.workerPoolSpecs[0].machineSpec.machineType", (), "machine_type"),
+        ("jobSpec.workerPoolSpecs[1].machineSpec.acceleratorType", (), "accelerator_type"),
+        ("jobSpec.workerPoolSpecs[0].machineSpec.acceleratorCount", (), "accelerator_count"),
+        ("jobSpec.workerPoolSpecs[0].machineSpec", (), "machine_type"),
+        ("jobSpec.workerPoolSpecs[1].replicaCount", (), "replica_count"),
+        ("jobSpec.workerPoolSpecs[0].diskSpec.bootDiskSizeGb", (), "boot_disk_size_gb"),
+        ("jobSpec.workerPoolSpecs[0].diskSpec.bootDiskType", (), "boot_disk_type"),
+        ("jobSpec.workerPoolSpecs[0].pythonPackageSpec.pythonModule", (), "python_module"),
+        ("jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris", (), "package"),
+        ("jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris[3]", (), "package"),
+        ("jobSpec.workerPoolSpecs[0].pythonPackageSpec.executorImageUri", (), "executor_image_uri"),
+        ("jobSpec.workerPoolSpecs[0].pythonPackageSpec.env[2].name", (), "env"),
+        ("jobSpec.workerPoolSpecs[0].containerSpec.imageUri", (), "container_image_uri"),
+        ("jobSpec.workerPoolSpecs[0].containerSpec.env[0].name", (), "env"),
+        ("jobSpec.workerPoolSpecs[0]", (), "machine_type"),
+        ("displayName", (), "display_name"),
+        ("labels.Team", (), "labels"),
+        ("jobSpec.scheduling.timeout", (), "timeout"),
+        ("jobSpec.scheduling.maxWaitDuration", (), "max_wait_duration"),
+        ("jobSpec.baseOutputDirectory.outputUriPrefix", (), "base_output_directory"),
+        ("jobSpec.workerPoolSpecs", (), "replica_count"),
+        # Full pools: the pool's own path, unless the launcher filled the pool's code in.
+        (
+            "jobSpec.workerPoolSpecs[0].machineSpec.machineType",
+            _USER_POOLS,
+            "worker_pool_specs[0].machineSpec.machineType",
+        ),
+        (
+            "jobSpec.workerPoolSpecs[1].replicaCount",
+            _USER_POOLS,
+            "worker_pool_specs[1].replicaCount",
+        ),
+        ("jobSpec.workerPoolSpecs[0].pythonPackageSpec.pythonModule", _USER_POOLS, "python_module"),
+        (
+            "jobSpec.workerPoolSpecs[1].containerSpec.imageUri",
+            _USER_POOLS,
+            "worker_pool_specs[1].containerSpec.imageUri",
+        ),
+        ("jobSpec.workerPoolSpecs[1]", _USER_POOLS, "worker_pool_specs[1]"),
+        ("jobSpec.workerPoolSpecs", _USER_POOLS, "worker_pool_specs"),
+        ("displayName", _USER_POOLS, "display_name"),
+    ],
+)
+def test_a_job_field_maps_to_the_input_that_set_it(field, pools, expected):
+    from kfp_spot.jobs.field_inputs import input_for_field
+
+    assert input_for_field(field, _inputs(worker_pool_specs=pools)) == expected
+
+
+def test_the_field_table_names_only_real_component_inputs():
+    import inspect
+
+    from kfp_spot.components.launch_spot_job import component
+    from kfp_spot.jobs.field_inputs import JOB_FIELD_INPUTS, POOL_FIELD_INPUTS
+
+    parameters = set(inspect.signature(component.launch_spot_job.python_func).parameters)
+    assert set(POOL_FIELD_INPUTS.values()) | set(JOB_FIELD_INPUTS.values()) <= parameters
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "job_field"),
+    [
+        (
+            {
+                "machine_type": "n1-standard-4",
+                "accelerator_type": "NVIDIA_L4",
+                "accelerator_count": 1,
+            },
+            "accelerator_type",
+            "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
+        ),
+        (
+            {"accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 3},
+            "accelerator_count",
+            "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorCount",
+        ),
+        ({"machine_type": ""}, "machine_type", "machineSpec.machineType"),
+        ({"display_name": ""}, "display_name", "displayName"),
+        ({"executor_image_uri": ""}, "executor_image_uri", "executorImageUri"),
+        (
+            {
+                "worker_pool_specs": [
+                    {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 2}
+                ]
+            },
+            "worker_pool_specs[0].replicaCount",
+            "jobSpec.workerPoolSpecs[0].replicaCount",
+        ),
+    ],
+)
+def test_rules_broken_by_the_built_job_name_the_input_and_the_field(kw, field, job_field):
+    with pytest.raises(LaunchInputError) as info:
+        build_custom_job(_inputs(**kw))
+    assert info.value.field == field
+    assert job_field in str(info.value)
+
+
+def test_an_unknown_machine_type_is_left_to_the_service_with_a_warning(caplog):
+    job = build_custom_job(
+        _inputs(machine_type="a4-highgpu-8g", accelerator_type="NVIDIA_B200", accelerator_count=8)
+    )
+    assert job.job_spec.worker_pool_specs[0].machine_spec.machine_type == "a4-highgpu-8g"
+    assert "a4-highgpu-8g" in caplog.text and "service will judge" in caplog.text

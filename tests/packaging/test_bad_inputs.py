@@ -149,8 +149,52 @@ def test_import_check_catches_a_broken_import(project, staging):
 
 
 def test_import_check_catches_an_undeclared_dependency(project, staging):
-    # scikit-learn is installed on this machine (the examples extra), but the package does not
-    # declare it, and kfp-spot (what the runtime provides) does not depend on it.
+    # scikit-learn is installed on this machine, but the package does not declare it and the
+    # PyTorch image does not hold it (the scikit-learn image would).
     (project / "tinytrainer" / "task.py").write_text("import sklearn\n")
-    with pytest.raises(ImportCheckError, match=r"(?s)No module named 'sklearn'.*must be declared"):
+    with pytest.raises(
+        ImportCheckError,
+        match=r"(?s)environment of pytorch-xla.2-3.py310.*No module named 'sklearn'"
+        r".*must be declared .* or be one of pytorch-xla.2-3.py310's libraries",
+    ):
+        prepare_package(
+            str(project),
+            str(staging),
+            check_import=True,
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest",
+        )
+
+
+def test_import_check_does_not_see_what_only_this_machine_has(project, staging):
+    # kfp is installed here (kfp-spot needs it) but no training image holds it: on Vertex AI the
+    # job would fail with this error, so the check fails too.
+    (project / "tinytrainer" / "task.py").write_text("import kfp_spot.trainer\nimport kfp\n")
+    with pytest.raises(ImportCheckError, match=r"(?s)sklearn-cpu.1-6.*No module named 'kfp'"):
+        prepare_package(str(project), str(staging), check_import=True)
+
+
+def test_unknown_executor_image_is_refused_before_building(project, staging):
+    with pytest.raises(
+        PackagingError,
+        match=r"executor_image_uri: 'sklearn-cpu.9-9' is not a prebuilt training image; "
+        r"images of that kind: sklearn-cpu.1-6, sklearn-cpu.1-0",
+    ):
+        prepare_package(
+            str(project),
+            str(staging),
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.9-9:latest",
+        )
+
+
+def test_a_package_refusing_the_images_python_fails_the_import_check(project, staging):
+    # sklearn-cpu.1-6 runs Python 3.10: pip on the VM would refuse this package.
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'version = "1.2.3"', 'version = "1.2.3"\nrequires-python = ">=3.11"'
+        )
+    )
+    with pytest.raises(
+        ImportCheckError, match=r"requires a different Python: 3.10 .* not in '>=3.11'"
+    ):
         prepare_package(str(project), str(staging), check_import=True)

@@ -99,8 +99,8 @@ def test_staged_sdist_installs_and_its_module_runs(built, tmp_path, env_cache):
 
 
 def test_import_check_passes_with_declared_and_provided_dependencies(project, tmp_path):
-    # numpy and scikit-learn are declared; kfp_spot is provided by the runtime; the package's
-    # own modules import.
+    # numpy and scikit-learn are declared; kfp_spot comes as the kfp-spot-trainer wheel; the
+    # package's own modules import.
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('"numpy>=1.20"', '"numpy", "scikit-learn"'))
     (project / "tinytrainer" / "task.py").write_text(

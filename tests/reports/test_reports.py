@@ -170,7 +170,9 @@ def test_markdown_numbers_match_the_ledger(tmp_path_factory, preempted, last, da
     spot = math.fsum(r["spotCost"] for r in ledger)
     on_demand = math.fsum(r["onDemandCost"] for r in ledger)
     savings = math.fsum(r["savings"] for r in ledger)
-    assert dollars(table_value(markdown, "Spot cost (billed)")) == pytest.approx(spot, abs=1e-6)
+    # Every attempt ran on Spot: what the run paid is the ledger's spotCost.
+    paid = dollars(table_value(markdown, "Cost (what the run paid)"))
+    assert paid == pytest.approx(spot, abs=1e-6)
     assert dollars(table_value(markdown, "On-demand cost (same time)")) == pytest.approx(
         on_demand, abs=1e-6
     )
@@ -210,7 +212,7 @@ def test_report_of_a_run_with_one_preemption(tmp_path: Path):
     # kept: 60 s of the preempted attempt (its last commit) + all 80 s of the finished one.
     assert report.summary.kept_seconds == pytest.approx(140)
     assert report.summary.lost_seconds == pytest.approx(40)
-    assert table_value(markdown, "Training time lost to preemption") == "40.0 s"
+    assert table_value(markdown, "Billed time lost") == "40.0 s"
     assert table_value(markdown, "Latest step") == "12"
     assert table_value(markdown, "Final loss") == f"{1 / 13:.6g}"
     assert table_value(markdown, "Quality gate") == "passed"
@@ -241,6 +243,7 @@ def test_minimal_run_json_without_checkpoints(tmp_path: Path):
                         "endTime": "2026-01-01T00:01:00Z",
                         "endReason": "FAILED",
                         "billableSeconds": "60",  # int64 as a string, as protobuf JSON sends it
+                        "strategy": "SPOT",
                         "spotCost": 0.001,
                         "onDemandCost": 0.004,
                         "savings": 0.003,
@@ -251,7 +254,8 @@ def test_minimal_run_json_without_checkpoints(tmp_path: Path):
     )
     report = write_report(tmp_path)
     markdown = report.markdown.read_text()
-    assert table_value(markdown, "Goodput") == "-"
+    # A failed attempt, and no checkpoint or attempt record to say what it kept: unknown.
+    assert table_value(markdown, "Goodput") == "unknown"
     assert table_value(markdown, "Billable time") == "60.0 s"
     assert table_value(markdown, "Savings") == "$0.003000 (75.0%)"
     assert "No attempt records" in markdown
@@ -261,7 +265,7 @@ def test_minimal_run_json_without_checkpoints(tmp_path: Path):
 def test_empty_ledger_still_reports(tmp_path: Path):
     (tmp_path / "run.json").write_text(json.dumps({"outcome": "PIPELINE_FAILED", "ledger": []}))
     report = write_report(tmp_path)
-    assert "No ledger rows" in report.markdown.read_text()
+    assert "No attempts" in report.markdown.read_text()
     assert_png(report.png)
 
 
@@ -273,7 +277,7 @@ def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
     (ckpt / "_attempts" / "weird.json").write_text(json.dumps({"start_time": "yesterday-ish"}))
     run = load_run(tmp_path)
     assert [s.step for s in run.saves] == [3, 6]
-    assert [a.attempt_id for a in run.attempts] == ["attempt-01"]
+    assert [a.attempt_id for a in run.records] == ["attempt-01"]
 
 
 @pytest.mark.parametrize(
@@ -314,7 +318,7 @@ def test_cli_report_on_a_missing_directory_is_exit_2(tmp_path: Path):
 
 @given(st.floats(0, 4_000_000_000, allow_nan=False))
 def test_rfc3339_and_epoch_times_agree(epoch):
-    from kfp_spot.reports.run import parse_time
+    from kfp_spot.accounting import parse_time
 
     assert parse_time(rfc3339(epoch), "t") == pytest.approx(epoch, abs=1e-5)
     assert parse_time(epoch, "t") == epoch
@@ -340,3 +344,91 @@ def test_kept_work_survives_retention_deleting_the_attempts_checkpoints(tmp_path
     summary = write_report(tmp_path).summary
     assert summary.kept_seconds == pytest.approx(140)
     assert summary.lost_seconds == pytest.approx(40)
+
+
+def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tmp_path: Path):
+    job, fallback = "projects/p/locations/l/customJobs/1", "projects/p/locations/l/customJobs/2"
+    rows = [
+        ("PREEMPTED", "SPOT", job, 0.001, 0.005),
+        ("EMULATOR_RESTARTED", "SPOT", job, 0.002, 0.010),
+        ("SUCCEEDED", "STANDARD", fallback, 0.003, 0.003),  # on demand: no Spot price paid
+    ]
+    ledger = [
+        {
+            "job": name,
+            "attempt": i,
+            "startTime": T0 + 100 * i,
+            "endTime": T0 + 100 * i + 60,
+            "endReason": reason,
+            "billableSeconds": 60,
+            "strategy": strategy,
+            "spotCost": spot,
+            "onDemandCost": on_demand,
+        }
+        for i, (reason, strategy, name, spot, on_demand) in enumerate(rows, start=1)
+    ]
+    doc = {"outcome": "SUCCEEDED", "job_names": [job, fallback], "ledger": ledger}
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    report = write_report(tmp_path)
+    markdown = report.markdown.read_text()
+    assert report.summary.preemptions == 2
+    assert table_value(markdown, "Preemptions") == "2 (1 of them emulator restarts)"
+    # Paid: the two Spot attempts at the Spot price, the STANDARD one on demand.
+    assert table_value(markdown, "Cost (what the run paid)") == "$0.006000"
+    assert table_value(markdown, "On-demand cost (same time)") == "$0.018000"
+    assert table_value(markdown, "Savings") == "$0.012000 (66.7%)"
+    # Only the Spot part is an estimate: at 91% / 60% off its $0.015 on demand, plus $0.003.
+    assert table_value(markdown, "Cost range at 60-91% Spot discounts") == (
+        "$0.004350 to $0.009000"
+    )
+    assert "Spot prices are estimates" in markdown
+    assert_png(report.png)
+
+
+def test_serving_replicas_have_their_own_section_fed_by_the_accounting(tmp_path: Path):
+    build_run(tmp_path, [Attempt(0, 60, [0.5], "SUCCEEDED", 0.5, 3.0)])
+    doc = json.loads((tmp_path / "run.json").read_text())
+    endpoint = "projects/123/locations/us-central1/endpoints/7"
+    doc["serving"] = [
+        {
+            "endpoint": endpoint,
+            "deployedModelId": "42",
+            "replica": replica,
+            "life": life,
+            "startTime": rfc3339(T0 + 100 * life),
+            "endTime": rfc3339(T0 + 100 * life + seconds) if reason else None,
+            "endReason": reason,
+            "billableSeconds": seconds,
+            "machineType": "n1-standard-4",
+            "strategy": "SPOT",
+            "spotCost": spot,
+            "onDemandCost": on_demand,
+        }
+        for replica, life, reason, seconds, spot, on_demand in [
+            (0, 1, "PREEMPTED", 30.0, 0.001, 0.004),
+            (0, 2, None, 60.0, 0.002, 0.008),
+            (1, 1, None, 90.0, 0.003, 0.012),
+        ]
+    ]
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    report = write_report(tmp_path)
+    markdown = report.markdown.read_text()
+    section = markdown.split("## Serving replicas (serving ledger)", 1)[1].split("\n## ", 1)[0]
+    assert f"3 replica lives (3 on Spot VMs) of {endpoint}; 1 preempted." in section
+    assert table_value(section, "Cost (what the replicas paid)") == "$0.006000"
+    assert table_value(section, "On-demand cost (same time)") == "$0.024000"
+    assert table_value(section, "Savings") == "$0.018000 (75.0%)"
+    assert table_value(section, "Billable time") == "180.0 s"
+    rows = [line for line in section.splitlines() if line.startswith("| 42 |")]
+    assert [row.split(" | ")[5] for row in rows] == ["PREEMPTED", "RUNNING", "RUNNING"]
+    # The training figures stay the training job's own.
+    assert dollars(table_value(markdown, "Cost (what the run paid)")) != 0.006
+    assert report.summary.serving is not None and report.summary.serving.preemptions == 1
+
+
+def test_a_bad_serving_row_names_the_field(tmp_path: Path):
+    (tmp_path / "run.json").write_text(
+        json.dumps({"outcome": "X", "ledger": [], "serving": [{"billableSeconds": "long"}]})
+    )
+    with pytest.raises(ReportError, match=r"serving\[0\]\.billableSeconds must be a number"):
+        write_report(tmp_path)

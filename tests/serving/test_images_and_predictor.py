@@ -2,7 +2,8 @@
 
 import pytest
 
-from kfp_spot.serving import images, predictor
+from kfp_spot import executors
+from kfp_spot.serving import predictor
 
 
 @pytest.mark.parametrize(
@@ -15,7 +16,7 @@ from kfp_spot.serving import images, predictor
     ],
 )
 def test_prebuilt_images_are_recognised(uri, framework, served):
-    image = images.prediction_image(uri)
+    image = executors.prediction_image(uri)
     assert image is not None and image.framework == framework and image.served_locally is served
 
 
@@ -28,13 +29,13 @@ def test_prebuilt_images_are_recognised(uri, framework, served):
     ],
 )
 def test_images_vertex_does_not_offer_are_refused(uri, says):
-    with pytest.raises(images.ServingImageError, match=says):
-        images.prediction_image(uri)
+    with pytest.raises(executors.PredictionImageError, match=says):
+        executors.prediction_image(uri)
 
 
 def test_custom_containers_are_not_prebuilt():
-    assert images.prediction_image("us-central1-docker.pkg.dev/p/repo/server:1") is None
-    assert images.prediction_image("") is None
+    assert executors.prediction_image("us-central1-docker.pkg.dev/p/repo/server:1") is None
+    assert executors.prediction_image("") is None
 
 
 @pytest.mark.parametrize(

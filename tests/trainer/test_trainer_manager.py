@@ -104,6 +104,7 @@ def test_retention_removes_old_torn_steps(tmp_path: Path) -> None:
     (tmp_path / "step-1" / "x.json").write_text("1")  # a killed save, never committed
     ckpt = _manager(tmp_path, keep_last=5)
     ckpt.save(2, {"x": 2})
+    ckpt.wait()  # retention runs beside the training loop
     assert checkpoints.list_steps(str(tmp_path)) == [2]
 
 
@@ -344,6 +345,7 @@ def test_restore_always_returns_the_newest_intact_step(tmp_path_factory, keep: i
         if op == "save":
             step += 1
             ckpt.save(step, {"w": np.full(64, float(step)), "step": step})
+            ckpt.wait()  # retention removes old steps beside the next training steps
             status[step] = "ok"
             # retention: committed = manifest present and sizes right (hashes are not re-read)
             committed = sorted(s for s, v in status.items() if v in ("ok", "flip"))
@@ -376,3 +378,28 @@ def test_restore_always_returns_the_newest_intact_step(tmp_path_factory, keep: i
             assert restored.step == max(intact)
             assert restored.state["step"] == max(intact)
             assert (restored.state["w"] == float(max(intact))).all()
+
+
+def test_async_snapshot_copies_mutable_buffers_and_reuses_them(tmp_path: Path) -> None:
+    weights = np.zeros(1 << 18)
+    scratch = bytearray(b"a" * 1000)
+    with _manager(tmp_path, async_save=True, keep_last=None, interval="1") as ckpt:
+        for step in (1, 2, 3):
+            ckpt.save(step, {"w": weights, "scratch": scratch})
+            weights += 1.0  # the loop goes on at once; the checkpoint keeps what was saved
+            scratch[:] = str(step).encode() * 1000
+        ckpt.wait()
+    saved_scratch = {1: b"a" * 1000, 2: b"1" * 1000, 3: b"2" * 1000}
+    for step in (1, 2, 3):
+        restored = _manager(tmp_path).restore(step=step)
+        assert (restored.state["w"] == step - 1.0).all()
+        assert restored.state["scratch"] == saved_scratch[step]
+
+
+def test_async_snapshot_of_a_large_array_is_exact(tmp_path: Path) -> None:
+    weights = np.random.default_rng(0).random((5 << 20) + 3)  # > 16 MiB: copied in two halves
+    expected = weights.tobytes()
+    with _manager(tmp_path, async_save=True) as ckpt:
+        ckpt.save(1, {"w": weights})
+        weights[:] = 0.0
+    assert _manager(tmp_path).restore().state["w"].tobytes() == expected

@@ -116,8 +116,11 @@ def test_sklearn_estimator_round_trips(tmp_path: Path) -> None:
     X = np.random.default_rng(0).normal(size=(40, 3))
     y = (X[:, 0] > 0).astype(int)
     clf = SGDClassifier(random_state=0).partial_fit(X, y, classes=[0, 1])
-    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    with pytest.raises(adapters.StateEncodingError, match="allow_pickle=True"):
+        CheckpointManager(str(tmp_path), handle_signals=False).save(1, {"clf": clf})
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False, allow_pickle=True)
     ckpt.save(1, {"clf": clf})
+    assert CheckpointManager(str(tmp_path), handle_signals=False).restore() is None  # not allowed
     back = ckpt.restore().state["clf"]
     assert back.coef_.tobytes() == clf.coef_.tobytes()
     back.partial_fit(X, y)
@@ -259,3 +262,45 @@ def test_failpoint_spec() -> None:
     for bad in ["kill@save-mid", "explode@step:1", "kill@nowhere:1", "kill@step:x"]:
         with pytest.raises(ValueError, match="KFP_SPOT_FAILPOINTS"):
             failpoints.parse(bad)
+
+
+def test_auto_without_a_hint_is_not_exposed_for_an_hour() -> None:
+    """Before any preemption the estimate is the exposure so far, not a fixed hour."""
+    assert SaveInterval.parse("auto").mtbp is None
+    assert estimate_mtbp([], current_exposure=5.0) == 10.0  # twice the exposure so far
+    assert estimate_mtbp([], current_exposure=0.0) >= 1.0  # a floor, never zero
+    policy = IntervalPolicy(SaveInterval(auto=True), now=0.0)
+    policy.record_save(0.2, 0.0)
+    # a run preempted every few seconds has saved every second or so by then
+    assert policy.target_seconds(4.0) == pytest.approx(2 * math.sqrt(0.2 * 4.0))
+    assert policy.target_seconds(4.0) < 2.0
+    # a run that is never preempted spaces its saves out as it goes
+    assert policy.target_seconds(3600.0) == pytest.approx(2 * math.sqrt(0.2 * 3600.0))
+    # the first preemption seen (in an earlier attempt's record) replaces the guess
+    records = [{"start_time": 0.0, "end_time": 8.0, "exit_reason": "preempted"}]
+    nxt = IntervalPolicy(SaveInterval(auto=True), records, now=100.0)
+    assert nxt.mtbp(100.0) == pytest.approx(8.0)
+    assert nxt.mtbp(108.0) == pytest.approx(16.0)  # and this attempt's exposure counts
+    # a hint is used until the run has outlived it
+    hinted = SaveInterval.parse("auto", mtbp=60)
+    assert estimate_mtbp([], prior=hinted.mtbp, current_exposure=5.0) == 60.0
+
+
+def test_sync_encoding_uses_the_arrays_own_memory() -> None:
+    array = np.arange(1 << 16, dtype=np.float64)
+    fortran = np.asfortranarray(np.arange(64.0 * 32).reshape(64, 32))
+    files, index = adapters.encode_state({"w": array, "f": fortran})
+    header, data = files["w.npy"]
+    assert isinstance(header, bytes)
+    assert np.shares_memory(np.asarray(data), array)  # nothing copied before the write
+    assert np.shares_memory(np.asarray(files["f.npy"][1]), fortran)
+    back = adapters.decode_state(files.__getitem__, index)["f"]
+    assert back.flags.f_contiguous and (back == fortran).all()
+
+
+def test_forged_npy_header_is_refused() -> None:
+    files, index = adapters.encode_state({"w": np.zeros(16)})
+    raw = bytearray(bytes(files["w.npy"]))
+    raw = raw.replace(b"(16,)", b"(99,)")
+    with pytest.raises(adapters.StateEncodingError, match="does not match the data size"):
+        adapters.decode_state(lambda name: raw, index)

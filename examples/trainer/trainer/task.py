@@ -127,6 +127,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("no checkpoint directory: set AIP_CHECKPOINT_DIR or pass --checkpoint-dir")
     if not args.model_dir:
         parser.error("no model directory: set AIP_MODEL_DIR or pass --model-dir")
+    # On Vertex AI, gs:// directories are mounted at /gcs: plain file I/O, no gcsfs on the VM.
+    args.checkpoint_dir = fs.mounted_path(args.checkpoint_dir)
+    args.model_dir = fs.mounted_path(args.model_dir)
     return args
 
 
@@ -161,21 +164,14 @@ def write_model(
     """
     buf = io.BytesIO()
     np.savez(buf, **params)
-    files = [
-        ("model.npz", buf.getvalue()),
-        ("model.json", json.dumps(info, indent=1, sort_keys=True).encode()),
-    ]
+    fs.atomic_write(fs.join(model_dir, "model.npz"), buf.getvalue())
+    fs.atomic_write(fs.join(model_dir, "model.json"), json.dumps(info, indent=1, sort_keys=True))
     if sklearn_model is not None:
         import joblib
 
         dumped = io.BytesIO()
         joblib.dump(sklearn_model, dumped)
-        files.append(("model.joblib", dumped.getvalue()))
-    filesystem, base = fs.filesystem(model_dir)
-    filesystem.makedirs(base, exist_ok=True)
-    for name, payload in files:
-        with filesystem.open(f"{base.rstrip('/')}/{name}", "wb") as handle:
-            handle.write(payload)
+        fs.atomic_write(fs.join(model_dir, "model.joblib"), dumped.getvalue())
 
 
 def train(args: argparse.Namespace) -> int:

@@ -47,11 +47,12 @@ from google.cloud.aiplatform_v1.types import (
     UploadModelResponse,
 )
 from google.longrunning import operations_pb2
-from google.protobuf import empty_pb2, json_format
+from google.protobuf import empty_pb2
 
-from kfp_spot import fs, machines
-from kfp_spot.emulator import billing, filters, replicas
-from kfp_spot.emulator.errors import ApiError
+from kfp_spot import executors, fs
+from kfp_spot.accounting import pricing
+from kfp_spot.emulator import billing, filters, names, replicas
+from kfp_spot.emulator.errors import ApiError, decode_json, parse_message
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.pool import (
@@ -60,7 +61,6 @@ from kfp_spot.emulator.serving.pool import (
     ReplicaLaunch,
     ReplicaPool,
 )
-from kfp_spot.serving import images
 from kfp_spot.serving.env import serving_python
 from kfp_spot.validation import InvalidJobSpecError, check_machine_spec
 
@@ -71,29 +71,41 @@ MAX_PREDICT_BYTES = 1536 * 1024  # Vertex: a prediction request must not exceed 
 PREDICT_TIMEOUT = 60.0
 PREDICTOR = Path(__file__).resolve().parents[2] / "serving" / "predictor.py"
 _PARENT = r"projects/[^/]+/locations/[^/]+"
-_MODEL = re.compile(rf"^({_PARENT})/models/([^/:@]+)(?:@([^/:]+))?$")
-_ENDPOINT = re.compile(rf"^({_PARENT})/endpoints/([^/:]+)$")
+_MODEL = re.compile(rf"({_PARENT})/models/([^/:@]+)(?:@([^/:]+))?")
+_ENDPOINT = re.compile(rf"({_PARENT})/endpoints/([^/:]+)")
+_SCOPED = re.compile(rf"({_PARENT})(/.*)?")
+_PREDICT_FIELDS = {"instances", "parameters"}
 CODE_INVALID_ARGUMENT = 3
 CODE_CANCELLED = 1
 CODE_FAILED_PRECONDITION = 9
 
 
-def new_id() -> str:
-    """A numeric resource id as Vertex makes them (19 digits)."""
-    return str(secrets.randbelow(9 * 10**18) + 10**18)
+def canonical(name: str) -> str:
+    """``name`` with its ``projects/P/locations/L`` prefix written with the project number.
+
+    Vertex accepts a project by ID or number and answers with the number; the store keeps
+    names in that form, so both spellings reach the same resource.
+    """
+    match = _SCOPED.fullmatch(name or "")
+    if match is None:
+        return name
+    return names.parse_parent(match.group(1)).canonical + (match.group(2) or "")
 
 
-def _parse(body: Any, message_cls: Any, what: str) -> Any:
-    if not isinstance(body, dict):
-        raise ApiError("INVALID_ARGUMENT", f"Invalid JSON payload: the body must be a {what}")
-    pb = message_cls.pb()()
+def _parse(body: Any, message_cls: Any, field: str = "*") -> Any:
+    """A decoded JSON body as a ``message_cls`` (proto-plus class), refused as Vertex refuses it.
+
+    ``field`` is the request field the body binds to; ``*`` (the whole request) names nested
+    fields by their own paths (``model.display_name``).
+    """
     try:
-        json_format.ParseDict(body, pb, ignore_unknown_fields=False)
-    except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as err:
-        raise ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {err}") from None
-    except RecursionError:
-        raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload: nested too deeply") from None
-    return pb
+        return parse_message(body, message_cls.pb(), field)
+    except ApiError as err:
+        if field != "*" or not err.field or not err.field.startswith("*."):
+            raise
+        where = err.field[2:]
+        message = err.message.replace(f"'{err.field}'", f"'{where}'")
+        raise ApiError(err.status, message, where) from None
 
 
 def _stamp(pb_time: Any, when: float) -> None:
@@ -185,8 +197,16 @@ class ServingService:
 
     # names ------------------------------------------------------------------------------------
 
+    @staticmethod
+    def _parent(parent: str) -> str:
+        """``projects/P/locations/L`` as the store keeps it (P the project number)."""
+        try:
+            return names.parse_parent(parent).canonical
+        except ValueError as err:
+            raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
+
     def _model_row(self, name: str) -> st.Row:
-        match = _MODEL.match(name or "")
+        match = _MODEL.fullmatch(canonical(name))
         if not match:
             raise ApiError(
                 "INVALID_ARGUMENT",
@@ -206,7 +226,7 @@ class ServingService:
         return row
 
     def _endpoint_row(self, name: str) -> st.Row:
-        match = _ENDPOINT.match(name or "")
+        match = _ENDPOINT.fullmatch(canonical(name))
         if not match:
             raise ApiError(
                 "INVALID_ARGUMENT",
@@ -226,7 +246,8 @@ class ServingService:
         pb.ParseFromString(row.spec)
         for dep in self.store.deployments(states=(st.DEPLOYED, st.UNDEPLOYING)):
             dm = self._dm_pb(dep)
-            if _MODEL.match(dm.model) and _MODEL.match(dm.model).group(2) == row.id:
+            served = _MODEL.fullmatch(dm.model)
+            if served is not None and served.group(2) == row.id:
                 ref = DeployedModelRef.pb()(
                     endpoint=f"{row.parent}/endpoints/{dep.endpoint_id}", deployed_model_id=dep.id
                 )
@@ -253,7 +274,8 @@ class ServingService:
 
     def upload_model(self, parent: str, body: Any) -> Any:
         """``models:upload``: validate, store the Model; a done operation (or its error)."""
-        request = _parse(body, UploadModelRequest, "UploadModelRequest")
+        parent = self._parent(parent)
+        request = _parse(body, UploadModelRequest)
         model = request.model
         if request.parent_model:
             raise ApiError(
@@ -271,12 +293,12 @@ class ServingService:
             raise ApiError(
                 "INVALID_ARGUMENT",
                 "model.containerSpec.imageUri is required: a prebuilt prediction image such as "
-                f"{images.DEFAULT_SERVING_IMAGE} or your own serving container",
+                f"{executors.DEFAULT_PREDICTION_IMAGE} or your own serving container",
                 "model.container_spec.image_uri",
             )
         try:
-            image = images.prediction_image(image_uri)
-        except images.ServingImageError as err:
+            image = executors.prediction_image(image_uri)
+        except executors.PredictionImageError as err:
             raise ApiError("INVALID_ARGUMENT", str(err), "model.container_spec.image_uri") from None
         if image is not None and not model.artifact_uri:
             raise ApiError(
@@ -285,9 +307,9 @@ class ServingService:
                 "directory holding " + " or ".join(image.artifacts),
                 "model.artifact_uri",
             )
-        model_id = request.model_id or new_id()
+        model_id = request.model_id or names.new_id()
         name = f"{parent}/models/{model_id}"
-        op = _operation(f"{name}/operations/{new_id()}", UploadModelOperationMetadata)
+        op = _operation(f"{name}/operations/{names.new_id()}", UploadModelOperationMetadata)
         problem = self._artifact_problem(model.artifact_uri, image) if model.artifact_uri else None
         if problem:
             op.error.code = CODE_INVALID_ARGUMENT
@@ -309,7 +331,7 @@ class ServingService:
         return op
 
     @staticmethod
-    def _artifact_problem(uri: str, image: images.PredictionImage | None) -> str | None:
+    def _artifact_problem(uri: str, image: executors.PredictionImage | None) -> str | None:
         """Why the artifact directory cannot be served by ``image`` (None when it can)."""
         local = fs.to_local_path(uri)
         if local is None and not uri.startswith("gs://"):
@@ -341,7 +363,7 @@ class ServingService:
         self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Any], str]:
         """A page of the parent's models, newest first, and the next page token."""
-        pbs = [self._model_pb(r) for r in self.store.rows("models", parent)]
+        pbs = [self._model_pb(r) for r in self.store.rows("models", self._parent(parent))]
         return _page(pbs, filter_text, page_size, page_token)
 
     def delete_model(self, name: str) -> Any:
@@ -359,7 +381,7 @@ class ServingService:
         return self._done_delete(pb.name)
 
     def _done_delete(self, resource: str) -> Any:
-        op = _operation(f"{resource}/operations/{new_id()}", DeleteOperationMetadata)
+        op = _operation(f"{resource}/operations/{names.new_id()}", DeleteOperationMetadata)
         op.done = True
         op.response.Pack(empty_pb2.Empty())
         self.store.put_operation(op.name, op.SerializeToString(), True)
@@ -369,7 +391,8 @@ class ServingService:
 
     def create_endpoint(self, parent: str, body: Any, endpoint_id: str = "") -> Any:
         """Create an endpoint; a done operation whose response is the Endpoint."""
-        pb = _parse(body, Endpoint, "Endpoint")
+        parent = self._parent(parent)
+        pb = _parse(body, Endpoint, "endpoint")
         if not pb.display_name:
             raise ApiError("INVALID_ARGUMENT", "endpoint.displayName is required", "display_name")
         if pb.deployed_models or pb.traffic_split:
@@ -386,7 +409,7 @@ class ServingService:
                 "letters, digits and hyphens starting with a letter",
                 "endpoint_id",
             )
-        row_id = endpoint_id or new_id()
+        row_id = endpoint_id or names.new_id()
         name = f"{parent}/endpoints/{row_id}"
         now = time.time()
         pb.name = name
@@ -395,7 +418,7 @@ class ServingService:
         pb.etag = base64.b64encode(secrets.token_bytes(8)).decode()
         if not self.store.insert("endpoints", row_id, parent, pb.SerializeToString()):
             raise ApiError("ALREADY_EXISTS", f"Endpoint {name} already exists.", "endpoint_id")
-        op = _operation(f"{name}/operations/{new_id()}", CreateEndpointOperationMetadata)
+        op = _operation(f"{name}/operations/{names.new_id()}", CreateEndpointOperationMetadata)
         op.done = True
         op.response.Pack(pb)
         self.store.put_operation(op.name, op.SerializeToString(), True)
@@ -409,7 +432,7 @@ class ServingService:
         self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Any], str]:
         """A page of the parent's endpoints, newest first, and the next page token."""
-        pbs = [self._endpoint_pb(r) for r in self.store.rows("endpoints", parent)]
+        pbs = [self._endpoint_pb(r) for r in self.store.rows("endpoints", self._parent(parent))]
         return _page(pbs, filter_text, page_size, page_token)
 
     def delete_endpoint(self, name: str) -> Any:
@@ -428,7 +451,8 @@ class ServingService:
     def deploy_model(self, endpoint_name: str, body: Any) -> Any:
         """``:deployModel``: validate, start the replicas; an operation done once they answer."""
         row = self._endpoint_row(endpoint_name)
-        request = _parse(body, DeployModelRequest, "DeployModelRequest")
+        endpoint_name = canonical(endpoint_name)
+        request = _parse(body, DeployModelRequest)
         dm = request.deployed_model
         model_row = self._deployable_model(row, dm.model)
         model = self._model_pb(model_row)
@@ -438,7 +462,7 @@ class ServingService:
         if split:
             ids = {d.id for d in live if d.state == st.DEPLOYED}
             _check_split(split, ids | {"0"}, "traffic_split")
-        dm_id = new_id()
+        dm_id = names.new_id()
         dm.id = dm_id
         dm.model = model.name
         dm.model_version_id = "1"
@@ -446,7 +470,9 @@ class ServingService:
         _stamp(dm.create_time, time.time())
         if not dm.dedicated_resources.max_replica_count:
             dm.dedicated_resources.max_replica_count = dm.dedicated_resources.min_replica_count
-        op = _operation(f"{endpoint_name}/operations/{new_id()}", DeployModelOperationMetadata)
+        op = _operation(
+            f"{endpoint_name}/operations/{names.new_id()}", DeployModelOperationMetadata
+        )
         self.store.put_operation(op.name, op.SerializeToString(), False)
         self.store.insert_deployment(
             dm_id,
@@ -465,7 +491,8 @@ class ServingService:
                 "deployedModel.model is required: projects/P/locations/L/models/ID",
                 "deployed_model.model",
             )
-        match = _MODEL.match(model_name)
+        model_name = canonical(model_name)
+        match = _MODEL.fullmatch(model_name)
         if match and match.group(1) != endpoint.parent:
             raise ApiError(
                 "INVALID_ARGUMENT",
@@ -489,7 +516,12 @@ class ServingService:
         res = dm.dedicated_resources
         where = "deployed_model.dedicated_resources"
         try:
-            check_machine_spec(res.machine_spec, f"{where}.machine_spec", spot=res.spot)
+            check_machine_spec(
+                res.machine_spec,
+                f"{where}.machine_spec",
+                spot=res.spot,
+                spot_off=f"{where}.spot false",
+            )
         except InvalidJobSpecError as err:
             raise ApiError("INVALID_ARGUMENT", str(err), err.field) from None
         if res.min_replica_count < 1:
@@ -512,7 +544,7 @@ class ServingService:
                 f"every replica as a process on this machine and allows at most {MAX_REPLICAS}",
                 f"{where}.min_replica_count",
             )
-        image = images.prediction_image(model.container_spec.image_uri)
+        image = executors.prediction_image(model.container_spec.image_uri)
         if image is not None and not image.served_locally:
             raise ApiError(
                 "FAILED_PRECONDITION",
@@ -531,7 +563,8 @@ class ServingService:
     def undeploy_model(self, endpoint_name: str, body: Any) -> Any:
         """``:undeployModel``: an operation done once the deployed model's replicas are gone."""
         row = self._endpoint_row(endpoint_name)
-        request = _parse(body, UndeployModelRequest, "UndeployModelRequest")
+        endpoint_name = canonical(endpoint_name)
+        request = _parse(body, UndeployModelRequest)
         dep = self.store.deployment(request.deployed_model_id)
         if dep is None or dep.endpoint_id != row.id or dep.state != st.DEPLOYED:
             raise ApiError(
@@ -553,7 +586,9 @@ class ServingService:
                 "trafficSplit that gives it 0 (the others adding up to 100)",
                 "traffic_split",
             )
-        op = _operation(f"{endpoint_name}/operations/{new_id()}", UndeployModelOperationMetadata)
+        op = _operation(
+            f"{endpoint_name}/operations/{names.new_id()}", UndeployModelOperationMetadata
+        )
         self.store.put_operation(op.name, op.SerializeToString(), False)
         self.store.set_deployment(
             dep.id, state=st.UNDEPLOYING, operation=op.name, traffic_split=json.dumps(remaining)
@@ -580,11 +615,16 @@ class ServingService:
         dm = self._dm_pb(dep)
         res = dm.dedicated_resources
         ms = res.machine_spec
-        acc = billing.accelerator_name(ms.accelerator_type)
-        prices = [
-            machines.hourly_price(ms.machine_type, acc, ms.accelerator_count, spot=spot)
-            for spot in (True, False)
-        ]
+        # Each replica is one VM of the machine spec, billed for its own lives.
+        rates = pricing.hourly_rates(
+            [
+                pricing.Pool(
+                    ms.machine_type,
+                    billing.accelerator_name(ms.accelerator_type),
+                    ms.accelerator_count,
+                )
+            ]
+        )
         identity = PoolIdentity(
             deployed_model_id=dm_id,
             endpoint_id=dep.endpoint_id,
@@ -592,8 +632,8 @@ class ServingService:
             replica_count=res.min_replica_count,
             machine_type=ms.machine_type,
             spot=res.spot,
-            spot_usd_per_hour=prices[0],
-            on_demand_usd_per_hour=prices[1],
+            spot_usd_per_hour=rates.spot_usd_per_hour,
+            on_demand_usd_per_hour=rates.on_demand_usd_per_hour,
         )
         settings = dataclasses.replace(self.settings, log_dir=self.settings.log_dir / dm_id)
         pool = ReplicaPool(
@@ -637,7 +677,7 @@ class ServingService:
         if model.artifact_uri:
             aip["AIP_STORAGE_URI"] = str(local_copy)
         user = {e.name: e.value for e in spec.env}
-        image = images.prediction_image(spec.image_uri)
+        image = executors.prediction_image(spec.image_uri)
         if image is not None:
             python = str(serving_python(image, self.env_cache_dir))
             aip["KFP_SPOT_SERVING_FRAMEWORK"] = image.framework
@@ -762,7 +802,7 @@ class ServingService:
 
     def get_operation(self, name: str) -> Any:
         """The operation ``name`` (``.../operations/ID``)."""
-        found = self.store.operation(name)
+        found = self.store.operation(canonical(name))
         if found is None:
             raise ApiError("NOT_FOUND", f"Operation {name} does not exist.", "name")
         op = operations_pb2.Operation()
@@ -771,6 +811,7 @@ class ServingService:
 
     def cancel_operation(self, name: str) -> dict[str, Any]:
         """Ask a running operation to stop: a deploy stops its replicas and ends CANCELLED."""
+        name = canonical(name)
         self.get_operation(name)
         if not self.store.request_cancel(name):
             return {}  # done already: cancelling a finished operation is a no-op, as on Vertex
@@ -781,7 +822,7 @@ class ServingService:
 
     # PredictionService ------------------------------------------------------------------------
 
-    def predict(self, endpoint_name: str, raw: bytes | None) -> dict[str, Any]:
+    def predict(self, endpoint_name: str, raw: bytes) -> dict[str, Any]:
         """``:predict``: ``{"instances": [...]}`` -> ``{"predictions": [...], ...}``."""
         body = self._predict_body(raw)
         instances = body.get("instances")
@@ -825,16 +866,16 @@ class ServingService:
         return out
 
     def raw_predict(
-        self, endpoint_name: str, raw: bytes | None, content_type: str
+        self, endpoint_name: str, raw: bytes, content_type: str
     ) -> tuple[int, bytes, dict[str, str]]:
         """``:rawPredict``: the body goes to a replica as is; its answer comes back as is."""
-        if raw is None or len(raw) > MAX_PREDICT_BYTES:
+        if len(raw) > MAX_PREDICT_BYTES:
             raise ApiError(
                 "INVALID_ARGUMENT", f"the request must not exceed {MAX_PREDICT_BYTES} bytes"
             )
         dep, dm = self._route(endpoint_name)
         status, answer, ctype = self._forward(dep, dm, raw, content_type or "application/json")
-        model = _MODEL.match(dm.model)
+        model = _MODEL.fullmatch(dm.model)
         headers = {
             "Content-Type": ctype,
             "X-Vertex-AI-Deployed-Model-Id": dep.id,
@@ -843,18 +884,23 @@ class ServingService:
         }
         return status, answer, headers
 
-    def _predict_body(self, raw: bytes | None) -> dict[str, Any]:
-        if raw is None or len(raw) > MAX_PREDICT_BYTES:
+    @staticmethod
+    def _predict_body(raw: bytes) -> dict[str, Any]:
+        if len(raw) > MAX_PREDICT_BYTES:
             raise ApiError(
                 "INVALID_ARGUMENT",
                 f"the request must not exceed {MAX_PREDICT_BYTES} bytes (1.5 MB)",
             )
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError as err:
-            raise ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received. {err}") from None
+        body = decode_json(raw, "*") if raw.strip() else {}
         if not isinstance(body, dict):
             raise ApiError("INVALID_ARGUMENT", "the body must be a JSON object (PredictRequest)")
+        for key in body:
+            if key not in _PREDICT_FIELDS:
+                raise ApiError(
+                    "INVALID_ARGUMENT",
+                    f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.',
+                    key,
+                )
         return body
 
     def _route(self, endpoint_name: str) -> tuple[st.DeploymentRow, Any]:
@@ -1011,9 +1057,7 @@ def _life_row(lv: st.LifeRow, now: float) -> dict[str, Any]:
     """One serving ledger line (camelCase): a replica life and what it cost."""
     stop = lv.end_time if lv.end_time is not None else now
     billable = max(0.0, stop - lv.start_time)
-    costs = billing.attempt_costs(
-        billable, lv.spot_usd_per_hour, lv.on_demand_usd_per_hour, lv.strategy
-    )
+    rates = pricing.Rates(lv.spot_usd_per_hour, lv.on_demand_usd_per_hour)
     return {
         "deployedModelId": lv.deployed_model_id,
         "replica": lv.replica,
@@ -1025,10 +1069,7 @@ def _life_row(lv: st.LifeRow, now: float) -> dict[str, Any]:
         "billableSeconds": round(billable, 3),
         "machineType": lv.machine_type,
         "strategy": lv.strategy,
-        "spotCost": costs.spot,
-        "onDemandCost": costs.on_demand,
-        "cost": costs.cost,
-        "savings": costs.savings,
+        **pricing.attempt_cost(billable, rates, lv.strategy).to_ledger(),
     }
 
 
@@ -1068,7 +1109,6 @@ def _page(
                 pb.display_name,
                 dict(pb.labels),
                 pb.create_time.ToNanoseconds() / 1e9,
-                pb.update_time.ToNanoseconds() / 1e9,
             )
         )
     ]

@@ -176,7 +176,7 @@ class ServingStore:
     def rows(self, table: str, parent: str | None = None) -> list[Row]:
         """Models or endpoints not deleted, newest first (of ``parent`` when given)."""
         assert table in ("models", "endpoints")
-        sql, args = f"SELECT * FROM {table} WHERE deleted = 0", ()
+        sql, args = f"SELECT * FROM {table} WHERE deleted = 0", tuple[str, ...]()
         if parent is not None:
             sql, args = sql + " AND parent = ?", (parent,)
         return [Row(**dict(r)) for r in self._all(sql + " ORDER BY seq DESC", args)]
@@ -287,7 +287,7 @@ class ServingStore:
 
     def lives(self, endpoint_id: str | None = None, dm_id: str | None = None) -> list[LifeRow]:
         """Replica lives, in start order (of one endpoint or deployment when given)."""
-        sql, args = "SELECT * FROM replica_lives WHERE 1 = 1", ()
+        sql, args = "SELECT * FROM replica_lives WHERE 1 = 1", tuple[str, ...]()
         if endpoint_id is not None:
             sql, args = sql + " AND endpoint_id = ?", (*args, endpoint_id)
         if dm_id is not None:

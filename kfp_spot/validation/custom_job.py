@@ -1,8 +1,10 @@
 """The rules Vertex AI applies to a CustomJob before it accepts it, checked locally.
 
-The launcher calls :func:`validate_custom_job` before it submits, so a bad spec fails in
-milliseconds with a message that names the field instead of after a round trip; the emulator calls
-the same function on every create, so both agree on what the service accepts.
+The emulator calls :func:`validate_custom_job` on every create, so it refuses what Vertex AI
+refuses, with the field named. The launcher calls :func:`validate_for_submission` on the job it
+built before it submits, so a bad spec fails in milliseconds instead of after a round trip; it
+differs in one way only, the same on every backend: a machine type missing from kfp-spot's table
+(a subset of what Vertex offers) is logged and left to the service to judge.
 
 Field names in errors are protobuf JSON paths (camelCase, as in the REST API), e.g.
 ``jobSpec.workerPoolSpecs[0].machineSpec.machineType``.
@@ -10,27 +12,41 @@ Field names in errors are protobuf JSON paths (camelCase, as in the REST API), e
 
 from __future__ import annotations
 
-import re
+import logging
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
-from kfp_spot import machines
+from kfp_spot import executors, machines
+from kfp_spot.validation.values import (
+    BOOT_DISK_TYPES,
+    MAX_BOOT_DISK_GB,
+    MAX_DISPLAY_NAME,
+    MAX_LABELS,
+    MAX_PACKAGE_URIS,
+    MAX_WORKER_POOLS,
+    MIN_BOOT_DISK_GB,
+    TPU_TOPOLOGY,
+    InvalidValueError,
+    check_label,
+    is_env_name,
+    is_module_name,
+    show,
+)
 
-__all__ = ["MAX_PACKAGE_URIS", "MAX_WORKER_POOLS", "InvalidJobSpecError", "validate_custom_job"]
+__all__ = [
+    "InvalidJobSpecError",
+    "check_machine_spec",
+    "validate_custom_job",
+    "validate_for_submission",
+]
 
-MAX_PACKAGE_URIS = 100
-MAX_WORKER_POOLS = 4
-MAX_DISPLAY_NAME = 128
-MAX_LABELS = 64
+log = logging.getLogger(__name__)
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_TOPOLOGY = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
 _SPOT = int(Scheduling.Strategy.SPOT)
 _STRATEGIES = {int(s): s.name for s in Scheduling.Strategy}
+_ACCELERATORS = frozenset(int(a) for a in AcceleratorType)
+_ON_DEMAND = "scheduling.strategy ON_DEMAND"  # how a CustomJob leaves Spot
 
 
 class InvalidJobSpecError(ValueError):
@@ -56,13 +72,33 @@ def _pb(job: Any) -> Any:
 def validate_custom_job(job: Any) -> None:
     """Check ``job`` against the rules Vertex AI applies when a CustomJob is created.
 
+    What the emulator enforces: every machine type must be in kfp-spot's table, since the
+    emulator prices and runs only what it knows.
+
     Args:
         job: a ``google.cloud.aiplatform_v1.types.CustomJob`` (proto-plus) or its raw protobuf.
 
     Raises:
         InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
     """
-    pb = _pb(job)
+    _validate(_pb(job), known_machines_only=True)
+
+
+def validate_for_submission(job: Any) -> None:
+    """Check ``job`` before it is submitted anywhere: the emulator or Vertex AI alike.
+
+    The same rules as :func:`validate_custom_job`, but kfp-spot's machine table is a subset of
+    what Vertex AI offers, so a machine type the table does not know is logged as a warning and
+    the service decides (the emulator refuses it on create, naming the field, as Vertex does for
+    a type it does not offer). Checks that need the machine's facts are skipped for that pool.
+
+    Raises:
+        InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
+    """
+    _validate(_pb(job), known_machines_only=False)
+
+
+def _validate(pb: Any, *, known_machines_only: bool) -> None:
     if not pb.display_name.strip():
         raise InvalidJobSpecError("displayName", "is required: give the job a non-empty name")
     if len(pb.display_name) > MAX_DISPLAY_NAME:
@@ -90,26 +126,21 @@ def validate_custom_job(job: Any) -> None:
     for index, pool in enumerate(pools):
         if index > 0 and pool.ByteSize() == 0:
             continue  # an empty placeholder pool, as the SDK sends for unused pool slots
-        _check_pool(pool, f"jobSpec.workerPoolSpecs[{index}]", index, spot)
+        where = f"jobSpec.workerPoolSpecs[{index}]"
+        _check_pool(pool, where, index, spot, known_machines_only)
     if spec.HasField("base_output_directory"):
         _check_output_uri(spec.base_output_directory.output_uri_prefix)
+    _check_flex_start_fields(spec)
 
 
 def _check_labels(labels: Any) -> None:
     if len(labels) > MAX_LABELS:
         raise InvalidJobSpecError("labels", f"has {len(labels)} labels; at most {MAX_LABELS}")
     for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
-            raise InvalidJobSpecError(
-                f"labels.{key}",
-                "label keys start with a lowercase letter and hold at most 63 lowercase letters, "
-                "digits, '_' or '-'",
-            )
-        if not _LABEL_VALUE.match(value):
-            raise InvalidJobSpecError(
-                f"labels.{key}",
-                f"value {value!r} is invalid: at most 63 lowercase letters, digits, '_' or '-'",
-            )
+        try:
+            check_label(key, value)
+        except InvalidValueError as exc:
+            raise InvalidJobSpecError(f"labels.{key}", str(exc)) from None
 
 
 def _check_scheduling(spec: Any) -> bool:
@@ -145,7 +176,7 @@ def _check_output_uri(uri: str) -> None:
     )
 
 
-def _check_pool(pool: Any, where: str, index: int, spot: bool) -> None:
+def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_only: bool) -> None:
     has_container = pool.HasField("container_spec")
     has_python = pool.HasField("python_package_spec")
     if has_container == has_python:
@@ -164,19 +195,38 @@ def _check_pool(pool: Any, where: str, index: int, spot: bool) -> None:
             f"is {pool.replica_count}; the first worker pool runs the primary replica and must "
             "have replicaCount 1 (put more workers in workerPoolSpecs[1])",
         )
-    _check_machine(pool.machine_spec, f"{where}.machineSpec", spot)
+    _check_machine(pool.machine_spec, f"{where}.machineSpec", spot, known_machines_only)
+    if pool.HasField("disk_spec"):
+        _check_disk(pool.disk_spec, f"{where}.diskSpec")
     if has_container:
         _check_container(pool.container_spec, f"{where}.containerSpec")
     else:
         _check_python(pool.python_package_spec, f"{where}.pythonPackageSpec")
 
 
+def _check_disk(spec: Any, where: str) -> None:
+    # Empty fields take the service's defaults (pd-ssd, 100 GB).
+    if spec.boot_disk_type and spec.boot_disk_type not in BOOT_DISK_TYPES:
+        raise InvalidJobSpecError(
+            f"{where}.bootDiskType",
+            f"{show(spec.boot_disk_type)} is not a boot disk type; valid: "
+            + ", ".join(BOOT_DISK_TYPES),
+        )
+    size = spec.boot_disk_size_gb
+    if size and not MIN_BOOT_DISK_GB <= size <= MAX_BOOT_DISK_GB:
+        raise InvalidJobSpecError(
+            f"{where}.bootDiskSizeGb",
+            f"is {size}; boot disk size must be within the range of "
+            f"[{MIN_BOOT_DISK_GB}, {MAX_BOOT_DISK_GB}] GB (0: the service's default of 100)",
+        )
+
+
 def _check_env(env: Any, where: str) -> None:
     for i, var in enumerate(env):
-        if not _ENV_NAME.match(var.name):
+        if not is_env_name(var.name):
             raise InvalidJobSpecError(
                 f"{where}.env[{i}].name",
-                f"{var.name!r} is not a valid variable name: letters, digits and '_', "
+                f"{show(var.name)} is not a valid variable name: letters, digits and '_', "
                 "not starting with a digit",
             )
 
@@ -196,6 +246,9 @@ def _check_python(spec: Any, where: str) -> None:
             "is required: a prebuilt training image, e.g. "
             "'us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest'",
         )
+    problem = executors.executor_image_problem(spec.executor_image_uri)
+    if problem:
+        raise InvalidJobSpecError(f"{where}.executorImageUri", problem)
     uris = list(spec.package_uris)
     if not uris:
         raise InvalidJobSpecError(
@@ -209,10 +262,10 @@ def _check_python(spec: Any, where: str) -> None:
     for i, uri in enumerate(uris):
         if not uri.strip():
             raise InvalidJobSpecError(f"{where}.packageUris[{i}]", "is empty: give a package URI")
-    if not _MODULE.match(spec.python_module):
+    if not is_module_name(spec.python_module):
         raise InvalidJobSpecError(
             f"{where}.pythonModule",
-            f"{spec.python_module!r} is not a Python module name; give a dotted name such as "
+            f"{show(spec.python_module)} is not a Python module name; give a dotted name such as "
             "'trainer.task'",
         )
     _check_env(spec.env, where)
@@ -225,32 +278,46 @@ def _accelerator_name(value: int) -> str:
         return str(value)
 
 
-def check_machine_spec(spec: Any, where: str, *, spot: bool) -> None:
-    """The rules of one ``MachineSpec`` (raw protobuf), e.g. a DeployedModel's; ``where`` names it.
+def check_machine_spec(
+    spec: Any,
+    where: str,
+    *,
+    spot: bool,
+    known_machines_only: bool = True,
+    spot_off: str = "",
+) -> None:
+    """The rules of one ``MachineSpec`` outside a CustomJob, e.g. a DeployedModel's.
+
+    The same rules as a worker pool's machine: machine type, accelerator type and count, TPU
+    topology, and no Spot on a TPU Pod.
+
+    Args:
+        spec: a ``google.cloud.aiplatform_v1.types.MachineSpec`` (proto-plus) or its raw protobuf.
+        where: the field path of ``spec`` that errors name, e.g.
+            ``deployedModel.dedicatedResources.machineSpec``.
+        spot: whether the machine runs on Spot VMs.
+        known_machines_only: refuse a machine type missing from kfp-spot's table (the emulator,
+            which prices what it runs); False logs it and leaves it to the service.
+        spot_off: how the caller's resource turns Spot off (e.g. ``dedicatedResources.spot
+            false``), named in the TPU Pod error instead of a CustomJob's scheduling strategy.
 
     Raises:
-        InvalidJobSpecError: an unknown machine type, a bad accelerator, or Spot on a TPU Pod.
+        InvalidJobSpecError: the first rule ``spec`` breaks, naming the field and what is valid.
     """
-    _check_machine(spec, where, spot)
+    try:
+        _check_machine(_pb(spec), where, spot, known_machines_only)
+    except InvalidJobSpecError as err:
+        if not spot_off or _ON_DEMAND not in err.message:
+            raise
+        raise InvalidJobSpecError(err.field, err.message.replace(_ON_DEMAND, spot_off)) from None
 
 
-def _check_machine(spec: Any, where: str, spot: bool) -> None:
+def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool) -> None:
     name = spec.machine_type
-    machine = machines.machine_type(name)
-    if machine is None:
-        examples = (
-            "n1-standard-4, n1-highmem-8, e2-standard-8, n2-standard-16, a2-highgpu-1g, "
-            "g2-standard-8, ct5lp-hightpu-4t"
-        )
-        raise InvalidJobSpecError(
-            f"{where}.machineType",
-            ("is required" if not name else f"{name!r} is not a known machine type")
-            + f"; valid types include {examples} (see kfp_spot/data/machines.csv)",
-        )
     acc_value = int(spec.accelerator_type)
     acc = _accelerator_name(acc_value) if acc_value else ""
     count = spec.accelerator_count
-    if acc_value and acc_value not in {int(a) for a in AcceleratorType}:
+    if acc_value and acc_value not in _ACCELERATORS:
         raise InvalidJobSpecError(
             f"{where}.acceleratorType", f"{acc_value} is not an accelerator type"
         )
@@ -266,9 +333,28 @@ def _check_machine(spec: Any, where: str, spot: bool) -> None:
             f"{where}.acceleratorCount",
             f"is 0 but acceleratorType is {acc}: set how many accelerators (at least 1)",
         )
+    if acc in machines.TPU_POD_ACCELERATORS and spot:
+        raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
+    machine = machines.machine_type(name)
+    if machine is None:
+        if not name or known_machines_only:
+            examples = (
+                "n1-standard-4, n1-highmem-8, e2-standard-8, n2-standard-16, a2-highgpu-1g, "
+                "g2-standard-8, ct5lp-hightpu-4t"
+            )
+            raise InvalidJobSpecError(
+                f"{where}.machineType",
+                ("is required" if not name else f"{name!r} is not a known machine type")
+                + f"; valid types include {examples} (see kfp_spot/data/machines.csv)",
+            )
+        log.warning(
+            "%s.machineType %r is not in kfp-spot's machine table; the service will judge it "
+            "(and its accelerators)",
+            where,
+            name,
+        )
+        return
     if acc in machines.TPU_POD_ACCELERATORS:
-        if spot:
-            raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
         return
     if machine.accelerator_type:
         _check_builtin(spec, where, machine, acc, count, spot)
@@ -320,7 +406,7 @@ def _check_builtin(
         raise InvalidJobSpecError(
             f"{where}.tpuTopology", f"is set but {machine.name} has no TPU chips"
         )
-    if not _TOPOLOGY.match(topology):
+    if TPU_TOPOLOGY.fullmatch(topology) is None:
         raise InvalidJobSpecError(
             f"{where}.tpuTopology", f"{topology!r} is not a topology; write it like '2x2' or '2x4'"
         )
@@ -337,5 +423,53 @@ def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
     return InvalidJobSpecError(
         where,
         f"{why}, and Spot VMs cannot be used with TPU Pods: use a single-host TPU machine "
-        "(e.g. ct5lp-hightpu-4t with topology 2x2) or scheduling.strategy ON_DEMAND",
+        f"(e.g. ct5lp-hightpu-4t with topology 2x2) or {_ON_DEMAND}",
     )
+
+
+# FLEX_START-only fields (issue 15).
+
+MAX_FLEX_START_TIMEOUT_S = 7 * 24 * 3600  # Dynamic Workload Scheduler: timeout of 7 days or less
+_FLEX_START = int(Scheduling.Strategy.FLEX_START)
+
+
+def _check_flex_start_fields(spec: Any) -> None:
+    """Fields that only FLEX_START (Dynamic Workload Scheduler) takes, and what it requires.
+
+    ``scheduling.maxWaitDuration`` is accepted only with FLEX_START (GCPC removes it for every
+    other strategy before it creates a job); a FLEX_START job runs for at most 7 days and uses the
+    same machine configuration in every worker pool (Vertex AI's Dynamic Workload Scheduler page).
+    """
+    scheduling = spec.scheduling
+    flex = scheduling.strategy == _FLEX_START
+    if scheduling.HasField("max_wait_duration") and not flex:
+        strategy = _STRATEGIES.get(scheduling.strategy, str(scheduling.strategy))
+        raise InvalidJobSpecError(
+            "jobSpec.scheduling.maxWaitDuration",
+            f"is set but scheduling.strategy is {strategy}; maxWaitDuration is accepted only "
+            "with strategy FLEX_START: remove it (a SPOT or STANDARD job does not wait for "
+            "capacity that way)",
+        )
+    if not flex:
+        return
+    if scheduling.HasField("timeout"):
+        timeout = scheduling.timeout.seconds + scheduling.timeout.nanos / 1e9
+        if timeout > MAX_FLEX_START_TIMEOUT_S:
+            raise InvalidJobSpecError(
+                "jobSpec.scheduling.timeout",
+                f"is {timeout:g}s; a FLEX_START job runs for at most 7 days "
+                f"({MAX_FLEX_START_TIMEOUT_S}s)",
+            )
+    machines_seen = [
+        (index, pool.machine_spec)
+        for index, pool in enumerate(spec.worker_pool_specs)
+        if pool.ByteSize()
+    ]
+    first = machines_seen[0][1] if machines_seen else None
+    for index, machine_spec in machines_seen[1:]:
+        if machine_spec != first:
+            raise InvalidJobSpecError(
+                f"jobSpec.workerPoolSpecs[{index}].machineSpec",
+                "differs from workerPoolSpecs[0].machineSpec; FLEX_START needs the same machine "
+                "configuration in every worker pool",
+            )

@@ -1,0 +1,95 @@
+"""One accounting model for every report kfp-spot writes.
+
+Typed attempts from the billing ledger, the trainer's attempt records or the CustomJobs' own
+timestamps (:mod:`kfp_spot.accounting.sources`), summed into one :class:`Summary`
+(:mod:`kfp_spot.accounting.model`) with one definition of a preemption and of every cost, priced by
+:mod:`kfp_spot.accounting.pricing`. The launcher's ``job_report``, ``report.md``, ``report.png`` and
+``kfp-spot run``'s printout all show that one summary. Serving replica lives (a Spot endpoint's
+VMs) are priced and summed the same way (:mod:`kfp_spot.accounting.serving`). Definitions:
+docs/reports.md.
+"""
+
+from kfp_spot.accounting.fields import AccountingError, parse_time
+from kfp_spot.accounting.model import (
+    Attempt,
+    Costs,
+    EndReason,
+    Source,
+    Summary,
+    VmRuns,
+    describe_cost,
+    summarize,
+    total_costs,
+    usd,
+)
+from kfp_spot.accounting.pricing import (
+    SPOT_DISCOUNT_RANGE,
+    SPOT_PRICE_NOTE,
+    AttemptCost,
+    Pool,
+    Rates,
+    UnknownPriceError,
+    attempt_cost,
+    hourly_rates,
+    is_spot,
+    spot_range,
+)
+from kfp_spot.accounting.records import (
+    TrainerAttempt,
+    TrainerExit,
+    parse_records,
+    read_commits,
+    read_records,
+)
+from kfp_spot.accounting.serving import (
+    ReplicaLife,
+    ServingSummary,
+    serving_lives,
+    summarize_serving,
+)
+from kfp_spot.accounting.sources import (
+    JobRun,
+    account,
+    ledger_attempts,
+    lost_seconds,
+    record_attempts,
+)
+
+__all__ = [
+    "SPOT_DISCOUNT_RANGE",
+    "SPOT_PRICE_NOTE",
+    "AccountingError",
+    "Attempt",
+    "AttemptCost",
+    "Costs",
+    "EndReason",
+    "JobRun",
+    "Pool",
+    "Rates",
+    "ReplicaLife",
+    "ServingSummary",
+    "Source",
+    "Summary",
+    "TrainerAttempt",
+    "TrainerExit",
+    "UnknownPriceError",
+    "VmRuns",
+    "account",
+    "attempt_cost",
+    "describe_cost",
+    "hourly_rates",
+    "is_spot",
+    "ledger_attempts",
+    "lost_seconds",
+    "parse_records",
+    "parse_time",
+    "read_commits",
+    "read_records",
+    "record_attempts",
+    "serving_lives",
+    "spot_range",
+    "summarize",
+    "summarize_serving",
+    "total_costs",
+    "usd",
+]

@@ -1,0 +1,87 @@
+"""Reading numbers and times from JSON at the edges; errors name the field."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+class AccountingError(ValueError):
+    """An input the accounting cannot read; the message names the field."""
+
+
+def parse_time(value: Any, where: str = "time") -> float | None:
+    """Epoch seconds from a number, a numeric string, an RFC 3339 string or a datetime.
+
+    Fractions finer than microseconds (protobuf's nanoseconds) are truncated.
+
+    Returns:
+        None when ``value`` is None or empty.
+
+    Raises:
+        AccountingError: naming ``where`` when the value is none of those.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        stamp = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return stamp.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise AccountingError(f"{where} must be a finite time, got {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            number = None
+        if number is not None:
+            return parse_time(number, where)
+        text = text.replace("Z", "+00:00").replace("z", "+00:00")
+        if "." in text:  # fromisoformat before 3.11 takes at most 6 fractional digits
+            head, _, tail = text.partition(".")
+            digits = "".join(c for c in tail if c.isdigit())
+            text = f"{head}.{digits[:6].ljust(6, '0')}{tail[len(digits) :]}"
+        try:
+            stamp = dt.datetime.fromisoformat(text)
+        except ValueError:
+            stamp = None
+        if stamp is not None:
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=dt.timezone.utc)
+            return stamp.timestamp()
+    raise AccountingError(f"{where} must be a time (epoch seconds or RFC 3339), got {value!r}")
+
+
+def number(row: Mapping[str, Any], key: str, where: str, default: float = 0.0) -> float:
+    """``row[key]`` as a finite number (protobuf JSON sends int64 as strings: "12" is fine).
+
+    Raises:
+        AccountingError: naming ``where.key`` when it is not a number.
+    """
+    value = row.get(key)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        raise AccountingError(f"{where}.{key} must be a number, got {value!r}")
+    try:
+        out = float(value)
+    except (TypeError, ValueError) as exc:
+        raise AccountingError(f"{where}.{key} must be a number, got {value!r}") from exc
+    if not math.isfinite(out):
+        raise AccountingError(f"{where}.{key} must be finite, got {value!r}")
+    return out
+
+
+def step_of(record: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` that holds a step number (an int, or its text); None otherwise."""
+    for key in keys:
+        value = record.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None

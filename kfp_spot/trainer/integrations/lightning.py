@@ -1,0 +1,174 @@
+"""PyTorch Lightning: a ``Callback`` that makes ``Trainer.fit`` survive Spot preemption.
+
+::
+
+    from kfp_spot.trainer.integrations.lightning import SpotLightningCallback
+
+    spot = SpotLightningCallback(every_n_steps=200)        # root: $AIP_CHECKPOINT_DIR
+    trainer = L.Trainer(max_epochs=10, callbacks=[spot])
+    trainer.fit(model, datamodule=dm, ckpt_path=spot.ckpt_path())
+
+- On the preemption notice (SIGTERM) the callback saves a Lightning checkpoint
+  (``trainer.save_checkpoint``: weights, optimizers, schedulers, loop progress) after the batch
+  that is running, commits it as step ``global_step`` under the checkpoint root and sets
+  ``trainer.should_stop``; by default the process then exits with status 143.
+- ``every_n_steps`` adds periodic commits (insurance against a kill without notice); the final
+  step is committed when ``fit`` ends.
+- :meth:`SpotLightningCallback.ckpt_path` returns the newest committed ``lightning.ckpt`` that
+  verifies (downloaded for ``gs://`` roots), or None on a fresh start.
+
+Works with ``lightning`` (``lightning.pytorch``) or ``pytorch_lightning``, whichever is installed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the older standalone package
+    from pytorch_lightning import Callback
+
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, save_fits_notice
+from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
+from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "lightning.ckpt"
+"""The Lightning checkpoint of a step (``trainer.fit(..., ckpt_path=step_dir/CHECKPOINT_FILE)``)."""
+
+
+class SpotLightningCallback(SpotCallback, Callback):
+    """Lightning checkpoints on the preemption notice, committed as kfp-spot steps.
+
+    Args:
+        root: checkpoint root (local path, ``file://`` or ``gs://``); default
+            ``$AIP_CHECKPOINT_DIR``.
+        every_n_steps: also commit every N optimizer steps (None: only on the notice and at the
+            end).
+        keep_last: committed steps to keep.
+        grace_period: seconds between the notice and SIGKILL.
+        on_preemption: cleanup callable(s) run after the save on a notice, time-boxed to the
+            grace period left (errors logged, never raised).
+        exit_on_preemption: after saving on a notice, leave the process with status 143 instead
+            of returning from ``fit``.
+        download_to: for a ``gs://`` root, where :meth:`ckpt_path` downloads the step.
+        manager: a :class:`~kfp_spot.trainer.CheckpointManager` to use instead.
+
+    Raises:
+        ValueError: ``every_n_steps`` is not a positive int or None.
+    """
+
+    def __init__(
+        self,
+        root: str | None = None,
+        *,
+        every_n_steps: int | None = None,
+        keep_last: int | None = 3,
+        grace_period: float = DEFAULT_GRACE_PERIOD,
+        on_preemption: Hooks = None,
+        exit_on_preemption: bool = True,
+        download_to: str | None = None,
+        manager: CheckpointManager | None = None,
+    ) -> None:
+        super().__init__()
+        if every_n_steps is not None and (
+            isinstance(every_n_steps, bool)
+            or not isinstance(every_n_steps, int)
+            or every_n_steps < 1
+        ):
+            raise ValueError(f"every_n_steps must be an int >= 1 or None, got {every_n_steps!r}")
+        self.every_n_steps = every_n_steps
+        self._setup_spot(
+            manager,
+            on_preemption,
+            exit_on_preemption,
+            download_to,
+            root=root,
+            keep_last=keep_last,
+            grace_period=grace_period,
+        )
+        self._save_seconds = 0.0
+
+    def ckpt_path(self) -> str | None:
+        """The newest committed step's ``lightning.ckpt`` (for ``fit(ckpt_path=...)``), or None."""
+        found = self._restored_directory()
+        return found.file(CHECKPOINT_FILE) if found is not None else None
+
+    def _save(self, trainer: Any, step: int) -> None:
+        started = time.monotonic()
+        staging = tempfile.mkdtemp(prefix="kfp-spot-lightning-")
+        try:
+            # Collective under distributed strategies: every rank calls it, rank 0 writes.
+            trainer.save_checkpoint(os.path.join(staging, CHECKPOINT_FILE))
+            if self.manager.writer:
+                metrics = {
+                    k: float(v)
+                    for k, v in (trainer.callback_metrics or {}).items()
+                    if _is_number(v)
+                }
+                self.manager.save_directory(step, staging, metrics=metrics)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self._save_seconds = max(self._save_seconds, time.monotonic() - started)
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:  # noqa: D102
+        if stage == "fit":
+            self.ckpt_path()  # the attempt record names the step resumed from
+            self.manager.start()
+
+    def on_train_batch_end(  # noqa: D102
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step = int(trainer.global_step)
+        if self.manager.should_stop:
+            if not self.preempted:
+                self.preempted = True
+                if save_fits_notice(self.manager, step, self._save_seconds):
+                    self._save(trainer, step)
+                    log.warning("saved step %d on the preemption notice; stopping", step)
+                self.manager.cleanup.run()
+                if self.exit_on_preemption:
+                    # Now, not at the end of fit: with min_epochs/min_steps Lightning would not
+                    # stop, and its own SIGTERM handling raises at the end of this batch anyway.
+                    self.manager.close()
+                    log.warning(
+                        "preempted at step %d: exiting with status %d", step, PREEMPTED_EXIT_CODE
+                    )
+                    raise SystemExit(PREEMPTED_EXIT_CODE)
+            trainer.should_stop = True
+            return
+        if (
+            self.every_n_steps
+            and step % self.every_n_steps == 0
+            and self.manager.last_committed_step != step
+        ):
+            self._save(trainer, step)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:  # noqa: D102
+        step = int(trainer.global_step)
+        finish(
+            self.manager,
+            step,
+            preempted=self.preempted,
+            exit_on_preemption=False,  # a preempted fit has exited in on_train_batch_end
+            save_final=lambda: self._save(trainer, step),
+        )
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:  # noqa: D102
+        # Lightning's own SIGTERMException, or a failure: close the attempt record either way.
+        self.manager.close(None if self.preempted else f"{type(exception).__name__}: {exception}")
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return getattr(value, "numel", lambda: 1)() == 1

@@ -1,0 +1,36 @@
+"""How a component reports a bad input: one line that names the input, never a traceback.
+
+Runtime entry points raise typed errors (``LaunchInputError``, ``PromotionInputError``, ...) so
+Python callers can catch them. Inside a KFP task (the executor runs ``python -m
+kfp.dsl.executor_main``) nobody catches them: the interpreter would print a traceback into the
+task log. :func:`report_input_errors` turns them into ``SystemExit(message)`` there instead: the
+task fails (exit status 1) and its log ends with the one line the user needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+KFP_EXECUTOR_MODULE = "kfp.dsl.executor_main"
+
+
+def in_kfp_executor() -> bool:
+    """Whether this process is a KFP task's executor (kfp.local or Vertex AI Pipelines)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == KFP_EXECUTOR_MODULE
+
+
+@contextlib.contextmanager
+def report_input_errors(*error_types: type[BaseException]) -> Iterator[None]:
+    """In a KFP task, end the task with the message of an ``error_types`` error, no traceback.
+
+    Elsewhere (tests, notebooks, other Python code) the error propagates unchanged.
+    """
+    try:
+        yield
+    except error_types as exc:
+        if not in_kfp_executor():
+            raise
+        raise SystemExit(str(exc)) from None

@@ -1,0 +1,106 @@
+"""The regions Vertex AI runs CustomJobs in, and how to allow a new one without a release.
+
+The list is the Vertex AI SDK's own (``google.cloud.aiplatform.constants.base.SUPPORTED_REGIONS``
+in google-cloud-aiplatform 1.165.1, checked against the "Vertex AI locations" page) without
+``global``, which runs no CustomJobs. A region Google opens later is allowed by naming it in the
+environment variable ``KFP_SPOT_EXTRA_REGIONS`` (comma-separated), read at every check: set it on
+the machine that runs the launcher (for a pipeline task, ``task.set_env_variable(...)``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+
+from kfp_spot.validation.values import InvalidValueError, show
+
+EXTRA_REGIONS_ENV = "KFP_SPOT_EXTRA_REGIONS"
+
+VERTEX_REGIONS = frozenset(
+    {
+        "africa-south1",
+        "asia-east1",
+        "asia-east2",
+        "asia-northeast1",
+        "asia-northeast2",
+        "asia-northeast3",
+        "asia-south1",
+        "asia-south2",
+        "asia-southeast1",
+        "asia-southeast2",
+        "australia-southeast1",
+        "australia-southeast2",
+        "europe-central2",
+        "europe-north1",
+        "europe-north2",
+        "europe-southwest1",
+        "europe-west1",
+        "europe-west2",
+        "europe-west3",
+        "europe-west4",
+        "europe-west6",
+        "europe-west8",
+        "europe-west9",
+        "europe-west12",
+        "me-central1",
+        "me-central2",
+        "me-west1",
+        "northamerica-northeast1",
+        "northamerica-northeast2",
+        "southamerica-east1",
+        "southamerica-west1",
+        "us-central1",
+        "us-east1",
+        "us-east4",
+        "us-east5",
+        "us-east7",
+        "us-south1",
+        "us-west1",
+        "us-west2",
+        "us-west3",
+        "us-west4",
+        "us-west8",
+    }
+)
+
+# The shape of every Google Cloud region name: what an extra region must look like.
+REGION_NAME = re.compile(r"[a-z]+(?:-[a-z]+)+[0-9]+")
+
+
+def extra_regions() -> frozenset[str]:
+    """Regions allowed through ``KFP_SPOT_EXTRA_REGIONS`` (read now, not at import).
+
+    Raises:
+        InvalidValueError: when an entry is not shaped like a region name.
+    """
+    names = {n.strip() for n in os.environ.get(EXTRA_REGIONS_ENV, "").split(",") if n.strip()}
+    for name in names:
+        if REGION_NAME.fullmatch(name) is None:
+            raise InvalidValueError(
+                f"{EXTRA_REGIONS_ENV} lists {show(name)}, which is not a region name "
+                "(lowercase words joined by '-' ending in a number, e.g. 'us-central1')"
+            )
+    return frozenset(names)
+
+
+def known_regions() -> frozenset[str]:
+    """Every region a CustomJob may be submitted to: Vertex AI's list plus the extra ones."""
+    return VERTEX_REGIONS | extra_regions()
+
+
+def check_region(value: object) -> str:
+    """Return ``value`` when it is a Vertex AI region.
+
+    Raises:
+        InvalidValueError: naming the valid regions and how to allow a new one.
+    """
+    regions = known_regions()
+    if isinstance(value, str) and value in regions:
+        return value
+    close = difflib.get_close_matches(value, regions, n=1) if isinstance(value, str) else []
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise InvalidValueError(
+        f"{show(value)} is not a Vertex AI region{hint}; valid: {', '.join(sorted(regions))}; "
+        f"a region newer than this list can be allowed with {EXTRA_REGIONS_ENV}=REGION[,REGION]"
+    )

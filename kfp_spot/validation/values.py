@@ -1,0 +1,236 @@
+"""Rules on single values: names, ids, durations, limits, and how deep a nested value may go.
+
+Each check takes the value alone and raises :class:`InvalidValueError` whose message says what is
+wrong and what would be valid, without naming a field: the caller knows whether it checked a
+component input, a CLI option or a CustomJob field, and puts that name in front. Every pattern is
+matched whole (``re.fullmatch``): a ``$``-anchored ``re.match`` lets a trailing newline through.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+# Vertex AI's limits on a CustomJob.
+MAX_PACKAGE_URIS = 100  # pythonPackageSpec.packageUris: the trainer plus its dependencies
+MAX_WORKER_POOLS = 4  # primary, workers, parameter servers, evaluators
+MAX_DISPLAY_NAME = 128
+MAX_LABELS = 64
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+# "boot disk size must be within the range of [100, 64000]" (Vertex SDK, DiskSpec)
+MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 100, 64000
+# google.protobuf.Duration holds at most +-315,576,000,000 s (10,000 years) with nanoseconds.
+MAX_DURATION_SECONDS = 315_576_000_000
+# A WorkerPoolSpec is 5 levels deep at most (pools, pool, containerSpec, env, variable): 20 leaves
+# room and stops a hostile value long before Python's recursion limit.
+MAX_NESTING = 20
+
+PYTHON_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+TPU_TOPOLOGY = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*){1,2}")
+# Project IDs: 6-30 lowercase letters, digits or hyphens, starting with a letter, not ending with a
+# hyphen; legacy domain-scoped IDs put a domain and ':' in front (example.com:my-project).
+_PROJECT_ID = r"[a-z][a-z0-9-]{4,28}[a-z0-9]"
+_DOMAIN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+"
+PROJECT_ID = re.compile(rf"(?:{_DOMAIN}:)?{_PROJECT_ID}")
+PROJECT_NUMBER = re.compile(r"[1-9][0-9]{0,19}")
+_DURATION = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,9}))?(s|m|h|d)?")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+PROJECT_ID_FORM = (
+    "a Google Cloud project ID: 6-30 lowercase letters, digits or hyphens, starting with a letter "
+    "and not ending with a hyphen (e.g. 'my-project-123'; 'example.com:my-project' for a "
+    "domain-scoped project; a project number also works)"
+)
+DURATION_FORM = (
+    f"a duration such as '3600s', '90m', '2h' or '1d' (or a number of seconds), at most "
+    f"{MAX_DURATION_SECONDS}s with at most 9 decimals"
+)
+
+
+class InvalidValueError(ValueError):
+    """A value breaks a rule; the message says what is wrong and what would be valid."""
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for one-line error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+
+
+def is_module_name(name: Any) -> bool:
+    """Whether ``name`` is a dotted Python module name such as ``trainer.task``."""
+    return isinstance(name, str) and PYTHON_MODULE.fullmatch(name) is not None
+
+
+def is_env_name(name: Any) -> bool:
+    """Whether ``name`` is an environment variable name (letters, digits, ``_``; no digit first)."""
+    return isinstance(name, str) and ENV_NAME.fullmatch(name) is not None
+
+
+def check_label(key: Any, value: Any) -> None:
+    """Check one label of a Google Cloud resource.
+
+    Raises:
+        InvalidValueError: when the key or the value breaks the label rules.
+    """
+    if not isinstance(key, str) or LABEL_KEY.fullmatch(key) is None:
+        raise InvalidValueError(
+            f"label key {show(key)} is invalid: keys start with a lowercase letter and hold at "
+            "most 63 lowercase letters, digits, '_' or '-'"
+        )
+    if not isinstance(value, str) or LABEL_VALUE.fullmatch(value) is None:
+        raise InvalidValueError(
+            f"label {key}={show(value)} is invalid: values hold at most 63 lowercase letters, "
+            "digits, '_' or '-'"
+        )
+
+
+def check_project_id(value: Any) -> str:
+    """Return ``value`` when it is a Google Cloud project ID (or number).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if isinstance(value, str) and (
+        PROJECT_ID.fullmatch(value) is not None or PROJECT_NUMBER.fullmatch(value) is not None
+    ):
+        return value
+    raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")
+
+
+def parse_duration(value: Any, *, allow_zero: bool = True) -> float:
+    """Seconds in a duration: ``"3600s"``, ``"90m"``, ``"2h"``, ``"1d"`` or a number of seconds.
+
+    Bounded by what ``google.protobuf.Duration`` holds (and so what Vertex AI accepts): at most
+    :data:`MAX_DURATION_SECONDS`, at most nanosecond precision, never negative.
+
+    Args:
+        value: the duration.
+        allow_zero: whether ``0`` is meaningful (``maxWaitDuration``: wait indefinitely) or not
+            (``timeout``).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InvalidValueError(f"expected {DURATION_FORM}, got {show(value)}")
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match is None:
+            raise InvalidValueError(f"expected {DURATION_FORM}, got {show(value)}")
+        whole, fraction, unit = match.groups()
+        seconds = (int(whole) + int(fraction or 0) / 10 ** len(fraction or "")) * _DURATION_UNITS[
+            unit
+        ]
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_DURATION_SECONDS:
+        raise InvalidValueError(f"expected {DURATION_FORM}, got {show(value)}")
+    if not allow_zero and seconds == 0:
+        raise InvalidValueError(f"must be longer than 0s: expected {DURATION_FORM}, got 0")
+    return seconds
+
+
+def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
+    """How deeply lists and dicts nest in ``value``, counting up to ``limit + 1`` at most.
+
+    A string is read as JSON text without parsing it (brackets outside string literals), so a
+    hostile value costs one pass and never reaches the recursion limit of a parser.
+    """
+    if isinstance(value, str):
+        return _json_text_depth(value, limit)
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, tuple, dict)):
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _json_text_depth(text: str, limit: int) -> int:
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
+    """Refuse a value (or its JSON text) whose lists and dicts nest deeper than ``limit``.
+
+    Raises:
+        InvalidValueError: naming the limit.
+    """
+    if nesting_depth(value, limit) > limit:
+        raise InvalidValueError(
+            f"nests lists and dicts more than {limit} levels deep; a WorkerPoolSpec needs at "
+            "most 5 (pools, pool, containerSpec, env, variable)"
+        )
+
+
+def loads_bounded(text: str, limit: int = MAX_NESTING) -> Any:
+    """``json.loads`` after :func:`check_nesting` (so deep text fails clearly, not recursively).
+
+    Raises:
+        InvalidValueError: too deep, or not JSON.
+    """
+    check_nesting(text, limit)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidValueError(f"is not valid JSON ({exc})") from None
+
+
+def check_text(value: Any) -> None:
+    r"""Refuse strings (anywhere in lists and dicts) that are not valid Unicode text.
+
+    A lone surrogate (``\ud800`` escaped in JSON text) cannot be encoded as UTF-8: protobuf
+    and HTTP clients would fail on it deep inside a request. Check :func:`check_nesting` first.
+
+    Raises:
+        InvalidValueError: naming the bad text.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidValueError(
+                    f"{show(item)} is not valid Unicode text (a lone surrogate): give UTF-8 text"
+                ) from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)

@@ -1,0 +1,82 @@
+"""Keras 3 (JAX backend, CPU), for real: preempted at random points, the same final weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kfp_spot import checkpoints
+from tests.integrations.examples_lib import newest, preempt_randomly, run_example, sha256
+
+keras = pytest.importorskip("keras")
+
+ARGS = ["--epochs", "3", "--checkpoint-every", "10", "--seed", "4"]
+STEPS_PER_EPOCH = 22  # 1348 training rows in batches of 64
+TOTAL = 3 * STEPS_PER_EPOCH
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("keras-clean")
+    run = run_example("keras", base / "ckpt", base / "model", ARGS)
+    assert run.returncode == 0, run.output[-3000:]
+    return base
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(
+    uninterrupted, tmp_path, seed
+):
+    root, model = tmp_path / "ckpt", tmp_path / "model"
+    events = preempt_randomly("keras", root, model, ARGS, total=TOTAL, every=10, seed=seed)
+    for failpoint, _, resumed in events:
+        kind, step = failpoint.rsplit(":", 1)
+        if kind == "term@step":  # saved on the notice: nothing lost
+            assert resumed == int(step)
+    assert newest(root) == TOTAL == newest(uninterrupted / "ckpt")
+    final, clean = root / f"step-{TOTAL}", uninterrupted / "ckpt" / f"step-{TOTAL}"
+    assert sha256(final / "model.weights.h5") == sha256(clean / "model.weights.h5")
+    assert sha256(final / "keras_state.npz") == sha256(clean / "keras_state.npz")
+    records = checkpoints.read_attempt_records(str(root))
+    assert [r["exit_reason"] for r in records].count("preempted") >= 1
+    assert len(records) == 4
+
+
+def test_a_mid_epoch_notice_resumes_mid_epoch_exactly(uninterrupted, tmp_path):
+    root, model = tmp_path / "ckpt", tmp_path / "model"
+    run = run_example("keras", root, model, ARGS, failpoints="term@step:27")
+    assert run.returncode == 143
+    position = json.loads((root / "step-27" / "position.json").read_text())
+    assert position == {"epoch": 1, "batch": 5, "step": 27}
+    resumed = run_example("keras", root, model, ARGS)
+    assert resumed.returncode == 0
+    assert "resuming fit from step 27: epoch 1, after batch 5" in resumed.output
+    assert sha256(root / f"step-{TOTAL}" / "model.weights.h5") == sha256(
+        uninterrupted / "ckpt" / f"step-{TOTAL}" / "model.weights.h5"
+    )
+    clean_model = keras.saving.load_model(uninterrupted / "model" / "model.keras")
+    model_after = keras.saving.load_model(model / "model.keras")
+    for a, b in zip(clean_model.get_weights(), model_after.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_keep_last_and_the_files_are_keras_own_format(uninterrupted):
+    root = uninterrupted / "ckpt"
+    assert checkpoints.list_steps(str(root)) == [50, 60, TOTAL]  # keep_last=3
+    manifest = checkpoints.verify(str(root), TOTAL)
+    assert sorted(f.path for f in manifest.files) == [
+        "epoch_rng.json",
+        "keras_state.npz",
+        "model.weights.h5",
+        "position.json",
+    ]
+    # Plain Keras reads the step: the trained model and the step's weights file agree.
+    trained = keras.saving.load_model(uninterrupted / "model" / "model.keras")
+    fresh = keras.models.clone_model(trained)
+    fresh.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    fresh.optimizer.build(fresh.trainable_variables)
+    fresh.load_weights(root / f"step-{TOTAL}" / "model.weights.h5")
+    for a, b in zip(trained.get_weights(), fresh.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)

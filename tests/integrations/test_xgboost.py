@@ -1,0 +1,101 @@
+"""XGBoost, for real: preempted at random points, the same final booster, bit for bit."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from kfp_spot import checkpoints
+from tests.integrations.examples_lib import newest, preempt_randomly, run_example, sha256
+
+xgb = pytest.importorskip("xgboost")
+
+ROUNDS = 30
+ARGS = ["--rounds", str(ROUNDS), "--checkpoint-every", "4"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("xgb-clean")
+    run = run_example("xgboost", base / "ckpt", base / "model", ARGS)
+    assert run.returncode == 0, run.output[-3000:]
+    return base
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_preempted_at_random_points_ends_with_bitwise_the_same_booster(
+    uninterrupted, tmp_path, seed
+):
+    root, model = tmp_path / "ckpt", tmp_path / "model"
+    events = preempt_randomly("xgboost", root, model, ARGS, total=ROUNDS, every=4, seed=seed)
+    for failpoint, _, resumed in events:
+        kind, step = failpoint.rsplit(":", 1)
+        if kind == "term@step":
+            assert resumed == int(step)  # saved on the notice: no round lost
+        elif kind == "kill@step":
+            assert resumed is None or resumed < int(step)
+    assert sha256(model / "model.ubj") == sha256(uninterrupted / "model" / "model.ubj")
+    final = root / f"step-{ROUNDS}" / "booster.ubj"
+    assert sha256(final) == sha256(uninterrupted / "ckpt" / f"step-{ROUNDS}" / "booster.ubj")
+    assert len(checkpoints.read_attempt_records(str(root))) == 4
+
+
+def test_resume_trains_only_the_remaining_rounds(uninterrupted, tmp_path):
+    root, model = tmp_path / "ckpt", tmp_path / "model"
+    assert run_example("xgboost", root, model, ARGS, failpoints="term@step:9").returncode == 143
+    assert json.loads((root / "step-9" / "rounds.json").read_text()) == {"rounds": 9}
+    resumed = run_example("xgboost", root, model, ARGS)
+    assert resumed.returncode == 0
+    assert "resuming xgboost.train after round 9 of 30" in resumed.output
+    booster = xgb.Booster(model_file=str(model / "model.ubj"))
+    assert booster.num_boosted_rounds() == ROUNDS
+    assert newest(root) == ROUNDS
+
+
+def test_sampling_is_warned_about_and_bad_rounds_refused(tmp_path, caplog):
+    from kfp_spot.trainer.integrations.xgboost import SpotCheckpoint
+
+    with caplog.at_level(logging.WARNING):
+        SpotCheckpoint(10, str(tmp_path), params={"subsample": 0.8})
+    assert "subsample < 1: XGBoost samples differently after a resume" in caplog.text
+    with pytest.raises(ValueError, match="num_boost_round must be an int >= 1"):
+        SpotCheckpoint(0, str(tmp_path))
+
+
+def test_in_process_with_cleanup_hook_and_no_exit(tmp_path):
+    """The callback in the caller's own process: exit_on_preemption=False returns the booster."""
+    from sklearn.datasets import load_digits
+
+    from kfp_spot.trainer.integrations.xgboost import SpotCheckpoint
+
+    X, y = load_digits(return_X_y=True)
+    dtrain = xgb.DMatrix(X, label=y)
+    params = {"objective": "multi:softprob", "num_class": 10, "max_depth": 2, "nthread": 1}
+    flushed = []
+    spot = SpotCheckpoint(
+        12,
+        str(tmp_path),
+        interval="100",
+        exit_on_preemption=False,
+        on_preemption=lambda: flushed.append(newest(tmp_path)),
+    )
+
+    class NoticeAtRound5(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            if epoch == 4:
+                spot.manager.notice.request("test")
+            return False
+
+    booster = xgb.train(
+        params,
+        dtrain,
+        num_boost_round=spot.remaining_rounds,
+        xgb_model=spot.booster,
+        callbacks=[NoticeAtRound5(), spot],
+    )
+    assert spot.preempted and booster.num_boosted_rounds() == 5
+    assert flushed == [5]  # the hook ran after step 5 was committed
+    again = SpotCheckpoint(12, str(tmp_path), interval="100")
+    assert again.remaining_rounds == 7 and again.booster.num_boosted_rounds() == 5

@@ -1,0 +1,101 @@
+"""The backend seam: one place decides Vertex AI or the emulator; attempts observed as they run."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from recording_server import RecordingServer
+
+from kfp_spot import checkpoints
+from kfp_spot.jobs.backend import EmulatorBackend, VertexBackend, backend_for
+from kfp_spot.jobs.client import resolve_endpoint
+from kfp_spot.jobs.watch import AttemptWatcher
+
+JOB = "projects/p/locations/us-central1/customJobs/42"
+
+
+def test_the_backend_is_chosen_from_the_endpoint():
+    vertex = backend_for(resolve_endpoint("us-central1"))
+    emulator = backend_for(resolve_endpoint("us-central1", "http://127.0.0.1:8123"))
+    assert isinstance(vertex, VertexBackend) and isinstance(emulator, EmulatorBackend)
+    assert isinstance(
+        backend_for(resolve_endpoint("us-central1", "https://h.example")), VertexBackend
+    )
+    # Quick against the emulator (a GET costs ~1 ms), gentle on Vertex.
+    assert emulator.poll.maximum <= 0.1 < 10.0 <= vertex.poll.initial
+    # The emulator's budget outlasts a restart; Vertex's is GCPC-like.
+    assert emulator.retry.max_seconds >= 20.0 and vertex.retry.max_seconds >= 600.0
+    assert (emulator.cancel_wait_seconds, vertex.cancel_wait_seconds) == (30.0, 20.0)
+    fixed = backend_for(resolve_endpoint("us-central1"), poll_interval=2.0, cancel_wait=5.0)
+    assert (fixed.poll.initial, fixed.poll.maximum, fixed.cancel_wait_seconds) == (2.0, 2.0, 5.0)
+
+
+def test_vertex_has_no_ledger_and_points_at_the_jobs_logs():
+    vertex = backend_for(resolve_endpoint("europe-west4"))
+    assert vertex.ledger(JOB) is None
+    assert vertex.failure_logs(JOB) == (
+        "the replicas' logs are in Cloud Logging: "
+        "https://console.cloud.google.com/ai/platform/locations/us-central1/training/42?project=p"
+    )
+
+
+def test_the_emulator_backend_reads_the_ledger_and_survives_its_absence():
+    rows = [{"attempt": 1, "startTime": 10, "endReason": "PREEMPTED", "billableSeconds": 5}]
+    with RecordingServer(ledger={JOB: rows}) as server:
+        backend = backend_for(resolve_endpoint("us-central1", server.endpoint))
+        assert backend.ledger(JOB) == rows
+        assert backend.ledger(JOB.replace("42", "43")) is None  # 404: no ledger, no error
+        (attempt,) = backend.observe(JOB, "SPOT", "", since=0.0)
+    assert attempt.is_preemption and attempt.strategy == "SPOT"
+
+
+def _record(root, name, **fields):
+    checkpoints.write_attempt_record(root, name, {"attempt_id": name, **fields})
+
+
+def test_on_vertex_attempts_are_observed_from_the_trainers_records(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="kfp_spot.jobs.launcher")
+    root = str(tmp_path / "checkpoints")
+    # An attempt of an earlier submission (another job id) is not this job's.
+    _record(root, "old", job_id="41", start_time=50.0, end_time=60.0, exit_reason="preempted")
+    _record(root, "a", job_id="42", start_time=100.0, first_step=0)
+    backend = backend_for(resolve_endpoint("us-central1"))
+    now = [0.0]
+    watcher = AttemptWatcher(backend, root, clock=lambda: now[0])
+    watcher.watch(JOB, "SPOT", submitted_at=90.0)
+    watcher.poll()
+    checkpoints.commit_manifest(root, checkpoints.Manifest(7, (), 110.0))
+    _record(
+        root, "a", job_id="42", start_time=100.0, first_step=0, last_committed_step=7,
+        end_time=130.0, exit_reason="preempted",
+    )  # fmt: skip
+    _record(root, "b", job_id="42", start_time=140.0, first_step=7)
+    watcher.poll()  # too soon: Vertex's records are looked at once a minute
+    now[0] = backend.observe_every
+    watcher.poll()
+    watcher.poll(force=True)  # nothing new: nothing logged twice
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "customJobs/42: attempt 1 started (SPOT); newest checkpoint: none",
+        "customJobs/42: attempt 1 was preempted after 30.0 s billed; newest checkpoint: step 7",
+        "customJobs/42: attempt 2 started (SPOT); resumes from step 7; newest checkpoint: step 7",
+    ]
+
+
+@pytest.mark.parametrize("changed", [True, False])
+def test_a_state_change_is_looked_at_at_once(tmp_path, changed):
+    seen = []
+
+    class Counting(VertexBackend):
+        def observe(self, *args):
+            seen.append(args)
+            return []
+
+    base = backend_for(resolve_endpoint("us-central1"))
+    backend = Counting(base.endpoint, base.poll, base.retry, base.cancel_wait_seconds, 60.0)
+    watcher = AttemptWatcher(backend, str(tmp_path), clock=lambda: 1.0)
+    watcher.watch(JOB, "SPOT", 0.0)
+    watcher.poll(None, False)  # the first look
+    watcher.poll(None, changed)
+    assert len(seen) == (2 if changed else 1)

@@ -1,0 +1,282 @@
+"""Bad launch inputs end in one line naming the input and the valid form, before any API call.
+
+Every case runs the whole entry point (``launch_spot_job(**inputs)``) against the recording server
+the real GAPIC client talks to, and asserts the server saw no request at all.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from artifacts import FakeArtifact
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from recording_server import RecordingServer
+
+from kfp_spot import checkpoints
+from kfp_spot.jobs.entry import launch_spot_job
+from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.validation import EXTRA_REGIONS_ENV
+
+
+def _deep(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _refused(server, package, outputs, **bad) -> LaunchInputError:
+    with pytest.raises(LaunchInputError) as info:
+        base = {
+            "project": "test-proj",
+            "package": package,
+            "api_endpoint": server.endpoint,
+            "poll_interval_seconds": 0.01,
+        }
+        launch_spot_job(**{**base, **outputs, **bad})
+    assert server.requests == [], "an API call was made for a bad input"
+    message = str(info.value)
+    assert "\n" not in message, "the error must be one line"
+    return info.value
+
+
+# (inputs, the input the error must name, text of the valid form the message must give)
+CASES = {
+    "huge timeout": ({"timeout": "99999999999999999999s"}, "timeout", "at most 315576000000s"),
+    "numeric overflow": ({"timeout": 1e400}, "timeout", "'3600s'"),
+    "zero timeout": ({"timeout": "0s"}, "timeout", "longer than 0s"),
+    "negative wait": ({"max_wait_duration": "-5s"}, "max_wait_duration", "'3600s'"),
+    "bare scheme": ({"api_endpoint": "http://"}, "api_endpoint", "http://HOST:PORT"),
+    "port not a number": (
+        {"api_endpoint": "http://127.0.0.1:abc"},
+        "api_endpoint",
+        "1 to 65535",
+    ),
+    "endpoint path": ({"api_endpoint": "http://127.0.0.1:8/v1"}, "api_endpoint", "HOST:PORT"),
+    "unknown region": ({"location": "mars-central9"}, "location", "us-central1"),
+    "region with newline": ({"location": "us-central1\n"}, "location", "europe-west4"),
+    "project with spaces": ({"project": "bad project!"}, "project", "6-30 lowercase"),
+    "project with newline": ({"project": "my-project\n"}, "project", "6-30 lowercase"),
+    "project too short": ({"project": "proj"}, "project", "6-30 lowercase"),
+    "deep pools (objects)": ({"worker_pool_specs": _deep(5000)}, "worker_pool_specs", "levels"),
+    "deep pools (JSON)": (
+        {"worker_pool_specs": "[" * 5000 + "]" * 5000},
+        "worker_pool_specs",
+        "levels",
+    ),
+    "deep env": ({"env": {"A": _deep(100)}}, "env", "levels"),
+    "lone surrogate": ({"args": ["--name", "\ud800"]}, "args", "UTF-8"),
+    "poll forever": ({"poll_interval_seconds": 1e308}, "poll_interval_seconds", "3600"),
+    "infinite count": ({"accelerator_count": "1e400"}, "accelerator_count", "finite"),
+    "int32 overflow": ({"replica_count": 2**40}, "replica_count", "32-bit"),
+    "bool as text": ({"disable_retries": "maybe"}, "disable_retries", "true or false"),
+    # Service rules on the built job, reported against the input that set the field.
+    "unknown accelerator": ({"accelerator_type": "GPU9000"}, "accelerator_type", "NVIDIA_L4"),
+    "count without type": ({"accelerator_count": 2}, "accelerator_type", "acceleratorCount"),
+    "built-in GPU mismatch": (
+        {
+            "machine_type": "a2-highgpu-1g",
+            "accelerator_type": "NVIDIA_TESLA_T4",
+            "accelerator_count": 1,
+        },
+        "accelerator_type",
+        "NVIDIA_TESLA_A100",
+    ),
+    "long display name": ({"display_name": "x" * 129}, "display_name", "at most 128"),
+    "tiny disk": ({"boot_disk_size_gb": 5}, "boot_disk_size_gb", "[100, 64000]"),
+    "floppy disk": ({"boot_disk_type": "floppy"}, "boot_disk_type", "pd-ssd"),
+    "bad module": ({"python_module": "trainer/task.py"}, "python_module", "'trainer.task'"),
+    "bad label": ({"labels": {"Team": "x"}}, "labels", "lowercase letter"),
+    "labels with newline": ({"labels": {"team": "a\n"}}, "labels", "lowercase letters"),
+    "env name": ({"env": {"1BAD": "x"}}, "env", "not starting with a digit"),
+    "full pools": (
+        {
+            "worker_pool_specs": [
+                {
+                    "machineSpec": {
+                        "machineType": "n1-standard-4",
+                        "acceleratorType": "NVIDIA_TESLA_T4",
+                    },
+                    "replicaCount": 1,
+                }
+            ]
+        },
+        "worker_pool_specs[0].machineSpec.acceleratorCount",
+        "at least 1",
+    ),
+    "pool JSON text": ({"worker_pool_specs": "[{]"}, "worker_pool_specs", "JSON"),
+}
+
+
+@pytest.mark.parametrize(("bad", "name", "valid"), CASES.values(), ids=CASES.keys())
+def test_bad_inputs_are_named_with_the_valid_form_and_nothing_is_called(
+    package, outputs, bad, name, valid
+):
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs, **bad)
+    assert error.field == name
+    assert str(error).startswith(f"launch_spot_job input {name!r}: ")
+    assert valid in str(error)
+
+
+def test_a_rule_broken_by_the_built_job_also_names_the_field(package, outputs):
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs, boot_disk_size_gb=5)
+    assert "jobSpec.workerPoolSpecs[0].diskSpec.bootDiskSizeGb" in str(error)
+
+
+def test_a_new_region_is_allowed_through_the_environment(package, outputs, monkeypatch):
+    with RecordingServer() as server:
+        _refused(server, package, outputs, location="mars-central9")
+        monkeypatch.setenv(EXTRA_REGIONS_ENV, "mars-central9, venus-east2")
+        launch_spot_job(
+            project="test-proj",
+            location="mars-central9",
+            package=package,
+            api_endpoint=server.endpoint,
+            poll_interval_seconds=0.01,
+            **outputs,
+        )
+    (body,) = server.created()
+    assert server.requests[0].path.startswith("/v1/projects/test-proj/locations/mars-central9/")
+    assert body["displayName"] == "kfp-spot-training"
+
+
+def test_a_malformed_extra_region_is_named(package, outputs, monkeypatch):
+    monkeypatch.setenv(EXTRA_REGIONS_ENV, "mars central\n")
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs)
+    assert error.field == "location"
+    assert EXTRA_REGIONS_ENV in str(error)
+
+
+@pytest.mark.parametrize(
+    "project", ["example.com:my-project", "my-project-123", "a12345", "123456789012"]
+)
+def test_valid_project_forms_are_submitted(package, outputs, project):
+    with RecordingServer() as server:
+        launch_spot_job(
+            project=project,
+            package=package,
+            api_endpoint=server.endpoint,
+            poll_interval_seconds=0.01,
+            **outputs,
+        )
+    assert server.requests[0].path.startswith(f"/v1/projects/{project}/locations/us-central1/")
+
+
+def _resume(tmp_path, layout: str) -> FakeArtifact:
+    root = tmp_path / "previous" / "checkpoints"
+    if layout == "empty dir":
+        root.mkdir(parents=True)
+    elif layout == "torn step":
+        (root / "step-3").mkdir(parents=True)
+        (root / "step-3" / "w").write_bytes(b"half")  # no manifest: never committed
+    return FakeArtifact(uri=str(root), metadata={"latest_step": -1})
+
+
+@pytest.mark.parametrize(
+    ("layout", "why"),
+    [
+        ("missing", "does not exist"),
+        ("empty dir", "holds no committed step"),
+        ("torn step", "none verifies"),
+    ],
+)
+def test_resume_from_without_a_committed_step_is_refused(package, outputs, tmp_path, layout, why):
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs, resume_from=_resume(tmp_path, layout))
+    assert error.field == "resume_from"
+    assert why in str(error)
+    assert "at least one committed step" in str(error)
+    assert checkpoints.list_steps(outputs["checkpoint"].uri) == []  # nothing seeded
+
+
+def test_resume_from_an_unsupported_scheme_is_refused(package, outputs):
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs, resume_from=FakeArtifact(uri="s3://b/ckpt"))
+    assert error.field == "resume_from"
+    assert "gs://" in str(error)
+
+
+_printable = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(["timeout", "max_wait_duration", "api_endpoint", "project", "location"]),
+    value=st.one_of(
+        _printable,
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.lists(_printable, max_size=2),
+    ),
+)
+def test_any_value_of_a_rich_input_is_accepted_or_named(tmp_path_factory, name, value):
+    """Random values never escape as anything but LaunchInputError, and nothing is called."""
+    root = tmp_path_factory.mktemp("fuzz")
+    outputs = {
+        "checkpoint": FakeArtifact(uri=str(root / "checkpoint")),
+        "gcp_resources": str(root / "gcp_resources"),
+    }
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+
+    inputs = {
+        "project": "test-proj",
+        "container_image_uri": "us-docker.pkg.dev/p/r/i:1",
+        "api_endpoint": "http://127.0.0.1:9",  # nothing listens: prepare() must not call it
+        **outputs,
+        name: value,
+    }
+    try:
+        Launcher(build_request(**inputs)).prepare()
+    except LaunchInputError as exc:
+        assert exc.field == name
+        assert "\n" not in str(exc)
+
+
+def test_kfp_json_text_for_lists_and_dicts_is_still_accepted(package, outputs):
+    with RecordingServer() as server:
+        launch_spot_job(
+            project="test-proj",
+            package=package,
+            api_endpoint=server.endpoint,
+            poll_interval_seconds=0.01,
+            args=json.dumps(["--epochs", 3]),
+            env=json.dumps({"SEED": 7}),
+            restart_job_on_worker_restart="true",
+            **outputs,
+        )
+    (body,) = server.created()
+    spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    assert spec["args"] == ["--epochs", "3"]
+    assert {"name": "SEED", "value": "7"} in spec["env"]
+    assert body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] is True
+
+
+def test_an_unknown_machine_type_is_judged_by_the_service_the_emulator_refuses_it(
+    package, outputs, tmp_path, caplog
+):
+    """One behaviour on every backend: a warning here, the service's 400 naming the field."""
+    from kfp_spot.jobs.launcher import LaunchFailedError
+    from kfp_spot.jobs.outcome import Outcome
+
+    emulator = pytest.importorskip("kfp_spot.emulator")
+    with emulator.Emulator(str(tmp_path / "emu")) as emu:
+        with pytest.raises(LaunchFailedError) as info:
+            launch_spot_job(
+                project="test-proj",
+                package=package,
+                machine_type="n9-imaginary-4",
+                api_endpoint=emu.endpoint,
+                poll_interval_seconds=0.01,
+                **outputs,
+            )
+        assert emu.list_jobs() == []
+    assert info.value.outcome == Outcome.USER_ERROR
+    # The service names the field as Vertex does (snake_case path of the request).
+    assert "job_spec.worker_pool_specs[0].machine_spec.machine_type" in str(info.value)
+    assert "'n9-imaginary-4' is not in kfp-spot's machine table" in caplog.text

@@ -1,0 +1,166 @@
+"""The light kfp-spot-trainer wheel: computed from the import graph, reproducible, staged."""
+
+import base64
+import hashlib
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import kfp_spot
+from kfp_spot.packaging import PackagingError, prepare_package, trainer_dist
+from tests.packaging.tiny import write_project
+
+
+def _wheel_files(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def test_contents_follow_the_trainer_import_graph():
+    spec = trainer_dist.contents()
+    names = set(spec.files)
+    # The trainer package, and what it imports from kfp_spot, with the parent package.
+    assert {
+        "kfp_spot/__init__.py",
+        "kfp_spot/version.py",
+        "kfp_spot/fs.py",
+        "kfp_spot/checkpoints.py",
+        "kfp_spot/trainer/__init__.py",
+        "kfp_spot/trainer/manager.py",
+    } <= names
+    trainer_files = {
+        p.relative_to(trainer_dist.package_dir().parent).as_posix()
+        for p in (trainer_dist.package_dir() / "trainer").rglob("*.py")
+    }
+    assert trainer_files <= names
+    # Nothing of the pipeline side: no launcher, emulator, evaluation, CLI, validation.
+    for prefix in ("kfp_spot/jobs", "kfp_spot/emulator", "kfp_spot/evaluation", "kfp_spot/cli"):
+        assert not any(n.startswith(prefix) for n in names), prefix
+    assert "kfp_spot/validation.py" not in names and "kfp_spot/envcache.py" not in names
+    assert spec.version == kfp_spot.__version__
+
+
+def test_requirements_are_pinned_like_kfp_spot_and_never_the_pipeline_stack():
+    spec = trainer_dist.contents()
+    assert "fsspec>=2024.6" in spec.requirements  # fs.filesystem serves local paths too
+    assert 'gcsfs>=2024.6; extra == "gcs"' in spec.requirements  # gs:// without a /gcs mount
+    names = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in spec.requirements}
+    assert not names & {"kfp", "google-cloud-aiplatform", "numpy", "torch", "scikit-learn"}
+    assert spec.requires_python == ">=3.10"
+
+
+def test_wheel_is_reproducible_and_its_record_is_valid(tmp_path):
+    first = trainer_dist.build_trainer_wheel(tmp_path / "a")
+    second = trainer_dist.build_trainer_wheel(tmp_path / "b")
+    assert first.name == f"kfp_spot_trainer-{kfp_spot.__version__}-py3-none-any.whl"
+    assert first.read_bytes() == second.read_bytes()
+    files = _wheel_files(first)
+    dist_info = f"kfp_spot_trainer-{kfp_spot.__version__}.dist-info"
+    meta = files[f"{dist_info}/METADATA"].decode()
+    assert "Name: kfp-spot-trainer" in meta and f"Version: {kfp_spot.__version__}" in meta
+    assert "Requires-Dist: fsspec>=2024.6" in meta
+    record = files[f"{dist_info}/RECORD"].decode().splitlines()
+    assert len(record) == len(files)
+    for line in record:
+        name, digest, size = line.rsplit(",", 2)
+        if name.endswith("RECORD"):
+            continue
+        data = files[name]
+        expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert digest == f"sha256={expected}" and int(size) == len(data)
+    source = (trainer_dist.package_dir() / "trainer" / "manager.py").read_bytes()
+    assert files["kfp_spot/trainer/manager.py"] == source
+
+
+def _fake_kfp_spot(root: Path, helper: str) -> Path:
+    package = root / "kfp_spot"
+    (package / "trainer").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "unused.py").write_text("import kfp\n")
+    (package / "trainer" / "__init__.py").write_text(
+        textwrap.dedent(
+            """
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                import kfp_spot.unused
+            def later():
+                from kfp_spot import helper
+                return helper
+            """
+        )
+    )
+    (package / "helper.py").write_text(helper)
+    return package
+
+
+def test_a_new_import_is_picked_up_without_a_list(tmp_path):
+    package = _fake_kfp_spot(
+        tmp_path,
+        textwrap.dedent(
+            """
+            import json
+            import yaml
+            try:
+                import not_installed_anywhere
+            except ImportError:
+                not_installed_anywhere = None
+            def arrays():
+                import numpy
+            """
+        ),
+    )
+    spec = trainer_dist.contents(package)
+    assert set(spec.files) == {
+        "kfp_spot/__init__.py",
+        "kfp_spot/helper.py",
+        "kfp_spot/trainer/__init__.py",
+    }  # a lazy import counts; a TYPE_CHECKING one does not
+    plain = [r for r in spec.requirements if "extra ==" not in r]
+    assert plain == ["PyYAML>=6"]  # pinned as kfp-spot pins it; numpy is the user's own
+
+
+def test_a_trainer_module_needing_the_pipeline_stack_is_an_error(tmp_path):
+    package = _fake_kfp_spot(tmp_path, "def f():\n    import kfp.dsl\n")
+    with pytest.raises(PackagingError, match=r"include_kfp_spot: .*import kfp\.dsl \(kfp; in"):
+        trainer_dist.contents(package)
+
+
+def test_prepare_package_stages_it_next_to_a_package_that_imports_kfp_spot(tmp_path):
+    project = write_project(
+        tmp_path / "src",
+        task="from kfp_spot.trainer import CheckpointManager\n",
+    )
+    staging = tmp_path / "stage"
+    info = prepare_package(str(project), str(staging))
+    light = Path(info.kfp_spot_uri)
+    assert info.package_uris == (info.uri, str(light))
+    assert light.parent.parent == staging / "kfp-spot-trainer"
+    assert light.parent.name == hashlib.sha256(light.read_bytes()).hexdigest()
+    assert info.metadata()["kfp_spot_uri"] == str(light)
+    again = prepare_package(str(project), str(staging))
+    assert again.cache_hit and again.package_uris == info.package_uris
+
+
+def test_opt_out_and_packages_that_do_not_need_it(tmp_path):
+    project = write_project(tmp_path / "a", task="import kfp_spot.trainer\n")
+    opted_out = prepare_package(str(project), str(tmp_path / "s1"), include_kfp_spot=False)
+    assert opted_out.package_uris == (opted_out.uri,) and opted_out.kfp_spot_uri == ""
+    plain = prepare_package(str(write_project(tmp_path / "b")), str(tmp_path / "s2"))
+    assert plain.package_uris == (plain.uri,)  # no kfp_spot import: nothing added
+    declares = write_project(tmp_path / "c", task="import kfp_spot.trainer\n")
+    pyproject = declares / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"numpy>=1.20"', '"numpy", "kfp-spot"'))
+    own = prepare_package(str(declares), str(tmp_path / "s3"))
+    assert own.package_uris == (own.uri,)  # it installs the full kfp-spot itself: never both
+    assert not (tmp_path / "s3" / "kfp-spot-trainer").exists()
+
+
+def test_is_light_distribution_file():
+    assert trainer_dist.is_light_distribution_file(
+        "gs://b/x/kfp_spot_trainer-0.1.0-py3-none-any.whl"
+    )
+    assert trainer_dist.is_light_distribution_file("kfp-spot-trainer-0.1.0.tar.gz")
+    assert not trainer_dist.is_light_distribution_file("kfp_spot-0.1.0-py3-none-any.whl")
+    assert not trainer_dist.is_light_distribution_file("kfp_spot_example_trainer-0.1.0.tar.gz")

@@ -1,0 +1,152 @@
+"""The trainer reaches the VM: a package job gets only its image's libraries and its package URIs.
+
+The example trainer, staged by prepare_package, trains in the environment of its executor image
+with no help from this machine's site-packages; a job importing what neither provides fails on the
+emulator as it would on Vertex AI.
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import aiplatform_v1
+
+import kfp_spot
+from kfp_spot import envcache, executors, fs
+from kfp_spot.emulator import Emulator
+from kfp_spot.packaging import prepare_package
+from tests.packaging.tiny import write_project
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer"
+IMAGE = executors.DEFAULT_EXECUTOR_IMAGE
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    root = tmp_path_factory.mktemp("example-vm")
+    return prepare_package(str(EXAMPLE), str(root / "stage"), check_import=True)
+
+
+def test_example_ships_the_light_wheel_and_passes_the_image_import_check(example):
+    assert example.import_checked
+    assert len(example.package_uris) == 2
+    assert example.package_uris[1] == example.kfp_spot_uri
+    assert Path(example.kfp_spot_uri).name == (
+        f"kfp_spot_trainer-{kfp_spot.__version__}-py3-none-any.whl"
+    )
+
+
+def test_example_trains_and_resumes_without_the_hosts_site_packages(example, tmp_path, env_cache):
+    python = envcache.package_env(list(example.package_uris), env_cache, executor_image_uri=IMAGE)
+    env_dir = python.parents[1]
+    probe = (
+        "import json, importlib.util, kfp_spot, kfp_spot.trainer\n"
+        "print(json.dumps({'file': kfp_spot.__file__, 'version': kfp_spot.__version__,"
+        " 'kfp': importlib.util.find_spec('kfp') is not None,"
+        " 'evaluation': importlib.util.find_spec('kfp_spot.evaluation') is not None}))"
+    )
+    seen = json.loads(
+        subprocess.run(
+            [str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path
+        ).stdout
+    )
+    assert Path(seen["file"]).is_relative_to(env_dir)  # the light wheel's copy, not the host's
+    assert seen["version"] == kfp_spot.__version__
+    assert not seen["kfp"] and not seen["evaluation"]
+
+    env = dict(
+        os.environ,
+        AIP_CHECKPOINT_DIR=str(tmp_path / "base" / "checkpoints"),
+        AIP_MODEL_DIR=str(tmp_path / "base" / "model"),
+    )
+    cmd = [str(python), "-m", example.python_module, "--checkpoint-every", "1"]
+    first = subprocess.run(
+        [*cmd, "--epochs", "2"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(
+        [*cmd, "--epochs", "3"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    assert "resuming from step 2" in again.stdout
+    model = json.loads((tmp_path / "base" / "model" / "model.json").read_text())
+    assert model["steps"] == 3
+
+
+def _client(emu):
+    return aiplatform_v1.JobServiceClient(
+        credentials=AnonymousCredentials(),
+        transport="rest",
+        client_options=ClientOptions(api_endpoint=emu.endpoint),
+    )
+
+
+def _job(uris, module, base, args=()):
+    return aiplatform_v1.CustomJob(
+        display_name=module.replace(".", "-"),
+        job_spec=aiplatform_v1.CustomJobSpec(
+            worker_pool_specs=[
+                aiplatform_v1.WorkerPoolSpec(
+                    machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
+                    replica_count=1,
+                    python_package_spec=aiplatform_v1.PythonPackageSpec(
+                        executor_image_uri=IMAGE,
+                        package_uris=list(uris),
+                        python_module=module,
+                        args=list(args),
+                    ),
+                )
+            ],
+            scheduling=aiplatform_v1.Scheduling(strategy=aiplatform_v1.Scheduling.Strategy.SPOT),
+            base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=str(base)),
+        ),
+    )
+
+
+def test_on_the_emulator_a_missing_module_fails_the_job_and_the_example_succeeds(
+    example, tmp_path, env_cache
+):
+    # kfp is installed on this machine (kfp-spot needs it) but in no training image.
+    leaky = prepare_package(
+        str(write_project(tmp_path / "src", task="import kfp_spot.trainer\nimport kfp\n")),
+        str(tmp_path / "stage"),
+    )
+    with Emulator(tmp_path / "emulator", env_cache_dir=env_cache) as emu:
+        client = _client(emu)
+        parent = "projects/p/locations/us-central1"
+        bad = client.create_custom_job(
+            parent=parent,
+            custom_job=_job(leaky.package_uris, leaky.python_module, tmp_path / "bad"),
+        )
+        good = client.create_custom_job(
+            parent=parent,
+            custom_job=_job(
+                example.package_uris, example.python_module, tmp_path / "good", ["--epochs", "2"]
+            ),
+        )
+        failed = emu.wait(bad.name, timeout=300)
+        succeeded = emu.wait(good.name, timeout=300)
+        log_text = "".join(entry["text"] for entry in emu.logs(bad.name))
+    assert failed.state.name == "JOB_STATE_FAILED"
+    assert "exited with a non-zero status of 1" in failed.error.message
+    assert "ModuleNotFoundError: No module named 'kfp'" in log_text
+    assert succeeded.state.name == "JOB_STATE_SUCCEEDED", succeeded.error
+    assert (tmp_path / "good" / "model" / "model.npz").is_file()
+
+
+def test_mounted_path_maps_gs_uris_where_the_bucket_is_mounted(tmp_path):
+    mount = tmp_path / "gcs"
+    (mount / "my-bucket").mkdir(parents=True)
+    assert fs.mounted_path("gs://my-bucket/run/checkpoints", str(mount)) == str(
+        mount / "my-bucket" / "run" / "checkpoints"
+    )
+    assert fs.mounted_path("gs://my-bucket", str(mount)) == str(mount / "my-bucket")
+    # Not mounted, not gs://, or a name FUSE would resolve elsewhere: unchanged.
+    assert fs.mounted_path("gs://other-bucket/x", str(mount)) == "gs://other-bucket/x"
+    assert fs.mounted_path("/local/dir", str(mount)) == "/local/dir"
+    assert fs.mounted_path("gs://my-bucket/../etc", str(mount)) == "gs://my-bucket/../etc"
+    assert fs.mounted_path("gs://x", str(tmp_path / "no-mount")) == "gs://x"

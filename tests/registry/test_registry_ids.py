@@ -1,0 +1,53 @@
+"""Registry ids, versions, tags and hosts are matched whole: a trailing newline is refused."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from kfp_spot.registry import RegistryServer, client
+from kfp_spot.registry.store import RegistryStoreError, check_id, check_tag, check_version
+
+HEX = "a" * 64
+
+
+@pytest.mark.parametrize("kind", ["project", "repository", "package", "tag"])
+@pytest.mark.parametrize("bad", ["name\n", "name\r\n", " name", "na/me", "..", "", "-name"])
+def test_ids_are_matched_whole(kind, bad):
+    assert check_id(kind, "name-1.x_y") == "name-1.x_y"
+    with pytest.raises(RegistryStoreError) as info:
+        check_id(kind, bad)
+    assert info.value.http_status == 400
+    assert kind in info.value.message and "1-128 letters" in info.value.message
+
+
+def test_versions_and_tags_are_matched_whole():
+    assert check_version(f"sha256:{HEX}") == HEX
+    for bad in (f"sha256:{HEX}\n", f"sha256:{HEX.upper()}", f"sha256:{HEX[:-1]}"):
+        with pytest.raises(RegistryStoreError, match="64 lowercase hex digits"):
+            check_version(bad)
+    with pytest.raises(RegistryStoreError):
+        check_tag("latest\n")
+
+
+def test_client_checks_refuse_a_trailing_newline_before_any_request():
+    assert client.check_host("http://127.0.0.1:1/p/r/") == "http://127.0.0.1:1/p/r"
+    with pytest.raises(ValueError, match="invalid registry host"):
+        client.check_host("http://127.0.0.1:1/p/r\n")
+    assert client.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo")
+    assert not client.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo\n")
+    # Port 1 has no server: these fail on the check, never on a connection.
+    with pytest.raises(ValueError, match="invalid package"):
+        client.pull("http://127.0.0.1:1/p/r", "pkg\n")
+    with pytest.raises(ValueError, match="invalid version"):
+        client.pull("http://127.0.0.1:1/p/r", "pkg", version=f"sha256:{HEX}\n")
+
+
+def test_the_server_answers_an_encoded_newline_with_400(tmp_path):
+    with RegistryServer(tmp_path / "root") as server:
+        for path in ("/local/templates%0A/packages", "/local/templates/packages/pkg%0A"):
+            response = requests.get(server.url + path, timeout=10)
+            assert response.status_code == 400, path
+            error = response.json()["error"]
+            assert error["status"] == "INVALID_ARGUMENT"
+            assert "\\n" in error["message"]

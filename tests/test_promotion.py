@@ -1,0 +1,70 @@
+"""promote_model's runtime: inputs checked before anything is copied; a record of the evidence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kfp_spot.promotion import RECORD_NAME, PromotionInputError, promote
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    model = tmp_path / "job" / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "model.json").write_text('{"w": 1}')
+    (model / "sub" / "vocab.txt").write_text("a\nb\n")
+    return model
+
+
+def test_promote_copies_the_model_and_records_the_evidence(model_dir, tmp_path):
+    target = tmp_path / "promoted"
+    assert promote(str(model_dir), str(target), {"accuracy": 0.93, "step": 40}) == str(target)
+    assert (target / "model.json").read_text() == '{"w": 1}'
+    assert (target / "sub" / "vocab.txt").read_text() == "a\nb\n"
+    record = json.loads((target / RECORD_NAME).read_text())
+    assert record["source"] == str(model_dir)
+    assert record["evidence"] == {"accuracy": 0.93, "step": 40}
+
+
+@pytest.mark.parametrize(
+    ("case", "field", "needle"),
+    [
+        ("missing model", "model", "is missing or empty; expected the training job's model"),
+        ("empty model", "model", "is missing or empty"),
+        ("no model uri", "model", "has no URI; expected a gs:// URI or a local path"),
+        ("s3 model", "model", "is not a gs:// URI or a local path"),
+        ("no destination", "promoted_model", "has no URI"),
+        ("inside the model", "promoted_model", "overlaps the model directory"),
+        ("the model's parent", "promoted_model", "overlaps the model directory"),
+        ("metrics not a dict", "metrics", "expected metrics metadata"),
+    ],
+)
+def test_bad_inputs_are_named_and_nothing_is_written(model_dir, tmp_path, case, field, needle):
+    model, target, evidence = str(model_dir), str(tmp_path / "promoted"), {"accuracy": 0.9}
+    if case == "missing model":
+        model = str(tmp_path / "nope")
+    elif case == "empty model":
+        model = str(tmp_path / "empty")
+        (tmp_path / "empty").mkdir()
+    elif case == "no model uri":
+        model = ""
+    elif case == "s3 model":
+        model = "s3://bucket/model"
+    elif case == "no destination":
+        target = ""
+    elif case == "inside the model":
+        target = str(model_dir / "promoted")
+    elif case == "the model's parent":
+        target = str(model_dir.parent)
+    else:
+        evidence = ["accuracy", 0.9]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(PromotionInputError) as info:
+        promote(model, target, evidence)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"promote_model input {field!r}: ")
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
