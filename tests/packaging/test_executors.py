@@ -124,5 +124,9 @@ def test_the_emulator_answers_400_naming_the_field(tmp_path):
     assert caught.value.code == 400
     error = json.loads(caught.value.read())["error"]
     assert error["status"] == "INVALID_ARGUMENT"
-    assert "jobSpec.workerPoolSpecs[0].pythonPackageSpec.executorImageUri" in error["message"]
+    # Vertex names the field by its snake_case request path, in the message and the violation.
+    field = "job_spec.worker_pool_specs[0].python_package_spec.executor_image_uri"
+    assert field in error["message"]
+    violations = error["details"][0]["fieldViolations"]
+    assert [v["field"] for v in violations] == [field]
     assert "'tf-cpu.2-99.py310' is not a prebuilt training image" in error["message"]
