@@ -5,7 +5,8 @@ container) listening on its own loopback port. A monitor thread per deployed mod
 
 - starts every missing replica and polls its health route until it answers;
 - preempts Spot replicas when asked (:meth:`ReplicaPool.preempt`) or when the emulator's
-  preemption policy says (``preempt_at`` / ``preempt_every``, drawn per replica life): the replica
+  preemption policy says (:func:`spot_delay`: ``preempt_at`` / ``preempt_every`` and the per-VM
+  ``preempt_vm_every``, drawn per replica life, each replica being one VM): the replica
   stops taking traffic at once, gets SIGTERM, the grace period, SIGKILL; its life ends PREEMPTED
   (billing stops) and a new life starts after ``restart_delay`` seconds (the VM coming back);
 - restarts a replica that exited on its own (its life ends FAILED), as Vertex restarts a crashed
@@ -108,6 +109,18 @@ class PoolIdentity:
     spot_usd_per_hour: float
     on_demand_usd_per_hour: float
     extra: dict[str, str] = field(default_factory=dict)
+
+
+def spot_delay(policy: PreemptionPolicy, seq: int, replica: int, life: int) -> float | None:
+    """Seconds after it became ready at which life ``life`` of a Spot serving replica is preempted.
+
+    The training policy's clocks: an attempt's (``preempt_at``, ``preempt_every``: each life is
+    an attempt of the replica) and a VM's (``preempt_vm_every``), whichever comes first; None
+    for never. ``preempt_vm_at`` names training replicas (``workerpool1-0``), never these.
+    """
+    key = -(seq * 1000 + replica + 1)  # apart from the job sequence numbers of training
+    delays = [policy.delay(key, life), policy.vm_delay(key, f"serving-{replica}", life)]
+    return min((d for d in delays if d is not None), default=None)
 
 
 class ReplicaPool:
@@ -376,8 +389,7 @@ class ReplicaPool:
         ident = self.identity
         delay = None
         if ident.spot:
-            # The same policy as training VMs, keyed apart from job sequence numbers.
-            delay = self.settings.policy.delay(-(ident.seq * 1000 + slot.index + 1), slot.life)
+            delay = spot_delay(self.settings.policy, ident.seq, slot.index, slot.life)
         with self._lock:
             if slot.preempt_requested or slot.stopping:
                 return
