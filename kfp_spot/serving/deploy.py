@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 from google.api_core import exceptions as api_exceptions
@@ -56,8 +57,6 @@ from kfp_spot.jobs.spec import LaunchInputError
 log = logging.getLogger(__name__)
 
 DEPLOYMENT_LABEL = "kfp_spot_deployment"
-_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 _MODEL_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/models/[^/@]+(@[^/]+)?")
 _ENDPOINT_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/endpoints/[^/]+")
 MAX_REPLICAS = 1000  # well above any quota: a larger count is a typo
@@ -133,7 +132,11 @@ class DeployResult:
 def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
     """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called."""
     if not request.project:
-        raise DeployInputError("project", "is required (any name on the local emulator)")
+        raise DeployInputError("project", "is required: the Google Cloud project ID or number")
+    try:
+        validation.check_project_id(request.project)
+    except validation.InvalidValueError as exc:
+        raise DeployInputError("project", str(exc)) from None
     if bool(request.artifact_uri) == bool(request.uploaded_model):
         raise DeployInputError(
             "model",
@@ -162,13 +165,15 @@ def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
     )
     _check_machine(spec, request.spot, local=local)
     _check_split(request.traffic_split)
+    if len(request.labels) > validation.MAX_LABELS - 1:  # one is the deployment label
+        raise DeployInputError(
+            "labels", f"has {len(request.labels)} labels; at most {validation.MAX_LABELS - 1}"
+        )
     for key, value in request.labels.items():
-        if not _LABEL_KEY.fullmatch(str(key)) or not _LABEL_VALUE.fullmatch(str(value)):
-            raise DeployInputError(
-                "labels",
-                f"{key!r}: {value!r} is not a label: keys start with a lower-case letter, keys and "
-                "values use lower-case letters, digits, '_' and '-', 63 characters at most",
-            )
+        try:
+            validation.check_label(key, value)
+        except validation.InvalidValueError as exc:
+            raise DeployInputError("labels", str(exc)) from None
     model = None
     if request.artifact_uri:
         model = _model_proto(request)
@@ -311,6 +316,16 @@ def _interrupt_on_signals() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:
+    """The error's status as a name (``BAD_REQUEST``, ``NOT_FOUND``), as the REST client has it."""
+    if exc.grpc_status_code is not None:
+        return str(exc.grpc_status_code.name)
+    try:
+        return HTTPStatus(int(exc.code or 0)).name
+    except ValueError:
+        return str(exc.code or "")
+
+
 def _transient(exc: BaseException) -> bool:
     if not isinstance(exc, Exception):
         return False
@@ -413,8 +428,7 @@ class Deployer:
         try:
             return fn(*args, **kwargs)
         except api_exceptions.GoogleAPICallError as exc:
-            status = exc.grpc_status_code.name if exc.grpc_status_code else exc.code
-            raise DeployFailedError(f"{what}: {status} {exc.message}") from exc
+            raise DeployFailedError(f"{what}: {_status_name(exc)} {exc.message}") from exc
 
     def _labelled(self, lister: Callable[..., Any]) -> Any | None:
         """The resource of this run (label ``kfp_spot_deployment``), checked client-side too."""

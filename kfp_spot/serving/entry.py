@@ -5,13 +5,15 @@ Artifacts are duck-typed (``.uri``, ``.metadata``): this module never imports kf
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import math
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot import fs
-from kfp_spot.executors import DEFAULT_PREDICTION_IMAGE
 from kfp_spot.serving.deploy import (
     Deployer,
     DeployInputError,
@@ -19,14 +21,48 @@ from kfp_spot.serving.deploy import (
     DeployRequest,
     DeployResult,
 )
+from kfp_spot.validation.inputs import report_input_errors
 
 log = logging.getLogger(__name__)
 
 
-def _json(name: str, value: Any, kind: type, default: Any) -> Any:
-    """Lists and dicts may arrive as JSON text (from YAML or the CLI) or as objects."""
+def input_defaults() -> dict[str, Any]:
+    """Each input's default: the runtime's (``DeployRequest``); the component repeats them."""
+    out = {}
+    for f in dataclasses.fields(DeployRequest):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+_DEFAULTS = input_defaults()
+
+
+def _text(inputs: Mapping[str, Any], name: str) -> str:
+    value = inputs.get(name)
+    return str(_DEFAULTS.get(name, "") if value is None or value == "" else value)
+
+
+def _seconds(inputs: Mapping[str, Any], name: str) -> float:
+    value = inputs.get(name)
     if value is None or value == "":
-        return default
+        return float(_DEFAULTS[name])
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise DeployInputError(name, f"expected a number of seconds, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise DeployInputError(name, f"expected a number of seconds >= 0, got {value!r}")
+    return number
+
+
+def _json(name: str, inputs: Mapping[str, Any], kind: type) -> Any:
+    """Lists and dicts may arrive as JSON text (from YAML or the CLI) or as objects."""
+    value = inputs.get(name)
+    if value is None or value == "":
+        return kind(_DEFAULTS.get(name, kind()))
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -46,13 +82,17 @@ def _int(name: str, value: Any, default: int) -> int:
         number = float(value)  # kfp.local hands integers back as floats
     except (TypeError, ValueError):
         raise DeployInputError(name, f"expected an integer, got {value!r}") from None
-    if number != int(number):
+    if not math.isfinite(number) or number != int(number):
         raise DeployInputError(name, f"expected an integer, got {value!r}")
     return int(number)
 
 
+def _count(inputs: Mapping[str, Any], name: str) -> int:
+    return _int(name, inputs.get(name), int(_DEFAULTS[name]))
+
+
 def _split(value: Any) -> dict[str, int]:
-    raw = _json("traffic_split", value, dict, {"0": 100}) or {"0": 100}
+    raw = _json("traffic_split", {"traffic_split": value}, dict) or dict(_DEFAULTS["traffic_split"])
     out = {}
     for key, pct in raw.items():
         try:
@@ -79,60 +119,48 @@ def build_request(**inputs: Any) -> DeployRequest:
     """Turn the component's inputs into a DeployRequest; errors name the input."""
     model = inputs.get("model")
     artifact_uri = str(inputs.get("artifact_uri") or "")
-    if model is not None and getattr(model, "uri", ""):
+    model_uri = str(getattr(model, "uri", "") or "")
+    if model_uri:
         if artifact_uri:
             raise DeployInputError("artifact_uri", "give `model` or `artifact_uri`, not both")
-        artifact_uri = str(model.uri)
+        artifact_uri = model_uri
     endpoint_out = inputs.get("endpoint")
     gcp_resources = str(inputs.get("gcp_resources") or "")
     return DeployRequest(
-        project=str(inputs.get("project") or ""),
-        location=str(inputs.get("location") or "us-central1"),
+        project=_text(inputs, "project"),
+        location=_text(inputs, "location"),
         artifact_uri=artifact_uri,
         uploaded_model=_resource_name(inputs.get("uploaded_model"), "uploaded_model"),
         endpoint=_resource_name(inputs.get("target_endpoint"), "target_endpoint"),
-        model_display_name=str(inputs.get("model_display_name") or "kfp-spot-model"),
-        endpoint_display_name=str(inputs.get("endpoint_display_name") or "kfp-spot-endpoint"),
-        deployed_model_display_name=str(inputs.get("deployed_model_display_name") or ""),
-        serving_container_image_uri=str(
-            inputs.get("serving_container_image_uri") or DEFAULT_PREDICTION_IMAGE
-        ),
+        model_display_name=_text(inputs, "model_display_name"),
+        endpoint_display_name=_text(inputs, "endpoint_display_name"),
+        deployed_model_display_name=_text(inputs, "deployed_model_display_name"),
+        serving_container_image_uri=_text(inputs, "serving_container_image_uri"),
         serving_container_command=[
-            str(a)
-            for a in _json(
-                "serving_container_command", inputs.get("serving_container_command"), list, []
-            )
+            str(a) for a in _json("serving_container_command", inputs, list)
         ],
-        serving_container_args=[
-            str(a)
-            for a in _json("serving_container_args", inputs.get("serving_container_args"), list, [])
-        ],
+        serving_container_args=[str(a) for a in _json("serving_container_args", inputs, list)],
         serving_container_env={
-            str(k): str(v)
-            for k, v in _json(
-                "serving_container_env", inputs.get("serving_container_env"), dict, {}
-            ).items()
+            str(k): str(v) for k, v in _json("serving_container_env", inputs, dict).items()
         },
         serving_container_ports=[
             _int("serving_container_ports", p, 0)
-            for p in _json(
-                "serving_container_ports", inputs.get("serving_container_ports"), list, []
-            )
+            for p in _json("serving_container_ports", inputs, list)
         ],
-        serving_container_predict_route=str(inputs.get("serving_container_predict_route") or ""),
-        serving_container_health_route=str(inputs.get("serving_container_health_route") or ""),
-        machine_type=str(inputs.get("machine_type") or "n1-standard-4"),
-        accelerator_type=str(inputs.get("accelerator_type") or ""),
-        accelerator_count=_int("accelerator_count", inputs.get("accelerator_count"), 0),
-        min_replica_count=_int("min_replica_count", inputs.get("min_replica_count"), 2),
-        max_replica_count=_int("max_replica_count", inputs.get("max_replica_count"), 0),
+        serving_container_predict_route=_text(inputs, "serving_container_predict_route"),
+        serving_container_health_route=_text(inputs, "serving_container_health_route"),
+        machine_type=_text(inputs, "machine_type"),
+        accelerator_type=_text(inputs, "accelerator_type"),
+        accelerator_count=_count(inputs, "accelerator_count"),
+        min_replica_count=_count(inputs, "min_replica_count"),
+        max_replica_count=_count(inputs, "max_replica_count"),
         traffic_split=_split(inputs.get("traffic_split")),
-        spot=True if inputs.get("spot") is None else bool(inputs.get("spot")),
-        service_account=str(inputs.get("service_account") or ""),
-        labels={str(k): str(v) for k, v in _json("labels", inputs.get("labels"), dict, {}).items()},
-        api_endpoint=str(inputs.get("api_endpoint") or ""),
-        timeout_seconds=float(inputs.get("timeout_seconds") or 3600.0),
-        poll_interval_seconds=float(inputs.get("poll_interval_seconds") or 0.0),
+        spot=bool(_DEFAULTS["spot"] if inputs.get("spot") is None else inputs.get("spot")),
+        service_account=_text(inputs, "service_account"),
+        labels={str(k): str(v) for k, v in _json("labels", inputs, dict).items()},
+        api_endpoint=_text(inputs, "api_endpoint"),
+        timeout_seconds=_seconds(inputs, "timeout_seconds"),
+        poll_interval_seconds=_seconds(inputs, "poll_interval_seconds"),
         run_key=str(getattr(endpoint_out, "uri", "") or gcp_resources),
         gcp_resources_path=gcp_resources,
     )
@@ -166,11 +194,12 @@ def deploy_spot_endpoint(**inputs: Any) -> str:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    request = build_request(**inputs)
-    if request.artifact_uri:
-        local = fs.to_local_path(request.artifact_uri)
-        request.artifact_uri = local or request.artifact_uri
-    deployer = Deployer(request)
+    with report_input_errors(DeployInputError):  # in a KFP task: one line, no traceback
+        request = build_request(**inputs)
+        if request.artifact_uri:
+            local = fs.to_local_path(request.artifact_uri)
+            request.artifact_uri = local or request.artifact_uri
+        deployer = Deployer(request)  # every input checked before any API call
     try:
         result = deployer.run()
     except DeployInterruptedError as exc:

@@ -1,5 +1,6 @@
 """deploy_spot_endpoint's runtime against the emulator: outputs, reattach, cancel, bad inputs."""
 
+import inspect
 import json
 import os
 import signal
@@ -8,10 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kfp import compiler, components, dsl
 
+from kfp_spot.components.deploy_spot_endpoint import component as deploy_component
+from kfp_spot.pipelines import catalog
 from kfp_spot.serving.deploy import DeployInputError
-from kfp_spot.serving.entry import deploy_spot_endpoint
+from kfp_spot.serving.entry import deploy_spot_endpoint, input_defaults
 from tests.jobs.artifacts import FakeArtifact
 from tests.serving.conftest import X, wait_for
 
@@ -21,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _deploy(serving, model_dir, out: Path, **extra):
     endpoint, vertex_model = FakeArtifact(uri=str(out / "endpoint")), FakeArtifact()
     deployed = deploy_spot_endpoint(
-        project="p",
+        project="test-proj",
         model=FakeArtifact(uri=str(model_dir)),
         endpoint=endpoint,
         vertex_model=vertex_model,
@@ -52,14 +56,14 @@ def test_a_retried_task_reattaches_instead_of_deploying_twice(serving, sklearn_m
     again, endpoint_again, _ = _deploy(serving, sklearn_model_dir, tmp_path)  # same output paths
     assert again == first
     assert endpoint_again.metadata["resourceName"] == endpoint.metadata["resourceName"]
-    parent = "projects/p/locations/us-central1"
+    parent = "projects/test-proj/locations/us-central1"
     assert len(list(serving.endpoints.list_endpoints(parent=parent))) == 1
     assert len(list(serving.models.list_models(parent=parent))) == 1
 
 
 def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_dir, tmp_path):
     inputs = {
-        "project": "p",
+        "project": "test-proj",
         "model_uri": str(slow_model_dir),
         "endpoint_uri": str(tmp_path / "endpoint"),
         "gcp_resources": str(tmp_path / "gcp_resources"),
@@ -105,12 +109,14 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
         ),
         ({"traffic_split": {"0": 99}}, "traffic_split", "not 100"),
         ({"project": ""}, "project", "required"),
+        ({"project": "My Project"}, "project", "project ID"),
+        ({"labels": {"Team": "a"}}, "labels", "label key 'Team' is invalid"),
         ({"machine_type": "n9-huge"}, "machine_type", "not a known machine type"),
     ],
 )
 def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inputs, field, says):
     kwargs = {
-        "project": "p",
+        "project": "test-proj",
         "model": FakeArtifact(uri=str(sklearn_model_dir)),
         "endpoint": FakeArtifact(uri=str(tmp_path / "e")),
         "vertex_model": FakeArtifact(),
@@ -129,7 +135,7 @@ def test_a_model_directory_the_image_cannot_serve_is_named(tmp_path):
     (tmp_path / "model" / "model.npz").write_bytes(b"x")
     with pytest.raises(DeployInputError, match=r"exactly one of model\.joblib, model\.pkl"):
         deploy_spot_endpoint(
-            project="p",
+            project="test-proj",
             model=FakeArtifact(uri=str(tmp_path / "model")),
             endpoint=FakeArtifact(uri=str(tmp_path / "e")),
             vertex_model=FakeArtifact(),
@@ -167,3 +173,63 @@ def test_the_component_plugs_into_gcpc_ops_without_type_errors(tmp_path):
     compiler.Compiler().compile(gcpc_and_spot, str(out))
     text = out.read_text()
     assert "google.VertexEndpoint" in text and "google.VertexModel" in text
+
+
+def _deploy_tasks(node: object):
+    """Every task of a compiled pipeline that runs the deploy_spot_endpoint component."""
+    if isinstance(node, dict):
+        if node.get("componentRef", {}).get("name", "").startswith("comp-deploy-spot-endpoint"):
+            yield node
+        for value in node.values():
+            yield from _deploy_tasks(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _deploy_tasks(value)
+
+
+def _runtime_default(name: str) -> object:
+    value = input_defaults()[name]
+    return list(value) if isinstance(value, tuple) else value  # KFP spells sequences as lists
+
+
+def test_the_component_and_the_pipeline_repeat_the_runtime_defaults():
+    python_func = deploy_component.deploy_spot_endpoint.python_func
+    signature = {
+        name: p.default
+        for name, p in inspect.signature(python_func).parameters.items()
+        if p.default is not inspect.Parameter.empty and p.default is not None  # None: artifacts
+    }
+    assert set(signature) <= set(input_defaults())
+    for name, value in signature.items():
+        assert value == _runtime_default(name), name
+        assert type(value) is type(_runtime_default(name)), name
+    spec = yaml.safe_load(catalog.pipeline_path("spot_training_and_serving").read_text())
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    forwarded = 0
+    for task in _deploy_tasks(spec):
+        for name, source in task["inputs"].get("parameters", {}).items():
+            # inside the quality gate's sub-DAG the pipeline's inputs are pipeline channels
+            outer = str(source.get("componentInputParameter")).removeprefix("pipelinechannel--")
+            if outer in parameters and "defaultValue" in parameters[outer]:
+                assert parameters[outer]["defaultValue"] == _runtime_default(name), outer
+                forwarded += 1
+    assert forwarded >= 5  # image, machine type, replica counts, spot, endpoint name
+
+
+def test_under_kfp_local_a_bad_input_fails_the_task_in_one_line(tmp_path, capfd):
+    from kfp import local
+
+    local.init(local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
+    op = components.load_component_from_file(
+        str(ROOT / "components" / "deploy_spot_endpoint" / "component.yaml")
+    )
+    with pytest.raises(RuntimeError):
+        op(
+            project="test-proj",
+            artifact_uri=str(tmp_path),
+            min_replica_count=0,
+            api_endpoint="http://127.0.0.1:9",  # never contacted
+        )
+    out = "".join(capfd.readouterr())
+    assert "deploy_spot_endpoint input 'min_replica_count': is 0; it must be 1..1000" in out
+    assert "Traceback" not in out
