@@ -42,7 +42,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -256,6 +256,30 @@ class RouteSet(Protocol):
             ApiError: the request is refused (answered as a Google JSON error).
         """
         ...
+
+
+def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
+    """The JSON object body of a ``body: "*"`` request whose only fields are ``fields``.
+
+    ``{}`` for no body. Field names may be camelCase or snake_case (``fields`` are snake_case).
+
+    Raises:
+        ApiError: the body is not a JSON object, or names a field not in ``fields``.
+    """
+    if not raw.strip():
+        return {}
+    doc = decode_json(raw, "*")
+    if not isinstance(doc, dict):
+        raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
+    for key in doc:
+        if _snake(key) not in fields:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
+                "field.",
+                key,
+            )
+    return doc
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -487,20 +511,7 @@ class Handler(BaseHTTPRequestHandler):
         raise ApiError("NOT_FOUND", f"no such resource: {path} (the emulator serves {served})")
 
     def _empty_body(self, raw: bytes, action: str) -> dict[str, Any]:
-        if not raw.strip():
-            return {}
-        doc = decode_json(raw, "*")
-        if not isinstance(doc, dict):
-            raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
-        for key in doc:
-            if _snake(key) not in _BODY_FIELDS.get(action, ()):
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
-                    "field.",
-                    key,
-                )
-        return doc
+        return object_body(raw, _BODY_FIELDS.get(action, ()))
 
     def _act(self, route: Route, params: dict[str, str], query: Query, raw: bytes) -> Any:
         service = self.server.service

@@ -28,10 +28,8 @@ import hashlib
 import json
 import logging
 import re
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -52,6 +50,7 @@ from google.longrunning import operations_pb2
 from kfp_spot import executors, fs, validation
 from kfp_spot.jobs.client import Endpoint as ApiEndpoint
 from kfp_spot.jobs.client import make_client, resolve_endpoint
+from kfp_spot.jobs.signals import cancel_on_signals
 from kfp_spot.jobs.spec import LaunchInputError
 
 log = logging.getLogger(__name__)
@@ -295,27 +294,6 @@ def _check_artifacts(uri: str, image: executors.PredictionImage) -> None:
         )
 
 
-@contextlib.contextmanager
-def _interrupt_on_signals() -> Iterator[None]:
-    """Turn the first SIGTERM/SIGINT into DeployInterruptedError (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired = {"done": False}
-
-    def handler(signum: int, _frame: object) -> None:
-        if not fired["done"]:
-            fired["done"] = True
-            raise DeployInterruptedError(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:
     """The error's status as a name (``BAD_REQUEST``, ``NOT_FOUND``), as the REST client has it."""
     if exc.grpc_status_code is not None:
@@ -417,7 +395,7 @@ class Deployer:
             DeployFailedError: the service refused or failed a step (its message).
             DeployInterruptedError: after cancelling (and if need be undeploying) on a signal.
         """
-        with _interrupt_on_signals():
+        with cancel_on_signals(DeployInterruptedError):
             recorded = self._recorded()
             model = self._model(recorded)
             endpoint = self._endpoint(recorded)

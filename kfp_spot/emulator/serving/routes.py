@@ -29,7 +29,7 @@ from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import ApiError, decode_json
 from kfp_spot.emulator.jobs import message_json
-from kfp_spot.emulator.server import Reply, Request, Route
+from kfp_spot.emulator.server import Reply, Request, Route, object_body
 from kfp_spot.emulator.serving.api import ServingService
 
 _PARENT = r"projects/[^/]+/locations/[^/]+"
@@ -72,23 +72,6 @@ ROUTES: tuple[Route, ...] = (
 _EMPTY_BODIES = {"cancel_operation": {"name"}, "wait_operation": {"name", "timeout"}}
 
 
-def _object(raw: bytes, allowed: set[str], what: str) -> dict[str, Any]:
-    """A small JSON object body whose keys are all in ``allowed`` (``{}`` for no body)."""
-    if not raw.strip():
-        return {}
-    doc = decode_json(raw, "*")
-    if not isinstance(doc, dict):
-        raise ApiError("INVALID_ARGUMENT", f"Invalid JSON payload received: {what} is an object")
-    for key in doc:
-        if re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key) not in allowed:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.',
-                key,
-            )
-    return doc
-
-
 class ServingRoutes:
     """The serving APIs as a route set of the emulator's HTTP server."""
 
@@ -121,7 +104,7 @@ class ServingRoutes:
             status, answer, headers = svc.raw_predict(params["name"], raw, request.content_type)
             return Reply(status, answer, headers)
         if action in _EMPTY_BODIES:
-            _object(raw, _EMPTY_BODIES[action], "the request")
+            object_body(raw, _EMPTY_BODIES[action])
         if action == "upload":
             return _operation_json(svc.upload_model(params["parent"], body()))
         if action in ("list_models", "list_endpoints"):
@@ -162,7 +145,7 @@ class ServingRoutes:
         if action == "undeploy":
             return _operation_json(svc.undeploy_model(params["name"], body()))
         if action == "preempt":
-            doc = _object(raw, {"replica"}, "the :preempt body")
+            doc = object_body(raw, ("replica",))
             replica = doc.get("replica")
             if replica is not None and (not isinstance(replica, int) or isinstance(replica, bool)):
                 raise ApiError(
