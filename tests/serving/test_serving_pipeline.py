@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
 import pytest
 from google.cloud.aiplatform_v1 import EndpointServiceClient, PredictionServiceClient
 
+from kfp_spot import accounting
 from kfp_spot.emulator import Emulator
 from kfp_spot.jobs.client import make_client, resolve_endpoint
 from kfp_spot.pipelines import catalog
-from kfp_spot.pipelines.local_run import EXAMPLE_SOURCE, LOCAL_LOCATION, LOCAL_PROJECT, run_local
+from kfp_spot.pipelines.local_run import (
+    EXAMPLE_SOURCE,
+    LOCAL_LOCATION,
+    LOCAL_PROJECT,
+    run_local,
+    summarize,
+)
 from tests.serving.conftest import wait_for
 
 
@@ -31,6 +39,18 @@ def test_the_gated_model_is_served_on_spot_and_predicts_what_the_checkpoint_does
         r["onDemandCost"] for r in result.serving
     )
     assert "## Serving replicas (serving ledger)" in (tmp_path / "report.md").read_text()
+    # ... from the one accounting summary, which run.json keeps and the printout shows.
+    serving = result.serving_summary
+    assert serving is not None and serving.spot_lives == len(result.serving) >= 2
+    recorded = json.loads((tmp_path / "run.json").read_text())["serving_accounting"]
+    assert recorded["replica_lives"] == len(result.serving)
+    assert recorded["cost_usd"] == serving.costs.paid_usd < recorded["cost_on_demand_usd"]
+    printed = summarize(result)
+    assert (
+        f"serving:            {len(serving.lives)} replica lives ({serving.spot_lives} on Spot)"
+        in printed
+    )
+    assert f"serving cost:       {accounting.describe_cost(serving.costs)}" in printed
 
     # The run's emulator stopped with the run; on its state dir the deployment comes back.
     with Emulator(tmp_path / "emulator", grace_period=1.0) as emu:
