@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kfp-spot-installed
 
-.PHONY: demo test lint format compile image test-images container-engine clean
+.PHONY: demo test lint typecheck format compile image test-images container-engine clean
 
 # podman settings this machine needs (cgroupfs, runc, no ulimits); yours win when you set it.
 CONTAINERS_CONF ?= $(CURDIR)/tools/containers.conf
@@ -26,11 +26,15 @@ demo: $(STAMP)
 test: $(STAMP) test-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 compile: $(STAMP)
 	$(BIN)/kfp-spot compile

@@ -13,5 +13,6 @@ def __getattr__(name: str) -> str:
     if name in __all__:
         from kfp_spot import version
 
-        return getattr(version, name)
+        value: str = getattr(version, name)
+        return value
     raise AttributeError(f"module 'kfp_spot' has no attribute {name!r}")

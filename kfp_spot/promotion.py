@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot import fs, validation
+from kfp_spot.artifacts import Artifact
 from kfp_spot.validation.inputs import report_input_errors
 
 RECORD_NAME = "PROMOTION.json"
@@ -101,7 +102,7 @@ def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -
     return destination_uri
 
 
-def component_entry(model: Any, metrics: Any, promoted_model: Any) -> str:
+def component_entry(model: Artifact, metrics: Artifact, promoted_model: Artifact) -> str:
     """Adapter for the KFP component: artifacts in, artifact out (duck-typed, no kfp import).
 
     In a KFP task a bad input ends the task with one line naming it (no traceback).

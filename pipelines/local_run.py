@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kfp_spot import accounting, checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.jobs.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
 from kfp_spot.reports import run_from_json, write_report
 from kfp_spot.reports.summary import percent, preemptions_text
@@ -25,8 +26,6 @@ from kfp_spot.reports.summary import summarize as summarize_run
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
 
-LOCAL_PROJECT = "local-project"
-LOCAL_LOCATION = "us-central1"
 EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
 
 
@@ -125,6 +124,7 @@ def run_local(
     from kfp import components, local
 
     from kfp_spot.emulator import Emulator
+    from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
     from kfp_spot.pipelines.spot_training import spot_training
 
     run_dir = Path(run_dir).resolve()
@@ -155,6 +155,7 @@ def run_local(
         )
         disrupted = disruption(emu, checkpoint_root) if disruption else contextlib.nullcontext()
         with (
+            gcp_placeholders_as_text(),  # the launch's GCPC placeholders: settled by the launcher
             shown.watching(emulator_jobs(emu), latest_step(checkpoint_root)),
             CheckpointPreemptionDrill(
                 checkpoint_root, running_attempts, emu.preempt, count=preemptions

@@ -1,4 +1,5 @@
-"""Shared fixtures: a local GCS emulator (gcp-storage-emulator) on a free loopback port."""
+"""Shared fixtures: a local GCS emulator (gcp-storage-emulator) on a free loopback port, and
+kfp.local passing GCPC's pipeline placeholders through (as ``kfp-spot run`` has it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _gcp_placeholders_as_text():
+    """kfp.local cannot parse the launch component's GCPC placeholder defaults without it.
+
+    See kfp_spot.pipelines.local_placeholders; tests/jobs/test_pipeline_placeholders.py shows
+    kfp.local failing without it.
+    """
+    from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
+
+    with gcp_placeholders_as_text():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """`kfp-spot jobs list|describe` against the emulator through the real JobServiceClient."""
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -20,6 +22,7 @@ def emulator_with_job(tmp_path):
         job = build_custom_job(
             JobInputs(
                 project="cli-project",
+                location="us-central1",
                 display_name="listed-job",
                 package_uris=[str(tmp_path / "missing.tar.gz")],
                 python_module="trainer.task",
@@ -58,3 +61,35 @@ def test_describe_of_an_unknown_job_is_one_clear_error(emulator_with_job):
     result = CliRunner().invoke(main, ["jobs", "describe", missing, "--api-endpoint", emu.endpoint])
     assert result.exit_code == 1
     assert "NOT_FOUND" in result.output
+
+
+def test_a_status_api_core_has_no_class_for_is_one_clear_error():
+    # api_core keeps a status it has no exception class for as a plain int on the exception; the
+    # error must still be one line, not an AttributeError traceback.
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = json.dumps({"error": {"code": 599, "message": "cannot process"}}).encode()
+            self.send_response(599)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{httpd.server_address[1]}"
+        name = f"{PARENT}/customJobs/1"
+        result = CliRunner().invoke(main, ["jobs", "describe", name, "--api-endpoint", endpoint])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=30)
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("kfp-spot: error: 599: GET ")
+    assert "cannot process" in result.output
+    assert "Traceback" not in result.output

@@ -6,6 +6,7 @@ import pytest
 from kfp import dsl, local
 
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
+from kfp_spot.components.prepare_package import PreparePackageOp
 from kfp_spot.components.promote_model import PromoteModelOp
 
 
@@ -48,4 +49,12 @@ def test_promote_model_reports_a_missing_model_in_one_line(local_runner, tmp_pat
     out = _task_output(capfd)
     assert "promote_model input 'model':" in out
     assert "is missing or empty; expected the training job's model directory" in out
+    assert "Traceback" not in out
+
+
+def test_prepare_package_reports_a_missing_source_in_one_line(local_runner, tmp_path, capfd):
+    with pytest.raises(RuntimeError):
+        PreparePackageOp(source=str(tmp_path / "no-such-source"), staging_uri=str(tmp_path / "s"))
+    out = _task_output(capfd)
+    assert "source:" in out and "no-such-source" in out
     assert "Traceback" not in out

@@ -8,15 +8,15 @@ from kfp_spot.components.factory import component
 
 @component
 def deploy_spot_endpoint(
-    project: str,
     endpoint: Output[VertexEndpoint],
     vertex_model: Output[VertexModel],
     gcp_resources: OutputPath(str),
+    project: str = "{{$.pipeline_google_cloud_project_id}}",
     model: Input[Model] = None,
     artifact_uri: str = "",
     uploaded_model: Input[VertexModel] = None,
     target_endpoint: Input[VertexEndpoint] = None,
-    location: str = "us-central1",
+    location: str = "{{$.pipeline_google_cloud_location}}",
     model_display_name: str = "kfp-spot-model",
     endpoint_display_name: str = "kfp-spot-endpoint",
     deployed_model_display_name: str = "",
@@ -58,7 +58,8 @@ def deploy_spot_endpoint(
     an outage until it does.
 
     Args:
-        project: Google Cloud project ID (any name on the local emulator).
+        project: Google Cloud project ID; default: the pipeline's (as GCPC's ModelUploadOp),
+            ``local-project`` on the local emulator when nothing fills it in.
         endpoint: Output. The endpoint (``google.VertexEndpoint``; metadata ``resourceName``,
             ``deployedModelId``, ``spot``, ``machineType``, ``minReplicaCount``).
         vertex_model: Output. The uploaded model (``google.VertexModel``, ``resourceName``
@@ -72,7 +73,8 @@ def deploy_spot_endpoint(
             ``ModelUploadOp`` output) to deploy instead of uploading ``model``.
         target_endpoint: An existing endpoint (e.g. GCPC's ``EndpointCreateOp`` output) to
             deploy to; empty: a new endpoint (reused by a retry of this task).
-        location: Vertex AI region, e.g. ``us-central1``.
+        location: Vertex AI region, e.g. ``europe-west4``; default: the pipeline's region
+            (``us-central1`` on the local emulator when nothing fills it in).
         model_display_name: Display name of the uploaded model.
         endpoint_display_name: Display name of a new endpoint.
         deployed_model_display_name: Display name of the DeployedModel (empty: the model's).

@@ -7,12 +7,12 @@ from kfp_spot.components.factory import component
 
 @component
 def launch_spot_job(
-    project: str,
     checkpoint: Output[Artifact],
     model: Output[Model],
     job_report: Output[Metrics],
     gcp_resources: OutputPath(str),
-    location: str = "us-central1",
+    project: str = "{{$.pipeline_google_cloud_project_id}}",
+    location: str = "{{$.pipeline_google_cloud_location}}",
     display_name: str = "kfp-spot-training",
     package: Input[Artifact] = None,
     python_module: str = "",
@@ -31,6 +31,12 @@ def launch_spot_job(
     base_output_directory: str = "",
     service_account: str = "",
     network: str = "",
+    reserved_ip_ranges: list = [],
+    psc_interface_config: dict = {},
+    encryption_spec_key_name: str = "",
+    tensorboard: str = "",
+    enable_web_access: bool = False,
+    persistent_resource_id: str = "{{$.pipeline_persistent_resource_id}}",
     labels: dict = {},
     timeout: str = "604800s",
     restart_job_on_worker_restart: bool = False,
@@ -54,8 +60,12 @@ def launch_spot_job(
     waiting, so the Vertex console links it, a restarted launcher reattaches instead of submitting a
     duplicate, and cancelling the pipeline cancels the job.
 
+    Inputs that GCPC's ``CustomTrainingJobOp`` also takes have its names and defaults: ``project``,
+    ``location`` and ``persistent_resource_id`` default to the pipeline's (filled in by Vertex AI
+    Pipelines; elsewhere see docs/launcher.md), and the pipeline run's labels are added to the job's
+    so its cost is attributed to the run.
+
     Args:
-        project: Google Cloud project ID the job runs in.
         checkpoint: Output. The job's checkpoint directory (``<base>/checkpoints``, the training
             code's ``AIP_CHECKPOINT_DIR``); metadata ``latest_step`` (-1 when none) and
             ``manifest_digest`` of the newest committed step.
@@ -63,8 +73,11 @@ def launch_spot_job(
         job_report: Output. Metrics: attempts, preemptions, resubmissions, billable_seconds,
             work_lost_seconds, cost_spot_usd, cost_on_demand_usd, savings_usd, goodput; the full
             per-attempt report is the artifact's file (JSON).
-        gcp_resources: Output. The CustomJob in GCPC's GcpResources JSON.
-        location: Vertex AI region, e.g. ``us-central1``.
+        gcp_resources: Output. Every CustomJob the task created, oldest first, in GCPC's
+            GcpResources JSON (one resource per job; the last is the latest).
+        project: Google Cloud project the job runs in. Default: the pipeline's project.
+        location: Vertex AI region the job runs in, e.g. ``europe-west4``. Default: the
+            pipeline's region.
         display_name: The CustomJob's display name.
         package: A training package from prepare_package: ``uri`` is the staged sdist; metadata
             ``package_uris`` (all URIs for the job) and ``python_module``.
@@ -83,11 +96,24 @@ def launch_spot_job(
         boot_disk_size_gb: Boot disk size in GB.
         worker_pool_specs: Full WorkerPoolSpec dicts for distributed training; replaces the
             machine inputs. Pools without code get the package or container from the inputs.
-        base_output_directory: Where the job writes (``AIP_*`` directories). Empty: a directory
-            next to this task's outputs.
-        service_account: The service account the job runs as.
+        base_output_directory: Where the job writes (``AIP_*`` directories): ``gs://BUCKET/PATH``
+            (``/gcs/BUCKET/PATH`` is taken as ``gs://BUCKET/PATH``; the local emulator also takes
+            an absolute path). Empty: a directory next to this task's outputs.
+        service_account: The service account the job runs as (required with ``tensorboard``).
         network: VPC network to peer, ``projects/{number}/global/networks/{name}``.
-        labels: Labels of the CustomJob.
+        reserved_ip_ranges: Names of reserved IP ranges of that network to deploy the job in,
+            e.g. ``["vertex-ai-ip-range"]``.
+        psc_interface_config: Private Service Connect interface (PSC-I) of the job:
+            ``{"networkAttachment": ..., "dnsPeeringConfigs": [{"domain", "targetProject",
+            "targetNetwork"}]}``.
+        encryption_spec_key_name: Cloud KMS key (CMEK) that encrypts the job's resources,
+            ``projects/P/locations/REGION/keyRings/R/cryptoKeys/K``, in the job's region.
+        tensorboard: Vertex AI TensorBoard the job uploads its logs to,
+            ``projects/P/locations/L/tensorboards/ID``.
+        enable_web_access: Interactive shell access to the training containers.
+        persistent_resource_id: ID of a persistent resource (same project and region) to run on.
+            Default: the pipeline's persistent resource, none when it has none.
+        labels: Labels of the CustomJob (the pipeline run's system labels are added; yours win).
         timeout: Longest the job may run, e.g. ``3600s`` (default 7 days).
         restart_job_on_worker_restart: Restart the whole job when a worker restarts.
         disable_retries: Ask Vertex AI not to retry the job on internal errors.

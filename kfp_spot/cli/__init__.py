@@ -7,6 +7,7 @@ line on stderr and exit with code 2 (click's usage-error convention).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -17,11 +18,18 @@ from kfp_spot.version import __version__
 class _OneLineErrors(click.Group):
     """Usage errors as one line on stderr (exit 2); other refusals one line too (exit 1)."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("standalone_mode", True) is False:
-            return super().main(*args, **kwargs)
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if standalone_mode is False:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
             click.echo(f"kfp-spot: error: {exc.format_message()}{hint}", err=True)

@@ -14,6 +14,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -21,7 +22,9 @@ import click
 DEFAULT_STATE_DIR = "kfp-spot-runs/emulator"
 
 
-def _seconds_list(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple:
+def _seconds_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[float, ...]:
     if not value:
         return ()
     out = []
@@ -50,7 +53,9 @@ def _vm_offsets(
     return out
 
 
-def _capacity(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def _capacity(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> int | dict[str, int] | None:
     if not value:
         return None
     if value.isdigit():
@@ -136,7 +141,7 @@ def start(
     preempt_vm_at: dict[str, tuple[float, ...]],
     preempt_vm_every: float | None,
     vm_downtime: float,
-    capacity: Any,
+    capacity: int | dict[str, int] | None,
     env_cache_dir: str | None,
 ) -> None:
     """Serve the emulator in the foreground until SIGINT or SIGTERM."""
@@ -144,7 +149,7 @@ def start(
 
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -220,8 +225,9 @@ def _job_name(base: str, job: str) -> str:
             param_hint="JOB_NAME",
         )
     for item in _call("GET", f"{base}/emulator/v1/customJobs").get("customJobs", []):
-        if item["name"].rsplit("/", 1)[-1] == job:
-            return item["name"]
+        name = str(item["name"])
+        if name.rsplit("/", 1)[-1] == job:
+            return name
     raise click.ClickException(f"the emulator at {base} has no job with id {job}")
 
 

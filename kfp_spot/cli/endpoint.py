@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -17,7 +18,7 @@ from kfp_spot.cli.jobs import _ENDPOINT_HELP, _call
 _NAME_HELP = "projects/PROJECT/locations/LOCATION/endpoints/ID"
 
 
-def _client(kind: str, location: str, api_endpoint: str):
+def _client(kind: str, location: str, api_endpoint: str) -> Any:
     from google.auth import exceptions as auth_exceptions
     from google.cloud.aiplatform_v1 import EndpointServiceClient, PredictionServiceClient
 

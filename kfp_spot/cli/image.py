@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kfp_spot.version import RUNTIME_IMAGE, __version__
 
+if TYPE_CHECKING:
+    from kfp_spot.image import Engine
 
-def _engine(name: str | None):
+
+def _engine(name: str | None) -> Engine:
     from kfp_spot import image
 
     try:
@@ -118,7 +122,7 @@ def list_() -> None:
     for ref, record in records.items():
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.time))
         flag = "" if record.version == __version__ else f" (not {__version__})"
-        click.echo(f"{record.kind:<6} {ref} kfp-spot {record.version}{flag} {when}")
+        click.echo(f"{record.kind.value:<6} {ref} kfp-spot {record.version}{flag} {when}")
 
 
 COMMANDS = [image]

@@ -7,13 +7,22 @@ regional Vertex endpoint by default, the emulator with ``--api-endpoint http://1
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1 import JobServiceClient
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 _ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in LOCATION)."
 
 
-def _client(location: str, api_endpoint: str):
+def _client(location: str, api_endpoint: str) -> JobServiceClient:
     from google.auth import exceptions as auth_exceptions
 
     from kfp_spot.jobs.client import make_job_client, resolve_endpoint
@@ -31,19 +40,29 @@ def _client(location: str, api_endpoint: str):
         ) from exc
 
 
-def _call(fn, *args, **kwargs):
+def _status_name(code: int | None) -> str:
+    """``NOT_FOUND`` for 404; the number for a status HTTP does not name (api_core keeps an int)."""
+    if code is None:
+        return "ERROR"
+    try:
+        return HTTPStatus(code).name
+    except ValueError:
+        return str(code)
+
+
+def _call(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
     import requests
     from google.api_core import exceptions
 
     try:
         return fn(*args, **kwargs)
     except exceptions.GoogleAPICallError as exc:
-        status = exc.code.name if exc.code else "ERROR"
-        raise click.ClickException(f"{status}: {exc.message}") from exc
+        raise click.ClickException(f"{_status_name(exc.code)}: {exc.message}") from exc
     except requests.exceptions.ConnectionError as exc:
+        url = exc.request.url if exc.request is not None else None
         raise click.ClickException(
-            f"cannot reach the API endpoint ({exc.request.url.split('/v1/')[0]}): is it running?"
-            if exc.request is not None
+            f"cannot reach the API endpoint ({url.split('/v1/')[0]}): is it running?"
+            if url
             else f"cannot reach the API endpoint: {exc}"
         ) from exc
 

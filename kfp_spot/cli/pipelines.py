@@ -134,10 +134,10 @@ def submit(template: Path, **vertex_options: Any) -> None:
     _submit_to_vertex(template, **vertex_options)
 
 
-def _parse_params(params: tuple[str, ...]) -> dict:
+def _parse_params(params: tuple[str, ...]) -> dict[str, Any]:
     import json
 
-    values = {}
+    values: dict[str, Any] = {}
     for item in params:
         name, sep, raw = item.partition("=")
         if not sep or not name:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
+from kfp_spot.artifacts import Artifact
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation.core import evaluate
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
@@ -15,7 +17,7 @@ from kfp_spot.evaluation.report import render
 log = logging.getLogger(__name__)
 
 
-def latest_step_of(metadata: Any) -> int | None:
+def latest_step_of(metadata: Mapping[str, Any] | None) -> int | None:
     """The ``latest_step`` a checkpoint artifact records (kfp.local returns ints as floats)."""
     value = (metadata or {}).get("latest_step")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
@@ -25,15 +27,15 @@ def latest_step_of(metadata: Any) -> int | None:
 
 def component_entry(
     *,
-    checkpoint: Any,
-    package: Any,
-    metrics: Any,
-    classification_metrics: Any,
-    report: Any,
+    checkpoint: Artifact,
+    package: Artifact,
+    metrics: Artifact,
+    classification_metrics: Artifact,
+    report: Artifact,
     entry_point: str = "trainer.evaluate:evaluate",
-    params: dict | None = None,
+    params: dict[str, Any] | None = None,
     step: str = "latest",
-    thresholds: dict | None = None,
+    thresholds: dict[str, Any] | None = None,
     fallback_to_previous: bool = False,
     allow_foreign_layout: bool = False,
 ) -> bool:

@@ -80,7 +80,7 @@ def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
         match = _BOUND_RE.fullmatch(bound)
         value = _number(match.group(2)) if match else None
-        if value is None:
+        if match is None or value is None:
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
         out.append(Threshold(metric, match.group(1) or ">=", value))
     return out

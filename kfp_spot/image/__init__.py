@@ -15,6 +15,7 @@ from kfp_spot.image.build import (
     push_image,
 )
 from kfp_spot.image.records import (
+    ImageKind,
     ImageRecord,
     ImageRecordsError,
     UnpublishedImageError,
@@ -30,6 +31,7 @@ __all__ = [
     "EXAMPLES_IMAGE",
     "Engine",
     "ImageBuildError",
+    "ImageKind",
     "ImageRecord",
     "ImageRecordsError",
     "UnpublishedImageError",

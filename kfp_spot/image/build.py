@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kfp_spot.image.records import BUILT, PUSHED, ImageRecord, remember
+from kfp_spot.image.records import ImageKind, ImageRecord, remember
 from kfp_spot.version import RUNTIME_IMAGE, __version__
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class Engine:
 
     def run(
         self, *args: str, capture: bool = True, stdin: bytes | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[bytes]:
         """Run ``<engine> ARGS``; raise :class:`ImageBuildError` with its output on failure."""
         proc = subprocess.run(
             [self.name, *args],
@@ -119,8 +119,8 @@ class BuildResult:
     reused: bool
 
 
-def _run(cmd: Sequence[str], what: str, **kwargs) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, **kwargs)
+def _run(cmd: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
         raise ImageBuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
@@ -249,7 +249,8 @@ def ensure_debian_base(engine: Engine, progress: Callable[[str], None]) -> str:
                 [engine.name, "import", "-", DEBIAN_BASE], stdin=tar.stdout, capture_output=True
             )
         finally:
-            tar.stdout.close()
+            if tar.stdout is not None:  # always, with stdout=PIPE
+                tar.stdout.close()
             tar.wait()
         if engine_proc.returncode != 0 or tar.returncode != 0:
             raise ImageBuildError(
@@ -326,7 +327,7 @@ def build_image(
                 args += ["--build-arg", f"BASE_IMAGE={base_image}"]
             engine.run(*args, "-t", reference, str(context))
         images[reference] = engine.inspect(reference, "{{.Id}}")
-    remember(ImageRecord(tag, BUILT, __version__, images[tag]))
+    remember(ImageRecord(tag, ImageKind.BUILT, __version__, images[tag]))
     return BuildResult(images, reused)
 
 
@@ -379,7 +380,7 @@ def push_image(
             repo_digests = engine.inspect(destination, '{{join .RepoDigests "\\n"}}')
             digest = next((d.split("@", 1)[1] for d in repo_digests.splitlines() if "@" in d), "")
     record = ImageRecord(
-        destination, PUSHED, version, engine.inspect(destination, "{{.Id}}"), digest
+        destination, ImageKind.PUSHED, version, engine.inspect(destination, "{{.Id}}"), digest
     )
     remember(record)
     return record

@@ -16,6 +16,7 @@ pushed" from "never built".
 from __future__ import annotations
 
 import contextlib
+import enum
 import fcntl
 import json
 import os
@@ -28,8 +29,17 @@ from typing import Any
 from kfp_spot import fs
 from kfp_spot.version import RUNTIME_IMAGE, __version__, published_runtime_image
 
-BUILT = "built"
-PUSHED = "pushed"
+
+class ImageKind(str, enum.Enum):
+    """How an image came to be recorded (its value is what ``images.json`` holds)."""
+
+    BUILT = "built"  # kfp-spot image build
+    PUSHED = "pushed"  # kfp-spot image push
+
+    def __str__(self) -> str:
+        return self.value
+
+
 # Where a team's image usually goes; the fix in every refusal names it.
 EXAMPLE_DESTINATION = "REGION-docker.pkg.dev/PROJECT/REPO/kfp-spot"
 
@@ -48,7 +58,8 @@ class ImageRecord:
 
     Attributes:
         reference: the image reference (``REPOSITORY:TAG``).
-        kind: ``built`` (``kfp-spot image build``) or ``pushed`` (``kfp-spot image push``).
+        kind: built (``kfp-spot image build``) or pushed (``kfp-spot image push``); a string
+            (the records file's form) is accepted and converted.
         version: the kfp-spot version inside the image.
         image_id: the engine's image ID.
         digest: the manifest digest the registry answered (pushed images only).
@@ -56,11 +67,19 @@ class ImageRecord:
     """
 
     reference: str
-    kind: str
+    kind: ImageKind
     version: str
     image_id: str
     digest: str = ""
     time: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        # Raises ValueError for a kind no kfp-spot writes (a damaged records file).
+        object.__setattr__(self, "kind", ImageKind(self.kind))
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as ``images.json`` holds it."""
+        return {**asdict(self), "kind": self.kind.value}
 
 
 def records_path() -> Path:
@@ -106,7 +125,7 @@ def remember(record: ImageRecord, path: str | os.PathLike[str] | None = None) ->
     with _locked(path):
         records = load_records(path)
         records[record.reference] = record
-        data = {"images": {ref: asdict(r) for ref, r in sorted(records.items())}}
+        data = {"images": {ref: r.to_json() for ref, r in sorted(records.items())}}
         fs.atomic_write(str(path), json.dumps(data, indent=1).encode())
 
 
@@ -134,7 +153,7 @@ def template_images(template: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def _problem(image: str, records: Mapping[str, ImageRecord]) -> str | None:
     record = records.get(image)
-    if record is not None and record.kind == PUSHED:
+    if record is not None and record.kind is ImageKind.PUSHED:
         if record.version == __version__:
             return None
         pushed = time.strftime("%Y-%m-%d", time.localtime(record.time))

@@ -42,6 +42,11 @@ class Endpoint:
     base_url: str  # scheme://host[:port] for REST URLs and gcp_resources
     local: bool  # the emulator (plain HTTP, anonymous) rather than Vertex AI
 
+    @property
+    def target(self) -> validation.Target:
+        """Whose rules a job sent here must pass (the rules module's view of this endpoint)."""
+        return validation.EMULATOR if self.local else validation.VERTEX_AI
+
     def resource_uri(self, name: str) -> str:
         """The URI of resource ``name`` as GCPC writes it in gcp_resources."""
         return f"{self.base_url}/v1/{name}"
@@ -117,6 +122,15 @@ def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
     if scheme == "http":
         return Endpoint(f"http://{host}", f"http://{host}", local=True)
     return Endpoint(host, f"https://{host}", local=False)
+
+
+def is_emulator_endpoint(api_endpoint: str) -> bool:
+    """Whether ``api_endpoint`` is the local emulator's (no location needed to tell).
+
+    Raises:
+        LaunchInputError: naming ``api_endpoint`` when it is malformed.
+    """
+    return bool(api_endpoint) and resolve_endpoint("", api_endpoint).local
 
 
 def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> ClientT:

@@ -10,11 +10,14 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot import fs, validation
+from kfp_spot.jobs import pipeline_context
+from kfp_spot.jobs.client import is_emulator_endpoint
 from kfp_spot.jobs.launcher import (
     Launcher,
     LaunchFailedError,
@@ -164,8 +167,26 @@ def default_base_directory(checkpoint_uri: str) -> str:
             "empty, and no checkpoint output URI to derive it from; set it to a gs:// URI",
         )
     parent = _parent_uri(checkpoint_uri)
-    local = fs.to_local_path(parent)
+    local = fs.to_local_path(parent)  # kfp.local's outputs: relative to this process, made absolute
     return fs.join(local if local is not None else parent, JOB_DIR_NAME)
+
+
+def base_output_directory(given: str, checkpoint_uri: str) -> str:
+    """The job's base output directory: ``given``, or one next to this task's outputs.
+
+    ``/gcs/BUCKET/PATH`` becomes ``gs://BUCKET/PATH``; a relative path or another scheme is
+    refused (:func:`kfp_spot.validation.normalize_output_uri`). Whether the service takes an
+    absolute local path is for the job's target to say (only the local emulator does).
+
+    Raises:
+        LaunchInputError: naming ``base_output_directory``.
+    """
+    base = given or default_base_directory(checkpoint_uri)
+    try:
+        return validation.normalize_output_uri(base)
+    except validation.InvalidValueError as exc:
+        derived = "" if given else f" (derived from the checkpoint output {checkpoint_uri!r})"
+        raise LaunchInputError("base_output_directory", f"{exc}{derived}") from None
 
 
 def _set_outputs(result: LaunchResult, checkpoint: Any, model: Any, job_report: Any) -> None:
@@ -206,10 +227,14 @@ def build_request(**inputs: Any) -> LaunchRequest:
         raise LaunchInputError("gcp_resources", "an output path is required")
     package_uris, python_module = _package(inputs.get("package"), _str(inputs, "python_module"))
     checkpoint_uri = str(getattr(checkpoint, "uri", "") or "")
-    base = _str(inputs, "base_output_directory") or default_base_directory(checkpoint_uri)
-    local = fs.to_local_path(base)
-    if local is not None:
-        base = local  # the job runs elsewhere: never a path relative to this process
+    base = base_output_directory(_str(inputs, "base_output_directory"), checkpoint_uri)
+    api_endpoint = _str(inputs, "api_endpoint")
+    # GCPC's placeholders reach us unresolved outside Vertex AI Pipelines: settled per target.
+    emulator = is_emulator_endpoint(api_endpoint)
+    resolved = {
+        name: checked(name, pipeline_context.resolve, name, _str(inputs, name), emulator=emulator)
+        for name in ("project", "location", "persistent_resource_id")
+    }
     resume = inputs.get("resume_from")
     resume_uri = str(getattr(resume, "uri", "") or "") if resume is not None else ""
     if resume is not None and not resume_uri:
@@ -220,8 +245,8 @@ def build_request(**inputs: Any) -> LaunchRequest:
             f"expected a checkpoint directory on gs:// or a local path, got {resume_uri!r}",
         )
     job_inputs = JobInputs(
-        project=_str(inputs, "project"),
-        location=_str(inputs, "location"),
+        project=resolved["project"],
+        location=resolved["location"],
         display_name=_str(inputs, "display_name"),
         package_uris=package_uris,
         python_module=python_module,
@@ -245,12 +270,20 @@ def build_request(**inputs: Any) -> LaunchRequest:
         restart_job_on_worker_restart=_bool(inputs, "restart_job_on_worker_restart"),
         disable_retries=_bool(inputs, "disable_retries"),
         max_wait_duration=_given(inputs, "max_wait_duration"),
+        tensorboard=_str(inputs, "tensorboard"),
+        enable_web_access=_bool(inputs, "enable_web_access"),
+        reserved_ip_ranges=_json_value(inputs, "reserved_ip_ranges", list),
+        encryption_spec_key_name=_str(inputs, "encryption_spec_key_name"),
+        persistent_resource_id=resolved["persistent_resource_id"],
+        psc_interface_config=_json_value(inputs, "psc_interface_config", dict),
     )
     # KFP lists and dicts may hold numbers: argv, environment and label values are their text.
     job_inputs.command = [str(a) for a in job_inputs.command]
     job_inputs.args = [str(a) for a in job_inputs.args]
     job_inputs.env = {str(k): str(v) for k, v in job_inputs.env.items()}
     job_inputs.labels = {str(k): str(v) for k, v in job_inputs.labels.items()}
+    # The pipeline run's labels, so the job's cost is attributed to the run (as GCPC does).
+    job_inputs.labels = pipeline_context.merge_system_labels(job_inputs.labels, os.environ)
     policy = RecoveryPolicy(
         max_resubmissions=_int(inputs, "max_resubmissions"),
         fallback_after=_int(inputs, "fallback_after"),
@@ -269,7 +302,7 @@ def build_request(**inputs: Any) -> LaunchRequest:
         gcp_resources_path=str(gcp_resources_path),
         run_key=checkpoint_uri or str(gcp_resources_path),
         policy=policy,
-        api_endpoint=_str(inputs, "api_endpoint"),
+        api_endpoint=api_endpoint,
         poll_interval_seconds=poll,
         resume_from=resume_uri,
     )

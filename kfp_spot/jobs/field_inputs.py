@@ -51,6 +51,12 @@ JOB_FIELD_INPUTS = {
     "jobSpec.baseOutputDirectory": "base_output_directory",
     "jobSpec.serviceAccount": "service_account",
     "jobSpec.network": "network",
+    "jobSpec.tensorboard": "tensorboard",
+    "jobSpec.enableWebAccess": "enable_web_access",
+    "jobSpec.reservedIpRanges": "reserved_ip_ranges",
+    "jobSpec.persistentResourceId": "persistent_resource_id",
+    "jobSpec.pscInterfaceConfig": "psc_interface_config",
+    "encryptionSpec": "encryption_spec_key_name",
 }
 _POOL_PATH = re.compile(r"jobSpec\.workerPoolSpecs\[(\d+)\]\.?(.*)")
 _INDEX = re.compile(r"\[\d+\]")
@@ -84,7 +90,7 @@ def input_for_field(field_path: str, inputs: JobInputs) -> str:
     if match is None:
         if inputs.worker_pool_specs and field_path.startswith("jobSpec.workerPoolSpecs"):
             return "worker_pool_specs"
-        return _longest_prefix(field_path, JOB_FIELD_INPUTS) or field_path
+        return _longest_prefix(_INDEX.sub("", field_path), JOB_FIELD_INPUTS) or field_path
     index, rest = int(match.group(1)), match.group(2)
     relative = _INDEX.sub("", rest)
     if inputs.worker_pool_specs:

@@ -21,7 +21,7 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud.aiplatform_v1.types import CustomJob, JobState
 
 from kfp_spot import checkpoints
-from kfp_spot.jobs import gcp_resources
+from kfp_spot.jobs import gcp_resources, reattach
 from kfp_spot.jobs.backend import Backend, backend_for
 from kfp_spot.jobs.client import resolve_endpoint
 from kfp_spot.jobs.outcome import (
@@ -44,7 +44,6 @@ from kfp_spot.jobs.recovery import (
 from kfp_spot.jobs.report import JobReport, build_report, pools_of
 from kfp_spot.jobs.resume import seed_checkpoint
 from kfp_spot.jobs.service import (
-    SUBMISSION_LABEL,
     JobService,
     ServiceUnreachableError,
 )
@@ -160,7 +159,9 @@ class Launcher:
         if self.request.resume_from:
             extra_env[RESUME_ENV] = self.request.resume_from
         # Built and checked against the service's rules (kfp_spot.validation), errors naming inputs.
-        job = build_custom_job(inputs, strategy="SPOT", extra_env=extra_env)
+        job = build_custom_job(
+            inputs, strategy="SPOT", extra_env=extra_env, target=self.endpoint.target
+        )
         if self.request.resume_from:
             try:
                 self.resumed_from = seed_checkpoint(
@@ -173,24 +174,11 @@ class Launcher:
 
     def _load_or_start_state(self) -> LaunchState:
         state = load_state(self.state_path, self.request.run_key)
-        attached = gcp_resources.read_job_name(self.request.gcp_resources_path)
+        recorded = gcp_resources.read_job_names(self.request.gcp_resources_path)
         if state is None:
             state = LaunchState(self.request.run_key, self.clock())
-        if attached and attached not in {s.job_name for s in state.submissions}:
-            # gcp_resources outlived the state (another base directory, or a lost write): adopt it.
-            try:
-                job = self.service.get(attached)
-            except api_exceptions.NotFound:
-                log.warning("gcp_resources names %s, which the service does not know", attached)
-                return state
-            state.submissions.append(
-                Submission(
-                    token=job.labels.get(SUBMISSION_LABEL, ""),
-                    strategy=strategy_name(job),
-                    job_name=attached,
-                    submitted_at=self.clock(),
-                )
-            )
+        # gcp_resources outlived the state (another base directory, or a lost write): adopt.
+        reattach.adopt(state, recorded, self.service, self.clock)
         if state.submissions:
             log.info(
                 "reattaching: %d earlier submission(s), the last %s",
@@ -297,7 +285,8 @@ class Launcher:
                 self._save()
                 log.info("submitted %s (%s)", job.name, current.strategy)
             gcp_resources.write(
-                self.request.gcp_resources_path, self.endpoint.resource_uri(current.job_name)
+                self.request.gcp_resources_path,
+                [self.endpoint.resource_uri(s.job_name) for s in subs if s.job_name],
             )
             self.watcher.watch(current.job_name, current.strategy, current.submitted_at)
             job = self.service.wait(

@@ -62,7 +62,7 @@ class Classified:
 def state_name(value: int) -> str:
     """The JobState name of ``value`` (a number the API added after this client: ``STATE_<n>``)."""
     try:
-        return JobState(value).name
+        return str(JobState(value).name)
     except ValueError:
         return f"STATE_{int(value)}"
 

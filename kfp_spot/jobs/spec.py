@@ -14,14 +14,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from google.cloud.aiplatform_v1.types import CustomJob, WorkerPoolSpec
+from google.cloud.aiplatform_v1.types import CustomJob, PscInterfaceConfig, WorkerPoolSpec
 from google.cloud.aiplatform_v1.types import accelerator_type as gca_accelerator_type
 from google.cloud.aiplatform_v1.types import custom_job as gca_custom_job
 from google.protobuf import json_format
 
 from kfp_spot import fs, validation
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
+from kfp_spot.jobs import pipeline_context
 from kfp_spot.jobs.field_inputs import input_for_field
+from kfp_spot.jobs.pipeline_context import (
+    LOCATION_PLACEHOLDER,
+    PERSISTENT_RESOURCE_ID_PLACEHOLDER,
+    PROJECT_ID_PLACEHOLDER,
+)
 
 # The strategies a launcher may submit with (the API also knows ON_DEMAND and LOW_COST, which are
 # deprecated aliases of STANDARD and SPOT).
@@ -57,10 +63,13 @@ class JobInputs:
 
     The field defaults are the launch_spot_job component's defaults (one source: the component's
     signature and ``entry.build_request`` are checked against them by tests/jobs/test_defaults.py).
+    ``project``, ``location`` and ``persistent_resource_id`` default, as in GCPC, to the pipeline's
+    (GCPC's placeholders, filled in by Vertex AI Pipelines; :mod:`kfp_spot.jobs.pipeline_context`
+    settles them elsewhere before a job is built).
     """
 
-    project: str
-    location: str = "us-central1"
+    project: str = PROJECT_ID_PLACEHOLDER
+    location: str = LOCATION_PLACEHOLDER
     display_name: str = "kfp-spot-training"
     package_uris: Sequence[str] = ()
     python_module: str = ""
@@ -84,6 +93,26 @@ class JobInputs:
     restart_job_on_worker_restart: bool = False
     disable_retries: bool = False
     max_wait_duration: str = DEFAULT_MAX_WAIT
+    # GCPC's CustomTrainingJobOp inputs, with its names and defaults.
+    tensorboard: str = ""
+    enable_web_access: bool = False
+    reserved_ip_ranges: Sequence[str] = ()
+    encryption_spec_key_name: str = ""
+    persistent_resource_id: str = PERSISTENT_RESOURCE_ID_PLACEHOLDER
+    psc_interface_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+# Inputs of one type each (lists and dicts are checked with their items).
+_STRING_INPUTS = (
+    "display_name",
+    "python_module",
+    "container_image_uri",
+    "executor_image_uri",
+    "tensorboard",
+    "encryption_spec_key_name",
+    "persistent_resource_id",
+)
+_BOOL_INPUTS = ("restart_job_on_worker_restart", "disable_retries", "enable_web_access")
 
 
 def checked(name: str, check: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -126,12 +155,18 @@ def check_inputs(inputs: JobInputs) -> None:
     Raises:
         LaunchInputError: on the first bad input.
     """
+    for name in ("project", "location"):  # entry.build_request settles placeholders first
+        checked(name, pipeline_context.resolve, name, getattr(inputs, name), emulator=False)
     checked("project", validation.check_project_id, inputs.project)
     checked("location", validation.check_region, inputs.location)
-    for name in ("display_name", "python_module", "container_image_uri", "executor_image_uri"):
+    for name in _STRING_INPUTS:
         if not isinstance(getattr(inputs, name), str):
             raise LaunchInputError(name, f"expected a string, got {_show(getattr(inputs, name))}")
-    for name in ("args", "command"):
+    for name in _BOOL_INPUTS:
+        if not isinstance(getattr(inputs, name), bool):
+            shown = _show(getattr(inputs, name))
+            raise LaunchInputError(name, f"expected true or false, got {shown}")
+    for name in ("args", "command", "reserved_ip_ranges"):
         value = getattr(inputs, name)
         if not _is_list(value) or not all(isinstance(a, str) for a in value):
             raise LaunchInputError(name, f"expected a list of strings, got {_show(value)}")
@@ -156,7 +191,24 @@ def check_inputs(inputs: JobInputs) -> None:
         checked("labels", validation.check_label, key, value)
     parse_duration("timeout", inputs.timeout, allow_zero=False)
     parse_duration("max_wait_duration", inputs.max_wait_duration)
-    for name in ("args", "command", "env", "labels", "worker_pool_specs"):
+    if not isinstance(inputs.psc_interface_config, Mapping):
+        raise LaunchInputError(
+            "psc_interface_config",
+            f"expected a PscInterfaceConfig dict, got {_show(inputs.psc_interface_config)}",
+        )
+    if inputs.encryption_spec_key_name:
+        key_region = checked(
+            "encryption_spec_key_name",
+            validation.check_kms_key_name,
+            inputs.encryption_spec_key_name,
+        )
+        if key_region != inputs.location:
+            raise LaunchInputError(
+                "encryption_spec_key_name",
+                f"the key is in {key_region!r} but the job runs in {inputs.location!r}: Vertex AI "
+                "needs a key in the job's own region",
+            )
+    for name in ("args", "command", "env", "labels", "worker_pool_specs", "psc_interface_config"):
         checked(name, validation.check_nesting, getattr(inputs, name))
     for name in JobInputs.__dataclass_fields__:
         checked(name, validation.check_text, getattr(inputs, name))
@@ -204,14 +256,20 @@ def _show(value: Any) -> str:
     return validation.show(value)
 
 
-def check_job(job: CustomJob, inputs: JobInputs) -> None:
-    """The service's rules on ``job`` (:func:`kfp_spot.validation.validate_for_submission`).
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def check_job(
+    job: CustomJob, inputs: JobInputs, target: validation.Target = validation.VERTEX_AI
+) -> None:
+    """The rules of ``target`` on ``job`` (:func:`kfp_spot.validation.validate_for_submission`).
 
     Raises:
         LaunchInputError: naming the input that set the offending field, the rule, and the field.
     """
     try:
-        validation.validate_for_submission(job)
+        validation.validate_for_submission(job, target)
     except validation.InvalidJobSpecError as exc:
         raise LaunchInputError(
             input_for_field(exc.field, inputs), f"{exc.message} (CustomJob field {exc.field})"
@@ -250,9 +308,23 @@ def _parse_pool(index: int, pool: Any) -> WorkerPoolSpec:
     except json_format.ParseError as exc:
         raise LaunchInputError(
             f"worker_pool_specs[{index}]",
-            f"not a WorkerPoolSpec (camelCase or snake_case fields of the Vertex API): {exc}",
+            f"not a WorkerPoolSpec (camelCase or snake_case fields of the Vertex API): "
+            f"{_one_line(exc)}",
         ) from exc
     return WorkerPoolSpec.wrap(message)
+
+
+def _psc_interface_config(value: Mapping[str, Any]) -> PscInterfaceConfig:
+    message = PscInterfaceConfig.pb(PscInterfaceConfig())
+    try:
+        json_format.ParseDict(dict(value), message)
+    except json_format.ParseError as exc:
+        raise LaunchInputError(
+            "psc_interface_config",
+            "not a PscInterfaceConfig (networkAttachment, dnsPeeringConfigs: [{domain, "
+            f"targetProject, targetNetwork}}]; camelCase or snake_case): {_one_line(exc)}",
+        ) from exc
+    return PscInterfaceConfig.wrap(message)
 
 
 def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]:
@@ -306,7 +378,11 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
 
 
 def build_custom_job(
-    inputs: JobInputs, *, strategy: str = "SPOT", extra_env: Mapping[str, str] | None = None
+    inputs: JobInputs,
+    *,
+    strategy: str = "SPOT",
+    extra_env: Mapping[str, str] | None = None,
+    target: validation.Target = validation.VERTEX_AI,
 ) -> CustomJob:
     """Build the CustomJob for ``inputs`` with ``jobSpec.scheduling.strategy = strategy``.
 
@@ -314,6 +390,8 @@ def build_custom_job(
         inputs: the launch inputs.
         strategy: SPOT, STANDARD or FLEX_START.
         extra_env: environment the launcher adds for every replica (user ``env`` wins on a clash).
+        target: whose rules the job must pass (:data:`kfp_spot.validation.VERTEX_AI`, or
+            :data:`~kfp_spot.validation.EMULATOR` for the local emulator).
 
     Returns:
         The CustomJob, ready for ``JobServiceClient.create_custom_job``.
@@ -348,12 +426,28 @@ def build_custom_job(
         job_spec["service_account"] = inputs.service_account
     if inputs.network:
         job_spec["network"] = inputs.network
+    # GCPC's inputs, as its launcher sends them: an empty value leaves the field out.
+    if inputs.tensorboard:
+        job_spec["tensorboard"] = inputs.tensorboard
+    if inputs.enable_web_access:
+        job_spec["enable_web_access"] = True
+    if inputs.reserved_ip_ranges:
+        job_spec["reserved_ip_ranges"] = list(inputs.reserved_ip_ranges)
+    persistent_resource_id = pipeline_context.resolve(
+        "persistent_resource_id", inputs.persistent_resource_id, emulator=False
+    )
+    if persistent_resource_id:
+        job_spec["persistent_resource_id"] = persistent_resource_id
+    if inputs.psc_interface_config:
+        job_spec["psc_interface_config"] = _psc_interface_config(inputs.psc_interface_config)
     job = CustomJob(
         display_name=inputs.display_name,
         job_spec=job_spec,
         labels={str(k): str(v) for k, v in inputs.labels.items()},
     )
-    check_job(job, inputs)
+    if inputs.encryption_spec_key_name:
+        job.encryption_spec.kms_key_name = inputs.encryption_spec_key_name
+    check_job(job, inputs, target)
     return job
 
 

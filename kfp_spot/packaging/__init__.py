@@ -6,7 +6,6 @@ KFP; ``component_entry`` adapts it to the component's artifacts.
 
 from kfp_spot.packaging.component import component_entry
 from kfp_spot.packaging.core import (
-    MAX_PACKAGE_URIS,
     PackageInfo,
     check_package_uris,
     prepare_package,
@@ -21,6 +20,7 @@ from kfp_spot.packaging.errors import (
     PackagingError,
     SourceError,
 )
+from kfp_spot.validation import MAX_PACKAGE_URIS
 
 __all__ = [
     "MAX_PACKAGE_URIS",

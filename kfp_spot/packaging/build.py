@@ -20,16 +20,17 @@ import zipfile
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from kfp_spot import fs
 from kfp_spot.packaging.errors import BuildError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # a dependency on Python 3.10
+    import tomli as tomllib
 
 # 1980-01-01: the earliest time a zip file (a wheel) can hold.
 SOURCE_DATE_EPOCH = 315532800
@@ -52,12 +53,13 @@ def sha256_of(path: Path) -> str:
     return fs.sha256_file(path)
 
 
-def _pyproject(project: Path) -> dict:
+def _pyproject(project: Path) -> dict[str, Any]:
     path = project / "pyproject.toml"
     if not path.exists():
         return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        return doc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BuildError("source", f"pyproject.toml is not valid TOML: {exc}") from exc
 
@@ -89,7 +91,7 @@ def unmet_requirements(requirements: list[str]) -> list[str]:
     return unmet
 
 
-def tool_config(project: Path) -> dict:
+def tool_config(project: Path) -> dict[str, Any]:
     """The ``[tool.kfp-spot]`` table of the project's pyproject.toml (empty when absent)."""
     return dict((_pyproject(project).get("tool") or {}).get("kfp-spot") or {})
 
@@ -158,7 +160,8 @@ def normalize_sdist(path: Path) -> None:
     with tarfile.open(path, "r:gz") as src:
         members = []
         for member in src.getmembers():
-            data = src.extractfile(member).read() if member.isfile() else None
+            handle = src.extractfile(member) if member.isfile() else None
+            data = handle.read() if handle is not None else None
             members.append((member, data))
     buffer = io.BytesIO()
     # gzip header: no file name, mtime 0, so only the tar bytes matter.

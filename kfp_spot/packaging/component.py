@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from kfp_spot.artifacts import Artifact
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
 from kfp_spot.packaging.core import prepare_package
+from kfp_spot.packaging.errors import PackagingError
+from kfp_spot.validation.inputs import report_input_errors
 
 
 class PrepareOutputs(NamedTuple):
@@ -18,13 +21,13 @@ class PrepareOutputs(NamedTuple):
 def component_entry(
     *,
     source: str,
-    package: Any,
+    package: Artifact,
     staging_uri: str = "",
     python_module: str = "",
     build_wheel: bool = False,
-    extra_package_uris: list | None = None,
+    extra_package_uris: list[str] | None = None,
     check_import: bool = False,
-    requirements: list | None = None,
+    requirements: list[str] | None = None,
     include_kfp_spot: bool = True,
     executor_image_uri: str = DEFAULT_EXECUTOR_IMAGE,
 ) -> PrepareOutputs:
@@ -45,21 +48,26 @@ def component_entry(
 
     Returns:
         The package URIs for the CustomJob (trainer first).
+
+    Raises:
+        PackagingError: naming the input at fault (in a KFP task: the task ends with that one
+            line, no traceback).
     """
     if not logging.getLogger().handlers:  # the task log shows what was built and staged
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     staging = staging_uri or package.uri
-    info = prepare_package(
-        source,
-        staging,
-        python_module=python_module,
-        build_wheel=build_wheel,
-        extra_package_uris=list(extra_package_uris or []),
-        check_import=check_import,
-        requirements=list(requirements or []),
-        include_kfp_spot=include_kfp_spot,
-        executor_image_uri=executor_image_uri or DEFAULT_EXECUTOR_IMAGE,
-    )
+    with report_input_errors(PackagingError):  # in a KFP task: one line naming the input
+        info = prepare_package(
+            source,
+            staging,
+            python_module=python_module,
+            build_wheel=build_wheel,
+            extra_package_uris=list(extra_package_uris or []),
+            check_import=check_import,
+            requirements=list(requirements or []),
+            include_kfp_spot=include_kfp_spot,
+            executor_image_uri=executor_image_uri or DEFAULT_EXECUTOR_IMAGE,
+        )
     package.uri = info.uri
     package.metadata.update(info.metadata())
     package.metadata["staging_uri"] = info.uri.rsplit("/", 3)[0]

@@ -19,7 +19,7 @@ import shutil
 import stat
 import tarfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +88,7 @@ def _is_archive(name: str) -> bool:
     return name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def _ignore(root: str):
+def _ignore(root: str) -> Callable[[str, list[str]], set[str]]:
     def ignore(directory: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n in _IGNORED_NAMES or n.endswith(_IGNORED_SUFFIXES)}
         if os.path.abspath(directory) == os.path.abspath(root):
@@ -203,7 +203,7 @@ def _check_zip(zf: zipfile.ZipFile, label: str) -> None:
             raise _too_big(label, f"more than {MAX_ARCHIVE_BYTES // 2**20} MiB")
 
 
-def _safe_tar_members(tf: tarfile.TarFile, label: str):
+def _safe_tar_members(tf: tarfile.TarFile, label: str) -> Iterator[tarfile.TarInfo]:
     count = total = 0
     while (member := tf.next()) is not None:
         count += 1

@@ -33,7 +33,7 @@ import logging
 import re
 import sys
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -128,8 +128,8 @@ def imports_of(source: str, module: str = "", is_package: bool = False) -> list[
                 for stmt in child.body:
                     visit_stmt(stmt, True)
                 for part in (child.handlers, child.orelse, child.finalbody):
-                    for stmt in part:
-                        visit_stmt(stmt, optional)
+                    for inner in part:
+                        visit_stmt(inner, optional)
             else:
                 visit_stmt(child, optional)
 
@@ -176,14 +176,14 @@ def _closure(root: Path) -> tuple[dict[str, Path], dict[str, bool]]:
         name = pending.pop()
         if name in modules:
             continue
-        path = _module_file(root, name)
-        if path is None:
+        found = _module_file(root, name)
+        if found is None:
             continue  # ``from kfp_spot.x import attr``: attr is not a module
-        modules[name] = path
+        modules[name] = found
         parts = name.split(".")
         pending.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages
         for imported, optional in imports_of(
-            path.read_text("utf-8"), name, path.stem == "__init__"
+            found.read_text("utf-8"), name, found.stem == "__init__"
         ):
             top = imported.split(".")[0]
             if top == PACKAGE:
@@ -194,7 +194,7 @@ def _closure(root: Path) -> tuple[dict[str, Path], dict[str, bool]]:
     return modules, external
 
 
-def _owner(module: str, top_map: dict[str, list[str]]) -> str | None:
+def _owner(module: str, top_map: Mapping[str, list[str]]) -> str | None:
     """The distribution that provides ``module`` here (namespace packages resolved by files)."""
     top = module.split(".")[0]
     candidates = sorted(set(top_map.get(top, ())))
@@ -224,7 +224,10 @@ def _full_pins() -> tuple[dict[str, Requirement], str]:
         except InvalidRequirement:
             continue
         pins.setdefault(canonicalize_name(req.name), req)
-    return pins, dist.metadata.get("Requires-Python") or ">=3.10"
+    meta = dist.metadata
+    # PackageMetadata has no .get() before Python 3.12 (its Message does; the protocol does not).
+    requires_python = meta["Requires-Python"] if "Requires-Python" in meta else ""  # noqa: SIM401
+    return pins, requires_python or ">=3.10"
 
 
 def _pinned(name: str, pins: dict[str, Requirement], extra: str = "") -> str:

@@ -58,11 +58,11 @@ class _Router(io.TextIOBase):
         self._fd = fd
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIOBase: a settable attribute
         return "utf-8"
 
     @property
-    def errors(self) -> str:  # type: ignore[override]
+    def errors(self) -> str:  # type: ignore[override]  # TextIOBase: a settable attribute
         return "replace"
 
     def writable(self) -> bool:

@@ -8,6 +8,7 @@ come from is :mod:`kfp_spot.progress.localrun`'s business.
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,16 @@ _ATTEMPT_ENDS = {
 }
 
 
+class TaskStatus(enum.Enum):
+    """Where a task of the run is."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CACHED = "cached"
+
+
 @dataclass
 class TaskRecord:
     """A task of the run as the monitor saw it.
@@ -42,14 +53,14 @@ class TaskRecord:
         name: kfp.local's task name.
         started: monotonic time it started.
         ended: monotonic time it ended (None while it runs).
-        status: ``RUNNING``, ``SUCCEEDED``, ``FAILED``, ``SKIPPED`` or ``CACHED``.
+        status: where it is.
         log: its own log file, when it has one.
     """
 
     name: str
     started: float
     ended: float | None = None
-    status: str = "RUNNING"
+    status: TaskStatus = TaskStatus.RUNNING
     log: Path | None = None
 
 
@@ -148,15 +159,15 @@ class RunMonitor:
             self.poll()  # attempts that ended before the task are told first
             task = self.tasks.setdefault(name, TaskRecord(name, now, log=log))
             task.ended = now
-            task.status = "SUCCEEDED" if event.ok else "FAILED"
+            task.status = TaskStatus.SUCCEEDED if event.ok else TaskStatus.FAILED
             took = seconds(now - task.started)
             self._emit(f"{name} succeeded in {took}" if event.ok else f"{name} FAILED after {took}")
         elif event.kind == "skipped":
-            self.tasks[name] = TaskRecord(name, now, now, "SKIPPED", log)
+            self.tasks[name] = TaskRecord(name, now, now, TaskStatus.SKIPPED, log)
             shown = ", ".join(self.groups.get(name, ())) or name
             self._emit(f"{shown} skipped" + (f": {event.detail}" if event.detail else ""))
         elif event.kind == "cached":
-            self.tasks[name] = TaskRecord(name, now, now, "CACHED", log)
+            self.tasks[name] = TaskRecord(name, now, now, TaskStatus.CACHED, log)
             self._emit(f"{name} cached: not run again")
         elif event.kind == "pipeline_finished":
             self.poll()
@@ -165,7 +176,7 @@ class RunMonitor:
 
     def failed_tasks(self) -> list[TaskRecord]:
         """The tasks that failed, in the order they started."""
-        return [t for t in self.tasks.values() if t.status == "FAILED"]
+        return [t for t in self.tasks.values() if t.status is TaskStatus.FAILED]
 
     def failure_lines(self, limit: int = 20) -> list[str]:
         """For each failed task: its name, its log and what it printed about the error."""
@@ -230,7 +241,7 @@ class RunMonitor:
         """The live status: elapsed time, running tasks, the job's attempt, the checkpoint."""
         with self._lock:
             now = self._clock()
-            running = [t for t in self.tasks.values() if t.status == "RUNNING"]
+            running = [t for t in self.tasks.values() if t.status is TaskStatus.RUNNING]
             if not running:
                 return ""
             parts = [f"[{clock(now - self._start)}] " + ", ".join(t.name for t in running)]

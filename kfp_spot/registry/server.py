@@ -25,7 +25,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from kfp_spot.registry.store import (
@@ -181,7 +181,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _error(400, "INVALID_ARGUMENT", f"tag body is not JSON: {exc}") from exc
         if not isinstance(doc, dict):
             raise _error(400, "INVALID_ARGUMENT", "tag body must be a JSON object")
-        return doc.get("version", "")
+        version = doc.get("version", "")
+        # Not a string: the store refuses it as a missing version.
+        return version if isinstance(version, str) else ""
 
     def _api(
         self, store: RegistryStore, repo: Repository, rest: list[str], query: dict[str, str]
@@ -285,7 +287,7 @@ class RegistryServer:
     @property
     def url(self) -> str:
         """``http://HOST:PORT``."""
-        host = self._httpd.server_address[0]
+        host = cast(str, self._httpd.server_address[0])  # AF_INET: (host, port)
         return f"http://{host}:{self.port}"
 
     def repository_url(self, project: str = "local", repo: str = "templates") -> str:

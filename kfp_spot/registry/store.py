@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -94,8 +94,9 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    # Only files this store wrote (each a JSON object) are read back.
     with open(path, "rb") as handle:
-        return json.loads(handle.read())
+        return cast("dict[str, Any]", json.loads(handle.read()))
 
 
 def pipeline_name(content: bytes) -> str:

@@ -48,8 +48,10 @@ from google.cloud.aiplatform_v1.types import (
 from google.longrunning import operations_pb2
 
 from kfp_spot import executors, fs, validation
+from kfp_spot.jobs import pipeline_context
 from kfp_spot.jobs.client import Endpoint as ApiEndpoint
-from kfp_spot.jobs.client import make_client, resolve_endpoint
+from kfp_spot.jobs.client import is_emulator_endpoint, make_client, resolve_endpoint
+from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.jobs.signals import cancel_on_signals
 from kfp_spot.jobs.spec import LaunchInputError
 
@@ -86,8 +88,8 @@ class DeployInterruptedError(BaseException):
 class DeployRequest:
     """Everything one deployment needs (see the component's docstring for each input)."""
 
-    project: str
-    location: str = "us-central1"
+    project: str = PROJECT_ID_PLACEHOLDER
+    location: str = LOCATION_PLACEHOLDER
     artifact_uri: str = ""
     uploaded_model: str = ""
     endpoint: str = ""
@@ -132,6 +134,8 @@ def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
     """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called."""
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
+    if not request.location:
+        raise DeployInputError("location", "is required: a Vertex AI region such as us-central1")
     try:
         validation.check_project_id(request.project)
     except validation.InvalidValueError as exc:
@@ -322,9 +326,20 @@ class Deployer:
         self.request = request
         self.api: ApiEndpoint
         try:
+            # GCPC's placeholders reach us unresolved outside Vertex AI Pipelines: settled per
+            # target, as the launcher settles them (local-project/us-central1 on the emulator).
+            emulator = is_emulator_endpoint(request.api_endpoint)
+            for name in ("project", "location"):
+                try:
+                    value = pipeline_context.resolve(
+                        name, getattr(request, name), emulator=emulator
+                    )
+                except validation.InvalidValueError as exc:
+                    raise DeployInputError(name, str(exc)) from None
+                setattr(request, name, value)
             self.api = resolve_endpoint(request.location, request.api_endpoint)
         except LaunchInputError as exc:
-            raise DeployInputError("api_endpoint", exc.reason) from None
+            raise DeployInputError(exc.field, exc.reason) from None
         self.model_pb, self.deployed_pb = _check(request, local=self.api.local)
         self.parent = f"projects/{request.project}/locations/{request.location}"
         self.key = hashlib.sha256(request.run_key.encode()).hexdigest()[:32]

@@ -40,9 +40,10 @@ def input_defaults() -> dict[str, Any]:
 _DEFAULTS = input_defaults()
 
 
-def _text(inputs: Mapping[str, Any], name: str) -> str:
+def _text(inputs: Mapping[str, Any], name: str, *, empty_is_default: bool = True) -> str:
     value = inputs.get(name)
-    return str(_DEFAULTS.get(name, "") if value is None or value == "" else value)
+    missing = value is None or (empty_is_default and value == "")
+    return str(_DEFAULTS.get(name, "") if missing else value)
 
 
 def _seconds(inputs: Mapping[str, Any], name: str) -> float:
@@ -127,8 +128,9 @@ def build_request(**inputs: Any) -> DeployRequest:
     endpoint_out = inputs.get("endpoint")
     gcp_resources = str(inputs.get("gcp_resources") or "")
     return DeployRequest(
-        project=_text(inputs, "project"),
-        location=_text(inputs, "location"),
+        # An empty project or location is a mistake, not "the pipeline's" (the placeholder).
+        project=_text(inputs, "project", empty_is_default=False),
+        location=_text(inputs, "location", empty_is_default=False),
         artifact_uri=artifact_uri,
         uploaded_model=_resource_name(inputs.get("uploaded_model"), "uploaded_model"),
         endpoint=_resource_name(inputs.get("target_endpoint"), "target_endpoint"),

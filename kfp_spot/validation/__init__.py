@@ -8,12 +8,20 @@
   project IDs, durations, nesting depth) and Vertex's limits (100 package URIs, 4 worker pools,
   ...). Packaging, the launcher's input checks and ``kfp-spot submit`` use these.
 - :mod:`~kfp_spot.validation.regions`: Vertex AI's regions, plus ``KFP_SPOT_EXTRA_REGIONS``.
+- :mod:`~kfp_spot.validation.storage`: where a job writes (``gs://``, ``/gcs/``, and the local
+  paths that are the emulator's extension).
+
+Where the local emulator's rules differ from Vertex AI's, a :class:`Target` (:data:`VERTEX_AI`,
+:data:`EMULATOR`) says so; nothing outside this package decides what the emulator accepts.
 
 Every pattern is matched whole (``re.fullmatch``), so a trailing newline is never accepted.
 """
 
 from kfp_spot.validation.custom_job import (
+    EMULATOR,
+    VERTEX_AI,
     InvalidJobSpecError,
+    Target,
     check_machine_spec,
     validate_custom_job,
     validate_for_submission,
@@ -23,6 +31,11 @@ from kfp_spot.validation.regions import (
     VERTEX_REGIONS,
     check_region,
     known_regions,
+)
+from kfp_spot.validation.storage import (
+    check_bucket,
+    check_output_uri,
+    normalize_output_uri,
 )
 from kfp_spot.validation.values import (
     BOOT_DISK_TYPES,
@@ -35,9 +48,13 @@ from kfp_spot.validation.values import (
     MAX_WORKER_POOLS,
     MIN_BOOT_DISK_GB,
     InvalidValueError,
+    check_kms_key_name,
     check_label,
     check_nesting,
+    check_persistent_resource_id,
     check_project_id,
+    check_reserved_ip_range,
+    check_tensorboard_name,
     check_text,
     is_env_name,
     is_module_name,
@@ -48,6 +65,7 @@ from kfp_spot.validation.values import (
 
 __all__ = [
     "BOOT_DISK_TYPES",
+    "EMULATOR",
     "EXTRA_REGIONS_ENV",
     "MAX_BOOT_DISK_GB",
     "MAX_DISPLAY_NAME",
@@ -57,19 +75,28 @@ __all__ = [
     "MAX_PACKAGE_URIS",
     "MAX_WORKER_POOLS",
     "MIN_BOOT_DISK_GB",
+    "VERTEX_AI",
     "VERTEX_REGIONS",
     "InvalidJobSpecError",
     "InvalidValueError",
+    "Target",
+    "check_bucket",
+    "check_kms_key_name",
     "check_label",
     "check_machine_spec",
     "check_nesting",
+    "check_output_uri",
+    "check_persistent_resource_id",
     "check_project_id",
     "check_region",
+    "check_reserved_ip_range",
+    "check_tensorboard_name",
     "check_text",
     "is_env_name",
     "is_module_name",
     "known_regions",
     "loads_bounded",
+    "normalize_output_uri",
     "parse_duration",
     "show",
     "validate_custom_job",

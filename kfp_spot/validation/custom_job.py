@@ -2,9 +2,16 @@
 
 The emulator calls :func:`validate_custom_job` on every create, so it refuses what Vertex AI
 refuses, with the field named. The launcher calls :func:`validate_for_submission` on the job it
-built before it submits, so a bad spec fails in milliseconds instead of after a round trip; it
-differs in one way only, the same on every backend: a machine type missing from kfp-spot's table
-(a subset of what Vertex offers) is logged and left to the service to judge.
+built before it submits, so a bad spec fails in milliseconds instead of after a round trip; a
+machine type missing from kfp-spot's table (a subset of what Vertex offers) is logged and left to
+the service to judge.
+
+Where the emulator and Vertex AI differ, a :class:`Target` says so, in this module only:
+:data:`VERTEX_AI` and :data:`EMULATOR`. The emulator's one extension is local output paths (its jobs
+run on this machine: :mod:`kfp_spot.validation.storage`); what it lacks is the Vertex AI resources a
+job can name (persistent resources, TensorBoards), so a job naming one is refused there, as Vertex
+refuses a job naming one that does not exist. Resources outside Vertex AI (service accounts, VPC
+networks, Cloud KMS keys) are checked for their form only, by both: the emulator cannot see them.
 
 Field names in errors are protobuf JSON paths (camelCase, as in the REST API), e.g.
 ``jobSpec.workerPoolSpecs[0].machineSpec.machineType``.
@@ -12,12 +19,15 @@ Field names in errors are protobuf JSON paths (camelCase, as in the REST API), e
 
 from __future__ import annotations
 
+import enum
 import logging
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
 from kfp_spot import executors, machines
+from kfp_spot.validation.storage import check_output_uri
 from kfp_spot.validation.values import (
     BOOT_DISK_TYPES,
     MAX_BOOT_DISK_GB,
@@ -28,14 +38,21 @@ from kfp_spot.validation.values import (
     MIN_BOOT_DISK_GB,
     TPU_TOPOLOGY,
     InvalidValueError,
+    check_kms_key_name,
     check_label,
+    check_persistent_resource_id,
+    check_reserved_ip_range,
+    check_tensorboard_name,
     is_env_name,
     is_module_name,
     show,
 )
 
 __all__ = [
+    "EMULATOR",
+    "VERTEX_AI",
     "InvalidJobSpecError",
+    "Target",
     "check_machine_spec",
     "validate_custom_job",
     "validate_for_submission",
@@ -44,8 +61,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _SPOT = int(Scheduling.Strategy.SPOT)
-_STRATEGIES = {int(s): s.name for s in Scheduling.Strategy}
-_ACCELERATORS = frozenset(int(a) for a in AcceleratorType)
+# proto-plus enums are IntEnums (proto ships no types, so mypy sees neither as iterable).
+_STRATEGIES = {int(s): s.name for s in cast("type[enum.IntEnum]", Scheduling.Strategy)}
+_ACCELERATORS = frozenset(int(a) for a in cast("type[enum.IntEnum]", AcceleratorType))
 _ON_DEMAND = "scheduling.strategy ON_DEMAND"  # how a CustomJob leaves Spot
 
 
@@ -63,6 +81,26 @@ class InvalidJobSpecError(ValueError):
         self.message = message
 
 
+@dataclass(frozen=True)
+class Target:
+    """The service a CustomJob is sent to, and where its rules differ from Vertex AI's.
+
+    Attributes:
+        name: how errors call it.
+        local_output_paths: ``baseOutputDirectory`` may be an absolute local path, ``file:///``
+            or ``gs:///ABS/PATH`` (the jobs run on this machine).
+        hosts_vertex_resources: it can hold the persistent resources and TensorBoards a job names.
+    """
+
+    name: str
+    local_output_paths: bool
+    hosts_vertex_resources: bool
+
+
+VERTEX_AI = Target("Vertex AI", local_output_paths=False, hosts_vertex_resources=True)
+EMULATOR = Target("the local emulator", local_output_paths=True, hosts_vertex_resources=False)
+
+
 def _pb(job: Any) -> Any:
     """The raw protobuf message behind a proto-plus message (or the message itself)."""
     pb = getattr(type(job), "pb", None)
@@ -72,8 +110,9 @@ def _pb(job: Any) -> Any:
 def validate_custom_job(job: Any) -> None:
     """Check ``job`` against the rules Vertex AI applies when a CustomJob is created.
 
-    What the emulator enforces: every machine type must be in kfp-spot's table, since the
-    emulator prices and runs only what it knows.
+    What the emulator enforces (:data:`EMULATOR`): every machine type must be in kfp-spot's table,
+    since the emulator prices and runs only what it knows; local output paths are accepted; a
+    persistent resource or TensorBoard is refused (the emulator hosts none).
 
     Args:
         job: a ``google.cloud.aiplatform_v1.types.CustomJob`` (proto-plus) or its raw protobuf.
@@ -81,24 +120,28 @@ def validate_custom_job(job: Any) -> None:
     Raises:
         InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
     """
-    _validate(_pb(job), known_machines_only=True)
+    _validate(_pb(job), known_machines_only=True, target=EMULATOR)
 
 
-def validate_for_submission(job: Any) -> None:
-    """Check ``job`` before it is submitted anywhere: the emulator or Vertex AI alike.
+def validate_for_submission(job: Any, target: Target = VERTEX_AI) -> None:
+    """Check ``job`` before it is submitted to ``target``.
 
-    The same rules as :func:`validate_custom_job`, but kfp-spot's machine table is a subset of
-    what Vertex AI offers, so a machine type the table does not know is logged as a warning and
-    the service decides (the emulator refuses it on create, naming the field, as Vertex does for
-    a type it does not offer). Checks that need the machine's facts are skipped for that pool.
+    The same rules as the service applies, but kfp-spot's machine table is a subset of what Vertex
+    AI offers, so a machine type the table does not know is logged as a warning and the service
+    decides (the emulator refuses it on create, naming the field, as Vertex does for a type it
+    does not offer). Checks that need the machine's facts are skipped for that pool.
+
+    Args:
+        job: the CustomJob (proto-plus or raw protobuf).
+        target: :data:`VERTEX_AI`, or :data:`EMULATOR` for a job bound for the local emulator.
 
     Raises:
         InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
     """
-    _validate(_pb(job), known_machines_only=False)
+    _validate(_pb(job), known_machines_only=False, target=target)
 
 
-def _validate(pb: Any, *, known_machines_only: bool) -> None:
+def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
     if not pb.display_name.strip():
         raise InvalidJobSpecError("displayName", "is required: give the job a non-empty name")
     if len(pb.display_name) > MAX_DISPLAY_NAME:
@@ -107,6 +150,10 @@ def _validate(pb: Any, *, known_machines_only: bool) -> None:
             f"is {len(pb.display_name)} characters long; at most {MAX_DISPLAY_NAME} are allowed",
         )
     _check_labels(pb.labels)
+    if pb.HasField("encryption_spec"):
+        _check_field(
+            "encryptionSpec.kmsKeyName", check_kms_key_name, pb.encryption_spec.kms_key_name
+        )
     if not pb.HasField("job_spec"):
         raise InvalidJobSpecError("jobSpec", "is required and needs at least one workerPoolSpecs")
     spec = pb.job_spec
@@ -129,8 +176,68 @@ def _validate(pb: Any, *, known_machines_only: bool) -> None:
         where = f"jobSpec.workerPoolSpecs[{index}]"
         _check_pool(pool, where, index, spot, known_machines_only)
     if spec.HasField("base_output_directory"):
-        _check_output_uri(spec.base_output_directory.output_uri_prefix)
+        _check_field(
+            "jobSpec.baseOutputDirectory.outputUriPrefix",
+            check_output_uri,
+            spec.base_output_directory.output_uri_prefix,
+            local_paths=target.local_output_paths,
+        )
+    _check_resources(spec, target)
     _check_flex_start_fields(spec)
+
+
+def _check_field(field: str, check: Any, *args: Any, **kwargs: Any) -> None:
+    """Run a value rule, reporting its refusal against ``field``."""
+    try:
+        check(*args, **kwargs)
+    except InvalidValueError as exc:
+        raise InvalidJobSpecError(field, str(exc)) from None
+
+
+def _check_resources(spec: Any, target: Target) -> None:
+    """The other resources a job names: persistent resource, TensorBoard, networking."""
+    if spec.persistent_resource_id:
+        field = "jobSpec.persistentResourceId"
+        _check_field(field, check_persistent_resource_id, spec.persistent_resource_id)
+        if not target.hosts_vertex_resources:
+            raise InvalidJobSpecError(
+                field,
+                f"persistent resource {spec.persistent_resource_id!r} not found: {target.name} "
+                "has no persistent resources (leave it empty to run on fresh VMs)",
+            )
+    if spec.tensorboard:
+        _check_field("jobSpec.tensorboard", check_tensorboard_name, spec.tensorboard)
+        if not spec.service_account:
+            # Vertex: "custom_job.job_spec.service_account must be specified when uploading to
+            # TensorBoard" (the default service agent cannot write to it).
+            raise InvalidJobSpecError(
+                "jobSpec.serviceAccount",
+                "is required when jobSpec.tensorboard is set: TensorBoard uploads run as a "
+                "service account you name (with the Vertex AI TensorBoard writer role)",
+            )
+        if not target.hosts_vertex_resources:
+            raise InvalidJobSpecError(
+                "jobSpec.tensorboard",
+                f"TensorBoard {spec.tensorboard!r} not found: {target.name} has no TensorBoards "
+                "(the job's AIP_TENSORBOARD_LOG_DIR is still set; leave tensorboard empty)",
+            )
+    for i, name in enumerate(spec.reserved_ip_ranges):
+        _check_field(f"jobSpec.reservedIpRanges[{i}]", check_reserved_ip_range, name)
+    if spec.HasField("psc_interface_config"):
+        for i, peering in enumerate(spec.psc_interface_config.dns_peering_configs):
+            where = f"jobSpec.pscInterfaceConfig.dnsPeeringConfigs[{i}]"
+            for name, camel in (
+                ("domain", "domain"),
+                ("target_project", "targetProject"),
+                ("target_network", "targetNetwork"),
+            ):
+                if not getattr(peering, name):
+                    raise InvalidJobSpecError(f"{where}.{camel}", "is required")
+            if not peering.domain.endswith("."):
+                raise InvalidJobSpecError(
+                    f"{where}.domain",
+                    f"{show(peering.domain)} must end with a dot, e.g. 'my-internal-domain.corp.'",
+                )
 
 
 def _check_labels(labels: Any) -> None:
@@ -160,20 +267,7 @@ def _check_scheduling(spec: Any) -> bool:
                 raise InvalidJobSpecError(
                     f"jobSpec.scheduling.{camel}", "must be a non-negative duration, e.g. '3600s'"
                 )
-    return scheduling.strategy == _SPOT
-
-
-def _check_output_uri(uri: str) -> None:
-    field = "jobSpec.baseOutputDirectory.outputUriPrefix"
-    if not uri:
-        raise InvalidJobSpecError(field, "is empty: give a gs:// URI (or a local absolute path)")
-    if uri.startswith(("gs://", "file:///", "/")):
-        return
-    raise InvalidJobSpecError(
-        field,
-        f"{uri!r} is not a Cloud Storage URI: use gs://BUCKET/PATH "
-        "(the local emulator also accepts an absolute path or file:///)",
-    )
+    return bool(scheduling.strategy == _SPOT)
 
 
 def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_only: bool) -> None:
@@ -273,7 +367,7 @@ def _check_python(spec: Any, where: str) -> None:
 
 def _accelerator_name(value: int) -> str:
     try:
-        return AcceleratorType(value).name
+        return str(AcceleratorType(value).name)
     except ValueError:
         return str(value)
 

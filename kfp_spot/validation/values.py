@@ -38,6 +38,25 @@ _PROJECT_ID = r"[a-z][a-z0-9-]{4,28}[a-z0-9]"
 _DOMAIN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+"
 PROJECT_ID = re.compile(rf"(?:{_DOMAIN}:)?{_PROJECT_ID}")
 PROJECT_NUMBER = re.compile(r"[1-9][0-9]{0,19}")
+# PersistentResource IDs (CreatePersistentResourceRequest) and Compute Engine resource names
+# such as reserved IP ranges (RFC 1035) share one form: a lowercase letter, then up to 62 more
+# lowercase letters, digits or '-', not ending with '-'.
+RESOURCE_ID = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
+RESOURCE_ID_FORM = (
+    "1-63 lowercase letters, digits or '-', starting with a letter, not ending with '-'"
+)
+_LOCATION = r"[a-z][a-z0-9-]{0,62}"
+_PROJECT = rf"(?:{_PROJECT_ID}|[1-9][0-9]{{0,19}})"
+# EncryptionSpec.kmsKeyName: projects/P/locations/L/keyRings/R/cryptoKeys/K (Cloud KMS names
+# key rings and keys with 1-63 letters, digits, '_' and '-').
+KMS_KEY_NAME = re.compile(
+    rf"projects/{_PROJECT}/locations/({_LOCATION})/keyRings/[A-Za-z0-9_-]{{1,63}}"
+    r"/cryptoKeys/[A-Za-z0-9_-]{1,63}"
+)
+KMS_KEY_FORM = "projects/PROJECT/locations/REGION/keyRings/KEY_RING/cryptoKeys/KEY"
+# CustomJobSpec.tensorboard: projects/P/locations/L/tensorboards/ID.
+TENSORBOARD_NAME = re.compile(rf"projects/{_PROJECT}/locations/({_LOCATION})/tensorboards/[0-9]+")
+TENSORBOARD_FORM = "projects/PROJECT/locations/REGION/tensorboards/TENSORBOARD_ID"
 _DURATION = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,9}))?(s|m|h|d)?")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
@@ -103,6 +122,55 @@ def check_project_id(value: Any) -> str:
     raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")
 
 
+def check_kms_key_name(value: Any) -> str:
+    """Return the region of a Cloud KMS key name (an ``EncryptionSpec.kmsKeyName``).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    match = KMS_KEY_NAME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidValueError(f"expected a Cloud KMS key name {KMS_KEY_FORM}, got {show(value)}")
+    return match.group(1)
+
+
+def check_tensorboard_name(value: Any) -> str:
+    """Return the region of a Vertex AI TensorBoard resource name.
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    match = TENSORBOARD_NAME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidValueError(
+            f"expected a Vertex AI TensorBoard resource name {TENSORBOARD_FORM}, got {show(value)}"
+        )
+    return match.group(1)
+
+
+def _check_resource_id(value: Any, what: str) -> None:
+    if not isinstance(value, str) or RESOURCE_ID.fullmatch(value) is None:
+        raise InvalidValueError(f"expected {what} ({RESOURCE_ID_FORM}), got {show(value)}")
+
+
+def check_persistent_resource_id(value: Any) -> None:
+    """Refuse a string that is not a PersistentResource ID (the last part of its name).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    _check_resource_id(value, "a persistent resource ID (the ID, not the full resource name)")
+
+
+def check_reserved_ip_range(value: Any) -> None:
+    """Refuse a string that is not the name of a reserved IP range (a Compute Engine address).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    _check_resource_id(value, "the name of a reserved IP range such as 'vertex-ai-ip-range'")
+
+
 def parse_duration(value: Any, *, allow_zero: bool = True) -> float:
     """Seconds in a duration: ``"3600s"``, ``"90m"``, ``"2h"``, ``"1d"`` or a number of seconds.
 
@@ -124,9 +192,9 @@ def parse_duration(value: Any, *, allow_zero: bool = True) -> float:
         if match is None:
             raise InvalidValueError(f"expected {DURATION_FORM}, got {show(value)}")
         whole, fraction, unit = match.groups()
-        seconds = (int(whole) + int(fraction or 0) / 10 ** len(fraction or "")) * _DURATION_UNITS[
-            unit
-        ]
+        seconds: float = (
+            int(whole) + int(fraction or 0) / 10 ** len(fraction or "")
+        ) * _DURATION_UNITS[unit]
     else:
         try:
             seconds = float(value)

@@ -6,6 +6,7 @@ from kfp import dsl
 from kfp.dsl import Artifact, Metrics
 
 from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.pipelines.steps import train_evaluate_promote
 
 
@@ -26,10 +27,10 @@ class Outputs(NamedTuple):
     ),
 )
 def continue_training(
-    project: str,
     source: str,
     checkpoint_uri: str,
-    location: str = "us-central1",
+    project: str = PROJECT_ID_PLACEHOLDER,
+    location: str = LOCATION_PLACEHOLDER,
     staging_uri: str = "",
     python_module: str = "trainer.task",
     training_args: list = [],
@@ -45,10 +46,10 @@ def continue_training(
     """Continues training from ``checkpoint_uri`` and evaluates the result.
 
     Args:
-        project: Google Cloud project that runs the CustomJob.
         source: training code (as for ``spot_training``).
         checkpoint_uri: the earlier run's checkpoint directory (``.../checkpoints``).
-        location: Vertex AI region.
+        project: Google Cloud project that runs the CustomJob; default: the pipeline's.
+        location: Vertex AI region of the CustomJob; default: the pipeline's region.
         staging_uri: where the built package is staged; empty: next to outputs.
         python_module: module the job runs with ``python -m``.
         training_args: arguments passed to the training module.

@@ -6,6 +6,7 @@ from kfp import dsl
 from kfp.dsl import Artifact, Metrics
 
 from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.pipelines.steps import train_evaluate_promote
 
 
@@ -27,9 +28,9 @@ class Outputs(NamedTuple):
     ),
 )
 def spot_training_and_serving(
-    project: str,
     source: str,
-    location: str = "us-central1",
+    project: str = PROJECT_ID_PLACEHOLDER,
+    location: str = LOCATION_PLACEHOLDER,
     staging_uri: str = "",
     python_module: str = "trainer.task",
     training_args: list = [],
@@ -58,9 +59,10 @@ def spot_training_and_serving(
     """Trains on Spot, gates on quality, then serves the promoted model on Spot VMs.
 
     Args:
-        project: Google Cloud project that runs the CustomJob and the endpoint.
         source: training code: a project directory, module directory, script or source archive.
-        location: Vertex AI region.
+        project: Google Cloud project that runs the CustomJob and the endpoint; default: the
+            pipeline's (``local-project`` on the local emulator when not given).
+        location: Vertex AI region of the CustomJob and the endpoint; default: the pipeline's.
         staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
         python_module: module the job runs with ``python -m``.
         training_args: arguments passed to the training module.

@@ -17,6 +17,7 @@ import kfp_spot
 from kfp_spot import RUNTIME_IMAGE, __version__, vertex
 from kfp_spot.cli import main
 from kfp_spot.image import (
+    ImageKind,
     ImageRecord,
     UnpublishedImageError,
     check_template_images,
@@ -174,6 +175,19 @@ def test_records_survive_a_round_trip(records_dir):
     remember(first)
     remember(ImageRecord("h/p/kfp-spot:2", "built", __version__, "sha256:3", time=6.0))
     assert load_records()["h/p/kfp-spot:1"] == first
+    assert load_records()["h/p/kfp-spot:2"].kind is ImageKind.BUILT
     assert sorted(load_records()) == ["h/p/kfp-spot:1", "h/p/kfp-spot:2"]
+    # The file holds the kinds' plain strings (what older kfp-spot versions wrote and read).
+    doc = json.loads((records_dir / "images.json").read_text())
+    assert [r["kind"] for r in doc["images"].values()] == ["pushed", "built"]
     result = CliRunner().invoke(main, ["image", "list"])
     assert result.exit_code == 0 and "pushed h/p/kfp-spot:1" in result.output
+
+
+def test_a_record_of_an_unknown_kind_is_a_corrupt_records_file(records_dir):
+    remember(ImageRecord("h/p/kfp-spot:1", ImageKind.PUSHED, __version__, "sha256:1"))
+    path = records_dir / "images.json"
+    path.write_text(path.read_text().replace('"pushed"', '"pulled"'))
+    result = CliRunner().invoke(main, ["image", "list"])
+    assert result.exit_code == 1
+    assert "images.json is not a kfp-spot image records file" in result.output

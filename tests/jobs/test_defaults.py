@@ -20,8 +20,8 @@ from kfp_spot.pipelines import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT_YAML = ROOT / "components" / "launch_spot_job" / "component.yaml"
-# Inputs with no default (required), artifacts (default None: optional connection) and outputs.
-NOT_PARAMETERS = {"project", "package", "resume_from", "checkpoint", "model", "job_report"}
+# Artifacts (default None: optional connection) and outputs.
+NOT_PARAMETERS = {"package", "resume_from", "checkpoint", "model", "job_report"}
 
 
 def _signature_defaults() -> dict[str, object]:
@@ -90,16 +90,20 @@ def test_build_request_falls_back_to_the_same_defaults(tmp_path):
 
     request = build_request(
         project="test-proj",
+        location="europe-west4",
         container_image_uri="us-docker.pkg.dev/p/r/i:1",
         checkpoint=FakeArtifact(uri=str(tmp_path / "checkpoint")),
         gcp_resources=str(tmp_path / "gcp_resources"),
         timeout=None,  # None and "" mean "not given" (KFP and the CLI send both)
         machine_type="",
+        persistent_resource_id=None,
     )
     expected = JobInputs(
         project="test-proj",
+        location="europe-west4",
         container_image_uri="us-docker.pkg.dev/p/r/i:1",
         base_output_directory=request.inputs.base_output_directory,
+        persistent_resource_id="",  # the placeholder, settled as Vertex does without one
     )
     got = request.inputs
     for name in JobInputs.__dataclass_fields__:

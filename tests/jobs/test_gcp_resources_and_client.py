@@ -33,30 +33,53 @@ def test_bad_endpoints_are_named(bad):
         resolve_endpoint("us-central1", bad)
 
 
-def test_written_file_is_gcpc_format_and_reads_back(tmp_path):
+def _gcpc_file(uris) -> str:
+    """What GCPC's launchers write (GcpResources through json_format.MessageToJson)."""
+    resources = GcpResources()
+    for uri in uris:
+        resource = resources.resources.add()
+        resource.resource_type = "CustomJob"
+        resource.resource_uri = uri
+    return json_format.MessageToJson(resources)
+
+
+def test_one_job_is_written_byte_for_byte_as_gcpc_writes_it(tmp_path):
     path = str(tmp_path / "out" / "gcp_resources")
     uri = resolve_endpoint("us-central1").resource_uri(NAME)
-    gcp_resources.write(path, uri)
+    gcp_resources.write(path, [uri])
     with open(path) as handle:
-        parsed = json_format.Parse(handle.read(), GcpResources())
-    assert [(r.resource_type, r.resource_uri) for r in parsed.resources] == [("CustomJob", uri)]
-    assert gcp_resources.read_job_name(path) == NAME
+        assert handle.read() == _gcpc_file([uri])
+    assert gcp_resources.read_job_names(path) == [NAME]
+
+
+def test_every_job_of_a_launch_is_listed_oldest_first(tmp_path):
+    names = [f"projects/p/locations/europe-west4/customJobs/{i}" for i in (7, 3, 9)]
+    endpoint = resolve_endpoint("europe-west4")
+    path = str(tmp_path / "gcp_resources")
+    gcp_resources.write(path, [endpoint.resource_uri(n) for n in names])
+    with open(path) as handle:
+        parsed = json_format.Parse(handle.read(), GcpResources())  # GCPC's own parser
+    assert [(r.resource_type, r.resource_uri) for r in parsed.resources] == [
+        ("CustomJob", f"https://europe-west4-aiplatform.googleapis.com/v1/{n}") for n in names
+    ]
+    assert gcp_resources.read_job_names(path) == names
 
 
 def test_gcpc_written_file_reads_back(tmp_path):
-    resources = GcpResources()
-    resource = resources.resources.add()
-    resource.resource_type = "CustomJob"
-    resource.resource_uri = f"https://us-central1-aiplatform.googleapis.com/v1/{NAME}"
     path = tmp_path / "gcp_resources"
-    path.write_text(json_format.MessageToJson(resources))
-    assert gcp_resources.read_job_name(str(path)) == NAME
+    path.write_text(_gcpc_file([f"https://us-central1-aiplatform.googleapis.com/v1/{NAME}"]))
+    assert gcp_resources.read_job_names(str(path)) == [NAME]
+
+
+def test_one_string_is_not_taken_for_a_list_of_uris(tmp_path):
+    with pytest.raises(TypeError):
+        gcp_resources.write(str(tmp_path / "g"), f"https://x/v1/{NAME}")
 
 
 def test_missing_or_empty_means_no_job(tmp_path):
-    assert gcp_resources.read_job_name(str(tmp_path / "none")) is None
+    assert gcp_resources.read_job_names(str(tmp_path / "none")) == []
     (tmp_path / "empty").write_text("")
-    assert gcp_resources.read_job_name(str(tmp_path / "empty")) is None
+    assert gcp_resources.read_job_names(str(tmp_path / "empty")) == []
 
 
 @pytest.mark.parametrize(
@@ -65,12 +88,14 @@ def test_missing_or_empty_means_no_job(tmp_path):
         '{"resources": []}',
         "not json",
         '{"resources": [{"resourceType": "BatchPredictionJob", "resourceUri": "x"}]}',
+        '{"resources": ["projects/p/locations/l/customJobs/1"]}',
+        '{"resources": [{"resourceType": "CustomJob", "resourceUri": "https://x/v1/jobs/1"}]}',
     ],
 )
 def test_foreign_content_is_an_error(tmp_path, text):
     (tmp_path / "g").write_text(text)
     with pytest.raises(gcp_resources.GcpResourcesError):
-        gcp_resources.read_job_name(str(tmp_path / "g"))
+        gcp_resources.read_job_names(str(tmp_path / "g"))
 
 
 def test_the_runtime_never_imports_kfp():

@@ -107,6 +107,73 @@ CASES = {
         "at least 1",
     ),
     "pool JSON text": ({"worker_pool_specs": "[{]"}, "worker_pool_specs", "JSON"),
+    # GCPC's inputs.
+    "key not a KMS name": (
+        {"encryption_spec_key_name": "my-key"},
+        "encryption_spec_key_name",
+        "projects/PROJECT/locations/REGION/keyRings/KEY_RING/cryptoKeys/KEY",
+    ),
+    "key in another region": (
+        {
+            "encryption_spec_key_name": (
+                "projects/my-proj/locations/europe-west4/keyRings/r/cryptoKeys/k"
+            )
+        },
+        "encryption_spec_key_name",
+        "the job's own region",
+    ),
+    "tensorboard not a name": (
+        {"tensorboard": "my-board", "service_account": "sa@p.iam.gserviceaccount.com"},
+        "tensorboard",
+        "projects/PROJECT/locations/REGION/tensorboards/TENSORBOARD_ID",
+    ),
+    "tensorboard without service account": (
+        {"tensorboard": "projects/my-proj/locations/us-central1/tensorboards/1"},
+        "service_account",
+        "required when jobSpec.tensorboard is set",
+    ),
+    "persistent resource name for id": (
+        {"persistent_resource_id": "projects/p/locations/us-central1/persistentResources/c"},
+        "persistent_resource_id",
+        "the ID, not the full resource name",
+    ),
+    "reserved range not a name": (
+        {"reserved_ip_ranges": ["10.0.0.0/16"]},
+        "reserved_ip_ranges",
+        "'vertex-ai-ip-range'",
+    ),
+    "reserved ranges not a list": (
+        {"reserved_ip_ranges": {"a": "b"}},
+        "reserved_ip_ranges",
+        "a list",
+    ),
+    "psc unknown field": (
+        {"psc_interface_config": {"attachment": "a"}},
+        "psc_interface_config",
+        "networkAttachment",
+    ),
+    "psc domain without dot": (
+        {
+            "psc_interface_config": {
+                "dnsPeeringConfigs": [
+                    {"domain": "corp", "targetProject": "p", "targetNetwork": "n"}
+                ]
+            }
+        },
+        "psc_interface_config",
+        "must end with a dot",
+    ),
+    "persistent resource on the emulator": (
+        {"persistent_resource_id": "training-cluster"},
+        "persistent_resource_id",
+        "has no persistent resources",
+    ),
+    "web access as text": ({"enable_web_access": "maybe"}, "enable_web_access", "true or false"),
+    # Where the job writes.
+    "relative base": ({"base_output_directory": "out/run"}, "base_output_directory", "gs://"),
+    "s3 base": ({"base_output_directory": "s3://b/run"}, "base_output_directory", "gs://BUCKET"),
+    "bad bucket": ({"base_output_directory": "gs://B_/run"}, "base_output_directory", "bucket"),
+    "gcs root only": ({"base_output_directory": "/gcs/"}, "base_output_directory", "no bucket"),
 }
 
 
@@ -226,8 +293,10 @@ def test_any_value_of_a_rich_input_is_accepted_or_named(tmp_path_factory, name, 
 
     inputs = {
         "project": "test-proj",
+        "location": "us-central1",
         "container_image_uri": "us-docker.pkg.dev/p/r/i:1",
         "api_endpoint": "http://127.0.0.1:9",  # nothing listens: prepare() must not call it
+        "base_output_directory": "gs://bucket/run",  # taken by Vertex AI and the emulator alike
         **outputs,
         name: value,
     }
@@ -280,3 +349,20 @@ def test_an_unknown_machine_type_is_judged_by_the_service_the_emulator_refuses_i
     # The service names the field as Vertex does (snake_case path of the request).
     assert "job_spec.worker_pool_specs[0].machine_spec.machine_type" in str(info.value)
     assert "'n9-imaginary-4' is not in kfp-spot's machine table" in caplog.text
+
+
+def test_a_local_base_bound_for_vertex_is_refused_before_any_call(package, tmp_path):
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+
+    request = build_request(
+        project="test-proj",
+        location="us-central1",
+        package=package,
+        checkpoint=FakeArtifact(uri=str(tmp_path / "task" / "checkpoint")),  # kfp.local's outputs
+        gcp_resources=str(tmp_path / "gcp_resources"),
+    )
+    with pytest.raises(LaunchInputError) as info:
+        Launcher(request).prepare()  # no api_endpoint: Vertex AI, which writes to gs:// only
+    assert info.value.field == "base_output_directory"
+    assert "local emulator's extension" in str(info.value)

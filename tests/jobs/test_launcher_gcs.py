@@ -50,3 +50,27 @@ def test_launch_on_gcs_resumes_seeds_and_reattaches(gcs_emulator, package, outpu
     assert outputs["checkpoint"].metadata["resumed_from_step"] == 12
     filesystem, path = fs.filesystem(f"{base}/_launcher")
     assert len(filesystem.ls(path)) == 1  # one state file for the run
+
+
+def test_a_gcs_fuse_base_is_sent_as_its_gs_uri_and_is_the_same_run(gcs_emulator, package, outputs):
+    run = f"runs/{uuid.uuid4().hex}"
+    fuse_base, gs_base = f"/gcs/kfp-spot-test/{run}/job", f"{BUCKET}/{run}/job"
+    exhausted = Script(["JOB_STATE_RUNNING", "JOB_STATE_FAILED"], error=STOCKOUT)
+    task_checkpoint_uri = outputs["checkpoint"].uri
+    inputs = {"project": "test-proj", "package": package, "poll_interval_seconds": 0.01}
+    with RecordingServer(scripts=[exhausted]) as server:
+        launch_spot_job(
+            api_endpoint=server.endpoint, base_output_directory=fuse_base, **inputs, **outputs
+        )
+        prefixes = [
+            c["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"] for c in server.created()
+        ]
+        assert prefixes == [gs_base, gs_base]
+        assert outputs["checkpoint"].uri == f"{gs_base}/checkpoints"
+        assert outputs["model"].uri == f"{gs_base}/model"
+        # A retried task naming the gs:// form finds the same launch state: nothing new is sent.
+        again = {**outputs, "checkpoint": FakeArtifact(uri=task_checkpoint_uri)}
+        launch_spot_job(
+            api_endpoint=server.endpoint, base_output_directory=gs_base, **inputs, **again
+        )
+        assert len(server.created()) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import requests
@@ -162,23 +163,29 @@ def test_transient_errors_on_polling_are_retried(package, outputs):
     assert len(server.created()) == 1
 
 
+def _job_of_an_earlier_launcher(server, script: Script) -> str:
+    body = {
+        "displayName": "earlier",
+        "labels": {"kfp_spot_submission": uuid.uuid4().hex},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
+            ],
+            "scheduling": {"strategy": "SPOT"},
+        },
+    }
+    made = requests.post(
+        f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
+    ).json()
+    server.jobs[made["name"]].script = script
+    return made["name"]
+
+
 def test_reattaches_to_the_job_in_gcp_resources(package, outputs):
     with RecordingServer(scripts=[Script([RUNNING])]) as server:
         # A first launcher's job, recorded by it before it died.
-        body = {
-            "displayName": "earlier",
-            "jobSpec": {
-                "workerPoolSpecs": [
-                    {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
-                ],
-                "scheduling": {"strategy": "SPOT"},
-            },
-        }
-        made = requests.post(
-            f"{server.endpoint}/v1/projects/test-proj/locations/us-central1/customJobs", json=body
-        ).json()
-        server.jobs[made["name"]].script = Script([RUNNING, SUCCEEDED])
-        gcp_resources.write(outputs["gcp_resources"], f"{server.endpoint}/v1/{made['name']}")
+        earlier = _job_of_an_earlier_launcher(server, Script([RUNNING, SUCCEEDED]))
+        gcp_resources.write(outputs["gcp_resources"], [f"{server.endpoint}/v1/{earlier}"])
         assert _launch(server, package, outputs) == "SUCCEEDED"
     assert len(server.created()) == 1  # only the earlier one: no duplicate
 
@@ -321,6 +328,7 @@ def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
     # kfp.local hands integers back as floats, and lists/dicts may arrive as JSON text.
     request = build_request(
         project="test-proj",
+        location="us-central1",
         package=package,
         accelerator_count=2.0,
         accelerator_type="NVIDIA_TESLA_T4",
@@ -337,7 +345,9 @@ def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
         ({"poll_interval_seconds": "soon"}, "poll_interval_seconds"),
     ):
         with pytest.raises(LaunchInputError) as info:
-            build_request(project="test-proj", package=package, **bad, **outputs)
+            build_request(
+                project="test-proj", location="us-central1", package=package, **bad, **outputs
+            )
         assert info.value.field == field
 
 
@@ -373,6 +383,7 @@ def test_a_machine_type_missing_from_our_table_is_left_to_the_service(package, t
 
     request = build_request(
         project="test-proj",
+        location="us-central1",
         package=package,
         machine_type="a4-highgpu-8g",  # newer than the table
         base_output_directory="gs://bucket/run",
@@ -381,3 +392,51 @@ def test_a_machine_type_missing_from_our_table_is_left_to_the_service(package, t
     )
     job = Launcher(request).prepare()  # no api_endpoint: Vertex AI (nothing is contacted)
     assert job.job_spec.worker_pool_specs[0].machine_spec.machine_type == "a4-highgpu-8g"
+
+
+def _listed(outputs) -> list[str]:
+    with open(outputs["gcp_resources"]) as handle:
+        resources = json_format.Parse(handle.read(), GcpResources())  # GCPC's own parser
+    assert {r.resource_type for r in resources.resources} == {"CustomJob"}
+    return [r.resource_uri for r in resources.resources]
+
+
+def test_gcp_resources_lists_every_job_of_the_launch(package, outputs):
+    exhausted = Script([RUNNING, FAILED], error=STOCKOUT)
+    listed_at_create = []
+    with RecordingServer(scripts=[exhausted, exhausted]) as server:
+        # When each job is created, the file already lists every earlier one.
+        server.on_create = lambda index, job: listed_at_create.append(
+            gcp_resources.read_job_names(outputs["gcp_resources"])
+        )
+        _launch(server, package, outputs, max_resubmissions=2)
+        names = list(server.jobs)
+    assert len(names) == 3
+    assert listed_at_create == [[], names[:1], names[:2]]
+    assert _listed(outputs) == [f"{server.endpoint}/v1/{n}" for n in names]
+
+
+def test_reattach_counts_the_ended_jobs_and_watches_the_last_unfinished(package, outputs):
+    """The state file is lost; gcp_resources lists an exhausted job and the running one."""
+    with RecordingServer() as server:
+        ended = _job_of_an_earlier_launcher(server, Script([FAILED], error=STOCKOUT))
+        running = _job_of_an_earlier_launcher(server, Script([RUNNING, SUCCEEDED]))
+        uris = [f"{server.endpoint}/v1/{n}" for n in (ended, running)]
+        gcp_resources.write(outputs["gcp_resources"], uris)
+        assert _launch(server, package, outputs, max_resubmissions=1) == "SUCCEEDED"
+        assert len(server.created()) == 2  # the two earlier ones: nothing new
+        assert server.cancels() == []
+    assert outputs["job_report"].metadata["resubmissions"] == 1  # the ended job counted
+    assert _listed(outputs) == uris
+
+
+def test_reattach_cancels_an_unfinished_job_a_later_one_superseded(package, outputs):
+    with RecordingServer() as server:
+        older = _job_of_an_earlier_launcher(server, Script([RUNNING]))
+        newer = _job_of_an_earlier_launcher(server, Script([RUNNING, SUCCEEDED]))
+        gcp_resources.write(
+            outputs["gcp_resources"], [f"{server.endpoint}/v1/{n}" for n in (older, newer)]
+        )
+        assert _launch(server, package, outputs) == "SUCCEEDED"
+        assert server.cancels() == [f"/v1/{older}:cancel"]  # one job at a time per directory
+        assert len(server.created()) == 2

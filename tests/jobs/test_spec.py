@@ -18,19 +18,24 @@ PKG = ["gs://b/trainer-0.1.tar.gz"]
 
 
 def _inputs(**kw) -> JobInputs:
-    base = {"project": "test-proj", "package_uris": PKG, "python_module": "trainer.task"}
+    base = {
+        "project": "test-proj",
+        "location": "us-central1",
+        "package_uris": PKG,
+        "python_module": "trainer.task",
+    }
     return JobInputs(**{**base, **kw})
 
 
 def test_package_job_is_spot_with_python_package_spec_and_output_dir():
-    job = build_custom_job(_inputs(base_output_directory="gs://b/run", args=["--epochs", "2"]))
+    job = build_custom_job(_inputs(base_output_directory="gs://bucket/run", args=["--epochs", "2"]))
     assert strategy_name(job) == "SPOT"
     (pool,) = job.job_spec.worker_pool_specs
     assert pool.python_package_spec.package_uris == PKG
     assert pool.python_package_spec.python_module == "trainer.task"
     assert list(pool.python_package_spec.args) == ["--epochs", "2"]
     assert pool.replica_count == 1
-    assert job.job_spec.base_output_directory.output_uri_prefix == "gs://b/run"
+    assert job.job_spec.base_output_directory.output_uri_prefix == "gs://bucket/run"
     assert "max_wait_duration" not in job.job_spec.scheduling
 
 
@@ -61,7 +66,10 @@ def test_env_reaches_every_pool_and_user_env_wins(env):
 def test_container_job_uses_container_spec():
     job = build_custom_job(
         JobInputs(
-            project="test-proj", container_image_uri="us-docker.pkg.dev/p/r/i:1", command=["python"]
+            project="test-proj",
+            location="us-central1",
+            container_image_uri="us-docker.pkg.dev/p/r/i:1",
+            command=["python"],
         )
     )
     (pool,) = job.job_spec.worker_pool_specs
@@ -223,6 +231,13 @@ _USER_POOLS = [
         ("jobSpec.scheduling.maxWaitDuration", (), "max_wait_duration"),
         ("jobSpec.baseOutputDirectory.outputUriPrefix", (), "base_output_directory"),
         ("jobSpec.workerPoolSpecs", (), "replica_count"),
+        ("encryptionSpec.kmsKeyName", (), "encryption_spec_key_name"),
+        ("jobSpec.tensorboard", (), "tensorboard"),
+        ("jobSpec.enableWebAccess", (), "enable_web_access"),
+        ("jobSpec.reservedIpRanges[2]", (), "reserved_ip_ranges"),
+        ("jobSpec.persistentResourceId", (), "persistent_resource_id"),
+        ("jobSpec.pscInterfaceConfig.dnsPeeringConfigs[0].domain", (), "psc_interface_config"),
+        ("jobSpec.serviceAccount", (), "service_account"),
         # Full pools: the pool's own path, unless the launcher filled the pool's code in.
         (
             "jobSpec.workerPoolSpecs[0].machineSpec.machineType",
@@ -305,3 +320,49 @@ def test_an_unknown_machine_type_is_left_to_the_service_with_a_warning(caplog):
     )
     assert job.job_spec.worker_pool_specs[0].machine_spec.machine_type == "a4-highgpu-8g"
     assert "a4-highgpu-8g" in caplog.text and "service will judge" in caplog.text
+
+
+def test_gcpcs_inputs_reach_the_job_as_gcpc_sends_them():
+    job = build_custom_job(
+        _inputs(
+            tensorboard="projects/test-proj/locations/us-central1/tensorboards/7",
+            service_account="sa@test-proj.iam.gserviceaccount.com",
+            enable_web_access=True,
+            reserved_ip_ranges=["vertex-ai-ip-range"],
+            encryption_spec_key_name="projects/test-proj/locations/us-central1/keyRings/r/cryptoKeys/k",
+            persistent_resource_id="training-cluster",
+            psc_interface_config={"networkAttachment": "attachment-1"},
+        )
+    )
+    spec = job.job_spec
+    assert spec.tensorboard == "projects/test-proj/locations/us-central1/tensorboards/7"
+    assert spec.enable_web_access is True
+    assert list(spec.reserved_ip_ranges) == ["vertex-ai-ip-range"]
+    assert spec.persistent_resource_id == "training-cluster"
+    assert spec.psc_interface_config.network_attachment == "attachment-1"
+    assert job.encryption_spec.kms_key_name.endswith("/cryptoKeys/k")
+
+
+def test_left_at_their_defaults_gcpcs_inputs_leave_the_job_alone():
+    job = build_custom_job(_inputs())  # persistent_resource_id: the placeholder, as on Vertex
+    spec = JobInputs.__dataclass_fields__
+    assert spec["persistent_resource_id"].default == "{{$.pipeline_persistent_resource_id}}"
+    for name in (
+        "tensorboard",
+        "enable_web_access",
+        "reserved_ip_ranges",
+        "persistent_resource_id",
+    ):
+        assert name not in job.job_spec, name
+    assert "psc_interface_config" not in job.job_spec
+    assert "encryption_spec" not in job
+
+
+def test_a_job_to_the_emulator_may_write_to_a_local_path_but_not_one_to_vertex():
+    from kfp_spot.validation import EMULATOR
+
+    inputs = _inputs(base_output_directory="/tmp/run")
+    build_custom_job(inputs, target=EMULATOR)
+    with pytest.raises(LaunchInputError, match="local emulator's extension") as info:
+        build_custom_job(inputs)
+    assert info.value.field == "base_output_directory"

@@ -25,13 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def _deploy(serving, model_dir, out: Path, **extra):
     endpoint, vertex_model = FakeArtifact(uri=str(out / "endpoint")), FakeArtifact()
     deployed = deploy_spot_endpoint(
-        project="test-proj",
         model=FakeArtifact(uri=str(model_dir)),
         endpoint=endpoint,
         vertex_model=vertex_model,
         gcp_resources=str(out / "gcp_resources"),
         api_endpoint=serving.emu.endpoint,
-        **extra,
+        **{"project": "test-proj", **extra},
     )
     return deployed, endpoint, vertex_model
 
@@ -110,6 +109,7 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
         ({"traffic_split": {"0": 99}}, "traffic_split", "not 100"),
         ({"project": ""}, "project", "required"),
         ({"project": "My Project"}, "project", "project ID"),
+        ({"location": ""}, "location", "required"),
         ({"labels": {"Team": "a"}}, "labels", "label key 'Team' is invalid"),
         ({"machine_type": "n9-huge"}, "machine_type", "not a known machine type"),
     ],
@@ -233,3 +233,30 @@ def test_under_kfp_local_a_bad_input_fails_the_task_in_one_line(tmp_path, capfd)
     out = "".join(capfd.readouterr())
     assert "deploy_spot_endpoint input 'min_replica_count': is 0; it must be 1..1000" in out
     assert "Traceback" not in out
+
+
+def test_gcpc_placeholders_are_settled_per_target(serving, sklearn_model_dir, tmp_path):
+    from kfp_spot.emulator import names
+    from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
+
+    # Nothing filled them in (no Vertex AI Pipelines): on the emulator, local-project/us-central1.
+    deployed, endpoint, _ = _deploy(
+        serving,
+        sklearn_model_dir,
+        tmp_path,
+        project=PROJECT_ID_PLACEHOLDER,
+        location=LOCATION_PLACEHOLDER,
+    )
+    number = names.project_number("local-project")
+    assert endpoint.metadata["resourceName"].startswith(f"projects/{number}/locations/us-central1/")
+    assert endpoint.metadata["deployedModelId"] == deployed
+    # Bound for Vertex AI, a placeholder is refused: only Vertex AI Pipelines knows its value.
+    with pytest.raises(DeployInputError, match="only Vertex AI") as refused:
+        deploy_spot_endpoint(
+            location="europe-west4",
+            model=FakeArtifact(uri=str(sklearn_model_dir)),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "vertex-gcp_resources"),
+        )
+    assert refused.value.field == "project"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
@@ -122,7 +122,9 @@ class SpotTrainerCallback(SpotCallback, TrainerCallback):
     def on_save(  # noqa: D102
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        folder = os.path.join(args.output_dir, f"{CHECKPOINT_PREFIX}-{state.global_step}")
+        # Optional only until TrainingArguments.__post_init__ fills it in ("trainer_output").
+        output_dir = cast(str, args.output_dir)
+        folder = os.path.join(output_dir, f"{CHECKPOINT_PREFIX}-{state.global_step}")
         if self.manager.writer and not os.path.isdir(folder):
             log.warning("the Trainer saved no %s; nothing to commit", folder)
             return

@@ -135,7 +135,7 @@ def _metrics(logs: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):
+class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):  # type: ignore[misc]  # keras ships no types
     """Preemption-safe checkpoints for ``model.fit``: save on the notice, resume mid-epoch.
 
     Add it to ``callbacks`` and nothing else changes: a fresh run starts from scratch, a

@@ -44,7 +44,7 @@ CHECKPOINT_FILE = "lightning.ckpt"
 """The Lightning checkpoint of a step (``trainer.fit(..., ckpt_path=step_dir/CHECKPOINT_FILE)``)."""
 
 
-class SpotLightningCallback(SpotCallback, Callback):
+class SpotLightningCallback(SpotCallback, Callback):  # type: ignore[misc]  # lightning: not in dev
     """Lightning checkpoints on the preemption notice, committed as kfp-spot steps.
 
     Args:

@@ -1,0 +1,129 @@
+"""What the pipeline run gives the launch task: GCPC's placeholders and the run's system labels.
+
+**Placeholders.** Like GCPC's ``CustomTrainingJobOp``, the launch component defaults ``project``,
+``location`` and ``persistent_resource_id`` to GCPC's pipeline placeholders
+(``google_cloud_pipeline_components._placeholders``). Vertex AI Pipelines replaces them with the
+PipelineJob's project, region and persistent resource (empty when it has none) before the task
+starts. Elsewhere nothing replaces them (kfp.local cannot even parse them: see
+``kfp_spot.pipelines.local_placeholders``), so the launcher sees the text itself and decides:
+
+======================== =================================== ====================================
+input                    sent to the local emulator          sent to Vertex AI
+======================== =================================== ====================================
+project                  ``local-project``                   refused: give a project
+location                 ``us-central1``                     refused: give a region
+persistent_resource_id   ``""`` (none)                       ``""`` (none), as Vertex does
+======================== =================================== ====================================
+
+A launch that reaches Vertex AI from outside Vertex AI Pipelines never guesses a project or a
+region: a silent ``us-central1`` is how an EU pipeline ended up training in the US.
+
+**System labels.** Vertex AI Pipelines puts the run's labels in the task's environment variable
+``VERTEX_AI_PIPELINES_RUN_LABELS`` (a JSON object). GCPC merges them into every job it creates so
+the job's cost is attributed to the run (``gcp_labels_util.attach_system_labels``); so do we, the
+same way: the user's labels win on a clash, and a variable that is not a JSON object is ignored
+with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+
+from kfp_spot.validation import InvalidValueError
+
+log = logging.getLogger(__name__)
+
+# GCPC's placeholders (google_cloud_pipeline_components._placeholders), spelled out because
+# runtime code never imports KFP or GCPC; tests/jobs/test_gcpc_parity.py checks they are the same.
+PROJECT_ID_PLACEHOLDER = "{{$.pipeline_google_cloud_project_id}}"
+LOCATION_PLACEHOLDER = "{{$.pipeline_google_cloud_location}}"
+PERSISTENT_RESOURCE_ID_PLACEHOLDER = "{{$.pipeline_persistent_resource_id}}"
+SERVICE_ACCOUNT_PLACEHOLDER = "{{$.pipeline_service_account}}"
+NETWORK_PLACEHOLDER = "{{$.pipeline_network}}"
+ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER = "{{$.pipeline_encryption_key_name}}"
+GCPC_PLACEHOLDERS = (
+    PROJECT_ID_PLACEHOLDER,
+    LOCATION_PLACEHOLDER,
+    PERSISTENT_RESOURCE_ID_PLACEHOLDER,
+    SERVICE_ACCOUNT_PLACEHOLDER,
+    NETWORK_PLACEHOLDER,
+    ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER,
+)
+
+# What an unresolved placeholder becomes when the job goes to the local emulator.
+LOCAL_PROJECT = "local-project"
+LOCAL_LOCATION = "us-central1"
+
+# input -> (its placeholder, local default, default on Vertex AI or None to refuse, what it is)
+_RESOLUTION = {
+    "project": (PROJECT_ID_PLACEHOLDER, LOCAL_PROJECT, None, "the pipeline's project"),
+    "location": (LOCATION_PLACEHOLDER, LOCAL_LOCATION, None, "the pipeline's region"),
+    "persistent_resource_id": (
+        PERSISTENT_RESOURCE_ID_PLACEHOLDER,
+        "",
+        "",
+        "the pipeline's persistent resource",
+    ),
+}
+_EXAMPLES = {"project": "'my-project'", "location": "'europe-west4'"}
+
+SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"
+
+
+def is_placeholder(value: object) -> bool:
+    """Whether ``value`` is one of GCPC's pipeline placeholders, unresolved."""
+    return isinstance(value, str) and value in GCPC_PLACEHOLDERS
+
+
+def resolve(name: str, value: str, *, emulator: bool) -> str:
+    """The value of input ``name`` once its unresolved GCPC placeholder (if any) is settled.
+
+    Args:
+        name: ``project``, ``location`` or ``persistent_resource_id``.
+        value: what the task received (resolved by Vertex AI Pipelines, or the placeholder text).
+        emulator: whether the job goes to the local emulator (see the module's table).
+
+    Raises:
+        InvalidValueError: the placeholder of ``project`` or ``location`` reached a launch bound
+            for Vertex AI: only Vertex AI Pipelines knows what it stands for.
+    """
+    placeholder, local, on_vertex, meaning = _RESOLUTION[name]
+    if value != placeholder:
+        return value
+    if emulator:
+        return local
+    if on_vertex is not None:
+        return on_vertex
+    raise InvalidValueError(
+        f"is empty or still {value!r}, the placeholder for {meaning} that only Vertex AI "
+        f"Pipelines fills in: give it explicitly (e.g. {_EXAMPLES[name]})"
+    )
+
+
+def merge_system_labels(labels: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` with the pipeline run's system labels added, as GCPC's launcher merges them.
+
+    Args:
+        labels: the user's labels (they win on a clash).
+        environ: the task's environment (``VERTEX_AI_PIPELINES_RUN_LABELS`` is read from it).
+
+    Returns:
+        The system labels updated with ``labels``; ``labels`` alone when the variable is unset or
+        is not a JSON object (logged, as GCPC does, and never failing the launch).
+    """
+    text = environ.get(SYSTEM_LABELS_ENV)
+    if text is None:
+        return dict(labels)
+    try:
+        system = json.loads(text)
+    except ValueError:
+        log.warning("ignoring %s: not JSON: %r", SYSTEM_LABELS_ENV, text[:200])
+        return dict(labels)
+    if not isinstance(system, dict):
+        log.warning("ignoring %s: not a JSON object: %r", SYSTEM_LABELS_ENV, text[:200])
+        return dict(labels)
+    merged = {str(k): str(v) for k, v in system.items()}
+    merged.update(labels)
+    return merged

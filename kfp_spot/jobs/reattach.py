@@ -1,0 +1,88 @@
+"""Reattaching to the CustomJobs that ``gcp_resources`` lists but the launch state does not know.
+
+A restarted launcher normally finds its submissions in the state file next to the job's outputs.
+When that file is gone or belongs to another base directory, ``gcp_resources`` (every CustomJob of
+the launch, oldest first: :mod:`kfp_spot.jobs.gcp_resources`) still says what ran. Each listed
+job the state does not know is adopted: one that ended is recorded with its outcome, so it counts
+against the budgets; of the unfinished ones, the last is the one to watch. A launch runs one job
+at a time on its checkpoint directory, so any other unfinished one (which only a launcher that
+died while cancelling one could leave behind) is cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from google.api_core import exceptions as api_exceptions
+from google.cloud.aiplatform_v1.types import CustomJob
+
+from kfp_spot.jobs.outcome import TERMINAL_STATES, Outcome, classify
+from kfp_spot.jobs.recovery import LaunchState, Submission
+from kfp_spot.jobs.service import SUBMISSION_LABEL, JobService
+from kfp_spot.jobs.spec import strategy_name
+
+log = logging.getLogger(__name__)
+
+
+def _stamp(job: CustomJob, name: str) -> str:
+    value = getattr(job, name)
+    return value.isoformat() if value else ""
+
+
+def _submission(job: CustomJob, clock: Callable[[], float]) -> Submission:
+    created = job.create_time
+    sub = Submission(
+        token=job.labels.get(SUBMISSION_LABEL, ""),
+        strategy=strategy_name(job),
+        job_name=job.name,
+        submitted_at=created.timestamp() if created else clock(),
+        create_time=_stamp(job, "create_time"),
+        start_time=_stamp(job, "start_time"),
+        end_time=_stamp(job, "end_time"),
+    )
+    if job.state in TERMINAL_STATES:
+        verdict = classify(job)
+        sub.outcome, sub.message, sub.ended_at = verdict.outcome.value, verdict.message, clock()
+    return sub
+
+
+def adopt(
+    state: LaunchState,
+    job_names: Sequence[str],
+    service: JobService,
+    clock: Callable[[], float],
+) -> list[Submission]:
+    """Add the jobs in ``job_names`` that ``state`` does not know; return the adopted ones.
+
+    Args:
+        state: the launch state (changed in place).
+        job_names: the CustomJobs ``gcp_resources`` lists, oldest first.
+        service: to read (and if need be cancel) them.
+        clock: wall clock for the records.
+    """
+    known = {s.job_name for s in state.submissions if s.job_name}
+    adopted = []
+    for name in job_names:
+        if name in known:
+            continue
+        try:
+            job = service.get(name)
+        except api_exceptions.NotFound:
+            log.warning("gcp_resources names %s, which the service does not know", name)
+            continue
+        adopted.append(_submission(job, clock))
+    unfinished = [s for s in adopted if not s.outcome]
+    for sub in unfinished[:-1]:
+        log.warning(
+            "cancelling %s: a later CustomJob of this launch is the one to watch", sub.job_name
+        )
+        service.cancel(sub.job_name)
+        sub.outcome = Outcome.CANCELLED.value
+        sub.message = "cancelled on reattach: a later CustomJob of this launch is being watched"
+        sub.ended_at = clock()
+    if unfinished:  # the one to watch goes last, where the launcher's loop looks
+        adopted.remove(unfinished[-1])
+        adopted.append(unfinished[-1])
+    state.submissions.extend(adopted)
+    return adopted

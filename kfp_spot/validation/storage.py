@@ -1,0 +1,139 @@
+"""Where a CustomJob writes: Cloud Storage URIs, the ``/gcs/`` FUSE form, and the emulator's paths.
+
+Vertex AI takes ``baseOutputDirectory.outputUriPrefix`` as a Cloud Storage URI only
+(``gs://BUCKET/PATH``); anything else comes back as a 400. Two other forms are common in pipelines
+and are handled before submission:
+
+- ``/gcs/BUCKET/PATH``, the Cloud Storage FUSE mount of a Vertex AI Pipelines task (what a KFP
+  artifact's ``.path`` looks like there), names the same objects as ``gs://BUCKET/PATH`` and is
+  rewritten to it (:func:`normalize_output_uri`);
+- an absolute local path (or ``file:///...``) is **the local emulator's extension**: its jobs run on
+  this machine, so it accepts one (and ``gs:///ABS/PATH``, the aiplatform SDK's form of a local
+  staging bucket). :func:`check_output_uri` accepts those only when asked for the emulator's rules
+  (``local_paths=True``, which :data:`kfp_spot.validation.EMULATOR` sets); sent to Vertex AI, a
+  local path is refused before submission.
+
+A relative path is refused everywhere: the job runs in another process (or on another machine),
+where "relative to what" has no answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from kfp_spot.validation.values import InvalidValueError, show
+
+GCS_FUSE_ROOT = "/gcs/"
+# Cloud Storage bucket names: 3-63 characters of lowercase letters, digits, '-', '_' and '.'
+# (up to 222 with dots, each dot-separated part at most 63), starting and ending with a letter or
+# digit; not an IP address, not starting with "goog".
+_BUCKET = re.compile(r"[a-z0-9](?:[a-z0-9_.-]{1,220})[a-z0-9]")
+_IP_ADDRESS = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
+OUTPUT_URI_FORM = "gs://BUCKET/PATH (or /gcs/BUCKET/PATH, the Cloud Storage FUSE form)"
+EMULATOR_OUTPUT_FORM = "an absolute local path or file:///PATH (the local emulator's extension)"
+
+
+def check_bucket(bucket: str) -> None:
+    """Refuse a string that is not a Cloud Storage bucket name.
+
+    Raises:
+        InvalidValueError: naming the rule.
+    """
+    parts = bucket.split(".")
+    if (
+        _BUCKET.fullmatch(bucket) is None
+        or any(not 1 <= len(p) <= 63 for p in parts)
+        or (len(bucket) > 63 and "." not in bucket)
+        or bucket.startswith("goog")
+        or _IP_ADDRESS.fullmatch(bucket) is not None
+    ):
+        raise InvalidValueError(
+            f"{show(bucket)} is not a Cloud Storage bucket name: 3-63 lowercase letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
+
+
+def gcs_uri_of_fuse_path(path: str) -> str | None:
+    """``gs://BUCKET/PATH`` for ``/gcs/BUCKET/PATH``; None when ``path`` is not under ``/gcs/``."""
+    if not path.startswith(GCS_FUSE_ROOT):
+        return None
+    return "gs://" + path[len(GCS_FUSE_ROOT) :]
+
+
+def normalize_output_uri(value: str) -> str:
+    """A base output directory as the CustomJob should carry it, or a clear refusal.
+
+    ``/gcs/BUCKET/PATH`` becomes ``gs://BUCKET/PATH``; ``file:///PATH`` becomes ``/PATH``;
+    ``gs://`` URIs and absolute local paths are returned as they are (whether the service takes a
+    local path is :func:`check_output_uri`'s question).
+
+    Raises:
+        InvalidValueError: a relative path, another scheme, or a ``gs://``/``/gcs/`` URI without a
+            valid bucket.
+    """
+    uri = gcs_uri_of_fuse_path(value) or value
+    if uri.startswith("gs://"):
+        _check_gcs(uri, local_paths=False)
+        return uri
+    if uri.startswith("file://"):
+        uri = uri[len("file://") :]
+        if not uri.startswith("/"):
+            raise InvalidValueError(f"{show(value)} is not a file:/// URL of an absolute path")
+    if "://" in uri:
+        raise InvalidValueError(
+            f"{show(value)} is not a Cloud Storage location: give {OUTPUT_URI_FORM}"
+        )
+    if not os.path.isabs(uri):
+        raise InvalidValueError(
+            f"{show(value)} is a relative path; the job runs elsewhere: give {OUTPUT_URI_FORM} "
+            f"(the local emulator also takes an absolute path)"
+        )
+    return os.path.normpath(uri)
+
+
+def _check_gcs(uri: str, *, local_paths: bool) -> None:
+    rest = uri[len("gs://") :]
+    bucket = rest.split("/", 1)[0]
+    if not bucket and local_paths and rest.startswith("/"):
+        return  # gs:///ABS/PATH: the aiplatform SDK's local staging bucket (emulator only)
+    if not bucket:
+        raise InvalidValueError(f"{show(uri)} names no bucket: give {OUTPUT_URI_FORM}")
+    check_bucket(bucket)
+
+
+def check_output_uri(uri: str, *, local_paths: bool) -> None:
+    """Refuse a ``baseOutputDirectory.outputUriPrefix`` the service would refuse.
+
+    Args:
+        uri: the value in the CustomJob.
+        local_paths: accept the emulator's extension (an absolute local path, ``file:///``,
+            ``gs:///ABS/PATH``); False for Vertex AI.
+
+    Raises:
+        InvalidValueError: naming the valid forms.
+    """
+    if not uri:
+        raise InvalidValueError(f"is empty: give {OUTPUT_URI_FORM}")
+    if uri.startswith("gs://"):
+        _check_gcs(uri, local_paths=local_paths)
+        return
+    if local_paths and (uri.startswith("file:///") or (os.path.isabs(uri) and "://" not in uri)):
+        return
+    if uri.startswith(GCS_FUSE_ROOT):
+        raise InvalidValueError(
+            f"{show(uri)} is a Cloud Storage FUSE path: the service takes "
+            f"{gcs_uri_of_fuse_path(uri)!r}"
+        )
+    if local_paths:
+        raise InvalidValueError(
+            f"{show(uri)} is not a Cloud Storage URI: use {OUTPUT_URI_FORM} or "
+            f"{EMULATOR_OUTPUT_FORM}"
+        )
+    local = os.path.isabs(uri) or uri.startswith("file://")
+    raise InvalidValueError(
+        f"{show(uri)} is "
+        + ("a local path" if local else "not a Cloud Storage URI")
+        + f": Vertex AI writes to Cloud Storage only: use {OUTPUT_URI_FORM}"
+        + (" (local paths are the local emulator's extension)" if local else "")
+    )

@@ -1,0 +1,75 @@
+"""Let kfp.local run tasks whose inputs hold GCPC's pipeline placeholders.
+
+The launch component defaults ``project``, ``location`` and ``persistent_resource_id`` to GCPC's
+placeholders (``{{$.pipeline_google_cloud_project_id}}``, ...), as GCPC's ``CustomTrainingJobOp``
+does, and the pipelines default ``project`` and ``location`` to them: Vertex AI Pipelines fills
+them in with the PipelineJob's project, region and persistent resource.
+
+kfp.local fills in none of them. Worse, it cannot parse them: every parameter value goes through
+``kfp.local.placeholder_utils.resolve_io_placeholders``, which takes ``{{$.NAME}}`` for an input or
+output reference and fails with ``IndexError`` on a one-part name (kfp 2.17), before the task
+starts. While :func:`gcp_placeholders_as_text` is active, kfp.local passes GCPC's placeholders
+through as plain text, as a backend that does not know them would; the launcher then settles them
+itself (:mod:`kfp_spot.jobs.pipeline_context`: ``local-project`` / ``us-central1`` / no persistent
+resource on the local emulator, a clear error when bound for Vertex AI).
+
+``kfp-spot run`` uses it; wrap your own kfp.local runs of these components the same way::
+
+    from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
+
+    with gcp_placeholders_as_text():
+        spot_training(source="examples/trainer", api_endpoint=emulator.endpoint)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from kfp_spot.jobs.pipeline_context import GCPC_PLACEHOLDERS
+
+# Stand-ins kfp.local's "{{$.(...)}}" pattern does not match; swapped back after it ran.
+_TOKENS = {p: f"@@kfp-spot-gcpc-placeholder-{i}@@" for i, p in enumerate(GCPC_PLACEHOLDERS)}
+_lock = threading.Lock()
+_depth = 0
+_original: Any = None
+
+
+def _passing_through(resolve: Any) -> Any:
+    @functools.wraps(resolve)
+    def resolve_io_placeholders(executor_input: dict, command: str) -> str:
+        for placeholder, token in _TOKENS.items():
+            command = command.replace(placeholder, token)
+        resolved = resolve(executor_input, command)
+        for placeholder, token in _TOKENS.items():
+            resolved = resolved.replace(token, placeholder)
+        return resolved
+
+    return resolve_io_placeholders
+
+
+@contextlib.contextmanager
+def gcp_placeholders_as_text() -> Iterator[None]:
+    """While active (in this process), kfp.local leaves GCPC's placeholders as they are.
+
+    Re-entrant; the last exit puts kfp.local's own function back.
+    """
+    global _depth, _original
+    from kfp.local import placeholder_utils
+
+    with _lock:
+        if _depth == 0:
+            _original = placeholder_utils.resolve_io_placeholders
+            placeholder_utils.resolve_io_placeholders = _passing_through(_original)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                placeholder_utils.resolve_io_placeholders = _original
+                _original = None

@@ -1,0 +1,188 @@
+"""Where a job writes, and where the local emulator's rules differ from Vertex AI's (Target)."""
+
+from __future__ import annotations
+
+import pytest
+from google.cloud.aiplatform_v1.types import (
+    CustomJob,
+    GcsDestination,
+    PscInterfaceConfig,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kfp_spot.validation import (
+    EMULATOR,
+    VERTEX_AI,
+    InvalidJobSpecError,
+    InvalidValueError,
+    check_bucket,
+    check_output_uri,
+    normalize_output_uri,
+    validate_custom_job,
+    validate_for_submission,
+)
+from tests.emulator.test_validation import job
+
+
+@pytest.mark.parametrize(
+    ("given_uri", "sent"),
+    [
+        ("gs://my-bucket/runs/1", "gs://my-bucket/runs/1"),
+        ("/gcs/my-bucket/runs/1", "gs://my-bucket/runs/1"),  # Vertex Pipelines' FUSE mount
+        ("/gcs/my-bucket", "gs://my-bucket"),
+        ("/tmp/out/../job", "/tmp/job"),  # absolute local: the emulator decides (below)
+        ("file:///tmp/job", "/tmp/job"),
+    ],
+)
+def test_output_uris_are_normalised_for_the_service(given_uri, sent):
+    assert normalize_output_uri(given_uri) == sent
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("out/run", "relative path"),
+        ("./run", "relative path"),
+        ("s3://bucket/run", "not a Cloud Storage location"),
+        ("gs://Bucket/run", "bucket name"),
+        ("gs:///abs/path", "names no bucket"),
+        ("/gcs/", "names no bucket"),
+        ("file://relative", "absolute path"),
+    ],
+)
+def test_other_output_uris_are_refused_with_the_valid_form(bad, why):
+    with pytest.raises(InvalidValueError, match=why) as info:
+        normalize_output_uri(bad)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "uri", ["/tmp/job", "file:///tmp/job", "gs:///tmp/job", "gs://my-bucket/job"]
+)
+def test_the_emulator_takes_local_paths(uri):
+    check_output_uri(uri, local_paths=True)
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("/tmp/job", "a local path: Vertex AI writes to Cloud Storage only"),
+        ("file:///tmp/job", "a local path"),
+        ("gs:///tmp/job", "names no bucket"),
+        ("/gcs/my-bucket/job", "'gs://my-bucket/job'"),
+        ("job", "not a Cloud Storage URI"),
+    ],
+)
+def test_vertex_ai_takes_cloud_storage_only(uri, why):
+    check_output_uri("gs://my-bucket/job", local_paths=False)
+    with pytest.raises(InvalidValueError, match=why):
+        check_output_uri(uri, local_paths=False)
+
+
+@pytest.mark.parametrize("bucket", ["my-bucket", "a1b", "logs_2024", "example.com.data", "a" * 63])
+def test_valid_bucket_names(bucket):
+    check_bucket(bucket)
+
+
+@pytest.mark.parametrize(
+    "bucket", ["ab", "-ab", "ab-", "AB", "a" * 64, "192.168.1.1", "goog-data", "a..b", "a b"]
+)
+def test_invalid_bucket_names(bucket):
+    with pytest.raises(InvalidValueError):
+        check_bucket(bucket)
+
+
+@given(st.text(max_size=80))
+def test_normalising_never_fails_but_with_a_clear_refusal(text):
+    try:
+        out = normalize_output_uri(text)
+    except InvalidValueError:
+        return
+    assert out.startswith(("gs://", "/"))
+
+
+def _job(**spec) -> CustomJob:
+    made = job()
+    for name, value in spec.items():
+        setattr(made.job_spec, name, value)
+    return made
+
+
+def test_a_local_base_is_the_emulators_extension_only():
+    local = _job(base_output_directory=GcsDestination(output_uri_prefix="/tmp/run"))
+    validate_custom_job(local)  # the emulator, on create
+    validate_for_submission(local, EMULATOR)
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_for_submission(local)  # Vertex AI by default
+    assert info.value.field == "jobSpec.baseOutputDirectory.outputUriPrefix"
+    validate_for_submission(
+        _job(base_output_directory=GcsDestination(output_uri_prefix="gs://my-bucket/run")),
+        VERTEX_AI,
+    )
+
+
+TENSORBOARD = "projects/my-proj/locations/us-central1/tensorboards/42"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"persistent_resource_id": "training-cluster"}, "jobSpec.persistentResourceId"),
+        (
+            {"tensorboard": TENSORBOARD, "service_account": "sa@my-proj.iam.gserviceaccount.com"},
+            "jobSpec.tensorboard",
+        ),
+    ],
+)
+def test_the_emulator_hosts_no_vertex_resources_a_job_can_name(spec, field):
+    validate_for_submission(_job(**spec))  # well formed, for Vertex AI
+    for check in (validate_custom_job, lambda j: validate_for_submission(j, EMULATOR)):
+        with pytest.raises(InvalidJobSpecError, match="not found") as info:
+            check(_job(**spec))
+        assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("job", "field", "why"),
+    [
+        (_job(persistent_resource_id="Cluster_1"), "jobSpec.persistentResourceId", "the ID"),
+        (
+            _job(tensorboard="tb-1", service_account="sa@p.com"),
+            "jobSpec.tensorboard",
+            "tensorboards/",
+        ),
+        (_job(tensorboard=TENSORBOARD), "jobSpec.serviceAccount", "required"),
+        (
+            _job(reserved_ip_ranges=["ok-range", "10.0.0.0/8"]),
+            "jobSpec.reservedIpRanges[1]",
+            "name",
+        ),
+        (
+            _job(
+                psc_interface_config=PscInterfaceConfig(
+                    dns_peering_configs=[{"domain": "corp.", "target_project": "p"}]
+                )
+            ),
+            "jobSpec.pscInterfaceConfig.dnsPeeringConfigs[0].targetNetwork",
+            "required",
+        ),
+    ],
+)
+def test_gcpc_fields_are_checked_on_both_targets(job, field, why):
+    for check in (validate_custom_job, validate_for_submission):
+        with pytest.raises(InvalidJobSpecError, match=why) as info:
+            check(job)
+        assert info.value.field == field
+
+
+def test_an_encryption_key_is_checked_for_its_form():
+    job = _job()
+    job.encryption_spec.kms_key_name = (
+        "projects/my-proj/locations/us-central1/keyRings/r/cryptoKeys/k"
+    )
+    validate_custom_job(job)  # the emulator cannot see Cloud KMS: the form is all it checks
+    job.encryption_spec.kms_key_name = "my-key"
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(job)
+    assert info.value.field == "encryptionSpec.kmsKeyName"
