@@ -113,6 +113,8 @@ def package_env(
     cache_dir: str | os.PathLike[str],
     *,
     executor_image_uri: str | None = None,
+    profile: executors.ExecutorProfile | None = None,
+    provided: Sequence[str] = (),
 ) -> Path:
     """Return the python executable of an environment with ``package_uris`` installed.
 
@@ -126,6 +128,10 @@ def package_env(
         executor_image_uri: the prebuilt training image the packages run in: the environment
             then holds only what that image and the packages provide (see the module docstring).
             None: a host-view environment that sees this machine's site-packages.
+        profile: instead of ``executor_image_uri``, the profile of the image (e.g. a prediction
+            image's, ``kfp_spot.executors.PredictionImage.profile``).
+        provided: more requirements the image environment takes from this host (see
+            :func:`create_image_env`).
 
     Returns:
         Path of the environment's python.
@@ -136,7 +142,9 @@ def package_env(
         PackageInstallError: a package does not install (pip's output, or the Python version the
             image has and the package refuses, is in the message).
     """
-    image = executors.profile(executor_image_uri) if executor_image_uri is not None else None
+    if executor_image_uri is not None and profile is not None:
+        raise ValueError("give executor_image_uri or profile, not both")
+    image = executors.profile(executor_image_uri) if executor_image_uri is not None else profile
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
@@ -150,7 +158,8 @@ def package_env(
         # host environment as much as to the packages: another venv sharing the cache gets its own.
         identity = [sys.version, sys.prefix, *_host_site_dirs()]
         if image is not None:
-            identity += ["image", image.image, *map(str, _host_fingerprint())]
+            identity += ["image", image.uri, *image.packages, *provided]
+            identity += map(str, _host_fingerprint())
         identity += [fs.sha256_file(p) for p in local]
         key = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:24]
         env_dir = cache / "envs" / key
@@ -164,7 +173,7 @@ def package_env(
             if image is None:
                 _create_host_view(env_dir, local)
             else:
-                create_image_env(env_dir, local, image)
+                create_image_env(env_dir, local, image, provided=provided)
     return _env_python(env_dir)
 
 

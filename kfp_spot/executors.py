@@ -1,14 +1,25 @@
-"""Vertex AI's prebuilt training images: which ``executorImageUri`` values exist and what they hold.
+"""Vertex AI's prebuilt images: which training and prediction images exist and what they hold.
 
-A ``pythonPackageSpec`` job runs in one of Google's prebuilt containers for custom training; the
-service refuses any other image. The list, with each image's Python version and documented PyPI
-packages, is ``kfp_spot/data/executor_images.csv`` (its header names the source page and date).
-The validator refuses an image outside it (as Vertex AI does); the emulator and prepare_package's
-import check give a package job exactly what its image profile holds (see docs/packaging.md).
+**Training** (``executorImageUri``). A ``pythonPackageSpec`` job runs in one of Google's prebuilt
+containers for custom training; the service refuses any other image. The list, with each image's
+Python version and documented PyPI packages, is ``kfp_spot/data/executor_images.csv`` (its header
+names the source page and date). The validator refuses an image outside it (as Vertex AI does); the
+emulator and prepare_package's import check give a package job exactly what its image profile holds
+(see docs/packaging.md).
 
 An image is written ``{us,europe,asia}-docker.pkg.dev/vertex-ai/training/IMAGE:latest``. Without a
 tag a reference means ``:latest`` (the registry default); any other tag or a digest is refused:
 Google documents only ``latest`` as supported.
+
+**Prediction** (a Model's ``containerSpec.imageUri``). A model uploaded with one of Google's
+prebuilt prediction images, ``{us,europe,asia}-docker.pkg.dev/vertex-ai/prediction/IMAGE:latest``,
+is served by that image's HTTP server, which loads the model file from the artifact directory;
+any other image is the user's own container. The list (:data:`PREDICTION_IMAGES`) is the
+scikit-learn and XGBoost images of the Vertex AI SDK's ``aiplatform.constants.prediction``
+(google-cloud-aiplatform 1.165) with the files each loads (the "exporting model artifacts" page);
+TensorFlow and PyTorch images are known by name, but the local emulator does not serve them. Each
+served image has a profile (:attr:`PredictionImage.profile`) like a training image's, so a
+serving replica's environment is made the way a package job's is (``kfp_spot.serving.env``).
 """
 
 from __future__ import annotations
@@ -23,9 +34,14 @@ from importlib import resources
 
 __all__ = [
     "DEFAULT_EXECUTOR_IMAGE",
+    "DEFAULT_PREDICTION_IMAGE",
+    "PREDICTION_IMAGES",
     "ExecutorImageError",
     "ExecutorProfile",
+    "PredictionImage",
+    "PredictionImageError",
     "executor_image_problem",
+    "prediction_image",
     "profile",
     "profiles",
 ]
@@ -33,6 +49,8 @@ __all__ = [
 DEFAULT_EXECUTOR_IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 REGISTRY_HOSTS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
 REPOSITORY = "vertex-ai/training"
+PREDICTION_REPOSITORY = "vertex-ai/prediction"
+DEFAULT_PREDICTION_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
 # Not part of any image's documented list, but in every image: the installer and build tools pip
 # needs to install the package URIs (a source distribution is built on the VM).
 BASE_PACKAGES = ("pip", "setuptools", "wheel")
@@ -59,6 +77,8 @@ class ExecutorProfile:
         accelerator: ``CPU``, ``GPU (CUDA 12.x)``, ``TPU``, ...
         end_of_availability: the documented date after which Vertex AI stops serving it.
         packages: the documented PyPI packages, as PEP 508 requirements (``numpy==1.26.4``).
+        repository: ``vertex-ai/training``, or ``vertex-ai/prediction`` for the profile of a
+            prediction image (:attr:`PredictionImage.profile`).
     """
 
     image: str
@@ -68,11 +88,12 @@ class ExecutorProfile:
     accelerator: str
     end_of_availability: datetime.date
     packages: tuple[str, ...]
+    repository: str = REPOSITORY
 
     @property
     def uri(self) -> str:
         """The image's canonical URI (the us registry)."""
-        return f"{REGISTRY_HOSTS[0]}/{REPOSITORY}/{self.image}:latest"
+        return f"{REGISTRY_HOSTS[0]}/{self.repository}/{self.image}:latest"
 
     @property
     def package_names(self) -> tuple[str, ...]:
@@ -155,3 +176,139 @@ def executor_image_problem(uri: str) -> str | None:
     except ExecutorImageError as exc:
         return str(exc)
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Prediction images
+
+
+class PredictionImageError(ValueError):
+    """A prebuilt prediction image reference that Vertex AI does not offer."""
+
+
+# What each served framework's image holds besides Python: the libraries a model file may need
+# when it is loaded (``{version}``: the image's framework version).
+_PREDICTION_PACKAGES = {
+    "sklearn": ("scikit-learn=={version}.*", "numpy", "scipy", "joblib", "threadpoolctl"),
+    "xgboost": (
+        "xgboost=={version}.*",
+        "scikit-learn",
+        "numpy",
+        "scipy",
+        "joblib",
+        "threadpoolctl",
+    ),
+}
+_PREDICTION_VERSIONS = {
+    "sklearn": ("1.6", "1.5", "1.4", "1.3", "1.2", "1.0", "0.24", "0.23", "0.22", "0.20"),
+    "xgboost": ("2.1", "2.0", "1.7", "1.6", "1.5", "1.4", "1.3", "1.2", "1.1", "0.90", "0.82"),
+}
+# The model files each served image loads; exactly one must be in the artifact directory.
+_PREDICTION_ARTIFACTS = {
+    "sklearn": ("model.joblib", "model.pkl"),
+    "xgboost": ("model.bst", "model.joblib", "model.pkl"),
+}
+_OTHER_PREDICTION = re.compile(r"(tf2|tf|pytorch)-(cpu|gpu|tpu)\.\d+-\d+(\.py3\d+)?")
+
+
+@dataclass(frozen=True)
+class PredictionImage:
+    """One prebuilt prediction image.
+
+    Attributes:
+        name: the image name, e.g. ``sklearn-cpu.1-6``.
+        framework: ``sklearn`` or ``xgboost`` (the images the emulator serves), else ``tf2``,
+            ``tf`` or ``pytorch``.
+        version: the framework version, e.g. ``1.6``.
+        packages: the libraries the image holds (what a model file may import when loaded), as
+            PEP 508 requirements; empty for the images the emulator does not serve.
+        artifacts: the model files it loads, exactly one of which must be in the directory.
+    """
+
+    name: str
+    framework: str
+    version: str
+    packages: tuple[str, ...]
+    artifacts: tuple[str, ...]
+
+    @property
+    def uri(self) -> str:
+        """The canonical URI (us registry)."""
+        return f"{REGISTRY_HOSTS[0]}/{PREDICTION_REPOSITORY}/{self.name}:latest"
+
+    @property
+    def served_locally(self) -> bool:
+        """Whether the local emulator runs this image's prediction server."""
+        return self.framework in _PREDICTION_ARTIFACTS
+
+    @property
+    def profile(self) -> ExecutorProfile:
+        """What the image holds, as a profile ``kfp_spot.envcache.create_image_env`` takes.
+
+        Google documents neither the Python version nor an end of availability of the
+        prediction images: the profile leaves the first empty (a serving environment installs
+        no packages that could ask for one) and the second open.
+        """
+        return ExecutorProfile(
+            image=self.name,
+            framework=self.framework,
+            version=self.version,
+            python="",
+            accelerator=self.name.split("-", 1)[1].split(".", 1)[0].upper(),
+            end_of_availability=datetime.date.max,
+            packages=self.packages,
+            repository=PREDICTION_REPOSITORY,
+        )
+
+
+def _prediction_images() -> dict[str, PredictionImage]:
+    out = {}
+    for framework, versions in _PREDICTION_VERSIONS.items():
+        for version in versions:
+            name = f"{framework}-cpu.{version.replace('.', '-')}"
+            packages = tuple(p.format(version=version) for p in _PREDICTION_PACKAGES[framework])
+            out[name] = PredictionImage(
+                name, framework, version, packages, _PREDICTION_ARTIFACTS[framework]
+            )
+    return out
+
+
+PREDICTION_IMAGES: dict[str, PredictionImage] = _prediction_images()
+
+
+def prediction_image(uri: str) -> PredictionImage | None:
+    """The prebuilt prediction image ``uri`` names; None for a custom container.
+
+    Raises:
+        PredictionImageError: ``uri`` is in Google's prediction repository but names no image
+            Vertex AI offers, or has a tag other than ``latest`` (Vertex supports only that).
+    """
+    text = (uri or "").strip()
+    match = _URI.fullmatch(text)
+    if (
+        match is None
+        or match["host"] not in REGISTRY_HOSTS
+        or match["repo"] != PREDICTION_REPOSITORY
+    ):
+        return None
+    name, tag = match["image"], match["tag"]
+    if match["digest"] or (tag and tag != "latest"):
+        raise PredictionImageError(
+            f"{text!r}: prebuilt prediction images are used with the tag 'latest' only "
+            f"(e.g. {DEFAULT_PREDICTION_IMAGE})"
+        )
+    image = PREDICTION_IMAGES.get(name)
+    if image is not None:
+        return image
+    if _OTHER_PREDICTION.fullmatch(name):
+        framework = name.split("-", 1)[0]
+        version = name.split(".", 1)[1].split(".py", 1)[0].replace("-", ".")
+        return PredictionImage(name, framework, version, (), ())
+    family = name.split(".", 1)[0]
+    close = [n for n in PREDICTION_IMAGES if n.split(".", 1)[0] == family]
+    shown = close[:4] or list(PREDICTION_IMAGES)[:4]
+    raise PredictionImageError(
+        f"{text!r} is not a prebuilt prediction image; Vertex AI offers e.g. "
+        + ", ".join(PREDICTION_IMAGES[n].uri for n in shown)
+        + " (or give your own container image)"
+    )

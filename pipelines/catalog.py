@@ -39,11 +39,22 @@ class Entry:
 
 COMPONENTS: tuple[Entry, ...] = tuple(
     Entry(name, f"{_ROOT}.components.{name}.component", name, "component.yaml")
-    for name in ("prepare_package", "launch_spot_job", "evaluate_checkpoint", "promote_model")
+    for name in (
+        "prepare_package",
+        "launch_spot_job",
+        "evaluate_checkpoint",
+        "promote_model",
+        "deploy_spot_endpoint",
+    )
 )
 PIPELINES: tuple[Entry, ...] = tuple(
     Entry(name, f"{_ROOT}.pipelines.{name}.pipeline", name, "pipeline.yaml")
-    for name in ("spot_training", "continue_training", "evaluate_checkpoint")
+    for name in (
+        "spot_training",
+        "continue_training",
+        "evaluate_checkpoint",
+        "spot_training_and_serving",
+    )
 )
 
 

@@ -40,7 +40,8 @@ class LocalRunResult:
     says ``PIPELINE_FAILED``); ``passed`` is the quality gate's verdict (None: not evaluated).
     ``summary`` is the run's accounting summary (:mod:`kfp_spot.accounting`): the numbers
     ``report.md`` and the launcher's ``job_report`` show; ``preemptions`` is its count (emulator
-    restarts included).
+    restarts included). ``serving`` holds the serving ledger rows of every endpoint the run
+    deployed to (each with its ``endpoint``), ``serving_summary`` their accounting summary.
     """
 
     run_dir: str
@@ -55,9 +56,11 @@ class LocalRunResult:
     metrics: dict[str, Any]
     passed: bool | None
     artifacts: dict[str, str] = field(default_factory=dict)
+    serving: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0
     finished: float = 0.0
     summary: accounting.Summary | None = None
+    serving_summary: accounting.ServingSummary | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -70,16 +73,20 @@ class LocalRunResult:
         return self.outcome.value if self.outcome is not None else PIPELINE_FAILED
 
     def to_json(self) -> dict[str, Any]:
-        """The run record (schema in docs/reports.md); the summary as ``accounting``."""
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "summary"}
+        """The run record (schema in docs/reports.md), with its accounting summaries."""
+        summaries = ("summary", "serving_summary")
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
         doc["outcome"] = self.outcome_text
         if self.summary is not None:
             doc["accounting"] = self.summary.to_json()
+        if self.serving_summary is not None:
+            doc["serving_accounting"] = self.serving_summary.to_json()
         return doc
 
     def account(self) -> accounting.Summary:
-        """Set ``summary`` and ``preemptions`` from the record, as the run report computes them."""
-        self.summary = summarize_run(run_from_json(self.run_dir, self.to_json())).accounting
+        """Set the summaries and ``preemptions`` from the record as the run report computes them."""
+        numbers = summarize_run(run_from_json(self.run_dir, self.to_json()))
+        self.summary, self.serving_summary = numbers.accounting, numbers.serving
         self.preemptions = self.summary.preemptions
         return self.summary
 
@@ -184,6 +191,11 @@ def run_local(
         shown.report_failures()
         jobs = [j["name"] for j in emu.list_jobs()]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
+        serving = [
+            row | {"endpoint": name}
+            for name in emu.serving_endpoints()
+            for row in emu.serving_ledger(name)["lives"]
+        ]
     outputs = task.outputs if task is not None else {}
     metrics_artifact = outputs.get("metrics")
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
@@ -201,6 +213,7 @@ def run_local(
         latest_step=latest.step if latest else None,
         metrics=metrics,
         passed=_gate(outputs.get("passed", metrics.get("passed"))),
+        serving=serving,
         artifacts={
             "checkpoints": checkpoint_root,
             "model": str(job_root / "model"),
@@ -262,6 +275,14 @@ def summarize(result: LocalRunResult) -> str:
     )
     gate = "not evaluated" if result.passed is None else "passed" if result.passed else "failed"
     lines.append(f"quality gate:       {gate}")
+    serving = result.serving_summary
+    if serving is not None:
+        lines += [
+            f"serving:            {len(serving.lives)} replica lives "
+            f"({serving.spot_lives} on Spot), {serving.preemptions} preempted, "
+            f"{serving.billable_seconds:.1f} s billed",
+            f"serving cost:       {accounting.describe_cost(serving.costs)}",
+        ]
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)

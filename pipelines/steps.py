@@ -1,4 +1,4 @@
-"""The train → evaluate → gate → promote chain that several pipelines share.
+"""The train → evaluate → gate → promote (→ deploy) chain that several pipelines share.
 
 Called inside a ``@dsl.pipeline`` function; it adds tasks to the pipeline being defined.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kfp import dsl
 
+from kfp_spot.components.deploy_spot_endpoint import DeploySpotEndpointOp
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from kfp_spot.components.promote_model import PromoteModelOp
@@ -20,9 +21,14 @@ def train_evaluate_promote(
     evaluation_params: dsl.PipelineChannel | dict,
     thresholds: dsl.PipelineChannel | dict,
     allow_foreign_layout: dsl.PipelineChannel | bool = False,
+    deploy_inputs: dict[str, object] | None = None,
     **launch_inputs: object,
 ) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
-    """Add launch → evaluate → quality gate → promote; return (launch, evaluation) tasks."""
+    """Add launch → evaluate → quality gate → promote; return (launch, evaluation) tasks.
+
+    With ``deploy_inputs`` the promoted model is also deployed on Spot VMs behind the same gate
+    (``deploy_spot_endpoint`` with those inputs).
+    """
     if resume_from is not None:
         launch_inputs["resume_from"] = resume_from
     launch = LaunchSpotJobOp(package=package, **launch_inputs).set_display_name("launch-spot-job")
@@ -38,7 +44,11 @@ def train_evaluate_promote(
     # conditions only on outputs named "Output" (named NamedTuple outputs are never resolved
     # there, and the branch would silently be skipped).
     with dsl.If(evaluation.outputs["Output"] == True, name="quality-gate"):  # noqa: E712
-        PromoteModelOp(
+        promote = PromoteModelOp(
             model=launch.outputs["model"], metrics=evaluation.outputs["metrics"]
         ).set_display_name("promote-model")
+        if deploy_inputs is not None:
+            DeploySpotEndpointOp(
+                model=promote.outputs["promoted_model"], **deploy_inputs
+            ).set_display_name("deploy-spot-endpoint")
     return launch, evaluation

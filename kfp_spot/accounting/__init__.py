@@ -4,7 +4,9 @@ Typed attempts from the billing ledger, the trainer's attempt records or the Cus
 timestamps (:mod:`kfp_spot.accounting.sources`), summed into one :class:`Summary`
 (:mod:`kfp_spot.accounting.model`) with one definition of a preemption and of every cost, priced by
 :mod:`kfp_spot.accounting.pricing`. The launcher's ``job_report``, ``report.md``, ``report.png`` and
-``kfp-spot run``'s printout all show that one summary. Definitions: docs/reports.md.
+``kfp-spot run``'s printout all show that one summary. Serving replica lives (a Spot endpoint's
+VMs) are priced and summed the same way (:mod:`kfp_spot.accounting.serving`). Definitions:
+docs/reports.md.
 """
 
 from kfp_spot.accounting.fields import AccountingError, parse_time
@@ -17,6 +19,7 @@ from kfp_spot.accounting.model import (
     VmRuns,
     describe_cost,
     summarize,
+    total_costs,
     usd,
 )
 from kfp_spot.accounting.pricing import (
@@ -38,6 +41,12 @@ from kfp_spot.accounting.records import (
     read_commits,
     read_records,
 )
+from kfp_spot.accounting.serving import (
+    ReplicaLife,
+    ServingSummary,
+    serving_lives,
+    summarize_serving,
+)
 from kfp_spot.accounting.sources import (
     JobRun,
     account,
@@ -57,6 +66,8 @@ __all__ = [
     "JobRun",
     "Pool",
     "Rates",
+    "ReplicaLife",
+    "ServingSummary",
     "Source",
     "Summary",
     "TrainerAttempt",
@@ -75,7 +86,10 @@ __all__ = [
     "read_commits",
     "read_records",
     "record_attempts",
+    "serving_lives",
     "spot_range",
     "summarize",
+    "summarize_serving",
+    "total_costs",
     "usd",
 ]

@@ -41,6 +41,7 @@ class EndReason(str, enum.Enum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     RUNNING = "RUNNING"  # not ended (yet)
+    UNDEPLOYED = "UNDEPLOYED"  # a serving replica stopped because its model was undeployed
     UNKNOWN = "UNKNOWN"
 
     def __str__(self) -> str:
@@ -274,26 +275,31 @@ class Summary:
         }
 
 
+def total_costs(costs: Sequence[AttemptCost | None]) -> Costs | None:
+    """The sum of priced runs (attempts, serving replica lives); None when any price is unknown."""
+    known = [c for c in costs if c is not None]
+    if len(known) != len(costs):
+        return None
+    low = high = 0.0
+    for cost in known:
+        if cost.spot:
+            lo, hi = spot_range(cost.on_demand_usd)
+            low, high = low + round(lo, 6), high + round(hi, 6)
+        else:
+            low, high = low + cost.paid_usd, high + cost.paid_usd
+    return Costs(
+        paid_usd=math.fsum(c.paid_usd for c in known),
+        on_demand_usd=math.fsum(c.on_demand_usd for c in known),
+        paid_low_usd=low,
+        paid_high_usd=high,
+        spot_estimated=any(c.spot and c.on_demand_usd > 0 for c in known),
+    )
+
+
 def summarize(source: Source, attempts: Sequence[Attempt]) -> Summary:
     """Add up ``attempts`` (the definitions are in this module's docstring)."""
     attempts = tuple(attempts)
-    known_costs = [a.cost for a in attempts if a.cost is not None]
-    costs = None
-    if len(known_costs) == len(attempts):
-        low = high = 0.0
-        for cost in known_costs:
-            if cost.spot:
-                lo, hi = spot_range(cost.on_demand_usd)
-                low, high = low + round(lo, 6), high + round(hi, 6)
-            else:
-                low, high = low + cost.paid_usd, high + cost.paid_usd
-        costs = Costs(
-            paid_usd=math.fsum(c.paid_usd for c in known_costs),
-            on_demand_usd=math.fsum(c.on_demand_usd for c in known_costs),
-            paid_low_usd=low,
-            paid_high_usd=high,
-            spot_estimated=any(c.spot and c.on_demand_usd > 0 for c in known_costs),
-        )
+    costs = total_costs([a.cost for a in attempts])
     lost = [a.lost_seconds for a in attempts]
     queued = [a.queued_seconds for a in attempts]
     return Summary(

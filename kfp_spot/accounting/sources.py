@@ -68,13 +68,7 @@ def ledger_attempts(
         job = str(row.get("job") or default_job)
         strategy = str(row.get("strategy") or (strategy_of or {}).get(job) or "").upper()
         billable = number(row, "billableSeconds", at)
-        cost = None
-        if row.get("spotCost") is not None or row.get("onDemandCost") is not None:
-            spot_usd = number(row, "spotCost", at)
-            on_demand_usd = number(row, "onDemandCost", at)
-            spot = is_spot(strategy)
-            paid = number(row, "cost", at, default=spot_usd if spot else on_demand_usd)
-            cost = AttemptCost(spot_usd, on_demand_usd, paid, on_demand_usd - paid, spot)
+        cost = row_cost(row, at, strategy)
         out.append(
             Attempt(
                 job_name=job,
@@ -92,6 +86,21 @@ def ledger_attempts(
             )
         )
     return out
+
+
+def row_cost(row: Mapping[str, Any], where: str, strategy: str) -> AttemptCost | None:
+    """The cost fields of a ledger row (``spotCost``, ``onDemandCost``, ``cost``); None without.
+
+    Raises:
+        AccountingError: a cost field that is not a number (the message names it).
+    """
+    if row.get("spotCost") is None and row.get("onDemandCost") is None:
+        return None
+    spot_usd = number(row, "spotCost", where)
+    on_demand_usd = number(row, "onDemandCost", where)
+    spot = is_spot(strategy)
+    paid = number(row, "cost", where, default=spot_usd if spot else on_demand_usd)
+    return AttemptCost(spot_usd, on_demand_usd, paid, on_demand_usd - paid, spot)
 
 
 def _vms(value: Any, where: str) -> tuple[VmRuns, ...]:

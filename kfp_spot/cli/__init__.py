@@ -51,12 +51,12 @@ def main() -> None:
 
 
 def _register() -> None:
-    from kfp_spot.cli import emulator, image, jobs, pipelines, registry
+    from kfp_spot.cli import emulator, endpoint, image, jobs, pipelines, registry
 
     main.add_command(emulator.emulator)
     for command in pipelines.COMMANDS:
         main.add_command(command)
-    for command in (*jobs.COMMANDS, *registry.COMMANDS, *image.COMMANDS):
+    for command in (*jobs.COMMANDS, *endpoint.COMMANDS, *registry.COMMANDS, *image.COMMANDS):
         main.add_command(command)
 
 

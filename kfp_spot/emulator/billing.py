@@ -1,8 +1,8 @@
 """The billing ledger: an attempt's hourly rates, what its running time costs, its ledger row.
 
 Only RUNNING time is billable (queued, pending and the time between attempts are free). The cost
-arithmetic is :func:`attempt_costs` alone, so the project's accounting model can take it over in
-one place.
+arithmetic is :func:`kfp_spot.accounting.pricing.attempt_cost`, the one cost function of training
+attempts, per-VM rows and serving replica lives alike.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from google.cloud.aiplatform_v1.types import AcceleratorType
 
 from kfp_spot import machines
+from kfp_spot.accounting import pricing
 from kfp_spot.emulator.store import AttemptRow
 
 
@@ -49,12 +50,9 @@ def attempt_costs(
         on_demand_usd_per_hour: the on-demand price of the same, per hour.
         strategy: the ``Scheduling.Strategy`` name; ``"SPOT"`` pays the Spot price.
     """
-    hours = billable_seconds / 3600.0
-    # rounded first, so every row adds up exactly: savings == on_demand - cost
-    spot = round(spot_usd_per_hour * hours, 6)
-    on_demand = round(on_demand_usd_per_hour * hours, 6)
-    cost = spot if strategy == "SPOT" else on_demand
-    return Costs(spot, on_demand, cost, round(on_demand - cost, 6))
+    rates = pricing.Rates(spot_usd_per_hour, on_demand_usd_per_hour)
+    priced = pricing.attempt_cost(billable_seconds, rates, strategy)
+    return Costs(priced.spot_usd, priced.on_demand_usd, priced.paid_usd, priced.savings_usd)
 
 
 def accelerator_name(value: int) -> str:

@@ -17,6 +17,7 @@ from kfp_spot import envcache
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
 from kfp_spot.emulator.service import Service
+from kfp_spot.emulator.serving.routes import ServingRoutes
 from kfp_spot.emulator.statedir import StateDirBusyError
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
@@ -104,6 +105,8 @@ class Emulator:
             clock per VM, seeded by ``seed``), or None.
         vm_downtime: seconds a preempted worker's VM is away (not billed) before its
             replacement starts.
+        serving_restart_delay: seconds a preempted Spot serving replica stays down before it
+            starts again (the time a new Spot VM takes; 0: at once).
 
     Raises:
         EmulatorError: an argument is out of range; at start, the state dir is in use by another
@@ -126,6 +129,7 @@ class Emulator:
         preempt_vm_at: Mapping[str, Sequence[float]] | None = None,
         preempt_vm_every: float | None = None,
         vm_downtime: float = 0.0,
+        serving_restart_delay: float = 0.0,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise EmulatorError(f"port must be an integer in 0..65535 (0: any free), got {port!r}")
@@ -145,6 +149,7 @@ class Emulator:
         self.host = host
         self.port = port
         self.grace_period = _check_seconds("grace_period", grace_period)
+        self.serving_restart_delay = _check_seconds("serving_restart_delay", serving_restart_delay)
         self.policy = PreemptionPolicy(at, every, seed, vm_at, vm_every, downtime)
         self.capacity = _check_capacity(capacity)
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
@@ -166,13 +171,17 @@ class Emulator:
                 policy=self.policy,
                 capacity=self.capacity,
                 env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
+                serving_restart_delay=self.serving_restart_delay,
             )
         except StateDirBusyError as err:
             raise EmulatorError(str(err)) from None
         service.start()
         try:
             httpd = EmulatorHTTPServer(
-                (self.host, self.port), service, read_timeout=self.read_timeout
+                (self.host, self.port),
+                service,
+                read_timeout=self.read_timeout,
+                routes=[ServingRoutes(service.serving)],
             )
         except OSError as err:
             service.stop()
@@ -254,6 +263,24 @@ class Emulator:
     ) -> list[dict[str, Any]]:
         """Replica logs: ``[{"attempt", "replica", "path", "text"}, ...]``."""
         return self.service.logs(self._name(job_name), attempt, replica)
+
+    def preempt_replica(
+        self, endpoint: str, deployed_model_id: str, replica: int | None = None
+    ) -> dict[str, Any]:
+        """Preempt one serving replica of a Spot deployed model (a ready one unless given)."""
+        return self.service.serving.preempt_replica(endpoint, deployed_model_id, replica)
+
+    def serving_replicas(self, endpoint: str, deployed_model_id: str) -> list[dict[str, Any]]:
+        """The replicas of a deployed model: index, life, state, port, pid."""
+        return self.service.serving.replica_status(endpoint, deployed_model_id)
+
+    def serving_endpoints(self) -> list[str]:
+        """The resource names of every endpoint, oldest first."""
+        return self.service.serving.endpoint_names()
+
+    def serving_ledger(self, endpoint: str) -> dict[str, Any]:
+        """The serving ledger of an endpoint (``lives`` and ``total``), as ``/ledger`` serves it."""
+        return self.service.serving.ledger(endpoint)
 
     def wait(
         self, job_name: str, states: Collection[str] = TERMINAL, timeout: float = 120.0

@@ -16,6 +16,10 @@ Routes (``{name}`` is ``projects/P/locations/L/customJobs/ID``, P a project ID o
 - ``GET /emulator/v1/customJobs``: every job of every project (name, state, displayName)
 - ``GET /emulator/v1/health``: ``{"status": "ok"}``
 
+More routes plug in as :class:`RouteSet` s (the Model, Endpoint and Prediction APIs of
+:mod:`kfp_spot.emulator.serving.routes`): their requests get everything below too, and their
+actions answer a JSON document or a :class:`Reply` (any status, body and headers).
+
 Bodies and answers are protobuf JSON (camelCase); enums are answered as names unless the client
 asks for ``$alt=json;enum-encoding=int`` as the GAPIC REST transport does.
 
@@ -38,10 +42,11 @@ import re
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
@@ -125,6 +130,10 @@ ROUTES: list[Route] = [
     Route("GET", re.compile(r"/emulator/v1/customJobs"), "all"),
     Route("GET", re.compile(r"/emulator/v1/health"), "health"),
 ]
+_SERVED = (
+    "/v1/projects/P/locations/L/customJobs[/ID[:cancel]], "
+    "/v1/projects/P/locations/L/operations/ID and /emulator/v1/..."
+)
 # Fields a request body may set besides the path's own (``body: "*"`` requests).
 _BODY_FIELDS = {"cancel": ("name",), "cancel_operation": ("name",), "preempt": ("name", "replica")}
 _BODY_FIELDS["wait_operation"] = ("name", "timeout")
@@ -188,6 +197,89 @@ class Query:
                 field,
             )
         return number
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as a :class:`RouteSet`'s action sees it (read whole, within the limits).
+
+    Attributes:
+        params: the route pattern's named groups (e.g. ``name``, ``parent``).
+        query: the query parameters, checked against what the route binds.
+        body: the request body (``b""`` when there is none).
+        content_type: the request's Content-Type header ("" when absent).
+    """
+
+    params: Mapping[str, str]
+    query: Query
+    body: bytes
+    content_type: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer that is not a 200 JSON document, e.g. a model server's own ``:rawPredict`` body.
+
+    Attributes:
+        status: the HTTP status.
+        body: the body, sent as is.
+        headers: headers to send (``Content-Type`` among them; JSON when absent).
+    """
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class RouteSet(Protocol):
+    """More routes for the server (one API surface), answered like the built-in ones.
+
+    Its requests get the server's guarantees: bounded reads and bodies, JSON 4xx errors for
+    everything (an :class:`~kfp_spot.emulator.errors.ApiError` raised by ``act`` is answered as
+    a Google JSON error), unknown query parameters refused, 500s logged.
+    """
+
+    @property
+    def routes(self) -> Sequence[Route]:
+        """The routes, matched after the built-in ones, in order."""
+        ...
+
+    @property
+    def served(self) -> str:
+        """What the routes serve, for the 404 of an unknown path (e.g. ``/v1/.../endpoints``)."""
+        ...
+
+    def act(self, route: Route, request: Request) -> dict[str, Any] | str | Reply:
+        """Answer ``request`` on ``route``: a JSON document (object or text) or a :class:`Reply`.
+
+        Raises:
+            ApiError: the request is refused (answered as a Google JSON error).
+        """
+        ...
+
+
+def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
+    """The JSON object body of a ``body: "*"`` request whose only fields are ``fields``.
+
+    ``{}`` for no body. Field names may be camelCase or snake_case (``fields`` are snake_case).
+
+    Raises:
+        ApiError: the body is not a JSON object, or names a field not in ``fields``.
+    """
+    if not raw.strip():
+        return {}
+    doc = decode_json(raw, "*")
+    if not isinstance(doc, dict):
+        raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
+    for key in doc:
+        if _snake(key) not in fields:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
+                "field.",
+                key,
+            )
+    return doc
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -369,13 +461,23 @@ class Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self._send(error.http_status, error.to_json())
 
-    def _send(self, status: int, payload: dict[str, Any] | str, *, head: bool = False) -> None:
-        body = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+    def _send(
+        self, status: int, payload: dict[str, Any] | str | Reply, *, head: bool = False
+    ) -> None:
+        headers: Mapping[str, str] = {}
+        if isinstance(payload, Reply):
+            status, body, headers = payload.status, payload.body, payload.headers
+        else:
+            body = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
         self.connection.settimeout(self.server.read_timeout)  # writes: the full timeout again
         if self.request_version in ("", "HTTP/0.9"):
             self.request_version = "HTTP/1.1"  # always a status line and headers
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        if not any(k.lower() == "content-type" for k in headers):
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -384,45 +486,32 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         self.wfile.flush()
 
-    def _route(self, method: str, raw: bytes) -> dict[str, Any] | str:
+    def _route(self, method: str, raw: bytes) -> dict[str, Any] | str | Reply:
         url = urlsplit(self.path)
         path = unquote(url.path)
         offered = []
-        for route in ROUTES:
+        for owner, route in self.server.routes:
             match = route.pattern.fullmatch(path)
             if not match:
                 continue
             if route.method != method:
                 offered.append(route.method)
                 continue
-            return self._act(route, match.groupdict(), Query(url.query, route), raw)
+            query = Query(url.query, route)
+            if owner is None:
+                return self._act(route, match.groupdict(), query, raw)
+            content_type = self.headers.get("Content-Type", "")
+            return owner.act(route, Request(match.groupdict(), query, raw, content_type))
         if offered:
             raise ApiError(
                 "NOT_FOUND",
                 f"{method} is not offered on {path}; it takes {', '.join(sorted(set(offered)))}",
             )
-        raise ApiError(
-            "NOT_FOUND",
-            f"no such resource: {path} (the emulator serves "
-            "/v1/projects/P/locations/L/customJobs[/ID[:cancel]], "
-            "/v1/projects/P/locations/L/operations/ID and /emulator/v1/...)",
-        )
+        served = ", ".join([_SERVED, *(r.served for r in self.server.route_sets)])
+        raise ApiError("NOT_FOUND", f"no such resource: {path} (the emulator serves {served})")
 
     def _empty_body(self, raw: bytes, action: str) -> dict[str, Any]:
-        if not raw.strip():
-            return {}
-        doc = decode_json(raw, "*")
-        if not isinstance(doc, dict):
-            raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
-        for key in doc:
-            if _snake(key) not in _BODY_FIELDS.get(action, ()):
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
-                    "field.",
-                    key,
-                )
-        return doc
+        return object_body(raw, _BODY_FIELDS.get(action, ()))
 
     def _act(self, route: Route, params: dict[str, str], query: Query, raw: bytes) -> Any:
         service = self.server.service
@@ -481,6 +570,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         service: the API.
         read_timeout: seconds a request may take to arrive (and a connection to stay idle).
         max_body: the largest request body accepted, in bytes.
+        routes: more API surfaces (:class:`RouteSet`), matched after the built-in routes.
     """
 
     daemon_threads = True
@@ -494,11 +584,16 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         *,
         read_timeout: float = READ_TIMEOUT,
         max_body: int = MAX_BODY,
+        routes: Sequence[RouteSet] = (),
     ) -> None:
         super().__init__(address, Handler)
         self.service = service
         self.read_timeout = read_timeout
         self.max_body = max_body
+        self.route_sets = tuple(routes)
+        # Every route with the set that answers it (None: the CustomJob API's own).
+        self.routes: list[tuple[RouteSet | None, Route]] = [(None, r) for r in ROUTES]
+        self.routes += [(rs, r) for rs in self.route_sets for r in rs.routes]
         host, port = self.server_address[:2]
         host = f"[{host}]" if ":" in str(host) else host
         service.base_url = f"http://{host}:{port}"

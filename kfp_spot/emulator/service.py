@@ -7,7 +7,8 @@ This module only assembles the parts (one concern each) and starts and stops the
 - ``runner``: one attempt's replicas;               - ``billing``: rates and the ledger rows;
 - ``policy``: automatic preemptions;                - ``containers``: the container runtime probe;
 - ``jobs``: the API methods;                        - ``errors``: API errors and HTTP statuses;
-- ``names``: project numbers and ids;               - ``alarms``: FLEX_START wait deadlines.
+- ``names``: project numbers and ids;               - ``alarms``: FLEX_START wait deadlines;
+- ``serving``: the Model, Endpoint and Prediction APIs and their serving replicas.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kfp_spot.emulator.jobs import JobService
 from kfp_spot.emulator.lifecycle import Lifecycle
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.scheduler import Capacity, Scheduler
+from kfp_spot.emulator.serving.api import ServingService
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.store import Store
 
@@ -37,6 +39,7 @@ class Service(JobService):
         env_cache_dir: where package environments are cached (default ``state_dir/envs``).
         shutdown_grace: the grace period used when the emulator itself stops (at most
             ``grace_period``).
+        serving_restart_delay: seconds before a preempted serving replica comes back.
 
     Raises:
         StateDirBusyError: another emulator uses ``state_dir``.
@@ -51,6 +54,7 @@ class Service(JobService):
         capacity: int | Mapping[str, int] | None = None,
         env_cache_dir: Path | None = None,
         shutdown_grace: float = 10.0,
+        serving_restart_delay: float = 0.0,
     ) -> None:
         state = StateDir(Path(state_dir))
         try:
@@ -79,6 +83,15 @@ class Service(JobService):
         super().__init__(
             store, lifecycle, limits, state, probe, self.scheduler.poke, alarm=self.alarms.at
         )
+        self.serving = ServingService(
+            state.path / "serving",
+            policy=self.policy,
+            grace_period=grace_period,
+            shutdown_grace=self.shutdown_grace,
+            env_cache_dir=self.env_cache_dir,
+            container_runtime=probe,
+            restart_delay=serving_restart_delay,
+        )
 
     def start(self) -> None:
         """Recover jobs a previous emulator left running, then start scheduling."""
@@ -87,10 +100,12 @@ class Service(JobService):
             self.alarms.at(when, job_id)
         self.alarms.start()
         self.scheduler.start()
+        self.serving.start()
 
     def stop(self) -> None:
         """Stop scheduling; running attempts end as EMULATOR_RESTARTED and resume next start."""
         self.alarms.stop()
         self.scheduler.stop()
+        self.serving.stop()
         self.store.close()
         self.state_dir.release()

@@ -1,6 +1,7 @@
-"""The one client the launcher talks to the service with.
+"""The GAPIC clients kfp-spot talks to the service with (:func:`make_client`).
 
-``google.cloud.aiplatform_v1.JobServiceClient`` on Vertex AI (the regional endpoint
+``google.cloud.aiplatform_v1.JobServiceClient`` for the launcher (and the Model, Endpoint and
+Prediction clients for ``deploy_spot_endpoint``) on Vertex AI (the regional endpoint
 ``LOCATION-aiplatform.googleapis.com``, application default credentials) and on the local emulator
 (an ``api_endpoint`` written as ``http://127.0.0.1:PORT``: REST transport, anonymous credentials).
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from google.api_core import client_options as client_options_lib
@@ -28,6 +31,7 @@ ENDPOINT_FORM = (
 )
 # A DNS name: dot-separated labels of letters, digits and inner hyphens, 1-63 characters each.
 _HOSTNAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(?:\.(?!-)[a-z0-9-]{1,63}(?<!-))*")
+ClientT = TypeVar("ClientT")
 
 
 @dataclass(frozen=True)
@@ -129,15 +133,24 @@ def is_emulator_endpoint(api_endpoint: str) -> bool:
     return bool(api_endpoint) and resolve_endpoint("", api_endpoint).local
 
 
-def make_job_client(endpoint: Endpoint) -> JobServiceClient:
-    """A JobServiceClient for ``endpoint`` (REST + anonymous credentials for plain HTTP)."""
+def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> ClientT:
+    """A GAPIC client of ``client_class`` for ``endpoint`` (REST + anonymous for plain HTTP).
+
+    ``client_class`` is any ``google.cloud.aiplatform_v1`` service client, e.g.
+    ``JobServiceClient`` or ``EndpointServiceClient``.
+    """
     options = client_options_lib.ClientOptions(api_endpoint=endpoint.api_endpoint)
     info = gapic_v1.client_info.ClientInfo(user_agent=USER_AGENT)
     if endpoint.local:
-        return JobServiceClient(
+        return client_class(
             client_options=options,
             client_info=info,
             transport="rest",
             credentials=AnonymousCredentials(),
         )
-    return JobServiceClient(client_options=options, client_info=info)
+    return client_class(client_options=options, client_info=info)
+
+
+def make_job_client(endpoint: Endpoint) -> JobServiceClient:
+    """A JobServiceClient for ``endpoint`` (REST + anonymous credentials for plain HTTP)."""
+    return make_client(JobServiceClient, endpoint)

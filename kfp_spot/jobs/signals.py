@@ -6,7 +6,7 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger("kfp_spot.jobs.launcher")
 
@@ -23,8 +23,14 @@ class LaunchInterruptedError(BaseException):
 
 
 @contextlib.contextmanager
-def cancel_on_signals() -> Iterator[None]:
-    """Turn the first SIGTERM/SIGINT into LaunchInterruptedError (main thread only)."""
+def cancel_on_signals(
+    error: Callable[[int], BaseException] = LaunchInterruptedError,
+) -> Iterator[None]:
+    """Turn the first SIGTERM/SIGINT into ``error(signum)`` (main thread only).
+
+    ``error`` should be a BaseException, so that nothing in the caller's loop swallows it: the
+    launcher's LaunchInterruptedError, deploy_spot_endpoint's DeployInterruptedError.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -35,7 +41,7 @@ def cancel_on_signals() -> Iterator[None]:
             log.warning("signal %d again: already cancelling", signum)
             return
         fired["done"] = True
-        raise LaunchInterruptedError(signum)
+        raise error(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot import accounting, checkpoints
-from kfp_spot.accounting import Attempt, TrainerAttempt
+from kfp_spot.accounting import Attempt, ReplicaLife, TrainerAttempt
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class RunData:
         saves: the committed checkpoints.
         commits: every known commit time (the saves', and the records' ``last_commit_time``,
             which survives retention deleting a step).
+        serving: the serving replica lives of the run's endpoints (``run.json``'s ``serving``).
     """
 
     run_dir: Path
@@ -63,6 +64,7 @@ class RunData:
     started: float | None = None
     finished: float | None = None
     passed: bool | None = None  # the quality gate, when the run had one
+    serving: list[ReplicaLife] = field(default_factory=list)
 
     @property
     def job_name(self) -> str:
@@ -77,6 +79,10 @@ class RunData:
             commits=self.commits,
             jobs=[accounting.JobRun(name, "") for name in self.job_names],
         )
+
+    def account_serving(self) -> accounting.ServingSummary | None:
+        """The serving replicas' summary; None when the run served nothing."""
+        return accounting.summarize_serving(self.serving) if self.serving else None
 
 
 def _loss_of(metadata: Mapping[str, Any]) -> float | None:
@@ -171,6 +177,13 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         )
     except accounting.AccountingError as exc:
         raise ReportError(str(exc)) from exc
+    serving_raw = doc.get("serving") or []
+    if not isinstance(serving_raw, list):
+        raise ReportError(f"{RUN_FILE}: 'serving' must be a list of serving ledger rows")
+    try:
+        serving = accounting.serving_lives(serving_raw, where=f"{RUN_FILE}: serving")
+    except accounting.AccountingError as exc:
+        raise ReportError(str(exc)) from exc
     for attempt in ledger:
         if attempt.job_name and attempt.job_name not in job_names:
             job_names.append(attempt.job_name)
@@ -198,4 +211,5 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         passed=next(
             (p for p in (doc.get("passed"), metrics.get("passed")) if isinstance(p, bool)), None
         ),
+        serving=serving,
     )

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from kfp_spot import accounting
-from kfp_spot.accounting import EndReason, Summary, usd
+from kfp_spot.accounting import EndReason, ServingSummary, Summary, usd
 from kfp_spot.reports.run import RunData
 
 
@@ -20,12 +20,14 @@ class RunSummary:
         checkpoints: committed checkpoint steps.
         latest_step: the newest one.
         final_loss: the loss recorded with the newest step that has one.
+        serving: the serving replicas' summary, when the run deployed a model.
     """
 
     accounting: Summary
     checkpoints: int
     latest_step: int | None
     final_loss: float | None
+    serving: ServingSummary | None = None
 
     @property
     def attempts(self) -> int:
@@ -81,6 +83,7 @@ def summarize(run: RunData) -> RunSummary:
         checkpoints=len(run.saves),
         latest_step=max((s.step for s in run.saves), default=None),
         final_loss=losses[-1] if losses else None,
+        serving=run.account_serving(),
     )
 
 
@@ -121,13 +124,16 @@ def _cell(value: object) -> str:
 
 
 def _cost_rows(summary: Summary) -> list[str]:
-    costs = summary.costs
+    return _cost_rows_of(summary.costs, summary.billable_seconds, "the run")
+
+
+def _cost_rows_of(costs: accounting.Costs | None, billable: float, payer: str) -> list[str]:
     if costs is None:
         return [
             "| Cost | unknown: a machine type has no price in kfp_spot/data/machines.csv |",
-            f"| Billable time | {seconds(summary.billable_seconds)} |",
+            f"| Billable time | {seconds(billable)} |",
         ]
-    rows = [f"| Cost (what the run paid) | {usd(costs.paid_usd)} |"]
+    rows = [f"| Cost (what {payer} paid) | {usd(costs.paid_usd)} |"]
     if costs.spot_estimated:
         rows.append(
             f"| Cost range at 60-91% Spot discounts | {usd(costs.paid_low_usd)} to "
@@ -136,9 +142,37 @@ def _cost_rows(summary: Summary) -> list[str]:
     rows += [
         f"| On-demand cost (same time) | {usd(costs.on_demand_usd)} |",
         f"| Savings | {usd(costs.savings_usd)} ({percent(costs.savings_fraction)}) |",
-        f"| Billable time | {seconds(summary.billable_seconds)} |",
+        f"| Billable time | {seconds(billable)} |",
     ]
     return rows
+
+
+def _serving_lines(serving: ServingSummary) -> list[str]:
+    """The serving replicas: one line of totals, the cost table, one row per replica life."""
+    costs = serving.costs
+    lines = [
+        "## Serving replicas (serving ledger)",
+        "",
+        f"{len(serving.lives)} replica lives ({serving.spot_lives} on Spot VMs) of "
+        f"{_cell(', '.join(serving.endpoints) or '-')}; {serving.preemptions} preempted.",
+        "",
+        "| | |",
+        "| --- | --- |",
+        *_cost_rows_of(costs, serving.billable_seconds, "the replicas"),
+        "",
+        "| Deployed model | Replica | Life | Start | End | End reason | Billable | Machine "
+        "| Paid | On-demand |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for life in serving.lives:
+        lines.append(
+            f"| {_cell(life.deployed_model_id or '-')} | {life.replica} | {life.life} "
+            f"| {_when(life.start)} | {_when(life.end)} | {life.end_reason.value} "
+            f"| {seconds(life.billable_seconds)} | {_cell(life.machine_type or '-')} "
+            f"| {usd(life.cost.paid_usd if life.cost else None)} "
+            f"| {usd(life.cost.on_demand_usd if life.cost else None)} |"
+        )
+    return lines
 
 
 def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None = None) -> str:
@@ -213,6 +247,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
             )
     else:
         lines.append("No attempts: the run never started a CustomJob attempt.")
+    if summary.serving is not None:
+        lines += ["", *_serving_lines(summary.serving)]
     lines += ["", "## Training attempts (attempt records)", ""]
     if run.records:
         lines += [

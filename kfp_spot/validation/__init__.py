@@ -2,7 +2,8 @@
 
 - :mod:`~kfp_spot.validation.custom_job`: the rules on a whole CustomJob. The emulator enforces
   :func:`validate_custom_job` on create; the launcher runs :func:`validate_for_submission` on the
-  job it built, before any API call.
+  job it built, before any API call; :func:`check_machine_spec` holds a DeployedModel's machine
+  to the same machine rules.
 - :mod:`~kfp_spot.validation.values`: rules on single values (module, variable and label names,
   project IDs, durations, nesting depth) and Vertex's limits (100 package URIs, 4 worker pools,
   ...). Packaging, the launcher's input checks and ``kfp-spot submit`` use these.
@@ -21,6 +22,7 @@ from kfp_spot.validation.custom_job import (
     VERTEX_AI,
     InvalidJobSpecError,
     Target,
+    check_machine_spec,
     validate_custom_job,
     validate_for_submission,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "check_bucket",
     "check_kms_key_name",
     "check_label",
+    "check_machine_spec",
     "check_nesting",
     "check_output_uri",
     "check_persistent_resource_id",

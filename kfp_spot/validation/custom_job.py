@@ -53,6 +53,7 @@ __all__ = [
     "VERTEX_AI",
     "InvalidJobSpecError",
     "Target",
+    "check_machine_spec",
     "validate_custom_job",
     "validate_for_submission",
 ]
@@ -63,6 +64,7 @@ _SPOT = int(Scheduling.Strategy.SPOT)
 # proto-plus enums are IntEnums (proto ships no types, so mypy sees neither as iterable).
 _STRATEGIES = {int(s): s.name for s in cast("type[enum.IntEnum]", Scheduling.Strategy)}
 _ACCELERATORS = frozenset(int(a) for a in cast("type[enum.IntEnum]", AcceleratorType))
+_ON_DEMAND = "scheduling.strategy ON_DEMAND"  # how a CustomJob leaves Spot
 
 
 class InvalidJobSpecError(ValueError):
@@ -370,6 +372,40 @@ def _accelerator_name(value: int) -> str:
         return str(value)
 
 
+def check_machine_spec(
+    spec: Any,
+    where: str,
+    *,
+    spot: bool,
+    known_machines_only: bool = True,
+    spot_off: str = "",
+) -> None:
+    """The rules of one ``MachineSpec`` outside a CustomJob, e.g. a DeployedModel's.
+
+    The same rules as a worker pool's machine: machine type, accelerator type and count, TPU
+    topology, and no Spot on a TPU Pod.
+
+    Args:
+        spec: a ``google.cloud.aiplatform_v1.types.MachineSpec`` (proto-plus) or its raw protobuf.
+        where: the field path of ``spec`` that errors name, e.g.
+            ``deployedModel.dedicatedResources.machineSpec``.
+        spot: whether the machine runs on Spot VMs.
+        known_machines_only: refuse a machine type missing from kfp-spot's table (the emulator,
+            which prices what it runs); False logs it and leaves it to the service.
+        spot_off: how the caller's resource turns Spot off (e.g. ``dedicatedResources.spot
+            false``), named in the TPU Pod error instead of a CustomJob's scheduling strategy.
+
+    Raises:
+        InvalidJobSpecError: the first rule ``spec`` breaks, naming the field and what is valid.
+    """
+    try:
+        _check_machine(_pb(spec), where, spot, known_machines_only)
+    except InvalidJobSpecError as err:
+        if not spot_off or _ON_DEMAND not in err.message:
+            raise
+        raise InvalidJobSpecError(err.field, err.message.replace(_ON_DEMAND, spot_off)) from None
+
+
 def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool) -> None:
     name = spec.machine_type
     acc_value = int(spec.accelerator_type)
@@ -481,7 +517,7 @@ def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
     return InvalidJobSpecError(
         where,
         f"{why}, and Spot VMs cannot be used with TPU Pods: use a single-host TPU machine "
-        "(e.g. ct5lp-hightpu-4t with topology 2x2) or scheduling.strategy ON_DEMAND",
+        f"(e.g. ct5lp-hightpu-4t with topology 2x2) or {_ON_DEMAND}",
     )
 
 

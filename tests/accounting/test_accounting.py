@@ -310,3 +310,73 @@ def test_end_reasons_are_enums_inside_and_strings_at_the_edges():
     assert attempt.to_json()["end_reason"] == "EMULATOR_RESTARTED"
     assert attempt.to_json()["preemption"] is True
     assert EndReason.parse("what") is EndReason.UNKNOWN
+
+
+# -- serving replica lives ----------------------------------------------------------------------
+
+
+def _life(replica, life, reason, billable, *, strategy="SPOT", **extra):
+    return {
+        "deployedModelId": "42",
+        "replica": replica,
+        "life": life,
+        "startTime": 1000.0 + 100 * life,
+        "endTime": None if reason is None else 1000.0 + 100 * life + billable,
+        "endReason": reason,
+        "billableSeconds": billable,
+        "machineType": "n1-standard-4",
+        "strategy": strategy,
+        **extra,
+    }
+
+
+def test_serving_lives_are_priced_and_counted_like_attempts():
+    rates = hourly_rates([Pool("n1-standard-4")])
+    rows = []
+    for replica, life, reason, billable in [
+        (0, 1, "PREEMPTED", 30.0),
+        (0, 2, None, 90.0),
+        (1, 1, "EMULATOR_RESTARTED", 50.0),
+        (1, 2, "UNDEPLOYED", 70.0),
+    ]:
+        cost = attempt_cost(billable, rates, "SPOT").to_ledger()
+        rows.append(_life(replica, life, reason, billable, endpoint="projects/1/e", **cost))
+    lives = accounting.serving_lives(rows)
+    assert [life.end_reason for life in lives] == [
+        EndReason.PREEMPTED,
+        EndReason.RUNNING,
+        EndReason.EMULATOR_RESTARTED,
+        EndReason.UNDEPLOYED,
+    ]
+    summary = accounting.summarize_serving(lives)
+    assert summary.preemptions == 2 and summary.spot_lives == 4
+    assert summary.billable_seconds == 240.0 and summary.endpoints == ("projects/1/e",)
+    # The same function and the same sums as training attempts: 240 s of Spot replica time.
+    whole = attempt_cost(240.0, rates, "SPOT")
+    assert summary.costs is not None and summary.costs.spot_estimated
+    assert summary.costs.paid_usd == pytest.approx(whole.paid_usd, abs=4e-6)
+    assert summary.costs.on_demand_usd == pytest.approx(whole.on_demand_usd, abs=4e-6)
+    low, high = accounting.spot_range(summary.costs.on_demand_usd)
+    assert summary.costs.paid_low_usd == pytest.approx(low, abs=4e-6)
+    assert summary.costs.paid_high_usd == pytest.approx(high, abs=4e-6)
+    doc = summary.to_json()
+    assert doc["replica_lives"] == 4 and doc["preemptions"] == 2
+    assert doc["life_detail"][3]["end_reason"] == "UNDEPLOYED"
+
+
+def test_standard_replicas_pay_on_demand_and_unpriced_lives_give_no_cost():
+    rates = hourly_rates([Pool("n1-standard-4")])
+    cost = attempt_cost(60.0, rates, "STANDARD").to_ledger()
+    row = _life(0, 1, "UNDEPLOYED", 60.0, strategy="STANDARD", **cost)
+    (life,) = accounting.serving_lives([row])
+    assert life.cost is not None and life.cost.paid_usd == life.cost.on_demand_usd
+    assert accounting.summarize_serving([life]).costs.savings_usd == 0.0
+    unpriced = accounting.serving_lives([_life(0, 1, "PREEMPTED", 60.0)])
+    assert accounting.summarize_serving(unpriced).costs is None
+
+
+def test_a_bad_serving_field_is_named():
+    with pytest.raises(AccountingError, match=r"serving\[0\]\.billableSeconds must be a number"):
+        accounting.serving_lives([_life(0, 1, "PREEMPTED", 1.0) | {"billableSeconds": "long"}])
+    with pytest.raises(AccountingError, match=r"serving\[0\] must be an object"):
+        accounting.serving_lives(["row"])

@@ -419,3 +419,52 @@ def test_a_local_run_keeps_enums_inside_and_strings_in_run_json_and_the_printout
     summary = local_run.summarize(result)
     assert summary.startswith(f"outcome:            {printed}\n")
     assert f"quality gate:       {gate}\n" in summary
+
+
+def test_serving_replicas_have_their_own_section_fed_by_the_accounting(tmp_path: Path):
+    build_run(tmp_path, [Attempt(0, 60, [0.5], "SUCCEEDED", 0.5, 3.0)])
+    doc = json.loads((tmp_path / "run.json").read_text())
+    endpoint = "projects/123/locations/us-central1/endpoints/7"
+    doc["serving"] = [
+        {
+            "endpoint": endpoint,
+            "deployedModelId": "42",
+            "replica": replica,
+            "life": life,
+            "startTime": rfc3339(T0 + 100 * life),
+            "endTime": rfc3339(T0 + 100 * life + seconds) if reason else None,
+            "endReason": reason,
+            "billableSeconds": seconds,
+            "machineType": "n1-standard-4",
+            "strategy": "SPOT",
+            "spotCost": spot,
+            "onDemandCost": on_demand,
+        }
+        for replica, life, reason, seconds, spot, on_demand in [
+            (0, 1, "PREEMPTED", 30.0, 0.001, 0.004),
+            (0, 2, None, 60.0, 0.002, 0.008),
+            (1, 1, None, 90.0, 0.003, 0.012),
+        ]
+    ]
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    report = write_report(tmp_path)
+    markdown = report.markdown.read_text()
+    section = markdown.split("## Serving replicas (serving ledger)", 1)[1].split("\n## ", 1)[0]
+    assert f"3 replica lives (3 on Spot VMs) of {endpoint}; 1 preempted." in section
+    assert table_value(section, "Cost (what the replicas paid)") == "$0.006000"
+    assert table_value(section, "On-demand cost (same time)") == "$0.024000"
+    assert table_value(section, "Savings") == "$0.018000 (75.0%)"
+    assert table_value(section, "Billable time") == "180.0 s"
+    rows = [line for line in section.splitlines() if line.startswith("| 42 |")]
+    assert [row.split(" | ")[5] for row in rows] == ["PREEMPTED", "RUNNING", "RUNNING"]
+    # The training figures stay the training job's own.
+    assert dollars(table_value(markdown, "Cost (what the run paid)")) != 0.006
+    assert report.summary.serving is not None and report.summary.serving.preemptions == 1
+
+
+def test_a_bad_serving_row_names_the_field(tmp_path: Path):
+    (tmp_path / "run.json").write_text(
+        json.dumps({"outcome": "X", "ledger": [], "serving": [{"billableSeconds": "long"}]})
+    )
+    with pytest.raises(ReportError, match=r"serving\[0\]\.billableSeconds must be a number"):
+        write_report(tmp_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 N_CLASSES = 10
@@ -56,3 +58,19 @@ def sgd_step(
         velocity[name] -= learning_rate * grad
         params[name] += velocity[name]
     return loss
+
+
+def to_sklearn(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray) -> Any:
+    """The same network as a scikit-learn ``MLPClassifier`` (what Vertex's sklearn image serves).
+
+    ``predict`` and ``predict_proba`` give what :func:`predict_proba` gives: ReLU hidden layer,
+    softmax output, these weights. ``X``/``y`` (a few rows) only let scikit-learn set up its
+    internals before the weights replace its own.
+    """
+    from sklearn.neural_network import MLPClassifier
+
+    clf = MLPClassifier(hidden_layer_sizes=(params["W1"].shape[1],), random_state=0)
+    clf.partial_fit(X, y, classes=np.arange(N_CLASSES))
+    clf.coefs_ = [params["W1"].copy(), params["W2"].copy()]
+    clf.intercepts_ = [params["b1"].copy(), params["b2"].copy()]
+    return clf

@@ -9,8 +9,9 @@ A step is one epoch of minibatch SGD by default, or a part of one (``--steps-per
   step and prints ``resuming from step N``;
 - on SIGTERM (the preemption notice) it saves once more if that fits the grace period and exits
   with status 143;
-- at the end it writes ``model.npz`` and ``model.json`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``)
-  and exits 0.
+- at the end it writes ``model.npz``, ``model.json`` and ``model.joblib`` (the same network as a
+  scikit-learn ``MLPClassifier``, which Vertex's prebuilt sklearn prediction image serves) to
+  ``$AIP_MODEL_DIR`` (or ``--model-dir``) and exits 0.
 
 Everything that decides the weights (initialisation, the data order of each epoch, the position in
 the epoch, momentum) is in the checkpoint, so a run preempted any number of times ends with the
@@ -144,12 +145,22 @@ def _check_resumable(saved: dict[str, Any], config: dict[str, Any]) -> None:
         )
 
 
-def write_model(model_dir: str, params: dict[str, np.ndarray], info: dict[str, Any]) -> None:
-    """Write ``model.npz`` (weights) and ``model.json`` (settings, steps, training metrics)."""
+def write_model(
+    model_dir: str, params: dict[str, np.ndarray], info: dict[str, Any], sklearn_model: Any = None
+) -> None:
+    """Write ``model.npz`` (weights), ``model.json`` (settings, steps, training metrics) and,
+    given one, ``model.joblib``: the scikit-learn model Vertex's prebuilt sklearn image serves.
+    """
     buf = io.BytesIO()
     np.savez(buf, **params)
     fs.atomic_write(fs.join(model_dir, "model.npz"), buf.getvalue())
     fs.atomic_write(fs.join(model_dir, "model.json"), json.dumps(info, indent=1, sort_keys=True))
+    if sklearn_model is not None:
+        import joblib
+
+        dumped = io.BytesIO()
+        joblib.dump(sklearn_model, dumped)
+        fs.atomic_write(fs.join(model_dir, "model.joblib"), dumped.getvalue())
 
 
 def train(args: argparse.Namespace) -> int:
@@ -253,7 +264,12 @@ def train(args: argparse.Namespace) -> int:
             "train_accuracy": float((probs.argmax(axis=1) == y_train).mean()),
         }
         if ckpt.writer:  # one replica writes the model (the others hold the same weights)
-            write_model(args.model_dir, params, info)
+            write_model(
+                args.model_dir,
+                params,
+                info,
+                model.to_sklearn(params, X_train[:50], y_train[:50]),
+            )
     print(
         f"finished {total} steps; train accuracy {info['train_accuracy']:.4f}; "
         f"model written to {args.model_dir}",

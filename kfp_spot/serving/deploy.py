@@ -1,0 +1,612 @@
+"""Deploy a model to a Vertex AI endpoint on Spot VMs: upload, endpoint, deploy, reattach, cancel.
+
+Everything goes through the GAPIC ``ModelServiceClient`` and ``EndpointServiceClient`` (REST and
+anonymous credentials for the local emulator's ``http://127.0.0.1:PORT``, as the launcher does).
+
+One deployment is three steps, each found again by a retried task instead of being repeated:
+
+1. **Model**: the artifact directory is uploaded with the serving image, labelled with a key
+   unique to the task run (``kfp_spot_deployment``); a retry finds it by that label. A model
+   given as ``uploaded_model`` (e.g. GCPC's ``ModelUploadOp`` output) is used as it is.
+2. **Endpoint**: the given one, else one this run created (found by the same label), else a new
+   one.
+3. **DeployedModel**: ``dedicatedResources.spot = true``, machine type, min/max replicas, the
+   traffic split. Its long-running operation is written to ``gcp_resources`` (GCPC's
+   ``VertexLro`` entries) before the task waits on it; a retry reattaches to it, or finds the
+   model this run uploaded already on the endpoint.
+
+SIGTERM or SIGINT (pipeline cancellation) cancels the operation being waited on. A deploy that
+still completes (the cancel came too late) is undeployed, so a cancelled task leaves no Spot
+replicas running; the uploaded model and the endpoint (which cost nothing without replicas) stay,
+for a retry to reuse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+from google.api_core import exceptions as api_exceptions
+from google.api_core import retry as retries
+from google.cloud.aiplatform_v1 import EndpointServiceClient, ModelServiceClient
+from google.cloud.aiplatform_v1.types import (
+    DeployedModel,
+    DeployModelResponse,
+    Endpoint,
+    MachineSpec,
+    Model,
+    UploadModelResponse,
+)
+from google.longrunning import operations_pb2
+
+from kfp_spot import executors, fs, validation
+from kfp_spot.jobs import pipeline_context
+from kfp_spot.jobs.client import Endpoint as ApiEndpoint
+from kfp_spot.jobs.client import is_emulator_endpoint, make_client, resolve_endpoint
+from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
+from kfp_spot.jobs.signals import cancel_on_signals
+from kfp_spot.jobs.spec import LaunchInputError
+
+log = logging.getLogger(__name__)
+
+DEPLOYMENT_LABEL = "kfp_spot_deployment"
+_MODEL_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/models/[^/@]+(@[^/]+)?")
+_ENDPOINT_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/endpoints/[^/]+")
+MAX_REPLICAS = 1000  # well above any quota: a larger count is a typo
+
+
+class DeployInputError(ValueError):
+    """An input of deploy_spot_endpoint is invalid; names the input and what would be valid."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"deploy_spot_endpoint input {field_name!r}: {message}")
+        self.field = field_name
+        self.reason = message
+
+
+class DeployFailedError(RuntimeError):
+    """The service refused or failed a step; the message is the service's own."""
+
+
+class DeployInterruptedError(BaseException):
+    """SIGTERM/SIGINT reached the deployer (pipeline cancellation); a BaseException on purpose."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"received signal {signum}")
+        self.signum = signum
+
+
+@dataclass
+class DeployRequest:
+    """Everything one deployment needs (see the component's docstring for each input)."""
+
+    project: str = PROJECT_ID_PLACEHOLDER
+    location: str = LOCATION_PLACEHOLDER
+    artifact_uri: str = ""
+    uploaded_model: str = ""
+    endpoint: str = ""
+    model_display_name: str = "kfp-spot-model"
+    endpoint_display_name: str = "kfp-spot-endpoint"
+    deployed_model_display_name: str = ""
+    serving_container_image_uri: str = executors.DEFAULT_PREDICTION_IMAGE
+    serving_container_command: Sequence[str] = ()
+    serving_container_args: Sequence[str] = ()
+    serving_container_env: Mapping[str, str] = field(default_factory=dict)
+    serving_container_ports: Sequence[int] = ()
+    serving_container_predict_route: str = ""
+    serving_container_health_route: str = ""
+    machine_type: str = "n1-standard-4"
+    accelerator_type: str = ""
+    accelerator_count: int = 0
+    min_replica_count: int = 2
+    max_replica_count: int = 0
+    traffic_split: Mapping[str, int] = field(default_factory=lambda: {"0": 100})
+    spot: bool = True
+    service_account: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    api_endpoint: str = ""
+    timeout_seconds: float = 3600.0
+    poll_interval_seconds: float = 0.0
+    run_key: str = ""
+    gcp_resources_path: str = ""
+
+
+@dataclass
+class DeployResult:
+    """What was deployed: resource names and the REST base for artifact URIs."""
+
+    model: str  # projects/P/locations/L/models/ID
+    endpoint: str
+    deployed_model_id: str
+    base_url: str
+    reattached: bool = False
+
+
+def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
+    """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called."""
+    if not request.project:
+        raise DeployInputError("project", "is required: the Google Cloud project ID or number")
+    if not request.location:
+        raise DeployInputError("location", "is required: a Vertex AI region such as us-central1")
+    try:
+        validation.check_project_id(request.project)
+    except validation.InvalidValueError as exc:
+        raise DeployInputError("project", str(exc)) from None
+    if bool(request.artifact_uri) == bool(request.uploaded_model):
+        raise DeployInputError(
+            "model",
+            "give exactly one of `model` (the model directory, e.g. the launch step's model "
+            "output) / `artifact_uri`, or `uploaded_model` (a google.VertexModel)",
+        )
+    for value, name, pattern in (
+        (request.uploaded_model, "uploaded_model", _MODEL_NAME),
+        (request.endpoint, "endpoint", _ENDPOINT_NAME),
+    ):
+        match = pattern.fullmatch(value) if value else None
+        if value and not match:
+            kind = "models/ID" if name == "uploaded_model" else "endpoints/ID"
+            raise DeployInputError(
+                name, f"{value!r} is not a resource name projects/P/locations/L/{kind}"
+            )
+        if match and match.group(1) != request.location:
+            raise DeployInputError(
+                name, f"{value} is in {match.group(1)}, not in location {request.location!r}"
+            )
+    _check_replicas(request)
+    spec = MachineSpec(
+        machine_type=request.machine_type,
+        accelerator_type=request.accelerator_type or 0,
+        accelerator_count=request.accelerator_count,
+    )
+    _check_machine(spec, request.spot, local=local)
+    _check_split(request.traffic_split)
+    if len(request.labels) > validation.MAX_LABELS - 1:  # one is the deployment label
+        raise DeployInputError(
+            "labels", f"has {len(request.labels)} labels; at most {validation.MAX_LABELS - 1}"
+        )
+    for key, value in request.labels.items():
+        try:
+            validation.check_label(key, value)
+        except validation.InvalidValueError as exc:
+            raise DeployInputError("labels", str(exc)) from None
+    model = None
+    if request.artifact_uri:
+        model = _model_proto(request)
+    deployed = DeployedModel(
+        display_name=request.deployed_model_display_name,
+        service_account=request.service_account,
+        dedicated_resources={
+            "machine_spec": spec,
+            "min_replica_count": request.min_replica_count,
+            "max_replica_count": request.max_replica_count or request.min_replica_count,
+            "spot": request.spot,
+        },
+    )
+    return model, deployed
+
+
+def _check_replicas(request: DeployRequest) -> None:
+    low, high = request.min_replica_count, request.max_replica_count
+    if not 1 <= low <= MAX_REPLICAS:
+        raise DeployInputError(
+            "min_replica_count",
+            f"is {low}; it must be 1..{MAX_REPLICAS} (2 or more keeps a Spot endpoint answering "
+            "while one replica is preempted)",
+        )
+    if high and not low <= high <= MAX_REPLICAS:
+        raise DeployInputError(
+            "max_replica_count",
+            f"is {high}; it must be 0 (= min_replica_count) or between min_replica_count ({low}) "
+            f"and {MAX_REPLICAS}",
+        )
+
+
+def _check_machine(spec: MachineSpec, spot: bool, *, local: bool) -> None:
+    """The training rules on the replicas' machine (no Spot on TPU Pods), as inputs' errors.
+
+    A machine type missing from kfp-spot's table is refused on the emulator (it prices what it
+    runs) and left to Vertex AI otherwise.
+    """
+    try:
+        validation.check_machine_spec(
+            spec, "machine_spec", spot=spot, known_machines_only=local, spot_off="spot=False"
+        )
+    except validation.InvalidJobSpecError as exc:
+        name = "machine_type"
+        if exc.field.endswith("acceleratorType"):
+            name = "accelerator_type"
+        elif exc.field.endswith("acceleratorCount"):
+            name = "accelerator_count"
+        raise DeployInputError(name, exc.message) from None
+
+
+def _check_split(split: Mapping[str, int]) -> None:
+    if not split:
+        return
+    for key, value in split.items():
+        if not (key == "0" or str(key).isdigit()):
+            raise DeployInputError(
+                "traffic_split",
+                f'key {key!r} is neither "0" (the model being deployed) nor a deployed model id',
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+            raise DeployInputError(
+                "traffic_split", f"{key!r}: {value!r} is not a percentage 0..100"
+            )
+    if sum(split.values()) != 100:
+        raise DeployInputError(
+            "traffic_split", f"{dict(split)} adds up to {sum(split.values())}, not 100"
+        )
+
+
+def _model_proto(request: DeployRequest) -> Model:
+    uri = request.artifact_uri
+    if not uri.startswith("gs://") and fs.to_local_path(uri) is None:
+        raise DeployInputError(
+            "artifact_uri", f"{uri!r} is neither a gs:// URI nor a local path (local emulator)"
+        )
+    try:
+        image = executors.prediction_image(request.serving_container_image_uri)
+    except executors.PredictionImageError as exc:
+        raise DeployInputError("serving_container_image_uri", str(exc)) from None
+    if not request.serving_container_image_uri:
+        raise DeployInputError(
+            "serving_container_image_uri",
+            f"is required: a prebuilt image such as {executors.DEFAULT_PREDICTION_IMAGE} or your "
+            "own",
+        )
+    if image is not None and image.served_locally:
+        _check_artifacts(uri, image)
+    return Model(
+        display_name=request.model_display_name,
+        artifact_uri=fs.to_local_path(uri) or uri,
+        labels=dict(request.labels),
+        container_spec={
+            "image_uri": request.serving_container_image_uri,
+            "command": list(request.serving_container_command),
+            "args": list(request.serving_container_args),
+            "env": [{"name": k, "value": v} for k, v in request.serving_container_env.items()],
+            "ports": [{"container_port": p} for p in request.serving_container_ports],
+            "predict_route": request.serving_container_predict_route,
+            "health_route": request.serving_container_health_route,
+        },
+    )
+
+
+def _check_artifacts(uri: str, image: executors.PredictionImage) -> None:
+    """The directory holds exactly one model file the prebuilt image loads (as Vertex requires)."""
+    try:
+        filesystem, path = fs.filesystem(fs.to_local_path(uri) or uri)
+        names = {p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)}
+    except (FileNotFoundError, NotADirectoryError):
+        raise DeployInputError("model", f"the model directory {uri!r} does not exist") from None
+    present = [n for n in image.artifacts if n in names]
+    if len(present) != 1:
+        raise DeployInputError(
+            "model",
+            f"{uri} must hold exactly one of {', '.join(image.artifacts)} for {image.name}; it "
+            f"holds {sorted(names) or 'nothing'} (write the model with joblib.dump(model, "
+            "'model.joblib') into AIP_MODEL_DIR)",
+        )
+
+
+def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:
+    """The error's status as a name (``BAD_REQUEST``, ``NOT_FOUND``), as the REST client has it."""
+    if exc.grpc_status_code is not None:
+        return str(exc.grpc_status_code.name)
+    try:
+        return HTTPStatus(int(exc.code or 0)).name
+    except ValueError:
+        return str(exc.code or "")
+
+
+def _transient(exc: BaseException) -> bool:
+    if not isinstance(exc, Exception):
+        return False
+    return retries.if_transient_error(exc) or isinstance(exc, (OSError, api_exceptions.BadGateway))
+
+
+class Deployer:
+    """Runs one deployment (see the module docstring).
+
+    Args:
+        request: the inputs.
+        sleep: how the deployer waits between polls (tests pass their own).
+    """
+
+    def __init__(self, request: DeployRequest, *, sleep: Callable[[float], None] = time.sleep):
+        self.request = request
+        self.api: ApiEndpoint
+        try:
+            # GCPC's placeholders reach us unresolved outside Vertex AI Pipelines: settled per
+            # target, as the launcher settles them (local-project/us-central1 on the emulator).
+            emulator = is_emulator_endpoint(request.api_endpoint)
+            for name in ("project", "location"):
+                try:
+                    value = pipeline_context.resolve(
+                        name, getattr(request, name), emulator=emulator
+                    )
+                except validation.InvalidValueError as exc:
+                    raise DeployInputError(name, str(exc)) from None
+                setattr(request, name, value)
+            self.api = resolve_endpoint(request.location, request.api_endpoint)
+        except LaunchInputError as exc:
+            raise DeployInputError(exc.field, exc.reason) from None
+        self.model_pb, self.deployed_pb = _check(request, local=self.api.local)
+        self.parent = f"projects/{request.project}/locations/{request.location}"
+        self.key = hashlib.sha256(request.run_key.encode()).hexdigest()[:32]
+        self._sleep = sleep
+        self._models: ModelServiceClient | None = None
+        self._endpoints: EndpointServiceClient | None = None
+        self._resources: list[dict[str, str]] = []
+        interval = request.poll_interval_seconds
+        self.poll = interval if interval > 0 else (0.2 if self.api.local else 10.0)
+        self._read = retries.Retry(predicate=_transient, initial=0.2, maximum=5.0, timeout=60.0)
+
+    @property
+    def models(self) -> ModelServiceClient:
+        """The ModelServiceClient (made on first use: credentials are looked up only then)."""
+        if self._models is None:
+            self._models = make_client(ModelServiceClient, self.api)
+        return self._models
+
+    @property
+    def endpoints(self) -> EndpointServiceClient:
+        """The EndpointServiceClient (made on first use)."""
+        if self._endpoints is None:
+            self._endpoints = make_client(EndpointServiceClient, self.api)
+        return self._endpoints
+
+    # gcp_resources ----------------------------------------------------------------------------
+
+    def _uri(self, name: str) -> str:
+        return f"{self.api.base_url}/v1/{name}"
+
+    def _record(self, kind: str, name: str) -> None:
+        """Add a resource to gcp_resources (GCPC's format) before waiting on it."""
+        entry = {"resourceType": kind, "resourceUri": self._uri(name)}
+        if entry not in self._resources:
+            self._resources.append(entry)
+        if self.request.gcp_resources_path:
+            fs.atomic_write(
+                self.request.gcp_resources_path,
+                json.dumps({"resources": self._resources}, indent=2),
+            )
+
+    def _recorded(self) -> list[str]:
+        """Resource names an earlier attempt of this task recorded, oldest first."""
+        path = self.request.gcp_resources_path
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (FileNotFoundError, IsADirectoryError):
+            return []
+        try:
+            resources = json.loads(text)["resources"] if text.strip() else []
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DeployFailedError(f"{path} is not a gcp_resources document: {exc}") from None
+        self._resources = [r for r in resources if isinstance(r, dict)]
+        names = []
+        for res in self._resources:
+            uri = str(res.get("resourceUri", ""))
+            if "/v1/" in uri:
+                names.append(uri.split("/v1/", 1)[1])
+        return names
+
+    # steps ------------------------------------------------------------------------------------
+
+    def run(self) -> DeployResult:
+        """Upload (or reuse) the model, create (or reuse) the endpoint, deploy on Spot.
+
+        Raises:
+            DeployFailedError: the service refused or failed a step (its message).
+            DeployInterruptedError: after cancelling (and if need be undeploying) on a signal.
+        """
+        with cancel_on_signals(DeployInterruptedError):
+            recorded = self._recorded()
+            model = self._model(recorded)
+            endpoint = self._endpoint(recorded)
+            deployed_id, reattached = self._deploy(model, endpoint, recorded)
+        return DeployResult(model, endpoint, deployed_id, self.api.base_url, reattached)
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise DeployFailedError(f"{what}: {_status_name(exc)} {exc.message}") from exc
+
+    def _labelled(self, lister: Callable[..., Any]) -> Any | None:
+        """The resource of this run (label ``kfp_spot_deployment``), checked client-side too."""
+        request = {"parent": self.parent, "filter": f'labels.{DEPLOYMENT_LABEL}="{self.key}"'}
+        for item in self._call("list", lister, request=request, retry=self._read):
+            if item.labels.get(DEPLOYMENT_LABEL) == self.key:
+                return item
+        return None
+
+    def _model(self, recorded: list[str]) -> str:
+        if self.request.uploaded_model:
+            model = self._call(
+                "get the uploaded model",
+                self.models.get_model,
+                name=self.request.uploaded_model,
+                retry=self._read,
+            )
+            return str(model.name)
+        found = self._labelled(self.models.list_models)
+        if found is not None:
+            log.info("reusing model %s uploaded by an earlier attempt", found.name)
+            return str(found.name)
+        for name in recorded:  # an upload that was still running
+            if "/models/" in name and "/operations/" in name:
+                op = self._wait(self.models, name, "upload")
+                if not op.error.code:
+                    return str(UploadModelResponse.deserialize(op.response.value).model)
+        model = Model.deserialize(Model.serialize(self.model_pb))
+        model.labels[DEPLOYMENT_LABEL] = self.key
+        lro = self._call(
+            "upload the model", self.models.upload_model, parent=self.parent, model=model
+        )
+        self._record("VertexLro", lro.operation.name)
+        op = self._wait(self.models, lro.operation.name, "upload")
+        self._raise_for(op, "uploading the model")
+        name = str(UploadModelResponse.deserialize(op.response.value).model)
+        log.info("uploaded %s (%s)", name, self.request.serving_container_image_uri)
+        return name
+
+    def _endpoint(self, recorded: list[str]) -> str:
+        if self.request.endpoint:
+            endpoint = self._call(
+                "get the endpoint",
+                self.endpoints.get_endpoint,
+                name=self.request.endpoint,
+                retry=self._read,
+            )
+            self._record("VertexEndpoint", endpoint.name)
+            return str(endpoint.name)
+        for name in recorded:  # the endpoint an earlier attempt created or used
+            if _ENDPOINT_NAME.fullmatch(name):
+                with contextlib.suppress(api_exceptions.NotFound):
+                    endpoint = self.endpoints.get_endpoint(name=name, retry=self._read)
+                    log.info("reusing endpoint %s recorded by an earlier attempt", name)
+                    self._record("VertexEndpoint", endpoint.name)
+                    return str(endpoint.name)
+        found = self._labelled(self.endpoints.list_endpoints)
+        if found is not None:
+            log.info("reusing endpoint %s created by an earlier attempt", found.name)
+            self._record("VertexEndpoint", found.name)
+            return str(found.name)
+        endpoint = Endpoint(
+            display_name=self.request.endpoint_display_name,
+            labels={**self.request.labels, DEPLOYMENT_LABEL: self.key},
+        )
+        lro = self._call(
+            "create the endpoint",
+            self.endpoints.create_endpoint,
+            parent=self.parent,
+            endpoint=endpoint,
+        )
+        op = self._wait(self.endpoints, lro.operation.name, "create endpoint")
+        self._raise_for(op, "creating the endpoint")
+        name = str(Endpoint.deserialize(op.response.value).name)
+        self._record("VertexEndpoint", name)
+        log.info("created endpoint %s", name)
+        return name
+
+    def _deploy(self, model: str, endpoint: str, recorded: list[str]) -> tuple[str, bool]:
+        bare = model.split("@", 1)[0]
+        current = self._call(
+            "get the endpoint", self.endpoints.get_endpoint, name=endpoint, retry=self._read
+        )
+        mine = [d for d in current.deployed_models if d.model.split("@", 1)[0] == bare]
+        if mine and not self.request.uploaded_model:
+            log.info("model %s is deployed on %s already (%s)", bare, endpoint, mine[0].id)
+            return mine[0].id, True
+        for name in reversed(recorded):  # a deploy an earlier attempt was waiting on
+            if name.startswith(endpoint + "/operations/"):
+                op = self._get_operation(self.endpoints, name)
+                if op.metadata.type_url.endswith("DeployModelOperationMetadata"):
+                    log.info("reattaching to the deploy operation %s", name)
+                    op = self._wait_deploy(name)
+                    if not op.error.code:
+                        return DeployModelResponse.deserialize(
+                            op.response.value
+                        ).deployed_model.id, True
+                    log.warning("the earlier deploy ended with %s; deploying again", op.error)
+                    break
+        deployed = DeployedModel.deserialize(DeployedModel.serialize(self.deployed_pb))
+        deployed.model = model
+        lro = self._call(
+            "deploy the model",
+            self.endpoints.deploy_model,
+            endpoint=endpoint,
+            deployed_model=deployed,
+            traffic_split=dict(self.request.traffic_split),
+        )
+        self._record("VertexLro", lro.operation.name)
+        res = deployed.dedicated_resources
+        log.info(
+            "deploying on %s x %s (%s, %d-%d replicas): %s",
+            res.machine_spec.machine_type,
+            "Spot" if res.spot else "standard",
+            endpoint,
+            res.min_replica_count,
+            res.max_replica_count,
+            lro.operation.name,
+        )
+        op = self._wait_deploy(lro.operation.name)
+        self._raise_for(op, "deploying the model")
+        return DeployModelResponse.deserialize(op.response.value).deployed_model.id, False
+
+    # operations -------------------------------------------------------------------------------
+
+    def _get_operation(self, client: Any, name: str) -> operations_pb2.Operation:
+        return self._call(
+            f"get operation {name}",
+            client.get_operation,
+            request={"name": name},
+            retry=self._read,
+        )
+
+    def _wait(self, client: Any, name: str, what: str) -> operations_pb2.Operation:
+        """Poll ``name`` until done; on a signal, cancel it and re-raise."""
+        deadline = time.monotonic() + self.request.timeout_seconds
+        try:
+            while True:
+                op = self._get_operation(client, name)
+                if op.done:
+                    return op
+                if time.monotonic() > deadline:
+                    self._cancel(client, name)
+                    raise DeployFailedError(
+                        f"{what} did not finish within timeout_seconds="
+                        f"{self.request.timeout_seconds:g} ({name}); it was cancelled"
+                    )
+                self._sleep(self.poll)
+        except DeployInterruptedError:
+            log.warning("interrupted: cancelling %s", name)
+            self._cancel(client, name)
+            raise
+
+    def _wait_deploy(self, name: str) -> operations_pb2.Operation:
+        try:
+            return self._wait(self.endpoints, name, "the deployment")
+        except DeployInterruptedError:
+            self._undeploy_if_done(name)
+            raise
+
+    def _cancel(self, client: Any, name: str) -> None:
+        with contextlib.suppress(api_exceptions.GoogleAPICallError, OSError):
+            client.cancel_operation(request={"name": name})
+
+    def _undeploy_if_done(self, name: str) -> None:
+        """After a cancel: a deploy that still completed is undeployed (no Spot VMs left)."""
+        deadline = time.monotonic() + 60.0
+        with contextlib.suppress(api_exceptions.GoogleAPICallError, OSError):
+            while time.monotonic() < deadline:
+                op = self._get_operation(self.endpoints, name)
+                if op.done:
+                    break
+                time.sleep(self.poll)
+            else:
+                log.error("the cancelled deploy %s has not ended; check the endpoint", name)
+                return
+            if op.error.code:
+                log.warning("the deploy was cancelled (%s)", op.error.message)
+                return
+            deployed = DeployModelResponse.deserialize(op.response.value).deployed_model
+            endpoint = name.split("/operations/", 1)[0]
+            log.warning("the deploy completed before the cancel: undeploying %s", deployed.id)
+            self.endpoints.undeploy_model(endpoint=endpoint, deployed_model_id=deployed.id)
+
+    @staticmethod
+    def _raise_for(op: operations_pb2.Operation, what: str) -> None:
+        if op.error.code:
+            raise DeployFailedError(f"{what} failed ({op.name}): {op.error.message}")

@@ -1,0 +1,1 @@
+"""The spot_training_and_serving pipeline."""

@@ -1,0 +1,135 @@
+"""``spot_training_and_serving``: spot_training, then the gated model served on Spot VMs."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Metrics
+
+from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
+from kfp_spot.pipelines.steps import train_evaluate_promote
+
+
+class Outputs(NamedTuple):
+    """What the pipeline returns."""
+
+    outcome: str
+    passed: bool
+    metrics: Metrics
+    checkpoint: Artifact
+
+
+@dsl.pipeline(
+    name="spot-training-and-serving",
+    description=(
+        "Trains on Spot VMs through a Vertex AI CustomJob that survives preemption, evaluates the "
+        "last committed checkpoint and, only when it passes the quality thresholds, promotes the "
+        "model and deploys it to a Vertex AI endpoint on Spot VMs."
+    ),
+)
+def spot_training_and_serving(
+    source: str,
+    project: str = PROJECT_ID_PLACEHOLDER,
+    location: str = LOCATION_PLACEHOLDER,
+    staging_uri: str = "",
+    python_module: str = "trainer.task",
+    training_args: list = [],
+    executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+    machine_type: str = "n1-standard-4",
+    accelerator_type: str = "",
+    accelerator_count: int = 0,
+    replica_count: int = 1,
+    base_output_directory: str = "",
+    max_resubmissions: int = 2,
+    fallback_after: int = 0,
+    api_endpoint: str = "",
+    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_params: dict = {},
+    thresholds: dict = {"accuracy": ">=0.85"},
+    allow_foreign_layout: bool = False,
+    serving_container_image_uri: str = (
+        "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
+    ),
+    serving_machine_type: str = "n1-standard-4",
+    serving_min_replica_count: int = 2,
+    serving_max_replica_count: int = 0,
+    serving_spot: bool = True,
+    endpoint_display_name: str = "kfp-spot-endpoint",
+) -> Outputs:
+    """Trains on Spot, gates on quality, then serves the promoted model on Spot VMs.
+
+    Args:
+        source: training code: a project directory, module directory, script or source archive.
+        project: Google Cloud project that runs the CustomJob and the endpoint; default: the
+            pipeline's (``local-project`` on the local emulator when not given).
+        location: Vertex AI region of the CustomJob and the endpoint; default: the pipeline's.
+        staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
+        python_module: module the job runs with ``python -m``.
+        training_args: arguments passed to the training module.
+        executor_image_uri: the Vertex AI prebuilt training image the package runs in.
+        machine_type: Compute Engine machine type of each training replica.
+        accelerator_type: training accelerator type (e.g. NVIDIA_TESLA_T4); empty for none.
+        accelerator_count: accelerators per training replica.
+        replica_count: replicas in the first worker pool.
+        base_output_directory: the job's output root (checkpoints, model, logs); empty: next to
+            this run's outputs.
+        max_resubmissions: new CustomJobs after the service's own Spot restarts are exhausted.
+        fallback_after: exhausted Spot submissions before falling back to standard VMs (0: never).
+        api_endpoint: Vertex AI API endpoint; ``http://127.0.0.1:PORT`` for the local emulator.
+        evaluation_entry_point: ``module:function`` in the package that scores a checkpoint.
+        evaluation_params: keyword parameters for the evaluation function.
+        thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to deploy.
+        allow_foreign_layout: evaluate a checkpoint directory without kfp-spot steps (a
+            trainer's own files) as a whole, unverified.
+        serving_container_image_uri: the prediction image the model is served with (the model
+            directory must hold the file it loads, e.g. ``model.joblib``).
+        serving_machine_type: machine type of each serving replica.
+        serving_min_replica_count: serving replicas always running (2 or more rides out a Spot
+            preemption without an outage).
+        serving_max_replica_count: most serving replicas under load (0: the minimum).
+        serving_spot: serve on Spot VMs (False: standard VMs).
+        endpoint_display_name: display name of the endpoint.
+
+    Returns:
+        The launch outcome, whether the quality gate passed, the evaluation metrics and the
+        checkpoint artifact.
+    """
+    package = PreparePackageOp(
+        source=source, staging_uri=staging_uri, python_module=python_module
+    ).set_display_name("prepare-package")
+    launch, evaluation = train_evaluate_promote(
+        package=package.outputs["package"],
+        evaluation_entry_point=evaluation_entry_point,
+        evaluation_params=evaluation_params,
+        thresholds=thresholds,
+        allow_foreign_layout=allow_foreign_layout,
+        deploy_inputs={
+            "project": project,
+            "location": location,
+            "serving_container_image_uri": serving_container_image_uri,
+            "machine_type": serving_machine_type,
+            "min_replica_count": serving_min_replica_count,
+            "max_replica_count": serving_max_replica_count,
+            "spot": serving_spot,
+            "endpoint_display_name": endpoint_display_name,
+            "api_endpoint": api_endpoint,
+        },
+        project=project,
+        location=location,
+        args=training_args,
+        executor_image_uri=executor_image_uri,
+        machine_type=machine_type,
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        replica_count=replica_count,
+        base_output_directory=base_output_directory,
+        max_resubmissions=max_resubmissions,
+        fallback_after=fallback_after,
+        api_endpoint=api_endpoint,
+    )
+    return Outputs(
+        outcome=launch.outputs["Output"],
+        passed=evaluation.outputs["Output"],
+        metrics=evaluation.outputs["metrics"],
+        checkpoint=launch.outputs["checkpoint"],
+    )

@@ -1,0 +1,262 @@
+"""deploy_spot_endpoint's runtime against the emulator: outputs, reattach, cancel, bad inputs."""
+
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kfp import compiler, components, dsl
+
+from kfp_spot.components.deploy_spot_endpoint import component as deploy_component
+from kfp_spot.pipelines import catalog
+from kfp_spot.serving.deploy import DeployInputError
+from kfp_spot.serving.entry import deploy_spot_endpoint, input_defaults
+from tests.jobs.artifacts import FakeArtifact
+from tests.serving.conftest import X, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _deploy(serving, model_dir, out: Path, **extra):
+    endpoint, vertex_model = FakeArtifact(uri=str(out / "endpoint")), FakeArtifact()
+    deployed = deploy_spot_endpoint(
+        model=FakeArtifact(uri=str(model_dir)),
+        endpoint=endpoint,
+        vertex_model=vertex_model,
+        gcp_resources=str(out / "gcp_resources"),
+        api_endpoint=serving.emu.endpoint,
+        **{"project": "test-proj", **extra},
+    )
+    return deployed, endpoint, vertex_model
+
+
+def test_outputs_are_gcpc_artifacts_and_the_endpoint_serves_on_spot(
+    serving, sklearn_model_dir, tmp_path
+):
+    deployed, endpoint, vertex_model = _deploy(serving, sklearn_model_dir, tmp_path)
+    name = endpoint.metadata["resourceName"]
+    assert endpoint.uri == f"{serving.emu.endpoint}/v1/{name}"
+    assert vertex_model.metadata["resourceName"].endswith("@1")  # as GCPC's ModelUploadOp
+    assert endpoint.metadata["deployedModelId"] == deployed
+    (dm,) = serving.endpoints.get_endpoint(name=name).deployed_models
+    assert dm.dedicated_resources.spot and dm.dedicated_resources.min_replica_count == 2
+    resources = json.loads((tmp_path / "gcp_resources").read_text())["resources"]
+    assert [r["resourceType"] for r in resources] == ["VertexLro", "VertexEndpoint", "VertexLro"]
+    assert serving.predictions.predict(endpoint=name, instances=X[:1].tolist()).predictions
+
+
+def test_a_retried_task_reattaches_instead_of_deploying_twice(serving, sklearn_model_dir, tmp_path):
+    first, endpoint, _ = _deploy(serving, sklearn_model_dir, tmp_path)
+    again, endpoint_again, _ = _deploy(serving, sklearn_model_dir, tmp_path)  # same output paths
+    assert again == first
+    assert endpoint_again.metadata["resourceName"] == endpoint.metadata["resourceName"]
+    parent = "projects/test-proj/locations/us-central1"
+    assert len(list(serving.endpoints.list_endpoints(parent=parent))) == 1
+    assert len(list(serving.models.list_models(parent=parent))) == 1
+
+
+def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_dir, tmp_path):
+    inputs = {
+        "project": "test-proj",
+        "model_uri": str(slow_model_dir),
+        "endpoint_uri": str(tmp_path / "endpoint"),
+        "gcp_resources": str(tmp_path / "gcp_resources"),
+        "api_endpoint": serving.emu.endpoint,
+        "min_replica_count": 1,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.serving.deploy_process", json.dumps(inputs)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        gcp = tmp_path / "gcp_resources"
+        wait_for(lambda: gcp.exists() and gcp.read_text().count("VertexLro") == 2, what="deploy")
+        name = json.loads(gcp.read_text())["resources"][1]["resourceUri"].split("/v1/")[1]
+        wait_for(lambda: serving.emu.serving_ledger(name)["lives"], what="a replica starting")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "cancelled" in err
+    assert not serving.endpoints.get_endpoint(name=name).deployed_models
+    assert [r["endReason"] for r in serving.emu.serving_ledger(name)["lives"]] == ["CANCELLED"]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "field", "says"),
+    [
+        ({"min_replica_count": 0}, "min_replica_count", "2 or more"),
+        ({"min_replica_count": 3, "max_replica_count": 2}, "max_replica_count", "between"),
+        (
+            {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32},
+            "machine_type",
+            "Spot VMs cannot be used with TPU Pods",
+        ),
+        (
+            {"serving_container_image_uri": "europe-docker.pkg.dev/vertex-ai/prediction/x:latest"},
+            "serving_container_image_uri",
+            "not a prebuilt prediction image",
+        ),
+        ({"traffic_split": {"0": 99}}, "traffic_split", "not 100"),
+        ({"project": ""}, "project", "required"),
+        ({"project": "My Project"}, "project", "project ID"),
+        ({"location": ""}, "location", "required"),
+        ({"labels": {"Team": "a"}}, "labels", "label key 'Team' is invalid"),
+        ({"machine_type": "n9-huge"}, "machine_type", "not a known machine type"),
+    ],
+)
+def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inputs, field, says):
+    kwargs = {
+        "project": "test-proj",
+        "model": FakeArtifact(uri=str(sklearn_model_dir)),
+        "endpoint": FakeArtifact(uri=str(tmp_path / "e")),
+        "vertex_model": FakeArtifact(),
+        "gcp_resources": str(tmp_path / "gcp_resources"),
+        "api_endpoint": "http://127.0.0.1:9",  # nothing listens: any call would fail differently
+        **inputs,
+    }
+    with pytest.raises(DeployInputError, match=says) as refused:
+        deploy_spot_endpoint(**kwargs)
+    assert refused.value.field == field
+    assert not (tmp_path / "gcp_resources").exists()
+
+
+def test_a_model_directory_the_image_cannot_serve_is_named(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.npz").write_bytes(b"x")
+    with pytest.raises(DeployInputError, match=r"exactly one of model\.joblib, model\.pkl"):
+        deploy_spot_endpoint(
+            project="test-proj",
+            model=FakeArtifact(uri=str(tmp_path / "model")),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp"),
+            api_endpoint="http://127.0.0.1:9",
+        )
+
+
+def test_the_component_plugs_into_gcpc_ops_without_type_errors(tmp_path):
+    from google_cloud_pipeline_components.v1.endpoint import ModelDeployOp, ModelUndeployOp
+    from google_cloud_pipeline_components.v1.model import ModelUploadOp
+
+    deploy = components.load_component_from_file(
+        str(ROOT / "components" / "deploy_spot_endpoint" / "component.yaml")
+    )
+
+    @dsl.pipeline(name="gcpc-and-spot")
+    def gcpc_and_spot(project: str, artifact_uri: str):
+        uploaded = ModelUploadOp(project=project, display_name="m")
+        spot = deploy(project=project, uploaded_model=uploaded.outputs["model"])
+        # Our outputs feed GCPC's ops: a second (standard) deployment on our endpoint, then off.
+        standard = ModelDeployOp(
+            model=spot.outputs["vertex_model"],
+            endpoint=spot.outputs["endpoint"],
+            dedicated_resources_machine_type="n1-standard-4",
+            dedicated_resources_min_replica_count=1,
+        )
+        ModelUndeployOp(
+            model=spot.outputs["vertex_model"], endpoint=spot.outputs["endpoint"]
+        ).after(standard)
+        # and GCPC's endpoint into ours
+        deploy(project=project, artifact_uri=artifact_uri, target_endpoint=spot.outputs["endpoint"])
+
+    out = tmp_path / "pipeline.yaml"
+    compiler.Compiler().compile(gcpc_and_spot, str(out))
+    text = out.read_text()
+    assert "google.VertexEndpoint" in text and "google.VertexModel" in text
+
+
+def _deploy_tasks(node: object):
+    """Every task of a compiled pipeline that runs the deploy_spot_endpoint component."""
+    if isinstance(node, dict):
+        if node.get("componentRef", {}).get("name", "").startswith("comp-deploy-spot-endpoint"):
+            yield node
+        for value in node.values():
+            yield from _deploy_tasks(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _deploy_tasks(value)
+
+
+def _runtime_default(name: str) -> object:
+    value = input_defaults()[name]
+    return list(value) if isinstance(value, tuple) else value  # KFP spells sequences as lists
+
+
+def test_the_component_and_the_pipeline_repeat_the_runtime_defaults():
+    python_func = deploy_component.deploy_spot_endpoint.python_func
+    signature = {
+        name: p.default
+        for name, p in inspect.signature(python_func).parameters.items()
+        if p.default is not inspect.Parameter.empty and p.default is not None  # None: artifacts
+    }
+    assert set(signature) <= set(input_defaults())
+    for name, value in signature.items():
+        assert value == _runtime_default(name), name
+        assert type(value) is type(_runtime_default(name)), name
+    spec = yaml.safe_load(catalog.pipeline_path("spot_training_and_serving").read_text())
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    forwarded = 0
+    for task in _deploy_tasks(spec):
+        for name, source in task["inputs"].get("parameters", {}).items():
+            # inside the quality gate's sub-DAG the pipeline's inputs are pipeline channels
+            outer = str(source.get("componentInputParameter")).removeprefix("pipelinechannel--")
+            if outer in parameters and "defaultValue" in parameters[outer]:
+                assert parameters[outer]["defaultValue"] == _runtime_default(name), outer
+                forwarded += 1
+    assert forwarded >= 5  # image, machine type, replica counts, spot, endpoint name
+
+
+def test_under_kfp_local_a_bad_input_fails_the_task_in_one_line(tmp_path, capfd):
+    from kfp import local
+
+    local.init(local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
+    op = components.load_component_from_file(
+        str(ROOT / "components" / "deploy_spot_endpoint" / "component.yaml")
+    )
+    with pytest.raises(RuntimeError):
+        op(
+            project="test-proj",
+            artifact_uri=str(tmp_path),
+            min_replica_count=0,
+            api_endpoint="http://127.0.0.1:9",  # never contacted
+        )
+    out = "".join(capfd.readouterr())
+    assert "deploy_spot_endpoint input 'min_replica_count': is 0; it must be 1..1000" in out
+    assert "Traceback" not in out
+
+
+def test_gcpc_placeholders_are_settled_per_target(serving, sklearn_model_dir, tmp_path):
+    from kfp_spot.emulator import names
+    from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
+
+    # Nothing filled them in (no Vertex AI Pipelines): on the emulator, local-project/us-central1.
+    deployed, endpoint, _ = _deploy(
+        serving,
+        sklearn_model_dir,
+        tmp_path,
+        project=PROJECT_ID_PLACEHOLDER,
+        location=LOCATION_PLACEHOLDER,
+    )
+    number = names.project_number("local-project")
+    assert endpoint.metadata["resourceName"].startswith(f"projects/{number}/locations/us-central1/")
+    assert endpoint.metadata["deployedModelId"] == deployed
+    # Bound for Vertex AI, a placeholder is refused: only Vertex AI Pipelines knows its value.
+    with pytest.raises(DeployInputError, match="only Vertex AI") as refused:
+        deploy_spot_endpoint(
+            location="europe-west4",
+            model=FakeArtifact(uri=str(sklearn_model_dir)),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "vertex-gcp_resources"),
+        )
+    assert refused.value.field == "project"

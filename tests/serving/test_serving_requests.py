@@ -1,0 +1,176 @@
+"""The serving APIs behind the emulator's hardened HTTP server: names, errors, limits, envs."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import joblib
+import pytest
+from google.api_core import exceptions
+from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
+
+from kfp_spot import executors
+from kfp_spot.emulator import names
+from kfp_spot.emulator.server import MAX_BODY
+from kfp_spot.serving.env import serving_python
+from tests.serving.conftest import PARENT, X, Y
+
+NUMBER = names.project_number("p")
+NUMBERED = f"projects/{NUMBER}/locations/us-central1"
+
+
+def _call(emu: Any, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(f"{emu.endpoint}{path}", data=body, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        assert err.headers["Content-Type"].startswith("application/json")
+        return err.code, json.loads(err.read())
+
+
+def test_names_carry_the_project_number_and_either_spelling_reaches_them(
+    serving, sklearn_model_dir
+):
+    model = serving.upload(sklearn_model_dir)  # uploaded to projects/p/...
+    endpoint = serving.endpoint()
+    assert model.startswith(f"{NUMBERED}/models/") and endpoint.startswith(f"{NUMBERED}/endpoints/")
+    by_id = model.replace(NUMBERED, PARENT)
+    assert serving.models.get_model(name=by_id).name == model
+    assert [m.name for m in serving.models.list_models(parent=NUMBERED)] == [model]
+    assert [e.name for e in serving.endpoints.list_endpoints(parent=PARENT)] == [endpoint]
+    # Deploy by the ID-written names; the operation and the DeployedModel answer with numbers.
+    op = serving.endpoints.deploy_model(
+        endpoint=endpoint.replace(NUMBERED, PARENT),
+        deployed_model=DeployedModel(
+            model=by_id,
+            dedicated_resources={
+                "machine_spec": {"machine_type": "n1-standard-4"},
+                "min_replica_count": 1,
+                "spot": True,
+            },
+        ),
+        traffic_split={"0": 100},
+    )
+    assert op.operation.name.startswith(f"{endpoint}/operations/")
+    deployed = op.result(timeout=120).deployed_model
+    assert deployed.model == model
+    assert int(deployed.id) <= names.INT64_MAX and len(deployed.id) == 19
+    # The operation can be fetched by either spelling, also where the REST client looks (/ui/).
+    by_id_op = op.operation.name.replace(NUMBERED, PARENT)
+    status, fetched = _call(serving.emu, "GET", f"/ui/{by_id_op}")
+    assert status == 200 and fetched["done"] is True and fetched["name"] == op.operation.name
+
+
+def test_serving_requests_get_the_servers_json_errors(serving, sklearn_model_dir):
+    emu = serving.emu
+    status, answer = _call(emu, "GET", f"/v1/{PARENT}/endpoints?orderBy=x")
+    assert status == 400 and "orderBy" in answer["error"]["message"]
+    assert "accepted: filter, page_size, page_token" in answer["error"]["message"]
+    status, answer = _call(emu, "GET", f"/v1/{PARENT}/endpoints?pageSize=ten")
+    assert status == 400 and answer["error"]["message"] == (
+        "Invalid value at 'page_size' (TYPE_INT32), \"ten\""
+    )
+    endpoint = serving.endpoint()
+    status, answer = _call(emu, "GET", f"/v1/{endpoint}:predict")
+    assert status == 404 and "it takes POST" in answer["error"]["message"]
+    status, answer = _call(emu, "GET", f"/v1/{PARENT}/nothing")
+    assert status == 404 and "endpoints" in answer["error"]["message"]
+    # A body the JSON mapping refuses names the exact field, as Vertex does.
+    upload = {"model": {"displayName": "m", "containerSpec": {"imageUri": "x"}, "bogus": 1}}
+    status, answer = _call(emu, "POST", f"/v1/{PARENT}/models:upload", json.dumps(upload).encode())
+    assert status == 400
+    assert answer["error"]["message"] == (
+        "Invalid JSON payload received. Unknown name \"bogus\" at 'model': Cannot find field."
+    )
+    assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == "model"
+    status, answer = _call(emu, "POST", f"/v1/{endpoint}:predict", b'{"instances": [[1]], "x": 1}')
+    assert status == 400 and 'Unknown name "x"' in answer["error"]["message"]
+    status, answer = _call(emu, "POST", f"/v1/{endpoint}:predict", b'{"instances": NaN}')
+    assert status == 400 and "NaN is not JSON" in answer["error"]["message"]
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(serving):
+    endpoint = serving.endpoint()
+    address = urlsplit(serving.emu.endpoint)
+    conn = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+    try:
+        conn.putrequest("POST", f"/v1/{endpoint}:rawPredict")
+        conn.putheader("Content-Type", "application/octet-stream")
+        conn.putheader("Content-Length", str(MAX_BODY + 1))
+        conn.endheaders()  # nothing of the body is sent
+        response = conn.getresponse()
+        assert response.status == 400
+        assert "accepts at most" in json.loads(response.read())["error"]["message"]
+    finally:
+        conn.close()
+
+
+def test_a_tpu_pod_on_spot_names_the_deployed_models_spot_field(serving, sklearn_model_dir):
+    tpu_pod = {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32}
+    with pytest.raises(exceptions.BadRequest) as refused:
+        serving.endpoints.deploy_model(
+            endpoint=serving.endpoint(),
+            deployed_model=DeployedModel(
+                model=serving.upload(sklearn_model_dir),
+                dedicated_resources={"machine_spec": tpu_pod, "min_replica_count": 1, "spot": True},
+            ),
+            traffic_split={"0": 100},
+        )
+    assert "TPU Pods" in refused.value.message
+    assert "deployed_model.dedicated_resources.spot false" in refused.value.message
+    assert "scheduling.strategy" not in refused.value.message
+
+
+def _imports(python: str, module: str) -> bool:
+    # Run from / so that this checkout's own directory is not on the path.
+    done = subprocess.run([python, "-c", f"import {module}"], capture_output=True, cwd="/")
+    return done.returncode == 0
+
+
+def test_a_serving_environment_holds_what_its_prediction_image_holds(env_cache):
+    image = executors.prediction_image(executors.DEFAULT_PREDICTION_IMAGE)
+    assert image is not None and image.name == "sklearn-cpu.1-6"
+    sklearn = str(serving_python(image, env_cache))
+    assert _imports(sklearn, "sklearn") and _imports(sklearn, "joblib")
+    for absent in ("xgboost", "kfp_spot", "kfp", "google.cloud.aiplatform"):
+        assert not _imports(sklearn, absent), absent
+    assert serving_python(image, env_cache) == Path(sklearn)  # made once, then reused
+    pytest.importorskip("xgboost")  # installed with the dev extras
+    xgb = str(serving_python(executors.PREDICTION_IMAGES["xgboost-cpu.2-1"], env_cache))
+    assert _imports(xgb, "xgboost") and _imports(xgb, "sklearn")
+    assert not _imports(xgb, "kfp_spot")
+
+
+def test_a_model_needing_a_library_its_image_lacks_does_not_load(serving, tmp_path):
+    xgboost = pytest.importorskip("xgboost")
+    joblib.dump(xgboost.XGBClassifier(n_estimators=3).fit(X, Y), tmp_path / "model.joblib")
+    endpoint = serving.endpoint()
+    on_sklearn = serving.deploy_op(serving.upload(tmp_path), endpoint, replicas=1)
+    with pytest.raises(exceptions.GoogleAPICallError, match="xgboost"):
+        on_sklearn.result(timeout=120)
+    xgb_image = executors.PREDICTION_IMAGES["xgboost-cpu.2-1"].uri
+    serving.deploy(serving.upload(tmp_path, xgb_image), endpoint, replicas=1)
+    got = serving.predictions.predict(endpoint=endpoint, instances=X[:5].tolist())
+    assert len(got.predictions) == 5
+
+
+def test_endpoint_ids_and_bodies_of_create_are_checked(serving):
+    with pytest.raises(exceptions.BadRequest, match="displayName is required"):
+        serving.endpoints.create_endpoint(parent=PARENT, endpoint=Endpoint())
+    created = serving.endpoints.create_endpoint(
+        parent=PARENT, endpoint=Endpoint(display_name="mine"), endpoint_id="mine-1"
+    ).result(timeout=30)
+    assert created.name == f"{NUMBERED}/endpoints/mine-1"
+    with pytest.raises(exceptions.Conflict):
+        serving.endpoints.create_endpoint(
+            parent=PARENT, endpoint=Endpoint(display_name="again"), endpoint_id="mine-1"
+        ).result(timeout=30)
