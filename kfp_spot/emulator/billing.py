@@ -60,7 +60,7 @@ def accelerator_name(value: int) -> str:
     if not value:
         return ""
     try:
-        return AcceleratorType(value).name
+        return str(AcceleratorType(value).name)
     except ValueError:
         return ""
 
@@ -184,7 +184,7 @@ def ledger_row(att: AttemptRow, now: float | None = None) -> dict[str, Any]:
         on_demand = round(sum(v["onDemandCost"] for v in vms), 6)
         cost = spot if att.strategy == "SPOT" else on_demand
         costs = Costs(spot, on_demand, cost, round(on_demand - cost, 6))
-    row = {
+    row: dict[str, Any] = {
         "attempt": att.attempt,
         "startTime": rfc3339(att.start_time),
         "endTime": rfc3339(att.end_time),

@@ -233,7 +233,8 @@ class Emulator:
 
     def job(self, job_name: str) -> CustomJob:
         """The stored CustomJob (proto-plus), exactly as ``get`` serves it."""
-        return CustomJob.wrap(self.service.get_job(self._name(job_name)))
+        job: CustomJob = CustomJob.wrap(self.service.get_job(self._name(job_name)))
+        return job
 
     def list_jobs(self, parent: str | None = None) -> list[dict[str, Any]]:
         """Every job (of ``parent`` when given), newest first, as protobuf JSON dicts."""

@@ -35,7 +35,7 @@ _TOKEN = re.compile(
     r"""\s*(?:(?P<op><=|>=|!=|=|<|>|:)|(?P<lp>\()|(?P<rp>\))|"(?P<dq>(?:[^"\\]|\\.)*)"|"""
     r"""'(?P<sq>(?:[^'\\]|\\.)*)'|(?P<word>[^\s()=<>!:"']+))"""
 )
-_STATES = frozenset(s.name for s in JobState)
+_STATES = frozenset(JobState.__members__)
 FIELDS = ("display_name", "state", "create_time", "labels.KEY")
 _COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -276,17 +277,17 @@ class JobService:
             )
         created = time.time()
         self.lifecycle.delete(row.id)
-        op = {
-            "id": names.new_id(),
-            "parent": row.parent,
-            "kind": "delete",
-            "target": row.name,
-            "create_time": created,
-            "update_time": time.time(),
-            "done": 1,
-        }
-        self.store.insert_operation(op)
-        return self._operation(OperationRow(**op))
+        op = OperationRow(
+            id=names.new_id(),
+            parent=row.parent,
+            kind="delete",
+            target=row.name,
+            create_time=created,
+            update_time=time.time(),
+            done=1,
+        )
+        self.store.insert_operation(dataclasses.asdict(op))
+        return self._operation(op)
 
     # operations -------------------------------------------------------------------------------
 
@@ -451,7 +452,7 @@ class JobService:
         """The CustomJob as the API shows it: the spec plus name, state, times and error."""
         pb = self.lifecycle.spec(row)
         pb.name = row.name
-        pb.state = int(JobState[row.state])
+        pb.state = int(JobState.__members__[row.state])
         pb.create_time.FromNanoseconds(int(row.create_time * 1e9))
         pb.update_time.FromNanoseconds(int(row.update_time * 1e9))
         if row.start_time is not None:

@@ -49,8 +49,8 @@ _NO_RETRIES = (
 
 def strategy_name(value: int) -> str:
     """The ``Scheduling.Strategy`` name of an enum value (the number as text when unknown)."""
-    if value in {int(s) for s in Scheduling.Strategy}:
-        return Scheduling.Strategy(value).name
+    if value in {int(s) for s in Scheduling.Strategy.__members__.values()}:
+        return str(Scheduling.Strategy(value).name)
     return str(value)
 
 

@@ -83,7 +83,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def replica_names(job_spec: Any) -> list[tuple[str, int, int]]:
@@ -158,9 +159,9 @@ def plan_replicas(
                 "environment": "cloud",
             }
         )
-        host, port = primary.address.rsplit(":", 1)
-        plan.env["MASTER_ADDR"] = host
-        plan.env["MASTER_PORT"] = port
+        master_host, master_port = primary.address.rsplit(":", 1)
+        plan.env["MASTER_ADDR"] = master_host
+        plan.env["MASTER_PORT"] = master_port
         plan.env["WORLD_SIZE"] = str(len(world))
         if plan in world:
             plan.env["RANK"] = str(world.index(plan))

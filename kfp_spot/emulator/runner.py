@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from kfp_spot import envcache, fs
 from kfp_spot.emulator import replicas
+from kfp_spot.emulator.replicas import Replica, ReplicaPlan
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import (
     CANCELLED,
@@ -79,8 +80,18 @@ class AttemptRecorder(Protocol):
         """The attempt still runs."""
         ...
 
-    def finish_attempt(self, job_id: str, attempt: int, reason: str, **kwargs: Any) -> None:
-        """The attempt ended (see ``Lifecycle.finish_attempt`` for the keywords)."""
+    def finish_attempt(
+        self,
+        job_id: str,
+        attempt: int,
+        reason: str,
+        *,
+        preempted: bool = False,
+        state: str | None = None,
+        error: tuple[int, str] | None = None,
+        end: float | None = None,
+    ) -> None:
+        """The attempt ended (see ``Lifecycle.finish_attempt``)."""
         ...
 
 
@@ -125,7 +136,7 @@ class VM:
         requested: a preemption was asked for while it was not running.
     """
 
-    plan: replicas.ReplicaPlan
+    plan: ReplicaPlan
     command: list[str]
     env: dict[str, str]
     life: int = 1
@@ -242,7 +253,7 @@ class AttemptRunner:
             return True
         return False
 
-    def _commands(self) -> list[tuple[replicas.ReplicaPlan, list[str], dict[str, str]]]:
+    def _commands(self) -> list[tuple[ReplicaPlan, list[str], dict[str, str]]]:
         """The command and the job's own variables of every replica (installs packages)."""
         spec = self.pb.job_spec
         plans = replicas.plan_replicas(self.job_id, self.project, spec)
@@ -273,7 +284,7 @@ class AttemptRunner:
         return out
 
     def _start_replicas(
-        self, commands: list[tuple[replicas.ReplicaPlan, list[str], dict[str, str]]]
+        self, commands: list[tuple[ReplicaPlan, list[str], dict[str, str]]]
     ) -> None:
         base = replicas.output_base(self.pb.job_spec.base_output_directory.output_uri_prefix)
         local_base = fs.to_local_path(base) if base else None
@@ -287,10 +298,10 @@ class AttemptRunner:
             self.vms.append(vm)
             self._launch(vm)
 
-    def _launch(self, vm: VM) -> None:
+    def _launch(self, vm: VM) -> Replica:
         """Start the VM's replica process (its first, or a replacement after a preemption)."""
         state_dir = self.ctx.state_dir
-        vm.replica = replicas.start(
+        replica = vm.replica = replicas.start(
             vm.name,
             vm.command,
             vm.env,
@@ -304,6 +315,7 @@ class AttemptRunner:
         delay = self.vm_delay(vm.name, vm.life) if self.vm_delay else None
         if delay is not None:
             vm.preempt_at = time.monotonic() + delay
+        return replica
 
     def _run(self) -> None:
         try:
@@ -469,13 +481,12 @@ class AttemptRunner:
             now = time.monotonic()
         if vm.replica is None and vm.back_at is not None and now >= vm.back_at:
             vm.life += 1
-            self._launch(vm)
-            assert vm.replica is not None
+            replica = self._launch(vm)
             ctx.recorder.vm_restarted(
                 self.job_id,
                 self.attempt,
                 vm.name,
-                {"pid": vm.replica.pid, "token": vm.replica.token},
+                {"pid": replica.pid, "token": replica.token},
                 time.time(),
             )
             if vm.requested:  # asked again while it was away: preempt the replacement

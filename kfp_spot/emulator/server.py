@@ -313,8 +313,8 @@ class Handler(BaseHTTPRequestHandler):
 
         Headers and body go out in two writes; delayed ACKs would add ~40 ms without TCP_NODELAY.
         """
-        self.timeout = self.server.read_timeout
         super().setup()
+        self.connection.settimeout(self.server.read_timeout)
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rfile.close()  # the buffered file over the socket is replaced by a bounded one
         self._reader = _DeadlineReader(self.connection)
@@ -397,8 +397,8 @@ class Handler(BaseHTTPRequestHandler):
             status, payload = err.http_status, err.to_json()
         except Exception:  # a bug: logged, answered as Google does, the emulator keeps serving
             log.exception("internal error on %s %s", self.command, self.path)
-            err = ApiError("INTERNAL", "internal error in the emulator; see its log")
-            status, payload = err.http_status, err.to_json()
+            internal = ApiError("INTERNAL", "internal error in the emulator; see its log")
+            status, payload = internal.http_status, internal.to_json()
         self._send(status, payload, head=head)
 
     def _framing_error(self) -> ApiError | None:
@@ -434,8 +434,8 @@ class Handler(BaseHTTPRequestHandler):
         error = self._framing_error()
         if error is not None:
             self.close_connection = True
-            length = self.headers.get("Content-Length", "")
-            self._drain_bytes = int(length) if length.strip().isdigit() else 0
+            announced = self.headers.get("Content-Length", "")
+            self._drain_bytes = int(announced) if announced.strip().isdigit() else 0
             raise error
         length = int(self.headers.get("Content-Length") or 0)
         data = self.rfile.read(length) if length else b""
@@ -499,7 +499,8 @@ class Handler(BaseHTTPRequestHandler):
                 continue
             query = Query(url.query, route)
             if owner is None:
-                return self._act(route, match.groupdict(), query, raw)
+                answer: dict[str, Any] | str = self._act(route, match.groupdict(), query, raw)
+                return answer
             content_type = self.headers.get("Content-Type", "")
             return owner.act(route, Request(match.groupdict(), query, raw, content_type))
         if offered:
@@ -594,8 +595,9 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         # Every route with the set that answers it (None: the CustomJob API's own).
         self.routes: list[tuple[RouteSet | None, Route]] = [(None, r) for r in ROUTES]
         self.routes += [(rs, r) for rs in self.route_sets for r in rs.routes]
-        host, port = self.server_address[:2]
-        host = f"[{host}]" if ":" in str(host) else host
+        bound, port = self.server_address[:2]
+        host = bound.decode() if isinstance(bound, bytes) else str(bound)
+        host = f"[{host}]" if ":" in host else host
         service.base_url = f"http://{host}:{port}"
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()

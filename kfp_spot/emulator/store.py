@@ -155,7 +155,8 @@ class AttemptRow:
     @property
     def process_list(self) -> list[dict[str, Any]]:
         """The replica processes recorded for this attempt (``replica``, ``pid``, ``token``)."""
-        return json.loads(self.processes)
+        processes: list[dict[str, Any]] = json.loads(self.processes)
+        return processes
 
 
 class Store:
