@@ -26,7 +26,7 @@ def test_contents_follow_the_trainer_import_graph():
         "kfp_spot/__init__.py",
         "kfp_spot/version.py",
         "kfp_spot/fs.py",
-        "kfp_spot/checkpoints.py",
+        "kfp_spot/checkpoints/__init__.py",
         "kfp_spot/trainer/__init__.py",
         "kfp_spot/trainer/manager.py",
     } <= names

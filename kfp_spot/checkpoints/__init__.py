@@ -1,0 +1,102 @@
+"""The checkpoint layout every part of kfp-spot agrees on.
+
+``<root>/step-<n>/<files...>`` plus ``<root>/step-<n>/manifest.json``, written last. The manifest
+lists every file with its size and CRC32C (Cloud Storage's own object checksum), and is **sealed**:
+its last field is the sha256 of the bytes before it, so a manifest that was cut, garbled or edited
+is never trusted. A step whose sealed manifest is missing or does not verify does not exist.
+Object stores have no atomic rename, so "manifest last" is the commit on local disks and ``gs://``
+alike (one object PUT). Attempt records (one JSON file per training attempt) live in
+``<root>/_attempts/``.
+
+Every reader verifies a step through one function (:func:`verify` and :func:`read_verified` are
+its two faces): the seal, the manifest's fields and ranges, the state index against the file list
+and, when the reader says which decoders it allows, the adapters it names; then every file's type
+and size (before anything is allocated) and checksum. Manifests of the first format (sha256 per
+file, no seal) still verify.
+
+The modules, each imported here (``from kfp_spot.checkpoints import X`` works for every name):
+
+- :mod:`~kfp_spot.checkpoints.manifest`: the manifest format, its seal and its checks;
+- :mod:`~kfp_spot.checkpoints.checksum`: CRC32C at memory speed;
+- :mod:`~kfp_spot.checkpoints.paths`: step directories and listings;
+- :mod:`~kfp_spot.checkpoints.verify`: reading a step back, verified;
+- :mod:`~kfp_spot.checkpoints.write`: writing and committing a step, deleting one;
+- :mod:`~kfp_spot.checkpoints.attempts`: attempt records.
+
+This package has no dependency on kfp or google-cloud-aiplatform: it runs inside training
+containers (through :mod:`kfp_spot.trainer`) as well as in the launcher and the evaluator. Local
+paths never import fsspec.
+"""
+
+from kfp_spot.checkpoints.attempts import (
+    ATTEMPTS_DIR,
+    commit_times,
+    read_attempt_records,
+    write_attempt_record,
+)
+from kfp_spot.checkpoints.checksum import crc32c, crc32c_b64
+from kfp_spot.checkpoints.manifest import (
+    LEGACY_MANIFEST_FORMAT,
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    MAX_FILE_BYTES,
+    MAX_MANIFEST_BYTES,
+    CheckpointCorruptError,
+    CheckpointError,
+    FileEntry,
+    Manifest,
+    check_state_index,
+    files_of,
+    seal,
+)
+from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir
+from kfp_spot.checkpoints.verify import (
+    committed_steps,
+    latest,
+    new_buffer,
+    read_manifest,
+    read_verified,
+    verify,
+)
+from kfp_spot.checkpoints.write import (
+    Payload,
+    commit_files,
+    commit_manifest,
+    delete_step,
+    write_step,
+)
+
+__all__ = [
+    "ATTEMPTS_DIR",
+    "LEGACY_MANIFEST_FORMAT",
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "MAX_FILE_BYTES",
+    "MAX_MANIFEST_BYTES",
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "FileEntry",
+    "Manifest",
+    "Payload",
+    "check_state_index",
+    "commit_files",
+    "commit_manifest",
+    "commit_times",
+    "committed_steps",
+    "crc32c",
+    "crc32c_b64",
+    "delete_step",
+    "files_of",
+    "latest",
+    "list_steps",
+    "new_buffer",
+    "parse_step_dir",
+    "read_attempt_records",
+    "read_manifest",
+    "read_verified",
+    "seal",
+    "step_dir",
+    "verify",
+    "write_attempt_record",
+    "write_step",
+]

@@ -1,0 +1,71 @@
+"""Where the steps of a checkpoint root are, and listing them (local disks and ``gs://``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from kfp_spot import fs
+
+STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+def step_dir(root: str, step: int) -> str:
+    """The directory (path or URI) of checkpoint ``step`` under ``root``."""
+    if step < 0:
+        raise ValueError(f"checkpoint step must be >= 0, got {step}")
+    return fs.join(root, f"step-{step}")
+
+
+def list_names(uri: str) -> list[str]:
+    """Entry names directly under ``uri`` ([] when it does not exist)."""
+    local = fs.to_local_path(uri)
+    if local is not None:
+        try:
+            return os.listdir(local)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    filesystem, path = fs.filesystem(uri)
+    filesystem.invalidate_cache(path)  # another process (the previous attempt) wrote here
+    try:
+        entries = filesystem.ls(path, detail=False)
+    except FileNotFoundError:
+        return []
+    return [entry.rstrip("/").rsplit("/", 1)[-1] for entry in entries]
+
+
+def list_steps(root: str) -> list[int]:
+    """Every step directory under ``root``, committed or not, in ascending order."""
+    steps = []
+    for name in list_names(root):
+        match = STEP_RE.fullmatch(name)
+        if match:
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def parse_step_dir(path: str) -> tuple[str, int]:
+    """Split a ``.../step-<n>`` directory into its checkpoint root and step.
+
+    Raises:
+        ValueError: ``path`` does not end in ``step-<n>``.
+    """
+    stripped = path.rstrip("/") if fs.is_remote(path) else os.path.abspath(path)
+    root, _, name = stripped.rpartition("/")
+    match = STEP_RE.fullmatch(name)
+    if not match or not root:
+        raise ValueError(f"{path!r} is not a checkpoint step directory (<root>/step-<n>)")
+    return root, int(match.group(1))
+
+
+def stat_remote(base: str) -> dict[str, dict[str, Any]]:
+    """Object name (relative to ``base``) -> metadata, in one listing request."""
+    filesystem, path = fs.filesystem(base)
+    filesystem.invalidate_cache(path)
+    try:
+        found = filesystem.find(path, detail=True)
+    except FileNotFoundError:
+        return {}
+    prefix = path.rstrip("/") + "/"
+    return {name[len(prefix) :]: info for name, info in found.items() if name.startswith(prefix)}

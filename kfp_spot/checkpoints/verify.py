@@ -1,0 +1,266 @@
+"""Reading a step back: the one verification every reader goes through.
+
+:func:`verify` and :func:`read_verified` are its two faces: the seal, the manifest's fields and
+ranges, the state index against the file list and, when the reader says which decoders it allows,
+the adapters it names; then every file's type and size (before anything is allocated) and
+checksum. A step whose sealed manifest is missing or does not verify does not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+from collections.abc import Mapping
+from typing import Any
+
+from kfp_spot import fs
+from kfp_spot.checkpoints.checksum import CHUNK, crc32c, crc32c_b64
+from kfp_spot.checkpoints.manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    CheckpointCorruptError,
+    FileEntry,
+    Manifest,
+    check_state_index,
+)
+from kfp_spot.checkpoints.paths import list_steps, stat_remote, step_dir
+
+log = logging.getLogger("kfp_spot.checkpoints")
+
+
+def _open_local(path: str, what: str, missing: str | None = None) -> int:
+    """Open a regular file for reading; CheckpointCorruptError when absent or not a file."""
+    try:
+        # O_NONBLOCK: a FIFO planted where a file should be must not block the reader.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise CheckpointCorruptError(missing or f"{what} is missing") from exc
+    except OSError as exc:
+        raise CheckpointCorruptError(f"{what} cannot be opened: {exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CheckpointCorruptError(f"{what} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_manifest(root: str, step: int) -> Manifest:
+    """Read and check the manifest of ``step`` (seal, fields, ranges, the step it names).
+
+    Raises:
+        CheckpointCorruptError: missing, unreadable or not the manifest of ``step``.
+    """
+    uri = fs.join(step_dir(root, step), MANIFEST_NAME)
+    what = f"step {step} under {root}: {MANIFEST_NAME}"
+    missing = f"step {step} under {root} has no {MANIFEST_NAME} (torn or still being written)"
+    local = fs.to_local_path(uri)
+    if local is not None:
+        fd = _open_local(local, what, missing)
+        try:
+            size = os.fstat(fd).st_size
+            if size > MAX_MANIFEST_BYTES:
+                raise CheckpointCorruptError(f"{what} is {size} bytes, over the limit")
+            with open(fd, "rb", closefd=False) as handle:
+                data = handle.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as exc:
+            raise CheckpointCorruptError(f"{what} cannot be read: {exc}") from exc
+        finally:
+            os.close(fd)
+    else:
+        filesystem, path = fs.filesystem(uri)
+        try:
+            with filesystem.open(path, "rb") as handle:
+                data = handle.read(MAX_MANIFEST_BYTES + 1)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise CheckpointCorruptError(missing) from exc
+    try:
+        manifest = Manifest.from_bytes(data)
+    except CheckpointCorruptError as exc:
+        raise CheckpointCorruptError(f"step {step} under {root}: {exc}") from None
+    if manifest.step != step:
+        raise CheckpointCorruptError(
+            f"step {step} under {root}: its manifest says step {manifest.step}"
+        )
+    return manifest
+
+
+def _mismatch(step: int, entry: FileEntry, size: int | None, crc: int | None, sha: Any) -> None:
+    if size is not None and size != entry.size:
+        raise CheckpointCorruptError(
+            f"step {step}: file {entry.path} has {size} bytes, manifest says {entry.size}"
+        )
+    if entry.crc32c and crc is not None and crc32c_b64(crc) != entry.crc32c:
+        raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its crc32c check")
+    if not entry.crc32c and sha is not None and sha.hexdigest() != entry.sha256:
+        raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
+
+
+def new_buffer(size: int) -> Any:
+    """A writable buffer of ``size`` bytes (large ones: NumPy ``uint8``, never zero-filled)."""
+    # bytearray(n) zero-fills: for a large checkpoint that is a whole extra pass over memory.
+    # numpy.empty does not, and readinto then touches each page once.
+    if size >= CHUNK:
+        try:
+            import numpy as np
+        except ImportError:  # numpy is a dependency, but the layout does not need it
+            return bytearray(size)
+        return np.empty(size, dtype=np.uint8)
+    return bytearray(size)
+
+
+def _read_checked(step: int, entry: FileEntry, handle: Any, keep: bool) -> Any:
+    """Read a file whose size was already checked, hashing each chunk as it lands.
+
+    Returns the content (a writable buffer) when ``keep``, else None (streamed, nothing kept).
+    """
+    use_crc = bool(entry.crc32c)
+    crc = 0
+    sha = None if use_crc else hashlib.sha256()  # None: the manifest gives a CRC32C
+    buf = new_buffer(entry.size) if keep else bytearray(min(entry.size, CHUNK) or 1)
+    view = memoryview(buf).cast("B")
+    pos = 0
+    while pos < entry.size:
+        window = view[pos : pos + CHUNK] if keep else view[: min(CHUNK, entry.size - pos)]
+        n = handle.readinto(window)
+        if not n:
+            break
+        chunk = window[:n]
+        if sha is None:
+            crc = crc32c(chunk, crc)
+        else:
+            sha.update(chunk)
+        pos += n
+    extra = len(handle.read(1)) if pos == entry.size else 0  # longer than it was a moment ago
+    _mismatch(step, entry, pos + extra, crc if use_crc else None, sha)
+    return buf if keep else None
+
+
+def _check_step(
+    root: str,
+    step: int,
+    *,
+    check_hashes: bool,
+    keep: bool,
+    adapters: Mapping[str, str] | None,
+) -> tuple[Manifest, dict[str, Any]]:
+    manifest = read_manifest(root, step)
+    check_state_index(manifest, adapters)
+    base = step_dir(root, step)
+    out: dict[str, Any] = {}
+    local = fs.to_local_path(base)
+    remote = stat_remote(base) if local is None else {}
+    for entry in manifest.files:
+        what = f"step {step}: file {entry.path}"
+        if local is not None:
+            fd = _open_local(fs.join(local, entry.path), what)
+            try:
+                _mismatch(step, entry, os.fstat(fd).st_size, None, None)  # before allocating
+                if keep or check_hashes:
+                    with open(fd, "rb", buffering=0, closefd=False) as handle:
+                        out[entry.path] = _read_checked(step, entry, handle, keep)
+            except OSError as exc:
+                raise CheckpointCorruptError(f"{what} cannot be read: {exc}") from exc
+            finally:
+                os.close(fd)
+            continue
+        info = remote.get(entry.path)
+        if info is None or info.get("type", "file") != "file":
+            raise CheckpointCorruptError(f"{what} is missing")
+        _mismatch(step, entry, int(info.get("size", -1)), None, None)
+        listed_crc = info.get("crc32c")
+        if not keep and check_hashes and entry.crc32c and listed_crc:
+            # Cloud Storage computed this over the stored object: no need to read it back.
+            if listed_crc != entry.crc32c:
+                raise CheckpointCorruptError(
+                    f"step {step}: file {entry.path} fails its crc32c check"
+                )
+            continue
+        if keep or check_hashes:
+            filesystem, path = fs.filesystem(fs.join(base, entry.path))
+            try:
+                with filesystem.open(path, "rb") as handle:
+                    out[entry.path] = _read_checked(step, entry, handle, keep)
+            except (FileNotFoundError, IsADirectoryError) as exc:
+                raise CheckpointCorruptError(f"{what} is missing") from exc
+    return manifest, out
+
+
+def verify(
+    root: str,
+    step: int,
+    *,
+    check_hashes: bool = True,
+    adapters: Mapping[str, str] | None = None,
+) -> Manifest:
+    """Check that ``step`` is committed and every file matches its manifest.
+
+    The same checks as :func:`read_verified` (which restore uses), without keeping the data.
+
+    Args:
+        root: the checkpoint root.
+        step: the step to check.
+        check_hashes: also check every file's checksum (sizes are always checked). On ``gs://``
+            the CRC32C Cloud Storage keeps for each object is compared; nothing is downloaded.
+        adapters: the decoders the reader allows (adapter name -> file suffix); a step whose
+            state index names another is invalid. None: adapters are not checked (a reader that
+            decodes nothing).
+
+    Returns:
+        The verified manifest.
+
+    Raises:
+        CheckpointCorruptError: naming the step and the first problem found.
+    """
+    return _check_step(root, step, check_hashes=check_hashes, keep=False, adapters=adapters)[0]
+
+
+def read_verified(
+    root: str, step: int, *, adapters: Mapping[str, str] | None = None
+) -> tuple[Manifest, dict[str, Any]]:
+    """Read every file of ``step`` once, checking it against its verified manifest.
+
+    Each file's size is checked before its buffer is allocated, and its checksum as it is read.
+
+    Args:
+        root: the checkpoint root.
+        step: the step to read.
+        adapters: as for :func:`verify`.
+
+    Returns:
+        The manifest and file name -> content: a writable bytes-like object (``bytearray`` or a
+        NumPy ``uint8`` array that was never zero-filled) that decoders may keep and use in place.
+        ``bytes(content)`` gives plain bytes.
+
+    Raises:
+        CheckpointCorruptError: the step is torn, damaged or names a decoder not allowed.
+    """
+    return _check_step(root, step, check_hashes=True, keep=True, adapters=adapters)
+
+
+def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
+    """Manifests of every committed step that verifies, oldest first."""
+    out = []
+    for step in list_steps(root):
+        try:
+            out.append(verify(root, step, check_hashes=check_hashes))
+        except CheckpointCorruptError as exc:
+            log.info("skipping checkpoint: %s", exc)
+    return out
+
+
+def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
+    """The newest step under ``root`` whose manifest verifies, or None when there is none.
+
+    Torn or corrupted steps are skipped, and the reason is logged at WARNING.
+    """
+    for step in reversed(list_steps(root)):
+        try:
+            return verify(root, step, check_hashes=check_hashes)
+        except CheckpointCorruptError as exc:
+            log.warning("skipping checkpoint: %s", exc)
+    return None

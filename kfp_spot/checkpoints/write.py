@@ -1,0 +1,299 @@
+"""Writing a step: its files from the caller's memory, then the sealed manifest (the commit).
+
+Object stores have no atomic rename, so "manifest last" is the commit on local disks and ``gs://``
+alike (one object PUT). Each file's CRC32C is computed as it is written; on object stores the
+uploaded objects are checked against it before the commit. Deleting a step removes its manifest
+first, so a crash half-way leaves a step every reader ignores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kfp_spot import fs
+from kfp_spot.checkpoints.checksum import CHUNK, crc32c, crc32c_b64
+from kfp_spot.checkpoints.manifest import MANIFEST_NAME, FileEntry, Manifest, check_name
+from kfp_spot.checkpoints.paths import stat_remote, step_dir
+
+Payload = Any
+"""A file's content for :func:`write_step`: a bytes-like object or a sequence of them."""
+
+
+def _chunks(payload: Payload) -> list[memoryview]:
+    parts = payload if isinstance(payload, (list, tuple)) else (payload,)
+    out = []
+    for part in parts:
+        view = memoryview(part)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+        out.append(view)
+    return out
+
+
+def _crc_of(views: Sequence[memoryview]) -> int:
+    crc = 0
+    for view in views:
+        for start in range(0, view.nbytes, CHUNK):
+            crc = crc32c(view[start : start + CHUNK], crc)
+    return crc
+
+
+def _write_hashed(target: str, payload: Payload) -> FileEntry:
+    """Write ``payload`` to ``target`` from its own memory and compute its CRC32C.
+
+    Locally the CRC32C runs in a helper thread while the disk flushes (``fsync`` waits for the
+    disk far longer than CRC32C takes over the same bytes), so a save costs what the write
+    costs. Remotely each chunk is hashed just before it is handed to the upload.
+    """
+    views = _chunks(payload)
+    size = sum(view.nbytes for view in views)
+    local = fs.to_local_path(target)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        with open(local, "wb", buffering=0) as handle:
+            for view in views:
+                for start in range(0, view.nbytes, CHUNK):
+                    piece = view[start : start + CHUNK]
+                    while piece.nbytes:
+                        piece = piece[handle.write(piece) :]
+            if size < CHUNK:
+                crc = _crc_of(views)
+                os.fsync(handle.fileno())
+            else:
+                result: list[Any] = []
+
+                def hash_views() -> None:
+                    try:
+                        result.append(_crc_of(views))
+                    except BaseException as exc:  # noqa: BLE001 - re-raised by the writer
+                        result.append(exc)
+
+                helper = threading.Thread(target=hash_views, name="kfp-spot-crc32c")
+                helper.start()
+                try:
+                    os.fsync(handle.fileno())
+                finally:
+                    helper.join()
+                if isinstance(result[0], BaseException):
+                    raise result[0]
+                crc = result[0]
+    else:
+        crc = 0
+        filesystem, path = fs.filesystem(target)
+        with filesystem.open(path, "wb") as handle:
+            for view in views:
+                for start in range(0, view.nbytes, CHUNK):
+                    piece = view[start : start + CHUNK]
+                    crc = crc32c(piece, crc)
+                    handle.write(piece)
+    return FileEntry(target, size, crc32c=crc32c_b64(crc))
+
+
+def _check_uploaded(root: str, step: int, entries: Sequence[FileEntry]) -> None:
+    """Before committing on an object store: the stored objects are exactly what was hashed."""
+    listed = stat_remote(step_dir(root, step))
+    for entry in entries:
+        info = listed.get(entry.path) or {}
+        crc = info.get("crc32c")
+        if int(info.get("size", -1)) != entry.size or (crc and crc != entry.crc32c):
+            raise OSError(
+                f"step {step}: uploaded object {entry.path} does not match what was written "
+                f"(size {info.get('size')}, crc32c {crc}; expected {entry.size}, {entry.crc32c})"
+            )
+
+
+def write_step(
+    root: str,
+    step: int,
+    files: Mapping[str, Payload],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    after_file: Callable[[str], None] | None = None,
+) -> Manifest:
+    """Write the files of ``step``, then its sealed manifest (the commit).
+
+    Each file is written from the memory it is given (no copy), its CRC32C computed chunk by
+    chunk just before each chunk is written. Leftovers of an earlier, torn write of the same step
+    are removed first, so a committed step holds exactly the files its manifest lists. On local
+    disks every file is fsync'ed before the manifest is written; on object stores the uploaded
+    objects' sizes and CRC32Cs are checked against what was hashed before the commit.
+
+    Args:
+        root: the checkpoint root (path or URI).
+        step: the training step this checkpoint captures.
+        files: relative file name -> content (a bytes-like object, or a list/tuple of them that
+            are written one after the other).
+        metadata: small JSON-serialisable facts kept in the manifest (loss, epoch, ...).
+        after_file: called with each file name once it is written (before the manifest); the
+            trainer's fault injection uses it to die in the middle of a save.
+
+    Returns:
+        The committed manifest.
+
+    Raises:
+        ValueError: a file name is empty, absolute, climbs out with ``..`` or is the manifest's.
+        OSError: the storage failed; the step is not committed.
+    """
+    for name in files:
+        problem = check_name(name)
+        if problem:
+            raise ValueError(
+                f"invalid checkpoint file name {name!r}: {problem}; use a relative path inside "
+                f"the step directory, other than {MANIFEST_NAME!r}"
+            )
+    base = step_dir(root, step)
+    delete_step(root, step)
+    entries = []
+    for name in sorted(files):
+        written = _write_hashed(fs.join(base, name), files[name])
+        entries.append(FileEntry(name, written.size, crc32c=written.crc32c))
+        if after_file is not None:
+            after_file(name)
+    manifest = Manifest(step, tuple(entries), time.time(), dict(metadata or {}))
+    return _commit(root, manifest, entries, uploaded=True)
+
+
+def commit_files(
+    root: str,
+    step: int,
+    names: Iterable[str] | None = None,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """Commit files already written into ``<root>/step-<step>/`` (by a framework, say) as a step.
+
+    Reads each file once to compute its CRC32C (on ``gs://`` the object's CRC32C is taken from
+    its metadata instead), then writes the sealed manifest. Call it only once every file is
+    complete (closed, and on local disks fsync'ed).
+
+    Args:
+        root: the checkpoint root.
+        step: the step; its directory must hold the files.
+        names: the relative names to commit; default: every file under the step directory
+            (except the manifest and hidden temp files starting with ``.``).
+        metadata: small JSON-serialisable facts kept in the manifest.
+
+    Returns:
+        The committed manifest.
+
+    Raises:
+        ValueError: a name is invalid, or there is nothing to commit.
+        FileNotFoundError: a named file does not exist.
+    """
+    base = step_dir(root, step)
+    local = fs.to_local_path(base)
+    listed = None if local is not None else stat_remote(base)
+    if names is None:
+        if local is not None:
+            names = [
+                os.path.relpath(os.path.join(d, f), local)
+                for d, _, fnames in os.walk(local)
+                for f in fnames
+            ]
+        else:
+            assert listed is not None  # listed exactly when the step is remote
+            names = list(listed)
+        names = [
+            n for n in names if n != MANIFEST_NAME and not n.rsplit("/", 1)[-1].startswith(".")
+        ]
+    names = sorted(names)
+    if not names:
+        raise ValueError(f"no files to commit under {base}")
+    entries = []
+    for name in names:
+        problem = check_name(name)
+        if problem:
+            raise ValueError(f"invalid checkpoint file name {name!r}: {problem}")
+        if listed is not None and (info := listed.get(name)) is not None and info.get("crc32c"):
+            entries.append(FileEntry(name, int(info["size"]), crc32c=info["crc32c"]))
+            continue
+        if listed is not None and name not in listed:
+            raise FileNotFoundError(fs.join(base, name))
+        entries.append(_hash_existing(fs.join(base, name), name))
+    manifest = Manifest(step, tuple(entries), time.time(), dict(metadata or {}))
+    return _commit(root, manifest, entries, uploaded=False)
+
+
+def _hash_existing(uri: str, name: str) -> FileEntry:
+    crc = 0
+    size = 0
+    local = fs.to_local_path(uri)
+    if local is not None:
+        handle = open(local, "rb", buffering=0)  # noqa: SIM115 (closed below)
+    else:
+        filesystem, path = fs.filesystem(uri)
+        handle = filesystem.open(path, "rb")
+    with handle:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        while n := handle.readinto(view):
+            crc = crc32c(view[:n], crc)
+            size += n
+    return FileEntry(name, size, crc32c=crc32c_b64(crc))
+
+
+def _commit(
+    root: str, manifest: Manifest, entries: Sequence[FileEntry], uploaded: bool
+) -> Manifest:
+    if uploaded and fs.to_local_path(root) is None:
+        _check_uploaded(root, manifest.step, entries)
+    return commit_manifest(root, manifest)
+
+
+def commit_manifest(root: str, manifest: Manifest) -> Manifest:
+    """Write ``manifest`` (sealed) for files that are already in place. Call only after they are.
+
+    Returns:
+        The manifest as written (its ``digest`` set).
+    """
+    data = manifest.to_bytes()
+    # The manifest is either absent or whole: a local rename, or one object PUT on gs://.
+    fs.atomic_write(fs.join(step_dir(root, manifest.step), MANIFEST_NAME), data)
+    return Manifest(
+        manifest.step,
+        manifest.files,
+        manifest.wall_time,
+        manifest.metadata,
+        hashlib.sha256(data).hexdigest(),
+    )
+
+
+def delete_step(root: str, step: int) -> bool:
+    """Remove checkpoint ``step``: its manifest first (un-committing it), then its files.
+
+    A crash half-way leaves a step without a manifest, which every reader already ignores.
+
+    Returns:
+        Whether there was anything to remove.
+    """
+    base = step_dir(root, step)
+    local = fs.to_local_path(base)
+    if local is not None:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            os.unlink(os.path.join(local, MANIFEST_NAME))
+        if not os.path.lexists(local):
+            return False
+        if os.path.isdir(local) and not os.path.islink(local):
+            import shutil
+
+            shutil.rmtree(local, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(local)
+        return True
+    filesystem, path = fs.filesystem(base)
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.rm_file(f"{path}/{MANIFEST_NAME}")
+    try:
+        if not filesystem.exists(path):
+            return False
+        filesystem.rm(path, recursive=True)
+    except FileNotFoundError:
+        return False
+    return True
