@@ -20,6 +20,9 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
 
 Source distributions are built into wheels with this interpreter (without network when their build
 backend is installed here), then installed.
+
+Why one module: the two kinds of environment share the cache key, the wheel build, the install and
+the host index; the allowlisted view is the reason this module exists and is about half of it.
 """
 
 from __future__ import annotations

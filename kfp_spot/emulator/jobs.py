@@ -11,6 +11,9 @@ the returned spec has the service's documented defaults filled in; list pages ca
 signed page tokens tied to their query and honour ``readMask``; delete answers a location-scoped
 long-running operation with ``DeleteOperationMetadata`` that can be fetched afterwards;
 ``webAccessUris`` is filled per replica while a job with ``enableWebAccess`` runs.
+
+Why one module: this is the CustomJob API surface, one method per REST method on one class;
+lifecycle, scheduling, billing, HTTP and serving already live in their own modules.
 """
 
 from __future__ import annotations

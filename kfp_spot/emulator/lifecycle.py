@@ -6,6 +6,10 @@ the job back in QUEUED, up to ``MAX_RESTARTS`` times; the next preemption FAILS 
 A worker's VM preempted on its own (the job stays RUNNING, the VM is replaced) draws from the same
 budget: every Spot preemption is one of the job's ``MAX_RESTARTS`` restarts.
 Each transition is one SQLite transaction, committed before the emulator acts on it.
+
+Why one module: this is the state machine, and its point is that every transition of a job or an
+attempt is here, each in its own transaction; spread over modules, a new state would again need
+edits in several places.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ its process group, the grace period, SIGKILL; the VM is away (not billed) for th
 other replicas keep running. With ``scheduling.restartJobOnWorkerRestart`` (and not
 ``disableRetries``, which overrides it) a worker's preemption restarts the whole attempt instead;
 the primary replica's preemption always does.
+
+Why one module: an attempt's replicas, VMs and deadlines are one object's state, woken by one
+condition; the per-VM preemption and the whole-attempt stop must see the same state under the same
+lock.
 """
 
 from __future__ import annotations

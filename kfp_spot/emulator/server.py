@@ -30,6 +30,9 @@ line or headers that cannot be parsed. Each request must arrive whole within ``r
 seconds (request line, headers and body together); a client that sends less than it announced
 gets a 408 and its connection is closed, while every other connection is served by its own
 thread.
+
+Why one module: the HTTP front is one request handler (parsing, limits, timeouts, routing, the JSON
+error mapping) and its small request types; the APIs behind it are in jobs.py and serving/.
 """
 
 from __future__ import annotations

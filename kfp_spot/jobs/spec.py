@@ -5,6 +5,10 @@ sends to Vertex AI and to the local emulator. The layout follows GCPC's
 ``create_custom_training_job_from_component`` (one pool with one replica, a second pool with the
 other ``replica_count - 1`` replicas; ``max_wait_duration`` only for FLEX_START), so a job built
 here and one built by GCPC for the same inputs agree field for field.
+
+Why one module: the component's inputs, their checks and the CustomJob built from them change
+together (a new GCPC input is one field, one check and one place in the job); Vertex's own rules
+are not here but in kfp_spot.validation.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""prepare_package: build, validate and stage a training package named by its content."""
+"""prepare_package: build, validate and stage a training package named by its content.
+
+Why one module: prepare_package is one operation whose steps (build, check the module, check the
+URIs, stage by content, add the trainer wheel) run in order on the same facts; the source kinds
+(sources.py), the build (build.py) and the import check (importcheck.py) already live apart.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ directory (has ``__init__.py``), a single ``.py`` script, and a source archive (
 ``.tgz``, ``.tar``, ``.zip``) — each as a local path, and gs:// for archives, scripts and
 directories. The source is always copied into a private work directory first, so the build never
 writes into the user's tree and stale ``build/`` or ``*.egg-info`` folders cannot leak in.
+
+Why one module: every source kind ends in the same project tree through the same copy, link and
+size checks; one module keeps those safety checks in one place instead of one per kind.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ Layout under the root (one folder per Artifact Registry repository)::
 Every file is written to a temporary name and renamed into place, and a version exists only once
 its record is in place (the content is written first), so a crash never leaves a half-written
 template visible. Nothing is cached in memory: a restarted server sees exactly what is on disk.
+
+Why one module: the on-disk format and the two classes that read and write it (a repository, the
+store of repositories) change together; split, the atomic-write and layout rules would be imported
+back and forth.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ SIGTERM or SIGINT (pipeline cancellation) cancels the operation being waited on.
 still completes (the cancel came too late) is undeployed, so a cancelled task leaves no Spot
 replicas running; the uploaded model and the endpoint (which cost nothing without replicas) stay,
 for a retry to reuse.
+
+Why one module: the three steps of a deployment (model, endpoint, deployed model) are found again
+by the same label, reattached and cancelled by the same Deployer; splitting them would split one
+retry story.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ adapter                   file suffix  values
 Which decoders may run is the reader's choice, never the checkpoint's: :func:`allowed` gives the
 adapters a reader accepts (pickle-based ones only when it opts in), and a step whose manifest names
 another one is invalid before any of its bytes are decoded.
+
+Why one module: it is a table: each adapter is a few small functions, and the order they are tried
+in is the module's order; one file keeps the table readable in one place.
 """
 
 from __future__ import annotations

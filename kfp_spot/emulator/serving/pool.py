@@ -15,6 +15,10 @@ container) listening on its own loopback port. A monitor thread per deployed mod
 Requests go to the ready replicas in turn (:meth:`ReplicaPool.pick`); a replica that fails a
 request at the connection level is taken out of the rotation (:meth:`ReplicaPool.mark_down`) so
 the endpoint keeps answering through the others. With one replica a preemption is an outage.
+
+Why one module: a deployed model's replicas share one lock and one monitor thread (start, health,
+preemption, restart and routing all read and change the same slots); split, that state would be
+reached across modules.
 """
 
 from __future__ import annotations
