@@ -134,7 +134,7 @@ class DeployResult:
     reattached: bool = False
 
 
-def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
+def _check(request: DeployRequest, target: validation.Target) -> tuple[Any, Any]:
     """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called."""
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
@@ -170,7 +170,7 @@ def _check(request: DeployRequest, *, local: bool) -> tuple[Any, Any]:
         accelerator_type=request.accelerator_type or 0,
         accelerator_count=request.accelerator_count,
     )
-    _check_machine(spec, request.spot, local=local)
+    _check_machine(spec, request.spot, target)
     _check_split(request.traffic_split)
     if len(request.labels) > validation.MAX_LABELS - 1:  # one is the deployment label
         raise DeployInputError(
@@ -213,15 +213,19 @@ def _check_replicas(request: DeployRequest) -> None:
         )
 
 
-def _check_machine(spec: MachineSpec, spot: bool, *, local: bool) -> None:
+def _check_machine(spec: MachineSpec, spot: bool, target: validation.Target) -> None:
     """The training rules on the replicas' machine (no Spot on TPU Pods), as inputs' errors.
 
-    A machine type missing from kfp-spot's table is refused on the emulator (it prices what it
-    runs) and left to Vertex AI otherwise.
+    A machine type missing from kfp-spot's table is refused where ``target`` runs only known
+    machines (the emulator) and left to Vertex AI otherwise.
     """
     try:
         validation.check_machine_spec(
-            spec, "machine_spec", spot=spot, known_machines_only=local, spot_off="spot=False"
+            spec,
+            "machine_spec",
+            spot=spot,
+            known_machines_only=target.known_machines_only,
+            spot_off="spot=False",
         )
     except validation.InvalidJobSpecError as exc:
         name = "machine_type"
@@ -344,7 +348,7 @@ class Deployer:
             self.api = resolve_endpoint(request.location, request.api_endpoint)
         except LaunchInputError as exc:
             raise DeployInputError(exc.field, exc.reason) from None
-        self.model_pb, self.deployed_pb = _check(request, local=self.api.local)
+        self.model_pb, self.deployed_pb = _check(request, self.api.target)
         self.parent = f"projects/{request.project}/locations/{request.location}"
         self.key = hashlib.sha256(request.run_key.encode()).hexdigest()[:32]
         self._sleep = sleep

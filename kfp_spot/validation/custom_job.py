@@ -94,15 +94,26 @@ class Target:
         local_output_paths: ``baseOutputDirectory`` may be an absolute local path, ``file:///``
             or ``gs:///ABS/PATH`` (the jobs run on this machine).
         hosts_vertex_resources: it can hold the persistent resources and TensorBoards a job names.
+        known_machines_only: it runs only the machine types in kfp-spot's table (it prices what it
+            runs), so a type missing from the table is refused before any call; elsewhere the
+            service judges it.
     """
 
     name: str
     local_output_paths: bool
     hosts_vertex_resources: bool
+    known_machines_only: bool
 
 
-VERTEX_AI = Target("Vertex AI", local_output_paths=False, hosts_vertex_resources=True)
-EMULATOR = Target("the local emulator", local_output_paths=True, hosts_vertex_resources=False)
+VERTEX_AI = Target(
+    "Vertex AI", local_output_paths=False, hosts_vertex_resources=True, known_machines_only=False
+)
+EMULATOR = Target(
+    "the local emulator",
+    local_output_paths=True,
+    hosts_vertex_resources=False,
+    known_machines_only=True,
+)
 
 
 def _pb(job: Any) -> Any:
@@ -124,7 +135,7 @@ def validate_custom_job(job: Any) -> None:
     Raises:
         InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
     """
-    _validate(_pb(job), known_machines_only=True, target=EMULATOR)
+    _validate(_pb(job), known_machines_only=EMULATOR.known_machines_only, target=EMULATOR)
 
 
 def validate_for_submission(job: Any, target: Target = VERTEX_AI) -> None:
