@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kfp_spot.emulator import names
+from kfp_spot.emulator.sqlite import Database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -159,17 +158,11 @@ class AttemptRow:
         return processes
 
 
-class Store:
+class Store(Database):
     """Thread-safe access to the SQLite state file."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        super().__init__(path, SCHEMA)
         self._migrate()
 
     def _migrate(self) -> None:
@@ -200,23 +193,6 @@ class Store:
                 db.execute("INSERT INTO meta (key, value) VALUES ('secret', ?)", (value,))
                 return bytes.fromhex(value)
         return bytes.fromhex(row["value"])
-
-    def close(self) -> None:
-        """Close the database."""
-        with self._lock:
-            self._db.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction, committed on success and rolled back on error."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
 
     # jobs -------------------------------------------------------------------------------------
 
