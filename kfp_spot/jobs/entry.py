@@ -5,15 +5,10 @@ Artifacts are duck-typed (``.uri``, ``.path``, ``.metadata``): this module never
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import enum
 import json
 import logging
-import math
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot import fs, validation
@@ -31,6 +26,7 @@ from kfp_spot.jobs.recovery import RecoveryPolicy
 from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked, parse_strategy
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
+from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults
 from kfp_spot.validation.inputs import report_input_errors
 
 log = logging.getLogger(__name__)
@@ -42,21 +38,6 @@ FAIL_ON_INCOMPLETE = True  # the default of the fail_on_incomplete input
 MAX_POLL_INTERVAL_SECONDS = 3600.0
 
 
-def _dataclass_defaults(cls: type, names: tuple[str, ...] | None = None) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(cls):
-        if names is not None and f.name not in names:
-            continue
-        if f.default is not dataclasses.MISSING:
-            value = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-        else:
-            continue
-        out[f.name] = value.value if isinstance(value, enum.Enum) else value  # inputs: names
-    return out
-
-
 def input_defaults() -> dict[str, Any]:
     """The default of every optional parameter input of the launch_spot_job component.
 
@@ -66,80 +47,18 @@ def input_defaults() -> dict[str, Any]:
     tests/jobs/test_defaults.py checks the signature and the compiled YAMLs against this.
     Sequences come back as lists and mappings as dicts, as KFP passes them.
     """
-    job = _dataclass_defaults(JobInputs)
+    job = dataclass_defaults(JobInputs)
     job.pop("package_uris")  # comes from the package artifact, not a parameter
     merged = {
         **job,
-        **_dataclass_defaults(RecoveryPolicy),
-        **_dataclass_defaults(LaunchRequest, ("api_endpoint", "poll_interval_seconds")),
+        **dataclass_defaults(RecoveryPolicy),
+        **dataclass_defaults(LaunchRequest, ("api_endpoint", "poll_interval_seconds")),
         "fail_on_incomplete": FAIL_ON_INCOMPLETE,
     }
-    return {
-        k: list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
-        for k, v in merged.items()
-    }
+    return merged
 
 
 INPUT_DEFAULTS = input_defaults()
-
-
-def _given(inputs: Mapping[str, Any], name: str) -> Any:
-    """The input's value, or (a copy of) its default when it is missing, None or ''."""
-    value = inputs.get(name)
-    return copy.deepcopy(INPUT_DEFAULTS.get(name)) if value is None or value == "" else value
-
-
-def _str(inputs: Mapping[str, Any], name: str) -> str:
-    value = _given(inputs, name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise LaunchInputError(name, f"expected a string, got {validation.show(value)}")
-    return value
-
-
-def _number(inputs: Mapping[str, Any], name: str) -> float:
-    value = _given(inputs, name)
-    if isinstance(value, bool):
-        raise LaunchInputError(name, f"expected a number, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        number = math.nan
-    if not math.isfinite(number):
-        raise LaunchInputError(name, f"expected a finite number, got {validation.show(value)}")
-    return number
-
-
-def _int(inputs: Mapping[str, Any], name: str) -> int:
-    number = _number(inputs, name)
-    if number != int(number):
-        shown = validation.show(_given(inputs, name))
-        raise LaunchInputError(name, f"expected an integer, got {shown}")
-    return int(number)
-
-
-def _bool(inputs: Mapping[str, Any], name: str) -> bool:
-    value = _given(inputs, name)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"  # JSON/CLI text
-    raise LaunchInputError(name, f"expected true or false, got {validation.show(value)}")
-
-
-def _json_value(inputs: Mapping[str, Any], name: str, kind: type) -> Any:
-    """Lists and dicts may arrive as JSON text (from YAML or the CLI) or as objects."""
-    value = _given(inputs, name)
-    if isinstance(value, str):
-        value = checked(name, validation.loads_bounded, value)
-    else:
-        checked(name, validation.check_nesting, value)
-    if not isinstance(value, kind):
-        raise LaunchInputError(
-            name, f"expected a {kind.__name__} (or its JSON), got {type(value).__name__}"
-        )
-    return value
 
 
 def _package(package: Any, python_module: str) -> tuple[list[str], str]:
@@ -227,18 +146,19 @@ def build_request(**inputs: Any) -> LaunchRequest:
 
     A missing, None or empty input takes its default (:func:`input_defaults`).
     """
+    read = InputReader(inputs, INPUT_DEFAULTS, LaunchInputError)
     checkpoint = inputs.get("checkpoint")
     gcp_resources_path = inputs.get("gcp_resources") or ""
     if not gcp_resources_path:
         raise LaunchInputError("gcp_resources", "an output path is required")
-    package_uris, python_module = _package(inputs.get("package"), _str(inputs, "python_module"))
+    package_uris, python_module = _package(inputs.get("package"), read.text("python_module"))
     checkpoint_uri = str(getattr(checkpoint, "uri", "") or "")
-    base = base_output_directory(_str(inputs, "base_output_directory"), checkpoint_uri)
-    api_endpoint = _str(inputs, "api_endpoint")
+    base = base_output_directory(read.text("base_output_directory"), checkpoint_uri)
+    api_endpoint = read.text("api_endpoint")
     # GCPC's placeholders reach us unresolved outside Vertex AI Pipelines: settled per target.
     emulator = is_emulator_endpoint(api_endpoint)
     resolved = {
-        name: checked(name, pipeline_context.resolve, name, _str(inputs, name), emulator=emulator)
+        name: checked(name, pipeline_context.resolve, name, read.text(name), emulator=emulator)
         for name in ("project", "location", "persistent_resource_id")
     }
     resume = inputs.get("resume_from")
@@ -253,35 +173,35 @@ def build_request(**inputs: Any) -> LaunchRequest:
     job_inputs = JobInputs(
         project=resolved["project"],
         location=resolved["location"],
-        display_name=_str(inputs, "display_name"),
+        display_name=read.text("display_name"),
         package_uris=package_uris,
         python_module=python_module,
-        container_image_uri=_str(inputs, "container_image_uri"),
-        executor_image_uri=_str(inputs, "executor_image_uri"),
-        command=_json_value(inputs, "command", list),
-        args=_json_value(inputs, "args", list),
-        env=_json_value(inputs, "env", dict),
-        machine_type=_str(inputs, "machine_type"),
-        accelerator_type=_str(inputs, "accelerator_type"),
-        accelerator_count=_int(inputs, "accelerator_count"),
-        replica_count=_int(inputs, "replica_count"),
-        boot_disk_type=_str(inputs, "boot_disk_type"),
-        boot_disk_size_gb=_int(inputs, "boot_disk_size_gb"),
-        worker_pool_specs=_json_value(inputs, "worker_pool_specs", list),
+        container_image_uri=read.text("container_image_uri"),
+        executor_image_uri=read.text("executor_image_uri"),
+        command=read.json_value("command", list),
+        args=read.json_value("args", list),
+        env=read.json_value("env", dict),
+        machine_type=read.text("machine_type"),
+        accelerator_type=read.text("accelerator_type"),
+        accelerator_count=read.integer("accelerator_count"),
+        replica_count=read.integer("replica_count"),
+        boot_disk_type=read.text("boot_disk_type"),
+        boot_disk_size_gb=read.integer("boot_disk_size_gb"),
+        worker_pool_specs=read.json_value("worker_pool_specs", list),
         base_output_directory=base,
-        service_account=_str(inputs, "service_account"),
-        network=_str(inputs, "network"),
-        labels=_json_value(inputs, "labels", dict),
-        timeout=_given(inputs, "timeout"),
-        restart_job_on_worker_restart=_bool(inputs, "restart_job_on_worker_restart"),
-        disable_retries=_bool(inputs, "disable_retries"),
-        max_wait_duration=_given(inputs, "max_wait_duration"),
-        tensorboard=_str(inputs, "tensorboard"),
-        enable_web_access=_bool(inputs, "enable_web_access"),
-        reserved_ip_ranges=_json_value(inputs, "reserved_ip_ranges", list),
-        encryption_spec_key_name=_str(inputs, "encryption_spec_key_name"),
+        service_account=read.text("service_account"),
+        network=read.text("network"),
+        labels=read.json_value("labels", dict),
+        timeout=read.given("timeout"),
+        restart_job_on_worker_restart=read.boolean("restart_job_on_worker_restart"),
+        disable_retries=read.boolean("disable_retries"),
+        max_wait_duration=read.given("max_wait_duration"),
+        tensorboard=read.text("tensorboard"),
+        enable_web_access=read.boolean("enable_web_access"),
+        reserved_ip_ranges=read.json_value("reserved_ip_ranges", list),
+        encryption_spec_key_name=read.text("encryption_spec_key_name"),
         persistent_resource_id=resolved["persistent_resource_id"],
-        psc_interface_config=_json_value(inputs, "psc_interface_config", dict),
+        psc_interface_config=read.json_value("psc_interface_config", dict),
     )
     # KFP lists and dicts may hold numbers: argv, environment and label values are their text.
     job_inputs.command = [str(a) for a in job_inputs.command]
@@ -291,14 +211,14 @@ def build_request(**inputs: Any) -> LaunchRequest:
     # The pipeline run's labels, so the job's cost is attributed to the run (as GCPC does).
     job_inputs.labels = pipeline_context.merge_system_labels(job_inputs.labels, os.environ)
     policy = RecoveryPolicy(
-        max_resubmissions=_int(inputs, "max_resubmissions"),
-        fallback_after=_int(inputs, "fallback_after"),
+        max_resubmissions=read.integer("max_resubmissions"),
+        fallback_after=read.integer("fallback_after"),
         fallback_strategy=parse_strategy(
-            "fallback_strategy", _str(inputs, "fallback_strategy"), FALLBACK_STRATEGIES
+            "fallback_strategy", read.text("fallback_strategy"), FALLBACK_STRATEGIES
         ),
-        deadline_seconds=_number(inputs, "deadline_seconds"),
+        deadline_seconds=read.number("deadline_seconds"),
     )
-    poll = _number(inputs, "poll_interval_seconds")
+    poll = read.number("poll_interval_seconds")
     if not 0 <= poll <= MAX_POLL_INTERVAL_SECONDS:
         raise LaunchInputError(
             "poll_interval_seconds",
@@ -338,7 +258,8 @@ def launch_spot_job(**inputs: Any) -> str:
     )
     with report_input_errors(LaunchInputError):
         request = build_request(**inputs)
-        fail_on_incomplete = _bool(inputs, "fail_on_incomplete")
+        read = InputReader(inputs, INPUT_DEFAULTS, LaunchInputError)
+        fail_on_incomplete = read.boolean("fail_on_incomplete")
         launcher = Launcher(request)
         launcher.prepare()  # every input checked (resume_from too) before any API call
     try:

@@ -260,8 +260,8 @@ def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
     """
     if nesting_depth(value, limit) > limit:
         raise InvalidValueError(
-            f"nests lists and dicts more than {limit} levels deep; a WorkerPoolSpec needs at "
-            "most 5 (pools, pool, containerSpec, env, variable)"
+            f"nests lists and dicts more than {limit} levels deep; no input needs more than 5 "
+            "(a WorkerPoolSpec: pools, pool, containerSpec, env, variable)"
         )
 
 

@@ -112,6 +112,18 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
         ({"location": ""}, "location", "required"),
         ({"labels": {"Team": "a"}}, "labels", "label key 'Team' is invalid"),
         ({"machine_type": "n9-huge"}, "machine_type", "not a known machine type"),
+        # What a careless or hostile pipeline author can pass: typed errors, never a traceback.
+        ({"traffic_split": "[" * 100_000}, "traffic_split", "levels deep"),
+        ({"serving_container_args": "[" * 50_000 + "]" * 50_000}, "serving_container_args", "deep"),
+        ({"traffic_split": {"0": float("inf")}}, "traffic_split", "finite number"),
+        ({"traffic_split": {"0": 99.5, "1": 0.5}}, "traffic_split", "whole percentage"),
+        ({"machine_type": 5}, "machine_type", "expected a string"),
+        ({"serving_container_env": {"A": 1}}, "serving_container_env", "strings to strings"),
+        ({"serving_container_command": ["python", 3]}, "serving_container_command", "strings"),
+        ({"serving_container_ports": "[8080.5]"}, "serving_container_ports", "integer"),
+        ({"spot": "yes"}, "spot", "true or false"),
+        ({"min_replica_count": "1e400"}, "min_replica_count", "finite number"),
+        ({"timeout_seconds": -1}, "timeout_seconds", ">= 0"),
     ],
 )
 def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inputs, field, says):
