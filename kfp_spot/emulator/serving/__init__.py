@@ -2,6 +2,11 @@
 
 - ``store``: ``serving.sqlite`` (models, endpoints, deployments, operations, the serving ledger);
 - ``pool``: the replicas of one deployed model (start, health, preemption, restart, routing);
-- ``api``: ``ServingService``, the API methods;
+- ``catalog``: names, request parsing, operations, paging, and the rows viewed as protos;
+- ``launch``: one replica's command line and environment (prebuilt image or custom container);
+- ``deployments``: the replica pools of deployed models; deploy, undeploy, cancel, recover;
+- ``models``, ``endpoints``, ``prediction``: the ModelService, EndpointService and
+  PredictionService methods;
+- ``api``: ``ServingService``, the parts as one service (plus operations and the ledger);
 - ``routes``: the HTTP routes, hooked into the emulator's server.
 """

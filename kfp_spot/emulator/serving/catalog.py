@@ -1,0 +1,220 @@
+"""What the serving APIs share: resource names, request parsing, operations, paging, views.
+
+- :func:`canonical` and the ``MODEL_NAME``/``ENDPOINT_NAME`` patterns (a project by ID or
+  number; the store keeps the number);
+- :func:`parse_request`: a decoded JSON body as a request message, refused as Vertex refuses it;
+- :func:`new_operation` and :func:`stamp`: long-running operation shells and timestamps;
+- :func:`check_split` (trafficSplit rules) and :func:`page` (list filters and page tokens);
+- :class:`Catalog`: the models, endpoints and deployed models of the store, found by name and
+  viewed as protos.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import (
+    DeleteOperationMetadata,
+    DeployedModel,
+    DeployedModelRef,
+    Model,
+)
+from google.longrunning import operations_pb2
+from google.protobuf import empty_pb2
+
+from kfp_spot.emulator import filters, names
+from kfp_spot.emulator.errors import ApiError, parse_message
+from kfp_spot.emulator.serving import store as st
+
+_PARENT = r"projects/[^/]+/locations/[^/]+"
+MODEL_NAME = re.compile(rf"({_PARENT})/models/([^/:@]+)(?:@([^/:]+))?")
+ENDPOINT_NAME = re.compile(rf"({_PARENT})/endpoints/([^/:]+)")
+_SCOPED = re.compile(rf"({_PARENT})(/.*)?")
+CODE_INVALID_ARGUMENT = 3
+CODE_CANCELLED = 1
+CODE_FAILED_PRECONDITION = 9
+
+
+def canonical(name: str) -> str:
+    """``name`` with its ``projects/P/locations/L`` prefix written with the project number.
+
+    Vertex accepts a project by ID or number and answers with the number; the store keeps
+    names in that form, so both spellings reach the same resource.
+    """
+    match = _SCOPED.fullmatch(name or "")
+    if match is None:
+        return name
+    return names.parse_parent(match.group(1)).canonical + (match.group(2) or "")
+
+
+def parse_request(body: Any, message_cls: Any, field: str = "*") -> Any:
+    """A decoded JSON body as a ``message_cls`` (proto-plus class), refused as Vertex refuses it.
+
+    ``field`` is the request field the body binds to; ``*`` (the whole request) names nested
+    fields by their own paths (``model.display_name``).
+    """
+    try:
+        return parse_message(body, message_cls.pb(), field)
+    except ApiError as err:
+        if field != "*" or not err.field or not err.field.startswith("*."):
+            raise
+        where = err.field[2:]
+        message = err.message.replace(f"'{err.field}'", f"'{where}'")
+        raise ApiError(err.status, message, where) from None
+
+
+def stamp(pb_time: Any, when: float) -> None:
+    """Set a protobuf Timestamp to ``when`` (seconds since the epoch)."""
+    pb_time.FromNanoseconds(int(when * 1e9))
+
+
+def new_operation(name: str, metadata_cls: Any) -> Any:
+    """A running operation ``name`` whose metadata is a ``metadata_cls`` created now."""
+    op = operations_pb2.Operation(name=name, done=False)
+    meta = metadata_cls.pb()()
+    stamp(meta.generic_metadata.create_time, time.time())
+    stamp(meta.generic_metadata.update_time, time.time())
+    op.metadata.Pack(meta)
+    return op
+
+
+def check_split(split: dict[str, int], allowed: set[str], field: str) -> None:
+    """Refuse a traffic split naming other models or not adding up to 100 percent."""
+    unknown = sorted(set(split) - allowed)
+    if unknown:
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"{field} names {unknown}, which are not deployed models of this endpoint; use "
+            f'their ids ({sorted(allowed - {"0"}) or "none yet"}) and "0" for the model '
+            "being deployed",
+            field,
+        )
+    if any(not 0 <= v <= 100 for v in split.values()) or sum(split.values()) != 100:
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"{field} {split} must give percentages 0..100 that add up to 100",
+            field,
+        )
+
+
+def page(
+    pbs: list[Any], filter_text: str, page_size: int, page_token: str
+) -> tuple[list[Any], str]:
+    """The page of ``pbs`` (Models or Endpoints) a list request asks for, and the next token."""
+    try:
+        predicate = filters.compile_filter(filter_text or "")
+    except filters.FilterError as err:
+        raise ApiError("INVALID_ARGUMENT", f"filter: {err}", "filter") from None
+    if page_size < 0:
+        raise ApiError("INVALID_ARGUMENT", f"pageSize is {page_size}; it must be >= 0", "page_size")
+    matching = [
+        pb
+        for pb in pbs
+        if predicate(
+            filters.Record(
+                "",
+                pb.display_name,
+                dict(pb.labels),
+                pb.create_time.ToNanoseconds() / 1e9,
+            )
+        )
+    ]
+    offset = 0
+    if page_token:
+        try:
+            offset = int(base64.urlsafe_b64decode(page_token.encode()).decode())
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(
+                "INVALID_ARGUMENT", "pageToken is not a token this service returned", "page_token"
+            ) from None
+    size = min(page_size or 100, 1000)
+    more = offset + size < len(matching)
+    token = base64.urlsafe_b64encode(str(offset + size).encode()).decode() if more else ""
+    return matching[offset : offset + size], token
+
+
+class Catalog:
+    """The serving resources of ``store``, looked up by name as Vertex names them.
+
+    Args:
+        store: ``serving.sqlite``.
+    """
+
+    def __init__(self, store: st.ServingStore) -> None:
+        self.store = store
+
+    @staticmethod
+    def parent(parent: str) -> str:
+        """``projects/P/locations/L`` as the store keeps it (P the project number)."""
+        try:
+            return names.parse_parent(parent).canonical
+        except ValueError as err:
+            raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
+
+    def model_row(self, name: str) -> st.Row:
+        """The stored Model ``name`` (``@1``/``@default`` accepted), else NOT_FOUND."""
+        match = MODEL_NAME.fullmatch(canonical(name))
+        if not match:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"{name!r} is not a Model name; expected "
+                "projects/PROJECT/locations/LOCATION/models/ID[@VERSION]",
+                "name",
+            )
+        row = self.store.get("models", match.group(2))
+        version = match.group(3)
+        if (
+            row is None
+            or row.deleted
+            or row.parent != match.group(1)
+            or version not in (None, "1", "default")
+        ):
+            raise ApiError("NOT_FOUND", f"Model {name} does not exist.", "name")
+        return row
+
+    def endpoint_row(self, name: str) -> st.Row:
+        """The stored Endpoint ``name``, else NOT_FOUND."""
+        match = ENDPOINT_NAME.fullmatch(canonical(name))
+        if not match:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"{name!r} is not an Endpoint name; expected "
+                "projects/PROJECT/locations/LOCATION/endpoints/ID",
+                "name",
+            )
+        row = self.store.get("endpoints", match.group(2))
+        if row is None or row.deleted or row.parent != match.group(1):
+            raise ApiError("NOT_FOUND", f"Endpoint {name} does not exist.", "name")
+        return row
+
+    def model_pb(self, row: st.Row) -> Any:
+        """The Model of ``row`` with the endpoints that serve it (``deployedModels``)."""
+        pb = Model.pb()()
+        pb.ParseFromString(row.spec)
+        for dep in self.store.deployments(states=(st.DEPLOYED, st.UNDEPLOYING)):
+            dm = self.dm_pb(dep)
+            served = MODEL_NAME.fullmatch(dm.model)
+            if served is not None and served.group(2) == row.id:
+                ref = DeployedModelRef.pb()(
+                    endpoint=f"{row.parent}/endpoints/{dep.endpoint_id}", deployed_model_id=dep.id
+                )
+                pb.deployed_models.append(ref)
+        return pb
+
+    @staticmethod
+    def dm_pb(dep: st.DeploymentRow) -> Any:
+        """The DeployedModel of a deployment row, as it was deployed."""
+        pb = DeployedModel.pb()()
+        pb.ParseFromString(dep.spec)
+        return pb
+
+    def done_delete(self, resource: str) -> Any:
+        """The (done, stored) delete operation of ``resource``."""
+        op = new_operation(f"{resource}/operations/{names.new_id()}", DeleteOperationMetadata)
+        op.done = True
+        op.response.Pack(empty_pb2.Empty())
+        self.store.put_operation(op.name, op.SerializeToString(), True)
+        return op

@@ -1,0 +1,100 @@
+"""How one serving replica of a deployed model is started: its command line and environment.
+
+A prebuilt prediction image runs :data:`PREDICTOR` in the image's cached serving environment; a
+custom container runs under the local container runtime with the host's network. Either way the
+replica gets Vertex's ``AIP_*`` variables and, when the model has artifacts, a local copy of
+them (``AIP_STORAGE_URI``), made once per deployed model.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kfp_spot import executors, fs
+from kfp_spot.emulator import replicas
+from kfp_spot.emulator.serving import store as st
+from kfp_spot.emulator.serving.pool import ReplicaLaunch
+from kfp_spot.serving.env import serving_python
+
+PREDICTOR = Path(__file__).resolve().parents[2] / "serving" / "predictor.py"
+
+
+def replica_launch(
+    dep: st.DeploymentRow,
+    dm: Any,
+    model: Any,
+    *,
+    local_copy: Path,
+    env_cache_dir: Path,
+    container_runtime: Callable[[], str | None],
+) -> ReplicaLaunch:
+    """The launch of ``dep``'s replicas (``dm`` its DeployedModel, ``model`` the Model served).
+
+    Args:
+        dep: the deployment row.
+        dm: its DeployedModel proto.
+        model: the Model proto it serves.
+        local_copy: where the model's artifacts are copied (kept across emulator restarts).
+        env_cache_dir: where the serving environments are cached.
+        container_runtime: the container runtime probe (custom serving containers need one).
+
+    Raises:
+        OSError: the artifacts could not be copied.
+        RuntimeError: the serving environment could not be made, or a custom container and
+            no container runtime.
+        ValueError: the emulator does not serve the model's prebuilt image.
+    """
+    spec = model.container_spec
+    endpoint_id = dep.endpoint_id
+    predict_route = spec.predict_route or (
+        f"/v1/endpoints/{endpoint_id}/deployedModels/{dep.id}:predict"
+    )
+    health_route = spec.health_route or f"/v1/endpoints/{endpoint_id}/deployedModels/{dep.id}"
+    if model.artifact_uri and not (local_copy / ".complete").exists():
+        shutil.rmtree(local_copy, ignore_errors=True)
+        filesystem, path = fs.filesystem(fs.to_local_path(model.artifact_uri) or model.artifact_uri)
+        filesystem.get(path.rstrip("/") + "/", str(local_copy) + "/", recursive=True)
+        (local_copy / ".complete").write_text(model.artifact_uri)
+    aip = {
+        "AIP_MODE": "PREDICTION",
+        "AIP_HEALTH_ROUTE": health_route,
+        "AIP_PREDICT_ROUTE": predict_route,
+        "AIP_DEPLOYED_MODEL_ID": dep.id,
+        "AIP_ENDPOINT_ID": endpoint_id,
+        "AIP_MACHINE_TYPE": dm.dedicated_resources.machine_spec.machine_type,
+    }
+    if model.artifact_uri:
+        aip["AIP_STORAGE_URI"] = str(local_copy)
+    user = {e.name: e.value for e in spec.env}
+    image = executors.prediction_image(spec.image_uri)
+    if image is not None:
+        python = str(serving_python(image, env_cache_dir))
+        aip["KFP_SPOT_SERVING_FRAMEWORK"] = image.framework
+        env = replicas.process_env(os.environ, aip, user)
+        return ReplicaLaunch(
+            lambda _port: [python, str(PREDICTOR)], env, health_route, predict_route
+        )
+    runtime = container_runtime()
+    if runtime is None:
+        raise RuntimeError("no container runtime (docker or podman) answers")
+    env = {**aip, **user}
+
+    def container(port: int) -> list[str]:
+        cmd = [runtime, "run", "--rm", "--network=host"]
+        if model.artifact_uri:
+            cmd += ["-v", f"{local_copy}:{local_copy}:ro"]
+        for key, value in {**env, "AIP_HTTP_PORT": str(port)}.items():
+            cmd += ["-e", f"{key}={value}"]
+        if spec.command:
+            cmd += ["--entrypoint", spec.command[0], spec.image_uri, *spec.command[1:]]
+        else:
+            cmd.append(spec.image_uri)
+        return cmd + list(spec.args)
+
+    return ReplicaLaunch(
+        container, replicas.process_env(os.environ, {}, {}), health_route, predict_route
+    )

@@ -1,0 +1,151 @@
+"""The emulated ModelService: ``models:upload`` (a done operation), get, list, delete.
+
+An upload is refused as Vertex refuses it (a prediction image and, for a prebuilt one, an
+artifact directory holding exactly one of the files that image serves).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import (
+    UploadModelOperationMetadata,
+    UploadModelRequest,
+    UploadModelResponse,
+)
+
+from kfp_spot import executors, fs
+from kfp_spot.emulator import names
+from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.serving.catalog import (
+    CODE_INVALID_ARGUMENT,
+    Catalog,
+    new_operation,
+    page,
+    parse_request,
+    stamp,
+)
+
+
+class ModelApi:
+    """Models of the serving store (see the module docstring).
+
+    Args:
+        catalog: the serving resources (store, lookups and views).
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.store = catalog.store
+
+    def upload_model(self, parent: str, body: Any) -> Any:
+        """``models:upload``: validate, store the Model; a done operation (or its error)."""
+        parent = self.catalog.parent(parent)
+        request = parse_request(body, UploadModelRequest)
+        model = request.model
+        if request.parent_model:
+            raise ApiError(
+                "UNIMPLEMENTED",
+                "parentModel (a new version of an existing model) is not emulated; upload a new "
+                "model instead",
+                "parent_model",
+            )
+        if not model.display_name:
+            raise ApiError(
+                "INVALID_ARGUMENT", "model.displayName is required", "model.display_name"
+            )
+        image_uri = model.container_spec.image_uri
+        if not image_uri:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                "model.containerSpec.imageUri is required: a prebuilt prediction image such as "
+                f"{executors.DEFAULT_PREDICTION_IMAGE} or your own serving container",
+                "model.container_spec.image_uri",
+            )
+        try:
+            image = executors.prediction_image(image_uri)
+        except executors.PredictionImageError as err:
+            raise ApiError("INVALID_ARGUMENT", str(err), "model.container_spec.image_uri") from None
+        if image is not None and not model.artifact_uri:
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"model.artifactUri is required with the prebuilt image {image.name}: the "
+                "directory holding " + " or ".join(image.artifacts),
+                "model.artifact_uri",
+            )
+        model_id = request.model_id or names.new_id()
+        name = f"{parent}/models/{model_id}"
+        op = new_operation(f"{name}/operations/{names.new_id()}", UploadModelOperationMetadata)
+        problem = _artifact_problem(model.artifact_uri, image) if model.artifact_uri else None
+        if problem:
+            op.error.code = CODE_INVALID_ARGUMENT
+            op.error.message = problem
+        else:
+            now = time.time()
+            model.name = name
+            model.version_id = "1"
+            model.version_aliases[:] = ["default"]
+            for field in ("create_time", "update_time", "version_create_time"):
+                stamp(getattr(model, field), now)
+            model.supported_deployment_resources_types[:] = [1]  # DEDICATED_RESOURCES
+            model.etag = base64.b64encode(secrets.token_bytes(8)).decode()
+            if not self.store.insert("models", model_id, parent, model.SerializeToString()):
+                raise ApiError("ALREADY_EXISTS", f"Model {name} already exists.", "model_id")
+            op.response.Pack(UploadModelResponse.pb()(model=name, model_version_id="1"))
+        op.done = True
+        self.store.put_operation(op.name, op.SerializeToString(), True)
+        return op
+
+    def get_model(self, name: str) -> Any:
+        """The Model ``name`` (``@1`` or ``@default`` version suffixes accepted)."""
+        return self.catalog.model_pb(self.catalog.model_row(name))
+
+    def list_models(
+        self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
+    ) -> tuple[list[Any], str]:
+        """A page of the parent's models, newest first, and the next page token."""
+        rows = self.store.rows("models", self.catalog.parent(parent))
+        pbs = [self.catalog.model_pb(r) for r in rows]
+        return page(pbs, filter_text, page_size, page_token)
+
+    def delete_model(self, name: str) -> Any:
+        """Delete a model that no endpoint serves; a done operation."""
+        row = self.catalog.model_row(name)
+        pb = self.catalog.model_pb(row)
+        if pb.deployed_models:
+            where = ", ".join(f"{r.endpoint} ({r.deployed_model_id})" for r in pb.deployed_models)
+            raise ApiError(
+                "FAILED_PRECONDITION",
+                f"Model {pb.name} is deployed to {where}; undeploy it before deleting it",
+                "name",
+            )
+        self.store.mark_deleted("models", row.id)
+        return self.catalog.done_delete(pb.name)
+
+
+def _artifact_problem(uri: str, image: executors.PredictionImage | None) -> str | None:
+    """Why the artifact directory cannot be served by ``image`` (None when it can)."""
+    local = fs.to_local_path(uri)
+    if local is None and not uri.startswith("gs://"):
+        return (
+            f"model.artifactUri {uri!r} must be a gs:// URI (or, on the local emulator, an "
+            "absolute local path)"
+        )
+    try:
+        filesystem, path = fs.filesystem(local or uri)
+        found = [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return f"model.artifactUri {uri!r} is not a directory the service can read"
+    if image is None or not image.served_locally:
+        return None
+    present = [n for n in image.artifacts if n in found]
+    if len(present) != 1:
+        return (
+            f"The model directory {uri} is expected to contain exactly one of: "
+            f"[{', '.join(image.artifacts)}] for {image.name}; it contains "
+            f"{sorted(found) or 'no files'}"
+        )
+    return None
