@@ -19,13 +19,7 @@ from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manife
 from kfp_spot.trainer.adapters import Adapter, StateEncodingError
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval, estimate_mtbp, interval_argument, young_daly
-from kfp_spot.trainer.manager import (
-    PREEMPTED_EXIT_CODE,
-    CheckpointManager,
-    Restored,
-    is_chief,
-    load_checkpoint,
-)
+from kfp_spot.trainer.manager import PREEMPTED_EXIT_CODE, CheckpointManager
 from kfp_spot.trainer.outputs import (
     OutputDirs,
     add_output_dir_arguments,
@@ -33,6 +27,8 @@ from kfp_spot.trainer.outputs import (
     resolve_output_dirs,
 )
 from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
+from kfp_spot.trainer.restore import Restored, load_checkpoint
+from kfp_spot.trainer.writer import is_chief
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",

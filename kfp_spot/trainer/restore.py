@@ -1,0 +1,85 @@
+"""Reading checkpoints back: verify a step, decode its state, fall back past torn steps."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kfp_spot import checkpoints
+from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
+from kfp_spot.trainer import adapters
+from kfp_spot.trainer.adapters import StateEncodingError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A checkpoint brought back.
+
+    Attributes:
+        step: the step it captured.
+        state: name -> value, decoded by the adapters that wrote them.
+        manifest: its verified manifest (``manifest.metadata["metrics"]`` holds saved metrics).
+        path: its step directory.
+    """
+
+    step: int
+    state: dict[str, Any]
+    manifest: Manifest
+    path: str
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The metrics saved with the checkpoint."""
+        return dict(self.manifest.metadata.get("metrics") or {})
+
+
+def decode_step(root: str, step: int, *, allow_pickle: bool) -> Restored:
+    """Verify and decode one step; any problem with it is a CheckpointCorruptError."""
+    # The reader, not the checkpoint, decides which decoders may run.
+    allowed = adapters.allowed(allow_pickle=allow_pickle)
+    manifest, files = checkpoints.read_verified(root, step, adapters=allowed)
+    index = manifest.metadata.get("state")
+    if isinstance(index, Mapping):
+        try:
+            state = adapters.decode_state(files.__getitem__, index)
+        except StateEncodingError as exc:
+            raise CheckpointCorruptError(f"step {step} under {root}: {exc}") from exc
+        if set(state) != set(index):  # decode_state returns one value per key; never less
+            raise CheckpointCorruptError(f"step {step} under {root}: state keys differ")
+    else:  # written with checkpoints.write_step directly: hand back the raw files
+        state = dict(files)
+    return Restored(step, state, manifest, checkpoints.step_dir(root, step))
+
+
+def newest_verified(root: str, *, allow_pickle: bool) -> Restored | None:
+    """The newest step under ``root`` that verifies and decodes, or None when none does.
+
+    A step with any problem is skipped with a warning that says why, and the next older one is
+    tried.
+    """
+    for candidate in reversed(checkpoints.list_steps(root)):
+        try:
+            return decode_step(root, candidate, allow_pickle=allow_pickle)
+        except CheckpointCorruptError as exc:
+            log.warning("not restoring checkpoint: %s", exc)
+    return None
+
+
+def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
+    """Load and verify one checkpoint step directory (``<root>/step-<n>``).
+
+    Args:
+        path: the step directory, local or ``gs://``.
+        allow_pickle: allow pickle-based adapters (scikit-learn); unpickling runs code named by
+            the checkpoint, so only for checkpoints nobody else can write.
+
+    Raises:
+        ValueError: ``path`` is not a step directory.
+        CheckpointCorruptError: it is torn, damaged or needs a decoder that is not allowed.
+    """
+    root, step = checkpoints.parse_step_dir(path)
+    return decode_step(root, step, allow_pickle=allow_pickle)

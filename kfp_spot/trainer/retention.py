@@ -1,0 +1,58 @@
+"""Which committed steps a checkpoint root keeps: the newest N, plus the best M by a metric."""
+
+from __future__ import annotations
+
+import logging
+
+from kfp_spot import checkpoints
+
+log = logging.getLogger(__name__)
+
+
+def check_retention(
+    keep_last: int | None, keep_best: int, best_metric: str | None, best_mode: str
+) -> None:
+    """Raise ValueError naming the first retention argument that is invalid."""
+    if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
+        raise ValueError(f"keep_last must be an int >= 1 or None (keep all), got {keep_last!r}")
+    if not isinstance(keep_best, int) or keep_best < 0:
+        raise ValueError(f"keep_best must be an int >= 0, got {keep_best!r}")
+    if keep_best and not best_metric:
+        raise ValueError("best_metric: keep_best > 0 needs the name of the metric to rank by")
+    if best_mode not in ("max", "min"):
+        raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
+
+
+def apply_retention(
+    root: str,
+    *,
+    keep_last: int | None,
+    keep_best: int = 0,
+    best_metric: str | None = None,
+    best_mode: str = "max",
+) -> None:
+    """Delete the committed steps the policy does not keep, and torn steps older than the newest.
+
+    ``keep_last=None`` keeps everything. A torn step newer than every committed one is left alone:
+    it may be a save still being written.
+    """
+    if keep_last is None:
+        return
+    manifests = checkpoints.committed_steps(root)
+    committed = [m.step for m in manifests]
+    keep = set(committed[-keep_last:])
+    if keep_best and best_metric:
+        metric = best_metric
+        ranked = [
+            m
+            for m in manifests
+            if isinstance((m.metadata.get("metrics") or {}).get(metric), (int, float))
+        ]
+        ranked.sort(key=lambda m: m.metadata["metrics"][metric], reverse=best_mode == "max")
+        keep.update(m.step for m in ranked[:keep_best])
+    newest = committed[-1] if committed else None
+    for step in checkpoints.list_steps(root):
+        torn_and_old = step not in committed and newest is not None and step < newest
+        if (step in committed and step not in keep) or torn_and_old:
+            checkpoints.delete_step(root, step)
+            log.debug("retention: removed step %d", step)

@@ -1,0 +1,233 @@
+"""The checkpoint manager's save path: when a save is due, what it writes, the notice's last save.
+
+:class:`Saver` keeps the interval bookkeeping (:class:`~kfp_spot.trainer.interval.IntervalPolicy`,
+heartbeats, what saves stalled the loop), encodes the state into files and a manifest's metadata,
+and hands them to the :class:`~kfp_spot.trainer.writer.StepWriter` in the caller or in the
+background. On a preemption notice it decides whether one more save fits in the grace period left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kfp_spot import checkpoints
+from kfp_spot.checkpoints import CheckpointError, Manifest
+from kfp_spot.trainer import adapters
+from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
+from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
+from kfp_spot.trainer.preemption import PreemptionNotice
+from kfp_spot.trainer.writer import StepWriter, clean_metrics
+
+log = logging.getLogger(__name__)
+
+STATE_FORMAT = 1
+
+StateLike = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+
+
+def _check_step(step: Any) -> None:
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"step must be an int >= 0, got {step!r}")
+
+
+class Saver:
+    """Decides when to save and saves; see :class:`~kfp_spot.trainer.CheckpointManager`.
+
+    Args:
+        writer: commits the steps.
+        interval: the save interval.
+        recorder: the attempt record (commits, stalls, heartbeats, the notice), or None.
+        is_writer: whether this replica writes; when not, saves only note the step.
+        async_save: write in the background by default.
+        allow_pickle: allow pickle-based adapters when encoding.
+        heartbeat_seconds: rewrite the attempt record at most this often from :meth:`maybe_save`.
+        clock: monotonic clock.
+    """
+
+    def __init__(
+        self,
+        writer: StepWriter,
+        interval: SaveInterval,
+        *,
+        recorder: AttemptRecorder | None,
+        is_writer: bool,
+        async_save: bool,
+        allow_pickle: bool,
+        heartbeat_seconds: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.interval = interval
+        self.is_writer = is_writer
+        self.async_save = async_save
+        self.allow_pickle = allow_pickle
+        self.last_requested: int | None = None  # newest step saved or being saved
+        self._writer = writer
+        self._recorder = recorder
+        self._clock = clock
+        self._policy = IntervalPolicy(interval, now=clock())
+        self._heartbeat_seconds = float(heartbeat_seconds)
+        self._last_heartbeat = clock()
+        self._warned_wait = False
+        self._announced_notice = False
+
+    def restart(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Start the interval over, learning the preemption rate from earlier attempt records."""
+        self._policy = IntervalPolicy(self.interval, records, now=self._clock())
+
+    def resumed(self, step: int) -> None:
+        """``step`` was restored: it is the newest committed (and requested) step."""
+        self._writer.last_committed = self.last_requested = step
+
+    def maybe_save(self, step: int, state: StateLike, metrics: Mapping[str, Any] | None) -> bool:
+        """Save when the interval says so (no notice); a failed save is logged, not raised."""
+        now = self._clock()
+        if self._recorder is not None and now - self._last_heartbeat >= self._heartbeat_seconds:
+            self._last_heartbeat = now
+            self._recorder.heartbeat()
+        if not self._policy.due(step, now):
+            return False
+        if self._writer.writing() and self.interval.steps is None:
+            return False  # a background write is still going: save once it is done
+        self.join_quietly()
+        try:
+            self.save(step, state() if callable(state) else state, metrics=metrics)
+        except storage_errors(CheckpointError) as exc:
+            self._policy.record_failure(self._clock())  # try again after an interval
+            log.error("checkpoint of step %d failed; training goes on: %s", step, exc)
+            return False
+        return True
+
+    def join_quietly(self) -> None:
+        """Wait for the background write; a failure of it was logged already."""
+        with contextlib.suppress(CheckpointError):
+            self._writer.wait()
+
+    def announce_notice(self, notice: PreemptionNotice) -> float:
+        """Log the notice and record it in the attempt record, once; the grace period left (s)."""
+        remaining = notice.remaining()
+        if not self._announced_notice:
+            self._announced_notice = True
+            log.warning(
+                "preemption notice (%s): %.1fs of the %gs grace period left",
+                notice.reason,
+                remaining,
+                notice.grace_period,
+            )
+            if self._recorder is not None:
+                self._recorder.preemption_noticed(notice.requested_wall_time or time.time())
+        return remaining
+
+    def final_save(
+        self,
+        step: int,
+        state: StateLike,
+        metrics: Mapping[str, Any] | None,
+        notice: PreemptionNotice,
+    ) -> bool:
+        """Save ``step`` once more on the notice, unless it is saved or would not finish in time."""
+        remaining = self.announce_notice(notice)
+        if self.last_requested == step:
+            self.join_quietly()
+            if self._writer.last_committed == step:
+                log.warning("step %d is already saved; stopping", step)
+                return False
+        expected = self._writer.slowest
+        if expected > remaining:
+            log.warning(
+                "not saving step %d: the last saves took up to %.1fs but only %.1fs of the grace "
+                "period is left; the next attempt resumes from step %s",
+                step,
+                expected,
+                remaining,
+                self._writer.last_committed,
+            )
+            self.join_quietly()
+            return False
+        self.join_quietly()
+        try:
+            self.save(step, state() if callable(state) else state, metrics=metrics, blocking=True)
+        except storage_errors(CheckpointError) as exc:
+            log.error(
+                "the save of step %d on the preemption notice failed (%s); the next attempt "
+                "resumes from step %s",
+                step,
+                exc,
+                self._writer.last_committed,
+            )
+            return False
+        log.warning("saved step %d on the preemption notice; stopping", step)
+        return True
+
+    def save(
+        self,
+        step: int,
+        state: Mapping[str, Any],
+        *,
+        metrics: Mapping[str, Any] | None = None,
+        blocking: bool | None = None,
+    ) -> Manifest | None:
+        """See :meth:`kfp_spot.trainer.CheckpointManager.save`."""
+        _check_step(step)
+        metrics = clean_metrics(metrics)
+        if not self.is_writer:
+            self.last_requested = step
+            return None
+        t0 = self._clock()
+        if self._writer.writing() and self.interval.steps is not None and not self._warned_wait:
+            self._warned_wait = True
+            log.warning(
+                "a background checkpoint write is still going when the next save is due: the "
+                "loop waits for it (save less often than every %d steps to avoid this)",
+                self.interval.steps,
+            )
+        self._writer.wait()  # one write at a time, in step order; snapshot buffers free after it
+        files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
+        metadata = {
+            "state": index,
+            "state_format": STATE_FORMAT,
+            "metrics": metrics,
+            "attempt_id": self._recorder.attempt_id if self._recorder else None,
+        }
+        self.last_requested = step
+        if blocking is None:
+            blocking = not self.async_save
+        if blocking:
+            manifest = self._writer.write(step, files, metadata, t0)
+            self._record_stall(self._clock() - t0)
+            return manifest
+        snapshot = self._writer.snapshot(files)
+        stall = self._clock() - t0
+        self._writer.start(step, snapshot, metadata, t0)
+        self._record_stall(stall, write=self._writer.last_duration)
+        return None
+
+    def save_directory(
+        self, step: int, source: str, *, metrics: Mapping[str, Any] | None = None
+    ) -> Manifest | None:
+        """See :meth:`kfp_spot.trainer.CheckpointManager.save_directory`."""
+        from kfp_spot.trainer.integrations import directory
+
+        _check_step(step)
+        if not self.is_writer:
+            self.last_requested = step
+            return None
+        t0 = self._clock()
+        metadata = directory.layout_metadata(
+            clean_metrics(metrics), self._recorder.attempt_id if self._recorder else None
+        )
+        root = self._writer.root
+        with directory.mapped_files(source, checkpoints.step_dir(root, step)) as files:
+            self._writer.wait()
+            self.last_requested = step
+            manifest = self._writer.write(step, files, metadata, t0)
+        self._record_stall(self._clock() - t0)
+        return manifest
+
+    def _record_stall(self, stall: float, write: float | None = None) -> None:
+        self._policy.record_save(stall, self._clock(), write=write)
+        if self._recorder is not None:
+            self._recorder.stalled(stall)

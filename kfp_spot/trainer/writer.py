@@ -1,0 +1,284 @@
+"""Writing checkpoint steps: retries, the background (async) writer and its snapshot buffers.
+
+Also who writes (:func:`is_chief`) and what may be written as metrics (:func:`clean_metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kfp_spot import checkpoints
+from kfp_spot.checkpoints import CheckpointError, Manifest
+from kfp_spot.trainer import failpoints
+from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
+
+log = logging.getLogger(__name__)
+
+_PARALLEL_COPY_BYTES = 16 << 20
+
+
+def is_chief(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this replica writes checkpoints: the first replica of the first worker pool.
+
+    Vertex sets ``CLUSTER_SPEC`` (``task.type`` ``workerpool0``, ``task.index`` 0 is the chief)
+    and, for PyTorch, ``RANK``. A single-replica job has neither and is its own chief.
+    """
+    env = os.environ if environ is None else environ
+    rank = env.get("RANK")
+    if rank not in (None, ""):
+        return rank.strip() == "0"
+    spec = env.get("CLUSTER_SPEC") or env.get("TF_CONFIG")
+    if spec:
+        try:
+            task = json.loads(spec).get("task") or {}
+        except (ValueError, AttributeError):
+            log.warning("unreadable CLUSTER_SPEC/TF_CONFIG; acting as the chief")
+            return True
+        kind = task.get("type", "workerpool0")
+        return kind in ("workerpool0", "chief", "master") and int(task.get("index", 0)) == 0
+    return True
+
+
+def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Metrics as plain JSON values (NumPy scalars become Python numbers); ValueError otherwise."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
+    out = {}
+    for name, value in metrics.items():
+        if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
+            value = value.item()  # numpy scalar or 0-d array
+        try:
+            json.dumps(value, allow_nan=True)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"metrics[{name!r}] = {value!r} is not a JSON value (number, string, bool, None, "
+                "or lists/dicts of them)"
+            ) from None
+        out[str(name)] = value
+    return out
+
+
+def _copy(dst: Any, src: memoryview) -> None:
+    """Copy ``src`` into ``dst`` at memory speed: large buffers in two threads at once.
+
+    The training loop waits for this copy (it is the async save's whole stall) and nothing else
+    runs meanwhile, so a second core halves it. NumPy's copy releases the GIL.
+    """
+    np = sys.modules.get("numpy")
+    if np is None or src.nbytes < _PARALLEL_COPY_BYTES or (os.cpu_count() or 1) < 2:
+        memoryview(dst).cast("B")[:] = src
+        return
+    target, source = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
+    half = (len(source) // 2) & ~4095
+    helper = threading.Thread(target=np.copyto, args=(target[:half], source[:half]))
+    helper.start()
+    np.copyto(target[half:], source[half:])
+    helper.join()
+
+
+class StepWriter:
+    """Commits steps under one root, one at a time and in step order, in the caller or a thread.
+
+    A write that fails on a storage error is tried again ``save_retries`` times with a backoff;
+    a step given up is deleted (no commit is left behind a failure). After each commit
+    ``retain`` runs (beside the training loop when the write was in the caller's thread).
+
+    Args:
+        root: the checkpoint root.
+        save_retries: extra attempts at a write that failed on a storage error.
+        grace_period: seconds of the preemption grace period (a slower save is warned about).
+        recorder: the attempt record told of each commit, or None.
+        retain: deletes the steps retention does not keep; storage errors are logged.
+        clock: monotonic clock.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        save_retries: int,
+        grace_period: float,
+        recorder: AttemptRecorder | None,
+        retain: Callable[[], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.root = root
+        self.save_retries = save_retries
+        self.grace_period = grace_period
+        self.failed_saves = 0
+        self.last_committed: int | None = None
+        self._recorder = recorder
+        self._retain_fn = retain
+        self._clock = clock
+        self._pool: dict[tuple[str, int], Any] = {}  # async snapshot buffers, reused
+        self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._janitor: threading.Thread | None = None
+        self._worker_error: BaseException | None = None
+        self._durations: list[float] = []  # full save time (what a final save needs)
+        self._warned_grace = False
+
+    @property
+    def last_duration(self) -> float | None:
+        """How long the newest commit took (from the start of its save), or None."""
+        return self._durations[-1] if self._durations else None
+
+    @property
+    def slowest(self) -> float:
+        """The longest any commit took, 0 when there was none."""
+        return max(self._durations, default=0.0)
+
+    def writing(self) -> bool:
+        """Whether a background write is still going."""
+        return self._worker is not None and self._worker.is_alive()
+
+    def snapshot(self, files: Mapping[str, Any]) -> dict[str, Any]:
+        """Copy every mutable buffer of ``files`` (bytes are immutable: kept as they are)."""
+        pool: dict[tuple[str, int], Any] = {}
+        out: dict[str, Any] = {}
+        for name, payload in files.items():
+            parts = payload if isinstance(payload, (list, tuple)) else (payload,)
+            copied = []
+            for i, part in enumerate(parts):
+                if isinstance(part, bytes):
+                    copied.append(part)
+                    continue
+                view = memoryview(part)
+                if view.ndim != 1 or view.format != "B":
+                    view = view.cast("B")
+                buf = self._pool.get((name, i))
+                if buf is None or len(buf) != view.nbytes:
+                    buf = checkpoints.new_buffer(view.nbytes)
+                _copy(buf, view)
+                pool[(name, i)] = buf
+                copied.append(buf)
+            out[name] = tuple(copied)
+        self._pool = pool
+        return out
+
+    def release_buffers(self) -> None:
+        """Drop the snapshot buffers kept between async saves."""
+        self._pool = {}
+
+    def start(self, step: int, files: dict[str, Any], metadata: dict[str, Any], t0: float) -> None:
+        """Write ``files`` (a :meth:`snapshot`) in a background thread; :meth:`wait` joins it."""
+        self._worker = threading.Thread(
+            target=self._background_write,
+            args=(step, files, metadata, t0),
+            name=f"kfp-spot-checkpoint-{step}",
+            daemon=True,
+        )
+        self._worker.start()
+
+    def wait(self) -> None:
+        """Wait for a background save to commit, and for retention to have removed old steps.
+
+        Raises:
+            CheckpointError: the background save failed (its step is not committed).
+        """
+        worker = self._worker
+        if worker is not None:
+            worker.join()
+            self._worker = None
+        self.join_retention()
+        if self._worker_error is not None:
+            error, self._worker_error = self._worker_error, None
+            raise CheckpointError(f"a background checkpoint save failed: {error}") from error
+
+    def join_retention(self) -> None:
+        """Wait for the retention that follows a commit made in the caller's thread."""
+        janitor = self._janitor
+        if janitor is not None:
+            janitor.join()
+            self._janitor = None
+
+    def _background_write(
+        self, step: int, files: dict[str, Any], metadata: dict[str, Any], t0: float
+    ) -> None:
+        try:
+            self.write(step, files, metadata, t0)
+        except storage_errors(CheckpointError, ValueError, TypeError, RuntimeError) as exc:
+            log.error("background save of step %d failed: %s", step, exc)
+            self._worker_error = exc
+
+    def write(
+        self, step: int, files: Mapping[str, Any], metadata: dict[str, Any], t0: float
+    ) -> Manifest:
+        """Commit ``files`` as ``step`` now (``t0``: when its save began, for its duration).
+
+        Raises:
+            OSError: the storage failed ``save_retries + 1`` times; the step is not committed.
+        """
+        names = sorted(files)
+
+        def after_file(name: str) -> None:
+            if name == names[0]:
+                failpoints.hit("save-mid", step)
+            if name == names[-1]:
+                failpoints.hit("save-before-manifest", step)
+
+        for attempt in range(self.save_retries + 1):
+            try:
+                manifest = checkpoints.write_step(
+                    self.root, step, files, metadata=metadata, after_file=after_file
+                )
+                break
+            except storage_errors() as exc:
+                if attempt == self.save_retries:
+                    self.failed_saves += 1
+                    # Never leave a commit behind a failure (a manifest PUT may have landed).
+                    try:
+                        checkpoints.delete_step(self.root, step)
+                    except storage_errors() as cleanup:
+                        log.warning("could not remove the failed step %d: %s", step, cleanup)
+                    raise
+                delay = 0.5 * 2**attempt
+                log.warning(
+                    "checkpoint of step %d failed (%s); writing it again in %.1fs", step, exc, delay
+                )
+                time.sleep(delay)
+        failpoints.hit("save-after", step)
+        duration = self._clock() - t0
+        with self._lock:
+            self._durations.append(duration)
+            self.last_committed = step
+        if self._recorder is not None:
+            self._recorder.committed(step, duration)
+        log.info("checkpoint step %d committed in %.3fs", step, duration)
+        self._warn_if_slow(duration)
+        if threading.current_thread() is not self._worker:
+            # Deleting old steps (freeing a large file takes tens of ms) is no part of the save:
+            # it goes on beside the next training steps.
+            self._janitor = threading.Thread(
+                target=self._retain, args=(step,), name="kfp-spot-retention", daemon=True
+            )
+            self._janitor.start()
+        else:
+            self._retain(step)  # already in the background writer
+        return manifest
+
+    def _retain(self, step: int) -> None:
+        try:
+            self._retain_fn()
+        except storage_errors() as exc:  # the step is committed; old ones go next time
+            log.warning("retention after step %d failed: %s", step, exc)
+
+    def _warn_if_slow(self, duration: float) -> None:
+        if duration > self.grace_period and not self._warned_grace:
+            self._warned_grace = True
+            log.warning(
+                "a checkpoint save took %.1fs, longer than the %gs grace period: a save on the "
+                "preemption notice would not finish; save less state, save more often "
+                "(the interval) or use async_save",
+                duration,
+                self.grace_period,
+            )
