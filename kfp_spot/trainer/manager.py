@@ -4,6 +4,9 @@ Its parts: :mod:`~kfp_spot.trainer.saving` (when to save, what a save writes, th
 notice), :mod:`~kfp_spot.trainer.writer` (commits, retries, the background writer),
 :mod:`~kfp_spot.trainer.restore` (verify and decode) and :mod:`~kfp_spot.trainer.retention`.
 This module holds the public surface and the attempt's lifecycle (signal handler, attempt record).
+
+Why one module: it is the one class users read, and about half of its lines are the docstrings of
+its public methods; the work itself already lives in the four modules above.
 """
 
 from __future__ import annotations
