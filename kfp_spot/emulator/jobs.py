@@ -18,12 +18,8 @@ lifecycle, scheduling, billing, HTTP and serving already live in their own modul
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import hashlib
-import hmac
-import json
 import re
 import time
 from collections.abc import Callable
@@ -41,6 +37,7 @@ from google.protobuf import empty_pb2, field_mask_pb2, json_format
 from kfp_spot.emulator import billing, filters, names, replicas
 from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
+from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.scheduler import Capacity
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
@@ -173,7 +170,7 @@ class JobService:
         self.container_runtime = container_runtime
         self._notify = notify
         self._alarm = alarm
-        self._secret = store.secret()
+        self._tokens = PageTokens(store.secret())
         self.base_url = ""  # set by the HTTP server: the root of webAccessUris
 
     # CustomJob methods ------------------------------------------------------------------------
@@ -239,7 +236,7 @@ class JobService:
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         query = hashlib.sha256(f"{canonical}\0{filter_text}".encode("utf-8", "replace"))
         query_key = query.hexdigest()[:16]
-        after = self._read_token(page_token, query_key) if page_token else None
+        after = self._tokens.read(page_token, query_key) if page_token else None
         page: list[JobRow] = []
         more = False
         for row in self.store.jobs(canonical):  # newest (highest seq) first
@@ -252,7 +249,7 @@ class JobService:
                     more = True
                     break
                 page.append(row)
-        token = self._token(page[-1].seq, query_key) if more else ""
+        token = self._tokens.issue(page[-1].seq, query_key) if more else ""
         return [self._masked(self.to_proto(r), mask) for r in page], token
 
     def cancel_job(self, name: str) -> None:
@@ -483,38 +480,6 @@ class JobService:
         out = _CUSTOM_JOB()
         mask.MergeMessage(pb, out)
         return out
-
-    # page tokens: opaque, signed, tied to the query they continue -------------------------
-
-    def _token(self, last_seq: int, query_key: str) -> str:
-        payload = json.dumps({"after": last_seq, "query": query_key}, separators=(",", ":"))
-        mac = hmac.new(self._secret, payload.encode(), "sha256").digest()[:16]
-        return base64.urlsafe_b64encode(mac + payload.encode()).decode().rstrip("=")
-
-    def _read_token(self, token: str, query_key: str) -> int:
-        bad = ApiError(
-            "INVALID_ARGUMENT",
-            "pageToken is not a token this service returned for this query; pass "
-            "nextPageToken from the previous page with the same parent and filter, or none for "
-            "the first page",
-            "page_token",
-        )
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        except (ValueError, binascii.Error):
-            raise bad from None
-        mac, payload = raw[:16], raw[16:]
-        if not hmac.compare_digest(mac, hmac.new(self._secret, payload, "sha256").digest()[:16]):
-            raise bad
-        doc = json.loads(payload)
-        if doc.get("query") != query_key:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                "pageToken belongs to another query: keep parent and filter the same while "
-                "paging (pageSize and readMask may change)",
-                "page_token",
-            )
-        return int(doc["after"])
 
 
 def _fill_defaults(pb: Any) -> None:

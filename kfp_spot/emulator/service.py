@@ -20,6 +20,7 @@ from kfp_spot.emulator.alarms import Alarms
 from kfp_spot.emulator.containers import RuntimeProbe
 from kfp_spot.emulator.jobs import JobService
 from kfp_spot.emulator.lifecycle import Lifecycle
+from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.scheduler import Capacity, Scheduler
 from kfp_spot.emulator.serving.api import ServingService
@@ -90,6 +91,7 @@ class Service(JobService):
             shutdown_grace=self.shutdown_grace,
             env_cache_dir=self.env_cache_dir,
             container_runtime=probe,
+            page_tokens=PageTokens(store.secret()),
             restart_delay=serving_restart_delay,
         )
 

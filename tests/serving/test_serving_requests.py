@@ -174,3 +174,32 @@ def test_endpoint_ids_and_bodies_of_create_are_checked(serving):
         serving.endpoints.create_endpoint(
             parent=PARENT, endpoint=Endpoint(display_name="again"), endpoint_id="mine-1"
         ).result(timeout=30)
+
+
+def test_list_pages_carry_opaque_tokens_tied_to_their_query(serving, sklearn_model_dir):
+    """Model and Endpoint lists page as the CustomJob list does: signed tokens, one query each."""
+    models = [serving.upload(sklearn_model_dir) for _ in range(3)]
+    serving.endpoint()  # the other collection is not empty either
+    # The real client follows nextPageToken through every page.
+    listed = [
+        m.name for m in serving.models.list_models(request={"parent": PARENT, "page_size": 1})
+    ]
+    assert sorted(listed) == sorted(models)
+    emu = serving.emu
+    status, first = _call(emu, "GET", f"/v1/{PARENT}/models?pageSize=2")
+    assert status == 200 and len(first["models"]) == 2
+    token = first["nextPageToken"]
+    status, rest = _call(emu, "GET", f"/v1/{PARENT}/models?pageSize=2&pageToken={token}")
+    assert status == 200 and len(rest["models"]) == 1 and "nextPageToken" not in rest
+    refusals = {
+        "edited": f"/v1/{PARENT}/models?pageToken={token[:-2]}AA",
+        "an offset built by hand": f"/v1/{PARENT}/models?pageToken=Mg==",  # base64 of "2"
+        "of another collection": f"/v1/{PARENT}/endpoints?pageToken={token}",
+        "of another filter": f'/v1/{PARENT}/models?filter=display_name="m"&pageToken={token}',
+    }
+    for what, path in refusals.items():
+        status, answer = _call(emu, "GET", path.replace('"', "%22").replace(" ", "%20"))
+        assert status == 400, (what, answer)
+        assert answer["error"]["status"] == "INVALID_ARGUMENT", (what, answer)
+        violations = answer["error"]["details"][0]["fieldViolations"]
+        assert violations[0]["field"] == "page_token", (what, answer)

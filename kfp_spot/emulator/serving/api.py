@@ -30,6 +30,7 @@ from google.longrunning import operations_pb2
 from kfp_spot.accounting import pricing
 from kfp_spot.emulator import billing
 from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.catalog import Catalog, canonical
@@ -50,6 +51,7 @@ class ServingService:
         shutdown_grace: the same when the emulator stops.
         env_cache_dir: where the serving environments are cached.
         container_runtime: the container runtime probe (custom serving containers need one).
+        page_tokens: signs list pages' tokens (the state dir's secret, as the CustomJob list's).
         restart_delay: seconds before a preempted replica comes back (a new Spot VM).
     """
 
@@ -62,6 +64,7 @@ class ServingService:
         shutdown_grace: float,
         env_cache_dir: Path,
         container_runtime: Callable[[], str | None],
+        page_tokens: PageTokens,
         restart_delay: float = 0.0,
     ) -> None:
         self.root = Path(root)
@@ -77,7 +80,7 @@ class ServingService:
             restart_delay=restart_delay,
             log_dir=self.root / "logs",
         )
-        self.catalog = Catalog(self.store)
+        self.catalog = Catalog(self.store, page_tokens)
         self.deployments = Deployments(
             self.catalog,
             self.settings,

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import base64
 import re
 import time
 from typing import Any
@@ -27,6 +26,7 @@ from google.protobuf import empty_pb2
 
 from kfp_spot.emulator import filters, names
 from kfp_spot.emulator.errors import ApiError, parse_message
+from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.serving import store as st
 
 _PARENT = r"projects/[^/]+/locations/[^/]+"
@@ -101,9 +101,19 @@ def check_split(split: dict[str, int], allowed: set[str], field: str) -> None:
 
 
 def page(
-    pbs: list[Any], filter_text: str, page_size: int, page_token: str
+    pbs: list[Any],
+    filter_text: str,
+    page_size: int,
+    page_token: str,
+    *,
+    tokens: PageTokens,
+    query_key: str,
 ) -> tuple[list[Any], str]:
-    """The page of ``pbs`` (Models or Endpoints) a list request asks for, and the next token."""
+    """The page of ``pbs`` (Models or Endpoints) a list request asks for, and the next token.
+
+    Tokens are signed and tied to ``query_key`` (the collection, parent and filter), as the
+    CustomJob list's are.
+    """
     try:
         predicate = filters.compile_filter(filter_text or "")
     except filters.FilterError as err:
@@ -122,17 +132,10 @@ def page(
             )
         )
     ]
-    offset = 0
-    if page_token:
-        try:
-            offset = int(base64.urlsafe_b64decode(page_token.encode()).decode())
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(
-                "INVALID_ARGUMENT", "pageToken is not a token this service returned", "page_token"
-            ) from None
+    offset = tokens.read(page_token, query_key) if page_token else 0
     size = min(page_size or 100, 1000)
     more = offset + size < len(matching)
-    token = base64.urlsafe_b64encode(str(offset + size).encode()).decode() if more else ""
+    token = tokens.issue(offset + size, query_key) if more else ""
     return matching[offset : offset + size], token
 
 
@@ -141,10 +144,12 @@ class Catalog:
 
     Args:
         store: ``serving.sqlite``.
+        page_tokens: signs the list pages' tokens.
     """
 
-    def __init__(self, store: st.ServingStore) -> None:
+    def __init__(self, store: st.ServingStore, page_tokens: PageTokens) -> None:
         self.store = store
+        self.page_tokens = page_tokens
 
     @staticmethod
     def parent(parent: str) -> str:

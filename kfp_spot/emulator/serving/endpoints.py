@@ -120,9 +120,17 @@ class EndpointApi:
         self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Any], str]:
         """A page of the parent's endpoints, newest first, and the next page token."""
-        rows = self.store.rows("endpoints", self.catalog.parent(parent))
+        canonical = self.catalog.parent(parent)
+        rows = self.store.rows("endpoints", canonical)
         pbs = [self.endpoint_pb(r) for r in rows]
-        return page(pbs, filter_text, page_size, page_token)
+        return page(
+            pbs,
+            filter_text,
+            page_size,
+            page_token,
+            tokens=self.catalog.page_tokens,
+            query_key=f"endpoints|{canonical}|{filter_text}",
+        )
 
     def delete_endpoint(self, name: str) -> Any:
         """Delete an endpoint without deployed models; a done operation."""

@@ -107,9 +107,17 @@ class ModelApi:
         self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Any], str]:
         """A page of the parent's models, newest first, and the next page token."""
-        rows = self.store.rows("models", self.catalog.parent(parent))
+        canonical = self.catalog.parent(parent)
+        rows = self.store.rows("models", canonical)
         pbs = [self.catalog.model_pb(r) for r in rows]
-        return page(pbs, filter_text, page_size, page_token)
+        return page(
+            pbs,
+            filter_text,
+            page_size,
+            page_token,
+            tokens=self.catalog.page_tokens,
+            query_key=f"models|{canonical}|{filter_text}",
+        )
 
     def delete_model(self, name: str) -> Any:
         """Delete a model that no endpoint serves; a done operation."""
