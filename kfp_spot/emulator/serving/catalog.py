@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import (
@@ -158,6 +159,30 @@ class Catalog:
             return names.parse_parent(parent).canonical
         except ValueError as err:
             raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
+
+    def list_page(
+        self,
+        table: str,
+        parent: str,
+        to_pb: Callable[[st.Row], Any],
+        filter_text: str,
+        page_size: int,
+        page_token: str,
+    ) -> tuple[list[Any], str]:
+        """A page of ``table``'s resources (``models``/``endpoints``) under ``parent``.
+
+        Newest first, with the next page token (signed, tied to the table, parent and filter).
+        """
+        key = self.parent(parent)
+        pbs = [to_pb(row) for row in self.store.rows(table, key)]
+        return page(
+            pbs,
+            filter_text,
+            page_size,
+            page_token,
+            tokens=self.page_tokens,
+            query_key=f"{table}|{key}|{filter_text}",
+        )
 
     def model_row(self, name: str) -> st.Row:
         """The stored Model ``name`` (``@1``/``@default`` accepted), else NOT_FOUND."""

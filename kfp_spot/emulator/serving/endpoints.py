@@ -36,7 +36,6 @@ from kfp_spot.emulator.serving.catalog import (
     canonical,
     check_split,
     new_operation,
-    page,
     parse_request,
     stamp,
 )
@@ -120,16 +119,8 @@ class EndpointApi:
         self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Any], str]:
         """A page of the parent's endpoints, newest first, and the next page token."""
-        canonical = self.catalog.parent(parent)
-        rows = self.store.rows("endpoints", canonical)
-        pbs = [self.endpoint_pb(r) for r in rows]
-        return page(
-            pbs,
-            filter_text,
-            page_size,
-            page_token,
-            tokens=self.catalog.page_tokens,
-            query_key=f"endpoints|{canonical}|{filter_text}",
+        return self.catalog.list_page(
+            "endpoints", parent, self.endpoint_pb, filter_text, page_size, page_token
         )
 
     def delete_endpoint(self, name: str) -> Any:

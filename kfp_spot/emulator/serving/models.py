@@ -24,7 +24,6 @@ from kfp_spot.emulator.serving.catalog import (
     CODE_INVALID_ARGUMENT,
     Catalog,
     new_operation,
-    page,
     parse_request,
     stamp,
 )
@@ -107,16 +106,8 @@ class ModelApi:
         self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
     ) -> tuple[list[Any], str]:
         """A page of the parent's models, newest first, and the next page token."""
-        canonical = self.catalog.parent(parent)
-        rows = self.store.rows("models", canonical)
-        pbs = [self.catalog.model_pb(r) for r in rows]
-        return page(
-            pbs,
-            filter_text,
-            page_size,
-            page_token,
-            tokens=self.catalog.page_tokens,
-            query_key=f"models|{canonical}|{filter_text}",
+        return self.catalog.list_page(
+            "models", parent, self.catalog.model_pb, filter_text, page_size, page_token
         )
 
     def delete_model(self, name: str) -> Any:
