@@ -32,6 +32,7 @@ from kfp_spot.jobs.pipeline_context import (
     PROJECT_ID_PLACEHOLDER,
 )
 from kfp_spot.jobs.strategy import STRATEGIES, Strategy
+from kfp_spot.validation.component_inputs import check_input
 
 DEFAULT_TIMEOUT = "604800s"  # GCPC's default: 7 days
 DEFAULT_MAX_WAIT = "86400s"  # GCPC's default for FLEX_START: 24 hours
@@ -120,10 +121,7 @@ def checked(name: str, check: Callable[..., _T], *args: Any, **kwargs: Any) -> _
     Raises:
         LaunchInputError: when the rule refuses the value.
     """
-    try:
-        return check(*args, **kwargs)
-    except validation.InvalidValueError as exc:
-        raise LaunchInputError(name, str(exc)) from None
+    return check_input(LaunchInputError, name, check, *args, **kwargs)
 
 
 def parse_strategy(name: str, value: object, allowed: Sequence[Strategy] = STRATEGIES) -> Strategy:

@@ -58,6 +58,7 @@ from kfp_spot.jobs.client import is_emulator_endpoint, make_client, resolve_endp
 from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.jobs.signals import cancel_on_signals
 from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.validation.component_inputs import check_input
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +141,7 @@ def _check(request: DeployRequest, target: validation.Target) -> tuple[Any, Any]
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
     if not request.location:
         raise DeployInputError("location", "is required: a Vertex AI region such as us-central1")
-    try:
-        validation.check_project_id(request.project)
-    except validation.InvalidValueError as exc:
-        raise DeployInputError("project", str(exc)) from None
+    check_input(DeployInputError, "project", validation.check_project_id, request.project)
     if bool(request.artifact_uri) == bool(request.uploaded_model):
         raise DeployInputError(
             "model",
@@ -177,10 +175,7 @@ def _check(request: DeployRequest, target: validation.Target) -> tuple[Any, Any]
             "labels", f"has {len(request.labels)} labels; at most {validation.MAX_LABELS - 1}"
         )
     for key, value in request.labels.items():
-        try:
-            validation.check_label(key, value)
-        except validation.InvalidValueError as exc:
-            raise DeployInputError("labels", str(exc)) from None
+        check_input(DeployInputError, "labels", validation.check_label, key, value)
     model = None
     if request.artifact_uri:
         model = _model_proto(request)
@@ -338,12 +333,14 @@ class Deployer:
             # target, as the launcher settles them (local-project/us-central1 on the emulator).
             emulator = is_emulator_endpoint(request.api_endpoint)
             for name in ("project", "location"):
-                try:
-                    value = pipeline_context.resolve(
-                        name, getattr(request, name), emulator=emulator
-                    )
-                except validation.InvalidValueError as exc:
-                    raise DeployInputError(name, str(exc)) from None
+                value = check_input(
+                    DeployInputError,
+                    name,
+                    pipeline_context.resolve,
+                    name,
+                    getattr(request, name),
+                    emulator=emulator,
+                )
                 setattr(request, name, value)
             self.api = resolve_endpoint(request.location, request.api_endpoint)
         except LaunchInputError as exc:

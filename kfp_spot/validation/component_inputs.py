@@ -23,6 +23,23 @@ from kfp_spot.validation.values import InvalidValueError, check_nesting, loads_b
 _T = TypeVar("_T")
 
 
+def check_input(
+    error: Callable[[str, str], Exception],
+    name: str,
+    check: Callable[..., _T],
+    *args: Any,
+    **kwargs: Any,
+) -> _T:
+    """``check(*args, **kwargs)``, a rule of :mod:`kfp_spot.validation`.
+
+    Its refusal is raised as ``error(name, reason)``: the component's own error, naming the input.
+    """
+    try:
+        return check(*args, **kwargs)
+    except InvalidValueError as exc:
+        raise error(name, str(exc)) from None
+
+
 def dataclass_defaults(cls: type, names: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The defaults of a dataclass's fields (of ``names`` only, when given), as inputs carry them.
 
@@ -77,10 +94,7 @@ class InputReader:
 
     def checked(self, name: str, check: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """``check(*args)`` (a rule of :mod:`kfp_spot.validation`), its error naming ``name``."""
-        try:
-            return check(*args, **kwargs)
-        except InvalidValueError as exc:
-            raise self.error(name, str(exc)) from None
+        return check_input(self.error, name, check, *args, **kwargs)
 
     def text(self, name: str, *, empty_is_default: bool = True) -> str:
         """A string input ("" when it has no default).
