@@ -35,8 +35,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "jobs"
 from artifacts import FakeArtifact
 from recording_server import RecordingServer, Script
 
-from kfp_spot.jobs.client import make_job_client, resolve_endpoint
 from kfp_spot.jobs.entry import launch_spot_job
+from kfp_spot.vertex.client import make_job_client, resolve_endpoint
 
 PROJECT, LOCATION = "bench-project", "us-central1"
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_spot import fs, validation
+from kfp_spot import fs, vertex
 from kfp_spot.artifacts import Artifact
 from kfp_spot.validation.inputs import report_input_errors
 
@@ -28,11 +28,11 @@ def _check_uri(name: str, uri: Any) -> str:
     if not isinstance(uri, str) or not uri:
         raise PromotionInputError(name, f"has no URI; expected {_URI_FORM}")
     try:
-        validation.check_text(uri)
-    except validation.InvalidValueError as exc:
+        vertex.check_text(uri)
+    except vertex.InvalidValueError as exc:
         raise PromotionInputError(name, str(exc)) from None
     if fs.is_remote(uri) and not uri.startswith("gs://"):
-        raise PromotionInputError(name, f"{validation.show(uri)} is not {_URI_FORM}")
+        raise PromotionInputError(name, f"{vertex.show(uri)} is not {_URI_FORM}")
     return uri
 
 

@@ -10,7 +10,7 @@ kfp.local fills in none of them. Worse, it cannot parse them: every parameter va
 output reference and fails with ``IndexError`` on a one-part name (kfp 2.17), before the task
 starts. While :func:`gcp_placeholders_as_text` is active, kfp.local passes GCPC's placeholders
 through as plain text, as a backend that does not know them would; the launcher then settles them
-itself (:mod:`kfp_spot.jobs.pipeline_context`: ``local-project`` / ``us-central1`` / no persistent
+itself (:mod:`kfp_spot.vertex.pipeline_context`: ``local-project`` / ``us-central1`` / no persistent
 resource on the local emulator, a clear error when bound for Vertex AI).
 
 ``kfp-spot run`` uses it; wrap your own kfp.local runs of these components the same way::
@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from kfp_spot.jobs.pipeline_context import GCPC_PLACEHOLDERS
+from kfp_spot.vertex.pipeline_context import GCPC_PLACEHOLDERS
 
 # Stand-ins kfp.local's "{{$.(...)}}" pattern does not match; swapped back after it ran.
 _TOKENS = {p: f"@@kfp-spot-gcpc-placeholder-{i}@@" for i, p in enumerate(GCPC_PLACEHOLDERS)}

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from kfp_spot import accounting, checkpoints
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.jobs.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
 from kfp_spot.reports import run_from_json, write_report
 from kfp_spot.reports.summary import percent, preemptions_text
 from kfp_spot.reports.summary import summarize as summarize_run
+from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator

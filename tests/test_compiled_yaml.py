@@ -6,8 +6,8 @@ import pytest
 from kfp import compiler, components, dsl
 
 from kfp_spot import RUNTIME_IMAGE
-from kfp_spot.jobs.pipeline_context import PROJECT_ID_PLACEHOLDER
 from kfp_spot.pipelines import catalog
+from kfp_spot.vertex.pipeline_context import PROJECT_ID_PLACEHOLDER
 
 ALL = catalog.COMPONENTS + catalog.PIPELINES
 

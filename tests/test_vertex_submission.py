@@ -3,9 +3,10 @@
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from kfp_spot import __version__, vertex
+from kfp_spot import __version__
 from kfp_spot.image import ImageRecord, remember
 from kfp_spot.pipelines import catalog
+from kfp_spot.vertex import pipeline_job
 from tests.recording_server import RecordingServer
 
 # A team's own copy of the runtime image, as `kfp-spot image push` records it.
@@ -30,7 +31,7 @@ def pushed(tmp_path, monkeypatch):
 
 def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator, template):
     with RecordingServer() as server:
-        name = vertex.submit_pipeline(
+        name = pipeline_job.submit_pipeline(
             template,
             project="my-project-123",
             location="europe-west4",
@@ -74,8 +75,8 @@ def test_bad_submission_arguments_are_named(kwargs, needle, template):
         "pipeline_root": "gs://b/r",
     } | kwargs
     template = args.pop("template_path")
-    with pytest.raises(vertex.SubmissionError, match=needle):
-        vertex.submit_pipeline(template, **args)
+    with pytest.raises(pipeline_job.SubmissionError, match=needle):
+        pipeline_job.submit_pipeline(template, **args)
 
 
 def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator, template, pushed):

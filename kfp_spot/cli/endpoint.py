@@ -22,13 +22,13 @@ def _client(kind: str, location: str, api_endpoint: str) -> Any:
     from google.auth import exceptions as auth_exceptions
     from google.cloud.aiplatform_v1 import EndpointServiceClient, PredictionServiceClient
 
-    from kfp_spot.jobs.client import make_client, resolve_endpoint
-    from kfp_spot.jobs.spec import LaunchInputError
+    from kfp_spot.vertex.client import make_client, resolve_endpoint
+    from kfp_spot.vertex.values import InvalidFieldError
 
     cls = EndpointServiceClient if kind == "endpoints" else PredictionServiceClient
     try:
         return make_client(cls, resolve_endpoint(location, api_endpoint))
-    except LaunchInputError as exc:
+    except InvalidFieldError as exc:
         raise click.BadParameter(str(exc), param_hint="--api-endpoint") from exc
     except auth_exceptions.GoogleAuthError as exc:
         raise click.ClickException(

@@ -25,12 +25,12 @@ _ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex 
 def _client(location: str, api_endpoint: str) -> JobServiceClient:
     from google.auth import exceptions as auth_exceptions
 
-    from kfp_spot.jobs.client import make_job_client, resolve_endpoint
-    from kfp_spot.jobs.spec import LaunchInputError
+    from kfp_spot.vertex.client import make_job_client, resolve_endpoint
+    from kfp_spot.vertex.values import InvalidFieldError
 
     try:
         return make_job_client(resolve_endpoint(location, api_endpoint))
-    except LaunchInputError as exc:
+    except InvalidFieldError as exc:
         hint = f"--{exc.field.replace('_', '-')}"  # --location or --api-endpoint
         raise click.BadParameter(str(exc), param_hint=hint) from exc
     except auth_exceptions.GoogleAuthError as exc:

@@ -160,9 +160,9 @@ def _submit_to_vertex(
     api_endpoint: str | None,
     skip_image_check: bool,
 ) -> None:
-    from kfp_spot import vertex
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
     from kfp_spot.pipelines import catalog
+    from kfp_spot.vertex import pipeline_job
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
@@ -171,7 +171,7 @@ def _submit_to_vertex(
     values.setdefault("location", location)
     template = template or catalog.pipeline_path("spot_training")
     try:
-        name = vertex.submit_pipeline(
+        name = pipeline_job.submit_pipeline(
             template,
             project=project,
             location=location,
@@ -181,7 +181,7 @@ def _submit_to_vertex(
             api_endpoint=api_endpoint,
             check_images=not skip_image_check,
         )
-    except vertex.SubmissionError as exc:
+    except pipeline_job.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
     except (UnpublishedImageError, ImageRecordsError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -42,7 +42,7 @@ from kfp_spot.emulator.scheduler import Capacity
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
 from kfp_spot.emulator.store import JobRow, OperationRow, Store
-from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+from kfp_spot.vertex import InvalidJobSpecError, validate_custom_job
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000

@@ -1,7 +1,7 @@
 """The launcher: build a Spot CustomJob, submit it, watch it, recover it, report on it.
 
 ``kfp_spot.jobs.entry.launch_spot_job`` is what the component calls; the pieces are usable alone:
-:mod:`~kfp_spot.jobs.spec` (inputs -> CustomJob), :mod:`~kfp_spot.jobs.client` (the
+:mod:`~kfp_spot.jobs.spec` (inputs -> CustomJob), :mod:`~kfp_spot.vertex.client` (the
 JobServiceClient), :mod:`~kfp_spot.jobs.backend` (Vertex AI or the emulator: timings, ledger,
 logs, how attempts are observed), :mod:`~kfp_spot.jobs.gcp_resources`,
 :mod:`~kfp_spot.jobs.service` (polling and retries), :mod:`~kfp_spot.jobs.watch` (each attempt

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kfp_spot import accounting
-from kfp_spot.jobs.client import Endpoint
 from kfp_spot.jobs.service import PollPolicy, RetryBudget
+from kfp_spot.vertex.client import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def backend_for(
     """The backend behind ``endpoint``: the emulator for a plain-HTTP endpoint, else Vertex AI.
 
     Args:
-        endpoint: from ``kfp_spot.jobs.client.resolve_endpoint``.
+        endpoint: from ``kfp_spot.vertex.client.resolve_endpoint``.
         poll_interval: > 0 polls at this fixed interval instead of the backend's own.
         cancel_wait: > 0 waits this long for a cancelled job instead of the backend's own.
     """

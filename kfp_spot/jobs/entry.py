@@ -11,9 +11,7 @@ import os
 import sys
 from typing import Any
 
-from kfp_spot import fs, validation
-from kfp_spot.jobs import pipeline_context
-from kfp_spot.jobs.client import is_emulator_endpoint
+from kfp_spot import fs, vertex
 from kfp_spot.jobs.launcher import (
     Launcher,
     LaunchFailedError,
@@ -26,8 +24,10 @@ from kfp_spot.jobs.recovery import RecoveryPolicy
 from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked, parse_strategy
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
-from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults
+from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
 from kfp_spot.validation.inputs import report_input_errors
+from kfp_spot.vertex import pipeline_context
+from kfp_spot.vertex.client import is_emulator_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def _package(package: Any, python_module: str) -> tuple[list[str], str]:
         uris = [uri]
     if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
         raise LaunchInputError(
-            "package", f"metadata package_uris must be a list of URIs, got {validation.show(uris)}"
+            "package", f"metadata package_uris must be a list of URIs, got {vertex.show(uris)}"
         )
     return list(uris), python_module or str(metadata.get("python_module") or "")
 
@@ -100,7 +100,7 @@ def base_output_directory(given: str, checkpoint_uri: str) -> str:
     """The job's base output directory: ``given``, or one next to this task's outputs.
 
     ``/gcs/BUCKET/PATH`` becomes ``gs://BUCKET/PATH``; a relative path or another scheme is
-    refused (:func:`kfp_spot.validation.normalize_output_uri`). Whether the service takes an
+    refused (:func:`kfp_spot.vertex.normalize_output_uri`). Whether the service takes an
     absolute local path is for the job's target to say (only the local emulator does).
 
     Raises:
@@ -108,8 +108,8 @@ def base_output_directory(given: str, checkpoint_uri: str) -> str:
     """
     base = given or default_base_directory(checkpoint_uri)
     try:
-        return validation.normalize_output_uri(base)
-    except validation.InvalidValueError as exc:
+        return vertex.normalize_output_uri(base)
+    except vertex.InvalidValueError as exc:
         derived = "" if given else f" (derived from the checkpoint output {checkpoint_uri!r})"
         raise LaunchInputError("base_output_directory", f"{exc}{derived}") from None
 
@@ -156,7 +156,8 @@ def build_request(**inputs: Any) -> LaunchRequest:
     base = base_output_directory(read.text("base_output_directory"), checkpoint_uri)
     api_endpoint = read.text("api_endpoint")
     # GCPC's placeholders reach us unresolved outside Vertex AI Pipelines: settled per target.
-    emulator = is_emulator_endpoint(api_endpoint)
+    with inputs_of(LaunchInputError):
+        emulator = is_emulator_endpoint(api_endpoint)
     resolved = {
         name: checked(name, pipeline_context.resolve, name, read.text(name), emulator=emulator)
         for name in ("project", "location", "persistent_resource_id")

@@ -22,7 +22,6 @@ from google.cloud.aiplatform_v1.types import CustomJob, JobState
 from kfp_spot import checkpoints
 from kfp_spot.jobs import gcp_resources, reattach
 from kfp_spot.jobs.backend import Backend, backend_for
-from kfp_spot.jobs.client import resolve_endpoint
 from kfp_spot.jobs.outcome import (
     TERMINAL_STATES,
     Classified,
@@ -46,7 +45,6 @@ from kfp_spot.jobs.service import (
     JobService,
     ServiceUnreachableError,
 )
-from kfp_spot.jobs.signals import LaunchInterruptedError, cancel_on_signals
 from kfp_spot.jobs.spec import (
     RESUME_ENV,
     JobInputs,
@@ -57,6 +55,9 @@ from kfp_spot.jobs.spec import (
 )
 from kfp_spot.jobs.strategy import Strategy, strategy_of
 from kfp_spot.jobs.watch import AttemptWatcher
+from kfp_spot.validation.component_inputs import inputs_of
+from kfp_spot.vertex.client import resolve_endpoint
+from kfp_spot.vertex.signals import LaunchInterruptedError, cancel_on_signals
 
 __all__ = [
     "LaunchFailedError",
@@ -125,7 +126,8 @@ class Launcher:
         clock: Callable[[], float] = time.time,
     ):
         self.request = request
-        self.endpoint = resolve_endpoint(request.inputs.location, request.api_endpoint)
+        with inputs_of(LaunchInputError):
+            self.endpoint = resolve_endpoint(request.inputs.location, request.api_endpoint)
         self.backend = backend or backend_for(
             self.endpoint,
             poll_interval=request.poll_interval_seconds,

@@ -18,8 +18,8 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud.aiplatform_v1 import JobServiceClient
 from google.cloud.aiplatform_v1.types import CustomJob, ListCustomJobsResponse
 
-from kfp_spot.jobs.client import Endpoint, make_job_client
 from kfp_spot.jobs.outcome import is_terminal, state_name
+from kfp_spot.vertex.client import Endpoint, make_job_client
 
 log = logging.getLogger(__name__)
 

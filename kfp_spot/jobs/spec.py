@@ -8,7 +8,7 @@ here and one built by GCPC for the same inputs agree field for field.
 
 Why one module: the component's inputs, their checks and the CustomJob built from them change
 together (a new GCPC input is one field, one check and one place in the job); Vertex's own rules
-are not here but in kfp_spot.validation.
+are not here but in kfp_spot.vertex.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from google.cloud.aiplatform_v1.types import CustomJob, EnvVar, PscInterfaceConf
 from google.cloud.aiplatform_v1.types import accelerator_type as gca_accelerator_type
 from google.protobuf import duration_pb2, json_format
 
-from kfp_spot import fs, validation
+from kfp_spot import fs, vertex
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
-from kfp_spot.jobs import pipeline_context
 from kfp_spot.jobs.field_inputs import input_for_field
-from kfp_spot.jobs.pipeline_context import (
+from kfp_spot.jobs.strategy import STRATEGIES, Strategy
+from kfp_spot.validation.component_inputs import check_input
+from kfp_spot.vertex import pipeline_context
+from kfp_spot.vertex.pipeline_context import (
     LOCATION_PLACEHOLDER,
     PERSISTENT_RESOURCE_ID_PLACEHOLDER,
     PROJECT_ID_PLACEHOLDER,
 )
-from kfp_spot.jobs.strategy import STRATEGIES, Strategy
-from kfp_spot.validation.component_inputs import check_input
 
 DEFAULT_TIMEOUT = "604800s"  # GCPC's default: 7 days
 DEFAULT_MAX_WAIT = "86400s"  # GCPC's default for FLEX_START: 24 hours
@@ -64,7 +64,7 @@ class JobInputs:
     The field defaults are the launch_spot_job component's defaults (one source: the component's
     signature and ``entry.build_request`` are checked against them by tests/jobs/test_defaults.py).
     ``project``, ``location`` and ``persistent_resource_id`` default, as in GCPC, to the pipeline's
-    (GCPC's placeholders, filled in by Vertex AI Pipelines; :mod:`kfp_spot.jobs.pipeline_context`
+    (GCPC's placeholders, filled in by Vertex AI Pipelines; :mod:`kfp_spot.vertex.pipeline_context`
     settles them elsewhere before a job is built).
     """
 
@@ -142,7 +142,7 @@ def parse_duration(name: str, value: str | float | int, *, allow_zero: bool = Tr
     Raises:
         LaunchInputError: naming ``name`` when the value is not a duration protobuf can hold.
     """
-    return checked(name, validation.parse_duration, value, allow_zero=allow_zero)
+    return checked(name, vertex.parse_duration, value, allow_zero=allow_zero)
 
 
 def _duration_json(seconds: float) -> str:
@@ -166,8 +166,8 @@ def check_inputs(inputs: JobInputs) -> None:
     """
     for name in ("project", "location"):  # entry.build_request settles placeholders first
         checked(name, pipeline_context.resolve, name, getattr(inputs, name), emulator=False)
-    checked("project", validation.check_project_id, inputs.project)
-    checked("location", validation.check_region, inputs.location)
+    checked("project", vertex.check_project_id, inputs.project)
+    checked("location", vertex.check_region, inputs.location)
     for name in _STRING_INPUTS:
         if not isinstance(getattr(inputs, name), str):
             raise LaunchInputError(name, f"expected a string, got {_show(getattr(inputs, name))}")
@@ -186,7 +186,7 @@ def check_inputs(inputs: JobInputs) -> None:
     if not isinstance(inputs.env, Mapping):
         raise LaunchInputError("env", f"expected a dict of name -> value, got {_show(inputs.env)}")
     for key in inputs.env:
-        if not validation.is_env_name(key):
+        if not vertex.is_env_name(key):
             raise LaunchInputError(
                 "env",
                 f"{_show(key)} is not an environment variable name: letters, digits and '_', "
@@ -197,7 +197,7 @@ def check_inputs(inputs: JobInputs) -> None:
             "labels", f"expected a dict of key -> value, got {_show(inputs.labels)}"
         )
     for key, value in inputs.labels.items():
-        checked("labels", validation.check_label, key, value)
+        checked("labels", vertex.check_label, key, value)
     parse_duration("timeout", inputs.timeout, allow_zero=False)
     parse_duration("max_wait_duration", inputs.max_wait_duration)
     if not isinstance(inputs.psc_interface_config, Mapping):
@@ -208,7 +208,7 @@ def check_inputs(inputs: JobInputs) -> None:
     if inputs.encryption_spec_key_name:
         key_region = checked(
             "encryption_spec_key_name",
-            validation.check_kms_key_name,
+            vertex.check_kms_key_name,
             inputs.encryption_spec_key_name,
         )
         if key_region != inputs.location:
@@ -218,9 +218,9 @@ def check_inputs(inputs: JobInputs) -> None:
                 "needs a key in the job's own region",
             )
     for name in ("args", "command", "env", "labels", "worker_pool_specs", "psc_interface_config"):
-        checked(name, validation.check_nesting, getattr(inputs, name))
+        checked(name, vertex.check_nesting, getattr(inputs, name))
     for name in JobInputs.__dataclass_fields__:
-        checked(name, validation.check_text, getattr(inputs, name))
+        checked(name, vertex.check_text, getattr(inputs, name))
     for name in ("accelerator_count", "replica_count", "boot_disk_size_gb"):
         value = getattr(inputs, name)
         if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**31:
@@ -262,24 +262,22 @@ def check_inputs(inputs: JobInputs) -> None:
 
 
 def _show(value: Any) -> str:
-    return validation.show(value)
+    return vertex.show(value)
 
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def check_job(
-    job: CustomJob, inputs: JobInputs, target: validation.Target = validation.VERTEX_AI
-) -> None:
-    """The rules of ``target`` on ``job`` (:func:`kfp_spot.validation.validate_for_submission`).
+def check_job(job: CustomJob, inputs: JobInputs, target: vertex.Target = vertex.VERTEX_AI) -> None:
+    """The rules of ``target`` on ``job`` (:func:`kfp_spot.vertex.validate_for_submission`).
 
     Raises:
         LaunchInputError: naming the input that set the offending field, the rule, and the field.
     """
     try:
-        validation.validate_for_submission(job, target)
-    except validation.InvalidJobSpecError as exc:
+        vertex.validate_for_submission(job, target)
+    except vertex.InvalidJobSpecError as exc:
         raise LaunchInputError(
             input_for_field(exc.field, inputs), f"{exc.message} (CustomJob field {exc.field})"
         ) from None
@@ -391,7 +389,7 @@ def build_custom_job(
     *,
     strategy: Strategy = Strategy.SPOT,
     extra_env: Mapping[str, str] | None = None,
-    target: validation.Target = validation.VERTEX_AI,
+    target: vertex.Target = vertex.VERTEX_AI,
 ) -> CustomJob:
     """Build the CustomJob for ``inputs`` with ``jobSpec.scheduling.strategy = strategy``.
 
@@ -399,8 +397,8 @@ def build_custom_job(
         inputs: the launch inputs.
         strategy: SPOT, STANDARD or FLEX_START.
         extra_env: environment the launcher adds for every replica (user ``env`` wins on a clash).
-        target: whose rules the job must pass (:data:`kfp_spot.validation.VERTEX_AI`, or
-            :data:`~kfp_spot.validation.EMULATOR` for the local emulator).
+        target: whose rules the job must pass (:data:`kfp_spot.vertex.VERTEX_AI`, or
+            :data:`~kfp_spot.vertex.EMULATOR` for the local emulator).
 
     Returns:
         The CustomJob, ready for ``JobServiceClient.create_custom_job``.

@@ -20,7 +20,7 @@ from kfp_spot.packaging.errors import (
     PackagingError,
     SourceError,
 )
-from kfp_spot.validation import MAX_PACKAGE_URIS
+from kfp_spot.vertex import MAX_PACKAGE_URIS
 
 __all__ = [
     "MAX_PACKAGE_URIS",

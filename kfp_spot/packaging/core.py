@@ -31,7 +31,7 @@ from kfp_spot.packaging.errors import (
 )
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
-from kfp_spot.validation import MAX_PACKAGE_URIS
+from kfp_spot.vertex import MAX_PACKAGE_URIS
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from kfp_spot import fs, validation
+from kfp_spot import fs, vertex
 from kfp_spot.packaging.errors import MissingProjectFileError, PackagingError, SourceError
 
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -77,9 +77,7 @@ class ProjectTree:
 
 def is_module_name(name: str) -> bool:
     """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
-    return validation.is_module_name(name) and not any(
-        keyword.iskeyword(p) for p in name.split(".")
-    )
+    return vertex.is_module_name(name) and not any(keyword.iskeyword(p) for p in name.split("."))
 
 
 def normalize_name(name: str) -> str:

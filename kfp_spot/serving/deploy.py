@@ -51,14 +51,14 @@ from google.cloud.aiplatform_v1.types import (
 )
 from google.longrunning import operations_pb2
 
-from kfp_spot import executors, fs, validation
-from kfp_spot.jobs import pipeline_context
-from kfp_spot.jobs.client import Endpoint as ApiEndpoint
-from kfp_spot.jobs.client import is_emulator_endpoint, make_client, resolve_endpoint
-from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
-from kfp_spot.jobs.signals import cancel_on_signals
-from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot import executors, fs, vertex
 from kfp_spot.validation.component_inputs import check_input
+from kfp_spot.vertex import pipeline_context
+from kfp_spot.vertex.client import Endpoint as ApiEndpoint
+from kfp_spot.vertex.client import is_emulator_endpoint, make_client, resolve_endpoint
+from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
+from kfp_spot.vertex.signals import cancel_on_signals
+from kfp_spot.vertex.values import InvalidFieldError
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +135,13 @@ class DeployResult:
     reattached: bool = False
 
 
-def _check(request: DeployRequest, target: validation.Target) -> tuple[Any, Any]:
+def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
     """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called."""
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
     if not request.location:
         raise DeployInputError("location", "is required: a Vertex AI region such as us-central1")
-    check_input(DeployInputError, "project", validation.check_project_id, request.project)
+    check_input(DeployInputError, "project", vertex.check_project_id, request.project)
     if bool(request.artifact_uri) == bool(request.uploaded_model):
         raise DeployInputError(
             "model",
@@ -170,12 +170,12 @@ def _check(request: DeployRequest, target: validation.Target) -> tuple[Any, Any]
     )
     _check_machine(spec, request.spot, target)
     _check_split(request.traffic_split)
-    if len(request.labels) > validation.MAX_LABELS - 1:  # one is the deployment label
+    if len(request.labels) > vertex.MAX_LABELS - 1:  # one is the deployment label
         raise DeployInputError(
-            "labels", f"has {len(request.labels)} labels; at most {validation.MAX_LABELS - 1}"
+            "labels", f"has {len(request.labels)} labels; at most {vertex.MAX_LABELS - 1}"
         )
     for key, value in request.labels.items():
-        check_input(DeployInputError, "labels", validation.check_label, key, value)
+        check_input(DeployInputError, "labels", vertex.check_label, key, value)
     model = None
     if request.artifact_uri:
         model = _model_proto(request)
@@ -208,21 +208,21 @@ def _check_replicas(request: DeployRequest) -> None:
         )
 
 
-def _check_machine(spec: MachineSpec, spot: bool, target: validation.Target) -> None:
+def _check_machine(spec: MachineSpec, spot: bool, target: vertex.Target) -> None:
     """The training rules on the replicas' machine (no Spot on TPU Pods), as inputs' errors.
 
     A machine type missing from kfp-spot's table is refused where ``target`` runs only known
     machines (the emulator) and left to Vertex AI otherwise.
     """
     try:
-        validation.check_machine_spec(
+        vertex.check_machine_spec(
             spec,
             "machine_spec",
             spot=spot,
             known_machines_only=target.known_machines_only,
             spot_off="spot=False",
         )
-    except validation.InvalidJobSpecError as exc:
+    except vertex.InvalidJobSpecError as exc:
         name = "machine_type"
         if exc.field.endswith("acceleratorType"):
             name = "accelerator_type"
@@ -343,7 +343,7 @@ class Deployer:
                 )
                 setattr(request, name, value)
             self.api = resolve_endpoint(request.location, request.api_endpoint)
-        except LaunchInputError as exc:
+        except InvalidFieldError as exc:
             raise DeployInputError(exc.field, exc.reason) from None
         self.model_pb, self.deployed_pb = _check(request, self.api.target)
         self.parent = f"projects/{request.project}/locations/{request.location}"

@@ -1,104 +1,11 @@
-"""The one home of Vertex AI's (and Google Cloud's) rules and limits, for all of kfp-spot.
+"""A component's inputs as KFP hands them over: read, checked and refused in one line.
 
-- :mod:`~kfp_spot.validation.custom_job`: the rules on a whole CustomJob. The emulator enforces
-  :func:`validate_custom_job` on create; the launcher runs :func:`validate_for_submission` on the
-  job it built, before any API call; :func:`check_machine_spec` holds a DeployedModel's machine
-  to the same machine rules.
-- :mod:`~kfp_spot.validation.values`: rules on single values (module, variable and label names,
-  project IDs, durations, nesting depth) and Vertex's limits (100 package URIs, 4 worker pools,
-  ...). Packaging, the launcher's input checks and ``kfp-spot submit`` use these.
-- :mod:`~kfp_spot.validation.regions`: Vertex AI's regions, plus ``KFP_SPOT_EXTRA_REGIONS``.
-- :mod:`~kfp_spot.validation.storage`: where a job writes (``gs://``, ``/gcs/``, and the local
-  paths that are the emulator's extension).
+- :mod:`~kfp_spot.validation.component_inputs`: :class:`InputReader` (every component entry point
+  reads its parameter inputs through it), :func:`check_input` (a rule of :mod:`kfp_spot.vertex`
+  refusing a value becomes the component's own input error), :func:`inputs_of` (the same for the
+  floor's :class:`~kfp_spot.vertex.values.InvalidFieldError`) and :func:`dataclass_defaults`.
+- :mod:`~kfp_spot.validation.inputs`: :func:`report_input_errors` (a component's bad input ends its
+  KFP task in one line, no traceback).
 
-Where the local emulator's rules differ from Vertex AI's, a :class:`Target` (:data:`VERTEX_AI`,
-:data:`EMULATOR`) says so; nothing outside this package decides what the emulator accepts.
-
-Every pattern is matched whole (``re.fullmatch``), so a trailing newline is never accepted.
+Vertex AI's own rules live in :mod:`kfp_spot.vertex`.
 """
-
-from kfp_spot.validation.custom_job import (
-    EMULATOR,
-    VERTEX_AI,
-    InvalidJobSpecError,
-    Target,
-    check_machine_spec,
-    validate_custom_job,
-    validate_for_submission,
-)
-from kfp_spot.validation.regions import (
-    EXTRA_REGIONS_ENV,
-    VERTEX_REGIONS,
-    check_region,
-    known_regions,
-)
-from kfp_spot.validation.storage import (
-    check_bucket,
-    check_output_uri,
-    normalize_output_uri,
-)
-from kfp_spot.validation.values import (
-    BOOT_DISK_TYPES,
-    MAX_BOOT_DISK_GB,
-    MAX_DISPLAY_NAME,
-    MAX_DURATION_SECONDS,
-    MAX_LABELS,
-    MAX_NESTING,
-    MAX_PACKAGE_URIS,
-    MAX_WORKER_POOLS,
-    MIN_BOOT_DISK_GB,
-    InvalidValueError,
-    check_kms_key_name,
-    check_label,
-    check_nesting,
-    check_persistent_resource_id,
-    check_project_id,
-    check_reserved_ip_range,
-    check_tensorboard_name,
-    check_text,
-    is_env_name,
-    is_module_name,
-    loads_bounded,
-    parse_duration,
-    show,
-)
-
-__all__ = [
-    "BOOT_DISK_TYPES",
-    "EMULATOR",
-    "EXTRA_REGIONS_ENV",
-    "MAX_BOOT_DISK_GB",
-    "MAX_DISPLAY_NAME",
-    "MAX_DURATION_SECONDS",
-    "MAX_LABELS",
-    "MAX_NESTING",
-    "MAX_PACKAGE_URIS",
-    "MAX_WORKER_POOLS",
-    "MIN_BOOT_DISK_GB",
-    "VERTEX_AI",
-    "VERTEX_REGIONS",
-    "InvalidJobSpecError",
-    "InvalidValueError",
-    "Target",
-    "check_bucket",
-    "check_kms_key_name",
-    "check_label",
-    "check_machine_spec",
-    "check_nesting",
-    "check_output_uri",
-    "check_persistent_resource_id",
-    "check_project_id",
-    "check_region",
-    "check_reserved_ip_range",
-    "check_tensorboard_name",
-    "check_text",
-    "is_env_name",
-    "is_module_name",
-    "known_regions",
-    "loads_bounded",
-    "normalize_output_uri",
-    "parse_duration",
-    "show",
-    "validate_custom_job",
-    "validate_for_submission",
-]

@@ -11,14 +11,21 @@ component's own typed error naming the input.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from kfp_spot.validation.values import InvalidValueError, check_nesting, loads_bounded, show
+from kfp_spot.vertex.values import (
+    InvalidFieldError,
+    InvalidValueError,
+    check_nesting,
+    loads_bounded,
+    show,
+)
 
 _T = TypeVar("_T")
 
@@ -38,6 +45,19 @@ def check_input(
         return check(*args, **kwargs)
     except InvalidValueError as exc:
         raise error(name, str(exc)) from None
+
+
+@contextlib.contextmanager
+def inputs_of(error: Callable[[str, str], Exception]) -> Iterator[None]:
+    """Within the block, a field the Vertex floor refuses is raised as ``error(field, reason)``.
+
+    The floor (:mod:`kfp_spot.vertex`) speaks of request fields in its neutral
+    :class:`~kfp_spot.vertex.values.InvalidFieldError`; a component names its own input instead.
+    """
+    try:
+        yield
+    except InvalidFieldError as exc:
+        raise error(exc.field, exc.reason) from None
 
 
 def dataclass_defaults(cls: type, names: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from kfp import dsl
 from kfp.dsl import Artifact, Metrics
 
 from kfp_spot.components.prepare_package import PreparePackageOp
-from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.pipelines.steps import train_evaluate_promote
+from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 
 
 class Outputs(NamedTuple):

@@ -16,7 +16,7 @@ from google.cloud.aiplatform_v1.types import (
 )
 
 from kfp_spot import machines
-from kfp_spot.validation import (
+from kfp_spot.vertex import (
     InvalidJobSpecError,
     validate_custom_job,
     validate_for_submission,

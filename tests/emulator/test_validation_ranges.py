@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from google.cloud.aiplatform_v1.types import CustomJob
 
-from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+from kfp_spot.vertex import InvalidJobSpecError, validate_custom_job
 
 
 def job(pool_extra=None, scheduling=None, pools=1) -> CustomJob:

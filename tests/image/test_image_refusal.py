@@ -14,7 +14,7 @@ from google.auth.credentials import AnonymousCredentials
 from kfp import compiler, dsl
 
 import kfp_spot
-from kfp_spot import RUNTIME_IMAGE, __version__, vertex
+from kfp_spot import RUNTIME_IMAGE, __version__
 from kfp_spot.cli import main
 from kfp_spot.image import (
     ImageKind,
@@ -27,6 +27,7 @@ from kfp_spot.image import (
 )
 from kfp_spot.pipelines import catalog
 from kfp_spot.version import RELEASE_FILE, published_runtime_image
+from kfp_spot.vertex import pipeline_job
 from tests.recording_server import RecordingServer
 
 COMMITTED = catalog.pipeline_path("spot_training")
@@ -55,7 +56,7 @@ def test_every_kfp_spot_task_of_the_committed_template_is_checked():
 def test_a_source_checkouts_runtime_image_is_refused_with_the_fix():
     assert published_runtime_image() is None  # a checkout, not the release wheel
     with RecordingServer() as server, pytest.raises(UnpublishedImageError) as info:
-        vertex.submit_pipeline(
+        pipeline_job.submit_pipeline(
             COMMITTED,
             project="my-project-123",
             location="us-central1",

@@ -9,9 +9,9 @@ from recording_server import RecordingServer
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs.backend import EmulatorBackend, VertexBackend, backend_for
-from kfp_spot.jobs.client import resolve_endpoint
 from kfp_spot.jobs.strategy import Strategy
 from kfp_spot.jobs.watch import AttemptWatcher
+from kfp_spot.vertex.client import resolve_endpoint
 
 JOB = "projects/p/locations/us-central1/customJobs/42"
 

@@ -5,8 +5,8 @@ from google.protobuf import json_format
 from google_cloud_pipeline_components.proto.gcp_resources_pb2 import GcpResources
 
 from kfp_spot.jobs import gcp_resources
-from kfp_spot.jobs.client import make_job_client, resolve_endpoint
-from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.vertex.client import make_job_client, resolve_endpoint
+from kfp_spot.vertex.values import InvalidFieldError
 
 NAME = "projects/p/locations/us-central1/customJobs/123"
 
@@ -29,7 +29,7 @@ def test_emulator_endpoint_uses_rest_and_anonymous_credentials():
 
 @pytest.mark.parametrize("bad", ["ftp://x", "http://127.0.0.1:1/v1", "a/b"])
 def test_bad_endpoints_are_named(bad):
-    with pytest.raises(LaunchInputError, match="api_endpoint"):
+    with pytest.raises(InvalidFieldError, match="api_endpoint"):
         resolve_endpoint("us-central1", bad)
 
 

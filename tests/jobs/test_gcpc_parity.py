@@ -27,10 +27,10 @@ from google_cloud_pipeline_components.v1.custom_job import (
 from kfp import compiler, dsl
 from recording_server import RecordingServer
 
-from kfp_spot.jobs import pipeline_context
 from kfp_spot.jobs.entry import build_request, launch_spot_job
 from kfp_spot.jobs.launcher import Launcher
 from kfp_spot.jobs.service import SUBMISSION_LABEL
+from kfp_spot.vertex import pipeline_context
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT_YAML = ROOT / "components" / "launch_spot_job" / "component.yaml"

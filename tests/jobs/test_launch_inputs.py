@@ -17,7 +17,7 @@ from recording_server import RecordingServer
 from kfp_spot import checkpoints
 from kfp_spot.jobs.entry import launch_spot_job
 from kfp_spot.jobs.spec import LaunchInputError
-from kfp_spot.validation import EXTRA_REGIONS_ENV
+from kfp_spot.vertex import EXTRA_REGIONS_ENV
 
 
 def _deep(depth: int) -> list:

@@ -15,16 +15,15 @@ from kfp.local import placeholder_utils
 from recording_server import RecordingServer
 
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
-from kfp_spot.jobs import pipeline_context
 from kfp_spot.jobs.entry import build_request
-from kfp_spot.jobs.pipeline_context import (
+from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
+from kfp_spot.vertex import InvalidValueError, pipeline_context
+from kfp_spot.vertex.pipeline_context import (
     LOCATION_PLACEHOLDER,
     PERSISTENT_RESOURCE_ID_PLACEHOLDER,
     PROJECT_ID_PLACEHOLDER,
 )
-from kfp_spot.jobs.spec import LaunchInputError
-from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
-from kfp_spot.validation import InvalidValueError
 
 IMAGE = "us-docker.pkg.dev/p/r/trainer:1"
 LOCAL_PARENT = "/v1/projects/local-project/locations/us-central1/customJobs"

@@ -213,7 +213,7 @@ def test_valid_inputs_build_jobs_the_services_rules_accept(
 ):
     """What passes the launcher's input checks also passes kfp_spot.validation (no surprises at
     create time)."""
-    from kfp_spot.validation import validate_custom_job
+    from kfp_spot.vertex import validate_custom_job
 
     code = (
         {"container_image_uri": "us-docker.pkg.dev/p/r/trainer:1", "package_uris": []}
@@ -396,7 +396,7 @@ def test_left_at_their_defaults_gcpcs_inputs_leave_the_job_alone():
 
 
 def test_a_job_to_the_emulator_may_write_to_a_local_path_but_not_one_to_vertex():
-    from kfp_spot.validation import EMULATOR
+    from kfp_spot.vertex import EMULATOR
 
     inputs = _inputs(base_output_directory="/tmp/run")
     build_custom_job(inputs, target=EMULATOR)

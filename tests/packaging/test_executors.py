@@ -10,7 +10,7 @@ from google.cloud import aiplatform_v1
 
 from kfp_spot import executors
 from kfp_spot.emulator import Emulator
-from kfp_spot.validation import InvalidJobSpecError, validate_custom_job
+from kfp_spot.vertex import InvalidJobSpecError, validate_custom_job
 from tests.vertex_jobs import package_job
 
 TRAINING = "docker.pkg.dev/vertex-ai/training"

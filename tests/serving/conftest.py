@@ -21,7 +21,7 @@ from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
 from sklearn.linear_model import LogisticRegression
 
 from kfp_spot.emulator import Emulator
-from kfp_spot.jobs.client import make_client, resolve_endpoint
+from kfp_spot.vertex.client import make_client, resolve_endpoint
 
 PARENT = "projects/p/locations/us-central1"
 SKLEARN_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"

@@ -249,7 +249,7 @@ def test_under_kfp_local_a_bad_input_fails_the_task_in_one_line(tmp_path, capfd)
 
 def test_gcpc_placeholders_are_settled_per_target(serving, sklearn_model_dir, tmp_path):
     from kfp_spot.emulator import names
-    from kfp_spot.jobs.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
+    from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 
     # Nothing filled them in (no Vertex AI Pipelines): on the emulator, local-project/us-central1.
     deployed, endpoint, _ = _deploy(

@@ -11,7 +11,6 @@ from google.cloud.aiplatform_v1 import EndpointServiceClient, PredictionServiceC
 
 from kfp_spot import accounting
 from kfp_spot.emulator import Emulator
-from kfp_spot.jobs.client import make_client, resolve_endpoint
 from kfp_spot.pipelines import catalog
 from kfp_spot.pipelines.local_run import (
     EXAMPLE_SOURCE,
@@ -20,6 +19,7 @@ from kfp_spot.pipelines.local_run import (
     run_local,
     summarize,
 )
+from kfp_spot.vertex.client import make_client, resolve_endpoint
 from tests.serving.conftest import wait_for
 
 

@@ -40,7 +40,7 @@ from kfp_spot.emulator.serving.catalog import (
     stamp,
 )
 from kfp_spot.emulator.serving.deployments import Deployments
-from kfp_spot.validation import InvalidJobSpecError, check_machine_spec
+from kfp_spot.vertex import InvalidJobSpecError, check_machine_spec
 
 MAX_REPLICAS = 16  # serving replicas of one deployed model, each a local process
 

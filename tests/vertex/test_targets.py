@@ -11,7 +11,7 @@ from google.cloud.aiplatform_v1.types import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfp_spot.validation import (
+from kfp_spot.vertex import (
     EMULATOR,
     VERTEX_AI,
     InvalidJobSpecError,

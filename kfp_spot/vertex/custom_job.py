@@ -8,7 +8,7 @@ the service to judge.
 
 Where the emulator and Vertex AI differ, a :class:`Target` says so, in this module only:
 :data:`VERTEX_AI` and :data:`EMULATOR`. The emulator's one extension is local output paths (its jobs
-run on this machine: :mod:`kfp_spot.validation.storage`); what it lacks is the Vertex AI resources a
+run on this machine: :mod:`kfp_spot.vertex.storage`); what it lacks is the Vertex AI resources a
 job can name (persistent resources, TensorBoards), so a job naming one is refused there, as Vertex
 refuses a job naming one that does not exist. Resources outside Vertex AI (service accounts, VPC
 networks, Cloud KMS keys) are checked for their form only, by both: the emulator cannot see them.
@@ -31,8 +31,8 @@ from typing import Any, cast
 from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
 from kfp_spot import executors, machines
-from kfp_spot.validation.storage import check_output_uri
-from kfp_spot.validation.values import (
+from kfp_spot.vertex.storage import check_output_uri
+from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
     MAX_BOOT_DISK_GB,
     MAX_DISPLAY_NAME,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfp_spot.jobs.client import resolve_endpoint
-from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.vertex.client import resolve_endpoint
+from kfp_spot.vertex.values import InvalidFieldError
 
 labels = st.text(string.ascii_lowercase + string.digits, min_size=1, max_size=12)
 hostnames = st.lists(labels, min_size=1, max_size=4).map(".".join)
@@ -40,7 +40,7 @@ def test_https_or_bare_hosts_are_vertex_endpoints(host, port, with_scheme):
 def test_any_text_is_an_endpoint_or_named(text):
     try:
         endpoint = resolve_endpoint("us-central1", text)
-    except LaunchInputError as exc:
+    except InvalidFieldError as exc:
         assert exc.field == "api_endpoint"
         assert "\n" not in str(exc)
         assert "http://HOST:PORT" in str(exc)
@@ -68,13 +68,13 @@ def test_any_text_is_an_endpoint_or_named(text):
     ],
 )
 def test_bad_endpoints_say_what_is_wrong(bad, why):
-    with pytest.raises(LaunchInputError) as info:
+    with pytest.raises(InvalidFieldError) as info:
         resolve_endpoint("us-central1", bad)
     assert info.value.field == "api_endpoint"
     assert why in str(info.value)
 
 
 def test_the_default_endpoint_needs_a_vertex_region():
-    with pytest.raises(LaunchInputError) as info:
+    with pytest.raises(InvalidFieldError) as info:
         resolve_endpoint("us-central1\n")
     assert info.value.field == "location"

@@ -11,44 +11,44 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfp_spot import validation
-from kfp_spot.validation import InvalidValueError
+from kfp_spot import vertex
+from kfp_spot.vertex import InvalidValueError
 
 KFP_SPOT = Path(__file__).resolve().parents[2] / "kfp_spot"
 
 # -- durations -------------------------------------------------------------------------------
 
 
-@given(st.integers(0, validation.MAX_DURATION_SECONDS), st.sampled_from(["", "s"]))
+@given(st.integers(0, vertex.MAX_DURATION_SECONDS), st.sampled_from(["", "s"]))
 def test_every_duration_protobuf_holds_parses_to_its_seconds(seconds, unit):
-    assert validation.parse_duration(f"{seconds}{unit}") == seconds
+    assert vertex.parse_duration(f"{seconds}{unit}") == seconds
 
 
 @given(
-    st.integers(0, validation.MAX_DURATION_SECONDS // 86400),
+    st.integers(0, vertex.MAX_DURATION_SECONDS // 86400),
     st.sampled_from([("m", 60), ("h", 3600), ("d", 86400)]),
 )
 def test_units_scale(number, unit):
     suffix, factor = unit
-    assert validation.parse_duration(f"{number}{suffix}") == number * factor
+    assert vertex.parse_duration(f"{number}{suffix}") == number * factor
 
 
-@given(st.integers(validation.MAX_DURATION_SECONDS + 1, 10**40))
+@given(st.integers(vertex.MAX_DURATION_SECONDS + 1, 10**40))
 def test_durations_past_protobufs_range_are_refused(seconds):
     for value in (f"{seconds}s", seconds, float(seconds)):
         with pytest.raises(InvalidValueError, match="at most 315576000000s"):
-            validation.parse_duration(value)
+            vertex.parse_duration(value)
 
 
 @given(st.one_of(st.text(max_size=30), st.floats(), st.integers(), st.none(), st.booleans()))
 def test_any_value_is_a_bounded_duration_or_refused_clearly(value):
     try:
-        seconds = validation.parse_duration(value)
+        seconds = vertex.parse_duration(value)
     except InvalidValueError as exc:
         assert "'3600s'" in str(exc)
         assert "\n" not in str(exc)
     else:
-        assert 0 <= seconds <= validation.MAX_DURATION_SECONDS
+        assert 0 <= seconds <= vertex.MAX_DURATION_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -56,13 +56,13 @@ def test_any_value_is_a_bounded_duration_or_refused_clearly(value):
 )
 def test_malformed_durations_are_refused(bad):
     with pytest.raises(InvalidValueError):
-        validation.parse_duration(bad)
+        vertex.parse_duration(bad)
 
 
 def test_zero_is_refused_only_when_it_means_nothing():
-    assert validation.parse_duration("0s") == 0
+    assert vertex.parse_duration("0s") == 0
     with pytest.raises(InvalidValueError, match="longer than 0s"):
-        validation.parse_duration("0s", allow_zero=False)
+        vertex.parse_duration("0s", allow_zero=False)
 
 
 # -- project IDs -----------------------------------------------------------------------------
@@ -78,19 +78,19 @@ valid_ids = st.builds(
 
 @given(valid_ids)
 def test_project_ids_by_gcp_rules_are_accepted(project):
-    assert validation.check_project_id(project) == project
+    assert vertex.check_project_id(project) == project
 
 
 @given(valid_ids, st.sampled_from(["example.com", "corp.example.co.uk", "a1.io"]))
 def test_domain_scoped_project_ids_are_accepted(project, domain):
-    validation.check_project_id(f"{domain}:{project}")
+    vertex.check_project_id(f"{domain}:{project}")
 
 
 @given(st.text(max_size=40))
 def test_what_is_accepted_keeps_gcp_rules(text):
     """Checked with plain string tests, independently of the module's regular expressions."""
     try:
-        validation.check_project_id(text)
+        vertex.check_project_id(text)
     except InvalidValueError as exc:
         assert "6-30 lowercase letters" in str(exc)
         return
@@ -123,35 +123,35 @@ def test_what_is_accepted_keeps_gcp_rules(text):
 )
 def test_malformed_project_ids_are_refused(bad):
     with pytest.raises(InvalidValueError, match="Google Cloud project ID"):
-        validation.check_project_id(bad)
+        vertex.check_project_id(bad)
 
 
 # -- regions ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("region", sorted(validation.VERTEX_REGIONS))
+@pytest.mark.parametrize("region", sorted(vertex.VERTEX_REGIONS))
 def test_every_vertex_region_is_accepted_and_only_whole(region):
-    assert validation.check_region(region) == region
+    assert vertex.check_region(region) == region
     for bad in (f"{region}\n", f" {region}", region.upper()):
         with pytest.raises(InvalidValueError):
-            validation.check_region(bad)
+            vertex.check_region(bad)
 
 
 def test_an_unknown_region_names_the_list_a_close_match_and_the_way_to_add_one(monkeypatch):
-    monkeypatch.delenv(validation.EXTRA_REGIONS_ENV, raising=False)
+    monkeypatch.delenv(vertex.EXTRA_REGIONS_ENV, raising=False)
     with pytest.raises(InvalidValueError) as info:
-        validation.check_region("us-centrl1")
+        vertex.check_region("us-centrl1")
     text = str(info.value)
     assert "did you mean 'us-central1'" in text
-    assert "europe-west4" in text and validation.EXTRA_REGIONS_ENV in text
-    assert "global" not in validation.VERTEX_REGIONS  # runs no CustomJobs
+    assert "europe-west4" in text and vertex.EXTRA_REGIONS_ENV in text
+    assert "global" not in vertex.VERTEX_REGIONS  # runs no CustomJobs
 
 
 def test_extra_regions_are_read_at_call_time(monkeypatch):
     with pytest.raises(InvalidValueError):
-        validation.check_region("mars-central9")
-    monkeypatch.setenv(validation.EXTRA_REGIONS_ENV, "mars-central9")
-    assert validation.check_region("mars-central9") == "mars-central9"
+        vertex.check_region("mars-central9")
+    monkeypatch.setenv(vertex.EXTRA_REGIONS_ENV, "mars-central9")
+    assert vertex.check_region("mars-central9") == "mars-central9"
 
 
 # -- nesting, text, names --------------------------------------------------------------------
@@ -174,53 +174,53 @@ def _depth(value) -> int:
 @given(json_values)
 def test_nesting_depth_of_objects_and_of_their_json_text_agree(value):
     if not isinstance(value, str):  # a str is read as JSON text (documented), not as a leaf
-        assert validation.values.nesting_depth(value, 1000) == _depth(value)
-    assert validation.values.nesting_depth(json.dumps(value), 1000) == _depth(value)
+        assert vertex.values.nesting_depth(value, 1000) == _depth(value)
+    assert vertex.values.nesting_depth(json.dumps(value), 1000) == _depth(value)
 
 
 @pytest.mark.parametrize("depth", [21, 5000, 100_000])
 def test_deep_values_are_refused_without_recursion(depth):
     text = "[" * depth + "]" * depth
     with pytest.raises(InvalidValueError, match="more than 20 levels"):
-        validation.loads_bounded(text)
+        vertex.loads_bounded(text)
     value: list = []
     for _ in range(depth):
         value = [value]
     with pytest.raises(InvalidValueError, match="more than 20 levels"):
-        validation.check_nesting(value)
+        vertex.check_nesting(value)
 
 
 def test_brackets_inside_json_strings_do_not_count():
-    assert validation.loads_bounded(json.dumps(["[" * 50, {"k": "{" * 50}])) == [
+    assert vertex.loads_bounded(json.dumps(["[" * 50, {"k": "{" * 50}])) == [
         "[" * 50,
         {"k": "{" * 50},
     ]
 
 
 def test_text_must_be_encodable():
-    validation.check_text({"ok": ["fine", "ünïcode ✓"]})
+    vertex.check_text({"ok": ["fine", "ünïcode ✓"]})
     for bad in ("\ud800", ["a", "\udfff"], {"\ud800": "x"}):
         with pytest.raises(InvalidValueError, match="UTF-8"):
-            validation.check_text(bad)
+            vertex.check_text(bad)
 
 
 @pytest.mark.parametrize("name", ["trainer.task", "a", "_x.y_2"])
 def test_module_names(name):
-    assert validation.is_module_name(name)
-    assert not validation.is_module_name(name + "\n")
+    assert vertex.is_module_name(name)
+    assert not vertex.is_module_name(name + "\n")
 
 
 @pytest.mark.parametrize("name", ["trainer/task.py", "1x", "a..b", "a.", "", None])
 def test_not_module_names(name):
-    assert not validation.is_module_name(name)
+    assert not vertex.is_module_name(name)
 
 
 def test_env_names_and_labels_are_matched_whole():
-    assert validation.is_env_name("SEED") and not validation.is_env_name("SEED\n")
-    validation.check_label("team", "ml-platform_1")
+    assert vertex.is_env_name("SEED") and not vertex.is_env_name("SEED\n")
+    vertex.check_label("team", "ml-platform_1")
     for key, value in (("team\n", "x"), ("team", "x\n"), ("Team", "x"), ("t", "A")):
         with pytest.raises(InvalidValueError):
-            validation.check_label(key, value)
+            vertex.check_label(key, value)
 
 
 # -- one rule, one home ----------------------------------------------------------------------
@@ -288,7 +288,7 @@ def test_vertex_limits_have_one_home():
     from kfp_spot import packaging
     from kfp_spot.packaging import sources
 
-    assert packaging.MAX_PACKAGE_URIS is validation.MAX_PACKAGE_URIS
+    assert packaging.MAX_PACKAGE_URIS is vertex.MAX_PACKAGE_URIS
     assert sources.is_module_name("trainer.task") and not sources.is_module_name("trainer.task\n")
     assert not sources.is_module_name("trainer.class")  # packaging adds: importable by `import`
     for needle in ("MAX_PACKAGE_URIS = ", "[A-Za-z_][A-Za-z0-9_]*"):
@@ -297,4 +297,4 @@ def test_vertex_limits_have_one_home():
             for p in KFP_SPOT.rglob("*.py")
             if needle in p.read_text()
         ]
-        assert copies == ["kfp_spot/validation/values.py"], needle
+        assert copies == ["kfp_spot/vertex/values.py"], needle

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kfp_spot import validation
+from kfp_spot.vertex import regions, values
 
 
 class SubmissionError(ValueError):
@@ -24,12 +24,12 @@ def validate_submission(
     if not Path(template_path).is_file():
         raise SubmissionError(f"template {template_path}: no such file (compile it first)")
     for name, check, value in (
-        ("project", validation.check_project_id, project),
-        ("location", validation.check_region, location),
+        ("project", values.check_project_id, project),
+        ("location", regions.check_region, location),
     ):
         try:
             check(value)
-        except validation.InvalidValueError as exc:
+        except values.InvalidValueError as exc:
             raise SubmissionError(f"{name}: {exc}") from None
     if pipeline_root and not pipeline_root.startswith("gs://"):
         raise SubmissionError(

@@ -20,9 +20,8 @@ from google.api_core import gapic_v1
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform_v1 import JobServiceClient
 
-from kfp_spot import validation
-from kfp_spot.jobs.spec import LaunchInputError, checked
 from kfp_spot.version import __version__
+from kfp_spot.vertex import custom_job, regions, values
 
 USER_AGENT = f"kfp-spot/{__version__}"
 ENDPOINT_FORM = (
@@ -43,18 +42,18 @@ class Endpoint:
     local: bool  # the emulator (plain HTTP, anonymous) rather than Vertex AI
 
     @property
-    def target(self) -> validation.Target:
+    def target(self) -> custom_job.Target:
         """Whose rules a job sent here must pass (the rules module's view of this endpoint)."""
-        return validation.EMULATOR if self.local else validation.VERTEX_AI
+        return custom_job.EMULATOR if self.local else custom_job.VERTEX_AI
 
     def resource_uri(self, name: str) -> str:
         """The URI of resource ``name`` as GCPC writes it in gcp_resources."""
         return f"{self.base_url}/v1/{name}"
 
 
-def _bad(api_endpoint: str, why: str) -> LaunchInputError:
-    return LaunchInputError(
-        "api_endpoint", f"{validation.show(api_endpoint)} {why}; expected {ENDPOINT_FORM}"
+def _bad(api_endpoint: str, why: str) -> values.InvalidFieldError:
+    return values.InvalidFieldError(
+        "api_endpoint", f"{values.show(api_endpoint)} {why}; expected {ENDPOINT_FORM}"
     )
 
 
@@ -97,10 +96,13 @@ def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
             a path, query, credentials or whitespace are refused.
 
     Raises:
-        LaunchInputError: naming ``location`` or ``api_endpoint`` and the valid form.
+        InvalidFieldError: naming ``location`` or ``api_endpoint`` and the valid form.
     """
     if not api_endpoint:
-        checked("location", validation.check_region, location)
+        try:
+            regions.check_region(location)
+        except values.InvalidValueError as exc:
+            raise values.InvalidFieldError("location", str(exc)) from None
         host = f"{location}-aiplatform.googleapis.com"
         return Endpoint(host, f"https://{host}", local=False)
     if not isinstance(api_endpoint, str) or any(c.isspace() for c in api_endpoint):
@@ -128,7 +130,7 @@ def is_emulator_endpoint(api_endpoint: str) -> bool:
     """Whether ``api_endpoint`` is the local emulator's (no location needed to tell).
 
     Raises:
-        LaunchInputError: naming ``api_endpoint`` when it is malformed.
+        InvalidFieldError: naming ``api_endpoint`` when it is malformed.
     """
     return bool(api_endpoint) and resolve_endpoint("", api_endpoint).local
 

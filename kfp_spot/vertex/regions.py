@@ -13,7 +13,7 @@ import difflib
 import os
 import re
 
-from kfp_spot.validation.values import InvalidValueError, show
+from kfp_spot.vertex.values import InvalidValueError, show
 
 EXTRA_REGIONS_ENV = "KFP_SPOT_EXTRA_REGIONS"
 

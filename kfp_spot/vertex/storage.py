@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 
-from kfp_spot.validation.values import InvalidValueError, show
+from kfp_spot.vertex.values import InvalidValueError, show
 
 GCS_FUSE_ROOT = "/gcs/"
 # Cloud Storage bucket names: 3-63 characters of lowercase letters, digits, '-', '_' and '.'

@@ -75,6 +75,19 @@ class InvalidValueError(ValueError):
     """A value breaks a rule; the message says what is wrong and what would be valid."""
 
 
+class InvalidFieldError(InvalidValueError):
+    """A request field's value breaks a rule: names the field (``field``) and the rule (``reason``).
+
+    The floor's neutral error: shared plumbing (:mod:`kfp_spot.vertex.client`) raises it, and each
+    component maps it to its own input error (``kfp_spot.validation.component_inputs.inputs_of``).
+    """
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 def show(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters, for one-line error messages."""
     text = repr(value)

@@ -31,7 +31,7 @@ import json
 import logging
 from collections.abc import Mapping
 
-from kfp_spot.validation import InvalidValueError
+from kfp_spot.vertex import InvalidValueError
 
 log = logging.getLogger(__name__)
 
