@@ -19,7 +19,8 @@ scikit-learn and XGBoost images of the Vertex AI SDK's ``aiplatform.constants.pr
 (google-cloud-aiplatform 1.165) with the files each loads (the "exporting model artifacts" page);
 TensorFlow and PyTorch images are known by name, but the local emulator does not serve them. Each
 served image has a profile (:attr:`PredictionImage.profile`) like a training image's, so a
-serving replica's environment is made the way a package job's is (``kfp_spot.serving.env``).
+serving replica's environment is made the way a package job's is
+(``kfp_spot.emulator.serving.env``).
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ SERVING_ORDER = (
     "prediction",
     "deployments",
     "launch",
+    "env",
     "catalog",
     "pool",
     "store",
+    "predictor",
 )
 
 

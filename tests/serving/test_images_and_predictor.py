@@ -3,7 +3,7 @@
 import pytest
 
 from kfp_spot import executors
-from kfp_spot.serving import predictor
+from kfp_spot.emulator.serving import predictor
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
 from kfp_spot import executors
 from kfp_spot.emulator import names
 from kfp_spot.emulator.server import MAX_BODY
-from kfp_spot.serving.env import serving_python
+from kfp_spot.emulator.serving.env import serving_python
 from tests.serving.conftest import PARENT, X, Y
 
 NUMBER = names.project_number("p")

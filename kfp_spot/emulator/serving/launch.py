@@ -17,10 +17,10 @@ from typing import Any
 from kfp_spot import executors, fs
 from kfp_spot.emulator import replicas
 from kfp_spot.emulator.serving import store as st
+from kfp_spot.emulator.serving.env import serving_python
 from kfp_spot.emulator.serving.pool import ReplicaLaunch
-from kfp_spot.serving.env import serving_python
 
-PREDICTOR = Path(__file__).resolve().parents[2] / "serving" / "predictor.py"
+PREDICTOR = Path(__file__).resolve().parent / "predictor.py"  # run as a file, never imported
 
 
 def replica_launch(

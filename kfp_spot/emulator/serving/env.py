@@ -6,7 +6,7 @@ returns: an environment made from the image's profile (:attr:`PredictionImage.pr
 the XGBoost images add xgboost) by :func:`kfp_spot.envcache.package_env`, the way a package job's
 environment is made from its training image's. So a model file that needs a library the image
 lacks fails to load here as it would on Vertex AI. The prediction server itself
-(``kfp_spot/serving/predictor.py``) is a standalone file that imports nothing of kfp-spot.
+(``kfp_spot/emulator/serving/predictor.py``) is a standalone file that imports nothing of kfp-spot.
 """
 
 from __future__ import annotations
