@@ -10,6 +10,9 @@ Rules and limits (pure, light to import: no GAPIC client is loaded by them):
   project IDs, durations, nesting depth) and Vertex's limits (100 package URIs, 4 worker pools,
   ...); :class:`InvalidValueError` (a value breaks a rule) and :class:`InvalidFieldError` (a
   request field does: the floor's neutral error, which each component maps to its own input).
+- :mod:`~kfp_spot.vertex.model_endpoint`: the rules on Models, Endpoints and DeployedModels
+  (replica counts, traffic splits, serving images, artifact directories, display names, labels),
+  checked by ``deploy_spot_endpoint`` before it calls and by the emulator on every request.
 - :mod:`~kfp_spot.vertex.regions`: Vertex AI's regions, plus ``KFP_SPOT_EXTRA_REGIONS``.
 - :mod:`~kfp_spot.vertex.storage`: where a job writes (``gs://``, ``/gcs/``, and the local
   paths that are the emulator's extension).

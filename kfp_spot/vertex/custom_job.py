@@ -34,6 +34,7 @@ from kfp_spot import executors, machines
 from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
+    INT32_MAX,
     MAX_BOOT_DISK_GB,
     MAX_DISPLAY_NAME,
     MAX_LABELS,
@@ -91,18 +92,26 @@ class Target:
 
     Attributes:
         name: how errors call it.
-        local_output_paths: ``baseOutputDirectory`` may be an absolute local path, ``file:///``
-            or ``gs:///ABS/PATH`` (the jobs run on this machine).
+        local_output_paths: ``baseOutputDirectory`` (and a Model's ``artifactUri``) may be an
+            absolute local path, ``file:///`` or ``gs:///ABS/PATH`` (the jobs and serving
+            replicas run on this machine).
         hosts_vertex_resources: it can hold the persistent resources and TensorBoards a job names.
         known_machines_only: it runs only the machine types in kfp-spot's table (it prices what it
             runs), so a type missing from the table is refused before any call; elsewhere the
             service judges it.
+        max_serving_replicas: the most replicas it starts for one deployed model
+            (``dedicatedResources.minReplicaCount``, :mod:`kfp_spot.vertex.model_endpoint`).
+            Vertex AI documents no fixed maximum (a count past the project's quota fails the
+            deployment), so its limit is the field's type, int32.
+        serving_replicas_why: why it has that limit, said in the error.
     """
 
     name: str
     local_output_paths: bool
     hosts_vertex_resources: bool
     known_machines_only: bool
+    max_serving_replicas: int = INT32_MAX
+    serving_replicas_why: str = "minReplicaCount is an int32"
 
 
 VERTEX_AI = Target(
@@ -113,6 +122,8 @@ EMULATOR = Target(
     local_output_paths=True,
     hosts_vertex_resources=False,
     known_machines_only=True,
+    max_serving_replicas=16,
+    serving_replicas_why="it runs every serving replica as a process on this machine",
 )
 
 

@@ -18,6 +18,7 @@ MAX_PACKAGE_URIS = 100  # pythonPackageSpec.packageUris: the trainer plus its de
 MAX_WORKER_POOLS = 4  # primary, workers, parameter servers, evaluators
 MAX_DISPLAY_NAME = 128
 MAX_LABELS = 64
+INT32_MAX = 2**31 - 1  # the largest value of an int32 field (replica counts, ...)
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 # "boot disk size must be within the range of [100, 64000]" (Vertex SDK, DiskSpec)
 MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 100, 64000
