@@ -1,8 +1,9 @@
-"""Spot inference: deploy a model to a Vertex AI endpoint on Spot VMs, and what serves it locally.
+"""Spot inference: deploy a model to a Vertex AI endpoint on Spot VMs.
 
-- ``images``: Vertex AI's prebuilt prediction images and the model files each loads;
-- ``env``: the Python a local serving replica runs in (one seam);
-- ``predictor``: the standalone prediction server a local replica of a prebuilt image runs;
-- ``deploy``: upload, create or reuse an endpoint, deploy on Spot, reattach, cancel;
+- ``deploy``: upload, create or reuse an endpoint, deploy on Spot, reattach, cancel (the rules
+  it checks first are the floor's, :mod:`kfp_spot.vertex.model_endpoint`);
 - ``entry``: the one call the ``deploy_spot_endpoint`` component makes.
+
+What serves a model locally (the serving environment, the prediction server) is the emulator's:
+:mod:`kfp_spot.emulator.serving`.
 """

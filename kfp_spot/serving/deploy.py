@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as retries
 from google.cloud.aiplatform_v1 import EndpointServiceClient, ModelServiceClient
 from google.cloud.aiplatform_v1.types import (
+    AcceleratorType,
     DeployedModel,
     DeployModelResponse,
     Endpoint,
@@ -53,28 +53,78 @@ from google.longrunning import operations_pb2
 
 from kfp_spot import executors, fs, vertex
 from kfp_spot.validation.component_inputs import check_input
+from kfp_spot.vertex import model_endpoint as rules
 from kfp_spot.vertex import pipeline_context
 from kfp_spot.vertex.client import Endpoint as ApiEndpoint
 from kfp_spot.vertex.client import is_emulator_endpoint, make_client, resolve_endpoint
 from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.vertex.signals import cancel_on_signals
-from kfp_spot.vertex.values import InvalidFieldError
+from kfp_spot.vertex.values import INT32_MAX, InvalidFieldError
 
 log = logging.getLogger(__name__)
 
 DEPLOYMENT_LABEL = "kfp_spot_deployment"
-_MODEL_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/models/[^/@]+(@[^/]+)?")
-_ENDPOINT_NAME = re.compile(r"projects/[^/]+/locations/([^/]+)/endpoints/[^/]+")
-MAX_REPLICAS = 1000  # well above any quota: a larger count is a typo
+# Which input sets each field of the requests the deployer sends, for the floor's rules
+# (kfp_spot.vertex.model_endpoint), which name request fields; the longest matching prefix wins.
+REQUEST_FIELD_INPUTS = {
+    "model": "model",
+    "model.displayName": "model_display_name",
+    "model.labels": "labels",
+    "model.artifactUri": "model",
+    "model.containerSpec": "serving_container_image_uri",
+    "endpoint": "endpoint_display_name",
+    "endpoint.labels": "labels",
+    "deployedModel": "deployed_model_display_name",
+    "deployedModel.model": "uploaded_model",
+    rules.DEDICATED_RESOURCES: "machine_type",
+    f"{rules.DEDICATED_RESOURCES}.machineSpec.acceleratorType": "accelerator_type",
+    f"{rules.DEDICATED_RESOURCES}.machineSpec.acceleratorCount": "accelerator_count",
+    rules.MIN_REPLICA_COUNT: "min_replica_count",
+    rules.MAX_REPLICA_COUNT: "max_replica_count",
+    f"{rules.DEDICATED_RESOURCES}.spot": "spot",
+    rules.TRAFFIC_SPLIT: "traffic_split",
+}
+# A path the floor names in a message, written as the input instead (longest first).
+_PATHS_IN_MESSAGES = sorted(
+    (
+        (path, name)
+        for path, name in REQUEST_FIELD_INPUTS.items()
+        if "." in path and not any(other.startswith(f"{path}.") for other in REQUEST_FIELD_INPUTS)
+    ),
+    key=lambda item: -len(item[0]),
+)
 
 
 class DeployInputError(ValueError):
-    """An input of deploy_spot_endpoint is invalid; names the input and what would be valid."""
+    """An input of deploy_spot_endpoint is invalid; names the input and what would be valid.
 
-    def __init__(self, field_name: str, message: str):
+    Attributes:
+        field: the input.
+        reason: what is wrong and what would be valid.
+        request_field: the request field the floor's rule named (empty for the deployer's own
+            rules on its inputs).
+    """
+
+    def __init__(self, field_name: str, message: str, request_field: str = ""):
         super().__init__(f"deploy_spot_endpoint input {field_name!r}: {message}")
         self.field = field_name
         self.reason = message
+        self.request_field = request_field
+
+
+def input_error(exc: InvalidFieldError) -> DeployInputError:
+    """A floor rule's refusal (a request field) as the error of the input that set the field."""
+    parts = exc.field.split(".")
+    name = exc.field
+    for n in range(len(parts), 0, -1):
+        hit = REQUEST_FIELD_INPUTS.get(".".join(parts[:n]))
+        if hit is not None:
+            name = hit
+            break
+    reason = exc.reason
+    for path, input_name in _PATHS_IN_MESSAGES:
+        reason = reason.replace(path, input_name)
+    return DeployInputError(name, reason, exc.field)
 
 
 class DeployFailedError(RuntimeError):
@@ -136,7 +186,11 @@ class DeployResult:
 
 
 def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
-    """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called."""
+    """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called.
+
+    The rules of the requests are the floor's (:mod:`kfp_spot.vertex.model_endpoint`, checked
+    against ``target``, the emulator applying the same); their refusals name the input.
+    """
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
     if not request.location:
@@ -149,128 +203,74 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
             "output) / `artifact_uri`, or `uploaded_model` (a google.VertexModel)",
         )
     for value, name, pattern in (
-        (request.uploaded_model, "uploaded_model", _MODEL_NAME),
-        (request.endpoint, "endpoint", _ENDPOINT_NAME),
+        (request.uploaded_model, "uploaded_model", rules.MODEL_NAME),
+        (request.endpoint, "endpoint", rules.ENDPOINT_NAME),
     ):
-        match = pattern.fullmatch(value) if value else None
-        if value and not match:
+        if not value:
+            continue
+        if not pattern.fullmatch(value):
             kind = "models/ID" if name == "uploaded_model" else "endpoints/ID"
             raise DeployInputError(
                 name, f"{value!r} is not a resource name projects/P/locations/L/{kind}"
             )
-        if match and match.group(1) != request.location:
+        if rules.location_of(value) != request.location:
             raise DeployInputError(
-                name, f"{value} is in {match.group(1)}, not in location {request.location!r}"
+                name,
+                f"{value} is in {rules.location_of(value)}, not in location {request.location!r}",
             )
-    _check_replicas(request)
-    spec = MachineSpec(
-        machine_type=request.machine_type,
-        accelerator_type=request.accelerator_type or 0,
-        accelerator_count=request.accelerator_count,
-    )
-    _check_machine(spec, request.spot, target)
-    _check_split(request.traffic_split)
     if len(request.labels) > vertex.MAX_LABELS - 1:  # one is the deployment label
         raise DeployInputError(
             "labels", f"has {len(request.labels)} labels; at most {vertex.MAX_LABELS - 1}"
         )
-    for key, value in request.labels.items():
-        check_input(DeployInputError, "labels", vertex.check_label, key, value)
-    model = None
-    if request.artifact_uri:
-        model = _model_proto(request)
-    deployed = DeployedModel(
-        display_name=request.deployed_model_display_name,
-        service_account=request.service_account,
-        dedicated_resources={
-            "machine_spec": spec,
-            "min_replica_count": request.min_replica_count,
-            "max_replica_count": request.max_replica_count or request.min_replica_count,
-            "spot": request.spot,
-        },
-    )
+    try:
+        # The counts first: the proto takes only int32s.
+        rules.check_replica_counts(request.min_replica_count, request.max_replica_count, target)
+        deployed = DeployedModel(
+            display_name=request.deployed_model_display_name,
+            service_account=request.service_account,
+            dedicated_resources={
+                "machine_spec": _machine_spec(request),
+                "min_replica_count": request.min_replica_count,
+                "max_replica_count": request.max_replica_count or request.min_replica_count,
+                "spot": request.spot,
+            },
+        )
+        rules.check_dedicated_resources(deployed.dedicated_resources, target)
+        rules.check_traffic_split(request.traffic_split)
+        model = _model(request, target) if request.artifact_uri else None  # uploaded first
+        rules.check_endpoint(
+            Endpoint(display_name=request.endpoint_display_name, labels=dict(request.labels))
+        )
+    except InvalidFieldError as exc:
+        raise input_error(exc) from None
     return model, deployed
 
 
-def _check_replicas(request: DeployRequest) -> None:
-    low, high = request.min_replica_count, request.max_replica_count
-    if not 1 <= low <= MAX_REPLICAS:
+def _machine_spec(request: DeployRequest) -> MachineSpec:
+    """The replicas' MachineSpec; the values the message cannot hold are refused here."""
+    acc = request.accelerator_type
+    if acc and acc not in AcceleratorType.__members__:
         raise DeployInputError(
-            "min_replica_count",
-            f"is {low}; it must be 1..{MAX_REPLICAS} (2 or more keeps a Spot endpoint answering "
-            "while one replica is preempted)",
+            "accelerator_type",
+            f"{acc!r} is not an accelerator type (e.g. NVIDIA_TESLA_T4, NVIDIA_L4, TPU_V5_LITEPOD)",
         )
-    if high and not low <= high <= MAX_REPLICAS:
+    if not 0 <= request.accelerator_count <= INT32_MAX:
         raise DeployInputError(
-            "max_replica_count",
-            f"is {high}; it must be 0 (= min_replica_count) or between min_replica_count ({low}) "
-            f"and {MAX_REPLICAS}",
+            "accelerator_count", f"is {request.accelerator_count}; it must be 0..{INT32_MAX}"
         )
+    return MachineSpec(
+        machine_type=request.machine_type,
+        accelerator_type=acc or 0,
+        accelerator_count=request.accelerator_count,
+    )
 
 
-def _check_machine(spec: MachineSpec, spot: bool, target: vertex.Target) -> None:
-    """The training rules on the replicas' machine (no Spot on TPU Pods), as inputs' errors.
-
-    A machine type missing from kfp-spot's table is refused where ``target`` runs only known
-    machines (the emulator) and left to Vertex AI otherwise.
-    """
-    try:
-        vertex.check_machine_spec(
-            spec,
-            "machine_spec",
-            spot=spot,
-            known_machines_only=target.known_machines_only,
-            spot_off="spot=False",
-        )
-    except vertex.InvalidJobSpecError as exc:
-        name = "machine_type"
-        if exc.field.endswith("acceleratorType"):
-            name = "accelerator_type"
-        elif exc.field.endswith("acceleratorCount"):
-            name = "accelerator_count"
-        raise DeployInputError(name, exc.message) from None
-
-
-def _check_split(split: Mapping[str, int]) -> None:
-    if not split:
-        return
-    for key, value in split.items():
-        if not (key == "0" or str(key).isdigit()):
-            raise DeployInputError(
-                "traffic_split",
-                f'key {key!r} is neither "0" (the model being deployed) nor a deployed model id',
-            )
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
-            raise DeployInputError(
-                "traffic_split", f"{key!r}: {value!r} is not a percentage 0..100"
-            )
-    if sum(split.values()) != 100:
-        raise DeployInputError(
-            "traffic_split", f"{dict(split)} adds up to {sum(split.values())}, not 100"
-        )
-
-
-def _model_proto(request: DeployRequest) -> Model:
-    uri = request.artifact_uri
-    if not uri.startswith("gs://") and fs.to_local_path(uri) is None:
-        raise DeployInputError(
-            "artifact_uri", f"{uri!r} is neither a gs:// URI nor a local path (local emulator)"
-        )
-    try:
-        image = executors.prediction_image(request.serving_container_image_uri)
-    except executors.PredictionImageError as exc:
-        raise DeployInputError("serving_container_image_uri", str(exc)) from None
-    if not request.serving_container_image_uri:
-        raise DeployInputError(
-            "serving_container_image_uri",
-            f"is required: a prebuilt image such as {executors.DEFAULT_PREDICTION_IMAGE} or your "
-            "own",
-        )
-    if image is not None and image.served_locally:
-        _check_artifacts(uri, image)
-    return Model(
+def _model(request: DeployRequest, target: vertex.Target) -> Model:
+    """The Model to upload, checked by the floor; the directory holds what its image loads."""
+    uri = fs.to_local_path(request.artifact_uri) or request.artifact_uri
+    model = Model(
         display_name=request.model_display_name,
-        artifact_uri=fs.to_local_path(uri) or uri,
+        artifact_uri=uri,
         labels=dict(request.labels),
         container_spec={
             "image_uri": request.serving_container_image_uri,
@@ -282,23 +282,23 @@ def _model_proto(request: DeployRequest) -> Model:
             "health_route": request.serving_container_health_route,
         },
     )
+    image = rules.check_model(model, target)
+    if image is not None and image.artifacts:
+        try:
+            rules.check_artifact_files(uri, _files(uri), image)
+        except InvalidFieldError as exc:
+            hint = "write the model with joblib.dump(model, 'model.joblib') into AIP_MODEL_DIR"
+            raise DeployInputError("model", f"{exc.reason} ({hint})", exc.field) from None
+    return model
 
 
-def _check_artifacts(uri: str, image: executors.PredictionImage) -> None:
-    """The directory holds exactly one model file the prebuilt image loads (as Vertex requires)."""
+def _files(uri: str) -> list[str]:
+    """The names of the files in the model directory ``uri``."""
     try:
-        filesystem, path = fs.filesystem(fs.to_local_path(uri) or uri)
-        names = {p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)}
+        filesystem, path = fs.filesystem(uri)
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)]
     except (FileNotFoundError, NotADirectoryError):
         raise DeployInputError("model", f"the model directory {uri!r} does not exist") from None
-    present = [n for n in image.artifacts if n in names]
-    if len(present) != 1:
-        raise DeployInputError(
-            "model",
-            f"{uri} must hold exactly one of {', '.join(image.artifacts)} for {image.name}; it "
-            f"holds {sorted(names) or 'nothing'} (write the model with joblib.dump(model, "
-            "'model.joblib') into AIP_MODEL_DIR)",
-        )
 
 
 def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:
@@ -477,7 +477,7 @@ class Deployer:
             self._record("VertexEndpoint", endpoint.name)
             return str(endpoint.name)
         for name in recorded:  # the endpoint an earlier attempt created or used
-            if _ENDPOINT_NAME.fullmatch(name):
+            if rules.ENDPOINT_NAME.fullmatch(name):
                 with contextlib.suppress(api_exceptions.NotFound):
                     endpoint = self.endpoints.get_endpoint(name=name, retry=self._read)
                     log.info("reusing endpoint %s recorded by an earlier attempt", name)

@@ -94,8 +94,13 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
 @pytest.mark.parametrize(
     ("inputs", "field", "says"),
     [
-        ({"min_replica_count": 0}, "min_replica_count", "2 or more"),
-        ({"min_replica_count": 3, "max_replica_count": 2}, "max_replica_count", "between"),
+        ({"min_replica_count": 0}, "min_replica_count", "must be 1..16 on the local emulator"),
+        ({"min_replica_count": 17}, "min_replica_count", "as a process on this machine"),
+        ({"min_replica_count": 3, "max_replica_count": 2}, "max_replica_count", "less than min_"),
+        ({"max_replica_count": 2**31}, "max_replica_count", "a count up to 2147483647"),
+        ({"model_display_name": "m" * 129}, "model_display_name", "129 characters"),
+        ({"endpoint_display_name": "x" * 129}, "endpoint_display_name", "at most 128"),
+        ({"traffic_split": {"0": 50, "x": 50}}, "traffic_split", "not a deployed model id"),
         (
             {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32},
             "machine_type",
@@ -145,7 +150,7 @@ def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inp
 def test_a_model_directory_the_image_cannot_serve_is_named(tmp_path):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "model.npz").write_bytes(b"x")
-    with pytest.raises(DeployInputError, match=r"exactly one of model\.joblib, model\.pkl"):
+    with pytest.raises(DeployInputError, match=r"exactly one of: \[model\.joblib, model\.pkl\]"):
         deploy_spot_endpoint(
             project="test-proj",
             model=FakeArtifact(uri=str(tmp_path / "model")),
@@ -243,7 +248,7 @@ def test_under_kfp_local_a_bad_input_fails_the_task_in_one_line(tmp_path, capfd)
             api_endpoint="http://127.0.0.1:9",  # never contacted
         )
     out = "".join(capfd.readouterr())
-    assert "deploy_spot_endpoint input 'min_replica_count': is 0; it must be 1..1000" in out
+    assert "deploy_spot_endpoint input 'min_replica_count': is 0; it must be 1..16 on" in out
     assert "Traceback" not in out
 
 

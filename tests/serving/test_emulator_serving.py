@@ -237,7 +237,7 @@ def test_upload_and_traffic_rules(serving, sklearn_model_dir, tmp_path):
     with pytest.raises(exceptions.GoogleAPICallError, match="exactly one of"):
         serving.upload(tmp_path / "empty")
     endpoint = serving.endpoint()
-    with pytest.raises(exceptions.BadRequest, match="add up to 100"):
+    with pytest.raises(exceptions.BadRequest, match="adds up to 60, not 100"):
         serving.endpoints.deploy_model(
             endpoint=endpoint,
             deployed_model=DeployedModel(

@@ -126,7 +126,7 @@ def test_a_tpu_pod_on_spot_names_the_deployed_models_spot_field(serving, sklearn
             traffic_split={"0": 100},
         )
     assert "TPU Pods" in refused.value.message
-    assert "deployed_model.dedicated_resources.spot false" in refused.value.message
+    assert "deployedModel.dedicatedResources.spot false" in refused.value.message
     assert "scheduling.strategy" not in refused.value.message
 
 
@@ -164,7 +164,7 @@ def test_a_model_needing_a_library_its_image_lacks_does_not_load(serving, tmp_pa
 
 
 def test_endpoint_ids_and_bodies_of_create_are_checked(serving):
-    with pytest.raises(exceptions.BadRequest, match="displayName is required"):
+    with pytest.raises(exceptions.BadRequest, match="endpoint.display_name; Message: is required"):
         serving.endpoints.create_endpoint(parent=PARENT, endpoint=Endpoint())
     created = serving.endpoints.create_endpoint(
         parent=PARENT, endpoint=Endpoint(display_name="mine"), endpoint_id="mine-1"

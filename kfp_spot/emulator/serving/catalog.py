@@ -1,10 +1,11 @@
 """What the serving APIs share: resource names, request parsing, operations, paging, views.
 
-- :func:`canonical` and the ``MODEL_NAME``/``ENDPOINT_NAME`` patterns (a project by ID or
-  number; the store keeps the number);
+- :func:`canonical` (a project by ID or number; the store keeps the number), with the floor's
+  ``MODEL_NAME``/``ENDPOINT_NAME`` patterns;
 - :func:`parse_request`: a decoded JSON body as a request message, refused as Vertex refuses it;
 - :func:`new_operation` and :func:`stamp`: long-running operation shells and timestamps;
-- :func:`check_split` (trafficSplit rules) and :func:`page` (list filters and page tokens);
+- :func:`rule_refusal` (a floor rule's refusal as Vertex's 400) and :func:`page` (list filters
+  and page tokens);
 - :class:`Catalog`: the models, endpoints and deployed models of the store, found by name and
   viewed as protos.
 """
@@ -26,14 +27,28 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 
 from kfp_spot.emulator import filters, names
-from kfp_spot.emulator.errors import ApiError, parse_message
+from kfp_spot.emulator.errors import ApiError, parse_message, rule_error
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.serving import store as st
+from kfp_spot.vertex.model_endpoint import ENDPOINT_NAME, MODEL_NAME
+from kfp_spot.vertex.values import InvalidFieldError
 
 _PARENT = r"projects/[^/]+/locations/[^/]+"
-MODEL_NAME = re.compile(rf"({_PARENT})/models/([^/:@]+)(?:@([^/:]+))?")
-ENDPOINT_NAME = re.compile(rf"({_PARENT})/endpoints/([^/:]+)")
 _SCOPED = re.compile(rf"({_PARENT})(/.*)?")
+__all__ = [
+    "CODE_CANCELLED",
+    "CODE_FAILED_PRECONDITION",
+    "CODE_INVALID_ARGUMENT",
+    "ENDPOINT_NAME",
+    "MODEL_NAME",
+    "Catalog",
+    "canonical",
+    "new_operation",
+    "page",
+    "parse_request",
+    "rule_refusal",
+    "stamp",
+]
 CODE_INVALID_ARGUMENT = 3
 CODE_CANCELLED = 1
 CODE_FAILED_PRECONDITION = 9
@@ -82,23 +97,13 @@ def new_operation(name: str, metadata_cls: Any) -> Any:
     return op
 
 
-def check_split(split: dict[str, int], allowed: set[str], field: str) -> None:
-    """Refuse a traffic split naming other models or not adding up to 100 percent."""
-    unknown = sorted(set(split) - allowed)
-    if unknown:
-        raise ApiError(
-            "INVALID_ARGUMENT",
-            f"{field} names {unknown}, which are not deployed models of this endpoint; use "
-            f'their ids ({sorted(allowed - {"0"}) or "none yet"}) and "0" for the model '
-            "being deployed",
-            field,
-        )
-    if any(not 0 <= v <= 100 for v in split.values()) or sum(split.values()) != 100:
-        raise ApiError(
-            "INVALID_ARGUMENT",
-            f"{field} {split} must give percentages 0..100 that add up to 100",
-            field,
-        )
+def rule_refusal(err: InvalidFieldError, request_cls: Any) -> ApiError:
+    """The 400 for a request the floor's rules refuse (:mod:`kfp_spot.vertex.model_endpoint`).
+
+    In Vertex's form, naming the field as a path in ``request_cls`` (a proto-plus request class,
+    e.g. ``DeployModelRequest``), in snake_case.
+    """
+    return rule_error(err.field, err.reason, request_cls.pb().DESCRIPTOR)
 
 
 def page(

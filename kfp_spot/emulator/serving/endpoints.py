@@ -2,15 +2,16 @@
 
 Create and delete answer done operations; a deploy's operation is done once its replicas answer
 (or fail), an undeploy's once they are gone (:class:`~.deployments.Deployments` finishes both).
-Requests are validated here as Vertex validates them: traffic splits, dedicated resources (the
-shared machine-spec rules of :mod:`kfp_spot.validation`), which images run locally.
+Requests are checked by the floor's rules (:mod:`kfp_spot.vertex.model_endpoint`, the rules
+``deploy_spot_endpoint`` checks too) against :data:`~kfp_spot.vertex.EMULATOR`: display names,
+labels, dedicated resources, replica counts, traffic splits. What is checked here is what needs
+the store (the model and the deployed models an endpoint has) and what this machine can run.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 import secrets
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1.types import (
     CreateEndpointOperationMetadata,
+    CreateEndpointRequest,
     DeployModelOperationMetadata,
     DeployModelRequest,
     Endpoint,
@@ -34,15 +36,20 @@ from kfp_spot.emulator.serving.catalog import (
     MODEL_NAME,
     Catalog,
     canonical,
-    check_split,
     new_operation,
     parse_request,
+    rule_refusal,
     stamp,
 )
 from kfp_spot.emulator.serving.deployments import Deployments
-from kfp_spot.vertex import InvalidJobSpecError, check_machine_spec
-
-MAX_REPLICAS = 16  # serving replicas of one deployed model, each a local process
+from kfp_spot.vertex.custom_job import EMULATOR
+from kfp_spot.vertex.model_endpoint import (
+    check_deployed_model,
+    check_endpoint,
+    check_endpoint_id,
+    check_traffic_split,
+)
+from kfp_spot.vertex.values import InvalidFieldError
 
 
 class EndpointApi:
@@ -80,22 +87,11 @@ class EndpointApi:
         """Create an endpoint; a done operation whose response is the Endpoint."""
         parent = self.catalog.parent(parent)
         pb = parse_request(body, Endpoint, "endpoint")
-        if not pb.display_name:
-            raise ApiError("INVALID_ARGUMENT", "endpoint.displayName is required", "display_name")
-        if pb.deployed_models or pb.traffic_split:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                "deployedModels and trafficSplit are output only on create; deploy models with "
-                ":deployModel",
-                "deployed_models",
-            )
-        if endpoint_id and not re.fullmatch(r"[1-9][0-9]{0,18}|[a-z][a-z0-9-]{0,62}", endpoint_id):
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"endpointId {endpoint_id!r} must be digits (not starting with 0) or lower-case "
-                "letters, digits and hyphens starting with a letter",
-                "endpoint_id",
-            )
+        try:
+            check_endpoint(pb)
+            check_endpoint_id(endpoint_id)
+        except InvalidFieldError as err:
+            raise rule_refusal(err, CreateEndpointRequest) from None
         row_id = endpoint_id or names.new_id()
         name = f"{parent}/endpoints/{row_id}"
         now = time.time()
@@ -142,14 +138,17 @@ class EndpointApi:
         endpoint_name = canonical(endpoint_name)
         request = parse_request(body, DeployModelRequest)
         dm = request.deployed_model
-        model_row = self._deployable_model(row, dm.model)
-        model = self.catalog.model_pb(model_row)
-        self._check_resources(dm, model)
         live = self.store.deployments(row.id)
         split = dict(request.traffic_split)
-        if split:
+        try:
+            check_deployed_model(dm, EMULATOR)
             ids = {d.id for d in live if d.state == st.DEPLOYED}
-            check_split(split, ids | {"0"}, "traffic_split")
+            check_traffic_split(split, ids, deploying=True)
+        except InvalidFieldError as err:
+            raise rule_refusal(err, DeployModelRequest) from None
+        model_row = self._deployable_model(row, dm.model)
+        model = self.catalog.model_pb(model_row)
+        self._check_runnable(model)
         dm_id = names.new_id()
         dm.id = dm_id
         dm.model = model.name
@@ -173,12 +172,6 @@ class EndpointApi:
         return op
 
     def _deployable_model(self, endpoint: st.Row, model_name: str) -> st.Row:
-        if not model_name:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                "deployedModel.model is required: projects/P/locations/L/models/ID",
-                "deployed_model.model",
-            )
         model_name = canonical(model_name)
         match = MODEL_NAME.fullmatch(model_name)
         if match and match.group(1) != endpoint.parent:
@@ -193,45 +186,8 @@ class EndpointApi:
         except ApiError as err:
             raise ApiError(err.status, err.message, "deployed_model.model") from None
 
-    def _check_resources(self, dm: Any, model: Any) -> None:
-        if dm.WhichOneof("prediction_resources") != "dedicated_resources":
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                "Model with a custom container or prebuilt image supports only "
-                "deployedModel.dedicatedResources (machineSpec, minReplicaCount, ...)",
-                "deployed_model.dedicated_resources",
-            )
-        res = dm.dedicated_resources
-        where = "deployed_model.dedicated_resources"
-        try:
-            check_machine_spec(
-                res.machine_spec,
-                f"{where}.machine_spec",
-                spot=res.spot,
-                spot_off=f"{where}.spot false",
-            )
-        except InvalidJobSpecError as err:
-            raise ApiError("INVALID_ARGUMENT", str(err), err.field) from None
-        if res.min_replica_count < 1:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"{where}.min_replica_count is {res.min_replica_count}; it must be >= 1",
-                f"{where}.min_replica_count",
-            )
-        if res.max_replica_count and res.max_replica_count < res.min_replica_count:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"{where}.max_replica_count ({res.max_replica_count}) is less than "
-                f"min_replica_count ({res.min_replica_count})",
-                f"{where}.max_replica_count",
-            )
-        if res.min_replica_count > MAX_REPLICAS:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"{where}.min_replica_count is {res.min_replica_count}; the local emulator runs "
-                f"every replica as a process on this machine and allows at most {MAX_REPLICAS}",
-                f"{where}.min_replica_count",
-            )
+    def _check_runnable(self, model: Any) -> None:
+        """What the emulator cannot run (Vertex AI can): refused as FAILED_PRECONDITION."""
         image = executors.prediction_image(model.container_spec.image_uri)
         if image is not None and not image.served_locally:
             raise ApiError(
@@ -265,7 +221,10 @@ class EndpointApi:
         split = dict(request.traffic_split) or dict(endpoint.traffic_split)
         if request.traffic_split:
             others = {d.id for d in self.store.deployments(row.id) if d.state == st.DEPLOYED}
-            check_split(split, others, "traffic_split")
+            try:
+                check_traffic_split(split, others, deploying=False)
+            except InvalidFieldError as err:
+                raise rule_refusal(err, UndeployModelRequest) from None
         remaining = {k: v for k, v in split.items() if k != dep.id}
         if split.get(dep.id) and remaining:
             raise ApiError(

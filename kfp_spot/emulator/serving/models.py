@@ -1,7 +1,9 @@
 """The emulated ModelService: ``models:upload`` (a done operation), get, list, delete.
 
-An upload is refused as Vertex refuses it (a prediction image and, for a prebuilt one, an
-artifact directory holding exactly one of the files that image serves).
+An upload is refused as Vertex refuses it, by the floor's rules
+(:mod:`kfp_spot.vertex.model_endpoint`, which ``deploy_spot_endpoint`` checks too): a display
+name, labels, a prediction image and, for a prebuilt one, an artifact directory holding exactly
+one of the files that image serves (listed here, judged there).
 """
 
 from __future__ import annotations
@@ -25,8 +27,12 @@ from kfp_spot.emulator.serving.catalog import (
     Catalog,
     new_operation,
     parse_request,
+    rule_refusal,
     stamp,
 )
+from kfp_spot.vertex.custom_job import EMULATOR
+from kfp_spot.vertex.model_endpoint import check_artifact_files, check_model
+from kfp_spot.vertex.values import InvalidFieldError
 
 
 class ModelApi:
@@ -52,29 +58,10 @@ class ModelApi:
                 "model instead",
                 "parent_model",
             )
-        if not model.display_name:
-            raise ApiError(
-                "INVALID_ARGUMENT", "model.displayName is required", "model.display_name"
-            )
-        image_uri = model.container_spec.image_uri
-        if not image_uri:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                "model.containerSpec.imageUri is required: a prebuilt prediction image such as "
-                f"{executors.DEFAULT_PREDICTION_IMAGE} or your own serving container",
-                "model.container_spec.image_uri",
-            )
         try:
-            image = executors.prediction_image(image_uri)
-        except executors.PredictionImageError as err:
-            raise ApiError("INVALID_ARGUMENT", str(err), "model.container_spec.image_uri") from None
-        if image is not None and not model.artifact_uri:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"model.artifactUri is required with the prebuilt image {image.name}: the "
-                "directory holding " + " or ".join(image.artifacts),
-                "model.artifact_uri",
-            )
+            image = check_model(model, EMULATOR)
+        except InvalidFieldError as err:
+            raise rule_refusal(err, UploadModelRequest) from None
         model_id = request.model_id or names.new_id()
         name = f"{parent}/models/{model_id}"
         op = new_operation(f"{name}/operations/{names.new_id()}", UploadModelOperationMetadata)
@@ -127,24 +114,13 @@ class ModelApi:
 
 def _artifact_problem(uri: str, image: executors.PredictionImage | None) -> str | None:
     """Why the artifact directory cannot be served by ``image`` (None when it can)."""
-    local = fs.to_local_path(uri)
-    if local is None and not uri.startswith("gs://"):
-        return (
-            f"model.artifactUri {uri!r} must be a gs:// URI (or, on the local emulator, an "
-            "absolute local path)"
-        )
     try:
-        filesystem, path = fs.filesystem(local or uri)
+        filesystem, path = fs.filesystem(fs.to_local_path(uri) or uri)
         found = [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)]
     except (FileNotFoundError, NotADirectoryError):
         return f"model.artifactUri {uri!r} is not a directory the service can read"
-    if image is None or not image.served_locally:
-        return None
-    present = [n for n in image.artifacts if n in found]
-    if len(present) != 1:
-        return (
-            f"The model directory {uri} is expected to contain exactly one of: "
-            f"[{', '.join(image.artifacts)}] for {image.name}; it contains "
-            f"{sorted(found) or 'no files'}"
-        )
+    try:
+        check_artifact_files(uri, found, image)
+    except InvalidFieldError as err:
+        return err.reason
     return None

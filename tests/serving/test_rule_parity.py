@@ -1,0 +1,160 @@
+"""One rulebook: a bad deployment is refused by deploy_spot_endpoint and by the emulator's REST
+API alike, both naming the same request field (the floor's, kfp_spot.vertex.model_endpoint)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.api_core import exceptions
+from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
+
+from kfp_spot.serving.deploy import DeployInputError
+from kfp_spot.serving.entry import deploy_spot_endpoint
+from tests.jobs.artifacts import FakeArtifact
+from tests.serving.conftest import PARENT, SKLEARN_IMAGE
+
+DEPLOY = {
+    "machine_type": "n1-standard-4",
+    "accelerator_type": "",
+    "accelerator_count": 0,
+    "min_replica_count": 2,
+    "max_replica_count": 0,
+    "spot": True,
+    "traffic_split": {"0": 100},
+}
+TPU_POD = {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32}
+RES = "deployedModel.dedicatedResources"
+
+# (the deployment's inputs, the request field the floor names, its snake_case form in the
+# emulator's 400, the input deploy_spot_endpoint names)
+BAD = [
+    (
+        {"min_replica_count": 3, "max_replica_count": 2},
+        f"{RES}.maxReplicaCount",
+        "deployed_model.dedicated_resources.max_replica_count",
+        "max_replica_count",
+    ),
+    (
+        {"traffic_split": {"0": 99}},
+        "trafficSplit",
+        "traffic_split",
+        "traffic_split",
+    ),
+    (
+        {"traffic_split": {"0": 50, "x": 50}},  # x is no deployed model (nor an id)
+        "trafficSplit",
+        "traffic_split",
+        "traffic_split",
+    ),
+    (  # more replicas than the emulator runs as local processes
+        {"min_replica_count": 17},
+        f"{RES}.minReplicaCount",
+        "deployed_model.dedicated_resources.min_replica_count",
+        "min_replica_count",
+    ),
+    (
+        {"min_replica_count": 0},
+        f"{RES}.minReplicaCount",
+        "deployed_model.dedicated_resources.min_replica_count",
+        "min_replica_count",
+    ),
+    (
+        {"machine_type": "n9-huge"},
+        f"{RES}.machineSpec.machineType",
+        "deployed_model.dedicated_resources.machine_spec.machine_type",
+        "machine_type",
+    ),
+    (
+        TPU_POD,  # Spot on a TPU Pod
+        f"{RES}.machineSpec",
+        "deployed_model.dedicated_resources.machine_spec",
+        "machine_type",
+    ),
+    (
+        {"accelerator_count": 1},
+        f"{RES}.machineSpec.acceleratorType",
+        "deployed_model.dedicated_resources.machine_spec.accelerator_type",
+        "accelerator_type",
+    ),
+    (
+        {"model_display_name": "m" * 129},
+        "model.displayName",
+        "model.display_name",
+        "model_display_name",
+    ),
+    (
+        {"labels": {"Team": "a"}},
+        "model.labels.Team",
+        "model.labels.Team",
+        "labels",
+    ),
+    (
+        {"endpoint_display_name": "e" * 129},
+        "endpoint.displayName",
+        "endpoint.display_name",
+        "endpoint_display_name",
+    ),
+]
+
+
+def _through_the_api(serving: Any, model_dir: Any, inputs: dict[str, Any]) -> Any:
+    """The same deployment as the GAPIC requests deploy_spot_endpoint sends, sent directly."""
+    if "model_display_name" in inputs or "labels" in inputs:
+        return serving.models.upload_model(
+            parent=PARENT,
+            model=Model(
+                display_name=inputs.get("model_display_name", "m"),
+                artifact_uri=str(model_dir),
+                labels=inputs.get("labels", {}),
+                container_spec={"image_uri": SKLEARN_IMAGE},
+            ),
+        )
+    if "endpoint_display_name" in inputs:
+        return serving.endpoints.create_endpoint(
+            parent=PARENT, endpoint=Endpoint(display_name=inputs["endpoint_display_name"])
+        )
+    deploy = {**DEPLOY, **inputs}
+    return serving.endpoints.deploy_model(
+        endpoint=serving.endpoint(),
+        deployed_model=DeployedModel(
+            model=serving.upload(model_dir),
+            dedicated_resources={
+                "machine_spec": {
+                    "machine_type": deploy["machine_type"],
+                    "accelerator_type": deploy["accelerator_type"] or 0,
+                    "accelerator_count": deploy["accelerator_count"],
+                },
+                "min_replica_count": deploy["min_replica_count"],
+                "max_replica_count": deploy["max_replica_count"],
+                "spot": deploy["spot"],
+            },
+        ),
+        traffic_split=deploy["traffic_split"],
+    )
+
+
+@pytest.mark.parametrize(("inputs", "request_field", "api_field", "input_name"), BAD)
+def test_the_deployer_and_the_emulator_refuse_a_bad_deployment_naming_the_same_field(
+    serving, sklearn_model_dir, tmp_path, inputs, request_field, api_field, input_name
+):
+    with pytest.raises(DeployInputError) as by_deployer:
+        deploy_spot_endpoint(
+            project="test-proj",
+            model=FakeArtifact(uri=str(sklearn_model_dir)),
+            endpoint=FakeArtifact(uri=str(tmp_path / "endpoint")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp_resources"),
+            api_endpoint=serving.emu.endpoint,
+            **inputs,
+        )
+    assert by_deployer.value.field == input_name
+    assert by_deployer.value.request_field == request_field
+    assert not (tmp_path / "gcp_resources").exists()  # refused before any call
+
+    with pytest.raises(exceptions.BadRequest) as by_api:
+        _through_the_api(serving, sklearn_model_dir, inputs)
+    [details] = by_api.value.details
+    [violation] = details["fieldViolations"]
+    assert violation["field"] == api_field
+    assert f"List of found errors:\t1.Field: {api_field}; Message: " in by_api.value.message
