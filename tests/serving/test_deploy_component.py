@@ -117,6 +117,8 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
         ({"location": ""}, "location", "required"),
         ({"labels": {"Team": "a"}}, "labels", "label key 'Team' is invalid"),
         ({"machine_type": "n9-huge"}, "machine_type", "not a known machine type"),
+        ({"accelerator_type": "FOO"}, "accelerator_type", "not an accelerator type"),
+        ({"accelerator_count": 2**40}, "accelerator_count", "0..2147483647"),
         # What a careless or hostile pipeline author can pass: typed errors, never a traceback.
         ({"traffic_split": "[" * 100_000}, "traffic_split", "levels deep"),
         ({"serving_container_args": "[" * 50_000 + "]" * 50_000}, "serving_container_args", "deep"),

@@ -164,7 +164,9 @@ def test_a_model_needing_a_library_its_image_lacks_does_not_load(serving, tmp_pa
 
 
 def test_endpoint_ids_and_bodies_of_create_are_checked(serving):
-    with pytest.raises(exceptions.BadRequest, match="endpoint.display_name; Message: is required"):
+    with pytest.raises(
+        exceptions.BadRequest, match=r"endpoint\.display_name; Message: is required"
+    ):
         serving.endpoints.create_endpoint(parent=PARENT, endpoint=Endpoint())
     created = serving.endpoints.create_endpoint(
         parent=PARENT, endpoint=Endpoint(display_name="mine"), endpoint_id="mine-1"
