@@ -102,3 +102,16 @@ def test_dependency_wheels_are_fetched_for_the_image_whatever_the_hosts_python(t
     assert (tmp_path / "wheels" / "requirements.txt").read_text() == small.read_text()
     # Unchanged lock: nothing is fetched again.
     assert not wheels.build_dependency_wheels(tmp_path / "wheels", small, [], python=python)
+
+
+def test_regenerating_the_lock_without_uv_says_how_to_get_it(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no uv there
+    result = CliRunner().invoke(main, ["image", "lock", "--source", str(REPO)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "kfp-spot: error: `kfp-spot image lock` needs uv: `pip install uv` (or pipx install uv)"
+    )
