@@ -13,6 +13,10 @@
 # variant (`make image` with podman uses a Debian bookworm root made by debootstrap; docker pulls
 # python:3.11-slim).
 ARG BASE_IMAGE=python:3.11-slim
+# What the examples stage adds to: this file's runtime stage, or (what `kfp-spot image build`
+# passes) the runtime image it has just built, so the examples image is exactly its layers plus
+# one whatever the engine's layer cache does.
+ARG EXAMPLES_BASE=runtime
 
 # The dependencies, in a stage of their own: reused until they change, and the wheels they come
 # from never reach the final image. requirements.txt pins every package (the lock): pip installs
@@ -39,8 +43,6 @@ CMD ["python3", "-c", "import kfp_spot; print(kfp_spot.RUNTIME_IMAGE)"]
 
 # The runtime image plus the example trainer's dependencies (kfp-spot's `examples` extra), for
 # evaluating the example trainer offline (the container test). Never published.
-FROM runtime AS examples
-COPY wheels/examples.txt /tmp/examples.txt
-RUN --mount=type=bind,from=deps,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels -r /tmp/examples.txt \
-    && rm /tmp/examples.txt
+FROM ${EXAMPLES_BASE} AS examples
+RUN --mount=type=bind,source=wheels,target=/wheels \
+    pip install --no-index --find-links /wheels -r /wheels/examples.txt

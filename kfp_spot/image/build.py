@@ -239,6 +239,7 @@ def build_image(
             "\n".join(
                 [
                     target,
+                    *images.values(),  # the examples image is built on the runtime image
                     dockerfile.read_text(),
                     wheel_content_digest(wheel),
                     base_id,
@@ -258,6 +259,8 @@ def build_image(
             args += ["--label", f"{VERSION_LABEL}={__version__}"]
             if base_image:
                 args += ["--build-arg", f"BASE_IMAGE={base_image}"]
+            if target == "examples":
+                args += ["--build-arg", f"EXAMPLES_BASE={tag}"]
             engine.run(*args, "-t", reference, str(context))
         built_platform = engine.platform(reference)
         if built_platform != IMAGE_PLATFORM:
