@@ -23,7 +23,7 @@ from typing import Any
 from kfp import dsl
 from kfp.dsl import component_factory
 
-from kfp_spot.version import RUNTIME_IMAGE
+from kfp_spot.version import runtime_image
 
 # The script of KFP's lightweight command (kfp/dsl/component_factory.py,
 # _get_command_and_args_for_lightweight_component) as of kfp 2.17, and ours: the same with `exec`.
@@ -66,10 +66,11 @@ def exec_executor(command: list[str]) -> list[str]:
 def component(func: Callable[..., Any]) -> Any:
     """``@dsl.component`` for kfp-spot components.
 
-    They run in the runtime image, install nothing when they start, and their Python process
-    receives the task's SIGTERM (see the module docstring).
+    They run in the runtime image (:func:`kfp_spot.version.runtime_image`: this version's, or
+    ``$KFP_SPOT_RUNTIME_IMAGE``, read as each component is built), install nothing when they
+    start, and their Python process receives the task's SIGTERM (see the module docstring).
     """
-    built = dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False)
+    built = dsl.component(func, base_image=runtime_image(), install_kfp_package=False)
     container = built.component_spec.implementation.container
     container.command = exec_executor(list(container.command))
     return built

@@ -1,11 +1,20 @@
 """Vertex AI's prebuilt images: which training and prediction images exist and what they hold.
 
 **Training** (``executorImageUri``). A ``pythonPackageSpec`` job runs in one of Google's prebuilt
-containers for custom training; the service refuses any other image. The list, with each image's
-Python version and documented PyPI packages, is ``kfp_spot/data/executor_images.csv`` (its header
-names the source page and date). The validator refuses an image outside it (as Vertex AI does); the
-emulator and prepare_package's import check give a package job exactly what its image profile holds
-(see docs/packaging.md).
+containers for custom training; the service refuses any other image. The list kfp-spot knows, with
+each image's Python version, documented PyPI packages and end of availability, is
+``kfp_spot/data/executor_images.csv`` (its header names the source page and when it was read).
+Google adds images faster than a table can follow, so the rule is open: an image of Google's
+repository whose name follows Google's naming (``FRAMEWORK-{cpu,gpu,tpu,xla}.X-Y[.pyXYZ]``, e.g.
+``sklearn-cpu.1-7`` or ``tf-cpu.2-18.py311``) but is not in the table is accepted with a warning,
+with a profile inferred from its name (:func:`inferred_profile`); with
+``KFP_SPOT_ALLOW_UNKNOWN_EXECUTOR_IMAGE=1`` any name in Google's training repository is. The
+service judges such an image. The emulator and prepare_package's import check give a package job
+exactly what its image profile holds (see docs/packaging.md).
+
+:func:`executor_image_notice` says what a user must know about an accepted image (not in the
+table, past or near its end of availability); :func:`warn_executor_image` prints it on stderr,
+which is the console of a task (the launcher and prepare_package call it).
 
 An image is written ``{us,europe,asia}-docker.pkg.dev/vertex-ai/training/IMAGE:latest``. Without a
 tag a reference means ``:latest`` (the registry default); any other tag or a digest is refused:
@@ -21,6 +30,10 @@ TensorFlow and PyTorch images are known by name, but the local emulator does not
 served image has a profile (:attr:`PredictionImage.profile`) like a training image's, so a
 serving replica's environment is made the way a package job's is
 (``kfp_spot.emulator.serving.env``).
+
+Why one module: it is the one table of Google's prebuilt images, training and prediction, which
+share the URI grammar, the registry hosts and the profile type; a split would leave either half
+reaching into the other for them.
 """
 
 from __future__ import annotations
@@ -29,9 +42,12 @@ import csv
 import datetime
 import functools
 import io
+import os
 import re
+import sys
 from dataclasses import dataclass
 from importlib import resources
+from typing import TextIO
 
 __all__ = [
     "DEFAULT_EXECUTOR_IMAGE",
@@ -41,13 +57,23 @@ __all__ = [
     "ExecutorProfile",
     "PredictionImage",
     "PredictionImageError",
+    "executor_image_notice",
     "executor_image_problem",
+    "inferred_profile",
     "prediction_image",
     "profile",
     "profiles",
+    "warn_executor_image",
 ]
 
+# No image Google documents as available today could be confirmed where this table was updated
+# (kfp_spot/data/executor_images.csv says so): this is the newest scikit-learn image it lists, and
+# warn_executor_image shows its end of availability on the console.
 DEFAULT_EXECUTOR_IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+# Say this (any non-empty value but 0/false/no) to accept any image name in Google's repository.
+ALLOW_UNKNOWN_ENV = "KFP_SPOT_ALLOW_UNKNOWN_EXECUTOR_IMAGE"
+# How far ahead the end of an image's availability is announced.
+EXPIRY_NOTICE_DAYS = 60
 REGISTRY_HOSTS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
 REPOSITORY = "vertex-ai/training"
 PREDICTION_REPOSITORY = "vertex-ai/prediction"
@@ -56,6 +82,19 @@ DEFAULT_PREDICTION_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1
 # needs to install the package URIs (a source distribution is built on the VM).
 BASE_PACKAGES = ("pip", "setuptools", "wheel")
 
+# Google's naming of prebuilt training images: FRAMEWORK-KIND.MAJOR-MINOR[.pyXYZ | .cpXYZ].
+_GOOGLE_NAME = re.compile(
+    r"(?P<family>(?P<framework>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*?)-(?P<kind>cpu|gpu|tpu|xla))"
+    r"\.(?P<major>\d+)-(?P<minor>\d+)(?:\.(?:py|cp)(?P<py>3\d{1,2}))?"
+)
+_FRAMEWORKS = {  # name prefix -> (framework, its PyPI distribution)
+    "tf": ("TensorFlow", "tensorflow"),
+    "tf2": ("TensorFlow", "tensorflow"),
+    "pytorch": ("PyTorch", "torch"),
+    "sklearn": ("scikit-learn", "scikit-learn"),
+    "scikit-learn": ("scikit-learn", "scikit-learn"),
+    "xgboost": ("XGBoost", "xgboost"),
+}
 _URI = re.compile(
     r"(?P<host>[a-z0-9.-]+)/(?P<repo>[a-z0-9._-]+/[a-z0-9._-]+)/(?P<image>[a-z0-9._-]+)"
     r"(?::(?P<tag>[A-Za-z0-9._-]+))?(?:@(?P<digest>\S+))?"
@@ -102,6 +141,11 @@ class ExecutorProfile:
         names = [re.split(r"[=<>!~ ;\[]", p, maxsplit=1)[0] for p in self.packages]
         return tuple(dict.fromkeys([*names, *BASE_PACKAGES]))
 
+    @property
+    def documented(self) -> bool:
+        """Whether the image is in kfp-spot's table (else its profile is inferred from its name)."""
+        return profiles().get(self.image) == self
+
     def past_availability(self, today: datetime.date | None = None) -> bool:
         """Whether the documented end of availability has passed (Vertex may then refuse it)."""
         return (today or datetime.date.today()) > self.end_of_availability
@@ -133,8 +177,58 @@ def _suggest(image: str) -> str:
     return ", ".join(shown)
 
 
-def profile(uri: str) -> ExecutorProfile:
+def _allow_unknown() -> bool:
+    value = os.environ.get(ALLOW_UNKNOWN_ENV, "").strip().lower()
+    return value not in ("", "0", "false", "no")
+
+
+def inferred_profile(name: str, allow_unknown: bool = False) -> ExecutorProfile | None:
+    """A profile for an image the table does not list, inferred from its name; None if it can't be.
+
+    A name of Google's naming gets the framework and version its name says, the Python of its
+    ``.pyXYZ`` suffix (else of the newest listed image of its framework, else 3.10), the packages
+    of that listed image with the framework at the named version, and no known end of
+    availability.
+    With ``allow_unknown`` any other name gets an empty profile (Python 3.10, no packages).
+    """
+    match = _GOOGLE_NAME.fullmatch(name)
+    if match is None:
+        if not allow_unknown:
+            return None
+        return ExecutorProfile(name, "unknown", "", "3.10", "unknown", datetime.date.max, ())
+    framework, dist = _FRAMEWORKS.get(match["framework"], (match["framework"], ""))
+    version = f"{match['major']}.{match['minor']}"
+    kin = [p for p in profiles().values() if p.image.startswith(match["framework"] + "-")]
+    newest = max(
+        kin,
+        key=lambda p: (tuple(map(int, p.version.split("."))), p.image.startswith(match["family"])),
+        default=None,
+    )
+    python = (
+        f"{match['py'][0]}.{match['py'][1:]}"
+        if match["py"]
+        else (newest.python if newest else "3.10")
+    )
+    packages = [p for p in (newest.packages if newest else ()) if _dist(p) != dist]
+    if dist:
+        packages.insert(0, f"{dist}=={version}.*")
+    accelerator = newest.accelerator if newest else match["kind"].upper()
+    return ExecutorProfile(
+        name, framework, version, python, accelerator, datetime.date.max, tuple(packages)
+    )
+
+
+def _dist(requirement: str) -> str:
+    return re.split(r"[=<>!~ ;\[]", requirement, maxsplit=1)[0].lower()
+
+
+def profile(uri: str, *, allow_unknown: bool | None = None) -> ExecutorProfile:
     """The profile of the prebuilt training image ``uri`` names.
+
+    An image of Google's training repository that the table does not list is accepted when its
+    name follows Google's naming, or any name with ``allow_unknown`` (default: the
+    ``KFP_SPOT_ALLOW_UNKNOWN_EXECUTOR_IMAGE`` setting, read now); its profile is then
+    :func:`inferred_profile`'s (and :func:`executor_image_notice` says so).
 
     Raises:
         ExecutorImageError: ``uri`` is not a prebuilt training image; the message says what is
@@ -156,11 +250,15 @@ def profile(uri: str) -> ExecutorProfile:
             f"{uri!r} is not a prebuilt training image (a package job cannot run a custom "
             f"image: use containerSpec for that); {valid}"
         )
-    found = profiles().get(match["image"])
+    found = profiles().get(match["image"]) or inferred_profile(
+        match["image"], _allow_unknown() if allow_unknown is None else allow_unknown
+    )
     if found is None:
         raise ExecutorImageError(
             f"{match['image']!r} is not a prebuilt training image; images of that kind: "
-            f"{_suggest(match['image'])} (the full list: docs/packaging.md)"
+            f"{_suggest(match['image'])} (the full list: docs/packaging.md). A newer image of "
+            f"Google's naming (FRAMEWORK-cpu.X-Y[.pyXYZ]) is accepted; for any other name set "
+            f"{ALLOW_UNKNOWN_ENV}=1"
         )
     if match["digest"] or (match["tag"] or "latest") != "latest":
         raise ExecutorImageError(
@@ -177,6 +275,58 @@ def executor_image_problem(uri: str) -> str | None:
     except ExecutorImageError as exc:
         return str(exc)
     return None
+
+
+def executor_image_notice(uri: str, today: datetime.date | None = None) -> str | None:
+    """What a user must know about the accepted image ``uri``, or None.
+
+    An image the table does not list (accepted by the open rule: Vertex AI will judge it, and the
+    emulator gives it an inferred profile), or one past or within :data:`EXPIRY_NOTICE_DAYS` of
+    its documented end of availability. None also for an image :func:`profile` refuses (its error
+    says why).
+    """
+    try:
+        found = profile(uri)
+    except ExecutorImageError:
+        return None
+    if not found.documented:
+        return (
+            f"executor image {found.image} is not in kfp-spot's table of prebuilt training images "
+            "(kfp_spot/data/executor_images.csv); accepted as a name of Google's, so Vertex AI "
+            f"will judge it. Locally it runs with Python {found.python} and "
+            f"{', '.join(found.packages[:1]) or 'no documented packages'} (inferred from its name)"
+        )
+    today = today or datetime.date.today()
+    days = (found.end_of_availability - today).days
+    pages = "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers"
+    if days < 0:
+        return (
+            f"executor image {found.image} reached its documented end of availability on "
+            f"{found.end_of_availability}: Vertex AI may refuse it or stop updating it; pick a "
+            f"current image from {pages} (one kfp-spot does not list is accepted with a warning)"
+        )
+    if days <= EXPIRY_NOTICE_DAYS:
+        return (
+            f"executor image {found.image} reaches its documented end of availability on "
+            f"{found.end_of_availability} ({days} days): move to a newer one ({pages})"
+        )
+    return None
+
+
+_WARNED: set[str] = set()
+
+
+def warn_executor_image(uri: str, stream: TextIO | None = None) -> str | None:
+    """Print :func:`executor_image_notice` of ``uri`` once per process on ``stream`` (stderr).
+
+    stderr is what a KFP task's console shows (Vertex AI Pipelines' task logs, ``kfp.local``'s
+    output). Returns the notice, or None when there is nothing to say.
+    """
+    notice = executor_image_notice(uri)
+    if notice and notice not in _WARNED:
+        _WARNED.add(notice)
+        print(f"kfp-spot: warning: {notice}", file=stream or sys.stderr, flush=True)
+    return notice
 
 
 # ---------------------------------------------------------------------------------------------

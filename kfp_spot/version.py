@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from importlib import metadata, resources
 
 
@@ -19,14 +21,53 @@ def _installed_version() -> str:
 
 __version__ = _installed_version()
 
-# The image every component names as base_image: Python, kfp and this package, tagged with the
-# package version. The release workflow (.github/workflows/release.yml) publishes it here on a
-# version tag; `make image` builds it locally (docs/image.md). No project ID is baked in: teams that
-# run from their own registry push it there (`kfp-spot image push`) and recompile with
-# `kfp-spot compile --base-image`. ("python" in the name: kfp.local's SubprocessRunner warns about
-# every task whose image name lacks it.)
+# The image the committed YAMLs name as every component's base_image: Python, kfp and this
+# package, tagged with the package version. The release workflow (.github/workflows/release.yml)
+# publishes it here on a version tag; `make image` builds it locally (docs/image.md). No project ID
+# is baked in: teams that run from their own registry push it there (`kfp-spot image push`) and
+# set RUNTIME_IMAGE_ENV (runtime_image()). ("python" in the name: kfp.local's SubprocessRunner
+# warns about every task whose image name lacks it.)
 RUNTIME_IMAGE_REPOSITORY = "ghcr.io/kfp-spot/python-runtime"
 RUNTIME_IMAGE = f"{RUNTIME_IMAGE_REPOSITORY}:{__version__}"
+# The one setting that points components at another image (docs/image.md).
+RUNTIME_IMAGE_ENV = "KFP_SPOT_RUNTIME_IMAGE"
+_REFERENCE = re.compile(
+    r"[a-z0-9.-]+(?::\d+)?(?:/[a-z0-9._-]+)+(?::[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})"
+)
+_EXAMPLE = f"us-central1-docker.pkg.dev/PROJECT/REPO/kfp-spot:{__version__}"
+
+
+class RuntimeImageError(ValueError):
+    """A runtime image reference that is not ``HOST/PATH:TAG`` (the message names the setting)."""
+
+
+def check_image_reference(reference: str, setting: str) -> str:
+    """``reference`` when it is a registry image reference ``HOST/PATH:TAG`` (or ``@sha256:``).
+
+    Raises:
+        RuntimeImageError: naming ``setting`` and an example of a valid value.
+    """
+    if not _REFERENCE.fullmatch(reference):
+        raise RuntimeImageError(
+            f"{setting}={reference!r} is not an image reference HOST/PATH:TAG in a registry, "
+            f"such as {_EXAMPLE!r}"
+        )
+    return reference
+
+
+def runtime_image() -> str:
+    """The image kfp-spot components are built to run in, read when a component is built.
+
+    ``$KFP_SPOT_RUNTIME_IMAGE`` (the image you pushed, e.g. to your Artifact Registry) when set,
+    else :data:`RUNTIME_IMAGE`. Set it before ``kfp_spot.components`` is imported: every
+    component, and every pipeline of yours or of ``kfp-spot compile --output-dir``, then names it.
+
+    Raises:
+        RuntimeImageError: the variable is set but is not an image reference.
+    """
+    value = os.environ.get(RUNTIME_IMAGE_ENV, "").strip()
+    return check_image_reference(value, RUNTIME_IMAGE_ENV) if value else RUNTIME_IMAGE
+
 
 # Written into the wheel by the release workflow only, after it pushed RUNTIME_IMAGE: a wheel that
 # carries it knows its image exists in the registry; a source checkout does not have it.

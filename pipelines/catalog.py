@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kfp import compiler
 
-from kfp_spot.version import RUNTIME_IMAGE
+from kfp_spot.version import RUNTIME_IMAGE, RUNTIME_IMAGE_ENV, check_image_reference, runtime_image
 
 _ROOT = "kfp_spot"
 
@@ -81,9 +81,10 @@ def compile_entry(entry: Entry, output: Path, base_image: str | None = None) -> 
     """
     output.parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(entry.load(), package_path=str(output))
-    if base_image and base_image != RUNTIME_IMAGE:
+    built_with = runtime_image()
+    if base_image and base_image != built_with:
         text = output.read_text()
-        output.write_text(text.replace(f"image: {RUNTIME_IMAGE}\n", f"image: {base_image}\n"))
+        output.write_text(text.replace(f"image: {built_with}\n", f"image: {base_image}\n"))
     return output
 
 
@@ -100,16 +101,18 @@ def compile_all(output_dir: str | Path | None = None, base_image: str | None = N
         The paths written.
 
     Raises:
-        ValueError: ``base_image`` without ``output_dir``, or not an image reference.
+        ValueError: ``base_image`` (or ``$KFP_SPOT_RUNTIME_IMAGE``) without ``output_dir``, or
+            not an image reference.
     """
+    if output_dir is None and runtime_image() != RUNTIME_IMAGE:
+        raise ValueError(
+            f"{RUNTIME_IMAGE_ENV} is set: compile with --output-dir (the committed YAMLs keep "
+            f"{RUNTIME_IMAGE})"
+        )
     if base_image is not None:
         if output_dir is None:
             raise ValueError("base_image needs output_dir: committed YAMLs keep the default image")
-        if not base_image or any(c.isspace() for c in base_image) or ":" not in base_image:
-            raise ValueError(
-                f"base_image {base_image!r} is not an image reference such as "
-                "'us-docker.pkg.dev/PROJECT/REPO/kfp-spot:0.1.0'"
-            )
+        check_image_reference(base_image, "base_image")
     written = []
     for kind, entries in (("components", COMPONENTS), ("pipelines", PIPELINES)):
         for entry in entries:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfp_spot import accounting, checkpoints
+from kfp_spot import accounting, checkpoints, executors
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, latest_step
@@ -159,6 +159,11 @@ def run_local(
     with shown, Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
         shown.event(f"emulator listening on {emu.endpoint}")
         shown.name_groups(pipeline.pipeline_spec)
+        # The tasks print it on their stderr, which a local run keeps in the logs: say it here.
+        image_input = (pipeline.component_spec.inputs or {}).get("executor_image_uri")
+        notice = image_input and executors.executor_image_notice(str(image_input.default or ""))
+        if notice:
+            shown.event(f"warning: {notice}")
 
         def running_attempts() -> list[tuple[str, int]]:
             running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]

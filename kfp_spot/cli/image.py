@@ -1,4 +1,7 @@
-"""``kfp-spot image build|push|list``: the runtime image the components run in (docs/image.md)."""
+"""``kfp-spot image build|push|lock|list``: the runtime image the components run in.
+
+See docs/image.md.
+"""
 
 from __future__ import annotations
 
@@ -108,6 +111,31 @@ def push(destination: str, source: str, tls_verify: bool, engine: str | None) ->
     )
 
 
+@image.command()
+@click.option(
+    "--source",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The kfp-spot source checkout whose lock file to write.",
+)
+def lock(source: Path) -> None:
+    """Resolve the image's packages again into requirements-image.lock (needs uv).
+
+    Every runtime dependency of pyproject.toml and their dependencies, at one exact version each,
+    for CPython 3.11 on linux/amd64 (whatever this machine is), with kfp at the version that
+    compiled the committed YAMLs. Commit the result: `kfp-spot image build` installs exactly it.
+    """
+    from kfp_spot import image as image_mod
+
+    try:
+        path = image_mod.write_lock(source)
+        pins = image_mod.check_lock(source)
+    except image_mod.LockError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{path}: {len(pins)} packages pinned")
+
+
 @image.command(name="list")
 def list_() -> None:
     """The images this machine built and pushed (what `submit` accepts besides releases)."""
@@ -122,7 +150,8 @@ def list_() -> None:
     for ref, record in records.items():
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.time))
         flag = "" if record.version == __version__ else f" (not {__version__})"
-        click.echo(f"{record.kind.value:<6} {ref} kfp-spot {record.version}{flag} {when}")
+        where = f" {record.platform}" if record.platform else ""
+        click.echo(f"{record.kind.value:<6} {ref} kfp-spot {record.version}{flag}{where} {when}")
 
 
 COMMANDS = [image]

@@ -201,10 +201,13 @@ def _submit_to_vertex(
     help="Run every task in this image (pushed to your registry); needs --output-dir.",
 )
 def compile_(output_dir: Path | None, base_image: str | None) -> None:
-    """Compile every component and pipeline to YAML (deterministic)."""
-    from kfp_spot.pipelines import catalog
+    """Compile every component and pipeline to YAML (deterministic).
 
+    Tasks run in $KFP_SPOT_RUNTIME_IMAGE when it is set (docs/image.md), or in --base-image.
+    """
     try:
+        from kfp_spot.pipelines import catalog
+
         paths = catalog.compile_all(output_dir, base_image=base_image)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

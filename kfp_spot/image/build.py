@@ -1,15 +1,19 @@
 """Build the runtime image from a source checkout with podman or docker, and push it.
 
-The build needs no registry inside the image build: every Python wheel is built on the host first
-(``pip wheel``, with the host's own index and certificates) into ``build/image/``, which is the
-build context of the top-level ``Dockerfile``; the image installs them with ``--no-index``. With
-podman and no base image given, the base is a Debian ``bookworm`` root made with ``debootstrap``
-and imported once (:data:`DEBIAN_BASE`), so nothing is pulled either. With docker the Dockerfile's
-default base ``python:3.11-slim`` is pulled as usual.
+The image is always linux/amd64 with CPython 3.11 (what Vertex AI runs), whatever the host's CPU
+and Python are. The build needs no registry inside the image build: the host downloads every
+package :data:`~kfp_spot.image.lock.LOCK_FILE` pins, as the wheel for the image's platform
+(``pip download --platform ... --python-version 3.11``; a package with only a source distribution
+is built on the host and must be pure Python) into ``build/image/``, the build context of the
+top-level ``Dockerfile``; the image installs exactly the lock with ``--no-index``. With podman and
+no base image given, the base is a Debian ``bookworm`` root made with ``debootstrap`` and imported
+once (:data:`DEBIAN_BASE`, on an x86_64 host only), so nothing is pulled either. With docker the
+Dockerfile's default base ``python:3.11-slim`` is pulled for linux/amd64.
 
 A build is skipped when the image already carries the digest of its inputs (the Dockerfile, the
-kfp-spot wheel's file list and hashes, the pinned dependency wheels and the base image ID), so a
-second ``make image`` costs seconds.
+kfp-spot wheel's file list and hashes, the locked dependency wheels and the base image ID), so a
+second ``make image`` costs seconds. The built image is inspected: one that is not linux/amd64 is
+an error, and its platform and digest go into the build record.
 """
 
 from __future__ import annotations
@@ -17,16 +21,24 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import platform
 import shutil
 import subprocess
-import sys
 import tempfile
-import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kfp_spot.image.lock import IMAGE_PLATFORM, LOCK_FILE, LockError, check_lock
 from kfp_spot.image.records import ImageKind, ImageRecord, remember
+from kfp_spot.image.wheels import (
+    ImageBuildError,
+    build_dependency_wheels,
+    build_wheel,
+    run_step,
+    wheel_content_digest,
+    wheel_requirements,
+)
 from kfp_spot.version import RUNTIME_IMAGE, __version__
 
 log = logging.getLogger(__name__)
@@ -38,13 +50,6 @@ EXAMPLES_IMAGE = f"localhost/kfp-spot-examples:{__version__}"
 INPUTS_LABEL = "io.kfp-spot.inputs"
 VERSION_LABEL = "org.opencontainers.image.version"
 _DEBOOTSTRAP_INCLUDE = "--include=python3,python3-venv,ca-certificates"
-# What setuptools needs to build the kfp-spot wheel (pyproject.toml, setup.py, package-dir map).
-_PIP_WHEEL = (sys.executable, "-m", "pip", "wheel", "--quiet")
-_WHEEL_SOURCES = ("pyproject.toml", "setup.py", "README.md", "kfp_spot", "components", "pipelines")
-
-
-class ImageBuildError(RuntimeError):
-    """The image could not be built or pushed; the message says which step and why."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,10 @@ class Engine:
         """``image inspect --format TEMPLATE`` of ``reference``."""
         out = self.run("image", "inspect", "--format", template, reference).stdout
         return out.decode().strip()
+
+    def platform(self, reference: str) -> str:
+        """The image's ``OS/ARCHITECTURE``, such as ``linux/amd64``."""
+        return self.inspect(reference, "{{.Os}}/{{.Architecture}}")
 
     def label(self, reference: str, name: str) -> str | None:
         """The image's label ``name`` (None when the image or the label is missing)."""
@@ -119,102 +128,19 @@ class BuildResult:
     reused: bool
 
 
-def _run(cmd: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
-        raise ImageBuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-    return proc
-
-
-def _requirements(wheel: Path) -> tuple[list[str], list[str]]:
-    """The kfp-spot wheel's runtime requirements and those its ``examples`` extra adds."""
-    from packaging.requirements import Requirement
-
-    with zipfile.ZipFile(wheel) as archive:
-        meta_name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        meta = archive.read(meta_name).decode()
-    runtime, examples = [], []
-    for line in meta.splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
-        req = Requirement(line.split(":", 1)[1].strip())
-        plain = f"{req.name}{'[' + ','.join(sorted(req.extras)) + ']' if req.extras else ''}"
-        plain += str(req.specifier)
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            runtime.append(plain)
-        elif req.marker.evaluate({"extra": "examples"}):
-            examples.append(plain)
-    return runtime, examples
-
-
-def _wheel_content_digest(wheel: Path) -> str:
-    """sha256 of the wheel's RECORD (every file's path and hash), which ignores zip timestamps."""
-    with zipfile.ZipFile(wheel) as archive:
-        record = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
-        return hashlib.sha256(archive.read(record)).hexdigest()
-
-
-def build_wheel(source: Path, dist_dir: Path) -> Path:
-    """Build the kfp-spot wheel from ``source`` into ``dist_dir`` (emptied first); returns it.
-
-    The wheel is built from a copy of the package sources, so build leftovers of the checkout
-    (``build/lib``) never reach it.
-    """
-    missing = [name for name in _WHEEL_SOURCES if not (source / name).exists()]
-    if missing:
-        raise ImageBuildError(
-            f"{source} is not a kfp-spot source checkout (missing {', '.join(missing)})"
-        )
-    shutil.rmtree(dist_dir, ignore_errors=True)
-    dist_dir.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-wheel-") as tmp:
-        for name in _WHEEL_SOURCES:
-            src, dst = source / name, Path(tmp) / name
-            if src.is_dir():
-                shutil.copytree(src, dst, ignore=ignore)
-            else:
-                shutil.copy2(src, dst)
-        _run(
-            [*_PIP_WHEEL, "--no-deps", "--no-build-isolation", "--wheel-dir", str(dist_dir), tmp],
-            "building the kfp-spot wheel",
-        )
-    (wheel,) = dist_dir.glob("kfp_spot-*.whl")
-    return wheel
-
-
-def build_dependency_wheels(wheels_dir: Path, runtime: list[str], examples: list[str]) -> bool:
-    """Build (or keep) every dependency's wheel in ``wheels_dir``; returns whether pip ran.
-
-    ``requirements.txt`` there pins nothing itself: it lists kfp-spot's requirements, and the
-    wheels pip resolved for them are what the image installs. The folder is rebuilt only when the
-    requirements change.
-    """
-    wanted = "\n".join(runtime) + "\n"
-    stamp = "\n".join([*runtime, "# examples", *examples]) + "\n"
-    if (wheels_dir / ".complete").is_file() and (wheels_dir / ".complete").read_text() == stamp:
-        return False
-    shutil.rmtree(wheels_dir, ignore_errors=True)
-    wheels_dir.mkdir(parents=True)
-    (wheels_dir / "requirements.txt").write_text(wanted)
-    (wheels_dir / "examples.txt").write_text("\n".join(examples) + "\n")
-    _run(
-        [
-            *_PIP_WHEEL,
-            *("--wheel-dir", str(wheels_dir)),
-            *("-r", str(wheels_dir / "requirements.txt"), "-r", str(wheels_dir / "examples.txt")),
-        ],
-        "building the dependency wheels (pip wheel)",
-    )
-    (wheels_dir / ".complete").write_text(stamp)
-    return True
-
-
 def ensure_debian_base(engine: Engine, progress: Callable[[str], None]) -> str:
-    """Import a Debian bookworm root with Python 3.11 as :data:`DEBIAN_BASE`, once."""
-    if engine.image_exists(DEBIAN_BASE):
+    """Import a Debian bookworm root with Python 3.11 as :data:`DEBIAN_BASE`, once.
+
+    debootstrap makes a root of the host's own CPU, so this base is made on x86_64 hosts only.
+    """
+    if engine.image_exists(DEBIAN_BASE) and engine.platform(DEBIAN_BASE) == IMAGE_PLATFORM:
         return DEBIAN_BASE
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        raise ImageBuildError(
+            f"this machine is {platform.machine()}, and the debootstrap base would be too; "
+            f"pass --base-image python:3.11-slim (the engine pulls its {IMAGE_PLATFORM} variant) "
+            "or --engine docker"
+        )
     if shutil.which("debootstrap") is None:
         raise ImageBuildError(
             "debootstrap is not installed (`apt-get install -y debootstrap`); or pass "
@@ -223,7 +149,7 @@ def ensure_debian_base(engine: Engine, progress: Callable[[str], None]) -> str:
     progress(f"making the base image {DEBIAN_BASE} with debootstrap (once, about a minute)")
     with tempfile.TemporaryDirectory(prefix="kfp-spot-base-") as tmp:
         root = Path(tmp) / "root"
-        _run(
+        run_step(
             ["debootstrap", "--variant=minbase", _DEBOOTSTRAP_INCLUDE, "bookworm", str(root)],
             "debootstrap",
         )
@@ -274,8 +200,9 @@ def build_image(
         source: the kfp-spot checkout (holds ``Dockerfile`` and ``pyproject.toml``).
         engine: podman or docker (default: :func:`detect_engine`).
         tag: the runtime image's reference.
-        base_image: a Python 3.11 image to build on; default: with podman the debootstrap base
-            (:data:`DEBIAN_BASE`), with docker the Dockerfile's ``python:3.11-slim``.
+        base_image: a Python 3.11 image to build on (its linux/amd64 variant); default: with
+            podman the debootstrap base (:data:`DEBIAN_BASE`), with docker the Dockerfile's
+            ``python:3.11-slim``.
         examples: also build the ``examples`` stage (the example trainer's dependencies).
         progress: where progress lines go.
 
@@ -283,7 +210,8 @@ def build_image(
         The images (reference -> image ID) and whether they were reused unchanged.
 
     Raises:
-        ImageBuildError: naming the step that failed.
+        ImageBuildError: naming the step that failed; also when the lock file is missing or out
+            of date, or the image built is not linux/amd64.
     """
     source = Path(source).resolve()
     engine = engine or detect_engine()
@@ -291,10 +219,14 @@ def build_image(
     if not dockerfile.is_file():
         raise ImageBuildError(f"{dockerfile} does not exist: build from a kfp-spot checkout")
     context = source / "build" / "image"
+    try:
+        check_lock(source)
+    except LockError as exc:
+        raise ImageBuildError(str(exc)) from None
     wheel = build_wheel(source, context / "dist")
-    runtime_reqs, example_reqs = _requirements(wheel)
-    if build_dependency_wheels(context / "wheels", runtime_reqs, example_reqs):
-        progress(f"built the dependency wheels in {context / 'wheels'}")
+    _runtime, example_reqs = wheel_requirements(wheel)
+    if build_dependency_wheels(context / "wheels", source / LOCK_FILE, example_reqs):
+        progress(f"fetched the {IMAGE_PLATFORM} wheels of {LOCK_FILE} into {context / 'wheels'}")
     if base_image is None and engine.name == "podman":
         base_image = ensure_debian_base(engine, progress)
     base_id = engine.inspect(base_image, "{{.Id}}") if base_image else "python:3.11-slim"
@@ -307,8 +239,9 @@ def build_image(
             "\n".join(
                 [
                     target,
+                    *images.values(),  # the examples image is built on the runtime image
                     dockerfile.read_text(),
-                    _wheel_content_digest(wheel),
+                    wheel_content_digest(wheel),
                     base_id,
                     (context / "wheels" / ".complete").read_text(),
                     *wheels,
@@ -320,14 +253,26 @@ def build_image(
         else:
             reused = False
             progress(f"building {reference} with {engine.name} (target {target})")
-            args = ["build", "--network=none", "-f", str(dockerfile), "--target", target]
+            args = ["build", "--network=none", "--platform", IMAGE_PLATFORM]
+            args += ["-f", str(dockerfile), "--target", target]
             args += ["--label", f"{INPUTS_LABEL}={digest}"]
             args += ["--label", f"{VERSION_LABEL}={__version__}"]
             if base_image:
                 args += ["--build-arg", f"BASE_IMAGE={base_image}"]
+            if target == "examples":
+                args += ["--build-arg", f"EXAMPLES_BASE={tag}"]
             engine.run(*args, "-t", reference, str(context))
+        built_platform = engine.platform(reference)
+        if built_platform != IMAGE_PLATFORM:
+            raise ImageBuildError(
+                f"{reference} was built as {built_platform}, but Vertex AI runs {IMAGE_PLATFORM}: "
+                f"give a --base-image that has a {IMAGE_PLATFORM} variant"
+            )
         images[reference] = engine.inspect(reference, "{{.Id}}")
-    remember(ImageRecord(tag, ImageKind.BUILT, __version__, images[tag]))
+    digest = engine.inspect(tag, "{{.Digest}}") if engine.name == "podman" else ""
+    remember(
+        ImageRecord(tag, ImageKind.BUILT, __version__, images[tag], digest, platform=IMAGE_PLATFORM)
+    )
     return BuildResult(images, reused)
 
 
@@ -352,7 +297,7 @@ def push_image(
 
     Raises:
         ImageBuildError: the destination is not a registry reference, the source image was not
-            built from this kfp-spot version, or the push failed.
+            built from this kfp-spot version or is not linux/amd64, or the push failed.
     """
     _host, slash, rest = destination.partition("/")
     if not slash or ":" not in rest or any(c.isspace() for c in destination):
@@ -368,6 +313,12 @@ def push_image(
         raise ImageBuildError(
             f"{source} holds kfp-spot {version}, not {__version__}: run `make image` again"
         )
+    source_platform = engine.platform(source)
+    if source_platform != IMAGE_PLATFORM:
+        raise ImageBuildError(
+            f"{source} is a {source_platform} image and Vertex AI runs {IMAGE_PLATFORM} only: "
+            "rebuild it with `kfp-spot image build`"
+        )
     engine.run("tag", source, destination)
     with tempfile.TemporaryDirectory() as tmp:
         if engine.name == "podman":
@@ -380,7 +331,12 @@ def push_image(
             repo_digests = engine.inspect(destination, '{{join .RepoDigests "\\n"}}')
             digest = next((d.split("@", 1)[1] for d in repo_digests.splitlines() if "@" in d), "")
     record = ImageRecord(
-        destination, ImageKind.PUSHED, version, engine.inspect(destination, "{{.Id}}"), digest
+        destination,
+        ImageKind.PUSHED,
+        version,
+        engine.inspect(destination, "{{.Id}}"),
+        digest,
+        platform=source_platform,
     )
     remember(record)
     return record

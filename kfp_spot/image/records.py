@@ -7,7 +7,8 @@ submitted, every image that runs kfp-spot code must be one of:
 - the runtime image the release workflow published with the installed wheel
   (:func:`kfp_spot.version.published_runtime_image`), or
 - an image ``kfp-spot image push`` pushed from this machine, built from this kfp-spot version
-  (recorded in ``images.json`` under :func:`records_path`'s directory).
+  (recorded in ``images.json`` under :func:`records_path`'s directory), for linux/amd64: Vertex
+  AI runs no other platform (a record from before platforms were recorded has none and passes).
 
 ``kfp-spot image build`` records what it built too, so the refusal can tell "built but never
 pushed" from "never built".
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot import fs
+from kfp_spot.image.lock import IMAGE_PLATFORM
 from kfp_spot.version import RUNTIME_IMAGE, __version__, published_runtime_image
 
 
@@ -64,6 +66,8 @@ class ImageRecord:
         image_id: the engine's image ID.
         digest: the manifest digest the registry answered (pushed images only).
         time: when, in seconds since the epoch.
+        platform: the image's ``OS/ARCHITECTURE`` (``linux/amd64``); empty in records written
+            before kfp-spot recorded it.
     """
 
     reference: str
@@ -72,6 +76,7 @@ class ImageRecord:
     image_id: str
     digest: str = ""
     time: float = field(default_factory=time.time)
+    platform: str = ""
 
     def __post_init__(self) -> None:
         # Raises ValueError for a kind no kfp-spot writes (a damaged records file).
@@ -154,6 +159,11 @@ def template_images(template: Mapping[str, Any]) -> dict[str, list[str]]:
 def _problem(image: str, records: Mapping[str, ImageRecord]) -> str | None:
     record = records.get(image)
     if record is not None and record.kind is ImageKind.PUSHED:
+        if record.platform and record.platform != IMAGE_PLATFORM:
+            return (
+                f"it is a {record.platform} image and Vertex AI runs {IMAGE_PLATFORM} only "
+                "(`kfp-spot image build` makes one from any host)"
+            )
         if record.version == __version__:
             return None
         pushed = time.strftime("%Y-%m-%d", time.localtime(record.time))

@@ -23,7 +23,7 @@ from google.cloud.aiplatform_v1.types import accelerator_type as gca_accelerator
 from google.protobuf import duration_pb2, json_format
 
 from kfp_spot import fs, vertex
-from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
+from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE, warn_executor_image
 from kfp_spot.jobs.field_inputs import input_for_field
 from kfp_spot.jobs.strategy import STRATEGIES, Strategy
 from kfp_spot.validation.component_inputs import check_input
@@ -272,6 +272,9 @@ def _one_line(exc: Exception) -> str:
 def check_job(job: CustomJob, inputs: JobInputs, target: vertex.Target = vertex.VERTEX_AI) -> None:
     """The rules of ``target`` on ``job`` (:func:`kfp_spot.vertex.validate_for_submission`).
 
+    An executor image the rules accept with a reservation (not in kfp-spot's table, past its end
+    of availability) is announced on stderr, the task's console.
+
     Raises:
         LaunchInputError: naming the input that set the offending field, the rule, and the field.
     """
@@ -281,6 +284,8 @@ def check_job(job: CustomJob, inputs: JobInputs, target: vertex.Target = vertex.
         raise LaunchInputError(
             input_for_field(exc.field, inputs), f"{exc.message} (CustomJob field {exc.field})"
         ) from None
+    if not inputs.container_image_uri:
+        warn_executor_image(inputs.executor_image_uri)
 
 
 def _code_spec(inputs: JobInputs, env: list[dict[str, str]]) -> dict[str, Any]:

@@ -325,6 +325,7 @@ def prepare_package(
     problem = executors.executor_image_problem(executor_image_uri)
     if problem:
         raise PackagingError("executor_image_uri", problem)
+    executors.warn_executor_image(executor_image_uri)  # not in the table, or expired: stderr
     # Jobs run elsewhere and in another working directory: stage under an absolute path.
     staging_uri = fs.to_local_path(staging_uri) or staging_uri
     extras = check_package_uris(extra_package_uris)

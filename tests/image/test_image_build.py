@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kfp_spot import image
-from kfp_spot.image import build
+from kfp_spot.image import build, wheels
 
 REPO = Path(__file__).resolve().parents[2]
 MAPPED = {
@@ -19,7 +19,7 @@ MAPPED = {
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    return build.build_wheel(REPO, tmp_path_factory.mktemp("dist"))
+    return wheels.build_wheel(REPO, tmp_path_factory.mktemp("dist"))
 
 
 def test_the_wheel_the_image_installs_holds_every_file_of_the_package(wheel):
@@ -39,7 +39,7 @@ def test_the_wheel_the_image_installs_holds_every_file_of_the_package(wheel):
 
 
 def test_requirements_split_runtime_from_the_examples_extra(wheel):
-    runtime, examples = build._requirements(wheel)
+    runtime, examples = wheels.wheel_requirements(wheel)
     assert any(r.startswith("kfp<3") or r.startswith("kfp>=") for r in runtime)
     assert all(";" not in r for r in runtime + examples)  # markers resolved, not copied
     assert [r.split(">")[0] for r in examples] == ["scikit-learn"]
@@ -47,10 +47,10 @@ def test_requirements_split_runtime_from_the_examples_extra(wheel):
 
 
 def test_the_inputs_digest_ignores_zip_timestamps_but_not_content(tmp_path, wheel):
-    again = build.build_wheel(REPO, tmp_path / "again")
-    assert build._wheel_content_digest(again) == build._wheel_content_digest(wheel)
+    again = wheels.build_wheel(REPO, tmp_path / "again")
+    assert wheels.wheel_content_digest(again) == wheels.wheel_content_digest(wheel)
     source = tmp_path / "src"
-    for name in build._WHEEL_SOURCES:
+    for name in wheels._WHEEL_SOURCES:
         src = REPO / name
         if src.is_dir():
             import shutil
@@ -60,13 +60,13 @@ def test_the_inputs_digest_ignores_zip_timestamps_but_not_content(tmp_path, whee
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             (source / name).write_bytes(src.read_bytes())
     (source / "kfp_spot" / "extra.py").write_text("X = 1\n")
-    changed = build.build_wheel(source, tmp_path / "changed")
-    assert build._wheel_content_digest(changed) != build._wheel_content_digest(wheel)
+    changed = wheels.build_wheel(source, tmp_path / "changed")
+    assert wheels.wheel_content_digest(changed) != wheels.wheel_content_digest(wheel)
 
 
 def test_not_a_checkout_is_named(tmp_path):
     with pytest.raises(image.ImageBuildError, match="not a kfp-spot source checkout"):
-        build.build_wheel(tmp_path, tmp_path / "dist")
+        wheels.build_wheel(tmp_path, tmp_path / "dist")
 
 
 def test_an_unknown_engine_is_named(monkeypatch):
@@ -90,3 +90,48 @@ def test_push_refuses_an_image_that_was_not_built(engine):
         image.push_image(
             "127.0.0.1:5999/team/kfp-spot:1", engine=engine, source="localhost/never-built:1"
         )
+
+
+def test_the_image_is_linux_amd64_and_holds_exactly_the_locked_packages(engine, images):
+    import json
+
+    from kfp_spot import RUNTIME_IMAGE, __version__
+    from kfp_spot.image import load_records, lock
+
+    (info,) = json.loads(engine.run("image", "inspect", RUNTIME_IMAGE).stdout)
+    assert (info["Os"], info["Architecture"]) == ("linux", "amd64")
+    frozen = engine.run(
+        *("run", "--rm", "--network=none", RUNTIME_IMAGE),
+        *("python3", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"),
+    ).stdout.decode()
+    installed = dict(line.split("==", 1) for line in frozen.split())
+    installed = {lock.canonical(name): version for name, version in installed.items()}
+    assert installed.pop("kfp-spot") == __version__
+    installed.pop("pip")  # the venv's installer, not a dependency
+    pins = lock.read_lock(REPO / lock.LOCK_FILE)
+    assert installed == pins  # nothing more, nothing less, nothing at another version
+    assert installed["kfp"] == lock.sdk_version(REPO)  # the kfp that compiled the YAMLs
+    record = load_records()[RUNTIME_IMAGE]
+    assert record.platform == "linux/amd64" and record.image_id == images[RUNTIME_IMAGE]
+
+
+def test_push_refuses_an_image_vertex_cannot_run(engine, tmp_path):
+    from kfp_spot import __version__
+
+    arm = f"localhost/kfp-spot-arm64-test:{__version__}"
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "empty").write_text("")
+    subprocess.run(["tar", "-C", str(tmp_path / "root"), "-cf", str(tmp_path / "r.tar"), "."])
+    arch = ["--arch", "arm64"] if engine.name == "podman" else ["--platform", "linux/arm64"]
+    label = f"LABEL {build.VERSION_LABEL}={__version__}"
+    engine.run("import", *arch, "--change", label, str(tmp_path / "r.tar"), arm)
+    try:
+        assert engine.platform(arm) == "linux/arm64"
+        with pytest.raises(image.ImageBuildError) as info:
+            image.push_image("127.0.0.1:5999/team/kfp-spot:1", engine=engine, source=arm)
+        assert str(info.value) == (
+            f"{arm} is a linux/arm64 image and Vertex AI runs linux/amd64 only: rebuild it with "
+            "`kfp-spot image build`"
+        )
+    finally:
+        engine.run("rmi", "-f", arm, check=False)

@@ -5,6 +5,7 @@ installed wheel, or in an image `kfp-spot image push` pushed from this machine f
 Anything else is refused before a request is sent, with the one-line fix.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -95,6 +96,22 @@ def test_an_image_pushed_for_another_version_is_refused(tmp_path):
     assert check_template_images(out) == template_images(
         __import__("yaml").safe_load(out.read_text())
     )
+
+
+def test_an_image_pushed_for_a_platform_vertex_cannot_run_is_refused(tmp_path):
+    image = "us-docker.pkg.dev/p-123456/r/kfp-spot:arm"
+    out = tmp_path / "t.yaml"
+    (entry,) = [e for e in catalog.PIPELINES if e.name == "evaluate_checkpoint"]
+    catalog.compile_entry(entry, out, base_image=image)
+    pushed = ImageRecord(image, "pushed", __version__, "sha256:cd", "sha256:ef")
+    remember(dataclasses.replace(pushed, platform="linux/arm64"))
+    with pytest.raises(UnpublishedImageError) as info:
+        check_template_images(out)
+    assert "it is a linux/arm64 image and Vertex AI runs linux/amd64 only" in str(info.value)
+    remember(dataclasses.replace(pushed, platform="linux/amd64"))
+    check_template_images(out)
+    remember(pushed)  # recorded before platforms were: judged by its version alone
+    check_template_images(out)
 
 
 def test_the_release_wheels_published_image_is_accepted():

@@ -176,13 +176,13 @@ def test_import_check_does_not_see_what_only_this_machine_has(project, staging):
 def test_unknown_executor_image_is_refused_before_building(project, staging):
     with pytest.raises(
         PackagingError,
-        match=r"executor_image_uri: 'sklearn-cpu.9-9' is not a prebuilt training image; "
+        match=r"executor_image_uri: 'sklearn-cpu.nightly' is not a prebuilt training image; "
         r"images of that kind: sklearn-cpu.1-6, sklearn-cpu.1-0",
     ):
         prepare_package(
             str(project),
             str(staging),
-            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.9-9:latest",
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.nightly:latest",
         )
 
 

@@ -1,6 +1,8 @@
-"""Prebuilt executor images: the list Vertex AI accepts, and the create-time 400 for any other."""
+"""Prebuilt executor images: the list kfp-spot knows, the open rule for Google's newer images
+(accepted with a warning on the console), and the create-time 400 for anything else."""
 
 import datetime
+import io
 import json
 import urllib.error
 import urllib.request
@@ -61,9 +63,10 @@ def test_end_of_availability_is_recorded():
     [
         ("", r"is required: a prebuilt training image such as"),
         (
-            f"us-{TRAINING}/tf-cpu.2-17",
-            r"'tf-cpu.2-17' is not a prebuilt training image; images of that kind: "
-            r"tf-cpu.2-17.py310",
+            f"us-{TRAINING}/tf-cpu.nightly",
+            r"'tf-cpu.nightly' is not a prebuilt training image; images of that kind: "
+            r"tf-cpu.2-17.py310, .*A newer image of Google's naming .* is accepted; for any "
+            r"other name set KFP_SPOT_ALLOW_UNKNOWN_EXECUTOR_IMAGE=1",
         ),
         (
             "us-docker.pkg.dev/my-project/repo/trainer:1",
@@ -81,6 +84,80 @@ def test_end_of_availability_is_recorded():
 def test_anything_else_is_refused_with_the_valid_form(uri, message):
     with pytest.raises(executors.ExecutorImageError, match=message):
         executors.profile(uri)
+    assert executors.executor_image_problem(uri)
+
+
+@pytest.mark.parametrize(
+    ("image", "framework", "python", "package"),
+    [
+        ("sklearn-cpu.1-7", "scikit-learn", "3.10", "scikit-learn==1.7.*"),
+        ("tf-cpu.2-18.py311", "TensorFlow", "3.11", "tensorflow==2.18.*"),
+        ("pytorch-cpu.2-4", "PyTorch", "3.10", "torch==2.4.*"),
+        ("xgboost-cpu.2-2", "XGBoost", "3.10", "xgboost==2.2.*"),
+        ("ray-cpu.2-47.py311", "ray", "3.11", None),
+    ],
+)
+def test_a_newer_image_of_googles_naming_is_accepted_with_an_inferred_profile(
+    image, framework, python, package
+):
+    uri = f"europe-{TRAINING}/{image}:latest"
+    assert image not in executors.profiles()
+    assert executors.executor_image_problem(uri) is None
+    found = executors.profile(uri)
+    assert (found.image, found.framework, found.python) == (image, framework, python)
+    assert not found.documented and not found.past_availability()
+    if package:
+        assert found.packages[0] == package
+        assert sum(p.startswith(package.split("=")[0] + "=") for p in found.packages) == 1
+    validate_custom_job(_job(uri))  # the emulator's create-time rules accept it too
+
+
+def test_a_newer_image_is_announced_on_the_console_once():
+    uri = f"us-{TRAINING}/sklearn-cpu.1-8:latest"
+    err = io.StringIO()
+    notice = executors.warn_executor_image(uri, stream=err)
+    assert notice and "sklearn-cpu.1-8 is not in kfp-spot's table" in notice
+    assert "Vertex AI will judge it" in notice and "Python 3.10" in notice
+    assert err.getvalue() == f"kfp-spot: warning: {notice}\n"
+    executors.warn_executor_image(uri, stream=err)
+    assert err.getvalue().count("kfp-spot: warning:") == 1
+
+
+def test_the_end_of_availability_is_announced_before_and_after_it():
+    uri = f"us-{TRAINING}/sklearn-cpu.1-6:latest"
+    notice = executors.executor_image_notice
+    assert notice(uri, datetime.date(2026, 1, 1)) is None
+    assert "reaches its documented end of availability on 2026-07-11 (41 days)" in notice(
+        uri, datetime.date(2026, 5, 31)
+    )
+    after = notice(uri, datetime.date(2026, 7, 12))
+    assert "reached its documented end of availability on 2026-07-11" in after
+    assert "pre-built-containers" in after
+    assert notice("python:3.11") is None  # refused, not warned about
+
+
+def test_the_default_image_says_where_it_stands():
+    default = executors.profile(executors.DEFAULT_EXECUTOR_IMAGE)
+    assert default.documented
+    header = executors.resources.files("kfp_spot").joinpath("data/executor_images.csv")
+    text = header.read_text("utf-8")
+    if default.past_availability():
+        # No current image could be confirmed: the table says so, and the console shows it.
+        assert "could not be confirmed" in text
+        assert "reached its documented end" in executors.executor_image_notice(
+            executors.DEFAULT_EXECUTOR_IMAGE
+        )
+
+
+def test_any_name_in_googles_repository_is_accepted_when_the_user_says_so(monkeypatch):
+    uri = f"us-{TRAINING}/custom-trainer:latest"
+    assert executors.executor_image_problem(uri)
+    monkeypatch.setenv(executors.ALLOW_UNKNOWN_ENV, "1")
+    assert executors.executor_image_problem(uri) is None
+    assert "custom-trainer is not in kfp-spot's table" in executors.executor_image_notice(uri)
+    # Still only Google's prebuilt repository: a package job cannot run a custom image.
+    assert executors.executor_image_problem("us-docker.pkg.dev/p/r/trainer:1")
+    monkeypatch.setenv(executors.ALLOW_UNKNOWN_ENV, "0")
     assert executors.executor_image_problem(uri)
 
 
@@ -102,7 +179,7 @@ def test_the_rules_refuse_an_image_outside_the_list():
 
 
 def test_the_emulator_answers_400_naming_the_field(tmp_path):
-    body = aiplatform_v1.CustomJob.to_json(_job(f"us-{TRAINING}/tf-cpu.2-99.py310:latest"))
+    body = aiplatform_v1.CustomJob.to_json(_job(f"us-{TRAINING}/tf-cpu.nightly:latest"))
     with Emulator(tmp_path / "state") as emu:
         request = urllib.request.Request(
             f"{emu.endpoint}/v1/projects/p/locations/us-central1/customJobs",
@@ -121,4 +198,24 @@ def test_the_emulator_answers_400_naming_the_field(tmp_path):
     assert field in error["message"]
     violations = error["details"][0]["fieldViolations"]
     assert [v["field"] for v in violations] == [field]
-    assert "'tf-cpu.2-99.py310' is not a prebuilt training image" in error["message"]
+    assert "'tf-cpu.nightly' is not a prebuilt training image" in error["message"]
+
+
+def test_the_launcher_submits_a_newer_image_and_says_so_on_stderr(capsys):
+    from kfp_spot.jobs.spec import JobInputs, build_custom_job
+
+    image = f"us-{TRAINING}/xgboost-cpu.2-3.py311:latest"
+    job = build_custom_job(
+        JobInputs(
+            project="test-proj",
+            location="us-central1",
+            package_uris=["gs://bucket/trainer-0.1.tar.gz"],
+            python_module="trainer.task",
+            base_output_directory="gs://bucket/run",
+            executor_image_uri=image,
+        )
+    )
+    (pool,) = job.job_spec.worker_pool_specs
+    assert pool.python_package_spec.executor_image_uri == image
+    err = capsys.readouterr().err
+    assert "kfp-spot: warning: executor image xgboost-cpu.2-3.py311 is not in" in err
