@@ -17,9 +17,11 @@ built):
 - ``{var=...}``: binds the text the inner template matches to ``var`` (``Request.params``).
 
 A template begins with a literal segment or a choice; the table indexes its routes by that first
-segment and the number of ``/`` in the path, so a request is matched against the few templates
-of its shape only. Templates do not overlap: a path matches at most one template, whose methods
-answer (404, naming them, for another method; 404 for a path no template matches).
+segment, the number of ``/`` in the path, a literal segment that tells the templates of that
+shape apart (the collection, e.g. ``customJobs``) and the custom method (``:cancel``), so a
+request is tried against one template (two dict lookups and one compiled regex). Templates do
+not overlap: a path matches at most one template, whose methods answer (404, naming them, for
+another method; 404 for a path no template matches).
 """
 
 from __future__ import annotations
@@ -34,24 +36,6 @@ from urllib.parse import parse_qs
 
 from kfp_spot.emulator.errors import ApiError, decode_json
 from kfp_spot.emulator.jobs import INT32_MAX
-
-__all__ = [
-    "MAX_QUERY_FIELDS",
-    "OPS",
-    "PARENT",
-    "SYSTEM_PARAMETERS",
-    "V1",
-    "Answer",
-    "Match",
-    "Query",
-    "Reply",
-    "Request",
-    "Route",
-    "RouteGroup",
-    "RouteTable",
-    "compile_template",
-    "object_body",
-]
 
 MAX_QUERY_FIELDS = 64
 # What templates begin with: the API versions, and where the GAPIC REST operations client asks
@@ -276,8 +260,54 @@ class Match:
 class _Path:
     """One template: its compiled pattern and the routes by method."""
 
+    template: str
     pattern: re.Pattern[str]
     methods: dict[str, tuple[Route, Any]]
+
+
+_LITERAL_SEGMENT = re.compile(r"(?:\{[a-z_]+=)?([A-Za-z0-9_.-]+)\}*")
+
+
+class _Shape:
+    """The templates of one first segment and depth, keyed by what tells them apart cheaply.
+
+    ``position``: a segment every template has as a literal (the collection, e.g. ``customJobs``)
+    or 0 for none; ``verbs``: whether the last segment's custom method (``:cancel``) keys them
+    too. A path is then matched against the one or two templates of its key.
+    """
+
+    def __init__(self, paths: list[_Path]) -> None:
+        pieces = [p.template.split("/") for p in paths]
+        self.verbs = all("+" not in split[-1] for split in pieces)
+        self.last = len(pieces[0]) - 1
+        literals = [[_literal(piece) for piece in self._names(split)] for split in pieces]
+        positions = [
+            i for i in range(2, self.last + 1) if all(lits[i] is not None for lits in literals)
+        ]
+        self.position = max(positions, key=lambda i: len({lits[i] for lits in literals}), default=0)
+        self.paths: dict[tuple[str, str], list[_Path]] = {}
+        for path, split, lits in zip(paths, pieces, literals, strict=True):
+            key = (lits[self.position] or "", self._verb(split[-1]))
+            self.paths.setdefault(key, []).append(path)
+
+    def _names(self, segments: list[str]) -> list[str]:
+        """The segments without the last one's custom method (when verbs key the shape)."""
+        return [*segments[:-1], segments[-1].partition(":")[0]] if self.verbs else segments
+
+    def _verb(self, last: str) -> str:
+        return last.partition(":")[2] if self.verbs else ""
+
+    def candidates(self, segments: list[str]) -> list[_Path]:
+        """The templates a path of this shape (split at ``/``) can match."""
+        at = self.position
+        name = segments[at].partition(":")[0] if at == self.last and self.verbs else segments[at]
+        return self.paths.get((name if at else "", self._verb(segments[-1])), [])
+
+
+def _literal(piece: str) -> str | None:
+    """The literal a template's path segment is (``customJobs``), None for anything else."""
+    found = _LITERAL_SEGMENT.fullmatch(piece)
+    return found.group(1) if found else None
 
 
 class RouteTable:
@@ -294,18 +324,19 @@ class RouteTable:
         self.served = ", ".join(g.served for g in groups)
         self.routes = tuple(route for g in groups for route in g.routes)
         paths: dict[str, _Path] = {}
-        self._index: dict[tuple[str, int], list[_Path]] = {}
+        shapes: dict[tuple[str, int], list[_Path]] = {}
         for group in groups:
             for route in group.routes:
                 path = paths.get(route.template)
                 if path is None:
-                    path = paths[route.template] = _Path(compile_template(route.template), {})
+                    pattern = compile_template(route.template)
+                    path = paths[route.template] = _Path(route.template, pattern, {})
                     for head in _heads(route.template):
-                        shape = (head, route.template.count("/"))
-                        self._index.setdefault(shape, []).append(path)
+                        shapes.setdefault((head, route.template.count("/")), []).append(path)
                 if route.method in path.methods:
                     raise ValueError(f"two routes for {route.method} {route.template}")
                 path.methods[route.method] = (route, group.api)
+        self._shapes = {key: _Shape(found) for key, found in shapes.items()}
 
     def match(self, method: str, path: str) -> Match:
         """The route of ``method`` on ``path`` (decoded, without the query).
@@ -314,9 +345,9 @@ class RouteTable:
             ApiError: NOT_FOUND for a path no route has, or a method the path does not offer
                 (naming the methods it does).
         """
-        end = path.find("/", 1)
-        head = path[1:end] if end > 0 else path[1:]
-        for candidate in self._index.get((head, path.count("/")), ()):
+        segments = path.split("/")
+        shape = self._shapes.get((segments[1], len(segments) - 1)) if len(segments) > 1 else None
+        for candidate in shape.candidates(segments) if shape is not None else ():
             found = candidate.pattern.fullmatch(path)
             if found is None:
                 continue

@@ -77,6 +77,8 @@ def test_a_known_path_with_another_method_names_the_methods_it_takes():
         f"/ui/{JOB}",  # /ui/ is for operations only
         "/emulator/v1/health/x",
         f"/v1/{JOB}/attempts",  # an extension: /emulator/v1/ only
+        f"/v1/{JOB}:x:cancel",  # an ID holds no ":"
+        "/v1/projects/p/locations/l/customJobs:list",  # no such custom method
     ],
 )
 def test_an_unknown_path_is_a_404_saying_what_is_served(path):
@@ -108,3 +110,9 @@ def test_a_new_method_is_one_row_and_its_handler():
         "api": "jobs",
         "name": JOB,
     }
+
+
+def test_a_request_is_tried_against_one_template():
+    """The dispatcher keys templates by first segment, depth, collection and custom method."""
+    shapes = table()._shapes  # the index itself: what a request costs is what this test is about
+    assert all(len(paths) == 1 for shape in shapes.values() for paths in shape.paths.values())
