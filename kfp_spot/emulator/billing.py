@@ -8,7 +8,6 @@ attempts, per-VM rows and serving replica lives alike.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,30 +18,16 @@ from kfp_spot.accounting import pricing
 from kfp_spot.emulator.store import AttemptRow
 
 
-@dataclass(frozen=True)
-class Costs:
-    """What one attempt's billable time costs, in USD, rounded to 6 decimals.
-
-    Attributes:
-        spot: at the Spot price.
-        on_demand: at the on-demand price.
-        cost: what the attempt's strategy pays (``spot`` for SPOT, else ``on_demand``).
-        savings: ``on_demand - cost`` (exact: computed from the rounded figures).
-    """
-
-    spot: float
-    on_demand: float
-    cost: float
-    savings: float
-
-
 def attempt_costs(
     billable_seconds: float,
     spot_usd_per_hour: float,
     on_demand_usd_per_hour: float,
     strategy: str,
-) -> Costs:
+) -> pricing.AttemptCost:
     """The costs of ``billable_seconds`` of running time at the given hourly rates.
+
+    ``kfp_spot.accounting.pricing.attempt_cost`` at a ledger row's rates (as stored per attempt
+    and per VM).
 
     Args:
         billable_seconds: RUNNING time of the attempt (all replicas together are in the rates).
@@ -51,8 +36,7 @@ def attempt_costs(
         strategy: the ``Scheduling.Strategy`` name; ``"SPOT"`` pays the Spot price.
     """
     rates = pricing.Rates(spot_usd_per_hour, on_demand_usd_per_hour)
-    priced = pricing.attempt_cost(billable_seconds, rates, strategy)
-    return Costs(priced.spot_usd, priced.on_demand_usd, priced.paid_usd, priced.savings_usd)
+    return pricing.attempt_cost(billable_seconds, rates, strategy)
 
 
 def accelerator_name(value: int) -> str:
@@ -147,10 +131,7 @@ def vm_rows(att: AttemptRow, now: float | None = None) -> list[dict[str, Any]] |
                 "preemptions": preemptions,
                 "runs": runs,
                 "gaps": gaps,
-                "spotCost": costs.spot,
-                "onDemandCost": costs.on_demand,
-                "cost": costs.cost,
-                "savings": costs.savings,
+                **costs.to_ledger(),
             }
         )
     return out
@@ -182,8 +163,9 @@ def ledger_row(att: AttemptRow, now: float | None = None) -> dict[str, Any]:
     else:
         spot = round(sum(v["spotCost"] for v in vms), 6)
         on_demand = round(sum(v["onDemandCost"] for v in vms), 6)
-        cost = spot if att.strategy == "SPOT" else on_demand
-        costs = Costs(spot, on_demand, cost, round(on_demand - cost, 6))
+        spot_paid = pricing.is_spot(att.strategy)
+        cost = spot if spot_paid else on_demand
+        costs = pricing.AttemptCost(spot, on_demand, cost, round(on_demand - cost, 6), spot_paid)
     row: dict[str, Any] = {
         "attempt": att.attempt,
         "startTime": rfc3339(att.start_time),
@@ -194,10 +176,7 @@ def ledger_row(att: AttemptRow, now: float | None = None) -> dict[str, Any]:
         "machineType": att.machine_type,
         "replicaCount": att.replica_count,
         "strategy": att.strategy,
-        "spotCost": costs.spot,
-        "onDemandCost": costs.on_demand,
-        "cost": costs.cost,
-        "savings": costs.savings,
+        **costs.to_ledger(),
     }
     if vms is not None:
         row["vmSeconds"] = round(sum(v["billableSeconds"] for v in vms), 3)

@@ -15,9 +15,9 @@ from google.protobuf import json_format
 
 from kfp_spot import envcache
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
+from kfp_spot.emulator.routes import route_table
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
 from kfp_spot.emulator.service import Service
-from kfp_spot.emulator.serving.routes import ServingRoutes
 from kfp_spot.emulator.statedir import StateDirBusyError
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
@@ -180,8 +180,8 @@ class Emulator:
             httpd = EmulatorHTTPServer(
                 (self.host, self.port),
                 service,
+                route_table(service, service.serving),
                 read_timeout=self.read_timeout,
-                routes=[ServingRoutes(service.serving)],
             )
         except OSError as err:
             service.stop()

@@ -138,7 +138,7 @@ def preempt_replica(body: Any) -> str | None:
     return replica
 
 
-class JobService:
+class CustomJobApi:
     """The emulated JobService (CustomJob methods and their operations) and extensions.
 
     Args:

@@ -1,11 +1,11 @@
 """One attempt of a job: install its packages, start its replicas, watch them, stop them.
 
 The runner knows nothing of the scheduler or the API: it gets an :class:`AttemptContext` (the
-settings it needs, the :class:`AttemptRecorder` that records its transitions, and callbacks) and
-reports its end through ``on_done``. It sleeps until something happens: a request (``wake()``,
-called for a preempt or cancel request and when the emulator stops), a replica's exit (its reaper
-thread calls ``wake()``), or the next deadline (automatic preemption, timeout, heartbeat, the end
-of a worker's grace period, a worker's replacement).
+settings it needs, the :class:`AttemptTransitions` it records its transitions through, and
+callbacks) and reports its end through ``on_done``. It sleeps until something happens: a request
+(``wake()``, called for a preempt or cancel request and when the emulator stops), a replica's exit
+(its reaper thread calls ``wake()``), or the next deadline (automatic preemption, timeout,
+heartbeat, the end of a worker's grace period, a worker's replacement).
 
 Every replica runs on its own simulated VM. A worker's VM can be preempted on its own: SIGTERM to
 its process group, the grace period, SIGKILL; the VM is away (not billed) for the policy's
@@ -53,7 +53,7 @@ from kfp_spot.emulator.store import JobRow
 log = logging.getLogger(__name__)
 
 
-class AttemptRecorder(Protocol):
+class AttemptTransitions(Protocol):
     """Where an attempt's transitions are recorded (:class:`~.lifecycle.Lifecycle` is one)."""
 
     def job(self, job_id: str) -> JobRow:
@@ -114,7 +114,7 @@ class AttemptContext:
         on_done: called once, from the runner's thread, when the attempt is over.
     """
 
-    recorder: AttemptRecorder
+    recorder: AttemptTransitions
     state_dir: StateDir
     env_cache_dir: Path
     grace_period: float

@@ -1,24 +1,12 @@
-"""HTTP front of the emulator: the CustomJob REST surface of Vertex AI ``v1`` plus extensions.
+"""HTTP front of the emulator: every request read, bounded, dispatched and answered as JSON.
 
-Routes (``{name}`` is ``projects/P/locations/L/customJobs/ID``, P a project ID or number;
-``{operation}`` is ``projects/P/locations/L/operations/ID``):
-
-- ``POST /v1/projects/P/locations/L/customJobs``: create; answers the CustomJob
-- ``GET /v1/projects/P/locations/L/customJobs``: list (``filter``, ``pageSize``, ``pageToken``,
-  ``readMask``)
-- ``GET /v1/{name}``, ``POST /v1/{name}:cancel``, ``DELETE /v1/{name}`` (a long-running operation)
-- ``GET /v1/{operation}`` (also ``/ui/...``, where the GAPIC client looks), ``DELETE``,
-  ``POST {operation}:cancel``, ``POST {operation}:wait``
-- ``POST /emulator/v1/{name}:preempt``: preempt the running attempt of a Spot job, or one
-  replica's VM (body ``{"replica": "workerpool1-0"}``)
-- ``GET /emulator/v1/{name}/attempts``: the billing ledger, ``{"attempts": [...]}``
-- ``GET /emulator/v1/{name}/logs``: replica logs (``attempt``, ``replica``, ``tail``)
-- ``GET /emulator/v1/customJobs``: every job of every project (name, state, displayName)
-- ``GET /emulator/v1/health``: ``{"status": "ok"}``
-
-More routes plug in as :class:`RouteSet` s (the Model, Endpoint and Prediction APIs of
-:mod:`kfp_spot.emulator.serving.routes`): their requests get everything below too, and their
-actions answer a JSON document or a :class:`Reply` (any status, body and headers).
+What is served is the one route table (:class:`~kfp_spot.emulator.routing.RouteTable`, built by
+:func:`kfp_spot.emulator.routes.route_table`): the CustomJob REST surface of Vertex AI ``v1``, the
+emulator's own methods (``/emulator/v1/...``: preempt, attempts, logs, health) and the Model,
+Endpoint and Prediction APIs. This module matches each request against the table, checks its
+query parameters and, for the routes that declare them, its body fields, and calls the route's
+handler; handlers answer a JSON document or a :class:`~kfp_spot.emulator.routing.Reply` (any
+status, body and headers).
 
 Bodies and answers are protobuf JSON (camelCase); enums are answered as names unless the client
 asks for ``$alt=json;enum-encoding=int`` as the GAPIC REST transport does.
@@ -31,8 +19,9 @@ seconds (request line, headers and body together); a client that sends less than
 gets a 408 and its connection is closed, while every other connection is served by its own
 thread.
 
-Why one module: the HTTP front is one request handler (parsing, limits, timeouts, routing, the JSON
-error mapping) and its small request types; the APIs behind it are in jobs.py and serving/.
+Why one module: the HTTP front is one request handler (parsing, limits, timeouts, dispatch, the JSON
+error mapping); the routes are in routing.py and routes.py, the APIs behind them in jobs.py and
+serving/.
 """
 
 from __future__ import annotations
@@ -41,248 +30,24 @@ import contextlib
 import io
 import json
 import logging
-import re
 import socket
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
-from google.protobuf import json_format
-
-from kfp_spot.emulator.errors import ApiError, decode_json
-from kfp_spot.emulator.jobs import INT32_MAX, JobService, message_json, preempt_replica
+from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.jobs import CustomJobApi
+from kfp_spot.emulator.routing import Answer, Query, Reply, Request, RouteTable, object_body
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 1024 * 1024
 READ_TIMEOUT = 30.0
-MAX_QUERY_FIELDS = 64
 DRAIN_SECONDS = 10.0  # at most this long reading (and dropping) a refused body before closing
-
-_PARENT = r"projects/[^/]+/locations/[^/]+"
-_JOB = _PARENT + r"/customJobs/[^/:]+"
-_OPERATION = _PARENT + r"/operations/[^/:]+"
-_V1 = r"/v1(?:beta1)?"
-_OPS = r"/(?:v1(?:beta1)?|ui)"
-# Query parameters every Google API takes (system parameters); accepted and ignored here.
-SYSTEM_PARAMETERS = frozenset(
-    {
-        "$alt",
-        "alt",
-        "$fields",
-        "fields",
-        "key",
-        "$prettyPrint",
-        "prettyPrint",
-        "quotaUser",
-        "$quotaUser",
-        "access_token",
-        "oauth_token",
-        "callback",
-        "$callback",
-        "$.xgafv",
-        "upload_protocol",
-        "uploadType",
-        "userProject",
-        "$userProject",
-    }
-)
-
-
-@dataclass(frozen=True)
-class Route:
-    """A method and path, the query parameters it binds and the action it runs."""
-
-    method: str
-    pattern: re.Pattern[str]
-    action: str
-    params: tuple[str, ...] = ()
-
-
-ROUTES: list[Route] = [
-    Route("POST", re.compile(rf"{_V1}/(?P<parent>{_PARENT})/customJobs"), "create"),
-    Route(
-        "GET",
-        re.compile(rf"{_V1}/(?P<parent>{_PARENT})/customJobs"),
-        "list",
-        ("filter", "page_size", "page_token", "read_mask"),
-    ),
-    Route("GET", re.compile(rf"{_V1}/(?P<name>{_JOB})"), "get"),
-    Route("POST", re.compile(rf"{_V1}/(?P<name>{_JOB}):cancel"), "cancel"),
-    Route("DELETE", re.compile(rf"{_V1}/(?P<name>{_JOB})"), "delete"),
-    Route("GET", re.compile(rf"{_OPS}/(?P<name>{_OPERATION})"), "get_operation"),
-    Route("DELETE", re.compile(rf"{_OPS}/(?P<name>{_OPERATION})"), "delete_operation"),
-    Route("POST", re.compile(rf"{_OPS}/(?P<name>{_OPERATION}):cancel"), "cancel_operation"),
-    Route(
-        "POST", re.compile(rf"{_OPS}/(?P<name>{_OPERATION}):wait"), "wait_operation", ("timeout",)
-    ),
-    Route("POST", re.compile(rf"/emulator/v1/(?P<name>{_JOB}):preempt"), "preempt"),
-    Route("GET", re.compile(rf"/emulator/v1/(?P<name>{_JOB})/attempts"), "attempts"),
-    Route(
-        "GET",
-        re.compile(rf"/emulator/v1/(?P<name>{_JOB})/logs"),
-        "logs",
-        ("attempt", "replica", "tail"),
-    ),
-    Route("GET", re.compile(r"/emulator/v1/customJobs"), "all"),
-    Route("GET", re.compile(r"/emulator/v1/health"), "health"),
-]
-_SERVED = (
-    "/v1/projects/P/locations/L/customJobs[/ID[:cancel]], "
-    "/v1/projects/P/locations/L/operations/ID and /emulator/v1/..."
-)
-# Fields a request body may set besides the path's own (``body: "*"`` requests).
-_BODY_FIELDS = {"cancel": ("name",), "cancel_operation": ("name",), "preempt": ("name", "replica")}
-_BODY_FIELDS["wait_operation"] = ("name", "timeout")
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
-
-
-class Query:
-    """The query parameters of one request, checked against what its route binds."""
-
-    def __init__(self, text: str, route: Route) -> None:
-        try:
-            raw = parse_qs(text, keep_blank_values=True, max_num_fields=MAX_QUERY_FIELDS)
-        except ValueError:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"the query string has more than {MAX_QUERY_FIELDS} parameters",
-            ) from None
-        self.int_enums = any("enum-encoding=int" in v for v in raw.get("$alt", []))
-        self.values: dict[str, str] = {}
-        for key, values in raw.items():
-            if key in SYSTEM_PARAMETERS:
-                continue
-            field = _snake(key)
-            if field not in route.params:
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot bind "
-                    f"query parameter. Field '{key}' could not be found in request message."
-                    + (f" (accepted: {', '.join(route.params)})" if route.params else ""),
-                    key,
-                )
-            if len(values) > 1 or field in self.values:
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    f"Invalid JSON payload received. Multiple values for non-repeated field "
-                    f"{json.dumps(key)}.",
-                    key,
-                )
-            self.values[field] = values[0]
-
-    def text(self, field: str) -> str:
-        """A string parameter ("" when absent)."""
-        return self.values.get(field, "")
-
-    def int32(self, field: str) -> int:
-        """An int32 parameter (0 when absent)."""
-        value = self.values.get(field, "")
-        if not value:
-            return 0
-        try:
-            number = int(value)
-        except ValueError:
-            number = None
-        if number is None or not -(2**31) <= number <= INT32_MAX:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"Invalid value at '{field}' (TYPE_INT32), {json.dumps(value)}",
-                field,
-            )
-        return number
-
-
-@dataclass(frozen=True)
-class Request:
-    """One request as a :class:`RouteSet`'s action sees it (read whole, within the limits).
-
-    Attributes:
-        params: the route pattern's named groups (e.g. ``name``, ``parent``).
-        query: the query parameters, checked against what the route binds.
-        body: the request body (``b""`` when there is none).
-        content_type: the request's Content-Type header ("" when absent).
-    """
-
-    params: Mapping[str, str]
-    query: Query
-    body: bytes
-    content_type: str = ""
-
-
-@dataclass(frozen=True)
-class Reply:
-    """An answer that is not a 200 JSON document, e.g. a model server's own ``:rawPredict`` body.
-
-    Attributes:
-        status: the HTTP status.
-        body: the body, sent as is.
-        headers: headers to send (``Content-Type`` among them; JSON when absent).
-    """
-
-    status: int
-    body: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-class RouteSet(Protocol):
-    """More routes for the server (one API surface), answered like the built-in ones.
-
-    Its requests get the server's guarantees: bounded reads and bodies, JSON 4xx errors for
-    everything (an :class:`~kfp_spot.emulator.errors.ApiError` raised by ``act`` is answered as
-    a Google JSON error), unknown query parameters refused, 500s logged.
-    """
-
-    @property
-    def routes(self) -> Sequence[Route]:
-        """The routes, matched after the built-in ones, in order."""
-        ...
-
-    @property
-    def served(self) -> str:
-        """What the routes serve, for the 404 of an unknown path (e.g. ``/v1/.../endpoints``)."""
-        ...
-
-    def act(self, route: Route, request: Request) -> dict[str, Any] | str | Reply:
-        """Answer ``request`` on ``route``: a JSON document (object or text) or a :class:`Reply`.
-
-        Raises:
-            ApiError: the request is refused (answered as a Google JSON error).
-        """
-        ...
-
-
-def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
-    """The JSON object body of a ``body: "*"`` request whose only fields are ``fields``.
-
-    ``{}`` for no body. Field names may be camelCase or snake_case (``fields`` are snake_case).
-
-    Raises:
-        ApiError: the body is not a JSON object, or names a field not in ``fields``.
-    """
-    if not raw.strip():
-        return {}
-    doc = decode_json(raw, "*")
-    if not isinstance(doc, dict):
-        raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
-    for key in doc:
-        if _snake(key) not in fields:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
-                "field.",
-                key,
-            )
-    return doc
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -305,7 +70,7 @@ class _DeadlineReader(io.RawIOBase):
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Maps requests onto :class:`JobService` methods and errors onto Google JSON errors."""
+    """Reads each request, answers it through the route table, and errors as Google JSON errors."""
 
     server: EmulatorHTTPServer
     protocol_version = "HTTP/1.1"
@@ -464,9 +229,7 @@ class Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self._send(error.http_status, error.to_json())
 
-    def _send(
-        self, status: int, payload: dict[str, Any] | str | Reply, *, head: bool = False
-    ) -> None:
+    def _send(self, status: int, payload: Answer, *, head: bool = False) -> None:
         headers: Mapping[str, str] = {}
         if isinstance(payload, Reply):
             status, body, headers = payload.status, payload.body, payload.headers
@@ -489,92 +252,26 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         self.wfile.flush()
 
-    def _route(self, method: str, raw: bytes) -> dict[str, Any] | str | Reply:
+    def _route(self, method: str, raw: bytes) -> Answer:
         url = urlsplit(self.path)
-        path = unquote(url.path)
-        offered = []
-        for owner, route in self.server.routes:
-            match = route.pattern.fullmatch(path)
-            if not match:
-                continue
-            if route.method != method:
-                offered.append(route.method)
-                continue
-            query = Query(url.query, route)
-            if owner is None:
-                answer: dict[str, Any] | str = self._act(route, match.groupdict(), query, raw)
-                return answer
-            content_type = self.headers.get("Content-Type", "")
-            return owner.act(route, Request(match.groupdict(), query, raw, content_type))
-        if offered:
-            raise ApiError(
-                "NOT_FOUND",
-                f"{method} is not offered on {path}; it takes {', '.join(sorted(set(offered)))}",
-            )
-        served = ", ".join([_SERVED, *(r.served for r in self.server.route_sets)])
-        raise ApiError("NOT_FOUND", f"no such resource: {path} (the emulator serves {served})")
-
-    def _empty_body(self, raw: bytes, action: str) -> dict[str, Any]:
-        return object_body(raw, _BODY_FIELDS.get(action, ()))
-
-    def _act(self, route: Route, params: dict[str, str], query: Query, raw: bytes) -> Any:
-        service = self.server.service
-        action = route.action
-        ints = query.int_enums
-        if action == "create":
-            doc = decode_json(raw, "custom_job") if raw.strip() else {}
-            return message_json(service.create_job(params["parent"], doc), ints)
-        if action in _BODY_FIELDS:
-            self._empty_body(raw, action)
-        if action == "list":
-            jobs, token = service.list_jobs(
-                params["parent"],
-                query.text("filter"),
-                query.int32("page_size"),
-                query.text("page_token"),
-                query.text("read_mask"),
-            )
-            response = ListCustomJobsResponse.pb()(next_page_token=token)
-            response.custom_jobs.extend(jobs)
-            return message_json(response, ints)
-        if action == "get":
-            return message_json(service.get_job(params["name"]), ints)
-        if action == "cancel":
-            service.cancel_job(params["name"])
-            return {}
-        if action == "delete":
-            return json_format.MessageToJson(service.delete_job(params["name"]), indent=None)
-        if action in ("get_operation", "wait_operation"):  # every operation is done already
-            return json_format.MessageToJson(service.get_operation(params["name"]), indent=None)
-        if action == "delete_operation":
-            service.delete_operation(params["name"])
-            return {}
-        if action == "cancel_operation":
-            service.cancel_operation(params["name"])
-            return {}
-        if action == "preempt":
-            body = decode_json(raw, "*") if raw.strip() else {}
-            return service.preempt(params["name"], preempt_replica(body))
-        if action == "attempts":
-            return {"attempts": service.attempts(params["name"])}
-        if action == "logs":
-            attempt = query.int32("attempt") or None
-            replica = query.text("replica") or None
-            return {"logs": service.logs(params["name"], attempt, replica, query.int32("tail"))}
-        if action == "all":
-            return {"customJobs": service.summaries()}
-        return {"status": "ok"}
+        found = self.server.table.match(method, unquote(url.path))
+        route = found.route
+        query = Query(url.query, route.params)
+        if route.body is not None:
+            object_body(raw, route.body)
+        content_type = self.headers.get("Content-Type", "")
+        return route.handler(found.api, Request(found.params, query, raw, content_type))
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):
-    """A threading HTTP server that knows its :class:`JobService`.
+    """A threading HTTP server that answers through one route table.
 
     Args:
         address: (host, port) to bind; port 0 picks a free one.
-        service: the API.
+        service: the CustomJob API (told the server's URL, the root of ``webAccessUris``).
+        table: every route served (``routes.route_table``).
         read_timeout: seconds a request may take to arrive (and a connection to stay idle).
         max_body: the largest request body accepted, in bytes.
-        routes: more API surfaces (:class:`RouteSet`), matched after the built-in routes.
     """
 
     daemon_threads = True
@@ -584,20 +281,17 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
     def __init__(
         self,
         address: tuple[str, int],
-        service: JobService,
+        service: CustomJobApi,
+        table: RouteTable,
         *,
         read_timeout: float = READ_TIMEOUT,
         max_body: int = MAX_BODY,
-        routes: Sequence[RouteSet] = (),
     ) -> None:
         super().__init__(address, Handler)
         self.service = service
+        self.table = table
         self.read_timeout = read_timeout
         self.max_body = max_body
-        self.route_sets = tuple(routes)
-        # Every route with the set that answers it (None: the CustomJob API's own).
-        self.routes: list[tuple[RouteSet | None, Route]] = [(None, r) for r in ROUTES]
-        self.routes += [(rs, r) for rs in self.route_sets for r in rs.routes]
         bound, port = self.server_address[:2]
         host = bound.decode() if isinstance(bound, bytes) else str(bound)
         host = f"[{host}]" if ":" in host else host

@@ -1,4 +1,4 @@
-"""The emulator's service: the JobService API wired to its state dir, scheduler and lifecycle.
+"""The emulator's service: the CustomJob API wired to its state dir, scheduler and lifecycle.
 
 This module only assembles the parts (one concern each) and starts and stops them:
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kfp_spot.emulator.alarms import Alarms
 from kfp_spot.emulator.containers import RuntimeProbe
-from kfp_spot.emulator.jobs import JobService
+from kfp_spot.emulator.jobs import CustomJobApi
 from kfp_spot.emulator.lifecycle import Lifecycle
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.policy import PreemptionPolicy
@@ -28,8 +28,8 @@ from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.store import Store
 
 
-class Service(JobService):
-    """The emulated JobService plus its scheduler, running attempts and recovery.
+class Service(CustomJobApi):
+    """The CustomJob API (Vertex AI's JobService) plus its scheduler, running attempts, recovery.
 
     Args:
         state_dir: where the SQLite state, logs and working directories live.

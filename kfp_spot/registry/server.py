@@ -80,7 +80,7 @@ def _parse_multipart(content_type: str, body: bytes) -> dict[str, bytes]:
     return fields
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _RegistryHandler(BaseHTTPRequestHandler):
     server: _HTTPServer
     protocol_version = "HTTP/1.1"
 
@@ -267,7 +267,7 @@ class RegistryServer:
                 f"registry root {self.store.root} is in use by another registry server"
             ) from exc
         try:
-            self._httpd = _HTTPServer((host, int(port)), _Handler)
+            self._httpd = _HTTPServer((host, int(port)), _RegistryHandler)
         except OSError as exc:
             self._release()
             raise RegistryServerError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc

@@ -11,5 +11,5 @@
 - ``models``, ``endpoints``, ``prediction``: the ModelService, EndpointService and
   PredictionService methods;
 - ``api``: ``ServingService``, the parts as one service (plus operations and the ledger);
-- ``routes``: the HTTP routes, hooked into the emulator's server.
+- ``routes``: the HTTP routes, rows of the emulator's one route table (``routing``).
 """

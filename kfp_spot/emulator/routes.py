@@ -1,0 +1,146 @@
+"""The rows of the CustomJob API and of the emulator's own methods, and the whole route table.
+
+Routes (``{name}`` is ``projects/P/locations/L/customJobs/ID``, P a project ID or number;
+``{operation}`` is ``projects/P/locations/L/operations/ID``; ``/v1beta1/`` is accepted as
+``/v1/``):
+
+- ``POST /v1/projects/P/locations/L/customJobs``: create; answers the CustomJob
+- ``GET /v1/projects/P/locations/L/customJobs``: list (``filter``, ``pageSize``, ``pageToken``,
+  ``readMask``)
+- ``GET /v1/{name}``, ``POST /v1/{name}:cancel``, ``DELETE /v1/{name}`` (a long-running operation)
+- ``GET /v1/{operation}`` (also ``/ui/...``, where the GAPIC client looks), ``DELETE``,
+  ``POST {operation}:cancel``, ``POST {operation}:wait``
+- ``POST /emulator/v1/{name}:preempt``: preempt the running attempt of a Spot job, or one
+  replica's VM (body ``{"replica": "workerpool1-0"}``)
+- ``GET /emulator/v1/{name}/attempts``: the billing ledger, ``{"attempts": [...]}``
+- ``GET /emulator/v1/{name}/logs``: replica logs (``attempt``, ``replica``, ``tail``)
+- ``GET /emulator/v1/customJobs``: every job of every project (name, state, displayName)
+- ``GET /emulator/v1/health``: ``{"status": "ok"}``
+
+The Model, Endpoint and Prediction rows are in :mod:`kfp_spot.emulator.serving.routes`;
+:func:`route_table` puts both into the one :class:`~kfp_spot.emulator.routing.RouteTable`.
+A new emulator method is one row in ``ROUTES`` (or the serving ``ROUTES``) and its handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
+from google.protobuf import json_format
+
+from kfp_spot.emulator.errors import decode_json
+from kfp_spot.emulator.jobs import CustomJobApi, message_json, preempt_replica
+from kfp_spot.emulator.routing import OPS, PARENT, V1, Request, Route, RouteGroup, RouteTable
+from kfp_spot.emulator.serving import routes as serving_routes
+from kfp_spot.emulator.serving.api import ServingService
+
+_PARENT = "{parent=" + PARENT + "}"
+_JOB = "{name=" + PARENT + "/customJobs/*}"
+_OPERATION = "{name=" + PARENT + "/operations/*}"
+SERVED = (
+    "/v1/projects/P/locations/L/customJobs[/ID[:cancel]], "
+    "/v1/projects/P/locations/L/operations/ID and /emulator/v1/..."
+)
+
+
+def _create(api: CustomJobApi, req: Request) -> str:
+    doc = decode_json(req.body, "custom_job") if req.body.strip() else {}
+    return message_json(api.create_job(req.params["parent"], doc), req.query.int_enums)
+
+
+def _list(api: CustomJobApi, req: Request) -> str:
+    query = req.query
+    jobs, token = api.list_jobs(
+        req.params["parent"],
+        query.text("filter"),
+        query.int32("page_size"),
+        query.text("page_token"),
+        query.text("read_mask"),
+    )
+    response = ListCustomJobsResponse.pb()(next_page_token=token)
+    response.custom_jobs.extend(jobs)
+    return message_json(response, query.int_enums)
+
+
+def _get(api: CustomJobApi, req: Request) -> str:
+    return message_json(api.get_job(req.params["name"]), req.query.int_enums)
+
+
+def _cancel(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    api.cancel_job(req.params["name"])
+    return {}
+
+
+def _delete(api: CustomJobApi, req: Request) -> str:
+    return str(json_format.MessageToJson(api.delete_job(req.params["name"]), indent=None))
+
+
+def _get_operation(api: CustomJobApi, req: Request) -> str:
+    # also ``:wait``: every operation is done already
+    return str(json_format.MessageToJson(api.get_operation(req.params["name"]), indent=None))
+
+
+def _delete_operation(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    api.delete_operation(req.params["name"])
+    return {}
+
+
+def _cancel_operation(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    api.cancel_operation(req.params["name"])
+    return {}
+
+
+def _preempt(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    body = decode_json(req.body, "*") if req.body.strip() else {}
+    return api.preempt(req.params["name"], preempt_replica(body))
+
+
+def _attempts(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    return {"attempts": api.attempts(req.params["name"])}
+
+
+def _logs(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    query = req.query
+    attempt = query.int32("attempt") or None
+    replica = query.text("replica") or None
+    return {"logs": api.logs(req.params["name"], attempt, replica, query.int32("tail"))}
+
+
+def _all(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    return {"customJobs": api.summaries()}
+
+
+def _health(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    return {"status": "ok"}
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", f"{V1}/{_PARENT}/customJobs", _create),
+    Route(
+        "GET",
+        f"{V1}/{_PARENT}/customJobs",
+        _list,
+        ("filter", "page_size", "page_token", "read_mask"),
+    ),
+    Route("GET", f"{V1}/{_JOB}", _get),
+    Route("POST", f"{V1}/{_JOB}:cancel", _cancel, body=("name",)),
+    Route("DELETE", f"{V1}/{_JOB}", _delete),
+    Route("GET", f"{OPS}/{_OPERATION}", _get_operation),
+    Route("DELETE", f"{OPS}/{_OPERATION}", _delete_operation),
+    Route("POST", f"{OPS}/{_OPERATION}:cancel", _cancel_operation, body=("name",)),
+    Route("POST", f"{OPS}/{_OPERATION}:wait", _get_operation, ("timeout",), ("name", "timeout")),
+    Route("POST", f"/emulator/v1/{_JOB}:preempt", _preempt, body=("name", "replica")),
+    Route("GET", f"/emulator/v1/{_JOB}/attempts", _attempts),
+    Route("GET", f"/emulator/v1/{_JOB}/logs", _logs, ("attempt", "replica", "tail")),
+    Route("GET", "/emulator/v1/customJobs", _all),
+    Route("GET", "/emulator/v1/health", _health),
+)
+
+
+def route_table(jobs: CustomJobApi, serving: ServingService) -> RouteTable:
+    """Every route of the emulator: the CustomJob API's and the emulator's, then serving's."""
+    return RouteTable(
+        RouteGroup(jobs, ROUTES, SERVED),
+        RouteGroup(serving, serving_routes.ROUTES, serving_routes.SERVED),
+    )
