@@ -1,0 +1,126 @@
+"""How long ``import kfp_spot.trainer`` takes as installed on a training VM (prints only).
+
+    .venv/bin/python benchmarks/trainer_import.py [--runs N] [--importtime]
+
+Method: build the light kfp-spot-trainer wheel (kfp_spot.packaging.trainer_dist), create a fresh
+venv and ``pip install --no-deps --no-index`` the wheel into it, as pip installs it on the VM (not
+the editable install of this checkout). Its requirements and NumPy (which every prebuilt training
+image has) come from this venv's site-packages through a directory of links to just those
+distributions, added by a ``.pth`` file, so nothing is downloaded. Then ``python -c pass`` and
+``python -c "import kfp_spot.trainer"`` run alternately in that venv, ``--runs`` times each
+(fresh processes, wall time of the whole process); the figure is the difference of the medians,
+against the goal of 50 ms. ``--importtime`` adds the slowest modules of one ``-X importtime``
+run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+from kfp_spot.packaging import trainer_dist
+
+GOAL_MS = 50.0
+# What the VM has besides the wheel: its declared requirements, and NumPy from the image.
+PROVIDED = ("numpy", "fsspec", "google_crc32c")
+
+
+def _provided_view(view: Path) -> None:
+    """Links to the distributions in PROVIDED (packages, their dist-info, bundled libraries)."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    view.mkdir()
+    for entry in site.iterdir():
+        name = entry.name.lower().replace("-", "_")
+        if name.startswith(PROVIDED) and not name.endswith(".pth"):
+            (view / entry.name).symlink_to(entry)
+
+
+def make_env(work: Path) -> Path:
+    """A fresh venv with the light wheel pip-installed (no deps) and the provided libraries."""
+    wheel = trainer_dist.build_trainer_wheel(work / "wheel")
+    env_dir = work / "env"
+    venv.EnvBuilder(with_pip=True, symlinks=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+    )
+    view = work / "provided"
+    _provided_view(view)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, "_provided.pth").write_text(f"{view}\n")
+    return python
+
+
+def wall_ms(cmd: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=cwd, env={"PATH": os.environ.get("PATH", "")})
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=31)
+    parser.add_argument("--importtime", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-import-bench-") as tmp:
+        work = Path(tmp)
+        python = str(make_env(work))
+        probe = "import kfp_spot, kfp_spot.trainer; print(kfp_spot.trainer.__file__)"
+        where = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, check=True, cwd=work
+        ).stdout.strip()
+        assert where.startswith(str(work / "env")), where  # the wheel's copy, not this checkout
+        baseline: list[float] = []
+        trainer: list[float] = []
+        for _ in range(2):  # warm the page cache
+            wall_ms([python, "-c", "import kfp_spot.trainer"], work)
+        for _ in range(args.runs):
+            baseline.append(wall_ms([python, "-c", "pass"], work))
+            trainer.append(wall_ms([python, "-c", "import kfp_spot.trainer"], work))
+        base_med, trainer_med = statistics.median(baseline), statistics.median(trainer)
+        print(
+            f"import kfp_spot.trainer: {trainer_med - base_med:.1f} ms above python -c pass "
+            f"(goal <= {GOAL_MS:.0f} ms)   [medians of {args.runs} alternating fresh processes "
+            f"in a venv with the light wheel pip-installed --no-deps]"
+        )
+        print(
+            f"  python -c pass: median {base_med:.1f} ms (min {min(baseline):.1f}); "
+            f"python -c 'import kfp_spot.trainer': median {trainer_med:.1f} ms "
+            f"(min {min(trainer):.1f}); difference of the minima "
+            f"{min(trainer) - min(baseline):.1f} ms"
+        )
+        print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {sys.version}")
+        if args.importtime:
+            run = subprocess.run(
+                [python, "-X", "importtime", "-c", "import kfp_spot.trainer"],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=work,
+            )
+            rows = []
+            for line in run.stderr.splitlines()[1:]:
+                parts = line.split("|")
+                if len(parts) == 3:
+                    rows.append((int(parts[1]), parts[2].rstrip()))
+            print("  slowest imports (cumulative us, one run):")
+            for cumulative, name in sorted(rows, reverse=True)[:15]:
+                print(f"    {cumulative:8d}  {name}")
+
+
+if __name__ == "__main__":
+    main()
