@@ -26,6 +26,11 @@ on the VM only the light one exists; wherever the full ``kfp-spot`` is installed
 image, the emulator host) the light one is skipped (:func:`is_light_distribution_file` tells it
 apart; ``kfp_spot.envcache`` skips it in host-view environments, and prepare_package does not add
 it to a package that declares ``kfp-spot`` itself).
+
+Why one module: it is one artifact, and its parts are facts about each other: the import closure
+decides the files, the files and the declared requirements make the METADATA, both make the
+bytes, and the cache key is the digest of exactly those; split, each part would have to re-derive
+what the others decided.
 """
 
 from __future__ import annotations
