@@ -1,6 +1,6 @@
 """How long ``import kfp_spot.trainer`` takes as installed on a training VM (prints only).
 
-    .venv/bin/python benchmarks/trainer_import.py [--runs N] [--importtime] [--resume]
+    .venv/bin/python benchmarks/trainer_import.py [--runs N] [--importtime] [--resume] [--wheel]
 
 Method: build the light kfp-spot-trainer wheel (kfp_spot.packaging.trainer_dist), create a fresh
 venv and ``pip install --no-deps --no-index`` the wheel into it, as pip installs it on the VM (not
@@ -17,6 +17,10 @@ its model once; then an attempt that resumes at the final step (a job preempted 
 runs ``--runs`` times. Printed: its median wall time, the median of a process that only imports
 what it imports before it can tell (NumPy and kfp_spot.trainer), and the difference, its own work
 (goal: well under a second; the export it skips imports scikit-learn, ~1.5 s).
+
+``--wheel``: what prepare_package pays for the light wheel, in this process: a build
+(``build_trainer_wheel``) against a cache hit (``cached_trainer_wheel`` with the wheel already
+cached: the import closure and the digest of the files it ships), ``--runs`` times each.
 """
 
 from __future__ import annotations
@@ -113,12 +117,35 @@ def resumed_attempt(runs: int) -> None:
         )
 
 
+def wheel_cost(runs: int) -> None:
+    """Time building the light wheel against finding it in the cache."""
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-wheel-bench-") as tmp:
+        work = Path(tmp)
+        builds, hits = [], []
+        trainer_dist.cached_trainer_wheel(work / "cache", scratch_dir=work / "scratch")
+        for i in range(runs):
+            started = time.perf_counter()
+            trainer_dist.build_trainer_wheel(work / f"build-{i}")
+            builds.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            trainer_dist.cached_trainer_wheel(work / "cache", scratch_dir=work / "scratch")
+            hits.append((time.perf_counter() - started) * 1000)
+        print(
+            f"kfp-spot-trainer wheel: cache hit median {statistics.median(hits):.0f} ms, build "
+            f"median {statistics.median(builds):.0f} ms   [{runs} of each, alternating, in one "
+            "process]"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=31)
     parser.add_argument("--importtime", action="store_true")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--wheel", action="store_true")
     args = parser.parse_args()
+    if args.wheel:
+        wheel_cost(args.runs)
     if args.resume:
         resumed_attempt(args.runs)
     with tempfile.TemporaryDirectory(prefix="kfp-spot-import-bench-") as tmp:

@@ -416,34 +416,71 @@ def content_key(spec: TrainerContents) -> str:
     return digest.hexdigest()
 
 
+def _tree_key(root: Path) -> str:
+    """The hex sha256 of every input of :func:`contents`: the package's sources, kfp-spot's pins.
+
+    Hashing ~150 small files costs less than parsing the ~30 the closure needs, so this indexes
+    the content key of a tree already seen.
+    """
+    digest = hashlib.sha256()
+    labelled = [(p.relative_to(root.parent).as_posix(), p) for p in sorted(root.rglob("*.py"))]
+    labelled += [("py.typed", root / "py.typed")]
+    labelled += [(f"builder:{p.name}", p) for p in (Path(__file__), Path(_build.__file__))]
+    for label, path in labelled:
+        if path.is_file():
+            digest.update(f"{label}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    pins, requires_python = _full_pins()
+    digest.update(repr((sorted(map(str, pins.values())), requires_python)).encode())
+    digest.update(trainer_version().encode())
+    return digest.hexdigest()
+
+
 def cached_trainer_wheel(cache_dir: Path, *, scratch_dir: Path, root: Path | None = None) -> Path:
     """The light wheel, built once per content and kept under ``cache_dir``.
 
-    ``<cache_dir>/kfp-spot-trainer/<content_key>/<wheel>``: a later call with the same files
-    returns that file without building (a prepare_package run costs a digest of ~30 small files,
-    not a build). The wheel appears there whole or not at all; a cache directory that cannot be
-    written only costs the build (then made in ``scratch_dir``).
+    ``<cache_dir>/kfp-spot-trainer/<content_key>/<wheel>``, the key being :func:`content_key`
+    (the digest of the files it ships, its METADATA and its builder): a later call with the same
+    files returns that file without building. ``trees/<tree key>`` remembers which wheel a
+    source tree gave, so a call on a tree already seen digests its files and parses nothing. The
+    wheel appears whole or not at all; a cache directory that cannot be written only costs the
+    build (then made in ``scratch_dir``).
 
     Returns:
         The wheel's path.
     """
+    root = root or package_dir()
+    home = cache_dir / LIGHT_DISTRIBUTION
+    tree = home / "trees" / _tree_key(root)
+    try:
+        known = home / tree.read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        known = None
+    if known is not None and known.parent.parent == home and known.is_file():
+        log.debug("kfp-spot-trainer wheel from the cache: %s", known)
+        return known
     spec = contents(root)
     key = content_key(spec)
-    home = cache_dir / LIGHT_DISTRIBUTION
     cached = home / key / wheel_name(spec.version)
-    if cached.is_file():
-        log.debug("kfp-spot-trainer wheel from the cache: %s", cached)
-        return cached
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{key[:12]}-", dir=home) as tmp:
-            built = build_trainer_wheel(Path(tmp) / "wheel", root, spec=spec)
-            cached.parent.mkdir(exist_ok=True)
-            os.replace(built, cached)  # same file system: the wheel appears whole
+        if not cached.is_file():
+            home.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f".{key[:12]}-", dir=home) as tmp:
+                built = build_trainer_wheel(Path(tmp) / "wheel", root, spec=spec)
+                cached.parent.mkdir(exist_ok=True)
+                os.replace(built, cached)  # same file system: the wheel appears whole
+        tree.parent.mkdir(exist_ok=True)
+        _atomic_text(tree, cached.relative_to(home).as_posix())
     except OSError as exc:
         log.info("kfp-spot-trainer wheel not cached (%s): %s", home, exc)
         return build_trainer_wheel(scratch_dir, spec=spec)
     return cached
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text + "\n", "utf-8")
+    os.replace(tmp, path)
 
 
 def is_light_distribution_file(path: str | Path) -> bool:

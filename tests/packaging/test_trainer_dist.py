@@ -114,21 +114,28 @@ def test_the_wheel_is_built_once_per_content(tmp_path, monkeypatch):
     first = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
     assert first.parent.parent == cache / "kfp-spot-trainer"
 
-    def no_build(*args, **kwargs):
-        raise AssertionError("built again")
+    def not_again(*args, **kwargs):
+        raise AssertionError("done again")
 
-    with monkeypatch.context() as patched:
-        patched.setattr(trainer_dist, "build_trainer_wheel", no_build)
+    with monkeypatch.context() as patched:  # a tree seen before: neither parsed nor built
+        patched.setattr(trainer_dist, "build_trainer_wheel", not_again)
+        patched.setattr(trainer_dist, "contents", not_again)
         again = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
     assert again == first
+    # A file it does not ship changed: parsed again, the same content, so the same wheel.
+    (package / "unused.py").write_text("import kfp\nVALUE = 2\n")
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer_dist, "build_trainer_wheel", not_again)
+        same = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
+    assert same == first
     # A changed file it ships is a new content: a new wheel, under a new key.
     (package / "helper.py").write_text("import fsspec\nVALUE = 1\n")
     changed = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
     assert changed.parent != first.parent and first.is_file()
     assert _wheel_files(changed)["kfp_spot/helper.py"] == b"import fsspec\nVALUE = 1\n"
-    # Nothing left beside the wheels (a build is renamed into place whole).
+    # Nothing left beside the wheels and the index (a build is renamed into place whole).
     assert sorted(p.name for p in (cache / "kfp-spot-trainer").iterdir()) == sorted(
-        [first.parent.name, changed.parent.name]
+        [first.parent.name, changed.parent.name, "trees"]
     )
 
 
