@@ -8,8 +8,9 @@ the editable install of this checkout). Its requirements and NumPy (which every 
 image has) come from this venv's site-packages through a directory of links to just those
 distributions, added by a ``.pth`` file, so nothing is downloaded. Then ``python -c pass`` and
 ``python -c "import kfp_spot.trainer"`` run alternately in that venv, ``--runs`` times each
-(fresh processes, wall time of the whole process); the figure is the difference of the medians,
-against the goal of 50 ms. ``--importtime`` adds the slowest modules of one ``-X importtime``
+(fresh processes); the figures are the differences of the medians, against the goal of 50 ms:
+CPU time (user + system of the process, which other load on the machine inflates less) and wall
+time of the whole process. ``--importtime`` adds the slowest modules of one ``-X importtime``
 run.
 
 ``--resume``: the example trainer (examples/trainer, this checkout) trains 2 epochs and exports
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,10 +77,15 @@ def make_env(work: Path) -> Path:
     return python
 
 
-def wall_ms(cmd: list[str], cwd: Path) -> float:
+def run_ms(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one process, in ms."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=cwd, env={"PATH": os.environ.get("PATH", "")})
-    return (time.perf_counter() - started) * 1000
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return wall, cpu
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,23 +104,30 @@ def resumed_attempt(runs: int) -> None:
         env.pop("KFP_SPOT_FAILPOINTS", None)
         cmd = [sys.executable, "-m", "trainer.task", "--epochs", "2"]
 
-        def run(command: list[str]) -> float:
+        def run(command: list[str]) -> tuple[float, float]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             subprocess.run(command, check=True, cwd=work, env=env, capture_output=True)
-            return (time.perf_counter() - started) * 1000
+            wall = (time.perf_counter() - started) * 1000
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return wall, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
 
-        first = run(cmd)
-        floor, resumed = [], []
+        first, _ = run(cmd)
+        floor: list[tuple[float, float]] = []
+        resumed: list[tuple[float, float]] = []
         for _ in range(runs):
             floor.append(run([sys.executable, "-c", "import numpy, kfp_spot.trainer"]))
             resumed.append(run(cmd))
-        own = statistics.median(resumed) - statistics.median(floor)
+        med = statistics.median
+        own_wall = med(r[0] for r in resumed) - med(f[0] for f in floor)
+        own_cpu = med(r[1] for r in resumed) - med(f[1] for f in floor)
         print(
-            f"resumed attempt with nothing left to train: {own:.0f} ms of its own work "
-            f"(median {statistics.median(resumed):.0f} ms wall minus median "
-            f"{statistics.median(floor):.0f} ms for python -c 'import numpy, kfp_spot.trainer'; "
-            f"{runs} runs each, alternating; the first run, which trained and exported: "
-            f"{first:.0f} ms)"
+            f"resumed attempt with nothing left to train: {own_cpu:.0f} ms CPU, {own_wall:.0f} ms "
+            f"wall of its own work   [medians of {runs} alternating runs, minus those of "
+            f"python -c 'import numpy, kfp_spot.trainer' ({med(f[1] for f in floor):.0f} ms CPU, "
+            f"{med(f[0] for f in floor):.0f} ms wall); whole process "
+            f"{med(r[1] for r in resumed):.0f} ms CPU, {med(r[0] for r in resumed):.0f} ms wall; "
+            f"the first run, which trained and exported: {first:.0f} ms wall]"
         )
 
 
@@ -156,24 +170,33 @@ def main() -> None:
             [python, "-c", probe], capture_output=True, text=True, check=True, cwd=work
         ).stdout.strip()
         assert where.startswith(str(work / "env")), where  # the wheel's copy, not this checkout
-        baseline: list[float] = []
-        trainer: list[float] = []
+        base_wall: list[float] = []
+        base_cpu: list[float] = []
+        trainer_wall: list[float] = []
+        trainer_cpu: list[float] = []
         for _ in range(2):  # warm the page cache
-            wall_ms([python, "-c", "import kfp_spot.trainer"], work)
+            run_ms([python, "-c", "import kfp_spot.trainer"], work)
         for _ in range(args.runs):
-            baseline.append(wall_ms([python, "-c", "pass"], work))
-            trainer.append(wall_ms([python, "-c", "import kfp_spot.trainer"], work))
-        base_med, trainer_med = statistics.median(baseline), statistics.median(trainer)
+            wall, cpu = run_ms([python, "-c", "pass"], work)
+            base_wall.append(wall)
+            base_cpu.append(cpu)
+            wall, cpu = run_ms([python, "-c", "import kfp_spot.trainer"], work)
+            trainer_wall.append(wall)
+            trainer_cpu.append(cpu)
+        med = statistics.median
         print(
-            f"import kfp_spot.trainer: {trainer_med - base_med:.1f} ms above python -c pass "
-            f"(goal <= {GOAL_MS:.0f} ms)   [medians of {args.runs} alternating fresh processes "
-            f"in a venv with the light wheel pip-installed --no-deps]"
+            f"import kfp_spot.trainer: {med(trainer_cpu) - med(base_cpu):.1f} ms CPU, "
+            f"{med(trainer_wall) - med(base_wall):.1f} ms wall above python -c pass "
+            f"(goal <= {GOAL_MS:.0f} ms)   [differences of medians of {args.runs} alternating "
+            "fresh processes in a venv with the light wheel pip-installed --no-deps; CPU = user "
+            "+ system time of the process, which a loaded machine inflates less than wall time]"
         )
         print(
-            f"  python -c pass: median {base_med:.1f} ms (min {min(baseline):.1f}); "
-            f"python -c 'import kfp_spot.trainer': median {trainer_med:.1f} ms "
-            f"(min {min(trainer):.1f}); difference of the minima "
-            f"{min(trainer) - min(baseline):.1f} ms"
+            f"  python -c pass: median {med(base_wall):.1f} ms wall, {med(base_cpu):.1f} ms CPU; "
+            f"python -c 'import kfp_spot.trainer': median {med(trainer_wall):.1f} ms wall, "
+            f"{med(trainer_cpu):.1f} ms CPU; difference of the minima "
+            f"{min(trainer_wall) - min(base_wall):.1f} ms wall, "
+            f"{min(trainer_cpu) - min(base_cpu):.1f} ms CPU"
         )
         print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {sys.version}")
         if args.importtime:
