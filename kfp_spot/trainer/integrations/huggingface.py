@@ -33,12 +33,12 @@ import time
 from typing import Any, cast
 
 from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, missing_framework
+from kfp_spot.trainer.manager import CheckpointManager
 
 try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 except ImportError as exc:  # the training package brings its own transformers
     raise missing_framework("huggingface", "transformers", exc) from None
-from kfp_spot.trainer.manager import CheckpointManager
 
 log = logging.getLogger(__name__)
 

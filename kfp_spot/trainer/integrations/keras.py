@@ -56,10 +56,16 @@ def _unavailable(exc: ImportError) -> ImportError:
     """Why ``import keras`` failed, in one line: no Keras, or a backend that is not installed."""
     import importlib.util
 
-    if importlib.util.find_spec("keras") is None:
+    def installed(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a module blocked or half-imported: not usable
+            return False
+
+    if not installed("keras"):
         return missing_framework("keras", "Keras 3", exc)
-    installed = [name for name in _BACKENDS if importlib.util.find_spec(name) is not None]
-    choices = ", ".join(installed) or "none is: install jax, torch or tensorflow"
+    backends = [name for name in _BACKENDS if installed(name)]
+    choices = ", ".join(backends) or "none is: install jax, torch or tensorflow"
     return ImportError(
         f"Keras cannot load its backend ({exc}). Keras 3 uses TensorFlow unless the "
         "KERAS_BACKEND environment variable (or ~/.keras/keras.json) names another: set "

@@ -36,6 +36,7 @@ from kfp_spot.trainer.integrations._common import (
     finish,
     missing_framework,
 )
+from kfp_spot.trainer.manager import CheckpointManager
 
 try:
     from lightning.pytorch import Callback
@@ -44,7 +45,6 @@ except ImportError:  # the older standalone package
         from pytorch_lightning import Callback
     except ImportError as exc:  # the training package brings its own Lightning
         raise missing_framework("lightning", "lightning (or pytorch_lightning)", exc) from None
-from kfp_spot.trainer.manager import CheckpointManager
 
 log = logging.getLogger(__name__)
 
