@@ -416,6 +416,10 @@ def content_key(spec: TrainerContents) -> str:
     return digest.hexdigest()
 
 
+_INDEX_ENTRY = re.compile(r"[0-9a-f]{64}/[A-Za-z0-9_.+-]+\.whl")
+"""What ``trees/<tree key>`` holds: ``<content key>/<wheel name>``."""
+
+
 def _tree_key(root: Path) -> str:
     """The hex sha256 of every input of :func:`contents`: the package's sources, kfp-spot's pins.
 
@@ -453,12 +457,12 @@ def cached_trainer_wheel(cache_dir: Path, *, scratch_dir: Path, root: Path | Non
     home = cache_dir / LIGHT_DISTRIBUTION
     tree = home / "trees" / _tree_key(root)
     try:
-        known = home / tree.read_text("utf-8").strip()
+        entry = tree.read_text("utf-8").strip()
     except (OSError, UnicodeDecodeError):
-        known = None
-    if known is not None and known.parent.parent == home and known.is_file():
-        log.debug("kfp-spot-trainer wheel from the cache: %s", known)
-        return known
+        entry = ""
+    if _INDEX_ENTRY.fullmatch(entry) and (home / entry).is_file():
+        log.debug("kfp-spot-trainer wheel from the cache: %s", home / entry)
+        return home / entry
     spec = contents(root)
     key = content_key(spec)
     cached = home / key / wheel_name(spec.version)
