@@ -30,12 +30,25 @@ from kfp_spot.checkpoints.paths import list_steps, stat_remote, step_dir
 log = logging.getLogger("kfp_spot.checkpoints")
 
 
+class StepNotCommittedError(CheckpointCorruptError):
+    """A step directory without its manifest: being written, or left by a writer that stopped.
+
+    Not damage: a writer commits a step by writing its manifest last, so any lister may see a
+    step in this state while it is written. Readers skip it quietly; a manifest that exists but
+    does not verify, or a file that fails its check, is damage and is warned about.
+    """
+
+
 def _open_local(path: str, what: str, missing: str | None = None) -> int:
     """Open a regular file for reading; CheckpointCorruptError when absent or not a file."""
     try:
         # O_NONBLOCK: a FIFO planted where a file should be must not block the reader.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError) as exc:
+    except FileNotFoundError as exc:
+        if missing is not None:
+            raise StepNotCommittedError(missing) from exc
+        raise CheckpointCorruptError(f"{what} is missing") from exc
+    except NotADirectoryError as exc:  # the step (or a directory above the file) is a file
         raise CheckpointCorruptError(missing or f"{what} is missing") from exc
     except OSError as exc:
         raise CheckpointCorruptError(f"{what} cannot be opened: {exc}") from exc
@@ -76,7 +89,9 @@ def read_manifest(root: str, step: int) -> Manifest:
         try:
             with filesystem.open(path, "rb") as handle:
                 data = handle.read(MAX_MANIFEST_BYTES + 1)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        except FileNotFoundError as exc:
+            raise StepNotCommittedError(missing) from exc
+        except (IsADirectoryError, NotADirectoryError) as exc:
             raise CheckpointCorruptError(missing) from exc
     try:
         manifest = Manifest.from_bytes(data)
@@ -256,11 +271,15 @@ def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
 def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
     """The newest step under ``root`` whose manifest verifies, or None when there is none.
 
-    Torn or corrupted steps are skipped, and the reason is logged at WARNING.
+    Steps newer than it are skipped: one without its manifest yet (being written, here or by
+    another process, or left by a writer that stopped) is logged at DEBUG; a damaged one (its
+    manifest or a file fails its check) at WARNING, with the reason.
     """
     for step in reversed(list_steps(root)):
         try:
             return verify(root, step, check_hashes=check_hashes)
+        except StepNotCommittedError as exc:
+            log.debug("skipping checkpoint: %s", exc)
         except CheckpointCorruptError as exc:
             log.warning("skipping checkpoint: %s", exc)
     return None

@@ -49,6 +49,7 @@ from kfp_spot.emulator.states import (
     SUCCEEDED,
 )
 from kfp_spot.emulator.store import JobRow
+from kfp_spot.trainer.preemption import GRACE_PERIOD_VAR
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +262,8 @@ class AttemptRunner:
         """The command and the job's own variables of every replica (installs packages)."""
         spec = self.pb.job_spec
         plans = replicas.plan_replicas(self.job_id, self.project, spec)
+        for plan in plans:  # the trainer reports (and plans its last save in) the job's own
+            plan.env[GRACE_PERIOD_VAR] = repr(float(self.ctx.grace_period))
         pythons: dict[int, str] = {}
         out = []
         for plan in plans:

@@ -306,8 +306,9 @@ def prepare_package(
             default: the system's temporary directory.
         include_kfp_spot: when the package imports ``kfp_spot`` and does not declare kfp-spot,
             stage the light ``kfp-spot-trainer`` wheel (kfp_spot.trainer and what it imports,
-            this kfp-spot's version) next to it and append it to ``package_uris``, so the
-            training VM can import it. False: the job gets kfp-spot some other way.
+            this kfp-spot's version; built once per content under
+            ``envcache.default_cache_dir()``) next to it and append it to ``package_uris``, so
+            the training VM can import it. False: the job gets kfp-spot some other way.
         executor_image_uri: the prebuilt training image the job runs in (checked against Vertex
             AI's list; ``check_import`` uses its profile).
 
@@ -368,7 +369,9 @@ def prepare_package(
                     f"{MAX_PACKAGE_URIS}: merge dependencies, or pass include_kfp_spot=False "
                     "and install kfp-spot in the job another way",
                 )
-            light = trainer_dist.build_trainer_wheel(work / "kfp-spot-trainer")
+            light = trainer_dist.cached_trainer_wheel(
+                envcache.default_cache_dir(), scratch_dir=work / "kfp-spot-trainer"
+            )
             log.info("%s imports kfp_spot: adding %s to its package URIs", facts.name, light.name)
         if check_import:
             local_extras = [

@@ -8,20 +8,29 @@ it to ``package_uris``.
 
 What goes in is computed, not listed: every module of ``kfp_spot.trainer`` and, transitively, every
 ``kfp_spot`` module they import (at any depth, also inside functions), with the parent packages.
-Its requirements are the third-party modules those files import, mapped to the distributions that
-provide them here and pinned as the full ``kfp-spot`` pins them, except:
 
-- imports under ``if TYPE_CHECKING:`` or guarded by ``except ImportError`` (optional by design);
-- :data:`BRING_YOUR_OWN` frameworks, imported only to encode state values of that kind (training
-  code that checkpoints a NumPy array or a torch tensor already has NumPy or torch);
-- the ``gcs`` extra (gcsfs), needed only for ``gs://`` paths where no Cloud Storage FUSE mount
-  exists: on Vertex AI, ``kfp_spot.fs.mounted_path`` maps them to ``/gcs``.
+Its requirements are **declared, not discovered**: :data:`REQUIREMENTS` (what the trainer's core
+needs on every VM), pinned as the full ``kfp-spot`` pins them, and the ``gcs`` extra. Nothing else,
+whatever is installed where the wheel is built, so its bytes and METADATA depend only on kfp-spot's
+own files. Every other third-party import of the shipped modules must be optional (under
+``if TYPE_CHECKING:`` or guarded by ``except ImportError``) or a :data:`BRING_YOUR_OWN` framework:
+the framework integrations and the state adapters import their framework only when used, and the
+training package (or its executor image) brings it, at the version it chose. A new import that is
+neither is a kfp-spot bug, refused when the wheel is built (and by its tests).
+
+The wheel is built once per content: :func:`cached_trainer_wheel` keeps it under a key made of the
+digest of the files it ships, its METADATA and the code that builds it.
 
 Both distributions provide the import package ``kfp_spot``, so they never share an environment:
 on the VM only the light one exists; wherever the full ``kfp-spot`` is installed (the component
 image, the emulator host) the light one is skipped (:func:`is_light_distribution_file` tells it
 apart; ``kfp_spot.envcache`` skips it in host-view environments, and prepare_package does not add
 it to a package that declares ``kfp-spot`` itself).
+
+Why one module: it is one artifact, and its parts are facts about each other: the import closure
+decides the files, the files and the declared requirements make the METADATA, both make the
+bytes, and the cache key is the digest of exactly those; split, each part would have to re-derive
+what the others decided.
 """
 
 from __future__ import annotations
@@ -30,10 +39,12 @@ import ast
 import base64
 import hashlib
 import logging
+import os
 import re
 import sys
+import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -51,15 +62,42 @@ LIGHT_DISTRIBUTION = "kfp-spot-trainer"
 FULL_DISTRIBUTION = "kfp-spot"
 PACKAGE = "kfp_spot"
 ROOT_PACKAGES = ("kfp_spot.trainer",)
-# Frameworks the trainer imports only to encode or decode state values of their own kind.
+# What kfp_spot.trainer's core needs on every training VM: import name -> distribution. These are
+# the wheel's only unconditional requirements (pinned as the full kfp-spot pins them). fsspec is
+# pure Python and serves gs:// where no /gcs mount exists; google-crc32c checksums every file.
+REQUIREMENTS = {"fsspec": "fsspec", "google_crc32c": "google-crc32c"}
+# Imported by shipped modules only when a user's code needs them: the framework integrations'
+# frameworks, and what the state adapters encode (code that checkpoints a NumPy array or a torch
+# tensor already has NumPy or torch). The wheel never declares them: the training package or its
+# executor image brings them, at the version it chose (Keras 3 on a TensorFlow <= 2.15 image
+# breaks tf.keras; xgboost-cpu would replace the GPU build of an accelerator image).
 BRING_YOUR_OWN = frozenset(
-    {"numpy", "torch", "safetensors", "sklearn", "joblib", "tensorflow", "jax", "pandas", "scipy"}
+    {
+        "numpy",
+        "torch",
+        "safetensors",
+        "sklearn",
+        "joblib",
+        "tensorflow",
+        "jax",
+        "pandas",
+        "scipy",
+        "keras",
+        "xgboost",
+        "transformers",
+        "lightning",
+        "pytorch_lightning",
+    }
 )
 # Optional features: extra name -> distributions (pinned as the full kfp-spot pins them).
 EXTRAS = {"gcs": ("gcsfs",)}
-# Never a requirement of code that runs on a training VM: a trainer module importing one of these
-# is a kfp-spot bug (the light wheel would pull the whole pipeline stack onto the VM).
-FORBIDDEN = frozenset({"kfp", "google-cloud-aiplatform", "google-cloud-pipeline-components"})
+# Never imported by code that runs on a training VM (import prefix -> distribution): a trainer
+# module importing one is a kfp-spot bug (it would need the whole pipeline stack on the VM).
+FORBIDDEN = {
+    "kfp": "kfp",
+    "google.cloud.aiplatform": "google-cloud-aiplatform",
+    "google_cloud_pipeline_components": "google-cloud-pipeline-components",
+}
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
@@ -194,23 +232,6 @@ def _closure(root: Path) -> tuple[dict[str, Path], dict[str, bool]]:
     return modules, external
 
 
-def _owner(module: str, top_map: Mapping[str, list[str]]) -> str | None:
-    """The distribution that provides ``module`` here (namespace packages resolved by files)."""
-    top = module.split(".")[0]
-    candidates = sorted(set(top_map.get(top, ())))
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
-    prefix = module.replace(".", "/")
-    for dist_name in candidates:
-        try:
-            files = importlib_metadata.distribution(dist_name).files or []
-        except importlib_metadata.PackageNotFoundError:
-            continue
-        if any(str(f).startswith((prefix + "/", prefix + ".")) for f in files):
-            return dist_name
-    return None
-
-
 def _full_pins() -> tuple[dict[str, Requirement], str]:
     """The full kfp-spot's own requirements by canonical name (extras too), and Requires-Python."""
     try:
@@ -244,38 +265,52 @@ def trainer_version() -> str:
         return kfp_spot.__version__
 
 
+def _forbidden(module: str) -> str | None:
+    for prefix, dist in FORBIDDEN.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return dist
+    return None
+
+
 def contents(root: Path | None = None) -> TrainerContents:
-    """Compute what the light wheel holds from the import graph of ``kfp_spot.trainer``.
+    """What the light wheel holds: the trainer's import closure and the declared requirements.
+
+    Consults no installed distribution but kfp-spot itself (its version and pins): the result is
+    the same whatever else is installed.
 
     Raises:
-        PackagingError: a trainer module needs a distribution no training VM should install.
+        PackagingError: a shipped module imports, unguarded, a distribution that is neither
+            declared nor brought by the training code (a kfp-spot bug), above all the pipeline
+            stack.
     """
     root = root or package_dir()
     modules, external = _closure(root)
-    pins, requires_python = _full_pins()
-    top_map = importlib_metadata.packages_distributions()
-    required: dict[str, str] = {}
+    undeclared: dict[str, str] = {}
     for name, optional in sorted(external.items()):
-        if optional or name.split(".")[0] in BRING_YOUR_OWN:
-            continue
-        owner = _owner(name, top_map)
-        if owner is None:
-            log.warning(
-                "kfp-spot-trainer: no installed distribution provides %s; not declared", name
-            )
-            continue
-        canonical = canonicalize_name(owner)
-        if canonical in FORBIDDEN:
+        forbidden = _forbidden(name)
+        if forbidden is not None:  # guarded or not: never on a VM
             where = sorted(m for m, p in modules.items() if name in _names_in(p))
             raise PackagingError(
                 "include_kfp_spot",
-                f"kfp-spot's trainer modules import {name} ({owner}; in {', '.join(where)}), "
+                f"kfp-spot's trainer modules import {name} ({forbidden}; in {', '.join(where)}), "
                 "which does not belong on a training VM: this is a kfp-spot bug; pass "
                 "include_kfp_spot=False and install kfp-spot in the job yourself meanwhile",
             )
-        if canonical not in {canonicalize_name(d) for ds in EXTRAS.values() for d in ds}:
-            required.setdefault(canonical, _pinned(owner, pins))
-    lines = [required[k] for k in sorted(required)]
+        top = name.split(".")[0]
+        if not optional and top not in REQUIREMENTS and top not in BRING_YOUR_OWN:
+            undeclared.setdefault(top, name)
+    if undeclared:
+        where = sorted(m for m, p in modules.items() if set(undeclared.values()) & _names_in(p))
+        raise PackagingError(
+            "include_kfp_spot",
+            f"kfp-spot's trainer modules ({', '.join(where)}) import "
+            f"{', '.join(sorted(undeclared))}, which the kfp-spot-trainer wheel neither declares "
+            "(trainer_dist.REQUIREMENTS) nor leaves to the training code (BRING_YOUR_OWN): this "
+            "is a kfp-spot bug; pass include_kfp_spot=False and install kfp-spot in the job "
+            "yourself meanwhile",
+        )
+    pins, requires_python = _full_pins()
+    lines = sorted(_pinned(dist, pins) for dist in set(REQUIREMENTS.values()))
     for extra, dists in EXTRAS.items():
         lines += [_pinned(d, pins, extra) for d in dists]
     files = {
@@ -331,13 +366,20 @@ def wheel_name(version: str) -> str:
     return f"{_stem(version)}-py3-none-any.whl"
 
 
-def build_trainer_wheel(out_dir: Path, root: Path | None = None) -> Path:
+def build_trainer_wheel(
+    out_dir: Path, root: Path | None = None, *, spec: TrainerContents | None = None
+) -> Path:
     """Write the light wheel into ``out_dir``; the same kfp-spot always gives the same bytes.
+
+    Args:
+        out_dir: where (created).
+        root: the ``kfp_spot`` package to pack (default: the one this interpreter imports).
+        spec: its contents, when already computed (default: ``contents(root)``).
 
     Returns:
         The wheel's path.
     """
-    spec = contents(root)
+    spec = spec or contents(root)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / wheel_name(spec.version)
     dist_info = _stem(spec.version)
@@ -358,6 +400,91 @@ def build_trainer_wheel(out_dir: Path, root: Path | None = None) -> Path:
             zf.writestr(name, data)
     _build.normalize_wheel(path)  # sorted entries, fixed times and modes: reproducible bytes
     return path
+
+
+def content_key(spec: TrainerContents) -> str:
+    """The hex sha256 of everything the wheel's bytes follow from.
+
+    The files it ships (names and bytes), its METADATA, and the code that builds it (this module
+    and :mod:`kfp_spot.packaging.build`, which normalizes it): equal keys, equal wheels.
+    """
+    digest = hashlib.sha256()
+    builders = [Path(__file__), Path(_build.__file__)]
+    for label, path in [*spec.files.items(), *((f"builder:{p.name}", p) for p in builders)]:
+        digest.update(f"{label}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    digest.update(_metadata(spec).encode())
+    return digest.hexdigest()
+
+
+_INDEX_ENTRY = re.compile(r"[0-9a-f]{64}/[A-Za-z0-9_.+-]+\.whl")
+"""What ``trees/<tree key>`` holds: ``<content key>/<wheel name>``."""
+
+
+def _tree_key(root: Path) -> str:
+    """The hex sha256 of every input of :func:`contents`: the package's sources, kfp-spot's pins.
+
+    Hashing ~150 small files costs less than parsing the ~30 the closure needs, so this indexes
+    the content key of a tree already seen.
+    """
+    digest = hashlib.sha256()
+    labelled = [(p.relative_to(root.parent).as_posix(), p) for p in sorted(root.rglob("*.py"))]
+    labelled += [("py.typed", root / "py.typed")]
+    labelled += [(f"builder:{p.name}", p) for p in (Path(__file__), Path(_build.__file__))]
+    for label, path in labelled:
+        if path.is_file():
+            digest.update(f"{label}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    pins, requires_python = _full_pins()
+    digest.update(repr((sorted(map(str, pins.values())), requires_python)).encode())
+    digest.update(trainer_version().encode())
+    return digest.hexdigest()
+
+
+def cached_trainer_wheel(cache_dir: Path, *, scratch_dir: Path, root: Path | None = None) -> Path:
+    """The light wheel, built once per content and kept under ``cache_dir``.
+
+    ``<cache_dir>/kfp-spot-trainer/<content_key>/<wheel>``, the key being :func:`content_key`
+    (the digest of the files it ships, its METADATA and its builder): a later call with the same
+    files returns that file without building. ``trees/<tree key>`` remembers which wheel a
+    source tree gave, so a call on a tree already seen digests its files and parses nothing. The
+    wheel appears whole or not at all; a cache directory that cannot be written only costs the
+    build (then made in ``scratch_dir``).
+
+    Returns:
+        The wheel's path.
+    """
+    root = root or package_dir()
+    home = cache_dir / LIGHT_DISTRIBUTION
+    tree = home / "trees" / _tree_key(root)
+    try:
+        entry = tree.read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        entry = ""
+    if _INDEX_ENTRY.fullmatch(entry) and (home / entry).is_file():
+        log.debug("kfp-spot-trainer wheel from the cache: %s", home / entry)
+        return home / entry
+    spec = contents(root)
+    key = content_key(spec)
+    cached = home / key / wheel_name(spec.version)
+    try:
+        if not cached.is_file():
+            home.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f".{key[:12]}-", dir=home) as tmp:
+                built = build_trainer_wheel(Path(tmp) / "wheel", root, spec=spec)
+                cached.parent.mkdir(exist_ok=True)
+                os.replace(built, cached)  # same file system: the wheel appears whole
+        tree.parent.mkdir(exist_ok=True)
+        _atomic_text(tree, cached.relative_to(home).as_posix())
+    except OSError as exc:
+        log.info("kfp-spot-trainer wheel not cached (%s): %s", home, exc)
+        return build_trainer_wheel(scratch_dir, spec=spec)
+    return cached
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text + "\n", "utf-8")
+    os.replace(tmp, path)
 
 
 def is_light_distribution_file(path: str | Path) -> bool:

@@ -23,7 +23,7 @@ from kfp_spot.trainer import failpoints
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.outputs import checkpoint_root
-from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD, PreemptionNotice
+from kfp_spot.trainer.preemption import PreemptionNotice
 from kfp_spot.trainer.restore import Restored, decode_step, newest_verified
 from kfp_spot.trainer.retention import apply_retention, check_retention
 from kfp_spot.trainer.saving import Saver, StateLike
@@ -73,7 +73,8 @@ class CheckpointManager:
         save_retries: how many times a save that failed on a storage error is written again
             (with a short backoff) before it is given up; a periodic save given up is logged and
             training goes on.
-        grace_period: seconds between the preemption notice and SIGKILL.
+        grace_period: seconds between the preemption notice and SIGKILL; default: the
+            job's (``$KFP_SPOT_GRACE_PERIOD``, which the emulator sets, else 30 s).
         mtbp: a hint for the mean time between preemptions (s) for ``interval="auto"``; by
             default it is learned from this run's attempt records (see :func:`estimate_mtbp`).
         notice: a preemption notice to use (default: a new one for SIGTERM).
@@ -102,7 +103,7 @@ class CheckpointManager:
         async_save: bool = False,
         allow_pickle: bool = False,
         save_retries: int = 2,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        grace_period: float | None = None,
         mtbp: float | None = None,
         notice: PreemptionNotice | None = None,
         handle_signals: bool = True,

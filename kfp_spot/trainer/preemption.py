@@ -3,15 +3,21 @@
 Compute Engine (and the local emulator) sends SIGTERM to a Spot VM's processes, waits a grace
 period (about 30 s) and then kills them. :class:`PreemptionNotice` turns the signal into a flag the
 training loop polls between steps, so the loop finishes the step it is in, saves, and exits.
+
+The grace period is the job's (:func:`job_grace_period`): ``$KFP_SPOT_GRACE_PERIOD`` where it is
+set (the emulator sets it to its own, e.g. 10 s for ``kfp-spot run``), else the 30 s of Compute
+Engine's Spot preemption notice. Vertex AI sets no variable for it: on Vertex the 30 s apply.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -19,6 +25,35 @@ log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_PERIOD = 30.0
 """Seconds between SIGTERM and SIGKILL on a preempted Compute Engine VM (about 30 s)."""
+
+GRACE_PERIOD_VAR = "KFP_SPOT_GRACE_PERIOD"
+"""The job's grace period in seconds, where the platform says it (the emulator does)."""
+
+
+def job_grace_period(environ: Mapping[str, str] | None = None) -> float:
+    """The grace period of the job this process runs in, in seconds.
+
+    ``$KFP_SPOT_GRACE_PERIOD`` (the emulator sets it to its own grace period; a job may set it in
+    its environment), else :data:`DEFAULT_GRACE_PERIOD`, Compute Engine's Spot preemption notice,
+    which is what a Vertex AI job gets (Vertex AI sets no variable for it). Read when called.
+
+    Raises:
+        ValueError: the variable is set but is not a number of seconds >= 0.
+    """
+    text = (os.environ if environ is None else environ).get(GRACE_PERIOD_VAR, "").strip()
+    if not text:
+        return DEFAULT_GRACE_PERIOD
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"{GRACE_PERIOD_VAR}={text!r}: must be a number of seconds >= 0 (e.g. 30), or unset "
+            f"for the {DEFAULT_GRACE_PERIOD:g} s of a Spot VM's preemption notice"
+        )
+    return value
+
 
 _Handler = Callable[[int, FrameType | None], Any] | int | None
 
@@ -31,7 +66,8 @@ class PreemptionNotice:
     kill the process) or "ignore".
 
     Args:
-        grace_period: seconds the platform allows between the signal and SIGKILL.
+        grace_period: seconds the platform allows between the signal and SIGKILL; None: the
+            job's (:func:`job_grace_period`).
         signals: the signals that mean "you are being preempted".
         clock: a monotonic clock (tests may pass their own).
 
@@ -41,11 +77,13 @@ class PreemptionNotice:
 
     def __init__(
         self,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        grace_period: float | None = None,
         signals: Iterable[int] = (signal.SIGTERM,),
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if grace_period is None:
+            grace_period = job_grace_period()
         if not isinstance(grace_period, (int, float)) or grace_period < 0:
             raise ValueError(f"grace_period must be a number of seconds >= 0, got {grace_period!r}")
         self.grace_period = float(grace_period)

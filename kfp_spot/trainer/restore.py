@@ -9,6 +9,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
+from kfp_spot.checkpoints.verify import StepNotCommittedError
 from kfp_spot.trainer import adapters
 from kfp_spot.trainer.adapters import StateEncodingError
 
@@ -58,12 +59,15 @@ def decode_step(root: str, step: int, *, allow_pickle: bool) -> Restored:
 def newest_verified(root: str, *, allow_pickle: bool) -> Restored | None:
     """The newest step under ``root`` that verifies and decodes, or None when none does.
 
-    A step with any problem is skipped with a warning that says why, and the next older one is
-    tried.
+    A step with any problem is skipped and the next older one is tried: a step that was never
+    committed (no manifest: an earlier attempt stopped while writing it) with an INFO line, a
+    damaged one with a warning that says why.
     """
     for candidate in reversed(checkpoints.list_steps(root)):
         try:
             return decode_step(root, candidate, allow_pickle=allow_pickle)
+        except StepNotCommittedError as exc:
+            log.info("not restoring checkpoint: %s", exc)
         except CheckpointCorruptError as exc:
             log.warning("not restoring checkpoint: %s", exc)
     return None

@@ -32,6 +32,8 @@ def test_single_replica_sees_the_vertex_environment(emulator, api, make_job, tmp
     assert env["AIP_CHECKPOINT_DIR"] == f"{base}/checkpoints/"
     assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{base}/logs/"
     assert env["CLOUD_ML_JOB_ID"] == name.rsplit("/", 1)[-1]
+    # The emulator's grace period (1 s here), for kfp_spot.trainer (job_grace_period)
+    assert env["KFP_SPOT_GRACE_PERIOD"] == "1.0"
     assert env["CLOUD_ML_PROJECT_ID"] == "proj-1"  # the ID, though the name has the number
     assert env["MY_SETTING"] == "42"
     for var in ("CLUSTER_SPEC", "TF_CONFIG", "MASTER_ADDR", "WORLD_SIZE", "RANK"):

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -81,3 +86,51 @@ def test_keep_last_and_the_files_are_keras_own_format(uninterrupted):
     fresh.load_weights(root / f"step-{TOTAL}" / "model.weights.h5")
     for a, b in zip(trained.get_weights(), fresh.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_load_step_for_evaluation_warns_about_nothing(uninterrupted, compiled):
+    from kfp_spot.trainer.integrations.keras import load_step
+
+    trained = keras.saving.load_model(uninterrupted / "model" / "model.keras")
+    fresh = keras.models.clone_model(trained)  # as evaluate() builds it: new, optimizer unbuilt
+    if compiled:
+        fresh.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_step(fresh, str(uninterrupted / "ckpt" / f"step-{TOTAL}"))
+    assert not [str(w.message) for w in caught if "Skipping" in str(w.message)]
+    for a, b in zip(trained.get_weights(), fresh.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"has no model.weights.h5"):
+        load_step(fresh, str(uninterrupted))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is not None, reason="Keras' default backend is here"
+)
+def test_without_a_chosen_backend_the_import_says_how_to_choose_one(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)  # no keras.json choosing one either
+    run = subprocess.run(
+        [sys.executable, "-c", "import kfp_spot.trainer.integrations.keras"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "ImportError: Keras cannot load its backend (No module named 'tensorflow')"
+    )
+    assert "set KERAS_BACKEND to an installed one (jax)" in last
+    assert "During handling" not in run.stderr  # one error, not a chain of them
+    chosen = subprocess.run(
+        [sys.executable, "-c", "import kfp_spot.trainer.integrations.keras"],
+        capture_output=True,
+        text=True,
+        env={**env, "KERAS_BACKEND": "jax"},
+        cwd=tmp_path,
+    )
+    assert chosen.returncode == 0, chosen.stderr

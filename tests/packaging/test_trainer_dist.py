@@ -2,11 +2,17 @@
 
 import base64
 import hashlib
+import importlib.util
+import subprocess
+import sys
+import sysconfig
 import textwrap
 import zipfile
+from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 import kfp_spot
 from kfp_spot.packaging import PackagingError, prepare_package, trainer_dist
@@ -42,13 +48,95 @@ def test_contents_follow_the_trainer_import_graph():
     assert spec.version == kfp_spot.__version__
 
 
-def test_requirements_are_pinned_like_kfp_spot_and_never_the_pipeline_stack():
+def test_requirements_are_declared_and_pinned_like_kfp_spot():
     spec = trainer_dist.contents()
-    assert "fsspec>=2024.6" in spec.requirements  # fs.filesystem serves local paths too
-    assert 'gcsfs>=2024.6; extra == "gcs"' in spec.requirements  # gs:// without a /gcs mount
-    names = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in spec.requirements}
-    assert not names & {"kfp", "google-cloud-aiplatform", "numpy", "torch", "scikit-learn"}
+    assert spec.requirements == (
+        "fsspec>=2024.6",  # gs:// where no /gcs mount exists
+        "google-crc32c>=1.5",  # every file's checksum
+        'gcsfs>=2024.6; extra == "gcs"',
+    )
+    # Each pin is the full kfp-spot's own (one place pins are written: pyproject.toml).
+    own = {str(r) for r in map(Requirement, importlib_metadata.requires("kfp-spot") or [])}
+    assert {r.split(";")[0] for r in spec.requirements} <= own
     assert spec.requires_python == ">=3.10"
+
+
+def _without(site_packages: Path, view: Path, hidden: tuple[str, ...]) -> None:
+    """``view``: links to every entry of ``site_packages`` except those named ``hidden*``."""
+    view.mkdir()
+    for entry in site_packages.iterdir():
+        if not entry.name.lower().startswith(hidden):
+            (view / entry.name).symlink_to(entry)
+
+
+FRAMEWORKS = ("keras", "xgboost", "transformers")
+
+
+def test_wheel_does_not_depend_on_the_frameworks_installed_where_it_is_built(tmp_path):
+    for name in FRAMEWORKS:  # this environment has them (the dev extra)...
+        assert importlib.util.find_spec(name) is not None, name
+    here = trainer_dist.build_trainer_wheel(tmp_path / "here")
+    meta = next(v for k, v in _wheel_files(here).items() if k.endswith("METADATA")).decode()
+    required = [line for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    assert not [line for line in required if any(f in line for f in FRAMEWORKS)], required
+    # ...and a Python that sees the same site-packages without them builds the same bytes.
+    view = tmp_path / "site"
+    _without(Path(sysconfig.get_paths()["purelib"]), view, FRAMEWORKS)
+    script = textwrap.dedent(
+        f"""
+        import importlib.metadata, importlib.util, site, sys
+        from pathlib import Path
+        site.addsitedir({str(view)!r})
+        for name in {FRAMEWORKS!r}:
+            assert importlib.util.find_spec(name) is None, name
+        for dist in ("keras", "xgboost-cpu", "transformers"):
+            try:
+                importlib.metadata.distribution(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            sys.exit(dist + " is visible")
+        from kfp_spot.packaging import trainer_dist
+        print(trainer_dist.build_trainer_wheel(Path({str(tmp_path / "there")!r})))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", script], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr
+    assert "no installed distribution" not in run.stderr
+    there = Path(run.stdout.strip().splitlines()[-1])
+    assert there.read_bytes() == here.read_bytes()
+
+
+def test_the_wheel_is_built_once_per_content(tmp_path, monkeypatch):
+    package = _fake_kfp_spot(tmp_path / "src", "import fsspec\n")
+    cache = tmp_path / "cache"
+    first = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
+    assert first.parent.parent == cache / "kfp-spot-trainer"
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("done again")
+
+    with monkeypatch.context() as patched:  # a tree seen before: neither parsed nor built
+        patched.setattr(trainer_dist, "build_trainer_wheel", not_again)
+        patched.setattr(trainer_dist, "contents", not_again)
+        again = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
+    assert again == first
+    # A file it does not ship changed: parsed again, the same content, so the same wheel.
+    (package / "unused.py").write_text("import kfp\nVALUE = 2\n")
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer_dist, "build_trainer_wheel", not_again)
+        same = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
+    assert same == first
+    # A changed file it ships is a new content: a new wheel, under a new key.
+    (package / "helper.py").write_text("import fsspec\nVALUE = 1\n")
+    changed = trainer_dist.cached_trainer_wheel(cache, scratch_dir=tmp_path / "s", root=package)
+    assert changed.parent != first.parent and first.is_file()
+    assert _wheel_files(changed)["kfp_spot/helper.py"] == b"import fsspec\nVALUE = 1\n"
+    # Nothing left beside the wheels and the index (a build is renamed into place whole).
+    assert sorted(p.name for p in (cache / "kfp-spot-trainer").iterdir()) == sorted(
+        [first.parent.name, changed.parent.name, "trees"]
+    )
 
 
 def test_wheel_is_reproducible_and_its_record_is_valid(tmp_path):
@@ -95,19 +183,21 @@ def _fake_kfp_spot(root: Path, helper: str) -> Path:
     return package
 
 
-def test_a_new_import_is_picked_up_without_a_list(tmp_path):
+def test_files_follow_imports_and_requirements_stay_declared(tmp_path):
     package = _fake_kfp_spot(
         tmp_path,
         textwrap.dedent(
             """
             import json
-            import yaml
+            import fsspec
             try:
                 import not_installed_anywhere
             except ImportError:
                 not_installed_anywhere = None
             def arrays():
                 import numpy
+            def fit():
+                import keras
             """
         ),
     )
@@ -117,8 +207,16 @@ def test_a_new_import_is_picked_up_without_a_list(tmp_path):
         "kfp_spot/helper.py",
         "kfp_spot/trainer/__init__.py",
     }  # a lazy import counts; a TYPE_CHECKING one does not
-    plain = [r for r in spec.requirements if "extra ==" not in r]
-    assert plain == ["PyYAML>=6"]  # pinned as kfp-spot pins it; numpy is the user's own
+    # The declared list, whatever the modules import: numpy and keras are the user's own.
+    assert spec.requirements == trainer_dist.contents().requirements
+
+
+def test_an_undeclared_import_is_a_kfp_spot_bug(tmp_path):
+    package = _fake_kfp_spot(tmp_path, "import yaml\n")
+    with pytest.raises(
+        PackagingError, match=r"include_kfp_spot: .*\(kfp_spot.helper\) import yaml"
+    ):
+        trainer_dist.contents(package)
 
 
 def test_a_trainer_module_needing_the_pipeline_stack_is_an_error(tmp_path):

@@ -14,6 +14,7 @@ import logging
 import os
 import pickle
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -257,6 +258,8 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
 # Resealed adapter/index damage is caught by the decoder policy, which the evaluator (it decodes
 # nothing) does not apply; everything else it refuses on its own.
 NOT_FOR_EVALUATE = {"unknown-adapter", "legacy-unknown-adapter"}
+# No manifest: what a writer stopped half-way leaves (and any lister sees while a step is written).
+NEVER_COMMITTED = {"manifest-missing"}
 
 
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
@@ -265,12 +268,15 @@ def test_restore_falls_back_to_the_intact_older_step(
 ) -> None:
     damage, reason = DAMAGE[kind]
     damage(root / "step-20")
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         restored = CheckpointManager(str(root), handle_signals=False).restore()
     _assert_is_step_10(restored)
-    skipped = [r.getMessage() for r in caplog.records if "not restoring checkpoint" in r.message]
-    assert len(skipped) == 1 and "step 20" in skipped[0], caplog.text
-    assert reason in skipped[0], skipped[0]
+    skipped = [r for r in caplog.records if "not restoring checkpoint" in r.getMessage()]
+    assert len(skipped) == 1 and "step 20" in skipped[0].getMessage(), caplog.text
+    assert reason in skipped[0].getMessage(), skipped[0].getMessage()
+    # Damage is warned about; a step never committed (an attempt stopped writing it) is not.
+    expected = logging.INFO if kind in NEVER_COMMITTED else logging.WARNING
+    assert skipped[0].levelno == expected, kind
     with pytest.raises(CheckpointCorruptError):
         load_checkpoint(str(root / "step-20"))
     if kind not in NOT_FOR_EVALUATE:  # the layout alone (launcher, evaluator) refuses it too
@@ -367,3 +373,43 @@ def test_evaluate_refuses_the_damaged_step_and_can_fall_back(
     assert result.step == 10
     assert result.metrics["seen_step"] == 10.0
     assert [step for step, _ in result.skipped] == [20]
+
+
+def test_a_step_being_written_is_no_warning_for_a_lister(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async writer has written step 2's files, not its manifest, while the launcher lists."""
+    from kfp_spot.trainer import failpoints
+
+    reached, release = threading.Event(), threading.Event()
+
+    def pause(point: str, step: int) -> None:
+        if point == "save-before-manifest" and step == 2:
+            reached.set()
+            release.wait(30)
+
+    monkeypatch.setattr(failpoints, "hit", pause)
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False, async_save=True)
+    ckpt.save(1, {"x": np.arange(4)}, blocking=True)
+    ckpt.save(2, {"x": np.arange(5)})
+    try:
+        assert reached.wait(30)
+        with caplog.at_level(logging.DEBUG, logger="kfp_spot"):
+            seen = checkpoints.latest(str(tmp_path))
+            hashed = checkpoints.latest(str(tmp_path), check_hashes=False)
+    finally:
+        release.set()
+        ckpt.close()
+    assert seen is not None and hashed is not None and seen.step == hashed.step == 1
+    assert checkpoints.list_steps(str(tmp_path))[-1] == 2  # step 2 was there, in progress
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert "step 2" in caplog.text  # said at DEBUG
+    # Damage still warns: step 2's manifest exists now; break one of its files.
+    caplog.clear()
+    payload = next(p for p in (tmp_path / "step-2").iterdir() if p.name != "manifest.json")
+    data = bytearray(payload.read_bytes())
+    data[-1] ^= 1  # same size, another checksum
+    payload.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="kfp_spot"):
+        assert checkpoints.latest(str(tmp_path)).step == 1
+    assert "skipping checkpoint: step 2" in caplog.text

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trainer_testlib import load_model, run_trainer, trainer_env
+from trainer_testlib import EXAMPLE, load_model, run_example_module, run_trainer, trainer_env
 
 from kfp_spot import checkpoints
 
@@ -220,3 +220,41 @@ def test_step_granularity_does_not_change_the_weights(
     assert shorter.returncode != 0 and "pass --epochs >= 3" in shorter.output
     longer = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), [*args, "--epochs", "4"])
     assert longer.returncode == 0 and "resuming from step 3" in longer.output  # extended
+
+
+# Runs the module and says, as its last line, whether scikit-learn was imported.
+_REPORT_SKLEARN = (
+    "import runpy, sys\n"
+    "module, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]\n"
+    "try:\n"
+    "    runpy.run_module(module, run_name='__main__', alter_sys=True)\n"
+    "finally:\n"
+    "    print('sklearn imported:', 'sklearn' in sys.modules, flush=True)\n"
+)
+
+
+def test_an_attempt_resuming_after_the_export_exits_without_exporting_again(
+    tmp_path: Path,
+) -> None:
+    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
+    args = ["--epochs", "2", "--checkpoint-every", "1"]
+    first = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
+    assert first.returncode == 0, first.output
+    assert first.output.rstrip().endswith("sklearn imported: True")  # the export needs it
+    files = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "model").iterdir()}
+    assert set(files) == {"model.npz", "model.joblib", "model.json"}
+    # Preempted after the export, the job starts another attempt: it has nothing left to do.
+    again = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
+    assert again.returncode == 0, again.output
+    assert "resuming from step 2" in again.output
+    assert "the model of step 2 is already in" in again.output
+    assert again.output.rstrip().endswith("sklearn imported: False")
+    assert {
+        p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "model").iterdir()
+    } == files  # not written again
+    # An export cut short (model.json, written last, is missing) is done again.
+    (tmp_path / "model" / "model.json").unlink()
+    redo = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
+    assert redo.returncode == 0, redo.output
+    assert "already in" not in redo.output
+    assert json.loads((tmp_path / "model" / "model.json").read_text())["steps"] == 2

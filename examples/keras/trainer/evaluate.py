@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from kfp_spot.trainer.integrations.keras import load_step
 from trainer import data
 from trainer.model import build
 
@@ -29,12 +30,10 @@ def evaluate(checkpoint_dir: str, params: Mapping[str, Any] | None = None) -> di
     unknown = sorted(set(params) - {"split_seed", "hidden", "dropout"})
     if unknown:
         raise ValueError(f"params: unknown key(s) {unknown}; known: split_seed, hidden, dropout")
-    weights = os.path.join(checkpoint_dir, "model.weights.h5")
-    if not os.path.isfile(weights):
-        raise ValueError(f"{checkpoint_dir} has no model.weights.h5: not a step of trainer.task")
     model = build(hidden=int(params.get("hidden", 64)), dropout=float(params.get("dropout", 0.2)))
-    model.optimizer.build(model.trainable_variables)  # the file holds the optimizer's state too
-    model.load_weights(weights)
+    # The step's model.weights.h5 holds the optimizer's state too: load_step builds the optimizer
+    # first, so nothing is skipped (and Keras warns about nothing).
+    load_step(model, checkpoint_dir)
     _, _, X_test, y_test = data.split(int(params.get("split_seed", 0)))
     out = data.scores(model.predict(X_test, verbose=0), y_test)
     with open(os.path.join(checkpoint_dir, "position.json")) as handle:

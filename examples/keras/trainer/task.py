@@ -51,7 +51,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--learning-rate", type=float, default=1e-2)
     parser.add_argument("--keep-last", type=int, default=3)
-    parser.add_argument("--grace-period", type=float, default=30.0)
+    parser.add_argument(
+        "--grace-period", type=float, default=None, help="default: the job's (30 s on Vertex AI)"
+    )
     parser.add_argument(
         "--batch-seconds",
         type=float,

@@ -8,6 +8,15 @@ import os
 import numpy as np
 
 TEST_FRACTION = 0.25
+N_DIGITS = 1797
+"""Rows of the digits data set (8x8 images: 64 features)."""
+N_FEATURES = 64
+
+
+def n_train(split_seed: int) -> int:
+    """Rows of the training split, without loading the data (the split's size is fixed)."""
+    del split_seed  # every seed splits off the same number of rows
+    return N_DIGITS - round(N_DIGITS * TEST_FRACTION)
 
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
@@ -37,6 +46,8 @@ def split(split_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     The training run never sees the held-out rows; evaluation scores only them.
     """
     X, y = load_digits()
+    if X.shape != (N_DIGITS, N_FEATURES):
+        raise ValueError(f"the digits data set has shape {X.shape}, not {(N_DIGITS, N_FEATURES)}")
     order = np.random.default_rng(split_seed).permutation(len(y))
     n_test = round(len(y) * TEST_FRACTION)
     test, train = order[:n_test], order[n_test:]

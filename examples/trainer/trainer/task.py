@@ -9,9 +9,12 @@ A step is one epoch of minibatch SGD by default, or a part of one (``--steps-per
   step and prints ``resuming from step N``;
 - on SIGTERM (the preemption notice) it saves once more if that fits the grace period and exits
   with status 143;
-- at the end it writes ``model.npz``, ``model.json`` and ``model.joblib`` (the same network as a
-  scikit-learn ``MLPClassifier``, which Vertex's prebuilt sklearn prediction image serves) to
-  ``$AIP_MODEL_DIR`` (or ``--model-dir``) and exits 0.
+- at the end it writes ``model.npz``, ``model.joblib`` (the same network as a scikit-learn
+  ``MLPClassifier``, which Vertex's prebuilt sklearn prediction image serves) and, last,
+  ``model.json`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``) and exits 0. ``model.json`` names the
+  step and settings it was exported from: an attempt that resumes at the final step with that
+  model already written (preempted after the export) exits 0 at once, without loading the data or
+  scikit-learn.
 
 Everything that decides the weights (initialisation, the data order of each epoch, the position in
 the epoch, momentum) is in the checkpoint, so a run preempted any number of times ends with the
@@ -25,6 +28,7 @@ import io
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -105,7 +109,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--keep-last", type=_positive_int, default=3, help="checkpoints kept")
     parser.add_argument(
-        "--grace-period", type=_non_negative, default=30.0, help="seconds from SIGTERM to SIGKILL"
+        "--grace-period",
+        type=_non_negative,
+        default=None,
+        help="seconds from SIGTERM to SIGKILL (default: the job's: $KFP_SPOT_GRACE_PERIOD, which "
+        "the emulator sets, else the 30 s of a Spot VM)",
     )
     parser.add_argument(
         "--mtbp",
@@ -148,26 +156,45 @@ def _check_resumable(saved: dict[str, Any], config: dict[str, Any]) -> None:
 def write_model(
     model_dir: str, params: dict[str, np.ndarray], info: dict[str, Any], sklearn_model: Any = None
 ) -> None:
-    """Write ``model.npz`` (weights), ``model.json`` (settings, steps, training metrics) and,
-    given one, ``model.joblib``: the scikit-learn model Vertex's prebuilt sklearn image serves.
+    """Write ``model.npz`` (weights), given one ``model.joblib`` (the scikit-learn model Vertex's
+    prebuilt sklearn image serves), and last ``model.json`` (settings, steps, training metrics).
+
+    ``model.json`` goes last: once it is there, the export of its step is whole.
     """
     buf = io.BytesIO()
     np.savez(buf, **params)
     fs.atomic_write(fs.join(model_dir, "model.npz"), buf.getvalue())
-    fs.atomic_write(fs.join(model_dir, "model.json"), json.dumps(info, indent=1, sort_keys=True))
     if sklearn_model is not None:
         import joblib
 
         dumped = io.BytesIO()
         joblib.dump(sklearn_model, dumped)
         fs.atomic_write(fs.join(model_dir, "model.joblib"), dumped.getvalue())
+    fs.atomic_write(fs.join(model_dir, "model.json"), json.dumps(info, indent=1, sort_keys=True))
+
+
+def exported(model_dir: str, steps: int, config: dict[str, Any]) -> bool:
+    """Whether ``model_dir`` holds the whole export of ``steps`` steps trained with ``config``."""
+    local = fs.to_local_path(model_dir)
+    if local is None:  # no /gcs mount (a laptop on gs://): export again rather than ask fsspec
+        return False
+    try:
+        with open(os.path.join(local, "model.json"), encoding="utf-8") as handle:
+            info = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(info, dict)
+        and info.get("steps") == steps
+        and info.get("config") == config
+        and all(os.path.isfile(os.path.join(local, f)) for f in ("model.npz", "model.joblib"))
+    )
 
 
 def train(args: argparse.Namespace) -> int:
     """Run (or resume) training; returns the process exit status."""
     config = _config(args)
-    X_train, y_train, _, _ = data.split(args.split_seed)
-    n_train = len(y_train)
+    n_train = data.n_train(args.split_seed)
     batches = math.ceil(n_train / args.batch_size)  # minibatches in an epoch
     if args.steps_per_epoch > batches:
         raise SystemExit(
@@ -198,13 +225,22 @@ def train(args: argparse.Namespace) -> int:
                     f"--epochs {args.epochs}; pass --epochs >= {math.ceil(step / steps_per_epoch)}"
                 )
             print(f"resuming from step {step}", flush=True)
+            if step == total and (not ckpt.writer or exported(args.model_dir, total, config)):
+                # Preempted after the export: nothing left to train or write.
+                print(
+                    f"finished {total} steps; the model of step {total} is already in "
+                    f"{args.model_dir}",
+                    flush=True,
+                )
+                return 0
         else:
             rng = np.random.default_rng(args.seed)
-            params = model.init_params(rng, X_train.shape[1], args.hidden)
+            params = model.init_params(rng, data.N_FEATURES, args.hidden)
             velocity = {k: np.zeros_like(v) for k, v in params.items()}
             order = np.arange(n_train)
             step = 0
             print("starting from step 0 (no committed checkpoint)", flush=True)
+        X_train, y_train, _, _ = data.split(args.split_seed)
         print(
             f"training {total} steps ({args.epochs} epochs of {steps_per_epoch} step(s), "
             f"{batches} minibatches each)",

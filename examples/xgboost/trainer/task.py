@@ -50,7 +50,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--split-seed", type=int, default=0, help="the held-out split")
     parser.add_argument("--nthread", type=int, default=2)
     parser.add_argument("--keep-last", type=int, default=3)
-    parser.add_argument("--grace-period", type=float, default=30.0)
+    parser.add_argument(
+        "--grace-period", type=float, default=None, help="default: the job's (30 s on Vertex AI)"
+    )
     parser.add_argument(
         "--round-seconds",
         type=float,

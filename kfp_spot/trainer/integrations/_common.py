@@ -13,6 +13,19 @@ log = logging.getLogger("kfp_spot.trainer.integrations")
 Hooks = Callable[[], Any] | Iterable[Callable[[], Any]] | None
 
 
+def missing_framework(integration: str, framework: str, exc: ImportError) -> ImportError:
+    """The one-line error of an integration whose framework cannot be imported.
+
+    The kfp-spot-trainer wheel brings no framework: the training package (or its executor
+    image) does, at the version it chose.
+    """
+    return ImportError(
+        f"kfp_spot.trainer.integrations.{integration} needs {framework}, which cannot be "
+        f"imported here ({exc}): add it to your training package's dependencies or run in an "
+        "executor image that has it (kfp-spot brings no framework of its own)"
+    )
+
+
 def manager_for(
     manager: CheckpointManager | None, on_preemption: Hooks, **kwargs: Any
 ) -> CheckpointManager:

@@ -32,11 +32,13 @@ import os
 import time
 from typing import Any, cast
 
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, finish, missing_framework
 from kfp_spot.trainer.manager import CheckpointManager
-from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
+
+try:
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+except ImportError as exc:  # the training package brings its own transformers
+    raise missing_framework("huggingface", "transformers", exc) from None
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,8 @@ class SpotTrainerCallback(SpotCallback, TrainerCallback):
         root: checkpoint root (local path, ``file://`` or ``gs://``); default
             ``$AIP_CHECKPOINT_DIR``.
         keep_last: committed steps to keep.
-        grace_period: seconds between the notice and SIGKILL.
+        grace_period: seconds between the notice and SIGKILL; default: the job's
+            (``$KFP_SPOT_GRACE_PERIOD``, which the emulator sets, else 30 s).
         on_preemption: cleanup callable(s) run after the save on a notice, time-boxed to the
             grace period left (errors logged, never raised).
         exit_on_preemption: after saving on a notice, leave the process with status 143 instead
@@ -79,7 +82,7 @@ class SpotTrainerCallback(SpotCallback, TrainerCallback):
         root: str | None = None,
         *,
         keep_last: int | None = 3,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        grace_period: float | None = None,
         on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
         download_to: str | None = None,

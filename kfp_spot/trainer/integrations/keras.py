@@ -41,14 +41,43 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import keras
 import numpy as np
 
 from kfp_spot.trainer import adapters
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, missing_framework
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.manager import CheckpointManager
-from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
+
+_BACKENDS = ("jax", "torch", "tensorflow")
+"""The Keras 3 backends that train (KERAS_BACKEND values)."""
+
+
+def _unavailable(exc: ImportError) -> ImportError:
+    """Why ``import keras`` failed, in one line: no Keras, or a backend that is not installed."""
+    import importlib.util
+
+    def installed(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a module blocked or half-imported: not usable
+            return False
+
+    if not installed("keras"):
+        return missing_framework("keras", "Keras 3", exc)
+    backends = [name for name in _BACKENDS if installed(name)]
+    choices = ", ".join(backends) or "none is: install jax, torch or tensorflow"
+    return ImportError(
+        f"Keras cannot load its backend ({exc}). Keras 3 uses TensorFlow unless the "
+        "KERAS_BACKEND environment variable (or ~/.keras/keras.json) names another: set "
+        f"KERAS_BACKEND to an installed one ({choices}) before keras is first imported, e.g. "
+        "in the job's environment variables or at the top of your task module"
+    )
+
+
+try:
+    import keras
+except ImportError as exc:  # no Keras, or the backend Keras chose is not installed
+    raise _unavailable(exc) from None
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +118,43 @@ def _register_adapter() -> None:
 _register_adapter()
 
 
-def load_weights(model: keras.Model, data: bytes) -> None:
-    """Load Keras ``.weights.h5`` bytes into ``model`` (building its optimizer first)."""
+def _build_optimizer(model: keras.Model) -> None:
+    # The weights file holds the optimizer's variables too; an optimizer not built yet has none
+    # to load them into (Keras then warns "Skipping variable loading for optimizer").
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
+
+
+def load_weights(model: keras.Model, data: bytes) -> None:
+    """Load Keras ``.weights.h5`` bytes into ``model`` (building its optimizer first)."""
+    _build_optimizer(model)
     with tempfile.TemporaryDirectory(prefix="kfp-spot-keras-") as tmp:
         path = os.path.join(tmp, WEIGHTS_FILE)
         with open(path, "wb") as handle:
             handle.write(data)
         model.load_weights(path)
+
+
+def load_step(model: keras.Model, step_dir: str) -> None:
+    """Load the weights of a committed step (``<root>/step-<n>``) into ``model``, for evaluation.
+
+    ``model`` is built as in training (same layers). Compiled, its optimizer is built first so
+    the optimizer's saved variables load without Keras' "Skipping variable loading for
+    optimizer" warning; not compiled (inference only), the file's optimizer part is ignored.
+
+    Raises:
+        ValueError: ``step_dir`` holds no ``model.weights.h5`` (not a step of this callback).
+    """
+    path = os.path.join(step_dir, WEIGHTS_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"{step_dir} has no {WEIGHTS_FILE}: not a step of SpotCheckpoint")
+    _build_optimizer(model)
+    model.load_weights(path)
+
+
+def _numpy(variable: Any) -> np.ndarray:
+    """A copy of a variable's value, on any backend (a torch CPU tensor would share memory)."""
+    return np.array(keras.ops.convert_to_numpy(variable))
 
 
 def _unique(variables: Iterable[Any]) -> list[Any]:
@@ -151,7 +208,8 @@ class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):  # type: ignore[mi
         interval: when to save besides the notice: ``"N"`` batches, ``"30s"``, or ``"auto"``
             (Young-Daly from the measured save time and the run's preemption rate).
         keep_last: committed steps to keep.
-        grace_period: seconds between the notice and SIGKILL.
+        grace_period: seconds between the notice and SIGKILL; default: the job's
+            (``$KFP_SPOT_GRACE_PERIOD``, which the emulator sets, else 30 s).
         mtbp: prior mean time between preemptions for ``interval="auto"``.
         on_preemption: cleanup callable(s) run after the save on a notice, time-boxed to the
             grace period left (errors logged, never raised); more with ``on_preemption()``.
@@ -172,7 +230,7 @@ class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):  # type: ignore[mi
         *,
         interval: str | int | SaveInterval = "auto",
         keep_last: int | None = 3,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        grace_period: float | None = None,
         mtbp: float | None = None,
         on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
@@ -226,7 +284,7 @@ class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):  # type: ignore[mi
             model._initial_epoch = self._resume_epoch
             if self._skip:
                 # What the replayed batches change is put back when they are done.
-                self._snapshot = [(v, np.array(v)) for v in _all_variables(model)]
+                self._snapshot = [(v, _numpy(v)) for v in _all_variables(model)]
             log.info(
                 "resuming fit from step %d: epoch %d, after batch %d",
                 self._step,
@@ -260,7 +318,7 @@ class SpotCheckpoint(SpotCallback, keras.callbacks.Callback):  # type: ignore[mi
         generator.set_state(rng)
         return {
             "model": _Weights(model),
-            "keras_state": {f"{i:04d}": np.array(v) for i, v in enumerate(_extra_variables(model))},
+            "keras_state": {f"{i:04d}": _numpy(v) for i, v in enumerate(_extra_variables(model))},
             "position": {"epoch": epoch, "batch": batch, "step": self._step},
             "epoch_rng": generator,
         }

@@ -29,19 +29,22 @@ import tempfile
 import time
 from typing import Any
 
-try:
-    from lightning.pytorch import Callback
-except ImportError:  # the older standalone package
-    from pytorch_lightning import Callback
-
 from kfp_spot.trainer.integrations._common import (
     Hooks,
     SpotCallback,
     exit_preempted,
     finish,
+    missing_framework,
 )
 from kfp_spot.trainer.manager import CheckpointManager
-from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the older standalone package
+    try:
+        from pytorch_lightning import Callback
+    except ImportError as exc:  # the training package brings its own Lightning
+        raise missing_framework("lightning", "lightning (or pytorch_lightning)", exc) from None
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,8 @@ class SpotLightningCallback(SpotCallback, Callback):  # type: ignore[misc]  # li
         every_n_steps: also commit every N optimizer steps (None: only on the notice and at the
             end).
         keep_last: committed steps to keep.
-        grace_period: seconds between the notice and SIGKILL.
+        grace_period: seconds between the notice and SIGKILL; default: the job's
+            (``$KFP_SPOT_GRACE_PERIOD``, which the emulator sets, else 30 s).
         on_preemption: cleanup callable(s) run after the save on a notice, time-boxed to the
             grace period left (errors logged, never raised).
         exit_on_preemption: after saving on a notice, leave the process with status 143 instead
@@ -76,7 +80,7 @@ class SpotLightningCallback(SpotCallback, Callback):  # type: ignore[misc]  # li
         *,
         every_n_steps: int | None = None,
         keep_last: int | None = 3,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        grace_period: float | None = None,
         on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
         download_to: str | None = None,

@@ -30,13 +30,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import xgboost
-
 from kfp_spot.trainer import adapters
-from kfp_spot.trainer.integrations._common import Hooks, SpotCallback
+from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, missing_framework
+
+try:
+    import xgboost
+except ImportError as exc:  # the training package brings its own XGBoost
+    raise missing_framework("xgboost", "XGBoost", exc) from None
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.manager import CheckpointManager
-from kfp_spot.trainer.preemption import DEFAULT_GRACE_PERIOD
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,8 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
             ``$AIP_CHECKPOINT_DIR``.
         interval: when to save besides the notice: ``"N"`` rounds, ``"30s"`` or ``"auto"``.
         keep_last: committed steps to keep.
-        grace_period: seconds between the notice and SIGKILL.
+        grace_period: seconds between the notice and SIGKILL; default: the job's
+            (``$KFP_SPOT_GRACE_PERIOD``, which the emulator sets, else 30 s).
         mtbp: prior mean time between preemptions for ``interval="auto"``.
         on_preemption: cleanup callable(s) run after the save on a notice, time-boxed to the
             grace period left (errors logged, never raised).
@@ -106,7 +109,7 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
         *,
         interval: str | int | SaveInterval = "auto",
         keep_last: int | None = 3,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        grace_period: float | None = None,
         mtbp: float | None = None,
         on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
