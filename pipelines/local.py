@@ -152,7 +152,7 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
         except ValueError as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "not valid"
             raise LocalRunError(
-                f"parameter {name} is a {kind}; {text!r} is not one ({reason})"
+                f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
             ) from None
     return values
 

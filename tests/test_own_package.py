@@ -75,9 +75,9 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
 @pytest.mark.parametrize(
     ("texts", "message"),
     [
-        ({"max_resubmissions": "two"}, "parameter max_resubmissions is a Integer; 'two'"),
-        ({"thresholds": '["mse"]'}, "parameter thresholds is a Dict; "),
-        ({"check_import": "yes"}, "parameter check_import is a Boolean; 'yes'"),
+        ({"max_resubmissions": "two"}, "parameter max_resubmissions is of type Integer; 'two'"),
+        ({"thresholds": '["mse"]'}, "parameter thresholds is of type Dict; "),
+        ({"check_import": "yes"}, "parameter check_import is of type Boolean; 'yes'"),
         ({"treshold": "{}"}, "the pipeline has no parameter 'treshold'; valid: "),
     ],
 )
@@ -97,6 +97,16 @@ def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
     assert "check_import" in result.output and "fallback_to_previous" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "run.json").exists()
+
+
+def test_params_bound_for_vertex_are_checked_against_the_template_the_same_way():
+    from kfp_spot.pipelines import catalog
+
+    template = str(catalog.pipeline_path("spot_training"))
+    args = ["submit", template, "--project", "p", "--param", "max_resubmissions=lots"]
+    result = CliRunner().invoke(cli_main, args)
+    assert result.exit_code == 2
+    assert "parameter max_resubmissions is of type Integer; 'lots' is not one" in result.output
 
 
 def test_vertex_options_on_a_local_run_are_refused_not_ignored(tmp_path):
