@@ -330,3 +330,52 @@ def test_compiled_components_run_under_plain_kfp_local_without_kfp_spot(regresso
     output = proc.stdout + proc.stderr  # kfp.local logs the tasks' output on stdout
     assert "IndexError" not in output
     assert "deploy_spot_endpoint input 'model': give exactly one of `model`" in output
+
+
+# --- lists arriving as JSON text (importer metadata under kfp.local) -------------------------
+
+
+class _Package:
+    def __init__(self, metadata):
+        self.uri = "gs://my-bucket/pkg/regressor-0.3.0.tar.gz"
+        self.metadata = metadata
+
+
+def _launch(package, tmp_path):
+    from kfp_spot.jobs.entry import build_request
+
+    class Checkpoint:
+        uri = "gs://my-bucket/run/checkpoint"
+        metadata: dict = {}
+
+    return build_request(
+        project="p",
+        location="us-central1",
+        package=package,
+        checkpoint=Checkpoint(),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+    )
+
+
+def test_a_package_uri_list_given_as_json_text_reaches_the_job_intact(tmp_path):
+    uris = [
+        "gs://my-bucket/pkg/regressor-0.3.0.tar.gz",
+        "gs://my-bucket/pkg/kfp_spot_trainer-0.1.0.whl",
+    ]
+    metadata = {"package_uris": json.dumps(uris), "python_module": "regressor.train"}
+    request = _launch(_Package(metadata), tmp_path)
+    assert request.inputs.package_uris == uris
+    assert request.inputs.python_module == "regressor.train"
+
+
+def test_package_uris_text_that_is_not_a_json_list_is_an_input_error_before_submission(tmp_path):
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    metadata = {
+        "package_uris": "gs://my-bucket/a.tar.gz,gs://my-bucket/b.whl",
+        "python_module": "m.task",
+    }
+    with pytest.raises(LaunchInputError) as info:
+        _launch(_Package(metadata), tmp_path)
+    assert info.value.field == "package"
+    assert "\n" not in str(info.value)
