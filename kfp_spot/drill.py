@@ -26,7 +26,8 @@ class CheckpointPreemptionDrill:
     Args:
         checkpoint_root: the job's checkpoint directory (``<baseOutputDirectory>/checkpoints``),
             or a function giving it for a job's resource name (for a pipeline whose jobs and
-            their output directories are known only once they were submitted).
+            their output directories are known only once they were submitted; None: not known
+            just now, ask again at the next poll).
         running_attempts: returns ``(job resource name, attempt number)`` of attempts RUNNING now.
         preempt: preempts one job by resource name (``Emulator.preempt``).
         count: how many preemptions to cause.
@@ -35,7 +36,7 @@ class CheckpointPreemptionDrill:
 
     def __init__(
         self,
-        checkpoint_root: str | Callable[[str], str],
+        checkpoint_root: str | Callable[[str], str | None],
         running_attempts: Callable[[], list[tuple[str, int]]],
         preempt: Callable[[str], object],
         *,
@@ -66,6 +67,8 @@ class CheckpointPreemptionDrill:
     def _latest_step(self, job_name: str) -> int | None:
         """The newest committed step of the job (-1: none yet; None: unreadable just now)."""
         root = self._root if isinstance(self._root, str) else self._root(job_name)
+        if root is None:
+            return None
         try:
             manifest = checkpoints.latest(root, check_hashes=False) if root else None
         except OSError:  # being written or cleaned up right now: look again at the next poll

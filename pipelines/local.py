@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -185,13 +186,21 @@ def _arguments(
     return out
 
 
-def _checkpoint_roots(emu: Emulator) -> Callable[[str], str]:
-    """A job's checkpoint directory (``<baseOutputDirectory>/checkpoints``) by resource name."""
+def _checkpoint_roots(emu: Emulator) -> Callable[[str], str | None]:
+    """A job's checkpoint directory (``<baseOutputDirectory>/checkpoints``) by resource name.
+
+    None while the emulator cannot answer (stopped or restarting): ask again later.
+    """
+    from kfp_spot.emulator import ApiError, EmulatorError
+
     roots: dict[str, str] = {}
 
-    def root(job_name: str) -> str:
+    def root(job_name: str) -> str | None:
         if job_name not in roots:
-            job = emu.job(job_name)
+            try:
+                job = emu.job(job_name)
+            except (ApiError, EmulatorError, sqlite3.Error):
+                return None
             base = job.job_spec.base_output_directory.output_uri_prefix
             roots[job_name] = fs.join(base, "checkpoints") if base else ""
         return roots[job_name]
@@ -239,7 +248,7 @@ def run(
     """
     from kfp import local
 
-    from kfp_spot.emulator import Emulator
+    from kfp_spot.emulator import ApiError, Emulator, EmulatorError
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
 
     pipeline = load(pipeline)
@@ -258,15 +267,19 @@ def run(
         root_of = _checkpoint_roots(emu)
 
         def running_attempts() -> list[tuple[str, int]]:
-            running = [j["name"] for j in emu.list_jobs() if j.get("state") == "JOB_STATE_RUNNING"]
-            return [(name, len(emu.attempts(name))) for name in running]
+            try:
+                jobs = emu.list_jobs()
+                running = [j["name"] for j in jobs if j.get("state") == "JOB_STATE_RUNNING"]
+                return [(name, len(emu.attempts(name))) for name in running]
+            except (ApiError, EmulatorError, sqlite3.Error):  # restarting: look again later
+                return []
 
         def newest_step() -> int | None:
-            jobs = emu.list_jobs()
-            root = root_of(jobs[0]["name"]) if jobs else ""
             try:
+                jobs = emu.list_jobs()
+                root = root_of(jobs[0]["name"]) if jobs else None
                 latest = checkpoints.latest(root, check_hashes=False) if root else None
-            except OSError:  # being written right now
+            except (ApiError, EmulatorError, sqlite3.Error, OSError):  # restarting; being written
                 return None
             return None if latest is None else latest.step
 
@@ -287,7 +300,7 @@ def run(
         listed = emu.list_jobs()  # newest first
         jobs = [j["name"] for j in reversed(listed)]
         states = [str(j.get("state", "")) for j in listed]
-        roots = [root_of(name) for name in jobs]
+        roots = [root_of(name) or "" for name in jobs]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
         serving = [
             row | {"endpoint": name}
