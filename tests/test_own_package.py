@@ -110,9 +110,11 @@ def test_params_bound_for_vertex_are_checked_against_the_template_the_same_way()
 
 
 def test_vertex_options_on_a_local_run_are_refused_not_ignored(tmp_path):
-    result = CliRunner().invoke(cli_main, ["run", "--run-dir", str(tmp_path), "--project", "p"])
+    args = ["run", "--run-dir", str(tmp_path), "--project", "p", "--location", "europe-west4"]
+    result = CliRunner().invoke(cli_main, args)
     assert result.exit_code == 2
-    assert "--project only apply with --vertex" in result.output
+    assert "--project, --location only apply with --vertex" in result.output
+    assert not (tmp_path / "run.json").exists()
 
 
 def test_a_pipeline_without_an_api_endpoint_parameter_is_refused_before_it_runs(tmp_path):

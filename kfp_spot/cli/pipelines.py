@@ -9,14 +9,15 @@ from typing import Any
 
 import click
 
+DEFAULT_LOCATION = "us-central1"
+"""The Vertex AI region a submission goes to without --location."""
+
 
 def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say where and how a pipeline runs on Vertex AI Pipelines."""
     options = [
         click.option("--project", help="The Google Cloud project (Vertex AI)."),
-        click.option(
-            "--location", default="us-central1", show_default=True, help="Vertex AI region."
-        ),
+        click.option("--location", default=None, help="Vertex AI region (default: us-central1)."),
         click.option("--pipeline-root", help="gs:// root for the run's artifacts (Vertex AI)."),
         click.option("--service-account", help="The run-as service account (Vertex AI)."),
         click.option(
@@ -121,7 +122,7 @@ def run(
         return
     vertex_only = [
         f"--{name.replace('_', '-')}"
-        for name in ("project", "pipeline_root", "service_account", "api_endpoint")
+        for name in ("project", "location", "pipeline_root", "service_account", "api_endpoint")
         if vertex_options[name]
     ] + (["--skip-image-check"] if vertex_options["skip_image_check"] else [])
     if vertex_only:
@@ -182,7 +183,7 @@ def _submit_to_vertex(
     template: Path | None,
     *,
     project: str | None,
-    location: str,
+    location: str | None,
     pipeline_root: str | None,
     service_account: str | None,
     params: tuple[str, ...],
@@ -190,13 +191,12 @@ def _submit_to_vertex(
     skip_image_check: bool,
 ) -> None:
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
-    from kfp_spot.pipelines import catalog
+    from kfp_spot.pipelines import catalog, local
     from kfp_spot.vertex import pipeline_job
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
-    from kfp_spot.pipelines import local
-
+    location = location or DEFAULT_LOCATION
     template = template or catalog.pipeline_path("spot_training")
     try:
         values = local.parse_arguments(template, _param_texts(params))
