@@ -24,7 +24,10 @@ class CheckpointPreemptionDrill:
     lands after progress the attempt itself saved.
 
     Args:
-        checkpoint_root: the job's checkpoint directory (``<baseOutputDirectory>/checkpoints``).
+        checkpoint_root: the job's checkpoint directory (``<baseOutputDirectory>/checkpoints``),
+            or a function giving it for a job's resource name (for a pipeline whose jobs and
+            their output directories are known only once they were submitted; None: not known
+            just now, ask again at the next poll).
         running_attempts: returns ``(job resource name, attempt number)`` of attempts RUNNING now.
         preempt: preempts one job by resource name (``Emulator.preempt``).
         count: how many preemptions to cause.
@@ -33,7 +36,7 @@ class CheckpointPreemptionDrill:
 
     def __init__(
         self,
-        checkpoint_root: str,
+        checkpoint_root: str | Callable[[str], str | None],
         running_attempts: Callable[[], list[tuple[str, int]]],
         preempt: Callable[[str], object],
         *,
@@ -61,8 +64,15 @@ class CheckpointPreemptionDrill:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    def _latest_step(self) -> int:
-        manifest = checkpoints.latest(self._root, check_hashes=False)
+    def _latest_step(self, job_name: str) -> int | None:
+        """The newest committed step of the job (-1: none yet; None: unreadable just now)."""
+        root = self._root if isinstance(self._root, str) else self._root(job_name)
+        if root is None:
+            return None
+        try:
+            manifest = checkpoints.latest(root, check_hashes=False) if root else None
+        except OSError:  # being written or cleaned up right now: look again at the next poll
+            return None
         return -1 if manifest is None else manifest.step
 
     def _loop(self) -> None:
@@ -72,8 +82,10 @@ class CheckpointPreemptionDrill:
             attempts = [a for a in self._running_attempts() if a not in done]
             if not attempts:
                 continue
-            step = self._latest_step()
             for attempt in attempts:
+                step = self._latest_step(attempt[0])
+                if step is None:
+                    continue
                 if attempt not in baseline:
                     baseline[attempt] = step
                 elif step > baseline[attempt]:

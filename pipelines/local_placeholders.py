@@ -1,19 +1,26 @@
-"""Let kfp.local run tasks whose inputs hold GCPC's pipeline placeholders.
+"""Let kfp.local run tasks whose inputs are left to GCPC's pipeline placeholders.
 
 The launch component defaults ``project``, ``location`` and ``persistent_resource_id`` to GCPC's
 placeholders (``{{$.pipeline_google_cloud_project_id}}``, ...), as GCPC's ``CustomTrainingJobOp``
 does, and the pipelines default ``project`` and ``location`` to them: Vertex AI Pipelines fills
 them in with the PipelineJob's project, region and persistent resource.
 
-kfp.local fills in none of them. Worse, it cannot parse them: every parameter value goes through
-``kfp.local.placeholder_utils.resolve_io_placeholders``, which takes ``{{$.NAME}}`` for an input or
-output reference and fails with ``IndexError`` on a one-part name (kfp 2.17), before the task
-starts. While :func:`gcp_placeholders_as_text` is active, kfp.local passes GCPC's placeholders
-through as plain text, as a backend that does not know them would; the launcher then settles them
-itself (:mod:`kfp_spot.vertex.pipeline_context`: ``local-project`` / ``us-central1`` / no persistent
-resource on the local emulator, a clear error when bound for Vertex AI).
+kfp.local fills in none of them, and cannot parse them: it resolves every string parameter value
+as a possible input reference (``kfp/local/placeholder_utils.py``:
+``resolve_self_references_in_executor_input`` -> ``resolve_individual_placeholder`` ->
+``resolve_io_placeholders`` -> ``convert_placeholder_parts_to_path``, which indexes ``parts[1]``
+of the one-part name: ``IndexError``, kfp 2.17), and a default left unpassed is such a value
+(``kfp/local/executor_input_utils.py``: ``construct_executor_input`` copies the component's
+default into the executor input). The components' own source spells the placeholders so that
+this never happens in the command, so a task whose ``project``, ``location`` and
+``persistent_resource_id`` are passed runs under plain kfp.local. While
+:func:`gcp_placeholders_as_text` is active, kfp.local also passes defaults left to GCPC's
+placeholders through as plain text, as a backend that does not know them would; the launcher then
+settles them itself (:mod:`kfp_spot.vertex.pipeline_context`: ``local-project`` / ``us-central1``
+/ no persistent resource on the local emulator, a clear error when bound for Vertex AI).
 
-``kfp-spot run`` uses it; wrap your own kfp.local runs of these components the same way::
+:func:`kfp_spot.pipelines.local.run` (and ``kfp-spot run``) use it; wrap your own kfp.local runs
+that leave those inputs to their defaults the same way::
 
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
 

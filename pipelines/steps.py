@@ -21,6 +21,7 @@ def train_evaluate_promote(
     evaluation_params: dsl.PipelineChannel | dict,
     thresholds: dsl.PipelineChannel | dict,
     allow_foreign_layout: dsl.PipelineChannel | bool = False,
+    fallback_to_previous: dsl.PipelineChannel | bool = False,
     deploy_inputs: dict[str, object] | None = None,
     **launch_inputs: object,
 ) -> tuple[dsl.PipelineTask, dsl.PipelineTask]:
@@ -39,6 +40,7 @@ def train_evaluate_promote(
         params=evaluation_params,
         thresholds=thresholds,
         allow_foreign_layout=allow_foreign_layout,
+        fallback_to_previous=fallback_to_previous,
     ).set_display_name("evaluate-checkpoint")
     # The gate reads the evaluation's single return value ("Output"): kfp.local resolves
     # conditions only on outputs named "Output" (named NamedTuple outputs are never resolved

@@ -63,3 +63,21 @@ def test_torn_steps_do_not_count_as_progress(tmp_path):
 def test_bad_arguments_are_named(tmp_path, kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         CheckpointPreemptionDrill(str(tmp_path), list, print, **kwargs)
+
+
+def test_a_job_whose_checkpoint_root_is_found_later_is_preempted_after_its_own_commit(tmp_path):
+    """For any pipeline: the root comes from the job (None while the emulator cannot say)."""
+    root = str(tmp_path / "job-1" / "checkpoints")
+    checkpoints.write_step(root, 3, {"w": b"old"})
+    known: dict[str, str | None] = {"job-1": None}
+    attempts = Attempts()
+    with CheckpointPreemptionDrill(
+        known.get, attempts, attempts.preempt, count=1, poll_seconds=0.01
+    ) as drill:
+        attempts.running = [("job-1", 1)]
+        assert not attempts.event.wait(0.2)  # root unknown: never a baseline of "no step"
+        known["job-1"] = root
+        assert not attempts.event.wait(0.3), "preempted on the step an earlier attempt left"
+        checkpoints.write_step(root, 4, {"w": b"new"})
+        assert attempts.event.wait(10)
+    assert drill.preempted_at_steps == [4]

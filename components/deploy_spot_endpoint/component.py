@@ -6,17 +6,20 @@ from kfp.dsl import Input, Model, Output, OutputPath
 from kfp_spot.components.factory import component
 
 
+# GCPC's placeholders end in "}\x7d" here: this source is embedded in the task's command,
+# where kfp.local resolves input placeholders and fails on these (IndexError). The value, and so
+# the compiled default Vertex AI Pipelines fills in, is the placeholder itself.
 @component
 def deploy_spot_endpoint(
     endpoint: Output[VertexEndpoint],
     vertex_model: Output[VertexModel],
     gcp_resources: OutputPath(str),
-    project: str = "{{$.pipeline_google_cloud_project_id}}",
+    project: str = "{{$.pipeline_google_cloud_project_id}\x7d",
     model: Input[Model] = None,
     artifact_uri: str = "",
     uploaded_model: Input[VertexModel] = None,
     target_endpoint: Input[VertexEndpoint] = None,
-    location: str = "{{$.pipeline_google_cloud_location}}",
+    location: str = "{{$.pipeline_google_cloud_location}\x7d",
     model_display_name: str = "kfp-spot-model",
     endpoint_display_name: str = "kfp-spot-endpoint",
     deployed_model_display_name: str = "",

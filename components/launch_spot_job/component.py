@@ -5,14 +5,17 @@ from kfp.dsl import Artifact, Input, Metrics, Model, Output, OutputPath
 from kfp_spot.components.factory import component
 
 
+# GCPC's placeholders end in "}\x7d" here: this source is embedded in the task's command,
+# where kfp.local resolves input placeholders and fails on these (IndexError). The value, and so
+# the compiled default Vertex AI Pipelines fills in, is the placeholder itself.
 @component
 def launch_spot_job(
     checkpoint: Output[Artifact],
     model: Output[Model],
     job_report: Output[Metrics],
     gcp_resources: OutputPath(str),
-    project: str = "{{$.pipeline_google_cloud_project_id}}",
-    location: str = "{{$.pipeline_google_cloud_location}}",
+    project: str = "{{$.pipeline_google_cloud_project_id}\x7d",
+    location: str = "{{$.pipeline_google_cloud_location}\x7d",
     display_name: str = "kfp-spot-training",
     package: Input[Artifact] = None,
     python_module: str = "",
@@ -36,7 +39,7 @@ def launch_spot_job(
     encryption_spec_key_name: str = "",
     tensorboard: str = "",
     enable_web_access: bool = False,
-    persistent_resource_id: str = "{{$.pipeline_persistent_resource_id}}",
+    persistent_resource_id: str = "{{$.pipeline_persistent_resource_id}\x7d",
     labels: dict = {},
     timeout: str = "604800s",
     restart_job_on_worker_restart: bool = False,

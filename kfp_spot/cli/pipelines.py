@@ -9,14 +9,15 @@ from typing import Any
 
 import click
 
+DEFAULT_LOCATION = "us-central1"
+"""The Vertex AI region a submission goes to without --location."""
+
 
 def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say where and how a pipeline runs on Vertex AI Pipelines."""
     options = [
         click.option("--project", help="The Google Cloud project (Vertex AI)."),
-        click.option(
-            "--location", default="us-central1", show_default=True, help="Vertex AI region."
-        ),
+        click.option("--location", default=None, help="Vertex AI region (default: us-central1)."),
         click.option("--pipeline-root", help="gs:// root for the run's artifacts (Vertex AI)."),
         click.option("--service-account", help="The run-as service account (Vertex AI)."),
         click.option(
@@ -24,7 +25,9 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "params",
             multiple=True,
             metavar="NAME=VALUE",
-            help="A pipeline parameter on Vertex AI (VALUE parsed as JSON when it is JSON).",
+            help="Set a pipeline parameter, locally as on Vertex AI (repeatable). VALUE is parsed "
+            "per the parameter's declared type: text as is, numbers, true/false, JSON lists and "
+            "objects; an unknown NAME is an error listing the valid ones.",
         ),
         click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint."),
         click.option(
@@ -50,7 +53,10 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--source",
     type=click.Path(exists=True, path_type=Path),
     default=None,
-    help="Training package source (default: the bundled example trainer).",
+    help="Your training package (a project directory, package, script or archive); its "
+    "module and evaluation entry point come from its pyproject.toml's [tool.kfp-spot] "
+    "python-module / evaluation-entry-point unless set with --param (default: the bundled "
+    "example trainer, with the example's training arguments and accuracy gate).",
 )
 @click.option(
     "--preemptions",
@@ -70,7 +76,8 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--template",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="A compiled spot_training YAML, e.g. pulled from a registry (default: the built-in).",
+    help="A compiled pipeline YAML taking spot_training's parameters, e.g. pulled from a "
+    "registry (default: the built-in spot_training).",
 )
 @click.option(
     "--verbose",
@@ -94,24 +101,49 @@ def run(
 ) -> None:
     """Run the spot_training pipeline: locally on the emulator (default) or on Vertex AI.
 
+    Locally it trains --source (your package; default: the bundled example) with the package's
+    own module and evaluation entry point, and --param sets any pipeline parameter (the quality
+    gate: --param thresholds='{"mse": "<=0.1"}'). The emulator preempts the Spot VM --preemptions
+    times, each after the attempt committed a checkpoint; RUN_DIR gets run.json, report.md and
+    report.png (`kfp-spot report RUN_DIR`).
+
     Locally, stderr shows a line as each task and each attempt of the Spot CustomJob starts and
     ends, plus a live status line on a terminal; stdout gets the summary at the end. The tasks'
     own logs go to RUN_DIR/logs/ (pipeline.log and one file per task); a failed task's error is
     shown. Exits 1 when the pipeline does not succeed.
     """
     if vertex:
+        if source is not None:
+            raise click.UsageError(
+                "--source is for a local run; on Vertex AI pass the package's gs:// location "
+                "with --param source=gs://BUCKET/PATH"
+            )
         _submit_to_vertex(template, **vertex_options)
         return
-    from kfp_spot.pipelines import local_run
+    vertex_only = [
+        f"--{name.replace('_', '-')}"
+        for name in ("project", "location", "pipeline_root", "service_account", "api_endpoint")
+        if vertex_options[name]
+    ] + (["--skip-image-check"] if vertex_options["skip_image_check"] else [])
+    if vertex_only:
+        raise click.UsageError(
+            f"{', '.join(vertex_only)} only apply with --vertex; a local run takes pipeline "
+            "parameters with --param NAME=VALUE"
+        )
+    from kfp_spot.pipelines import local, local_run
+    from kfp_spot.pipelines.spot_training import spot_training
     from kfp_spot.progress import Console
 
     if run_dir is None:
         run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
+    params = vertex_options["params"]
     console = Console()
     try:
+        parameters = local.parse_arguments(template or spot_training, _param_texts(params))
         result = local_run.run_local(
             run_dir,
             source=source or local_run.EXAMPLE_SOURCE,
+            parameters=parameters,
             preemptions=preemptions,
             grace_period=grace_period,
             template=template,
@@ -119,6 +151,8 @@ def run(
             status=None if verbose else console.status,
             verbose=verbose,
         )
+    except local.LocalRunError as exc:
+        raise click.UsageError(str(exc)) from None
     finally:
         console.clear()
     click.echo(local_run.summarize(result))
@@ -134,26 +168,22 @@ def submit(template: Path, **vertex_options: Any) -> None:
     _submit_to_vertex(template, **vertex_options)
 
 
-def _parse_params(params: tuple[str, ...]) -> dict[str, Any]:
-    import json
-
-    values: dict[str, Any] = {}
+def _param_texts(params: tuple[str, ...]) -> dict[str, str]:
+    """``--param NAME=VALUE`` options as texts by name (the last of a repeated name wins)."""
+    texts: dict[str, str] = {}
     for item in params:
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
-        try:
-            values[name] = json.loads(raw)
-        except ValueError:
-            values[name] = raw
-    return values
+        texts[name] = raw
+    return texts
 
 
 def _submit_to_vertex(
     template: Path | None,
     *,
     project: str | None,
-    location: str,
+    location: str | None,
     pipeline_root: str | None,
     service_account: str | None,
     params: tuple[str, ...],
@@ -161,15 +191,19 @@ def _submit_to_vertex(
     skip_image_check: bool,
 ) -> None:
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
-    from kfp_spot.pipelines import catalog
+    from kfp_spot.pipelines import catalog, local
     from kfp_spot.vertex import pipeline_job
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
-    values = _parse_params(params)
+    location = location or DEFAULT_LOCATION
+    template = template or catalog.pipeline_path("spot_training")
+    try:
+        values = local.parse_arguments(template, _param_texts(params))
+    except local.LocalRunError as exc:
+        raise click.UsageError(str(exc)) from None
     values.setdefault("project", project)
     values.setdefault("location", location)
-    template = template or catalog.pipeline_path("spot_training")
     try:
         name = pipeline_job.submit_pipeline(
             template,

@@ -13,6 +13,7 @@ from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation.core import evaluate
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.report import render
+from kfp_spot.validation.component_inputs import InputReader
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,10 @@ def component_entry(
     ):  # the task log shows the step chosen and evaluate()'s output
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     package_meta = dict(package.metadata or {})
-    package_uris = list(package_meta.get("package_uris") or []) or [package.uri]
     try:
+        # A list reaches the metadata as JSON text where kfp.local passed it through a string.
+        read = InputReader({}, {}, EvaluationInputError)
+        package_uris = read.as_strings("package", package_meta.get("package_uris")) or [package.uri]
         result = evaluate(
             checkpoint.uri,
             package_uris,

@@ -67,8 +67,8 @@ def _package(package: Any, python_module: str) -> tuple[list[str], str]:
         return [], python_module
     metadata = dict(getattr(package, "metadata", None) or {})
     uris = metadata.get("package_uris") or []
-    if isinstance(uris, str):
-        uris = [u for u in uris.split(",") if u]
+    if isinstance(uris, str):  # JSON text where kfp.local passed the list through a string
+        uris = InputReader({}, {}, LaunchInputError).as_strings("package", uris)
     uri = getattr(package, "uri", None)
     if not uris and uri:
         uris = [uri]

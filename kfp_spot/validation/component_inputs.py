@@ -174,7 +174,15 @@ class InputReader:
 
     def json_value(self, name: str, kind: type[_T]) -> _T:
         """A list or dict, given as one or as its JSON text; nesting is bounded either way."""
-        value = self.given(name)
+        return self.as_json(name, self.given(name), kind)
+
+    def as_json(self, name: str, value: Any, kind: type[_T]) -> _T:
+        """``value`` (part of input ``name``) as a list or dict, given as one or as its JSON text.
+
+        kfp.local hands a list or dict over as JSON text wherever it passes through a string
+        (importer metadata, a YAML component's parameters); any other text is an error naming
+        ``name``, never split or guessed at.
+        """
         if value is None:
             return kind()
         if isinstance(value, str):
@@ -189,7 +197,11 @@ class InputReader:
 
     def strings(self, name: str) -> list[str]:
         """A list of strings (or its JSON text)."""
-        values: list[Any] = self.json_value(name, list)
+        return self.as_strings(name, self.given(name))
+
+    def as_strings(self, name: str, value: Any) -> list[str]:
+        """``value`` (part of input ``name``) as a list of strings (or its JSON text)."""
+        values: list[Any] = self.as_json(name, value, list)
         for item in values:
             if not isinstance(item, str):
                 raise self.error(name, f"expected a list of strings, got an item {show(item)}")

@@ -32,7 +32,8 @@ def continue_training(
     project: str = PROJECT_ID_PLACEHOLDER,
     location: str = LOCATION_PLACEHOLDER,
     staging_uri: str = "",
-    python_module: str = "trainer.task",
+    python_module: str = "",
+    check_import: bool = False,
     training_args: list = [],
     machine_type: str = "n1-standard-4",
     base_output_directory: str = "",
@@ -42,6 +43,7 @@ def continue_training(
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
+    fallback_to_previous: bool = False,
 ) -> Outputs:
     """Continues training from ``checkpoint_uri`` and evaluates the result.
 
@@ -51,7 +53,11 @@ def continue_training(
         project: Google Cloud project that runs the CustomJob; default: the pipeline's.
         location: Vertex AI region of the CustomJob; default: the pipeline's region.
         staging_uri: where the built package is staged; empty: next to outputs.
-        python_module: module the job runs with ``python -m``.
+        python_module: module the job runs with ``python -m``; empty: the package's own
+            (``[tool.kfp-spot] python-module`` in its pyproject.toml, else its one ``*.task``).
+        check_import: import the module before staging, in an environment holding only
+            what the executor image provides and the package's declared requirements, so
+            an import typo or a missing requirement fails here, before a paid VM starts.
         training_args: arguments passed to the training module.
         machine_type: Compute Engine machine type.
         base_output_directory: the new job's output root; empty: next to this run's outputs.
@@ -61,6 +67,8 @@ def continue_training(
         evaluation_entry_point: ``module:function`` that scores a checkpoint.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound; all must hold to promote.
+        fallback_to_previous: when the newest step does not verify (torn or corrupted),
+            evaluate the newest earlier step that does instead of failing.
 
     Returns:
         The launch outcome, the gate result, the metrics and the new checkpoint artifact.
@@ -69,7 +77,10 @@ def continue_training(
         artifact_uri=checkpoint_uri, artifact_class=Artifact, reimport=False
     ).set_display_name("import-checkpoint")
     package = PreparePackageOp(
-        source=source, staging_uri=staging_uri, python_module=python_module
+        source=source,
+        staging_uri=staging_uri,
+        python_module=python_module,
+        check_import=check_import,
     ).set_display_name("prepare-package")
     launch, evaluation = train_evaluate_promote(
         package=package.outputs["package"],
@@ -77,6 +88,7 @@ def continue_training(
         evaluation_entry_point=evaluation_entry_point,
         evaluation_params=evaluation_params,
         thresholds=thresholds,
+        fallback_to_previous=fallback_to_previous,
         project=project,
         location=location,
         args=training_args,

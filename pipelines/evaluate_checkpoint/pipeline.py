@@ -24,12 +24,14 @@ def evaluate_checkpoint(
     source: str,
     checkpoint_uri: str,
     staging_uri: str = "",
-    python_module: str = "trainer.task",
+    python_module: str = "",
+    check_import: bool = False,
     step: str = "latest",
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
     thresholds: dict = {},
     allow_foreign_layout: bool = False,
+    fallback_to_previous: bool = False,
 ) -> Outputs:
     """Scores the checkpoint at ``checkpoint_uri`` with the package's evaluation function.
 
@@ -37,13 +39,18 @@ def evaluate_checkpoint(
         source: training code whose evaluation entry point scores the checkpoint.
         checkpoint_uri: a checkpoint directory (``.../checkpoints``) of an earlier run.
         staging_uri: where the built package is staged; empty: next to outputs.
-        python_module: the package's training module (checked to exist in the package).
+        python_module: the package's training module (checked to exist in the package);
+            empty: the package's own (``[tool.kfp-spot] python-module``, else its ``*.task``).
+        check_import: import the module before staging, in an environment holding only
+            what the executor image provides and the package's declared requirements.
         step: ``latest``, a step number, or ``best:<metric>``.
         evaluation_entry_point: ``module:function`` that scores a checkpoint.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound; ``passed`` is true when all hold.
         allow_foreign_layout: score a directory without kfp-spot steps (a trainer's own files)
             as a whole, unverified.
+        fallback_to_previous: when the newest step does not verify (torn or corrupted),
+            evaluate the newest earlier step that does instead of failing.
 
     Returns:
         Whether the thresholds hold, and the metrics.
@@ -52,7 +59,10 @@ def evaluate_checkpoint(
         artifact_uri=checkpoint_uri, artifact_class=Artifact, reimport=False
     ).set_display_name("import-checkpoint")
     package = PreparePackageOp(
-        source=source, staging_uri=staging_uri, python_module=python_module
+        source=source,
+        staging_uri=staging_uri,
+        python_module=python_module,
+        check_import=check_import,
     ).set_display_name("prepare-package")
     evaluation = EvaluateCheckpointOp(
         checkpoint=checkpoint.output,
@@ -62,5 +72,6 @@ def evaluate_checkpoint(
         step=step,
         thresholds=thresholds,
         allow_foreign_layout=allow_foreign_layout,
+        fallback_to_previous=fallback_to_previous,
     ).set_display_name("evaluate-checkpoint")
     return Outputs(passed=evaluation.outputs["Output"], metrics=evaluation.outputs["metrics"])

@@ -32,7 +32,8 @@ def spot_training(
     project: str = PROJECT_ID_PLACEHOLDER,
     location: str = LOCATION_PLACEHOLDER,
     staging_uri: str = "",
-    python_module: str = "trainer.task",
+    python_module: str = "",
+    check_import: bool = False,
     training_args: list = [],
     executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
     machine_type: str = "n1-standard-4",
@@ -47,6 +48,7 @@ def spot_training(
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
     allow_foreign_layout: bool = False,
+    fallback_to_previous: bool = False,
 ) -> Outputs:
     """Trains on Spot, evaluates the checkpoint and gates promotion on quality.
 
@@ -56,7 +58,11 @@ def spot_training(
             on the local emulator, ``local-project`` when not given).
         location: Vertex AI region of the CustomJob; default: the pipeline's region.
         staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
-        python_module: module the job runs with ``python -m``.
+        python_module: module the job runs with ``python -m``; empty: the package's own
+            (``[tool.kfp-spot] python-module`` in its pyproject.toml, else its one ``*.task``).
+        check_import: import the module before staging, in an environment holding only
+            what the executor image provides and the package's declared requirements, so
+            an import typo or a missing requirement fails here, before a paid VM starts.
         training_args: arguments passed to the training module.
         executor_image_uri: the Vertex AI prebuilt training image the package runs in (e.g.
             ``.../training/tf-cpu.2-17.py310:latest`` for Keras, ``.../xgboost-cpu.2-1:latest``).
@@ -74,19 +80,26 @@ def spot_training(
         thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to promote.
         allow_foreign_layout: evaluate a checkpoint directory without kfp-spot steps (a
             trainer's own files) as a whole, unverified.
+        fallback_to_previous: when the newest step does not verify (torn or corrupted),
+            evaluate the newest earlier step that does instead of failing.
 
     Returns:
         The launch outcome, whether the quality gate passed, the evaluation metrics and the
         checkpoint artifact.
     """
     package = PreparePackageOp(
-        source=source, staging_uri=staging_uri, python_module=python_module
+        source=source,
+        staging_uri=staging_uri,
+        python_module=python_module,
+        check_import=check_import,
+        executor_image_uri=executor_image_uri,
     ).set_display_name("prepare-package")
     launch, evaluation = train_evaluate_promote(
         package=package.outputs["package"],
         evaluation_entry_point=evaluation_entry_point,
         evaluation_params=evaluation_params,
         thresholds=thresholds,
+        fallback_to_previous=fallback_to_previous,
         allow_foreign_layout=allow_foreign_layout,
         project=project,
         location=location,

@@ -32,7 +32,8 @@ def spot_training_and_serving(
     project: str = PROJECT_ID_PLACEHOLDER,
     location: str = LOCATION_PLACEHOLDER,
     staging_uri: str = "",
-    python_module: str = "trainer.task",
+    python_module: str = "",
+    check_import: bool = False,
     training_args: list = [],
     executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
     machine_type: str = "n1-standard-4",
@@ -47,6 +48,7 @@ def spot_training_and_serving(
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
     allow_foreign_layout: bool = False,
+    fallback_to_previous: bool = False,
     serving_container_image_uri: str = (
         "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
     ),
@@ -64,7 +66,11 @@ def spot_training_and_serving(
             pipeline's (``local-project`` on the local emulator when not given).
         location: Vertex AI region of the CustomJob and the endpoint; default: the pipeline's.
         staging_uri: where the built package is staged (gs:// on Vertex); empty: next to outputs.
-        python_module: module the job runs with ``python -m``.
+        python_module: module the job runs with ``python -m``; empty: the package's own
+            (``[tool.kfp-spot] python-module`` in its pyproject.toml, else its one ``*.task``).
+        check_import: import the module before staging, in an environment holding only
+            what the executor image provides and the package's declared requirements, so
+            an import typo or a missing requirement fails here, before a paid VM starts.
         training_args: arguments passed to the training module.
         executor_image_uri: the Vertex AI prebuilt training image the package runs in.
         machine_type: Compute Engine machine type of each training replica.
@@ -89,19 +95,26 @@ def spot_training_and_serving(
         serving_max_replica_count: most serving replicas under load (0: the minimum).
         serving_spot: serve on Spot VMs (False: standard VMs).
         endpoint_display_name: display name of the endpoint.
+        fallback_to_previous: when the newest step does not verify (torn or corrupted),
+            evaluate the newest earlier step that does instead of failing.
 
     Returns:
         The launch outcome, whether the quality gate passed, the evaluation metrics and the
         checkpoint artifact.
     """
     package = PreparePackageOp(
-        source=source, staging_uri=staging_uri, python_module=python_module
+        source=source,
+        staging_uri=staging_uri,
+        python_module=python_module,
+        check_import=check_import,
+        executor_image_uri=executor_image_uri,
     ).set_display_name("prepare-package")
     launch, evaluation = train_evaluate_promote(
         package=package.outputs["package"],
         evaluation_entry_point=evaluation_entry_point,
         evaluation_params=evaluation_params,
         thresholds=thresholds,
+        fallback_to_previous=fallback_to_previous,
         allow_foreign_layout=allow_foreign_layout,
         deploy_inputs={
             "project": project,

@@ -1,0 +1,368 @@
+"""Run any pipeline on this machine: kfp.local, the Vertex emulator, a preemption drill, a report.
+
+``kfp-spot run`` is built on :func:`run`; your own pipeline gets the same::
+
+    from kfp_spot.pipelines import local
+
+    result = local.run(my_pipeline, {"source": "./my_package"}, preemptions=2, run_dir="runs/1")
+    print(local.summarize(result))
+
+``pipeline`` is a ``@dsl.pipeline`` function or a compiled YAML file. :func:`run` starts the local
+Vertex emulator on a free loopback port, points the pipeline's ``api_endpoint`` parameter at it
+(declare one and pass it to ``launch_spot_job``: without it the launch would go to Vertex AI),
+fills ``project``, ``location``, ``base_output_directory`` and ``staging_uri`` when the pipeline
+declares them and they are not given, runs it with ``kfp.local.SubprocessRunner(use_venv=False)``,
+preempts each CustomJob's attempts ``preemptions`` times, each only after the attempt committed a
+checkpoint of its own (:mod:`kfp_spot.drill`), and writes ``run.json``, ``report.md`` and
+``report.png`` into ``run_dir`` (``kfp-spot report RUN_DIR`` reads them again). The pipeline's
+outputs named ``outcome`` (launch_spot_job's), ``passed`` (the quality gate's) and ``metrics``
+(evaluate_checkpoint's; else its one Metrics output), when it has them, are what the record and
+the summary show.
+
+Why here and not in ``kfp_spot/``: it drives kfp.local and loads pipelines, which is interface
+code (the house rule keeps ``kfp.dsl`` out of the runtime modules); it imports as
+``kfp_spot.pipelines.local``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kfp_spot import checkpoints, executors, fs
+from kfp_spot.drill import CheckpointPreemptionDrill
+from kfp_spot.jobs.outcome import Outcome
+from kfp_spot.pipelines.local_result import (
+    PIPELINE_FAILED,
+    LocalRunResult,
+    _gate,
+    _outcome,
+    summarize,
+)
+from kfp_spot.progress import LocalRunProgress, emulator_jobs
+from kfp_spot.reports import write_report
+from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
+
+if TYPE_CHECKING:
+    from kfp_spot.emulator import Emulator
+
+__all__ = [
+    "ENDPOINT_PARAMETER",
+    "PIPELINE_FAILED",
+    "LocalRunError",
+    "LocalRunResult",
+    "load",
+    "parameters",
+    "parse_arguments",
+    "run",
+    "summarize",
+]
+
+ENDPOINT_PARAMETER = "api_endpoint"
+"""The pipeline parameter :func:`run` sets to the emulator's endpoint."""
+
+
+class LocalRunError(ValueError):
+    """A local run cannot start as asked: a bad pipeline, argument or parameter value."""
+
+
+def load(pipeline: Any) -> Any:
+    """The pipeline to run: a ``@dsl.pipeline`` function as is, a compiled YAML path loaded.
+
+    Raises:
+        LocalRunError: the path is not a file, or ``pipeline`` is neither.
+    """
+    if isinstance(pipeline, (str, Path)):
+        from kfp import components
+
+        if not Path(pipeline).is_file():
+            raise LocalRunError(f"pipeline template {pipeline} does not exist")
+        pipeline = components.load_component_from_file(str(pipeline))
+    if getattr(pipeline, "pipeline_spec", None) is None or not hasattr(pipeline, "component_spec"):
+        raise LocalRunError(
+            f"expected a @dsl.pipeline function or a compiled pipeline YAML path, got "
+            f"{type(pipeline).__name__}"
+        )
+    return pipeline
+
+
+def parameters(pipeline: Any) -> dict[str, str]:
+    """The pipeline's parameters (artifact inputs left out) and their declared KFP types."""
+    return {
+        name: str(spec.type)
+        for name, spec in load(pipeline).component_spec.inputs.items()
+        if str(spec.type) in _PARSERS
+    }
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return text.lower() == "true"
+
+
+def _json(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = json.loads(text)
+        if not isinstance(value, kind):
+            raise ValueError(f"expected a JSON {'list' if kind is list else 'object'}")
+        return value
+
+    return parse
+
+
+def _integer(text: str) -> int:
+    return int(text.strip())
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "String": str,
+    "Integer": _integer,
+    "Float": float,
+    "Boolean": _boolean,
+    "List": _json(list),
+    "Dict": _json(dict),
+}
+
+
+def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
+    """Command-line ``NAME=VALUE`` texts as pipeline arguments, each parsed per its declared type.
+
+    ``String`` keeps the text as it is; ``Integer``, ``Float``, ``Boolean`` (``true``/``false``),
+    ``List`` and ``Dict`` (JSON) are parsed.
+
+    Raises:
+        LocalRunError: an unknown name (the error lists the valid ones) or a value that is not
+            of the parameter's type.
+    """
+    declared = parameters(pipeline)
+    values: dict[str, Any] = {}
+    for name, text in texts.items():
+        if name not in declared:
+            raise LocalRunError(
+                f"the pipeline has no parameter {name!r}; valid: {', '.join(sorted(declared))}"
+            )
+        kind = declared[name]
+        try:
+            values[name] = _PARSERS[kind](text)
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "not valid"
+            raise LocalRunError(
+                f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
+            ) from None
+    return values
+
+
+def _arguments(
+    pipeline: Any, arguments: Mapping[str, Any], run_dir: Path, endpoint: str
+) -> dict[str, Any]:
+    """``arguments`` checked against the pipeline's inputs, with what a local run fills in."""
+    inputs = pipeline.component_spec.inputs
+    unknown = sorted(set(arguments) - set(inputs))
+    if unknown:
+        raise LocalRunError(
+            f"the pipeline has no parameter {unknown[0]!r}; valid: {', '.join(sorted(inputs))}"
+        )
+    if ENDPOINT_PARAMETER not in inputs:
+        raise LocalRunError(
+            f"the pipeline has no {ENDPOINT_PARAMETER!r} parameter, so its CustomJobs cannot be "
+            f'pointed at the local emulator: declare `{ENDPOINT_PARAMETER}: str = ""` and pass '
+            f"it to launch_spot_job"
+        )
+    filled: dict[str, Any] = {
+        "project": LOCAL_PROJECT,
+        "location": LOCAL_LOCATION,
+        "base_output_directory": str(run_dir / "job"),
+        "staging_uri": str(run_dir / "staging"),
+    }
+    out = {k: v for k, v in filled.items() if k in inputs}
+    out.update(arguments)
+    out[ENDPOINT_PARAMETER] = endpoint
+    return out
+
+
+def _checkpoint_roots(emu: Emulator) -> Callable[[str], str | None]:
+    """A job's checkpoint directory (``<baseOutputDirectory>/checkpoints``) by resource name.
+
+    None while the emulator cannot answer (stopped or restarting): ask again later.
+    """
+    from kfp_spot.emulator import ApiError, EmulatorError
+
+    roots: dict[str, str] = {}
+
+    def root(job_name: str) -> str | None:
+        if job_name not in roots:
+            try:
+                job = emu.job(job_name)
+            except (ApiError, EmulatorError, sqlite3.Error):
+                return None
+            base = job.job_spec.base_output_directory.output_uri_prefix
+            roots[job_name] = fs.join(base, "checkpoints") if base else ""
+        return roots[job_name]
+
+    return root
+
+
+def run(
+    pipeline: Any,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    run_dir: str | Path | None = None,
+    preemptions: int = 1,
+    grace_period: float = 10.0,
+    progress: Callable[[str], None] | None = print,
+    status: Callable[[str], None] | None = None,
+    verbose: bool = False,
+    disruption: Callable[[Emulator, str], contextlib.AbstractContextManager[Any]] | None = None,
+) -> LocalRunResult:
+    """Run ``pipeline`` locally against the emulator with a preemption drill; see the module doc.
+
+    Args:
+        pipeline: a ``@dsl.pipeline`` function or a compiled pipeline YAML path.
+        arguments: the pipeline's arguments (``api_endpoint`` is always the emulator's).
+        run_dir: folder for everything the run writes, kept after the run (default:
+            ``kfp-spot-runs/<timestamp>``).
+        preemptions: how many times the drill preempts a running attempt (each after it
+            committed a new checkpoint).
+        grace_period: seconds between SIGTERM and SIGKILL at a preemption.
+        progress: receives a line as each task starts and ends, as each attempt of a CustomJob
+            starts and ends, and, when a task fails, its name, log and error; None: nothing.
+        status: receives a live status text a few times a second while tasks run, and ``""``
+            at the end; None: none.
+        verbose: also stream the executor logs to the terminal. They always go to
+            ``<run_dir>/logs/pipeline.log`` and each task's to ``<run_dir>/logs/<task>.log``.
+        disruption: called with the running emulator and the default checkpoint root; the
+            context manager it returns is entered around the pipeline (tests restart the
+            emulator mid-run with it).
+
+    Returns:
+        The gathered result; also written to ``<run_dir>/run.json``.
+
+    Raises:
+        LocalRunError: the pipeline or an argument cannot be run locally (before anything ran).
+    """
+    from kfp import local
+
+    from kfp_spot.emulator import ApiError, Emulator, EmulatorError
+    from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
+
+    pipeline = load(pipeline)
+    if run_dir is None:
+        run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(run_dir).resolve()
+    _arguments(pipeline, arguments or {}, run_dir, "")  # refuse bad arguments before starting
+    run_dir.mkdir(parents=True, exist_ok=True)
+    default_root = str(run_dir / "job" / "checkpoints")
+    started = time.time()
+    shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)
+    with shown, Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
+        shown.event(f"emulator listening on {emu.endpoint}")
+        shown.name_groups(pipeline.pipeline_spec)
+        args = _arguments(pipeline, arguments or {}, run_dir, emu.endpoint)
+        root_of = _checkpoint_roots(emu)
+        # The tasks print it on their stderr, which a local run keeps in the logs: say it here,
+        # as a note (the run itself is healthy; a real Vertex AI run is where it matters).
+        image_input = (pipeline.component_spec.inputs or {}).get("executor_image_uri")
+        image = args.get("executor_image_uri") or (image_input.default if image_input else "")
+        notice = executors.executor_image_notice(str(image)) if image else None
+        if notice:
+            shown.event(f"note: {notice}")
+
+        def running_attempts() -> list[tuple[str, int]]:
+            try:
+                jobs = emu.list_jobs()
+                running = [j["name"] for j in jobs if j.get("state") == "JOB_STATE_RUNNING"]
+                return [(name, len(emu.attempts(name))) for name in running]
+            except (ApiError, EmulatorError, sqlite3.Error):  # restarting: look again later
+                return []
+
+        def newest_step() -> int | None:
+            try:
+                jobs = emu.list_jobs()
+                root = root_of(jobs[0]["name"]) if jobs else None
+                latest = checkpoints.latest(root, check_hashes=False) if root else None
+            except (ApiError, EmulatorError, sqlite3.Error, OSError):  # restarting; being written
+                return None
+            return None if latest is None else latest.step
+
+        local.init(
+            local.SubprocessRunner(use_venv=False),
+            pipeline_root=str(run_dir / "pipeline_root"),
+            raise_on_error=False,
+        )
+        disrupted = disruption(emu, default_root) if disruption else contextlib.nullcontext()
+        with (
+            gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's
+            shown.watching(emulator_jobs(emu), newest_step),
+            CheckpointPreemptionDrill(root_of, running_attempts, emu.preempt, count=preemptions),
+            disrupted,
+        ):
+            task = pipeline(**args)
+        failed = shown.report_failures()
+        listed = emu.list_jobs()  # newest first
+        jobs = [j["name"] for j in reversed(listed)]
+        states = [str(j.get("state", "")) for j in listed]
+        roots = [root_of(name) or "" for name in jobs]
+        ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
+        serving = [
+            row | {"endpoint": name}
+            for name in emu.serving_endpoints()
+            for row in emu.serving_ledger(name)["lives"]
+        ]
+    outputs = task.outputs if task is not None else {}
+    metrics_artifact = outputs.get("metrics", _only_metrics(outputs))
+    metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
+    checkpoint_root = next((r for r in reversed(roots) if r), default_root)
+    records = checkpoints.read_attempt_records(checkpoint_root)
+    latest = checkpoints.latest(checkpoint_root)
+    outcome = _outcome(outputs.get("outcome"))
+    if outcome is None and task is not None and not failed and states:
+        # No `outcome` output: a pipeline that ran through on a succeeded job succeeded.
+        outcome = Outcome.SUCCEEDED if states[0] == "JOB_STATE_SUCCEEDED" else None
+    result = LocalRunResult(
+        run_dir=str(run_dir),
+        outcome=outcome,
+        job_names=jobs,
+        ledger=ledger,
+        attempt_records=records,
+        preemptions=None,  # set by account()
+        resumed_from_steps=[int(r["first_step"]) for r in records if r.get("first_step")],
+        checkpoint_uri=checkpoint_root,
+        latest_step=latest.step if latest else None,
+        metrics=metrics,
+        passed=_gate(outputs.get("passed", metrics.get("passed"))),
+        thresholds=_thresholds(pipeline, args),
+        serving=serving,
+        artifacts={
+            "checkpoints": checkpoint_root,
+            "model": fs.join(checkpoint_root.rstrip("/").rsplit("/", 1)[0], "model"),
+            "pipeline_root": str(run_dir / "pipeline_root"),
+            "emulator_state": str(run_dir / "emulator"),
+            "logs": str(shown.log_dir),
+        },
+        started=started,
+        finished=time.time(),
+    )
+    result.account()
+    (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
+    report = write_report(run_dir)
+    result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
+    return result
+
+
+def _only_metrics(outputs: Mapping[str, Any]) -> Any:
+    """The pipeline's one Metrics output when it has exactly one (None otherwise)."""
+    found = [v for v in outputs.values() if getattr(v, "schema_title", "") == "system.Metrics"]
+    return found[0] if len(found) == 1 else None
+
+
+def _thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``thresholds`` the run's quality gate applied: given, else the pipeline's default."""
+    spec = pipeline.component_spec.inputs.get("thresholds")
+    value = arguments.get("thresholds", spec.default if spec is not None else None)
+    return dict(value) if isinstance(value, Mapping) else {}

@@ -1,0 +1,141 @@
+"""What a local run did: :class:`LocalRunResult` (``run.json``) and its printed summary.
+
+Filled in by :func:`kfp_spot.pipelines.local.run`; ``kfp-spot run`` prints :func:`summarize`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from kfp_spot import accounting
+from kfp_spot.jobs.outcome import Outcome
+from kfp_spot.reports import run_from_json
+from kfp_spot.reports.summary import percent, preemptions_text
+from kfp_spot.reports.summary import summarize as summarize_run
+
+PIPELINE_FAILED = "PIPELINE_FAILED"
+"""The outcome ``run.json`` records when the pipeline gave none (a task failed)."""
+
+
+@dataclass
+class LocalRunResult:
+    """What a local run did, as ``run.json`` records it.
+
+    ``outcome`` is the launch's (None when the pipeline gave none: a task failed; ``run.json``
+    says ``PIPELINE_FAILED``); ``passed`` is the quality gate's verdict (None: not evaluated).
+    ``summary`` is the run's accounting summary (:mod:`kfp_spot.accounting`): the numbers
+    ``report.md`` and the launcher's ``job_report`` show; ``preemptions`` is its count (emulator
+    restarts included). ``serving`` holds the serving ledger rows of every endpoint the run
+    deployed to (each with its ``endpoint``), ``serving_summary`` their accounting summary.
+    ``thresholds`` are the quality gate's (the pipeline's ``thresholds`` argument or default).
+    """
+
+    run_dir: str
+    outcome: Outcome | None
+    job_names: list[str]
+    ledger: list[dict[str, Any]]
+    attempt_records: list[dict[str, Any]]
+    preemptions: int | None
+    resumed_from_steps: list[int]
+    checkpoint_uri: str
+    latest_step: int | None
+    metrics: dict[str, Any]
+    passed: bool | None
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    serving: list[dict[str, Any]] = field(default_factory=list)
+    started: float = 0.0
+    finished: float = 0.0
+    summary: accounting.Summary | None = None
+    serving_summary: accounting.ServingSummary | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the pipeline ran through and the launch succeeded."""
+        return self.outcome is Outcome.SUCCEEDED
+
+    @property
+    def outcome_text(self) -> str:
+        """The outcome as ``run.json`` and the summary print it."""
+        return self.outcome.value if self.outcome is not None else PIPELINE_FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        """The run record (schema in docs/reports.md), with its accounting summaries."""
+        summaries = ("summary", "serving_summary")
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
+        doc["outcome"] = self.outcome_text
+        if self.summary is not None:
+            doc["accounting"] = self.summary.to_json()
+        if self.serving_summary is not None:
+            doc["serving_accounting"] = self.serving_summary.to_json()
+        return doc
+
+    def account(self) -> accounting.Summary:
+        """Set the summaries and ``preemptions`` from the record as the run report computes them."""
+        numbers = summarize_run(run_from_json(self.run_dir, self.to_json()))
+        self.summary, self.serving_summary = numbers.accounting, numbers.serving
+        self.preemptions = self.summary.preemptions
+        return self.summary
+
+
+def _outcome(value: object) -> Outcome | None:
+    """The pipeline's ``outcome`` output (launch_spot_job's), None when it gave none."""
+    return None if value is None else Outcome(str(value))
+
+
+def _gate(value: object) -> bool | None:
+    """The quality gate's verdict from the pipeline's outputs; None when it was not evaluated."""
+    return value if isinstance(value, bool) else None
+
+
+def summarize(result: LocalRunResult) -> str:
+    """A short human summary of a local run (what ``kfp-spot run`` prints).
+
+    Attempts, preemptions, billable time, cost and goodput are the run's accounting summary: the
+    same figures as ``report.md`` and the launch task's ``job_report``. The evaluation line shows
+    every number the package's ``evaluate()`` returned (with the checkpoint's), the quality gate
+    its verdict on the thresholds.
+    """
+    summary = result.summary if result.summary is not None else result.account()
+    goodput = "unknown" if summary.goodput is None else percent(summary.goodput)
+    if summary.lost_seconds:
+        goodput += f" ({summary.lost_seconds:.1f} s of billed time lost)"
+    lines = [
+        f"outcome:            {result.outcome_text}",
+        f"CustomJobs:         {', '.join(result.job_names) or '-'}",
+        f"attempts:           {summary.attempt_count}",
+        f"preemptions:        {preemptions_text(summary)}",
+        "resumed from steps: "
+        + (", ".join(map(str, result.resumed_from_steps)) or "- (never resumed)"),
+        "latest checkpoint:  "
+        + ("none committed" if result.latest_step is None else f"step {result.latest_step}"),
+        f"billable time:      {summary.billable_seconds:.1f} s",
+        f"cost:               {accounting.describe_cost(summary.costs)}",
+        f"goodput:            {goodput}",
+    ]
+    shown = {
+        k: v
+        for k, v in result.metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    lines.append(
+        "evaluation:         "
+        + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
+    )
+    gate = "not evaluated" if result.passed is None else "passed" if result.passed else "failed"
+    if result.passed is not None and result.thresholds:
+        bounds = sorted(result.thresholds.items())
+        gate += " (" + ", ".join(f"{k} {v}" for k, v in bounds) + ")"
+    lines.append(f"quality gate:       {gate}")
+    serving = result.serving_summary
+    if serving is not None:
+        lines += [
+            f"serving:            {len(serving.lives)} replica lives "
+            f"({serving.spot_lives} on Spot), {serving.preemptions} preempted, "
+            f"{serving.billable_seconds:.1f} s billed",
+            f"serving cost:       {accounting.describe_cost(serving.costs)}",
+        ]
+    lines.append("artifacts:")
+    lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
+    return "\n".join(lines)

@@ -1,0 +1,383 @@
+"""Your own trainer through the front door: `kfp-spot run --source`, `--param` and the Python API.
+
+The package is not the example (tests/own_package.py): its own module names, declared in its
+pyproject.toml, and an evaluate() that returns ``mse``, no ``accuracy``.
+"""
+
+# No "from __future__ import annotations": KFP reads the pipeline's annotations as types.
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from click.testing import CliRunner
+from kfp import components, dsl
+
+from kfp_spot.cli import main as cli_main
+from kfp_spot.pipelines import local, local_run
+from kfp_spot.pipelines.spot_training import spot_training
+from tests.own_package import write_regressor
+
+KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
+ROOT = Path(__file__).resolve().parents[1]
+COMPONENTS = {
+    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
+    for name in ("prepare_package", "launch_spot_job", "evaluate_checkpoint", "promote_model")
+}
+MSE_GATE = {"mse": "<=0.01"}
+
+
+@pytest.fixture(scope="module")
+def regressor(tmp_path_factory):
+    return write_regressor(tmp_path_factory.mktemp("own"))
+
+
+# --- what the front door reads, before anything runs ----------------------------------------
+
+
+def test_the_package_names_its_own_module_and_evaluation_entry_point(regressor):
+    assert local_run.package_arguments(regressor) == {
+        "python_module": "regressor.train",
+        "evaluation_entry_point": "regressor.metrics:evaluate",
+    }  # and none of the example's training arguments or accuracy gate
+    example = local_run.package_arguments(local_run.EXAMPLE_SOURCE)
+    assert example["thresholds"] == {"accuracy": ">=0.85"}
+
+
+def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
+    parsed = local.parse_arguments(
+        spot_training,
+        {
+            "thresholds": '{"mse": "<=0.5"}',
+            "training_args": '["--steps", "3"]',
+            "max_resubmissions": "4",
+            "check_import": "true",
+            "fallback_to_previous": "false",
+            "machine_type": "e2-standard-4",
+            "python_module": "123",  # a String stays text, even when it reads as JSON
+        },
+    )
+    assert parsed == {
+        "thresholds": {"mse": "<=0.5"},
+        "training_args": ["--steps", "3"],
+        "max_resubmissions": 4,
+        "check_import": True,
+        "fallback_to_previous": False,
+        "machine_type": "e2-standard-4",
+        "python_module": "123",
+    }
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ({"max_resubmissions": "two"}, "parameter max_resubmissions is of type Integer; 'two'"),
+        ({"thresholds": '["mse"]'}, "parameter thresholds is of type Dict; "),
+        ({"check_import": "yes"}, "parameter check_import is of type Boolean; 'yes'"),
+        ({"treshold": "{}"}, "the pipeline has no parameter 'treshold'; valid: "),
+    ],
+)
+def test_a_bad_param_is_one_error_naming_it(texts, message):
+    with pytest.raises(local.LocalRunError) as info:
+        local.parse_arguments(spot_training, texts)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
+    result = CliRunner().invoke(
+        cli_main, ["run", "--run-dir", str(tmp_path), "--param", "treshold={}"]
+    )
+    assert result.exit_code == 2
+    assert "the pipeline has no parameter 'treshold'; valid: " in result.output
+    assert "check_import" in result.output and "fallback_to_previous" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_params_bound_for_vertex_are_checked_against_the_template_the_same_way():
+    from kfp_spot.pipelines import catalog
+
+    template = str(catalog.pipeline_path("spot_training"))
+    args = ["submit", template, "--project", "p", "--param", "max_resubmissions=lots"]
+    result = CliRunner().invoke(cli_main, args)
+    assert result.exit_code == 2
+    assert "parameter max_resubmissions is of type Integer; 'lots' is not one" in result.output
+
+
+def test_vertex_options_on_a_local_run_are_refused_not_ignored(tmp_path):
+    args = ["run", "--run-dir", str(tmp_path), "--project", "p", "--location", "europe-west4"]
+    result = CliRunner().invoke(cli_main, args)
+    assert result.exit_code == 2
+    assert "--project, --location only apply with --vertex" in result.output
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_a_pipeline_without_an_api_endpoint_parameter_is_refused_before_it_runs(tmp_path):
+    @dsl.pipeline
+    def no_endpoint(source: str) -> list:
+        return COMPONENTS["prepare_package"](source=source).outputs["package_uris"]
+
+    with pytest.raises(local.LocalRunError, match="no 'api_endpoint' parameter"):
+        local.run(no_endpoint, {"source": "x"}, run_dir=tmp_path)
+    assert not (tmp_path / "run.json").exists()
+
+
+# --- whole runs (slow) ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions(
+    regressor, tmp_path
+):
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            str(KFP_SPOT),
+            "run",
+            "--source",
+            str(regressor),
+            "--param",
+            f"thresholds={json.dumps(MSE_GATE)}",
+            "--preemptions",
+            "2",
+            "--grace-period",
+            "5",
+            "--run-dir",
+            str(run_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert out.startswith("outcome:            SUCCEEDED\n")
+    assert re.search(r"^preemptions:        2\b", out, re.M), out
+    resumed = re.search(r"^resumed from steps: (\d+), (\d+)$", out, re.M)
+    assert resumed and all(int(step) > 0 for step in resumed.groups()), out
+    assert re.search(r"^evaluation:         .*\bmse=[\d.e-]+", out, re.M), out
+    assert "accuracy" not in out
+    assert "quality gate:       passed (mse <=0.01)" in out
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["metrics"]["mse"] <= 0.01 and record["passed"] is True
+    assert [r["endReason"] for r in record["ledger"]] == ["PREEMPTED", "PREEMPTED", "SUCCEEDED"]
+    launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
+    assert "regressor.train" in launch_log
+
+
+class RegressionOutputs(NamedTuple):
+    passed: bool
+    metrics: dsl.Metrics
+
+
+@dsl.pipeline
+def my_regression(
+    code: str,
+    gate: dict,
+    api_endpoint: str = "",
+    base_output_directory: str = "",
+    steps: list = ["--steps", "30"],  # noqa: B006 (KFP reads the default)
+) -> RegressionOutputs:
+    """A user's own pipeline of kfp-spot's compiled components: its own names, no spot_training."""
+    package = COMPONENTS["prepare_package"](source=code, check_import=True)
+    launch = COMPONENTS["launch_spot_job"](
+        package=package.outputs["package"],
+        args=steps,
+        base_output_directory=base_output_directory,
+        api_endpoint=api_endpoint,
+    )
+    evaluation = COMPONENTS["evaluate_checkpoint"](
+        checkpoint=launch.outputs["checkpoint"],
+        package=package.outputs["package"],
+        entry_point="regressor.metrics:evaluate",
+        thresholds=gate,
+        fallback_to_previous=True,
+    )
+    with dsl.If(evaluation.outputs["Output"] == True):  # noqa: E712
+        COMPONENTS["promote_model"](
+            model=launch.outputs["model"], metrics=evaluation.outputs["metrics"]
+        )
+    return RegressionOutputs(
+        passed=evaluation.outputs["Output"], metrics=evaluation.outputs["metrics"]
+    )
+
+
+@pytest.mark.slow
+def test_your_own_pipeline_runs_through_the_python_api_with_a_drill_and_a_report(
+    regressor, tmp_path
+):
+    run_dir = tmp_path / "api-run"
+    printed: list[str] = []
+    result = local.run(
+        my_regression,
+        {"code": str(regressor), "gate": MSE_GATE},
+        preemptions=1,
+        grace_period=5.0,
+        run_dir=run_dir,
+        progress=printed.append,
+    )
+    assert result.succeeded, "\n".join(printed)
+    assert result.preemptions == 1
+    assert result.resumed_from_steps and min(result.resumed_from_steps) > 0
+    assert result.checkpoint_uri == str(run_dir / "job" / "checkpoints")
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"] == "SUCCEEDED" and record["job_names"] == result.job_names
+    assert (run_dir / "report.md").is_file() and (run_dir / "report.png").is_file()
+    assert result.passed is True and result.metrics["mse"] <= 0.01
+    summary = local.summarize(result)
+    assert "preemptions:        1" in summary
+    assert "quality gate:       passed" in summary
+    report = subprocess.run(
+        [str(KFP_SPOT), "report", str(run_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert report.returncode == 0, report.stderr
+    assert result.job_names[0] in (run_dir / "report.md").read_text()
+
+
+PLAIN_KFP_LOCAL = """
+import json, sys
+from kfp import components, dsl, local
+
+root, source, endpoint, work = sys.argv[1:5]
+C = {
+    name: components.load_component_from_file(f"{root}/components/{name}/component.yaml")
+    for name in (
+        "prepare_package", "launch_spot_job", "evaluate_checkpoint", "promote_model",
+        "deploy_spot_endpoint",
+    )
+}
+local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=f"{work}/root")
+prepared = C["prepare_package"](source=source, staging_uri=f"{work}/staging")
+uris = prepared.outputs["package_uris"]
+
+
+@dsl.pipeline
+def imported(package_uri: str, package_uris: list, python_module: str, endpoint: str) -> str:
+    package = dsl.importer(
+        artifact_uri=package_uri,
+        artifact_class=dsl.Artifact,
+        metadata={"package_uris": package_uris, "python_module": python_module},
+    )
+    launch = C["launch_spot_job"](
+        project="local-project",
+        location="us-central1",
+        persistent_resource_id="",
+        package=package.output,
+        args=["--steps", "4", "--step-seconds", "0"],
+        base_output_directory=f"{work}/job",
+        api_endpoint=endpoint,
+    )
+    evaluation = C["evaluate_checkpoint"](
+        checkpoint=launch.outputs["checkpoint"],
+        package=package.output,
+        entry_point="regressor.metrics:evaluate",
+        thresholds={"mse": "<=1000"},
+    )
+    with dsl.If(evaluation.outputs["Output"] == True):
+        C["promote_model"](model=launch.outputs["model"], metrics=evaluation.outputs["metrics"])
+    return launch.outputs["Output"]
+
+
+task = imported(
+    package_uri=uris[0],
+    package_uris=uris,
+    python_module=prepared.outputs["package"].metadata["python_module"],
+    endpoint=endpoint,
+)
+try:  # the command resolves and the executor runs: it refuses a deployment of nothing
+    C["deploy_spot_endpoint"](
+        project="local-project", location="us-central1", api_endpoint=endpoint
+    )
+    deploy = "ran"
+except RuntimeError as exc:
+    deploy = f"task failed: {exc}"
+print(json.dumps({
+    "outcome": task.output,
+    "uris": uris,
+    "deploy": deploy,
+    "kfp_spot_imported": any(m.startswith("kfp_spot") for m in sys.modules),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_compiled_components_run_under_plain_kfp_local_without_kfp_spot(regressor, tmp_path):
+    """No shim, no kfp-spot import: the user's process loads the YAMLs and runs them."""
+    from kfp_spot.emulator import Emulator
+
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_KFP_LOCAL)
+    with Emulator(tmp_path / "emulator", grace_period=2.0) as emu:
+        proc = subprocess.run(
+            [sys.executable, str(script), str(ROOT), str(regressor), emu.endpoint, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=tmp_path,
+        )
+        jobs = emu.list_jobs()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    done = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert done["kfp_spot_imported"] is False
+    assert done["outcome"] == "SUCCEEDED"  # the list in the importer's metadata arrived intact
+    assert [j["state"] for j in jobs] == ["JOB_STATE_SUCCEEDED"]
+    package_uris = jobs[0]["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    assert package_uris == done["uris"]
+    assert done["deploy"].startswith("task failed")
+    output = proc.stdout + proc.stderr  # kfp.local logs the tasks' output on stdout
+    assert "IndexError" not in output
+    assert "deploy_spot_endpoint input 'model': give exactly one of `model`" in output
+
+
+# --- lists arriving as JSON text (importer metadata under kfp.local) -------------------------
+
+
+class _Package:
+    def __init__(self, metadata):
+        self.uri = "gs://my-bucket/pkg/regressor-0.3.0.tar.gz"
+        self.metadata = metadata
+
+
+def _launch(package, tmp_path):
+    from kfp_spot.jobs.entry import build_request
+
+    class Checkpoint:
+        uri = "gs://my-bucket/run/checkpoint"
+        metadata: dict = {}
+
+    return build_request(
+        project="p",
+        location="us-central1",
+        package=package,
+        checkpoint=Checkpoint(),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+    )
+
+
+def test_a_package_uri_list_given_as_json_text_reaches_the_job_intact(tmp_path):
+    uris = [
+        "gs://my-bucket/pkg/regressor-0.3.0.tar.gz",
+        "gs://my-bucket/pkg/kfp_spot_trainer-0.1.0.whl",
+    ]
+    metadata = {"package_uris": json.dumps(uris), "python_module": "regressor.train"}
+    request = _launch(_Package(metadata), tmp_path)
+    assert request.inputs.package_uris == uris
+    assert request.inputs.python_module == "regressor.train"
+
+
+def test_package_uris_text_that_is_not_a_json_list_is_an_input_error_before_submission(tmp_path):
+    from kfp_spot.jobs.spec import LaunchInputError
+
+    metadata = {
+        "package_uris": "gs://my-bucket/a.tar.gz,gs://my-bucket/b.whl",
+        "python_module": "m.task",
+    }
+    with pytest.raises(LaunchInputError) as info:
+        _launch(_Package(metadata), tmp_path)
+    assert info.value.field == "package"
+    assert "\n" not in str(info.value)
