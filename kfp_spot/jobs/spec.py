@@ -88,7 +88,7 @@ def _code_spec(inputs: JobInputs, env: list[dict[str, str]]) -> dict[str, Any]:
 
 
 def _parse_pool(index: int, pool: Any) -> WorkerPoolSpec:
-    from google.cloud.aiplatform_v1.types import WorkerPoolSpec
+    from google.cloud.aiplatform_v1.types.custom_job import WorkerPoolSpec
 
     if not isinstance(pool, Mapping):
         raise LaunchInputError(f"worker_pool_specs[{index}]", f"expected a dict, got {pool!r}")
@@ -107,7 +107,7 @@ def _parse_pool(index: int, pool: Any) -> WorkerPoolSpec:
 
 
 def _psc_interface_config(value: Mapping[str, Any]) -> PscInterfaceConfig:
-    from google.cloud.aiplatform_v1.types import PscInterfaceConfig
+    from google.cloud.aiplatform_v1.types.service_networking import PscInterfaceConfig
 
     message = PscInterfaceConfig.pb(PscInterfaceConfig())
     try:
@@ -122,7 +122,8 @@ def _psc_interface_config(value: Mapping[str, Any]) -> PscInterfaceConfig:
 
 
 def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]:
-    from google.cloud.aiplatform_v1.types import EnvVar, WorkerPoolSpec
+    from google.cloud.aiplatform_v1.types.custom_job import WorkerPoolSpec
+    from google.cloud.aiplatform_v1.types.env_var import EnvVar
 
     if inputs.worker_pool_specs:
         pools = [_parse_pool(i, p) for i, p in enumerate(inputs.worker_pool_specs)]
@@ -196,7 +197,7 @@ def build_custom_job(
         LaunchInputError: naming the first bad input; a rule of the service the built job breaks
             is reported against the input that set the field (:func:`input_for_field`).
     """
-    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
     check_inputs(inputs)
     strategy = parse_strategy("strategy", strategy)

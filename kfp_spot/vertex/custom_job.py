@@ -74,7 +74,7 @@ def _strategies() -> dict[int, str]:
     GAPIC's types load on the first job checked (whoever built that job has loaded them), not
     when a rule is imported: importing ``google.cloud.aiplatform_v1`` costs seconds.
     """
-    from google.cloud.aiplatform_v1.types import Scheduling
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
 
     # proto-plus enums are IntEnums (proto ships no types, so mypy sees neither as iterable).
     return {int(s): s.name for s in cast("type[enum.IntEnum]", Scheduling.Strategy)}
@@ -83,7 +83,7 @@ def _strategies() -> dict[int, str]:
 @functools.cache
 def _accelerators() -> dict[int, str]:
     """Accelerator types by number, from the API's enum (loaded on first use, as above)."""
-    from google.cloud.aiplatform_v1.types import AcceleratorType
+    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
 
     return {int(a): a.name for a in cast("type[enum.IntEnum]", AcceleratorType)}
 
