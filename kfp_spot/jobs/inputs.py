@@ -261,21 +261,29 @@ class JobInputs:
             f"{POOL}.machineSpec",
             f"{POOL}.machineSpec.tpuTopology",
         ),
+        direct=True,
     )
     accelerator_type: str = launch_input(
-        Kind.TEXT, "", fields=(f"{POOL}.machineSpec.acceleratorType",), rule=_accelerator
+        Kind.TEXT,
+        "",
+        fields=(f"{POOL}.machineSpec.acceleratorType",),
+        direct=True,
+        rule=_accelerator,
     )
-    accelerator_count: int = launch_input(
-        Kind.INT32, 0, fields=(f"{POOL}.machineSpec.acceleratorCount",)
+    accelerator_count: int = launch_input(  # a count without a type is refused on the job
+        Kind.INT32, 0, fields=(f"{POOL}.machineSpec.acceleratorCount",), direct=True
     )
     replica_count: int = launch_input(
         Kind.INT32, 1, fields=(f"{POOL}.replicaCount", "jobSpec.workerPoolSpecs")
     )
     boot_disk_type: str = launch_input(  # GCPC's (and Vertex's) default
-        Kind.TEXT, "pd-ssd", fields=(f"{POOL}.diskSpec.bootDiskType", f"{POOL}.diskSpec")
+        Kind.TEXT,
+        "pd-ssd",
+        fields=(f"{POOL}.diskSpec.bootDiskType", f"{POOL}.diskSpec"),
+        direct=True,
     )
     boot_disk_size_gb: int = launch_input(
-        Kind.INT32, 100, fields=(f"{POOL}.diskSpec.bootDiskSizeGb",)
+        Kind.INT32, 100, fields=(f"{POOL}.diskSpec.bootDiskSizeGb",), direct=True
     )
     worker_pool_specs: Sequence[Mapping[str, Any]] = launch_input(Kind.OBJECTS, ())
     base_output_directory: str = launch_input(
@@ -424,18 +432,27 @@ def _snake(camel: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
 
 
-def direct_fields(inputs: JobInputs) -> dict[str, Any]:
-    """The job's simple fields, as a nested dict of the CustomJob's snake_case fields.
+def direct_fields(inputs: JobInputs, within: str = "") -> dict[str, Any]:
+    """The simple fields of the job (or of one of its messages), as a nested snake_case dict.
 
     Every row marked ``direct`` with a non-empty value sets its field as it is (GCPC's launcher
-    sends them so: an empty value leaves the field out); sequences become lists.
+    sends them so: an empty value leaves the field out, which protobuf reads as its default);
+    sequences become lists.
+
+    Args:
+        inputs: the job inputs.
+        within: the message whose fields to give, relative to it: ``""`` for the CustomJob (the
+            pools' fields left out), :data:`POOL` for a worker pool built from the machine inputs.
     """
     job: dict[str, Any] = {}
     for row in ROWS:
         value = getattr(inputs, row.name)
-        if not row.direct or not value:
+        path = row.fields[0] if row.fields else ""
+        if not row.direct or not value or path.startswith(POOL) != bool(within):
             continue
-        *parents, leaf = (_snake(part) for part in row.fields[0].split("."))
+        if within:
+            path = path.removeprefix(f"{within}.")
+        *parents, leaf = (_snake(part) for part in path.split("."))
         node = job
         for part in parents:
             node = node.setdefault(part, {})

@@ -7,10 +7,11 @@ other ``replica_count - 1`` replicas; ``max_wait_duration`` only for FLEX_START)
 here and one built by GCPC for the same inputs agree field for field.
 
 The inputs themselves (how each is read, its default, the field it sets, its rule) are the rows of
-:mod:`kfp_spot.jobs.inputs`; the job's simple fields come from those rows
+:mod:`kfp_spot.jobs.inputs`; the simple fields of the job and of its pools come from those rows
 (:func:`~kfp_spot.jobs.inputs.direct_fields`), and this module writes only what is more than a
-copy: the worker pools, scheduling and strategy, the environment and the labels. GAPIC's types load
-here, when a job is built, not when the launcher is imported.
+copy: the pools' layout and code (or the user's own pools), scheduling and strategy, the
+environment and the labels. GAPIC's types load here, when a job is built, not when the launcher
+is imported.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from google.protobuf import duration_pb2, json_format
 from kfp_spot import fs, vertex
 from kfp_spot.jobs.inputs import (
     DEFAULT_MAX_WAIT,
+    POOL,
     JobInputs,
     LaunchInputError,
     check_inputs,
@@ -152,20 +154,8 @@ def _pools(inputs: JobInputs, env: list[dict[str, str]]) -> list[WorkerPoolSpec]
                 names = {e.name for e in spec.env}
                 spec.env.extend(EnvVar(e) for e in env if e["name"] not in names)
         return pools
-    machine_spec: dict[str, Any] = {"machine_type": inputs.machine_type}
-    if inputs.accelerator_type:
-        machine_spec["accelerator_type"] = inputs.accelerator_type
-    if inputs.accelerator_type or inputs.accelerator_count:
-        machine_spec["accelerator_count"] = inputs.accelerator_count  # a count alone is refused
-    first = {
-        "machine_spec": machine_spec,
-        "replica_count": 1,
-        "disk_spec": {
-            "boot_disk_type": inputs.boot_disk_type,
-            "boot_disk_size_gb": inputs.boot_disk_size_gb,
-        },
-        **_code_spec(inputs, env),
-    }
+    # The machine and disk inputs, from the table; one primary replica, then the workers.
+    first = {**direct_fields(inputs, POOL), "replica_count": 1, **_code_spec(inputs, env)}
     pools = [WorkerPoolSpec(first)]
     if inputs.replica_count > 1:
         rest = copy.deepcopy(first)

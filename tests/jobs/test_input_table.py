@@ -101,17 +101,30 @@ def test_a_field_of_a_built_job_names_the_row_that_set_it(path, name):
     assert input_for_field(f"{concrete}.someSubfield", JobInputs()) == name
 
 
-# A value for every row the builder copies as it is, valid on Vertex AI.
-DIRECT_VALUES = {
-    "display_name": "nightly",
-    "base_output_directory": "gs://bucket/run",
-    "service_account": "sa@test-proj.iam.gserviceaccount.com",
-    "network": "projects/123/global/networks/vpc",
-    "tensorboard": "projects/test-proj/locations/us-central1/tensorboards/7",
-    "enable_web_access": True,
-    "reserved_ip_ranges": ["vertex-ai-ip-range"],
-    "encryption_spec_key_name": "projects/test-proj/locations/us-central1/keyRings/r/cryptoKeys/k",
-    "persistent_resource_id": "training-cluster",
+# A value for every row the builder copies as it is, valid on Vertex AI, with the other inputs
+# it needs.
+T4 = {"accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}
+DIRECT_VALUES: dict[str, tuple[object, dict[str, object]]] = {
+    "display_name": ("nightly", {}),
+    "base_output_directory": ("gs://bucket/run", {}),
+    "service_account": ("sa@test-proj.iam.gserviceaccount.com", {}),
+    "network": ("projects/123/global/networks/vpc", {}),
+    "tensorboard": (
+        "projects/test-proj/locations/us-central1/tensorboards/7",
+        {"service_account": "sa@test-proj.iam.gserviceaccount.com"},
+    ),
+    "enable_web_access": (True, {}),
+    "reserved_ip_ranges": (["vertex-ai-ip-range"], {}),
+    "encryption_spec_key_name": (
+        "projects/test-proj/locations/us-central1/keyRings/r/cryptoKeys/k",
+        {},
+    ),
+    "persistent_resource_id": ("training-cluster", {}),
+    "machine_type": ("n1-highmem-8", {}),
+    "accelerator_type": ("NVIDIA_TESLA_T4", T4),
+    "accelerator_count": (2, T4),
+    "boot_disk_type": ("pd-standard", {}),
+    "boot_disk_size_gb": (250, {}),
 }
 
 
@@ -121,20 +134,25 @@ def test_every_direct_row_has_a_value_here():
 
 @pytest.mark.parametrize("name", sorted(DIRECT_VALUES))
 def test_a_direct_row_reaches_its_field_as_it_is(name):
-    value = DIRECT_VALUES[name]
+    value, needs = DIRECT_VALUES[name]
     given = {
         "project": "test-proj",
         "location": "us-central1",
         "package_uris": ["gs://b/trainer-0.1.tar.gz"],
         "python_module": "trainer.task",
-        "service_account": DIRECT_VALUES["service_account"],  # the TensorBoard needs one
+        "replica_count": 3,
+        **needs,
+        name: value,
     }
-    job = build_custom_job(JobInputs(**{**given, name: value}))
+    job = build_custom_job(JobInputs(**given))
     (row,) = [r for r in ROWS if r.name == name]
-    node = CustomJob.to_dict(job, use_integers_for_enums=False)
+    nodes = [CustomJob.to_dict(job, use_integers_for_enums=False)]
     for part in row.fields[0].split("."):
-        node = node[_snake(part)]
-    assert node == value
+        key = _snake(part.removesuffix("[]"))
+        nodes = [node[key] for node in nodes]
+        if part.endswith("[]"):  # every pool built from the machine inputs
+            nodes = [item for node in nodes for item in node]
+    assert nodes and all(node == value for node in nodes), nodes
 
 
 def _snake(camel: str) -> str:
