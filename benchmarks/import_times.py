@@ -15,8 +15,8 @@ figures per run:
 It prints the medians first (with the ratio to ``kfp.dsl.executor_main``'s median wall time),
 then whether each module pulled in ``google.cloud.aiplatform_v1`` (its GAPIC types and service
 clients), then with ``--heaviest N`` the N packages with the largest cumulative time under each
-entry module. The machine's load is printed too: on a busy machine every figure grows, the ratios
-much less. Nothing here is run by the test suite.
+entry module (from the last run). The machine's load is printed too: on a busy machine every
+figure grows, the ratios much less. Nothing here is run by the test suite.
 """
 
 from __future__ import annotations

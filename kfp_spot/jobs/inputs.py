@@ -363,6 +363,9 @@ def read_job_inputs(read: InputReader, **settled: Any) -> JobInputs:
     Raises:
         LaunchInputError: naming the first input of the wrong type.
     """
+    unknown = set(settled) - {row.name for row in ROWS}
+    if unknown:
+        raise TypeError(f"not job inputs: {', '.join(sorted(unknown))}")
     values = {
         row.name: settled[row.name] if row.name in settled else _read(read, row.name, row.kind)
         for row in ROWS
