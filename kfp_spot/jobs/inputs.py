@@ -10,8 +10,8 @@ the built job cannot show (Vertex's own rules on the job are
 
 - :func:`read_job_inputs`: the component's reader (entry.py), one read per row by its kind;
 - :func:`check_inputs`: each row's rule, then the few rules that tie inputs together;
-- :func:`direct_fields`: the job's simple fields, which
-  :func:`kfp_spot.jobs.spec.build_custom_job` sets;
+- :func:`direct_fields`: the simple fields of the job and of the pools built from the machine
+  inputs, which :func:`kfp_spot.jobs.spec.build_custom_job` sets as they are;
 - :func:`input_for_field`: which input set a field the built job's rules refused, so the launcher's
   error names what the user can change.
 
