@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from kfp_spot.cli import main
 from kfp_spot.emulator import Emulator
-from kfp_spot.jobs.spec import JobInputs, build_custom_job
+from kfp_spot.jobs.inputs import JobInputs
+from kfp_spot.jobs.spec import build_custom_job
 from kfp_spot.vertex.client import make_job_client, resolve_endpoint
 
 PARENT = "projects/cli-project/locations/us-central1"

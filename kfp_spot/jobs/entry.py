@@ -12,6 +12,13 @@ import sys
 from typing import Any
 
 from kfp_spot import fs, vertex
+from kfp_spot.jobs.inputs import (
+    JobInputs,
+    LaunchInputError,
+    checked,
+    parse_strategy,
+    read_job_inputs,
+)
 from kfp_spot.jobs.launcher import (
     Launcher,
     LaunchFailedError,
@@ -21,7 +28,6 @@ from kfp_spot.jobs.launcher import (
 )
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import RecoveryPolicy
-from kfp_spot.jobs.spec import JobInputs, LaunchInputError, checked, parse_strategy
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
@@ -171,44 +177,14 @@ def build_request(**inputs: Any) -> LaunchRequest:
             "resume_from",
             f"expected a checkpoint directory on gs:// or a local path, got {resume_uri!r}",
         )
-    job_inputs = JobInputs(
-        project=resolved["project"],
-        location=resolved["location"],
-        display_name=read.text("display_name"),
+    # Every job input is read by its row (kfp_spot.jobs.inputs) but those worked out here.
+    job_inputs = read_job_inputs(
+        read,
+        **resolved,
         package_uris=package_uris,
         python_module=python_module,
-        container_image_uri=read.text("container_image_uri"),
-        executor_image_uri=read.text("executor_image_uri"),
-        command=read.json_value("command", list),
-        args=read.json_value("args", list),
-        env=read.json_value("env", dict),
-        machine_type=read.text("machine_type"),
-        accelerator_type=read.text("accelerator_type"),
-        accelerator_count=read.integer("accelerator_count"),
-        replica_count=read.integer("replica_count"),
-        boot_disk_type=read.text("boot_disk_type"),
-        boot_disk_size_gb=read.integer("boot_disk_size_gb"),
-        worker_pool_specs=read.json_value("worker_pool_specs", list),
         base_output_directory=base,
-        service_account=read.text("service_account"),
-        network=read.text("network"),
-        labels=read.json_value("labels", dict),
-        timeout=read.given("timeout"),
-        restart_job_on_worker_restart=read.boolean("restart_job_on_worker_restart"),
-        disable_retries=read.boolean("disable_retries"),
-        max_wait_duration=read.given("max_wait_duration"),
-        tensorboard=read.text("tensorboard"),
-        enable_web_access=read.boolean("enable_web_access"),
-        reserved_ip_ranges=read.json_value("reserved_ip_ranges", list),
-        encryption_spec_key_name=read.text("encryption_spec_key_name"),
-        persistent_resource_id=resolved["persistent_resource_id"],
-        psc_interface_config=read.json_value("psc_interface_config", dict),
     )
-    # KFP lists and dicts may hold numbers: argv, environment and label values are their text.
-    job_inputs.command = [str(a) for a in job_inputs.command]
-    job_inputs.args = [str(a) for a in job_inputs.args]
-    job_inputs.env = {str(k): str(v) for k, v in job_inputs.env.items()}
-    job_inputs.labels = {str(k): str(v) for k, v in job_inputs.labels.items()}
     # The pipeline run's labels, so the job's cost is attributed to the run (as GCPC does).
     job_inputs.labels = pipeline_context.merge_system_labels(job_inputs.labels, os.environ)
     policy = RecoveryPolicy(

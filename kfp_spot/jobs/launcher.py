@@ -15,19 +15,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs import gcp_resources, reattach
 from kfp_spot.jobs.backend import Backend, backend_for
+from kfp_spot.jobs.inputs import JobInputs, LaunchInputError
 from kfp_spot.jobs.outcome import (
-    TERMINAL_STATES,
     Classified,
     Outcome,
     classify,
     classify_create_error,
+    is_terminal,
+    state_name,
 )
 from kfp_spot.jobs.recovery import (
     LaunchState,
@@ -45,19 +47,15 @@ from kfp_spot.jobs.service import (
     JobService,
     ServiceUnreachableError,
 )
-from kfp_spot.jobs.spec import (
-    RESUME_ENV,
-    JobInputs,
-    LaunchInputError,
-    build_custom_job,
-    output_dirs,
-    with_strategy,
-)
+from kfp_spot.jobs.spec import RESUME_ENV, build_custom_job, output_dirs, with_strategy
 from kfp_spot.jobs.strategy import Strategy, strategy_of
 from kfp_spot.jobs.watch import AttemptWatcher
 from kfp_spot.validation.component_inputs import inputs_of
 from kfp_spot.vertex.client import resolve_endpoint
 from kfp_spot.vertex.signals import LaunchInterruptedError, cancel_on_signals
+
+if TYPE_CHECKING:  # GAPIC's types load where the job is built and sent (spec, service)
+    from google.cloud.aiplatform_v1.types import CustomJob
 
 __all__ = [
     "LaunchFailedError",
@@ -297,12 +295,12 @@ class Launcher:
         assert self.state is not None
         return (
             strategy_of(job) is Strategy.SPOT
-            and job.state != JobState.JOB_STATE_RUNNING
+            and state_name(job.state) != "JOB_STATE_RUNNING"
             and past_deadline(self.request.policy, self.state.started_at, self.clock())
         )
 
     def _settle(self, current: Submission, job: CustomJob) -> Classified:
-        if job.state in TERMINAL_STATES:
+        if is_terminal(job):
             return classify(job)
         # Abandoned past the deadline: cancel it; it counts as Spot running out.
         log.warning("%s still waiting for Spot capacity past the deadline; cancelling", job.name)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+if TYPE_CHECKING:  # GAPIC's types load where a job is read, not on import
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.cloud.aiplatform_v1.types import CustomJob
 
 
 class Outcome(str, enum.Enum):
@@ -29,14 +31,15 @@ class Outcome(str, enum.Enum):
         return self.value
 
 
+# The JobState names of a job that will not change state again.
 TERMINAL_STATES = frozenset(
     {
-        JobState.JOB_STATE_SUCCEEDED,
-        JobState.JOB_STATE_FAILED,
-        JobState.JOB_STATE_CANCELLED,
-        JobState.JOB_STATE_PAUSED,
-        JobState.JOB_STATE_EXPIRED,
-        JobState.JOB_STATE_PARTIALLY_SUCCEEDED,
+        "JOB_STATE_SUCCEEDED",
+        "JOB_STATE_FAILED",
+        "JOB_STATE_CANCELLED",
+        "JOB_STATE_PAUSED",
+        "JOB_STATE_EXPIRED",
+        "JOB_STATE_PARTIALLY_SUCCEEDED",
     }
 )
 
@@ -61,6 +64,8 @@ class Classified:
 
 def state_name(value: int) -> str:
     """The JobState name of ``value`` (a number the API added after this client: ``STATE_<n>``)."""
+    from google.cloud.aiplatform_v1.types.job_state import JobState
+
     try:
         return str(JobState(value).name)
     except ValueError:
@@ -69,7 +74,7 @@ def state_name(value: int) -> str:
 
 def is_terminal(job: CustomJob) -> bool:
     """Whether ``job`` will not change state again (a state this client does not know is not)."""
-    return int(job.state) in {int(s) for s in TERMINAL_STATES}
+    return state_name(job.state) in TERMINAL_STATES
 
 
 def classify(job: CustomJob) -> Classified:
@@ -88,13 +93,13 @@ def classify(job: CustomJob) -> Classified:
         raise ValueError(
             f"job {job.name} is still {state_name(job.state)}; only terminal jobs are classified"
         )
-    state = JobState(job.state)
+    state = state_name(job.state)
     code, message = int(job.error.code), str(job.error.message)
-    if state in (JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_PARTIALLY_SUCCEEDED):
+    if state in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
         return Classified(Outcome.SUCCEEDED, message)
-    if state == JobState.JOB_STATE_CANCELLED or state == JobState.JOB_STATE_PAUSED:
-        return Classified(Outcome.CANCELLED, message or f"the job was {state.name[10:].lower()}")
-    if state == JobState.JOB_STATE_EXPIRED:
+    if state in ("JOB_STATE_CANCELLED", "JOB_STATE_PAUSED"):
+        return Classified(Outcome.CANCELLED, message or f"the job was {state[10:].lower()}")
+    if state == "JOB_STATE_EXPIRED":
         # FLEX_START: no capacity within max_wait_duration.
         return Classified(Outcome.CAPACITY, message or "the job expired waiting for capacity")
     return classify_error(code, message, ran=bool(job.start_time))
@@ -121,8 +126,10 @@ def classify_error(code: int, message: str, *, ran: bool) -> Classified:
     return Classified(Outcome.SERVICE_ERROR, message or f"the job failed with code {code}")
 
 
-def classify_create_error(exc: api_exceptions.GoogleAPICallError) -> Classified:
+def classify_create_error(exc: GoogleAPICallError) -> Classified:
     """Classify a refused ``create_custom_job``: quota and stockouts are CAPACITY, the rest ours."""
+    from google.api_core import exceptions as api_exceptions
+
     message = str(exc.message or exc)
     if isinstance(exc, api_exceptions.TooManyRequests) or _QUOTA_RE.search(message):
         return Classified(Outcome.CAPACITY, message)

@@ -14,14 +14,17 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1.types import CustomJob
 
-from kfp_spot.jobs.outcome import TERMINAL_STATES, Outcome, classify
+from kfp_spot.jobs.outcome import Outcome, classify, is_terminal
 from kfp_spot.jobs.recovery import LaunchState, Submission
 from kfp_spot.jobs.service import SUBMISSION_LABEL, JobService
 from kfp_spot.jobs.strategy import strategy_of
+
+if TYPE_CHECKING:  # GAPIC's types load where jobs are read (service)
+    from google.cloud.aiplatform_v1.types import CustomJob
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ def _submission(job: CustomJob, clock: Callable[[], float]) -> Submission:
         submitted_at=created.timestamp() if created is not None else clock(),
     )
     record_times(sub, job)
-    if job.state in TERMINAL_STATES:
+    if is_terminal(job):
         verdict = classify(job)
         sub.outcome, sub.message, sub.ended_at = verdict.outcome, verdict.message, clock()
     return sub

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kfp_spot import fs
+from kfp_spot.jobs.inputs import LaunchInputError, parse_strategy
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.jobs.spec import LaunchInputError, parse_strategy
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES, Strategy
 
 log = logging.getLogger(__name__)

@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from google.cloud.aiplatform_v1.types import AcceleratorType, CustomJob
+from typing import TYPE_CHECKING, Any
 
 from kfp_spot import accounting, checkpoints
 from kfp_spot.accounting import EndReason, JobRun, Pool, Summary
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import Submission
+
+if TYPE_CHECKING:  # GAPIC's types load where a job is read, not on import
+    from google.cloud.aiplatform_v1.types import CustomJob
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ class JobReport:
 
 def pools_of(job: CustomJob) -> list[Pool]:
     """What one attempt of ``job`` bills for."""
+    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
+
     pools = []
     for pool in job.job_spec.worker_pool_specs:
         if not pool.replica_count:

@@ -12,14 +12,16 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud.aiplatform_v1 import JobServiceClient
-from google.cloud.aiplatform_v1.types import CustomJob, ListCustomJobsResponse
 
 from kfp_spot.jobs.outcome import is_terminal, state_name
 from kfp_spot.vertex.client import Endpoint, make_job_client
+
+if TYPE_CHECKING:  # the client and its types load when the first call is made
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+    from google.cloud.aiplatform_v1.types import CustomJob, ListCustomJobsResponse
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +184,7 @@ class JobService:
             google.api_core.exceptions.GoogleAPICallError: when the service refuses the job.
             ServiceUnreachableError: when transient errors outlast the budget.
         """
-        job = CustomJob.deserialize(CustomJob.serialize(job))
+        job = type(job).deserialize(type(job).serialize(job))  # a copy
         job.labels[SUBMISSION_LABEL] = token
         state = {"tried": False}
 

@@ -8,9 +8,11 @@ KFP metadata). Its values are the names of ``Scheduling.Strategy`` in the Vertex
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
-from google.cloud.aiplatform_v1.types import CustomJob
-from google.cloud.aiplatform_v1.types import custom_job as gca_custom_job
+if TYPE_CHECKING:  # GAPIC's types load where a job is built or read, not on import
+    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
 
 
 class Strategy(str, enum.Enum):
@@ -24,9 +26,11 @@ class Strategy(str, enum.Enum):
         return self.value
 
     @property
-    def api(self) -> gca_custom_job.Scheduling.Strategy:
+    def api(self) -> Scheduling.Strategy:
         """This strategy as the API's enum (what ``scheduling.strategy`` holds)."""
-        return gca_custom_job.Scheduling.Strategy(_API_NUMBERS[self])
+        from google.cloud.aiplatform_v1.types.custom_job import Scheduling
+
+        return Scheduling.Strategy(int(getattr(Scheduling.Strategy, self.value)))
 
     @classmethod
     def from_api(cls, name: str) -> Strategy:
@@ -41,11 +45,6 @@ class Strategy(str, enum.Enum):
         return _API_ALIASES.get(name) or cls(name)
 
 
-_API_NUMBERS = {
-    Strategy.SPOT: gca_custom_job.Scheduling.Strategy.SPOT,
-    Strategy.STANDARD: gca_custom_job.Scheduling.Strategy.STANDARD,
-    Strategy.FLEX_START: gca_custom_job.Scheduling.Strategy.FLEX_START,
-}
 _API_ALIASES = {
     "STRATEGY_UNSPECIFIED": Strategy.STANDARD,
     "ON_DEMAND": Strategy.STANDARD,
@@ -64,7 +63,9 @@ def strategy_name(job: CustomJob) -> str:
     Raises:
         ValueError: the job's strategy is a number this client does not know.
     """
-    return str(gca_custom_job.Scheduling.Strategy(job.job_spec.scheduling.strategy).name)
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
+
+    return str(Scheduling.Strategy(job.job_spec.scheduling.strategy).name)
 
 
 def strategy_of(job: CustomJob) -> Strategy:

@@ -35,21 +35,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as retries
-from google.cloud.aiplatform_v1 import EndpointServiceClient, ModelServiceClient
-from google.cloud.aiplatform_v1.types import (
-    AcceleratorType,
-    DeployedModel,
-    DeployModelResponse,
-    Endpoint,
-    MachineSpec,
-    Model,
-    UploadModelResponse,
-)
-from google.longrunning import operations_pb2
 
 from kfp_spot import executors, fs, vertex
 from kfp_spot.validation.component_inputs import check_input
@@ -60,6 +49,11 @@ from kfp_spot.vertex.client import is_emulator_endpoint, make_client, resolve_en
 from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 from kfp_spot.vertex.signals import cancel_on_signals
 from kfp_spot.vertex.values import INT32_MAX, InvalidFieldError
+
+if TYPE_CHECKING:  # GAPIC loads where a request is built or sent, not when the entry is imported
+    from google.cloud.aiplatform_v1 import EndpointServiceClient, ModelServiceClient
+    from google.cloud.aiplatform_v1.types import MachineSpec, Model
+    from google.longrunning import operations_pb2
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +185,8 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
     The rules of the requests are the floor's (:mod:`kfp_spot.vertex.model_endpoint`, checked
     against ``target``, the emulator applying the same); their refusals name the input.
     """
+    from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
+
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
     if not request.location:
@@ -248,6 +244,8 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
 
 def _machine_spec(request: DeployRequest) -> MachineSpec:
     """The replicas' MachineSpec; the values the message cannot hold are refused here."""
+    from google.cloud.aiplatform_v1.types import AcceleratorType, MachineSpec
+
     acc = request.accelerator_type
     if acc and acc not in AcceleratorType.__members__:
         raise DeployInputError(
@@ -267,6 +265,8 @@ def _machine_spec(request: DeployRequest) -> MachineSpec:
 
 def _model(request: DeployRequest, target: vertex.Target) -> Model:
     """The Model to upload, checked by the floor; the directory holds what its image loads."""
+    from google.cloud.aiplatform_v1.types import Model
+
     uri = fs.to_local_path(request.artifact_uri) or request.artifact_uri
     model = Model(
         display_name=request.model_display_name,
@@ -359,6 +359,8 @@ class Deployer:
     @property
     def models(self) -> ModelServiceClient:
         """The ModelServiceClient (made on first use: credentials are looked up only then)."""
+        from google.cloud.aiplatform_v1 import ModelServiceClient
+
         if self._models is None:
             self._models = make_client(ModelServiceClient, self.api)
         return self._models
@@ -366,6 +368,8 @@ class Deployer:
     @property
     def endpoints(self) -> EndpointServiceClient:
         """The EndpointServiceClient (made on first use)."""
+        from google.cloud.aiplatform_v1 import EndpointServiceClient
+
         if self._endpoints is None:
             self._endpoints = make_client(EndpointServiceClient, self.api)
         return self._endpoints
@@ -437,6 +441,8 @@ class Deployer:
         return None
 
     def _model(self, recorded: list[str]) -> str:
+        from google.cloud.aiplatform_v1.types import Model, UploadModelResponse
+
         if self.request.uploaded_model:
             model = self._call(
                 "get the uploaded model",
@@ -467,6 +473,8 @@ class Deployer:
         return name
 
     def _endpoint(self, recorded: list[str]) -> str:
+        from google.cloud.aiplatform_v1.types import Endpoint
+
         if self.request.endpoint:
             endpoint = self._call(
                 "get the endpoint",
@@ -506,6 +514,8 @@ class Deployer:
         return name
 
     def _deploy(self, model: str, endpoint: str, recorded: list[str]) -> tuple[str, bool]:
+        from google.cloud.aiplatform_v1.types import DeployedModel, DeployModelResponse
+
         bare = model.split("@", 1)[0]
         current = self._call(
             "get the endpoint", self.endpoints.get_endpoint, name=endpoint, retry=self._read
@@ -593,6 +603,8 @@ class Deployer:
 
     def _undeploy_if_done(self, name: str) -> None:
         """After a cancel: a deploy that still completed is undeployed (no Spot VMs left)."""
+        from google.cloud.aiplatform_v1.types import DeployModelResponse
+
         deadline = time.monotonic() + 60.0
         with contextlib.suppress(api_exceptions.GoogleAPICallError, OSError):
             while time.monotonic() < deadline:

@@ -12,13 +12,8 @@ import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
-
-from google.api_core import client_options as client_options_lib
-from google.api_core import gapic_v1
-from google.auth.credentials import AnonymousCredentials
-from google.cloud.aiplatform_v1 import JobServiceClient
 
 from kfp_spot.version import __version__
 from kfp_spot.vertex import custom_job, regions, values
@@ -31,6 +26,9 @@ ENDPOINT_FORM = (
 # A DNS name: dot-separated labels of letters, digits and inner hyphens, 1-63 characters each.
 _HOSTNAME = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)(?:\.(?!-)[a-z0-9-]{1,63}(?<!-))*")
 ClientT = TypeVar("ClientT")
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
 
 
 @dataclass(frozen=True)
@@ -139,8 +137,13 @@ def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> Cli
     """A GAPIC client of ``client_class`` for ``endpoint`` (REST + anonymous for plain HTTP).
 
     ``client_class`` is any ``google.cloud.aiplatform_v1`` service client, e.g.
-    ``JobServiceClient`` or ``EndpointServiceClient``.
+    ``JobServiceClient`` or ``EndpointServiceClient``. google.api_core's client machinery loads
+    here, when a client is made, not when this module is imported.
     """
+    from google.api_core import client_options as client_options_lib
+    from google.api_core import gapic_v1
+    from google.auth.credentials import AnonymousCredentials
+
     options = client_options_lib.ClientOptions(api_endpoint=endpoint.api_endpoint)
     info = gapic_v1.client_info.ClientInfo(user_agent=USER_AGENT)
     if endpoint.local:
@@ -155,4 +158,6 @@ def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> Cli
 
 def make_job_client(endpoint: Endpoint) -> JobServiceClient:
     """A JobServiceClient for ``endpoint`` (REST + anonymous credentials for plain HTTP)."""
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
     return make_client(JobServiceClient, endpoint)

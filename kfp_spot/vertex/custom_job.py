@@ -24,11 +24,10 @@ already separate modules.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
-
-from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
 from kfp_spot import executors, machines
 from kfp_spot.vertex.storage import check_output_uri
@@ -58,6 +57,7 @@ __all__ = [
     "VERTEX_AI",
     "InvalidJobSpecError",
     "Target",
+    "check_accelerator_type",
     "check_machine_spec",
     "validate_custom_job",
     "validate_for_submission",
@@ -65,11 +65,39 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SPOT = int(Scheduling.Strategy.SPOT)
-# proto-plus enums are IntEnums (proto ships no types, so mypy sees neither as iterable).
-_STRATEGIES = {int(s): s.name for s in cast("type[enum.IntEnum]", Scheduling.Strategy)}
-_ACCELERATORS = frozenset(int(a) for a in cast("type[enum.IntEnum]", AcceleratorType))
 _ON_DEMAND = "scheduling.strategy ON_DEMAND"  # how a CustomJob leaves Spot
+
+
+@functools.cache
+def _strategies() -> dict[int, str]:
+    """Scheduling strategies by number, from the API's enum.
+
+    GAPIC's types load on the first job checked (whoever built that job has loaded them), not
+    when a rule is imported: importing ``google.cloud.aiplatform_v1`` costs seconds.
+    """
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
+
+    # proto-plus enums are IntEnums (proto ships no types, so mypy sees neither as iterable).
+    return {int(s): s.name for s in cast("type[enum.IntEnum]", Scheduling.Strategy)}
+
+
+@functools.cache
+def _accelerators() -> dict[int, str]:
+    """Accelerator types by number, from the API's enum (loaded on first use, as above)."""
+    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
+
+    return {int(a): a.name for a in cast("type[enum.IntEnum]", AcceleratorType)}
+
+
+def check_accelerator_type(name: Any) -> None:
+    """``name`` is one of the API's accelerator types, e.g. ``NVIDIA_TESLA_T4``.
+
+    Raises:
+        InvalidValueError: naming the valid types.
+    """
+    valid = [a for n, a in _accelerators().items() if n]
+    if name not in valid:
+        raise InvalidValueError(f"unknown accelerator {show(name)}; valid: " + ", ".join(valid))
 
 
 class InvalidJobSpecError(ValueError):
@@ -280,8 +308,8 @@ def _check_scheduling(spec: Any) -> bool:
     if not spec.HasField("scheduling"):
         return False
     scheduling = spec.scheduling
-    if scheduling.strategy not in _STRATEGIES:
-        valid = ", ".join(f"{name} ({num})" for num, name in _STRATEGIES.items() if num)
+    if scheduling.strategy not in _strategies():
+        valid = ", ".join(f"{name} ({num})" for num, name in _strategies().items() if num)
         raise InvalidJobSpecError(
             "jobSpec.scheduling.strategy",
             f"{scheduling.strategy} is not a scheduling strategy; valid: {valid}",
@@ -293,7 +321,7 @@ def _check_scheduling(spec: Any) -> bool:
                 raise InvalidJobSpecError(
                     f"jobSpec.scheduling.{camel}", "must be a non-negative duration, e.g. '3600s'"
                 )
-    return bool(scheduling.strategy == _SPOT)
+    return _strategies()[scheduling.strategy] == "SPOT"
 
 
 def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_only: bool) -> None:
@@ -392,10 +420,7 @@ def _check_python(spec: Any, where: str) -> None:
 
 
 def _accelerator_name(value: int) -> str:
-    try:
-        return str(AcceleratorType(value).name)
-    except ValueError:
-        return str(value)
+    return _accelerators().get(value, str(value))
 
 
 def check_machine_spec(
@@ -437,7 +462,7 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
     acc_value = int(spec.accelerator_type)
     acc = _accelerator_name(acc_value) if acc_value else ""
     count = spec.accelerator_count
-    if acc_value and acc_value not in _ACCELERATORS:
+    if acc_value and acc_value not in _accelerators():
         raise InvalidJobSpecError(
             f"{where}.acceleratorType", f"{acc_value} is not an accelerator type"
         )
@@ -547,10 +572,9 @@ def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
     )
 
 
-# FLEX_START-only fields (issue 15).
+# FLEX_START-only fields.
 
 MAX_FLEX_START_TIMEOUT_S = 7 * 24 * 3600  # Dynamic Workload Scheduler: timeout of 7 days or less
-_FLEX_START = int(Scheduling.Strategy.FLEX_START)
 
 
 def _check_flex_start_fields(spec: Any) -> None:
@@ -561,9 +585,9 @@ def _check_flex_start_fields(spec: Any) -> None:
     same machine configuration in every worker pool (Vertex AI's Dynamic Workload Scheduler page).
     """
     scheduling = spec.scheduling
-    flex = scheduling.strategy == _FLEX_START
+    strategy = _strategies().get(scheduling.strategy, str(scheduling.strategy))
+    flex = strategy == "FLEX_START"
     if scheduling.HasField("max_wait_duration") and not flex:
-        strategy = _STRATEGIES.get(scheduling.strategy, str(scheduling.strategy))
         raise InvalidJobSpecError(
             "jobSpec.scheduling.maxWaitDuration",
             f"is set but scheduling.strategy is {strategy}; maxWaitDuration is accepted only "

@@ -14,8 +14,8 @@ import yaml
 
 from kfp_spot.components.launch_spot_job import component as launch_component
 from kfp_spot.jobs.entry import INPUT_DEFAULTS, build_request, input_defaults
+from kfp_spot.jobs.inputs import JobInputs
 from kfp_spot.jobs.recovery import RecoveryPolicy
-from kfp_spot.jobs.spec import JobInputs
 from kfp_spot.pipelines import catalog
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from recording_server import RecordingServer
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs.entry import launch_spot_job
-from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.vertex import EXTRA_REGIONS_ENV
 
 
@@ -68,6 +68,7 @@ CASES = {
     ),
     "deep env": ({"env": {"A": _deep(100)}}, "env", "levels"),
     "lone surrogate": ({"args": ["--name", "\ud800"]}, "args", "UTF-8"),
+    "args as plain text": ({"args": "--epochs 2"}, "args", "JSON"),
     "poll forever": ({"poll_interval_seconds": 1e308}, "poll_interval_seconds", "3600"),
     "infinite count": ({"accelerator_count": "1e400"}, "accelerator_count", "finite"),
     "int32 overflow": ({"replica_count": 2**40}, "replica_count", "32-bit"),

@@ -250,7 +250,7 @@ def test_resume_from_seeds_the_checkpoint_dir_and_tells_the_job(package, outputs
 
 
 def test_resume_from_a_torn_checkpoint_is_refused_before_submitting(package, outputs, tmp_path):
-    from kfp_spot.jobs.spec import LaunchInputError
+    from kfp_spot.jobs.inputs import LaunchInputError
 
     previous = tmp_path / "previous"
     (previous / "step-3").mkdir(parents=True)
@@ -324,7 +324,7 @@ def test_a_launcher_killed_between_create_and_recording_finds_its_job(package, o
 
 def test_kfp_style_values_are_accepted_and_bad_ones_named(package, outputs):
     from kfp_spot.jobs.entry import build_request
-    from kfp_spot.jobs.spec import LaunchInputError
+    from kfp_spot.jobs.inputs import LaunchInputError
 
     # kfp.local hands integers back as floats, and lists/dicts may arrive as JSON text.
     request = build_request(
@@ -363,7 +363,7 @@ def test_default_base_directory_sits_next_to_the_task_outputs():
 
 
 def test_the_services_rules_are_checked_before_submitting(package, outputs):
-    from kfp_spot.jobs.spec import LaunchInputError
+    from kfp_spot.jobs.inputs import LaunchInputError
 
     with RecordingServer() as server, pytest.raises(LaunchInputError, match="TPU Pod"):
         _launch(

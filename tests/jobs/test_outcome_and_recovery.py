@@ -9,6 +9,7 @@ from google.cloud.aiplatform_v1.types import CustomJob, JobState
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.outcome import Outcome, classify, classify_create_error
 from kfp_spot.jobs.recovery import (
     LaunchState,
@@ -18,7 +19,6 @@ from kfp_spot.jobs.recovery import (
     load_state,
     save_state,
 )
-from kfp_spot.jobs.spec import LaunchInputError
 from kfp_spot.jobs.strategy import Strategy
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

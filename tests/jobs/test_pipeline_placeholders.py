@@ -16,7 +16,7 @@ from recording_server import RecordingServer
 
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from kfp_spot.jobs.entry import build_request
-from kfp_spot.jobs.spec import LaunchInputError
+from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
 from kfp_spot.vertex import InvalidValueError, pipeline_context
 from kfp_spot.vertex.pipeline_context import (

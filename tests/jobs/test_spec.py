@@ -4,14 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kfp_spot.jobs.spec import (
-    RESUME_ENV,
-    JobInputs,
-    LaunchInputError,
-    build_custom_job,
-    parse_duration,
-    with_strategy,
-)
+from kfp_spot.jobs.inputs import JobInputs, LaunchInputError, parse_duration
+from kfp_spot.jobs.spec import RESUME_ENV, build_custom_job, with_strategy
 from kfp_spot.jobs.strategy import strategy_name
 
 PKG = ["gs://b/trainer-0.1.tar.gz"]
@@ -164,7 +158,6 @@ def test_flex_start_keeps_max_wait_and_spot_drops_it():
         ({"timeout": "forever"}, "timeout"),
         ({"labels": {"Team": "x"}}, "labels"),
         ({"env": {"1BAD": "x"}}, "env"),
-        ({"args": "--epochs 2"}, "args"),
         ({"worker_pool_specs": [{"machineSpec": {"machineTypo": "x"}}]}, "worker_pool_specs[0]"),
         ({"base_output_directory": "s3://bucket/x"}, "base_output_directory"),
         ({"boot_disk_type": "floppy"}, "boot_disk_type"),
@@ -298,7 +291,7 @@ _USER_POOLS = [
     ],
 )
 def test_a_job_field_maps_to_the_input_that_set_it(field, pools, expected):
-    from kfp_spot.jobs.field_inputs import input_for_field
+    from kfp_spot.jobs.inputs import input_for_field
 
     assert input_for_field(field, _inputs(worker_pool_specs=pools)) == expected
 
@@ -307,10 +300,10 @@ def test_the_field_table_names_only_real_component_inputs():
     import inspect
 
     from kfp_spot.components.launch_spot_job import component
-    from kfp_spot.jobs.field_inputs import JOB_FIELD_INPUTS, POOL_FIELD_INPUTS
+    from kfp_spot.jobs.inputs import FIELD_INPUTS
 
     parameters = set(inspect.signature(component.launch_spot_job.python_func).parameters)
-    assert set(POOL_FIELD_INPUTS.values()) | set(JOB_FIELD_INPUTS.values()) <= parameters
+    assert set(FIELD_INPUTS.values()) <= parameters
 
 
 @pytest.mark.parametrize(
