@@ -258,3 +258,46 @@ def test_local_checkpoints_never_import_fsspec(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_trainers_built_in_adapters_are_the_suffix_table() -> None:
+    from kfp_spot.trainer import adapters
+
+    builtin = {a.name: a.suffix for a in adapters.BUILTIN_ADAPTERS}
+    assert builtin == dict(checkpoints.BUILTIN_SUFFIXES)
+    assert adapters.allowed(allow_pickle=True) == builtin  # nothing registered in this process
+
+
+def test_a_built_in_adapter_on_a_file_of_another_suffix_fails_without_the_trainer(
+    tmp_path: Path,
+) -> None:
+    index = {"w": {"file": "w.npy", "adapter": "numpy-dict"}}  # numpy-dict writes .npz
+    checkpoints.write_step(str(tmp_path), 1, {"w.npy": b"x"}, metadata={"state": index})
+    with pytest.raises(CheckpointCorruptError, match=r"expected 'w\.npz'"):
+        checkpoints.verify(str(tmp_path), 1)
+    index = {"w": {"file": "w.npz", "adapter": "numpy-dict"}}
+    checkpoints.write_step(str(tmp_path), 2, {"w.npz": b"x"}, metadata={"state": index})
+    assert checkpoints.verify(str(tmp_path), 2).step == 2
+
+
+def test_verifying_a_trainers_step_never_imports_the_trainer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write = (
+        "from kfp_spot.trainer import CheckpointManager\n"
+        f"with CheckpointManager({str(tmp_path)!r}, interval='1', handle_signals=False) as c:\n"
+        "    c.maybe_save(1, {'x': 1, 'blob': b'abc'})\n"
+    )
+    subprocess.run([sys.executable, "-c", write], check=True)
+    read = (
+        "import sys\n"
+        "from kfp_spot import checkpoints, layout\n"
+        f"root = {str(tmp_path)!r}\n"
+        "assert layout.inspect_layout(root).kind == layout.KFP_SPOT\n"
+        "(record,) = checkpoints.read_attempt_records(root)\n"
+        "print(checkpoints.latest(root).step, checkpoints.verify(root, 1).metadata['state'] != {},"
+        " sorted(m for m in sys.modules if m.startswith('kfp_spot.trainer')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "True", "[]"], out.stdout + out.stderr

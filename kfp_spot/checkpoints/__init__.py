@@ -17,6 +17,8 @@ file, no seal) still verify.
 The modules, each imported here (``from kfp_spot.checkpoints import X`` works for every name):
 
 - :mod:`~kfp_spot.checkpoints.manifest`: the manifest format, its seal and its checks;
+- :mod:`~kfp_spot.checkpoints.state`: the state index (which file holds which value, decoded by
+  which adapter) and the built-in adapters' file suffixes, as data;
 - :mod:`~kfp_spot.checkpoints.checksum`: CRC32C at memory speed;
 - :mod:`~kfp_spot.checkpoints.paths`: step directories and listings;
 - :mod:`~kfp_spot.checkpoints.verify`: reading a step back, verified;
@@ -45,11 +47,17 @@ from kfp_spot.checkpoints.manifest import (
     CheckpointError,
     FileEntry,
     Manifest,
-    check_state_index,
     files_of,
     seal,
 )
 from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir
+from kfp_spot.checkpoints.state import (
+    BUILTIN_SUFFIXES,
+    STATE_FORMAT,
+    STATE_KEY_RULE,
+    check_state_index,
+    is_state_key,
+)
 from kfp_spot.checkpoints.verify import (
     committed_steps,
     latest,
@@ -68,11 +76,14 @@ from kfp_spot.checkpoints.write import (
 
 __all__ = [
     "ATTEMPTS_DIR",
+    "BUILTIN_SUFFIXES",
     "LEGACY_MANIFEST_FORMAT",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
     "MAX_FILE_BYTES",
     "MAX_MANIFEST_BYTES",
+    "STATE_FORMAT",
+    "STATE_KEY_RULE",
     "CheckpointCorruptError",
     "CheckpointError",
     "FileEntry",
@@ -87,6 +98,7 @@ __all__ = [
     "crc32c_b64",
     "delete_step",
     "files_of",
+    "is_state_key",
     "latest",
     "list_steps",
     "new_buffer",

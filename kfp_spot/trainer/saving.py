@@ -24,8 +24,6 @@ from kfp_spot.trainer.writer import StepWriter, clean_metrics
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 1
-
 StateLike = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 
@@ -188,7 +186,7 @@ class Saver:
         files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
         metadata = {
             "state": index,
-            "state_format": STATE_FORMAT,
+            "state_format": checkpoints.STATE_FORMAT,
             "metrics": metrics,
             "attempt_id": self._recorder.attempt_id if self._recorder else None,
         }
