@@ -72,7 +72,7 @@ class Saver:
         self._warned_wait = False
         self._announced_notice = False
 
-    def restart(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def restart(self, records: Iterable[checkpoints.AttemptRecord]) -> None:
         """Start the interval over, learning the preemption rate from earlier attempt records."""
         self._policy = IntervalPolicy(self.interval, records, now=self._clock())
 
