@@ -174,6 +174,7 @@ def test_a_record_written_before_the_format_field_reads_the_same() -> None:
         ({"start_time": None}, "no attempt_id or no start_time"),
         ({"attempt_id": ""}, "no attempt_id or no start_time"),
         ({"exit_reason": "running"}, "exit_reason 'running' is not one of ours"),
+        ({"exit_reason": ["finished"]}, "exit_reason must be a string"),
         ({"last_committed_step": 2.5}, "last_committed_step must be an integer"),
         ({"saves": True}, "saves must be an integer"),
         ({"updated_time": float("nan")}, "updated_time must be a finite number"),

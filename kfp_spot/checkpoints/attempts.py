@@ -127,7 +127,7 @@ class AttemptRecord:
         start_time = fields.time("start_time")
         if not attempt_id or start_time is None:
             raise AttemptRecordError(f"{where} has no attempt_id or no start_time")
-        reason = doc.get("exit_reason")
+        reason = fields.text("exit_reason") or None
         if reason is not None and reason not in {r.value for r in ExitReason}:
             raise AttemptRecordError(f"{where}: exit_reason {reason!r} is not one of ours")
         return cls(
