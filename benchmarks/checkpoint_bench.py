@@ -479,7 +479,7 @@ def _run_preempted(
     else:
         raise RuntimeError("ran out of preemption draws; raise --max-attempts")
     wall = time.monotonic() - t_start
-    saves = sum(r.get("saves") or 0 for r in checkpoints.read_attempt_records(str(root)))
+    saves = sum(r.saves for r in checkpoints.read_attempt_records(str(root)))
     shutil.rmtree(root, ignore_errors=True)
     return {
         "wall": wall,
@@ -599,9 +599,7 @@ def _run_on_emulator(
                 raise RuntimeError(f"job failed: {final.error.message}\n{logs[-1:]}")
     start = min(_rfc3339_to_epoch(r["startTime"]) for r in rows)
     end = max(_rfc3339_to_epoch(r["endTime"]) for r in rows)
-    saves = sum(
-        r.get("saves") or 0 for r in checkpoints.read_attempt_records(str(base / "checkpoints"))
-    )
+    saves = sum(r.saves for r in checkpoints.read_attempt_records(str(base / "checkpoints")))
     shutil.rmtree(base, ignore_errors=True)
     billable = sum(float(r.get("billableSeconds") or 0) for r in rows)
     return {

@@ -329,9 +329,9 @@ def run(
         outcome=outcome,
         job_names=jobs,
         ledger=ledger,
-        attempt_records=records,
+        attempt_records=[r.to_json() for r in records],
         preemptions=None,  # set by account()
-        resumed_from_steps=[int(r["first_step"]) for r in records if r.get("first_step")],
+        resumed_from_steps=[r.first_step for r in records if r.first_step],
         checkpoint_uri=checkpoint_root,
         latest_step=latest.step if latest else None,
         metrics=metrics,

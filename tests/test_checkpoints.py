@@ -117,15 +117,87 @@ def test_step_dir_and_parse_round_trip(tmp_path: Path) -> None:
 def test_attempt_records_round_trip(tmp_path: Path) -> None:
     root = str(tmp_path)
     assert checkpoints.read_attempt_records(root) == []
-    checkpoints.write_attempt_record(root, "b", {"start_time": 2.0, "exit_reason": None})
-    checkpoints.write_attempt_record(root, "a", {"start_time": 1.0, "exit_reason": "preempted"})
-    checkpoints.write_attempt_record(root, "b", {"start_time": 2.0, "exit_reason": "finished"})
+    Record, Exit = checkpoints.AttemptRecord, checkpoints.ExitReason
+    checkpoints.write_attempt_record(root, Record("b", 2.0))
+    checkpoints.write_attempt_record(root, Record("a", 1.0, exit_reason=Exit.PREEMPTED))
+    last = Record("b", 2.0, end_time=3.5, exit_reason=Exit.FINISHED, first_step=4, saves=2)
+    checkpoints.write_attempt_record(root, last)
     (tmp_path / "_attempts" / "junk.json").write_text("{half")
     records = checkpoints.read_attempt_records(root)
-    assert [r["exit_reason"] for r in records] == ["preempted", "finished"]
+    assert [r.exit_reason for r in records] == [Exit.PREEMPTED, Exit.FINISHED]
+    assert records[1] == last
+    doc = json.loads((tmp_path / "_attempts" / "b.json").read_text())
+    assert doc["format"] == checkpoints.ATTEMPT_FORMAT and doc["exit_reason"] == "finished"
+    assert doc["end"] == "1970-01-01T00:00:03.500Z"  # for people; never read back
     assert not list((tmp_path / "_attempts").glob("*.tmp"))
-    with pytest.raises(ValueError, match="attempt id"):
-        checkpoints.write_attempt_record(root, "a/b", {})
+    for bad in ("a/b", "", ".hidden"):
+        with pytest.raises(ValueError, match="attempt id"):
+            checkpoints.write_attempt_record(root, Record(bad, 1.0))
+
+
+# As the trainer wrote records before they carried a format (the same fields).
+UNVERSIONED = {
+    "attempt_id": "20261130T103611000001Z-host-7",
+    "job_id": None,
+    "host": "host",
+    "pid": 7,
+    "start_time": 100.0,
+    "start": "1970-01-01T00:01:40.000Z",
+    "end_time": None,
+    "end": None,
+    "updated_time": 130.0,
+    "first_step": 0,
+    "last_committed_step": 20,
+    "exit_reason": None,
+    "error": None,
+    "saves": 2,
+    "save_seconds_mean": 0.25,
+    "save_seconds_max": 0.5,
+    "preemption_notice_time": None,
+    "grace_period": 30.0,
+}
+
+
+def test_a_record_written_before_the_format_field_reads_the_same() -> None:
+    record = checkpoints.AttemptRecord.from_json(UNVERSIONED)
+    assert record.updated_time == 130.0 and record.last_committed_step == 20
+    assert record.exit_reason is None and record.save_stall_seconds_mean is None
+    again = checkpoints.AttemptRecord.from_json(record.to_json())
+    assert again == record
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format": "kfp-spot-attempt/9"}, "unknown format"),
+        ({"start_time": "yesterday"}, "start_time must be a number"),
+        ({"start_time": None}, "no attempt_id or no start_time"),
+        ({"attempt_id": ""}, "no attempt_id or no start_time"),
+        ({"exit_reason": "running"}, "exit_reason 'running' is not one of ours"),
+        ({"exit_reason": ["finished"]}, "exit_reason must be a string"),
+        ({"last_committed_step": 2.5}, "last_committed_step must be an integer"),
+        ({"saves": True}, "saves must be an integer"),
+        ({"updated_time": float("nan")}, "updated_time must be a finite number"),
+        ({"job_id": 42}, "job_id must be a string"),
+    ],
+)
+def test_a_record_with_a_field_of_the_wrong_type_is_refused_naming_it(change, message) -> None:
+    with pytest.raises(checkpoints.AttemptRecordError, match=message):
+        checkpoints.AttemptRecord.from_json({**UNVERSIONED, **change}, "r.json")
+
+
+def test_one_bad_record_does_not_hide_the_others(tmp_path: Path, caplog) -> None:
+    folder = tmp_path / "_attempts"
+    folder.mkdir()
+    (folder / "good.json").write_text(json.dumps(UNVERSIONED))
+    (folder / "bad.json").write_text(json.dumps({**UNVERSIONED, "saves": "many"}))
+    (folder / "list.json").write_text("[]")
+    (folder / "huge.json").write_bytes(b" " * (checkpoints.attempts.MAX_ATTEMPT_RECORD_BYTES + 1))
+    assert [r.attempt_id for r in checkpoints.read_attempt_records(str(tmp_path))] == [
+        UNVERSIONED["attempt_id"]
+    ]
+    assert "saves must be an integer" in caplog.text and "not a JSON object" in caplog.text
+    assert "over 1048576 bytes" in caplog.text
 
 
 @settings(
@@ -258,3 +330,46 @@ def test_local_checkpoints_never_import_fsspec(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_trainers_built_in_adapters_are_the_suffix_table() -> None:
+    from kfp_spot.trainer import adapters
+
+    builtin = {a.name: a.suffix for a in adapters.BUILTIN_ADAPTERS}
+    assert builtin == dict(checkpoints.BUILTIN_SUFFIXES)
+    assert adapters.allowed(allow_pickle=True) == builtin  # nothing registered in this process
+
+
+def test_a_built_in_adapter_on_a_file_of_another_suffix_fails_without_the_trainer(
+    tmp_path: Path,
+) -> None:
+    index = {"w": {"file": "w.npy", "adapter": "numpy-dict"}}  # numpy-dict writes .npz
+    checkpoints.write_step(str(tmp_path), 1, {"w.npy": b"x"}, metadata={"state": index})
+    with pytest.raises(CheckpointCorruptError, match=r"expected 'w\.npz'"):
+        checkpoints.verify(str(tmp_path), 1)
+    index = {"w": {"file": "w.npz", "adapter": "numpy-dict"}}
+    checkpoints.write_step(str(tmp_path), 2, {"w.npz": b"x"}, metadata={"state": index})
+    assert checkpoints.verify(str(tmp_path), 2).step == 2
+
+
+def test_verifying_a_trainers_step_never_imports_the_trainer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write = (
+        "from kfp_spot.trainer import CheckpointManager\n"
+        f"with CheckpointManager({str(tmp_path)!r}, interval='1', handle_signals=False) as c:\n"
+        "    c.maybe_save(1, {'x': 1, 'blob': b'abc'})\n"
+    )
+    subprocess.run([sys.executable, "-c", write], check=True)
+    read = (
+        "import sys\n"
+        "from kfp_spot import checkpoints, layout\n"
+        f"root = {str(tmp_path)!r}\n"
+        "assert layout.inspect_layout(root).kind == layout.KFP_SPOT\n"
+        "(record,) = checkpoints.read_attempt_records(root)\n"
+        "print(checkpoints.latest(root).step, checkpoints.verify(root, 1).metadata['state'] != {},"
+        " sorted(m for m in sys.modules if m.startswith('kfp_spot.trainer')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "True", "[]"], out.stdout + out.stderr

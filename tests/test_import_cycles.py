@@ -2,11 +2,14 @@
 
 The import graph is built by static analysis (``ast``) of every module under ``kfp_spot/`` and
 of the folders mapped into it (``components/`` as ``kfp_spot.components``, ``pipelines/`` as
-``kfp_spot.pipelines``, see setup.py). Module-level and function-level imports count (a cycle
-through a deferred import is still one concern leaning on another); imports under
-``if TYPE_CHECKING:`` do not (they never run). ``from pkg import name`` is an edge to
-``pkg.name`` when that is a module, else to ``pkg`` itself; the implicit import of parent packages
-is not an edge (every submodule would otherwise be in a cycle with its package's ``__init__``).
+``kfp_spot.pipelines``, see setup.py). Every import counts: module-level, function-level
+(deferred) and type-only (``if TYPE_CHECKING:``) ones. A cycle through a deferred import is still
+one concern leaning on another, and a module that needs another's types to be checked depends on
+that module as surely as one that calls it: deferring or hiding an import never breaks a cycle.
+``from pkg import name`` is an edge to ``pkg.name`` when that is a module, else to ``pkg`` itself;
+the implicit import of parent packages is not an edge (every submodule would otherwise be in a
+cycle with its package's ``__init__``). tests/test_layering.py applies the same graph to the
+floors of the house.
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TREES = {"kfp_spot": ROOT / "kfp_spot", "kfp_spot.components": ROOT / "components"}
 TREES["kfp_spot.pipelines"] = ROOT / "pipelines"
 
-# Cycles tolerated for now, each as the set of its modules with a comment saying why and who
-# removes it. Empty: none was found when this test was written (the emulator's runner <-> service
-# pair was the last, split apart). An entry whose cycle is gone fails the test, so the list
-# cannot go stale.
+# Cycles tolerated, each as the set of its modules with a comment saying why. An entry whose
+# cycle is gone fails the test, so the list cannot go stale. None today.
 ALLOWED: list[frozenset[str]] = []
 
 
@@ -40,25 +41,11 @@ def modules(trees: dict[str, Path]) -> dict[str, Path]:
     return found
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-
-
-def _imports(node: ast.AST, typing_too: bool) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under ``node``; not in ``if TYPE_CHECKING:`` unless ``typing_too``."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
-            yield child
-        elif isinstance(child, ast.If) and _is_type_checking(child.test) and not typing_too:
-            for other in child.orelse:  # the else branch does run
-                if isinstance(other, (ast.Import, ast.ImportFrom)):
-                    yield other
-                else:
-                    yield from _imports(other, typing_too)
-        else:
-            yield from _imports(child, typing_too)
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement in ``tree``: module-level, deferred and type-only alike."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
 
 
 def _owner(name: str, known: Iterable[str]) -> str | None:
@@ -72,14 +59,14 @@ def _owner(name: str, known: Iterable[str]) -> str | None:
     return None
 
 
-def import_graph(mods: dict[str, Path], typing_too: bool = False) -> dict[str, set[str]]:
-    """Module -> the modules of ``mods`` it imports (type-only imports too if ``typing_too``)."""
+def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``mods`` it imports (deferred and type-only imports included)."""
     graph: dict[str, set[str]] = {name: set() for name in mods}
     for name, path in mods.items():
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(), filename=str(path))
-        for stmt in _imports(tree, typing_too):
+        for stmt in _imports(tree):
             targets: list[str] = []
             if isinstance(stmt, ast.Import):
                 targets = [alias.name for alias in stmt.names]
@@ -178,12 +165,14 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
         ("from . import b\n", True),
         ("from .b import thing\n", True),
         ("def f():\n    from pkg.b import thing\n", True),  # a deferred import is an edge
-        (
+        ("class A:\n    def f(self):\n        import pkg.b\n", True),
+        (  # and so is a type-only one
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import thing\n",
-            False,
+            True,
         ),
-        ("import typing\nif typing.TYPE_CHECKING:\n    import pkg.b\nelse:\n    pass\n", False),
+        ("import typing\nif typing.TYPE_CHECKING:\n    import pkg.b\nelse:\n    pass\n", True),
         ("if TYPE_CHECKING:\n    pass\nelse:\n    import pkg.b\n", True),
+        ("try:\n    import pkg.b\nexcept ImportError:\n    pass\n", True),
         ("import os\n", False),
     ],
 )

@@ -1,7 +1,8 @@
 """One accounting model for every report kfp-spot writes.
 
-Typed attempts from the billing ledger, the trainer's attempt records or the CustomJobs' own
-timestamps (:mod:`kfp_spot.accounting.sources`), summed into one :class:`Summary`
+Typed attempts from the billing ledger, the trainer's attempt records
+(:class:`kfp_spot.checkpoints.AttemptRecord`) or the CustomJobs' own timestamps
+(:mod:`kfp_spot.accounting.sources`), summed into one :class:`Summary`
 (:mod:`kfp_spot.accounting.model`) with one definition of a preemption and of every cost, priced by
 :mod:`kfp_spot.accounting.pricing`. The launcher's ``job_report``, ``report.md``, ``report.png`` and
 ``kfp-spot run``'s printout all show that one summary. Serving replica lives (a Spot endpoint's
@@ -34,13 +35,7 @@ from kfp_spot.accounting.pricing import (
     is_spot,
     spot_range,
 )
-from kfp_spot.accounting.records import (
-    TrainerAttempt,
-    TrainerExit,
-    parse_records,
-    read_commits,
-    read_records,
-)
+from kfp_spot.accounting.records import read_commits, read_records
 from kfp_spot.accounting.serving import (
     ReplicaLife,
     ServingSummary,
@@ -70,8 +65,6 @@ __all__ = [
     "ServingSummary",
     "Source",
     "Summary",
-    "TrainerAttempt",
-    "TrainerExit",
     "UnknownPriceError",
     "VmRuns",
     "account",
@@ -81,7 +74,6 @@ __all__ = [
     "is_spot",
     "ledger_attempts",
     "lost_seconds",
-    "parse_records",
     "parse_time",
     "read_commits",
     "read_records",

@@ -22,7 +22,7 @@ from typing import Any
 from kfp_spot.accounting.fields import AccountingError, number, parse_time
 from kfp_spot.accounting.model import Attempt, EndReason, Source, Summary, VmRuns, summarize
 from kfp_spot.accounting.pricing import AttemptCost, Rates, attempt_cost, is_spot
-from kfp_spot.accounting.records import TrainerAttempt, TrainerExit
+from kfp_spot.checkpoints import AttemptRecord, ExitReason
 
 log = logging.getLogger(__name__)
 
@@ -126,24 +126,24 @@ def _vms(value: Any, where: str) -> tuple[VmRuns, ...]:
     return tuple(out)
 
 
-def record_attempts(records: Sequence[TrainerAttempt], jobs: Sequence[JobRun]) -> list[Attempt]:
+def record_attempts(records: Sequence[AttemptRecord], jobs: Sequence[JobRun]) -> list[Attempt]:
     """Attempts from the trainer's records; a record that never wrote its end was killed."""
     attempts = []
     per_job: dict[str, int] = {}
     for index, record in enumerate(records):
         following = records[index + 1] if index + 1 < len(records) else None
-        end = record.end if record.end is not None else _killed_at(record, following)
+        end = record.end_time if record.end_time is not None else _killed_at(record, following)
         end_reason = _record_reason(record, followed=following is not None)
         job = _job_of(record, jobs)
-        job_name = job.name if job else record.job_id
+        job_name = job.name if job else record.job_id or ""
         per_job[job_name] = per_job.get(job_name, 0) + 1
-        billable = end - record.start if record.start is not None and end is not None else 0.0
+        billable = end - record.start_time if end is not None else 0.0
         attempts.append(
             Attempt(
                 job_name=job_name,
                 number=per_job[job_name],
                 strategy=job.strategy if job else "",
-                start=record.start,
+                start=record.start_time,
                 end=end,
                 end_reason=end_reason,
                 billable_seconds=max(0.0, billable),
@@ -154,12 +154,12 @@ def record_attempts(records: Sequence[TrainerAttempt], jobs: Sequence[JobRun]) -
     return attempts
 
 
-def _record_reason(record: TrainerAttempt, *, followed: bool) -> EndReason:
-    if record.exit is TrainerExit.FINISHED:
+def _record_reason(record: AttemptRecord, *, followed: bool) -> EndReason:
+    if record.exit_reason is ExitReason.FINISHED:
         return EndReason.SUCCEEDED
-    if record.exit is TrainerExit.PREEMPTED:
+    if record.exit_reason is ExitReason.PREEMPTED:
         return EndReason.PREEMPTED
-    if record.exit is TrainerExit.ERROR:
+    if record.exit_reason is ExitReason.ERROR:
         return EndReason.FAILED
     # No exit written: killed. Training went on after it, or it had the notice: preempted.
     if followed or record.preemption_notice_time is not None:
@@ -167,14 +167,14 @@ def _record_reason(record: TrainerAttempt, *, followed: bool) -> EndReason:
     return EndReason.RUNNING
 
 
-def _killed_at(record: TrainerAttempt, following: TrainerAttempt | None) -> float | None:
+def _killed_at(record: AttemptRecord, following: AttemptRecord | None) -> float | None:
     """When an attempt that never wrote its end stopped being billed.
 
     With a preemption notice on record: the notice plus the grace period (SIGKILL time), but not
     after the next attempt began. Without one: when the next attempt began, or the record's last
     sign of life (``updated_time``) when there is no next attempt.
     """
-    next_start = following.start if following else None
+    next_start = following.start_time if following else None
     if record.preemption_notice_time is not None:
         killed = record.preemption_notice_time + (record.grace_period or 0.0)
         return min(killed, next_start) if next_start is not None else killed
@@ -183,7 +183,7 @@ def _killed_at(record: TrainerAttempt, following: TrainerAttempt | None) -> floa
     return record.updated_time
 
 
-def _job_of(record: TrainerAttempt, jobs: Sequence[JobRun]) -> JobRun | None:
+def _job_of(record: AttemptRecord, jobs: Sequence[JobRun]) -> JobRun | None:
     """The job a record ran in: by its job id, else the last one submitted before it started."""
     if record.job_id:
         for job in jobs:
@@ -191,7 +191,7 @@ def _job_of(record: TrainerAttempt, jobs: Sequence[JobRun]) -> JobRun | None:
                 return job
     chosen = jobs[0] if jobs else None
     for job in jobs:
-        if record.start is not None and job.submitted_at and job.submitted_at <= record.start:
+        if job.submitted_at and job.submitted_at <= record.start_time:
             chosen = job
     return chosen
 
@@ -221,15 +221,13 @@ def job_attempts(jobs: Sequence[JobRun]) -> list[Attempt]:
     return out
 
 
-def _with_steps(attempts: list[Attempt], records: Sequence[TrainerAttempt]) -> list[Attempt]:
+def _with_steps(attempts: list[Attempt], records: Sequence[AttemptRecord]) -> list[Attempt]:
     """Attach each record's first/last step to the attempt that started last before it."""
     steps: dict[int, tuple[int | None, int | None]] = {}
     for record in records:
-        if record.start is None:
-            continue
         best = None
         for index, attempt in enumerate(attempts):
-            if attempt.start is None or attempt.start - _RECORD_SLACK_SECONDS > record.start:
+            if attempt.start is None or attempt.start - _RECORD_SLACK_SECONDS > record.start_time:
                 continue
             if best is None or (attempts[best].start or 0.0) < attempt.start:
                 best = index
@@ -264,7 +262,7 @@ def lost_seconds(
 def account(
     *,
     ledger: Sequence[Attempt] | None = None,
-    records: Sequence[TrainerAttempt] = (),
+    records: Sequence[AttemptRecord] = (),
     commits: Sequence[float] = (),
     jobs: Sequence[JobRun] = (),
     rates: Rates | None = None,

@@ -17,20 +17,31 @@ file, no seal) still verify.
 The modules, each imported here (``from kfp_spot.checkpoints import X`` works for every name):
 
 - :mod:`~kfp_spot.checkpoints.manifest`: the manifest format, its seal and its checks;
+- :mod:`~kfp_spot.checkpoints.state`: the state index (which file holds which value, decoded by
+  which adapter) and the built-in adapters' file suffixes, as data;
 - :mod:`~kfp_spot.checkpoints.checksum`: CRC32C at memory speed;
 - :mod:`~kfp_spot.checkpoints.paths`: step directories and listings;
 - :mod:`~kfp_spot.checkpoints.verify`: reading a step back, verified;
 - :mod:`~kfp_spot.checkpoints.write`: writing and committing a step, deleting one;
-- :mod:`~kfp_spot.checkpoints.attempts`: attempt records.
+- :mod:`~kfp_spot.checkpoints.attempts`: attempt records (:class:`AttemptRecord`, the one
+  definition the trainer writes and the launcher, reports and accounting read).
 
 This package has no dependency on kfp or google-cloud-aiplatform: it runs inside training
-containers (through :mod:`kfp_spot.trainer`) as well as in the launcher and the evaluator. Local
+containers (through :mod:`kfp_spot.trainer`) as well as in the launcher and the evaluator. It owns
+every file of a checkpoint root and sits on the floor below the trainer: it never imports
+:mod:`kfp_spot.trainer` (tests/test_layering.py), whose adapters register against its suffix
+table and whose attempt recorder writes its :class:`AttemptRecord`. Local
 paths never import fsspec.
 """
 
 from kfp_spot.checkpoints.attempts import (
+    ATTEMPT_FORMAT,
     ATTEMPTS_DIR,
+    AttemptRecord,
+    AttemptRecordError,
+    ExitReason,
     commit_times,
+    parse_attempt_records,
     read_attempt_records,
     write_attempt_record,
 )
@@ -45,11 +56,17 @@ from kfp_spot.checkpoints.manifest import (
     CheckpointError,
     FileEntry,
     Manifest,
-    check_state_index,
     files_of,
     seal,
 )
-from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir
+from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir, storage_errors
+from kfp_spot.checkpoints.state import (
+    BUILTIN_SUFFIXES,
+    STATE_FORMAT,
+    STATE_KEY_RULE,
+    check_state_index,
+    is_state_key,
+)
 from kfp_spot.checkpoints.verify import (
     committed_steps,
     latest,
@@ -68,13 +85,20 @@ from kfp_spot.checkpoints.write import (
 
 __all__ = [
     "ATTEMPTS_DIR",
+    "ATTEMPT_FORMAT",
+    "BUILTIN_SUFFIXES",
     "LEGACY_MANIFEST_FORMAT",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
     "MAX_FILE_BYTES",
     "MAX_MANIFEST_BYTES",
+    "STATE_FORMAT",
+    "STATE_KEY_RULE",
+    "AttemptRecord",
+    "AttemptRecordError",
     "CheckpointCorruptError",
     "CheckpointError",
+    "ExitReason",
     "FileEntry",
     "Manifest",
     "Payload",
@@ -87,15 +111,18 @@ __all__ = [
     "crc32c_b64",
     "delete_step",
     "files_of",
+    "is_state_key",
     "latest",
     "list_steps",
     "new_buffer",
+    "parse_attempt_records",
     "parse_step_dir",
     "read_attempt_records",
     "read_manifest",
     "read_verified",
     "seal",
     "step_dir",
+    "storage_errors",
     "verify",
     "write_attempt_record",
     "write_step",

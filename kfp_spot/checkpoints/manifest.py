@@ -27,7 +27,6 @@ _SEAL_KEY = "manifest_sha256"
 _SEAL_RE = re.compile(rb',\n "manifest_sha256": "([0-9a-f]{64})"\n\}\n?\Z')
 _CRC_RE = re.compile(r"^[A-Za-z0-9+/]{6}==$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-_STATE_KEY_RE = re.compile(r"^[^/._][^/]*$")
 
 
 class CheckpointError(Exception):
@@ -202,76 +201,6 @@ def _file_entry(raw: Any, *, legacy: bool) -> FileEntry:
     if not sha and not crc:
         raise CheckpointCorruptError(f"manifest gives no checksum for {path!r}")
     return FileEntry(path, size, sha, crc)
-
-
-def check_state_index(manifest: Manifest, adapters: Mapping[str, str] | None = None) -> None:
-    """Check the state index a :class:`~kfp_spot.trainer.CheckpointManager` step carries.
-
-    The index (``metadata["state"]``: key -> ``{"file", "adapter"}``) must name every file of the
-    step exactly once, with valid keys. With ``adapters`` (adapter name -> file suffix, the
-    decoders the reader allows) every adapter named must be allowed and each file must be
-    ``<key><suffix>``. Steps written without an index (raw files) pass unless their metadata says
-    an index was written.
-
-    Raises:
-        CheckpointCorruptError: naming the step and the problem.
-    """
-    where = f"step {manifest.step}"
-    index = manifest.metadata.get("state")
-    if index is None:
-        if "state_format" in manifest.metadata:
-            raise CheckpointCorruptError(f"{where}: the manifest's state index is missing")
-        return
-    if not isinstance(index, dict) or not index:
-        raise CheckpointCorruptError(f"{where}: the manifest's state index is not a JSON object")
-    files = {entry.path for entry in manifest.files}
-    named: set[str] = set()
-    for key, entry in index.items():
-        if not _STATE_KEY_RE.fullmatch(key):
-            raise CheckpointCorruptError(f"{where}: invalid state key {key!r} in the manifest")
-        if not isinstance(entry, dict):
-            raise CheckpointCorruptError(f"{where}: state[{key!r}] entry is not an object")
-        name, adapter = entry.get("file"), entry.get("adapter")
-        if not isinstance(name, str) or not isinstance(adapter, str):
-            raise CheckpointCorruptError(f"{where}: state[{key!r}] has no file or adapter name")
-        if name not in files or name in named:
-            raise CheckpointCorruptError(
-                f"{where}: state[{key!r}] names file {name!r}, which the manifest does not list "
-                "(or another key names too)"
-            )
-        named.add(name)
-        if adapters is None:
-            # A reader that decodes nothing: built-in adapters must still match their files;
-            # names it cannot know (adapters registered by the training code) are left to the
-            # reader that decodes.
-            suffix = _builtin_suffixes().get(adapter)
-            if suffix is not None and name != key + suffix:
-                raise CheckpointCorruptError(
-                    f"{where}: state[{key!r}] file {name!r} does not match its key and adapter "
-                    f"{adapter!r} (expected {key + suffix!r})"
-                )
-        else:
-            if adapter not in adapters:
-                raise CheckpointCorruptError(
-                    f"{where}: state[{key!r}] needs adapter {adapter!r}, which this reader does "
-                    f"not allow (allowed: {', '.join(sorted(adapters))}); pickle-based adapters "
-                    "need allow_pickle=True, others must be registered before restoring"
-                )
-            if name != key + adapters[adapter]:
-                raise CheckpointCorruptError(
-                    f"{where}: state[{key!r}] file {name!r} does not match its key and adapter "
-                    f"{adapter!r} (expected {key + adapters[adapter]!r})"
-                )
-    if named != files:
-        raise CheckpointCorruptError(
-            f"{where}: the manifest lists files no state key names: {sorted(files - named)}"
-        )
-
-
-def _builtin_suffixes() -> dict[str, str]:
-    from kfp_spot.trainer import adapters
-
-    return {a.name: a.suffix for a in adapters.BUILTIN_ADAPTERS}
 
 
 def files_of(manifest: Manifest) -> Iterable[str]:

@@ -4,11 +4,32 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any
 
 from kfp_spot import fs
 
 STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...]:
+    """Errors reading or writing a checkpoint root may raise: OSError, gcsfs's and aiohttp's.
+
+    gcsfs's and aiohttp's classes are looked up once those modules are loaded, never imported.
+
+    Args:
+        also: more exception classes to catch with them (one tuple for an ``except`` clause).
+    """
+    found: list[type[BaseException]] = [OSError, *also]
+    for module, name in (
+        ("gcsfs.retry", "HttpError"),
+        ("gcsfs.retry", "ChecksumError"),
+        ("aiohttp", "ClientError"),
+    ):
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return tuple(found)
 
 
 def step_dir(root: str, step: int) -> str:

@@ -23,9 +23,9 @@ from kfp_spot.checkpoints.manifest import (
     CheckpointCorruptError,
     FileEntry,
     Manifest,
-    check_state_index,
 )
 from kfp_spot.checkpoints.paths import list_steps, stat_remote, step_dir
+from kfp_spot.checkpoints.state import check_state_index
 
 log = logging.getLogger("kfp_spot.checkpoints")
 

@@ -102,7 +102,7 @@ class VertexBackend(Backend):
         records = [
             r
             for r in accounting.read_records(checkpoint_root)
-            if (r.job_id == job_id) or (not r.job_id and r.start is not None and r.start >= since)
+            if (r.job_id == job_id) or (not r.job_id and r.start_time >= since)
         ]
         run = accounting.JobRun(job_name, strategy, submitted_at=since)
         return accounting.record_attempts(records, [run])

@@ -131,7 +131,7 @@ def _read(read: InputReader, name: str, kind: Kind) -> Any:
 
 
 @dataclass(frozen=True)
-class Row:
+class InputRow:
     """One input: how it is read, which CustomJob fields it sets, the rule its value passes.
 
     Attributes:
@@ -172,7 +172,7 @@ def launch_input(
     factory: Callable[[], Any] | None = None,
     artifact: str = "",
 ) -> Any:
-    """A :class:`JobInputs` field that is one row of the input table (see :class:`Row`)."""
+    """A :class:`JobInputs` field that is one row of the input table (see :class:`InputRow`)."""
     metadata = {_ROW: (kind, fields, direct, rule, artifact)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -340,12 +340,12 @@ class JobInputs:
     )
 
 
-def _rows() -> tuple[Row, ...]:
+def _rows() -> tuple[InputRow, ...]:
     rows = []
     for f in dataclasses.fields(JobInputs):
         kind, fields, direct, rule, artifact = f.metadata[_ROW]
         default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-        rows.append(Row(f.name, kind, default, fields, direct, rule, artifact))
+        rows.append(InputRow(f.name, kind, default, fields, direct, rule, artifact))
     return tuple(rows)
 
 

@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 from kfp_spot import checkpoints
 from kfp_spot.accounting import Attempt, EndReason
+from kfp_spot.checkpoints import storage_errors
 from kfp_spot.jobs.backend import Backend
 from kfp_spot.jobs.strategy import Strategy
-from kfp_spot.trainer.attempts import storage_errors
 
 log = logging.getLogger("kfp_spot.jobs.launcher")
 

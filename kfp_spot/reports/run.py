@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot import accounting, checkpoints
-from kfp_spot.accounting import Attempt, ReplicaLife, TrainerAttempt
+from kfp_spot.accounting import Attempt, ReplicaLife
+from kfp_spot.checkpoints import AttemptRecord
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class RunData:
     outcome: str
     job_names: list[str]
     ledger: list[Attempt] | None
-    records: list[TrainerAttempt] = field(default_factory=list)
+    records: list[AttemptRecord] = field(default_factory=list)
     saves: list[CheckpointSave] = field(default_factory=list)
     commits: list[float] = field(default_factory=list)
     checkpoint_uri: str = ""
@@ -108,11 +109,11 @@ def read_saves(checkpoint_uri: str) -> list[CheckpointSave]:
     return [CheckpointSave(m.step, m.wall_time, _loss_of(m.metadata)) for m in manifests]
 
 
-def read_attempts(checkpoint_uri: str, fallback: Any = None) -> list[TrainerAttempt]:
+def read_attempts(checkpoint_uri: str, fallback: Any = None) -> list[AttemptRecord]:
     """Attempt records under ``<checkpoint_uri>/_attempts``, else those given in ``fallback``."""
     records = accounting.read_records(checkpoint_uri)
     if not records and isinstance(fallback, list):
-        records = accounting.parse_records(fallback, f"{RUN_FILE}: attempt_records")
+        records = checkpoints.parse_attempt_records(fallback, f"{RUN_FILE}: attempt_records")
     return records
 
 

@@ -259,8 +259,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
             first = "-" if r.first_step is None else r.first_step
             last = "-" if r.last_committed_step is None else r.last_committed_step
             lines.append(
-                f"| {_cell(r.attempt_id)} | {_when(r.start)} | {_when(r.end)} | {first} | {last} "
-                f"| {r.exit.value} |"
+                f"| {_cell(r.attempt_id)} | {_when(r.start_time)} | {_when(r.end_time)} | {first} "
+                f"| {last} | {r.exit_reason or 'unknown'} |"
             )
     else:
         lines.append("No attempt records under the checkpoint root.")

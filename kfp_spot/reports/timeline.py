@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from kfp_spot import fs
-from kfp_spot.accounting import EndReason, Summary, TrainerExit
+from kfp_spot.accounting import EndReason, Summary
+from kfp_spot.checkpoints import ExitReason
 from kfp_spot.reports.run import RunData
 
 _REASON_COLOURS = {
@@ -18,16 +19,16 @@ _REASON_COLOURS = {
     EndReason.EMULATOR_RESTARTED: "#6a1b9a",
 }
 _EXIT_COLOURS = {
-    TrainerExit.FINISHED: "#66bb6a",
-    TrainerExit.PREEMPTED: "#ffa726",
-    TrainerExit.ERROR: "#ef5350",
+    ExitReason.FINISHED: "#66bb6a",
+    ExitReason.PREEMPTED: "#ffa726",
+    ExitReason.ERROR: "#ef5350",
 }
 _OTHER = "#90a4ae"
 
 
 def _origin(run: RunData, summary: Summary) -> float:
     times = [a.start for a in summary.attempts if a.start is not None]
-    times += [r.start for r in run.records if r.start is not None]
+    times += [r.start_time for r in run.records]
     times += [s.time for s in run.saves]
     if run.started is not None:
         times.append(run.started)
@@ -102,7 +103,7 @@ def render_timeline(
     now = max(
         [t for t in (run.finished,) if t is not None]
         + [a.end for a in summary.attempts if a.end is not None]
-        + [r.end for r in run.records if r.end is not None]
+        + [r.end_time for r in run.records if r.end_time is not None]
         + [s.time for s in run.saves]
         + [t0],
     )
@@ -169,13 +170,11 @@ def render_timeline(
     if run.records:
         y = lane("training\nprocess")
         for r in run.records:
-            if r.start is None:
-                continue
-            end = r.end if r.end is not None else now
+            end = r.end_time if r.end_time is not None else now
             lanes_ax.broken_barh(
-                [(r.start - t0, max(end - r.start, 0.0))],
+                [(r.start_time - t0, max(end - r.start_time, 0.0))],
                 (y - 0.35, 0.7),
-                facecolors=_EXIT_COLOURS.get(r.exit, _OTHER),
+                facecolors=_EXIT_COLOURS.get(r.exit_reason, _OTHER) if r.exit_reason else _OTHER,
                 edgecolors="black",
                 linewidth=0.5,
             )

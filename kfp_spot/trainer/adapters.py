@@ -5,7 +5,8 @@ is recorded in the manifest, so a restore decodes it with the adapter that wrote
 are imported lazily: an adapter for a library that is not installed never imports it, and a value
 can only be of a library's type if that library is already imported.
 
-Built in, tried in this order:
+Built in, tried in this order (their file suffixes are the checkpoint format's,
+:data:`kfp_spot.checkpoints.BUILTIN_SUFFIXES`):
 
 ========================  ===========  ======================================================
 adapter                   file suffix  values
@@ -45,6 +46,8 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kfp_spot.checkpoints.state import BUILTIN_SUFFIXES, STATE_KEY_RULE, is_state_key
 
 Buffer = bytes | bytearray | memoryview
 """What decoders receive: a bytes-like object (built-in decoders get writable buffers)."""
@@ -408,28 +411,32 @@ def _decode_json(data: Buffer) -> Any:
     return json.loads(bytes(data))
 
 
+def _builtin(
+    name: str,
+    matches: Callable[[Any], bool],
+    encode: Callable[[Any], Buffer | Chunks],
+    decode: Callable[[Any], Any],
+    *,
+    pickle: bool = False,
+) -> Adapter:
+    # The suffix of a built-in adapter is the checkpoint format's (one table, in checkpoints).
+    return Adapter(name, BUILTIN_SUFFIXES[name], matches, encode, decode, pickle)
+
+
 BUILTIN_ADAPTERS: tuple[Adapter, ...] = (
-    Adapter("bytes", ".bin", _is_bytes, _encode_bytes, bytes),
-    Adapter("numpy", ".npy", _is_ndarray, _encode_ndarray, _decode_ndarray),
-    Adapter("numpy-scalar", ".npy", _is_numpy_scalar, _encode_numpy_scalar, _decode_numpy_scalar),
-    Adapter("numpy-dict", ".npz", _is_ndarray_dict, _encode_ndarray_dict, _decode_ndarray_dict),
-    Adapter("numpy-generator", ".json", _is_generator, _encode_generator, _decode_generator),
-    Adapter(
-        "numpy-random-state", ".json", _is_random_state, _encode_random_state, _decode_random_state
+    _builtin("bytes", _is_bytes, _encode_bytes, bytes),
+    _builtin("numpy", _is_ndarray, _encode_ndarray, _decode_ndarray),
+    _builtin("numpy-scalar", _is_numpy_scalar, _encode_numpy_scalar, _decode_numpy_scalar),
+    _builtin("numpy-dict", _is_ndarray_dict, _encode_ndarray_dict, _decode_ndarray_dict),
+    _builtin("numpy-generator", _is_generator, _encode_generator, _decode_generator),
+    _builtin("numpy-random-state", _is_random_state, _encode_random_state, _decode_random_state),
+    _builtin("python-random", _is_python_random, _encode_python_random, _decode_python_random),
+    _builtin(
+        "safetensors", _is_torch_dict_for_safetensors, _encode_safetensors, _decode_safetensors
     ),
-    Adapter(
-        "python-random", ".json", _is_python_random, _encode_python_random, _decode_python_random
-    ),
-    Adapter(
-        "safetensors",
-        ".safetensors",
-        _is_torch_dict_for_safetensors,
-        _encode_safetensors,
-        _decode_safetensors,
-    ),
-    Adapter("torch", ".pt", _is_torch, _encode_torch, _decode_torch),
-    Adapter("sklearn", ".pkl", _is_sklearn, _encode_pickle, _decode_pickle, pickle=True),
-    Adapter("json", ".json", _json_exact, _encode_json, _decode_json),
+    _builtin("torch", _is_torch, _encode_torch, _decode_torch),
+    _builtin("sklearn", _is_sklearn, _encode_pickle, _decode_pickle, pickle=True),
+    _builtin("json", _json_exact, _encode_json, _decode_json),
 )
 
 _REGISTRY: dict[str, Adapter] = {a.name: a for a in BUILTIN_ADAPTERS}
@@ -507,17 +514,8 @@ def encode_state(
     files: dict[str, Buffer | Chunks] = {}
     index: dict[str, dict[str, str]] = {}
     for key, value in state.items():
-        if (
-            not isinstance(key, str)
-            or not key
-            or "/" in key
-            or key.startswith(".")
-            or key.startswith("_")
-        ):
-            raise ValueError(
-                f"state key {key!r} must be a non-empty str without '/' that does not start "
-                "with '.' or '_'"
-            )
+        if not is_state_key(key):
+            raise ValueError(f"state key {key!r} must be {STATE_KEY_RULE}")
         adapter = adapter_for(key, value)
         if adapter.pickle and not allow_pickle:
             raise StateEncodingError(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from kfp_spot.checkpoints.attempts import AttemptRecord, ExitReason
 
 DEFAULT_MTBP: float | None = None
 """No prior: before any preemption is seen, ``auto`` takes the run's own exposure so far."""
@@ -39,7 +40,7 @@ def young_daly(cost: float, mtbp: float) -> float:
 
 
 def estimate_mtbp(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[AttemptRecord],
     *,
     prior: float | None = DEFAULT_MTBP,
     current_exposure: float = 0.0,
@@ -65,7 +66,7 @@ def estimate_mtbp(
     exceeds it.
 
     Args:
-        records: attempt records as :mod:`kfp_spot.trainer.attempts` writes them.
+        records: this run's attempt records (:func:`kfp_spot.checkpoints.read_attempt_records`).
         prior: a hint for the mean time between preemptions (s, > 0), or None.
         current_exposure: seconds the current attempt has run (not in ``records``).
     """
@@ -74,12 +75,11 @@ def estimate_mtbp(
     exposure = max(0.0, current_exposure)
     preemptions = 0
     for record in records:
-        start = record.get("start_time")
-        end = record.get("end_time") or record.get("updated_time")
-        if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
-            exposure += end - start
-        reason = record.get("exit_reason")
-        if reason == "preempted" or (reason is None and record.get("end_time") is None):
+        end = record.end_time if record.end_time is not None else record.updated_time
+        if end is not None and end > record.start_time:
+            exposure += end - record.start_time
+        reason = record.exit_reason
+        if reason is ExitReason.PREEMPTED or (reason is None and record.end_time is None):
             preemptions += 1
     if preemptions == 0:
         return max(prior, exposure) if prior else max(2.0 * exposure, MIN_MTBP)
@@ -190,7 +190,7 @@ class IntervalPolicy:
     def __init__(
         self,
         interval: SaveInterval,
-        records: Iterable[Mapping[str, Any]] = (),
+        records: Iterable[AttemptRecord] = (),
         *,
         now: float = 0.0,
     ) -> None:
@@ -201,9 +201,8 @@ class IntervalPolicy:
         # smoothed stall per save; an earlier attempt's measurement saves measuring it again
         self._cost: float | None = None
         for record in reversed(self._records):
-            known = record.get("save_stall_seconds_mean")
-            if isinstance(known, (int, float)) and known >= 0:
-                self._cost = float(known)
+            if record.save_stall_seconds_mean is not None:
+                self._cost = record.save_stall_seconds_mean
                 break
         self._write: float = 0.0  # last background write duration (async saves)
         self._saves = 0

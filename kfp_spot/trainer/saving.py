@@ -24,8 +24,6 @@ from kfp_spot.trainer.writer import StepWriter, clean_metrics
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 1
-
 StateLike = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 
@@ -74,7 +72,7 @@ class Saver:
         self._warned_wait = False
         self._announced_notice = False
 
-    def restart(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def restart(self, records: Iterable[checkpoints.AttemptRecord]) -> None:
         """Start the interval over, learning the preemption rate from earlier attempt records."""
         self._policy = IntervalPolicy(self.interval, records, now=self._clock())
 
@@ -188,7 +186,7 @@ class Saver:
         files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
         metadata = {
             "state": index,
-            "state_format": STATE_FORMAT,
+            "state_format": checkpoints.STATE_FORMAT,
             "metrics": metrics,
             "attempt_id": self._recorder.attempt_id if self._recorder else None,
         }

@@ -23,7 +23,6 @@ from kfp_spot.accounting import (
     attempt_cost,
     hourly_rates,
     ledger_attempts,
-    parse_records,
     parse_time,
 )
 
@@ -140,7 +139,9 @@ def test_a_fallback_attempt_is_paid_on_demand_and_saves_nothing():
 
 
 def test_an_unknown_price_gives_no_cost_rather_than_a_made_up_one():
-    records = parse_records([{"attempt_id": "a", "start_time": 0.0, "end_time": 60.0}])
+    records = checkpoints.parse_attempt_records(
+        [{"attempt_id": "a", "start_time": 0.0, "end_time": 60.0}]
+    )
     summary = account(records=records, jobs=[JobRun("j", "SPOT")])
     assert summary.costs is None
     priced = account(records=records, jobs=[JobRun("j", "SPOT")], rates=Rates(3.6, 36.0))
@@ -171,7 +172,7 @@ def test_lost_work_after_the_last_commit_inside_the_attempt():
 
 def test_a_trainer_that_keeps_records_and_committed_nothing_lost_it_all():
     rows = [_row(1, "PREEMPTED", 100.0), _row(2, "SUCCEEDED", 200.0, start=1200.0)]
-    records = parse_records(
+    records = checkpoints.parse_attempt_records(
         [
             {"attempt_id": "a", "start_time": 1000.5, "end_time": 1100, "exit_reason": "preempted"},
             {"attempt_id": "b", "start_time": 1200.5, "end_time": 1400, "exit_reason": "finished"},
@@ -202,11 +203,12 @@ def test_attempts_from_records_a_killed_attempt_ends_when_the_next_began(tmp_pat
     checkpoints.commit_manifest(root, checkpoints.Manifest(15, (), 150.0))
     raw = {
         "a": {"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted", "first_step": 0},
-        "b": {"start_time": 110.0, "exit_reason": "running", "first_step": 8},  # SIGKILLed
+        "b": {"start_time": 110.0, "exit_reason": None, "first_step": 8},  # SIGKILLed
         "c": {"start_time": 200.0, "end_time": 300.0, "exit_reason": "finished", "first_step": 15},
     }
     for name, record in raw.items():
-        checkpoints.write_attempt_record(root, name, record)
+        doc = {"attempt_id": name, **record}
+        checkpoints.write_attempt_record(root, checkpoints.AttemptRecord.from_json(doc))
     summary = account(
         records=accounting.read_records(root),
         commits=accounting.read_commits(root),
@@ -222,7 +224,7 @@ def test_attempts_from_records_a_killed_attempt_ends_when_the_next_began(tmp_pat
 
 
 def test_a_killed_attempt_with_a_notice_ends_at_notice_plus_grace():
-    records = parse_records(
+    records = checkpoints.parse_attempt_records(
         [
             {
                 "attempt_id": "a",

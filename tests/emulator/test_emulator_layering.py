@@ -6,7 +6,7 @@ from tests.test_import_cycles import TREES, import_graph, modules
 
 
 def test_the_runner_knows_neither_the_scheduler_nor_the_api():
-    graph = import_graph(modules(TREES), typing_too=True)  # a type-only import couples too
+    graph = import_graph(modules(TREES))  # type-only and deferred imports included
     above = {"emulator", "server", "service", "jobs", "scheduler", "lifecycle"}
     runner_deps = {m.removeprefix("kfp_spot.emulator.") for m in graph["kfp_spot.emulator.runner"]}
     assert "replicas" in runner_deps  # the graph sees the runner's own imports ...
@@ -31,7 +31,7 @@ SERVING_ORDER = (
 
 
 def test_each_serving_module_imports_only_the_layers_below_it():
-    graph = import_graph(modules(TREES), typing_too=True)
+    graph = import_graph(modules(TREES))
     prefix = "kfp_spot.emulator.serving."
     listed = {m.removeprefix(prefix) for m in graph if m.startswith(prefix)}
     assert listed == set(SERVING_ORDER)  # a new module takes its place in the order (and docs)

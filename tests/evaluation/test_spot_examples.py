@@ -105,7 +105,7 @@ def test_framework_example_is_preempted_resumes_and_is_evaluated_from_the_newest
     assert "PREEMPTED" in reasons and reasons[-1] == "SUCCEEDED", reasons
     assert {s["executorImageUri"] for s in specs} == {image}
     records = checkpoints.read_attempt_records(root)
-    assert any(r.get("first_step") for r in records), "no attempt resumed from a checkpoint"
+    assert any(r.first_step for r in records), "no attempt resumed from a checkpoint"
     newest = checkpoints.latest(root)
     metrics = outputs["metrics"].metadata
     assert int(metrics["checkpoint_step"]) == newest.step == int(metrics["step"])

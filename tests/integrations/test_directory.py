@@ -102,12 +102,12 @@ def test_the_manager_commits_directories_with_retention_and_attempt_records(tmp_
             ckpt.save_directory(step, str(tmp_path / f"hf-{step}"), metrics={"step": step})
     assert checkpoints.list_steps(root) == [20, 30]
     (first,) = checkpoints.read_attempt_records(root)
-    assert first["last_committed_step"] == 30 and first["exit_reason"] == "finished"
+    assert first.last_committed_step == 30 and first.exit_reason == "finished"
     with CheckpointManager(root, handle_signals=False) as ckpt:
         found = ckpt.restore_directory()
         assert found.step == 30 and read_tree(found.path)["rng/seed.txt"] == b"30"
     second = checkpoints.read_attempt_records(root)[-1]
-    assert second["first_step"] == 30
+    assert second.first_step == 30
 
 
 def test_a_gcs_root_uploads_and_downloads_a_verified_copy(tmp_path, gcs_emulator):

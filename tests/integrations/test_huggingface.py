@@ -132,8 +132,8 @@ def test_notice_saves_mid_interval_stops_exits_143_and_the_next_attempt_resumes(
     assert resumed.state.global_step == 23
     assert resumed.weights == clean.weights  # the same arithmetic from the same state
     records = checkpoints.read_attempt_records(str(root))
-    assert [r["exit_reason"] for r in records] == ["preempted", "finished"]
-    assert records[1]["first_step"] == 7
+    assert [r.exit_reason for r in records] == ["preempted", "finished"]
+    assert records[1].first_step == 7
 
 
 def test_a_fresh_start_resumes_from_nothing_and_a_torn_step_is_skipped(tmp_path):

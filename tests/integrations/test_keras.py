@@ -46,7 +46,7 @@ def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(
     assert sha256(final / "model.weights.h5") == sha256(clean / "model.weights.h5")
     assert sha256(final / "keras_state.npz") == sha256(clean / "keras_state.npz")
     records = checkpoints.read_attempt_records(str(root))
-    assert [r["exit_reason"] for r in records].count("preempted") >= 1
+    assert [r.exit_reason for r in records].count("preempted") >= 1
     assert len(records) == 4
 
 

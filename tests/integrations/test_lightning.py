@@ -154,8 +154,8 @@ def test_notice_saves_commits_and_exits_then_fit_resumes_from_ckpt_path(integrat
     second.fit(ckpt_path=again.ckpt_path())
     assert second.global_step == 24 and second.weights == clean.weights
     records = checkpoints.read_attempt_records(str(root))
-    assert [r["exit_reason"] for r in records] == ["preempted", "finished"]
-    assert records[1]["first_step"] == 13
+    assert [r.exit_reason for r in records] == ["preempted", "finished"]
+    assert records[1].first_step == 13
 
 
 def test_without_exit_the_trainer_is_asked_to_stop(integration, tmp_path):

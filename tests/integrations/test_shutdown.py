@@ -51,7 +51,7 @@ def test_a_hook_past_the_grace_left_is_cut_off_and_the_checkpoint_is_committed(t
     assert [m.step for m in checkpoints.committed_steps(str(tmp_path))] == [7]
     assert any("cleanup hook" in r.message and "cut off" in r.message for r in caplog.records)
     (record,) = checkpoints.read_attempt_records(str(tmp_path))
-    assert record["exit_reason"] == "preempted" and record["last_committed_step"] == 7
+    assert record.exit_reason == "preempted" and record.last_committed_step == 7
 
 
 def test_hook_errors_are_logged_and_the_next_hook_still_runs(caplog):

@@ -52,7 +52,8 @@ def test_the_emulator_backend_reads_the_ledger_and_survives_its_absence():
 
 
 def _record(root, name, **fields):
-    checkpoints.write_attempt_record(root, name, {"attempt_id": name, **fields})
+    record = checkpoints.AttemptRecord.from_json({"attempt_id": name, **fields})
+    checkpoints.write_attempt_record(root, record)
 
 
 def test_on_vertex_attempts_are_observed_from_the_trainers_records(tmp_path, caplog):

@@ -30,7 +30,7 @@ PROJECT, LOCATION = "test-proj", "us-central1"
 # A trainer that checkpoints every step through kfp_spot.checkpoints, resumes from the newest
 # committed step, writes an attempt record and leaves promptly on SIGTERM (the preemption notice).
 TASK = r"""
-import argparse, json, os, signal, sys, time, uuid
+import argparse, dataclasses, json, os, signal, sys, time, uuid
 from kfp_spot import checkpoints
 
 p = argparse.ArgumentParser()
@@ -42,20 +42,21 @@ root = os.environ["AIP_CHECKPOINT_DIR"]
 latest = checkpoints.latest(root)
 step = latest.step if latest else 0
 attempt = uuid.uuid4().hex
-record = {"start_time": time.time(), "first_step": step, "exit_reason": "running",
-          "job_id": os.environ.get("CLOUD_ML_JOB_ID", "")}
-checkpoints.write_attempt_record(root, attempt, record)
+record = checkpoints.AttemptRecord(attempt, time.time(), first_step=step,
+                                   job_id=os.environ.get("CLOUD_ML_JOB_ID"))
+checkpoints.write_attempt_record(root, record)
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
 while step < a.steps and not stop:
     time.sleep(a.step_seconds)
     step += 1
     checkpoints.write_step(root, step, {"state.json": json.dumps({"step": step}).encode()})
-    record["last_committed_step"] = step
+    record = dataclasses.replace(record, last_committed_step=step)
 print(f"trained to step {step}", flush=True)
 reason = "preempted" if stop else ("error" if a.exit_code else "finished")
-record.update(end_time=time.time(), exit_reason=reason)
-checkpoints.write_attempt_record(root, attempt, record)
+record = dataclasses.replace(record, end_time=time.time(),
+                             exit_reason=checkpoints.ExitReason(reason))
+checkpoints.write_attempt_record(root, record)
 if not stop and not a.exit_code:
     os.makedirs(os.environ["AIP_MODEL_DIR"], exist_ok=True)
     with open(os.path.join(os.environ["AIP_MODEL_DIR"], "model.json"), "w") as f:
@@ -341,8 +342,8 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
     assert len(state_files) == 1
     records = checkpoints.read_attempt_records(outputs["checkpoint"].uri)
     assert len(records) == 15
-    assert records[-1]["first_step"] > 0  # the third submission resumed from a checkpoint
-    assert records[-1]["exit_reason"] == "finished"
+    assert records[-1].first_step > 0  # the third submission resumed from a checkpoint
+    assert records[-1].exit_reason == "finished"
     assert sum(len(rows) for rows in ledgers.values()) == 15
     report = outputs["job_report"].metadata
     assert report["resubmissions"] == 2

@@ -27,11 +27,12 @@ def test_preemptions_and_work_lost_from_attempt_records(tmp_path):
     _commit(root, 15, 150.0)
     records = {
         "a": {"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted", "first_step": 0},
-        "b": {"start_time": 110.0, "exit_reason": "running", "first_step": 8},
+        "b": {"start_time": 110.0, "exit_reason": None, "first_step": 8},
         "c": {"start_time": 200.0, "end_time": 300.0, "exit_reason": "finished", "first_step": 15},
     }
     for name, record in records.items():
-        checkpoints.write_attempt_record(root, name, record)
+        doc = {"attempt_id": name, **record}
+        checkpoints.write_attempt_record(root, checkpoints.AttemptRecord.from_json(doc))
     report = build_report(
         outcome=Outcome.SUCCEEDED,
         submissions=[Submission("t", Strategy.SPOT, job_name="j", submitted_at=0.0)],

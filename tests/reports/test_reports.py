@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -70,15 +71,14 @@ def build_run(
         exit_reason = {"PREEMPTED": "preempted", "SUCCEEDED": "finished"}.get(a.reason, "error")
         checkpoints.write_attempt_record(
             str(ckpt),
-            f"attempt-{i:02d}",
-            {
-                "attempt_id": f"attempt-{i:02d}",
-                "start_time": start,
-                "end_time": end,
-                "first_step": first_step,
-                "last_committed_step": step,
-                "exit_reason": exit_reason,
-            },
+            checkpoints.AttemptRecord(
+                attempt_id=f"attempt-{i:02d}",
+                start_time=start,
+                end_time=end,
+                first_step=first_step,
+                last_committed_step=step,
+                exit_reason=checkpoints.ExitReason(exit_reason),
+            ),
         )
         spot = a.duration / 3600 * a.spot_rate
         on_demand = a.duration / 3600 * a.on_demand_rate
@@ -338,10 +338,10 @@ def test_kept_work_survives_retention_deleting_the_attempts_checkpoints(tmp_path
     for step in (3, 6):
         checkpoints.delete_step(str(ckpt), step)
     record = next(
-        r for r in checkpoints.read_attempt_records(str(ckpt)) if r["attempt_id"] == "attempt-01"
+        r for r in checkpoints.read_attempt_records(str(ckpt)) if r.attempt_id == "attempt-01"
     )
-    record["last_commit_time"] = T0 + 5 + 60
-    checkpoints.write_attempt_record(str(ckpt), "attempt-01", record)
+    record = dataclasses.replace(record, last_commit_time=T0 + 5 + 60)
+    checkpoints.write_attempt_record(str(ckpt), record)
     summary = write_report(tmp_path).summary
     assert summary.kept_seconds == pytest.approx(140)
     assert summary.lost_seconds == pytest.approx(40)

@@ -58,7 +58,7 @@ def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
     # keep_last 3: the final step and the two saves before it
     assert [m.step for m in checkpoints.committed_steps(ck)] == [60, 80, 86]
     records = checkpoints.read_attempt_records(ck)
-    assert [(r["exit_reason"], r["first_step"], r["last_committed_step"]) for r in records] == [
+    assert [(r.exit_reason, r.first_step, r.last_committed_step) for r in records] == [
         ("finished", 0, 86)
     ]
 
@@ -153,7 +153,7 @@ def test_preempted_run_ends_bitwise_equal_to_uninterrupted(
         else:
             assert f"resuming from step {step}\n" in after.output
     assert load_model(model) == reference(seed, tmp_path_factory), schedule
-    reasons = [r["exit_reason"] for r in checkpoints.read_attempt_records(ck)]
+    reasons = [r.exit_reason for r in checkpoints.read_attempt_records(ck)]
     # a SIGTERM'ed attempt closes its record as preempted; a SIGKILLed one cannot close it
     assert reasons == [("preempted" if k.startswith("term") else None) for k in kinds] + [
         "finished"
@@ -199,9 +199,9 @@ def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
     assert f"resuming from step {stopped}" in final.output
     assert load_model(model) == reference(0, tmp_path_factory)
     records = checkpoints.read_attempt_records(ck)
-    assert [r["exit_reason"] for r in records] == ["preempted", "finished"]
-    assert records[0]["preemption_notice_time"] is not None
-    assert records[1]["first_step"] == stopped
+    assert [r.exit_reason for r in records] == ["preempted", "finished"]
+    assert records[0].preemption_notice_time is not None
+    assert records[1].first_step == stopped
 
 
 def test_step_granularity_does_not_change_the_weights(

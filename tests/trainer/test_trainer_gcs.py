@@ -62,7 +62,7 @@ def test_layout_and_records_on_gcs(gs_root: str) -> None:
     assert [m.step for m in checkpoints.committed_steps(gs_root)] == [3, 4]
     assert load_checkpoint(checkpoints.step_dir(gs_root, 4)).state == {"step": 4}
     records = checkpoints.read_attempt_records(gs_root)
-    assert [(r["exit_reason"], r["last_committed_step"]) for r in records] == [("finished", 4)]
+    assert [(r.exit_reason, r.last_committed_step) for r in records] == [("finished", 4)]
     assert checkpoints.delete_step(gs_root, 4) is True
     assert checkpoints.latest(gs_root).step == 3
 
@@ -97,5 +97,5 @@ def test_example_trainer_preempted_on_gcs_ends_like_an_uninterrupted_run(
     assert final.returncode == 0, final.output
     assert "resuming from step 47" in final.output
     assert load_model(model) == load_model(str(tmp_path / "model"))
-    reasons = [r["exit_reason"] for r in checkpoints.read_attempt_records(ck)]
+    reasons = [r.exit_reason for r in checkpoints.read_attempt_records(ck)]
     assert reasons == [None, "preempted", "finished"]

@@ -240,11 +240,11 @@ def test_sigterm_handler_chains_to_the_previous_one(tmp_path: Path) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
     records = checkpoints.read_attempt_records(str(tmp_path))
-    assert records[-1]["exit_reason"] == "preempted"
-    assert records[-1]["last_committed_step"] == 3
+    assert records[-1].exit_reason == "preempted"
+    assert records[-1].last_committed_step == 3
     # when step 3 was committed: the report's kept-work boundary, even after retention
     step3 = checkpoints.read_manifest(str(tmp_path), 3)
-    assert step3.wall_time <= records[-1]["last_commit_time"] <= records[-1]["end_time"]
+    assert step3.wall_time <= records[-1].last_commit_time <= records[-1].end_time
 
 
 def test_install_outside_main_thread_is_refused() -> None:
@@ -274,13 +274,13 @@ def test_attempt_record_exit_reasons(tmp_path: Path) -> None:
     with ckpt:
         pass
     records = checkpoints.read_attempt_records(str(tmp_path))
-    assert [(r["exit_reason"], r["first_step"]) for r in records] == [
+    assert [(r.exit_reason, r.first_step) for r in records] == [
         ("finished", 0),
         ("error", 1),
         ("finished", 1),
     ]
-    assert records[1]["error"] == "RuntimeError: diverged"
-    assert records[0]["saves"] == 1 and records[0]["save_seconds_max"] >= 0
+    assert records[1].error == "RuntimeError: diverged"
+    assert records[0].saves == 1 and records[0].save_seconds_max >= 0
 
 
 def test_import_pulls_in_neither_kfp_nor_aiplatform() -> None:

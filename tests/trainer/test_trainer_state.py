@@ -7,6 +7,7 @@ import io
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from kfp_spot.checkpoints import AttemptRecord
 from kfp_spot.trainer import (
     CheckpointManager,
     SaveInterval,
@@ -207,15 +209,20 @@ def test_young_daly() -> None:
         young_daly(0.0, 10.0)
 
 
+def _records(*docs: dict[str, Any]) -> list[AttemptRecord]:
+    """Attempt records as their files hold them (the fields that matter here)."""
+    return [AttemptRecord.from_json({"attempt_id": f"a{i}", **d}) for i, d in enumerate(docs)]
+
+
 def test_mtbp_estimate_learns_from_attempts() -> None:
     assert estimate_mtbp([], prior=600.0) == 600.0
     assert estimate_mtbp([], prior=600.0, current_exposure=900.0) == 900.0
-    records = [
+    records = _records(
         {"start_time": 0.0, "end_time": 30.0, "exit_reason": "preempted"},
         {"start_time": 40.0, "end_time": None, "updated_time": 70.0, "exit_reason": None},
         {"start_time": 80.0, "end_time": 110.0, "exit_reason": "preempted"},
         {"start_time": 120.0, "end_time": 130.0, "exit_reason": "error"},
-    ]
+    )
     # 100 s of exposure over 3 preemptions (the error is exposure, not a preemption)
     assert estimate_mtbp(records, prior=600.0) == pytest.approx(100.0 / 3)
     assert estimate_mtbp(records, prior=600.0, current_exposure=20.0) == pytest.approx(40.0)
@@ -235,7 +242,7 @@ def test_policy_seconds() -> None:
 
 
 def test_policy_auto_follows_young_daly_and_adapts() -> None:
-    records = [{"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted"}]
+    records = _records({"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted"})
     policy = IntervalPolicy(SaveInterval(auto=True, mtbp=100.0), records, now=1000.0)
     assert policy.due(1, 1000.0)  # nothing measured yet: save once to learn the cost
     policy.record_save(0.5, 1000.0)
@@ -247,7 +254,7 @@ def test_policy_auto_follows_young_daly_and_adapts() -> None:
     # a long uninterrupted attempt raises the estimate, so saves spread out
     assert policy.target_seconds(5000.0) > target
     # the next attempt starts from the cost this one measured
-    records.append({"start_time": 100.0, "end_time": 200.0, "save_stall_seconds_mean": 0.5})
+    records += _records({"start_time": 100.0, "end_time": 200.0, "save_stall_seconds_mean": 0.5})
     nxt = IntervalPolicy(SaveInterval(auto=True, mtbp=100.0), records, now=0.0)
     assert nxt.save_cost == 0.5
     assert not nxt.due(1, 0.0)
@@ -277,7 +284,7 @@ def test_auto_without_a_hint_is_not_exposed_for_an_hour() -> None:
     # a run that is never preempted spaces its saves out as it goes
     assert policy.target_seconds(3600.0) == pytest.approx(2 * math.sqrt(0.2 * 3600.0))
     # the first preemption seen (in an earlier attempt's record) replaces the guess
-    records = [{"start_time": 0.0, "end_time": 8.0, "exit_reason": "preempted"}]
+    records = _records({"start_time": 0.0, "end_time": 8.0, "exit_reason": "preempted"})
     nxt = IntervalPolicy(SaveInterval(auto=True), records, now=100.0)
     assert nxt.mtbp(100.0) == pytest.approx(8.0)
     assert nxt.mtbp(108.0) == pytest.approx(16.0)  # and this attempt's exposure counts
