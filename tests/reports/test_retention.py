@@ -59,6 +59,10 @@ def test_three_preemptions_with_keep_last_2_keep_the_resumed_from_commits(tmp_pa
     report = write_report(run_dir)
     assert report.png.stat().st_size > 0
     assert report.summary.accounting.preemptions == 3
+    markdown = report.markdown.read_text()
+    assert "| Checkpoints on disk | 2 |" in markdown
+    assert "| Resumed from | step 5, step 10, step 15 |" in markdown
+    assert "| Latest step | 20 |" in markdown
 
 
 def test_a_resumed_from_step_without_a_known_commit_time_is_left_out():
