@@ -5,10 +5,14 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kfp_spot import fs
 from kfp_spot.accounting import EndReason, Summary, TrainerExit
 from kfp_spot.reports.run import RunData
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _REASON_COLOURS = {
     EndReason.SUCCEEDED: "#2e7d32",
@@ -65,15 +69,7 @@ def render_timeline(
     summary: Summary | None = None,
     dpi: int = 100,
 ) -> Path:
-    """Draw the run's timeline to a PNG.
-
-    Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
-    end reason, a cross at each preemption, emulator restarts included, and the billed time lost
-    after an attempt's last checkpoint hatched), the training process's attempts (attempt
-    records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
-    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
-    gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
-    without it).
+    """Draw the run's timeline (:func:`timeline_figure`) to a PNG.
 
     Args:
         run: the run.
@@ -83,6 +79,37 @@ def render_timeline(
 
     Returns:
         The path written.
+    """
+    fig = timeline_figure(run, summary=summary, dpi=dpi)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    fs.atomic_write(str(out), buffer.getvalue())
+    return out
+
+
+def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 100) -> Figure:
+    """The run's timeline as a matplotlib figure (on the Agg canvas).
+
+    Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
+    end reason, a cross at each preemption, emulator restarts included, and the billed time lost
+    after an attempt's last checkpoint hatched), the training process's attempts (attempt
+    records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
+    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
+    gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
+    without it).
+
+    The commit ticks are the artists with gid ``commits-on-disk`` and ``commits-deleted`` (steps
+    retention deleted, from the attempt records), the loss line has gid ``loss``.
+
+    Args:
+        run: the run.
+        summary: the run's accounting summary (default: ``run.account()``).
+        dpi: resolution (the figure is 11 x 6.5 inches).
+
+    Returns:
+        The figure.
     """
     # The object API on the Agg canvas: no pyplot state, no display, no change to the user's
     # matplotlib backend (notebooks keep theirs).
@@ -193,9 +220,14 @@ def render_timeline(
 
     if marks:
         y = lane("checkpoint\ncommits")
-        for on_disk, colour in ((True, "#1565c0"), (False, "#90caf9")):
+        for gid, on_disk, colour in (
+            ("commits-on-disk", True, "#1565c0"),
+            ("commits-deleted", False, "#90caf9"),
+        ):
             xs = [c.time - t0 for c in marks if c.on_disk is on_disk]
-            lanes_ax.scatter(xs, [y] * len(xs), marker="|", s=300, color=colour, linewidths=2)
+            lanes_ax.scatter(
+                xs, [y] * len(xs), marker="|", s=300, color=colour, linewidths=2, gid=gid
+            )
         last = marks[-1]
         labelled = [c for c in marks if c.resumed_from or c is last]
         for index, mark in enumerate(labelled):
@@ -263,6 +295,7 @@ def render_timeline(
             marker="o",
             markersize=3,
             color="#1565c0",
+            gid="loss",
         )
         for row in summary.attempts:
             if row.is_preemption and row.end is not None:
@@ -295,9 +328,4 @@ def render_timeline(
     loss_ax.set_xlabel("seconds since the run started")
     loss_ax.grid(alpha=0.3)
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    fs.atomic_write(str(out), buffer.getvalue())
-    return out
+    return fig

@@ -11,7 +11,9 @@ import json
 import time
 from pathlib import Path
 
-from kfp_spot.reports import load_run, write_report
+import pytest
+
+from kfp_spot.reports import load_run, timeline_figure, write_report
 from kfp_spot.reports.run import CheckpointSave, commit_marks
 from kfp_spot.trainer import CheckpointManager
 
@@ -55,6 +57,25 @@ def test_three_preemptions_with_keep_last_2_keep_the_resumed_from_commits(tmp_pa
     for mark, nxt in zip(marks[:3], run.records[1:], strict=True):
         assert nxt.start is not None and mark.time <= nxt.start
     assert [m.loss for m in marks] == [None, None, None, 1.0 / 19, 1.0 / 20]
+
+    # And that is what the figure draws: the ticks (x = seconds since the run started) and labels.
+    lanes_ax, loss_ax = timeline_figure(run).axes[:2]
+    ticks = {
+        c.get_gid(): [x for x, _ in c.get_offsets()] for c in lanes_ax.collections if c.get_gid()
+    }
+    t0 = marks[-1].time - ticks["commits-on-disk"][-1]
+    assert ticks["commits-deleted"] == pytest.approx([m.time - t0 for m in marks[:3]])
+    assert ticks["commits-on-disk"] == pytest.approx([m.time - t0 for m in marks[3:]])
+    labels = {t.get_text() for t in lanes_ax.texts}
+    assert {"step 5", "step 10", "step 15", "step 20"} <= labels
+    # Attempt numbers sit above their bar (lane 0 spans -0.35..0.35), clear of the preemption
+    # crosses drawn on it.
+    numbers = [t for t in lanes_ax.texts if t.get_text().startswith("#")]
+    assert [t.get_text() for t in numbers] == ["#1", "#2", "#3", "#4"]
+    assert all(t.get_position()[1] < -0.35 and t.get_va() == "bottom" for t in numbers)
+    assert "1234567890123456789" in " ".join(t.get_text() for t in lanes_ax.get_yticklabels())
+    (loss,) = [line for line in loss_ax.lines if line.get_gid() == "loss"]
+    assert list(loss.get_ydata()) == pytest.approx([1.0 / 19, 1.0 / 20])
 
     report = write_report(run_dir)
     assert report.png.stat().st_size > 0
