@@ -61,7 +61,9 @@ def test_describe_of_an_unknown_job_is_one_clear_error(emulator_with_job):
     missing = name.rsplit("/", 1)[0] + "/999"
     result = CliRunner().invoke(main, ["jobs", "describe", missing, "--api-endpoint", emu.endpoint])
     assert result.exit_code == 1
-    assert "NOT_FOUND" in result.output
+    # The job asked for, once, not the request URL with its query string.
+    assert result.output == f"kfp-spot: error: NOT_FOUND: The CustomJob {missing} does not exist.\n"
+    assert "http" not in result.output and "?" not in result.output
 
 
 def test_a_status_api_core_has_no_class_for_is_one_clear_error():
@@ -91,6 +93,33 @@ def test_a_status_api_core_has_no_class_for_is_one_clear_error():
         httpd.server_close()
         thread.join(timeout=30)
     assert result.exit_code == 1, result.output
-    assert result.output.startswith("kfp-spot: error: 599: GET ")
+    assert result.output == f"kfp-spot: error: 599: {name}: cannot process\n"
     assert "cannot process" in result.output
     assert "Traceback" not in result.output
+
+
+def test_an_empty_stdin_to_predict_says_no_instances_were_given():
+    result = CliRunner().invoke(
+        main, ["endpoint", "predict", "projects/p/locations/us-central1/endpoints/1"], input=""
+    )
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert "no instances were given on stdin" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["jobs", "list"], "Vertex AI in --location"),
+        (["jobs", "describe"], "Vertex AI in --location, else NAME's"),
+        (["endpoint", "list"], "Vertex AI in --location"),
+        (["endpoint", "describe"], "Vertex AI in NAME's location"),
+        (["endpoint", "predict"], "Vertex AI in NAME's location"),
+    ],
+)
+def test_the_api_endpoint_help_names_where_the_default_region_comes_from(args, where):
+    result = CliRunner().invoke(main, [*args, "--help"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert where in " ".join(result.output.split())
+    if "--location" in where:
+        assert "--location" in result.output.split("--api-endpoint")[0]

@@ -57,7 +57,7 @@ def endpoint() -> None:
 @endpoint.command(name="list")
 @click.option("--project", required=True, help="Google Cloud project (any name locally).")
 @click.option("--location", default="us-central1", show_default=True)
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="--location"))
 @click.option("--filter", "filter_", default="", help='e.g. labels.team="ml"')
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
@@ -81,7 +81,7 @@ def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: i
 
 @endpoint.command()
 @click.argument("name")
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="NAME's location"))
 def describe(name: str, api_endpoint: str) -> None:
     """Print one endpoint (NAME: projects/P/locations/L/endpoints/ID) as JSON."""
     from google.cloud.aiplatform_v1 import Endpoint
@@ -102,10 +102,15 @@ def describe(name: str, api_endpoint: str) -> None:
     show_default=True,
     help='A JSON list of instances, {"instances": [...]}, or - to read either from stdin.',
 )
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="NAME's location"))
 def predict(name: str, instances_text: str, api_endpoint: str) -> None:
     """Send instances to an endpoint; print its predictions (and the deployed model) as JSON."""
     text = sys.stdin.read() if instances_text == "-" else instances_text
+    if instances_text == "-" and not text.strip():
+        raise click.UsageError(
+            'no instances were given on stdin (pipe a JSON list or {"instances": [...]}, '
+            "or pass --instances)"
+        )
     try:
         body = json.loads(text)
     except ValueError as exc:

@@ -7,6 +7,7 @@ regional Vertex endpoint by default, the emulator with ``--api-endpoint http://1
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -19,7 +20,25 @@ if TYPE_CHECKING:
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
-_ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in LOCATION)."
+_ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in {where})."
+"""The --api-endpoint help; ``{where}`` says which location the command's default region is."""
+
+# api_core's message for an HTTP error: "GET https://host/v1/<resource>?<query>: <the error>".
+_REQUEST_MESSAGE = re.compile(
+    r"(?:GET|POST|PUT|PATCH|DELETE) (?P<url>[^\s?]+)\S*: (?P<error>.*)", re.S
+)
+
+
+def _api_error(message: str) -> str:
+    """An API error naming the resource (or endpoint) asked for, not the request URL."""
+    match = _REQUEST_MESSAGE.fullmatch(message)
+    if match is None:
+        return message
+    url = match["url"]
+    resource = url.split("/v1/", 1)[1] if "/v1/" in url else url
+    error = match["error"]
+    # "endpoints/42:predict": the error that already names endpoints/42 says enough.
+    return error if resource.split(":", 1)[0] in error else f"{resource}: {error}"
 
 
 def _client(location: str, api_endpoint: str) -> JobServiceClient:
@@ -57,7 +76,7 @@ def _call(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
     try:
         return fn(*args, **kwargs)
     except exceptions.GoogleAPICallError as exc:
-        raise click.ClickException(f"{_status_name(exc.code)}: {exc.message}") from exc
+        raise click.ClickException(f"{_status_name(exc.code)}: {_api_error(exc.message)}") from exc
     except requests.exceptions.ConnectionError as exc:
         url = exc.request.url if exc.request is not None else None
         raise click.ClickException(
@@ -75,7 +94,7 @@ def jobs() -> None:
 @jobs.command(name="list")
 @click.option("--project", required=True, help="Google Cloud project (any name locally).")
 @click.option("--location", default="us-central1", show_default=True)
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="--location"))
 @click.option("--filter", "filter_", default="", help='e.g. state="JOB_STATE_RUNNING"')
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
@@ -95,7 +114,9 @@ def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: i
 @jobs.command()
 @click.argument("name")
 @click.option("--location", default=None, help="Default: the location in NAME.")
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP)
+@click.option(
+    "--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="--location, else NAME's")
+)
 def describe(name: str, location: str | None, api_endpoint: str) -> None:
     """Print one CustomJob (``projects/P/locations/L/customJobs/ID``) as JSON."""
     from google.cloud.aiplatform_v1 import CustomJob

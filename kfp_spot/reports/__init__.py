@@ -15,7 +15,7 @@ from pathlib import Path
 from kfp_spot import fs
 from kfp_spot.reports.run import CheckpointSave, ReportError, RunData, load_run, run_from_json
 from kfp_spot.reports.summary import RunSummary, render_markdown, summarize
-from kfp_spot.reports.timeline import render_timeline
+from kfp_spot.reports.timeline import render_timeline, timeline_figure
 
 PNG_NAME = "report.png"
 MARKDOWN_NAME = "report.md"
@@ -33,6 +33,7 @@ __all__ = [
     "render_timeline",
     "run_from_json",
     "summarize",
+    "timeline_figure",
     "write_report",
 ]
 

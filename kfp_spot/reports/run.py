@@ -13,7 +13,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,25 @@ class CheckpointSave:
     step: int
     time: float
     loss: float | None
+
+
+@dataclass(frozen=True)
+class CommitMark:
+    """A commit the timeline shows: on disk, or one that mattered and retention deleted.
+
+    Attributes:
+        step: the committed step.
+        time: when it was committed.
+        loss: the loss its manifest recorded; None when unknown (or the manifest is gone).
+        on_disk: whether the step is still under the checkpoint root.
+        resumed_from: whether an attempt resumed from it.
+    """
+
+    step: int
+    time: float
+    loss: float | None
+    on_disk: bool
+    resumed_from: bool
 
 
 @dataclass
@@ -71,6 +90,11 @@ class RunData:
     def job_name(self) -> str:
         """The (last) CustomJob of the run, or ``-``."""
         return self.job_names[-1] if self.job_names else "-"
+
+    @property
+    def kept_commits(self) -> list[CommitMark]:
+        """The commits the timeline shows (:func:`commit_marks`), whatever retention deleted."""
+        return commit_marks(self.saves, self.records)
 
     def account(self) -> accounting.Summary:
         """The run's accounting summary (the same code as the launcher's job report)."""
@@ -107,6 +131,36 @@ def read_saves(checkpoint_uri: str) -> list[CheckpointSave]:
         return []
     manifests = checkpoints.committed_steps(checkpoint_uri)
     return [CheckpointSave(m.step, m.wall_time, _loss_of(m.metadata)) for m in manifests]
+
+
+def commit_marks(
+    saves: Sequence[CheckpointSave], records: Sequence[AttemptRecord]
+) -> list[CommitMark]:
+    """The commits a report shows, by step, whatever retention deleted.
+
+    Every step still on disk, and from the attempt records (which survive retention) every step
+    an attempt resumed from and the last commit. A record gives its last committed step with
+    that commit's time; a step an attempt resumed from is placed at the time it was committed
+    (on disk, or as some attempt's last commit). A resumed-from step whose commit time nothing
+    records is left out.
+    """
+    committed_at = {s.step: s.time for s in saves}
+    for record in records:
+        step, when = record.last_committed_step, record.last_commit_time
+        # An attempt that resumed and committed nothing has its first step as its last one
+        # and no commit time of its own.
+        if step is not None and when is not None:
+            committed_at.setdefault(step, when)
+    resumed = {r.first_step for r in records if r.first_step}
+    wanted = {s.step for s in saves} | resumed
+    if committed_at:
+        wanted.add(max(committed_at))
+    losses = {s.step: s.loss for s in saves}
+    return [
+        CommitMark(step, committed_at[step], losses.get(step), step in losses, step in resumed)
+        for step in sorted(wanted)
+        if step in committed_at
+    ]
 
 
 def read_attempts(checkpoint_uri: str, fallback: Any = None) -> list[AttemptRecord]:

@@ -17,8 +17,8 @@ class RunSummary:
     Attributes:
         accounting: the one accounting summary (:mod:`kfp_spot.accounting`); every cost, count
             and goodput figure below comes from it.
-        checkpoints: committed checkpoint steps.
-        latest_step: the newest one.
+        checkpoints: committed checkpoint steps still on disk (retention may have deleted more).
+        latest_step: the newest committed step (from the attempt records if it is gone).
         final_loss: the loss recorded with the newest step that has one.
         serving: the serving replicas' summary, when the run deployed a model.
     """
@@ -28,6 +28,7 @@ class RunSummary:
     latest_step: int | None
     final_loss: float | None
     serving: ServingSummary | None = None
+    resumed_from: tuple[int, ...] = ()  # the steps attempts resumed from, whatever retention did
 
     @property
     def attempts(self) -> int:
@@ -78,12 +79,14 @@ class RunSummary:
 def summarize(run: RunData) -> RunSummary:
     """The run's numbers: the accounting summary plus its checkpoints and final loss."""
     losses = [s.loss for s in sorted(run.saves, key=lambda s: s.step) if s.loss is not None]
+    kept = run.kept_commits
     return RunSummary(
         accounting=run.account(),
         checkpoints=len(run.saves),
-        latest_step=max((s.step for s in run.saves), default=None),
+        latest_step=max((c.step for c in kept), default=None),
         final_loss=losses[-1] if losses else None,
         serving=run.account_serving(),
+        resumed_from=tuple(c.step for c in kept if c.resumed_from),
     )
 
 
@@ -198,7 +201,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
         f"| Finished | {_when(run.finished)} |",
         f"| Attempts | {acc.attempt_count} |",
         f"| Preemptions | {preemptions_text(acc)} |",
-        f"| Checkpoints committed | {summary.checkpoints} |",
+        f"| Checkpoints on disk | {summary.checkpoints} |",
+        f"| Resumed from | {', '.join(f'step {s}' for s in summary.resumed_from) or '-'} |",
         f"| Latest step | {'-' if summary.latest_step is None else summary.latest_step} |",
         f"| Final loss | {'-' if summary.final_loss is None else f'{summary.final_loss:.6g}'} |",
         f"| Quality gate | {_gate(run.passed)} |",

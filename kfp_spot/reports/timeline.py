@@ -5,11 +5,15 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kfp_spot import fs
 from kfp_spot.accounting import EndReason, Summary
 from kfp_spot.checkpoints import ExitReason
 from kfp_spot.reports.run import RunData
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _REASON_COLOURS = {
     EndReason.SUCCEEDED: "#2e7d32",
@@ -29,7 +33,7 @@ _OTHER = "#90a4ae"
 def _origin(run: RunData, summary: Summary) -> float:
     times = [a.start for a in summary.attempts if a.start is not None]
     times += [r.start_time for r in run.records]
-    times += [s.time for s in run.saves]
+    times += [c.time for c in run.kept_commits]
     if run.started is not None:
         times.append(run.started)
     return min(times) if times else 0.0
@@ -66,15 +70,7 @@ def render_timeline(
     summary: Summary | None = None,
     dpi: int = 100,
 ) -> Path:
-    """Draw the run's timeline to a PNG.
-
-    Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
-    end reason, a cross at each preemption, emulator restarts included, and the billed time lost
-    after an attempt's last checkpoint hatched), the training process's attempts (attempt
-    records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
-    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
-    gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
-    without it).
+    """Draw the run's timeline (:func:`timeline_figure`) to a PNG.
 
     Args:
         run: the run.
@@ -85,6 +81,37 @@ def render_timeline(
     Returns:
         The path written.
     """
+    fig = timeline_figure(run, summary=summary, dpi=dpi)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    fs.atomic_write(str(out), buffer.getvalue())
+    return out
+
+
+def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 100) -> Figure:
+    """The run's timeline as a matplotlib figure (on the Agg canvas).
+
+    Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
+    end reason, a cross at each preemption, emulator restarts included, and the billed time lost
+    after an attempt's last checkpoint hatched), the training process's attempts (attempt
+    records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
+    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
+    gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
+    without it).
+
+    The commit ticks are the artists with gid ``commits-on-disk`` and ``commits-deleted`` (steps
+    retention deleted, from the attempt records), the loss line has gid ``loss``.
+
+    Args:
+        run: the run.
+        summary: the run's accounting summary (default: ``run.account()``).
+        dpi: resolution (the figure is 11 x 6.5 inches).
+
+    Returns:
+        The figure.
+    """
     # The object API on the Agg canvas: no pyplot state, no display, no change to the user's
     # matplotlib backend (notebooks keep theirs).
     from matplotlib.artist import Artist
@@ -94,6 +121,7 @@ def render_timeline(
     from matplotlib.patches import Patch
 
     summary = summary if summary is not None else run.account()
+    marks = run.kept_commits
     t0 = _origin(run, summary)
     fig = Figure(figsize=(11, 6.5), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
@@ -104,7 +132,7 @@ def render_timeline(
         [t for t in (run.finished,) if t is not None]
         + [a.end for a in summary.attempts if a.end is not None]
         + [r.end_time for r in run.records if r.end_time is not None]
-        + [s.time for s in run.saves]
+        + [c.time for c in marks]
         + [t0],
     )
 
@@ -118,7 +146,8 @@ def render_timeline(
         rows = [a for a in summary.attempts if a.job_name == job]
         if not rows:
             continue
-        y = lane(f"attempts ({summary.source.value})\n{job.rsplit('/', 1)[-1][:18]}")
+        # The whole job id (an int64 of up to 19 digits) on a line of its own: never cut.
+        y = lane(f"attempts ({summary.source.value})\njob {job.rsplit('/', 1)[-1]}")
         for row in rows:
             if row.start is None:
                 continue
@@ -132,7 +161,16 @@ def render_timeline(
                 linewidth=0.5,
             )
             if row.number:
-                lanes_ax.text(row.start - t0, y, f" #{row.number}", va="center", fontsize=8)
+                # Above the bar's middle: clear of the preemption mark at the previous
+                # attempt's end and of this attempt's own.
+                lanes_ax.text(
+                    (row.start + end) / 2 - t0,
+                    y - 0.38,
+                    f"#{row.number}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
             if row.lost_seconds and row.end is not None:
                 # Billed time after the attempt's last commit: lost, the next attempt redoes it.
                 lanes_ax.broken_barh(
@@ -179,18 +217,29 @@ def render_timeline(
                 linewidth=0.5,
             )
 
-    if run.saves:
+    if marks:
         y = lane("checkpoint\ncommits")
-        xs = [s.time - t0 for s in run.saves]
-        lanes_ax.scatter(xs, [y] * len(xs), marker="|", s=300, color="#1565c0", linewidths=2)
-        last = max(run.saves, key=lambda s: s.step)
-        lanes_ax.annotate(
-            f"step {last.step}",
-            (last.time - t0, y),
-            xytext=(4, 8),
-            textcoords="offset points",
-            fontsize=8,
-        )
+        for gid, on_disk, colour in (
+            ("commits-on-disk", True, "#1565c0"),
+            ("commits-deleted", False, "#90caf9"),
+        ):
+            xs = [c.time - t0 for c in marks if c.on_disk is on_disk]
+            lanes_ax.scatter(
+                xs, [y] * len(xs), marker="|", s=300, color=colour, linewidths=2, gid=gid
+            )
+        last = marks[-1]
+        labelled = [c for c in marks if c.resumed_from or c is last]
+        for index, mark in enumerate(labelled):
+            # Alternate above and below the ticks so neighbouring labels do not collide.
+            lanes_ax.annotate(
+                f"step {mark.step}",
+                (mark.time - t0, y),
+                xytext=(0, 11 if index % 2 == 0 else -11),
+                textcoords="offset points",
+                ha="center",
+                va="center",
+                fontsize=7,
+            )
 
     lanes_ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
     lanes_ax.set_ylim(-0.7, max(len(lanes), 1) - 0.3)
@@ -210,8 +259,22 @@ def render_timeline(
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="xx", label="VM away"))
     if any(a.lost_seconds for a in summary.attempts):
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="///", label="lost work"))
+    if any(not c.on_disk for c in marks):
+        legend.append(
+            Line2D(
+                [],
+                [],
+                marker="|",
+                color="#90caf9",
+                linestyle="none",
+                markersize=10,
+                markeredgewidth=2,
+                label="commit deleted by retention",
+            )
+        )
     if legend:
-        lanes_ax.legend(handles=legend, loc="upper right", fontsize=7, ncols=len(legend))
+        # Beside the lanes, never over a bar, its number or a mark.
+        lanes_ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     if not lanes:
         lanes_ax.text(
             0.5,
@@ -223,7 +286,7 @@ def render_timeline(
             color="grey",
         )
 
-    points = sorted((s.time - t0, s.loss) for s in run.saves if s.loss is not None)
+    points = sorted((c.time - t0, c.loss) for c in marks if c.loss is not None)
     if points:
         loss_ax.plot(
             [p[0] for p in points],
@@ -231,10 +294,25 @@ def render_timeline(
             marker="o",
             markersize=3,
             color="#1565c0",
+            gid="loss",
         )
         for row in summary.attempts:
             if row.is_preemption and row.end is not None:
                 loss_ax.axvline(row.end - t0, color="#b71c1c", linestyle="--", linewidth=1)
+        gone = [c.time - t0 for c in marks if c.loss is None]
+        if gone:
+            # Commits whose manifest (and loss) retention deleted: where, not how much.
+            loss_ax.plot(
+                gone,
+                [0.03] * len(gone),
+                transform=loss_ax.get_xaxis_transform(),
+                marker="^",
+                linestyle="none",
+                markerfacecolor="none",
+                color="#1565c0",
+                label="commit whose loss\nretention deleted",
+            )
+            loss_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     else:
         loss_ax.text(
             0.5,
@@ -249,9 +327,4 @@ def render_timeline(
     loss_ax.set_xlabel("seconds since the run started")
     loss_ax.grid(alpha=0.3)
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    fs.atomic_write(str(out), buffer.getvalue())
-    return out
+    return fig

@@ -572,7 +572,7 @@ def _tpu_pod_spot(where: str, why: str) -> InvalidJobSpecError:
     )
 
 
-# FLEX_START-only fields.
+# Fields only a FLEX_START job takes, and what it requires.
 
 MAX_FLEX_START_TIMEOUT_S = 7 * 24 * 3600  # Dynamic Workload Scheduler: timeout of 7 days or less
 

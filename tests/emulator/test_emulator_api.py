@@ -90,8 +90,8 @@ def test_spot_strategy_is_stored_as_spot_for_every_spelling(emulator, make_job, 
         assert created["jobSpec"]["scheduling"]["strategy"] == "SPOT"
 
 
-def test_seed_rest_body(emulator, api, toy_package, tmp_path):
-    """The seed's request.json, as curl would post it."""
+def test_the_documented_rest_body(emulator, api, toy_package, tmp_path):
+    """The request.json of Vertex AI's *Use Spot VMs with training* page, as curl would post it."""
     body = {
         "displayName": "JOB_NAME",
         "jobSpec": {

@@ -1,4 +1,6 @@
-"""What Vertex AI's v1 API returns, returned by the emulator too (issue 15's API items).
+"""What Vertex AI's v1 API returns, returned by the emulator too (names with the project number,
+int64 ids, filters, read masks, page tokens, operations, service defaults, scheduling and disk
+rules).
 
 Driven through the real GAPIC ``JobServiceClient`` (REST transport) where it exposes the field,
 and raw HTTP where it does not. docs/emulator.md says which behaviour is documented by Google.

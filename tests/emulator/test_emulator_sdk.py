@@ -1,4 +1,5 @@
-"""The seed's Python SDK call, unmodified, against the emulator."""
+"""The Python SDK call of Vertex AI's *Use Spot VMs with training* page, unmodified, against the
+emulator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rules added for issues 12 and 15, as the launcher meets them (``validate_custom_job``)."""
+"""Boot disk ranges and FLEX_START scheduling rules, as the launcher meets them."""
 
 from __future__ import annotations
 

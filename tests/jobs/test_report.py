@@ -85,7 +85,7 @@ def test_job_timestamps_leave_unknown_figures_out(tmp_path):
 
 
 def test_a_foreign_trainers_lost_work_is_unknown_not_zero_goodput(tmp_path):
-    """Issue 14: no attempt records, no kfp-spot checkpoints: lost work is unknown (null)."""
+    """No attempt records, no kfp-spot checkpoints: lost work is unknown (null)."""
     name = "projects/p/locations/l/customJobs/1"
     rows = [
         {"attempt": 1, "startTime": 0, "endTime": 100, "endReason": "PREEMPTED",

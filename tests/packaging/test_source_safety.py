@@ -138,7 +138,7 @@ def test_a_zip_link_leaving_it_is_refused(tmp_path, staging):
 
 
 def test_a_zip_bomb_is_stopped_before_it_expands(tmp_path, staging):
-    # The case: a few hundred KB of zip that would become 300 MB. Refused from the
+    # A few hundred KB of zip that would become 300 MB. Refused from the
     # sizes the archive records, before anything is inflated.
     archive = tmp_path / "bomb.zip"
     chunk = bytes(1 << 20)

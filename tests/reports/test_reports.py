@@ -190,7 +190,7 @@ def test_markdown_numbers_match_the_ledger(tmp_path_factory, preempted, last, da
     goodput = float(table_value(markdown, "Goodput").removesuffix("%"))
     assert goodput == pytest.approx(100 * expected_goodput(attempts), abs=0.051)
     commits = sum(len(a.commits) for a in attempts)
-    assert int(table_value(markdown, "Checkpoints committed")) == commits
+    assert int(table_value(markdown, "Checkpoints on disk")) == commits
     assert table_value(markdown, "Outcome") == "**SUCCEEDED**"
     # One table row per ledger row, with its own costs.
     rows = [line for line in markdown.splitlines() if line.startswith("| 123 |")]

@@ -50,6 +50,9 @@ def test_errors_are_one_line(serving):
         ],
     )
     assert missing.exit_code == 1 and "NOT_FOUND" in missing.output
+    # The endpoint, not the request URL with its query string.
+    assert "projects/p/locations/us-central1/endpoints/42" in missing.output
+    assert "http" not in missing.output and "?" not in missing.output
     assert len(missing.output.strip().splitlines()) == 1
     not_json = runner.invoke(
         main, ["endpoint", "predict", "projects/p/locations/l/endpoints/1", "--instances", "{"]
