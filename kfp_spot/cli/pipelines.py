@@ -28,6 +28,25 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint."),
         click.option(
+            "--label",
+            "labels",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A label of the PipelineJob on Vertex AI.",
+        ),
+        click.option(
+            "--enable-caching/--disable-caching",
+            default=None,
+            help="Turn Vertex AI's task caching on/off for every task of the run (default: each "
+            "task's compiled setting; launch and deploy tasks are not cached).",
+        ),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Check everything offline and print the PipelineJob request instead of sending "
+            "it (no credentials needed).",
+        ),
+        click.option(
             "--skip-image-check",
             is_flag=True,
             help="Submit even if this machine did not push the template's image (`kfp-spot image "
@@ -102,6 +121,8 @@ def run(
     if vertex:
         _submit_to_vertex(template, **vertex_options)
         return
+    if vertex_options["dry_run"]:
+        raise click.UsageError("--dry-run shows a Vertex AI submission: add --vertex")
     from kfp_spot.pipelines import local_run
     from kfp_spot.progress import Console
 
@@ -134,14 +155,25 @@ def submit(template: Path, **vertex_options: Any) -> None:
     _submit_to_vertex(template, **vertex_options)
 
 
-def _parse_params(params: tuple[str, ...]) -> dict[str, Any]:
+def _parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        pairs[name] = raw
+    return pairs
+
+
+def _parse_params(params: tuple[str, ...], declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``--param`` values: text for the template's STRING parameters, else parsed as JSON."""
     import json
 
     values: dict[str, Any] = {}
-    for item in params:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
+    for name, raw in _parse_pairs(params, "--param").items():
+        if declared.get(name, {}).get("parameterType") == "STRING":
+            values[name] = raw
+            continue
         try:
             values[name] = json.loads(raw)
         except ValueError:
@@ -157,33 +189,52 @@ def _submit_to_vertex(
     pipeline_root: str | None,
     service_account: str | None,
     params: tuple[str, ...],
+    labels: tuple[str, ...],
+    enable_caching: bool | None,
+    dry_run: bool,
     api_endpoint: str | None,
     skip_image_check: bool,
 ) -> None:
+    import json
+
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
     from kfp_spot.pipelines import catalog
     from kfp_spot.vertex import pipeline_job
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
-    values = _parse_params(params)
-    values.setdefault("project", project)
-    values.setdefault("location", location)
     template = template or catalog.pipeline_path("spot_training")
+    arguments: dict[str, Any] = {
+        "project": project,
+        "location": location,
+        "pipeline_root": pipeline_root,
+        "service_account": service_account,
+        "enable_caching": enable_caching,
+        "labels": _parse_pairs(labels, "--label"),
+    }
     try:
+        declared = pipeline_job.template_parameters(pipeline_job.read_template(template))
+        arguments["parameter_values"] = _parse_params(params, declared)
+        submission = pipeline_job.prepare_submission(template, **arguments)
+        pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
+        for warning in submission.warnings:
+            click.echo(f"kfp-spot: warning: {warning}", err=True)
+        if dry_run:
+            request = pipeline_job.dry_run(
+                submission, api_endpoint=api_endpoint, check_images=False
+            )
+            click.echo(json.dumps(request, indent=2, sort_keys=True))
+            click.echo("kfp-spot: dry run: nothing was sent", err=True)
+            return
         name = pipeline_job.submit_pipeline(
             template,
-            project=project,
-            location=location,
-            parameter_values=values,
-            pipeline_root=pipeline_root,
-            service_account=service_account,
+            **arguments,
             api_endpoint=api_endpoint,
-            check_images=not skip_image_check,
+            check_images=False,  # checked above
         )
     except pipeline_job.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
-    except (UnpublishedImageError, ImageRecordsError) as exc:
+    except (UnpublishedImageError, ImageRecordsError, pipeline_job.NoCredentialsError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(name)
 
