@@ -72,8 +72,10 @@ REQUEST_FIELD_INPUTS = {
     "model.labels": "labels",
     "model.artifactUri": "model",
     "model.containerSpec": "serving_container_image_uri",
+    "model.encryptionSpec": "encryption_spec_key_name",
     "endpoint": "endpoint_display_name",
     "endpoint.labels": "labels",
+    "endpoint.encryptionSpec": "encryption_spec_key_name",
     "deployedModel": "deployed_model_display_name",
     "deployedModel.model": "uploaded_model",
     rules.DEDICATED_RESOURCES: "machine_type",
@@ -167,6 +169,7 @@ class DeployRequest:
     spot: bool = True
     service_account: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    encryption_spec_key_name: str = ""
     api_endpoint: str = ""
     timeout_seconds: float = 3600.0
     poll_interval_seconds: float = 0.0
@@ -238,12 +241,21 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
         rules.check_dedicated_resources(deployed.dedicated_resources, target)
         rules.check_traffic_split(request.traffic_split)
         model = _model(request, target) if request.artifact_uri else None  # uploaded first
-        rules.check_endpoint(
-            Endpoint(display_name=request.endpoint_display_name, labels=dict(request.labels))
-        )
+        rules.check_endpoint(_new_endpoint(request), location=request.location)
     except InvalidFieldError as exc:
         raise input_error(exc) from None
     return model, deployed
+
+
+def _new_endpoint(request: DeployRequest, labels: Mapping[str, str] | None = None) -> Endpoint:
+    """The Endpoint to create: display name, labels and CMEK key, as GCPC's EndpointCreateOp."""
+    endpoint = Endpoint(
+        display_name=request.endpoint_display_name,
+        labels=dict(request.labels if labels is None else labels),
+    )
+    if request.encryption_spec_key_name:
+        endpoint.encryption_spec.kms_key_name = request.encryption_spec_key_name
+    return endpoint
 
 
 def _machine_spec(request: DeployRequest) -> MachineSpec:
@@ -282,7 +294,9 @@ def _model(request: DeployRequest, target: vertex.Target) -> Model:
             "health_route": request.serving_container_health_route,
         },
     )
-    image = rules.check_model(model, target)
+    if request.encryption_spec_key_name:  # as GCPC's ModelUploadOp
+        model.encryption_spec.kms_key_name = request.encryption_spec_key_name
+    image = rules.check_model(model, target, location=request.location)
     if image is not None and image.artifacts:
         try:
             rules.check_artifact_files(uri, _files(uri), image)
@@ -315,6 +329,17 @@ def _transient(exc: BaseException) -> bool:
     if not isinstance(exc, Exception):
         return False
     return retries.if_transient_error(exc) or isinstance(exc, (OSError, api_exceptions.BadGateway))
+
+
+def _versioned(name: str, version_id: str) -> str:
+    """``projects/.../models/ID@VERSION``: the deploy request names the version it means."""
+    return f"{name}@{version_id}" if version_id else str(name)
+
+
+def _uploaded(op: operations_pb2.Operation) -> str:
+    """The model version a done upload operation created."""
+    response = UploadModelResponse.deserialize(op.response.value)
+    return _versioned(response.model, response.model_version_id)
 
 
 class Deployer:
@@ -444,16 +469,18 @@ class Deployer:
                 name=self.request.uploaded_model,
                 retry=self._read,
             )
-            return str(model.name)
+            if "@" in self.request.uploaded_model:  # the version (or alias) it names
+                return self.request.uploaded_model
+            return _versioned(model.name, model.version_id)
         found = self._labelled(self.models.list_models)
         if found is not None:
             log.info("reusing model %s uploaded by an earlier attempt", found.name)
-            return str(found.name)
+            return _versioned(found.name, found.version_id)
         for name in recorded:  # an upload that was still running
             if "/models/" in name and "/operations/" in name:
                 op = self._wait(self.models, name, "upload")
                 if not op.error.code:
-                    return str(UploadModelResponse.deserialize(op.response.value).model)
+                    return _uploaded(op)
         model = Model.deserialize(Model.serialize(self.model_pb))
         model.labels[DEPLOYMENT_LABEL] = self.key
         lro = self._call(
@@ -462,7 +489,7 @@ class Deployer:
         self._record("VertexLro", lro.operation.name)
         op = self._wait(self.models, lro.operation.name, "upload")
         self._raise_for(op, "uploading the model")
-        name = str(UploadModelResponse.deserialize(op.response.value).model)
+        name = _uploaded(op)
         log.info("uploaded %s (%s)", name, self.request.serving_container_image_uri)
         return name
 
@@ -488,10 +515,7 @@ class Deployer:
             log.info("reusing endpoint %s created by an earlier attempt", found.name)
             self._record("VertexEndpoint", found.name)
             return str(found.name)
-        endpoint = Endpoint(
-            display_name=self.request.endpoint_display_name,
-            labels={**self.request.labels, DEPLOYMENT_LABEL: self.key},
-        )
+        endpoint = _new_endpoint(self.request, {**self.request.labels, DEPLOYMENT_LABEL: self.key})
         lro = self._call(
             "create the endpoint",
             self.endpoints.create_endpoint,
