@@ -27,6 +27,7 @@ retry story.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -306,13 +307,23 @@ def _model(request: DeployRequest, target: vertex.Target) -> Model:
     return model
 
 
+#: How long the check of a gs:// model directory waits for Cloud Storage, retries included.
+STORAGE_TIMEOUT_SECONDS = 20.0
+
+
 def _files(uri: str) -> list[str]:
     """The names of the files in the model directory ``uri``."""
     try:
-        filesystem, path = fs.filesystem(uri)
-        return [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)]
+        return fs.list_names(uri, timeout=STORAGE_TIMEOUT_SECONDS)
     except (FileNotFoundError, NotADirectoryError):
         raise DeployInputError("model", f"the model directory {uri!r} does not exist") from None
+    except (OSError, asyncio.TimeoutError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DeployInputError(
+            "model",
+            f"the model directory {uri!r} could not be listed: Cloud Storage did not answer "
+            f"within {STORAGE_TIMEOUT_SECONDS:g} s ({reason}); check the URI and the network",
+        ) from None
 
 
 def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:

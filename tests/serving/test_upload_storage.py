@@ -47,3 +47,25 @@ def test_unreachable_storage_is_503_unavailable_within_seconds(serving, unreacha
     assert "gs://kfp-spot-test/m" in message and "Cloud Storage did not answer" in message
     # Nothing was stored: the upload can simply be retried.
     assert list(serving.models.list_models(parent=PARENT)) == []
+
+
+def test_the_deployer_names_an_unreachable_model_directory_in_one_line(
+    unreachable_storage, tmp_path
+):
+    from kfp_spot.serving.deploy import STORAGE_TIMEOUT_SECONDS as DEPLOY_TIMEOUT
+    from kfp_spot.serving.deploy import DeployInputError
+    from kfp_spot.serving.entry import deploy_spot_endpoint
+    from tests.jobs.artifacts import FakeArtifact
+
+    start = time.monotonic()
+    with pytest.raises(DeployInputError, match="could not be listed") as refused:
+        deploy_spot_endpoint(
+            project="test-proj",
+            artifact_uri="gs://kfp-spot-test/m",
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp_resources"),
+            api_endpoint="http://127.0.0.1:9",  # never reached: the check comes first
+        )
+    assert time.monotonic() - start < DEPLOY_TIMEOUT + 5
+    assert refused.value.field == "model" and "\n" not in str(refused.value)

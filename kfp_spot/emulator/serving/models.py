@@ -129,7 +129,7 @@ def _artifact_problem(uri: str, image: executors.PredictionImage | None) -> str 
         ApiError: UNAVAILABLE when the storage holding ``uri`` does not answer in time.
     """
     try:
-        names = _list_names(fs.to_local_path(uri) or uri)
+        names = fs.list_names(fs.to_local_path(uri) or uri, timeout=STORAGE_TIMEOUT_SECONDS)
     except (FileNotFoundError, NotADirectoryError):
         return f"model.artifactUri {uri!r} is not a directory the service can read"
     except (OSError, asyncio.TimeoutError) as exc:
@@ -146,18 +146,3 @@ def _artifact_problem(uri: str, image: executors.PredictionImage | None) -> str 
     except InvalidFieldError as err:
         return err.reason
     return None
-
-
-def _list_names(uri: str) -> list[str]:
-    """The names in the directory ``uri``; a remote listing gives up after the bound."""
-    from fsspec.asyn import AsyncFileSystem, sync
-
-    filesystem, path = fs.filesystem(uri)
-    if isinstance(filesystem, AsyncFileSystem):
-        # The storage client retries a refused connection for ~30 s; the bound is ours.
-        entries = sync(
-            filesystem.loop, filesystem._ls, path, detail=False, timeout=STORAGE_TIMEOUT_SECONDS
-        )
-    else:
-        entries = filesystem.ls(path, detail=False)
-    return [str(p).rstrip("/").rsplit("/", 1)[-1] for p in entries]
