@@ -303,3 +303,9 @@ def test_a_template_without_project_or_location_parameters_submits(gcs_emulator)
         )
     (post,) = [r for r in server.requests if r["method"] == "POST"]
     assert set(post["body"]["runtimeConfig"]["parameterValues"]) == {"source", "checkpoint_uri"}
+
+
+def test_run_dry_run_without_vertex_is_a_usage_error():
+    result = _cli(["run", "--dry-run"])
+    assert result.exit_code == 2
+    assert "--dry-run shows a Vertex AI submission: add --vertex" in result.output
