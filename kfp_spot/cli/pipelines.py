@@ -151,7 +151,11 @@ def run(
 @click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_vertex_options
 def submit(template: Path, **vertex_options: Any) -> None:
-    """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines."""
+    """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines.
+
+    Parameter names and types, the pipeline root, service account, labels and image are checked
+    offline first; --dry-run prints the request instead of sending it (no credentials needed).
+    """
     _submit_to_vertex(template, **vertex_options)
 
 
