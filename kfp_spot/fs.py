@@ -55,6 +55,29 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     return fsspec.filesystem("file"), os.path.abspath(uri)
 
 
+def list_names(uri: str, timeout: float | None = None) -> list[str]:
+    """The names of the entries of the directory ``uri``.
+
+    Args:
+        uri: a local path, ``file://`` URL or ``gs://`` URI.
+        timeout: give up a remote listing after this many seconds, retries included (gcsfs
+            retries a refused connection for ~30 s); None waits as long as gcsfs does.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: no such directory.
+        OSError: the storage could not be reached.
+        asyncio.TimeoutError: (``fsspec.FSTimeoutError``) no answer within ``timeout``.
+    """
+    from fsspec.asyn import AsyncFileSystem, sync
+
+    fs, path = filesystem(uri)
+    if isinstance(fs, AsyncFileSystem):
+        entries = sync(fs.loop, fs._ls, path, detail=False, timeout=timeout)
+    else:
+        entries = fs.ls(path, detail=False)
+    return [str(p).rstrip("/").rsplit("/", 1)[-1] for p in entries]
+
+
 def join(base: str, *parts: str) -> str:
     """Join path segments onto a local path or URI with ``/``."""
     out = base.rstrip("/")

@@ -32,7 +32,13 @@ def train_evaluate_promote(
     """
     if resume_from is not None:
         launch_inputs["resume_from"] = resume_from
-    launch = LaunchSpotJobOp(package=package, **launch_inputs).set_display_name("launch-spot-job")
+    # Not cached: on Vertex AI Pipelines a rerun with the same inputs would replay the last
+    # launch's outputs without training (README, "Caching on Vertex AI").
+    launch = (
+        LaunchSpotJobOp(package=package, **launch_inputs)
+        .set_display_name("launch-spot-job")
+        .set_caching_options(False)
+    )
     evaluation = EvaluateCheckpointOp(
         checkpoint=launch.outputs["checkpoint"],
         package=package,
@@ -50,7 +56,10 @@ def train_evaluate_promote(
             model=launch.outputs["model"], metrics=evaluation.outputs["metrics"]
         ).set_display_name("promote-model")
         if deploy_inputs is not None:
-            DeploySpotEndpointOp(
-                model=promote.outputs["promoted_model"], **deploy_inputs
-            ).set_display_name("deploy-spot-endpoint")
+            # Not cached either: a cached deploy would report an endpoint that may be gone.
+            (
+                DeploySpotEndpointOp(model=promote.outputs["promoted_model"], **deploy_inputs)
+                .set_display_name("deploy-spot-endpoint")
+                .set_caching_options(False)
+            )
     return launch, evaluation

@@ -3,7 +3,7 @@
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from kfp_spot import __version__
+from kfp_spot import RUNTIME_IMAGE, __version__
 from kfp_spot.image import ImageRecord, remember
 from kfp_spot.pipelines import catalog
 from kfp_spot.vertex import pipeline_job
@@ -120,3 +120,192 @@ def test_cli_submit_without_project_is_a_usage_error():
     result = CliRunner().invoke(main, ["submit", str(catalog.pipeline_path("spot_training"))])
     assert result.exit_code == 2
     assert "--project" in result.output
+
+
+# --- offline checks, dry run and credentials (no Google Cloud, no credentials) ------------------
+
+COMMITTED_TEMPLATES = [e.default_path() for e in catalog.PIPELINES + catalog.COMPONENTS]
+
+
+@pytest.fixture
+def no_credentials(tmp_path, monkeypatch):
+    """No Google login on this machine: ADC points nowhere, no gcloud config, no metadata server.
+
+    The committed templates' image counts as pushed (a team's `kfp-spot image push`), so the image
+    check passes and the rest of the submission is what is tested.
+    """
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "nowhere.json"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))
+    remember(ImageRecord(RUNTIME_IMAGE, "pushed", __version__, "sha256:1d"))
+
+
+def _cli(args):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    return CliRunner().invoke(main, args)
+
+
+@pytest.mark.parametrize(
+    "path", COMMITTED_TEMPLATES, ids=[p.parent.name for p in COMMITTED_TEMPLATES]
+)
+def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_credentials):
+    import json
+
+    spec = pipeline_job.read_template(path)
+    result = _cli(
+        ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+    )
+    assert result.exit_code == 0, result.stderr
+    request = json.loads(result.stdout)
+    assert request["method"] == "POST"
+    assert request["url"].startswith(
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/my-proj/locations/"
+        "us-central1/pipelineJobs?pipelineJobId="
+    )
+    body = request["body"]
+    assert body["displayName"] == spec["pipelineInfo"]["name"]
+    assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://b/r"
+    assert body["pipelineSpec"]["inline"] == str(path)
+    # project/location are parameters only where the template declares them.
+    declared = pipeline_job.template_parameters(spec)
+    sent = body["runtimeConfig"].get("parameterValues", {})
+    for name, value in (("project", "my-proj"), ("location", "us-central1")):
+        assert (sent.get(name) == value) if name in declared else (name not in sent)
+    assert "dry run: nothing was sent" in result.stderr
+
+
+def test_dry_run_shows_every_field_it_would_send(no_credentials):
+    import json
+
+    path = catalog.pipeline_path("spot_training")
+    result = _cli(
+        [
+            "run",
+            "--vertex",
+            "--dry-run",
+            "--project",
+            "my-project-123",
+            "--location",
+            "europe-west4",
+            "--pipeline-root",
+            "gs://b/r",
+            "--service-account",
+            "runner@my-project-123.iam.gserviceaccount.com",
+            "--label",
+            "team=ml",
+            "--param",
+            "source=gs://b/src.tar.gz",
+            "--param",
+            "replica_count=2",
+            "--enable-caching",
+        ]
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)["body"]
+    assert body["serviceAccount"] == "runner@my-project-123.iam.gserviceaccount.com"
+    assert body["labels"]["team"] == "ml"
+    values = body["runtimeConfig"]["parameterValues"]
+    assert values["source"] == "gs://b/src.tar.gz" and values["replica_count"] == 2
+    assert values["project"] == "my-project-123" and values["location"] == "europe-west4"
+    assert body["pipelineSpec"]["inline"] == str(path)
+    assert all(body["pipelineSpec"]["taskCaching"].values())  # --enable-caching: every task
+    assert "warning" not in result.stderr  # the one required parameter (source) is set
+
+
+def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):
+    path = catalog.pipeline_path("spot_training")
+    result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj"])
+    assert result.exit_code == 0, result.stderr
+    assert "needs source (set with --param NAME=VALUE)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--param", "sorce=gs://b/s.tar.gz"], "parameter 'sorce' is not an input of"),
+        (["--param", "replica_count=two"], "parameter 'replica_count' is a NUMBER_INTEGER"),
+        (["--pipeline-root", "/tmp/root"], "pipeline_root '/tmp/root' must be a gs://"),
+        (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
+        (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),
+        (["--location", "mars"], "location"),
+    ],
+)
+def test_a_bad_argument_is_one_line_before_anything_is_built(extra, needle, no_credentials):
+    path = catalog.pipeline_path("spot_training")
+    for dry in (["--dry-run"], []):
+        result = _cli(["submit", str(path), "--project", "my-proj", *dry, *extra])
+        assert result.exit_code == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("kfp-spot: error: "), lines
+        assert needle in lines[0]
+        assert result.stdout == ""
+
+
+def test_a_misspelled_param_lists_the_valid_names(no_credentials):
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj", "--param", "stpe=3"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "valid names: allow_foreign_layout, checkpoint_uri," in line and "step" in line
+
+
+def test_dry_run_in_a_checkout_still_refuses_an_image_nobody_pushed(tmp_path, monkeypatch):
+    monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))
+    path = catalog.pipeline_path("spot_training")
+    result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj"])
+    assert result.exit_code == 1
+    assert "could not pull" in result.stderr and result.stdout == ""
+
+
+def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    result = _cli(
+        [
+            "submit",
+            str(path),
+            "--project",
+            "my-proj",
+            "--pipeline-root",
+            "gs://b/r",
+            "--param",
+            "source=gs://b/s.tar.gz",
+            "--param",
+            "checkpoint_uri=gs://b/ckpt",
+        ]
+    )
+    assert result.exit_code == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("kfp-spot: error: no usable Google Cloud credentials")
+    assert "gcloud auth application-default login" in lines[0]
+
+
+def test_a_template_without_project_or_location_parameters_submits(gcs_emulator):
+    """evaluate_checkpoint declares neither: they are not sent as parameters."""
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    with RecordingServer() as server:
+        pipeline_job.submit_pipeline(
+            path,
+            project="my-project-123",
+            location="us-central1",
+            pipeline_root="gs://kfp-spot-eval-root/r",
+            service_account="runner@my-project-123.iam.gserviceaccount.com",
+            parameter_values={"source": "gs://b/s.tar.gz", "checkpoint_uri": "gs://b/c"},
+            api_endpoint=server.endpoint,
+            credentials=AnonymousCredentials(),
+            check_images=False,
+        )
+    (post,) = [r for r in server.requests if r["method"] == "POST"]
+    assert set(post["body"]["runtimeConfig"]["parameterValues"]) == {"source", "checkpoint_uri"}
+
+
+def test_run_dry_run_without_vertex_is_a_usage_error():
+    result = _cli(["run", "--dry-run"])
+    assert result.exit_code == 2
+    assert "--dry-run shows a Vertex AI submission: add --vertex" in result.output

@@ -41,6 +41,7 @@ def deploy_spot_endpoint(
     spot: bool = True,
     service_account: str = "",
     labels: dict = {},
+    encryption_spec_key_name: str = "",
     api_endpoint: str = "",
     timeout_seconds: float = 3600.0,
     poll_interval_seconds: float = 0.0,
@@ -98,7 +99,10 @@ def deploy_spot_endpoint(
             model being deployed. Must add up to 100 (default: all traffic to it).
         spot: Deploy on Spot VMs (False: standard VMs, e.g. to compare).
         service_account: The service account the serving container runs as.
-        labels: Labels of the uploaded model and a new endpoint.
+        labels: Labels of the uploaded model and a new endpoint; the pipeline run's system labels
+            are added (yours win), as GCPC's ModelUploadOp and EndpointCreateOp add them.
+        encryption_spec_key_name: Cloud KMS key (CMEK) of the uploaded model and a new endpoint,
+            ``projects/P/locations/L/keyRings/R/cryptoKeys/K`` in ``location`` (empty: Google's).
         api_endpoint: Empty for Vertex AI; ``http://127.0.0.1:PORT`` for the local emulator.
         timeout_seconds: Longest wait for one operation (upload, endpoint, deploy).
         poll_interval_seconds: Seconds between operation polls; 0 picks (quick locally).

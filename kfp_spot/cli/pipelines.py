@@ -31,6 +31,25 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint."),
         click.option(
+            "--label",
+            "labels",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A label of the PipelineJob on Vertex AI.",
+        ),
+        click.option(
+            "--enable-caching/--disable-caching",
+            default=None,
+            help="Turn Vertex AI's task caching on/off for every task of the run (default: each "
+            "task's compiled setting; launch and deploy tasks are not cached).",
+        ),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Check everything offline and print the PipelineJob request instead of sending "
+            "it (no credentials needed).",
+        ),
+        click.option(
             "--skip-image-check",
             is_flag=True,
             help="Submit even if this machine did not push the template's image (`kfp-spot image "
@@ -120,11 +139,22 @@ def run(
             )
         _submit_to_vertex(template, **vertex_options)
         return
+    if vertex_options["dry_run"]:
+        raise click.UsageError("--dry-run shows a Vertex AI submission: add --vertex")
     vertex_only = [
         f"--{name.replace('_', '-')}"
         for name in ("project", "location", "pipeline_root", "service_account", "api_endpoint")
         if vertex_options[name]
-    ] + (["--skip-image-check"] if vertex_options["skip_image_check"] else [])
+    ]
+    vertex_only += [
+        flag
+        for flag, given in (
+            ("--skip-image-check", vertex_options["skip_image_check"]),
+            ("--label", vertex_options["labels"]),
+            ("--enable-caching/--disable-caching", vertex_options["enable_caching"] is not None),
+        )
+        if given
+    ]
     if vertex_only:
         raise click.UsageError(
             f"{', '.join(vertex_only)} only apply with --vertex; a local run takes pipeline "
@@ -139,7 +169,9 @@ def run(
     params = vertex_options["params"]
     console = Console()
     try:
-        parameters = local.parse_arguments(template or spot_training, _param_texts(params))
+        parameters = local.parse_arguments(
+            template or spot_training, _parse_pairs(params, "--param")
+        )
         result = local_run.run_local(
             run_dir,
             source=source or local_run.EXAMPLE_SOURCE,
@@ -164,19 +196,22 @@ def run(
 @click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_vertex_options
 def submit(template: Path, **vertex_options: Any) -> None:
-    """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines."""
+    """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines.
+
+    Parameter names and types, the pipeline root, service account, labels and image are checked
+    offline first; --dry-run prints the request instead of sending it (no credentials needed).
+    """
     _submit_to_vertex(template, **vertex_options)
 
 
-def _param_texts(params: tuple[str, ...]) -> dict[str, str]:
-    """``--param NAME=VALUE`` options as texts by name (the last of a repeated name wins)."""
-    texts: dict[str, str] = {}
-    for item in params:
+def _parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
-        texts[name] = raw
-    return texts
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        pairs[name] = raw
+    return pairs
 
 
 def _submit_to_vertex(
@@ -187,9 +222,14 @@ def _submit_to_vertex(
     pipeline_root: str | None,
     service_account: str | None,
     params: tuple[str, ...],
+    labels: tuple[str, ...],
+    enable_caching: bool | None,
+    dry_run: bool,
     api_endpoint: str | None,
     skip_image_check: bool,
 ) -> None:
+    import json
+
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
     from kfp_spot.pipelines import catalog, local
     from kfp_spot.vertex import pipeline_job
@@ -199,25 +239,39 @@ def _submit_to_vertex(
     location = location or DEFAULT_LOCATION
     template = template or catalog.pipeline_path("spot_training")
     try:
-        values = local.parse_arguments(template, _param_texts(params))
+        values = local.parse_arguments(template, _parse_pairs(params, "--param"))
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
-    values.setdefault("project", project)
-    values.setdefault("location", location)
+    arguments: dict[str, Any] = {
+        "project": project,
+        "location": location,
+        "pipeline_root": pipeline_root,
+        "service_account": service_account,
+        "enable_caching": enable_caching,
+        "labels": _parse_pairs(labels, "--label"),
+    }
     try:
+        arguments["parameter_values"] = values
+        submission = pipeline_job.prepare_submission(template, **arguments)
+        pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
+        for warning in submission.warnings:
+            click.echo(f"kfp-spot: warning: {warning}", err=True)
+        if dry_run:
+            request = pipeline_job.dry_run(
+                submission, api_endpoint=api_endpoint, check_images=False
+            )
+            click.echo(json.dumps(request, indent=2, sort_keys=True))
+            click.echo("kfp-spot: dry run: nothing was sent", err=True)
+            return
         name = pipeline_job.submit_pipeline(
             template,
-            project=project,
-            location=location,
-            parameter_values=values,
-            pipeline_root=pipeline_root,
-            service_account=service_account,
+            **arguments,
             api_endpoint=api_endpoint,
-            check_images=not skip_image_check,
+            check_images=False,  # checked above
         )
     except pipeline_job.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
-    except (UnpublishedImageError, ImageRecordsError) as exc:
+    except (UnpublishedImageError, ImageRecordsError, pipeline_job.NoCredentialsError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(name)
 

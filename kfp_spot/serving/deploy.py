@@ -27,6 +27,7 @@ retry story.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -52,7 +53,7 @@ from kfp_spot.vertex.values import INT32_MAX, InvalidFieldError
 
 if TYPE_CHECKING:  # GAPIC loads where a request is built or sent, not when the entry is imported
     from google.cloud.aiplatform_v1 import EndpointServiceClient, ModelServiceClient
-    from google.cloud.aiplatform_v1.types import MachineSpec, Model
+    from google.cloud.aiplatform_v1.types import Endpoint, MachineSpec, Model
     from google.longrunning import operations_pb2
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,10 @@ REQUEST_FIELD_INPUTS = {
     "model.labels": "labels",
     "model.artifactUri": "model",
     "model.containerSpec": "serving_container_image_uri",
+    "model.encryptionSpec": "encryption_spec_key_name",
     "endpoint": "endpoint_display_name",
     "endpoint.labels": "labels",
+    "endpoint.encryptionSpec": "encryption_spec_key_name",
     "deployedModel": "deployed_model_display_name",
     "deployedModel.model": "uploaded_model",
     rules.DEDICATED_RESOURCES: "machine_type",
@@ -161,6 +164,7 @@ class DeployRequest:
     spot: bool = True
     service_account: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    encryption_spec_key_name: str = ""
     api_endpoint: str = ""
     timeout_seconds: float = 3600.0
     poll_interval_seconds: float = 0.0
@@ -185,7 +189,7 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
     The rules of the requests are the floor's (:mod:`kfp_spot.vertex.model_endpoint`, checked
     against ``target``, the emulator applying the same); their refusals name the input.
     """
-    from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
+    from google.cloud.aiplatform_v1.types import DeployedModel
 
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
@@ -234,12 +238,23 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
         rules.check_dedicated_resources(deployed.dedicated_resources, target)
         rules.check_traffic_split(request.traffic_split)
         model = _model(request, target) if request.artifact_uri else None  # uploaded first
-        rules.check_endpoint(
-            Endpoint(display_name=request.endpoint_display_name, labels=dict(request.labels))
-        )
+        rules.check_endpoint(_new_endpoint(request), location=request.location)
     except InvalidFieldError as exc:
         raise input_error(exc) from None
     return model, deployed
+
+
+def _new_endpoint(request: DeployRequest, labels: Mapping[str, str] | None = None) -> Endpoint:
+    """The Endpoint to create: display name, labels and CMEK key, as GCPC's EndpointCreateOp."""
+    from google.cloud.aiplatform_v1.types import Endpoint
+
+    endpoint = Endpoint(
+        display_name=request.endpoint_display_name,
+        labels=dict(request.labels if labels is None else labels),
+    )
+    if request.encryption_spec_key_name:
+        endpoint.encryption_spec.kms_key_name = request.encryption_spec_key_name
+    return endpoint
 
 
 def _machine_spec(request: DeployRequest) -> MachineSpec:
@@ -282,7 +297,9 @@ def _model(request: DeployRequest, target: vertex.Target) -> Model:
             "health_route": request.serving_container_health_route,
         },
     )
-    image = rules.check_model(model, target)
+    if request.encryption_spec_key_name:  # as GCPC's ModelUploadOp
+        model.encryption_spec.kms_key_name = request.encryption_spec_key_name
+    image = rules.check_model(model, target, location=request.location)
     if image is not None and image.artifacts:
         try:
             rules.check_artifact_files(uri, _files(uri), image)
@@ -292,13 +309,23 @@ def _model(request: DeployRequest, target: vertex.Target) -> Model:
     return model
 
 
+#: How long the check of a gs:// model directory waits for Cloud Storage, retries included.
+STORAGE_TIMEOUT_SECONDS = 20.0
+
+
 def _files(uri: str) -> list[str]:
     """The names of the files in the model directory ``uri``."""
     try:
-        filesystem, path = fs.filesystem(uri)
-        return [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)]
+        return fs.list_names(uri, timeout=STORAGE_TIMEOUT_SECONDS)
     except (FileNotFoundError, NotADirectoryError):
         raise DeployInputError("model", f"the model directory {uri!r} does not exist") from None
+    except (OSError, asyncio.TimeoutError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DeployInputError(
+            "model",
+            f"the model directory {uri!r} could not be listed: Cloud Storage did not answer "
+            f"within {STORAGE_TIMEOUT_SECONDS:g} s ({reason}); check the URI and the network",
+        ) from None
 
 
 def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:
@@ -315,6 +342,19 @@ def _transient(exc: BaseException) -> bool:
     if not isinstance(exc, Exception):
         return False
     return retries.if_transient_error(exc) or isinstance(exc, (OSError, api_exceptions.BadGateway))
+
+
+def _versioned(name: str, version_id: str) -> str:
+    """``projects/.../models/ID@VERSION``: the deploy request names the version it means."""
+    return f"{name}@{version_id}" if version_id else str(name)
+
+
+def _uploaded(op: operations_pb2.Operation) -> str:
+    """The model version a done upload operation created."""
+    from google.cloud.aiplatform_v1.types import UploadModelResponse
+
+    response = UploadModelResponse.deserialize(op.response.value)
+    return _versioned(response.model, response.model_version_id)
 
 
 class Deployer:
@@ -441,7 +481,7 @@ class Deployer:
         return None
 
     def _model(self, recorded: list[str]) -> str:
-        from google.cloud.aiplatform_v1.types import Model, UploadModelResponse
+        from google.cloud.aiplatform_v1.types import Model
 
         if self.request.uploaded_model:
             model = self._call(
@@ -450,16 +490,18 @@ class Deployer:
                 name=self.request.uploaded_model,
                 retry=self._read,
             )
-            return str(model.name)
+            if "@" in self.request.uploaded_model:  # the version (or alias) it names
+                return self.request.uploaded_model
+            return _versioned(model.name, model.version_id)
         found = self._labelled(self.models.list_models)
         if found is not None:
             log.info("reusing model %s uploaded by an earlier attempt", found.name)
-            return str(found.name)
+            return _versioned(found.name, found.version_id)
         for name in recorded:  # an upload that was still running
             if "/models/" in name and "/operations/" in name:
                 op = self._wait(self.models, name, "upload")
                 if not op.error.code:
-                    return str(UploadModelResponse.deserialize(op.response.value).model)
+                    return _uploaded(op)
         model = Model.deserialize(Model.serialize(self.model_pb))
         model.labels[DEPLOYMENT_LABEL] = self.key
         lro = self._call(
@@ -468,7 +510,7 @@ class Deployer:
         self._record("VertexLro", lro.operation.name)
         op = self._wait(self.models, lro.operation.name, "upload")
         self._raise_for(op, "uploading the model")
-        name = str(UploadModelResponse.deserialize(op.response.value).model)
+        name = _uploaded(op)
         log.info("uploaded %s (%s)", name, self.request.serving_container_image_uri)
         return name
 
@@ -496,10 +538,7 @@ class Deployer:
             log.info("reusing endpoint %s created by an earlier attempt", found.name)
             self._record("VertexEndpoint", found.name)
             return str(found.name)
-        endpoint = Endpoint(
-            display_name=self.request.endpoint_display_name,
-            labels={**self.request.labels, DEPLOYMENT_LABEL: self.key},
-        )
+        endpoint = _new_endpoint(self.request, {**self.request.labels, DEPLOYMENT_LABEL: self.key})
         lro = self._call(
             "create the endpoint",
             self.endpoints.create_endpoint,

@@ -6,6 +6,7 @@ Artifacts are duck-typed (``.uri``, ``.metadata``): this module never imports kf
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -19,6 +20,7 @@ from kfp_spot.serving.deploy import (
 )
 from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults
 from kfp_spot.validation.inputs import report_input_errors
+from kfp_spot.vertex import pipeline_context
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,9 @@ def build_request(**inputs: Any) -> DeployRequest:
         traffic_split=_split(read),
         spot=read.boolean("spot"),
         service_account=read.text("service_account"),
-        labels=read.string_map("labels"),
+        # The pipeline run's system labels too, as GCPC's ModelUploadOp and EndpointCreateOp.
+        labels=pipeline_context.merge_system_labels(read.string_map("labels"), os.environ),
+        encryption_spec_key_name=read.text("encryption_spec_key_name"),
         api_endpoint=read.text("api_endpoint"),
         timeout_seconds=read.number("timeout_seconds", minimum=0),
         poll_interval_seconds=read.number("poll_interval_seconds", minimum=0),

@@ -35,6 +35,7 @@ from kfp_spot.vertex.values import (
     MAX_LABELS,
     InvalidFieldError,
     InvalidValueError,
+    check_kms_key_name,
     check_label,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "check_dedicated_resources",
     "check_deployed_model",
     "check_display_name",
+    "check_encryption_spec",
     "check_endpoint",
     "check_endpoint_id",
     "check_labels",
@@ -132,8 +134,29 @@ def check_artifact_uri(uri: str, target: Target, field: str = "model.artifactUri
         raise InvalidFieldError(field, str(exc)) from None
 
 
+def check_encryption_spec(resource: Any, field: str, location: str | None) -> None:
+    """A Model's or Endpoint's CMEK key, when set: a Cloud KMS key in ``location`` (if given).
+
+    Raises:
+        InvalidFieldError: naming ``<field>.encryptionSpec.kmsKeyName``.
+    """
+    key = resource.encryption_spec.kms_key_name
+    if not key:
+        return
+    try:
+        region = check_kms_key_name(key)
+    except InvalidValueError as exc:
+        raise InvalidFieldError(f"{field}.encryptionSpec.kmsKeyName", str(exc)) from None
+    if location is not None and region != location:
+        raise InvalidFieldError(
+            f"{field}.encryptionSpec.kmsKeyName",
+            f"the key is in {region!r} but the resource is in {location!r}: Vertex AI needs a "
+            "key in the resource's own region",
+        )
+
+
 def check_model(
-    model: Any, target: Target, field: str = "model"
+    model: Any, target: Target, field: str = "model", location: str | None = None
 ) -> executors.PredictionImage | None:
     """A Model to upload: display name, labels, serving image and artifact URI.
 
@@ -141,6 +164,7 @@ def check_model(
         model: a ``google.cloud.aiplatform_v1.types.Model`` (proto-plus) or its raw protobuf.
         target: where it is uploaded.
         field: the request field holding it (``model`` in an UploadModelRequest).
+        location: the region it is uploaded to (checks a CMEK key's region).
 
     Returns:
         The prebuilt prediction image it names (None for a custom container).
@@ -150,6 +174,7 @@ def check_model(
     """
     check_display_name(model.display_name, f"{field}.displayName")
     check_labels(dict(model.labels), f"{field}.labels")
+    check_encryption_spec(model, field, location)
     image_field = f"{field}.containerSpec.imageUri"
     image_uri = model.container_spec.image_uri
     if not image_uri:
@@ -205,14 +230,17 @@ def check_artifact_files(
         )
 
 
-def check_endpoint(endpoint: Any, field: str = "endpoint") -> None:
-    """An Endpoint to create: display name and labels; deployed models are output only.
+def check_endpoint(endpoint: Any, field: str = "endpoint", location: str | None = None) -> None:
+    """An Endpoint to create: display name, labels, CMEK key; deployed models are output only.
+
+    ``location``, when given, is the endpoint's region: a CMEK key must be in it.
 
     Raises:
         InvalidFieldError: the first rule it breaks, naming the field.
     """
     check_display_name(endpoint.display_name, f"{field}.displayName")
     check_labels(dict(endpoint.labels), f"{field}.labels")
+    check_encryption_spec(endpoint, field, location)
     if len(endpoint.deployed_models) or len(endpoint.traffic_split):
         raise InvalidFieldError(
             f"{field}.deployedModels",

@@ -1,28 +1,153 @@
-"""Submit a compiled pipeline spec to Vertex AI Pipelines (the real, distributed engine)."""
+"""Submit a compiled pipeline spec to Vertex AI Pipelines (the real, distributed engine).
+
+Everything that can be checked offline is checked before a request is built: the template (a
+compiled pipeline or component spec), every parameter name and value type against the template's
+inputs, the project, region, pipeline root (``gs://``), service account and labels, and the
+images the template's kfp-spot tasks run in (:func:`kfp_spot.image.check_template_images`).
+``project`` and ``location`` are filled in as pipeline parameters only where the template declares
+them. :func:`dry_run` builds the request the SDK would send, without credentials;
+:func:`submit_pipeline` sends it, and a missing Google login is one :class:`NoCredentialsError`
+line with the command that fixes it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kfp_spot.vertex import regions, values
+
+AUTH_FIX = (
+    "run `gcloud auth application-default login` (or point GOOGLE_APPLICATION_CREDENTIALS at a "
+    "service account key file)"
+)
+
+_CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+
+# The JSON types of a compiled spec's parameter types (parameterType).
+_PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
+    "STRING": (str,),
+    "NUMBER_INTEGER": (int,),
+    "NUMBER_DOUBLE": (int, float),
+    "BOOLEAN": (bool,),
+    "LIST": (list,),
+    "STRUCT": (dict,),
+}
 
 
 class SubmissionError(ValueError):
     """A submission argument is invalid; the message names it and what would be valid."""
 
 
+class NoCredentialsError(RuntimeError):
+    """No usable Google Cloud credentials; the message says how to log in."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A checked submission: what :func:`dry_run` shows and :func:`submit_pipeline` sends."""
+
+    template_path: Path
+    project: str
+    location: str
+    parameter_values: dict[str, Any]
+    pipeline_root: str | None
+    display_name: str
+    service_account: str | None = None
+    enable_caching: bool | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def read_template(template_path: str | Path) -> dict[str, Any]:
+    """The compiled spec (its first YAML document).
+
+    Raises:
+        SubmissionError: the file is missing or is not a compiled pipeline or component spec.
+    """
+    import yaml
+
+    path = Path(template_path)
+    if not path.is_file():
+        raise SubmissionError(f"template {template_path}: no such file (compile it first)")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            spec = next(yaml.safe_load_all(handle), None)
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise SubmissionError(f"template {template_path}: not YAML ({exc})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("root"), dict):
+        raise SubmissionError(
+            f"template {template_path}: not a compiled pipeline or component spec "
+            "(`kfp-spot compile` writes them)"
+        )
+    return spec
+
+
+def template_parameters(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The template's pipeline parameters: name -> its definition (``parameterType``, ...)."""
+    inputs = spec.get("root", {}).get("inputDefinitions") or {}
+    return {str(k): dict(v or {}) for k, v in (inputs.get("parameters") or {}).items()}
+
+
+def check_parameters(
+    spec: Mapping[str, Any], parameter_values: Mapping[str, Any], template: str = "the template"
+) -> list[str]:
+    """Check parameter names and value types against the template's inputs.
+
+    Returns:
+        Warnings: required inputs left unset (Vertex AI refuses such a run).
+
+    Raises:
+        SubmissionError: a name the template does not declare, listing the valid ones, or a value
+            of the wrong type.
+    """
+    declared = template_parameters(spec)
+    for name, value in parameter_values.items():
+        if name not in declared:
+            valid = ", ".join(sorted(declared)) or "none: it takes no parameters"
+            raise SubmissionError(
+                f"parameter {name!r} is not an input of {template}; valid names: {valid}"
+            )
+        kind = str(declared[name].get("parameterType", ""))
+        types = _PARAMETER_TYPES.get(kind)
+        wrong_bool = isinstance(value, bool) and kind in ("NUMBER_INTEGER", "NUMBER_DOUBLE")
+        if types and (not isinstance(value, types) or wrong_bool):
+            raise SubmissionError(
+                f"parameter {name!r} is a {kind} in {template}, got {values.show(value)}"
+            )
+    warnings = []
+    missing = [
+        name
+        for name, definition in sorted(declared.items())
+        if "defaultValue" not in definition and not definition.get("isOptional")
+        if name not in parameter_values
+    ]
+    if missing:
+        warnings.append(
+            f"{template} needs {', '.join(missing)} (set with --param NAME=VALUE); Vertex AI "
+            "refuses the run without them"
+        )
+    artifacts = (spec.get("root", {}).get("inputDefinitions") or {}).get("artifacts") or {}
+    required_artifacts = sorted(n for n, a in artifacts.items() if not (a or {}).get("isOptional"))
+    if required_artifacts:
+        warnings.append(
+            f"{template} takes input artifacts ({', '.join(required_artifacts)}), which a "
+            "submission cannot pass: use it as a step of a pipeline"
+        )
+    return warnings
+
+
 def validate_submission(
     template_path: str | Path, project: str, location: str, pipeline_root: str | None
 ) -> None:
-    """Check the arguments of :func:`submit_pipeline` before anything is sent.
+    """Check the template, project, location and pipeline root (nothing is sent).
 
     Raises:
         SubmissionError: naming the bad argument.
     """
-    if not Path(template_path).is_file():
-        raise SubmissionError(f"template {template_path}: no such file (compile it first)")
+    read_template(template_path)
     for name, check, value in (
         ("project", values.check_project_id, project),
         ("location", regions.check_region, location),
@@ -31,10 +156,157 @@ def validate_submission(
             check(value)
         except values.InvalidValueError as exc:
             raise SubmissionError(f"{name}: {exc}") from None
-    if pipeline_root and not pipeline_root.startswith("gs://"):
+    if pipeline_root is not None and not (
+        pipeline_root.startswith("gs://") and len(pipeline_root) > len("gs://")
+    ):
         raise SubmissionError(
-            f"pipeline_root {pipeline_root!r} must be a gs:// URI on Vertex AI Pipelines"
+            f"pipeline_root {pipeline_root!r} must be a gs://BUCKET/PATH URI on Vertex AI Pipelines"
         )
+
+
+def prepare_submission(
+    template_path: str | Path,
+    *,
+    project: str,
+    location: str,
+    parameter_values: Mapping[str, Any] | None = None,
+    pipeline_root: str | None = None,
+    display_name: str | None = None,
+    service_account: str | None = None,
+    enable_caching: bool | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Submission:
+    """Check every argument offline (see :func:`submit_pipeline` for each).
+
+    ``project`` and ``location`` become the pipeline parameters of the same names when the
+    template declares them and ``parameter_values`` does not set them.
+
+    Raises:
+        SubmissionError: naming the bad argument and what would be valid.
+    """
+    validate_submission(template_path, project, location, pipeline_root)
+    spec = read_template(template_path)
+    template = str(template_path)
+    if service_account:
+        try:
+            values.check_service_account(service_account)
+        except values.InvalidValueError as exc:
+            raise SubmissionError(f"service_account: {exc}") from None
+    for key, value in (labels or {}).items():
+        try:
+            values.check_label(key, value)
+        except values.InvalidValueError as exc:
+            raise SubmissionError(f"labels: {exc}") from None
+    given = dict(parameter_values or {})
+    warnings = check_parameters(spec, given, template)
+    declared = template_parameters(spec)
+    for name, value in (("project", project), ("location", location)):
+        if name in declared:
+            given.setdefault(name, value)
+    return Submission(
+        template_path=Path(template_path),
+        project=project,
+        location=location,
+        parameter_values=given,
+        pipeline_root=pipeline_root,
+        display_name=display_name or _pipeline_name(spec) or Path(template_path).stem,
+        service_account=service_account or None,
+        enable_caching=enable_caching,
+        labels=dict(labels or {}),
+        warnings=tuple(warnings),
+    )
+
+
+def _pipeline_name(spec: Mapping[str, Any]) -> str:
+    return str((spec.get("pipelineInfo") or {}).get("name") or "")
+
+
+def _pipeline_job(submission: Submission, credentials: Any) -> Any:
+    """The SDK's PipelineJob for ``submission`` (its constructor loads and checks the spec)."""
+    from google.cloud import aiplatform
+
+    return aiplatform.PipelineJob(
+        display_name=submission.display_name,
+        template_path=str(submission.template_path),
+        pipeline_root=submission.pipeline_root,
+        parameter_values=submission.parameter_values,
+        enable_caching=submission.enable_caching,
+        labels=submission.labels or None,
+        project=submission.project,
+        location=submission.location,
+        credentials=credentials,
+    )
+
+
+def check_submission_images(
+    submission: Submission, enabled: bool = True, image_records: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse a template naming an image Vertex AI could not pull (see :func:`submit_pipeline`).
+
+    Raises:
+        kfp_spot.image.UnpublishedImageError: naming the image, with the one-line fix.
+    """
+    if enabled:
+        from kfp_spot.image import records
+
+        records.check_template_images(submission.template_path, image_records)
+
+
+def dry_run(
+    submission: Submission,
+    *,
+    api_endpoint: str | None = None,
+    check_images: bool = True,
+    image_records: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The create request :func:`submit_pipeline` would send for ``submission``; nothing is sent.
+
+    No credentials are looked up. The pipeline spec (``pipelineSpec``, sent inline) is shown by
+    its name, SDK version and each task's caching, not in full (it is the template file).
+
+    Returns:
+        ``{"method", "url", "body"}``, ``body`` the PipelineJob as JSON (camelCase).
+
+    Raises:
+        kfp_spot.image.UnpublishedImageError: as :func:`submit_pipeline`.
+    """
+    from google.auth.credentials import AnonymousCredentials
+    from google.protobuf import json_format
+
+    check_submission_images(submission, check_images, image_records)
+    job = _pipeline_job(submission, AnonymousCredentials())
+    pb = job._gca_resource._pb  # the message the SDK's submit() sends
+    if submission.service_account:
+        pb.service_account = submission.service_account  # as submit() sets it
+    body = json_format.MessageToDict(pb)
+    spec = body.get("pipelineSpec") or {}
+    body["pipelineSpec"] = {
+        "inline": str(submission.template_path),
+        "pipelineInfo": spec.get("pipelineInfo"),
+        "sdkVersion": spec.get("sdkVersion"),
+        "schemaVersion": spec.get("schemaVersion"),
+        "taskCaching": _task_caching(spec),
+    }
+    base = (api_endpoint or f"https://{submission.location}-aiplatform.googleapis.com").rstrip("/")
+    parent = f"projects/{submission.project}/locations/{submission.location}"
+    return {
+        "method": "POST",
+        "url": f"{base}/v1/{parent}/pipelineJobs?pipelineJobId={job.job_id}",
+        "body": body,
+    }
+
+
+def _task_caching(spec: Mapping[str, Any]) -> dict[str, bool]:
+    """Each task's ``cachingOptions.enableCache`` (root DAG and sub-DAGs)."""
+    dags = [spec.get("root", {}).get("dag") or {}] + [
+        c.get("dag") or {} for c in (spec.get("components") or {}).values()
+    ]
+    return {
+        name: bool((task.get("cachingOptions") or {}).get("enableCache"))
+        for dag in dags
+        for name, task in (dag.get("tasks") or {}).items()
+        if "cachingOptions" in task
+    }
 
 
 def submit_pipeline(
@@ -47,6 +319,7 @@ def submit_pipeline(
     display_name: str | None = None,
     service_account: str | None = None,
     enable_caching: bool | None = None,
+    labels: Mapping[str, str] | None = None,
     api_endpoint: str | None = None,
     credentials: Any = None,
     check_images: bool = True,
@@ -56,13 +329,15 @@ def submit_pipeline(
 
     Args:
         template_path: a compiled pipeline YAML (``kfp-spot compile``).
-        project: the Google Cloud project that runs the pipeline.
-        location: the Vertex AI region.
-        parameter_values: the pipeline's parameters.
+        project: the Google Cloud project that runs the pipeline (also the ``project``
+            parameter when the template declares one and ``parameter_values`` does not set it).
+        location: the Vertex AI region (likewise the ``location`` parameter).
+        parameter_values: the pipeline's parameters, checked against the template's.
         pipeline_root: ``gs://`` root for the run's artifacts (default: the template's).
         display_name: the run's display name (default: the pipeline's name).
-        service_account: the run-as service account.
-        enable_caching: override the template's caching.
+        service_account: the run-as service account (an email address).
+        enable_caching: True/False for every task; None keeps each task's compiled setting.
+        labels: the PipelineJob's labels.
         api_endpoint: another API endpoint (``http://127.0.0.1:PORT`` for a local recorder).
         credentials: google-auth credentials (default: application default credentials;
             anonymous for a plain-HTTP ``api_endpoint``).
@@ -79,12 +354,21 @@ def submit_pipeline(
         SubmissionError: an argument is invalid (names it).
         kfp_spot.image.UnpublishedImageError: the template names an image Vertex AI could not
             pull, with the one-line fix. Nothing is sent.
+        NoCredentialsError: no Google Cloud login was found (says how to log in).
     """
-    validate_submission(template_path, project, location, pipeline_root)
-    if check_images:
-        from kfp_spot.image import records
-
-        records.check_template_images(template_path, image_records)
+    submission = prepare_submission(
+        template_path,
+        project=project,
+        location=location,
+        parameter_values=parameter_values,
+        pipeline_root=pipeline_root,
+        display_name=display_name,
+        service_account=service_account,
+        enable_caching=enable_caching,
+        labels=labels,
+    )
+    check_submission_images(submission, check_images, image_records)
+    from google.auth import exceptions as auth_exceptions
     from google.cloud import aiplatform
 
     init_kwargs: dict[str, Any] = {"project": project, "location": location}
@@ -95,18 +379,20 @@ def submit_pipeline(
             from google.auth.credentials import AnonymousCredentials
 
             credentials = AnonymousCredentials()
-    if credentials is not None:
+    try:
+        if credentials is None:
+            # Looked up here, not left to the SDK: its global config may still hold another
+            # run's credentials, and a missing login must be this one line, not a traceback.
+            import google.auth
+
+            credentials, _ = google.auth.default(scopes=[_CLOUD_PLATFORM])
         init_kwargs["credentials"] = credentials
-    aiplatform.init(**init_kwargs)
-    job = aiplatform.PipelineJob(
-        display_name=display_name or Path(template_path).stem,
-        template_path=str(template_path),
-        pipeline_root=pipeline_root,
-        parameter_values=dict(parameter_values or {}),
-        enable_caching=enable_caching,
-        project=project,
-        location=location,
-        credentials=credentials,
-    )
-    job.submit(service_account=service_account)
-    return job.resource_name
+        aiplatform.init(**init_kwargs)
+        job = _pipeline_job(submission, credentials)
+        job.submit(service_account=submission.service_account)
+    except (auth_exceptions.DefaultCredentialsError, auth_exceptions.RefreshError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NoCredentialsError(
+            f"no usable Google Cloud credentials ({reason.rstrip('.')}): {AUTH_FIX}"
+        ) from None
+    return str(job.resource_name)

@@ -54,6 +54,13 @@ KMS_KEY_NAME = re.compile(
     rf"projects/{_PROJECT}/locations/({_LOCATION})/keyRings/[A-Za-z0-9_-]{{1,63}}"
     r"/cryptoKeys/[A-Za-z0-9_-]{1,63}"
 )
+# A service account's email: user-managed (NAME@PROJECT.iam.gserviceaccount.com), the default
+# compute (NUMBER-compute@developer.gserviceaccount.com) and App Engine ones, Google-managed agents.
+SERVICE_ACCOUNT = re.compile(
+    r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?@(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+"
+    r"gserviceaccount\.com"
+)
+SERVICE_ACCOUNT_FORM = "NAME@PROJECT.iam.gserviceaccount.com"
 KMS_KEY_FORM = "projects/PROJECT/locations/REGION/keyRings/KEY_RING/cryptoKeys/KEY"
 # CustomJobSpec.tensorboard: projects/P/locations/L/tensorboards/ID.
 TENSORBOARD_NAME = re.compile(rf"projects/{_PROJECT}/locations/({_LOCATION})/tensorboards/[0-9]+")
@@ -134,6 +141,19 @@ def check_project_id(value: Any) -> str:
     ):
         return value
     raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")
+
+
+def check_service_account(value: Any) -> str:
+    """Return ``value`` when it is a service account's email address.
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if isinstance(value, str) and SERVICE_ACCOUNT.fullmatch(value) is not None:
+        return value
+    raise InvalidValueError(
+        f"{show(value)} is not a service account email such as {SERVICE_ACCOUNT_FORM}"
+    )
 
 
 def check_kms_key_name(value: Any) -> str:

@@ -48,6 +48,7 @@ from kfp_spot.vertex.model_endpoint import (
     check_endpoint,
     check_endpoint_id,
     check_traffic_split,
+    location_of,
 )
 from kfp_spot.vertex.values import InvalidFieldError
 
@@ -88,7 +89,7 @@ class EndpointApi:
         parent = self.catalog.parent(parent)
         pb = parse_request(body, Endpoint, "endpoint")
         try:
-            check_endpoint(pb)
+            check_endpoint(pb, location=location_of(parent))
             check_endpoint_id(endpoint_id)
         except InvalidFieldError as err:
             raise rule_refusal(err, CreateEndpointRequest) from None

@@ -4,10 +4,16 @@ An upload is refused as Vertex refuses it, by the floor's rules
 (:mod:`kfp_spot.vertex.model_endpoint`, which ``deploy_spot_endpoint`` checks too): a display
 name, labels, a prediction image and, for a prebuilt one, an artifact directory holding exactly
 one of the files that image serves (listed here, judged there).
+
+Listing a ``gs://`` artifact directory is bounded (:data:`STORAGE_TIMEOUT_SECONDS`): when Cloud
+Storage (or ``STORAGE_EMULATOR_HOST``) cannot be reached the upload is answered 503 UNAVAILABLE,
+as Google's APIs answer for a backend they cannot reach, instead of waiting out the storage
+client's retries and failing with a 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import time
@@ -31,8 +37,11 @@ from kfp_spot.emulator.serving.catalog import (
     stamp,
 )
 from kfp_spot.vertex.custom_job import EMULATOR
-from kfp_spot.vertex.model_endpoint import check_artifact_files, check_model
+from kfp_spot.vertex.model_endpoint import check_artifact_files, check_model, location_of
 from kfp_spot.vertex.values import InvalidFieldError
+
+#: How long an upload waits for the listing of a ``gs://`` artifact directory (retries included).
+STORAGE_TIMEOUT_SECONDS = 5.0
 
 
 class ModelApi:
@@ -59,12 +68,13 @@ class ModelApi:
                 "parent_model",
             )
         try:
-            image = check_model(model, EMULATOR)
+            image = check_model(model, EMULATOR, location=location_of(parent))
         except InvalidFieldError as err:
             raise rule_refusal(err, UploadModelRequest) from None
         model_id = request.model_id or names.new_id()
         name = f"{parent}/models/{model_id}"
         op = new_operation(f"{name}/operations/{names.new_id()}", UploadModelOperationMetadata)
+        # Checked before the operation exists: an unreachable storage is no operation of ours.
         problem = _artifact_problem(model.artifact_uri, image) if model.artifact_uri else None
         if problem:
             op.error.code = CODE_INVALID_ARGUMENT
@@ -113,14 +123,26 @@ class ModelApi:
 
 
 def _artifact_problem(uri: str, image: executors.PredictionImage | None) -> str | None:
-    """Why the artifact directory cannot be served by ``image`` (None when it can)."""
+    """Why the artifact directory cannot be served by ``image`` (None when it can).
+
+    Raises:
+        ApiError: UNAVAILABLE when the storage holding ``uri`` does not answer in time.
+    """
     try:
-        filesystem, path = fs.filesystem(fs.to_local_path(uri) or uri)
-        found = [p.rstrip("/").rsplit("/", 1)[-1] for p in filesystem.ls(path, detail=False)]
+        names = fs.list_names(fs.to_local_path(uri) or uri, timeout=STORAGE_TIMEOUT_SECONDS)
     except (FileNotFoundError, NotADirectoryError):
         return f"model.artifactUri {uri!r} is not a directory the service can read"
+    except (OSError, asyncio.TimeoutError) as exc:
+        # Connection refused, DNS, a reset, or no answer within the bound (FSTimeoutError).
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ApiError(
+            "UNAVAILABLE",
+            f"model.artifactUri {uri!r}: Cloud Storage did not answer within "
+            f"{STORAGE_TIMEOUT_SECONDS:g} s ({reason}); retry when it is reachable",
+            "model.artifact_uri",
+        ) from None
     try:
-        check_artifact_files(uri, found, image)
+        check_artifact_files(uri, names, image)
     except InvalidFieldError as err:
         return err.reason
     return None
