@@ -456,6 +456,7 @@ def build_custom_job(
     )
     if inputs.encryption_spec_key_name:
         job.encryption_spec.kms_key_name = inputs.encryption_spec_key_name
+    vertex.to_service_uris(job)  # /gcs/B/P package URIs as gs://B/P (kfp_spot.vertex.storage)
     check_job(job, inputs, target)
     return job
 

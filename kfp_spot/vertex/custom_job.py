@@ -31,7 +31,7 @@ from typing import Any, cast
 from google.cloud.aiplatform_v1.types import AcceleratorType, Scheduling
 
 from kfp_spot import executors, machines
-from kfp_spot.vertex.storage import check_output_uri
+from kfp_spot.vertex.storage import check_output_uri, check_package_uri, service_uri
 from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
     INT32_MAX,
@@ -59,6 +59,7 @@ __all__ = [
     "InvalidJobSpecError",
     "Target",
     "check_machine_spec",
+    "to_service_uris",
     "validate_custom_job",
     "validate_for_submission",
 ]
@@ -92,9 +93,9 @@ class Target:
 
     Attributes:
         name: how errors call it.
-        local_output_paths: ``baseOutputDirectory`` (and a Model's ``artifactUri``) may be an
-            absolute local path, ``file:///`` or ``gs:///ABS/PATH`` (the jobs and serving
-            replicas run on this machine).
+        local_output_paths: ``baseOutputDirectory``, ``packageUris`` (and a Model's
+            ``artifactUri``) may be an absolute local path, ``file:///`` or ``gs:///ABS/PATH``
+            (the jobs and serving replicas run on this machine).
         hosts_vertex_resources: it can hold the persistent resources and TensorBoards a job names.
         known_machines_only: it runs only the machine types in kfp-spot's table (it prices what it
             runs), so a type missing from the table is refused before any call; elsewhere the
@@ -131,6 +132,28 @@ def _pb(job: Any) -> Any:
     """The raw protobuf message behind a proto-plus message (or the message itself)."""
     pb = getattr(type(job), "pb", None)
     return pb(job) if callable(pb) else job
+
+
+def to_service_uris(job: Any) -> None:
+    """Rewrite ``job``'s storage URIs in place to the form the service reads.
+
+    Every ``pythonPackageSpec.packageUris`` entry and ``baseOutputDirectory.outputUriPrefix`` goes
+    through :func:`kfp_spot.vertex.storage.service_uri`: ``/gcs/BUCKET/PATH`` (a KFP artifact's
+    path on Vertex AI Pipelines) becomes ``gs://BUCKET/PATH``, ``file:///PATH`` becomes ``/PATH``.
+    What is still not a location the target reads is left for :func:`validate_for_submission` to
+    refuse, naming the field.
+
+    Args:
+        job: a ``google.cloud.aiplatform_v1.types.CustomJob`` (proto-plus) or its raw protobuf.
+    """
+    spec = _pb(job).job_spec
+    for pool in spec.worker_pool_specs:
+        if pool.HasField("python_package_spec"):
+            uris = pool.python_package_spec.package_uris
+            uris[:] = [service_uri(uri) for uri in uris]
+    if spec.HasField("base_output_directory"):
+        out = spec.base_output_directory
+        out.output_uri_prefix = service_uri(out.output_uri_prefix)
 
 
 def validate_custom_job(job: Any) -> None:
@@ -200,7 +223,7 @@ def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
         if index > 0 and pool.ByteSize() == 0:
             continue  # an empty placeholder pool, as the SDK sends for unused pool slots
         where = f"jobSpec.workerPoolSpecs[{index}]"
-        _check_pool(pool, where, index, spot, known_machines_only)
+        _check_pool(pool, where, index, spot, known_machines_only, target)
     if spec.HasField("base_output_directory"):
         _check_field(
             "jobSpec.baseOutputDirectory.outputUriPrefix",
@@ -296,7 +319,9 @@ def _check_scheduling(spec: Any) -> bool:
     return bool(scheduling.strategy == _SPOT)
 
 
-def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_only: bool) -> None:
+def _check_pool(
+    pool: Any, where: str, index: int, spot: bool, known_machines_only: bool, target: Target
+) -> None:
     has_container = pool.HasField("container_spec")
     has_python = pool.HasField("python_package_spec")
     if has_container == has_python:
@@ -321,7 +346,7 @@ def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_on
     if has_container:
         _check_container(pool.container_spec, f"{where}.containerSpec")
     else:
-        _check_python(pool.python_package_spec, f"{where}.pythonPackageSpec")
+        _check_python(pool.python_package_spec, f"{where}.pythonPackageSpec", target)
 
 
 def _check_disk(spec: Any, where: str) -> None:
@@ -359,7 +384,7 @@ def _check_container(spec: Any, where: str) -> None:
     _check_env(spec.env, where)
 
 
-def _check_python(spec: Any, where: str) -> None:
+def _check_python(spec: Any, where: str, target: Target) -> None:
     if not spec.executor_image_uri:
         raise InvalidJobSpecError(
             f"{where}.executorImageUri",
@@ -382,6 +407,12 @@ def _check_python(spec: Any, where: str) -> None:
     for i, uri in enumerate(uris):
         if not uri.strip():
             raise InvalidJobSpecError(f"{where}.packageUris[{i}]", "is empty: give a package URI")
+        _check_field(
+            f"{where}.packageUris[{i}]",
+            check_package_uri,
+            uri,
+            local_paths=target.local_output_paths,
+        )
     if not is_module_name(spec.python_module):
         raise InvalidJobSpecError(
             f"{where}.pythonModule",

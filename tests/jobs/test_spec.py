@@ -14,7 +14,7 @@ from kfp_spot.jobs.spec import (
 )
 from kfp_spot.jobs.strategy import strategy_name
 
-PKG = ["gs://b/trainer-0.1.tar.gz"]
+PKG = ["gs://bucket/trainer-0.1.tar.gz"]
 
 
 def _inputs(**kw) -> JobInputs:
@@ -403,3 +403,14 @@ def test_a_job_to_the_emulator_may_write_to_a_local_path_but_not_one_to_vertex()
     with pytest.raises(LaunchInputError, match="local emulator's extension") as info:
         build_custom_job(inputs)
     assert info.value.field == "base_output_directory"
+
+
+def test_package_uris_reach_vertex_as_gs_uris_or_are_refused_naming_the_package():
+    job = build_custom_job(_inputs(package_uris=["/gcs/bucket/s/trainer-0.1.tar.gz"]))
+    (pool,) = job.job_spec.worker_pool_specs
+    assert list(pool.python_package_spec.package_uris) == ["gs://bucket/s/trainer-0.1.tar.gz"]
+    with pytest.raises(LaunchInputError) as info:
+        build_custom_job(_inputs(package_uris=["/tmp/stage/trainer-0.1.tar.gz"]))
+    assert info.value.field == "package"
+    assert "Vertex AI reads packages from Cloud Storage only" in str(info.value)
+    assert "packageUris[0]" in str(info.value)
