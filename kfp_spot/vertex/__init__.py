@@ -49,6 +49,7 @@ from kfp_spot.vertex.storage import (
     check_bucket,
     check_output_uri,
     check_package_uri,
+    directory_placeholders,
     normalize_output_uri,
     service_uri,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "check_reserved_ip_range",
     "check_tensorboard_name",
     "check_text",
+    "directory_placeholders",
     "is_env_name",
     "is_module_name",
     "known_regions",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 from kfp_spot.vertex.values import InvalidValueError, show
 
@@ -79,6 +80,35 @@ def service_uri(value: str) -> str:
     if value.startswith("file:///"):
         return value[len("file://") :]
     return value
+
+
+def directory_placeholders(file_uris: Iterable[str]) -> list[str]:
+    """The directory placeholder objects a ``/gcs`` mount needs to show ``file_uris``' directories.
+
+    Cloud Storage has no directories: ``gs://B/run/ckpt/step-5/a.bin`` is one object. Cloud
+    Storage FUSE shows ``/gcs/B/run/ckpt/step-5/`` as a directory when an object named
+    ``run/ckpt/step-5/`` (empty, the name ending with ``/``) exists, or, only when mounted with
+    ``--implicit-dirs``, when some object's name starts with that prefix. Vertex AI does not
+    document which way it mounts ``/gcs``, and writing through FUSE (``mkdir``) makes the
+    placeholders while client libraries (gcsfs, google-cloud-storage) do not; so whoever writes
+    for a trainer to list through the mount writes them too.
+
+    Args:
+        file_uris: ``gs://`` URIs of files (anything else is ignored).
+
+    Returns:
+        ``gs://BUCKET/DIR/`` for every directory between the bucket and each file, once each,
+        parents before children.
+    """
+    found: set[str] = set()
+    for uri in file_uris:
+        if not uri.startswith("gs://"):
+            continue
+        bucket, _, key = uri[len("gs://") :].partition("/")
+        parts = [p for p in key.split("/") if p][:-1]  # the file's own name is not a directory
+        for depth in range(1, len(parts) + 1):
+            found.add(f"gs://{bucket}/" + "/".join(parts[:depth]) + "/")
+    return sorted(found, key=lambda d: (d.count("/"), d))
 
 
 def normalize_output_uri(value: str) -> str:
