@@ -210,7 +210,9 @@ def build_request(**inputs: Any) -> LaunchRequest:
     job_inputs.env = {str(k): str(v) for k, v in job_inputs.env.items()}
     job_inputs.labels = {str(k): str(v) for k, v in job_inputs.labels.items()}
     # The pipeline run's labels, so the job's cost is attributed to the run (as GCPC does).
-    job_inputs.labels = pipeline_context.merge_system_labels(job_inputs.labels, os.environ)
+    job_inputs.labels = checked(  # counting kfp_spot_submission, which every create adds
+        "labels", pipeline_context.merge_system_labels, job_inputs.labels, os.environ, added=1
+    )
     policy = RecoveryPolicy(
         max_resubmissions=read.integer("max_resubmissions"),
         fallback_after=read.integer("fallback_after"),

@@ -105,6 +105,12 @@ class Target:
             Vertex AI documents no fixed maximum (a count past the project's quota fails the
             deployment), so its limit is the field's type, int32.
         serving_replicas_why: why it has that limit, said in the error.
+        max_job_replicas: the most replicas (VMs) of one CustomJob, over all its worker pools.
+            Vertex AI documents no fixed maximum: a job is bounded by the project's per-region
+            training quotas (CPUs, GPUs, TPUs), which it checks when it schedules the job. Its
+            limit here is a sanity bound, far above any quota a project is granted, that stops a
+            slipped digit (``replica_count=1000000``) before a request is sent.
+        job_replicas_why: why it has that limit, said in the error.
     """
 
     name: str
@@ -113,6 +119,11 @@ class Target:
     known_machines_only: bool
     max_serving_replicas: int = INT32_MAX
     serving_replicas_why: str = "minReplicaCount is an int32"
+    max_job_replicas: int = 10_000
+    job_replicas_why: str = (
+        "a sanity bound of kfp-spot's: Vertex AI documents no fixed maximum, your project's "
+        "training quotas decide"
+    )
 
 
 VERTEX_AI = Target(
@@ -125,6 +136,8 @@ EMULATOR = Target(
     known_machines_only=True,
     max_serving_replicas=16,
     serving_replicas_why="it runs every serving replica as a process on this machine",
+    max_job_replicas=64,
+    job_replicas_why="it runs each replica as a process on this machine",
 )
 
 
@@ -218,6 +231,13 @@ def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
             "jobSpec.workerPoolSpecs",
             f"has {len(pools)} pools; at most {MAX_WORKER_POOLS} are allowed "
             "(primary, workers, parameter servers, evaluators)",
+        )
+    replicas = sum(max(pool.replica_count, 0) for pool in pools)
+    if replicas > target.max_job_replicas:
+        raise InvalidJobSpecError(
+            "jobSpec.workerPoolSpecs",
+            f"asks for {replicas} replicas; {target.name} allows at most "
+            f"{target.max_job_replicas} per job ({target.job_replicas_why})",
         )
     for index, pool in enumerate(pools):
         if index > 0 and pool.ByteSize() == 0:

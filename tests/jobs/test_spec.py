@@ -414,3 +414,11 @@ def test_package_uris_reach_vertex_as_gs_uris_or_are_refused_naming_the_package(
     assert info.value.field == "package"
     assert "Vertex AI reads packages from Cloud Storage only" in str(info.value)
     assert "packageUris[0]" in str(info.value)
+
+
+def test_a_million_replicas_is_refused_for_vertex_ai_as_a_sanity_bound():
+    build_custom_job(_inputs(replica_count=10_000))
+    with pytest.raises(LaunchInputError) as info:
+        build_custom_job(_inputs(replica_count=1_000_000))
+    assert info.value.field == "replica_count"
+    assert "at most 10000 per job" in str(info.value) and "sanity bound" in str(info.value)
