@@ -80,7 +80,10 @@ def spot_training(
         checkpoint artifact.
     """
     package = PreparePackageOp(
-        source=source, staging_uri=staging_uri, python_module=python_module
+        source=source,
+        staging_uri=staging_uri,
+        python_module=python_module,
+        executor_image_uri=executor_image_uri,  # the image the job runs: checked and warned on
     ).set_display_name("prepare-package")
     launch, evaluation = train_evaluate_promote(
         package=package.outputs["package"],
