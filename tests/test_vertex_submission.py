@@ -229,7 +229,10 @@ def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):
     ("extra", "needle"),
     [
         (["--param", "sorce=gs://b/s.tar.gz"], "has no parameter 'sorce'; valid: "),
-        (["--param", "replica_count=two"], "parameter replica_count is of type Integer; 'two' is not one"),
+        (
+            ["--param", "replica_count=two"],
+            "parameter replica_count is of type Integer; 'two' is not one",
+        ),
         (["--pipeline-root", "/tmp/root"], "pipeline_root '/tmp/root' must be a gs://"),
         (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
         (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),

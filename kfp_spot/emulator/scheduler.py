@@ -22,8 +22,9 @@ from kfp_spot.emulator.lifecycle import Lifecycle
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.runner import AttemptContext, AttemptRunner
 from kfp_spot.emulator.statedir import StateDir
+from kfp_spot.vertex.custom_job import EMULATOR
 
-MAX_REPLICAS = 64  # every replica is a local process
+MAX_REPLICAS = EMULATOR.max_job_replicas  # every replica is a local process (the floor)
 _SPOT = int(Scheduling.Strategy.SPOT)
 
 

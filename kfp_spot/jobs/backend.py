@@ -181,12 +181,15 @@ _EMULATOR = _Settings(
     cancel_wait_seconds=30.0,
     observe_every=0.5,
 )
-# On Vertex AI: every 10 s backing off to 60 s (reset on each change); reads retried for 10 min
-# as GCPC does; the pod is killed ~30 s after SIGTERM, so a cancel is recorded within ~20 s;
-# attempt records (a listing on gs://) are looked at once a minute.
+# On Vertex AI: every 10 s backing off to 60 s (reset on each change); transient errors ridden out
+# for 10 min, whether they come fast (UNAVAILABLE at once: 25 tries, 1 s doubling to 30 s, fill
+# the window) or slow (a request timing out: the window ends it first), since giving up leaves a
+# paid training job unwatched over a regional blip; the pod is killed ~30 s after SIGTERM, so a
+# cancel is recorded within ~20 s; attempt records (a listing on gs://) are looked at once a
+# minute.
 _VERTEX = _Settings(
     poll=PollPolicy(10.0, 60.0),
-    retry=RetryBudget(8, 600.0, 1.0, 30.0),
+    retry=RetryBudget(25, 600.0, 1.0, 30.0),
     cancel_wait_seconds=20.0,
     observe_every=60.0,
 )

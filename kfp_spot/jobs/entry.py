@@ -186,7 +186,9 @@ def build_request(**inputs: Any) -> LaunchRequest:
         base_output_directory=base,
     )
     # The pipeline run's labels, so the job's cost is attributed to the run (as GCPC does).
-    job_inputs.labels = pipeline_context.merge_system_labels(job_inputs.labels, os.environ)
+    job_inputs.labels = checked(  # counting kfp_spot_submission, which every create adds
+        "labels", pipeline_context.merge_system_labels, job_inputs.labels, os.environ, added=1
+    )
     policy = RecoveryPolicy(
         max_resubmissions=read.integer("max_resubmissions"),
         fallback_after=read.integer("fallback_after"),

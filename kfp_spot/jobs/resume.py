@@ -3,6 +3,14 @@
 Training code that resumes from ``AIP_CHECKPOINT_DIR`` (as the trainer helper does) then picks the
 run up where it stopped, with no change; code that wants to know also finds the source step in the
 ``KFP_SPOT_RESUME_FROM`` environment variable.
+
+On Vertex AI the trainer finds its steps by listing the ``/gcs`` mount (Cloud Storage FUSE), which
+shows a directory either from an object named ``DIR/`` or, with ``--implicit-dirs`` only, from the
+names of the objects under it; Vertex AI does not document which. The seeding writes through gcsfs,
+which makes no such objects, so on a ``gs://`` target it writes the directory placeholders
+(:func:`kfp_spot.vertex.directory_placeholders`: every directory from the bucket down to the
+step's files) before the manifest commits the step: the step is seen by either kind of mount, and
+never committed in a directory the trainer cannot list.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from kfp_spot import checkpoints, fs
+from kfp_spot.vertex.storage import directory_placeholders
 
 log = logging.getLogger(__name__)
 _CHUNK = 8 << 20
@@ -25,6 +34,19 @@ def _copy_file(source: str, target: str) -> None:
     with src_fs.open(src_path, "rb") as reader, dst_fs.open(dst_path, "wb") as writer:
         while chunk := reader.read(_CHUNK):
             writer.write(chunk)
+
+
+def write_directory_placeholders(file_uris: list[str]) -> list[str]:
+    """Write the empty ``DIR/`` objects a ``/gcs`` mount without implicit directories needs.
+
+    Returns:
+        The placeholders written (``gs://BUCKET/DIR/``; none for local files).
+    """
+    placeholders = directory_placeholders(file_uris)
+    for uri in placeholders:
+        filesystem, path = fs.filesystem(uri.rstrip("/"))
+        filesystem.pipe_file(path + "/", b"")
+    return placeholders
 
 
 def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
@@ -62,8 +84,12 @@ def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
         raise checkpoints.CheckpointError(f"{source_root!r} {why}; expected {valid}")
     source_step = checkpoints.step_dir(source_root, manifest.step)
     target_step = checkpoints.step_dir(target_root, manifest.step)
-    for name in checkpoints.files_of(manifest):
+    names = list(checkpoints.files_of(manifest))
+    for name in names:
         _copy_file(fs.join(source_step, name), fs.join(target_step, name))
+    copied = [fs.join(target_step, name) for name in names]
+    # The manifest's own directory too, before the manifest commits the step.
+    write_directory_placeholders([*copied, fs.join(target_step, checkpoints.MANIFEST_NAME)])
     checkpoints.commit_manifest(target_root, manifest)
     log.info("seeded %s with step %d of %s", target_root, manifest.step, source_root)
     return checkpoints.verify(target_root, manifest.step, check_hashes=False)

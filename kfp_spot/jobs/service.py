@@ -81,10 +81,11 @@ class PollPolicy:
 class RetryBudget:
     """How long transient errors are tolerated: consecutive failures and seconds, both bounded.
 
-    The defaults are Vertex AI's (GCPC-like); the emulator's backend has a shorter one.
+    The defaults are Vertex AI's: with fast failures the tries last the whole window (1 s doubling
+    to 30 s: 25 tries take about 10 min); the emulator's backend has a shorter one.
     """
 
-    max_attempts: int = 8
+    max_attempts: int = 25
     max_seconds: float = 600.0
     initial_backoff: float = 1.0
     max_backoff: float = 30.0

@@ -225,6 +225,7 @@ def build_custom_job(
         **job_fields,
         labels={str(k): str(v) for k, v in inputs.labels.items()},
     )
+    vertex.to_service_uris(job)  # /gcs/B/P package URIs as gs://B/P (kfp_spot.vertex.storage)
     check_job(job, inputs, target)
     return job
 

@@ -32,6 +32,7 @@ from kfp_spot.packaging.errors import (
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
 from kfp_spot.vertex import MAX_PACKAGE_URIS
+from kfp_spot.vertex.storage import service_uri
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,7 @@ def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:
         label = f"extra_package_uris[{i}]"
         if not isinstance(uri, str) or not uri.strip():
             raise PackageUrisError(label, f"is empty or not a string: {uri!r}")
-        uri = uri.strip()
+        uri = service_uri(uri.strip())  # /gcs/BUCKET/PATH: the job gets gs://BUCKET/PATH
         if fs.is_remote(uri) and not uri.startswith("gs://"):
             raise PackageUrisError(label, f"{uri!r}: Vertex AI installs packages from gs:// only")
         if not uri.lower().endswith(PACKAGE_SUFFIXES):
@@ -320,7 +321,9 @@ def prepare_package(
     """
     if not isinstance(staging_uri, str) or not staging_uri.strip():
         raise PackagingError("staging_uri", "is empty: pass a gs:// URI or a local directory")
-    staging_uri = staging_uri.strip().rstrip("/")
+    # /gcs/BUCKET/PATH (a task's FUSE path) is staged as gs://BUCKET/PATH: the URIs the job gets
+    # are then ones Vertex AI reads (kfp_spot.vertex.storage).
+    staging_uri = service_uri(staging_uri.strip()).rstrip("/")
     if fs.is_remote(staging_uri) and not staging_uri.startswith("gs://"):
         raise PackagingError("staging_uri", f"{staging_uri}: use gs:// or a local path")
     problem = executors.executor_image_problem(executor_image_uri)

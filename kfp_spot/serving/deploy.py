@@ -282,7 +282,7 @@ def _model(request: DeployRequest, target: vertex.Target) -> Model:
     """The Model to upload, checked by the floor; the directory holds what its image loads."""
     from google.cloud.aiplatform_v1.types import Model
 
-    uri = fs.to_local_path(request.artifact_uri) or request.artifact_uri
+    uri = vertex.service_uri(fs.to_local_path(request.artifact_uri) or request.artifact_uri)
     model = Model(
         display_name=request.model_display_name,
         artifact_uri=uri,

@@ -14,8 +14,8 @@ Rules and limits (pure, light to import: no GAPIC client is loaded by them):
   (replica counts, traffic splits, serving images, artifact directories, display names, labels),
   checked by ``deploy_spot_endpoint`` before it calls and by the emulator on every request.
 - :mod:`~kfp_spot.vertex.regions`: Vertex AI's regions, plus ``KFP_SPOT_EXTRA_REGIONS``.
-- :mod:`~kfp_spot.vertex.storage`: where a job writes (``gs://``, ``/gcs/``, and the local
-  paths that are the emulator's extension).
+- :mod:`~kfp_spot.vertex.storage`: where Vertex AI reads and writes (``gs://``, ``/gcs/``
+  rewritten by :func:`service_uri`, and the local paths that are the emulator's extension).
 
 Where the local emulator's rules differ from Vertex AI's, a :class:`Target` (:data:`VERTEX_AI`,
 :data:`EMULATOR`) says so; nothing outside this package decides what the emulator accepts.
@@ -36,6 +36,7 @@ from kfp_spot.vertex.custom_job import (
     Target,
     check_accelerator_type,
     check_machine_spec,
+    to_service_uris,
     validate_custom_job,
     validate_for_submission,
 )
@@ -48,7 +49,10 @@ from kfp_spot.vertex.regions import (
 from kfp_spot.vertex.storage import (
     check_bucket,
     check_output_uri,
+    check_package_uri,
+    directory_placeholders,
     normalize_output_uri,
+    service_uri,
 )
 from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
@@ -102,19 +106,23 @@ __all__ = [
     "check_machine_spec",
     "check_nesting",
     "check_output_uri",
+    "check_package_uri",
     "check_persistent_resource_id",
     "check_project_id",
     "check_region",
     "check_reserved_ip_range",
     "check_tensorboard_name",
     "check_text",
+    "directory_placeholders",
     "is_env_name",
     "is_module_name",
     "known_regions",
     "loads_bounded",
     "normalize_output_uri",
     "parse_duration",
+    "service_uri",
     "show",
+    "to_service_uris",
     "validate_custom_job",
     "validate_for_submission",
 ]

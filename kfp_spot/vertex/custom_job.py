@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kfp_spot import executors, machines
-from kfp_spot.vertex.storage import check_output_uri
+from kfp_spot.vertex.storage import check_output_uri, check_package_uri, service_uri
 from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
     INT32_MAX,
@@ -59,6 +59,7 @@ __all__ = [
     "Target",
     "check_accelerator_type",
     "check_machine_spec",
+    "to_service_uris",
     "validate_custom_job",
     "validate_for_submission",
 ]
@@ -120,9 +121,9 @@ class Target:
 
     Attributes:
         name: how errors call it.
-        local_output_paths: ``baseOutputDirectory`` (and a Model's ``artifactUri``) may be an
-            absolute local path, ``file:///`` or ``gs:///ABS/PATH`` (the jobs and serving
-            replicas run on this machine).
+        local_output_paths: ``baseOutputDirectory``, ``packageUris`` (and a Model's
+            ``artifactUri``) may be an absolute local path, ``file:///`` or ``gs:///ABS/PATH``
+            (the jobs and serving replicas run on this machine).
         hosts_vertex_resources: it can hold the persistent resources and TensorBoards a job names.
         known_machines_only: it runs only the machine types in kfp-spot's table (it prices what it
             runs), so a type missing from the table is refused before any call; elsewhere the
@@ -132,6 +133,12 @@ class Target:
             Vertex AI documents no fixed maximum (a count past the project's quota fails the
             deployment), so its limit is the field's type, int32.
         serving_replicas_why: why it has that limit, said in the error.
+        max_job_replicas: the most replicas (VMs) of one CustomJob, over all its worker pools.
+            Vertex AI documents no fixed maximum: a job is bounded by the project's per-region
+            training quotas (CPUs, GPUs, TPUs), which it checks when it schedules the job. Its
+            limit here is a sanity bound, far above any quota a project is granted, that stops a
+            slipped digit (``replica_count=1000000``) before a request is sent.
+        job_replicas_why: why it has that limit, said in the error.
     """
 
     name: str
@@ -140,6 +147,11 @@ class Target:
     known_machines_only: bool
     max_serving_replicas: int = INT32_MAX
     serving_replicas_why: str = "minReplicaCount is an int32"
+    max_job_replicas: int = 10_000
+    job_replicas_why: str = (
+        "a sanity bound of kfp-spot's: Vertex AI documents no fixed maximum, your project's "
+        "training quotas decide"
+    )
 
 
 VERTEX_AI = Target(
@@ -152,6 +164,8 @@ EMULATOR = Target(
     known_machines_only=True,
     max_serving_replicas=16,
     serving_replicas_why="it runs every serving replica as a process on this machine",
+    max_job_replicas=64,
+    job_replicas_why="it runs each replica as a process on this machine",
 )
 
 
@@ -159,6 +173,28 @@ def _pb(job: Any) -> Any:
     """The raw protobuf message behind a proto-plus message (or the message itself)."""
     pb = getattr(type(job), "pb", None)
     return pb(job) if callable(pb) else job
+
+
+def to_service_uris(job: Any) -> None:
+    """Rewrite ``job``'s storage URIs in place to the form the service reads.
+
+    Every ``pythonPackageSpec.packageUris`` entry and ``baseOutputDirectory.outputUriPrefix`` goes
+    through :func:`kfp_spot.vertex.storage.service_uri`: ``/gcs/BUCKET/PATH`` (a KFP artifact's
+    path on Vertex AI Pipelines) becomes ``gs://BUCKET/PATH``, ``file:///PATH`` becomes ``/PATH``.
+    What is still not a location the target reads is left for :func:`validate_for_submission` to
+    refuse, naming the field.
+
+    Args:
+        job: a ``google.cloud.aiplatform_v1.types.CustomJob`` (proto-plus) or its raw protobuf.
+    """
+    spec = _pb(job).job_spec
+    for pool in spec.worker_pool_specs:
+        if pool.HasField("python_package_spec"):
+            uris = pool.python_package_spec.package_uris
+            uris[:] = [service_uri(uri) for uri in uris]
+    if spec.HasField("base_output_directory"):
+        out = spec.base_output_directory
+        out.output_uri_prefix = service_uri(out.output_uri_prefix)
 
 
 def validate_custom_job(job: Any) -> None:
@@ -224,11 +260,18 @@ def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
             f"has {len(pools)} pools; at most {MAX_WORKER_POOLS} are allowed "
             "(primary, workers, parameter servers, evaluators)",
         )
+    replicas = sum(max(pool.replica_count, 0) for pool in pools)
+    if replicas > target.max_job_replicas:
+        raise InvalidJobSpecError(
+            "jobSpec.workerPoolSpecs",
+            f"asks for {replicas} replicas; {target.name} allows at most "
+            f"{target.max_job_replicas} per job ({target.job_replicas_why})",
+        )
     for index, pool in enumerate(pools):
         if index > 0 and pool.ByteSize() == 0:
             continue  # an empty placeholder pool, as the SDK sends for unused pool slots
         where = f"jobSpec.workerPoolSpecs[{index}]"
-        _check_pool(pool, where, index, spot, known_machines_only)
+        _check_pool(pool, where, index, spot, known_machines_only, target)
     if spec.HasField("base_output_directory"):
         _check_field(
             "jobSpec.baseOutputDirectory.outputUriPrefix",
@@ -324,7 +367,9 @@ def _check_scheduling(spec: Any) -> bool:
     return _strategies()[scheduling.strategy] == "SPOT"
 
 
-def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_only: bool) -> None:
+def _check_pool(
+    pool: Any, where: str, index: int, spot: bool, known_machines_only: bool, target: Target
+) -> None:
     has_container = pool.HasField("container_spec")
     has_python = pool.HasField("python_package_spec")
     if has_container == has_python:
@@ -349,7 +394,7 @@ def _check_pool(pool: Any, where: str, index: int, spot: bool, known_machines_on
     if has_container:
         _check_container(pool.container_spec, f"{where}.containerSpec")
     else:
-        _check_python(pool.python_package_spec, f"{where}.pythonPackageSpec")
+        _check_python(pool.python_package_spec, f"{where}.pythonPackageSpec", target)
 
 
 def _check_disk(spec: Any, where: str) -> None:
@@ -387,7 +432,7 @@ def _check_container(spec: Any, where: str) -> None:
     _check_env(spec.env, where)
 
 
-def _check_python(spec: Any, where: str) -> None:
+def _check_python(spec: Any, where: str, target: Target) -> None:
     if not spec.executor_image_uri:
         raise InvalidJobSpecError(
             f"{where}.executorImageUri",
@@ -410,6 +455,12 @@ def _check_python(spec: Any, where: str) -> None:
     for i, uri in enumerate(uris):
         if not uri.strip():
             raise InvalidJobSpecError(f"{where}.packageUris[{i}]", "is empty: give a package URI")
+        _check_field(
+            f"{where}.packageUris[{i}]",
+            check_package_uri,
+            uri,
+            local_paths=target.local_output_paths,
+        )
     if not is_module_name(spec.python_module):
         raise InvalidJobSpecError(
             f"{where}.pythonModule",

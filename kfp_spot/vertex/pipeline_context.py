@@ -22,7 +22,8 @@ region: a silent ``us-central1`` is how an EU pipeline ended up training in the 
 ``VERTEX_AI_PIPELINES_RUN_LABELS`` (a JSON object). GCPC merges them into every job it creates so
 the job's cost is attributed to the run (``gcp_labels_util.attach_system_labels``); so do we, the
 same way: the user's labels win on a clash, and a variable that is not a JSON object is ignored
-with a warning.
+with a warning. The merge counts the labels its caller adds afterwards (the launcher's
+``kfp_spot_submission``), so the job that is finally created never has more than Google Cloud's 64.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import logging
 from collections.abc import Mapping
 
 from kfp_spot.vertex import InvalidValueError
+from kfp_spot.vertex.values import MAX_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -102,18 +104,38 @@ def resolve(name: str, value: str, *, emulator: bool) -> str:
     )
 
 
-def merge_system_labels(labels: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+def merge_system_labels(
+    labels: Mapping[str, str], environ: Mapping[str, str], *, added: int = 0
+) -> dict[str, str]:
     """``labels`` with the pipeline run's system labels added, as GCPC's launcher merges them.
 
     Args:
         labels: the user's labels (they win on a clash).
         environ: the task's environment (``VERTEX_AI_PIPELINES_RUN_LABELS`` is read from it).
+        added: how many labels the caller puts on the job after this merge (the launcher's
+            submission label): counted against the limit of :data:`MAX_LABELS`.
 
     Returns:
         The system labels updated with ``labels``; ``labels`` alone when the variable is unset or
         is not a JSON object (logged, as GCPC does, and never failing the launch).
+
+    Raises:
+        InvalidValueError: the merged labels and the ``added`` ones would be more than
+            :data:`MAX_LABELS`.
     """
-    text = environ.get(SYSTEM_LABELS_ENV)
+    merged = _merged(labels, environ.get(SYSTEM_LABELS_ENV))
+    total = len(merged) + added
+    if total > MAX_LABELS:
+        system = len(merged) - len(labels)
+        raise InvalidValueError(
+            f"the job would carry {total} labels ({len(labels)} given, {system} of the pipeline "
+            f"run's {SYSTEM_LABELS_ENV}, {added} kfp-spot's own); Google Cloud allows at most "
+            f"{MAX_LABELS}: give at most {max(MAX_LABELS - system - added, 0)}"
+        )
+    return merged
+
+
+def _merged(labels: Mapping[str, str], text: str | None) -> dict[str, str]:
     if text is None:
         return dict(labels)
     try:

@@ -89,18 +89,30 @@ def known_regions() -> frozenset[str]:
     return VERTEX_REGIONS | extra_regions()
 
 
+LOCATIONS_PAGE = "https://cloud.google.com/vertex-ai/docs/general/locations"
+_SUGGESTED = 3  # close names offered when a region is unknown
+_EXAMPLES = ("us-central1", "europe-west4", "asia-southeast1")
+
+
 def check_region(value: object) -> str:
     """Return ``value`` when it is a Vertex AI region.
 
     Raises:
-        InvalidValueError: naming the valid regions and how to allow a new one.
+        InvalidValueError: one line: the value is not a region, the closest names (or a few
+            examples), and how to allow a region newer than this list.
     """
     regions = known_regions()
     if isinstance(value, str) and value in regions:
         return value
-    close = difflib.get_close_matches(value, regions, n=1) if isinstance(value, str) else []
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    close = difflib.get_close_matches(text, sorted(regions), n=_SUGGESTED, cutoff=0.6)
+    shown = [repr(name) for name in close]
+    hint = (
+        "did you mean " + " or ".join([", ".join(shown[:-1]), shown[-1]] if shown[1:] else shown)
+        if shown
+        else "e.g. " + ", ".join(_EXAMPLES)
+    )
     raise InvalidValueError(
-        f"{show(value)} is not a Vertex AI region{hint}; valid: {', '.join(sorted(regions))}; "
-        f"a region newer than this list can be allowed with {EXTRA_REGIONS_ENV}=REGION[,REGION]"
+        f"{show(value)} is not a Vertex AI region ({hint}; see {LOCATIONS_PAGE}); a region newer "
+        f"than kfp-spot's list can be allowed with {EXTRA_REGIONS_ENV}=REGION[,REGION]"
     )

@@ -1,17 +1,20 @@
-"""Where a CustomJob writes: Cloud Storage URIs, the ``/gcs/`` FUSE form, and the emulator's paths.
+"""Where Vertex AI reads and writes: ``gs://``, the ``/gcs/`` FUSE form, the emulator's paths.
 
-Vertex AI takes ``baseOutputDirectory.outputUriPrefix`` as a Cloud Storage URI only
-(``gs://BUCKET/PATH``); anything else comes back as a 400. Two other forms are common in pipelines
-and are handled before submission:
+Vertex AI takes every storage location it reads or writes as a Cloud Storage URI only
+(``gs://BUCKET/PATH``): a CustomJob's ``baseOutputDirectory.outputUriPrefix`` and
+``pythonPackageSpec.packageUris``, a Model's ``artifactUri``, and the staging root packages are
+uploaded to; anything else comes back as a 400 (or, for a package, as a job that fails to
+install it). Two other forms are common in pipelines and are handled before submission:
 
 - ``/gcs/BUCKET/PATH``, the Cloud Storage FUSE mount of a Vertex AI Pipelines task (what a KFP
   artifact's ``.path`` looks like there), names the same objects as ``gs://BUCKET/PATH`` and is
-  rewritten to it (:func:`normalize_output_uri`);
+  rewritten to it (:func:`service_uri`, which every caller runs on a URI before the service sees
+  it; :func:`normalize_output_uri` also refuses what can never be valid);
 - an absolute local path (or ``file:///...``) is **the local emulator's extension**: its jobs run on
   this machine, so it accepts one (and ``gs:///ABS/PATH``, the aiplatform SDK's form of a local
-  staging bucket). :func:`check_output_uri` accepts those only when asked for the emulator's rules
-  (``local_paths=True``, which :data:`kfp_spot.validation.EMULATOR` sets); sent to Vertex AI, a
-  local path is refused before submission.
+  staging bucket). :func:`check_output_uri` and :func:`check_package_uri` accept those only when
+  asked for the emulator's rules (``local_paths=True``, which :data:`kfp_spot.vertex.EMULATOR`
+  sets); sent to Vertex AI, a local path is refused before submission.
 
 A relative path is refused everywhere: the job runs in another process (or on another machine),
 where "relative to what" has no answer.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 from kfp_spot.vertex.values import InvalidValueError, show
 
@@ -59,6 +63,52 @@ def gcs_uri_of_fuse_path(path: str) -> str | None:
     if not path.startswith(GCS_FUSE_ROOT):
         return None
     return "gs://" + path[len(GCS_FUSE_ROOT) :]
+
+
+def service_uri(value: str) -> str:
+    """``value`` in the form the service reads: never refuses, only rewrites.
+
+    ``/gcs/BUCKET/PATH`` becomes ``gs://BUCKET/PATH`` (the same objects through the FUSE mount)
+    and ``file:///PATH`` becomes ``/PATH``; anything else is returned as it is, for the rules
+    (:func:`check_output_uri`, :func:`check_package_uri`) to judge against their target. The
+    launcher runs it on every package URI and the base output directory of the job it built, the
+    packaging on its staging root, and the deployer on a Model's ``artifactUri``.
+    """
+    uri = gcs_uri_of_fuse_path(value)
+    if uri is not None:
+        return uri
+    if value.startswith("file:///"):
+        return value[len("file://") :]
+    return value
+
+
+def directory_placeholders(file_uris: Iterable[str]) -> list[str]:
+    """The directory placeholder objects a ``/gcs`` mount needs to show ``file_uris``' directories.
+
+    Cloud Storage has no directories: ``gs://B/run/ckpt/step-5/a.bin`` is one object. Cloud
+    Storage FUSE shows ``/gcs/B/run/ckpt/step-5/`` as a directory when an object named
+    ``run/ckpt/step-5/`` (empty, the name ending with ``/``) exists, or, only when mounted with
+    ``--implicit-dirs``, when some object's name starts with that prefix. Vertex AI does not
+    document which way it mounts ``/gcs``, and writing through FUSE (``mkdir``) makes the
+    placeholders while client libraries (gcsfs, google-cloud-storage) do not; so whoever writes
+    for a trainer to list through the mount writes them too.
+
+    Args:
+        file_uris: ``gs://`` URIs of files (anything else is ignored).
+
+    Returns:
+        ``gs://BUCKET/DIR/`` for every directory between the bucket and each file, once each,
+        parents before children.
+    """
+    found: set[str] = set()
+    for uri in file_uris:
+        if not uri.startswith("gs://"):
+            continue
+        bucket, _, key = uri[len("gs://") :].partition("/")
+        parts = [p for p in key.split("/") if p][:-1]  # the file's own name is not a directory
+        for depth in range(1, len(parts) + 1):
+            found.add(f"gs://{bucket}/" + "/".join(parts[:depth]) + "/")
+    return sorted(found, key=lambda d: (d.count("/"), d))
 
 
 def normalize_output_uri(value: str) -> str:
@@ -113,6 +163,28 @@ def check_output_uri(uri: str, *, local_paths: bool) -> None:
     Raises:
         InvalidValueError: naming the valid forms.
     """
+    _check_storage_uri(uri, local_paths=local_paths, verb="writes to")
+
+
+def check_package_uri(uri: str, *, local_paths: bool) -> None:
+    """Refuse a ``pythonPackageSpec.packageUris`` entry the service could not read.
+
+    Vertex AI installs packages from Cloud Storage only (``gs://BUCKET/PATH/pkg.tar.gz``); the
+    local emulator also installs an absolute local path or ``file:///`` URL (its extension).
+
+    Args:
+        uri: one package URI in the CustomJob (after :func:`service_uri`).
+        local_paths: accept the emulator's extension; False for Vertex AI.
+
+    Raises:
+        InvalidValueError: naming the valid forms.
+    """
+    if uri.endswith("/"):
+        raise InvalidValueError(f"{show(uri)} names a directory: give the package file's URI")
+    _check_storage_uri(uri, local_paths=local_paths, verb="reads packages from")
+
+
+def _check_storage_uri(uri: str, *, local_paths: bool, verb: str) -> None:
     if not uri:
         raise InvalidValueError(f"is empty: give {OUTPUT_URI_FORM}")
     if uri.startswith("gs://"):
@@ -134,6 +206,6 @@ def check_output_uri(uri: str, *, local_paths: bool) -> None:
     raise InvalidValueError(
         f"{show(uri)} is "
         + ("a local path" if local else "not a Cloud Storage URI")
-        + f": Vertex AI writes to Cloud Storage only: use {OUTPUT_URI_FORM}"
+        + f": Vertex AI {verb} Cloud Storage only: use {OUTPUT_URI_FORM}"
         + (" (local paths are the local emulator's extension)" if local else "")
     )

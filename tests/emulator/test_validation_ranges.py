@@ -14,7 +14,7 @@ def job(pool_extra=None, scheduling=None, pools=1) -> CustomJob:
         "replica_count": 1,
         "python_package_spec": {
             "executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6",
-            "package_uris": ["gs://b/trainer.tar.gz"],
+            "package_uris": ["gs://bucket/trainer.tar.gz"],
             "python_module": "trainer.task",
         },
         **(pool_extra or {}),

@@ -101,3 +101,23 @@ def test_a_state_change_is_looked_at_at_once(tmp_path, changed):
     watcher.poll(None, False)  # the first look
     watcher.poll(None, changed)
     assert len(seen) == (2 if changed else 1)
+
+
+def test_vertex_rides_out_fast_unavailable_errors_for_its_whole_ten_minute_window():
+    from kfp_spot.jobs.service import JobService, ServiceUnreachableError
+
+    budget = backend_for(resolve_endpoint("us-central1")).retry
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:  # virtual time: the real client, the real 503s
+        now[0] += seconds
+
+    with RecordingServer(fail_next=[503] * 100) as server:
+        endpoint = resolve_endpoint("us-central1", server.endpoint)
+        service = JobService(endpoint, retry=budget, sleep=sleep, clock=lambda: now[0])
+        with pytest.raises(ServiceUnreachableError):
+            service.get(JOB)
+        tries = len(server.requests)
+    # The window, not the count of tries, ends a run of instant failures (it was 8 tries, ~91 s).
+    assert 570.0 <= now[0] <= budget.max_seconds
+    assert 20 <= tries <= budget.max_attempts

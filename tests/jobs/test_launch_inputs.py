@@ -56,7 +56,7 @@ CASES = {
     ),
     "endpoint path": ({"api_endpoint": "http://127.0.0.1:8/v1"}, "api_endpoint", "HOST:PORT"),
     "unknown region": ({"location": "mars-central9"}, "location", "us-central1"),
-    "region with newline": ({"location": "us-central1\n"}, "location", "europe-west4"),
+    "region with newline": ({"location": "us-central1\n"}, "location", "mean 'us-central1'"),
     "project with spaces": ({"project": "bad project!"}, "project", "6-30 lowercase"),
     "project with newline": ({"project": "my-project\n"}, "project", "6-30 lowercase"),
     "project too short": ({"project": "proj"}, "project", "6-30 lowercase"),
@@ -367,3 +367,31 @@ def test_a_local_base_bound_for_vertex_is_refused_before_any_call(package, tmp_p
         Launcher(request).prepare()  # no api_endpoint: Vertex AI, which writes to gs:// only
     assert info.value.field == "base_output_directory"
     assert "local emulator's extension" in str(info.value)
+
+
+def test_a_slipped_replica_count_is_refused_before_any_call(package, outputs):
+    with RecordingServer() as server:  # the emulator's target: each replica is a local process
+        error = _refused(server, package, outputs, replica_count=65)
+    assert error.field == "replica_count"
+    assert "at most 64 per job" in str(error)
+
+
+def test_the_created_job_never_carries_more_than_64_labels(package, outputs, monkeypatch):
+    system = {f"vertex-ai-pipelines-run-{i}": "x" for i in range(10)}
+    monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS", json.dumps(system))
+    mine = {f"team{i}": "ml" for i in range(54)}  # 10 + 54 = 64, before kfp_spot_submission
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs, labels=mine)
+        assert error.field == "labels"
+        assert "would carry 65 labels" in str(error) and "give at most 53" in str(error)
+        del mine["team53"]
+        launch_spot_job(
+            project="test-proj",
+            package=package,
+            api_endpoint=server.endpoint,
+            poll_interval_seconds=0.01,
+            labels=mine,
+            **outputs,
+        )
+        (body,) = server.created()
+    assert len(body["labels"]) == 64 and "kfp_spot_submission" in body["labels"]

@@ -74,3 +74,59 @@ def test_a_gcs_fuse_base_is_sent_as_its_gs_uri_and_is_the_same_run(gcs_emulator,
             api_endpoint=server.endpoint, base_output_directory=gs_base, **inputs, **again
         )
         assert len(server.created()) == 2
+
+
+def test_a_gcs_fuse_staging_root_reaches_the_job_as_gs_package_uris(
+    gcs_emulator, outputs, tmp_path
+):
+    # prepare_package -> launch as a Vertex AI Pipelines task wires them with a /gcs/ path.
+    from kfp_spot.packaging import component_entry
+    from tests.packaging.tiny import write_project
+
+    staging = f"runs/{uuid.uuid4().hex}/staging"
+    package = FakeArtifact(uri=str(tmp_path / "package"))
+    component_entry(
+        source=str(write_project(tmp_path / "src" / "tiny")),
+        package=package,
+        staging_uri=f"/gcs/kfp-spot-test/{staging}",
+    )
+    prefix = f"{BUCKET}/{staging}/"
+    staged = package.metadata["package_uris"]
+    assert staged and all(uri.startswith(prefix) for uri in staged)
+    assert package.uri == staged[0]
+    with RecordingServer() as server:
+        launch_spot_job(
+            api_endpoint=server.endpoint,
+            project="test-proj",
+            package=package,
+            base_output_directory=f"{BUCKET}/{staging}/job",
+            poll_interval_seconds=0.01,
+            **outputs,
+        )
+        (created,) = server.created()
+    (pool,) = created["jobSpec"]["workerPoolSpecs"]
+    assert pool["pythonPackageSpec"]["packageUris"] == staged
+    for uri in staged:  # the objects Vertex AI would install are there
+        filesystem, path = fs.filesystem(uri)
+        assert filesystem.exists(path)
+
+
+def test_fuse_package_uris_of_the_artifact_are_sent_as_gs_uris(outputs):
+    fuse = ["/gcs/bucket/pkg/trainer-0.1.tar.gz", "/gcs/bucket/pkg/dep-1.0.tar.gz"]
+    package = FakeArtifact(
+        uri=fuse[0], metadata={"python_module": "trainer.task", "package_uris": fuse}
+    )
+    with RecordingServer() as server:
+        launch_spot_job(
+            api_endpoint=server.endpoint,
+            project="test-proj",
+            package=package,
+            poll_interval_seconds=0.01,
+            **outputs,
+        )
+        (created,) = server.created()
+    (pool,) = created["jobSpec"]["workerPoolSpecs"]
+    assert pool["pythonPackageSpec"]["packageUris"] == [
+        "gs://bucket/pkg/trainer-0.1.tar.gz",
+        "gs://bucket/pkg/dep-1.0.tar.gz",
+    ]

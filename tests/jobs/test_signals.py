@@ -16,7 +16,7 @@ HERE = os.path.dirname(__file__)
 def _start(server, task_dir, **extra):
     inputs = {
         "project": "test-proj",
-        "package": {"uri": "gs://b/p.tar.gz", "metadata": {"python_module": "trainer.task"}},
+        "package": {"uri": "gs://bucket/p.tar.gz", "metadata": {"python_module": "trainer.task"}},
         "checkpoint": {"uri": str(task_dir / "checkpoint")},
         "model": {"uri": str(task_dir / "model")},
         "job_report": {"uri": str(task_dir / "job_report"), "path": str(task_dir / "job_report")},

@@ -8,7 +8,7 @@ from kfp_spot.jobs.inputs import JobInputs, LaunchInputError, parse_duration
 from kfp_spot.jobs.spec import RESUME_ENV, build_custom_job, with_strategy
 from kfp_spot.jobs.strategy import strategy_name
 
-PKG = ["gs://b/trainer-0.1.tar.gz"]
+PKG = ["gs://bucket/trainer-0.1.tar.gz"]
 
 
 def _inputs(**kw) -> JobInputs:
@@ -396,3 +396,22 @@ def test_a_job_to_the_emulator_may_write_to_a_local_path_but_not_one_to_vertex()
     with pytest.raises(LaunchInputError, match="local emulator's extension") as info:
         build_custom_job(inputs)
     assert info.value.field == "base_output_directory"
+
+
+def test_package_uris_reach_vertex_as_gs_uris_or_are_refused_naming_the_package():
+    job = build_custom_job(_inputs(package_uris=["/gcs/bucket/s/trainer-0.1.tar.gz"]))
+    (pool,) = job.job_spec.worker_pool_specs
+    assert list(pool.python_package_spec.package_uris) == ["gs://bucket/s/trainer-0.1.tar.gz"]
+    with pytest.raises(LaunchInputError) as info:
+        build_custom_job(_inputs(package_uris=["/tmp/stage/trainer-0.1.tar.gz"]))
+    assert info.value.field == "package"
+    assert "Vertex AI reads packages from Cloud Storage only" in str(info.value)
+    assert "packageUris[0]" in str(info.value)
+
+
+def test_a_million_replicas_is_refused_for_vertex_ai_as_a_sanity_bound():
+    build_custom_job(_inputs(replica_count=10_000))
+    with pytest.raises(LaunchInputError) as info:
+        build_custom_job(_inputs(replica_count=1_000_000))
+    assert info.value.field == "replica_count"
+    assert "at most 10000 per job" in str(info.value) and "sanity bound" in str(info.value)

@@ -18,7 +18,10 @@ from kfp_spot.vertex import (
     InvalidValueError,
     check_bucket,
     check_output_uri,
+    check_package_uri,
     normalize_output_uri,
+    service_uri,
+    to_service_uris,
     validate_custom_job,
     validate_for_submission,
 )
@@ -186,3 +189,68 @@ def test_an_encryption_key_is_checked_for_its_form():
     with pytest.raises(InvalidJobSpecError) as info:
         validate_custom_job(job)
     assert info.value.field == "encryptionSpec.kmsKeyName"
+
+
+@pytest.mark.parametrize(
+    ("given_uri", "sent"),
+    [
+        ("/gcs/my-bucket/s/pkg.tar.gz", "gs://my-bucket/s/pkg.tar.gz"),
+        ("file:///tmp/pkg.tar.gz", "/tmp/pkg.tar.gz"),
+        ("gs://my-bucket/pkg.tar.gz", "gs://my-bucket/pkg.tar.gz"),
+        ("/tmp/pkg.tar.gz", "/tmp/pkg.tar.gz"),  # the target's rules judge it (below)
+        ("pkg.tar.gz", "pkg.tar.gz"),
+    ],
+)
+def test_service_uri_only_rewrites(given_uri, sent):
+    assert service_uri(given_uri) == sent
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("/tmp/pkg.tar.gz", "a local path: Vertex AI reads packages from Cloud Storage only"),
+        ("file:///tmp/pkg.tar.gz", "a local path"),
+        ("/gcs/my-bucket/pkg.tar.gz", "'gs://my-bucket/pkg.tar.gz'"),
+        ("https://example.com/pkg.tar.gz", "not a Cloud Storage URI"),
+        ("gs://Bad_Bucket/pkg.tar.gz", "bucket name"),
+        ("gs://my-bucket/dist/", "names a directory"),
+    ],
+)
+def test_vertex_ai_reads_packages_from_cloud_storage_only(uri, why):
+    check_package_uri("gs://my-bucket/pkg.tar.gz", local_paths=False)
+    with pytest.raises(InvalidValueError, match=why) as info:
+        check_package_uri(uri, local_paths=False)
+    assert "\n" not in str(info.value)
+
+
+def test_the_emulator_installs_local_packages_but_not_relative_ones():
+    check_package_uri("/tmp/pkg.tar.gz", local_paths=True)
+    check_package_uri("file:///tmp/pkg.tar.gz", local_paths=True)
+    with pytest.raises(InvalidValueError, match="not a Cloud Storage URI"):
+        check_package_uri("pkg.tar.gz", local_paths=True)
+
+
+def _python_job(uris: list[str], base: str = "") -> CustomJob:
+    made = job()
+    made.job_spec.worker_pool_specs[0].python_package_spec.package_uris[:] = uris
+    if base:
+        made.job_spec.base_output_directory = GcsDestination(output_uri_prefix=base)
+    return made
+
+
+def test_every_uri_vertex_reads_is_rewritten_then_judged_by_the_target():
+    built = _python_job(["/gcs/my-bucket/s/a.tar.gz", "gs://my-bucket/b.whl"], "/gcs/my-bucket/r")
+    to_service_uris(built)
+    pool = built.job_spec.worker_pool_specs[0]
+    assert list(pool.python_package_spec.package_uris) == [
+        "gs://my-bucket/s/a.tar.gz",
+        "gs://my-bucket/b.whl",
+    ]
+    assert built.job_spec.base_output_directory.output_uri_prefix == "gs://my-bucket/r"
+    validate_for_submission(built)
+    local = _python_job(["gs://my-bucket/a.tar.gz", "/tmp/b.tar.gz"])
+    validate_custom_job(local)  # the emulator installs local packages
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_for_submission(local)
+    assert info.value.field == "jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris[1]"
+    assert "local emulator's extension" in info.value.message

@@ -143,7 +143,12 @@ def test_an_unknown_region_names_the_list_a_close_match_and_the_way_to_add_one(m
         vertex.check_region("us-centrl1")
     text = str(info.value)
     assert "did you mean 'us-central1'" in text
-    assert "europe-west4" in text and vertex.EXTRA_REGIONS_ENV in text
+    assert vertex.EXTRA_REGIONS_ENV in text
+    assert "\n" not in text and len(text) < 300  # one line, not every region
+    assert "asia-northeast3" not in text
+    with pytest.raises(InvalidValueError, match=r"\(e\.g\. us-central1, europe-west4") as info:
+        vertex.check_region("nowhere")
+    assert len(str(info.value)) < 300
     assert "global" not in vertex.VERTEX_REGIONS  # runs no CustomJobs
 
 
