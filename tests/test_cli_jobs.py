@@ -1,6 +1,8 @@
 """`kfp-spot jobs list|describe` against the emulator through the real JobServiceClient."""
 
 import json
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -93,3 +95,26 @@ def test_a_status_api_core_has_no_class_for_is_one_clear_error():
     assert result.output.startswith("kfp-spot: error: 599: GET ")
     assert "cannot process" in result.output
     assert "Traceback" not in result.output
+
+
+def test_jobs_list_loads_neither_gapic_nor_other_command_groups(emulator_with_job):
+    # What a command imports is part of its speed: `jobs list` is one REST GET.
+    emu, name = emulator_with_job
+    script = (
+        "import sys\n"
+        "from kfp_spot.cli import main\n"
+        "try:\n"
+        f"    main(['jobs', 'list', '--project', 'cli-project',\n"
+        f"          '--api-endpoint', {emu.endpoint!r}])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('google.cloud.aiplatform_v1', 'kfp', 'kfp_spot.cli.pipelines',\n"
+        "         'kfp_spot.cli.emulator', 'kfp_spot.emulator') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert name in proc.stdout
+    assert "HEAVY []" in proc.stdout

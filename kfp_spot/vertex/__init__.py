@@ -27,54 +27,114 @@ labels), :mod:`~kfp_spot.vertex.signals` (a task's stop signal cancels what it s
 :mod:`~kfp_spot.vertex.pipeline_job` (a compiled pipeline submitted to Vertex AI Pipelines).
 
 Every pattern is matched whole (``re.fullmatch``), so a trailing newline is never accepted.
+
+Names are loaded on first use (PEP 562): ``kfp_spot.vertex.client``'s endpoint parsing is what
+``kfp-spot jobs list`` needs, and it must not pay for the CustomJob rules' GAPIC types.
 """
 
-from kfp_spot.vertex.custom_job import (
-    EMULATOR,
-    VERTEX_AI,
-    InvalidJobSpecError,
-    Target,
-    check_machine_spec,
-    validate_custom_job,
-    validate_for_submission,
-)
-from kfp_spot.vertex.regions import (
-    EXTRA_REGIONS_ENV,
-    VERTEX_REGIONS,
-    check_region,
-    known_regions,
-)
-from kfp_spot.vertex.storage import (
-    check_bucket,
-    check_output_uri,
-    normalize_output_uri,
-)
-from kfp_spot.vertex.values import (
-    BOOT_DISK_TYPES,
-    MAX_BOOT_DISK_GB,
-    MAX_DISPLAY_NAME,
-    MAX_DURATION_SECONDS,
-    MAX_LABELS,
-    MAX_NESTING,
-    MAX_PACKAGE_URIS,
-    MAX_WORKER_POOLS,
-    MIN_BOOT_DISK_GB,
-    InvalidFieldError,
-    InvalidValueError,
-    check_kms_key_name,
-    check_label,
-    check_nesting,
-    check_persistent_resource_id,
-    check_project_id,
-    check_reserved_ip_range,
-    check_tensorboard_name,
-    check_text,
-    is_env_name,
-    is_module_name,
-    loads_bounded,
-    parse_duration,
-    show,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kfp_spot.vertex.custom_job import (
+        EMULATOR,
+        VERTEX_AI,
+        InvalidJobSpecError,
+        Target,
+        check_machine_spec,
+        validate_custom_job,
+        validate_for_submission,
+    )
+    from kfp_spot.vertex.regions import (
+        EXTRA_REGIONS_ENV,
+        VERTEX_REGIONS,
+        check_region,
+        known_regions,
+    )
+    from kfp_spot.vertex.storage import (
+        check_bucket,
+        check_output_uri,
+        normalize_output_uri,
+    )
+    from kfp_spot.vertex.values import (
+        BOOT_DISK_TYPES,
+        MAX_BOOT_DISK_GB,
+        MAX_DISPLAY_NAME,
+        MAX_DURATION_SECONDS,
+        MAX_LABELS,
+        MAX_NESTING,
+        MAX_PACKAGE_URIS,
+        MAX_WORKER_POOLS,
+        MIN_BOOT_DISK_GB,
+        InvalidFieldError,
+        InvalidValueError,
+        check_kms_key_name,
+        check_label,
+        check_nesting,
+        check_persistent_resource_id,
+        check_project_id,
+        check_reserved_ip_range,
+        check_tensorboard_name,
+        check_text,
+        is_env_name,
+        is_module_name,
+        loads_bounded,
+        parse_duration,
+        show,
+    )
+
+_HOME = {
+    "BOOT_DISK_TYPES": "kfp_spot.vertex.values",
+    "EMULATOR": "kfp_spot.vertex.custom_job",
+    "EXTRA_REGIONS_ENV": "kfp_spot.vertex.regions",
+    "InvalidFieldError": "kfp_spot.vertex.values",
+    "InvalidJobSpecError": "kfp_spot.vertex.custom_job",
+    "InvalidValueError": "kfp_spot.vertex.values",
+    "MAX_BOOT_DISK_GB": "kfp_spot.vertex.values",
+    "MAX_DISPLAY_NAME": "kfp_spot.vertex.values",
+    "MAX_DURATION_SECONDS": "kfp_spot.vertex.values",
+    "MAX_LABELS": "kfp_spot.vertex.values",
+    "MAX_NESTING": "kfp_spot.vertex.values",
+    "MAX_PACKAGE_URIS": "kfp_spot.vertex.values",
+    "MAX_WORKER_POOLS": "kfp_spot.vertex.values",
+    "MIN_BOOT_DISK_GB": "kfp_spot.vertex.values",
+    "Target": "kfp_spot.vertex.custom_job",
+    "VERTEX_AI": "kfp_spot.vertex.custom_job",
+    "VERTEX_REGIONS": "kfp_spot.vertex.regions",
+    "check_bucket": "kfp_spot.vertex.storage",
+    "check_kms_key_name": "kfp_spot.vertex.values",
+    "check_label": "kfp_spot.vertex.values",
+    "check_machine_spec": "kfp_spot.vertex.custom_job",
+    "check_nesting": "kfp_spot.vertex.values",
+    "check_output_uri": "kfp_spot.vertex.storage",
+    "check_persistent_resource_id": "kfp_spot.vertex.values",
+    "check_project_id": "kfp_spot.vertex.values",
+    "check_region": "kfp_spot.vertex.regions",
+    "check_reserved_ip_range": "kfp_spot.vertex.values",
+    "check_tensorboard_name": "kfp_spot.vertex.values",
+    "check_text": "kfp_spot.vertex.values",
+    "is_env_name": "kfp_spot.vertex.values",
+    "is_module_name": "kfp_spot.vertex.values",
+    "known_regions": "kfp_spot.vertex.regions",
+    "loads_bounded": "kfp_spot.vertex.values",
+    "normalize_output_uri": "kfp_spot.vertex.storage",
+    "parse_duration": "kfp_spot.vertex.values",
+    "show": "kfp_spot.vertex.values",
+    "validate_custom_job": "kfp_spot.vertex.custom_job",
+    "validate_for_submission": "kfp_spot.vertex.custom_job",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BOOT_DISK_TYPES",

@@ -12,16 +12,16 @@ import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-from google.api_core import client_options as client_options_lib
-from google.api_core import gapic_v1
-from google.auth.credentials import AnonymousCredentials
-from google.cloud.aiplatform_v1 import JobServiceClient
-
 from kfp_spot.version import __version__
-from kfp_spot.vertex import custom_job, regions, values
+from kfp_spot.vertex import regions, values
+
+if TYPE_CHECKING:  # GAPIC and the CustomJob rules load when used: the CLI's REST path needs neither
+    from google.cloud.aiplatform_v1 import JobServiceClient
+
+    from kfp_spot.vertex import custom_job
 
 USER_AGENT = f"kfp-spot/{__version__}"
 ENDPOINT_FORM = (
@@ -44,6 +44,8 @@ class Endpoint:
     @property
     def target(self) -> custom_job.Target:
         """Whose rules a job sent here must pass (the rules module's view of this endpoint)."""
+        from kfp_spot.vertex import custom_job
+
         return custom_job.EMULATOR if self.local else custom_job.VERTEX_AI
 
     def resource_uri(self, name: str) -> str:
@@ -141,6 +143,10 @@ def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> Cli
     ``client_class`` is any ``google.cloud.aiplatform_v1`` service client, e.g.
     ``JobServiceClient`` or ``EndpointServiceClient``.
     """
+    from google.api_core import client_options as client_options_lib
+    from google.api_core import gapic_v1
+    from google.auth.credentials import AnonymousCredentials
+
     options = client_options_lib.ClientOptions(api_endpoint=endpoint.api_endpoint)
     info = gapic_v1.client_info.ClientInfo(user_agent=USER_AGENT)
     if endpoint.local:
@@ -155,4 +161,6 @@ def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> Cli
 
 def make_job_client(endpoint: Endpoint) -> JobServiceClient:
     """A JobServiceClient for ``endpoint`` (REST + anonymous credentials for plain HTTP)."""
+    from google.cloud.aiplatform_v1 import JobServiceClient
+
     return make_client(JobServiceClient, endpoint)
