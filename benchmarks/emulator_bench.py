@@ -52,7 +52,7 @@ while True:
 """
 
 
-def build_package(folder: Path) -> Path:
+def build_package(folder: Path, extra: dict[str, str] | None = None) -> Path:
     path = folder / "benchtrain-0.1.tar.gz"
     files = {
         "benchtrain-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
@@ -60,6 +60,7 @@ def build_package(folder: Path) -> Path:
         'version = "0.1"\n[tool.setuptools]\npackages = ["benchtrain"]\n',
         "benchtrain-0.1/benchtrain/__init__.py": "",
         "benchtrain-0.1/benchtrain/task.py": TASK,
+        **(extra or {}),
     }
     with tarfile.open(path, "w:gz") as tar:
         for name, text in files.items():
