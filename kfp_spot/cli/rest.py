@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 _SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60.0
-PAGE_SIZE = 100
 NO_CREDENTIALS = (
     "no Google credentials for Vertex AI ({}); run `gcloud auth application-default login`, "
     "or pass --api-endpoint for the emulator"
@@ -120,7 +119,7 @@ class RestApi:
 
     def pages(self, collection: str, key: str, filter_: str) -> Iterator[dict[str, Any]]:
         """Every item of a list (``collection`` = ``PARENT/customJobs``), page after page."""
-        params: dict[str, str | int] = {"pageSize": PAGE_SIZE}
+        params: dict[str, str] = {}  # the service's own page size, as the GAPIC client asks
         if filter_:
             params["filter"] = filter_
         while True:
