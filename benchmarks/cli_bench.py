@@ -7,7 +7,11 @@ and max wall times are printed, with the load average at the time. For compariso
 of fresh interpreters importing ``google.cloud.aiplatform_v1`` alone (what every such command
 paid before it spoke REST) and doing nothing (the interpreter's floor).
 
-Usage: python benchmarks/cli_bench.py [--runs 5] [--jobs 20]
+``--compare TREE``: also the same commands from another checkout's ``kfp_spot`` (e.g. ``git archive
+REV kfp_spot | tar -x -C TREE``), run as ``python -c 'from kfp_spot.cli import main; main()'`` with
+``PYTHONPATH=TREE``, and this checkout's the same way, interleaved run by run.
+
+Usage: python benchmarks/cli_bench.py [--runs 5] [--jobs 20] [--compare TREE]
 """
 
 from __future__ import annotations
@@ -27,13 +31,28 @@ PROJECT = "bench"
 KFP_SPOT = str(Path(sys.executable).with_name("kfp-spot"))
 
 
-def timed(argv: list[str], runs: int) -> list[float]:
+def timed(
+    argv: list[str], runs: int, env: dict[str, str] | None = None, cwd: str | None = None
+) -> list[float]:
     walls = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run(argv, check=True, capture_output=True, timeout=120)
+        subprocess.run(argv, check=True, capture_output=True, timeout=120, env=env, cwd=cwd)
         walls.append(time.perf_counter() - t0)
     return walls
+
+
+def compare(tree: str, args: list[str], runs: int) -> tuple[list[float], list[float]]:
+    """(other tree, this checkout) wall times of ``kfp-spot ARGS``, interleaved."""
+    here = str(Path(__file__).resolve().parent.parent)
+    cmd = [sys.executable, "-c", "from kfp_spot.cli import main; main()", *args]
+    other: list[float] = []
+    this: list[float] = []
+    for _ in range(runs):
+        # cwd too: ``python -c`` puts the working directory first on sys.path
+        other += timed(cmd, 1, {**os.environ, "PYTHONPATH": tree}, cwd=tree)
+        this += timed(cmd, 1, {**os.environ, "PYTHONPATH": here}, cwd=here)
+    return other, this
 
 
 def show(what: str, walls: list[float]) -> None:
@@ -47,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--compare", metavar="TREE", help="another checkout to compare with")
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,6 +112,11 @@ def main() -> None:
                 "kfp-spot jobs describe",
                 timed([KFP_SPOT, "jobs", "describe", name, *api], args.runs),
             )
+            if args.compare:
+                listing = ["jobs", "list", "--project", PROJECT, *api]
+                other, this = compare(args.compare, listing, args.runs)
+                show(f"jobs list, {args.compare} (interleaved)", other)
+                show("jobs list, this checkout (interleaved)", this)
             show(
                 "kfp-spot endpoint list (none)",
                 timed([KFP_SPOT, "endpoint", "list", "--project", PROJECT, *api], args.runs),
