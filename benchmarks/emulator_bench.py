@@ -13,8 +13,11 @@ Measures:
    - the floor: the same trainer started directly by ``subprocess`` (Popen -> first line), which
      no emulator can beat.
 
+4. A fresh emulator's first job (package env cached; containerSpec: the container runtime's
+   probe), at once and 3 s after the emulator started (``--only first``).
+
 Usage: python benchmarks/emulator_bench.py [--jobs 10] [--threads 8] [--requests 300]
-    [--rounds 30] [--only restart]
+    [--rounds 30] [--only restart|first]
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ while True:
 """
 
 
-def build_package(folder: Path) -> Path:
+def build_package(folder: Path, extra: dict[str, str] | None = None) -> Path:
     path = folder / "benchtrain-0.1.tar.gz"
     files = {
         "benchtrain-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
@@ -57,6 +60,7 @@ def build_package(folder: Path) -> Path:
         'version = "0.1"\n[tool.setuptools]\npackages = ["benchtrain"]\n',
         "benchtrain-0.1/benchtrain/__init__.py": "",
         "benchtrain-0.1/benchtrain/task.py": TASK,
+        **(extra or {}),
     }
     with tarfile.open(path, "w:gz") as tar:
         for name, text in files.items():
@@ -142,6 +146,62 @@ def bench_create_to_running(emu: Emulator, package: Path, work: Path, jobs: int)
         f"create -> RUNNING, {len(warm)} warm jobs: median {statistics.median(warm) * 1000:.1f} ms,"
         f" p90 {pct(warm, 0.9) * 1000:.1f} ms, max {max(warm) * 1000:.1f} ms"
     )
+
+
+CONTAINER_IMAGE = "ghcr.io/kfp-spot/python-runtime:0.1.0"
+
+
+def container_body() -> dict:
+    pool = {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": "1",
+        "containerSpec": {
+            "imageUri": CONTAINER_IMAGE,
+            "command": ["python", "-c", "import time; time.sleep(30)"],
+        },
+    }
+    return {"displayName": "bench-container", "jobSpec": {"workerPoolSpecs": [pool]}}
+
+
+def bench_first_jobs(work: Path, package: Path, settle: float) -> None:
+    """A fresh emulator's first and second job of each kind, the package env already cached.
+
+    create call: the POST's wall time; create -> RUNNING: server-side createTime to startTime.
+    ``settle``: seconds between the emulator's start and the first create (0: at once).
+    """
+    for kind in ("package", "container"):
+        state = work / f"first-{kind}-{settle}"
+        with Emulator(state, grace_period=1.0, env_cache_dir=work / "envs") as emu:
+            time.sleep(settle)
+            client = Client(emu.endpoint)
+            figures = []
+            for i in range(2):
+                payload = body(package, work / f"first-{i}.txt") if kind == "package" else None
+                t0 = time.perf_counter()
+                try:
+                    job = client.call(
+                        "POST", f"/v1/{PARENT}/customJobs", payload or container_body()
+                    )
+                except RuntimeError as err:  # no container runtime here
+                    print(f"first {kind} job: refused ({str(err)[:80]})")
+                    break
+                called = time.perf_counter() - t0
+                got = wait(
+                    lambda n=job["name"], client=client: (
+                        (j := client.call("GET", f"/v1/{n}")).get("startTime") and j
+                    )
+                )
+                start = ts(got["startTime"]) - ts(got["createTime"])
+                figures.append(
+                    f"job {i + 1}: create call {called * 1000:.0f} ms, "
+                    f"create -> RUNNING {start * 1000:.0f} ms"
+                )
+                client.call("POST", f"/v1/{job['name']}:cancel", {})
+            if figures:
+                print(
+                    f"fresh emulator, {kind} job, first create {settle:.0f} s after start: "
+                    + "; ".join(figures)
+                )
 
 
 def bench_api_load(emu: Emulator, package: Path, work: Path, threads: int, requests: int) -> None:
@@ -242,11 +302,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--only", choices=["restart"], help="run only the restart-path figures")
+    parser.add_argument(
+        "--only",
+        choices=["restart", "first"],
+        help="run only the restart-path or first-job figures",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         package = build_package(work)
+        if args.only == "first":
+            with Emulator(work / "warm", grace_period=1.0, env_cache_dir=work / "envs") as emu:
+                bench_create_to_running(emu, package, work, 1)  # builds the package env
+            for settle in (0.0, 3.0):
+                bench_first_jobs(work, package, settle)
+            return
         with Emulator(work / "state", grace_period=30.0, env_cache_dir=work / "envs") as emu:
             if args.only != "restart":
                 bench_create_to_running(emu, package, work, args.jobs)
@@ -254,6 +324,8 @@ def main() -> None:
             bench_process_floor(work, args.rounds)
         if args.only == "restart":
             return
+        for settle in (0.0, 3.0):
+            bench_first_jobs(work, package, settle)
         capacity = {"n1-standard-4": 1}
         with Emulator(work / "state2", capacity=capacity, env_cache_dir=work / "envs") as emu:
             # one long job holds the only VM, so the 20 load jobs stay QUEUED (no processes)

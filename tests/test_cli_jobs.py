@@ -1,6 +1,8 @@
 """`kfp-spot jobs list|describe` against the emulator through the real JobServiceClient."""
 
 import json
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -11,6 +13,7 @@ from kfp_spot.cli import main
 from kfp_spot.emulator import Emulator
 from kfp_spot.jobs.inputs import JobInputs
 from kfp_spot.jobs.spec import build_custom_job
+from kfp_spot.vertex import EMULATOR
 from kfp_spot.vertex.client import make_job_client, resolve_endpoint
 
 PARENT = "projects/cli-project/locations/us-central1"
@@ -27,7 +30,8 @@ def emulator_with_job(tmp_path):
                 display_name="listed-job",
                 package_uris=[str(tmp_path / "missing.tar.gz")],
                 python_module="trainer.task",
-            )
+            ),
+            target=EMULATOR,  # a local package path is the emulator's extension
         )
         created = client.create_custom_job(parent=PARENT, custom_job=job)
         yield emu, created.name
@@ -123,3 +127,26 @@ def test_the_api_endpoint_help_names_where_the_default_region_comes_from(args, w
     assert where in " ".join(result.output.split())
     if "--location" in where:
         assert "--location" in result.output.split("--api-endpoint")[0]
+
+
+def test_jobs_list_loads_neither_gapic_nor_other_command_groups(emulator_with_job):
+    # What a command imports is part of its speed: `jobs list` is one REST GET.
+    emu, name = emulator_with_job
+    script = (
+        "import sys\n"
+        "from kfp_spot.cli import main\n"
+        "try:\n"
+        f"    main(['jobs', 'list', '--project', 'cli-project',\n"
+        f"          '--api-endpoint', {emu.endpoint!r}])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('google.cloud.aiplatform_v1', 'kfp', 'kfp_spot.cli.pipelines',\n"
+        "         'kfp_spot.cli.emulator', 'kfp_spot.emulator') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert name in proc.stdout
+    assert "HEAVY []" in proc.stdout

@@ -1,11 +1,14 @@
 """The kfp-spot command line.
 
-Each command group lives in its own module and is registered here; bad arguments print one clear
+Each command group lives in its own module and is registered here by name (``_COMMANDS``); a
+command's module is imported only when that command runs (or ``--help`` lists them all), so
+``kfp-spot jobs list`` never loads the pipelines' KFP or the emulator. Bad arguments print one clear
 line on stderr and exit with code 2 (click's usage-error convention).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -14,9 +17,42 @@ import click
 
 from kfp_spot.version import __version__
 
+# command name -> "module:attribute" of its click command, imported on first use.
+_COMMANDS = {
+    "compile": "kfp_spot.cli.pipelines:compile_",
+    "emulator": "kfp_spot.cli.emulator:emulator",
+    "endpoint": "kfp_spot.cli.endpoint:endpoint",
+    "image": "kfp_spot.cli.image:image",
+    "jobs": "kfp_spot.cli.jobs:jobs",
+    "pull": "kfp_spot.cli.registry:pull",
+    "push": "kfp_spot.cli.registry:push",
+    "registry": "kfp_spot.cli.registry:registry_group",
+    "report": "kfp_spot.cli.registry:report",
+    "run": "kfp_spot.cli.pipelines:run",
+    "submit": "kfp_spot.cli.pipelines:submit",
+    "tags": "kfp_spot.cli.registry:tags",
+}
+
 
 class _OneLineErrors(click.Group):
-    """Usage errors as one line on stderr (exit 2); other refusals one line too (exit 1)."""
+    """Usage errors as one line on stderr (exit 2); other refusals one line too (exit 1).
+
+    Commands load lazily from ``_COMMANDS`` (click's documented lazy-group pattern).
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in _COMMANDS:
+            return found
+        module_name, attribute = _COMMANDS[cmd_name].split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{_COMMANDS[cmd_name]} is not a click command")
+        self.add_command(command, cmd_name)
+        return command
 
     def main(
         self,
@@ -48,16 +84,3 @@ class _OneLineErrors(click.Group):
 @click.version_option(__version__, prog_name="kfp-spot")
 def main() -> None:
     """kfp-spot: train on Spot VMs with Kubeflow Pipelines and Vertex AI."""
-
-
-def _register() -> None:
-    from kfp_spot.cli import emulator, endpoint, image, jobs, pipelines, registry
-
-    main.add_command(emulator.emulator)
-    for command in pipelines.COMMANDS:
-        main.add_command(command)
-    for command in (*jobs.COMMANDS, *endpoint.COMMANDS, *registry.COMMANDS, *image.COMMANDS):
-        main.add_command(command)
-
-
-_register()

@@ -1,40 +1,25 @@
 """``kfp-spot endpoint list|describe|predict``: endpoints on Vertex AI or the local emulator.
 
-Same conventions as ``kfp-spot jobs``: the GAPIC clients (``EndpointServiceClient``,
-``PredictionServiceClient``) on the regional Vertex endpoint by default, the emulator with
-``--api-endpoint http://127.0.0.1:PORT``; one-line errors, exit 2 for usage errors.
+Same conventions as ``kfp-spot jobs``: Vertex AI's REST API (``kfp_spot.cli.rest``) on the
+regional Vertex endpoint by default, the emulator with ``--api-endpoint http://127.0.0.1:PORT``;
+one-line errors, exit 2 for usage errors.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 import click
 
-from kfp_spot.cli.jobs import _ENDPOINT_HELP, _call
+from kfp_spot.cli.jobs import ENDPOINT_HELP
+from kfp_spot.cli.rest import RestApi, api_for, dig
 
 _NAME_HELP = "projects/PROJECT/locations/LOCATION/endpoints/ID"
 
 
-def _client(kind: str, location: str, api_endpoint: str) -> Any:
-    from google.auth import exceptions as auth_exceptions
-    from google.cloud.aiplatform_v1 import EndpointServiceClient, PredictionServiceClient
-
-    from kfp_spot.vertex.client import make_client, resolve_endpoint
-    from kfp_spot.vertex.values import InvalidFieldError
-
-    cls = EndpointServiceClient if kind == "endpoints" else PredictionServiceClient
-    try:
-        return make_client(cls, resolve_endpoint(location, api_endpoint))
-    except InvalidFieldError as exc:
-        raise click.BadParameter(str(exc), param_hint="--api-endpoint") from exc
-    except auth_exceptions.GoogleAuthError as exc:
-        raise click.ClickException(
-            f"no Google credentials for Vertex AI ({exc}); run `gcloud auth "
-            "application-default login`, or pass --api-endpoint for the emulator"
-        ) from exc
+def _api(location: str, api_endpoint: str) -> RestApi:
+    return api_for(location, api_endpoint)
 
 
 def _location_of(name: str) -> str:
@@ -57,40 +42,35 @@ def endpoint() -> None:
 @endpoint.command(name="list")
 @click.option("--project", required=True, help="Google Cloud project (any name locally).")
 @click.option("--location", default="us-central1", show_default=True)
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="--location"))
+@click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="--location"))
 @click.option("--filter", "filter_", default="", help='e.g. labels.team="ml"')
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
     """One line per endpoint: name, deployed models (Spot or standard, replicas), display name."""
-    client = _client("endpoints", location, api_endpoint)
-    pager = _call(
-        client.list_endpoints,
-        request={"parent": f"projects/{project}/locations/{location}", "filter": filter_},
-    )
-    for count, item in enumerate(pager, start=1):
+    api = _api(location, api_endpoint)
+    parent = f"projects/{project}/locations/{location}"
+    for count, item in enumerate(api.pages(f"{parent}/endpoints", "endpoints", filter_), 1):
+        split = dig(item, "trafficSplit", default={})
         models = ", ".join(
-            f"{d.id} ({'SPOT' if d.dedicated_resources.spot else 'STANDARD'} "
-            f"{d.dedicated_resources.min_replica_count}x{d.dedicated_resources.machine_spec.machine_type}"
-            f", {item.traffic_split.get(d.id, 0)}%)"
-            for d in item.deployed_models
+            f"{d.get('id', '')} "
+            f"({'SPOT' if dig(d, 'dedicatedResources', 'spot', default=False) else 'STANDARD'} "
+            f"{dig(d, 'dedicatedResources', 'minReplicaCount', default=0)}x"
+            f"{dig(d, 'dedicatedResources', 'machineSpec', 'machineType', default='')}"
+            f", {split.get(d.get('id'), 0)}%)"
+            for d in dig(item, "deployedModels", default=[])
         )
-        click.echo(f"{item.name}\t{models or '-'}\t{item.display_name}")
+        click.echo(f"{item.get('name', '')}\t{models or '-'}\t{item.get('displayName', '')}")
         if count >= limit:
             break
 
 
 @endpoint.command()
 @click.argument("name")
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="NAME's location"))
+@click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="NAME's location"))
 def describe(name: str, api_endpoint: str) -> None:
-    """Print one endpoint (NAME: projects/P/locations/L/endpoints/ID) as JSON."""
-    from google.cloud.aiplatform_v1 import Endpoint
-
-    client = _client("endpoints", _location_of(name), api_endpoint)
-    found = _call(client.get_endpoint, name=name)
-    click.echo(
-        json.dumps(json.loads(Endpoint.to_json(found, use_integers_for_enums=False)), indent=2)
-    )
+    """Print one endpoint (NAME: projects/P/locations/L/endpoints/ID) as the API's JSON."""
+    found = _api(_location_of(name), api_endpoint).get(name)
+    click.echo(json.dumps(found, indent=2))
 
 
 @endpoint.command()
@@ -102,7 +82,7 @@ def describe(name: str, api_endpoint: str) -> None:
     show_default=True,
     help='A JSON list of instances, {"instances": [...]}, or - to read either from stdin.',
 )
-@click.option("--api-endpoint", default="", help=_ENDPOINT_HELP.format(where="NAME's location"))
+@click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="NAME's location"))
 def predict(name: str, instances_text: str, api_endpoint: str) -> None:
     """Send instances to an endpoint; print its predictions (and the deployed model) as JSON."""
     text = sys.stdin.read() if instances_text == "-" else instances_text
@@ -124,20 +104,18 @@ def predict(name: str, instances_text: str, api_endpoint: str) -> None:
             'expected a non-empty JSON list of instances or {"instances": [...]}',
             param_hint="--instances",
         )
-    client = _client("predictions", _location_of(name), api_endpoint)
-    kwargs = {"endpoint": name, "instances": body}
+    request: dict[str, object] = {"instances": body}
     if parameters is not None:
-        kwargs["parameters"] = parameters
-    answer = _call(client.predict, **kwargs)
+        request["parameters"] = parameters
+    answer = _api(_location_of(name), api_endpoint).post(f"{name}:predict", request)
     click.echo(
         json.dumps(
             {
-                "predictions": list(answer.predictions),
-                "deployedModelId": answer.deployed_model_id,
-                "model": answer.model,
+                "predictions": answer.get("predictions", []),
+                "deployedModelId": answer.get("deployedModelId", ""),
+                "model": answer.get("model", ""),
             },
             indent=2,
-            default=lambda value: dict(value) if hasattr(value, "items") else list(value),
         )
     )
 

@@ -23,15 +23,22 @@ def container_runtime() -> str | None:
 
 
 class RuntimeProbe:
-    """:func:`container_runtime`, probed once on first use (``docker info`` can take seconds).
+    """:func:`container_runtime`, probed once (``docker info``/``podman info`` take seconds).
 
     Calling the probe returns the runtime's path or None; it is safe from several threads.
+    :meth:`start` probes in the background as the emulator starts, so neither the first
+    containerSpec job's create nor its first attempt waits for ``podman info`` (1.5-5 s); a call
+    made while the probe runs waits for its answer, as it would have probed itself.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._probed = False
         self._runtime: str | None = None
+
+    def start(self) -> None:
+        """Probe now in a daemon thread (a no-op once probed)."""
+        threading.Thread(target=self, name="container-probe", daemon=True).start()
 
     def __call__(self) -> str | None:
         """The runtime's path, or None when none answers."""

@@ -33,6 +33,7 @@ from kfp_spot.emulator.states import (
     CODE_CANCELLED,
     CODE_RESOURCE_EXHAUSTED,
     FAILED,
+    HEARTBEAT,
     PENDING,
     QUEUED,
     RUNNING,
@@ -76,6 +77,10 @@ class Lifecycle:
         # request made before it runs waits for it). Not durable: an emulator restart ends the
         # attempt anyway (as a preemption of every VM).
         self._vm_requests: dict[str, set[str]] = {}
+        # Heartbeats not yet written, by (job, attempt): see heartbeat().
+        self._beats: dict[tuple[str, int], float] = {}
+        self._beats_lock = threading.Lock()
+        self._beats_flushed = 0.0
 
     # reads ------------------------------------------------------------------------------------
 
@@ -296,8 +301,22 @@ class Lifecycle:
         self.store.update_attempt(job_id, attempt, processes=json.dumps(vms))
 
     def heartbeat(self, job_id: str, attempt: int) -> None:
-        """Record that the attempt still runs (a crash bills it up to here)."""
-        self.store.update_attempt(job_id, attempt, last_seen=time.time())
+        """Record that the attempt still runs (a crash bills it up to here).
+
+        Every running attempt beats each ``HEARTBEAT`` s; written one transaction (one fsync)
+        per beat, 1000 running jobs made 2000 commits a second. Beats are gathered and written
+        together at most every ``HEARTBEAT / 2`` s, by whichever beat comes next: one attempt
+        alone is written at each of its beats, as before; with many, a beat waits at most for
+        the next beat of any of them.
+        """
+        now = time.time()
+        with self._beats_lock:
+            self._beats[(job_id, attempt)] = now
+            if now - self._beats_flushed < HEARTBEAT / 2:
+                return
+            beats, self._beats = self._beats, {}
+            self._beats_flushed = now
+        self.store.touch_attempts(beats)
 
     def finish_attempt(
         self,

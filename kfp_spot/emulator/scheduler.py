@@ -175,7 +175,7 @@ class Scheduler:
             self._dirty = True
             self._cond.notify_all()
         if runner is not None:
-            runner.wake()
+            runner.notify()
 
     def _loop(self) -> None:
         while True:

@@ -68,7 +68,7 @@ class Service(CustomJobApi):
         self.policy = policy or PreemptionPolicy()
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else state.path / "envs"
         lifecycle = Lifecycle(store, shutdown_grace=self.shutdown_grace)
-        probe = RuntimeProbe()
+        self.probe = probe = RuntimeProbe()
         limits = Capacity(capacity)
         self.scheduler = Scheduler(
             lifecycle,
@@ -97,6 +97,7 @@ class Service(CustomJobApi):
 
     def start(self) -> None:
         """Recover jobs a previous emulator left running, then start scheduling."""
+        self.probe.start()  # before any job asks for it: see RuntimeProbe
         self.lifecycle.recover()
         for when, job_id in self.flex_start_deadlines():  # waits that outlived the last run
             self.alarms.at(when, job_id)

@@ -3,7 +3,9 @@
 The CustomJob state (:mod:`kfp_spot.emulator.store`) and the serving state
 (:mod:`kfp_spot.emulator.serving.store`) are both a :class:`Database`: WAL with
 ``synchronous=FULL`` so a committed change survives the emulator being killed, one lock so threads
-share the connection, and ``BEGIN IMMEDIATE`` transactions so a write never waits half-done.
+share the writing connection, and ``BEGIN IMMEDIATE`` transactions so a write never waits half-done.
+Reads go through a second, read-only connection with its own lock: WAL lets it read the last
+committed state while a write commits, so a GET never waits for a commit's fsync.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 class Database:
     """Thread-safe access to one SQLite file whose tables ``schema`` creates when missing.
 
-    Subclasses read through :meth:`_all` (or ``self._db`` under ``self._lock``) and write
-    through :meth:`transaction`.
+    Subclasses read through :meth:`_all` or :meth:`_reading` (what is committed) and write
+    through :meth:`transaction` (``self._db`` under ``self._lock`` reads what the writer sees).
     """
 
     def __init__(self, path: Path, schema: str) -> None:
@@ -31,11 +33,23 @@ class Database:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(schema)
+        self._read_lock = threading.Lock()
+        self._reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._reader.row_factory = sqlite3.Row
+        self._reader.execute("PRAGMA query_only=1")
 
     def close(self) -> None:
         """Close the database."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._db.close()
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The read-only connection (autocommit: each statement sees the last commit)."""
+        with self._read_lock:
+            yield self._reader
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -50,5 +64,5 @@ class Database:
             self._db.execute("COMMIT")
 
     def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        with self._reading() as db:
+            return db.execute(sql, args).fetchall()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,8 +209,8 @@ class Store(Database):
 
     def job(self, job_id: str) -> JobRow | None:
         """The job with this id, or None (deleted jobs included, marked ``deleted``)."""
-        with self._lock:
-            cur = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        with self._reading() as db:
+            cur = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,))
             row = cur.fetchone()
         return JobRow(**dict(row)) if row else None
 
@@ -224,8 +224,8 @@ class Store(Database):
         if states:
             sql += f" AND state IN ({', '.join('?' for _ in states)})"
             args.extend(states)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY seq DESC", args).fetchall()
+        with self._reading() as db:
+            rows = db.execute(sql + " ORDER BY seq DESC", args).fetchall()
         return [JobRow(**dict(r)) for r in rows]
 
     def update_job(self, job_id: str, **fields: Any) -> None:
@@ -256,14 +256,14 @@ class Store(Database):
 
     def operation(self, op_id: str) -> OperationRow | None:
         """The operation with this id, or None."""
-        with self._lock:
-            row = self._db.execute("SELECT * FROM operations WHERE id = ?", (op_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT * FROM operations WHERE id = ?", (op_id,)).fetchone()
         return OperationRow(**dict(row)) if row else None
 
     def operations(self, parent: str) -> list[OperationRow]:
         """The operations of ``parent``, newest first."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT * FROM operations WHERE parent = ? ORDER BY create_time DESC, id DESC",
                 (parent,),
             ).fetchall()
@@ -285,16 +285,16 @@ class Store(Database):
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
         """All attempts of a job, first first."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", (job_id,)
             ).fetchall()
         return [AttemptRow(**dict(r)) for r in rows]
 
     def open_attempts(self) -> list[AttemptRow]:
         """Attempts without an end (running when the emulator stopped)."""
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM attempts WHERE end_time IS NULL").fetchall()
+        with self._reading() as db:
+            rows = db.execute("SELECT * FROM attempts WHERE end_time IS NULL").fetchall()
         return [AttemptRow(**dict(r)) for r in rows]
 
     def update_attempt(self, job_id: str, attempt: int, **fields: Any) -> None:
@@ -304,6 +304,18 @@ class Store(Database):
             db.execute(
                 f"UPDATE attempts SET {sets} WHERE job_id = ? AND attempt = ?",
                 (*fields.values(), job_id, attempt),
+            )
+
+    def touch_attempts(self, last_seen: Mapping[tuple[str, int], float]) -> None:
+        """Heartbeats of running attempts, in one transaction: ``(job, attempt) -> last_seen``.
+
+        An attempt that has ended meanwhile keeps its end (``last_seen`` never goes back).
+        """
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE attempts SET last_seen = ? WHERE job_id = ? AND attempt = ? "
+                "AND end_time IS NULL AND (last_seen IS NULL OR last_seen < ?)",
+                [(t, job, attempt, t) for (job, attempt), t in last_seen.items()],
             )
 
     def end_attempt(

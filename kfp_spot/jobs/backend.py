@@ -72,6 +72,40 @@ class Backend(abc.ABC):
         """
 
 
+# GCPC's launcher reads a CustomJob every 20 s (180 calls an hour); see vertex_poll_delay.
+GCPC_POLL_SECONDS = 20.0
+POLL_BURST_CALLS = 3  # how many calls the launcher may be ahead of GCPC's schedule
+_WAITING_STATES = frozenset({"JOB_STATE_QUEUED", "JOB_STATE_PENDING"})
+
+
+def vertex_poll_delay(state: str, since_change: float, since_first: float, calls: int) -> float:
+    """Seconds until the next read of a CustomJob on Vertex AI (pure; docs/launcher.md).
+
+    Short reads right after a state change (a job that fails does so mostly just after it starts
+    RUNNING, or while PENDING), GCPC's 20 s in a steady RUNNING, 30 s while QUEUED or PENDING
+    (nothing waits on when a job starts, so those reads bank calls for the bursts); capped so
+    that the launcher is never more than ``POLL_BURST_CALLS`` calls ahead of GCPC's fixed 20 s
+    schedule: call ``k`` (0-based, the first at ``since_first`` = 0) is made no earlier than
+    ``20 * (k - POLL_BURST_CALLS)`` s.
+
+    Args:
+        state: the job's state name as last read (``JOB_STATE_RUNNING``, ...).
+        since_change: seconds since the read that first saw ``state``.
+        since_first: seconds since the first read of the job.
+        calls: reads made so far (the next is call number ``calls``).
+    """
+    if state in _WAITING_STATES:
+        wanted = 30.0
+    elif since_change < 30.0:
+        wanted = 5.0
+    elif since_change < 90.0:
+        wanted = 10.0
+    else:
+        wanted = GCPC_POLL_SECONDS
+    earliest = GCPC_POLL_SECONDS * (calls - POLL_BURST_CALLS) - since_first
+    return max(wanted, earliest)
+
+
 class VertexBackend(Backend):
     """Vertex AI: a gentle poll, GCPC-like retries, attempts from the trainer's records."""
 
@@ -181,14 +215,14 @@ _EMULATOR = _Settings(
     cancel_wait_seconds=30.0,
     observe_every=0.5,
 )
-# On Vertex AI: every 10 s backing off to 60 s (reset on each change); transient errors ridden out
-# for 10 min, whether they come fast (UNAVAILABLE at once: 25 tries, 1 s doubling to 30 s, fill
-# the window) or slow (a request timing out: the window ends it first), since giving up leaves a
-# paid training job unwatched over a regional blip; the pod is killed ~30 s after SIGTERM, so a
-# cancel is recorded within ~20 s; attempt records (a listing on gs://) are looked at once a
-# minute.
+# On Vertex AI: vertex_poll_delay (quick after a change, GCPC's 20 s in a steady RUNNING, never
+# more than 3 calls ahead of GCPC's schedule); transient errors ridden out for 10 min, whether they
+# come fast (UNAVAILABLE at once: 25 tries, 1 s doubling to 30 s, fill the window) or slow (a
+# request timing out: the window ends it first), since giving up leaves a paid training job
+# unwatched over a regional blip; the pod is killed ~30 s after SIGTERM, so a cancel is recorded
+# within ~20 s; attempt records (a listing on gs://) are looked at once a minute.
 _VERTEX = _Settings(
-    poll=PollPolicy(10.0, 60.0),
+    poll=PollPolicy(GCPC_POLL_SECONDS, GCPC_POLL_SECONDS, 1.0, schedule=vertex_poll_delay),
     retry=RetryBudget(25, 600.0, 1.0, 30.0),
     cancel_wait_seconds=20.0,
     observe_every=60.0,

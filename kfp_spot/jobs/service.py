@@ -66,6 +66,9 @@ class PollPolicy:
     initial: float
     maximum: float
     factor: float = 1.5
+    # (state name, s since it was first seen, s since the first read, reads made) -> next delay;
+    # when given, it replaces the back-off in ``JobService.wait`` (the Vertex backend's policy)
+    schedule: Callable[[str, float, float, int], float] | None = None
 
     @classmethod
     def fixed(cls, interval: float) -> PollPolicy:
@@ -236,13 +239,22 @@ class JobService:
         """
         interval = poll.initial
         last_state: int | None = None
+        first = changed_at = self._clock()
+        calls = 0
         while True:
             job = self.get(name)
+            calls += 1
+            now = self._clock()
             changed = job.state != last_state
             if changed:
                 log.info("%s is %s", name, state_name(job.state))
                 last_state = job.state
                 interval = poll.initial
+                changed_at = now
+            if poll.schedule is not None:
+                interval = poll.schedule(
+                    state_name(job.state), now - changed_at, now - first, calls
+                )
             if on_poll is not None:
                 on_poll(job, changed)
             if is_terminal(job):

@@ -121,3 +121,70 @@ def test_vertex_rides_out_fast_unavailable_errors_for_its_whole_ten_minute_windo
     # The window, not the count of tries, ends a run of instant failures (it was 8 tries, ~91 s).
     assert 570.0 <= now[0] <= budget.max_seconds
     assert 20 <= tries <= budget.max_attempts
+
+
+def _simulate(end: float, running_at: float = 180.0, horizon: float = 4 * 3600.0):
+    """Reads of a job QUEUED/PENDING until ``running_at``, RUNNING until ``end``: (times, seen)."""
+    from kfp_spot.jobs.backend import vertex_poll_delay
+
+    def state_at(t: float) -> str:
+        if t >= end:
+            return "JOB_STATE_SUCCEEDED"
+        return "JOB_STATE_RUNNING" if t >= running_at else "JOB_STATE_PENDING"
+
+    t, times, last, changed_at = 0.0, [], None, 0.0
+    while t <= horizon:
+        times.append(t)
+        state = state_at(t)
+        if state != last:
+            last, changed_at = state, t
+        if state == "JOB_STATE_SUCCEEDED":
+            return times, t
+        t += vertex_poll_delay(state, t - changed_at, t, len(times))
+    return times, None
+
+
+@pytest.mark.parametrize("end", [185.0, 200.0, 240.0, 600.0, 3600.0, 3611.0, 7199.0])
+def test_vertex_polls_are_never_more_than_three_ahead_of_gcpc(end):
+    from kfp_spot.jobs.backend import GCPC_POLL_SECONDS, POLL_BURST_CALLS
+
+    times, seen = _simulate(end)
+    assert seen is not None
+    for k, t in enumerate(times):  # GCPC has made floor(t / 20) + 1 calls by t
+        assert k + 1 <= t // GCPC_POLL_SECONDS + 1 + POLL_BURST_CALLS
+    # the end is seen within GCPC's 20 s in a steady RUNNING, within 5 s right after it started
+    assert seen - end <= (5.0 if end - 180.0 < 25.0 else GCPC_POLL_SECONDS)
+
+
+def test_vertex_polls_quickly_after_a_change_and_at_gcpcs_pace_in_a_steady_running():
+    from kfp_spot.jobs.backend import vertex_poll_delay
+
+    assert vertex_poll_delay("JOB_STATE_RUNNING", 0.0, 300.0, 10) == 5.0  # banked while PENDING
+    assert vertex_poll_delay("JOB_STATE_PENDING", 0.0, 0.0, 1) == 30.0
+    assert vertex_poll_delay("JOB_STATE_RUNNING", 600.0, 900.0, 46) == 20.0
+    # no bank left: the burst waits for GCPC's schedule
+    assert vertex_poll_delay("JOB_STATE_RUNNING", 0.0, 0.0, 4) == 20.0
+
+
+def test_the_launcher_waits_on_vertex_by_that_schedule():
+    from google.cloud.aiplatform_v1 import CustomJob, JobState
+
+    from kfp_spot.jobs.service import JobService
+
+    states = [JobState.JOB_STATE_PENDING] * 3 + [JobState.JOB_STATE_RUNNING] * 4
+    states.append(JobState.JOB_STATE_SUCCEEDED)
+    now, slept = [0.0], []
+
+    class Client:
+        def get_custom_job(self, name, timeout):
+            return CustomJob(name=name, state=states.pop(0))
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    vertex = backend_for(resolve_endpoint("us-central1"))
+    service = JobService(vertex.endpoint, client=Client(), sleep=sleep, clock=lambda: now[0])
+    assert service.wait(JOB, vertex.poll).state == JobState.JOB_STATE_SUCCEEDED
+    # 30 s while PENDING, then 5 s right after RUNNING was seen
+    assert slept == [30.0, 30.0, 30.0, 5.0, 5.0, 5.0, 5.0]

@@ -1,0 +1,291 @@
+"""Open-loop load on the local emulator (127.0.0.1 only, bounded in count and time); prints figures.
+
+1. ``get``: GETs of CustomJobs at a fixed rate (``--rate`` req/s for ``--seconds``), each request
+   scheduled at ``t0 + i / rate`` on one of ``--connections`` keep-alive connections; latency is
+   measured from the *scheduled* send time (so a stalled server is charged for the requests that
+   queue behind it), p50/p90/p99/max.
+2. ``jobs``: ``--jobs`` CustomJobs (each a trivial Python package that sleeps ``--job-seconds``)
+   created as fast as ``--connections`` clients can; the time to create them all, the most seen
+   RUNNING at once by a client listing every 0.5 s, how long until all SUCCEEDED, and the GET
+   latency of one client polling a job every 20 ms meanwhile.
+
+The emulator runs as ``kfp-spot emulator start`` in its own process (its own GIL), the load from
+this one. Usage: python benchmarks/emulator_load.py [get|jobs|all] [--rate 1000] [--seconds 10]
+[--jobs 1000] [--job-seconds 20] [--connections 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from emulator_bench import PARENT, build_package
+
+KFP_SPOT = str(Path(sys.executable).with_name("kfp-spot"))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return (
+        f"p50 {pct(ms, 0.5):.2f} ms, p90 {pct(ms, 0.9):.2f} ms, p99 {pct(ms, 0.99):.2f} ms, "
+        f"max {max(ms):.1f} ms ({len(ms)} requests)"
+    )
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class Conn:
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def call(self, method: str, path: str, payload: dict | None = None) -> dict:
+        data = json.dumps(payload).encode() if payload is not None else None
+        self.conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        response = self.conn.getresponse()
+        text = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{method} {path}: {response.status} {text[:200]!r}")
+        return json.loads(text)
+
+
+class Emulator:
+    """``kfp-spot emulator start`` in a child process."""
+
+    def __init__(self, work: Path) -> None:
+        self.proc = subprocess.Popen(
+            [
+                KFP_SPOT,
+                "emulator",
+                "start",
+                "--state-dir",
+                str(work / "state"),
+                "--env-cache-dir",
+                str(work / "envs"),
+                "--grace-period",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if not found:
+            self.proc.kill()
+            raise RuntimeError(f"emulator did not start: {line!r}")
+        self.port = int(found.group(1))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=120)
+
+
+def job_body(package: Path, seconds: float) -> dict:
+    return {
+        "displayName": "load",
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": "1",
+                    "pythonPackageSpec": {
+                        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6",
+                        "packageUris": [str(package)],
+                        "pythonModule": "benchtrain.sleep",
+                        "args": [str(seconds)],
+                    },
+                }
+            ],
+        },
+    }
+
+
+def open_loop(port: int, paths: list[str], rate: float, seconds: float, connections: int):
+    total = int(rate * seconds)
+    samples: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    t0 = time.perf_counter() + 0.2
+
+    def worker(k: int) -> None:
+        conn = Conn(port)
+        local = []
+        for i in range(k, total, connections):
+            scheduled = t0 + i / rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            try:
+                conn.call("GET", paths[i % len(paths)])
+            except (OSError, RuntimeError) as err:
+                errors.append(str(err)[:100])
+                conn = Conn(port)
+                continue
+            local.append(time.perf_counter() - scheduled)
+        with lock:
+            samples.extend(local)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return samples, errors
+
+
+def bench_get(work: Path, package: Path, args: argparse.Namespace) -> None:
+    emu = Emulator(work / "get")
+    try:
+        conn = Conn(emu.port)
+        names = []
+        for _ in range(20):
+            names.append(
+                conn.call("POST", f"/v1/{PARENT}/customJobs", job_body(package, 0))["name"]
+            )
+        deadline = time.monotonic() + 300
+        while any(conn.call("GET", f"/v1/{n}")["state"] != "JOB_STATE_SUCCEEDED" for n in names):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the jobs to read did not succeed")
+            time.sleep(0.5)
+        paths = [f"/v1/{n}" for n in names]
+        before = load()
+        samples, errors = open_loop(emu.port, paths, args.rate, args.seconds, args.connections)
+        print(
+            f"GET open loop {args.rate:.0f} req/s x {args.seconds:.0f} s on {args.connections} "
+            f"keep-alive connections, latency from the scheduled send: {summary(samples)}; "
+            f"errors {len(errors)}; load average {before} -> {load()}"
+        )
+    finally:
+        emu.stop()
+
+
+def bench_jobs(work: Path, package: Path, args: argparse.Namespace) -> None:
+    emu = Emulator(work / "jobs")
+    try:
+        probe = Conn(emu.port)
+        first = probe.call("POST", f"/v1/{PARENT}/customJobs", job_body(package, 0.0))[
+            "name"
+        ]  # builds the package env before the clock starts
+        deadline = time.monotonic() + 300
+        while probe.call("GET", f"/v1/{first}")["state"] != "JOB_STATE_SUCCEEDED":
+            if time.monotonic() > deadline:
+                raise TimeoutError("the warm-up job did not succeed")
+            time.sleep(0.2)
+        names: list[str] = []
+        done = threading.Event()
+        gets: list[float] = []
+        max_running = [0]
+        lock = threading.Lock()
+        before = load()
+        t0 = time.perf_counter()
+
+        def create(k: int) -> None:
+            conn = Conn(emu.port)
+            for _ in range(k, args.jobs, args.connections):
+                name = conn.call(
+                    "POST", f"/v1/{PARENT}/customJobs", job_body(package, args.job_seconds)
+                )["name"]
+                with lock:
+                    names.append(name)
+
+        def poll_get() -> None:
+            conn = Conn(emu.port)
+            while not done.is_set():
+                start = time.perf_counter()
+                conn.call("GET", f"/v1/{first}")
+                gets.append(time.perf_counter() - start)
+                time.sleep(0.02)
+
+        def count_running() -> None:
+            conn = Conn(emu.port)
+            while not done.is_set():
+                running = 0
+                token = ""
+                while True:
+                    q = "pageSize=100&filter=state%3D%22JOB_STATE_RUNNING%22"
+                    page = conn.call("GET", f"/v1/{PARENT}/customJobs?{q}&pageToken={token}")
+                    running += len(page.get("customJobs", []))
+                    token = page.get("nextPageToken", "")
+                    if not token:
+                        break
+                max_running[0] = max(max_running[0], running)
+                time.sleep(0.5)
+
+        watchers = [threading.Thread(target=poll_get), threading.Thread(target=count_running)]
+        for w in watchers:
+            w.start()
+        creators = [threading.Thread(target=create, args=(k,)) for k in range(args.connections)]
+        for c in creators:
+            c.start()
+        for c in creators:
+            c.join()
+        created = time.perf_counter() - t0
+        conn = Conn(emu.port)
+        limit = time.monotonic() + args.job_seconds + 600
+        succeeded = 0
+        while time.monotonic() < limit:
+            succeeded = 0
+            token = ""
+            while True:
+                q = "pageSize=100&filter=state%3D%22JOB_STATE_SUCCEEDED%22"
+                page = conn.call("GET", f"/v1/{PARENT}/customJobs?{q}&pageToken={token}")
+                succeeded += len(page.get("customJobs", []))
+                token = page.get("nextPageToken", "")
+                if not token:
+                    break
+            if succeeded >= args.jobs + 1:
+                break
+            time.sleep(1.0)
+        finished = time.perf_counter() - t0
+        done.set()
+        for w in watchers:
+            w.join()
+        print(
+            f"{args.jobs} jobs of {args.job_seconds:.0f} s: created in {created:.1f} s "
+            f"({args.connections} clients); most seen RUNNING at once {max_running[0]}; "
+            f"SUCCEEDED {succeeded - 1}/{args.jobs} after {finished:.1f} s; GET meanwhile "
+            f"(one client, every 20 ms): {summary(gets)}; load average {before} -> {load()}"
+        )
+    finally:
+        emu.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", nargs="?", default="all", choices=["get", "jobs", "all"])
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--job-seconds", type=float, default=20.0)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        package = build_package(work, extra={"benchtrain-0.1/benchtrain/sleep.py": SLEEP})
+        if args.what in ("get", "all"):
+            bench_get(work, package, args)
+        if args.what in ("jobs", "all"):
+            bench_jobs(work, package, args)
+
+
+SLEEP = "import sys, time\ntime.sleep(float(sys.argv[1]))\n"
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The REST client of ``kfp-spot jobs`` and ``kfp-spot endpoint``: Vertex AI's ``/v1`` JSON API.
+
+Why not the GAPIC clients: importing any ``google.cloud.aiplatform_v1`` service loads the package's
+``__init__``, which imports every service and type (seconds of CPU), while a list or a describe is
+one GET. The emulator and Vertex AI speak the same REST API, so these commands send it directly:
+anonymous ``requests`` for the emulator's ``http://`` endpoint, google-auth's
+``AuthorizedSession`` with application default credentials for Vertex AI. Errors keep the form the
+GAPIC clients give them, without the request URL: the status and the service's message, which
+names the resource (else the resource is named), one line each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    import requests
+
+    from kfp_spot.vertex.client import Endpoint
+
+_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+TIMEOUT_SECONDS = 60.0
+NO_CREDENTIALS = (
+    "no Google credentials for Vertex AI ({}); run `gcloud auth application-default login`, "
+    "or pass --api-endpoint for the emulator"
+)
+
+
+def status_name(code: int | None) -> str:
+    """``NOT_FOUND`` for 404; the number for a status HTTP does not name."""
+    if code is None:
+        return "ERROR"
+    try:
+        return HTTPStatus(code).name
+    except ValueError:
+        return str(code)
+
+
+def _error_message(response: requests.Response) -> str:
+    """The ``error.message`` of Google's JSON error body, else the body's text."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text.strip() or response.reason
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return response.text.strip()
+
+
+class RestApi:
+    """GET/POST on ``{base_url}/v1/...``; every failure a one-line ``click.ClickException``."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        import requests
+
+        self._base = f"{endpoint.base_url}/v1/"
+        session: requests.Session
+        if endpoint.local:
+            session = requests.Session()
+        else:
+            import google.auth
+            from google.auth import exceptions as auth_exceptions
+            from google.auth.transport.requests import AuthorizedSession
+
+            try:
+                credentials, _ = google.auth.default(scopes=list(_SCOPES))
+            except auth_exceptions.GoogleAuthError as exc:
+                raise click.ClickException(NO_CREDENTIALS.format(exc)) from exc
+            session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+        from kfp_spot.vertex.client import USER_AGENT
+
+        session.headers["User-Agent"] = USER_AGENT
+        self._session = session
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        import requests
+        from google.auth import exceptions as auth_exceptions
+
+        url = self._base + path
+        try:
+            response = self._session.request(method, url, timeout=TIMEOUT_SECONDS, **kwargs)
+        except requests.exceptions.ConnectionError:
+            raise click.ClickException(
+                f"cannot reach the API endpoint ({self._base[: -len('/v1/')]}): is it running?"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise click.ClickException(
+                f"{path.split('?', 1)[0]}: no answer in {TIMEOUT_SECONDS:.0f} s"
+            ) from None
+        except auth_exceptions.GoogleAuthError as exc:
+            raise click.ClickException(NO_CREDENTIALS.format(exc)) from exc
+        if response.status_code >= 400:
+            error = _error_message(response)
+            # The resource the error is about, not the request URL with its query string;
+            # "endpoints/42:predict": an error that already names endpoints/42 says enough.
+            resource = path.split("?", 1)[0]
+            if resource.split(":", 1)[0] not in error:
+                error = f"{resource}: {error}"
+            raise click.ClickException(f"{status_name(response.status_code)}: {error}")
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise click.ClickException(f"{path.split('?', 1)[0]}: the answer is not a JSON object")
+        return answer
+
+    def get(self, name: str) -> dict[str, Any]:
+        """The resource ``name`` (``projects/P/locations/L/...``) as the API's JSON."""
+        return self._send("GET", name)
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``path`` (e.g. ``NAME:predict``)."""
+        return self._send(
+            "POST", path, data=json.dumps(body), headers={"Content-Type": "application/json"}
+        )
+
+    def pages(self, collection: str, key: str, filter_: str) -> Iterator[dict[str, Any]]:
+        """Every item of a list (``collection`` = ``PARENT/customJobs``), page after page."""
+        params: dict[str, str] = {}  # the service's own page size, as the GAPIC client asks
+        if filter_:
+            params["filter"] = filter_
+        while True:
+            page = self._send("GET", collection, params=params)
+            items = page.get(key, [])
+            yield from (item for item in items if isinstance(item, dict))
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            params["pageToken"] = str(token)
+
+
+def api_for(location: str, api_endpoint: str) -> RestApi:
+    """The REST API at ``api_endpoint`` (default: Vertex AI in ``location``); bad values exit 2."""
+    from kfp_spot.vertex.client import resolve_endpoint
+    from kfp_spot.vertex.values import InvalidFieldError
+
+    try:
+        return RestApi(resolve_endpoint(location, api_endpoint))
+    except InvalidFieldError as exc:
+        hint = f"--{exc.field.replace('_', '-')}"  # --location or --api-endpoint
+        raise click.BadParameter(str(exc), param_hint=hint) from exc
+
+
+def dig(value: Any, *path: str, default: Any = None) -> Any:
+    """``value[path[0]][path[1]]...``, or ``default`` where a field is absent.
+
+    Proto3 JSON omits a field at its default value, so absent means the default.
+    """
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return default
+        value = value[key]
+    return value
