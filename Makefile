@@ -23,11 +23,14 @@ demo: $(STAMP)
 
 # The container tests run the components' compiled commands inside the image: build it first (or
 # reuse it: the build is skipped when nothing it is made of changed).
+# pytest runs in PYTEST_WORKERS processes (pytest-xdist): most tests wait on subprocesses, the
+# emulator or I/O, so more workers than cores pays; idle workers take tests from busy ones.
+PYTEST_WORKERS ?= 4
 test: $(STAMP) test-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
