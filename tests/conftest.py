@@ -1,14 +1,46 @@
-"""Shared fixtures: a local GCS emulator (gcp-storage-emulator) on a free loopback port, and
-kfp.local passing GCPC's pipeline placeholders through (as ``kfp-spot run`` has it)."""
+"""Shared fixtures: a local GCS emulator (gcp-storage-emulator) on a free loopback port, one
+package-environment cache for the run, and kfp.local passing GCPC's pipeline placeholders through
+(as ``kfp-spot run`` has it).
+
+The suite runs under pytest-xdist (``make test``): every worker is a process of its own, so a
+fixture binds port 0 (never a port chosen beforehand), writes below ``tmp_path`` or a directory of
+:mod:`tests.shared`, and restores what it sets in ``os.environ``.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.shared import run_dir
+
 TEST_BUCKET = "kfp-spot-test"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests that share a module-scoped fixture on one xdist worker.
+
+    Each worker sets up its own copy of a fixture, so a module fixture that runs a whole pipeline
+    would run once per worker its tests landed on. ``make test`` distributes with
+    ``--dist loadgroup``: tests that use module-scoped fixtures get the group of the fixtures they
+    use (one worker each), every other test goes wherever a worker is free.
+    """
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        shared = sorted(
+            name
+            for name in info.names_closure
+            if (defs := info.name2fixturedefs.get(name)) and defs[-1].scope in ("module", "class")
+        )
+        if shared:
+            group = f"{item.nodeid.split('::', 1)[0]}::{'+'.join(shared)}"
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def free_port() -> int:
@@ -32,6 +64,32 @@ def _gcp_placeholders_as_text():
 
 
 @pytest.fixture(scope="session")
+def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One package-environment cache for the run, shared by every xdist worker.
+
+    ``kfp_spot.envcache`` locks each environment while it builds it, so an environment two
+    workers need is installed once and the second waits for it.
+    """
+    return run_dir(tmp_path_factory, "envcache")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_env_cache(env_cache: Path) -> Iterator[None]:
+    """Code that falls back on ``envcache.default_cache_dir()`` (an Emulator given no
+    ``env_cache_dir``, a component's evaluation) uses the run's cache, not the user's
+    ``~/.cache/kfp-spot``: the suite starts from nothing, as on a fresh machine."""
+    saved = os.environ.get("KFP_SPOT_CACHE_DIR")
+    os.environ["KFP_SPOT_CACHE_DIR"] = str(env_cache)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("KFP_SPOT_CACHE_DIR", None)
+        else:
+            os.environ["KFP_SPOT_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="session")
 def gcs_emulator():
     """A GCS emulator with bucket ``kfp-spot-test``; STORAGE_EMULATOR_HOST points at it.
 
@@ -39,9 +97,9 @@ def gcs_emulator():
     """
     from gcp_storage_emulator.server import create_server
 
-    port = free_port()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=TEST_BUCKET)
+    server = create_server("127.0.0.1", 0, in_memory=True, default_bucket=TEST_BUCKET)
     server.start()
+    port = server._api._httpd.server_address[1]  # port 0: the OS chose it, no other worker can
     saved = {k: os.environ.get(k) for k in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
     os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "kfp-spot-test")

@@ -11,6 +11,11 @@ Set ``KFP_SPOT_FAILPOINTS`` in a training process's environment to a comma-separ
 
 Example: ``KFP_SPOT_FAILPOINTS=kill@save-mid:40`` kills the process in the middle of the save of
 step 40. Unset (the normal case) it costs one dictionary look-up per call.
+
+A ``save-*`` point of a background (async) save fires in the writer thread while the training
+loop goes on; however slow the storage or the machine, the loop does not pass the step after
+the saved one until that point fired or the write ended without reaching it. The signal thus
+lands at the same step of every run, and a later ``step`` point is sure to be reached.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ POINTS = ("step", "save-mid", "save-before-manifest", "save-after")
 _ACTIONS = {"kill": signal.SIGKILL, "term": signal.SIGTERM}
 _cache: tuple[str, dict[tuple[str, int], str]] | None = None
 _fired: set[tuple[str, int]] = set()
+# Background saves of a step with an armed save-* point: set once it fired or the write ended.
+_pending: dict[int, threading.Event] = {}
 
 
 def parse(spec: str) -> dict[tuple[str, int], str]:
@@ -54,15 +61,45 @@ def parse(spec: str) -> dict[tuple[str, int], str]:
     return out
 
 
-def hit(point: str, step: int) -> None:
-    """Fire the failpoint ``point`` of ``step`` if the environment asks for it (once)."""
+def _armed() -> dict[tuple[str, int], str]:
+    """The failpoints the environment asks for (parsed once per spec); empty when unset."""
     global _cache
     spec = os.environ.get(ENV)
     if not spec:
-        return
+        return {}
     if _cache is None or _cache[0] != spec:
         _cache = (spec, parse(spec))
-    action = _cache[1].get((point, step))
+    return _cache[1]
+
+
+def background_save_started(step: int) -> None:
+    """Call before a background write of ``step`` starts (in the thread that starts it)."""
+    armed = _armed()
+    if any((point, step) in armed and (point, step) not in _fired for point in POINTS[1:]):
+        _pending[step] = threading.Event()
+
+
+def background_save_ended(step: int) -> None:
+    """Call when the background write of ``step`` ends, committed or not."""
+    event = _pending.pop(step, None)
+    if event is not None:
+        event.set()
+
+
+def hit(point: str, step: int) -> None:
+    """Fire the failpoint ``point`` of ``step`` if the environment asks for it (once).
+
+    At a ``step`` point the training loop first waits for a background save of an earlier step
+    whose armed ``save-*`` point has not fired yet (see the module docstring).
+    """
+    armed = _armed()
+    if not armed:
+        return
+    if point == "step":
+        for saved, event in list(_pending.items()):
+            if saved < step:
+                event.wait()  # the writer sets it in a finally: once it fired or gave up
+    action = armed.get((point, step))
     if action is None or (point, step) in _fired:
         return
     _fired.add((point, step))
@@ -75,3 +112,6 @@ def hit(point: str, step: int) -> None:
         ident = main.ident
         assert ident is not None  # the main thread is always started
         signal.pthread_kill(ident, _ACTIONS[action])
+        # The signal is pending in the main thread before the loop is let go (its handler runs
+        # as soon as the main thread runs Python again).
+        background_save_ended(step)

@@ -171,6 +171,7 @@ class StepWriter:
 
     def start(self, step: int, files: dict[str, Any], metadata: dict[str, Any], t0: float) -> None:
         """Write ``files`` (a :meth:`snapshot`) in a background thread; :meth:`wait` joins it."""
+        failpoints.background_save_started(step)
         self._worker = threading.Thread(
             target=self._background_write,
             args=(step, files, metadata, t0),
@@ -209,6 +210,8 @@ class StepWriter:
         except storage_errors(CheckpointError, ValueError, TypeError, RuntimeError) as exc:
             log.error("background save of step %d failed: %s", step, exc)
             self._worker_error = exc
+        finally:
+            failpoints.background_save_ended(step)
 
     def write(
         self, step: int, files: Mapping[str, Any], metadata: dict[str, Any], t0: float

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.emulator.conftest import http, wait_until
-
-
-@pytest.fixture(scope="session")
-def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One package-environment cache for the session (the example installs once)."""
-    return tmp_path_factory.mktemp("envcache")
 
 
 @pytest.fixture

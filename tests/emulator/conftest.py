@@ -7,9 +7,7 @@ job state with bounded deadlines, never on fixed sleeps.
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 
 from kfp_spot.emulator import Emulator
+from tests.shared import write_sdist
 
 EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 TASK = r"""
@@ -64,35 +63,22 @@ sys.exit(a.exit_code)
 """
 
 
-def _add(tar: tarfile.TarFile, name: str, text: str) -> None:
-    data = text.encode()
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = 0
-    tar.addfile(info, io.BytesIO(data))
-
-
 @pytest.fixture(scope="session")
 def toy_package(tmp_path_factory: pytest.TempPathFactory) -> str:
     """An sdist of the ``toytrain`` package (module ``toytrain.task``)."""
     out = tmp_path_factory.mktemp("pkg") / "toytrain-0.1.tar.gz"
-    with tarfile.open(out, "w:gz") as tar:
-        _add(
-            tar,
-            "toytrain-0.1/pyproject.toml",
-            '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    write_sdist(
+        out,
+        {
+            "toytrain-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
             '[project]\nname = "toytrain"\nversion = "0.1"\n'
             '[tool.setuptools]\npackages = ["toytrain"]\n',
-        )
-        _add(tar, "toytrain-0.1/toytrain/__init__.py", "")
-        _add(tar, "toytrain-0.1/toytrain/task.py", TASK)
+            "toytrain-0.1/toytrain/__init__.py": "",
+            "toytrain-0.1/toytrain/task.py": TASK,
+        },
+    )
     return str(out)
-
-
-@pytest.fixture(scope="session")
-def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One package-environment cache for the whole session (installs happen once)."""
-    return tmp_path_factory.mktemp("envcache")
 
 
 @pytest.fixture

@@ -9,11 +9,6 @@ from tests.packaging.tiny import write_project
 
 
 @pytest.fixture(scope="session")
-def env_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("envcache")
-
-
-@pytest.fixture(scope="session")
 def package(tmp_path_factory):
     """The tiny trainer, built and staged once for every evaluation test."""
     root = tmp_path_factory.mktemp("pkg")

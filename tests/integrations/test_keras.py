@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from tests.integrations.examples_lib import (
     sha256,
     uninterrupted_run,
 )
+from tests.shared import once_per_run
 
 keras = pytest.importorskip("keras")
 
@@ -28,9 +30,14 @@ STEPS_PER_EPOCH = 22  # 1348 training rows in batches of 64
 TOTAL = 3 * STEPS_PER_EPOCH
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
-    return uninterrupted_run("keras", tmp_path_factory.mktemp("keras-clean"), ARGS)
+    """The never-preempted run the tests compare with (read only): one per run, every worker's."""
+
+    def run(base: Path) -> str:
+        return str(uninterrupted_run("keras", base, ARGS))
+
+    return Path(once_per_run(tmp_path_factory, "keras-clean", run))
 
 
 @pytest.mark.parametrize("seed", [11, 12])

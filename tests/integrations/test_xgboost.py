@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.integrations.examples_lib import (
     sha256,
     uninterrupted_run,
 )
+from tests.shared import once_per_run
 
 xgb = pytest.importorskip("xgboost")
 
@@ -22,9 +24,14 @@ ROUNDS = 30
 ARGS = ["--rounds", str(ROUNDS), "--checkpoint-every", "4"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
-    return uninterrupted_run("xgboost", tmp_path_factory.mktemp("xgb-clean"), ARGS)
+    """The never-preempted run the tests compare with (read only): one per run, every worker's."""
+
+    def run(base: Path) -> str:
+        return str(uninterrupted_run("xgboost", base, ARGS))
+
+    return Path(once_per_run(tmp_path_factory, "xgb-clean", run))
 
 
 @pytest.mark.parametrize("seed", [21, 22])

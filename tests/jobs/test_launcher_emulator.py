@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 
@@ -20,6 +18,7 @@ from kfp_spot import checkpoints
 from kfp_spot.jobs.entry import launch_spot_job
 from kfp_spot.jobs.launcher import LaunchFailedError
 from kfp_spot.packaging.trainer_dist import build_trainer_wheel
+from tests.shared import write_sdist
 
 emulator_module = pytest.importorskip("kfp_spot.emulator")
 Emulator = emulator_module.Emulator
@@ -65,26 +64,20 @@ sys.exit(143 if stop else a.exit_code)
 """
 
 
-def _add(tar: tarfile.TarFile, name: str, text: str) -> None:
-    data = text.encode()
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime = len(data), 0
-    tar.addfile(info, io.BytesIO(data))
-
-
 @pytest.fixture(scope="module")
 def trainer_package(tmp_path_factory) -> FakeArtifact:
     path = tmp_path_factory.mktemp("pkg") / "ckpttrain-0.1.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        _add(
-            tar,
-            "ckpttrain-0.1/pyproject.toml",
-            '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    write_sdist(
+        path,
+        {
+            "ckpttrain-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
             '[project]\nname = "ckpttrain"\nversion = "0.1"\n'
             '[tool.setuptools]\npackages = ["ckpttrain"]\n',
-        )
-        _add(tar, "ckpttrain-0.1/ckpttrain/__init__.py", "")
-        _add(tar, "ckpttrain-0.1/ckpttrain/task.py", TASK)
+            "ckpttrain-0.1/ckpttrain/__init__.py": "",
+            "ckpttrain-0.1/ckpttrain/task.py": TASK,
+        },
+    )
     # The job imports kfp_spot: as prepare_package does, ship the light kfp-spot-trainer wheel
     # (the executor image has no kfp-spot).
     light = build_trainer_wheel(path.parent / "kfp-spot-trainer")
@@ -92,11 +85,6 @@ def trainer_package(tmp_path_factory) -> FakeArtifact:
         uri=str(path),
         metadata={"python_module": "ckpttrain.task", "package_uris": [str(path), str(light)]},
     )
-
-
-@pytest.fixture(scope="module")
-def env_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("envcache")
 
 
 def _emulator(tmp_path, env_cache, **kw):

@@ -12,11 +12,6 @@ def project(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def env_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("envcache")
-
-
-@pytest.fixture(scope="session")
 def built(tmp_path_factory) -> PackageInfo:
     """The tiny project built once (with its wheel) into a session staging directory."""
     root = tmp_path_factory.mktemp("built")

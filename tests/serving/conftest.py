@@ -42,11 +42,6 @@ def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "c
 
 
 @pytest.fixture(scope="session")
-def env_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("serving-envs")
-
-
-@pytest.fixture(scope="session")
 def sklearn_model_dir(tmp_path_factory) -> Path:
     """A directory with ``model.joblib``: a LogisticRegression on three features."""
     path = tmp_path_factory.mktemp("sklearn-model")

@@ -354,11 +354,6 @@ def package(tmp_path_factory: pytest.TempPathFactory):
     return prepare_package(str(write_project(base / "src")), str(base / "stage"))
 
 
-@pytest.fixture(scope="module")
-def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("envcache")
-
-
 @pytest.mark.parametrize("kind", sorted(set(DAMAGE) - NOT_FOR_EVALUATE))
 def test_evaluate_refuses_the_damaged_step_and_can_fall_back(
     root: Path, kind: str, package, env_cache: Path

@@ -271,6 +271,63 @@ def test_failpoint_spec() -> None:
             failpoints.parse(bad)
 
 
+_SLOW_ASYNC_RUN = r"""
+import sys, time
+from kfp_spot import checkpoints
+from kfp_spot.trainer import CheckpointManager
+
+write_step = checkpoints.write_step
+
+def slow_write_step(*args, **kwargs):  # storage far slower than the loop's steps
+    time.sleep(1.0)
+    return write_step(*args, **kwargs)
+
+checkpoints.write_step = slow_write_step
+# auto: the loop never waits for a background write (a fixed interval waits at its next save)
+with CheckpointManager(sys.argv[1], interval="auto", async_save=True) as ckpt:
+    step = 0
+    while step < 400:
+        step += 1
+        ckpt.maybe_save(step, {"progress": {"step": step}})
+        if ckpt.should_stop:
+            print(f"stopped after step {step}", flush=True)
+            sys.exit(143)
+print("finished", flush=True)
+"""
+
+
+@pytest.mark.parametrize("action", ["term", "kill"])
+def test_a_background_save_failpoint_lands_at_the_next_step(tmp_path: Path, action: str) -> None:
+    """However far the loop could run during a slow async write, the signal lands at step 2."""
+    import os
+    import subprocess
+    import sys
+
+    ck = tmp_path / "ck"
+    env = {**os.environ, failpoints.ENV: f"{action}@save-before-manifest:1"}
+    run = subprocess.run(
+        [sys.executable, "-c", _SLOW_ASYNC_RUN, str(ck)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if action == "term":
+        assert run.returncode == 143, run.stdout + run.stderr
+        assert "stopped after step 2" in run.stdout, run.stdout + run.stderr
+    else:
+        assert run.returncode == -9, run.stdout + run.stderr
+        assert "finished" not in run.stdout
+    # nothing newer than the final save on the notice (step 2) was ever started
+    assert all(step <= 2 for step in checkpoints_steps(ck))
+
+
+def checkpoints_steps(root: Path) -> list[int]:
+    from kfp_spot import checkpoints
+
+    return checkpoints.list_steps(str(root)) if root.exists() else []
+
+
 def test_auto_without_a_hint_is_not_exposed_for_an_hour() -> None:
     """Before any preemption the estimate is the exposure so far, not a fixed hour."""
     assert SaveInterval.parse("auto").mtbp is None
