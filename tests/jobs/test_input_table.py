@@ -53,7 +53,9 @@ def test_every_component_input_is_a_row_or_a_launch_setting():
     }
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r.kind is not Kind.ARTIFACT], ids=lambda row: row.name)
+@pytest.mark.parametrize(
+    "row", [r for r in ROWS if r.kind is not Kind.ARTIFACT], ids=lambda row: row.name
+)
 def test_each_row_is_read_as_the_type_the_signature_declares(row):
     parameter = _signature()[row.name]
     assert parameter.annotation in (SIGNATURE_TYPES[row.kind].__name__, SIGNATURE_TYPES[row.kind])
