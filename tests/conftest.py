@@ -50,6 +50,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def pytest_configure(config):
+    """gcsfs reads GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT once, when it is first imported.
+
+    Left unset, its hierarchical-namespace extension asks the bucket's storage layout first, which
+    the GCS emulator never answers (the call is retried for minutes). Set before any test module
+    imports gcsfs at collection, in every xdist worker.
+    """
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _gcp_placeholders_as_text():
     """kfp.local cannot parse the launch component's GCPC placeholder defaults without it.
