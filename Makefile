@@ -24,14 +24,14 @@ demo: $(STAMP)
 # The container tests run the components' compiled commands inside the image: build it first (or
 # reuse it: the build is skipped when nothing it is made of changed).
 # pytest runs in PYTEST_WORKERS processes (pytest-xdist): most tests wait on subprocesses, the
-# emulator or I/O, so more workers than cores pays. loadgroup: the tests of one module-scoped
-# fixture stay on one worker (tests/conftest.py), the others go to whichever worker is free.
+# emulator or I/O, so more workers than cores pays. Each worker has its own session and module
+# fixtures; what is expensive to make is made once per run under a file lock (tests/shared.py).
 PYTEST_WORKERS ?= 4
 test: $(STAMP) test-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -21,28 +21,6 @@ from tests.shared import run_dir
 TEST_BUCKET = "kfp-spot-test"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the tests that share a module-scoped fixture on one xdist worker.
-
-    Each worker sets up its own copy of a fixture, so a module fixture that runs a whole pipeline
-    would run once per worker its tests landed on. ``make test`` distributes with
-    ``--dist loadgroup``: tests that use module-scoped fixtures get the group of the fixtures they
-    use (one worker each), every other test goes wherever a worker is free.
-    """
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        shared = sorted(
-            name
-            for name in info.names_closure
-            if (defs := info.name2fixturedefs.get(name)) and defs[-1].scope in ("module", "class")
-        )
-        if shared:
-            group = f"{item.nodeid.split('::', 1)[0]}::{'+'.join(shared)}"
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
