@@ -46,7 +46,7 @@ class NoCredentialsError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Submission:
+class PipelineSubmission:
     """A checked submission: what :func:`dry_run` shows and :func:`submit_pipeline` sends."""
 
     template_path: Path
@@ -175,7 +175,7 @@ def prepare_submission(
     service_account: str | None = None,
     enable_caching: bool | None = None,
     labels: Mapping[str, str] | None = None,
-) -> Submission:
+) -> PipelineSubmission:
     """Check every argument offline (see :func:`submit_pipeline` for each).
 
     ``project`` and ``location`` become the pipeline parameters of the same names when the
@@ -203,7 +203,7 @@ def prepare_submission(
     for name, value in (("project", project), ("location", location)):
         if name in declared:
             given.setdefault(name, value)
-    return Submission(
+    return PipelineSubmission(
         template_path=Path(template_path),
         project=project,
         location=location,
@@ -221,7 +221,7 @@ def _pipeline_name(spec: Mapping[str, Any]) -> str:
     return str((spec.get("pipelineInfo") or {}).get("name") or "")
 
 
-def _pipeline_job(submission: Submission, credentials: Any) -> Any:
+def _pipeline_job(submission: PipelineSubmission, credentials: Any) -> Any:
     """The SDK's PipelineJob for ``submission`` (its constructor loads and checks the spec)."""
     from google.cloud import aiplatform
 
@@ -239,7 +239,9 @@ def _pipeline_job(submission: Submission, credentials: Any) -> Any:
 
 
 def check_submission_images(
-    submission: Submission, enabled: bool = True, image_records: Mapping[str, Any] | None = None
+    submission: PipelineSubmission,
+    enabled: bool = True,
+    image_records: Mapping[str, Any] | None = None,
 ) -> None:
     """Refuse a template naming an image Vertex AI could not pull (see :func:`submit_pipeline`).
 
@@ -253,7 +255,7 @@ def check_submission_images(
 
 
 def dry_run(
-    submission: Submission,
+    submission: PipelineSubmission,
     *,
     api_endpoint: str | None = None,
     check_images: bool = True,

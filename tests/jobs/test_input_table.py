@@ -140,7 +140,7 @@ def test_a_direct_row_reaches_its_field_as_it_is(name):
     given = {
         "project": "test-proj",
         "location": "us-central1",
-        "package_uris": ["gs://b/trainer-0.1.tar.gz"],
+        "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
         "python_module": "trainer.task",
         "replica_count": 3,
         **needs,
