@@ -14,8 +14,8 @@ export CONTAINERS_CONF
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --quiet -e '.[dev]'  # -qq: no build-backend chatter; errors still show
 	touch $(STAMP)
 
 demo: $(STAMP)
