@@ -9,8 +9,10 @@ def _mapped(folder: str, namespace: str) -> list[str]:
 
 setup(
     # kfp_spot/data holds the CSV tables (no __init__.py): named, so setuptools ships it as data.
-    packages=find_packages(include=["kfp_spot", "kfp_spot.*"])
-    + ["kfp_spot.data"]
-    + _mapped("components", "kfp_spot.components")
-    + _mapped("pipelines", "kfp_spot.pipelines")
+    packages=[
+        *find_packages(include=["kfp_spot", "kfp_spot.*"]),
+        "kfp_spot.data",
+        *_mapped("components", "kfp_spot.components"),
+        *_mapped("pipelines", "kfp_spot.pipelines"),
+    ]
 )
