@@ -22,7 +22,7 @@ import dataclasses
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import (
@@ -498,3 +498,15 @@ def _fill_defaults(pb: Any) -> None:
 def message_json(pb: Any, int_enums: bool = False) -> str:
     """Protobuf JSON of an answer (camelCase; enums as numbers when the client asks)."""
     return json_format.MessageToJson(pb, use_integers_for_enums=int_enums, indent=None)
+
+
+def list_json(
+    response_type: Any, field_name: str, items: Iterable[Any], token: str, int_enums: bool
+) -> str:
+    """Every list method's answer: ``response_type`` with ``items`` and the next page token.
+
+    ``items`` go in the response's ``field_name``; the JSON is :func:`message_json`'s.
+    """
+    response = response_type.pb()(next_page_token=token)
+    getattr(response, field_name).extend(items)
+    return message_json(response, int_enums)

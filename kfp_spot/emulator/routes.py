@@ -30,7 +30,7 @@ from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import decode_json
-from kfp_spot.emulator.jobs import CustomJobApi, message_json, preempt_replica
+from kfp_spot.emulator.jobs import CustomJobApi, list_json, message_json, preempt_replica
 from kfp_spot.emulator.routing import OPS, PARENT, V1, Request, Route, RouteGroup, RouteTable
 from kfp_spot.emulator.serving import routes as serving_routes
 from kfp_spot.emulator.serving.api import ServingService
@@ -58,9 +58,7 @@ def _list(api: CustomJobApi, req: Request) -> str:
         query.text("page_token"),
         query.text("read_mask"),
     )
-    response = ListCustomJobsResponse.pb()(next_page_token=token)
-    response.custom_jobs.extend(jobs)
-    return message_json(response, query.int_enums)
+    return list_json(ListCustomJobsResponse, "custom_jobs", jobs, token, query.int_enums)
 
 
 def _get(api: CustomJobApi, req: Request) -> str:

@@ -27,7 +27,7 @@ from google.cloud.aiplatform_v1.types import ListEndpointsResponse, ListModelsRe
 from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import ApiError, decode_json
-from kfp_spot.emulator.jobs import message_json
+from kfp_spot.emulator.jobs import list_json, message_json
 from kfp_spot.emulator.routing import OPS, PARENT, V1, Reply, Request, Route, object_body
 from kfp_spot.emulator.serving.api import ServingService
 
@@ -65,9 +65,7 @@ def _list_models(api: ServingService, req: Request) -> str:
         query.int32("page_size"),
         query.text("page_token"),
     )
-    models = ListModelsResponse.pb()(next_page_token=token)
-    models.models.extend(pbs)
-    return message_json(models, query.int_enums)
+    return list_json(ListModelsResponse, "models", pbs, token, query.int_enums)
 
 
 def _get_model(api: ServingService, req: Request) -> str:
@@ -93,9 +91,7 @@ def _list_endpoints(api: ServingService, req: Request) -> str:
         query.int32("page_size"),
         query.text("page_token"),
     )
-    endpoints = ListEndpointsResponse.pb()(next_page_token=token)
-    endpoints.endpoints.extend(pbs)
-    return message_json(endpoints, query.int_enums)
+    return list_json(ListEndpointsResponse, "endpoints", pbs, token, query.int_enums)
 
 
 def _get_endpoint(api: ServingService, req: Request) -> str:
