@@ -49,8 +49,11 @@ def on_term(signum, frame):
 signal.signal(signal.SIGTERM, on_term)
 if a.env_out:
     os.makedirs(a.env_out, exist_ok=True)
-    with open(os.path.join(a.env_out, replica + ".json"), "w") as f:
+    # Written whole, then renamed: a test waiting for the file never reads it half-written.
+    out = os.path.join(a.env_out, replica + ".json")
+    with open(out + ".tmp", "w") as f:
         json.dump(dict(os.environ), f)
+    os.replace(out + ".tmp", out)
 note("start")
 i = 0
 while i < a.steps or (a.until and not os.path.exists(a.until)):
