@@ -50,6 +50,10 @@ def launch_spot_job(
     fallback_after: int = 0,
     fallback_strategy: str = "STANDARD",
     deadline_seconds: float = 0.0,
+    regions: list = [],
+    region_policy: str = "STAY",
+    region_wait_seconds: float = 0.0,
+    region_buckets: dict = {},
     fail_on_incomplete: bool = True,
     api_endpoint: str = "",
     poll_interval_seconds: float = 0.0,
@@ -130,6 +134,21 @@ def launch_spot_job(
         fallback_strategy: ``STANDARD`` or ``FLEX_START``.
         deadline_seconds: Past this many seconds after the first submission, stop waiting for
             Spot capacity and fall back (0: no deadline).
+        regions: Regions to run Spot jobs in, in order, e.g. ``["us-central1", "europe-west4"]``
+            (empty: only ``location``). A region out of Spot capacity hands on to the next one,
+            which resumes from the newest verified checkpoint; a user error is never retried
+            anywhere. Spot is tried in every region before ``fallback_strategy`` runs (in the
+            first region). Inputs naming a resource of one region (``encryption_spec_key_name``,
+            ``tensorboard``, ``persistent_resource_id``) need a single region.
+        region_policy: ``STAY``: leave a region once it is out of Spot capacity (a create
+            refused for capacity or quota, no start within ``region_wait_seconds``, the job's
+            Spot restarts spent); ``EAGER``: also at its first preemption.
+        region_wait_seconds: Give up a Spot job that has waited this long for VMs (since its
+            create, or since it last ran) and go on in the next region (0: wait as Vertex AI does).
+        region_buckets: Region -> ``gs://BUCKET[/PATH]`` in that region, for a region the base
+            output directory's bucket is not in (or over, for a multi- or dual-region bucket):
+            the newest checkpoint is copied there and verified before the job starts. A region
+            that needs one and has none fails the launch before anything is submitted.
         fail_on_incomplete: When False, a launch that ends PREEMPTED_EXHAUSTED, CAPACITY or
             TIMEOUT returns that outcome (with the checkpoint so far) instead of failing the task.
         api_endpoint: The JobService endpoint; empty for Vertex AI, ``http://127.0.0.1:PORT`` for

@@ -27,7 +27,7 @@ from kfp_spot.jobs.launcher import (
     LaunchResult,
 )
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.jobs.recovery import RecoveryPolicy
+from kfp_spot.jobs.recovery import RecoveryPolicy, parse_region_policy
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
@@ -58,7 +58,9 @@ def input_defaults() -> dict[str, Any]:
     merged = {
         **job,
         **dataclass_defaults(RecoveryPolicy),
-        **dataclass_defaults(LaunchRequest, ("api_endpoint", "poll_interval_seconds")),
+        **dataclass_defaults(
+            LaunchRequest, ("api_endpoint", "poll_interval_seconds", "region_buckets")
+        ),
         "fail_on_incomplete": FAIL_ON_INCOMPLETE,
     }
     return merged
@@ -196,7 +198,15 @@ def build_request(**inputs: Any) -> LaunchRequest:
             "fallback_strategy", read.text("fallback_strategy"), FALLBACK_STRATEGIES
         ),
         deadline_seconds=read.number("deadline_seconds"),
+        regions=read.strings("regions"),
+        region_policy=parse_region_policy(read.text("region_policy")),
+        region_wait_seconds=read.number("region_wait_seconds"),
     )
+    order = policy.order(job_inputs.location)
+    if len(order) > 1:
+        check_regional_inputs(job_inputs, order)
+    region_buckets = {str(k): str(v) for k, v in read.json_value("region_buckets", dict).items()}
+    check_region_buckets(region_buckets, order, emulator=emulator)
     poll = read.number("poll_interval_seconds")
     if not 0 <= poll <= MAX_POLL_INTERVAL_SECONDS:
         raise LaunchInputError(
@@ -212,7 +222,54 @@ def build_request(**inputs: Any) -> LaunchRequest:
         api_endpoint=api_endpoint,
         poll_interval_seconds=poll,
         resume_from=resume_uri,
+        region_buckets=region_buckets,
     )
+
+
+# Inputs naming a resource that lives in one region: a job in another region cannot use it.
+REGIONAL_INPUTS = ("encryption_spec_key_name", "tensorboard", "persistent_resource_id")
+
+
+def check_regional_inputs(inputs: JobInputs, order: tuple[str, ...]) -> None:
+    """Refuse inputs that tie the job to one region when it may run in several.
+
+    Raises:
+        LaunchInputError: naming the first such input that is set.
+    """
+    for name in REGIONAL_INPUTS:
+        if getattr(inputs, name):
+            raise LaunchInputError(
+                name,
+                f"names a resource of one region, but the job may run in {', '.join(order)} "
+                "(regions): leave it empty, or list a single region",
+            )
+
+
+def check_region_buckets(
+    buckets: dict[str, str], order: tuple[str, ...], *, emulator: bool
+) -> None:
+    """Check ``region_buckets``: each key a region of the launch, each value an output URI.
+
+    Raises:
+        LaunchInputError: naming ``region_buckets`` and the bad entry.
+    """
+    for region, uri in buckets.items():
+        if region not in order:
+            raise LaunchInputError(
+                "region_buckets",
+                f"{vertex.show(region)} is not one of the launch's regions ({', '.join(order)})",
+            )
+        try:
+            normalized = vertex.normalize_output_uri(uri)
+        except vertex.InvalidValueError as exc:
+            raise LaunchInputError("region_buckets", f"{region}: {exc}") from None
+        if not emulator and not normalized.startswith("gs://"):
+            raise LaunchInputError(
+                "region_buckets",
+                f"{region}: expected gs://BUCKET[/PATH] (Vertex AI writes only to Cloud Storage), "
+                f"got {vertex.show(uri)}",
+            )
+        buckets[region] = normalized
 
 
 def launch_spot_job(**inputs: Any) -> str:

@@ -91,6 +91,9 @@ class LaunchRequest:
     poll_interval_seconds: float = 0.0
     resume_from: str = ""  # checkpoint directory of a previous run
     cancel_wait_seconds: float = 0.0  # 0: the backend's own (kfp_spot.jobs.backend)
+    # region -> gs:// directory for that region's copy of the checkpoints, when the base output
+    # directory's bucket is not in (or over) that region
+    region_buckets: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

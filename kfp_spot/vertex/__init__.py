@@ -47,6 +47,7 @@ from kfp_spot.vertex.regions import (
     known_regions,
 )
 from kfp_spot.vertex.storage import (
+    bucket_serves,
     check_bucket,
     check_output_uri,
     check_package_uri,
@@ -99,6 +100,7 @@ __all__ = [
     "InvalidJobSpecError",
     "InvalidValueError",
     "Target",
+    "bucket_serves",
     "check_accelerator_type",
     "check_bucket",
     "check_kms_key_name",

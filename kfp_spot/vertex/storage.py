@@ -209,3 +209,47 @@ def _check_storage_uri(uri: str, *, local_paths: bool, verb: str) -> None:
         + f": Vertex AI {verb} Cloud Storage only: use {OUTPUT_URI_FORM}"
         + (" (local paths are the local emulator's extension)" if local else "")
     )
+
+
+# Cloud Storage's predefined dual-regions and the regions each keeps its data in.
+DUAL_REGIONS: dict[str, frozenset[str]] = {
+    "ASIA1": frozenset({"asia-northeast1", "asia-northeast2"}),
+    "EUR4": frozenset({"europe-north1", "europe-west4"}),
+    "EUR5": frozenset({"europe-west1", "europe-west2"}),
+    "EUR7": frozenset({"europe-west10", "europe-west3"}),
+    "EUR8": frozenset({"europe-west8", "europe-west12"}),
+    "NAM4": frozenset({"us-central1", "us-east1"}),
+}
+# Cloud Storage's multi-regions: the region-name prefix each spans, and regions it leaves out
+# (the EU multi-region keeps data in EU member states: not London, not Zurich).
+MULTI_REGIONS: dict[str, tuple[str, frozenset[str]]] = {
+    "US": ("us-", frozenset()),
+    "EU": ("europe-", frozenset({"europe-west2", "europe-west6"})),
+    "ASIA": ("asia-", frozenset()),
+}
+LOCAL_STORAGE = "LOCAL"  # a local directory (the emulator's extension): on this machine
+
+
+def bucket_serves(bucket_location: str, region: str, data_locations: Iterable[str] = ()) -> bool:
+    """Whether a bucket's data lives in (or over) ``region``, so a job there uses it as it is.
+
+    Args:
+        bucket_location: the bucket's ``location`` as Cloud Storage reports it (``US``,
+            ``NAM4``, ``EUROPE-WEST4``; any case), or :data:`LOCAL_STORAGE` for a local directory.
+        region: a Vertex AI region, e.g. ``europe-west4``.
+        data_locations: a configurable dual-region's ``customPlacementConfig.dataLocations``
+            (its regions); when given they decide.
+    """
+    region = region.lower()
+    places = {d.lower() for d in data_locations}
+    if places:
+        return region in places
+    location = bucket_location.upper()
+    if location == LOCAL_STORAGE:
+        return True
+    if location in DUAL_REGIONS:
+        return region in DUAL_REGIONS[location]
+    if location in MULTI_REGIONS:
+        prefix, left_out = MULTI_REGIONS[location]
+        return region.startswith(prefix) and region not in left_out
+    return location.lower() == region

@@ -43,6 +43,9 @@ def spot_training_and_serving(
     base_output_directory: str = "",
     max_resubmissions: int = 2,
     fallback_after: int = 0,
+    regions: list = [],
+    region_policy: str = "STAY",
+    region_buckets: dict = {},
     api_endpoint: str = "",
     evaluation_entry_point: str = "trainer.evaluate:evaluate",
     evaluation_params: dict = {},
@@ -81,6 +84,12 @@ def spot_training_and_serving(
             this run's outputs.
         max_resubmissions: new CustomJobs after the service's own Spot restarts are exhausted.
         fallback_after: exhausted Spot submissions before falling back to standard VMs (0: never).
+        regions: regions to run Spot jobs in, in order (empty: only ``location``); a region out
+            of Spot capacity hands on to the next, which resumes from the newest checkpoint.
+        region_policy: ``STAY`` (leave a region once it is out of Spot capacity) or ``EAGER``
+            (also at its first preemption).
+        region_buckets: region -> ``gs://`` directory in that region, for regions the base
+            output directory's bucket does not serve (the checkpoint is copied and verified).
         api_endpoint: Vertex AI API endpoint; ``http://127.0.0.1:PORT`` for the local emulator.
         evaluation_entry_point: ``module:function`` in the package that scores a checkpoint.
         evaluation_params: keyword parameters for the evaluation function.
@@ -138,6 +147,9 @@ def spot_training_and_serving(
         base_output_directory=base_output_directory,
         max_resubmissions=max_resubmissions,
         fallback_after=fallback_after,
+        regions=regions,
+        region_policy=region_policy,
+        region_buckets=region_buckets,
         api_endpoint=api_endpoint,
     )
     return Outputs(

@@ -193,6 +193,10 @@ OURS_ONLY = {
     # Where and how the service is reached (GCPC's op talks to Vertex AI only).
     "api_endpoint": "the local emulator, or another Vertex endpoint",
     "poll_interval_seconds": "state polling (GCPC polls every 20 s)",
+    "regions": "region failover, which GCPC does not offer",
+    "region_policy": "region failover: when to leave a region",
+    "region_wait_seconds": "region failover: how long a Spot job may wait for VMs",
+    "region_buckets": "region failover: where a region's copy of the checkpoints goes",
 }
 
 

@@ -43,12 +43,17 @@ def _signature() -> dict[str, inspect.Parameter]:
 
 def test_every_component_input_is_a_row_or_a_launch_setting():
     launch_settings = {f.name for f in dataclasses.fields(RecoveryPolicy)}
-    launch_settings |= {"api_endpoint", "poll_interval_seconds", "fail_on_incomplete"}
+    launch_settings |= {
+        "api_endpoint",
+        "poll_interval_seconds",
+        "region_buckets",
+        "fail_on_incomplete",
+    }
     rows = {row.input for row in ROWS}
     assert rows.isdisjoint(launch_settings)
     assert set(_signature()) - NOT_JOB_INPUTS == rows | launch_settings
     assert FAIL_ON_INCOMPLETE is INPUT_DEFAULTS["fail_on_incomplete"]
-    assert {"api_endpoint", "poll_interval_seconds"} <= {
+    assert {"api_endpoint", "poll_interval_seconds", "region_buckets"} <= {
         f.name for f in dataclasses.fields(LaunchRequest)
     }
 

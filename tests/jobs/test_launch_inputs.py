@@ -175,6 +175,30 @@ CASES = {
     "s3 base": ({"base_output_directory": "s3://b/run"}, "base_output_directory", "gs://BUCKET"),
     "bad bucket": ({"base_output_directory": "gs://B_/run"}, "base_output_directory", "bucket"),
     "gcs root only": ({"base_output_directory": "/gcs/"}, "base_output_directory", "no bucket"),
+    # Regions.
+    "unknown region in regions": ({"regions": ["us-central1", "mars-9"]}, "regions", "mars-9"),
+    "region listed twice": ({"regions": ["us-east1", "us-east1"]}, "regions", "more than once"),
+    "regions as text": ({"regions": "us-east1"}, "regions", "JSON"),
+    "region policy": ({"region_policy": "roam"}, "region_policy", "STAY, EAGER"),
+    "negative region wait": ({"region_wait_seconds": -1}, "region_wait_seconds", ">= 0"),
+    "a key of one region, two regions": (
+        {
+            "regions": ["us-central1", "europe-west4"],
+            "encryption_spec_key_name": "projects/p/locations/us-central1/keyRings/r/cryptoKeys/k",
+        },
+        "encryption_spec_key_name",
+        "a single region",
+    ),
+    "a bucket for a region not listed": (
+        {"regions": ["us-central1", "europe-west4"], "region_buckets": {"asia-east1": "gs://b"}},
+        "region_buckets",
+        "not one of the launch's regions",
+    ),
+    "a region bucket that is no URI": (
+        {"regions": ["us-central1", "europe-west4"], "region_buckets": {"europe-west4": "eu/x"}},
+        "region_buckets",
+        "gs://",
+    ),
 }
 
 
