@@ -89,7 +89,7 @@ def test_quota_refuses_the_spot_create_with_vertex_429(spot_emulator, make_job):
 def test_stockout_waits_pending_then_fails_code_8_and_other_regions_run(
     spot_emulator, make_job, until
 ):
-    emu = spot_emulator(stockout_seconds=1.5)
+    emu = spot_emulator(stockout_seconds=3.0)
     gapic = client(emu)
     emu.set_spot_capacity("us-central1", available=False)
     stuck = create(gapic, make_job("--steps", "1"))  # the create is accepted ...
@@ -116,16 +116,24 @@ def test_stockout_waits_pending_then_fails_code_8_and_other_regions_run(
 
 
 def test_capacity_back_within_the_wait_starts_the_job(spot_emulator, make_job, until):
-    emu = spot_emulator(stockout_seconds=30)
+    emu = spot_emulator(stockout_seconds=60)
     gapic = client(emu)
-    emu.set_spot_capacity("us-central1", "n1-standard-4", available=False, seconds=1.0)
-    job = create(gapic, make_job("--steps", "1"))
-    until(lambda: state_of(gapic, job.name) == JobState.JOB_STATE_PENDING, 10, "PENDING")
-    done = emu.wait(job.name, timeout=60)  # the setting ends after 1 s: the job starts
+    emu.set_spot_capacity("us-central1", "n1-standard-4", available=False)
+    timed = create(gapic, make_job("--steps", "1"))
+    until(lambda: state_of(gapic, timed.name) == JobState.JOB_STATE_PENDING, 10, "PENDING")
+    # replaced by a timed setting: when it ends, the region has Spot capacity again
+    emu.set_spot_capacity("us-central1", "n1-standard-4", available=False, seconds=0.5)
+    done = emu.wait(timed.name, timeout=60)
     assert done.state.name == "JOB_STATE_SUCCEEDED", done.error
-    (attempt,) = emu.attempts(job.name)
-    assert attempt["queuedSeconds"] >= 0.9  # the wait for capacity, not billed
+    (attempt,) = emu.attempts(timed.name)
+    assert attempt["queuedSeconds"] >= 0.5  # the wait for capacity, not billed
     assert attempt["billableSeconds"] < done.end_time.timestamp() - done.create_time.timestamp()
+
+    emu.set_spot_capacity("us-central1", available=False)
+    told = create(gapic, make_job("--steps", "1"))
+    until(lambda: state_of(gapic, told.name) == JobState.JOB_STATE_PENDING, 10, "PENDING")
+    emu.set_spot_capacity("us-central1", available=True)
+    assert emu.wait(told.name, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
 
 
 def test_a_running_job_that_loses_capacity_is_preempted_then_fails(
