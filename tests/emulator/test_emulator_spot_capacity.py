@@ -136,6 +136,17 @@ def test_capacity_back_within_the_wait_starts_the_job(spot_emulator, make_job, u
     assert emu.wait(told.name, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
 
 
+def test_a_job_waiting_for_capacity_can_be_cancelled(spot_emulator, make_job, until):
+    emu = spot_emulator(stockout_seconds=60)
+    gapic = client(emu)
+    emu.set_spot_capacity("us-central1", available=False)
+    job = create(gapic, make_job("--steps", "1"))
+    until(lambda: state_of(gapic, job.name) == JobState.JOB_STATE_PENDING, 10, "PENDING")
+    gapic.cancel_custom_job(name=job.name)
+    done = emu.wait(job.name, timeout=10)
+    assert done.state.name == "JOB_STATE_CANCELLED" and emu.attempts(job.name) == []
+
+
 def test_a_running_job_that_loses_capacity_is_preempted_then_fails(
     spot_emulator, make_job, tmp_path, until, lines
 ):
