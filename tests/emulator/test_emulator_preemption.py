@@ -68,9 +68,10 @@ def test_preempt_at_every_attempt_ends_in_stockout(tmp_path, env_cache, api, mak
     assert [r["endReason"] for r in ledger] == ["PREEMPTED"] * 7
     assert len([x for x in lines(progress) if x.endswith(" start")]) == 7
     for row in ledger:
-        # billed from RUNNING to the end of the attempt only: preempted at 0.2 s, gone by the
-        # end of the 1 s grace period at the latest (+ slack for a loaded machine)
-        assert 0.2 <= row["billableSeconds"] < 0.2 + 1.0 + 1.0
+        # billed from RUNNING to the end of the attempt only: preempted at 0.2 s, killed at the
+        # end of the 1 s grace period at the latest (the slack is for a loaded CI machine; the
+        # sum below shows queued and restart time is not billed)
+        assert 0.2 <= row["billableSeconds"] < 0.2 + 1.0 + 5.0
     job_span = done.end_time.timestamp() - done.create_time.timestamp()
     assert sum(r["billableSeconds"] for r in ledger) < job_span
 

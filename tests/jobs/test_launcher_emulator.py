@@ -36,6 +36,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=5)
 p.add_argument("--step-seconds", type=float, default=0.05)
 p.add_argument("--exit-code", type=int, default=0)
+p.add_argument("--hold-file", default="", help="after each commit, wait while this file exists")
 a = p.parse_args()
 root = os.environ["AIP_CHECKPOINT_DIR"]
 latest = checkpoints.latest(root)
@@ -51,6 +52,8 @@ while step < a.steps and not stop:
     step += 1
     checkpoints.write_step(root, step, {"state.json": json.dumps({"step": step}).encode()})
     record = dataclasses.replace(record, last_committed_step=step)
+    while a.hold_file and os.path.exists(a.hold_file) and not stop:
+        time.sleep(0.02)
 print(f"trained to step {step}", flush=True)
 reason = "preempted" if stop else ("error" if a.exit_code else "finished")
 record = dataclasses.replace(record, end_time=time.time(),
@@ -266,10 +269,14 @@ class ExhaustSpotJobs:
 
     Each attempt is preempted exactly once (tracked by its ledger row), and only after it saved
     progress, so the service's restarts run out with work on disk and a later job must resume.
+    The trainer holds after each commit while ``hold_file`` exists (created here, removed once a
+    job past the first ``jobs`` exists): however slow the machine, an attempt commits one step
+    and waits for its preemption, so the exhausted jobs never train to the end.
     """
 
-    def __init__(self, emu, checkpoint_root, jobs):
-        self.emu, self.root, self.jobs = emu, checkpoint_root, jobs
+    def __init__(self, emu, checkpoint_root, jobs, hold_file):
+        self.emu, self.root, self.jobs, self.hold = emu, checkpoint_root, jobs, hold_file
+        open(hold_file, "w").close()
         self.preempted: list[tuple[str, int, int]] = []  # (job, attempt, step)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -289,8 +296,10 @@ class ExhaustSpotJobs:
     def _loop(self):
         seen: dict[tuple[str, int], int] = {}
         while not self._stop.wait(0.05):
-            jobs = sorted(self.emu.list_jobs(), key=lambda j: j["createTime"])[: self.jobs]
-            for job in jobs:
+            every = sorted(self.emu.list_jobs(), key=lambda j: j["createTime"])
+            if len(every) > self.jobs and os.path.exists(self.hold):
+                os.remove(self.hold)  # the jobs to exhaust are done: the next one runs free
+            for job in every[: self.jobs]:
                 rows = self.emu.attempts(job["name"])
                 if not rows or rows[-1].get("endTime") or job["state"] != "JOB_STATE_RUNNING":
                     continue
@@ -310,7 +319,11 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
     # Every attempt of the first two Spot jobs is preempted after it saved a step: both are
     # exhausted (7 attempts each); the third runs free and must resume from a committed step.
     root = os.path.join(os.path.dirname(outputs["checkpoint"].uri), "custom_job", "checkpoints")
-    with _emulator(tmp_path, env_cache) as emu, ExhaustSpotJobs(emu, root, jobs=2) as chaos:
+    hold = str(tmp_path / "hold")
+    with (
+        _emulator(tmp_path, env_cache) as emu,
+        ExhaustSpotJobs(emu, root, jobs=2, hold_file=hold) as chaos,
+    ):
         outcome = _launch(
             emu,
             trainer_package,
@@ -319,6 +332,8 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
             "30",
             "--step-seconds",
             "0.1",
+            "--hold-file",
+            hold,
             max_resubmissions=2,
         )
         ledgers = {j["name"]: emu.attempts(j["name"]) for j in emu.list_jobs()}
