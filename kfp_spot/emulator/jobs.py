@@ -18,23 +18,27 @@ lifecycle, scheduling, billing, HTTP and serving already live in their own modul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import json
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import (
     CustomJob,
     DeleteOperationMetadata,
     JobState,
+    ListCustomJobsResponse,
     Scheduling,
 )
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 
 from kfp_spot.emulator import billing, filters, names, replicas
+from kfp_spot.emulator.answers import AnswerCache
 from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.pagetokens import PageTokens
@@ -172,6 +176,7 @@ class CustomJobApi:
         self._alarm = alarm
         self._tokens = PageTokens(store.secret())
         self.base_url = ""  # set by the HTTP server: the root of webAccessUris
+        self._answers = AnswerCache(store.job_version, self._answer_json)
 
     # CustomJob methods ------------------------------------------------------------------------
 
@@ -211,15 +216,38 @@ class CustomJobApi:
         """The CustomJob called ``name``."""
         return self.to_proto(self._row(name))
 
-    def list_jobs(
+    def get_job_json(self, name: str, int_enums: bool = False) -> str:
+        """The CustomJob called ``name`` as the GET answers it (JSON text).
+
+        :func:`message_json` of :meth:`get_job`, kept until the job's row is written again
+        (see ``answers``).
+        """
+        parent, job_id = parse_name(name)
+        answer = self._answers.current(job_id, int_enums)
+        if answer is None:
+            read_at = self.store.job_version(job_id)  # before the row: see answers.py
+            row = self.store.job(job_id)
+            if row is None:
+                raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
+            answer = self._answers.answer(row, int_enums, read_at)
+        if answer.deleted or answer.parent != parent:
+            raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
+        return answer.json
+
+    def list_jobs_json(
         self,
         parent: str,
         filter_text: str = "",
         page_size: int = 0,
         page_token: str = "",
         read_mask: str = "",
-    ) -> tuple[list[Any], str]:
-        """A page of the parent's jobs, newest first, and the next page's token (or "")."""
+        int_enums: bool = False,
+    ) -> str:
+        """A page of the parent's jobs, newest first, as a ``ListCustomJobsResponse``'s JSON.
+
+        The same text as :func:`list_json` of the jobs' protobufs: each job's JSON is its GET
+        answer (kept, see ``answers``) unless ``readMask`` picks fields.
+        """
         canonical = _parent(parent).canonical
         try:
             predicate = filters.compile_filter(filter_text or "")
@@ -239,18 +267,28 @@ class CustomJobApi:
         after = self._tokens.read(page_token, query_key) if page_token else None
         page: list[JobRow] = []
         more = False
-        for row in self.store.jobs(canonical):  # newest (highest seq) first
-            if after is not None and row.seq >= after:
-                continue
-            pb = self.lifecycle.spec(row)
-            record = filters.Record(row.state, row.display_name, dict(pb.labels), row.create_time)
-            if predicate(record):
-                if len(page) == size:
-                    more = True
-                    break
-                page.append(row)
+        read_at = self.store.last_version()  # before the rows: see answers.py
+        with contextlib.closing(self.store.jobs_before(canonical, after)) as rows:
+            for row in rows:  # newest (highest seq) first
+                pb = self.lifecycle.spec(row)
+                record = filters.Record(
+                    row.state, row.display_name, dict(pb.labels), row.create_time
+                )
+                if predicate(record):
+                    if len(page) == size:
+                        more = True
+                        break
+                    page.append(row)
         token = self._tokens.issue(page[-1].seq, query_key) if more else ""
-        return [self._masked(self.to_proto(r), mask) for r in page], token
+        if mask is not None:
+            masked = [self._masked(self.to_proto(r), mask) for r in page]
+            return list_json(ListCustomJobsResponse, "custom_jobs", masked, token, int_enums)
+        texts = []
+        for row in page:
+            version = self.store.job_version(row.id)
+            kept_at = version if version <= read_at else None
+            texts.append(self._answers.answer(row, int_enums, kept_at).json)
+        return list_texts("customJobs", texts, token)
 
     def cancel_job(self, name: str) -> None:
         """Ask a job to stop: CANCELLING now, CANCELLED once its replicas are gone."""
@@ -473,6 +511,9 @@ class CustomJobApi:
                     )
         return pb
 
+    def _answer_json(self, row: JobRow, int_enums: bool) -> str:
+        return message_json(self.to_proto(row), int_enums)
+
     @staticmethod
     def _masked(pb: Any, mask: Any | None) -> Any:
         if mask is None:
@@ -510,3 +551,17 @@ def list_json(
     response = response_type.pb()(next_page_token=token)
     getattr(response, field_name).extend(items)
     return message_json(response, int_enums)
+
+
+def list_texts(json_name: str, texts: Sequence[str], token: str) -> str:
+    """A list answer from its items' :func:`message_json` texts.
+
+    The same text as :func:`list_json` of the items (the JSON mapping omits an empty list and an
+    empty token).
+    """
+    parts = []
+    if texts:
+        parts.append(f"{json.dumps(json_name)}: [{', '.join(texts)}]")
+    if token:
+        parts.append(f'"nextPageToken": {json.dumps(token)}')
+    return "{" + ", ".join(parts) + "}"

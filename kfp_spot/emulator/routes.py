@@ -26,11 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import decode_json
-from kfp_spot.emulator.jobs import CustomJobApi, list_json, message_json, preempt_replica
+from kfp_spot.emulator.jobs import CustomJobApi, message_json, preempt_replica
 from kfp_spot.emulator.routing import OPS, PARENT, V1, Request, Route, RouteGroup, RouteTable
 from kfp_spot.emulator.serving import routes as serving_routes
 from kfp_spot.emulator.serving.api import ServingService
@@ -51,18 +50,18 @@ def _create(api: CustomJobApi, req: Request) -> str:
 
 def _list(api: CustomJobApi, req: Request) -> str:
     query = req.query
-    jobs, token = api.list_jobs(
+    return api.list_jobs_json(
         req.params["parent"],
         query.text("filter"),
         query.int32("page_size"),
         query.text("page_token"),
         query.text("read_mask"),
+        query.int_enums,
     )
-    return list_json(ListCustomJobsResponse, "custom_jobs", jobs, token, query.int_enums)
 
 
 def _get(api: CustomJobApi, req: Request) -> str:
-    return message_json(api.get_job(req.params["name"]), req.query.int_enums)
+    return api.get_job_json(req.params["name"], req.query.int_enums)
 
 
 def _cancel(api: CustomJobApi, req: Request) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,7 +162,7 @@ class Store(Database):
     """Thread-safe access to the SQLite state file."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, SCHEMA)
+        super().__init__(path, SCHEMA, versioned={"jobs": "id"})
         self._migrate()
 
     def _migrate(self) -> None:
@@ -213,6 +213,29 @@ class Store(Database):
             cur = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,))
             row = cur.fetchone()
         return JobRow(**dict(row)) if row else None
+
+    def job_version(self, job_id: str) -> int:
+        """The write version of a job's row: it moves on after every commit that writes it."""
+        return self.version("jobs", job_id)
+
+    def jobs_before(self, parent: str, before: int | None = None) -> Generator[JobRow, None, None]:
+        """The parent's jobs not deleted, newest first, those with ``seq < before`` when given.
+
+        Read as they are iterated (a page of a list reads what it shows, not every job); close
+        the iterator (``contextlib.closing``) when stopping early, so its read ends.
+        """
+        sql = "SELECT * FROM jobs WHERE deleted = 0 AND parent = ?"
+        args: tuple[Any, ...] = (parent,)
+        if before is not None:
+            sql, args = sql + " AND seq < ?", (parent, before)
+        with self._reading() as db:
+            cursor = db.execute(sql + " ORDER BY seq DESC", args)
+            try:
+                while batch := cursor.fetchmany(100):
+                    for row in batch:
+                        yield JobRow(**dict(row))
+            finally:
+                cursor.close()  # ends the read: the connection goes back to the pool at once
 
     def jobs(self, parent: str | None = None, states: Sequence[str] | None = None) -> list[JobRow]:
         """Jobs not deleted, newest first, optionally for one parent and in some states."""
