@@ -8,10 +8,11 @@ kept per job (and per enum encoding), under the job's write version
 row), and used for as long as the version has not moved.
 
 Never stale: an answer is kept under a version read *before* the row it was built from was read,
-so a write committed since makes the current version newer than the kept one, and the next
-request builds the answer again from the row as committed (a state change, a cancel or a
-preemption is seen by the first request after it). Built from a row read before the version, an
-answer is used for that request but not kept.
+so a write of the row since (the version moves as the write begins and again once it is
+committed) makes the current version newer than the kept one, and the next request builds the
+answer again from the row as committed (a state change, a cancel or a preemption is seen by the
+first request after it). Built from a row whose version is not known to precede it, an answer
+is used for that request but not kept.
 
 The cache holds at most ``limit`` answers (the oldest kept is dropped first); the answer depends
 on the row alone (the spec is immutable once stored), so there is nothing else to invalidate.
@@ -66,25 +67,32 @@ class AnswerCache:
         self._answers: dict[tuple[str, bool], Answer] = {}
         self._lock = threading.Lock()
 
-    def current(self, job_id: str, int_enums: bool) -> Answer | None:
-        """The kept answer of a job if no write of its row was committed since; else None."""
-        answer = self._answers.get((job_id, int_enums))
-        if answer is not None and answer.version == self._version(job_id):
-            return answer
-        return None
-
-    def answer(self, row: JobRow, int_enums: bool, read_at: int | None) -> Answer:
-        """The answer of ``row``: the kept one when current, else built from ``row``.
+    def current(self, job_id: str, int_enums: bool, at_most: int | None = None) -> Answer | None:
+        """The kept answer of a job if no write of its row began since; else None.
 
         Args:
-            row: the job's row as just read.
+            job_id: the job.
             int_enums: enums as numbers (``$alt=json;enum-encoding=int``).
-            read_at: the job's version read before ``row`` was (None: not known, the answer
-                built is not kept).
+            at_most: only when the row's version is at most this one (a list: the version
+                before its read began, so the answer is the row the list read).
         """
-        kept = self.current(row.id, int_enums)
-        if kept is not None:
-            return kept
+        answer = self._answers.get((job_id, int_enums))
+        if answer is None:
+            return None
+        version = self._version(job_id)
+        if answer.version != version or (at_most is not None and version > at_most):
+            return None
+        return answer
+
+    def build(self, row: JobRow, int_enums: bool, read_at: int | None) -> Answer:
+        """The answer of ``row``, kept under ``read_at`` when it is given.
+
+        Args:
+            row: the job's row as read.
+            int_enums: enums as numbers.
+            read_at: the row's version read before the row was (None: not known, the answer
+                is not kept).
+        """
         answer = Answer(
             read_at if read_at is not None else -1,
             row.parent,

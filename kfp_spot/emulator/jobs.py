@@ -45,7 +45,7 @@ from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.scheduler import Capacity
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
-from kfp_spot.emulator.store import JobRow, OperationRow, Store
+from kfp_spot.emulator.store import JobBrief, JobRow, JobScan, OperationRow, Store
 from kfp_spot.vertex import InvalidJobSpecError, validate_custom_job
 
 DEFAULT_PAGE_SIZE = 100
@@ -177,6 +177,7 @@ class CustomJobApi:
         self._tokens = PageTokens(store.secret())
         self.base_url = ""  # set by the HTTP server: the root of webAccessUris
         self._answers = AnswerCache(store.job_version, self._answer_json)
+        self._job_labels: dict[str, dict[str, str]] = {}
 
     # CustomJob methods ------------------------------------------------------------------------
 
@@ -229,7 +230,7 @@ class CustomJobApi:
             row = self.store.job(job_id)
             if row is None:
                 raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
-            answer = self._answers.answer(row, int_enums, read_at)
+            answer = self._answers.build(row, int_enums, read_at)
         if answer.deleted or answer.parent != parent:
             raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
         return answer.json
@@ -265,30 +266,52 @@ class CustomJobApi:
         query = hashlib.sha256(f"{canonical}\0{filter_text}".encode("utf-8", "replace"))
         query_key = query.hexdigest()[:16]
         after = self._tokens.read(page_token, query_key) if page_token else None
-        page: list[JobRow] = []
+        page: list[JobBrief] = []
         more = False
-        read_at = self.store.last_version()  # before the rows: see answers.py
-        with contextlib.closing(self.store.jobs_before(canonical, after)) as rows:
-            for row in rows:  # newest (highest seq) first
-                pb = self.lifecycle.spec(row)
-                record = filters.Record(
-                    row.state, row.display_name, dict(pb.labels), row.create_time
-                )
-                if predicate(record):
-                    if len(page) == size:
-                        more = True
-                        break
-                    page.append(row)
-        token = self._tokens.issue(page[-1].seq, query_key) if more else ""
-        if mask is not None:
-            masked = [self._masked(self.to_proto(r), mask) for r in page]
-            return list_json(ListCustomJobsResponse, "custom_jobs", masked, token, int_enums)
-        texts = []
-        for row in page:
-            version = self.store.job_version(row.id)
-            kept_at = version if version <= read_at else None
-            texts.append(self._answers.answer(row, int_enums, kept_at).json)
+        read_at = self.store.last_version()  # before the scan: see answers.py
+        with self.store.job_scan() as scan:  # the filter and the answers see one commit
+            with contextlib.closing(scan.brief(canonical, after)) as briefs:
+                for brief in briefs:  # newest (highest seq) first
+                    labels = self._labels(brief.id, scan)
+                    record = filters.Record(
+                        brief.state, brief.display_name, labels, brief.create_time
+                    )
+                    if predicate(record):
+                        if len(page) == size:
+                            more = True
+                            break
+                        page.append(brief)
+            token = self._tokens.issue(page[-1].seq, query_key) if more else ""
+            if mask is not None:
+                masked = [
+                    self._masked(self.to_proto(self._scanned(scan, b.id)), mask) for b in page
+                ]
+                return list_json(ListCustomJobsResponse, "custom_jobs", masked, token, int_enums)
+            texts = []
+            for brief in page:
+                answer = self._answers.current(brief.id, int_enums, at_most=read_at)
+                if answer is None:
+                    version = self.store.job_version(brief.id)
+                    kept_at = version if version <= read_at else None
+                    answer = self._answers.build(self._scanned(scan, brief.id), int_enums, kept_at)
+                texts.append(answer.json)
         return list_texts("customJobs", texts, token)
+
+    def _labels(self, job_id: str, scan: JobScan) -> dict[str, str]:
+        """A job's labels (its spec never changes once stored), read once."""
+        labels = self._job_labels.get(job_id)
+        if labels is None:
+            labels = self._job_labels[job_id] = dict(
+                self.lifecycle.spec(self._scanned(scan, job_id)).labels
+            )
+        return labels
+
+    @staticmethod
+    def _scanned(scan: JobScan, job_id: str) -> JobRow:
+        row = scan.job(job_id)
+        if row is None:
+            raise LookupError(f"job {job_id} is not in the store")  # it was in this scan
+        return row
 
     def cancel_job(self, name: str) -> None:
         """Ask a job to stop: CANCELLING now, CANCELLED once its replicas are gone."""

@@ -11,12 +11,13 @@ state while a write commits (a GET never waits for a commit's fsync), and SQLite
 Python's GIL meanwhile.
 
 Write versions: a table named in ``versioned`` gets per-connection (``TEMP``) triggers on the
-writing connection that note the key of every row inserted, updated or deleted; when the
-transaction commits, each noted key's :meth:`Database.version` moves on. It moves *after* the
-commit, so whoever reads the version, then the row, and keeps what it built from the row under
-that version (a cache of answers), never keeps a row older than its version: a write after the
-version was read makes the version newer than what was kept. Every write counts, whichever code
-made it, since the triggers watch the table, not the callers.
+writing connection that note the key of every row inserted, updated or deleted. The row's
+:meth:`Database.version` moves on twice: as the statement writes it, and again once the
+transaction has committed (or rolled back). So whoever reads the version, then the row, and
+keeps what it built from the row under that version (a cache of answers) finds it out of date
+as soon as a write of the row began after the version was read, and a row read before the
+commit is never kept under the version that follows it. Every write counts, whichever code made
+it, since the triggers watch the table, not the callers.
 """
 
 from __future__ import annotations
@@ -78,7 +79,18 @@ class Database:
             )
 
     def _note(self, table: str, key: Any) -> None:
-        self._written.add((table, key))  # on the writer's thread, under self._lock
+        # on the writer's thread, under self._lock, as the statement writes the row
+        self._written.add((table, key))
+        self._commits += 1
+        self._versions[(table, key)] = self._commits
+
+    def _written_done(self) -> None:
+        """After a commit or a rollback: the rows written move on again."""
+        if self._written:
+            self._commits += 1
+            for key in self._written:
+                self._versions[key] = self._commits
+            self._written.clear()
 
     def version(self, table: str, key: Any) -> int:
         """Where the committed writes of one row of a ``versioned`` table are (0: none yet).
@@ -91,8 +103,8 @@ class Database:
     def last_version(self) -> int:
         """The newest version any row has been given.
 
-        Read before a query whose rows' answers are kept, it bounds the versions those rows are
-        known to be at (see ``answers.py``).
+        Read before a query, it bounds the versions of the rows the query reads: a row whose
+        version is at most this one was last written before the query began.
         """
         return self._commits
 
@@ -141,15 +153,21 @@ class Database:
             try:
                 yield self._db
             except BaseException:
-                self._written.clear()
                 self._db.execute("ROLLBACK")
+                self._written_done()
                 raise
             self._db.execute("COMMIT")
-            if self._written:
-                self._commits += 1
-                for key in self._written:
-                    self._versions[key] = self._commits
-                self._written.clear()
+            self._written_done()
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection in a read transaction: every query sees the same commit."""
+        with self._reading() as db:
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("ROLLBACK")
 
     def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._reading() as db:
