@@ -12,10 +12,15 @@
    at once), how long until all SUCCEEDED, the GET latency of one client polling a job every
    20 ms meanwhile, and the emulator's CPU time over the run.
 
+3. ``floor``: the same open loop against the least an HTTP server in Python does: the standard
+   library's threading server in its own process answering a job's JSON from memory (keep-alive,
+   TCP_NODELAY, one write). What it measures is this machine and this client, not the emulator:
+   the p99 no emulator in Python gets below here.
+
 Every figure is printed median first, with how it was measured beside it. The emulator runs as
 ``kfp-spot emulator start`` in its own process (its own GIL), the load from this one (set
 PYTHONPATH to run another checkout's emulator). Usage: python benchmarks/emulator_load.py
-[get|jobs|all] [--rate 1000] [--seconds 10] [--repeat 1] [--jobs 1000] [--job-seconds 20]
+[get|jobs|floor|all] [--rate 1000] [--seconds 10] [--repeat 1] [--jobs 1000] [--job-seconds 20]
 [--connections 16]
 """
 
@@ -206,6 +211,61 @@ def bench_get(work: Path, package: Path, args: argparse.Namespace) -> None:
         emu.stop()
 
 
+FLOOR_SERVER = r"""
+import socket, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+BODY = open(sys.argv[1], "rb").read()
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(BODY)))
+        self._headers_buffer.append(b"\r\n" + BODY)
+        self.flush_headers()
+server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+server.daemon_threads = True
+print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
+server.serve_forever()
+"""
+
+
+def bench_floor(work: Path, package: Path, args: argparse.Namespace) -> None:
+    """The open loop against a minimal Python HTTP server answering one job's JSON."""
+    answer = work / "answer.json"
+    emu = Emulator(work / "floor")  # one real answer, so the body is the same size
+    try:
+        job = Conn(emu.port).call("POST", f"/v1/{PARENT}/customJobs", job_body(package, 0))
+        answer.write_text(json.dumps(job))
+    finally:
+        emu.stop()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FLOOR_SERVER, str(answer)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().rsplit(":", 1)[1])
+        paths = ["/v1/" + job["name"]]
+        for run in range(args.repeat):
+            before, cpu0 = load(), cpu_seconds(proc.pid)
+            samples, errors = open_loop(port, paths, args.rate, args.seconds, args.connections)
+            cpu = (cpu_seconds(proc.pid) - cpu0) / max(1, len(samples)) * 1e6
+            print(
+                f"floor, run {run + 1}/{args.repeat}: {summary(samples)}; server CPU {cpu:.0f} "
+                f"us/request -- the same open loop against the standard library's threading "
+                f"server answering a job's JSON from memory; errors {len(errors)}; load average "
+                f"{before} -> {load()}"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def bench_jobs(work: Path, package: Path, args: argparse.Namespace) -> None:
     emu = Emulator(work / "jobs")
     try:
@@ -318,7 +378,7 @@ def bench_jobs(work: Path, package: Path, args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", default="all", choices=["get", "jobs", "all"])
+    parser.add_argument("what", nargs="?", default="all", choices=["get", "jobs", "floor", "all"])
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=1)
@@ -333,6 +393,8 @@ def main() -> None:
             bench_get(work, package, args)
         if args.what in ("jobs", "all"):
             bench_jobs(work, package, args)
+        if args.what in ("floor", "all"):
+            bench_floor(work, package, args)
 
 
 SLEEP = "import sys, time\ntime.sleep(float(sys.argv[1]))\n"
