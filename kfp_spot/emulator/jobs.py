@@ -18,31 +18,36 @@ lifecycle, scheduling, billing, HTTP and serving already live in their own modul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import json
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import (
     CustomJob,
     DeleteOperationMetadata,
     JobState,
+    ListCustomJobsResponse,
     Scheduling,
 )
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 
 from kfp_spot.emulator import billing, filters, names, replicas
+from kfp_spot.emulator.answers import AnswerCache
 from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.scheduler import Capacity
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
-from kfp_spot.emulator.store import JobRow, OperationRow, Store
-from kfp_spot.vertex import InvalidJobSpecError, validate_custom_job
+from kfp_spot.emulator.store import JobBrief, JobRow, JobScan, OperationRow, Store
+from kfp_spot.vertex import InvalidJobSpecError, InvalidValueError, validate_custom_job
+from kfp_spot.vertex.regions import check_region
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
@@ -89,10 +94,16 @@ def parse_name(name: str) -> tuple[str, str]:
 
 
 def _parent(parent: str) -> names.Parent:
+    """The parent of a create or list; a location Vertex AI runs no CustomJobs in is refused."""
     try:
-        return names.parse_parent(parent)
+        where = names.parse_parent(parent)
     except ValueError as err:
         raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
+    try:
+        check_region(where.location)
+    except InvalidValueError as err:
+        raise ApiError("INVALID_ARGUMENT", f"parent: location {err}", "parent") from None
+    return where
 
 
 def _field_mask(text: str) -> Any | None:
@@ -172,6 +183,8 @@ class CustomJobApi:
         self._alarm = alarm
         self._tokens = PageTokens(store.secret())
         self.base_url = ""  # set by the HTTP server: the root of webAccessUris
+        self._answers = AnswerCache(store.job_version, self._answer_json)
+        self._job_labels: dict[str, dict[str, str]] = {}
 
     # CustomJob methods ------------------------------------------------------------------------
 
@@ -211,15 +224,38 @@ class CustomJobApi:
         """The CustomJob called ``name``."""
         return self.to_proto(self._row(name))
 
-    def list_jobs(
+    def get_job_json(self, name: str, int_enums: bool = False) -> str:
+        """The CustomJob called ``name`` as the GET answers it (JSON text).
+
+        :func:`message_json` of :meth:`get_job`, kept until the job's row is written again
+        (see ``answers``).
+        """
+        parent, job_id = parse_name(name)
+        answer = self._answers.current(job_id, int_enums)
+        if answer is None:
+            read_at = self.store.job_version(job_id)  # before the row: see answers.py
+            row = self.store.job(job_id)
+            if row is None:
+                raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
+            answer = self._answers.build(row, int_enums, read_at)
+        if answer.deleted or answer.parent != parent:
+            raise ApiError("NOT_FOUND", f"The CustomJob {name} does not exist.", "name")
+        return answer.json
+
+    def list_jobs_json(
         self,
         parent: str,
         filter_text: str = "",
         page_size: int = 0,
         page_token: str = "",
         read_mask: str = "",
-    ) -> tuple[list[Any], str]:
-        """A page of the parent's jobs, newest first, and the next page's token (or "")."""
+        int_enums: bool = False,
+    ) -> str:
+        """A page of the parent's jobs, newest first, as a ``ListCustomJobsResponse``'s JSON.
+
+        The same text as :func:`list_json` of the jobs' protobufs: each job's JSON is its GET
+        answer (kept, see ``answers``) unless ``readMask`` picks fields.
+        """
         canonical = _parent(parent).canonical
         try:
             predicate = filters.compile_filter(filter_text or "")
@@ -237,20 +273,52 @@ class CustomJobApi:
         query = hashlib.sha256(f"{canonical}\0{filter_text}".encode("utf-8", "replace"))
         query_key = query.hexdigest()[:16]
         after = self._tokens.read(page_token, query_key) if page_token else None
-        page: list[JobRow] = []
+        page: list[JobBrief] = []
         more = False
-        for row in self.store.jobs(canonical):  # newest (highest seq) first
-            if after is not None and row.seq >= after:
-                continue
-            pb = self.lifecycle.spec(row)
-            record = filters.Record(row.state, row.display_name, dict(pb.labels), row.create_time)
-            if predicate(record):
-                if len(page) == size:
-                    more = True
-                    break
-                page.append(row)
-        token = self._tokens.issue(page[-1].seq, query_key) if more else ""
-        return [self._masked(self.to_proto(r), mask) for r in page], token
+        read_at = self.store.last_version()  # before the scan: see answers.py
+        with self.store.job_scan() as scan:  # the filter and the answers see one commit
+            with contextlib.closing(scan.brief(canonical, after)) as briefs:
+                for brief in briefs:  # newest (highest seq) first
+                    labels = self._labels(brief.id, scan)
+                    record = filters.Record(
+                        brief.state, brief.display_name, labels, brief.create_time
+                    )
+                    if predicate(record):
+                        if len(page) == size:
+                            more = True
+                            break
+                        page.append(brief)
+            token = self._tokens.issue(page[-1].seq, query_key) if more else ""
+            if mask is not None:
+                masked = [
+                    self._masked(self.to_proto(self._scanned(scan, b.id)), mask) for b in page
+                ]
+                return list_json(ListCustomJobsResponse, "custom_jobs", masked, token, int_enums)
+            texts = []
+            for brief in page:
+                answer = self._answers.current(brief.id, int_enums, at_most=read_at)
+                if answer is None:
+                    version = self.store.job_version(brief.id)
+                    kept_at = version if version <= read_at else None
+                    answer = self._answers.build(self._scanned(scan, brief.id), int_enums, kept_at)
+                texts.append(answer.json)
+        return list_texts("customJobs", texts, token)
+
+    def _labels(self, job_id: str, scan: JobScan) -> dict[str, str]:
+        """A job's labels (its spec never changes once stored), read once."""
+        labels = self._job_labels.get(job_id)
+        if labels is None:
+            labels = self._job_labels[job_id] = dict(
+                self.lifecycle.spec(self._scanned(scan, job_id)).labels
+            )
+        return labels
+
+    @staticmethod
+    def _scanned(scan: JobScan, job_id: str) -> JobRow:
+        row = scan.job(job_id)
+        if row is None:
+            raise LookupError(f"job {job_id} is not in the store")  # it was in this scan
+        return row
 
     def cancel_job(self, name: str) -> None:
         """Ask a job to stop: CANCELLING now, CANCELLED once its replicas are gone."""
@@ -473,6 +541,9 @@ class CustomJobApi:
                     )
         return pb
 
+    def _answer_json(self, row: JobRow, int_enums: bool) -> str:
+        return message_json(self.to_proto(row), int_enums)
+
     @staticmethod
     def _masked(pb: Any, mask: Any | None) -> Any:
         if mask is None:
@@ -510,3 +581,17 @@ def list_json(
     response = response_type.pb()(next_page_token=token)
     getattr(response, field_name).extend(items)
     return message_json(response, int_enums)
+
+
+def list_texts(json_name: str, texts: Sequence[str], token: str) -> str:
+    """A list answer from its items' :func:`message_json` texts.
+
+    The same text as :func:`list_json` of the items (the JSON mapping omits an empty list and an
+    empty token).
+    """
+    parts = []
+    if texts:
+        parts.append(f"{json.dumps(json_name)}: [{', '.join(texts)}]")
+    if token:
+        parts.append(f'"nextPageToken": {json.dumps(token)}')
+    return "{" + ", ".join(parts) + "}"

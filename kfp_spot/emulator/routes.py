@@ -31,12 +31,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
 from kfp_spot.emulator import names
 from kfp_spot.emulator.errors import ApiError, decode_json
-from kfp_spot.emulator.jobs import CustomJobApi, list_json, message_json, preempt_replica
+from kfp_spot.emulator.jobs import CustomJobApi, message_json, preempt_replica
 from kfp_spot.emulator.routing import (
     OPS,
     PARENT,
@@ -67,18 +66,18 @@ def _create(api: CustomJobApi, req: Request) -> str:
 
 def _list(api: CustomJobApi, req: Request) -> str:
     query = req.query
-    jobs, token = api.list_jobs(
+    return api.list_jobs_json(
         req.params["parent"],
         query.text("filter"),
         query.int32("page_size"),
         query.text("page_token"),
         query.text("read_mask"),
+        query.int_enums,
     )
-    return list_json(ListCustomJobsResponse, "custom_jobs", jobs, token, query.int_enums)
 
 
 def _get(api: CustomJobApi, req: Request) -> str:
-    return message_json(api.get_job(req.params["name"]), req.query.int_enums)
+    return api.get_job_json(req.params["name"], req.query.int_enums)
 
 
 def _cancel(api: CustomJobApi, req: Request) -> dict[str, Any]:

@@ -27,9 +27,12 @@ serving/.
 from __future__ import annotations
 
 import contextlib
+import email.utils
+import http.client
 import io
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -48,6 +51,9 @@ log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024 * 1024
 READ_TIMEOUT = 30.0
 DRAIN_SECONDS = 10.0  # at most this long reading (and dropping) a refused body before closing
+MAX_LINE = 65536  # the longest request or header line (the standard library's limit)
+MAX_HEADERS = 100  # the most header lines (the standard library's limit)
+_HEADER_NAME = re.compile(r"[!-9;-~]*")  # what the email package takes for a header's name
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -73,6 +79,7 @@ class Handler(BaseHTTPRequestHandler):
     """Reads each request, answers it through the route table, and errors as Google JSON errors."""
 
     server: EmulatorHTTPServer
+    _headers_buffer: list[bytes]  # the standard library's, filled by send_response/send_header
     protocol_version = "HTTP/1.1"
     server_version = "kfp-spot-emulator"
 
@@ -147,6 +154,119 @@ class Handler(BaseHTTPRequestHandler):
             self._answer_quietly(error)
             return False
         return super().handle_expect_100()
+
+    def parse_request(self) -> bool:
+        """The request line and headers, as the standard library parses them, only faster.
+
+        The same checks and answers as ``BaseHTTPRequestHandler.parse_request`` (bad versions,
+        HTTP/0.9, ``Connection``, ``Expect: 100-continue``, 431 for a header line over
+        ``MAX_LINE`` or more than ``MAX_HEADERS`` lines); the headers are read by
+        :meth:`_read_headers` instead of the ``email`` package's parser, which cost a third of
+        the server's time for a GET.
+        """
+        self.command = None  # type: ignore[assignment]  # set in case of error on the first line
+        self.request_version = version = self.default_request_version
+        self.close_connection = True
+        requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        self.requestline = requestline
+        words = requestline.split()
+        if not words:
+            return False
+        if len(words) >= 3:  # enough to determine the protocol version
+            version = words[-1]
+            parts = version[5:].partition(".") if version.startswith("HTTP/") else ("", "", "")
+            major, dot, minor = parts
+            if not (dot and major.isdecimal() and minor.isdecimal()) or max(map(len, parts)) > 10:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request version ({version!r})")
+                return False
+            number = (int(major), int(minor))
+            if number >= (1, 1) and self.protocol_version >= "HTTP/1.1":
+                self.close_connection = False
+            if number >= (2, 0):
+                self.send_error(
+                    HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+                    f"Invalid HTTP version ({version[5:]})",
+                )
+                return False
+            self.request_version = version
+        if not 2 <= len(words) <= 3:
+            self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request syntax ({requestline!r})")
+            return False
+        command, path = words[:2]
+        if len(words) == 2:
+            self.close_connection = True
+            if command != "GET":
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad HTTP/0.9 request type ({command!r})")
+                return False
+        self.command, self.path = command, path
+        if self.path.startswith("//"):  # never an absolute URI without a scheme
+            self.path = "/" + self.path.lstrip("/")
+        try:
+            self.headers = self._read_headers()
+        except http.client.LineTooLong as err:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long", str(err))
+            return False
+        except http.client.HTTPException as err:
+            self.send_error(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers", str(err)
+            )
+            return False
+        connection = self.headers.get("Connection", "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive" and self.protocol_version >= "HTTP/1.1":
+            self.close_connection = False
+        expect = self.headers.get("Expect", "").lower()
+        if expect == "100-continue" and self.request_version >= "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
+
+    def _read_headers(self) -> http.client.HTTPMessage:
+        """The header lines up to the blank one, as the ``email`` parser would give them.
+
+        ``Name: value`` lines (the value without its leading blanks and line end); a line that
+        begins with a blank continues the one before; one without a name is skipped; a line that
+        is not a header ends the headers (the rest up to the blank line is skipped, as the
+        parser takes it for a body).
+        """
+        fields: list[list[str]] = []
+        ended = False
+        for count in range(MAX_HEADERS + 1):
+            raw = self.rfile.readline(MAX_LINE + 1)
+            if len(raw) > MAX_LINE:
+                raise http.client.LineTooLong("header line")
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            if count == MAX_HEADERS:
+                raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
+            line = raw.decode("iso-8859-1")
+            if ended:
+                continue
+            if line[0] in " \t":  # folded: continues the header before (none: skipped)
+                if fields:
+                    fields[-1][1] += line
+                continue
+            name, colon, value = line.partition(":")
+            if colon and not name:  # ":value": skipped
+                continue
+            if not colon or not _HEADER_NAME.fullmatch(name):
+                ended = True
+                continue
+            fields.append([name, value.lstrip(" \t")])
+        message = http.client.HTTPMessage()
+        for name, value in fields:
+            message[name] = value.rstrip("\r\n")
+        return message
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header's text, formatted once a second."""
+        if timestamp is not None:
+            return str(email.utils.formatdate(timestamp, usegmt=True))
+        second = int(time.time())
+        cached = self.server.date_text
+        if cached[0] != second:
+            cached = self.server.date_text = (second, email.utils.formatdate(second, usegmt=True))
+        return cached[1]
 
     # one request ------------------------------------------------------------------------------
 
@@ -247,10 +367,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-        self.wfile.flush()
+        # headers and body in one write: one system call, one release of the GIL
+        self._headers_buffer.append(b"\r\n" if head else b"\r\n" + body)
+        self.flush_headers()
 
     def _route(self, method: str, raw: bytes) -> Answer:
         url = urlsplit(self.path)
@@ -298,6 +417,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         service.base_url = f"http://{host}:{port}"
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self.date_text = (0, "")  # (second, the Date header's text): see Handler
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Remember the connection (see :meth:`server_close`), then serve it on a thread."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kfp_spot.emulator import names
 from kfp_spot.emulator.sqlite import Database
@@ -114,6 +115,16 @@ class JobRow:
         return self.state in TERMINAL_STATES
 
 
+class JobBrief(NamedTuple):
+    """What a list's filter reads of a job's row."""
+
+    seq: int
+    id: str
+    state: str
+    display_name: str
+    create_time: float
+
+
 @dataclass
 class OperationRow:
     """One row of the ``operations`` table: a long-running operation (done when recorded)."""
@@ -158,11 +169,46 @@ class AttemptRow:
         return processes
 
 
+class JobScan:
+    """Reads of the ``jobs`` table inside one read transaction (see :meth:`Store.job_scan`)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def brief(self, parent: str, before: int | None = None) -> Generator[JobBrief, None, None]:
+        """The parent's jobs not deleted, newest first (``seq < before`` when given).
+
+        Only the columns a list's filter reads, read as they are iterated (a page reads what it
+        shows); close the iterator (``contextlib.closing``) when stopping early.
+        """
+        sql = (
+            "SELECT seq, id, state, display_name, create_time FROM jobs "
+            "WHERE deleted = 0 AND parent = ?"
+        )
+        args: tuple[Any, ...] = (parent,)
+        if before is not None:
+            sql, args = sql + " AND seq < ?", (parent, before)
+        cursor = self._db.cursor()
+        cursor.row_factory = None  # plain tuples
+        cursor.execute(sql + " ORDER BY seq DESC", args)
+        try:
+            while batch := cursor.fetchmany(200):
+                for row in batch:
+                    yield JobBrief(*row)
+        finally:
+            cursor.close()
+
+    def job(self, job_id: str) -> JobRow | None:
+        """The whole row of a job (as :meth:`Store.job`), in this scan's commit."""
+        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return JobRow(**dict(row)) if row else None
+
+
 class Store(Database):
     """Thread-safe access to the SQLite state file."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, SCHEMA)
+        super().__init__(path, SCHEMA, versioned={"jobs": "id"})
         self._migrate()
 
     def _migrate(self) -> None:
@@ -213,6 +259,16 @@ class Store(Database):
             cur = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,))
             row = cur.fetchone()
         return JobRow(**dict(row)) if row else None
+
+    def job_version(self, job_id: str) -> int:
+        """The write version of a job's row: it moves on after every commit that writes it."""
+        return self.version("jobs", job_id)
+
+    @contextmanager
+    def job_scan(self) -> Iterator[JobScan]:
+        """Reads of jobs that all see the same commit (a list's page and the rows it shows)."""
+        with self._snapshot() as db:
+            yield JobScan(db)
 
     def jobs(self, parent: str | None = None, states: Sequence[str] | None = None) -> list[JobRow]:
         """Jobs not deleted, newest first, optionally for one parent and in some states."""

@@ -5,6 +5,8 @@ These talk raw HTTP over sockets: what real clients would never send is the poin
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import re
 import socket
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kfp_spot.emulator import Emulator
-from kfp_spot.emulator.server import MAX_BODY
+from kfp_spot.emulator.server import MAX_BODY, Handler
 
 PARENT = "projects/p/locations/us-central1"
 READ_TIMEOUT = 1.0  # seconds: short, so the slow-client tests are quick
@@ -211,3 +213,27 @@ def test_a_kept_alive_connection_stays_in_step_after_errors(emu):
     answer, _ = exchange(emu, one.encode() + body + two.encode() + body + three.encode())
     statuses = [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)]
     assert statuses == [404, 400, 200]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"Host: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+        b"X-Folded: one\r\n  two\r\n\tthree\r\nAccept: */*\r\n\r\n",
+        b"Dup: 1\r\ndup: 2\r\nDUP:3\r\n\r\n",
+        b"Good: yes\r\nnot a header line\r\nLater: ignored\r\n\r\n",
+        b"Bad Name: x\r\nAfter: y\r\n\r\n",
+        b" leading: continuation\r\nReal: one\r\n\r\n",
+        b"Spaces:   padded value  \r\nEmpty:\r\n:no-name\r\n\r\n",
+        b"Latin: caf\xe9\nLF-only: yes\n\n",
+        b"\r\n",
+    ],
+)
+def test_headers_are_read_as_the_email_parser_reads_them(block):
+    """The server's own header reader gives what ``http.client.parse_headers`` gives."""
+    handler = Handler.__new__(Handler)
+    handler.rfile = io.BufferedReader(io.BytesIO(block + b"body"))
+    ours = handler._read_headers()
+    assert handler.rfile.read() == b"body"  # read up to the blank line, not further
+    theirs = http.client.parse_headers(io.BufferedReader(io.BytesIO(block)))
+    assert ours.items() == theirs.items()
