@@ -32,9 +32,8 @@ MACHINE = "n1-standard-4"  # the trainer's machine type (the component's default
 
 
 def _emulator(tmp_path, env_cache, **kw):
-    return Emulator(
-        tmp_path / "emu", grace_period=0.5, env_cache_dir=env_cache, stockout_seconds=1.0, **kw
-    )
+    kw.setdefault("stockout_seconds", 1.0)  # a Spot job without VMs fails after 1 s
+    return Emulator(tmp_path / "emu", grace_period=0.5, env_cache_dir=env_cache, **kw)
 
 
 def _launch(emu, package, outputs, *args, **extra):
@@ -191,6 +190,35 @@ def test_a_user_error_is_not_retried_in_another_region(
         jobs = _jobs(emu)
     assert info.value.outcome.value == "USER_ERROR"
     assert jobs == [(REGIONS[0], "JOB_STATE_FAILED")]  # one job: europe-west4 never tried
+
+
+def test_a_job_that_waits_past_region_wait_seconds_is_given_up_for_the_next_region(
+    tmp_path, env_cache, trainer_package, outputs
+):
+    # us-central1 has no Spot VMs: its job would wait in PENDING for ten minutes (the emulator's
+    # stockout) before failing; region_wait_seconds gives it up long before. The wait covers a
+    # job's normal start too (here: the package's environment, built on first use), so it is
+    # not set tight, and the budget allows a second round should the first start be slow.
+    with _emulator(tmp_path, env_cache, stockout_seconds=600.0) as emu:
+        emu.set_spot_capacity(REGIONS[0], MACHINE, available=False)
+        outcome = _launch(
+            emu,
+            trainer_package,
+            outputs,
+            "--steps",
+            "2",
+            region_wait_seconds=15,
+            max_resubmissions=3,
+        )
+        jobs = _jobs(emu)
+    assert outcome == "SUCCEEDED"
+    assert jobs[0] == (REGIONS[0], "JOB_STATE_CANCELLED") and jobs[-1] == (
+        REGIONS[1],
+        "JOB_STATE_SUCCEEDED",
+    )
+    first = _submissions(outputs)[0]
+    assert first.outcome.value == "CAPACITY" and "region_wait_seconds=15" in first.message
+    assert not first.start_time  # given up while it waited for VMs, never ran
 
 
 def _start(emu, package, task_dir):

@@ -63,3 +63,27 @@ def test_one_vertex_endpoint_cannot_serve_several_regions(tmp_path):
     with pytest.raises(LaunchInputError) as info:
         Launcher(build_request(**inputs)).prepare()  # nothing is contacted
     assert info.value.field == "api_endpoint" and EU in str(info.value)
+
+
+def test_on_vertex_each_region_has_its_own_endpoint_service_and_parent(tmp_path):
+    inputs = {
+        "project": "test-proj",
+        "location": US,
+        "regions": [US, EU],
+        "container_image_uri": "us-docker.pkg.dev/p/r/i:1",
+        "base_output_directory": "gs://bucket/run",
+        "region_buckets": {EU: "gs://eu-bucket"},
+        "checkpoint": FakeArtifact(uri=str(tmp_path / "checkpoint")),
+        "gcp_resources": str(tmp_path / "gcp_resources"),
+    }
+    launcher = Launcher(build_request(**inputs))  # no client is made until a call
+    europe = launcher.sites.get(EU)
+    assert europe.parent == f"projects/test-proj/locations/{EU}"
+    assert europe.endpoint.api_endpoint == f"{EU}-aiplatform.googleapis.com"
+    assert europe.service.endpoint == europe.endpoint == europe.backend.endpoint
+    assert launcher.sites.get(US).endpoint.api_endpoint == f"{US}-aiplatform.googleapis.com"
+    name = f"projects/test-proj/locations/{EU}/customJobs/7"
+    assert launcher.sites.of_job(name) is europe  # made once, kept
+    assert launcher.sites.of_job(name).endpoint.resource_uri(name) == (
+        f"https://{EU}-aiplatform.googleapis.com/v1/{name}"
+    )
