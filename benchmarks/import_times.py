@@ -32,7 +32,7 @@ FLOOR = "kfp.dsl.executor_main"
 ENTRY_MODULES = (
     "kfp_spot.packaging",
     "kfp_spot.jobs.entry",
-    "kfp_spot.evaluation",
+    "kfp_spot.evaluation.component",
     "kfp_spot.promotion",
     "kfp_spot.serving.entry",
 )
