@@ -158,38 +158,63 @@ def parts(run_dir: Path, started: float) -> dict[str, float]:
     return out
 
 
-def demo_runs(runs: int) -> None:
-    """Part 2: ``kfp-spot run`` wall, CPU and parts."""
-    results: list[dict[str, float]] = []
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-speed-") as tmp:
-        for i in range(runs + 1):
-            run_dir = Path(tmp) / f"run{i}"
-            started = time.time()
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(
-                [KFP_SPOT, "run", "--run-dir", str(run_dir)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            _, status, usage = os.wait4(proc.pid, 0)
-            wall = time.perf_counter() - t0
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit(f"kfp-spot run failed; see {run_dir}/logs")
-            if i == 0:
-                continue  # the warm-up: caches filled
-            row = parts(run_dir, started)
-            row["after the pipeline (last task ended to exit)"] = started + wall - row.pop("_last")
-            row["wall"] = wall
-            row["cpu (process and descendants)"] = usage.ru_utime + usage.ru_stime
-            results.append(row)
-    print(f"\n== kfp-spot run: median of {runs} runs after a warm-up run; load {load()}")
-    print("   method: a fresh `kfp-spot run --run-dir DIR` each; phases from its logs and ledger")
+def _one_run(run_dir: Path, tree: str | None) -> dict[str, float]:
+    """One ``kfp-spot run`` (this checkout's, or ``tree``'s kfp_spot): its wall, CPU and parts."""
+    argv = [KFP_SPOT, "run", "--run-dir", str(run_dir)]
+    env = None
+    if tree is not None:  # python -c puts its working directory first on sys.path
+        argv = [PYTHON, "-c", "from kfp_spot.cli import main; main()", *argv[1:]]
+        env = {**os.environ, "PYTHONPATH": tree}
+    started = time.time()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tree
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"kfp-spot run failed; see {run_dir}/logs")
+    row = parts(run_dir, started)
+    row["after the pipeline (last task ended to exit)"] = started + wall - row.pop("_last")
+    row["wall"] = wall
+    row["cpu (process and descendants)"] = usage.ru_utime + usage.ru_stime
+    return row
+
+
+def _show(title: str, results: list[dict[str, float]]) -> None:
+    print(title)
     keys = ["wall", "pipeline (first task started to last ended)", "cpu (process and descendants)"]
-    keys += [k for k in results[0] if k not in keys]
+    keys += sorted((k for k in results[0] if k not in keys), key=_order)
     for key in keys:
         values = [r[key] for r in results if key in r]
         shown = ", ".join(f"{v:.2f}" for v in values)
         print(f"{key:<52} {med(values):6.2f} s   (runs: {shown})")
+
+
+def _order(key: str) -> tuple[int, str]:
+    """Parts in the order they happen: before, each task with its phases, after."""
+    if key.startswith("before"):
+        return (0, "")
+    for i, task in enumerate(TASKS):
+        if task in key:
+            return (i + 1, "" if key == task else key)
+    return (len(TASKS) + 1, key)
+
+
+def demo_runs(runs: int, compare: str | None) -> None:
+    """Part 2: ``kfp-spot run`` wall, CPU and parts (with ``compare``: interleaved with it)."""
+    trees: list[str | None] = [compare, None] if compare else [None]
+    results: dict[str | None, list[dict[str, float]]] = {tree: [] for tree in trees}
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-speed-") as tmp:
+        for i in range(runs + 1):
+            for j, tree in enumerate(trees):
+                row = _one_run(Path(tmp) / f"run{i}-{j}", tree)
+                if i:  # the first round warms the caches up
+                    results[tree].append(row)
+    print(f"\n== kfp-spot run: median of {runs} runs after a warm-up run; load {load()}")
+    print("   method: a fresh `kfp-spot run --run-dir DIR` each; phases from its logs and ledger")
+    for tree in trees:
+        _show(f"-- {tree or 'this checkout'}", results[tree])
 
 
 def jobs_list(runs: int) -> None:
@@ -241,14 +266,21 @@ def main() -> None:
     parser.add_argument("--import-runs", type=int, default=5)
     parser.add_argument("--list-runs", type=int, default=5)
     parser.add_argument("--only", choices=("imports", "run", "list"), default=None)
+    parser.add_argument(
+        "--compare",
+        metavar="TREE",
+        help="also run kfp-spot run from another checkout's kfp_spot, interleaved (e.g. "
+        "`git archive REV | tar -x -C TREE`, with kfp_spot/components and kfp_spot/pipelines "
+        "symlinked to TREE's components/ and pipelines/)",
+    )
     args = parser.parse_args()
     print(f"{PYTHON}; load {load()}")
-    if args.only in (None, "run"):
-        demo_runs(args.runs)
-    if args.only in (None, "list"):
-        jobs_list(args.list_runs)
     if args.only in (None, "imports"):
         imports(args.import_runs)
+    if args.only in (None, "run"):
+        demo_runs(args.runs, args.compare)
+    if args.only in (None, "list"):
+        jobs_list(args.list_runs)
 
 
 if __name__ == "__main__":
