@@ -45,7 +45,7 @@ KFP_SPOT = str(Path(PYTHON).with_name("kfp-spot"))
 FLOOR = "kfp.dsl.executor_main"
 # The module each component body imports (docs/ARCHITECTURE.md, "Runtime entry points").
 ENTRY_MODULES = (
-    "kfp_spot.packaging",
+    "kfp_spot.packaging.component",
     "kfp_spot.jobs.entry",
     "kfp_spot.evaluation.component",
     "kfp_spot.promotion",
@@ -191,14 +191,28 @@ def _show(title: str, results: list[dict[str, float]]) -> None:
         print(f"{key:<52} {med(values):6.2f} s   (runs: {shown})")
 
 
-def _order(key: str) -> tuple[int, str]:
+_PHASES = (
+    "",
+    ": start",
+    ": start to submitted",
+    ": submitted to RUNNING",
+    ": attempt 1 RUNNING",
+    ": attempt 2 RUNNING",
+    ": work",
+    ": exit",
+)
+
+
+def _order(key: str) -> tuple[int, int, str]:
     """Parts in the order they happen: before, each task with its phases, after."""
     if key.startswith("before"):
-        return (0, "")
+        return (0, 0, "")
     for i, task in enumerate(TASKS):
         if task in key:
-            return (i + 1, "" if key == task else key)
-    return (len(TASKS) + 1, key)
+            phase = key.strip()[len(task) :]
+            rank = _PHASES.index(phase) if phase in _PHASES else len(_PHASES)
+            return (i + 1, rank, phase)
+    return (len(TASKS) + 1, 0, key)
 
 
 def demo_runs(runs: int, compare: str | None) -> None:

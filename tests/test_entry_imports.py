@@ -18,7 +18,7 @@ import pytest
 
 # The module each component body imports (docs/ARCHITECTURE.md, "Runtime entry points").
 ENTRY_MODULES = (
-    "kfp_spot.packaging",
+    "kfp_spot.packaging.component",
     "kfp_spot.jobs.entry",
     "kfp_spot.evaluation.component",
     "kfp_spot.promotion",
