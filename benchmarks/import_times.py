@@ -30,9 +30,9 @@ import sys
 FLOOR = "kfp.dsl.executor_main"
 # The module each component body imports (docs/ARCHITECTURE.md, "Runtime entry points").
 ENTRY_MODULES = (
-    "kfp_spot.packaging",
+    "kfp_spot.packaging.component",
     "kfp_spot.jobs.entry",
-    "kfp_spot.evaluation",
+    "kfp_spot.evaluation.component",
     "kfp_spot.promotion",
     "kfp_spot.serving.entry",
 )

@@ -43,7 +43,7 @@ __all__ = [
 
 EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
 EXAMPLE_ARGUMENTS: dict[str, Any] = {
-    "training_args": ["--epochs", "30", "--checkpoint-every", "3", "--step-seconds", "0.2"],
+    "training_args": ["--epochs", "20", "--checkpoint-every", "3", "--step-seconds", "0.1"],
     "thresholds": {"accuracy": ">=0.85"},
 }
 """What the bundled example trainer is run with (a short run; a digits classifier's gate)."""

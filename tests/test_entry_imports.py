@@ -18,9 +18,9 @@ import pytest
 
 # The module each component body imports (docs/ARCHITECTURE.md, "Runtime entry points").
 ENTRY_MODULES = (
-    "kfp_spot.packaging",
+    "kfp_spot.packaging.component",
     "kfp_spot.jobs.entry",
-    "kfp_spot.evaluation",
+    "kfp_spot.evaluation.component",
     "kfp_spot.promotion",
     "kfp_spot.serving.entry",
 )
@@ -49,3 +49,18 @@ def test_an_entry_module_imports_no_gapic_service(module):
 def test_the_probe_sees_gapic_when_it_is_imported():
     loaded = _gapic_loaded_by("google.cloud.aiplatform_v1.services.job_service")
     assert "google.cloud.aiplatform_v1.services.job_service" in loaded
+
+
+def test_the_evaluation_runner_imports_no_other_kfp_spot_module():
+    # ``python -m kfp_spot.evaluation.runner`` runs in the package's environment for every
+    # evaluation: importing its package must not load the evaluator around it.
+    probe = (
+        "import json, sys, kfp_spot.evaluation.runner; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kfp_spot'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [
+        "kfp_spot",
+        "kfp_spot.evaluation",
+        "kfp_spot.evaluation.runner",
+    ]

@@ -163,6 +163,9 @@ def run(
     from kfp_spot.pipelines import local, local_run
     from kfp_spot.pipelines.spot_training import spot_training
     from kfp_spot.progress import Console
+    from kfp_spot.validation.inputs import freeze_at_exit
+
+    freeze_at_exit()  # kfp, the emulator's GAPIC types, matplotlib: exit without collecting them
 
     if run_dir is None:
         run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")

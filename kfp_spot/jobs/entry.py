@@ -31,7 +31,7 @@ from kfp_spot.jobs.recovery import RecoveryPolicy, parse_region_policy
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
-from kfp_spot.validation.inputs import report_input_errors
+from kfp_spot.validation.inputs import freeze_at_exit, report_input_errors
 from kfp_spot.vertex import pipeline_context
 from kfp_spot.vertex.client import is_emulator_endpoint
 
@@ -292,6 +292,7 @@ def launch_spot_job(**inputs: Any) -> str:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    freeze_at_exit()  # the task ends after this call: skip the GAPIC objects' last collection
     with report_input_errors(LaunchInputError):
         request = build_request(**inputs)
         read = InputReader(inputs, INPUT_DEFAULTS, LaunchInputError)

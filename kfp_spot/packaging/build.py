@@ -5,17 +5,27 @@ VM), so a file missing from the sdist fails here and not in a paid job. Timestam
 entry order in the archives come from the file system and the clock; :func:`normalize_sdist` and
 :func:`normalize_wheel` rewrite them so the same source always gives the same bytes and therefore
 the same sha256.
+
+Given a cache directory, :func:`run_build` keeps the normalized archives under
+``<cache>/builds/<key>``, the key being :func:`build_key` (every file of the tree, this
+interpreter, the versions of ``build`` and of the build backend): the same source built again with
+the same tools is copied from there instead of built. Isolated builds (a backend that is not
+installed here) are never kept: their backend's version is the index's choice.
 """
 
 from __future__ import annotations
 
 import email.parser
 import gzip
+import hashlib
 import io
+import logging
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
@@ -32,11 +42,14 @@ if sys.version_info >= (3, 11):
 else:  # a dependency on Python 3.10
     import tomli as tomllib
 
+log = logging.getLogger(__name__)
+
 # 1980-01-01: the earliest time a zip file (a wheel) can hold.
 SOURCE_DATE_EPOCH = 315532800
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _BUILD_TIMEOUT_S = 600
 _DEFAULT_BACKEND_REQUIRES = ("setuptools>=40.8.0",)
+_BUILD_CACHE_FORMAT = "kfp-spot-build/1"
 
 
 @dataclass(frozen=True)
@@ -96,16 +109,30 @@ def tool_config(project: Path) -> dict[str, Any]:
     return dict((_pyproject(project).get("tool") or {}).get("kfp-spot") or {})
 
 
-def run_build(project: Path, outdir: Path) -> BuiltFiles:
+def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> BuiltFiles:
     """Build an sdist and a wheel from it, and normalize both.
 
     Without network when the build backend is installed here (``--no-isolation``); otherwise
     ``build`` makes an isolated environment, which needs the package index.
 
+    Args:
+        project: the project tree.
+        outdir: where the archives go.
+        cache_dir: keep the archives under ``<cache_dir>/builds`` and take them from there
+            when the same tree was built with the same tools (see the module docstring);
+            None: always build.
+
     Raises:
         BuildError: the build failed; the message ends with the build's output.
     """
-    unmet = unmet_requirements(backend_requires(project))
+    requires = backend_requires(project)
+    unmet = unmet_requirements(requires)
+    key = build_key(project, requires) if cache_dir is not None and not unmet else ""
+    if cache_dir is not None and key:
+        cached = _cached_build(cache_dir / "builds" / key, outdir)
+        if cached is not None:
+            log.info("the same source was built before with the same tools: %s", key)
+            return cached
     cmd = [sys.executable, "-m", "build", "--outdir", str(outdir)]
     if not unmet:
         # Everything the backend declares is installed: no network, and no dependency-check
@@ -146,7 +173,69 @@ def run_build(project: Path, outdir: Path) -> BuiltFiles:
         )
     normalize_sdist(sdists[0])
     normalize_wheel(wheels[0])
-    return BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet))
+    built = BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet))
+    if cache_dir is not None and key:
+        _store_build(cache_dir / "builds", key, built)
+    return built
+
+
+def build_key(project: Path, requires: list[str]) -> str:
+    """What a build of ``project`` depends on, as a digest: every file, the builders' versions.
+
+    Each file's path, content and executable bit (symlinks by their target), this interpreter,
+    the versions of ``build`` and of every build requirement installed here, and the fixed
+    ``SOURCE_DATE_EPOCH``; never modification times, which the normalized archives do not hold.
+    """
+    digest = hashlib.sha256()
+
+    def add(*parts: str) -> None:
+        digest.update(("\0".join(parts) + "\n").encode("utf-8", "surrogateescape"))
+
+    add(_BUILD_CACHE_FORMAT, sys.version, sys.executable, str(SOURCE_DATE_EPOCH))
+    for name in ["build", *sorted(requires)]:
+        try:
+            installed = importlib_metadata.version(Requirement(name).name)
+        except (InvalidRequirement, importlib_metadata.PackageNotFoundError):
+            installed = ""
+        add("builder", name, installed)
+    for path in sorted(project.rglob("*"), key=lambda p: p.relative_to(project).parts):
+        relative = path.relative_to(project).as_posix()
+        if path.is_symlink():
+            add("link", relative, os.readlink(path))
+        elif path.is_dir():
+            add("dir", relative)
+        else:
+            executable = "x" if path.stat().st_mode & 0o111 else "-"
+            add("file", relative, executable, fs.sha256_file(path))
+    return digest.hexdigest()[:32]
+
+
+def _cached_build(entry: Path, outdir: Path) -> BuiltFiles | None:
+    """The archives of an earlier build from ``entry``, copied into ``outdir``; None: no hit."""
+    try:
+        sdists, wheels = sorted(entry.glob("*.tar.gz")), sorted(entry.glob("*.whl"))
+        if len(sdists) != 1 or len(wheels) != 1:
+            return None
+        outdir.mkdir(parents=True, exist_ok=True)
+        copies = [Path(shutil.copyfile(p, outdir / p.name)) for p in (sdists[0], wheels[0])]
+    except OSError:
+        return None
+    return BuiltFiles(copies[0], copies[1], isolated=False)
+
+
+def _store_build(builds: Path, key: str, built: BuiltFiles) -> None:
+    """Keep ``built`` under ``builds/key``; the entry appears whole (a rename) or not at all."""
+    try:
+        builds.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=builds))
+        try:
+            for path in (built.sdist, built.wheel):
+                shutil.copyfile(path, tmp / path.name)
+            os.replace(tmp, builds / key)  # fails when another build stored it first: fine
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        log.info("build not cached under %s: %s", builds, exc)
 
 
 def _normal_mode(member: tarfile.TarInfo) -> int:

@@ -6,6 +6,7 @@ import logging
 from typing import NamedTuple
 
 from kfp_spot.artifacts import Artifact
+from kfp_spot.envcache import default_cache_dir
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
 from kfp_spot.packaging.core import prepare_package
 from kfp_spot.packaging.errors import PackagingError
@@ -67,6 +68,8 @@ def component_entry(
             requirements=list(requirements or []),
             include_kfp_spot=include_kfp_spot,
             executor_image_uri=executor_image_uri or DEFAULT_EXECUTOR_IMAGE,
+            # The same source is built once per machine (a fresh task container: every time).
+            build_cache_dir=default_cache_dir(),
         )
     package.uri = info.uri
     package.metadata.update(info.metadata())

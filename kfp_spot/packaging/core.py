@@ -278,6 +278,7 @@ def prepare_package(
     cache_dir: str | os.PathLike[str] | None = None,
     include_kfp_spot: bool = True,
     executor_image_uri: str = executors.DEFAULT_EXECUTOR_IMAGE,
+    build_cache_dir: str | os.PathLike[str] | None = None,
 ) -> PackageInfo:
     """Build ``source`` into a reproducible sdist, validate it and stage it by its sha256.
 
@@ -312,6 +313,9 @@ def prepare_package(
             the training VM can import it. False: the job gets kfp-spot some other way.
         executor_image_uri: the prebuilt training image the job runs in (checked against Vertex
             AI's list; ``check_import`` uses its profile).
+        build_cache_dir: keep the built archives here by the content of the source tree and
+            the build tools' versions, and reuse them for the same source (the archives are
+            byte-reproducible, so a rebuild would give the same bytes); None: always build.
 
     Returns:
         The staged package.
@@ -344,7 +348,8 @@ def prepare_package(
             requirements=requirements,
         )
         log.info("building %s (%s)", source, tree.kind)
-        built = _build.run_build(tree.path, work / "dist")
+        builds = Path(build_cache_dir) if build_cache_dir is not None else None
+        built = _build.run_build(tree.path, work / "dist", cache_dir=builds)
         facts = _build.wheel_facts(built.wheel)
         module = python_module or tree.python_module
         if not module:

@@ -5,11 +5,15 @@ Python callers can catch them. Inside a KFP task (the executor runs ``python -m
 kfp.dsl.executor_main``) nobody catches them: the interpreter would print a traceback into the
 task log. :func:`report_input_errors` turns them into ``SystemExit(message)`` there instead: the
 task fails (exit status 1) and its log ends with the one line the user needs.
+
+:func:`freeze_at_exit` makes such a process (and ``kfp-spot run``) end quickly.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import sys
 from collections.abc import Iterator
 
@@ -34,3 +38,20 @@ def report_input_errors(*error_types: type[BaseException]) -> Iterator[None]:
         if not in_kfp_executor():
             raise
         raise SystemExit(str(exc)) from None
+
+
+_FREEZE_REGISTERED: list[bool] = []
+
+
+def freeze_at_exit() -> None:
+    """Spare this process's exit a last walk over everything it imported.
+
+    While the interpreter tears its modules down at exit it collects garbage over every object
+    still alive; with Google's API clients and protobuf classes loaded that walk costs about a
+    third of a second on a quiet machine and seconds on a busy one, for memory the process gives
+    back anyway. ``gc.freeze()`` as an ``atexit`` hook (it runs before the teardown) takes those
+    objects out of the collections; nothing changes before the process exits. Registered once.
+    """
+    if not _FREEZE_REGISTERED:
+        _FREEZE_REGISTERED.append(True)
+        atexit.register(gc.freeze)
