@@ -137,6 +137,7 @@ class Submission:
     submitted_at: float = 0.0
     ended_at: float = 0.0
     resume_step: int | None = None  # the newest committed checkpoint step when submitted
+    copied_bytes: int = 0  # checkpoint bytes copied into this job's region's bucket before it
     create_time: str = ""
     start_time: str = ""
     end_time: str = ""
