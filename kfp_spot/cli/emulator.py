@@ -72,6 +72,21 @@ def _capacity(
     return out
 
 
+def _no_spot(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    out = []
+    for item in value:
+        location, _, machine_type = item.strip().partition("/")
+        if not location or (_ and not machine_type):
+            raise click.BadParameter(
+                f"{item!r}: write LOCATION or LOCATION/MACHINE_TYPE, e.g. us-central1 or "
+                "europe-west4/n1-standard-4"
+            )
+        out.append((location, machine_type or "*"))
+    return out
+
+
 @click.group()
 def emulator() -> None:
     """Run and drive the local Vertex AI CustomJob emulator."""
@@ -126,6 +141,22 @@ def emulator() -> None:
 )
 @click.option("--capacity", callback=_capacity, help="Simulated VMs: N per type, or TYPE=N,...")
 @click.option(
+    "--no-spot",
+    multiple=True,
+    callback=_no_spot,
+    metavar="LOCATION[/MACHINE_TYPE]",
+    help="The region has no Spot capacity (for that machine type, else for every one) from the "
+    "start, for good (repeatable): its Spot jobs wait, then FAIL with Vertex's stockout.",
+)
+@click.option(
+    "--stockout-seconds",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds a Spot job waits for Spot capacity its region has none of before it FAILS "
+    "(code 8, STOCKOUT).",
+)
+@click.option(
     "--env-cache-dir",
     type=click.Path(file_okay=False),
     help="Where package environments are cached (default: the shared kfp-spot cache).",
@@ -142,6 +173,8 @@ def start(
     preempt_vm_every: float | None,
     vm_downtime: float,
     capacity: int | dict[str, int] | None,
+    no_spot: list[tuple[str, str]],
+    stockout_seconds: float,
     env_cache_dir: str | None,
 ) -> None:
     """Serve the emulator in the foreground until SIGINT or SIGTERM."""
@@ -167,7 +200,14 @@ def start(
             preempt_vm_at=preempt_vm_at,
             preempt_vm_every=preempt_vm_every,
             vm_downtime=vm_downtime,
-        ).start()
+            stockout_seconds=stockout_seconds,
+        )
+        for location, machine_type in no_spot:
+            try:
+                emu.set_spot_capacity(location, machine_type, available=False)
+            except ValueError as err:
+                raise click.BadParameter(str(err), param_hint="--no-spot") from None
+        emu.start()
     except EmulatorError as err:
         raise click.ClickException(str(err)) from None
     try:

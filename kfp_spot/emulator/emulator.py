@@ -16,8 +16,10 @@ from google.protobuf import json_format
 from kfp_spot import envcache
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.routes import route_table
+from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
 from kfp_spot.emulator.service import Service
+from kfp_spot.emulator.spot_capacity import ANY_MACHINE, STOCKOUT, SpotCapacity
 from kfp_spot.emulator.statedir import StateDirBusyError
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
@@ -107,6 +109,9 @@ class Emulator:
             replacement starts.
         serving_restart_delay: seconds a preempted Spot serving replica stays down before it
             starts again (the time a new Spot VM takes; 0: at once).
+        stockout_seconds: how long a Spot job waits (PENDING, unbilled) for Spot VMs in a region
+            that has none (:meth:`set_spot_capacity`) before it FAILS with code 8, Vertex's
+            stockout; Vertex's own wait is not documented.
 
     Raises:
         EmulatorError: an argument is out of range; at start, the state dir is in use by another
@@ -130,6 +135,7 @@ class Emulator:
         preempt_vm_every: float | None = None,
         vm_downtime: float = 0.0,
         serving_restart_delay: float = 0.0,
+        stockout_seconds: float = DEFAULT_STOCKOUT_SECONDS,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise EmulatorError(f"port must be an integer in 0..65535 (0: any free), got {port!r}")
@@ -154,6 +160,10 @@ class Emulator:
         self.capacity = _check_capacity(capacity)
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
         self.read_timeout = _check_seconds("read_timeout", read_timeout, positive=True)
+        self.stockout_seconds = _check_seconds("stockout_seconds", stockout_seconds)
+        # Spot capacity per region: set before or while serving, kept across start/stop (not in
+        # the state dir: a new Emulator starts with Spot capacity everywhere).
+        self.spot_capacity = SpotCapacity()
         self._service: Service | None = None
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -172,6 +182,8 @@ class Emulator:
                 capacity=self.capacity,
                 env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
                 serving_restart_delay=self.serving_restart_delay,
+                spot_capacity=self.spot_capacity,
+                stockout_seconds=self.stockout_seconds,
             )
         except StateDirBusyError as err:
             raise EmulatorError(str(err)) from None
@@ -264,6 +276,41 @@ class Emulator:
     ) -> list[dict[str, Any]]:
         """Replica logs: ``[{"attempt", "replica", "path", "text"}, ...]``."""
         return self.service.logs(self._name(job_name), attempt, replica)
+
+    def set_spot_capacity(
+        self,
+        location: str,
+        machine_type: str = ANY_MACHINE,
+        *,
+        available: bool,
+        seconds: float | None = None,
+        refusal: str = STOCKOUT,
+    ) -> None:
+        """Give a region Spot capacity, or take it away, for a machine type or all of them.
+
+        While a region has no Spot VMs for a machine type, a Spot job needing it is answered as
+        ``refusal`` says: ``"STOCKOUT"``, the create is accepted, the job waits in PENDING without
+        VMs and FAILS with code 8 (``Resources are insufficient in region: ...``) unless capacity
+        comes back within ``stockout_seconds``; ``"QUOTA"``, the create is refused with 429
+        RESOURCE_EXHAUSTED and Vertex's quota words. A running Spot attempt there is preempted
+        (SIGTERM, grace period) and its restart waits the same way. STANDARD and FLEX_START jobs
+        are not affected. Works before :meth:`start` too (capacity from the start).
+
+        Args:
+            location: a Vertex AI region (``kfp_spot.vertex.regions``), e.g. ``"us-central1"``.
+            machine_type: a machine type of kfp-spot's table, or ``"*"`` for every one; a
+                machine type's setting wins over the region's ``"*"``.
+            available: whether Spot VMs can be had.
+            seconds: how long the setting lasts (None: for good); then it is gone, and the
+                region has Spot capacity again (unless its ``"*"`` setting says otherwise).
+            refusal: ``"STOCKOUT"`` (default) or ``"QUOTA"``.
+
+        Raises:
+            ValueError: a bad argument, naming it and what is valid.
+        """
+        self.spot_capacity.set(
+            location, machine_type, available=available, seconds=seconds, refusal=refusal
+        )
 
     def preempt_replica(
         self, endpoint: str, deployed_model_id: str, replica: int | None = None

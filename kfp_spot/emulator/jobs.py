@@ -195,7 +195,7 @@ class CustomJobApi:
                     f"job_spec.worker_pool_specs[{index}].container_spec",
                 )
         try:
-            self.capacity.check(pb)
+            self.capacity.check(pb, where.location)
         except ApiError as err:
             err.field = proto_path(err.field, _CUSTOM_JOB.DESCRIPTOR) if err.field else err.field
             raise

@@ -4,7 +4,10 @@ States follow Vertex: QUEUED (waiting for capacity) -> PENDING (installing packa
 replicas) -> RUNNING -> SUCCEEDED | FAILED, or CANCELLING -> CANCELLED. A preempted attempt puts
 the job back in QUEUED, up to ``MAX_RESTARTS`` times; the next preemption FAILS it with STOCKOUT.
 A worker's VM preempted on its own (the job stays RUNNING, the VM is replaced) draws from the same
-budget: every Spot preemption is one of the job's ``MAX_RESTARTS`` restarts.
+budget: every Spot preemption is one of the job's ``MAX_RESTARTS`` restarts. A Spot job whose
+region has no Spot capacity waits in PENDING without an attempt (``await_capacity``) and FAILS
+with code 8 when the scheduler's stockout wait is over (``stockout``); a running one is preempted
+(``reclaim``).
 Each transition is one SQLite transaction, committed before the emulator acts on it.
 
 Why one module: this is the state machine, and its point is that every transition of a job or an
@@ -162,6 +165,13 @@ class Lifecycle:
         with self._specs_lock:
             return self._vm_requests.pop(job_id, set())
 
+    def reclaim(self, job_id: str) -> bool:
+        """Ask a preemption of the job's running attempt: Compute Engine reclaims its Spot VMs.
+
+        Its region lost its Spot capacity. False when the job no longer runs an attempt.
+        """
+        return self.store.update_job_if(job_id, (PENDING, RUNNING), preempt_requested=1)
+
     def delete(self, job_id: str) -> None:
         """Mark a finished job deleted (it disappears from every view)."""
         self.store.update_job(job_id, deleted=1, update_time=time.time())
@@ -179,6 +189,36 @@ class Lifecycle:
             error_code=CODE_CANCELLED,
             error_message="CANCELED",
         )
+
+    def await_capacity(self, job_id: str) -> bool:
+        """QUEUED -> PENDING without VMs: a Spot job waits for Spot capacity (unbilled)."""
+        return self.store.update_job_if(job_id, (QUEUED,), state=PENDING, update_time=time.time())
+
+    def requeue(self, job_id: str) -> bool:
+        """PENDING (waiting for Spot capacity, no attempt) -> QUEUED: it waits for free VMs."""
+        return self.store.update_job_if(job_id, (PENDING,), state=QUEUED, update_time=time.time())
+
+    def stockout(self, job_id: str, message: str) -> bool:
+        """A Spot job found no Spot VMs within the stockout wait: FAILED with code 8.
+
+        Only a job with no attempt running (QUEUED, or PENDING waiting for capacity); its
+        ``startTime`` stays what it was (unset when it never ran). False when it had left them.
+        """
+        now = time.time()
+        failed = self.store.update_job_if(
+            job_id,
+            (QUEUED, PENDING),
+            state=FAILED,
+            end_time=now,
+            update_time=now,
+            error_code=CODE_RESOURCE_EXHAUSTED,
+            error_message=message,
+        )
+        if failed:
+            with self._specs_lock:
+                self._vm_requests.pop(job_id, None)
+            log.info("job %s: no Spot capacity within the stockout wait, failed", job_id)
+        return failed
 
     def admit(self, row: JobRow, pb: Any, replica_count: int) -> int:
         """QUEUED -> PENDING: record a new attempt (with its hourly rates); returns its number."""

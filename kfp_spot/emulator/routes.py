@@ -15,6 +15,10 @@ Routes (``{name}`` is ``projects/P/locations/L/customJobs/ID``, P a project ID o
 - ``GET /emulator/v1/{name}/attempts``: the billing ledger, ``{"attempts": [...]}``
 - ``GET /emulator/v1/{name}/logs``: replica logs (``attempt``, ``replica``, ``tail``)
 - ``GET /emulator/v1/customJobs``: every job of every project (name, state, displayName)
+- ``POST /emulator/v1/projects/P/locations/L/spotCapacity``: give the region Spot capacity or take
+  it away (body ``{"machineType": "*", "available": false, "seconds": 30, "refusal": "STOCKOUT"}``,
+  all but ``available`` optional); answers the resulting row
+- ``GET /emulator/v1/spotCapacity``: ``{"spotCapacity": [rows]}``, the settings that hold now
 - ``GET /emulator/v1/health``: ``{"status": "ok"}``
 
 The Model, Endpoint and Prediction rows are in :mod:`kfp_spot.emulator.serving.routes`;
@@ -24,16 +28,28 @@ A new emulator method is one row in ``ROUTES`` (or the serving ``ROUTES``) and i
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import ListCustomJobsResponse
 from google.protobuf import json_format
 
-from kfp_spot.emulator.errors import decode_json
+from kfp_spot.emulator import names
+from kfp_spot.emulator.errors import ApiError, decode_json
 from kfp_spot.emulator.jobs import CustomJobApi, list_json, message_json, preempt_replica
-from kfp_spot.emulator.routing import OPS, PARENT, V1, Request, Route, RouteGroup, RouteTable
+from kfp_spot.emulator.routing import (
+    OPS,
+    PARENT,
+    V1,
+    Request,
+    Route,
+    RouteGroup,
+    RouteTable,
+    object_body,
+)
 from kfp_spot.emulator.serving import routes as serving_routes
 from kfp_spot.emulator.serving.api import ServingService
+from kfp_spot.emulator.spot_capacity import ANY_MACHINE, STOCKOUT, SpotCapacityError
 
 _PARENT = "{parent=" + PARENT + "}"
 _JOB = "{name=" + PARENT + "/customJobs/*}"
@@ -109,6 +125,45 @@ def _all(api: CustomJobApi, req: Request) -> dict[str, Any]:
     return {"customJobs": api.summaries()}
 
 
+# The spotCapacity body's fields (JSON names; snake_case is accepted too) and the arguments of
+# SpotCapacity.set they give.
+_SPOT_FIELDS = {
+    "machineType": "machine_type",
+    "available": "available",
+    "seconds": "seconds",
+    "refusal": "refusal",
+}
+_CAMEL = re.compile(r"([A-Z])")
+
+
+def _set_spot_capacity(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    body = object_body(req.body, tuple(_SPOT_FIELDS.values()))
+    args = {_CAMEL.sub(lambda m: "_" + m.group(1).lower(), k): v for k, v in body.items()}
+    if "available" not in args:
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            "available is required: true (the region has Spot VMs) or false (it has none)",
+            "available",
+        )
+    location = names.parse_parent(req.params["parent"]).location
+    try:
+        row = api.capacity.spot.set(
+            location,
+            args.get("machine_type", ANY_MACHINE),
+            available=args["available"],
+            seconds=args.get("seconds"),
+            refusal=args.get("refusal", STOCKOUT),
+        )
+    except SpotCapacityError as err:
+        field = {v: k for k, v in _SPOT_FIELDS.items()}.get(err.argument, err.argument)
+        raise ApiError("INVALID_ARGUMENT", f"{field}: {err.reason}", field) from None
+    return row.to_json()
+
+
+def _spot_capacity(api: CustomJobApi, req: Request) -> dict[str, Any]:
+    return {"spotCapacity": [row.to_json() for row in api.capacity.spot.rows()]}
+
+
 def _health(api: CustomJobApi, req: Request) -> dict[str, Any]:
     return {"status": "ok"}
 
@@ -132,6 +187,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"/emulator/v1/{_JOB}/attempts", _attempts),
     Route("GET", f"/emulator/v1/{_JOB}/logs", _logs, ("attempt", "replica", "tail")),
     Route("GET", "/emulator/v1/customJobs", _all),
+    Route("POST", f"/emulator/v1/{_PARENT}/spotCapacity", _set_spot_capacity),
+    Route("GET", "/emulator/v1/spotCapacity", _spot_capacity),
     Route("GET", "/emulator/v1/health", _health),
 )
 

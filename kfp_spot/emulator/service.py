@@ -8,6 +8,7 @@ This module only assembles the parts (one concern each) and starts and stops the
 - ``policy``: automatic preemptions;                - ``containers``: the container runtime probe;
 - ``jobs``: the API methods;                        - ``errors``: API errors and HTTP statuses;
 - ``names``: project numbers and ids;               - ``alarms``: FLEX_START wait deadlines;
+- ``spot_capacity``: Spot VMs per region and machine type;
 - ``serving``: the Model, Endpoint and Prediction APIs and their serving replicas.
 """
 
@@ -22,8 +23,9 @@ from kfp_spot.emulator.jobs import CustomJobApi
 from kfp_spot.emulator.lifecycle import Lifecycle
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.policy import PreemptionPolicy
-from kfp_spot.emulator.scheduler import Capacity, Scheduler
+from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS, Capacity, Scheduler
 from kfp_spot.emulator.serving.api import ServingService
+from kfp_spot.emulator.spot_capacity import SpotCapacity
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.store import Store
 
@@ -41,6 +43,9 @@ class Service(CustomJobApi):
         shutdown_grace: the grace period used when the emulator itself stops (at most
             ``grace_period``).
         serving_restart_delay: seconds before a preempted serving replica comes back.
+        spot_capacity: which regions and machine types have Spot VMs (default: all, always).
+        stockout_seconds: how long a Spot job waits for Spot VMs its region has none of before
+            it FAILS with code 8.
 
     Raises:
         StateDirBusyError: another emulator uses ``state_dir``.
@@ -56,6 +61,8 @@ class Service(CustomJobApi):
         env_cache_dir: Path | None = None,
         shutdown_grace: float = 10.0,
         serving_restart_delay: float = 0.0,
+        spot_capacity: SpotCapacity | None = None,
+        stockout_seconds: float = DEFAULT_STOCKOUT_SECONDS,
     ) -> None:
         state = StateDir(Path(state_dir))
         try:
@@ -69,7 +76,7 @@ class Service(CustomJobApi):
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else state.path / "envs"
         lifecycle = Lifecycle(store, shutdown_grace=self.shutdown_grace)
         self.probe = probe = RuntimeProbe()
-        limits = Capacity(capacity)
+        limits = Capacity(capacity, spot_capacity)
         self.scheduler = Scheduler(
             lifecycle,
             limits,
@@ -79,6 +86,7 @@ class Service(CustomJobApi):
             grace_period=grace_period,
             shutdown_grace=self.shutdown_grace,
             container_runtime=probe,
+            stockout_seconds=stockout_seconds,
         )
         self.alarms = Alarms(self.scheduler.poke)
         super().__init__(

@@ -6,6 +6,10 @@ pipeline cancellation reaches it) and in a state file next to the job's outputs 
 the launch, so a restarted launcher knows how much of each budget is spent). A launcher that starts
 and finds either resumes watching instead of submitting a duplicate. SIGTERM or SIGINT cancels the
 job the launcher is watching.
+
+With several regions each job runs where :func:`~kfp_spot.jobs.recovery.decide` says, through that
+region's service and in that region's output directory (:mod:`kfp_spot.jobs.regions`): the newest
+verified step is copied there first, and back home at the end.
 """
 
 from __future__ import annotations
@@ -14,15 +18,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as api_exceptions
 
 from kfp_spot import checkpoints
-from kfp_spot.jobs import gcp_resources, reattach
+from kfp_spot.jobs import gcp_resources, reattach, regions
 from kfp_spot.jobs.backend import Backend, backend_for
-from kfp_spot.jobs.inputs import JobInputs, LaunchInputError
+from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.outcome import (
     Classified,
     Outcome,
@@ -33,20 +36,20 @@ from kfp_spot.jobs.outcome import (
 )
 from kfp_spot.jobs.recovery import (
     LaunchState,
-    RecoveryPolicy,
     Submission,
     decide,
+    leave_region,
     load_state,
     past_deadline,
+    region_of,
     save_state,
     state_uri,
 )
-from kfp_spot.jobs.report import JobReport, build_report, pools_of
+from kfp_spot.jobs.regions import Site, Sites
+from kfp_spot.jobs.report import build_report, pools_of
+from kfp_spot.jobs.request import LaunchFailedError, LaunchRequest, LaunchResult
 from kfp_spot.jobs.resume import seed_checkpoint
-from kfp_spot.jobs.service import (
-    JobService,
-    ServiceUnreachableError,
-)
+from kfp_spot.jobs.service import JobService, ServiceUnreachableError
 from kfp_spot.jobs.spec import RESUME_ENV, build_custom_job, output_dirs, with_strategy
 from kfp_spot.jobs.strategy import Strategy, strategy_of
 from kfp_spot.jobs.watch import AttemptWatcher
@@ -68,53 +71,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class LaunchFailedError(RuntimeError):
-    """The launch ended without success; carries the outcome and the job's own message."""
-
-    def __init__(self, outcome: Outcome, message: str, result: LaunchResult | None = None):
-        super().__init__(f"{outcome.value}: {message}")
-        self.outcome = outcome
-        self.job_message = message
-        self.result = result
-
-
-@dataclass
-class LaunchRequest:
-    """Everything one launch needs."""
-
-    inputs: JobInputs
-    base_output_directory: str
-    gcp_resources_path: str
-    run_key: str  # unique to this task run (e.g. the checkpoint output's URI)
-    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
-    api_endpoint: str = ""
-    poll_interval_seconds: float = 0.0
-    resume_from: str = ""  # checkpoint directory of a previous run
-    cancel_wait_seconds: float = 0.0  # 0: the backend's own (kfp_spot.jobs.backend)
-    # region -> gs:// directory for that region's copy of the checkpoints, when the base output
-    # directory's bucket is not in (or over) that region
-    region_buckets: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class LaunchResult:
-    """What became of the launch."""
-
-    outcome: Outcome
-    message: str
-    checkpoint_dir: str
-    model_dir: str
-    latest: checkpoints.Manifest | None
-    report: JobReport
-    submissions: list[Submission]
-    resumed_from: checkpoints.Manifest | None = None
-
-
-def _short(job_name: str) -> str:
-    """``customJobs/ID`` of a resource name, for log lines."""
-    return "/".join(job_name.split("/")[-2:])
-
-
 class Launcher:
     """Runs one launch (see the module docstring)."""
 
@@ -127,8 +83,9 @@ class Launcher:
         clock: Callable[[], float] = time.time,
     ):
         self.request = request
+        self.order = request.policy.order(request.inputs.location)
         with inputs_of(LaunchInputError):
-            self.endpoint = resolve_endpoint(request.inputs.location, request.api_endpoint)
+            self.endpoint = resolve_endpoint(self.order[0], request.api_endpoint)
         self.backend = backend or backend_for(
             self.endpoint,
             poll_interval=request.poll_interval_seconds,
@@ -137,19 +94,30 @@ class Launcher:
         self.service = service or JobService(self.endpoint, retry=self.backend.retry)
         self.poll = self.backend.poll
         self.clock = clock
-        self.parent = f"projects/{request.inputs.project}/locations/{request.inputs.location}"
+        project = request.inputs.project
+        self.parent = f"projects/{project}/locations/{self.order[0]}"
+        home = Site(self.order[0], self.endpoint, self.service, self.backend, self.parent)
+        self.sites = Sites(project, request.api_endpoint, home)
         self.dirs = output_dirs(request.base_output_directory)
+        # each region's base output directory (prepare(): the bucket's location is read there)
+        self.storage = regions.Storage(request.base_output_directory, self.order, {})
         self.state_path = state_uri(request.base_output_directory, request.run_key)
         self.watcher = AttemptWatcher(self.backend, self.dirs["checkpoints"])
         self.state: LaunchState | None = None
         self.base_job: CustomJob | None = None
         self.resumed_from: checkpoints.Manifest | None = None
         self._fresh: set[str] = set()  # submission tokens this process made (known not created)
+        self._leaving: Classified | None = None  # leave_region's verdict on the watched job
+        self._last_running = 0.0  # when the watched job was last seen RUNNING
 
     # -- set-up ---------------------------------------------------------------------------------
 
     def prepare(self) -> CustomJob:
-        """Build and validate the Spot CustomJob (nothing is submitted); seed resume_from."""
+        """Build and validate the Spot CustomJob (nothing is submitted); seed resume_from.
+
+        With several regions, also each region's endpoint and base output directory, so a bad
+        set-up fails before anything is submitted.
+        """
         inputs = self.request.inputs
         inputs.base_output_directory = self.request.base_output_directory
         extra_env = {}
@@ -158,6 +126,9 @@ class Launcher:
         # Built and checked against the service's rules (kfp_spot.validation), errors naming inputs.
         job = build_custom_job(
             inputs, strategy=Strategy.SPOT, extra_env=extra_env, target=self.endpoint.target
+        )
+        self.storage = regions.prepare_storage(
+            self.sites, self.request.base_output_directory, self.order, self.request.region_buckets
         )
         if self.request.resume_from:
             try:
@@ -175,7 +146,7 @@ class Launcher:
         if state is None:
             state = LaunchState(self.request.run_key, self.clock())
         # gcp_resources outlived the state (another base directory, or a lost write): adopt.
-        reattach.adopt(state, recorded, self.service, self.clock)
+        reattach.adopt(state, recorded, lambda name: self.sites.of_job(name).service, self.clock)
         if state.submissions:
             log.info(
                 "reattaching: %d earlier submission(s), the last %s",
@@ -217,7 +188,7 @@ class Launcher:
         name = self.state.submissions[-1].job_name if self.state.submissions else ""
         if outcome != Outcome.USER_ERROR or not name:
             return message
-        tail = self.backend.failure_logs(name)
+        tail = self.sites.of_job(name).backend.failure_logs(name)
         return f"{message}\n{tail}" if tail else message
 
     def _save(self) -> None:
@@ -230,68 +201,100 @@ class Launcher:
         while True:
             ended = subs[-1].outcome if subs else None
             if not subs or ended is not None:
+                strategy, region = Strategy.SPOT, self.order[0]
                 if ended is not None:
                     decision = decide(
                         self.request.policy,
                         subs,
                         started_at=self.state.started_at,
                         now=self.clock(),
+                        location=self.order[0],
                     )
                     if decision.strategy is None:
                         if ended is not Outcome.SUCCEEDED:
                             log.info("not resubmitting: %s", decision.reason)
                         return ended, subs[-1].message
-                    log.info("resubmitting on %s: %s", decision.strategy, decision.reason)
-                    strategy = decision.strategy
-                else:
-                    strategy = Strategy.SPOT
-                latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)
+                    strategy, region = decision.strategy, decision.region or self.order[0]
+                    log.info("resubmitting on %s in %s: %s", strategy, region, decision.reason)
+                step, copied = self.storage.carry(subs, region)
                 token = uuid.uuid4().hex
                 self._fresh.add(token)
                 subs.append(
                     Submission(
                         token=token,
                         strategy=strategy,
+                        region=region,
                         submitted_at=self.clock(),
-                        resume_step=latest.step if latest else None,
+                        resume_step=step,
+                        copied_bytes=copied,
                     )
                 )
                 self._save()  # before create: a restarted launcher finds the job by its token
             current = subs[-1]
-            if not current.job_name:
-                # A submission left by an earlier launcher may have been created: look first.
-                job = (
-                    self.service.find_submission(self.parent, current.token)
-                    if current.token and current.token not in self._fresh
-                    else None
-                )
-                if job is None:
-                    spec = with_strategy(
-                        self.base_job, current.strategy, self.request.inputs.max_wait_duration
-                    )
-                    try:
-                        job = self.service.create(self.parent, spec, current.token)
-                    except api_exceptions.GoogleAPICallError as exc:
-                        verdict = classify_create_error(exc)
-                        log.warning(
-                            "create refused (%s): %s", verdict.outcome.value, verdict.message
-                        )
-                        self._finish(current, verdict)
-                        continue
-                current.job_name = job.name
-                self._save()
-                log.info("submitted %s (%s)", job.name, current.strategy)
-            gcp_resources.write(
+            site = self.sites.get(region_of(current, self.order))
+            if not current.job_name and not self._create(site, current):
+                continue
+            names = [s.job_name for s in subs if s.job_name]
+            gcp_resources.write(  # each job's URI on its own region's endpoint
                 self.request.gcp_resources_path,
-                [self.endpoint.resource_uri(s.job_name) for s in subs if s.job_name],
+                [self.sites.of_job(name).endpoint.resource_uri(name) for name in names],
             )
-            self.watcher.watch(current.job_name, current.strategy, current.submitted_at)
-            job = self.service.wait(
-                current.job_name, self.poll, on_poll=self.watcher.poll, stop=self._abandon_spot
+            self.watcher.watch(
+                current.job_name,
+                current.strategy,
+                current.submitted_at,
+                backend=site.backend,
+                checkpoint_root=self.storage.checkpoints(site.region),
+            )
+            self._leaving, self._last_running = None, current.submitted_at
+            job = site.service.wait(
+                current.job_name, self.poll, on_poll=self.watcher.poll, stop=self._stop_waiting
             )
             self.watcher.poll(force=True)  # the last attempt's end, before the verdict
-            verdict = self._settle(current, job)
+            verdict = self._settle(site, job)
             self._finish(current, verdict, job)
+
+    def _create(self, site: Site, current: Submission) -> bool:
+        """Find (a lost create's answer) or create ``current``'s job; False if it was refused."""
+        assert self.base_job is not None
+        # A submission left by an earlier launcher may have been created: look first.
+        job = (
+            site.service.find_submission(site.parent, current.token)
+            if current.token and current.token not in self._fresh
+            else None
+        )
+        if job is None:
+            spec = with_strategy(
+                self.base_job, current.strategy, self.request.inputs.max_wait_duration
+            )
+            spec.job_spec.base_output_directory.output_uri_prefix = self.storage.base(site.region)
+            try:
+                job = site.service.create(site.parent, spec, current.token)
+            except api_exceptions.GoogleAPICallError as exc:
+                verdict = classify_create_error(exc)
+                why = f"{verdict.outcome.value}: {verdict.message}"
+                log.warning("create refused in %s (%s)", site.region, why)
+                self._finish(current, verdict)
+                return False
+        current.job_name = job.name
+        self._save()
+        log.info("submitted %s (%s in %s)", job.name, current.strategy, site.region)
+        return True
+
+    def _stop_waiting(self, job: CustomJob) -> bool:
+        """Stop waiting on ``job``: to leave its region, or past the deadline (_abandon_spot)."""
+        running = state_name(job.state) == "JOB_STATE_RUNNING"
+        now = self.clock()
+        if running:
+            self._last_running = now
+        self._leaving = leave_region(
+            self.request.policy,
+            regions=len(self.order),
+            strategy=strategy_of(job),
+            preempted=self.watcher.preempted,
+            waiting_seconds=0.0 if running else now - self._last_running,
+        )
+        return self._leaving is not None or self._abandon_spot(job)
 
     def _abandon_spot(self, job: CustomJob) -> bool:
         """Past the deadline, a Spot job that is waiting for capacity (not running) is given up."""
@@ -302,13 +305,21 @@ class Launcher:
             and past_deadline(self.request.policy, self.state.started_at, self.clock())
         )
 
-    def _settle(self, current: Submission, job: CustomJob) -> Classified:
+    def _settle(self, site: Site, job: CustomJob) -> Classified:
         if is_terminal(job):
             return classify(job)
-        # Abandoned past the deadline: cancel it; it counts as Spot running out.
-        log.warning("%s still waiting for Spot capacity past the deadline; cancelling", job.name)
-        self.service.cancel(job.name)
-        self.service.wait_terminal(job.name, self.poll, self.backend.cancel_wait_seconds)
+        # Given up (for the next region, or past the deadline): cancel it; Spot ran out here.
+        leaving = self._leaving
+        if leaving is not None:
+            log.warning("leaving %s for the next region: %s", site.region, leaving.message)
+        else:
+            log.warning("%s still waiting for Spot past the deadline; cancelling", job.name)
+        site.service.cancel(job.name)
+        ended = site.service.wait_terminal(job.name, self.poll, site.backend.cancel_wait_seconds)
+        if ended is not None and state_name(ended.state) != "JOB_STATE_CANCELLED":
+            return classify(ended)  # it ended on its own before the cancel took
+        if leaving is not None:
+            return leaving
         ran = bool(job.start_time)
         return Classified(
             Outcome.PREEMPTED_EXHAUSTED if ran else Outcome.CAPACITY,
@@ -326,7 +337,7 @@ class Launcher:
         self._save()
         log.info(
             "%s ended %s%s",
-            _short(current.job_name) or "the submission",
+            "/".join(current.job_name.split("/")[-2:]) or "the submission",  # customJobs/ID
             current.outcome,
             f": {current.message}" if current.message else "",
         )
@@ -338,16 +349,17 @@ class Launcher:
         current = self.state.submissions[-1]
         if current.outcome is not None:
             return
+        site = self.sites.get(region_of(current, self.order))
         name = current.job_name
         if not name and current.token:
-            found = self.service.find_submission(self.parent, current.token)
+            found = site.service.find_submission(site.parent, current.token)
             name = found.name if found else ""
             current.job_name = name
         if not name:
             return
         log.warning("cancelling %s", name)
-        self.service.cancel(name)
-        job = self.service.wait_terminal(name, self.poll, self.backend.cancel_wait_seconds)
+        site.service.cancel(name)
+        job = site.service.wait_terminal(name, self.poll, site.backend.cancel_wait_seconds)
         verdict = classify(job) if job is not None else Classified(Outcome.CANCELLED, "cancelling")
         self._finish(current, verdict, job)
 
@@ -355,9 +367,14 @@ class Launcher:
 
     def _result(self, outcome: Outcome, message: str) -> LaunchResult:
         assert self.state is not None and self.base_job is not None
+        subs = self.state.submissions
+        copied = self.storage.bring_home(subs)  # the outputs are home, where the component says
+        if copied:
+            self.state.copied_back_bytes += copied
+            self._save()
         ledgers = {
-            sub.job_name: self.backend.ledger(sub.job_name)
-            for sub in self.state.submissions
+            sub.job_name: self.sites.of_job(sub.job_name).backend.ledger(sub.job_name)
+            for sub in subs
             if sub.job_name
         }
         report = build_report(

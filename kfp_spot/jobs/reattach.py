@@ -6,7 +6,8 @@ the launch, oldest first: :mod:`kfp_spot.jobs.gcp_resources`) still says what ra
 job the state does not know is adopted: one that ended is recorded with its outcome, so it counts
 against the budgets; of the unfinished ones, the last is the one to watch. A launch runs one job
 at a time on its checkpoint directory, so any other unfinished one (which only a launcher that
-died while cancelling one could leave behind) is cancelled.
+died while cancelling one could leave behind) is cancelled. Each job is read (and cancelled)
+through the service of its own region, the ``locations/L`` of its name.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from google.api_core import exceptions as api_exceptions
 
 from kfp_spot.jobs.outcome import Outcome, classify, is_terminal
 from kfp_spot.jobs.recovery import LaunchState, Submission
+from kfp_spot.jobs.regions import location_of
 from kfp_spot.jobs.service import SUBMISSION_LABEL, JobService
 from kfp_spot.jobs.strategy import strategy_of
 
@@ -56,6 +58,7 @@ def _submission(job: CustomJob, clock: Callable[[], float]) -> Submission:
         token=job.labels.get(SUBMISSION_LABEL, ""),
         strategy=strategy_of(job),
         job_name=job.name,
+        region=location_of(job.name),
         submitted_at=created.timestamp() if created is not None else clock(),
     )
     record_times(sub, job)
@@ -68,7 +71,7 @@ def _submission(job: CustomJob, clock: Callable[[], float]) -> Submission:
 def adopt(
     state: LaunchState,
     job_names: Sequence[str],
-    service: JobService,
+    service_of: Callable[[str], JobService],
     clock: Callable[[], float],
 ) -> list[Submission]:
     """Add the jobs in ``job_names`` that ``state`` does not know; return the adopted ones.
@@ -76,7 +79,8 @@ def adopt(
     Args:
         state: the launch state (changed in place).
         job_names: the CustomJobs ``gcp_resources`` lists, oldest first.
-        service: to read (and if need be cancel) them.
+        service_of: the JobService of a job's own region (from its name), to read (and if need
+            be cancel) it.
         clock: wall clock for the records.
     """
     known = {s.job_name for s in state.submissions if s.job_name}
@@ -85,7 +89,7 @@ def adopt(
         if name in known:
             continue
         try:
-            job = service.get(name)
+            job = service_of(name).get(name)
         except api_exceptions.NotFound:
             log.warning("gcp_resources names %s, which the service does not know", name)
             continue
@@ -95,7 +99,7 @@ def adopt(
         log.warning(
             "cancelling %s: a later CustomJob of this launch is the one to watch", sub.job_name
         )
-        service.cancel(sub.job_name)
+        service_of(sub.job_name).cancel(sub.job_name)
         sub.outcome = Outcome.CANCELLED
         sub.message = "cancelled on reattach: a later CustomJob of this launch is being watched"
         sub.ended_at = clock()

@@ -137,7 +137,7 @@ class Submission:
     submitted_at: float = 0.0
     ended_at: float = 0.0
     resume_step: int | None = None  # the newest committed checkpoint step when submitted
-    copied_bytes: int = 0  # checkpoint bytes copied into this job's region's bucket before it
+    copied_bytes: int = 0  # checkpoint bytes copied into its region's directory before it ran
     create_time: str = ""
     start_time: str = ""
     end_time: str = ""
@@ -318,6 +318,7 @@ class LaunchState:
     run_key: str
     started_at: float  # wall clock (time.time()) of the first submission
     submissions: list[Submission] = field(default_factory=list)
+    copied_back_bytes: int = 0  # the newest step and the model copied home at the end
 
     def to_json(self) -> dict[str, Any]:
         """The state file's document."""
@@ -326,6 +327,7 @@ class LaunchState:
             "run_key": self.run_key,
             "started_at": self.started_at,
             "submissions": [s.to_json() for s in self.submissions],
+            "copied_back_bytes": self.copied_back_bytes,
         }
 
     @classmethod
@@ -337,6 +339,7 @@ class LaunchState:
             run_key=str(doc["run_key"]),
             started_at=float(doc["started_at"]),
             submissions=[Submission.from_json(s) for s in doc["submissions"]],
+            copied_back_bytes=int(doc.get("copied_back_bytes") or 0),
         )
 
 

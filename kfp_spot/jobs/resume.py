@@ -1,4 +1,8 @@
-"""Resume from a previous run: seed a new checkpoint directory with another run's latest step.
+"""Copying checkpoint steps: resume from a previous run, and carry a launch across regions.
+
+``seed_checkpoint`` seeds a new checkpoint directory with another run's latest step;
+``copy_step`` (one committed step, verified after the copy) and ``copy_tree`` (a model directory)
+are what the launcher uses to move a launch's newest step between regions' buckets.
 
 Training code that resumes from ``AIP_CHECKPOINT_DIR`` (as the trainer helper does) then picks the
 run up where it stopped, with no change; code that wants to know also finds the source step in the
@@ -24,16 +28,65 @@ log = logging.getLogger(__name__)
 _CHUNK = 8 << 20
 
 
-def _copy_file(source: str, target: str) -> None:
+def _copy_file(source: str, target: str) -> int:
+    """Copy one file (across filesystems too); returns its size in bytes."""
     src_fs, src_path = fs.filesystem(source)
     dst_fs, dst_path = fs.filesystem(target)
     dst_fs.makedirs(dst_path.rsplit("/", 1)[0], exist_ok=True)
     if src_fs is dst_fs or type(src_fs) is type(dst_fs):
         src_fs.copy(src_path, dst_path)
-        return
+        return int(src_fs.size(src_path))
+    copied = 0
     with src_fs.open(src_path, "rb") as reader, dst_fs.open(dst_path, "wb") as writer:
         while chunk := reader.read(_CHUNK):
             writer.write(chunk)
+            copied += len(chunk)
+    return copied
+
+
+def copy_step(
+    source_root: str, manifest: checkpoints.Manifest, target_root: str
+) -> tuple[checkpoints.Manifest, int]:
+    """Copy the committed step ``manifest`` of ``source_root`` into ``target_root``.
+
+    Files first, then (on ``gs://``) the directory placeholders, then the manifest, which commits
+    the step; the copy is verified (every file's checksum) before it counts.
+
+    Returns:
+        The copy's manifest and the bytes copied (the step's files and its manifest).
+
+    Raises:
+        checkpoints.CheckpointError: when the copy does not verify.
+    """
+    source_step = checkpoints.step_dir(source_root, manifest.step)
+    target_step = checkpoints.step_dir(target_root, manifest.step)
+    names = list(checkpoints.files_of(manifest))
+    copied = sum(
+        _copy_file(fs.join(source_step, name), fs.join(target_step, name)) for name in names
+    )
+    # The manifest's own directory too, before the manifest commits the step.
+    write_directory_placeholders(
+        [*(fs.join(target_step, n) for n in names), fs.join(target_step, checkpoints.MANIFEST_NAME)]
+    )
+    checkpoints.commit_manifest(target_root, manifest)
+    copied += len(manifest.to_bytes())
+    return checkpoints.verify(target_root, manifest.step, check_hashes=True), copied
+
+
+def copy_tree(source_dir: str, target_dir: str) -> int:
+    """Copy every file under ``source_dir`` to the same place under ``target_dir``; the bytes.
+
+    Nothing is copied (0) when ``source_dir`` does not exist.
+    """
+    src_fs, src_path = fs.filesystem(source_dir)
+    if not src_fs.exists(src_path):
+        return 0
+    copied = 0
+    for path in sorted(src_fs.find(src_path)):
+        relative = path[len(src_path.rstrip("/")) + 1 :]
+        if relative and not relative.endswith("/"):
+            copied += _copy_file(fs.join(source_dir, relative), fs.join(target_dir, relative))
+    return copied
 
 
 def write_directory_placeholders(file_uris: list[str]) -> list[str]:
@@ -82,14 +135,8 @@ def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
             else "holds no committed step (the run it came from never checkpointed)"
         )
         raise checkpoints.CheckpointError(f"{source_root!r} {why}; expected {valid}")
-    source_step = checkpoints.step_dir(source_root, manifest.step)
-    target_step = checkpoints.step_dir(target_root, manifest.step)
-    names = list(checkpoints.files_of(manifest))
-    for name in names:
-        _copy_file(fs.join(source_step, name), fs.join(target_step, name))
-    copied = [fs.join(target_step, name) for name in names]
-    # The manifest's own directory too, before the manifest commits the step.
-    write_directory_placeholders([*copied, fs.join(target_step, checkpoints.MANIFEST_NAME)])
-    checkpoints.commit_manifest(target_root, manifest)
-    log.info("seeded %s with step %d of %s", target_root, manifest.step, source_root)
-    return checkpoints.verify(target_root, manifest.step, check_hashes=False)
+    seeded, copied = copy_step(source_root, manifest, target_root)
+    log.info(
+        "seeded %s with step %d of %s (%d bytes)", target_root, manifest.step, source_root, copied
+    )
+    return seeded

@@ -51,12 +51,31 @@ class AttemptWatcher:
         self._next_look = 0.0
         self._started: set[tuple[str, int]] = set()
         self._ended: set[tuple[str, int]] = set()
+        self._preempted: set[str] = set()  # jobs seen preempted (or restarted) at least once
 
-    def watch(self, job_name: str, strategy: Strategy, submitted_at: float) -> None:
-        """Follow ``job_name`` from now on."""
+    def watch(
+        self,
+        job_name: str,
+        strategy: Strategy,
+        submitted_at: float,
+        *,
+        backend: Backend | None = None,
+        checkpoint_root: str = "",
+    ) -> None:
+        """Follow ``job_name`` from now on (in its region: ``backend``, ``checkpoint_root``)."""
         # The backend and the accounting speak the API's strategy names.
         self._job, self._strategy, self._since = job_name, strategy.value, submitted_at
+        self.backend = backend or self.backend
+        self.checkpoint_root = checkpoint_root or self.checkpoint_root
         self._next_look = 0.0
+
+    @property
+    def preempted(self) -> bool:
+        """Whether the job being watched was seen preempted: an attempt ended so, or a second began.
+
+        As current as the last look at its attempts (every state change, every ``observe_every``).
+        """
+        return self._job in self._preempted
 
     def poll(self, _job: object = None, changed: bool = False, *, force: bool = False) -> None:
         """Look at the attempts if it is time (or the job's state ``changed``, or ``force``)."""
@@ -72,6 +91,8 @@ class AttemptWatcher:
     def _report(self, attempt: Attempt) -> None:
         key = (attempt.job_name, attempt.number)
         ended = attempt.end_reason is not EndReason.RUNNING
+        if attempt.number > 1 or attempt.end_reason in _PREEMPTIONS:
+            self._preempted.add(attempt.job_name)
         if key not in self._started and attempt.start is not None:
             self._started.add(key)
             resumed = f"; resumes from step {attempt.first_step}" if attempt.first_step else ""
@@ -105,6 +126,9 @@ class AttemptWatcher:
             log.debug("cannot list %s: %s", self.checkpoint_root, exc)
             return "unknown"
         return f"step {latest.step}" if latest else "none"
+
+
+_PREEMPTIONS = frozenset({EndReason.PREEMPTED, EndReason.EMULATOR_RESTARTED})
 
 
 def _short(job_name: str) -> str:
