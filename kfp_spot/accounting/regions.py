@@ -11,8 +11,9 @@ report and ``kfp-spot run``'s printout. Definitions (also in docs/reports.md):
 - the **home baseline** is the whole run's billable time at on-demand prices in the home region:
   what the same work would have cost without Spot and without leaving home;
 - a **checkpoint copy** (the launcher copies the newest checkpoint into the next region's bucket
-  before a job there) costs its bytes at Cloud Storage's inter-region transfer price
-  (``kfp_spot/data/transfer.csv``), from the region of the job before it.
+  before a job there, from the region of the job before it, and the newest step and the model
+  back home at the end) costs its bytes at Cloud Storage's inter-region transfer price
+  (``kfp_spot/data/transfer.csv``).
 
 kfp-spot holds one region's machine prices (:func:`kfp_spot.machines.price_region`); every region
 is priced with that table and every report says so (:data:`REGION_PRICE_NOTE`).
@@ -212,6 +213,7 @@ def summarize_regions(
     job_regions: Mapping[str, str] | None = None,
     home: str = "",
     copied_bytes: Mapping[str, int] | None = None,
+    copied_home_bytes: int = 0,
 ) -> RegionSummary:
     """Attempts, costs and failovers per region (the definitions are in the module doc).
 
@@ -221,6 +223,7 @@ def summarize_regions(
         job_regions: a job's region where its name does not say (the launcher's record).
         home: the first region of the launch's order (default: the first job's region).
         copied_bytes: bytes of checkpoint copied into a job's region before it ran, by job.
+        copied_home_bytes: bytes copied from the last job's region back home at the end.
     """
     jobs = list(dict.fromkeys([*job_names, *(a.job_name for a in attempts)]))
     where = {j: (job_regions or {}).get(j) or region_of_job(j) for j in jobs}
@@ -257,6 +260,8 @@ def summarize_regions(
                 )
             )
         previous = region
+    if copied_home_bytes and previous != home:
+        copies.append(Copy(previous, home, int(copied_home_bytes)))
     priced = [a.cost for a in attempts]
     baseline = (
         math.fsum(c.on_demand_usd for c in priced if c is not None)

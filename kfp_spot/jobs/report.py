@@ -166,6 +166,7 @@ def build_report(
     pools: Sequence[Pool],
     ledgers: Mapping[str, Sequence[Mapping[str, Any]] | None] | None = None,
     home_region: str = "",
+    copied_home_bytes: int = 0,
 ) -> JobReport:
     """Put the report together from the best sources available.
 
@@ -176,6 +177,8 @@ def build_report(
         pools: the job's machines (for prices where the ledger has none).
         ledgers: ledger rows per job name (the backend's), None for a job without one.
         home_region: the first region of the launch's order (default: the first submission's).
+        copied_home_bytes: bytes copied back into the home region at the end (the newest step
+            and the model, after a job elsewhere).
     """
     jobs = [job_run(s) for s in submissions if s.job_name]
     ledgers = ledgers or {}
@@ -217,5 +220,6 @@ def build_report(
             job_regions={s.job_name: s.region for s in named if s.region},
             home=home,
             copied_bytes={s.job_name: s.copied_bytes for s in named if s.copied_bytes},
+            copied_home_bytes=copied_home_bytes,
         ),
     )

@@ -76,11 +76,11 @@ def test_attempts_and_costs_per_region_with_the_home_baseline(tmp_path):
 
 
 def test_copy_cost_is_the_bytes_at_the_stored_transfer_price(tmp_path):
-    report = _report(tmp_path)
+    report = _report(tmp_path, copied_home_bytes=GIB)
     price = accounting.regions.transfer_prices()["intercontinental"]
     metrics = report.metrics()
     assert metrics["regions_used"] == 2 and metrics["failovers"] == 1
-    assert metrics["cost_copy_usd"] == pytest.approx(2 * price)
+    assert metrics["cost_copy_usd"] == pytest.approx(3 * price)  # 2 GiB there, 1 GiB back home
     assert metrics["cost_on_demand_home_usd"] == pytest.approx(0.12)
     doc = report.to_json()["regions"]
     assert doc["copies"] == [
@@ -90,7 +90,14 @@ def test_copy_cost_is_the_bytes_at_the_stored_transfer_price(tmp_path):
             "copied_bytes": 2 * GIB,
             "route": "intercontinental",
             "cost_usd": pytest.approx(2 * price),
-        }
+        },
+        {
+            "from": "europe-west4",
+            "to": "us-central1",
+            "copied_bytes": GIB,
+            "route": "intercontinental",
+            "cost_usd": pytest.approx(price),
+        },
     ]
     assert "us-central1" in doc["pricing"]  # every region priced with the one table, said so
     assert [r["region"] for r in doc["per_region"]] == ["us-central1", "europe-west4"]
