@@ -182,6 +182,7 @@ class Scheduler:
         # Scheduler thread only. Not durable: after an emulator restart the wait starts again.
         self._awaiting: dict[str, float] = {}
         self._reclaimed: set[tuple[str, int]] = set()  # attempts stopped for lost Spot capacity
+        self._locations: dict[str, str] = {}  # job id -> location, of the jobs with a runner
         self._deadline: float | None = None  # the next Spot capacity deadline (epoch s)
         capacity.spot.subscribe(self.wake)
 
@@ -193,6 +194,7 @@ class Scheduler:
     def stop(self) -> None:
         """Stop admitting; running attempts are stopped (EMULATOR_RESTARTED) and joined."""
         self._stopping.set()
+        self.capacity.spot.unsubscribe(self.wake)
         self.wake()
         if self._thread:
             self._thread.join()
@@ -280,6 +282,7 @@ class Scheduler:
                     vm_downtime=self.policy.vm_downtime,
                 )
                 self._runners[row.id] = runner
+                self._locations[row.id] = _location(row)
             runner.start()
         ends = [since + self.stockout_seconds for since in self._awaiting.values()]
         change = self.capacity.spot.next_change(now)
@@ -324,8 +327,8 @@ class Scheduler:
             key = (runner.job_id, runner.attempt)
             if key in self._reclaimed or runner.pb.job_spec.scheduling.strategy != _SPOT:
                 continue
-            location = _location(self.lifecycle.job(runner.job_id))
-            if self.capacity.spot.refusal(location, runner.needs, now) is None:
+            location = self._locations.get(runner.job_id)
+            if location is None or self.capacity.spot.refusal(location, runner.needs, now) is None:
                 continue
             self._reclaimed.add(key)
             if self.lifecycle.reclaim(runner.job_id):
@@ -342,6 +345,7 @@ class Scheduler:
         with self._cond:
             self.capacity.give_back(runner.needs)
             self._runners.pop(runner.job_id, None)
+            self._locations.pop(runner.job_id, None)
             self._reclaimed.discard((runner.job_id, runner.attempt))
             self._dirty = True
             self._cond.notify_all()

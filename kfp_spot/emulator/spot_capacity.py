@@ -140,6 +140,12 @@ class SpotCapacity:
         with self._lock:
             self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener`` (one that was never subscribed is ignored)."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def set(
         self,
         location: str,

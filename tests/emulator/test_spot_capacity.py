@@ -102,6 +102,12 @@ def test_every_change_is_told_to_the_listener(table):
     table.set("us-central1", available=False)
     table.set("us-central1", available=True)
     assert len(told) == 2
+    listener = told.clear
+    table.subscribe(listener)
+    table.unsubscribe(listener)
+    table.unsubscribe(listener)  # not subscribed any more: ignored
+    table.set("us-central1", available=True)
+    assert len(told) == 3  # told by the first listener only, never cleared
 
 
 @pytest.mark.parametrize(
