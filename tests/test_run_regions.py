@@ -54,3 +54,6 @@ def test_a_run_fails_over_to_the_next_region_and_resumes_from_its_checkpoint(tmp
     assert doc["job_regions"][last] == "europe-west4"
     assert doc["regions"] == ["us-central1", "europe-west4"]
     assert "## Regions" in (tmp_path / "run" / "report.md").read_text()
+    [job_report] = (tmp_path / "run" / "pipeline_root").glob("*/launch-spot-job/job_report")
+    metrics = json.loads(job_report.read_text())["metrics"]
+    assert metrics["regions_used"] == 2 and metrics["failovers"] == 1
