@@ -72,14 +72,16 @@ def continent(region: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def transfer_prices() -> dict[str, float]:
-    """USD per GiB by route (``kfp_spot/data/transfer.csv``, with its source and date)."""
+def _transfer_table() -> tuple[tuple[str, float], ...]:
     text = resources.files("kfp_spot").joinpath("data/transfer.csv").read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    return {
-        row["route"]: float(row["usd_per_gib"])
-        for row in csv.DictReader(io.StringIO("\n".join(lines)))
-    }
+    rows = csv.DictReader(io.StringIO("\n".join(lines)))
+    return tuple((row["route"], float(row["usd_per_gib"])) for row in rows)
+
+
+def transfer_prices() -> dict[str, float]:
+    """USD per GiB by route (``kfp_spot/data/transfer.csv``, with its source and date)."""
+    return dict(_transfer_table())
 
 
 def transfer_route(source: str, destination: str) -> str | None:
