@@ -239,7 +239,7 @@ def carry_step(roots: Iterable[str], target_root: str) -> tuple[int | None, int]
 
 
 def bring_home(roots: Iterable[str], home: str, last_base: str) -> int:
-    """Copy the newest verified step of ``roots`` and the last job's model to ``home``.
+    """Copy the newest verified step of ``roots``, their attempt records and the last model home.
 
     Args:
         roots: the checkpoint directories the launch used.
@@ -249,7 +249,15 @@ def bring_home(roots: Iterable[str], home: str, last_base: str) -> int:
     Returns:
         The bytes copied (0 when everything was home already).
     """
-    _, copied = carry_step(roots, fs.join(home, "checkpoints"))
+    home_root = fs.join(home, "checkpoints")
+    _, copied = carry_step(roots, home_root)
+    # The attempt records of jobs that ran away (a few small files): the report reads them home.
+    for root in dict.fromkeys(roots):
+        if root != home_root:
+            copied += copy_tree(
+                fs.join(root, checkpoints.ATTEMPTS_DIR),
+                fs.join(home_root, checkpoints.ATTEMPTS_DIR),
+            )
     if last_base != home:
         model, home_model = fs.join(last_base, "model"), fs.join(home, "model")
         filesystem, path = fs.filesystem(home_model)

@@ -60,6 +60,8 @@ def test_a_second_region_needs_region_buckets_and_resumes_from_the_copied_step(
         seen.append(latest.step if latest else None)
         checkpoints.write_step(f"{prefix}/checkpoints", 5 + index, {"w.bin": bytes([index]) * 4096})
         if index == 1:
+            record = checkpoints.AttemptRecord("away", 1.0, first_step=5, job_id="1001")
+            checkpoints.write_attempt_record(f"{prefix}/checkpoints", record)
             filesystem, path = fs.filesystem(f"{prefix}/model/model.json")
             filesystem.pipe_file(path, b'{"step": 6}')
 
@@ -101,3 +103,6 @@ def test_a_second_region_needs_region_buckets_and_resumes_from_the_copied_step(
     filesystem, path = fs.filesystem(f"{base}/model/model.json")
     assert filesystem.cat_file(path) == b'{"step": 6}'
     assert _state(base)["copied_back_bytes"] > 4096
+    # The attempt record written away is home too, for the report.
+    records = checkpoints.read_attempt_records(f"{base}/checkpoints")
+    assert [r.attempt_id for r in records] == ["away"]
