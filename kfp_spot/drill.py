@@ -32,6 +32,8 @@ class CheckpointPreemptionDrill:
         preempt: preempts one job by resource name (``Emulator.preempt``).
         count: how many preemptions to cause.
         poll_seconds: how often to look.
+        after_last: called with the job's resource name right after the ``count``-th preemption
+            (a failover drill takes the region's Spot capacity away there).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class CheckpointPreemptionDrill:
         *,
         count: int = 1,
         poll_seconds: float = 0.2,
+        after_last: Callable[[str], object] | None = None,
     ) -> None:
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
@@ -51,6 +54,7 @@ class CheckpointPreemptionDrill:
         self._running_attempts = running_attempts
         self._preempt = preempt
         self._count = count
+        self._after_last = after_last
         self._poll = poll_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="preemption-drill", daemon=True)
@@ -93,3 +97,7 @@ class CheckpointPreemptionDrill:
                     self._preempt(attempt[0])
                     done.add(attempt)
                     self.preempted_at_steps.append(step)
+                    if len(self.preempted_at_steps) == self._count:
+                        if self._after_last is not None:
+                            self._after_last(attempt[0])
+                        return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -21,6 +22,7 @@ __all__ = [
     "hourly_price",
     "machine_type",
     "machine_types",
+    "price_region",
 ]
 
 # Accelerator types that only exist as multi-host TPU Pod slices.
@@ -77,6 +79,19 @@ class Accelerator:
     def attaches_to(self) -> str:
         """The machine family this accelerator attaches to (``n1`` or ``cloud-tpu``)."""
         return "cloud-tpu" if self.name.startswith("TPU_") else "n1"
+
+
+@functools.lru_cache(maxsize=1)
+def price_region() -> str:
+    """The one region whose prices the table holds (its header's ``# Region:`` line).
+
+    kfp-spot has no other region's prices: every region is priced with this table.
+    """
+    text = resources.files("kfp_spot").joinpath("data/machines.csv").read_text()
+    found = re.search(r"^# Region: ([a-z0-9-]+)", text, re.MULTILINE)
+    if found is None:  # pragma: no cover - guards the data file's header
+        raise ValueError("machines.csv: the header names no '# Region:'")
+    return found.group(1)
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,11 +13,13 @@ Vertex emulator on a free loopback port, points the pipeline's ``api_endpoint`` 
 fills ``project``, ``location``, ``base_output_directory`` and ``staging_uri`` when the pipeline
 declares them and they are not given, runs it with ``kfp.local.SubprocessRunner(use_venv=False)``,
 preempts each CustomJob's attempts ``preemptions`` times, each only after the attempt committed a
-checkpoint of its own (:mod:`kfp_spot.drill`), and writes ``run.json``, ``report.md`` and
-``report.png`` into ``run_dir`` (``kfp-spot report RUN_DIR`` reads them again). The pipeline's
-outputs named ``outcome`` (launch_spot_job's), ``passed`` (the quality gate's) and ``metrics``
-(evaluate_checkpoint's; else its one Metrics output), when it has them, are what the record and
-the summary show.
+checkpoint of its own (:mod:`kfp_spot.drill`); with ``regions=[A, B]`` it passes them to the
+pipeline's ``regions`` and, after the last preemption, takes A's Spot capacity away for good, so
+the launch fails over to B (:mod:`kfp_spot.pipelines.local_regions`); and it writes
+``run.json``, ``report.md`` and ``report.png`` into ``run_dir`` (``kfp-spot report RUN_DIR``
+reads them again). The pipeline's outputs named ``outcome`` (launch_spot_job's), ``passed`` (the
+quality gate's) and ``metrics`` (evaluate_checkpoint's; else its one Metrics output), when it has
+them, are what the record and the summary show.
 
 Why here and not in ``kfp_spot/``: it drives kfp.local and loads pipelines, which is interface
 code (the house rule keeps ``kfp.dsl`` out of the runtime modules); it imports as
@@ -30,13 +32,15 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kfp_spot import checkpoints, executors, fs
+from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
+from kfp_spot.pipelines.local_regions import RegionsError, check_regions, take_capacity_away
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
     LocalRunResult,
@@ -219,6 +223,7 @@ def run(
     status: Callable[[str], None] | None = None,
     verbose: bool = False,
     disruption: Callable[[Emulator, str], contextlib.AbstractContextManager[Any]] | None = None,
+    regions: Sequence[str] | None = None,
 ) -> LocalRunResult:
     """Run ``pipeline`` locally against the emulator with a preemption drill; see the module doc.
 
@@ -239,6 +244,10 @@ def run(
         disruption: called with the running emulator and the default checkpoint root; the
             context manager it returns is entered around the pipeline (tests restart the
             emulator mid-run with it).
+        regions: the launch's regions, in order (the pipeline's ``regions`` parameter; its
+            ``location`` is the first unless given). With two or more and ``preemptions`` >= 1,
+            the first region's Spot capacity goes away after the last preemption, and the
+            launch fails over. None: the pipeline's own.
 
     Returns:
         The gathered result; also written to ``<run_dir>/run.json``.
@@ -252,6 +261,17 @@ def run(
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
 
     pipeline = load(pipeline)
+    arguments = dict(arguments or {})
+    if regions is not None:
+        if "regions" not in pipeline.component_spec.inputs:
+            raise LocalRunError("regions: the pipeline has no 'regions' parameter to pass them to")
+        try:
+            arguments["regions"] = check_regions(regions)
+        except RegionsError as exc:
+            raise LocalRunError(f"regions: {exc}") from None
+        if "location" in pipeline.component_spec.inputs:
+            arguments.setdefault("location", arguments["regions"][0])
+    failover = regions is not None and len(regions) > 1
     if run_dir is None:
         run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(run_dir).resolve()
@@ -299,7 +319,13 @@ def run(
         with (
             gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's
             shown.watching(emulator_jobs(emu), newest_step),
-            CheckpointPreemptionDrill(root_of, running_attempts, emu.preempt, count=preemptions),
+            CheckpointPreemptionDrill(
+                root_of,
+                running_attempts,
+                emu.preempt,
+                count=preemptions,
+                after_last=take_capacity_away(emu, arguments["regions"][0]) if failover else None,
+            ),
             disrupted,
         ):
             task = pipeline(**args)
@@ -328,6 +354,8 @@ def run(
         run_dir=str(run_dir),
         outcome=outcome,
         job_names=jobs,
+        regions=list(arguments.get("regions") or []),
+        job_regions={name: region_of_job(name) for name in jobs if region_of_job(name)},
         ledger=ledger,
         attempt_records=[r.to_json() for r in records],
         preemptions=None,  # set by account()

@@ -29,6 +29,8 @@ class LocalRunResult:
     restarts included). ``serving`` holds the serving ledger rows of every endpoint the run
     deployed to (each with its ``endpoint``), ``serving_summary`` their accounting summary.
     ``thresholds`` are the quality gate's (the pipeline's ``thresholds`` argument or default).
+    ``regions`` is the order of regions the run was given (empty: none), ``job_regions`` each
+    CustomJob's region, ``region_summary`` attempts and costs per region and the failovers.
     """
 
     run_dir: str
@@ -47,8 +49,11 @@ class LocalRunResult:
     serving: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0
     finished: float = 0.0
+    regions: list[str] = field(default_factory=list)
+    job_regions: dict[str, str] = field(default_factory=dict)
     summary: accounting.Summary | None = None
     serving_summary: accounting.ServingSummary | None = None
+    region_summary: accounting.RegionSummary | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -62,19 +67,22 @@ class LocalRunResult:
 
     def to_json(self) -> dict[str, Any]:
         """The run record (schema in docs/reports.md), with its accounting summaries."""
-        summaries = ("summary", "serving_summary")
+        summaries = ("summary", "serving_summary", "region_summary")
         doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
         doc["outcome"] = self.outcome_text
         if self.summary is not None:
             doc["accounting"] = self.summary.to_json()
         if self.serving_summary is not None:
             doc["serving_accounting"] = self.serving_summary.to_json()
+        if self.region_summary is not None:
+            doc["region_accounting"] = self.region_summary.to_json()
         return doc
 
     def account(self) -> accounting.Summary:
         """Set the summaries and ``preemptions`` from the record as the run report computes them."""
         numbers = summarize_run(run_from_json(self.run_dir, self.to_json()))
         self.summary, self.serving_summary = numbers.accounting, numbers.serving
+        self.region_summary = numbers.regions
         self.preemptions = self.summary.preemptions
         return self.summary
 
@@ -87,6 +95,21 @@ def _outcome(value: object) -> Outcome | None:
 def _gate(value: object) -> bool | None:
     """The quality gate's verdict from the pipeline's outputs; None when it was not evaluated."""
     return value if isinstance(value, bool) else None
+
+
+def _region_lines(result: LocalRunResult) -> list[str]:
+    """Where the run ran and each failover (when it was given regions or used several)."""
+    regions = result.region_summary
+    if regions is None or (not result.regions and regions.regions_used < 2):
+        return []
+    used = [r.region + (" (home)" if r.region == regions.home else "") for r in regions.regions]
+    lines = [f"regions:            {', '.join(used) or '-'}"]
+    lines += [f"failover:           {f.describe()}" for f in regions.failovers]
+    if not regions.failovers:
+        lines.append("failover:           none (every job ran in the home region)")
+    baseline = accounting.usd(regions.home_on_demand_usd)
+    lines.append(f"home on demand:     {baseline} (the whole run on demand in {regions.home})")
+    return lines
 
 
 def summarize(result: LocalRunResult) -> str:
@@ -114,6 +137,7 @@ def summarize(result: LocalRunResult) -> str:
         f"cost:               {accounting.describe_cost(summary.costs)}",
         f"goodput:            {goodput}",
     ]
+    lines += _region_lines(result)
     shown = {
         k: v
         for k, v in result.metrics.items()

@@ -99,6 +99,7 @@ def run_local(
     status: Callable[[str], None] | None = None,
     verbose: bool = False,
     disruption: Callable[[Emulator, str], contextlib.AbstractContextManager[Any]] | None = None,
+    regions: Sequence[str] | None = None,
 ) -> LocalRunResult:
     """Run ``spot_training`` (or ``template``) on ``source`` locally against the emulator.
 
@@ -118,6 +119,7 @@ def run_local(
         status: see :func:`kfp_spot.pipelines.local.run`.
         verbose: see :func:`kfp_spot.pipelines.local.run`.
         disruption: see :func:`kfp_spot.pipelines.local.run`.
+        regions: see :func:`kfp_spot.pipelines.local.run` (a failover drill with preemptions).
 
     Returns:
         The gathered result; also written to ``<run_dir>/run.json``.
@@ -143,4 +145,5 @@ def run_local(
         status=status,
         verbose=verbose,
         disruption=disruption,
+        regions=regions,
     )

@@ -15,6 +15,8 @@ KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
         (["bogus"], "No such command 'bogus'"),
         (["run", "--preemptions", "9"], "--preemptions"),
         (["run", "--source", "/nonexistent/src"], "--source"),
+        (["run", "--regions", "us-central1,europe-wst4"], "--regions"),
+        (["run", "--regions", "us-central1,us-central1"], "--regions"),
         (["submit", "/nonexistent.yaml", "--project", "p-123456"], "TEMPLATE"),
         (["compile", "--base-image", "x:1"], "needs output_dir"),
         (["jobs", "describe", "customJobs/1"], "projects/PROJECT/locations/LOCATION"),

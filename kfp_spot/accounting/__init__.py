@@ -5,7 +5,8 @@ Typed attempts from the billing ledger, the trainer's attempt records
 (:mod:`kfp_spot.accounting.sources`), summed into one :class:`Summary`
 (:mod:`kfp_spot.accounting.model`) with one definition of a preemption and of every cost, priced by
 :mod:`kfp_spot.accounting.pricing`. The launcher's ``job_report``, ``report.md``, ``report.png`` and
-``kfp-spot run``'s printout all show that one summary. Serving replica lives (a Spot endpoint's
+``kfp-spot run``'s printout all show that one summary. Attempts per region, failovers and
+checkpoint copies: :mod:`kfp_spot.accounting.regions`. Serving replica lives (a Spot endpoint's
 VMs) are priced and summed the same way (:mod:`kfp_spot.accounting.serving`). Definitions:
 docs/reports.md.
 """
@@ -36,6 +37,15 @@ from kfp_spot.accounting.pricing import (
     spot_range,
 )
 from kfp_spot.accounting.records import read_commits, read_records
+from kfp_spot.accounting.regions import (
+    Copy,
+    Failover,
+    RegionCost,
+    RegionSummary,
+    region_of_job,
+    region_price_note,
+    summarize_regions,
+)
 from kfp_spot.accounting.serving import (
     ReplicaLife,
     ServingSummary,
@@ -56,11 +66,15 @@ __all__ = [
     "AccountingError",
     "Attempt",
     "AttemptCost",
+    "Copy",
     "Costs",
     "EndReason",
+    "Failover",
     "JobRun",
     "Pool",
     "Rates",
+    "RegionCost",
+    "RegionSummary",
     "ReplicaLife",
     "ServingSummary",
     "Source",
@@ -78,9 +92,12 @@ __all__ = [
     "read_commits",
     "read_records",
     "record_attempts",
+    "region_of_job",
+    "region_price_note",
     "serving_lives",
     "spot_range",
     "summarize",
+    "summarize_regions",
     "summarize_serving",
     "total_costs",
     "usd",

@@ -85,6 +85,15 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="How many times the emulator takes the Spot VM back (each after a new checkpoint).",
 )
 @click.option(
+    "--regions",
+    default=None,
+    metavar="A,B",
+    callback=lambda ctx, param, value: _regions(value),
+    help="Regions to run Spot jobs in, in order (the pipeline's regions parameter). Locally, with "
+    "--preemptions N, the emulator takes A's Spot capacity away after the N-th preemption, so "
+    "the launch fails over to B from its last checkpoint.",
+)
+@click.option(
     "--grace-period",
     type=click.FloatRange(0.5, 120),
     default=10.0,
@@ -112,6 +121,7 @@ def run(
     run_dir: Path | None,
     source: Path | None,
     preemptions: int,
+    regions: list[str] | None,
     grace_period: float,
     template: Path | None,
     verbose: bool,
@@ -123,7 +133,8 @@ def run(
     Locally it trains --source (your package; default: the bundled example) with the package's
     own module and evaluation entry point, and --param sets any pipeline parameter (the quality
     gate: --param thresholds='{"mse": "<=0.1"}'). The emulator preempts the Spot VM --preemptions
-    times, each after the attempt committed a checkpoint; RUN_DIR gets run.json, report.md and
+    times, each after the attempt committed a checkpoint; with --regions A,B it then takes A's
+    Spot capacity away and the launch fails over to B. RUN_DIR gets run.json, report.md and
     report.png (`kfp-spot report RUN_DIR`).
 
     Locally, stderr shows a line as each task and each attempt of the Spot CustomJob starts and
@@ -137,7 +148,7 @@ def run(
                 "--source is for a local run; on Vertex AI pass the package's gs:// location "
                 "with --param source=gs://BUCKET/PATH"
             )
-        _submit_to_vertex(template, **vertex_options)
+        _submit_to_vertex(template, regions=regions, **vertex_options)
         return
     if vertex_options["dry_run"]:
         raise click.UsageError("--dry-run shows a Vertex AI submission: add --vertex")
@@ -185,6 +196,7 @@ def run(
             progress=console.event,
             status=None if verbose else console.status,
             verbose=verbose,
+            regions=regions,
         )
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
@@ -207,6 +219,18 @@ def submit(template: Path, **vertex_options: Any) -> None:
     _submit_to_vertex(template, **vertex_options)
 
 
+def _regions(value: str | None) -> list[str] | None:
+    """``--regions A,B`` as checked regions; a bad one is a one-line error naming the option."""
+    if value is None:
+        return None
+    from kfp_spot.pipelines.local_regions import RegionsError, parse_regions
+
+    try:
+        return list(parse_regions(value))
+    except RegionsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--regions") from None
+
+
 def _parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in items:
@@ -220,6 +244,7 @@ def _parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
 def _submit_to_vertex(
     template: Path | None,
     *,
+    regions: list[str] | None = None,
     project: str | None,
     location: str | None,
     pipeline_root: str | None,
@@ -245,6 +270,8 @@ def _submit_to_vertex(
         values = local.parse_arguments(template, _parse_pairs(params, "--param"))
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
+    if regions is not None:
+        values["regions"] = regions
     arguments: dict[str, Any] = {
         "project": project,
         "location": location,

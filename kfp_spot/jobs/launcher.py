@@ -383,6 +383,8 @@ class Launcher:
             checkpoint_root=self.dirs["checkpoints"],
             pools=pools_of(self.base_job),
             ledgers=ledgers,
+            home_region=self.order[0],
+            copied_home_bytes=self.state.copied_back_bytes,
         )
         latest = checkpoints.latest(self.dirs["checkpoints"], check_hashes=False)
         return LaunchResult(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kfp_spot import accounting, checkpoints
-from kfp_spot.accounting import EndReason, JobRun, Pool, Summary
+from kfp_spot.accounting import EndReason, JobRun, Pool, RegionSummary, Summary
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import Submission
 
@@ -61,6 +61,7 @@ class JobReport:
     summary: Summary
     latest_step: int | None
     submission_detail: list[Submission] = field(default_factory=list)
+    regions: RegionSummary | None = None  # attempts and costs per region, failovers, copies
 
     @property
     def submissions(self) -> int:
@@ -101,6 +102,14 @@ class JobReport:
             out["goodput"] = round(s.goodput, 4)
         if self.latest_step is not None:
             out["latest_step"] = self.latest_step
+        r = self.regions
+        if r is not None:
+            out["regions_used"] = r.regions_used
+            out["failovers"] = len(r.failovers)
+            if r.copy_usd is not None:
+                out["cost_copy_usd"] = r.copy_usd
+            if r.home_on_demand_usd is not None:
+                out["cost_on_demand_home_usd"] = round(r.home_on_demand_usd, 6)
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +125,7 @@ class JobReport:
             "strategy_per_attempt": [a.strategy for a in self.summary.attempts],
             "attempts": attempts,
             "submissions": [s.to_json() for s in self.submission_detail],
+            "regions": self.regions.to_json() if self.regions is not None else None,
         }
 
 
@@ -155,6 +165,8 @@ def build_report(
     checkpoint_root: str,
     pools: Sequence[Pool],
     ledgers: Mapping[str, Sequence[Mapping[str, Any]] | None] | None = None,
+    home_region: str = "",
+    copied_home_bytes: int = 0,
 ) -> JobReport:
     """Put the report together from the best sources available.
 
@@ -164,6 +176,9 @@ def build_report(
         checkpoint_root: where the checkpoints and attempt records are.
         pools: the job's machines (for prices where the ledger has none).
         ledgers: ledger rows per job name (the backend's), None for a job without one.
+        home_region: the first region of the launch's order (default: the first submission's).
+        copied_home_bytes: bytes copied back into the home region at the end (the newest step
+            and the model, after a job elsewhere).
     """
     jobs = [job_run(s) for s in submissions if s.job_name]
     ledgers = ledgers or {}
@@ -190,9 +205,21 @@ def build_report(
         rates=rates_of(pools),
     )
     latest = checkpoints.latest(checkpoint_root, check_hashes=False)
+    named = [s for s in submissions if s.job_name]
+    # The first job runs in the first region of the order; a region "" (a state written before
+    # regions) leaves it to the job's name.
+    home = home_region or (named[0].region if named else "")
     return JobReport(
         outcome=outcome,
         summary=summary,
         latest_step=latest.step if latest else None,
         submission_detail=list(submissions),
+        regions=accounting.summarize_regions(
+            summary.attempts,
+            job_names=[s.job_name for s in named],
+            job_regions={s.job_name: s.region for s in named if s.region},
+            home=home,
+            copied_bytes={s.job_name: s.copied_bytes for s in named if s.copied_bytes},
+            copied_home_bytes=copied_home_bytes,
+        ),
     )

@@ -15,7 +15,12 @@ from pathlib import Path
 from kfp_spot import fs
 from kfp_spot.reports.run import CheckpointSave, ReportError, RunData, load_run, run_from_json
 from kfp_spot.reports.summary import RunSummary, render_markdown, summarize
-from kfp_spot.reports.timeline import render_timeline, timeline_figure
+from kfp_spot.reports.timeline import (
+    failover_marks,
+    lane_label,
+    render_timeline,
+    timeline_figure,
+)
 
 PNG_NAME = "report.png"
 MARKDOWN_NAME = "report.md"
@@ -28,6 +33,8 @@ __all__ = [
     "ReportError",
     "RunData",
     "RunSummary",
+    "failover_marks",
+    "lane_label",
     "load_run",
     "render_markdown",
     "render_timeline",
@@ -61,7 +68,9 @@ def write_report(run_dir: str | os.PathLike[str]) -> Report:
     """
     run = load_run(run_dir)
     summary = summarize(run)
-    png = render_timeline(run, run.run_dir / PNG_NAME, summary=summary.accounting)
+    png = render_timeline(
+        run, run.run_dir / PNG_NAME, summary=summary.accounting, regions=summary.regions
+    )
     markdown = run.run_dir / MARKDOWN_NAME
     fs.atomic_write(str(markdown), render_markdown(run, summary, timeline=PNG_NAME))
     return Report(png=png, markdown=markdown, summary=summary)

@@ -70,6 +70,9 @@ class RunData:
         commits: every known commit time (the saves', and the records' ``last_commit_time``,
             which survives retention deleting a step).
         serving: the serving replica lives of the run's endpoints (``run.json``'s ``serving``).
+        job_regions: each CustomJob's region (``run.json``'s ``job_regions``; else its name's).
+        regions: the order of regions the launch was given (``run.json``'s ``regions``; the first
+            is the home region), empty when it was given none.
     """
 
     run_dir: Path
@@ -85,6 +88,8 @@ class RunData:
     finished: float | None = None
     passed: bool | None = None  # the quality gate, when the run had one
     serving: list[ReplicaLife] = field(default_factory=list)
+    job_regions: dict[str, str] = field(default_factory=dict)
+    regions: list[str] = field(default_factory=list)
 
     @property
     def job_name(self) -> str:
@@ -103,6 +108,15 @@ class RunData:
             records=self.records,
             commits=self.commits,
             jobs=[accounting.JobRun(name, "") for name in self.job_names],
+        )
+
+    def account_regions(self, summary: accounting.Summary) -> accounting.RegionSummary:
+        """Where the run's attempts ran (:mod:`kfp_spot.accounting.regions`), from ``summary``."""
+        return accounting.summarize_regions(
+            summary.attempts,
+            job_names=self.job_names,
+            job_regions=self.job_regions,
+            home=self.regions[0] if self.regions else "",
         )
 
     def account_serving(self) -> accounting.ServingSummary | None:
@@ -248,6 +262,14 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
     checkpoint_uri = doc.get("checkpoint_uri") or ""
     if not isinstance(checkpoint_uri, str):
         raise ReportError(f"{RUN_FILE}: 'checkpoint_uri' must be a string")
+    job_regions = doc.get("job_regions") or {}
+    if not isinstance(job_regions, dict) or not all(
+        isinstance(v, str) for v in job_regions.values()
+    ):
+        raise ReportError(f"{RUN_FILE}: 'job_regions' must map job names to regions")
+    regions = doc.get("regions") or []
+    if not isinstance(regions, list) or not all(isinstance(r, str) for r in regions):
+        raise ReportError(f"{RUN_FILE}: 'regions' must be a list of regions")
     records = read_attempts(checkpoint_uri, doc.get("attempt_records"))
     commits = set(accounting.read_commits(checkpoint_uri))
     commits.update(r.last_commit_time for r in records if r.last_commit_time is not None)
@@ -267,4 +289,6 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
             (p for p in (doc.get("passed"), metrics.get("passed")) if isinstance(p, bool)), None
         ),
         serving=serving,
+        job_regions=dict(job_regions),
+        regions=list(regions),
     )

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from kfp_spot import accounting
-from kfp_spot.accounting import EndReason, ServingSummary, Summary, usd
+from kfp_spot.accounting import EndReason, RegionSummary, ServingSummary, Summary, usd
 from kfp_spot.reports.run import RunData
 
 
@@ -21,6 +21,7 @@ class RunSummary:
         latest_step: the newest committed step (from the attempt records if it is gone).
         final_loss: the loss recorded with the newest step that has one.
         serving: the serving replicas' summary, when the run deployed a model.
+        regions: attempts and costs per region, failovers and the home region's baseline.
     """
 
     accounting: Summary
@@ -29,6 +30,7 @@ class RunSummary:
     final_loss: float | None
     serving: ServingSummary | None = None
     resumed_from: tuple[int, ...] = ()  # the steps attempts resumed from, whatever retention did
+    regions: RegionSummary | None = None
 
     @property
     def attempts(self) -> int:
@@ -80,13 +82,15 @@ def summarize(run: RunData) -> RunSummary:
     """The run's numbers: the accounting summary plus its checkpoints and final loss."""
     losses = [s.loss for s in sorted(run.saves, key=lambda s: s.step) if s.loss is not None]
     kept = run.kept_commits
+    summary = run.account()
     return RunSummary(
-        accounting=run.account(),
+        accounting=summary,
         checkpoints=len(run.saves),
         latest_step=max((c.step for c in kept), default=None),
         final_loss=losses[-1] if losses else None,
         serving=run.account_serving(),
         resumed_from=tuple(c.step for c in kept if c.resumed_from),
+        regions=run.account_regions(summary),
     )
 
 
@@ -148,6 +152,41 @@ def _cost_rows_of(costs: accounting.Costs | None, billable: float, payer: str) -
         f"| Billable time | {seconds(billable)} |",
     ]
     return rows
+
+
+def _region_lines(regions: RegionSummary, given: bool) -> list[str]:
+    """The per-region table and the home region's on-demand baseline (several regions only)."""
+    if regions.regions_used < 2 and not given:
+        return []
+    lines = [
+        "## Regions",
+        "",
+        f"Home region (the first of the order): **{_cell(regions.home or '-')}**. "
+        + (
+            "Failover: " + "; ".join(_cell(f.describe()) for f in regions.failovers) + "."
+            if regions.failovers
+            else "No failover: every job ran in the home region."
+        ),
+        "",
+        "| Region | Jobs | Attempts | Billable | Cost | On-demand cost |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in regions.regions:
+        lines.append(
+            f"| {_cell(r.region)} | {r.jobs} | {r.attempts} | {seconds(r.billable_seconds)} "
+            f"| {usd(r.costs.paid_usd if r.costs else None)} "
+            f"| {usd(r.costs.on_demand_usd if r.costs else None)} |"
+        )
+    lines += [
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| On demand in {_cell(regions.home or 'the home region')}, the whole run (baseline) "
+        f"| {usd(regions.home_on_demand_usd)} |",
+    ]
+    if regions.copies:
+        lines.append(f"| Checkpoint copies between regions | {usd(regions.copy_usd)} |")
+    return [*lines, "", accounting.region_price_note(), ""]
 
 
 def _serving_lines(serving: ServingSummary) -> list[str]:
@@ -216,6 +255,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
     lines += [""]
     if acc.costs is not None and acc.costs.spot_estimated:
         lines += [accounting.SPOT_PRICE_NOTE, ""]
+    if summary.regions is not None:
+        lines += _region_lines(summary.regions, bool(run.regions))
     lines += [
         "## Goodput",
         "",
@@ -235,15 +276,18 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
     ]
     if acc.attempts:
         lines += [
-            "| Job | # | Start | End | End reason | Billable | Queued | Machine | Paid "
+            "| Job | Region | # | Start | End | End reason | Billable | Queued | Machine | Paid "
             "| On-demand | Lost |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
+        where = run.job_regions
         for a in acc.attempts:
             machine = f"{a.machine_type} x{a.replica_count}" if a.machine_type else "-"
             queued = "-" if a.queued_seconds is None else seconds(a.queued_seconds)
             lines.append(
-                f"| {_cell(a.job_id or '-')} | {a.number or '-'} | {_when(a.start)} "
+                f"| {_cell(a.job_id or '-')} "
+                f"| {_cell(where.get(a.job_name) or accounting.region_of_job(a.job_name) or '-')} "
+                f"| {a.number or '-'} | {_when(a.start)} "
                 f"| {_when(a.end)} | {a.end_reason.value} | {seconds(a.billable_seconds)} "
                 f"| {queued} | {_cell(machine)} "
                 f"| {usd(a.cost.paid_usd if a.cost else None)} "

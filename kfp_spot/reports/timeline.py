@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kfp_spot import fs
-from kfp_spot.accounting import EndReason, Summary
+from kfp_spot.accounting import EndReason, RegionSummary, Summary, region_of_job
 from kfp_spot.checkpoints import ExitReason
 from kfp_spot.reports.run import RunData
 
@@ -63,11 +63,32 @@ def vm_lanes(summary: Summary, now: float) -> dict[str, list[tuple[float, float,
     return lanes
 
 
+def lane_label(job_name: str, region: str, source: str) -> str:
+    """An attempts lane's label: ``attempts (ledger)`` over ``customJobs/12 · europe-west4``.
+
+    The whole job id (an int64 of up to 19 digits) on a line of its own: never cut.
+    """
+    job = f"customJobs/{job_name.rsplit('/', 1)[-1]}"
+    return f"attempts ({source})\n{job} · {region}" if region else f"attempts ({source})\n{job}"
+
+
+def failover_marks(regions: RegionSummary | None) -> list[tuple[float, str]]:
+    """Where the timeline marks the launch moving regions: ``(time, "→ europe-west4")``.
+
+    At the start of the first attempt in the new region; a failover whose job never started an
+    attempt has no place on the time axis and is left out (the Markdown still lists it).
+    """
+    if regions is None:
+        return []
+    return [(f.time, f"→ {f.destination}") for f in regions.failovers if f.time is not None]
+
+
 def render_timeline(
     run: RunData,
     path: str | os.PathLike[str],
     *,
     summary: Summary | None = None,
+    regions: RegionSummary | None = None,
     dpi: int = 100,
 ) -> Path:
     """Draw the run's timeline (:func:`timeline_figure`) to a PNG.
@@ -76,12 +97,13 @@ def render_timeline(
         run: the run.
         path: where to write the PNG.
         summary: the run's accounting summary (default: ``run.account()``).
+        regions: where it ran (default: ``run.account_regions(summary)``).
         dpi: resolution (the figure is 11 x 6.5 inches).
 
     Returns:
         The path written.
     """
-    fig = timeline_figure(run, summary=summary, dpi=dpi)
+    fig = timeline_figure(run, summary=summary, regions=regions, dpi=dpi)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
@@ -90,7 +112,13 @@ def render_timeline(
     return out
 
 
-def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 100) -> Figure:
+def timeline_figure(
+    run: RunData,
+    *,
+    summary: Summary | None = None,
+    regions: RegionSummary | None = None,
+    dpi: int = 100,
+) -> Figure:
     """The run's timeline as a matplotlib figure (on the Agg canvas).
 
     Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
@@ -101,12 +129,17 @@ def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 
     gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
     without it).
 
+    Each job's lane is labelled with its region (:func:`lane_label`); where the launch moved to
+    another region a dashed line crosses the lanes, labelled with the new region
+    (:func:`failover_marks`, the artists with gid ``failover``).
+
     The commit ticks are the artists with gid ``commits-on-disk`` and ``commits-deleted`` (steps
     retention deleted, from the attempt records), the loss line has gid ``loss``.
 
     Args:
         run: the run.
         summary: the run's accounting summary (default: ``run.account()``).
+        regions: where it ran (default: ``run.account_regions(summary)``).
         dpi: resolution (the figure is 11 x 6.5 inches).
 
     Returns:
@@ -121,6 +154,7 @@ def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 
     from matplotlib.patches import Patch
 
     summary = summary if summary is not None else run.account()
+    regions = regions if regions is not None else run.account_regions(summary)
     marks = run.kept_commits
     t0 = _origin(run, summary)
     fig = Figure(figsize=(11, 6.5), dpi=dpi, layout="constrained")
@@ -146,8 +180,8 @@ def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 
         rows = [a for a in summary.attempts if a.job_name == job]
         if not rows:
             continue
-        # The whole job id (an int64 of up to 19 digits) on a line of its own: never cut.
-        y = lane(f"attempts ({summary.source.value})\njob {job.rsplit('/', 1)[-1]}")
+        region = run.job_regions.get(job) or region_of_job(job)
+        y = lane(lane_label(job, region, summary.source.value))
         for row in rows:
             if row.start is None:
                 continue
@@ -241,6 +275,18 @@ def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 
                 fontsize=7,
             )
 
+    for when, text in failover_marks(regions):
+        lanes_ax.axvline(when - t0, color="#283593", linestyle="--", linewidth=1.2, gid="failover")
+        lanes_ax.annotate(
+            text,
+            (when - t0, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, 3),
+            textcoords="offset points",
+            fontsize=8,
+            color="#283593",
+        )
+
     lanes_ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
     lanes_ax.set_ylim(-0.7, max(len(lanes), 1) - 0.3)
     lanes_ax.invert_yaxis()
@@ -259,6 +305,8 @@ def timeline_figure(run: RunData, *, summary: Summary | None = None, dpi: int = 
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="xx", label="VM away"))
     if any(a.lost_seconds for a in summary.attempts):
         legend.append(Patch(facecolor="none", edgecolor="#b71c1c", hatch="///", label="lost work"))
+    if failover_marks(regions):
+        legend.append(Line2D([], [], color="#283593", linestyle="--", label="failover"))
     if any(not c.on_disk for c in marks):
         legend.append(
             Line2D(

@@ -1,0 +1,59 @@
+"""`kfp-spot run --regions`: the option's values, and a local run that fails over (end to end)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kfp_spot.accounting import region_of_job
+from kfp_spot.pipelines import local, local_run
+from kfp_spot.pipelines.local_regions import RegionsError, parse_regions
+
+
+def test_regions_are_read_in_order():
+    assert parse_regions("us-central1, europe-west4") == ["us-central1", "europe-west4"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("us-central1,europe-wst4", "did you mean 'europe-west4'"),
+        ("us-central1,us-central1", "names us-central1 more than once"),
+        (",", "names no region"),
+    ],
+)
+def test_a_bad_region_list_says_what_is_valid(text, needle):
+    with pytest.raises(RegionsError, match=needle):
+        parse_regions(text)
+
+
+def test_a_bad_region_is_refused_before_the_run_starts(tmp_path):
+    with pytest.raises(local.LocalRunError, match=r"^regions: 'mars-north1' is not a Vertex AI"):
+        local_run.run_local(tmp_path / "run", regions=["mars-north1"], progress=None)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_fails_over_to_the_next_region_and_resumes_from_its_checkpoint(tmp_path):
+    result = local_run.run_local(
+        tmp_path / "run",
+        preemptions=1,
+        grace_period=5.0,
+        regions=["us-central1", "europe-west4"],
+        progress=None,
+    )
+    text = local.summarize(result)
+    assert result.succeeded, text
+    assert "failover:           us-central1 → europe-west4 at step " in text
+    last = result.job_names[-1]
+    assert region_of_job(last) == "europe-west4"
+    assert region_of_job(result.job_names[0]) == "us-central1"
+    [failover] = result.region_summary.failovers
+    assert failover.step is not None and failover.step > 0
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["job_regions"][last] == "europe-west4"
+    assert doc["regions"] == ["us-central1", "europe-west4"]
+    assert "## Regions" in (tmp_path / "run" / "report.md").read_text()
+    [job_report] = (tmp_path / "run" / "pipeline_root").glob("*/launch-spot-job/job_report")
+    metrics = json.loads(job_report.read_text())["metrics"]
+    assert metrics["regions_used"] == 2 and metrics["failovers"] == 1
