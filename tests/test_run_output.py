@@ -525,3 +525,21 @@ def test_a_failing_run_shows_the_failing_task_and_its_own_error(tmp_path):
     assert "evaluate-checkpoint skipped" in proc.stderr
     assert len(proc.stdout.splitlines() + proc.stderr.splitlines()) <= 45
     assert not CONTROL.search((proc.stdout + proc.stderr).replace("\n", ""))
+
+
+def test_monitor_says_where_a_job_went_when_the_launch_moved_regions():
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    home = "projects/p/locations/us-central1/customJobs/1"
+    again = "projects/p/locations/us-central1/customJobs/2"
+    away = "projects/p/locations/europe-west4/customJobs/3"
+    jobs: list[JobView] = []
+    monitor.watch(lambda: jobs)
+    for name in (home, again, away):
+        jobs.append(JobView(name, "JOB_STATE_QUEUED"))
+        monitor.poll()
+    assert [e for e in events if "submitted" in e] == [
+        "[0:00]   CustomJob 1 submitted",
+        "[0:00]   CustomJob 2 submitted",
+        "[0:00]   CustomJob 3 submitted in europe-west4",
+    ]

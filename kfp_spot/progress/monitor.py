@@ -84,6 +84,12 @@ class JobView:
         """The job id (the last part of the name)."""
         return self.name.rsplit("/", 1)[-1]
 
+    @property
+    def location(self) -> str:
+        """The region of the job (``locations/L`` in its name; "" when the name has none)."""
+        parts = self.name.split("/")
+        return parts[parts.index("locations") + 1] if "locations" in parts[:-1] else ""
+
 
 def seconds(value: float) -> str:
     """A duration for an event line: ``0.6 s``, ``12 s``, ``2:05``."""
@@ -209,7 +215,10 @@ class RunMonitor:
 
     def _follow(self, job: JobView) -> None:
         if job.name not in self._seen:
-            self._emit(f"  CustomJob {job.short} submitted")
+            regions = {seen.location for seen in self._seen.values()}
+            moved = bool(regions) and job.location not in regions
+            where = f" in {job.location}" if moved else ""
+            self._emit(f"  CustomJob {job.short} submitted{where}")
         self._seen[job.name] = job
         who = f"CustomJob {job.short}: " if len(self._seen) > 1 else ""
         for row in job.attempts:
