@@ -76,7 +76,9 @@ from kfp_spot.checkpoints.verify import (
     verify,
 )
 from kfp_spot.checkpoints.write import (
+    DIRECT_MIN_BYTES,
     Payload,
+    aligned_buffer,
     commit_files,
     commit_manifest,
     delete_step,
@@ -87,6 +89,7 @@ __all__ = [
     "ATTEMPTS_DIR",
     "ATTEMPT_FORMAT",
     "BUILTIN_SUFFIXES",
+    "DIRECT_MIN_BYTES",
     "LEGACY_MANIFEST_FORMAT",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
@@ -102,6 +105,7 @@ __all__ = [
     "FileEntry",
     "Manifest",
     "Payload",
+    "aligned_buffer",
     "check_state_index",
     "commit_files",
     "commit_manifest",
