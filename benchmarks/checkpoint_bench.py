@@ -7,14 +7,17 @@
 1. **throughput** — in one run on one disk: ``dd bs=4M conv=fsync`` of ``--mib`` MiB (default
    256), a synchronous ``CheckpointManager.save`` of a float32 array that size (its speed as a
    fraction of dd's), the loop stall of an async save (first save, and later saves that reuse the
-   snapshot buffers; as a fraction of the sync save), and a verified restore against
-   ``numpy.load`` of the same file plus the CRC32C alone. Each figure is a range over
-   ``--repeats`` runs.
-4. **import time** (with throughput) — ``import kfp_spot.trainer`` (and ``import numpy`` for
-   scale) in fresh interpreters.
+   snapshot buffers; as a fraction of the sync save), each a range over ``--repeats`` runs;
+   then a verified restore against ``numpy.load`` of the same file plus the CRC32C of the loaded
+   array, in alternating rounds (at least 9): medians and ranges of the ratio, wall and CPU.
+4. **import time** (with throughput) — ``import kfp_spot.trainer``, ``from kfp_spot.trainer
+   import CheckpointManager`` and ``import numpy`` (for scale) in fresh interpreters, from this
+   checkout (benchmarks/trainer_import.py measures the wheel a VM installs).
 2. **stall** — a training loop (real NumPy work per step) that checkpoints a 256 MiB state every
-   K steps: the time the loop is blocked per checkpoint with synchronous saves and with
-   ``async_save``, and the wall-time overhead against the same loop without checkpoints.
+   K steps, in ``--repeats`` rounds after a warm-up, each round running the loop without
+   checkpoints, with synchronous saves and with ``async_save`` (the order rotates): the time the
+   loop is blocked per checkpoint, and the overhead in wall and CPU time (user + system of the
+   process) against the same round's loop without checkpoints; medians and ranges.
 5. **restart** — SIGTERM to a training process, its save on the notice, its exit, a new process,
    its restore and its first step; minus the trainer's own floor (a process that imports NumPy and
    takes one step), what kfp-spot adds to a restart.
@@ -253,15 +256,22 @@ def _deployed_env() -> dict[str, str]:
 
 
 def import_time(repeats: int) -> None:
-    print(f"\n## 4. `import kfp_spot.trainer` in a fresh interpreter ({repeats} runs)")
-    code = "import time; t = time.perf_counter(); import {m}; print(time.perf_counter() - t)"
+    print(
+        f"\n## 4. Imports in a fresh interpreter, this checkout ({repeats} runs; "
+        "benchmarks/trainer_import.py measures the wheel the VM installs)"
+    )
+    code = "import time; t = time.perf_counter(); {m}; print(time.perf_counter() - t)"
     env = _deployed_env()
-    for module in ("kfp_spot.trainer", "numpy"):
-        subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env)  # .pyc
+    for statement in (
+        "import kfp_spot.trainer",
+        "from kfp_spot.trainer import CheckpointManager",
+        "import numpy",
+    ):
+        subprocess.run([sys.executable, "-c", statement], check=True, env=env)  # .pyc
         times = [
             float(
                 subprocess.run(
-                    [sys.executable, "-c", code.format(m=module)],
+                    [sys.executable, "-c", code.format(m=statement)],
                     capture_output=True,
                     text=True,
                     check=True,
@@ -271,7 +281,7 @@ def import_time(repeats: int) -> None:
             for _ in range(repeats)
         ]
         print(
-            f"import {module}: {min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms "
+            f"{statement}: {min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms "
             f"(median {statistics.median(times) * 1000:.0f} ms)"
         )
 
