@@ -5,7 +5,7 @@ alike (one object PUT). Each file's CRC32C is computed as it is written; on obje
 uploaded objects are checked against it before the commit. Deleting a step removes its manifest
 first, so a crash half-way leaves a step every reader ignores.
 
-A large file given as one page-aligned buffer (:func:`aligned_buffer`: the async writer's
+A large file given as one page-aligned buffer (``buffers.aligned_buffer``: the async writer's
 snapshots) is written locally with ``O_DIRECT`` where the filesystem takes it: the disk reads the
 buffer itself, so the kernel neither copies it into the page cache nor has dirty pages to write
 back and free later. That copy was most of a background save's CPU time, taken from the training
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kfp_spot import fs
+from kfp_spot.checkpoints.buffers import PAGE
 from kfp_spot.checkpoints.checksum import CHUNK, crc32c, crc32c_b64
 from kfp_spot.checkpoints.manifest import MANIFEST_NAME, FileEntry, Manifest, check_name
 from kfp_spot.checkpoints.paths import stat_remote, step_dir
@@ -31,26 +32,8 @@ from kfp_spot.checkpoints.paths import stat_remote, step_dir
 Payload = Any
 """A file's content for :func:`write_step`: a bytes-like object or a sequence of them."""
 
-_PAGE = 4096  # O_DIRECT's alignment of addresses, offsets and lengths (any block size up to it)
 DIRECT_MIN_BYTES = CHUNK
-"""Files at least this large written from an :func:`aligned_buffer` bypass the page cache."""
-
-
-def aligned_buffer(size: int) -> Any:
-    """A writable buffer of ``size`` bytes at a page-aligned address, never zero-filled.
-
-    :func:`write_step` writes a file given as one such buffer (of at least
-    :data:`DIRECT_MIN_BYTES`) without the page cache's copy.
-    """
-    try:
-        import numpy as np  # its allocator asks for huge pages: fewer page faults on first use
-    except ImportError:
-        import mmap
-
-        return mmap.mmap(-1, size)  # anonymous memory is page-aligned
-    raw = np.empty(size + _PAGE, dtype=np.uint8)
-    skip = -raw.ctypes.data % _PAGE
-    return raw[skip : skip + size]
+"""Files at least this large, given as one page-aligned buffer, bypass the page cache."""
 
 
 def _address(view: memoryview) -> int | None:
@@ -146,7 +129,7 @@ def _write_direct(path: str, view: memoryview) -> int | None:
     """
     address = _address(view)
     flag = getattr(os, "O_DIRECT", 0)
-    if not flag or address is None or address % _PAGE:
+    if not flag or address is None or address % PAGE:
         return None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flag, 0o666)
@@ -156,7 +139,7 @@ def _write_direct(path: str, view: memoryview) -> int | None:
         raise
     try:
         size = view.nbytes
-        aligned = size - size % _PAGE
+        aligned = size - size % PAGE
         crc = 0
         pos = 0
         direct = True
@@ -164,7 +147,7 @@ def _write_direct(path: str, view: memoryview) -> int | None:
             piece = view[pos : min(pos + CHUNK, aligned)] if pos < aligned else view[pos:]
             crc = crc32c(piece, crc)
             while piece.nbytes:
-                if direct and (pos % _PAGE or piece.nbytes % _PAGE):  # the tail, a short write
+                if direct and (pos % PAGE or piece.nbytes % PAGE):  # the tail, a short write
                     import fcntl
 
                     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~flag)

@@ -13,7 +13,7 @@ import pytest
 
 import kfp_spot.trainer
 from kfp_spot import checkpoints
-from kfp_spot.checkpoints import write
+from kfp_spot.checkpoints import buffers, write
 from kfp_spot.trainer import CheckpointCorruptError, CheckpointManager
 
 
@@ -46,7 +46,7 @@ def test_every_public_name_resolves_from_its_module() -> None:
 
 @pytest.mark.parametrize("size", [write.DIRECT_MIN_BYTES, write.DIRECT_MIN_BYTES * 2 + 4097])
 def test_an_aligned_buffer_is_written_whole_with_its_crc32c(tmp_path: Path, size: int) -> None:
-    buf = write.aligned_buffer(size)
+    buf = buffers.aligned_buffer(size)
     buf[:] = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
     manifest = checkpoints.write_step(str(tmp_path), 1, {"big.bin": buf})
     data = (tmp_path / "step-1" / "big.bin").read_bytes()
@@ -58,7 +58,7 @@ def test_an_aligned_buffer_is_written_whole_with_its_crc32c(tmp_path: Path, size
 def test_an_unaligned_or_read_only_buffer_is_written_through_the_page_cache(
     tmp_path: Path,
 ) -> None:
-    base = write.aligned_buffer(write.DIRECT_MIN_BYTES + 8)
+    base = buffers.aligned_buffer(write.DIRECT_MIN_BYTES + 8)
     base[:] = 7
     unaligned = base[1:]  # one byte past a page boundary
     read_only = bytes(base)
@@ -97,3 +97,13 @@ def test_a_flipped_byte_in_a_large_file_is_refused_on_restore(tmp_path: Path) ->
     restored = _manager(tmp_path).restore()
     assert restored is not None and restored.step == 1
     assert np.array_equal(restored.state["w"], first)
+
+
+def test_a_large_file_is_read_into_page_aligned_writable_memory(tmp_path: Path) -> None:
+    weights = np.arange(1 << 20, dtype=np.float64)  # 8 MiB
+    checkpoints.write_step(str(tmp_path), 1, {"w.bin": weights})
+    _, files = checkpoints.read_verified(str(tmp_path), 1)
+    data = files["w.bin"]
+    assert np.frombuffer(data, np.uint8).ctypes.data % buffers.PAGE == 0
+    assert bytes(data) == weights.tobytes()
+    data[0] = 1  # decoders may use it in place
