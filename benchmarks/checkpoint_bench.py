@@ -7,14 +7,17 @@
 1. **throughput** — in one run on one disk: ``dd bs=4M conv=fsync`` of ``--mib`` MiB (default
    256), a synchronous ``CheckpointManager.save`` of a float32 array that size (its speed as a
    fraction of dd's), the loop stall of an async save (first save, and later saves that reuse the
-   snapshot buffers; as a fraction of the sync save), and a verified restore against
-   ``numpy.load`` of the same file plus the CRC32C alone. Each figure is a range over
-   ``--repeats`` runs.
-4. **import time** (with throughput) — ``import kfp_spot.trainer`` (and ``import numpy`` for
-   scale) in fresh interpreters.
+   snapshot buffers; as a fraction of the sync save), each a range over ``--repeats`` runs;
+   then a verified restore against ``numpy.load`` of the same file plus the CRC32C of the loaded
+   array, in alternating rounds (at least 9): medians and ranges of the ratio, wall and CPU.
+4. **import time** (with throughput) — ``import kfp_spot.trainer``, ``from kfp_spot.trainer
+   import CheckpointManager`` and ``import numpy`` (for scale) in fresh interpreters, from this
+   checkout (benchmarks/trainer_import.py measures the wheel a VM installs).
 2. **stall** — a training loop (real NumPy work per step) that checkpoints a 256 MiB state every
-   K steps: the time the loop is blocked per checkpoint with synchronous saves and with
-   ``async_save``, and the wall-time overhead against the same loop without checkpoints.
+   K steps, in ``--repeats`` rounds after a warm-up, each round running the loop without
+   checkpoints, with synchronous saves and with ``async_save`` (the order rotates): the time the
+   loop is blocked per checkpoint, and the overhead in wall and CPU time (user + system of the
+   process) against the same round's loop without checkpoints; medians and ranges.
 5. **restart** — SIGTERM to a training process, its save on the notice, its exit, a new process,
    its restore and its first step; minus the trainer's own floor (a process that imports NumPy and
    takes one step), what kfp-spot adds to a restart.
@@ -38,6 +41,7 @@ import io
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -70,6 +74,12 @@ def _dd(args: list[str]) -> float:
     if not match or not copied:
         raise RuntimeError(f"unexpected dd output: {proc.stderr}")
     return int(copied.group(1)) / float(match.group(1)) / MIB
+
+
+def _cpu() -> float:
+    """CPU time (user + system) of this process so far, every thread included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _best(fn, repeats: int) -> float:
@@ -125,9 +135,7 @@ def throughput(workdir: Path, mib: int, repeats: int) -> dict:
     state = {"weights": weights}
     warm = np.ones(mib * MIB * 3 // 8)  # have the VM back the memory the runs will use
     del warm
-    rows: dict[str, list[float]] = {
-        k: [] for k in ("dd", "save", "stall", "stall_first", "restore", "numpy_load", "crc")
-    }
+    rows: dict[str, list[float]] = {k: [] for k in ("dd", "save", "stall", "stall_first")}
     for i in range(repeats):
         target = workdir / f"dd-{i}.bin"
         rows["dd"].append(
@@ -142,26 +150,6 @@ def throughput(workdir: Path, mib: int, repeats: int) -> dict:
         ckpt.save(1, state)
         rows["save"].append(time.perf_counter() - t0)
 
-        # verified restore vs numpy.load + the checksum alone, both from the page cache, in
-        # turns (the first to touch fresh memory pays for it)
-        def restore(root: Path = root) -> None:
-            t0 = time.perf_counter()
-            restored = CheckpointManager(
-                str(root), handle_signals=False, record_attempts=False
-            ).restore()
-            rows["restore"].append(time.perf_counter() - t0)
-            assert restored.state["weights"].tobytes() == weights.tobytes()
-
-        def load(root: Path = root) -> None:
-            t0 = time.perf_counter()
-            loaded = np.load(root / "step-1" / "weights.npy")
-            rows["numpy_load"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            checkpoints.crc32c(memoryview(loaded).cast("B"))
-            rows["crc"].append(time.perf_counter() - t0)
-
-        for fn in (restore, load) if i % 2 else (load, restore):
-            fn()
         shutil.rmtree(root)
         # async: the loop waits only for the copy into the (reused) snapshot buffers
         aroot = workdir / f"async-{i}"
@@ -189,18 +177,11 @@ def throughput(workdir: Path, mib: int, repeats: int) -> dict:
         ("sync save (CRC32C while writing from the array, fsync, manifest)", "save"),
         ("async save: loop stall, first save (fresh snapshot buffers)", "stall_first"),
         ("async save: loop stall, later saves (buffers reused)", "stall"),
-        ("verified restore (read + CRC32C per chunk + decode, no copy)", "restore"),
-        ("numpy.load of the same file", "numpy_load"),
-        ("CRC32C of the loaded array alone", "crc"),
     ]:
         print(f"| {name:<64} | {rng(key):>19} |")
     ratio_save = [s / d for s, d in zip(save_mibs, dd_mibs, strict=True)]
     stall = [
         min(rows["stall"][2 * i : 2 * i + 2]) / rows["save"][i] for i in range(len(rows["save"]))
-    ]
-    restore = [
-        r / (n + c)
-        for r, n, c in zip(rows["restore"], rows["numpy_load"], rows["crc"], strict=True)
     ]
     med = statistics.median
     best = {k: min(v) for k, v in rows.items()}
@@ -212,13 +193,59 @@ def throughput(workdir: Path, mib: int, repeats: int) -> dict:
         f"async stall / sync save: best of {repeats} {best['stall'] / best['save']:.3f}, per run "
         f"{min(stall):.3f}-{max(stall):.3f}, median {med(stall):.3f} (goal <= 0.1)"
     )
-    print(
-        f"verified restore / (numpy.load + CRC32C): best of {repeats} "
-        f"{best['restore'] / (best['numpy_load'] + best['crc']):.2f}, per run "
-        f"{min(restore):.2f}-{max(restore):.2f}, median {med(restore):.2f}"
-    )
     print("(the machine is shared: best of N is the figure with the least interference)")
+    restore_vs_load(workdir, weights, max(repeats, 9))
     return rows
+
+
+def restore_vs_load(workdir: Path, weights: np.ndarray, rounds: int) -> None:
+    """Verified restore against ``numpy.load`` of the same file plus the CRC32C of its bytes.
+
+    One committed step; then ``rounds`` rounds, each timing a verified restore (a new
+    CheckpointManager: list the steps, read and check the manifest, read the file with its
+    CRC32C, decode) and ``numpy.load`` of the step's ``.npy`` followed by the CRC32C of the
+    loaded array, in turns (the order alternates: whichever runs first may find the memory it
+    frees reused). Both read from the page cache into new memory. Figures: medians and ranges
+    of each round's ratio, in wall time and in CPU time (user + system of the process).
+    """
+    root = workdir / "restore"
+    CheckpointManager(str(root), handle_signals=False, record_attempts=False).save(
+        1, {"weights": weights}
+    )
+    path = root / "step-1" / "weights.npy"
+    expected = weights.tobytes()
+
+    def restore() -> tuple[float, float]:
+        c0, t0 = _cpu(), time.perf_counter()
+        restored = CheckpointManager(str(root), handle_signals=False, record_attempts=False)
+        state = restored.restore()
+        took = time.perf_counter() - t0, _cpu() - c0
+        assert state is not None and state.state["weights"].tobytes() == expected
+        return took
+
+    def load() -> tuple[float, float]:
+        c0, t0 = _cpu(), time.perf_counter()
+        loaded = np.load(path)
+        checkpoints.crc32c(memoryview(loaded).cast("B"))
+        return time.perf_counter() - t0, _cpu() - c0
+
+    load()
+    restore()  # warm-up: the page cache, the code paths
+    times: dict[str, list[tuple[float, float]]] = {"restore": [], "load": []}
+    for i in range(rounds):
+        order = (("restore", restore), ("load", load))
+        for name, fn in order if i % 2 else order[::-1]:
+            times[name].append(fn())
+    shutil.rmtree(root)
+    med = statistics.median
+    for j, what in ((0, "wall"), (1, "CPU")):
+        ratios = [r[j] / n[j] for r, n in zip(times["restore"], times["load"], strict=True)]
+        print(
+            f"verified restore / (numpy.load + CRC32C), {what}: median {med(ratios):.2f} "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}] over {rounds} rounds (goal <= 1.1); "
+            f"restore {med(r[j] for r in times['restore']):.3f}s, numpy.load + CRC32C "
+            f"{med(n[j] for n in times['load']):.3f}s (medians)"
+        )
 
 
 def _deployed_env() -> dict[str, str]:
@@ -229,15 +256,22 @@ def _deployed_env() -> dict[str, str]:
 
 
 def import_time(repeats: int) -> None:
-    print(f"\n## 4. `import kfp_spot.trainer` in a fresh interpreter ({repeats} runs)")
-    code = "import time; t = time.perf_counter(); import {m}; print(time.perf_counter() - t)"
+    print(
+        f"\n## 4. Imports in a fresh interpreter, this checkout ({repeats} runs; "
+        "benchmarks/trainer_import.py measures the wheel the VM installs)"
+    )
+    code = "import time; t = time.perf_counter(); {m}; print(time.perf_counter() - t)"
     env = _deployed_env()
-    for module in ("kfp_spot.trainer", "numpy"):
-        subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env)  # .pyc
+    for statement in (
+        "import kfp_spot.trainer",
+        "from kfp_spot.trainer import CheckpointManager",
+        "import numpy",
+    ):
+        subprocess.run([sys.executable, "-c", statement], check=True, env=env)  # .pyc
         times = [
             float(
                 subprocess.run(
-                    [sys.executable, "-c", code.format(m=module)],
+                    [sys.executable, "-c", code.format(m=statement)],
                     capture_output=True,
                     text=True,
                     check=True,
@@ -247,7 +281,7 @@ def import_time(repeats: int) -> None:
             for _ in range(repeats)
         ]
         print(
-            f"import {module}: {min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms "
+            f"{statement}: {min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms "
             f"(median {statistics.median(times) * 1000:.0f} ms)"
         )
 
@@ -344,7 +378,7 @@ def _train_loop(root: Path | None, mib: int, steps: int, every: int, async_save:
         else None
     )
     stalls = []
-    t_start = time.perf_counter()
+    c_start, t_start = _cpu(), time.perf_counter()
     for step in range(1, steps + 1):
         for _ in range(8):  # ~real work: a few dense products
             a = np.tanh(a @ a / 800.0)
@@ -353,30 +387,69 @@ def _train_loop(root: Path | None, mib: int, steps: int, every: int, async_save:
             t0 = time.perf_counter()
             if ckpt.maybe_save(step, {"weights": weights}):
                 stalls.append(time.perf_counter() - t0)
+    c_loop, t_loop = _cpu(), time.perf_counter()
     if ckpt is not None:
-        t0 = time.perf_counter()
-        ckpt.wait()
-        stalls.append(time.perf_counter() - t0)  # the last write the run has to wait for
-    return {"wall": time.perf_counter() - t_start, "stalls": stalls}
+        ckpt.wait()  # the last write, which the loop did not wait for
+        ckpt.close()
+    c_end, t_end = _cpu(), time.perf_counter()
+    return {
+        "loop": t_loop - t_start,
+        "loop_cpu": c_loop - c_start,
+        "drain": t_end - t_loop,
+        "all": t_end - t_start,
+        "all_cpu": c_end - c_start,
+        "stalls": stalls,
+    }
 
 
-def stall(workdir: Path, mib: int, steps: int, every: int) -> None:
-    print(f"\n## 2. Training stall per checkpoint, {mib} MiB state, a save every {every} steps")
-    base = _train_loop(None, mib, steps, every, False)
-    step_s = base["wall"] / steps
-    print(f"loop without checkpoints: {base['wall']:.2f}s for {steps} steps ({step_s:.3f}s/step)")
-    print("| mode  | checkpoints | stall/checkpoint mean (max) | wall | overhead vs none |")
-    print("|-------|-------------|-----------------------------|------|------------------|")
-    for async_save in (False, True):
-        root = workdir / f"stall-{async_save}"
-        result = _train_loop(root, mib, steps, every, async_save)
-        per = result["stalls"][:-1] or result["stalls"]
+def stall(workdir: Path, mib: int, steps: int, every: int, repeats: int) -> None:
+    print(
+        f"\n## 2. A training loop saving {mib} MiB every {every} of {steps} steps: "
+        f"{repeats} rounds, each running the loop without checkpoints, with sync and with async "
+        "saves, in turns (the order rotates), after a warm-up"
+    )
+    _train_loop(None, 16, every, every, False)  # warm-up: BLAS threads, first allocations
+    _train_loop(workdir / "warm", 16, every, every, True)
+    shutil.rmtree(workdir / "warm", ignore_errors=True)
+    modes = ("none", "sync", "async")
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
+    for i in range(repeats):
+        for mode in modes[i % 3 :] + modes[: i % 3]:
+            root = None if mode == "none" else workdir / f"stall-{mode}-{i}"
+            runs[mode].append(_train_loop(root, mib, steps, every, mode == "async"))
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
+    med = statistics.median
+
+    def fig(values: list[float], fmt: str = "{:.2f}") -> str:
+        return f"{fmt.format(med(values))} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
+
+    base = runs["none"]
+    print(
+        f"loop without checkpoints: {fig([r['loop'] for r in base])}s wall, "
+        f"{fig([r['loop_cpu'] for r in base])}s CPU for {steps} steps (median [range])"
+    )
+    print(
+        "| mode  | stall per save, median [range] | loop wall | overhead: loop wall | "
+        "loop CPU | overhead: CPU | + last write's drain |"
+    )
+    print("|-------|-----|-----|-----|-----|-----|-----|")
+    for mode in ("sync", "async"):
+        rows = runs[mode]
+        stalls = [s for r in rows for s in r["stalls"]]
+        over = [r["loop"] / b["loop"] - 1 for r, b in zip(rows, base, strict=True)]
+        over_cpu = [r["loop_cpu"] / b["loop_cpu"] - 1 for r, b in zip(rows, base, strict=True)]
         print(
-            f"| {'async' if async_save else 'sync':<5} | {len(per):>11} | "
-            f"{statistics.mean(per):>10.3f}s ({max(per):.3f}s)        | "
-            f"{result['wall']:.2f}s | {result['wall'] / base['wall'] - 1:>15.1%} |"
+            f"| {mode:<5} | {fig(stalls, '{:.3f}')}s | {fig([r['loop'] for r in rows])}s | "
+            f"{fig(over, '{:.1%}')} | {fig([r['loop_cpu'] for r in rows])}s | "
+            f"{fig(over_cpu, '{:.1%}')} | {fig([r['drain'] for r in rows], '{:.2f}')}s |"
         )
-        shutil.rmtree(root, ignore_errors=True)
+    print(
+        "overhead: each round's run against the same round's run without checkpoints, median "
+        "[range] over the rounds; the loop's wall time ends with its last step (its last save "
+        "started), the drain is the wait for that save's background write after it; CPU is "
+        "the whole process's (user + system, every thread: BLAS's, the writer's)"
+    )
 
 
 # -- 3. goodput --------------------------------------------------------------------------------
@@ -737,7 +810,7 @@ def main() -> int:
             throughput(workdir, args.mib, args.repeats)
             import_time(max(5, args.repeats))
         if cmd in ("stall", "all"):
-            stall(workdir, args.mib, args.stall_steps, args.stall_every)
+            stall(workdir, args.mib, args.stall_steps, args.stall_every, args.repeats)
         if cmd in ("restart", "all"):
             restart(workdir, args.restart_repeats, args.restart_mib)
         if cmd in ("goodput", "all"):

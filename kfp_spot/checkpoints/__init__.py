@@ -20,6 +20,7 @@ The modules, each imported here (``from kfp_spot.checkpoints import X`` works fo
 - :mod:`~kfp_spot.checkpoints.state`: the state index (which file holds which value, decoded by
   which adapter) and the built-in adapters' file suffixes, as data;
 - :mod:`~kfp_spot.checkpoints.checksum`: CRC32C at memory speed;
+- :mod:`~kfp_spot.checkpoints.buffers`: page-aligned memory for the bytes read and written;
 - :mod:`~kfp_spot.checkpoints.paths`: step directories and listings;
 - :mod:`~kfp_spot.checkpoints.verify`: reading a step back, verified;
 - :mod:`~kfp_spot.checkpoints.write`: writing and committing a step, deleting one;
@@ -45,6 +46,7 @@ from kfp_spot.checkpoints.attempts import (
     read_attempt_records,
     write_attempt_record,
 )
+from kfp_spot.checkpoints.buffers import aligned_buffer, new_buffer
 from kfp_spot.checkpoints.checksum import crc32c, crc32c_b64
 from kfp_spot.checkpoints.manifest import (
     LEGACY_MANIFEST_FORMAT,
@@ -70,12 +72,12 @@ from kfp_spot.checkpoints.state import (
 from kfp_spot.checkpoints.verify import (
     committed_steps,
     latest,
-    new_buffer,
     read_manifest,
     read_verified,
     verify,
 )
 from kfp_spot.checkpoints.write import (
+    DIRECT_MIN_BYTES,
     Payload,
     commit_files,
     commit_manifest,
@@ -87,6 +89,7 @@ __all__ = [
     "ATTEMPTS_DIR",
     "ATTEMPT_FORMAT",
     "BUILTIN_SUFFIXES",
+    "DIRECT_MIN_BYTES",
     "LEGACY_MANIFEST_FORMAT",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
@@ -102,6 +105,7 @@ __all__ = [
     "FileEntry",
     "Manifest",
     "Payload",
+    "aligned_buffer",
     "check_state_index",
     "commit_files",
     "commit_manifest",

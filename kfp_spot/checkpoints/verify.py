@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot import fs
+from kfp_spot.checkpoints.buffers import new_buffer
 from kfp_spot.checkpoints.checksum import CHUNK, crc32c, crc32c_b64
 from kfp_spot.checkpoints.manifest import (
     MANIFEST_NAME,
@@ -113,19 +114,6 @@ def _mismatch(step: int, entry: FileEntry, size: int | None, crc: int | None, sh
         raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its crc32c check")
     if not entry.crc32c and sha is not None and sha.hexdigest() != entry.sha256:
         raise CheckpointCorruptError(f"step {step}: file {entry.path} fails its sha256 check")
-
-
-def new_buffer(size: int) -> Any:
-    """A writable buffer of ``size`` bytes (large ones: NumPy ``uint8``, never zero-filled)."""
-    # bytearray(n) zero-fills: for a large checkpoint that is a whole extra pass over memory.
-    # numpy.empty does not, and readinto then touches each page once.
-    if size >= CHUNK:
-        try:
-            import numpy as np
-        except ImportError:  # numpy is a dependency, but the layout does not need it
-            return bytearray(size)
-        return np.empty(size, dtype=np.uint8)
-    return bytearray(size)
 
 
 def _read_checked(step: int, entry: FileEntry, handle: Any, keep: bool) -> Any:

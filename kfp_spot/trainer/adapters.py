@@ -41,7 +41,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import random
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -185,7 +184,8 @@ def _decode_ndarray(data: Buffer) -> Any:
     import numpy as np
 
     fmt = np.lib.format
-    stream = io.BytesIO(memoryview(data)[: 1 << 20].tobytes())  # holds any sane header
+    # NumPy reads headers of at most 10000 bytes (max_header_size): 64 KiB holds any it takes.
+    stream = io.BytesIO(memoryview(data)[: 1 << 16].tobytes())
     if fmt.read_magic(stream) == (1, 0):
         shape, fortran, dtype = fmt.read_array_header_1_0(stream)
     else:
@@ -304,15 +304,18 @@ def _decode_random_state(data: Buffer) -> Any:
 
 # -- Python's random -----------------------------------------------------------------------------
 def _is_python_random(value: Any) -> bool:
-    return isinstance(value, random.Random)
+    random = _module_loaded("random")  # a Random exists only once its module is loaded
+    return random is not None and isinstance(value, random.Random)
 
 
-def _encode_python_random(value: random.Random) -> bytes:
+def _encode_python_random(value: Any) -> bytes:
     version, internal, gauss = value.getstate()
     return json.dumps([version, list(internal), gauss]).encode()
 
 
-def _decode_python_random(data: Buffer) -> random.Random:
+def _decode_python_random(data: Buffer) -> Any:
+    import random
+
     version, internal, gauss = json.loads(bytes(data))
     out = random.Random()
     out.setstate((version, tuple(internal), gauss))

@@ -363,11 +363,12 @@ class CheckpointManager:
     ) -> Manifest | None:
         """Checkpoint ``state`` as ``step``: files first, the sealed manifest last (the commit).
 
-        A synchronous save writes every value from its own memory (no copy). An async save copies
-        the values' mutable buffers (NumPy arrays, bytearrays) into snapshot buffers kept from
-        one save to the next, which is all the training loop waits for, then writes them in a
-        background thread. Either way the CRC32C is computed while the disk flushes (locally) or
-        chunk by chunk as it is uploaded (``gs://``).
+        A synchronous save writes every value from its own memory (no copy); locally the CRC32C
+        is computed while the disk flushes. An async save copies the state's files into snapshot
+        buffers kept from one save to the next, which is all the training loop waits for, then
+        writes them in a background thread (locally a large one with ``O_DIRECT``, without the
+        page cache's copy), checksumming each chunk just before it is written. On ``gs://`` each
+        chunk is checksummed as it is uploaded.
 
         Args:
             step: the number of steps completed (>= 0).

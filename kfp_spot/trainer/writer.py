@@ -67,7 +67,7 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _copy(dst: Any, src: memoryview) -> None:
+def _copy(dst: memoryview, src: memoryview) -> None:
     """Copy ``src`` into ``dst`` at memory speed: large buffers in two threads at once.
 
     The training loop waits for this copy (it is the async save's whole stall) and nothing else
@@ -75,7 +75,7 @@ def _copy(dst: Any, src: memoryview) -> None:
     """
     np = sys.modules.get("numpy")
     if np is None or src.nbytes < _PARALLEL_COPY_BYTES or (os.cpu_count() or 1) < 2:
-        memoryview(dst).cast("B")[:] = src
+        dst[:] = src
         return
     target, source = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
     half = (len(source) // 2) & ~4095
@@ -119,7 +119,7 @@ class StepWriter:
         self._recorder = recorder
         self._retain_fn = retain
         self._clock = clock
-        self._pool: dict[tuple[str, int], Any] = {}  # async snapshot buffers, reused
+        self._pool: dict[str, Any] = {}  # async snapshot buffers by file name, reused
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._janitor: threading.Thread | None = None
@@ -142,26 +142,38 @@ class StepWriter:
         return self._worker is not None and self._worker.is_alive()
 
     def snapshot(self, files: Mapping[str, Any]) -> dict[str, Any]:
-        """Copy every mutable buffer of ``files`` (bytes are immutable: kept as they are)."""
-        pool: dict[tuple[str, int], Any] = {}
+        """Copy ``files`` into the snapshot buffers: one contiguous buffer per file.
+
+        A file whose parts are all ``bytes`` (immutable) is kept as it is. Any other is copied,
+        parts one after the other, into a buffer kept for the next save; a large one is
+        page-aligned (:func:`kfp_spot.checkpoints.aligned_buffer`), so the background write
+        hands it to the disk without the page cache's copy.
+        """
+        pool: dict[str, Any] = {}
         out: dict[str, Any] = {}
         for name, payload in files.items():
             parts = payload if isinstance(payload, (list, tuple)) else (payload,)
-            copied = []
-            for i, part in enumerate(parts):
-                if isinstance(part, bytes):
-                    copied.append(part)
-                    continue
+            if all(isinstance(part, bytes) for part in parts):
+                out[name] = tuple(parts)
+                continue
+            views = []
+            for part in parts:
                 view = memoryview(part)
                 if view.ndim != 1 or view.format != "B":
                     view = view.cast("B")
-                buf = self._pool.get((name, i))
-                if buf is None or len(buf) != view.nbytes:
-                    buf = checkpoints.new_buffer(view.nbytes)
-                _copy(buf, view)
-                pool[(name, i)] = buf
-                copied.append(buf)
-            out[name] = tuple(copied)
+                views.append(view)
+            size = sum(view.nbytes for view in views)
+            buf = self._pool.get(name)
+            if buf is None or len(buf) != size:
+                large = size >= checkpoints.DIRECT_MIN_BYTES
+                buf = checkpoints.aligned_buffer(size) if large else bytearray(size)
+            target = memoryview(buf).cast("B")
+            offset = 0
+            for view in views:
+                _copy(target[offset : offset + view.nbytes], view)
+                offset += view.nbytes
+            pool[name] = buf
+            out[name] = (buf,)
         self._pool = pool
         return out
 
