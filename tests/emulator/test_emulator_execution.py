@@ -104,16 +104,29 @@ def test_replicas_get_cluster_specs_and_a_preemption_restarts_all(
 def test_capacity_queues_jobs_and_queued_time_is_not_billed(
     tmp_path, env_cache, api, make_job, until, lines
 ):
-    progress = tmp_path / "progress.txt"
+    progress, stop = tmp_path / "progress.txt", tmp_path / "stop"
+    # The first job trains until the test creates ``stop``, not for a fixed time: on a loaded
+    # machine it could otherwise end before the second job is even created.
+    first_job = make_job("--steps", "20", "--progress", str(progress), "--until", str(stop))
     with Emulator(tmp_path / "state", grace_period=1.0, capacity=1, env_cache_dir=env_cache) as emu:
-        first = _create(emu, api, make_job("--steps", "20", "--progress", str(progress)))
+        first = _create(emu, api, first_job)
         until(lambda: emu.job(first).state.name == "JOB_STATE_RUNNING", 60, "the first job to run")
         [running] = emu.attempts(first)  # a running attempt is billed up to now
         assert running["endTime"] is None and running["endReason"] is None
-        until(lambda: emu.attempts(first)[0]["billableSeconds"] > 0, 10, "billable time")
+        until(lambda: emu.attempts(first)[0]["billableSeconds"] > 0, 60, "billable time")
         second = _create(emu, api, make_job("--steps", "1", display_name="second"))
         assert emu.job(second).state.name == "JOB_STATE_QUEUED"
         assert emu.attempts(second) == []  # no VM, no attempt, nothing billed
+        # The first job's head start (its billable time once the second was queued) becomes at
+        # most a sixth of its billable time, and at least 5 s pass, however slow the machine.
+        head = emu.attempts(first)[0]["billableSeconds"]
+        until(
+            lambda: emu.attempts(first)[0]["billableSeconds"] >= max(6 * head, 5.0),
+            120,
+            "the first job to run six times its head start",
+        )
+        assert emu.job(second).state.name == "JOB_STATE_QUEUED"
+        stop.touch()
         assert emu.wait(first, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
         assert emu.wait(second, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
         [row_first] = emu.attempts(first)

@@ -94,7 +94,7 @@ def test_sigterm_ignored_means_sigkill_after_the_grace_period(
     until(lambda: any("step 1" in x for x in lines(progress)), 60, "the first steps")
     t0 = time.monotonic()
     emulator.preempt(name)
-    until(lambda: any("sigterm" in x for x in lines(progress)), 10, "SIGTERM to reach the process")
+    until(lambda: any("sigterm" in x for x in lines(progress)), 60, "SIGTERM to reach the process")
     until(lambda: len(emulator.attempts(name)) == 2, 30, "the second attempt")
     waited = time.monotonic() - t0
     first = emulator.attempts(name)[0]

@@ -40,6 +40,7 @@ def uninterrupted(tmp_path_factory):
     return Path(once_per_run(tmp_path_factory, "keras-clean", run))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12])
 def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(
     uninterrupted, tmp_path, seed

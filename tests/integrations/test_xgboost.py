@@ -34,6 +34,7 @@ def uninterrupted(tmp_path_factory):
     return Path(once_per_run(tmp_path_factory, "xgb-clean", run))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [21, 22])
 def test_preempted_at_random_points_ends_with_bitwise_the_same_booster(
     uninterrupted, tmp_path, seed

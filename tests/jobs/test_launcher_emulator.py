@@ -36,7 +36,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=5)
 p.add_argument("--step-seconds", type=float, default=0.05)
 p.add_argument("--exit-code", type=int, default=0)
-p.add_argument("--hold-file", default="", help="after each commit, wait while this file exists")
+p.add_argument("--hold", default="", help="after one step, wait (for SIGTERM) until this exists")
 a = p.parse_args()
 root = os.environ["AIP_CHECKPOINT_DIR"]
 latest = checkpoints.latest(root)
@@ -47,13 +47,15 @@ record = checkpoints.AttemptRecord(attempt, time.time(), first_step=step,
 checkpoints.write_attempt_record(root, record)
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+first_step = step
 while step < a.steps and not stop:
+    if a.hold and step > first_step and not os.path.exists(a.hold):
+        time.sleep(0.02)  # held after this attempt's one step: no step is committed meanwhile
+        continue
     time.sleep(a.step_seconds)
     step += 1
     checkpoints.write_step(root, step, {"state.json": json.dumps({"step": step}).encode()})
     record = dataclasses.replace(record, last_committed_step=step)
-    while a.hold_file and os.path.exists(a.hold_file) and not stop:
-        time.sleep(0.02)
 print(f"trained to step {step}", flush=True)
 reason = "preempted" if stop else ("error" if a.exit_code else "finished")
 record = dataclasses.replace(record, end_time=time.time(),
@@ -269,14 +271,13 @@ class ExhaustSpotJobs:
 
     Each attempt is preempted exactly once (tracked by its ledger row), and only after it saved
     progress, so the service's restarts run out with work on disk and a later job must resume.
-    The trainer holds after each commit while ``hold_file`` exists (created here, removed once a
-    job past the first ``jobs`` exists): however slow the machine, an attempt commits one step
-    and waits for its preemption, so the exhausted jobs never train to the end.
+    The trainer runs with ``--hold release``: each attempt commits one step and then waits, so
+    however late this thread looks, no attempt trains to the end before it is preempted. Once a
+    later job exists, ``release`` lets that one train on.
     """
 
-    def __init__(self, emu, checkpoint_root, jobs, hold_file):
-        self.emu, self.root, self.jobs, self.hold = emu, checkpoint_root, jobs, hold_file
-        open(hold_file, "w").close()
+    def __init__(self, emu, checkpoint_root, jobs, release):
+        self.emu, self.root, self.jobs, self.release = emu, checkpoint_root, jobs, release
         self.preempted: list[tuple[str, int, int]] = []  # (job, attempt, step)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -294,22 +295,21 @@ class ExhaustSpotJobs:
         return latest.step if latest else 0
 
     def _loop(self):
-        seen: dict[tuple[str, int], int] = {}
+        last = 0  # the step on disk at the last preemption: the next attempt resumes from it
         while not self._stop.wait(0.05):
             every = sorted(self.emu.list_jobs(), key=lambda j: j["createTime"])
-            if len(every) > self.jobs and os.path.exists(self.hold):
-                os.remove(self.hold)  # the jobs to exhaust are done: the next one runs free
+            if len(every) > self.jobs:
+                self.release.touch()
             for job in every[: self.jobs]:
                 rows = self.emu.attempts(job["name"])
                 if not rows or rows[-1].get("endTime") or job["state"] != "JOB_STATE_RUNNING":
                     continue
                 key = (job["name"], rows[-1]["attempt"])
                 step = self._step()
-                if key not in seen:
-                    seen[key] = step  # progress on disk when the attempt was first seen
-                elif step > seen[key] and key not in {(j, a) for j, a, _ in self.preempted}:
+                if step > last and key not in {(j, a) for j, a, _ in self.preempted}:
                     self.emu.preempt(job["name"])
                     self.preempted.append((*key, step))
+                    last = step
 
 
 @pytest.mark.slow
@@ -319,10 +319,10 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
     # Every attempt of the first two Spot jobs is preempted after it saved a step: both are
     # exhausted (7 attempts each); the third runs free and must resume from a committed step.
     root = os.path.join(os.path.dirname(outputs["checkpoint"].uri), "custom_job", "checkpoints")
-    hold = str(tmp_path / "hold")
+    release = tmp_path / "release"
     with (
         _emulator(tmp_path, env_cache) as emu,
-        ExhaustSpotJobs(emu, root, jobs=2, hold_file=hold) as chaos,
+        ExhaustSpotJobs(emu, root, jobs=2, release=release) as chaos,
     ):
         outcome = _launch(
             emu,
@@ -332,8 +332,8 @@ def test_spot_exhausted_twice_then_resumes_and_succeeds(
             "30",
             "--step-seconds",
             "0.1",
-            "--hold-file",
-            hold,
+            "--hold",
+            str(release),
             max_resubmissions=2,
         )
         ledgers = {j["name"]: emu.attempts(j["name"]) for j in emu.list_jobs()}

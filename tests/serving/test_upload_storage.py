@@ -42,7 +42,8 @@ def test_unreachable_storage_is_503_unavailable_within_seconds(serving, unreacha
     with pytest.raises(api_exceptions.ServiceUnavailable) as info:
         serving.models.upload_model(parent=PARENT, model=model)
     elapsed = time.monotonic() - start
-    assert elapsed < STORAGE_TIMEOUT_SECONDS + 5, elapsed
+    # Its own bound, not the storage client's ~30 s of retries; room for a loaded machine.
+    assert elapsed < STORAGE_TIMEOUT_SECONDS + 15, elapsed
     message = info.value.message
     assert "gs://kfp-spot-test/m" in message and "Cloud Storage did not answer" in message
     # Nothing was stored: the upload can simply be retried.
@@ -67,5 +68,5 @@ def test_the_deployer_names_an_unreachable_model_directory_in_one_line(
             gcp_resources=str(tmp_path / "gcp_resources"),
             api_endpoint="http://127.0.0.1:9",  # never reached: the check comes first
         )
-    assert time.monotonic() - start < DEPLOY_TIMEOUT + 5
+    assert time.monotonic() - start < DEPLOY_TIMEOUT + 15  # its bound, with room for a loaded box
     assert refused.value.field == "model" and "\n" not in str(refused.value)
