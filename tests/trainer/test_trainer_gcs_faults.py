@@ -51,7 +51,10 @@ def _assert_no_torn_step(root: str) -> list[int]:
 
 
 # One scenario of each shape: sync and async, step intervals and auto, SIGKILL and SIGTERM.
-GCS_SCENARIOS = [SCENARIOS[0], SCENARIOS[3], SCENARIOS[5]]
+# SCENARIOS[3] saves every 3 steps: through the faulty proxy that is ~43 saves per attempt, the
+# slowest test of the suite. Every 9 steps keeps its shape (async, a step interval, a SIGTERM
+# and a SIGKILL mid-save) with a third of the saves; every save still crosses the faulty proxy.
+GCS_SCENARIOS = [SCENARIOS[0], (1, "9", *SCENARIOS[3][2:]), SCENARIOS[5]]
 
 
 @pytest.mark.slow
