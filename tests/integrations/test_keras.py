@@ -41,9 +41,7 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
-# One seed: 11 and 12 both dealt the same kinds in the same order (term@step, kill@save-mid,
-# kill@step) and differed only in the random steps; each case is four Keras processes.
-@pytest.mark.parametrize("seed", [11])
+@pytest.mark.parametrize("seed", [11, 12])
 def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(
     uninterrupted, tmp_path, seed
 ):
