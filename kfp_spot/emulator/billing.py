@@ -11,8 +11,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import AcceleratorType
-
 from kfp_spot import machines
 from kfp_spot.accounting import pricing
 from kfp_spot.emulator.store import AttemptRow
@@ -43,6 +41,8 @@ def accelerator_name(value: int) -> str:
     """The ``AcceleratorType`` name of an enum value ("" for unspecified or unknown)."""
     if not value:
         return ""
+    from google.cloud.aiplatform_v1.types import AcceleratorType
+
     try:
         return str(AcceleratorType(value).name)
     except ValueError:

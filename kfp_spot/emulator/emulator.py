@@ -8,20 +8,24 @@ import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 
 from kfp_spot import envcache
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
-from kfp_spot.emulator.routes import route_table
 from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
-from kfp_spot.emulator.service import Service
 from kfp_spot.emulator.spot_capacity import ANY_MACHINE, STOCKOUT, SpotCapacity
 from kfp_spot.emulator.statedir import StateDirBusyError
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
+
+if TYPE_CHECKING:
+    # The service, its routes and the GAPIC types load in ``start`` (``google.cloud.aiplatform_v1``
+    # loads every service: seconds under load), so importing this and building an Emulator is light.
+    from google.cloud.aiplatform_v1.types import CustomJob
+
+    from kfp_spot.emulator.service import Service
 
 TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
 
@@ -174,6 +178,9 @@ class Emulator:
         """Recover the state dir, start the scheduler and serve; returns self."""
         if self._service is not None:
             return self
+        from kfp_spot.emulator.routes import route_table
+        from kfp_spot.emulator.service import Service
+
         try:
             service = Service(
                 self.state_dir,
@@ -245,6 +252,8 @@ class Emulator:
 
     def job(self, job_name: str) -> CustomJob:
         """The stored CustomJob (proto-plus), exactly as ``get`` serves it."""
+        from google.cloud.aiplatform_v1.types import CustomJob
+
         job: CustomJob = CustomJob.wrap(self.service.get_job(self._name(job_name)))
         return job
 

@@ -26,8 +26,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import CustomJob, Scheduling
-
 from kfp_spot.emulator import billing, names, replicas
 from kfp_spot.emulator.states import (
     ACTIVE_STATES,
@@ -48,7 +46,6 @@ log = logging.getLogger(__name__)
 
 MAX_RESTARTS = 6
 DEFAULT_MAX_WAIT_S = 24 * 3600  # Scheduling.max_wait_duration: "The default is 24 hours."
-_FLEX_START = int(Scheduling.Strategy.FLEX_START)
 _NO_RETRIES = (
     "STOCKOUT: the job's Spot VMs were preempted and jobSpec.scheduling.disableRetries is set, "
     "so the service does not restart it"
@@ -57,6 +54,8 @@ _NO_RETRIES = (
 
 def strategy_name(value: int) -> str:
     """The ``Scheduling.Strategy`` name of an enum value (the number as text when unknown)."""
+    from google.cloud.aiplatform_v1.types import Scheduling
+
     if value in {int(s) for s in Scheduling.Strategy.__members__.values()}:
         return str(Scheduling.Strategy(value).name)
     return str(value)
@@ -104,6 +103,8 @@ class Lifecycle:
             raw = self._specs.get(row.id)
             if raw is None:
                 raw = self._specs[row.id] = base64.b64decode(row.spec)
+        from google.cloud.aiplatform_v1.types import CustomJob
+
         pb = CustomJob.pb()()
         pb.ParseFromString(raw)
         return pb
@@ -476,8 +477,14 @@ def flex_start_deadline(row: JobRow, pb: Any) -> float | None:
 
     ``maxWaitDuration`` 0 waits indefinitely; unset waits the documented default of 24 hours.
     """
+    from google.cloud.aiplatform_v1.types import Scheduling
+
     scheduling = pb.job_spec.scheduling
-    if scheduling.strategy != _FLEX_START or row.state != QUEUED or row.start_time is not None:
+    if (
+        scheduling.strategy != Scheduling.Strategy.FLEX_START
+        or row.state != QUEUED
+        or row.start_time is not None
+    ):
         return None
     wait = float(DEFAULT_MAX_WAIT_S)
     if scheduling.HasField("max_wait_duration"):

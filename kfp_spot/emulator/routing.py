@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from kfp_spot.emulator.errors import ApiError, decode_json
-from kfp_spot.emulator.jobs import INT32_MAX
+from kfp_spot.vertex.values import INT32_MAX
 
 MAX_QUERY_FIELDS = 64
 # What templates begin with: the API versions, and where the GAPIC REST operations client asks

@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import Scheduling
-
 from kfp_spot.emulator import billing
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.lifecycle import Lifecycle
@@ -41,7 +39,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_STOCKOUT_SECONDS = 10.0  # the emulator's wait for Spot VMs (Vertex's is not documented)
 MAX_REPLICAS = EMULATOR.max_job_replicas  # every replica is a local process (the floor)
-_SPOT = int(Scheduling.Strategy.SPOT)
+
+
+@functools.cache
+def _spot() -> int:
+    """``Scheduling.Strategy.SPOT`` (GAPIC types load on first use, not when this imports)."""
+    from google.cloud.aiplatform_v1.types import Scheduling
+
+    return int(Scheduling.Strategy.SPOT)
 
 
 class Capacity:
@@ -104,7 +109,7 @@ class Capacity:
                     f"capacity for {cap} (kfp-spot emulator start --capacity)",
                     "jobSpec.workerPoolSpecs",
                 )
-        if location is None or pb.job_spec.scheduling.strategy != _SPOT:
+        if location is None or pb.job_spec.scheduling.strategy != _spot():
             return
         refused = self.spot.refusal(location, needs)
         if refused is not None and refused.refusal == QUOTA:
@@ -253,7 +258,7 @@ class Scheduler:
                 continue
             pb = self.lifecycle.spec(row)
             needs = self.capacity.needs(pb)
-            spot = pb.job_spec.scheduling.strategy == _SPOT
+            spot = pb.job_spec.scheduling.strategy == _spot()
             if spot and self._no_spot_vms(row, needs, now):
                 continue
             with self._cond:
@@ -325,7 +330,7 @@ class Scheduler:
             runners = list(self._runners.values())
         for runner in runners:
             key = (runner.job_id, runner.attempt)
-            if key in self._reclaimed or runner.pb.job_spec.scheduling.strategy != _SPOT:
+            if key in self._reclaimed or runner.pb.job_spec.scheduling.strategy != _spot():
                 continue
             location = self._locations.get(runner.job_id)
             if location is None or self.capacity.spot.refusal(location, runner.needs, now) is None:

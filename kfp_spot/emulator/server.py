@@ -39,12 +39,14 @@ import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from kfp_spot.emulator.errors import ApiError
-from kfp_spot.emulator.jobs import CustomJobApi
 from kfp_spot.emulator.routing import Answer, Query, Reply, Request, RouteTable, object_body
+
+if TYPE_CHECKING:
+    from kfp_spot.emulator.jobs import CustomJobApi
 
 log = logging.getLogger(__name__)
 
