@@ -48,10 +48,10 @@ from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
 from kfp_spot.emulator.store import JobBrief, JobRow, JobScan, OperationRow, Store
 from kfp_spot.vertex import InvalidJobSpecError, InvalidValueError, validate_custom_job
 from kfp_spot.vertex.regions import check_region
+from kfp_spot.vertex.values import INT32_MAX
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
-INT32_MAX = 2**31 - 1
 # DiskSpec's documented defaults: boot_disk_type "pd-ssd" ("hyperdisk-balanced" on A3 Ultra
 # machines), boot_disk_size_gb 100.
 DEFAULT_BOOT_DISK_GB = 100
