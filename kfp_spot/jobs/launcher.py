@@ -145,6 +145,7 @@ class Launcher:
         recorded = gcp_resources.read_job_names(self.request.gcp_resources_path)
         if state is None:
             state = LaunchState(self.request.run_key, self.clock())
+        self.state = state  # known at once: a signal from here on cancels what it holds
         # gcp_resources outlived the state (another base directory, or a lost write): adopt.
         reattach.adopt(state, recorded, lambda name: self.sites.of_job(name).service, self.clock)
         if state.submissions:
@@ -168,8 +169,8 @@ class Launcher:
         if self.base_job is None:
             self.prepare()
         with cancel_on_signals():
-            self.state = self._load_or_start_state()
-            try:
+            try:  # a signal while reattaching cancels the job it found too
+                self.state = self._load_or_start_state()
                 outcome, message = self._loop()
             except LaunchInterruptedError:
                 try:
