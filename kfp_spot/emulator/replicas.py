@@ -87,6 +87,24 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports on ``host`` that nothing listens on right now.
+
+    The sockets stay bound until all are picked: a port released and picked again would give two
+    replicas of one job the same address in their cluster spec.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def replica_names(job_spec: Any) -> list[tuple[str, int, int]]:
     """``(name, pool, index)`` of every replica of a ``CustomJobSpec``, primary replica first.
 
@@ -117,10 +135,10 @@ def plan_replicas(
     """
     names = replica_names(job_spec)
     total = len(names)
-    port_iter = iter(ports) if ports is not None else None
+    port_iter = iter(ports if ports is not None else free_ports(total))
     plans: list[ReplicaPlan] = []
     for name, pool_index, index in names:
-        port = next(port_iter) if port_iter is not None else free_port()
+        port = next(port_iter)
         plans.append(ReplicaPlan(name, pool_index, index, f"127.0.0.1:{port}"))
     base = output_base(job_spec.base_output_directory.output_uri_prefix)
     common: dict[str, str] = {"CLOUD_ML_JOB_ID": job_id, "CLOUD_ML_PROJECT_ID": project}

@@ -35,6 +35,14 @@ COMMITTED = catalog.pipeline_path("spot_training")
 SUBMIT = ["--project", "my-project-123", "--pipeline-root", "gs://b/r"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_worker():
+    """A test here writes the release file into the installed package (as a release wheel holds
+    it), which every other test of this module reads: a module fixture keeps them on one xdist
+    worker (tests/conftest.py groups a module's tests that use one)."""
+    return
+
+
 @pytest.fixture(autouse=True)
 def records_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))
