@@ -40,17 +40,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from import_times import ENTRY_MODULES, FLOOR  # one list of the runtime entry modules
+
 PYTHON = sys.executable
 KFP_SPOT = str(Path(PYTHON).with_name("kfp-spot"))
-FLOOR = "kfp.dsl.executor_main"
-# The module each component body imports (docs/ARCHITECTURE.md, "Runtime entry points").
-ENTRY_MODULES = (
-    "kfp_spot.packaging.component",
-    "kfp_spot.jobs.entry",
-    "kfp_spot.evaluation.component",
-    "kfp_spot.promotion",
-    "kfp_spot.serving.entry",
-)
 TASKS = ("prepare-package", "launch-spot-job", "evaluate-checkpoint", "promote-model")
 _PROBE = """
 import sys, time
