@@ -15,8 +15,8 @@ from kfp_spot.trainer import CheckpointManager, load_checkpoint
 
 
 @pytest.fixture
-def gs_root(gcs_emulator: str) -> str:
-    return f"{gcs_emulator}/{uuid.uuid4().hex}/checkpoints"
+def gs_root(gs_bucket: str) -> str:
+    return f"{gs_bucket}/{uuid.uuid4().hex}/checkpoints"
 
 
 def _put(uri: str, data: bytes) -> None:
@@ -77,15 +77,15 @@ def test_async_save_on_gcs(gs_root: str) -> None:
 
 @pytest.mark.slow
 def test_example_trainer_preempted_on_gcs_ends_like_an_uninterrupted_run(
-    gcs_emulator: str, tmp_path: Path
+    gs_bucket: str, tmp_path: Path
 ) -> None:
     run_id = uuid.uuid4().hex
     args = ["--epochs", "2", "--steps-per-epoch", "43", "--checkpoint-every", "10", "--seed", "4"]
     local = run_trainer(str(tmp_path / "ck"), str(tmp_path / "model"), args)
     assert local.returncode == 0, local.output
 
-    ck = f"{gcs_emulator}/{run_id}/checkpoints"
-    model = f"{gcs_emulator}/{run_id}/model"
+    ck = f"{gs_bucket}/{run_id}/checkpoints"
+    model = f"{gs_bucket}/{run_id}/model"
     killed = run_trainer(ck, model, args, failpoints="kill@save-mid:30")
     assert killed.returncode == -9, killed.output
     assert checkpoints.latest(ck).step == 20  # step 30 is torn

@@ -23,7 +23,7 @@ from kfp_spot.trainer import CheckpointManager
 
 
 @pytest.fixture
-def proxy(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch):
+def proxy(gs_bucket: str, monkeypatch: pytest.MonkeyPatch):
     import os
 
     with FaultProxy(os.environ["STORAGE_EMULATOR_HOST"], rate=0.04, seed=7) as faulty:
@@ -62,7 +62,7 @@ GCS_SCENARIOS = [(0, "21", *SCENARIOS[0][2:]), (1, "9", *SCENARIOS[3][2:]), SCEN
 @pytest.mark.parametrize(("seed", "every", "async_save", "kinds"), GCS_SCENARIOS)
 def test_preempted_run_on_faulty_gcs_ends_bitwise_equal(
     proxy: FaultProxy,
-    gcs_emulator: str,
+    gs_bucket: str,
     tmp_path_factory: pytest.TempPathFactory,
     seed: int,
     every: str,
@@ -70,7 +70,7 @@ def test_preempted_run_on_faulty_gcs_ends_bitwise_equal(
     kinds: list[str],
 ) -> None:
     run_id = uuid.uuid4().hex
-    ck, model = f"{gcs_emulator}/{run_id}/checkpoints", f"{gcs_emulator}/{run_id}/model"
+    ck, model = f"{gs_bucket}/{run_id}/checkpoints", f"{gs_bucket}/{run_id}/model"
     args = sweep_args(seed, every, async_save, pace=every == "auto" or async_save)
     schedule = _schedule(__import__("random").Random(f"{seed}-{every}-{kinds}"), every, kinds)
     through_proxy = {"STORAGE_EMULATOR_HOST": proxy.url}
@@ -91,11 +91,11 @@ def test_preempted_run_on_faulty_gcs_ends_bitwise_equal(
 
 
 def test_a_save_that_keeps_failing_leaves_no_commit_and_training_goes_on(
-    proxy: FaultProxy, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch, caplog
+    proxy: FaultProxy, gs_bucket: str, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
     proxy.rate = 0.0
-    root = f"{gcs_emulator}/{uuid.uuid4().hex}/checkpoints"
+    root = f"{gs_bucket}/{uuid.uuid4().hex}/checkpoints"
     ckpt = CheckpointManager(
         root, interval="1", handle_signals=False, record_attempts=False, save_retries=1
     )
