@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -151,7 +152,9 @@ def test_the_launchers_log_tells_each_attempt_as_it_happens(
     assert found == sorted(found), story
     # Told while the job ran, not in a summary at the end.
     assert story[found[1]][0] < ended
-    assert "newest checkpoint: step" in story[found[2]][1]
+    # what attempt 2 resumes from: a step, or none when attempt 1 was preempted before its first
+    # commit (0.3 s is shorter than an interpreter start on a loaded machine)
+    assert re.search(r"; newest checkpoint: (step \d+|none)$", story[found[2]][1]), story
 
 
 def test_user_error(tmp_path, env_cache, trainer_package, outputs):
