@@ -26,13 +26,14 @@ demo: $(STAMP)
 # pytest runs in PYTEST_WORKERS processes (pytest-xdist): most tests wait on subprocesses, the
 # emulator or I/O, so more workers than cores pays. Each worker has its own session and module
 # fixtures; what is expensive to make is made once per run under a file lock (tests/shared.py), and
-# --dist loadgroup keeps the tests sharing a module fixture on one worker (tests/conftest.py).
+# --dist loadgroup keeps the tests sharing a module fixture on one worker (tests/conftest.py);
+# --durations lists the slowest tests, where the suite's time goes.
 PYTEST_WORKERS ?= 4
 test: $(STAMP) test-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=20
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
