@@ -168,3 +168,13 @@ def gcs_emulator():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def gs_bucket(gcs_emulator: str) -> str:
+    """``gs://`` URI of the GCS emulator's default bucket.
+
+    One GCS emulator per worker process: ``STORAGE_EMULATOR_HOST`` is process-wide, so a second
+    one would repoint gcsfs under the tests that use the first (tests/test_suite_fixtures.py).
+    """
+    return f"gs://{TEST_BUCKET}"

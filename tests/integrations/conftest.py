@@ -7,5 +7,3 @@ import os
 # Keras 3 picks its backend when first imported; these tests (and the example trainers they run
 # as subprocesses) use JAX on CPU.
 os.environ.setdefault("KERAS_BACKEND", "jax")
-
-from tests.trainer.conftest import gcs_emulator  # noqa: F401  (the shared GCS emulator)

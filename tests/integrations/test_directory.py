@@ -110,8 +110,8 @@ def test_the_manager_commits_directories_with_retention_and_attempt_records(tmp_
     assert second.first_step == 30
 
 
-def test_a_gcs_root_uploads_and_downloads_a_verified_copy(tmp_path, gcs_emulator):
-    root = f"{gcs_emulator}/directory-test/checkpoints"
+def test_a_gcs_root_uploads_and_downloads_a_verified_copy(tmp_path, gs_bucket):
+    root = f"{gs_bucket}/directory-test/checkpoints"
     files = write_tree(tmp_path / "staging", "gcs")
     commit_directory(root, 3, tmp_path / "staging")
     found = latest_directory(root, download_to=str(tmp_path / "restore"))
