@@ -40,6 +40,7 @@ from kfp_spot import checkpoints, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
+from kfp_spot.pipelines.local_arguments import LocalRunError, load, parameters, parse_arguments
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, take_capacity_away
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -71,97 +72,6 @@ ENDPOINT_PARAMETER = "api_endpoint"
 """The pipeline parameter :func:`run` sets to the emulator's endpoint."""
 
 
-class LocalRunError(ValueError):
-    """A local run cannot start as asked: a bad pipeline, argument or parameter value."""
-
-
-def load(pipeline: Any) -> Any:
-    """The pipeline to run: a ``@dsl.pipeline`` function as is, a compiled YAML path loaded.
-
-    Raises:
-        LocalRunError: the path is not a file, or ``pipeline`` is neither.
-    """
-    if isinstance(pipeline, (str, Path)):
-        from kfp import components
-
-        if not Path(pipeline).is_file():
-            raise LocalRunError(f"pipeline template {pipeline} does not exist")
-        pipeline = components.load_component_from_file(str(pipeline))
-    if getattr(pipeline, "pipeline_spec", None) is None or not hasattr(pipeline, "component_spec"):
-        raise LocalRunError(
-            f"expected a @dsl.pipeline function or a compiled pipeline YAML path, got "
-            f"{type(pipeline).__name__}"
-        )
-    return pipeline
-
-
-def parameters(pipeline: Any) -> dict[str, str]:
-    """The pipeline's parameters (artifact inputs left out) and their declared KFP types."""
-    return {
-        name: str(spec.type)
-        for name, spec in load(pipeline).component_spec.inputs.items()
-        if str(spec.type) in _PARSERS
-    }
-
-
-def _boolean(text: str) -> bool:
-    if text.lower() not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return text.lower() == "true"
-
-
-def _json(kind: type) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        value = json.loads(text)
-        if not isinstance(value, kind):
-            raise ValueError(f"expected a JSON {'list' if kind is list else 'object'}")
-        return value
-
-    return parse
-
-
-def _integer(text: str) -> int:
-    return int(text.strip())
-
-
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "String": str,
-    "Integer": _integer,
-    "Float": float,
-    "Boolean": _boolean,
-    "List": _json(list),
-    "Dict": _json(dict),
-}
-
-
-def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
-    """Command-line ``NAME=VALUE`` texts as pipeline arguments, each parsed per its declared type.
-
-    ``String`` keeps the text as it is; ``Integer``, ``Float``, ``Boolean`` (``true``/``false``),
-    ``List`` and ``Dict`` (JSON) are parsed.
-
-    Raises:
-        LocalRunError: an unknown name (the error lists the valid ones) or a value that is not
-            of the parameter's type.
-    """
-    declared = parameters(pipeline)
-    values: dict[str, Any] = {}
-    for name, text in texts.items():
-        if name not in declared:
-            raise LocalRunError(
-                f"the pipeline has no parameter {name!r}; valid: {', '.join(sorted(declared))}"
-            )
-        kind = declared[name]
-        try:
-            values[name] = _PARSERS[kind](text)
-        except ValueError as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else "not valid"
-            raise LocalRunError(
-                f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
-            ) from None
-    return values
-
-
 def _arguments(
     pipeline: Any, arguments: Mapping[str, Any], run_dir: Path, endpoint: str
 ) -> dict[str, Any]:
@@ -188,6 +98,17 @@ def _arguments(
     out.update(arguments)
     out[ENDPOINT_PARAMETER] = endpoint
     return out
+
+
+def _region_names(value: Any) -> list[str]:
+    """The run's ``regions`` argument for its record: a list of names, or none.
+
+    A value that is not a list of names was refused by the launch, which said why; the record
+    must still be one the report can read.
+    """
+    if isinstance(value, list) and all(isinstance(r, str) for r in value):
+        return list(value)
+    return []
 
 
 def _checkpoint_roots(emu: Emulator) -> Callable[[str], str | None]:
@@ -354,7 +275,7 @@ def run(
         run_dir=str(run_dir),
         outcome=outcome,
         job_names=jobs,
-        regions=list(arguments.get("regions") or []),
+        regions=_region_names(arguments.get("regions")),
         job_regions={name: region_of_job(name) for name in jobs if region_of_job(name)},
         ledger=ledger,
         attempt_records=[r.to_json() for r in records],

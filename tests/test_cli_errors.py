@@ -32,3 +32,30 @@ def test_usage_errors_are_one_line_and_exit_2(args, needle):
     assert lines[0].startswith("kfp-spot: error:")
     assert needle in lines[0]
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"a: [1\n", "not YAML"),
+        (b"\xd3\xff\x00binary", "not YAML"),
+        (b"", "not a compiled pipeline or component spec"),
+        (b"- 1\n- 2\n", "not a compiled pipeline or component spec"),
+        (b"pipelineInfo: {name: x}\n", "not a compiled pipeline or component spec"),
+        (b"root: {dag: 5}\npipelineInfo: {name: x}\n", "not a compiled pipeline KFP can load"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_a_template_that_is_not_a_compiled_pipeline_is_one_line(tmp_path, command, content, needle):
+    template = tmp_path / "template.yaml"
+    template.write_bytes(content)
+    if command == "run":
+        args = ["run", "--template", str(template), "--run-dir", str(tmp_path / "run")]
+    else:
+        args = ["submit", str(template), "--project", "p-123456"]
+    proc = subprocess.run([str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"kfp-spot: error: template {template}: {needle}")
+    assert not (tmp_path / "run").exists()  # nothing started

@@ -57,3 +57,17 @@ def test_a_run_fails_over_to_the_next_region_and_resumes_from_its_checkpoint(tmp
     [job_report] = (tmp_path / "run" / "pipeline_root").glob("*/launch-spot-job/job_report")
     metrics = json.loads(job_report.read_text())["metrics"]
     assert metrics["regions_used"] == 2 and metrics["failovers"] == 1
+
+
+def test_a_regions_parameter_that_is_not_names_fails_the_launch_and_keeps_the_record(tmp_path):
+    # --param regions=[1,2]: the launch component refuses it (naming the input); the run still
+    # ends with its summary and a run record the report can read.
+    result = local_run.run_local(
+        tmp_path / "run", parameters={"regions": [1, 2]}, preemptions=0, progress=None
+    )
+    assert not result.succeeded and result.job_names == []
+    log = (tmp_path / "run" / "logs" / "launch-spot-job.log").read_text()
+    assert "launch_spot_job input 'regions': expected a list of strings" in log
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["regions"] == []
+    assert (tmp_path / "run" / "report.md").is_file()

@@ -69,14 +69,14 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
     """
     import yaml
 
-    path = Path(template_path)
-    if not path.is_file():
+    if not Path(template_path).is_file():
         raise SubmissionError(f"template {template_path}: no such file (compile it first)")
     try:
-        with path.open(encoding="utf-8") as handle:
+        with open(template_path, encoding="utf-8") as handle:
             spec = next(yaml.safe_load_all(handle), None)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SubmissionError(f"template {template_path}: not YAML ({exc})") from None
+        reason = " ".join(str(exc).split())  # one line: YAML's errors span several
+        raise SubmissionError(f"template {template_path}: not YAML ({reason})") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("root"), dict):
         raise SubmissionError(
             f"template {template_path}: not a compiled pipeline or component spec "

@@ -1,0 +1,116 @@
+"""A pipeline to run locally and its arguments: a compiled template loaded, ``NAME=VALUE`` parsed.
+
+What :mod:`kfp_spot.pipelines.local` (and ``kfp-spot run``/``submit``'s ``--param``) read before
+anything starts; every error is a :class:`LocalRunError` naming the template or the parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+
+class LocalRunError(ValueError):
+    """A local run cannot start as asked: a bad pipeline, argument or parameter value."""
+
+
+def load(pipeline: Any) -> Any:
+    """The pipeline to run: a ``@dsl.pipeline`` function as is, a compiled YAML path loaded.
+
+    Raises:
+        LocalRunError: the path is not a file or not a compiled pipeline KFP can load, or
+            ``pipeline`` is neither.
+    """
+    if isinstance(pipeline, (str, Path)):
+        from kfp import components
+
+        from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
+
+        if not Path(pipeline).is_file():
+            raise LocalRunError(f"pipeline template {pipeline} does not exist")
+        try:
+            read_template(pipeline)  # YAML whose first document is a compiled spec
+            pipeline = components.load_component_from_file(str(pipeline))
+        except SubmissionError as exc:
+            raise LocalRunError(str(exc)) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # what KFP's loader raises on a spec missing or mistyping a section it needs
+            raise LocalRunError(
+                f"template {pipeline}: not a compiled pipeline KFP can load ({type(exc).__name__}: "
+                f"{exc}); `kfp-spot compile` writes them"
+            ) from None
+    if getattr(pipeline, "pipeline_spec", None) is None or not hasattr(pipeline, "component_spec"):
+        raise LocalRunError(
+            f"expected a @dsl.pipeline function or a compiled pipeline YAML path, got "
+            f"{type(pipeline).__name__}"
+        )
+    return pipeline
+
+
+def parameters(pipeline: Any) -> dict[str, str]:
+    """The pipeline's parameters (artifact inputs left out) and their declared KFP types."""
+    return {
+        name: str(spec.type)
+        for name, spec in load(pipeline).component_spec.inputs.items()
+        if str(spec.type) in _PARSERS
+    }
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return text.lower() == "true"
+
+
+def _json(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = json.loads(text)
+        if not isinstance(value, kind):
+            raise ValueError(f"expected a JSON {'list' if kind is list else 'object'}")
+        return value
+
+    return parse
+
+
+def _integer(text: str) -> int:
+    return int(text.strip())
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "String": str,
+    "Integer": _integer,
+    "Float": float,
+    "Boolean": _boolean,
+    "List": _json(list),
+    "Dict": _json(dict),
+}
+
+
+def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
+    """Command-line ``NAME=VALUE`` texts as pipeline arguments, each parsed per its declared type.
+
+    ``String`` keeps the text as it is; ``Integer``, ``Float``, ``Boolean`` (``true``/``false``),
+    ``List`` and ``Dict`` (JSON) are parsed.
+
+    Raises:
+        LocalRunError: an unknown name (the error lists the valid ones) or a value that is not
+            of the parameter's type.
+    """
+    declared = parameters(pipeline)
+    values: dict[str, Any] = {}
+    for name, text in texts.items():
+        if name not in declared:
+            raise LocalRunError(
+                f"the pipeline has no parameter {name!r}; valid: {', '.join(sorted(declared))}"
+            )
+        kind = declared[name]
+        try:
+            values[name] = _PARSERS[kind](text)
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "not valid"
+            raise LocalRunError(
+                f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
+            ) from None
+    return values
