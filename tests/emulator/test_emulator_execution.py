@@ -199,7 +199,8 @@ def test_random_preemptions_follow_the_seeded_policy(tmp_path, env_cache, api, m
     for row, delay in zip(ledger, expected, strict=True):
         if row["endReason"] == "PREEMPTED":
             # preempted at the drawn time (plus the time the trainer takes to exit on SIGTERM)
-            assert delay <= row["billableSeconds"] < delay + 1.0 + 1.0  # grace 1 s + slack
+            # (grace 1 s; the slack is for a loaded CI machine)
+            assert delay <= row["billableSeconds"] < delay + 1.0 + 5.0
         else:
             # the attempt finished before its drawn preemption time came
             assert row["endReason"] == "SUCCEEDED" and delay >= row["billableSeconds"] - 0.1
