@@ -152,9 +152,9 @@ def _shared_jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> I
 
     Everything is cached (no minimum compile time or entry size). A size limit turns on JAX's
     file lock around each read and write, so a process never reads an entry that another is
-    still writing. A cached executable is the one XLA compiled for the same program: the weights
-    come out bit for bit the same (the Keras tests compare runs that compiled with runs that read
-    the cache). Test-only: the product sets none of these.
+    still writing. A cached executable is the one XLA compiled for the same program, so the
+    weights come out bit for bit the same: the Keras tests' bitwise checks compare the run that
+    compiled first with runs that read its entries. Test-only: the product sets none of these.
     """
     values = {
         "JAX_COMPILATION_CACHE_DIR": str(run_dir(tmp_path_factory, "jax-compilation-cache")),
