@@ -1,6 +1,6 @@
 """Shared fixtures: a local GCS emulator (gcp-storage-emulator) on a free loopback port, one
-package-environment cache for the run, and kfp.local passing GCPC's pipeline placeholders through
-(as ``kfp-spot run`` has it).
+package-environment cache and one JAX compilation cache for the run, and kfp.local passing GCPC's
+pipeline placeholders through (as ``kfp-spot run`` has it).
 
 The suite runs under pytest-xdist (``make test``): every worker is a process of its own, so a
 fixture binds port 0 (never a port chosen beforehand), writes below ``tmp_path`` or a directory of
@@ -142,6 +142,30 @@ def _default_env_cache(env_cache: Path) -> Iterator[None]:
             os.environ.pop("KFP_SPOT_CACHE_DIR", None)
         else:
             os.environ["KFP_SPOT_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every JAX process of the run (the Keras example's attempts, the jobs the emulator starts,
+    the tests' own Keras calls) reads and writes one persistent XLA compilation cache, so a
+    training step is compiled once per run instead of once per attempt (seconds of CPU each).
+
+    Everything is cached (no minimum compile time or entry size). A size limit turns on JAX's
+    file lock around each read and write, so a process never reads an entry that another is
+    still writing. A cached executable is the one XLA compiled for the same program, so the
+    weights come out bit for bit the same: the Keras tests' bitwise checks compare the run that
+    compiled first with runs that read its entries. Test-only: the product sets none of these.
+    """
+    values = {
+        "JAX_COMPILATION_CACHE_DIR": str(run_dir(tmp_path_factory, "jax-compilation-cache")),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(2**30),
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in values.items():
+            patch.setenv(name, value)
+        yield
 
 
 @pytest.fixture(scope="session")

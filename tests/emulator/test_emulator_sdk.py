@@ -7,13 +7,16 @@ import json
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from google.cloud import aiplatform
-from google.cloud.aiplatform import initializer
 from google.cloud.aiplatform_v1.types import Scheduling
 
 
 @pytest.fixture
 def sdk(emulator):
+    # The SDK takes seconds to import (it loads v1beta1 too): only the worker running this test
+    # imports it, not every worker that collects the module.
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer
+
     # aiplatform.init is bound to this very object at import: restore its state, never replace it
     config = initializer.global_config
     saved = dict(vars(config))

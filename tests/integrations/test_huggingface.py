@@ -11,32 +11,52 @@ recorded from transformers 5.x ``trainer.py`` (``_inner_training_loop``,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from kfp_spot import checkpoints
 
-transformers = pytest.importorskip("transformers")
-from transformers import (  # noqa: E402
-    DefaultFlowCallback,
-    TrainerControl,
-    TrainerState,
-    TrainingArguments,
-)
-from transformers.trainer_callback import CallbackHandler  # noqa: E402
+if TYPE_CHECKING:
+    from transformers import TrainingArguments
 
-from kfp_spot.trainer.integrations.huggingface import SpotTrainerCallback  # noqa: E402
+    from kfp_spot.trainer.integrations.huggingface import SpotTrainerCallback
+
+# transformers takes a second of CPU to import: the module does not import it (every xdist worker
+# collects every module), only the tests do, through the ``transformers`` fixture.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
+)
 
 WEIGHTS = "model.json"  # stands in for model.safetensors / optimizer.pt / rng_state.pth
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    """transformers in this process. Module-scoped, so this module's tests share one worker
+    (tests/conftest.py groups them): it is imported by one worker, not by all."""
+    return pytest.importorskip("transformers")
+
+
+def spot_callback(*args, **kwargs) -> SpotTrainerCallback:
+    from kfp_spot.trainer.integrations.huggingface import SpotTrainerCallback
+
+    return SpotTrainerCallback(*args, **kwargs)
 
 
 class ReplayTrainer:
     """The Trainer's calls around steps and checkpoints, with a deterministic "model"."""
 
     def __init__(self, args: TrainingArguments, callbacks: list, notice_at: int | None = None):
+        from transformers import DefaultFlowCallback
+        from transformers.trainer_callback import CallbackHandler
+
+        from kfp_spot.trainer.integrations.huggingface import SpotTrainerCallback
+
         self.args = args
         self.handler = CallbackHandler([DefaultFlowCallback, *callbacks], None, None, None, None)
         self.notice_at = notice_at
@@ -52,6 +72,8 @@ class ReplayTrainer:
         self.saved_folders.append(folder.name)
 
     def train(self, resume_from_checkpoint: str | None = None) -> None:
+        from transformers import TrainerControl, TrainerState
+
         args = self.args
         self.state = TrainerState()
         self.control = TrainerControl()
@@ -89,6 +111,8 @@ class ReplayTrainer:
 
 
 def make_args(tmp_path: Path) -> TrainingArguments:
+    from transformers import TrainingArguments
+
     return TrainingArguments(
         output_dir=str(tmp_path / "hf-output"),
         save_strategy="steps",
@@ -100,18 +124,22 @@ def make_args(tmp_path: Path) -> TrainingArguments:
 
 
 def run(tmp_path: Path, notice_at: int | None = None, **kwargs) -> ReplayTrainer:
-    spot = SpotTrainerCallback(str(tmp_path / "ckpt"), grace_period=30, **kwargs)
+    spot = spot_callback(str(tmp_path / "ckpt"), grace_period=30, **kwargs)
     trainer = ReplayTrainer(make_args(tmp_path), [spot], notice_at=notice_at)
     trainer.train(resume_from_checkpoint=spot.resume_from_checkpoint())
     return trainer
 
 
-def test_the_callback_is_a_real_trainer_callback():
+def test_the_callback_is_a_real_trainer_callback(transformers):
+    from kfp_spot.trainer.integrations.huggingface import SpotTrainerCallback
+
     spot_type = SpotTrainerCallback
     assert issubclass(spot_type, transformers.TrainerCallback)
 
 
-def test_notice_saves_mid_interval_stops_exits_143_and_the_next_attempt_resumes(tmp_path):
+def test_notice_saves_mid_interval_stops_exits_143_and_the_next_attempt_resumes(
+    transformers, tmp_path
+):
     clean = run(tmp_path / "clean")
     assert clean.state.global_step == 23
     assert checkpoints.list_steps(str(tmp_path / "clean" / "ckpt")) == [15, 20, 23]  # keep_last=3
@@ -136,10 +164,10 @@ def test_notice_saves_mid_interval_stops_exits_143_and_the_next_attempt_resumes(
     assert records[1].first_step == 7
 
 
-def test_a_fresh_start_resumes_from_nothing_and_a_torn_step_is_skipped(tmp_path):
-    spot = SpotTrainerCallback(str(tmp_path / "ckpt"))
+def test_a_fresh_start_resumes_from_nothing_and_a_torn_step_is_skipped(transformers, tmp_path):
+    spot = spot_callback(str(tmp_path / "ckpt"))
     assert spot.resume_from_checkpoint() is None
     run(tmp_path)
     (tmp_path / "ckpt" / "step-23" / "model.json").write_text('{"w": 0}')  # corrupt the newest
-    again = SpotTrainerCallback(str(tmp_path / "ckpt"))
+    again = spot_callback(str(tmp_path / "ckpt"))
     assert again.resume_from_checkpoint() == str(tmp_path / "ckpt" / "step-20")

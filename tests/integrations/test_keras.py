@@ -23,11 +23,23 @@ from tests.integrations.examples_lib import (
 )
 from tests.shared import once_per_run
 
-keras = pytest.importorskip("keras")
+# Keras and JAX take seconds of CPU to import: the module imports neither (every xdist worker
+# collects every module), only the tests that call Keras here do, through the ``keras`` fixture.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None,
+    reason="Keras with its JAX backend is not installed",
+)
 
 ARGS = ["--epochs", "3", "--checkpoint-every", "10", "--seed", "4"]
 STEPS_PER_EPOCH = 22  # 1348 training rows in batches of 64
 TOTAL = 3 * STEPS_PER_EPOCH
+
+
+@pytest.fixture(scope="module")
+def keras():
+    """Keras in this process. Module-scoped, so the tests using it share one worker
+    (tests/conftest.py groups them): Keras is imported by one worker, not by all."""
+    return pytest.importorskip("keras")
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +70,7 @@ def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(
     assert len(records) == 4
 
 
-def test_a_mid_epoch_notice_resumes_mid_epoch_exactly(uninterrupted, tmp_path):
+def test_a_mid_epoch_notice_resumes_mid_epoch_exactly(keras, uninterrupted, tmp_path):
     root, model = tmp_path / "ckpt", tmp_path / "model"
     run = run_example("keras", root, model, ARGS, failpoints="term@step:27")
     assert run.returncode == 143
@@ -76,7 +88,7 @@ def test_a_mid_epoch_notice_resumes_mid_epoch_exactly(uninterrupted, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_keep_last_and_the_files_are_keras_own_format(uninterrupted):
+def test_keep_last_and_the_files_are_keras_own_format(keras, uninterrupted):
     root = uninterrupted / "ckpt"
     assert checkpoints.list_steps(str(root)) == [50, 60, TOTAL]  # keep_last=3
     manifest = checkpoints.verify(str(root), TOTAL)
@@ -97,7 +109,7 @@ def test_keep_last_and_the_files_are_keras_own_format(uninterrupted):
 
 
 @pytest.mark.parametrize("compiled", [True, False])
-def test_load_step_for_evaluation_warns_about_nothing(uninterrupted, compiled):
+def test_load_step_for_evaluation_warns_about_nothing(keras, uninterrupted, compiled):
     from kfp_spot.trainer.integrations.keras import load_step
 
     trained = keras.saving.load_model(uninterrupted / "model" / "model.keras")

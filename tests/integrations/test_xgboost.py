@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -18,10 +19,21 @@ from tests.integrations.examples_lib import (
 )
 from tests.shared import once_per_run
 
-xgb = pytest.importorskip("xgboost")
+# XGBoost imports scikit-learn and SciPy (a second of CPU): the module does not import it (every
+# xdist worker collects every module), only the tests that call it here, through ``xgb``.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("xgboost") is None, reason="XGBoost is not installed"
+)
 
 ROUNDS = 30
 ARGS = ["--rounds", str(ROUNDS), "--checkpoint-every", "4"]
+
+
+@pytest.fixture(scope="module")
+def xgb():
+    """XGBoost in this process. Module-scoped, so the tests using it share one worker
+    (tests/conftest.py groups them): XGBoost is imported by one worker, not by all."""
+    return pytest.importorskip("xgboost")
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +63,7 @@ def test_preempted_at_random_points_ends_with_bitwise_the_same_booster(
     assert len(checkpoints.read_attempt_records(str(root))) == 4
 
 
-def test_resume_trains_only_the_remaining_rounds(uninterrupted, tmp_path):
+def test_resume_trains_only_the_remaining_rounds(xgb, uninterrupted, tmp_path):
     root, model = tmp_path / "ckpt", tmp_path / "model"
     assert run_example("xgboost", root, model, ARGS, failpoints="term@step:9").returncode == 143
     assert json.loads((root / "step-9" / "rounds.json").read_text()) == {"rounds": 9}
@@ -63,7 +75,7 @@ def test_resume_trains_only_the_remaining_rounds(uninterrupted, tmp_path):
     assert newest(root) == ROUNDS
 
 
-def test_sampling_is_warned_about_and_bad_rounds_refused(tmp_path, caplog):
+def test_sampling_is_warned_about_and_bad_rounds_refused(xgb, tmp_path, caplog):
     from kfp_spot.trainer.integrations.xgboost import SpotCheckpoint
 
     with caplog.at_level(logging.WARNING):
@@ -73,7 +85,7 @@ def test_sampling_is_warned_about_and_bad_rounds_refused(tmp_path, caplog):
         SpotCheckpoint(0, str(tmp_path))
 
 
-def test_in_process_with_cleanup_hook_and_no_exit(tmp_path):
+def test_in_process_with_cleanup_hook_and_no_exit(xgb, tmp_path):
     """The callback in the caller's own process: exit_on_preemption=False returns the booster."""
     from sklearn.datasets import load_digits
 

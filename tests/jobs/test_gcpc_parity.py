@@ -15,7 +15,6 @@ from artifacts import FakeArtifact
 from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 from google_cloud_pipeline_components import _placeholders
-from google_cloud_pipeline_components.container.v1.custom_job import remote_runner
 from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import (
     gcp_labels_util,
     json_util,
@@ -59,7 +58,17 @@ def _substitute(template: str, params: dict) -> str:
     return re.sub(r"\{\{\$\.inputs\.parameters\['(\w+)'\]\}\}", value, template)
 
 
-def _gcpc_job(tmp_path, **options) -> CustomJob:
+@pytest.fixture(scope="module")
+def remote_runner():
+    """GCPC's launcher, which imports the Vertex AI SDK (over a second of CPU). Imported by the
+    tests that run it, not by every xdist worker that collects this module; module-scoped, so
+    those tests share one worker (tests/conftest.py groups them)."""
+    from google_cloud_pipeline_components.container.v1.custom_job import remote_runner
+
+    return remote_runner
+
+
+def _gcpc_job(remote_runner, tmp_path, **options) -> CustomJob:
     op = create_custom_training_job_from_component(train, strategy="SPOT", **options)
     path = tmp_path / "gcpc.yaml"
     compiler.Compiler().compile(op, str(path))
@@ -118,10 +127,14 @@ CASES = [
 
 
 @pytest.mark.parametrize("options", CASES)
-def test_spot_job_matches_gcpc(tmp_path, options, outputs):
+def test_spot_job_matches_gcpc(remote_runner, tmp_path, options, outputs):
     base = str(tmp_path / "out")  # a local base: the launcher reads checkpoints there
     gcpc = _gcpc_job(
-        tmp_path, display_name="kfp-spot-training", base_output_directory=base, **options
+        remote_runner,
+        tmp_path,
+        display_name="kfp-spot-training",
+        base_output_directory=base,
+        **options,
     )
     with RecordingServer() as server:
         launch_spot_job(
@@ -301,7 +314,7 @@ VERTEX_PIPELINE = {
 }
 
 
-def _gcpc_op_job(tmp_path, values: dict) -> tuple[str, CustomJob]:
+def _gcpc_op_job(remote_runner, tmp_path, values: dict) -> tuple[str, CustomJob]:
     """(parent, CustomJob) that GCPC's CustomTrainingJobOp creates for ``values`` (as on Vertex)."""
     path = tmp_path / "op.yaml"
     compiler.Compiler().compile(CustomTrainingJobOp, str(path))
@@ -347,10 +360,10 @@ def test_the_cases_set_every_gcpc_input_but_strategy(gcpc_parameters):
 
 
 @pytest.mark.parametrize("case", VALUE_CASES)
-def test_the_same_values_make_the_same_job_as_gcpc(tmp_path, monkeypatch, case):
+def test_the_same_values_make_the_same_job_as_gcpc(remote_runner, tmp_path, monkeypatch, case):
     values = VALUE_CASES[case]
     monkeypatch.setenv(pipeline_context.SYSTEM_LABELS_ENV, json.dumps(SYSTEM_LABELS))
-    parent, gcpc = _gcpc_op_job(tmp_path, {**values, "strategy": "SPOT"})
+    parent, gcpc = _gcpc_op_job(remote_runner, tmp_path, {**values, "strategy": "SPOT"})
     launcher = Launcher(
         build_request(
             **values,
