@@ -146,7 +146,8 @@ class StepWriter:
 
         A file whose parts are all ``bytes`` (immutable) is kept as it is. Any other is copied,
         parts one after the other, into a buffer kept for the next save; a large one is
-        page-aligned (:func:`kfp_spot.checkpoints.aligned_buffer`), so the background write
+        page-aligned (:func:`kfp_spot.checkpoints.aligned_buffer`, small pages: the first save
+        touches it first, where small pages fault in with less CPU), so the background write
         hands it to the disk without the page cache's copy.
         """
         pool: dict[str, Any] = {}
@@ -166,7 +167,10 @@ class StepWriter:
             buf = self._pool.get(name)
             if buf is None or len(buf) != size:
                 large = size >= checkpoints.DIRECT_MIN_BYTES
-                buf = checkpoints.aligned_buffer(size) if large else bytearray(size)
+                # allocated at a process's first save, from memory new to it: small pages
+                buf = (
+                    checkpoints.aligned_buffer(size, huge_pages=False) if large else bytearray(size)
+                )
             target = memoryview(buf).cast("B")
             offset = 0
             for view in views:
