@@ -1,6 +1,11 @@
 """Writing checkpoint steps: retries, the background (async) writer and its snapshot buffers.
 
 Also who writes (:func:`is_chief`) and what may be written as metrics (:func:`clean_metrics`).
+
+The background writer runs at a lower scheduling priority than the training loop (Linux, where
+the nice value is a thread's own): when the loop keeps every core busy its threads win the cores
+and the write, which needs little CPU, takes what they leave. Whoever waits for the write (the
+next save, the save on a preemption notice, ``close``) first gives it the loop's priority back.
 """
 
 from __future__ import annotations
@@ -22,6 +27,19 @@ from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 log = logging.getLogger(__name__)
 
 _PARALLEL_COPY_BYTES = 16 << 20
+_BACKGROUND_NICE = 10
+"""How much lower the background writer's priority is than the loop's (nice values)."""
+
+
+def _thread_nice() -> int | None:
+    """The calling thread's nice value; None where a thread has none of its own.
+
+    Linux only: there the nice value belongs to a thread and ``PRIO_PROCESS`` with a thread id
+    names that thread; elsewhere it would name the whole process.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
 def is_chief(environ: Mapping[str, str] | None = None) -> bool:
@@ -124,6 +142,9 @@ class StepWriter:
         self._worker: threading.Thread | None = None
         self._janitor: threading.Thread | None = None
         self._worker_error: BaseException | None = None
+        # The background writer's priority: (its thread id, the loop's nice) once lowered.
+        self._lowered: tuple[int, int] | None = None
+        self._hurried = False
         self._durations: list[float] = []  # full save time (what a final save needs)
         self._warned_grace = False
 
@@ -146,7 +167,8 @@ class StepWriter:
 
         A file whose parts are all ``bytes`` (immutable) is kept as it is. Any other is copied,
         parts one after the other, into a buffer kept for the next save; a large one is
-        page-aligned (:func:`kfp_spot.checkpoints.aligned_buffer`), so the background write
+        page-aligned (:func:`kfp_spot.checkpoints.aligned_buffer`, small pages: the first save
+        touches it first, where small pages fault in with less CPU), so the background write
         hands it to the disk without the page cache's copy.
         """
         pool: dict[str, Any] = {}
@@ -166,7 +188,10 @@ class StepWriter:
             buf = self._pool.get(name)
             if buf is None or len(buf) != size:
                 large = size >= checkpoints.DIRECT_MIN_BYTES
-                buf = checkpoints.aligned_buffer(size) if large else bytearray(size)
+                # allocated at a process's first save, from memory new to it: small pages
+                buf = (
+                    checkpoints.aligned_buffer(size, huge_pages=False) if large else bytearray(size)
+                )
             target = memoryview(buf).cast("B")
             offset = 0
             for view in views:
@@ -184,9 +209,11 @@ class StepWriter:
     def start(self, step: int, files: dict[str, Any], metadata: dict[str, Any], t0: float) -> None:
         """Write ``files`` (a :meth:`snapshot`) in a background thread; :meth:`wait` joins it."""
         failpoints.background_save_started(step)
+        self._hurried = False
+        loop_nice = _thread_nice()
         self._worker = threading.Thread(
             target=self._background_write,
-            args=(step, files, metadata, t0),
+            args=(step, files, metadata, t0, loop_nice),
             name=f"kfp-spot-checkpoint-{step}",
             daemon=True,
         )
@@ -200,12 +227,29 @@ class StepWriter:
         """
         worker = self._worker
         if worker is not None:
+            self.hurry()
             worker.join()
             self._worker = None
         self.join_retention()
         if self._worker_error is not None:
             error, self._worker_error = self._worker_error, None
             raise CheckpointError(f"a background checkpoint save failed: {error}") from error
+
+    def hurry(self) -> None:
+        """Give the background write the loop's priority back (someone waits for it).
+
+        Where the system refuses (raising a priority needs ``CAP_SYS_NICE`` or ``RLIMIT_NICE``)
+        it keeps its lower one; the loop waiting, it still has the loop's cores.
+        """
+        with self._lock:  # held by the writer to end: while we hold it, its thread id is its own
+            self._hurried = True
+            lowered, self._lowered = self._lowered, None
+            if lowered is not None:
+                tid, nice = lowered
+                try:
+                    os.setpriority(os.PRIO_PROCESS, tid, nice)
+                except PermissionError:
+                    log.debug("could not raise the background checkpoint write's priority back")
 
     def join_retention(self) -> None:
         """Wait for the retention that follows a commit made in the caller's thread."""
@@ -215,14 +259,26 @@ class StepWriter:
             self._janitor = None
 
     def _background_write(
-        self, step: int, files: dict[str, Any], metadata: dict[str, Any], t0: float
+        self,
+        step: int,
+        files: dict[str, Any],
+        metadata: dict[str, Any],
+        t0: float,
+        loop_nice: int | None,
     ) -> None:
+        with self._lock:
+            if loop_nice is not None and not self._hurried:  # lowering is always allowed
+                tid = threading.get_native_id()
+                os.setpriority(os.PRIO_PROCESS, tid, min(19, loop_nice + _BACKGROUND_NICE))
+                self._lowered = (tid, loop_nice)
         try:
             self.write(step, files, metadata, t0)
         except storage_errors(CheckpointError, ValueError, TypeError, RuntimeError) as exc:
             log.error("background save of step %d failed: %s", step, exc)
             self._worker_error = exc
         finally:
+            with self._lock:
+                self._lowered = None
             failpoints.background_save_ended(step)
 
     def write(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ import kfp_spot.trainer
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import buffers, write
 from kfp_spot.trainer import CheckpointCorruptError, CheckpointManager
+from kfp_spot.trainer.writer import StepWriter
 
 
 def _manager(root: Path, **kwargs: object) -> CheckpointManager:
@@ -44,9 +48,14 @@ def test_every_public_name_resolves_from_its_module() -> None:
         kfp_spot.trainer.no_such_name  # noqa: B018
 
 
+@pytest.mark.parametrize("huge_pages", [True, False])
 @pytest.mark.parametrize("size", [write.DIRECT_MIN_BYTES, write.DIRECT_MIN_BYTES * 2 + 4097])
-def test_an_aligned_buffer_is_written_whole_with_its_crc32c(tmp_path: Path, size: int) -> None:
-    buf = buffers.aligned_buffer(size)
+def test_an_aligned_buffer_is_written_whole_with_its_crc32c(
+    tmp_path: Path, size: int, huge_pages: bool
+) -> None:
+    buf = buffers.aligned_buffer(size, huge_pages=huge_pages)
+    assert len(buf) == size
+    assert np.frombuffer(buf, np.uint8).ctypes.data % buffers.PAGE == 0
     buf[:] = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
     manifest = checkpoints.write_step(str(tmp_path), 1, {"big.bin": buf})
     data = (tmp_path / "step-1" / "big.bin").read_bytes()
@@ -107,3 +116,65 @@ def test_a_large_file_is_read_into_page_aligned_writable_memory(tmp_path: Path) 
     assert np.frombuffer(data, np.uint8).ctypes.data % buffers.PAGE == 0
     assert bytes(data) == weights.tobytes()
     data[0] = 1  # decoders may use it in place
+
+
+def _writer(root: Path, retain: object) -> StepWriter:
+    return StepWriter(
+        str(root),
+        save_retries=0,
+        grace_period=30.0,
+        recorder=None,
+        retain=retain,  # type: ignore[arg-type]
+        clock=time.monotonic,
+    )
+
+
+def _own_nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="a thread has its own nice value on Linux only"
+)
+
+
+@linux_only
+def test_the_background_write_runs_below_the_loops_priority(tmp_path: Path) -> None:
+    seen: list[int] = []
+    done = threading.Event()
+
+    def retain() -> None:  # the writer thread, after its commit
+        seen.append(_own_nice())
+        done.set()
+
+    writer = _writer(tmp_path, retain)
+    loop_nice = _own_nice()
+    writer.start(1, writer.snapshot({"a.bin": bytearray(b"x" * 100)}), {}, time.monotonic())
+    assert done.wait(60)  # not waited for: waiting gives the write the loop's priority
+    writer.wait()
+    assert seen == [min(19, loop_nice + 10)]
+    assert _own_nice() == loop_nice  # the loop's own thread is untouched
+    checkpoints.verify(str(tmp_path), 1)
+
+
+@linux_only
+def test_waiting_for_the_background_write_gives_it_the_loops_priority(tmp_path: Path) -> None:
+    loop_nice = _own_nice()
+    if os.geteuid() != 0 and resource.getrlimit(resource.RLIMIT_NICE)[0] < 20 - loop_nice:
+        pytest.skip("this user may not raise a thread's priority back")
+    seen: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def retain() -> None:  # the writer thread, after its commit
+        seen.append(_own_nice())
+        entered.set()
+        release.wait(60)
+        seen.append(_own_nice())
+
+    writer = _writer(tmp_path, retain)
+    writer.start(1, writer.snapshot({"a.bin": bytearray(b"x" * 100)}), {}, time.monotonic())
+    assert entered.wait(60)
+    writer.hurry()  # what wait() does first: the next save, the notice's save, close
+    release.set()
+    writer.wait()
+    assert seen == [min(19, loop_nice + 10), loop_nice]
