@@ -34,13 +34,8 @@ def _copy_file(source: str, target: str) -> int:
     dst_fs, dst_path = fs.filesystem(target)
     dst_fs.makedirs(dst_path.rsplit("/", 1)[0], exist_ok=True)
     if src_fs is dst_fs or type(src_fs) is type(dst_fs):
-        try:
-            src_fs.copy(src_path, dst_path)
-            return int(src_fs.size(src_path))
-        except FileNotFoundError:
-            # A server-side copy between buckets answered 404: copied through this process
-            # instead, which raises the same error if the source is really gone.
-            log.warning("server-side copy of %s failed; copying through this process", source)
+        src_fs.copy(src_path, dst_path)
+        return int(src_fs.size(src_path))
     copied = 0
     with src_fs.open(src_path, "rb") as reader, dst_fs.open(dst_path, "wb") as writer:
         while chunk := reader.read(_CHUNK):
