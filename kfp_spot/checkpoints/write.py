@@ -76,8 +76,8 @@ def _write_hashed(target: str, payload: Payload) -> FileEntry:
     local = fs.to_local_path(target)
     if local is not None:
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        if len(views) == 1 and size >= DIRECT_MIN_BYTES and _address(views[0]) is not None:
-            direct = _write_direct(local, views[0])
+        if len(views) == 1 and size >= DIRECT_MIN_BYTES:
+            direct = _write_direct(local, views[0])  # None: not an aligned writable buffer
             if direct is not None:
                 return FileEntry(target, size, crc32c=crc32c_b64(direct))
         with open(local, "wb", buffering=0) as handle:

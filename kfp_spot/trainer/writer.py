@@ -241,7 +241,9 @@ class StepWriter:
         Where the system refuses (raising a priority needs ``CAP_SYS_NICE`` or ``RLIMIT_NICE``)
         it keeps its lower one; the loop waiting, it still has the loop's cores.
         """
-        with self._lock:  # held by the writer to end: while we hold it, its thread id is its own
+        # The writer clears _lowered under this lock before it ends: a thread id found here is
+        # still the writer's, never one the system has since given to another thread.
+        with self._lock:
             self._hurried = True
             lowered, self._lowered = self._lowered, None
             if lowered is not None:
