@@ -39,7 +39,10 @@ def _thread_nice() -> int | None:
     """
     if not sys.platform.startswith("linux"):
         return None
-    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except OSError:  # a sandbox that filters the call: the write keeps the loop's priority
+        return None
 
 
 def is_chief(environ: Mapping[str, str] | None = None) -> bool:
@@ -250,7 +253,7 @@ class StepWriter:
                 tid, nice = lowered
                 try:
                     os.setpriority(os.PRIO_PROCESS, tid, nice)
-                except PermissionError:
+                except OSError:  # PermissionError without CAP_SYS_NICE / RLIMIT_NICE
                     log.debug("could not raise the background checkpoint write's priority back")
 
     def join_retention(self) -> None:
@@ -269,10 +272,13 @@ class StepWriter:
         loop_nice: int | None,
     ) -> None:
         with self._lock:
-            if loop_nice is not None and not self._hurried:  # lowering is always allowed
+            if loop_nice is not None and not self._hurried:
                 tid = threading.get_native_id()
-                os.setpriority(os.PRIO_PROCESS, tid, min(19, loop_nice + _BACKGROUND_NICE))
-                self._lowered = (tid, loop_nice)
+                try:  # lowering is allowed to anyone, but a sandbox may filter the call
+                    os.setpriority(os.PRIO_PROCESS, tid, min(19, loop_nice + _BACKGROUND_NICE))
+                    self._lowered = (tid, loop_nice)
+                except OSError:
+                    log.debug("could not lower the background checkpoint write's priority")
         try:
             self.write(step, files, metadata, t0)
         except storage_errors(CheckpointError, ValueError, TypeError, RuntimeError) as exc:

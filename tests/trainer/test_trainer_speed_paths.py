@@ -178,3 +178,24 @@ def test_waiting_for_the_background_write_gives_it_the_loops_priority(tmp_path: 
     release.set()
     writer.wait()
     assert seen == [min(19, loop_nice + 10), loop_nice]
+
+
+@linux_only
+def test_a_sandbox_that_refuses_priorities_still_gets_every_background_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Some container sandboxes filter getpriority/setpriority: the save must not be lost.
+    def refused(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refused)
+    writer = _writer(tmp_path, lambda: None)
+    for step in (1, 2):
+        writer.start(step, writer.snapshot({"a.bin": bytearray(b"x" * 100)}), {}, time.monotonic())
+        writer.wait()
+    assert checkpoints.list_steps(str(tmp_path)) == [1, 2]
+    checkpoints.verify(str(tmp_path), 2)
+    monkeypatch.setattr(os, "getpriority", refused)
+    writer.start(3, writer.snapshot({"a.bin": bytearray(b"y" * 100)}), {}, time.monotonic())
+    writer.wait()
+    checkpoints.verify(str(tmp_path), 3)
