@@ -14,13 +14,14 @@
    import CheckpointManager`` and ``import numpy`` (for scale) in fresh interpreters, from this
    checkout (benchmarks/trainer_import.py measures the wheel a VM installs).
 2. **stall** — a training loop (real NumPy work per step) that checkpoints a 256 MiB state every
-   K steps, in ``--repeats`` rounds after a warm-up, each round running the loop without
-   checkpoints, with synchronous saves, with ``async_save`` through a new ``CheckpointManager``
-   (a short attempt: its first save allocates the snapshot buffers, memory new to the process)
-   and through one ``CheckpointManager`` kept across the rounds (a long attempt after its first
-   save), the order rotating: the time the loop is blocked per checkpoint (and at its first),
-   and the overhead in wall and CPU time (user + system of the process) against the same
-   round's loop without checkpoints; medians and ranges.
+   K steps, in ``--stall-repeats`` rounds (default 9: one round's overhead moves by ±10% with the
+   machine, so a median of fewer cannot tell 5% from 10%) after a warm-up, each round running the
+   loop without checkpoints, with synchronous saves, with ``async_save`` through a new
+   ``CheckpointManager`` (a short attempt: its first save allocates the snapshot buffers, memory
+   new to the process) and through one ``CheckpointManager`` kept across the rounds (a long
+   attempt after its first save), the order rotating: the time the loop is blocked per checkpoint
+   (and at its first), and the overhead in wall and CPU time (user + system of the process)
+   against the same round's loop without checkpoints; medians and ranges.
 5. **restart** — SIGTERM to a training process, its save on the notice, its exit, a new process,
    its restore and its first step; minus the trainer's own floor (a process that imports NumPy and
    takes one step), what kfp-spot adds to a restart.
@@ -799,6 +800,7 @@ def main() -> int:
         p.add_argument("--repeats", type=int, default=3)
         p.add_argument("--stall-steps", type=int, default=40)
         p.add_argument("--stall-every", type=int, default=10)
+        p.add_argument("--stall-repeats", type=int, default=9, help="rounds of 2.")
         p.add_argument("--mtbp", type=float, default=20.0, help="mean time between preemptions")
         p.add_argument("--work-seconds", type=float, default=60.0)
         p.add_argument("--step-seconds", type=float, default=0.1)
@@ -841,7 +843,7 @@ def main() -> int:
             throughput(workdir, args.mib, args.repeats)
             import_time(max(5, args.repeats))
         if cmd in ("stall", "all"):
-            stall(workdir, args.mib, args.stall_steps, args.stall_every, args.repeats)
+            stall(workdir, args.mib, args.stall_steps, args.stall_every, args.stall_repeats)
         if cmd in ("restart", "all"):
             restart(workdir, args.restart_repeats, args.restart_mib)
         if cmd in ("goodput", "all"):
