@@ -18,7 +18,6 @@ from google.cloud.aiplatform_v1 import (
     PredictionServiceClient,
 )
 from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
-from sklearn.linear_model import LogisticRegression
 
 from kfp_spot.emulator import Emulator
 from kfp_spot.vertex.client import make_client, resolve_endpoint
@@ -44,6 +43,8 @@ def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "c
 @pytest.fixture(scope="session")
 def sklearn_model_dir(tmp_path_factory) -> Path:
     """A directory with ``model.joblib``: a LogisticRegression on three features."""
+    from sklearn.linear_model import LogisticRegression  # seconds of CPU: not at collection
+
     path = tmp_path_factory.mktemp("sklearn-model")
     joblib.dump(LogisticRegression().fit(X, Y), path / "model.joblib")
     return path
