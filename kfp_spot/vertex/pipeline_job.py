@@ -198,11 +198,14 @@ def prepare_submission(
         except values.InvalidValueError as exc:
             raise SubmissionError(f"labels: {exc}") from None
     given = dict(parameter_values or {})
-    warnings = check_parameters(spec, given, template)
+    check_parameters(spec, given, template)  # names and types of what the user set
     declared = template_parameters(spec)
     for name, value in (("project", project), ("location", location)):
         if name in declared:
             given.setdefault(name, value)
+    # What is still unset once --project/--location filled theirs: a required `project`
+    # parameter set by --project is not missing.
+    warnings = check_parameters(spec, given, template)
     return PipelineSubmission(
         template_path=Path(template_path),
         project=project,
