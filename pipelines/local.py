@@ -222,10 +222,10 @@ def run(
             except (ApiError, EmulatorError, sqlite3.Error):  # restarting: look again later
                 return []
 
-        def newest_step() -> int | None:
+        def newest_step(job_name: str) -> int | None:
+            # The job's own directory: launches in a ParallelFor each have theirs.
             try:
-                jobs = emu.list_jobs()
-                root = root_of(jobs[0]["name"]) if jobs else None
+                root = root_of(job_name)
                 latest = checkpoints.latest(root, check_hashes=False) if root else None
             except (ApiError, EmulatorError, sqlite3.Error, OSError):  # restarting; being written
                 return None
