@@ -40,7 +40,13 @@ from kfp_spot import checkpoints, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.pipelines.local_arguments import LocalRunError, load, parameters, parse_arguments
+from kfp_spot.pipelines.local_arguments import (
+    LocalRunError,
+    check_runs_locally,
+    load,
+    parameters,
+    parse_arguments,
+)
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, take_capacity_away
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -182,6 +188,7 @@ def run(
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
 
     pipeline = load(pipeline)
+    check_runs_locally(pipeline)
     arguments = dict(arguments or {})
     if regions is not None:
         if "regions" not in pipeline.component_spec.inputs:

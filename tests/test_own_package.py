@@ -165,6 +165,30 @@ def test_a_source_the_template_cannot_take_is_named_with_the_valid_parameters(tm
     assert not (tmp_path / "run" / "run.json").exists()
 
 
+def test_a_pipeline_with_a_container_component_is_refused_in_one_line_before_it_runs(tmp_path):
+    """GCPC's ops are container components, which kfp.local's SubprocessRunner cannot start: it
+    raised a bare RuntimeError traceback when it reached one, after the tasks before it ran."""
+    from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
+
+    @dsl.pipeline
+    def with_gcpc(code: str, api_endpoint: str = "", project: str = "", location: str = ""):
+        _echo_code(code=code, api_endpoint=api_endpoint)
+        CustomTrainingJobOp(
+            project=project,
+            location=location,
+            display_name="gcpc-job",
+            worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}}],
+        )
+
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(with_gcpc, {"code": "x"}, run_dir=tmp_path / "run", progress=None)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "run in their own container: custom-training-job (gcr.io/" in message
+    assert "`kfp-spot submit`" in message
+    assert not (tmp_path / "run").exists()  # nothing started
+
+
 # --- whole runs (slow) ----------------------------------------------------------------------
 
 
