@@ -237,7 +237,17 @@ def pull(
 def list_tags(
     host: str, package: str, *, config_file: str | None = None, auth: Any = None
 ) -> list[TagInfo]:
-    """The tags of ``package``, sorted by name, with the ``sha256:`` version each points at."""
+    """The tags of ``package``, sorted by name, with the ``sha256:`` version each points at.
+
+    Raises:
+        ValueError: for an invalid host or package name (checked before any request, as
+            :func:`pull` does).
+        RegistryError: when the registry has no such package or cannot be reached.
+    """
+    try:
+        check_id("package", package)
+    except RegistryStoreError as exc:
+        raise ValueError(exc.message) from exc
     client = registry_client(host, config_file=config_file, auth=auth)
     rows = _call(host, client.list_tags, package)
     out = []

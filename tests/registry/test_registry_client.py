@@ -252,3 +252,11 @@ def test_upload_of_broken_yaml_is_refused_in_one_line_naming_where(server, tmp_p
     message = str(caught.value)
     assert "\n" not in message
     assert re.search(r"not YAML: .* at line 2, column 1", message), message
+
+
+@pytest.mark.parametrize("package", ["ünï", "../etc", "has space", ""])
+def test_list_tags_refuses_an_invalid_package_name_before_asking(package):
+    # As pull does: a name the registry can never hold is a usage error, not the server's 404
+    # ("no route") or 400 after a request. The host is unreachable: no request may be made.
+    with pytest.raises(ValueError, match=r"invalid package"):
+        registry.list_tags("http://127.0.0.1:1/p/r", package)
