@@ -198,13 +198,10 @@ def prepare_submission(
         except values.InvalidValueError as exc:
             raise SubmissionError(f"labels: {exc}") from None
     given = dict(parameter_values or {})
-    check_parameters(spec, given, template)  # names and types of what the user set
     declared = template_parameters(spec)
     for name, value in (("project", project), ("location", location)):
-        if name in declared:
+        if name in declared:  # filled first: a required `project` that --project sets is set
             given.setdefault(name, value)
-    # What is still unset once --project/--location filled theirs: a required `project`
-    # parameter set by --project is not missing.
     warnings = check_parameters(spec, given, template)
     return PipelineSubmission(
         template_path=Path(template_path),
