@@ -40,7 +40,13 @@ from kfp_spot import checkpoints, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.pipelines.local_arguments import LocalRunError, load, parameters, parse_arguments
+from kfp_spot.pipelines.local_arguments import (
+    LocalRunError,
+    check_runs_locally,
+    load,
+    parameters,
+    parse_arguments,
+)
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, take_capacity_away
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -182,6 +188,7 @@ def run(
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
 
     pipeline = load(pipeline)
+    check_runs_locally(pipeline)
     arguments = dict(arguments or {})
     if regions is not None:
         if "regions" not in pipeline.component_spec.inputs:
@@ -222,10 +229,10 @@ def run(
             except (ApiError, EmulatorError, sqlite3.Error):  # restarting: look again later
                 return []
 
-        def newest_step() -> int | None:
+        def newest_step(job_name: str) -> int | None:
+            # The job's own directory: launches in a ParallelFor each have theirs.
             try:
-                jobs = emu.list_jobs()
-                root = root_of(jobs[0]["name"]) if jobs else None
+                root = root_of(job_name)
                 latest = checkpoints.latest(root, check_hashes=False) if root else None
             except (ApiError, EmulatorError, sqlite3.Error, OSError):  # restarting; being written
                 return None

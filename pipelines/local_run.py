@@ -114,7 +114,10 @@ def run_local(
             returns (default: the pipeline's; the example's ``accuracy >= 0.85`` for it).
         parameters: any other pipeline arguments (they win over everything above).
         template: a compiled pipeline YAML to run (for instance one pulled from a registry);
-            default: ``spot_training`` as this package defines it.
+            default: ``spot_training`` as this package defines it. The source, its
+            ``[tool.kfp-spot]`` settings and the example's arguments go to the parameters of
+            those names it declares; one without ``source`` takes its inputs from
+            ``parameters`` (the bundled example's source is then not passed).
         progress: see :func:`kfp_spot.pipelines.local.run`.
         status: see :func:`kfp_spot.pipelines.local.run`.
         verbose: see :func:`kfp_spot.pipelines.local.run`.
@@ -130,6 +133,20 @@ def run_local(
     from kfp_spot.pipelines.spot_training import spot_training
 
     arguments = {"source": str(source), **package_arguments(source)}
+    if template is not None:
+        # A template of the user's own need not take spot_training's parameters: what the run
+        # adds by itself (the package, its [tool.kfp-spot] settings, the example's) goes to the
+        # parameters it declares; a --source it cannot take is an error naming them.
+        from kfp_spot.pipelines.local_arguments import load
+
+        declared = set(load(template).component_spec.inputs)
+        if "source" not in declared and Path(source).resolve() != EXAMPLE_SOURCE:
+            raise LocalRunError(
+                f"template {template} has no 'source' parameter to take the training source "
+                f"{source}; valid: {', '.join(sorted(declared))} (set them with --param "
+                "NAME=VALUE)"
+            )
+        arguments = {k: v for k, v in arguments.items() if k in declared}
     if training_args is not None:
         arguments["training_args"] = list(training_args)
     if thresholds is not None:

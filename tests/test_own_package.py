@@ -127,6 +127,68 @@ def test_a_pipeline_without_an_api_endpoint_parameter_is_refused_before_it_runs(
     assert not (tmp_path / "run.json").exists()
 
 
+@dsl.component(base_image="python:3.11")
+def _echo_code(code: str, api_endpoint: str) -> str:
+    return code
+
+
+@dsl.pipeline(name="team-template")
+def _team_template(code: str, api_endpoint: str = "") -> str:
+    """A team's own template: its training source is `code`, not spot_training's `source`."""
+    return _echo_code(code=code, api_endpoint=api_endpoint).output
+
+
+def test_kfp_spot_run_runs_a_template_of_your_own_with_its_own_parameter_names(tmp_path):
+    from kfp import compiler
+
+    template = tmp_path / "team.yaml"
+    compiler.Compiler().compile(_team_template, str(template))
+    run_dir = tmp_path / "run"
+    args = ["run", "--template", str(template), "--param", "code=gs://b/src.tar.gz"]
+    result = CliRunner().invoke(cli_main, [*args, "--run-dir", str(run_dir), "--preemptions", "0"])
+    # Was refused: "the pipeline has no parameter 'source'" (the bundled example's, never given).
+    # It trains nothing, so the run's outcome (the launch's) is PIPELINE_FAILED; the pipeline ran.
+    assert "has no parameter" not in result.output
+    assert "echo-code succeeded" in result.output and "pipeline succeeded" in result.output
+    assert (run_dir / "run.json").exists()
+
+
+def test_a_source_the_template_cannot_take_is_named_with_the_valid_parameters(tmp_path):
+    from kfp import compiler
+
+    template = tmp_path / "team.yaml"
+    compiler.Compiler().compile(_team_template, str(template))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=tmp_path, template=template, progress=None)
+    assert "has no 'source' parameter to take the training source" in str(info.value)
+    assert "valid: api_endpoint, code" in str(info.value)
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_a_pipeline_with_a_container_component_is_refused_in_one_line_before_it_runs(tmp_path):
+    """GCPC's ops are container components, which kfp.local's SubprocessRunner cannot start: it
+    raised a bare RuntimeError traceback when it reached one, after the tasks before it ran."""
+    from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
+
+    @dsl.pipeline
+    def with_gcpc(code: str, api_endpoint: str = "", project: str = "", location: str = ""):
+        _echo_code(code=code, api_endpoint=api_endpoint)
+        CustomTrainingJobOp(
+            project=project,
+            location=location,
+            display_name="gcpc-job",
+            worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}}],
+        )
+
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(with_gcpc, {"code": "x"}, run_dir=tmp_path / "run", progress=None)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "run in their own container: custom-training-job (gcr.io/" in message
+    assert "`kfp-spot submit`" in message
+    assert not (tmp_path / "run").exists()  # nothing started
+
+
 # --- whole runs (slow) ----------------------------------------------------------------------
 
 

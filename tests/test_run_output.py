@@ -261,7 +261,7 @@ def test_monitor_tells_task_and_attempt_events_once_each_in_order():
     jobs: list[JobView] = [JobView("projects/p/locations/l/customJobs/old", "JOB_STATE_SUCCEEDED")]
     step: list[int | None] = [None]
     monitor = RunMonitor(events.append, statuses.append, clock_fn=clock)
-    monitor.watch(lambda: list(jobs), lambda: step[0])  # "old" was there before: not ours
+    monitor.watch(lambda: list(jobs), lambda name: step[0])  # "old" was there before: not ours
     monitor.on_task_event(TaskEvent("started", "launch-spot-job"))
     name = "projects/p/locations/l/customJobs/123"
     jobs.append(JobView(name, "JOB_STATE_RUNNING", (_row(1, billable=0.5),)))
@@ -310,6 +310,32 @@ def test_monitor_names_the_job_once_there_are_several_and_an_attempt_that_never_
         "[0:00]   attempt 1 cancelled before it ran",
         "[0:00]   CustomJob 2 submitted",
         "[0:00]   CustomJob 2: attempt 1 running (SPOT, n1-standard-4)",
+    ]
+
+
+def test_each_jobs_attempt_lines_show_its_own_checkpoint_step():
+    """Two launches at once (a ParallelFor) write two checkpoint directories: each attempt line
+    names the step of its own job's directory, not the first job's."""
+    events: list[str] = []
+    statuses: list[str] = []
+    monitor = RunMonitor(events.append, statuses.append, clock_fn=FakeClock())
+    short, long = "projects/p/locations/l/customJobs/4", "projects/p/locations/l/customJobs/6"
+    steps = {short: 4, long: 2}
+    jobs: list[JobView] = []
+    monitor.watch(lambda: list(jobs), steps.get)  # the jobs there now are not this run's
+    monitor.on_task_event(TaskEvent("started", "launch-spot-job"))
+    jobs += [JobView(name, "JOB_STATE_RUNNING", (_row(1),)) for name in (short, long)]
+    monitor.poll()
+    jobs[0] = JobView(short, "JOB_STATE_SUCCEEDED", (_row(1, end="SUCCEEDED", billable=2),))
+    monitor.poll()
+    steps[long] = 6
+    jobs[1] = JobView(long, "JOB_STATE_SUCCEEDED", (_row(1, end="SUCCEEDED", billable=3),))
+    steps[short] = 99  # read once the job had ended: a later change is not its own
+    monitor.poll()
+    ends = [e.split("]", 1)[1] for e in events if "succeeded after" in e]
+    assert ends == [
+        "   CustomJob 4: attempt 1 succeeded after 2.0 s; latest checkpoint: step 4",
+        "   CustomJob 6: attempt 1 succeeded after 3.0 s; latest checkpoint: step 6",
     ]
 
 

@@ -313,3 +313,42 @@ def test_run_dry_run_without_vertex_is_a_usage_error():
     result = _cli(["run", "--dry-run"])
     assert result.exit_code == 2
     assert "--dry-run shows a Vertex AI submission: add --vertex" in result.output
+
+
+def test_required_project_and_location_set_by_the_flags_are_not_reported_missing(tmp_path):
+    """A team's own pipeline declares `project: str` with no default (as GCPC examples do):
+    --project fills it, so the submission must not warn that it is unset."""
+    from kfp import compiler, dsl
+
+    @dsl.container_component
+    def echo(text: str):
+        return dsl.ContainerSpec(image="alpine:3", command=["echo"], args=[text])
+
+    @dsl.pipeline(name="team-pipeline")
+    def team(project: str, location: str, source: str):
+        echo(text=project)
+        echo(text=location)
+        echo(text=source)
+
+    path = tmp_path / "team.yaml"
+    compiler.Compiler().compile(team, str(path))
+    submission = pipeline_job.prepare_submission(
+        path,
+        project="my-project-123",
+        location="europe-west4",
+        parameter_values={"source": "gs://b/s"},
+        pipeline_root="gs://b/root",
+    )
+    assert submission.parameter_values == {
+        "source": "gs://b/s",
+        "project": "my-project-123",
+        "location": "europe-west4",
+    }
+    assert submission.warnings == ()
+    unset = pipeline_job.prepare_submission(
+        path, project="my-project-123", location="europe-west4", pipeline_root="gs://b/root"
+    )
+    assert unset.warnings == (
+        f"{path} needs source (set with --param NAME=VALUE); Vertex AI "
+        "refuses the run without them",
+    )

@@ -104,8 +104,9 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--template",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="A compiled pipeline YAML taking spot_training's parameters, e.g. pulled from a "
-    "registry (default: the built-in spot_training).",
+    help="A compiled pipeline YAML, e.g. pulled from a registry (default: the built-in "
+    "spot_training). --source goes to its 'source' parameter; one of your own with other "
+    "names takes them with --param (it must declare api_endpoint and pass it to the launch).",
 )
 @click.option(
     "--verbose",

@@ -27,6 +27,8 @@ from kfp_spot.evaluation.selection import (
 from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
 from kfp_spot.layout import EMPTY, EXPECTED, KFP_SPOT, inspect_layout
 from kfp_spot.packaging.sources import is_module_name
+from kfp_spot.validation.component_inputs import check_input
+from kfp_spot.vertex.storage import check_checkpoint_uri
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +139,7 @@ def _check_inputs(
         raise EvaluationInputError(
             "checkpoint", "the checkpoint URI is empty: connect the launch step's checkpoint"
         )
+    check_input(EvaluationInputError, "checkpoint", check_checkpoint_uri, checkpoint_uri.strip())
     if isinstance(package_uris, str) or not package_uris:
         raise EvaluationInputError(
             "package", "no package URIs: connect the prepare_package step's package"

@@ -182,9 +182,13 @@ def _problem(image: str, records: Mapping[str, ImageRecord]) -> str | None:
 def fix_line() -> str:
     """The one-line fix every refusal ends with."""
     dest = f"{EXAMPLE_DESTINATION}:{__version__}"
+    # A team's own pipeline is not among what `kfp-spot compile` writes: it names the image
+    # when kfp_spot.components is imported, and loaded YAMLs name the image they were compiled in.
     return (
         f"fix: `make image && kfp-spot image push {dest}`, then submit a template compiled with "
-        f"`kfp-spot compile --base-image {dest} --output-dir build/templates`"
+        f"`kfp-spot compile --base-image {dest} --output-dir build/templates`; for a pipeline of "
+        f"your own, compile it with KFP_SPOT_RUNTIME_IMAGE={dest} set (component YAMLs to load: "
+        "build/templates/components/)"
     )
 
 

@@ -174,11 +174,8 @@ def build_request(**inputs: Any) -> LaunchRequest:
     resume_uri = str(getattr(resume, "uri", "") or "") if resume is not None else ""
     if resume is not None and not resume_uri:
         raise LaunchInputError("resume_from", "the checkpoint artifact has no URI")
-    if fs.is_remote(resume_uri) and not resume_uri.startswith("gs://"):
-        raise LaunchInputError(
-            "resume_from",
-            f"expected a checkpoint directory on gs:// or a local path, got {resume_uri!r}",
-        )
+    if resume_uri:
+        checked("resume_from", vertex.check_checkpoint_uri, resume_uri)
     # Every job input is read by its row (kfp_spot.jobs.inputs) but those worked out here.
     job_inputs = read_job_inputs(
         read,

@@ -251,8 +251,11 @@ def _check_requirements(requirements: Sequence[str]) -> list[str]:
         try:
             Requirement(req)
         except InvalidRequirement as exc:
+            # packaging's message goes on with the requirement and a caret under the fault:
+            # its first line is the reason (the task's error stays one line).
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise PackagingError(
-                "requirements", f"{req!r} is not a PEP 508 requirement ({exc})"
+                "requirements", f"{req!r} is not a PEP 508 requirement ({reason})"
             ) from exc
         out.append(req.strip())
     return out

@@ -42,11 +42,14 @@ def emulator_jobs(emu: Emulator) -> Callable[[], list[JobView] | None]:
     return jobs
 
 
-def latest_step(checkpoint_root: str) -> Callable[[], int | None]:
-    """A ``checkpoint_step`` source: the newest committed step under ``checkpoint_root``."""
+def latest_step(checkpoint_root: str) -> Callable[[str], int | None]:
+    """A ``checkpoint_step`` source: the newest committed step under ``checkpoint_root``.
+
+    Every job is taken to write there (a pipeline with one launch); the job's name is ignored.
+    """
     from kfp_spot import checkpoints
 
-    def step() -> int | None:
+    def step(job_name: str = "") -> int | None:
         try:
             manifest = checkpoints.latest(checkpoint_root, check_hashes=False)
         except OSError:  # being written or cleaned up right now
@@ -143,7 +146,7 @@ class LocalRunProgress:
     def watching(
         self,
         jobs: Callable[[], Sequence[JobView] | None],
-        checkpoint_step: Callable[[], int | None] | None = None,
+        checkpoint_step: Callable[[str], int | None] | None = None,
     ) -> Iterator[RunMonitor]:
         """Follow ``jobs`` (and the checkpoints) in a background thread for the block."""
         self.monitor.watch(jobs, checkpoint_step)

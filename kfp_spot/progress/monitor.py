@@ -105,7 +105,8 @@ class RunMonitor:
         event: receives each event line.
         status: receives the live status text (about every poll while a task runs); None: none.
         jobs: returns the jobs now, oldest first (None when they cannot be read right now).
-        checkpoint_step: returns the newest committed checkpoint step, or None.
+        checkpoint_step: returns the newest committed checkpoint step of the job named, or None
+            (each job has its own checkpoint directory: a pipeline may launch several).
         clock_fn: the monotonic clock.
     """
 
@@ -115,7 +116,7 @@ class RunMonitor:
         status: Callable[[str], None] | None = None,
         *,
         jobs: Callable[[], Sequence[JobView] | None] | None = None,
-        checkpoint_step: Callable[[], int | None] | None = None,
+        checkpoint_step: Callable[[str], int | None] | None = None,
         clock_fn: Callable[[], float] = time.monotonic,
     ) -> None:
         self._event = event
@@ -129,13 +130,14 @@ class RunMonitor:
         self._baseline: set[str] | None = None  # jobs that were there before the run
         self._seen: dict[str, JobView] = {}
         self._announced: set[tuple[str, int, str]] = set()
-        self._step: int | None = None
+        self._steps: dict[str, int | None] = {}  # each job's newest committed step
+        self._settled: set[str] = set()  # jobs whose step was read once they had ended
         self.groups: dict[str, tuple[str, ...]] = {}  # sub-DAG -> the tasks in it
 
     def watch(
         self,
         jobs: Callable[[], Sequence[JobView] | None],
-        checkpoint_step: Callable[[], int | None] | None = None,
+        checkpoint_step: Callable[[str], int | None] | None = None,
     ) -> None:
         """Start following ``jobs``; the jobs there now are not this run's and are ignored."""
         with self._lock:
@@ -205,13 +207,20 @@ class RunMonitor:
             jobs = self._jobs() if self._jobs is not None else None
             if jobs is None:
                 return
-            if self._checkpoint_step is not None:
-                self._step = self._checkpoint_step()
             if self._baseline is None:
                 self._baseline = {job.name for job in jobs}
             for job in jobs:
                 if job.name not in self._baseline:
+                    self._read_step(job)
                     self._follow(job)
+
+    def _read_step(self, job: JobView) -> None:
+        # Until the job ended (and once after): its steps do not change after that.
+        if self._checkpoint_step is None or job.name in self._settled:
+            return
+        self._steps[job.name] = self._checkpoint_step(job.name)
+        if job.state in _TERMINAL_JOB_STATES:
+            self._settled.add(job.name)
 
     def _follow(self, job: JobView) -> None:
         if job.name not in self._seen:
@@ -233,8 +242,9 @@ class RunMonitor:
                     text += f" after {seconds(float(row.get('billableSeconds') or 0))}"
                 else:
                     text += " before it ran"
-                if reason != "FAILED" and self._step is not None:
-                    text += f"; latest checkpoint: step {self._step}"
+                step = self._steps.get(job.name)
+                if reason != "FAILED" and step is not None:
+                    text += f"; latest checkpoint: step {step}"
                 self._emit(f"  {who}{text}")
 
     def _once(self, job: JobView, attempt: int, what: str) -> bool:
@@ -257,9 +267,8 @@ class RunMonitor:
             active = [j for j in self._seen.values() if j.state not in _TERMINAL_JOB_STATES]
             if active:
                 parts.append(_job_status(active[-1], len(self._seen) > 1))
-                parts.append(
-                    "no checkpoint yet" if self._step is None else f"checkpoint step {self._step}"
-                )
+                step = self._steps.get(active[-1].name)
+                parts.append("no checkpoint yet" if step is None else f"checkpoint step {step}")
             return " | ".join(parts)
 
     def refresh(self) -> None:

@@ -191,7 +191,8 @@ def pull(
         The path written (bytes exactly as uploaded).
 
     Raises:
-        ValueError: for an invalid host, package, tag or version.
+        ValueError: for an invalid host, package, tag or version, or an output that is a
+            directory.
         RegistryError: when the registry has no such template or cannot be reached.
     """
     try:
@@ -207,10 +208,13 @@ def pull(
     else:
         tag = tag or "latest"
         _check_tag_arg(tag)
-    if output is None:
-        suffix = version[len(VERSION_PREFIX) :] if version else tag
-        output = Path(f"{package}_{suffix}.yaml")
-    output = Path(output)
+    default_name = f"{package}_{version[len(VERSION_PREFIX) :] if version else tag}.yaml"
+    output = Path(default_name if output is None else output)
+    if output.is_dir():
+        raise ValueError(
+            f"invalid output {str(output)!r}: it is a directory; give the file to write, "
+            f"e.g. {str(output / default_name)!r}"
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     client = registry_client(host, config_file=config_file, auth=auth)
     # Download next to the target and rename: a failed pull never leaves a partial template.
@@ -233,7 +237,17 @@ def pull(
 def list_tags(
     host: str, package: str, *, config_file: str | None = None, auth: Any = None
 ) -> list[TagInfo]:
-    """The tags of ``package``, sorted by name, with the ``sha256:`` version each points at."""
+    """The tags of ``package``, sorted by name, with the ``sha256:`` version each points at.
+
+    Raises:
+        ValueError: for an invalid host or package name (checked before any request, as
+            :func:`pull` does).
+        RegistryError: when the registry has no such package or cannot be reached.
+    """
+    try:
+        check_id("package", package)
+    except RegistryStoreError as exc:
+        raise ValueError(exc.message) from exc
     client = registry_client(host, config_file=config_file, auth=auth)
     rows = _call(host, client.list_tags, package)
     out = []

@@ -112,7 +112,12 @@ def pipeline_name(content: bytes) -> str:
     try:
         first = next(iter(yaml.safe_load_all(content)), None)
     except yaml.YAMLError as exc:
-        raise _invalid(f"the uploaded file is not YAML: {exc}") from exc
+        # One line: PyYAML's message spans lines (a caret under a quoted excerpt), which a
+        # client prints as the registry's reason after "answered 400".
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise _invalid(f"the uploaded file is not YAML: {problem}{at}") from exc
     name = None
     if isinstance(first, dict) and isinstance(first.get("pipelineInfo"), dict):
         name = first["pipelineInfo"].get("name")

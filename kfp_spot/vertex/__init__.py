@@ -49,6 +49,7 @@ from kfp_spot.vertex.regions import (
 from kfp_spot.vertex.storage import (
     bucket_serves,
     check_bucket,
+    check_checkpoint_uri,
     check_output_uri,
     check_package_uri,
     directory_placeholders,
@@ -103,6 +104,7 @@ __all__ = [
     "bucket_serves",
     "check_accelerator_type",
     "check_bucket",
+    "check_checkpoint_uri",
     "check_kms_key_name",
     "check_label",
     "check_machine_spec",

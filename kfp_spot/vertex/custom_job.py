@@ -44,8 +44,10 @@ from kfp_spot.vertex.values import (
     InvalidValueError,
     check_kms_key_name,
     check_label,
+    check_network_name,
     check_persistent_resource_id,
     check_reserved_ip_range,
+    check_service_account,
     check_tensorboard_name,
     is_env_name,
     is_module_name,
@@ -318,6 +320,11 @@ def _check_resources(spec: Any, target: Target) -> None:
                 f"TensorBoard {spec.tensorboard!r} not found: {target.name} has no TensorBoards "
                 "(the job's AIP_TENSORBOARD_LOG_DIR is still set; leave tensorboard empty)",
             )
+    # The module docstring's "checked for their form only": a service account and a network.
+    if spec.service_account:
+        _check_field("jobSpec.serviceAccount", check_service_account, spec.service_account)
+    if spec.network:
+        _check_field("jobSpec.network", check_network_name, spec.network)
     for i, name in enumerate(spec.reserved_ip_ranges):
         _check_field(f"jobSpec.reservedIpRanges[{i}]", check_reserved_ip_range, name)
     if spec.HasField("psc_interface_config"):

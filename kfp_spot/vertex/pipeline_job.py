@@ -198,11 +198,11 @@ def prepare_submission(
         except values.InvalidValueError as exc:
             raise SubmissionError(f"labels: {exc}") from None
     given = dict(parameter_values or {})
-    warnings = check_parameters(spec, given, template)
     declared = template_parameters(spec)
     for name, value in (("project", project), ("location", location)):
-        if name in declared:
+        if name in declared:  # filled first: a required `project` that --project sets is set
             given.setdefault(name, value)
+    warnings = check_parameters(spec, given, template)
     return PipelineSubmission(
         template_path=Path(template_path),
         project=project,

@@ -152,6 +152,33 @@ def _check_gcs(uri: str, *, local_paths: bool) -> None:
     check_bucket(bucket)
 
 
+CHECKPOINT_URI_FORM = "gs://BUCKET/PATH, /gcs/BUCKET/PATH or a local path"
+
+
+def check_checkpoint_uri(uri: str) -> None:
+    """Refuse a checkpoint directory a kfp-spot task could not read.
+
+    A task reads a checkpoint artifact (the evaluation's ``checkpoint``, the launch's
+    ``resume_from``) from Cloud Storage or from its own file system (a ``/gcs/`` FUSE path, a
+    ``file://`` URL, kfp.local's outputs). Any other scheme (``s3://``, ``https://``) would
+    otherwise be read as a local path that does not exist, and a ``gs://`` URI without a valid
+    bucket as a network error.
+
+    Raises:
+        InvalidValueError: naming the valid forms.
+    """
+    if "://" in uri and not uri.startswith(("gs://", "file://")):
+        raise InvalidValueError(
+            f"{show(uri)} is not a location a task can read checkpoints from: give "
+            f"{CHECKPOINT_URI_FORM}"
+        )
+    if uri.startswith("gs://"):
+        bucket = uri[len("gs://") :].split("/", 1)[0]
+        if not bucket:
+            raise InvalidValueError(f"{show(uri)} names no bucket: give {CHECKPOINT_URI_FORM}")
+        check_bucket(bucket)
+
+
 def check_output_uri(uri: str, *, local_paths: bool) -> None:
     """Refuse a ``baseOutputDirectory.outputUriPrefix`` the service would refuse.
 

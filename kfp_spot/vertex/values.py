@@ -205,6 +205,25 @@ def check_reserved_ip_range(value: Any) -> None:
     _check_resource_id(value, "the name of a reserved IP range such as 'vertex-ai-ip-range'")
 
 
+# CustomJobSpec.network: projects/{project}/global/networks/{network} (a project number in the
+# API's example; a project ID is taken too: Shared VPC hosts are often named by ID).
+NETWORK_NAME = re.compile(rf"projects/{_PROJECT}/global/networks/[A-Za-z0-9][A-Za-z0-9_-]{{0,62}}")
+NETWORK_FORM = "projects/PROJECT_NUMBER/global/networks/NETWORK"
+
+
+def check_network_name(value: Any) -> None:
+    """Refuse a string that is not the full name of a VPC network (``CustomJobSpec.network``).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if not isinstance(value, str) or NETWORK_NAME.fullmatch(value) is None:
+        raise InvalidValueError(
+            f"{show(value)} is not a VPC network's full name: {NETWORK_FORM}, e.g. "
+            "'projects/12345/global/networks/my-vpc'"
+        )
+
+
 def parse_duration(value: Any, *, allow_zero: bool = True) -> float:
     """Seconds in a duration: ``"3600s"``, ``"90m"``, ``"2h"``, ``"1d"`` or a number of seconds.
 

@@ -95,3 +95,25 @@ def test_entry_point_returning_a_non_number(ckpt, package, env_cache):
 def test_threshold_on_a_metric_that_was_not_returned(ckpt, package, env_cache):
     with pytest.raises(EvaluationInputError, match=r"thresholds: metric 'acc' is not among .*"):
         run(ckpt, package, env_cache, thresholds={"acc": 0.9})
+
+
+@pytest.mark.parametrize(
+    ("uri", "pattern"),
+    [
+        ("s3://bucket/run/checkpoints", r"'s3://bucket/run/checkpoints' is not a location"),
+        ("https://example.com/ckpt", r"'https://example.com/ckpt' is not a location a task"),
+        ("gs://My_Bucket/checkpoints", r"'My_Bucket' is not a Cloud Storage bucket name"),
+        ("gs:///checkpoints", r"'gs:///checkpoints' names no bucket"),
+    ],
+)
+def test_checkpoint_uri_a_task_cannot_read_is_refused_naming_the_valid_forms(
+    package, tmp_path, uri, pattern
+):
+    # An s3:// URI was read as a local path and reported as "no checkpoint under ...: the job
+    # saved nothing there"; a bad bucket went out as a request and came back as a network error.
+    with pytest.raises(EvaluationInputError, match=rf"^checkpoint: {pattern}") as caught:
+        evaluate(uri, list(package.package_uris), cache_dir=tmp_path / "never-created")
+    assert "gs://BUCKET/PATH, /gcs/BUCKET/PATH or a local path" in str(caught.value) or (
+        "bucket name" in str(caught.value)
+    )
+    assert not (tmp_path / "never-created").exists()

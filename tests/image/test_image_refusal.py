@@ -154,6 +154,9 @@ def test_images_of_other_components_are_their_authors_concern(tmp_path):
     with pytest.raises(UnpublishedImageError) as info:
         check_template_images(out)
     assert "exec-promote-model" in str(info.value) and "alpine" not in str(info.value)
+    # The fix speaks to the author of this pipeline too, which `kfp-spot compile` does not write.
+    assert "for a pipeline of your own, compile it with KFP_SPOT_RUNTIME_IMAGE=" in str(info.value)
+    assert "build/templates/components/" in str(info.value)
 
 
 def test_cli_submit_refuses_in_one_line_and_can_be_told_to_skip(gcs_emulator):

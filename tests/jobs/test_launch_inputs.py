@@ -293,6 +293,15 @@ def test_resume_from_an_unsupported_scheme_is_refused(package, outputs):
     assert "gs://" in str(error)
 
 
+def test_resume_from_a_gs_uri_without_a_valid_bucket_is_refused_before_any_read(package, outputs):
+    # The same rule as the evaluation's checkpoint input: a bad bucket never becomes a request.
+    with RecordingServer() as server:
+        artifact = FakeArtifact(uri="gs://Not_A_Bucket/ckpt")
+        error = _refused(server, package, outputs, resume_from=artifact)
+    assert error.field == "resume_from"
+    assert "'Not_A_Bucket' is not a Cloud Storage bucket name" in str(error)
+
+
 _printable = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 
 

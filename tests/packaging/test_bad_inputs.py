@@ -142,6 +142,16 @@ def test_bad_requirement_for_a_script(tmp_path, staging):
         prepare_package(str(script), str(staging), requirements=["numpy >> 1"])
 
 
+def test_a_bad_requirement_is_one_line_with_the_reason(tmp_path, staging):
+    # packaging's own message spans three lines (the requirement and a caret under the fault).
+    script = tmp_path / "job.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(script), str(staging), requirements=["numpy>=>1"])
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith("requirements: 'numpy>=>1' is not a PEP 508 requirement (")
+
+
 def test_import_check_catches_a_broken_import(project, staging):
     (project / "tinytrainer" / "task.py").write_text("import tinytrainer.missing_helper\n")
     with pytest.raises(ImportCheckError, match=r"(?s)tinytrainer.task does not import.*missing"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,32 @@ def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(
     tag_file.write_text("{truncated")
     with pytest.raises(registry.RegistryError, match=r"answered 500.*unreadable"):
         registry.list_tags(host, "tiny-add")
+
+
+def test_pull_into_a_directory_is_refused_naming_a_file_to_give(server, template, tmp_path):
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"output .*templates.* is a directory.*tiny-add_1"):
+        registry.pull(host, "tiny-add", tag="1", output=folder)
+    assert list(folder.iterdir()) == []
+    assert not list(tmp_path.glob(".*.partial"))
+
+
+def test_upload_of_broken_yaml_is_refused_in_one_line_naming_where(server, tmp_path: Path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("pipelineInfo: [name\n")
+    with pytest.raises(registry.RegistryError) as caught:
+        registry.push(broken, server.repository_url(), "1")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert re.search(r"not YAML: .* at line 2, column 1", message), message
+
+
+@pytest.mark.parametrize("package", ["ünï", "../etc", "has space", ""])
+def test_list_tags_refuses_an_invalid_package_name_before_asking(package):
+    # As pull does: a name the registry can never hold is a usage error, not the server's 404
+    # ("no route") or 400 after a request. The host is unreachable: no request may be made.
+    with pytest.raises(ValueError, match=r"invalid package"):
+        registry.list_tags("http://127.0.0.1:1/p/r", package)

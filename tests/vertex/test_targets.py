@@ -161,6 +161,9 @@ def test_the_emulator_hosts_no_vertex_resources_a_job_can_name(spec, field):
             "jobSpec.reservedIpRanges[1]",
             "name",
         ),
+        # Were sent as they were: a bare network name and a service account that is no email.
+        (_job(network="my-vpc"), "jobSpec.network", r"projects/PROJECT_NUMBER/global/networks/"),
+        (_job(service_account="trainer"), "jobSpec.serviceAccount", r"NAME@PROJECT\.iam\."),
         (
             _job(
                 psc_interface_config=PscInterfaceConfig(
@@ -177,6 +180,20 @@ def test_gcpc_fields_are_checked_on_both_targets(job, field, why):
         with pytest.raises(InvalidJobSpecError, match=why) as info:
             check(job)
         assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"network": "projects/12345/global/networks/my-vpc"},
+        {"network": "projects/host-project/global/networks/shared_VPC-1"},
+        {"service_account": "trainer@my-proj.iam.gserviceaccount.com"},
+        {"service_account": "123456789-compute@developer.gserviceaccount.com"},
+    ],
+)
+def test_well_formed_networks_and_service_accounts_pass_on_both_targets(spec):
+    validate_custom_job(_job(**spec))
+    validate_for_submission(_job(**spec))
 
 
 def test_an_encryption_key_is_checked_for_its_form():
