@@ -206,8 +206,11 @@ def check_reserved_ip_range(value: Any) -> None:
 
 
 # CustomJobSpec.network: projects/{project}/global/networks/{network} (a project number in the
-# API's example; a project ID is taken too: Shared VPC hosts are often named by ID).
-NETWORK_NAME = re.compile(rf"projects/{_PROJECT}/global/networks/[A-Za-z0-9][A-Za-z0-9_-]{{0,62}}")
+# API's example; a project ID is taken too: Shared VPC hosts are often named by ID). A network's
+# own name follows Compute Engine's rule for resource names (RFC 1035: lowercase, 1-63).
+NETWORK_NAME = re.compile(
+    rf"projects/{_PROJECT}/global/networks/[a-z](?:[-a-z0-9]{{0,61}}[a-z0-9])?"
+)
 NETWORK_FORM = "projects/PROJECT_NUMBER/global/networks/NETWORK"
 
 
@@ -220,7 +223,8 @@ def check_network_name(value: Any) -> None:
     if not isinstance(value, str) or NETWORK_NAME.fullmatch(value) is None:
         raise InvalidValueError(
             f"{show(value)} is not a VPC network's full name: {NETWORK_FORM}, e.g. "
-            "'projects/12345/global/networks/my-vpc'"
+            "'projects/12345/global/networks/my-vpc' (NETWORK: 1-63 lowercase letters, digits "
+            "and hyphens, starting with a letter)"
         )
 
 

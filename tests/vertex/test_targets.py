@@ -163,6 +163,12 @@ def test_the_emulator_hosts_no_vertex_resources_a_job_can_name(spec, field):
         ),
         # Were sent as they were: a bare network name and a service account that is no email.
         (_job(network="my-vpc"), "jobSpec.network", r"projects/PROJECT_NUMBER/global/networks/"),
+        # Compute Engine names a network in lowercase letters, digits and hyphens only.
+        (
+            _job(network="projects/12345/global/networks/Shared_VPC"),
+            "jobSpec.network",
+            "full name",
+        ),
         (_job(service_account="trainer"), "jobSpec.serviceAccount", r"NAME@PROJECT\.iam\."),
         (
             _job(
@@ -186,7 +192,7 @@ def test_gcpc_fields_are_checked_on_both_targets(job, field, why):
     "spec",
     [
         {"network": "projects/12345/global/networks/my-vpc"},
-        {"network": "projects/host-project/global/networks/shared_VPC-1"},
+        {"network": "projects/host-project/global/networks/shared-vpc-1"},
         {"service_account": "trainer@my-proj.iam.gserviceaccount.com"},
         {"service_account": "123456789-compute@developer.gserviceaccount.com"},
     ],
