@@ -40,7 +40,13 @@ from kfp_spot import checkpoints, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.pipelines.local_arguments import LocalRunError, load, parameters, parse_arguments
+from kfp_spot.pipelines.local_arguments import (
+    LocalRunError,
+    check_values,
+    load,
+    parameters,
+    parse_arguments,
+)
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, take_capacity_away
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -97,6 +103,7 @@ def _arguments(
     out = {k: v for k, v in filled.items() if k in inputs}
     out.update(arguments)
     out[ENDPOINT_PARAMETER] = endpoint
+    check_values(out)
     return out
 
 

@@ -7,6 +7,7 @@ anything starts; every error is a :class:`LocalRunError` naming the template or 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -113,4 +114,51 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
             raise LocalRunError(
                 f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
             ) from None
+    check_values(values)
     return values
+
+
+def _non_finite(value: Any) -> float | None:
+    """The first infinite or NaN number in ``value`` (nested in lists and dicts), else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    items = value.values() if isinstance(value, Mapping) else value
+    if isinstance(value, (list, tuple, Mapping)):
+        for item in items:
+            found = _non_finite(item)
+            if found is not None:
+                return found
+    return None
+
+
+def check_values(values: Mapping[str, Any]) -> None:
+    """Refuse, before anything starts, argument values a run would only fail on later.
+
+    A pipeline parameter is a JSON value, which has no infinity or NaN (KFP cannot send one);
+    and a ``thresholds`` argument (the quality gate's, read by the evaluation after training)
+    must parse as bounds, so a typo in it does not cost a whole training run.
+
+    Raises:
+        LocalRunError: naming the parameter and what would be valid.
+    """
+    for name, value in values.items():
+        found = _non_finite(value)
+        if found is not None:
+            raise LocalRunError(
+                f"parameter {name}: {found} is not a finite number; pipeline parameters are "
+                f"JSON values (no infinity or NaN)"
+            )
+    thresholds = values.get("thresholds")
+    if isinstance(thresholds, str):  # a dict may arrive as its JSON text
+        try:
+            thresholds = json.loads(thresholds)
+        except ValueError:
+            return  # not JSON: the evaluation says what a thresholds mapping is
+    if isinstance(thresholds, Mapping):
+        from kfp_spot.evaluation.errors import EvaluationInputError
+        from kfp_spot.evaluation.thresholds import parse_thresholds
+
+        try:
+            parse_thresholds(thresholds)
+        except EvaluationInputError as exc:
+            raise LocalRunError(str(exc)) from None

@@ -79,6 +79,11 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         ({"thresholds": '["mse"]'}, "parameter thresholds is of type Dict; "),
         ({"check_import": "yes"}, "parameter check_import is of type Boolean; 'yes'"),
         ({"treshold": "{}"}, "the pipeline has no parameter 'treshold'; valid: "),
+        # the gate is read after training: a bound that is no bound must not cost the run
+        ({"thresholds": '{"mse": "<="}'}, "thresholds['mse']: '<=' is not a bound; use "),
+        ({"thresholds": '{"mse": ">= 0.9x"}'}, "thresholds['mse']: '>= 0.9x' is not a bound"),
+        ({"thresholds": '{"mse": -1e400}'}, "parameter thresholds: -inf is not a finite number"),
+        ({"evaluation_params": '{"alpha": NaN}'}, "parameter evaluation_params: nan is not a"),
     ],
 )
 def test_a_bad_param_is_one_error_naming_it(texts, message):
@@ -86,6 +91,26 @@ def test_a_bad_param_is_one_error_naming_it(texts, message):
         local.parse_arguments(spot_training, texts)
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)
+
+
+def test_a_bad_gate_stops_the_run_before_anything_starts(tmp_path, regressor):
+    result = CliRunner().invoke(
+        cli_main,
+        [
+            *("run", "--source", str(regressor), "--run-dir", str(tmp_path / "run")),
+            *("--param", 'thresholds={"mse": "<=0.0.1"}'),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "thresholds['mse']: '<=0.0.1' is not a bound; use a number" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()  # no emulator, no package, no training
+
+
+def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
+    with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
+        local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})
+    assert not (tmp_path / "run").exists()
 
 
 def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
