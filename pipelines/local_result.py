@@ -151,6 +151,8 @@ def summarize(result: LocalRunResult) -> str:
     if result.passed is not None and result.thresholds:
         bounds = sorted(result.thresholds.items())
         gate += " (" + ", ".join(f"{k} {v}" for k, v in bounds) + ")"
+    elif result.passed is not None:
+        gate += " (no thresholds set)"
     lines.append(f"quality gate:       {gate}")
     serving = result.serving_summary
     if serving is not None:

@@ -38,6 +38,7 @@ __all__ = [
     "_outcome",
     "package_arguments",
     "run_local",
+    "spot_training_arguments",
     "summarize",
 ]
 
@@ -85,6 +86,30 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
     return arguments
 
 
+def spot_training_arguments(
+    source: str | Path,
+    *,
+    training_args: Sequence[str] | None = None,
+    thresholds: dict[str, Any] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The pipeline arguments :func:`run_local` runs ``source`` with (see its arguments).
+
+    Raises:
+        LocalRunError: as :func:`package_arguments`.
+    """
+    arguments = {"source": str(source), **package_arguments(source)}
+    # The pipeline's default gate is the example's accuracy bound; another package's evaluate()
+    # returns its own metrics, so it is gated only on the thresholds it is given.
+    arguments.setdefault("thresholds", {})
+    if training_args is not None:
+        arguments["training_args"] = list(training_args)
+    if thresholds is not None:
+        arguments["thresholds"] = thresholds
+    arguments.update(parameters or {})
+    return arguments
+
+
 def run_local(
     run_dir: str | Path,
     *,
@@ -111,7 +136,8 @@ def run_local(
         preemptions: how many times the drill preempts the job (each after a new checkpoint).
         grace_period: seconds between SIGTERM and SIGKILL at a preemption.
         thresholds: quality thresholds for the gate, for any metric the package's evaluate()
-            returns (default: the pipeline's; the example's ``accuracy >= 0.85`` for it).
+            returns (default: none, every evaluation passes; the example's
+            ``accuracy >= 0.85`` for it).
         parameters: any other pipeline arguments (they win over everything above).
         template: a compiled pipeline YAML to run (for instance one pulled from a registry);
             default: ``spot_training`` as this package defines it.
@@ -129,15 +155,11 @@ def run_local(
     """
     from kfp_spot.pipelines.spot_training import spot_training
 
-    arguments = {"source": str(source), **package_arguments(source)}
-    if training_args is not None:
-        arguments["training_args"] = list(training_args)
-    if thresholds is not None:
-        arguments["thresholds"] = thresholds
-    arguments.update(parameters or {})
     return run_pipeline(
         spot_training if template is None else template,
-        arguments,
+        spot_training_arguments(
+            source, training_args=training_args, thresholds=thresholds, parameters=parameters
+        ),
         run_dir=run_dir,
         preemptions=preemptions,
         grace_period=grace_period,
