@@ -8,6 +8,7 @@ pyproject.toml, and an evaluate() that returns ``mse``, no ``accuracy``.
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,15 @@ def test_the_package_names_its_own_module_and_evaluation_entry_point(regressor):
         "evaluation_entry_point": "regressor.metrics:evaluate",
     }  # and none of the example's training arguments or accuracy gate
     example = local_run.package_arguments(local_run.EXAMPLE_SOURCE)
+    assert example["thresholds"] == {"accuracy": ">=0.85"}
+
+
+def test_your_package_is_gated_only_on_the_thresholds_you_give(regressor):
+    # the pipeline's default gate is the example's `accuracy`, which this package never returns
+    assert local_run.spot_training_arguments(regressor)["thresholds"] == {}
+    given = local_run.spot_training_arguments(regressor, parameters={"thresholds": MSE_GATE})
+    assert given["thresholds"] == MSE_GATE
+    example = local_run.spot_training_arguments(local_run.EXAMPLE_SOURCE)
     assert example["thresholds"] == {"accuracy": ">=0.85"}
 
 
@@ -111,6 +121,32 @@ def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regr
     with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
         local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was(
+    tmp_path, regressor
+):
+    # its emulator would list the earlier jobs, its checkpoints make the training resume there
+    run_dir = tmp_path / "run"
+    (run_dir / "job" / "checkpoints").mkdir(parents=True)
+    (run_dir / "run.json").write_text("{}")
+    result = CliRunner().invoke(
+        cli_main, ["run", "--source", str(regressor), "--run-dir", str(run_dir)]
+    )
+    assert result.exit_code == 2
+    assert f"run_dir: {run_dir} already holds a run (its run.json, job)" in result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in run_dir.iterdir()) == ["job", "run.json"]
+    assert (run_dir / "run.json").read_text() == "{}"
+
+
+def test_the_default_run_directory_is_a_new_one_each_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = local.default_run_dir()
+    first.mkdir(parents=True)
+    second = local.default_run_dir()
+    assert second != first and not second.exists()
+    assert second.parent == first.parent == Path("kfp-spot-runs")
 
 
 def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
@@ -193,6 +229,33 @@ def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions
     assert [r["endReason"] for r in record["ledger"]] == ["PREEMPTED", "PREEMPTED", "SUCCEEDED"]
     launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
     assert "regressor.train" in launch_log
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_after_the_evaluation_still_shows_what_it_measured(regressor, tmp_path):
+    # a trainer that saves no model (as the shortest trainer would): the promotion fails, but
+    # the evaluation ran, ungated since no thresholds were given, and its figures are kept
+    source = tmp_path / "no-model"
+    shutil.copytree(regressor, source)
+    train = source / "regressor" / "train.py"
+    train.write_text(train.read_text().replace("if args.model_dir:", "if False:"))
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run",
+        source=source,
+        training_args=["--steps", "4", "--step-seconds", "0"],
+        preemptions=0,
+        progress=events.append,
+    )
+    text = local.summarize(result)
+    assert not result.succeeded
+    assert any("promote-model FAILED" in e for e in events), events
+    assert any("AIP_MODEL_DIR" in e for e in events), events
+    assert result.metrics["mse"] >= 0 and result.metrics["checkpoint_step"] == 4, text
+    assert re.search(r"^evaluation:         .*\bmse=[\d.e-]+", text, re.M), text
+    assert result.passed is True
+    assert "quality gate:       passed (no thresholds set)" in text
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["metrics"]["r2"] > 0
 
 
 class RegressionOutputs(NamedTuple):

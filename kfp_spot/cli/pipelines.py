@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,7 +65,8 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--run-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the run keeps its outputs (default: ./kfp-spot-runs/<timestamp>).",
+    help="Where the run keeps its outputs: a new or empty directory (default: "
+    "./kfp-spot-runs/<timestamp>).",
 )
 @click.option(
     "--source",
@@ -179,7 +179,7 @@ def run(
     freeze_at_exit()  # kfp, the emulator's GAPIC types, matplotlib: exit without collecting them
 
     if run_dir is None:
-        run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
+        run_dir = local.default_run_dir()
     params = vertex_options["params"]
     console = Console()
     try:
