@@ -48,6 +48,11 @@ EXAMPLE_ARGUMENTS: dict[str, Any] = {
     "thresholds": {"accuracy": ">=0.85"},
 }
 """What the bundled example trainer is run with (a short run; a digits classifier's gate)."""
+NO_GATE = (
+    "no quality gate: every evaluation passes and the model is promoted; set one with "
+    """--param thresholds='{"METRIC": ">=BOUND"}' on a metric your evaluate() returns"""
+)
+"""What a run without thresholds says before it starts."""
 TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evaluation_entry_point"}
 """``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
 
@@ -155,11 +160,14 @@ def run_local(
     """
     from kfp_spot.pipelines.spot_training import spot_training
 
+    arguments = spot_training_arguments(
+        source, training_args=training_args, thresholds=thresholds, parameters=parameters
+    )
+    if progress is not None and not arguments["thresholds"]:
+        progress(f"note: {NO_GATE}")
     return run_pipeline(
         spot_training if template is None else template,
-        spot_training_arguments(
-            source, training_args=training_args, thresholds=thresholds, parameters=parameters
-        ),
+        arguments,
         run_dir=run_dir,
         preemptions=preemptions,
         grace_period=grace_period,
