@@ -135,8 +135,9 @@ def check_values(values: Mapping[str, Any]) -> None:
     """Refuse, before anything starts, argument values a run would only fail on later.
 
     A pipeline parameter is a JSON value, which has no infinity or NaN (KFP cannot send one);
-    and a ``thresholds`` argument (the quality gate's, read by the evaluation after training)
-    must parse as bounds, so a typo in it does not cost a whole training run.
+    and what the evaluation reads only after training must be well formed, so a typo in it does
+    not cost a whole training run: ``thresholds`` must parse as bounds and
+    ``evaluation_entry_point`` read as ``module:function``.
 
     Raises:
         LocalRunError: naming the parameter and what would be valid.
@@ -148,6 +149,15 @@ def check_values(values: Mapping[str, Any]) -> None:
                 f"parameter {name}: {found} is not a finite number; pipeline parameters are "
                 f"JSON values (no infinity or NaN)"
             )
+    if "evaluation_entry_point" in values:  # spot_training's; imported after training
+        from kfp_spot.evaluation.core import check_entry_point
+        from kfp_spot.evaluation.errors import EvaluationInputError
+
+        try:
+            check_entry_point(values["evaluation_entry_point"])
+        except EvaluationInputError as exc:
+            reason = str(exc).removeprefix(f"{exc.field}: ")
+            raise LocalRunError(f"parameter evaluation_entry_point: {reason}") from None
     thresholds = values.get("thresholds")
     if isinstance(thresholds, str):  # a dict may arrive as its JSON text
         try:

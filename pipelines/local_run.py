@@ -88,6 +88,18 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
                     f"string, got {value!r}"
                 )
             arguments[name] = value
+    entry_point = arguments.get("evaluation_entry_point")
+    if entry_point is not None:  # imported only after training: a typo would cost the run
+        from kfp_spot.evaluation.core import check_entry_point
+        from kfp_spot.evaluation.errors import EvaluationInputError
+
+        try:
+            check_entry_point(entry_point)
+        except EvaluationInputError as exc:
+            reason = str(exc).removeprefix(f"{exc.field}: ")
+            raise LocalRunError(
+                f"{path / 'pyproject.toml'}: [tool.kfp-spot] evaluation-entry-point: {reason}"
+            ) from None
     return arguments
 
 

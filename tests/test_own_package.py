@@ -58,6 +58,20 @@ def test_your_package_is_gated_only_on_the_thresholds_you_give(regressor):
     assert example["thresholds"] == {"accuracy": ">=0.85"}
 
 
+def test_a_malformed_entry_point_in_the_pyproject_is_refused_naming_it(regressor, tmp_path):
+    source = tmp_path / "typo"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("metrics:evaluate", "metrics.evaluate"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"{pyproject}: [tool.kfp-spot] evaluation-entry-point: 'regressor.metrics.evaluate' "
+        "is not module:function (e.g. trainer.evaluate:evaluate)"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
@@ -94,6 +108,10 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         ({"thresholds": '{"mse": ">= 0.9x"}'}, "thresholds['mse']: '>= 0.9x' is not a bound"),
         ({"thresholds": '{"mse": -1e400}'}, "parameter thresholds: -inf is not a finite number"),
         ({"evaluation_params": '{"alpha": NaN}'}, "parameter evaluation_params: nan is not a"),
+        (
+            {"evaluation_entry_point": "regressor.metrics.evaluate"},
+            "parameter evaluation_entry_point: 'regressor.metrics.evaluate' is not module:function",
+        ),
     ],
 )
 def test_a_bad_param_is_one_error_naming_it(texts, message):

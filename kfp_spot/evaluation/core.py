@@ -130,6 +130,20 @@ def _finite_or_text(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
+def check_entry_point(entry_point: Any) -> None:
+    """Check that ``entry_point`` reads as ``module:function`` (it is imported later).
+
+    Raises:
+        EvaluationInputError: naming ``entry_point`` and the form it must have.
+    """
+    module, sep, function = (entry_point if isinstance(entry_point, str) else "").partition(":")
+    if not sep or not is_module_name(module) or not function.isidentifier():
+        raise EvaluationInputError(
+            "entry_point",
+            f"{entry_point!r} is not module:function (e.g. trainer.evaluate:evaluate)",
+        )
+
+
 def _check_inputs(
     checkpoint_uri: str, package_uris: Sequence[str], entry_point: str, params: Any
 ) -> tuple[str, list[str], dict[str, Any]]:
@@ -142,12 +156,7 @@ def _check_inputs(
             "package", "no package URIs: connect the prepare_package step's package"
         )
     uris = [str(u) for u in package_uris]
-    module, sep, function = (entry_point or "").partition(":")
-    if not sep or not is_module_name(module) or not function.isidentifier():
-        raise EvaluationInputError(
-            "entry_point",
-            f"{entry_point!r} is not module:function (e.g. trainer.evaluate:evaluate)",
-        )
+    check_entry_point(entry_point)
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
@@ -235,8 +244,8 @@ def _run_entry_point(
         for line in proc.stdout.splitlines():
             log.info("evaluate: %s", line)
         tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
-        if proc.returncode == runner.EXIT_ENTRY_POINT:
-            raise EvaluationInputError("entry_point", tail)
+        if proc.returncode == runner.EXIT_ENTRY_POINT:  # the runner's line names the field
+            raise EvaluationInputError("entry_point", tail.removeprefix("entry_point: "))
         if proc.returncode != 0:
             raise EvaluationError(
                 f"evaluation with {entry_point} failed (exit {proc.returncode}):\n{tail}"

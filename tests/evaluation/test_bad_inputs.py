@@ -68,12 +68,12 @@ def test_no_checkpoint_at_all(tmp_path, package, env_cache):
 
 
 def test_entry_point_module_not_in_the_package(ckpt, package, env_cache):
-    with pytest.raises(EvaluationInputError, match=r"entry_point: cannot import module 'trainer"):
+    with pytest.raises(EvaluationInputError, match=r"^entry_point: cannot import module 'trainer"):
         run(ckpt, package, env_cache, entry_point="trainer.evaluate:evaluate")
 
 
 def test_entry_point_function_missing(ckpt, package, env_cache):
-    with pytest.raises(EvaluationInputError, match=r"has no function 'score'"):
+    with pytest.raises(EvaluationInputError, match=r"^entry_point: module '\w+.evaluate' has no "):
         run(ckpt, package, env_cache, entry_point="tinytrainer.evaluate:score")
 
 
