@@ -82,6 +82,18 @@ def test_entry_point_that_raises_shows_its_traceback(ckpt, package, env_cache):
         run(ckpt, package, env_cache, params={"fail": True})
 
 
+@pytest.mark.parametrize("status", [3, 0, "data missing"])
+def test_entry_point_that_exits_is_named_with_its_status(ckpt, package, env_cache, status):
+    # 3 is also the runner's own status for an entry point it cannot import
+    with pytest.raises(EvaluationError) as info:
+        run(ckpt, package, env_cache, params={"exit": status})
+    first = str(info.value).splitlines()[1]
+    assert first == (
+        f"{ENTRY} called sys.exit({status!r}) instead of returning its metrics (a dict of "
+        "metric name -> number)"
+    )
+
+
 def test_entry_point_returning_no_dict(ckpt, package, env_cache):
     with pytest.raises(EvaluationError, match=r"returned list; it must return a dict"):
         run(ckpt, package, env_cache, params={"return": "list"})

@@ -47,6 +47,8 @@ def evaluate(checkpoint_dir, params):
     print(f"evaluating step {model['step']} from {checkpoint_dir}")
     if params.get("fail"):
         raise RuntimeError("the evaluation data set is missing")
+    if "exit" in params:  # as a script's habit: sys.exit(status)
+        raise SystemExit(params["exit"])
     if params.get("return") == "list":
         return [1, 2]
     if params.get("return") == "text":
