@@ -57,15 +57,42 @@ TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evalua
 """``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
 
 
+def _tool_config(pyproject: Path, tables: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``[tool.kfp-spot]``, refusing what would be ignored: a misspelt table name or key.
+
+    An ignored key would not fail here: the run would fall back to the default module or
+    evaluation entry point and fail later, the evaluation only after the whole training.
+    """
+    valid = ", ".join(TOOL_KEYS)
+    for table in tables:
+        if table != "kfp-spot" and table.replace("_", "-").lower() in ("kfp-spot", "kfpspot"):
+            raise LocalRunError(
+                f"{pyproject}: [tool.{table}] is not read; the table is [tool.kfp-spot] "
+                f"(keys: {valid})"
+            )
+    config = tables.get("kfp-spot") or {}
+    if not isinstance(config, Mapping):
+        raise LocalRunError(f"{pyproject}: [tool.kfp-spot] must be a table (keys: {valid})")
+    for key in config:
+        if key not in TOOL_KEYS:
+            near = str(key).replace("_", "-").lower()
+            hint = f"; did you mean {near!r}?" if near in TOOL_KEYS else ""
+            raise LocalRunError(
+                f"{pyproject}: [tool.kfp-spot] has no key {key!r} (its keys: {valid}){hint}"
+            )
+    return config
+
+
 def package_arguments(source: str | Path) -> dict[str, Any]:
     """The pipeline arguments a package's own pyproject.toml sets (``[tool.kfp-spot]``).
 
     Also the example's training arguments and gate when ``source`` is the bundled example.
 
     Raises:
-        LocalRunError: ``source`` does not exist, or a ``[tool.kfp-spot]`` value is not text.
+        LocalRunError: ``source`` does not exist, or ``[tool.kfp-spot]`` has a key it does not
+            know, a value that is not text or an entry point that is not ``module:function``.
     """
-    from kfp_spot.packaging.build import tool_config
+    from kfp_spot.packaging.build import tool_tables
 
     path = Path(source)
     if not path.exists():
@@ -75,9 +102,10 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         arguments.update(EXAMPLE_ARGUMENTS)
     if (path / "pyproject.toml").is_file():
         try:
-            config = tool_config(path)
+            tables = tool_tables(path)
         except ValueError as exc:  # tomllib's TOMLDecodeError
             raise LocalRunError(f"{path / 'pyproject.toml'}: {exc}") from None
+        config = _tool_config(path / "pyproject.toml", tables)
         for key, name in TOOL_KEYS.items():
             value = config.get(key)
             if value is None:

@@ -72,6 +72,32 @@ def test_a_malformed_entry_point_in_the_pyproject_is_refused_naming_it(regressor
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            '[tool.kfp-spot]\nevaluation_entry_point = "regressor.metrics:evaluate"\n',
+            "[tool.kfp-spot] has no key 'evaluation_entry_point' (its keys: python-module, "
+            "evaluation-entry-point); did you mean 'evaluation-entry-point'?",
+        ),
+        (
+            '[tool.kfp_spot]\npython-module = "regressor.train"\n',
+            "[tool.kfp_spot] is not read; the table is [tool.kfp-spot] (keys: python-module, "
+            "evaluation-entry-point)",
+        ),
+    ],
+)
+def test_a_misspelt_tool_table_or_key_is_refused_not_ignored(tmp_path, table, message):
+    # ignored, the run would fall back to the example's evaluate() and fail after training
+    source = tmp_path / "pkg"
+    source.mkdir()
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\nversion = "1"\n\n' + table)
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.package_arguments(source)
+    assert str(info.value) == f"{pyproject}: {message}"
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
