@@ -9,6 +9,7 @@ only the bundled example gets the example's training arguments and accuracy gate
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,7 @@ TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evalua
 """``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
 
 
-def _tool_config(pyproject: Path, tables: Mapping[str, Any]) -> Mapping[str, Any]:
+def _tool_config(pyproject: str, tables: Mapping[str, Any]) -> Mapping[str, Any]:
     """``[tool.kfp-spot]``, refusing what would be ignored: a misspelt table name or key.
 
     An ignored key would not fail here: the run would fall back to the default module or
@@ -92,28 +93,49 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         LocalRunError: ``source`` does not exist, or ``[tool.kfp-spot]`` has a key it does not
             know, a value that is not text or an entry point that is not ``module:function``.
     """
-    from kfp_spot.packaging.build import tool_tables
-
     path = Path(source)
     if not path.exists():
         raise LocalRunError(f"training source {source} does not exist")
     arguments: dict[str, Any] = {}
     if path.resolve() == EXAMPLE_SOURCE:
         arguments.update(EXAMPLE_ARGUMENTS)
-    if (path / "pyproject.toml").is_file():
+    from kfp_spot.packaging.sources import ARCHIVE_SUFFIXES
+
+    if path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES):
+        # the archive's own pyproject.toml, found as prepare_package finds it
+        from kfp_spot.packaging import PackagingError
+        from kfp_spot.packaging.sources import materialize
+
+        with tempfile.TemporaryDirectory(prefix="kfp-spot-source-") as work:
+            try:
+                tree = materialize(str(path), Path(work))
+            except PackagingError:
+                return arguments  # prepare_package says what is wrong with it, first thing
+            if not tree.generated:
+                arguments.update(_tool_arguments(tree.path, f"{path} (its pyproject.toml)"))
+    else:
+        arguments.update(_tool_arguments(path, str(path / "pyproject.toml")))
+    return arguments
+
+
+def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
+    """The arguments ``project``'s ``[tool.kfp-spot]`` sets; errors name ``label``."""
+    from kfp_spot.packaging.build import tool_tables
+
+    arguments: dict[str, Any] = {}
+    if (project / "pyproject.toml").is_file():
         try:
-            tables = tool_tables(path)
+            tables = tool_tables(project)
         except ValueError as exc:  # tomllib's TOMLDecodeError
-            raise LocalRunError(f"{path / 'pyproject.toml'}: {exc}") from None
-        config = _tool_config(path / "pyproject.toml", tables)
+            raise LocalRunError(f"{label}: {exc}") from None
+        config = _tool_config(label, tables)
         for key, name in TOOL_KEYS.items():
             value = config.get(key)
             if value is None:
                 continue
             if not isinstance(value, str) or not value:
                 raise LocalRunError(
-                    f"{path / 'pyproject.toml'}: [tool.kfp-spot] {key} must be a non-empty "
-                    f"string, got {value!r}"
+                    f"{label}: [tool.kfp-spot] {key} must be a non-empty string, got {value!r}"
                 )
             arguments[name] = value
     entry_point = arguments.get("evaluation_entry_point")
@@ -126,7 +148,7 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         except EvaluationInputError as exc:
             reason = str(exc).removeprefix(f"{exc.field}: ")
             raise LocalRunError(
-                f"{path / 'pyproject.toml'}: [tool.kfp-spot] evaluation-entry-point: {reason}"
+                f"{label}: [tool.kfp-spot] evaluation-entry-point: {reason}"
             ) from None
     return arguments
 

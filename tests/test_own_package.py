@@ -98,6 +98,20 @@ def test_a_misspelt_tool_table_or_key_is_refused_not_ignored(tmp_path, table, me
     assert str(info.value) == f"{pyproject}: {message}"
 
 
+@pytest.mark.parametrize("kind", ["zip", "gztar"])
+def test_an_archived_package_names_its_own_module_and_evaluation_entry_point(
+    regressor, tmp_path, kind
+):
+    # as prepare_package reads it: the archive's one top folder holds the pyproject.toml
+    archive = shutil.make_archive(
+        str(tmp_path / "regressor-0.3.0"), kind, regressor.parent, regressor.name
+    )
+    assert local_run.package_arguments(archive) == {
+        "python_module": "regressor.train",
+        "evaluation_entry_point": "regressor.metrics:evaluate",
+    }
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
