@@ -274,22 +274,25 @@ def run(
             raise_on_error=False,
         )
         disrupted = disruption(emu, default_root) if disruption else contextlib.nullcontext()
+        drill = CheckpointPreemptionDrill(
+            root_of,
+            running_attempts,
+            emu.preempt,
+            count=preemptions,
+            after_last=take_capacity_away(emu, arguments["regions"][0]) if failover else None,
+        )
         with (
             gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's
             shown.watching(emulator_jobs(emu), newest_step),
-            CheckpointPreemptionDrill(
-                root_of,
-                running_attempts,
-                emu.preempt,
-                count=preemptions,
-                after_last=take_capacity_away(emu, arguments["regions"][0]) if failover else None,
-            ),
+            drill,
             disrupted,
         ):
             task = pipeline(**args)
         failed = shown.report_failures()
         listed = emu.list_jobs()  # newest first
         jobs = [j["name"] for j in reversed(listed)]
+        if listed and len(drill.preempted_at_steps) < preemptions:
+            shown.event(f"note: {_short_drill(len(drill.preempted_at_steps), preemptions)}")
         states = [str(j.get("state", "")) for j in listed]
         roots = [root_of(name) or "" for name in jobs]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
@@ -341,6 +344,16 @@ def run(
     report = write_report(run_dir)
     result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
+
+
+def _short_drill(done: int, asked: int) -> str:
+    """Why a run preempted its job fewer times than asked."""
+    return (
+        f"the job was preempted {done} of the {asked} time(s) asked: the drill preempts an "
+        "attempt only after it commits a new kfp_spot.trainer checkpoint (step-<n>/manifest.json),"
+        " and the training ended or failed before that; save more often or train longer to see "
+        "a preemption"
+    )
 
 
 def _evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:

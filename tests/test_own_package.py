@@ -316,6 +316,44 @@ def test_a_run_that_fails_after_the_evaluation_still_shows_what_it_measured(regr
     assert json.loads((tmp_path / "run" / "run.json").read_text())["metrics"]["r2"] > 0
 
 
+FOREIGN_TRAINER = """\
+import argparse, os
+from kfp_spot.trainer import add_output_dir_arguments, resolve_output_dirs
+parser = argparse.ArgumentParser()
+add_output_dir_arguments(parser)
+args = parser.parse_args()
+resolve_output_dirs(parser, args)
+os.makedirs(args.checkpoint_dir, exist_ok=True)
+with open(os.path.join(args.checkpoint_dir, "weights.pkl"), "wb") as handle:
+    handle.write(b"its own format")
+os.makedirs(args.model_dir, exist_ok=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_drill_that_could_not_preempt_says_why(regressor, tmp_path):
+    # the trainer keeps its own checkpoint files: the drill waits for a kfp-spot commit in vain
+    source = tmp_path / "foreign"
+    shutil.copytree(regressor, source)
+    (source / "regressor" / "train.py").write_text(FOREIGN_TRAINER)
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run",
+        source=source,
+        preemptions=2,
+        parameters={"allow_foreign_layout": True},
+        progress=events.append,
+    )
+    assert result.preemptions == 0 and len(result.ledger) == 1
+    notes = [e for e in events if e.startswith("note: the job was preempted")]
+    assert notes == [
+        "note: the job was preempted 0 of the 2 time(s) asked: the drill preempts an attempt "
+        "only after it commits a new kfp_spot.trainer checkpoint (step-<n>/manifest.json), and "
+        "the training ended or failed before that; save more often or train longer to see a "
+        "preemption"
+    ], events
+
+
 class RegressionOutputs(NamedTuple):
     passed: bool
     metrics: dsl.Metrics
