@@ -66,10 +66,19 @@ def _boolean(text: str) -> bool:
 
 
 def _json(kind: type) -> Callable[[str], Any]:
+    form = (
+        """a JSON list such as '["--steps", "40"]'"""
+        if kind is list
+        else """a JSON object such as '{"mse": "<=0.01"}'"""
+    )
+
     def parse(text: str) -> Any:
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:  # often the shell ate the quotes: say what to write
+            raise ValueError(f"{exc}; write {form}, quoted as a whole for the shell") from None
         if not isinstance(value, kind):
-            raise ValueError(f"expected a JSON {'list' if kind is list else 'object'}")
+            raise ValueError(f"expected {form}")
         return value
 
     return parse

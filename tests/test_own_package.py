@@ -141,6 +141,17 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     [
         ({"max_resubmissions": "two"}, "parameter max_resubmissions is of type Integer; 'two'"),
         ({"thresholds": '["mse"]'}, "parameter thresholds is of type Dict; "),
+        (  # as the shell leaves thresholds={"mse": "<=0.1"} written without single quotes
+            {"thresholds": "{mse: <=0.1}"},
+            "parameter thresholds is of type Dict; '{mse: <=0.1}' is not one (Expecting property "
+            "name enclosed in double quotes: line 1 column 2 (char 1); write a JSON object such "
+            """as '{"mse": "<=0.01"}', quoted as a whole for the shell)""",
+        ),
+        (
+            {"training_args": "--steps 40"},
+            "parameter training_args is of type List; '--steps 40' is not one (Expecting value: "
+            """line 1 column 1 (char 0); write a JSON list such as '["--steps", "40"]', quoted""",
+        ),
         ({"check_import": "yes"}, "parameter check_import is of type Boolean; 'yes'"),
         ({"treshold": "{}"}, "the pipeline has no parameter 'treshold'; valid: "),
         # the gate is read after training: a bound that is no bound must not cost the run
