@@ -159,7 +159,7 @@ def check_values(values: Mapping[str, Any]) -> None:
                 f"JSON values (no infinity or NaN)"
             )
     if "evaluation_entry_point" in values:  # spot_training's; imported after training
-        from kfp_spot.evaluation.core import check_entry_point
+        from kfp_spot.evaluation.entry_point import check_entry_point
         from kfp_spot.evaluation.errors import EvaluationInputError
 
         try:

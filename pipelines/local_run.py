@@ -140,7 +140,7 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
             arguments[name] = value
     entry_point = arguments.get("evaluation_entry_point")
     if entry_point is not None:  # imported only after training: a typo would cost the run
-        from kfp_spot.evaluation.core import check_entry_point
+        from kfp_spot.evaluation.entry_point import check_entry_point
         from kfp_spot.evaluation.errors import EvaluationInputError
 
         try:

@@ -17,6 +17,7 @@ from typing import Any
 from kfp_spot import envcache, fs
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation import runner
+from kfp_spot.evaluation.entry_point import check_entry_point
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.selection import (
     Selection,
@@ -26,7 +27,6 @@ from kfp_spot.evaluation.selection import (
 )
 from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
 from kfp_spot.layout import EMPTY, EXPECTED, KFP_SPOT, inspect_layout
-from kfp_spot.packaging.sources import is_module_name
 
 log = logging.getLogger(__name__)
 
@@ -128,20 +128,6 @@ class EvaluationResult:
 def _finite_or_text(value: float) -> float | str:
     # Artifact metadata is JSON/protobuf Struct: NaN and infinities do not survive it as numbers.
     return value if math.isfinite(value) else str(value)
-
-
-def check_entry_point(entry_point: Any) -> None:
-    """Check that ``entry_point`` reads as ``module:function`` (it is imported later).
-
-    Raises:
-        EvaluationInputError: naming ``entry_point`` and the form it must have.
-    """
-    module, sep, function = (entry_point if isinstance(entry_point, str) else "").partition(":")
-    if not sep or not is_module_name(module) or not function.isidentifier():
-        raise EvaluationInputError(
-            "entry_point",
-            f"{entry_point!r} is not module:function (e.g. trainer.evaluate:evaluate)",
-        )
 
 
 def _check_inputs(
