@@ -218,6 +218,7 @@ def run(
 
     from kfp_spot.emulator import ApiError, Emulator, EmulatorError
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
+    from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
     pipeline = load(pipeline)
     arguments = dict(arguments or {})
@@ -283,6 +284,7 @@ def run(
         )
         with (
             gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's
+            tasks_end_with_the_run(),  # an interrupt sent to this process alone stops the task
             shown.watching(emulator_jobs(emu), newest_step),
             drill,
             disrupted,

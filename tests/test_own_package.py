@@ -6,11 +6,16 @@ pyproject.toml, and an evaluate() that returns ``mse``, no ``accuracy``.
 
 # No "from __future__ import annotations": KFP reads the pipeline's annotations as types.
 
+import contextlib
 import json
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -363,6 +368,55 @@ def test_a_drill_that_could_not_preempt_says_why(regressor, tmp_path):
         "the training ended or failed before that; save more often or train longer to see a "
         "preemption"
     ], events
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Processes whose command line holds ``text`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # ended while looked at
+                continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_its_job(
+    regressor, tmp_path
+):
+    # kill -INT PID, a supervisor, an IDE: the tasks are not in the signal's process group
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            *(str(KFP_SPOT), "run", "--source", str(regressor), "--run-dir", str(run_dir)),
+            *("--param", 'training_args=["--steps", "2000"]', "--preemptions", "0"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # not this test's group: the signal below reaches only the run
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    deadline = time.monotonic() + 300
+    seen: list[str] = []
+    while not any("attempt 1 running" in x for x in seen):
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        with contextlib.suppress(queue.Empty):
+            seen.append(lines.get(timeout=1))
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=120) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
+    assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
+    assert _processes_naming(str(run_dir)) == []  # no task, no replica left behind
 
 
 class RegressionOutputs(NamedTuple):
