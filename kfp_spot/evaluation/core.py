@@ -168,6 +168,10 @@ def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], Conf
         if key == CONFUSION_MATRIX_KEY:
             matrix = _parse_confusion_matrix(entry_point, value)
             continue
+        if not key.strip():
+            raise EvaluationError(
+                f"{entry_point} returned a metric with an empty name ({key!r}); name each metric"
+            )
         if key in RESERVED_METRICS:
             raise EvaluationError(
                 f"{entry_point} returned a metric named {key!r}, which the evaluator reports "

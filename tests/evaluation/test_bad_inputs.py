@@ -104,6 +104,11 @@ def test_entry_point_returning_a_non_number(ckpt, package, env_cache):
         run(ckpt, package, env_cache, params={"return": "text"})
 
 
+def test_entry_point_returning_a_metric_without_a_name(ckpt, package, env_cache):
+    with pytest.raises(EvaluationError, match=r"returned a metric with an empty name \(' '\)"):
+        run(ckpt, package, env_cache, params={"return": "unnamed"})
+
+
 def test_threshold_on_a_metric_that_was_not_returned(ckpt, package, env_cache):
     with pytest.raises(EvaluationInputError, match=r"thresholds: metric 'acc' is not among .*"):
         run(ckpt, package, env_cache, thresholds={"acc": 0.9})

@@ -53,6 +53,8 @@ def evaluate(checkpoint_dir, params):
         return [1, 2]
     if params.get("return") == "text":
         return {"accuracy": "high"}
+    if params.get("return") == "unnamed":
+        return {" ": 0.5}
     accuracy = np.float32(model["accuracy"] * params.get("scale", 1.0))
     out = {"accuracy": accuracy, "loss": 1.0 - float(accuracy), "seen_step": model["step"]}
     if params.get("classification"):
