@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfp_spot.pipelines.local import LocalRunError
+from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -37,6 +37,7 @@ __all__ = [
     "LocalRunResult",
     "_gate",
     "_outcome",
+    "check_evaluation_module",
     "package_arguments",
     "run_local",
     "spot_training_arguments",
@@ -177,6 +178,43 @@ def spot_training_arguments(
     return arguments
 
 
+def check_evaluation_module(
+    source: str | Path, arguments: Mapping[str, Any], pipeline: Any
+) -> None:
+    """Refuse a run whose evaluation would import a module its source does not hold.
+
+    Only when the entry point is left to the pipeline's default (the bundled example's
+    ``trainer.evaluate:evaluate``): its module must be in the source directory (at its top or
+    under ``src/``), or be the script the source is. One the package names itself may come from
+    a dependency and is imported by the evaluation.
+
+    Raises:
+        LocalRunError: naming ``evaluation_entry_point`` and where to set it.
+    """
+    declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
+    default = getattr(declared, "default", None)
+    path = Path(source)
+    if "evaluation_entry_point" in arguments or not isinstance(default, str) or ":" not in default:
+        return
+    module = default.partition(":")[0]
+    relative = Path(*module.split("."))
+    if path.is_dir():
+        bases = (path, path / "src")
+        held = any(
+            (b / f"{relative}.py").is_file() or (b / relative / "__init__.py").is_file()
+            for b in bases
+        )
+    else:  # a script becomes python_module; an archive is looked into by prepare_package
+        held = path.suffix != ".py" or arguments.get("python_module") == module
+    if not held:
+        raise LocalRunError(
+            f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
+            f'example\'s) is not in {source}: set evaluation-entry-point = "MODULE:FUNCTION" '
+            "under [tool.kfp-spot] in its pyproject.toml, or --param "
+            "evaluation_entry_point=MODULE:FUNCTION"
+        )
+
+
 def run_local(
     run_dir: str | Path,
     *,
@@ -222,13 +260,15 @@ def run_local(
     """
     from kfp_spot.pipelines.spot_training import spot_training
 
+    pipeline = load(spot_training if template is None else template)
     arguments = spot_training_arguments(
         source, training_args=training_args, thresholds=thresholds, parameters=parameters
     )
+    check_evaluation_module(source, arguments, pipeline)
     if progress is not None and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
     return run_pipeline(
-        spot_training if template is None else template,
+        pipeline,
         arguments,
         run_dir=run_dir,
         preemptions=preemptions,

@@ -117,6 +117,32 @@ def test_an_archived_package_names_its_own_module_and_evaluation_entry_point(
     }
 
 
+def test_a_package_left_on_the_examples_evaluation_entry_point_is_refused_before_it_runs(
+    tmp_path,
+):
+    # no [tool.kfp-spot], no --param: trainer.evaluate:evaluate, which this package lacks
+    source = tmp_path / "mine"
+    (source / "mine").mkdir(parents=True)
+    (source / "mine" / "__init__.py").write_text("")
+    (source / "mine" / "task.py").write_text("print('training')\n")
+    (source / "pyproject.toml").write_text('[project]\nname = "mine"\nversion = "1"\n')
+    result = CliRunner().invoke(
+        cli_main, ["run", "--source", str(source), "--run-dir", str(tmp_path / "run")]
+    )
+    assert result.exit_code == 2
+    assert (
+        "evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
+        f"(the bundled example's) is not in {source}: set evaluation-entry-point"
+    ) in " ".join(result.output.split())
+    assert not (tmp_path / "run").exists()
+    # the same package holding that module (src/ layout), or naming its own: nothing to refuse
+    (source / "src" / "trainer").mkdir(parents=True)
+    (source / "src" / "trainer" / "evaluate.py").write_text("def evaluate(d, p): return {}\n")
+    assert local_run.check_evaluation_module(source, {}, spot_training) is None
+    named = {"evaluation_entry_point": "mine.metrics:score"}
+    assert local_run.check_evaluation_module(tmp_path / "x.py", named, spot_training) is None
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
