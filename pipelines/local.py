@@ -235,7 +235,12 @@ def run(
     run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
     _arguments(pipeline, arguments or {}, run_dir, "")  # refuse bad arguments before starting
     _check_unused(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalRunError(
+            f"run_dir: cannot create {run_dir} ({exc.strerror}); give a writable directory"
+        ) from None
     default_root = str(run_dir / "job" / "checkpoints")
     started = time.time()
     shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)

@@ -240,6 +240,17 @@ def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was
     assert (run_dir / "run.json").read_text() == "{}"
 
 
+def test_a_run_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path, regressor):
+    (tmp_path / "a-file").write_text("")
+    run_dir = tmp_path / "a-file" / "run"
+    result = CliRunner().invoke(
+        cli_main, ["run", "--source", str(regressor), "--run-dir", str(run_dir)]
+    )
+    assert result.exit_code == 2
+    assert f"run_dir: cannot create {run_dir} (Not a directory); give a writable" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_the_default_run_directory_is_a_new_one_each_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = local.default_run_dir()
