@@ -109,8 +109,8 @@ def _arguments(
     return out
 
 
-RUN_DIR_ENTRIES = ("run.json", "emulator", "job", "pipeline_root", "logs", "staging")
-"""What a run writes into its directory; a directory holding any of them already holds a run."""
+RUN_DIR_ENTRIES = ("run.json", "emulator", "job/checkpoints", "pipeline_root")
+"""What only a run writes into its directory: a directory holding one already holds a run."""
 
 
 def default_run_dir() -> Path:

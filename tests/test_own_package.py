@@ -234,7 +234,9 @@ def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was
         cli_main, ["run", "--source", str(regressor), "--run-dir", str(run_dir)]
     )
     assert result.exit_code == 2
-    assert f"run_dir: {run_dir} already holds a run (its run.json, job)" in result.output
+    assert f"run_dir: {run_dir} already holds a run (its run.json, job/checkpoints)" in (
+        result.output
+    )
     assert "Traceback" not in result.output
     assert sorted(p.name for p in run_dir.iterdir()) == ["job", "run.json"]
     assert (run_dir / "run.json").read_text() == "{}"
