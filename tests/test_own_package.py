@@ -253,6 +253,18 @@ def test_a_run_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path, reg
     assert "Traceback" not in result.output
 
 
+def test_a_local_run_takes_its_package_from_source_not_a_param(tmp_path, regressor):
+    # --param source= would train the package with the example's arguments and gate
+    result = CliRunner().invoke(
+        cli_main, ["run", "--run-dir", str(tmp_path / "run"), "--param", f"source={regressor}"]
+    )
+    assert result.exit_code == 2
+    assert "--param source=... is for --vertex; a local run takes the package with --source" in (
+        " ".join(result.output.split())
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_default_run_directory_is_a_new_one_each_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = local.default_run_dir()

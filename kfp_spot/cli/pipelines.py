@@ -186,6 +186,11 @@ def run(
         parameters = local.parse_arguments(
             template or spot_training, _parse_pairs(params, "--param")
         )
+        if "source" in parameters:  # it would train that package with the example's settings
+            raise click.UsageError(
+                "--param source=... is for --vertex; a local run takes the package with "
+                "--source PATH, which also reads its [tool.kfp-spot] settings"
+            )
         result = local_run.run_local(
             run_dir,
             source=source or local_run.EXAMPLE_SOURCE,
