@@ -42,6 +42,7 @@ from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.pipelines.local_arguments import (
     LocalRunError,
+    check_run_options,
     check_values,
     load,
     parameters,
@@ -220,6 +221,7 @@ def run(
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
     from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
+    check_run_options(preemptions, grace_period)
     pipeline = load(pipeline)
     arguments = dict(arguments or {})
     if regions is not None:

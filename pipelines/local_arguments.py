@@ -181,3 +181,19 @@ def check_values(values: Mapping[str, Any]) -> None:
             parse_thresholds(thresholds)
         except EvaluationInputError as exc:
             raise LocalRunError(str(exc)) from None
+
+
+def check_run_options(preemptions: Any, grace_period: Any) -> None:
+    """Refuse a drill a local run could not carry out, before anything starts.
+
+    Raises:
+        LocalRunError: naming ``preemptions`` or ``grace_period`` and what is valid.
+    """
+    if isinstance(preemptions, bool) or not isinstance(preemptions, int) or preemptions < 0:
+        raise LocalRunError(f"preemptions: must be a whole number >= 0, got {preemptions!r}")
+    number = isinstance(grace_period, (int, float)) and not isinstance(grace_period, bool)
+    if not number or not math.isfinite(grace_period) or grace_period < 0:
+        raise LocalRunError(
+            f"grace_period: must be a number of seconds >= 0 (SIGTERM to SIGKILL), got "
+            f"{grace_period!r}"
+        )

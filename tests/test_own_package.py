@@ -265,6 +265,23 @@ def test_a_local_run_takes_its_package_from_source_not_a_param(tmp_path, regress
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"preemptions": -1}, "preemptions: must be a whole number >= 0, got -1"),
+        ({"preemptions": 1.5}, "preemptions: must be a whole number >= 0, got 1.5"),
+        ({"grace_period": float("nan")}, "grace_period: must be a number of seconds >= 0"),
+        ({"grace_period": -2}, "grace_period: must be a number of seconds >= 0"),
+    ],
+)
+def test_a_drill_that_cannot_be_run_is_refused_before_anything_starts(
+    tmp_path, regressor, options, message
+):
+    with pytest.raises(local.LocalRunError, match=re.escape(message)):
+        local_run.run_local(tmp_path / "run", source=regressor, progress=None, **options)
+    assert not (tmp_path / "run").exists()  # no emulator was started there
+
+
 def test_the_default_run_directory_is_a_new_one_each_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = local.default_run_dir()
