@@ -275,6 +275,8 @@ def build_wheels(packages: Sequence[Path], out_dir: Path) -> list[Path]:
         dest.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
         cmd += ["--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(sdist)]
+        # Requires-Python is judged against the Python the package runs on, not this one's
+        cmd.insert(cmd.index("--no-deps"), "--ignore-requires-python")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:

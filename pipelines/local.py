@@ -42,7 +42,9 @@ from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.pipelines.local_arguments import (
     LocalRunError,
+    check_run_options,
     check_runs_locally,
+    check_values,
     load,
     parameters,
     parse_arguments,
@@ -65,8 +67,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ENDPOINT_PARAMETER",
     "PIPELINE_FAILED",
+    "RUN_DIR_ENTRIES",
     "LocalRunError",
     "LocalRunResult",
+    "default_run_dir",
     "load",
     "parameters",
     "parse_arguments",
@@ -103,7 +107,36 @@ def _arguments(
     out = {k: v for k, v in filled.items() if k in inputs}
     out.update(arguments)
     out[ENDPOINT_PARAMETER] = endpoint
+    check_values(out)
     return out
+
+
+RUN_DIR_ENTRIES = ("run.json", "emulator", "job/checkpoints", "pipeline_root")
+"""What only a run writes into its directory: a directory holding one already holds a run."""
+
+
+def default_run_dir() -> Path:
+    """``kfp-spot-runs/<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``, ... when that one exists."""
+    base = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def _check_unused(run_dir: Path) -> None:
+    """Refuse a directory an earlier run wrote into.
+
+    Its emulator would list the earlier jobs as this run's and its checkpoint directory would
+    make this run's training resume from the earlier run's step (other code, other arguments).
+    """
+    used = [name for name in RUN_DIR_ENTRIES if (run_dir / name).exists()]
+    if used:
+        raise LocalRunError(
+            f"run_dir: {run_dir} already holds a run (its {', '.join(used)}); a run starts in "
+            f"a new or empty directory: give another run directory (--run-dir) or remove it"
+        )
 
 
 def _region_names(value: Any) -> list[str]:
@@ -158,7 +191,8 @@ def run(
         pipeline: a ``@dsl.pipeline`` function or a compiled pipeline YAML path.
         arguments: the pipeline's arguments (``api_endpoint`` is always the emulator's).
         run_dir: folder for everything the run writes, kept after the run (default:
-            ``kfp-spot-runs/<timestamp>``).
+            ``kfp-spot-runs/<timestamp>``); new or empty: one an earlier run wrote into is
+            refused.
         preemptions: how many times the drill preempts a running attempt (each after it
             committed a new checkpoint).
         grace_period: seconds between SIGTERM and SIGKILL at a preemption.
@@ -186,7 +220,9 @@ def run(
 
     from kfp_spot.emulator import ApiError, Emulator, EmulatorError
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
+    from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
+    check_run_options(preemptions, grace_period)
     pipeline = load(pipeline)
     check_runs_locally(pipeline)
     arguments = dict(arguments or {})
@@ -200,11 +236,15 @@ def run(
         if "location" in pipeline.component_spec.inputs:
             arguments.setdefault("location", arguments["regions"][0])
     failover = regions is not None and len(regions) > 1
-    if run_dir is None:
-        run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(run_dir).resolve()
+    run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
     _arguments(pipeline, arguments or {}, run_dir, "")  # refuse bad arguments before starting
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _check_unused(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalRunError(
+            f"run_dir: cannot create {run_dir} ({exc.strerror}); give a writable directory"
+        ) from None
     default_root = str(run_dir / "job" / "checkpoints")
     started = time.time()
     shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)
@@ -244,22 +284,26 @@ def run(
             raise_on_error=False,
         )
         disrupted = disruption(emu, default_root) if disruption else contextlib.nullcontext()
+        drill = CheckpointPreemptionDrill(
+            root_of,
+            running_attempts,
+            emu.preempt,
+            count=preemptions,
+            after_last=take_capacity_away(emu, arguments["regions"][0]) if failover else None,
+        )
         with (
             gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's
+            tasks_end_with_the_run(),  # an interrupt sent to this process alone stops the task
             shown.watching(emulator_jobs(emu), newest_step),
-            CheckpointPreemptionDrill(
-                root_of,
-                running_attempts,
-                emu.preempt,
-                count=preemptions,
-                after_last=take_capacity_away(emu, arguments["regions"][0]) if failover else None,
-            ),
+            drill,
             disrupted,
         ):
             task = pipeline(**args)
         failed = shown.report_failures()
         listed = emu.list_jobs()  # newest first
         jobs = [j["name"] for j in reversed(listed)]
+        if listed and len(drill.preempted_at_steps) < preemptions:
+            shown.event(f"note: {_short_drill(len(drill.preempted_at_steps), preemptions)}")
         states = [str(j.get("state", "")) for j in listed]
         roots = [root_of(name) or "" for name in jobs]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
@@ -271,6 +315,8 @@ def run(
     outputs = task.outputs if task is not None else {}
     metrics_artifact = outputs.get("metrics", _only_metrics(outputs))
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
+    if not metrics:  # a task after the evaluation failed: the pipeline gave no outputs
+        metrics = _evaluated_metrics(run_dir / "pipeline_root")
     checkpoint_root = next((r for r in reversed(roots) if r), default_root)
     records = checkpoints.read_attempt_records(checkpoint_root)
     latest = checkpoints.latest(checkpoint_root)
@@ -309,6 +355,37 @@ def run(
     report = write_report(run_dir)
     result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
+
+
+def _short_drill(done: int, asked: int) -> str:
+    """Why a run preempted its job fewer times than asked."""
+    return (
+        f"the job was preempted {done} of the {asked} time(s) asked: the drill preempts an "
+        "attempt only after it commits a new kfp_spot.trainer checkpoint (step-<n>/manifest.json),"
+        " and the training ended or failed before that; save more often or train longer to see "
+        "a preemption"
+    )
+
+
+def _evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
+    """The ``metrics`` output a task of the run wrote, when exactly one task wrote one.
+
+    What the summary shows when a later task failed (the promotion, say): the evaluation ran
+    and its figures are in its executor output, though the pipeline returned nothing.
+    """
+    found: list[dict[str, Any]] = []
+    for path in sorted(pipeline_root.rglob("executor_output.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):  # a task killed while writing it
+            continue
+        outputs = doc.get("artifacts") if isinstance(doc, dict) else None
+        metrics = outputs.get("metrics") if isinstance(outputs, dict) else None
+        listed = metrics.get("artifacts") if isinstance(metrics, dict) else None
+        for artifact in listed if isinstance(listed, list) else []:
+            if isinstance(artifact, dict) and isinstance(artifact.get("metadata"), dict):
+                found.append(artifact["metadata"])
+    return dict(found[0]) if len(found) == 1 else {}
 
 
 def _only_metrics(outputs: Mapping[str, Any]) -> Any:

@@ -7,6 +7,7 @@ anything starts; every error is a :class:`LocalRunError` naming the template or 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,10 +98,19 @@ def _boolean(text: str) -> bool:
 
 
 def _json(kind: type) -> Callable[[str], Any]:
+    form = (
+        """a JSON list such as '["--steps", "40"]'"""
+        if kind is list
+        else """a JSON object such as '{"mse": "<=0.01"}'"""
+    )
+
     def parse(text: str) -> Any:
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:  # often the shell ate the quotes: say what to write
+            raise ValueError(f"{exc}; write {form}, quoted as a whole for the shell") from None
         if not isinstance(value, kind):
-            raise ValueError(f"expected a JSON {'list' if kind is list else 'object'}")
+            raise ValueError(f"expected {form}")
         return value
 
     return parse
@@ -145,4 +155,77 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
             raise LocalRunError(
                 f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
             ) from None
+    check_values(values)
     return values
+
+
+def _non_finite(value: Any) -> float | None:
+    """The first infinite or NaN number in ``value`` (nested in lists and dicts), else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    items = value.values() if isinstance(value, Mapping) else value
+    if isinstance(value, (list, tuple, Mapping)):
+        for item in items:
+            found = _non_finite(item)
+            if found is not None:
+                return found
+    return None
+
+
+def check_values(values: Mapping[str, Any]) -> None:
+    """Refuse, before anything starts, argument values a run would only fail on later.
+
+    A pipeline parameter is a JSON value, which has no infinity or NaN (KFP cannot send one);
+    and what the evaluation reads only after training must be well formed, so a typo in it does
+    not cost a whole training run: ``thresholds`` must parse as bounds and
+    ``evaluation_entry_point`` read as ``module:function``.
+
+    Raises:
+        LocalRunError: naming the parameter and what would be valid.
+    """
+    for name, value in values.items():
+        found = _non_finite(value)
+        if found is not None:
+            raise LocalRunError(
+                f"parameter {name}: {found} is not a finite number; pipeline parameters are "
+                f"JSON values (no infinity or NaN)"
+            )
+    if "evaluation_entry_point" in values:  # spot_training's; imported after training
+        from kfp_spot.evaluation.entry_point import check_entry_point
+        from kfp_spot.evaluation.errors import EvaluationInputError
+
+        try:
+            check_entry_point(values["evaluation_entry_point"])
+        except EvaluationInputError as exc:
+            reason = str(exc).removeprefix(f"{exc.field}: ")
+            raise LocalRunError(f"parameter evaluation_entry_point: {reason}") from None
+    thresholds = values.get("thresholds")
+    if isinstance(thresholds, str):  # a dict may arrive as its JSON text
+        try:
+            thresholds = json.loads(thresholds)
+        except ValueError:
+            return  # not JSON: the evaluation says what a thresholds mapping is
+    if isinstance(thresholds, Mapping):
+        from kfp_spot.evaluation.errors import EvaluationInputError
+        from kfp_spot.evaluation.thresholds import parse_thresholds
+
+        try:
+            parse_thresholds(thresholds)
+        except EvaluationInputError as exc:
+            raise LocalRunError(str(exc)) from None
+
+
+def check_run_options(preemptions: Any, grace_period: Any) -> None:
+    """Refuse a drill a local run could not carry out, before anything starts.
+
+    Raises:
+        LocalRunError: naming ``preemptions`` or ``grace_period`` and what is valid.
+    """
+    if isinstance(preemptions, bool) or not isinstance(preemptions, int) or preemptions < 0:
+        raise LocalRunError(f"preemptions: must be a whole number >= 0, got {preemptions!r}")
+    number = isinstance(grace_period, (int, float)) and not isinstance(grace_period, bool)
+    if not number or not math.isfinite(grace_period) or grace_period < 0:
+        raise LocalRunError(
+            f"grace_period: must be a number of seconds >= 0 (SIGTERM to SIGKILL), got "
+            f"{grace_period!r}"
+        )

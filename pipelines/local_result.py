@@ -87,6 +87,10 @@ class LocalRunResult:
         return self.summary
 
 
+_NON_FINITE = ("nan", "inf", "-inf")
+"""How the evaluation's metrics record a NaN or infinite value."""
+
+
 def _outcome(value: object) -> Outcome | None:
     """The pipeline's ``outcome`` output (launch_spot_job's), None when it gave none."""
     return None if value is None else Outcome(str(value))
@@ -139,9 +143,10 @@ def summarize(result: LocalRunResult) -> str:
     ]
     lines += _region_lines(result)
     shown = {
-        k: v
+        k: float(v) if isinstance(v, str) else v
         for k, v in result.metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
+        # NaN and infinities arrive as text (artifact metadata cannot hold them as numbers)
+        if (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in _NON_FINITE
     }
     lines.append(
         "evaluation:         "

@@ -9,11 +9,12 @@ only the bundled example gets the example's training arguments and accuracy gate
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfp_spot.pipelines.local import LocalRunError
+from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -36,8 +37,10 @@ __all__ = [
     "LocalRunResult",
     "_gate",
     "_outcome",
+    "check_evaluation_module",
     "package_arguments",
     "run_local",
+    "spot_training_arguments",
     "summarize",
 ]
 
@@ -47,8 +50,39 @@ EXAMPLE_ARGUMENTS: dict[str, Any] = {
     "thresholds": {"accuracy": ">=0.85"},
 }
 """What the bundled example trainer is run with (a short run; a digits classifier's gate)."""
+NO_GATE = (
+    "no quality gate: every evaluation passes and the model is promoted; set one with "
+    """--param thresholds='{"METRIC": ">=BOUND"}' on a metric your evaluate() returns"""
+)
+"""What a run without thresholds says before it starts."""
 TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evaluation_entry_point"}
 """``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
+
+
+def _tool_config(pyproject: str, tables: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``[tool.kfp-spot]``, refusing what would be ignored: a misspelt table name or key.
+
+    An ignored key would not fail here: the run would fall back to the default module or
+    evaluation entry point and fail later, the evaluation only after the whole training.
+    """
+    valid = ", ".join(TOOL_KEYS)
+    for table in tables:
+        if table != "kfp-spot" and table.replace("_", "-").lower() in ("kfp-spot", "kfpspot"):
+            raise LocalRunError(
+                f"{pyproject}: [tool.{table}] is not read; the table is [tool.kfp-spot] "
+                f"(keys: {valid})"
+            )
+    config = tables.get("kfp-spot") or {}
+    if not isinstance(config, Mapping):
+        raise LocalRunError(f"{pyproject}: [tool.kfp-spot] must be a table (keys: {valid})")
+    for key in config:
+        if key not in TOOL_KEYS:
+            near = str(key).replace("_", "-").lower()
+            hint = f"; did you mean {near!r}?" if near in TOOL_KEYS else ""
+            raise LocalRunError(
+                f"{pyproject}: [tool.kfp-spot] has no key {key!r} (its keys: {valid}){hint}"
+            )
+    return config
 
 
 def package_arguments(source: str | Path) -> dict[str, Any]:
@@ -57,32 +91,141 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
     Also the example's training arguments and gate when ``source`` is the bundled example.
 
     Raises:
-        LocalRunError: ``source`` does not exist, or a ``[tool.kfp-spot]`` value is not text.
+        LocalRunError: ``source`` does not exist, or ``[tool.kfp-spot]`` has a key it does not
+            know, a value that is not text or an entry point that is not ``module:function``.
     """
-    from kfp_spot.packaging.build import tool_config
-
     path = Path(source)
     if not path.exists():
         raise LocalRunError(f"training source {source} does not exist")
     arguments: dict[str, Any] = {}
     if path.resolve() == EXAMPLE_SOURCE:
         arguments.update(EXAMPLE_ARGUMENTS)
-    if (path / "pyproject.toml").is_file():
+    from kfp_spot.packaging.sources import ARCHIVE_SUFFIXES
+
+    if path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES):
+        # the archive's own pyproject.toml, found as prepare_package finds it
+        from kfp_spot.packaging import PackagingError
+        from kfp_spot.packaging.sources import materialize
+
+        with tempfile.TemporaryDirectory(prefix="kfp-spot-source-") as work:
+            try:
+                tree = materialize(str(path), Path(work))
+            except PackagingError:
+                return arguments  # prepare_package says what is wrong with it, first thing
+            if not tree.generated:
+                arguments.update(_tool_arguments(tree.path, f"{path} (its pyproject.toml)"))
+    else:
+        arguments.update(_tool_arguments(path, str(path / "pyproject.toml")))
+    return arguments
+
+
+def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
+    """The arguments ``project``'s ``[tool.kfp-spot]`` sets; errors name ``label``."""
+    from kfp_spot.packaging.build import tool_tables
+
+    arguments: dict[str, Any] = {}
+    if (project / "pyproject.toml").is_file():
         try:
-            config = tool_config(path)
+            tables = tool_tables(project)
         except ValueError as exc:  # tomllib's TOMLDecodeError
-            raise LocalRunError(f"{path / 'pyproject.toml'}: {exc}") from None
+            raise LocalRunError(f"{label}: {exc}") from None
+        config = _tool_config(label, tables)
         for key, name in TOOL_KEYS.items():
             value = config.get(key)
             if value is None:
                 continue
             if not isinstance(value, str) or not value:
                 raise LocalRunError(
-                    f"{path / 'pyproject.toml'}: [tool.kfp-spot] {key} must be a non-empty "
-                    f"string, got {value!r}"
+                    f"{label}: [tool.kfp-spot] {key} must be a non-empty string, got {value!r}"
                 )
             arguments[name] = value
+    entry_point = arguments.get("evaluation_entry_point")
+    if entry_point is not None:  # imported only after training: a typo would cost the run
+        from kfp_spot.evaluation.entry_point import check_entry_point
+        from kfp_spot.evaluation.errors import EvaluationInputError
+
+        try:
+            check_entry_point(entry_point)
+        except EvaluationInputError as exc:
+            reason = str(exc).removeprefix(f"{exc.field}: ")
+            raise LocalRunError(
+                f"{label}: [tool.kfp-spot] evaluation-entry-point: {reason}"
+            ) from None
     return arguments
+
+
+def spot_training_arguments(
+    source: str | Path,
+    *,
+    training_args: Sequence[str] | None = None,
+    thresholds: dict[str, Any] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    declared: set[str] | None = None,
+) -> dict[str, Any]:
+    """The pipeline arguments :func:`run_local` runs ``source`` with (see its arguments).
+
+    ``declared``: the parameters of a template of the user's own, which need not be
+    spot_training's: what the run adds by itself (the source, its ``[tool.kfp-spot]`` settings,
+    the example's arguments, the empty gate) goes only to the ones it declares.
+
+    Raises:
+        LocalRunError: as :func:`package_arguments`; or a template that declares no ``source``
+            is given a source other than the bundled example (naming its parameters).
+    """
+    arguments = {"source": str(source), **package_arguments(source)}
+    # The pipeline's default gate is the example's accuracy bound; another package's evaluate()
+    # returns its own metrics, so it is gated only on the thresholds it is given.
+    arguments.setdefault("thresholds", {})
+    if declared is not None:
+        if "source" not in declared and Path(source).resolve() != EXAMPLE_SOURCE:
+            raise LocalRunError(
+                f"the template has no 'source' parameter to take the training source {source}; "
+                f"valid: {', '.join(sorted(declared))} (set them with --param NAME=VALUE)"
+            )
+        arguments = {k: v for k, v in arguments.items() if k in declared}
+    if training_args is not None:
+        arguments["training_args"] = list(training_args)
+    if thresholds is not None:
+        arguments["thresholds"] = thresholds
+    arguments.update(parameters or {})
+    return arguments
+
+
+def check_evaluation_module(
+    source: str | Path, arguments: Mapping[str, Any], pipeline: Any
+) -> None:
+    """Refuse a run whose evaluation would import a module its source does not hold.
+
+    Only when the entry point is left to the pipeline's default (the bundled example's
+    ``trainer.evaluate:evaluate``): its module must be in the source directory (at its top or
+    under ``src/``), or be the script the source is. One the package names itself may come from
+    a dependency and is imported by the evaluation.
+
+    Raises:
+        LocalRunError: naming ``evaluation_entry_point`` and where to set it.
+    """
+    declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
+    default = getattr(declared, "default", None)
+    path = Path(source)
+    if "evaluation_entry_point" in arguments or not isinstance(default, str) or ":" not in default:
+        return
+    module = default.partition(":")[0]
+    relative = Path(*module.split("."))
+    if path.is_dir():
+        bases = (path, path / "src")
+        held = any(
+            (b / f"{relative}.py").is_file() or (b / relative / "__init__.py").is_file()
+            for b in bases
+        )
+    else:  # a script becomes python_module; an archive is looked into by prepare_package
+        held = path.suffix != ".py" or arguments.get("python_module") == module
+    if not held:
+        raise LocalRunError(
+            f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
+            f'example\'s) is not in {source}: set evaluation-entry-point = "MODULE:FUNCTION" '
+            "under [tool.kfp-spot] in its pyproject.toml, or --param "
+            "evaluation_entry_point=MODULE:FUNCTION"
+        )
 
 
 def run_local(
@@ -111,7 +254,8 @@ def run_local(
         preemptions: how many times the drill preempts the job (each after a new checkpoint).
         grace_period: seconds between SIGTERM and SIGKILL at a preemption.
         thresholds: quality thresholds for the gate, for any metric the package's evaluate()
-            returns (default: the pipeline's; the example's ``accuracy >= 0.85`` for it).
+            returns (default: none, every evaluation passes; the example's
+            ``accuracy >= 0.85`` for it).
         parameters: any other pipeline arguments (they win over everything above).
         template: a compiled pipeline YAML to run (for instance one pulled from a registry);
             default: ``spot_training`` as this package defines it. The source, its
@@ -132,28 +276,19 @@ def run_local(
     """
     from kfp_spot.pipelines.spot_training import spot_training
 
-    arguments = {"source": str(source), **package_arguments(source)}
-    if template is not None:
-        # A template of the user's own need not take spot_training's parameters: what the run
-        # adds by itself (the package, its [tool.kfp-spot] settings, the example's) goes to the
-        # parameters it declares; a --source it cannot take is an error naming them.
-        from kfp_spot.pipelines.local_arguments import load
-
-        declared = set(load(template).component_spec.inputs)
-        if "source" not in declared and Path(source).resolve() != EXAMPLE_SOURCE:
-            raise LocalRunError(
-                f"template {template} has no 'source' parameter to take the training source "
-                f"{source}; valid: {', '.join(sorted(declared))} (set them with --param "
-                "NAME=VALUE)"
-            )
-        arguments = {k: v for k, v in arguments.items() if k in declared}
-    if training_args is not None:
-        arguments["training_args"] = list(training_args)
-    if thresholds is not None:
-        arguments["thresholds"] = thresholds
-    arguments.update(parameters or {})
+    pipeline = load(spot_training if template is None else template)
+    arguments = spot_training_arguments(
+        source,
+        training_args=training_args,
+        thresholds=thresholds,
+        parameters=parameters,
+        declared=None if template is None else set(pipeline.component_spec.inputs),
+    )
+    check_evaluation_module(source, arguments, pipeline)
+    if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
+        progress(f"note: {NO_GATE}")
     return run_pipeline(
-        spot_training if template is None else template,
+        pipeline,
         arguments,
         run_dir=run_dir,
         preemptions=preemptions,

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import tarfile
 import textwrap
 import zipfile
 
@@ -159,6 +160,26 @@ def test_a_package_refusing_the_images_python_does_not_install(tmp_path):
         r"not in '>=3.11'",
     ):
         envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=SKLEARN)
+
+
+def test_an_sdist_refusing_the_images_python_is_judged_against_that_python(tmp_path):
+    # not against this machine's, where it is built into a wheel first
+    project = tmp_path / "needs_new-0.1"
+    (project / "needs_new").mkdir(parents=True)
+    (project / "needs_new" / "__init__.py").write_text("")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "needs-new"\nversion = "0.1"\nrequires-python = ">=3.99"\n'
+    )
+    sdist = tmp_path / "needs_new-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(project, arcname=project.name)
+    with pytest.raises(
+        envcache.PackageInstallError,
+        match=r"needs-new' requires a different Python: 3.10 \(the Python of sklearn-cpu.1-6\) "
+        r"not in '>=3.99'",
+    ):
+        envcache.package_env([str(sdist)], tmp_path / "cache", executor_image_uri=SKLEARN)
 
 
 def test_an_unknown_image_is_refused(tmp_path):

@@ -6,10 +6,16 @@ pyproject.toml, and an evaluate() that returns ``mse``, no ``accuracy``.
 
 # No "from __future__ import annotations": KFP reads the pipeline's annotations as types.
 
+import contextlib
 import json
+import queue
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,6 +54,95 @@ def test_the_package_names_its_own_module_and_evaluation_entry_point(regressor):
     assert example["thresholds"] == {"accuracy": ">=0.85"}
 
 
+def test_your_package_is_gated_only_on_the_thresholds_you_give(regressor):
+    # the pipeline's default gate is the example's `accuracy`, which this package never returns
+    assert local_run.spot_training_arguments(regressor)["thresholds"] == {}
+    given = local_run.spot_training_arguments(regressor, parameters={"thresholds": MSE_GATE})
+    assert given["thresholds"] == MSE_GATE
+    example = local_run.spot_training_arguments(local_run.EXAMPLE_SOURCE)
+    assert example["thresholds"] == {"accuracy": ">=0.85"}
+
+
+def test_a_malformed_entry_point_in_the_pyproject_is_refused_naming_it(regressor, tmp_path):
+    source = tmp_path / "typo"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("metrics:evaluate", "metrics.evaluate"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"{pyproject}: [tool.kfp-spot] evaluation-entry-point: 'regressor.metrics.evaluate' "
+        "is not module:function (e.g. trainer.evaluate:evaluate)"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            '[tool.kfp-spot]\nevaluation_entry_point = "regressor.metrics:evaluate"\n',
+            "[tool.kfp-spot] has no key 'evaluation_entry_point' (its keys: python-module, "
+            "evaluation-entry-point); did you mean 'evaluation-entry-point'?",
+        ),
+        (
+            '[tool.kfp_spot]\npython-module = "regressor.train"\n',
+            "[tool.kfp_spot] is not read; the table is [tool.kfp-spot] (keys: python-module, "
+            "evaluation-entry-point)",
+        ),
+    ],
+)
+def test_a_misspelt_tool_table_or_key_is_refused_not_ignored(tmp_path, table, message):
+    # ignored, the run would fall back to the example's evaluate() and fail after training
+    source = tmp_path / "pkg"
+    source.mkdir()
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\nversion = "1"\n\n' + table)
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.package_arguments(source)
+    assert str(info.value) == f"{pyproject}: {message}"
+
+
+@pytest.mark.parametrize("kind", ["zip", "gztar"])
+def test_an_archived_package_names_its_own_module_and_evaluation_entry_point(
+    regressor, tmp_path, kind
+):
+    # as prepare_package reads it: the archive's one top folder holds the pyproject.toml
+    archive = shutil.make_archive(
+        str(tmp_path / "regressor-0.3.0"), kind, regressor.parent, regressor.name
+    )
+    assert local_run.package_arguments(archive) == {
+        "python_module": "regressor.train",
+        "evaluation_entry_point": "regressor.metrics:evaluate",
+    }
+
+
+def test_a_package_left_on_the_examples_evaluation_entry_point_is_refused_before_it_runs(
+    tmp_path,
+):
+    # no [tool.kfp-spot], no --param: trainer.evaluate:evaluate, which this package lacks
+    source = tmp_path / "mine"
+    (source / "mine").mkdir(parents=True)
+    (source / "mine" / "__init__.py").write_text("")
+    (source / "mine" / "task.py").write_text("print('training')\n")
+    (source / "pyproject.toml").write_text('[project]\nname = "mine"\nversion = "1"\n')
+    result = CliRunner().invoke(
+        cli_main, ["run", "--source", str(source), "--run-dir", str(tmp_path / "run")]
+    )
+    assert result.exit_code == 2
+    assert (
+        "evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
+        f"(the bundled example's) is not in {source}: set evaluation-entry-point"
+    ) in " ".join(result.output.split())
+    assert not (tmp_path / "run").exists()
+    # the same package holding that module (src/ layout), or naming its own: nothing to refuse
+    (source / "src" / "trainer").mkdir(parents=True)
+    (source / "src" / "trainer" / "evaluate.py").write_text("def evaluate(d, p): return {}\n")
+    assert local_run.check_evaluation_module(source, {}, spot_training) is None
+    named = {"evaluation_entry_point": "mine.metrics:score"}
+    assert local_run.check_evaluation_module(tmp_path / "x.py", named, spot_training) is None
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
@@ -77,8 +172,28 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     [
         ({"max_resubmissions": "two"}, "parameter max_resubmissions is of type Integer; 'two'"),
         ({"thresholds": '["mse"]'}, "parameter thresholds is of type Dict; "),
+        (  # as the shell leaves thresholds={"mse": "<=0.1"} written without single quotes
+            {"thresholds": "{mse: <=0.1}"},
+            "parameter thresholds is of type Dict; '{mse: <=0.1}' is not one (Expecting property "
+            "name enclosed in double quotes: line 1 column 2 (char 1); write a JSON object such "
+            """as '{"mse": "<=0.01"}', quoted as a whole for the shell)""",
+        ),
+        (
+            {"training_args": "--steps 40"},
+            "parameter training_args is of type List; '--steps 40' is not one (Expecting value: "
+            """line 1 column 1 (char 0); write a JSON list such as '["--steps", "40"]', quoted""",
+        ),
         ({"check_import": "yes"}, "parameter check_import is of type Boolean; 'yes'"),
         ({"treshold": "{}"}, "the pipeline has no parameter 'treshold'; valid: "),
+        # the gate is read after training: a bound that is no bound must not cost the run
+        ({"thresholds": '{"mse": "<="}'}, "thresholds['mse']: '<=' is not a bound; use "),
+        ({"thresholds": '{"mse": ">= 0.9x"}'}, "thresholds['mse']: '>= 0.9x' is not a bound"),
+        ({"thresholds": '{"mse": -1e400}'}, "parameter thresholds: -inf is not a finite number"),
+        ({"evaluation_params": '{"alpha": NaN}'}, "parameter evaluation_params: nan is not a"),
+        (
+            {"evaluation_entry_point": "regressor.metrics.evaluate"},
+            "parameter evaluation_entry_point: 'regressor.metrics.evaluate' is not module:function",
+        ),
     ],
 )
 def test_a_bad_param_is_one_error_naming_it(texts, message):
@@ -86,6 +201,94 @@ def test_a_bad_param_is_one_error_naming_it(texts, message):
         local.parse_arguments(spot_training, texts)
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)
+
+
+def test_a_bad_gate_stops_the_run_before_anything_starts(tmp_path, regressor):
+    result = CliRunner().invoke(
+        cli_main,
+        [
+            *("run", "--source", str(regressor), "--run-dir", str(tmp_path / "run")),
+            *("--param", 'thresholds={"mse": "<=0.0.1"}'),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "thresholds['mse']: '<=0.0.1' is not a bound; use a number" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()  # no emulator, no package, no training
+
+
+def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
+    with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
+        local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was(
+    tmp_path, regressor
+):
+    # its emulator would list the earlier jobs, its checkpoints make the training resume there
+    run_dir = tmp_path / "run"
+    (run_dir / "job" / "checkpoints").mkdir(parents=True)
+    (run_dir / "run.json").write_text("{}")
+    result = CliRunner().invoke(
+        cli_main, ["run", "--source", str(regressor), "--run-dir", str(run_dir)]
+    )
+    assert result.exit_code == 2
+    assert f"run_dir: {run_dir} already holds a run (its run.json, job/checkpoints)" in (
+        result.output
+    )
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in run_dir.iterdir()) == ["job", "run.json"]
+    assert (run_dir / "run.json").read_text() == "{}"
+
+
+def test_a_run_directory_that_cannot_be_made_is_one_line_naming_it(tmp_path, regressor):
+    (tmp_path / "a-file").write_text("")
+    run_dir = tmp_path / "a-file" / "run"
+    result = CliRunner().invoke(
+        cli_main, ["run", "--source", str(regressor), "--run-dir", str(run_dir)]
+    )
+    assert result.exit_code == 2
+    assert f"run_dir: cannot create {run_dir} (Not a directory); give a writable" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_local_run_takes_its_package_from_source_not_a_param(tmp_path, regressor):
+    # --param source= would train the package with the example's arguments and gate
+    result = CliRunner().invoke(
+        cli_main, ["run", "--run-dir", str(tmp_path / "run"), "--param", f"source={regressor}"]
+    )
+    assert result.exit_code == 2
+    assert "--param source=... is for --vertex; a local run takes the package with --source" in (
+        " ".join(result.output.split())
+    )
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"preemptions": -1}, "preemptions: must be a whole number >= 0, got -1"),
+        ({"preemptions": 1.5}, "preemptions: must be a whole number >= 0, got 1.5"),
+        ({"grace_period": float("nan")}, "grace_period: must be a number of seconds >= 0"),
+        ({"grace_period": -2}, "grace_period: must be a number of seconds >= 0"),
+    ],
+)
+def test_a_drill_that_cannot_be_run_is_refused_before_anything_starts(
+    tmp_path, regressor, options, message
+):
+    with pytest.raises(local.LocalRunError, match=re.escape(message)):
+        local_run.run_local(tmp_path / "run", source=regressor, progress=None, **options)
+    assert not (tmp_path / "run").exists()  # no emulator was started there
+
+
+def test_the_default_run_directory_is_a_new_one_each_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = local.default_run_dir()
+    first.mkdir(parents=True)
+    second = local.default_run_dir()
+    assert second != first and not second.exists()
+    assert second.parent == first.parent == Path("kfp-spot-runs")
 
 
 def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
@@ -230,6 +433,120 @@ def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions
     assert [r["endReason"] for r in record["ledger"]] == ["PREEMPTED", "PREEMPTED", "SUCCEEDED"]
     launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
     assert "regressor.train" in launch_log
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_after_the_evaluation_still_shows_what_it_measured(regressor, tmp_path):
+    # a trainer that saves no model (as the shortest trainer would): the promotion fails, but
+    # the evaluation ran, ungated since no thresholds were given, and its figures are kept
+    source = tmp_path / "no-model"
+    shutil.copytree(regressor, source)
+    train = source / "regressor" / "train.py"
+    train.write_text(train.read_text().replace("if args.model_dir:", "if False:"))
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run",
+        source=source,
+        training_args=["--steps", "4", "--step-seconds", "0"],
+        preemptions=0,
+        progress=events.append,
+    )
+    text = local.summarize(result)
+    assert not result.succeeded
+    assert any("promote-model FAILED" in e for e in events), events
+    assert any("AIP_MODEL_DIR" in e for e in events), events
+    assert result.metrics["mse"] >= 0 and result.metrics["checkpoint_step"] == 4, text
+    assert re.search(r"^evaluation:         .*\bmse=[\d.e-]+", text, re.M), text
+    assert result.passed is True and "quality gate:       passed\n" in text
+    assert f"note: {local_run.NO_GATE}" in events, events
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["metrics"]["r2"] > 0
+
+
+FOREIGN_TRAINER = """\
+import argparse, os
+from kfp_spot.trainer import add_output_dir_arguments, resolve_output_dirs
+parser = argparse.ArgumentParser()
+add_output_dir_arguments(parser)
+args = parser.parse_args()
+resolve_output_dirs(parser, args)
+os.makedirs(args.checkpoint_dir, exist_ok=True)
+with open(os.path.join(args.checkpoint_dir, "weights.pkl"), "wb") as handle:
+    handle.write(b"its own format")
+os.makedirs(args.model_dir, exist_ok=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_drill_that_could_not_preempt_says_why(regressor, tmp_path):
+    # the trainer keeps its own checkpoint files: the drill waits for a kfp-spot commit in vain
+    source = tmp_path / "foreign"
+    shutil.copytree(regressor, source)
+    (source / "regressor" / "train.py").write_text(FOREIGN_TRAINER)
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run",
+        source=source,
+        preemptions=2,
+        parameters={"allow_foreign_layout": True},
+        progress=events.append,
+    )
+    assert result.preemptions == 0 and len(result.ledger) == 1
+    notes = [e for e in events if e.startswith("note: the job was preempted")]
+    assert notes == [
+        "note: the job was preempted 0 of the 2 time(s) asked: the drill preempts an attempt "
+        "only after it commits a new kfp_spot.trainer checkpoint (step-<n>/manifest.json), and "
+        "the training ended or failed before that; save more often or train longer to see a "
+        "preemption"
+    ], events
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Processes whose command line holds ``text`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # ended while looked at
+                continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_its_job(
+    regressor, tmp_path
+):
+    # kill -INT PID, a supervisor, an IDE: the tasks are not in the signal's process group
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            *(str(KFP_SPOT), "run", "--source", str(regressor), "--run-dir", str(run_dir)),
+            *("--param", 'training_args=["--steps", "2000"]', "--preemptions", "0"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # not this test's group: the signal below reaches only the run
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    deadline = time.monotonic() + 300
+    seen: list[str] = []
+    while not any("attempt 1 running" in x for x in seen):
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        with contextlib.suppress(queue.Empty):
+            seen.append(lines.get(timeout=1))
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=120) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
+    assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
+    assert _processes_naming(str(run_dir)) == []  # no task, no replica left behind
 
 
 class RegressionOutputs(NamedTuple):

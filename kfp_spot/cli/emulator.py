@@ -255,6 +255,34 @@ def _call(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         ) from None
 
 
+def _serving(state_dir: str) -> bool:
+    """Whether an emulator holds ``state_dir`` now (it locks the dir while it runs)."""
+    from kfp_spot.emulator.statedir import StateDir, StateDirBusyError
+
+    try:
+        StateDir(Path(state_dir)).release()
+    except StateDirBusyError:
+        return True
+    return False
+
+
+def _saved_logs(
+    state_dir: Path, job: str, attempt: int | None, replica: str | None
+) -> list[dict[str, Any]] | None:
+    """A job's log files in ``state_dir`` (as the emulator serves them), None without any."""
+    root = state_dir / "logs" / job.strip("/").rsplit("/", 1)[-1]
+    if not root.is_dir():
+        return None
+    numbered = [(int(p.name[8:]), p) for p in root.glob("attempt-*") if p.name[8:].isdigit()]
+    entries = []
+    for number, folder in sorted(numbered):
+        for path in sorted(folder.glob("*.log")) if attempt in (None, number) else []:
+            if replica is None or path.stem == replica:
+                text = path.read_bytes().decode("utf-8", "replace")
+                entries.append({"attempt": number, "replica": path.stem, "text": text})
+    return entries
+
+
 def _job_name(base: str, job: str) -> str:
     """Full resource name of ``job`` (a name or a bare numeric id)."""
     if "/" in job:
@@ -312,16 +340,20 @@ def preempt(job_name: str, replica: str | None, endpoint: str | None, state_dir:
 def logs(
     job_name: str, attempt: int | None, replica: str | None, endpoint: str | None, state_dir: str
 ) -> None:
-    """Print the logs of a job, per attempt and replica."""
-    base = _endpoint(endpoint, state_dir)
-    name = _job_name(base, job_name)
-    query = []
-    if attempt:
-        query.append(f"attempt={attempt}")
-    if replica:
-        query.append(f"replica={replica}")
-    url = f"{base}/emulator/v1/{name}/logs" + ("?" + "&".join(query) if query else "")
-    entries = _call("GET", url).get("logs", [])
+    """Print the logs of a job, per attempt and replica (from --state-dir's files when stopped)."""
+    saved = _saved_logs(Path(state_dir), job_name, attempt, replica) if not endpoint else None
+    if saved is not None and not _serving(state_dir):
+        entries, name = saved, job_name
+    else:
+        base = _endpoint(endpoint, state_dir)
+        name = _job_name(base, job_name)
+        query = []
+        if attempt:
+            query.append(f"attempt={attempt}")
+        if replica:
+            query.append(f"replica={replica}")
+        url = f"{base}/emulator/v1/{name}/logs" + ("?" + "&".join(query) if query else "")
+        entries = _call("GET", url).get("logs", [])
     if not entries:
         click.echo(f"no logs yet for {name}", err=True)
     for entry in entries:

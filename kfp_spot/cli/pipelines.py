@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,7 +65,8 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--run-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the run keeps its outputs (default: ./kfp-spot-runs/<timestamp>).",
+    help="Where the run keeps its outputs: a new or empty directory (default: "
+    "./kfp-spot-runs/<timestamp>).",
 )
 @click.option(
     "--source",
@@ -180,13 +180,18 @@ def run(
     freeze_at_exit()  # kfp, the emulator's GAPIC types, matplotlib: exit without collecting them
 
     if run_dir is None:
-        run_dir = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
+        run_dir = local.default_run_dir()
     params = vertex_options["params"]
     console = Console()
     try:
         parameters = local.parse_arguments(
             template or spot_training, _parse_pairs(params, "--param")
         )
+        if "source" in parameters:  # it would train that package with the example's settings
+            raise click.UsageError(
+                "--param source=... is for --vertex; a local run takes the package with "
+                "--source PATH, which also reads its [tool.kfp-spot] settings"
+            )
         result = local_run.run_local(
             run_dir,
             source=source or local_run.EXAMPLE_SOURCE,

@@ -459,8 +459,8 @@ class AttemptRunner:
                     CODE_INVALID_ARGUMENT,
                     f"The replica {replica.name} exited with a non-zero status of "
                     f"{code}. To find out more about why your job exited please check "
-                    f"the logs: kfp-spot emulator logs {job_name} "
-                    f"(file {replica.log_path})",
+                    f"the logs: kfp-spot emulator logs {job_name} --state-dir "
+                    f"{ctx.state_dir.path} (file {replica.log_path})",
                 ),
             )
         return False

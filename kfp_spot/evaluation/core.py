@@ -17,6 +17,7 @@ from typing import Any
 from kfp_spot import envcache, fs
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation import runner
+from kfp_spot.evaluation.entry_point import check_entry_point
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.selection import (
     Selection,
@@ -26,7 +27,6 @@ from kfp_spot.evaluation.selection import (
 )
 from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
 from kfp_spot.layout import EMPTY, EXPECTED, KFP_SPOT, inspect_layout
-from kfp_spot.packaging.sources import is_module_name
 from kfp_spot.validation.component_inputs import check_input
 from kfp_spot.vertex.storage import check_checkpoint_uri
 
@@ -145,12 +145,7 @@ def _check_inputs(
             "package", "no package URIs: connect the prepare_package step's package"
         )
     uris = [str(u) for u in package_uris]
-    module, sep, function = (entry_point or "").partition(":")
-    if not sep or not is_module_name(module) or not function.isidentifier():
-        raise EvaluationInputError(
-            "entry_point",
-            f"{entry_point!r} is not module:function (e.g. trainer.evaluate:evaluate)",
-        )
+    check_entry_point(entry_point)
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
@@ -176,6 +171,10 @@ def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], Conf
         if key == CONFUSION_MATRIX_KEY:
             matrix = _parse_confusion_matrix(entry_point, value)
             continue
+        if not key.strip():
+            raise EvaluationError(
+                f"{entry_point} returned a metric with an empty name ({key!r}); name each metric"
+            )
         if key in RESERVED_METRICS:
             raise EvaluationError(
                 f"{entry_point} returned a metric named {key!r}, which the evaluator reports "
@@ -238,8 +237,8 @@ def _run_entry_point(
         for line in proc.stdout.splitlines():
             log.info("evaluate: %s", line)
         tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
-        if proc.returncode == runner.EXIT_ENTRY_POINT:
-            raise EvaluationInputError("entry_point", tail)
+        if proc.returncode == runner.EXIT_ENTRY_POINT:  # the runner's line names the field
+            raise EvaluationInputError("entry_point", tail.removeprefix("entry_point: "))
         if proc.returncode != 0:
             raise EvaluationError(
                 f"evaluation with {entry_point} failed (exit {proc.returncode}):\n{tail}"

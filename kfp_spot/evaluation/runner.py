@@ -3,8 +3,8 @@
 ``python -m kfp_spot.evaluation.runner ENTRY_POINT CHECKPOINT_DIR PARAMS_JSON RESULT_JSON``
 
 Exit status: 0 with the result written; 3 when the entry point cannot be imported or is not
-callable; 4 when it raised; 5 when its result cannot be written as JSON. The evaluator reads the
-message from stderr.
+callable; 4 when it raised or called ``sys.exit``; 5 when its result cannot be written as JSON.
+The evaluator reads the message from stderr.
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ def main(argv: list[str]) -> int:
         params = json.load(handle)
     try:
         result = function(checkpoint_dir, params)
+    except SystemExit as exc:  # its status could pass for one of ours (3: not importable)
+        sys.stderr.write(
+            f"{entry_point} called sys.exit({exc.code!r}) instead of returning its metrics (a "
+            f"dict of metric name -> number)\n" + traceback.format_exc()
+        )
+        return EXIT_RAISED
     except Exception:  # noqa: BLE001 - any failure of user code is reported, with its traceback
         sys.stderr.write(f"{entry_point} raised:\n" + traceback.format_exc())
         return EXIT_RAISED

@@ -105,6 +105,17 @@ class Kind(enum.Enum):
     ARTIFACT = "artifact"  # not a parameter: entry.py takes it from an input artifact
 
 
+def _text(item: Any) -> str:
+    """A list item or map value as the job's text: a whole number as one (``5``, not ``5.0``).
+
+    KFP carries a pipeline's lists and dicts as protobuf values, whose numbers are doubles: the
+    ``5`` of ``["--steps", 5]`` arrives as ``5.0``, which ``int()`` in the trainer refuses.
+    """
+    if isinstance(item, float) and item.is_integer() and abs(item) < 2**53:
+        return str(int(item))
+    return str(item)
+
+
 def _read(read: InputReader, name: str, kind: Kind) -> Any:
     if kind is Kind.TEXT:
         return read.text(name)
@@ -118,11 +129,11 @@ def _read(read: InputReader, name: str, kind: Kind) -> Any:
     if kind is Kind.DURATION:
         return read.given(name)
     if kind is Kind.ARGV:
-        return [str(item) for item in read.json_value(name, list)]
+        return [_text(item) for item in read.json_value(name, list)]
     if kind is Kind.STRINGS:
         return read.strings(name)
     if kind is Kind.TEXT_MAP:
-        return {str(k): str(v) for k, v in read.json_value(name, dict).items()}
+        return {str(k): _text(v) for k, v in read.json_value(name, dict).items()}
     if kind is Kind.OBJECTS:
         return read.json_value(name, list)
     if kind is Kind.OBJECT:

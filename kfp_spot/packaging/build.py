@@ -104,9 +104,15 @@ def unmet_requirements(requirements: list[str]) -> list[str]:
     return unmet
 
 
+def tool_tables(project: Path) -> dict[str, Any]:
+    """The ``[tool]`` tables of the project's pyproject.toml (empty when absent)."""
+    tables = _pyproject(project).get("tool") or {}
+    return dict(tables) if isinstance(tables, dict) else {}
+
+
 def tool_config(project: Path) -> dict[str, Any]:
     """The ``[tool.kfp-spot]`` table of the project's pyproject.toml (empty when absent)."""
-    return dict((_pyproject(project).get("tool") or {}).get("kfp-spot") or {})
+    return dict(tool_tables(project).get("kfp-spot") or {})
 
 
 def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> BuiltFiles:

@@ -166,3 +166,35 @@ def test_start_flags_reach_the_emulator(tmp_path, env_cache, make_job, api, unti
     finally:
         server.proc.send_signal(signal.SIGTERM)
         server.proc.wait(timeout=30)
+
+
+def test_a_failed_jobs_log_command_works_after_the_emulator_stopped(
+    tmp_path, env_cache, make_job, api, until
+):
+    # `kfp-spot run` stops its emulator at the end; the failure names the command to read the log
+    state = tmp_path / "state"
+    server = Server(state, env_cache)
+    try:
+        body = make_job("--steps", "2", "--exit-code", "3")
+        status, job = api("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
+        assert status == 200
+
+        def failed():
+            _, got = api("GET", f"{server.endpoint}/v1/{job['name']}")
+            return got["state"] == "JOB_STATE_FAILED" and got
+
+        message = until(failed, 60, "the job to fail")["error"]["message"]
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    command = message.split("check the logs: ", 1)[1].split(" (file ", 1)[0]
+    assert command == f"kfp-spot emulator logs {job['name']} --state-dir {state}"
+    env = {k: v for k, v in os.environ.items() if k != "KFP_SPOT_EMULATOR_ENDPOINT"}
+    out = subprocess.run(
+        [KFP_SPOT, *command.split()[1:]], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("==> attempt 1 workerpool0-0 <==\n"), out.stdout
+    assert "step 0\nstep 1\n" in out.stdout  # the replica's own output

@@ -68,18 +68,30 @@ def test_no_checkpoint_at_all(tmp_path, package, env_cache):
 
 
 def test_entry_point_module_not_in_the_package(ckpt, package, env_cache):
-    with pytest.raises(EvaluationInputError, match=r"entry_point: cannot import module 'trainer"):
+    with pytest.raises(EvaluationInputError, match=r"^entry_point: cannot import module 'trainer"):
         run(ckpt, package, env_cache, entry_point="trainer.evaluate:evaluate")
 
 
 def test_entry_point_function_missing(ckpt, package, env_cache):
-    with pytest.raises(EvaluationInputError, match=r"has no function 'score'"):
+    with pytest.raises(EvaluationInputError, match=r"^entry_point: module '\w+.evaluate' has no "):
         run(ckpt, package, env_cache, entry_point="tinytrainer.evaluate:score")
 
 
 def test_entry_point_that_raises_shows_its_traceback(ckpt, package, env_cache):
     with pytest.raises(EvaluationError, match=r"(?s)raised.*RuntimeError: the evaluation data"):
         run(ckpt, package, env_cache, params={"fail": True})
+
+
+@pytest.mark.parametrize("status", [3, 0, "data missing"])
+def test_entry_point_that_exits_is_named_with_its_status(ckpt, package, env_cache, status):
+    # 3 is also the runner's own status for an entry point it cannot import
+    with pytest.raises(EvaluationError) as info:
+        run(ckpt, package, env_cache, params={"exit": status})
+    first = str(info.value).splitlines()[1]
+    assert first == (
+        f"{ENTRY} called sys.exit({status!r}) instead of returning its metrics (a dict of "
+        "metric name -> number)"
+    )
 
 
 def test_entry_point_returning_no_dict(ckpt, package, env_cache):
@@ -90,6 +102,11 @@ def test_entry_point_returning_no_dict(ckpt, package, env_cache):
 def test_entry_point_returning_a_non_number(ckpt, package, env_cache):
     with pytest.raises(EvaluationError, match=r"metric 'accuracy' = 'high', which is not a number"):
         run(ckpt, package, env_cache, params={"return": "text"})
+
+
+def test_entry_point_returning_a_metric_without_a_name(ckpt, package, env_cache):
+    with pytest.raises(EvaluationError, match=r"returned a metric with an empty name \(' '\)"):
+        run(ckpt, package, env_cache, params={"return": "unnamed"})
 
 
 def test_threshold_on_a_metric_that_was_not_returned(ckpt, package, env_cache):

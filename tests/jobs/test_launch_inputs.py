@@ -360,6 +360,24 @@ def test_kfp_json_text_for_lists_and_dicts_is_still_accepted(package, outputs):
     assert body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] is True
 
 
+def test_whole_numbers_in_args_and_env_reach_the_job_as_whole_numbers(package, outputs):
+    # as KFP hands over ["--steps", 5] and {"SEED": 7}: protobuf numbers are doubles
+    with RecordingServer() as server:
+        launch_spot_job(
+            project="test-proj",
+            package=package,
+            api_endpoint=server.endpoint,
+            poll_interval_seconds=0.01,
+            args=["--steps", 5.0, "--lr", 0.5, "--big", 1e20],
+            env={"SEED": 7.0},
+            **outputs,
+        )
+    (body,) = server.created()
+    spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    assert spec["args"] == ["--steps", "5", "--lr", "0.5", "--big", "1e+20"]
+    assert {"name": "SEED", "value": "7"} in spec["env"]
+
+
 def test_an_unknown_machine_type_is_judged_by_the_service_the_emulator_refuses_it(
     package, outputs, tmp_path, caplog
 ):

@@ -47,10 +47,14 @@ def evaluate(checkpoint_dir, params):
     print(f"evaluating step {model['step']} from {checkpoint_dir}")
     if params.get("fail"):
         raise RuntimeError("the evaluation data set is missing")
+    if "exit" in params:  # as a script's habit: sys.exit(status)
+        raise SystemExit(params["exit"])
     if params.get("return") == "list":
         return [1, 2]
     if params.get("return") == "text":
         return {"accuracy": "high"}
+    if params.get("return") == "unnamed":
+        return {" ": 0.5}
     accuracy = np.float32(model["accuracy"] * params.get("scale", 1.0))
     out = {"accuracy": accuracy, "loss": 1.0 - float(accuracy), "seen_step": model["step"]}
     if params.get("classification"):

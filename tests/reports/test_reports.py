@@ -421,6 +421,29 @@ def test_a_local_run_keeps_enums_inside_and_strings_in_run_json_and_the_printout
     assert f"quality gate:       {gate}\n" in summary
 
 
+def test_the_printout_shows_the_nan_metric_that_failed_the_gate(tmp_path: Path):
+    from kfp_spot.pipelines import local_run
+
+    result = local_run.LocalRunResult(
+        run_dir=str(tmp_path),
+        outcome=Outcome.SUCCEEDED,
+        job_names=[],
+        ledger=[],
+        attempt_records=[],
+        preemptions=None,
+        resumed_from_steps=[],
+        checkpoint_uri="",
+        latest_step=None,
+        # as the evaluation's metrics hold them: NaN and infinities as text
+        metrics={"score": "nan", "ratio": "-inf", "loss": 0.5, "checkpoint_uri": "/c"},
+        passed=False,
+        thresholds={"score": ">=0.5"},
+    )
+    summary = local_run.summarize(result)
+    assert "evaluation:         loss=0.5, ratio=-inf, score=nan\n" in summary
+    assert "quality gate:       failed (score >=0.5)\n" in summary
+
+
 def test_serving_replicas_have_their_own_section_fed_by_the_accounting(tmp_path: Path):
     build_run(tmp_path, [Attempt(0, 60, [0.5], "SUCCEEDED", 0.5, 3.0)])
     doc = json.loads((tmp_path / "run.json").read_text())
