@@ -223,8 +223,7 @@ def run(
     from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
     check_run_options(preemptions, grace_period)
-    pipeline = load(pipeline)
-    check_runs_locally(pipeline)
+    pipeline = check_runs_locally(load(pipeline))
     arguments = dict(arguments or {})
     if regions is not None:
         if "regions" not in pipeline.component_spec.inputs:

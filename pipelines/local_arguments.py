@@ -50,8 +50,8 @@ def load(pipeline: Any) -> Any:
     return pipeline
 
 
-def check_runs_locally(pipeline: Any) -> None:
-    """Refuse a loaded pipeline with a task kfp.local's SubprocessRunner cannot start.
+def check_runs_locally(pipeline: Any) -> Any:
+    """Return a loaded pipeline, refusing one with a task kfp.local's SubprocessRunner cannot start.
 
     A local run starts each task as a Python process on this machine, which only a lightweight
     Python component (``@dsl.component``) is; a container component, such as GCPC's ops, needs
@@ -80,6 +80,7 @@ def check_runs_locally(pipeline: Any) -> None:
             "a local run starts Python components (@dsl.component) only: run it on Vertex AI "
             "(`kfp-spot submit`), or leave those steps out of the pipeline you run locally"
         )
+    return pipeline
 
 
 def parameters(pipeline: Any) -> dict[str, str]:
