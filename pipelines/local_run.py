@@ -204,8 +204,12 @@ def check_evaluation_module(
     Raises:
         LocalRunError: naming ``evaluation_entry_point`` and where to set it.
     """
+    from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT
+
     declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
     default = getattr(declared, "default", None)
+    if declared is not None and default == "":  # empty: the package's, else the example's
+        default = DEFAULT_ENTRY_POINT
     path = Path(source)
     if "evaluation_entry_point" in arguments or not isinstance(default, str) or ":" not in default:
         return

@@ -12,7 +12,7 @@ def evaluate_checkpoint(
     metrics: Output[Metrics],
     classification_metrics: Output[ClassificationMetrics],
     report: Output[Markdown],
-    entry_point: str = "trainer.evaluate:evaluate",
+    entry_point: str = "",
     params: dict = {},
     step: str = "latest",
     thresholds: dict = {},
@@ -35,7 +35,9 @@ def evaluate_checkpoint(
         classification_metrics: the confusion matrix, when evaluate() returns
             ``confusion_matrix`` (``{"labels": [...], "matrix": [[...]]}``).
         report: a Markdown report: what was evaluated, metrics, thresholds, confusion matrix.
-        entry_point: ``module:function`` in the package.
+        entry_point: ``module:function`` in the package; empty: the one the package names in
+            its pyproject.toml (``[tool.kfp-spot] evaluation-entry-point``, recorded by
+            prepare_package), else ``trainer.evaluate:evaluate``.
         params: keyword parameters for evaluate() (JSON values).
         step: ``latest``, a step number such as ``"40"``, or ``best:<metric>[:max|:min]`` over
             the metrics recorded in the manifests' metadata.

@@ -11,6 +11,7 @@ from typing import Any
 from kfp_spot.artifacts import Artifact
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation.core import evaluate
+from kfp_spot.evaluation.entry_point import resolve_entry_point
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.report import render
 from kfp_spot.validation.component_inputs import InputReader
@@ -33,7 +34,7 @@ def component_entry(
     metrics: Artifact,
     classification_metrics: Artifact,
     report: Artifact,
-    entry_point: str = "trainer.evaluate:evaluate",
+    entry_point: str = "",
     params: dict[str, Any] | None = None,
     step: str = "latest",
     thresholds: dict[str, Any] | None = None,
@@ -51,7 +52,9 @@ def component_entry(
         classification_metrics: output ClassificationMetrics (``confusionMatrix``) when the
             entry point returns a confusion matrix.
         report: output Markdown artifact, written to ``report.path``.
-        entry_point: see :func:`evaluate`.
+        entry_point: ``module:function``; empty: the package's own (``[tool.kfp-spot]
+            evaluation-entry-point``, in ``package.metadata["evaluation_entry_point"]``), else
+            ``trainer.evaluate:evaluate`` (``entry_point.resolve_entry_point``).
         params: see :func:`evaluate`.
         step: see :func:`evaluate`.
         thresholds: see :func:`evaluate`.
@@ -77,7 +80,7 @@ def component_entry(
         result = evaluate(
             checkpoint.uri,
             package_uris,
-            entry_point=entry_point,
+            entry_point=resolve_entry_point(entry_point, package_meta),
             params=params,
             step=step,
             thresholds=thresholds,

@@ -17,7 +17,7 @@ from typing import Any
 from kfp_spot import envcache, fs
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation import runner
-from kfp_spot.evaluation.entry_point import check_entry_point
+from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT, check_entry_point
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.selection import (
     Selection,
@@ -270,7 +270,7 @@ def evaluate(
     checkpoint_uri: str,
     package_uris: Sequence[str],
     *,
-    entry_point: str = "trainer.evaluate:evaluate",
+    entry_point: str = DEFAULT_ENTRY_POINT,
     params: Mapping[str, Any] | None = None,
     step: str = "latest",
     thresholds: Mapping[str, Any] | None = None,

@@ -6,10 +6,24 @@ without loading the evaluator.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot.evaluation.errors import EvaluationInputError
 from kfp_spot.packaging.sources import is_module_name
+
+DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
+"""The evaluation entry point of a package that names none (the bundled example's)."""
+
+
+def resolve_entry_point(given: str, package_metadata: Mapping[str, Any]) -> str:
+    """The entry point an evaluation calls: ``given``, else the package's, else the default.
+
+    The package's is its ``[tool.kfp-spot] evaluation-entry-point``, which prepare_package
+    records in the package artifact's metadata as ``evaluation_entry_point``.
+    """
+    named = package_metadata.get("evaluation_entry_point")
+    return given or (named if isinstance(named, str) and named else DEFAULT_ENTRY_POINT)
 
 
 def check_entry_point(entry_point: Any) -> None:

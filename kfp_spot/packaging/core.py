@@ -63,6 +63,8 @@ class PackageInfo:
         kfp_spot_uri: staged URI of the light kfp-spot-trainer wheel appended to
             ``package_uris`` (the package imports ``kfp_spot``), else "".
         staged: every staged URI (the sdist, the wheel when built, the kfp-spot-trainer wheel).
+        evaluation_entry_point: the package's ``[tool.kfp-spot] evaluation-entry-point``, else
+            "": what evaluate_checkpoint calls when its ``entry_point`` is left empty.
     """
 
     name: str
@@ -81,6 +83,7 @@ class PackageInfo:
     import_checked: bool = False
     kfp_spot_uri: str = ""
     staged: tuple[str, ...] = field(default=(), repr=False)
+    evaluation_entry_point: str = ""
 
     def metadata(self) -> dict[str, Any]:
         """The package artifact's metadata (JSON types only)."""
@@ -90,6 +93,22 @@ class PackageInfo:
         out["requirements"] = list(self.requirements)
         out["package_uris"] = list(self.package_uris)
         return out
+
+
+def _tool_entry_point(project: Path) -> str:
+    """``[tool.kfp-spot] evaluation-entry-point`` of the project, checked for its form, or "".
+
+    The evaluation imports it only after training: a typo is refused here, before the job.
+    """
+    value = _build.tool_config(project).get("evaluation-entry-point", "")
+    module, sep, function = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if value != "" and (not sep or not is_module_name(module) or not function.isidentifier()):
+        raise PackagingError(
+            "source",
+            f"pyproject.toml [tool.kfp-spot] evaluation-entry-point {value!r} is not "
+            "module:function (e.g. trainer.evaluate:evaluate)",
+        )
+    return str(value)
 
 
 def _module_files(module: str) -> tuple[str, ...]:
@@ -367,6 +386,7 @@ def prepare_package(
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
+        entry_point = _tool_entry_point(tree.path)
         light = None
         if include_kfp_spot and _wants_kfp_spot(built.wheel, facts):
             if len(extras) + 2 > MAX_PACKAGE_URIS:
@@ -427,6 +447,7 @@ def prepare_package(
             import_checked=check_import,
             kfp_spot_uri=light_uri,
             staged=tuple(staged),
+            evaluation_entry_point=entry_point,
         )
     log.info(
         "package %s %s sha256 %s %s %s",

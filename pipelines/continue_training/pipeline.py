@@ -43,7 +43,7 @@ def continue_training(
     region_policy: str = "STAY",
     region_buckets: dict = {},
     api_endpoint: str = "",
-    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_entry_point: str = "",
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
     fallback_to_previous: bool = False,
@@ -73,7 +73,9 @@ def continue_training(
         region_buckets: region -> ``gs://`` directory in that region, for regions the base
             output directory's bucket does not serve (the checkpoint is copied and verified).
         api_endpoint: Vertex AI API endpoint; ``http://127.0.0.1:PORT`` for the emulator.
-        evaluation_entry_point: ``module:function`` that scores a checkpoint.
+        evaluation_entry_point: ``module:function`` that scores a checkpoint; empty: the
+            package's ``[tool.kfp-spot] evaluation-entry-point``, else
+            ``trainer.evaluate:evaluate``.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound; all must hold to promote.
         fallback_to_previous: when the newest step does not verify (torn or corrupted),

@@ -27,7 +27,7 @@ def evaluate_checkpoint(
     python_module: str = "",
     check_import: bool = False,
     step: str = "latest",
-    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_entry_point: str = "",
     evaluation_params: dict = {},
     thresholds: dict = {},
     allow_foreign_layout: bool = False,
@@ -44,7 +44,9 @@ def evaluate_checkpoint(
         check_import: import the module before staging, in an environment holding only
             what the executor image provides and the package's declared requirements.
         step: ``latest``, a step number, or ``best:<metric>``.
-        evaluation_entry_point: ``module:function`` that scores a checkpoint.
+        evaluation_entry_point: ``module:function`` that scores a checkpoint; empty: the
+            package's ``[tool.kfp-spot] evaluation-entry-point``, else
+            ``trainer.evaluate:evaluate``.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound; ``passed`` is true when all hold.
         allow_foreign_layout: score a directory without kfp-spot steps (a trainer's own files)

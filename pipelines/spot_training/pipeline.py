@@ -47,7 +47,7 @@ def spot_training(
     region_policy: str = "STAY",
     region_buckets: dict = {},
     api_endpoint: str = "",
-    evaluation_entry_point: str = "trainer.evaluate:evaluate",
+    evaluation_entry_point: str = "",
     evaluation_params: dict = {},
     thresholds: dict = {"accuracy": ">=0.85"},
     allow_foreign_layout: bool = False,
@@ -84,7 +84,9 @@ def spot_training(
         region_buckets: region -> ``gs://`` directory in that region, for regions the base
             output directory's bucket does not serve (the checkpoint is copied and verified).
         api_endpoint: Vertex AI API endpoint; ``http://127.0.0.1:PORT`` for the local emulator.
-        evaluation_entry_point: ``module:function`` in the package that scores a checkpoint.
+        evaluation_entry_point: ``module:function`` that scores a checkpoint; empty: the
+            package's ``[tool.kfp-spot] evaluation-entry-point``, else
+            ``trainer.evaluate:evaluate``.
         evaluation_params: keyword parameters for the evaluation function.
         thresholds: metric → bound (``">=0.9"``, ``"<=0.3"``); all must hold to promote.
         allow_foreign_layout: evaluate a checkpoint directory without kfp-spot steps (a

@@ -7,6 +7,7 @@ from kfp.dsl import ClassificationMetrics
 
 from kfp_spot.evaluation import component_entry
 from kfp_spot.evaluation.component import latest_step_of
+from kfp_spot.evaluation.entry_point import resolve_entry_point
 
 
 @pytest.mark.parametrize(
@@ -51,3 +52,35 @@ def test_component_entry_fills_every_output(ckpt, package, env_cache, tmp_path, 
     text = (tmp_path / "out" / "report.md").read_text()
     assert text.startswith("# Checkpoint evaluation: PASSED")
     assert package.sha256 in text and "accuracy >= 0.9" in text
+
+
+def test_an_empty_entry_point_calls_the_one_the_package_names(
+    ckpt, package, env_cache, tmp_path, monkeypatch
+):
+    """A pipeline's empty ``evaluation_entry_point`` takes the package's own (recorded by
+    prepare_package from its ``[tool.kfp-spot]``), not the bundled example's."""
+    monkeypatch.setenv("KFP_SPOT_CACHE_DIR", str(env_cache))
+    meta = {**package.metadata(), "evaluation_entry_point": "tinytrainer.evaluate:evaluate"}
+    metrics = SimpleNamespace(metadata={})
+    passed = component_entry(
+        checkpoint=SimpleNamespace(uri=str(ckpt), metadata={"latest_step": 20.0}),
+        package=SimpleNamespace(uri=package.uri, metadata=meta),
+        metrics=metrics,
+        classification_metrics=SimpleNamespace(metadata={}),
+        report=SimpleNamespace(path=str(tmp_path / "report.md"), metadata={}),
+        thresholds={"accuracy": 0.9},
+    )
+    assert passed is True and metrics.metadata["seen_step"] == 20
+
+
+@pytest.mark.parametrize(
+    ("given", "metadata", "called"),
+    [
+        ("pkg.ev:score", {"evaluation_entry_point": "other:f"}, "pkg.ev:score"),
+        ("", {"evaluation_entry_point": "other:f"}, "other:f"),
+        ("", {}, "trainer.evaluate:evaluate"),
+        ("", {"evaluation_entry_point": ""}, "trainer.evaluate:evaluate"),
+    ],
+)
+def test_which_entry_point_an_evaluation_calls(given, metadata, called):
+    assert resolve_entry_point(given, metadata) == called

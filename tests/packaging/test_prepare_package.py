@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from kfp_spot import envcache
-from kfp_spot.packaging import component_entry, prepare_package
+from kfp_spot.packaging import PackagingError, component_entry, prepare_package
 
 
 def sha256(path) -> str:
@@ -130,3 +132,35 @@ def test_component_entry_fills_the_artifact_and_stages_next_to_it(project, tmp_p
     assert meta["cache_hit"] is False
     assert meta["package_uris"] == [artifact.uri, str(extra)]
     assert meta["staging_uri"] == str(tmp_path / "outputs" / "package")
+
+
+def test_the_package_names_its_evaluation_entry_point_for_a_pipeline_that_leaves_it_empty(
+    project, tmp_path
+):
+    """On Vertex AI the evaluation reads the package's own entry point from the artifact, as a
+    local ``kfp-spot run`` reads it from the pyproject: the same package scores the same way."""
+    assert (
+        prepare_package(str(project), str(tmp_path / "a")).metadata()["evaluation_entry_point"]
+        == ""
+    )
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text()
+        + '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.ev:score"\n'
+    )
+    artifact = SimpleNamespace(uri=str(tmp_path / "outputs" / "package"), metadata={})
+    component_entry(source=str(project), package=artifact)
+    assert artifact.metadata["evaluation_entry_point"] == "tinytrainer.ev:score"
+
+
+def test_a_malformed_evaluation_entry_point_is_refused_before_anything_is_staged(project, tmp_path):
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.ev"\n'
+    )
+    with pytest.raises(
+        PackagingError, match=r"evaluation-entry-point 'tinytrainer\.ev' is not"
+    ) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.value.field == "source"
+    assert not (tmp_path / "stage").exists()
