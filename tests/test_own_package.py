@@ -570,10 +570,11 @@ def my_regression(
         base_output_directory=base_output_directory,
         api_endpoint=api_endpoint,
     )
+    # No entry_point: the package's [tool.kfp-spot] one, through the package artifact (as on
+    # Vertex AI, where nothing reads the pyproject before the pipeline runs).
     evaluation = COMPONENTS["evaluate_checkpoint"](
         checkpoint=launch.outputs["checkpoint"],
         package=package.outputs["package"],
-        entry_point="regressor.metrics:evaluate",
         thresholds=gate,
         fallback_to_previous=True,
     )
