@@ -320,9 +320,9 @@ def run(
     records = checkpoints.read_attempt_records(checkpoint_root)
     latest = checkpoints.latest(checkpoint_root)
     outcome = _outcome(outputs.get("outcome"))
-    if outcome is None and task is not None and not failed and states:
-        # No `outcome` output: a pipeline that ran through on a succeeded job succeeded.
-        outcome = Outcome.SUCCEEDED if states[0] == "JOB_STATE_SUCCEEDED" else None
+    if outcome is None and task is not None and not failed:
+        # No `outcome` output: a pipeline that ran through on a succeeded job (or none) succeeded.
+        outcome = Outcome.SUCCEEDED if states[:1] in ([], ["JOB_STATE_SUCCEEDED"]) else None
     result = LocalRunResult(
         run_dir=str(run_dir),
         outcome=outcome,
