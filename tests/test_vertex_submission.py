@@ -203,6 +203,8 @@ def test_dry_run_shows_every_field_it_would_send(no_credentials):
             "source=gs://b/src.tar.gz",
             "--param",
             "replica_count=2",
+            "--param",
+            'thresholds={"mse": "<=0.1"}',
             "--enable-caching",
         ]
     )
@@ -215,7 +217,7 @@ def test_dry_run_shows_every_field_it_would_send(no_credentials):
     assert values["project"] == "my-project-123" and values["location"] == "europe-west4"
     assert body["pipelineSpec"]["inline"] == str(path)
     assert all(body["pipelineSpec"]["taskCaching"].values())  # --enable-caching: every task
-    assert "warning" not in result.stderr  # the one required parameter (source) is set
+    assert "warning" not in result.stderr  # source (required) and the gate are set
 
 
 def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):
@@ -223,6 +225,19 @@ def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):
     result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj"])
     assert result.exit_code == 0, result.stderr
     assert "needs source (set with --param NAME=VALUE)" in result.stderr
+
+
+def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
+    """Your package's evaluate() may return no ``accuracy``: the evaluation would fail after a
+    paid training run (a local ``kfp-spot run`` gates your package only on what you give)."""
+    path = catalog.pipeline_path("spot_training")
+    args = ["submit", str(path), "--dry-run", "--project", "my-proj"]
+    result = _cli([*args, "--param", "source=gs://b/src.tar.gz"])
+    assert result.exit_code == 0, result.stderr
+    assert """thresholds: left at the template's default {"accuracy": ">=0.85"}""" in result.stderr
+    assert "set --param thresholds=" in result.stderr
+    result = _cli([*args, "--param", "source=gs://b/src.tar.gz", "--param", "thresholds={}"])
+    assert result.exit_code == 0 and "thresholds" not in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

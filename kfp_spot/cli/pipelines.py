@@ -290,7 +290,7 @@ def _submit_to_vertex(
         arguments["parameter_values"] = values
         submission = pipeline_job.prepare_submission(template, **arguments)
         pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
-        for warning in submission.warnings:
+        for warning in [*submission.warnings, *_default_gate_warning(template, values)]:
             click.echo(f"kfp-spot: warning: {warning}", err=True)
         if dry_run:
             request = pipeline_job.dry_run(
@@ -310,6 +310,29 @@ def _submit_to_vertex(
     except (UnpublishedImageError, ImageRecordsError, pipeline_job.NoCredentialsError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(name)
+
+
+def _default_gate_warning(template: Path, values: dict[str, Any]) -> list[str]:
+    """A warning when ``thresholds`` is left at the template's non-empty default.
+
+    spot_training's default gate is the bundled example's (``accuracy``); another package's
+    evaluate() may not return that metric, and the evaluation then fails after the training.
+    """
+    import json
+
+    from kfp_spot.pipelines import local
+
+    declared = local.load(template).component_spec.inputs.get("thresholds")
+    default = getattr(declared, "default", None)
+    if "thresholds" in values or not isinstance(default, dict) or not default:
+        return []
+    gate = json.dumps(default, sort_keys=True)
+    return [
+        f"thresholds: left at the template's default {gate}: an "
+        f"evaluate() that returns no {', '.join(sorted(default))} fails the evaluation after "
+        f'the training; set --param thresholds=\'{{"METRIC": ">=BOUND"}}\' on a metric '
+        "yours returns ('{}' for no gate)"
+    ]
 
 
 @click.command(name="compile")
