@@ -32,17 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
-from collections.abc import Iterator
 from typing import Any
 
+from kfp_spot.pipelines.local_patch import Standin
 from kfp_spot.vertex.pipeline_context import GCPC_PLACEHOLDERS
 
 # Stand-ins kfp.local's "{{$.(...)}}" pattern does not match; swapped back after it ran.
 _TOKENS = {p: f"@@kfp-spot-gcpc-placeholder-{i}@@" for i, p in enumerate(GCPC_PLACEHOLDERS)}
-_lock = threading.Lock()
-_depth = 0
-_original: Any = None
 
 
 def _passing_through(resolve: Any) -> Any:
@@ -58,25 +54,12 @@ def _passing_through(resolve: Any) -> Any:
     return resolve_io_placeholders
 
 
-@contextlib.contextmanager
-def gcp_placeholders_as_text() -> Iterator[None]:
+_STANDIN = Standin("kfp.local.placeholder_utils", "resolve_io_placeholders", _passing_through)
+
+
+def gcp_placeholders_as_text() -> contextlib.AbstractContextManager[None]:
     """While active (in this process), kfp.local leaves GCPC's placeholders as they are.
 
     Re-entrant; the last exit puts kfp.local's own function back.
     """
-    global _depth, _original
-    from kfp.local import placeholder_utils
-
-    with _lock:
-        if _depth == 0:
-            _original = placeholder_utils.resolve_io_placeholders
-            placeholder_utils.resolve_io_placeholders = _passing_through(_original)
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                placeholder_utils.resolve_io_placeholders = _original
-                _original = None
+    return _STANDIN.active()

@@ -17,15 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import threading
-from collections.abc import Iterator
+
+from kfp_spot.pipelines.local_patch import Standin
 
 TASK_STOP_SECONDS = 30.0
 """Seconds an interrupted task gets to stop on SIGTERM (the launch cancels its job), then a kill."""
-
-_lock = threading.Lock()
-_depth = 0
-_original = None
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
@@ -70,25 +66,14 @@ def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | No
             process.stdout.close()
 
 
-@contextlib.contextmanager
-def tasks_end_with_the_run() -> Iterator[None]:
+_STANDIN = Standin(
+    "kfp.local.subprocess_task_handler", "run_local_subprocess", lambda _: _run_local_subprocess
+)
+
+
+def tasks_end_with_the_run() -> contextlib.AbstractContextManager[None]:
     """While active (in this process), an interrupted run stops the task it is running.
 
     Re-entrant; the last exit puts kfp.local's own function back.
     """
-    global _depth, _original
-    from kfp.local import subprocess_task_handler
-
-    with _lock:
-        if _depth == 0:
-            _original = subprocess_task_handler.run_local_subprocess
-            subprocess_task_handler.run_local_subprocess = _run_local_subprocess
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                subprocess_task_handler.run_local_subprocess = _original
-                _original = None
+    return _STANDIN.active()
