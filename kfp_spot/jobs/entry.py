@@ -28,6 +28,7 @@ from kfp_spot.jobs.launcher import (
 )
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import RecoveryPolicy, parse_region_policy
+from kfp_spot.jobs.service import KFP_SPOT_LABELS
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
@@ -185,8 +186,12 @@ def build_request(**inputs: Any) -> LaunchRequest:
         base_output_directory=base,
     )
     # The pipeline run's labels, so the job's cost is attributed to the run (as GCPC does).
-    job_inputs.labels = checked(  # counting kfp_spot_submission, which every create adds
-        "labels", pipeline_context.merge_system_labels, job_inputs.labels, os.environ, added=1
+    job_inputs.labels = checked(  # counting the labels every create adds (KFP_SPOT_LABELS)
+        "labels",
+        pipeline_context.merge_system_labels,
+        job_inputs.labels,
+        os.environ,
+        added=len(KFP_SPOT_LABELS),
     )
     policy = RecoveryPolicy(
         max_resubmissions=read.integer("max_resubmissions"),

@@ -10,6 +10,13 @@ job the launcher is watching.
 With several regions each job runs where :func:`~kfp_spot.jobs.recovery.decide` says, through that
 region's service and in that region's output directory (:mod:`kfp_spot.jobs.regions`): the newest
 verified step is copied there first, and back home at the end.
+
+A launch holds its output directory alone: a job of another launch still writing there stops it
+before it creates one (:mod:`kfp_spot.jobs.sharing`).
+
+Why one module: the loop is one state machine over one ``LaunchState`` (submit or reattach,
+watch, settle, resubmit or give up, cancel on a signal); each step reads and writes the state the
+others leave, so split apart each transition would be read across modules.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import TYPE_CHECKING
 from google.api_core import exceptions as api_exceptions
 
 from kfp_spot import checkpoints
-from kfp_spot.jobs import gcp_resources, reattach, regions
+from kfp_spot.jobs import gcp_resources, reattach, regions, sharing
 from kfp_spot.jobs.backend import Backend, backend_for
 from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.outcome import (
@@ -49,7 +56,7 @@ from kfp_spot.jobs.regions import Site, Sites
 from kfp_spot.jobs.report import build_report, pools_of
 from kfp_spot.jobs.request import LaunchFailedError, LaunchRequest, LaunchResult
 from kfp_spot.jobs.resume import seed_checkpoint
-from kfp_spot.jobs.service import JobService, ServiceUnreachableError
+from kfp_spot.jobs.service import OUTPUT_LABEL, JobService, ServiceUnreachableError
 from kfp_spot.jobs.spec import RESUME_ENV, build_custom_job, output_dirs, with_strategy
 from kfp_spot.jobs.strategy import Strategy, strategy_of
 from kfp_spot.jobs.watch import AttemptWatcher
@@ -264,11 +271,16 @@ class Launcher:
             if current.token and current.token not in self._fresh
             else None
         )
+        base = self.storage.base(site.region)
         if job is None:
             spec = with_strategy(
                 self.base_job, current.strategy, self.request.inputs.max_wait_duration
             )
-            spec.job_spec.base_output_directory.output_uri_prefix = self.storage.base(site.region)
+            spec.job_spec.base_output_directory.output_uri_prefix = base
+            spec.labels[OUTPUT_LABEL] = sharing.output_label(base)
+            if (held := self._held(site, base, None)) is not None:
+                self._finish(current, held)
+                return False
             try:
                 job = site.service.create(site.parent, spec, current.token)
             except api_exceptions.GoogleAPICallError as exc:
@@ -280,7 +292,16 @@ class Launcher:
         current.job_name = job.name
         self._save()
         log.info("submitted %s (%s in %s)", job.name, current.strategy, site.region)
+        if (held := self._held(site, base, job)) is not None:  # created together: one gives way
+            site.service.cancel(job.name)
+            self._finish(current, held, site.service.wait_terminal(job.name, self.poll, 60.0))
+            return False
         return True
+
+    def _held(self, site: Site, base: str, mine: CustomJob | None) -> Classified | None:
+        """A USER_ERROR when another launch's live job writes to ``base`` (:mod:`sharing`)."""
+        own = {sub.token for sub in self.state.submissions} if self.state else set()
+        return sharing.check(site.service, site.parent, base, mine=mine, own_tokens=own)
 
     def _stop_waiting(self, job: CustomJob) -> bool:
         """Stop waiting on ``job``: to leave its region, or past the deadline (_abandon_spot)."""

@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 
 # Underscores, not hyphens: list filters (AIP-160) take bare identifiers as field names.
 SUBMISSION_LABEL = "kfp_spot_submission"
+"""Label unique to one submission: a lost create is found by it, never made twice."""
+OUTPUT_LABEL = "kfp_spot_output"
+"""Label naming a job's base output directory (:func:`kfp_spot.jobs.sharing.output_label`)."""
+KFP_SPOT_LABELS = (SUBMISSION_LABEL, OUTPUT_LABEL)
+"""The labels the launcher puts on every job it creates, beside the user's."""
 
 _T = TypeVar("_T")
 
@@ -153,7 +158,23 @@ class JobService:
 
     def find_submission(self, parent: str, token: str) -> CustomJob | None:
         """The job created with submission label ``token`` under ``parent``, if any."""
-        filtered = {"parent": parent, "filter": f'labels.{SUBMISSION_LABEL}="{token}"'}
+        found = self.labelled(parent, SUBMISSION_LABEL, token, first=True)
+        return found[0] if found else None
+
+    def labelled(
+        self, parent: str, key: str, value: str, *, first: bool = False
+    ) -> list[CustomJob]:
+        """The jobs under ``parent`` whose label ``key`` is ``value``, newest first.
+
+        Bounded: at most 20 pages, where the jobs looked for are among the newest.
+
+        Args:
+            parent: ``projects/P/locations/L``.
+            key: the label's key.
+            value: its value.
+            first: stop at the first one found.
+        """
+        filtered = {"parent": parent, "filter": f'labels.{key}="{value}"'}
 
         def first_page(
             request: dict[str, str],
@@ -163,21 +184,24 @@ class JobService:
             )
             return listing, next(listing, None)
 
-        def scan() -> CustomJob | None:
+        def scan() -> list[CustomJob]:
+            found: list[CustomJob] = []
             try:
                 listing, page = first_page(filtered)
             except api_exceptions.BadRequest:
                 # A service that refuses the filter: list everything and look ourselves.
                 listing, page = first_page({"parent": parent})
-            for _ in range(20):  # bounded: the job, if it exists, is among the newest
+            for _ in range(20):  # bounded: the jobs, if they exist, are among the newest
                 if page is None:
                     break
                 # Checked client-side too: a service that ignores the filter must not mislead us.
                 for job in page.custom_jobs:
-                    if job.labels.get(SUBMISSION_LABEL) == token:
-                        return job
+                    if job.labels.get(key) == value:
+                        found.append(job)
+                        if first:
+                            return found
                 page = next(listing, None)
-            return None
+            return found
 
         return self._with_retries(f"list {parent}", scan, TRANSIENT_READ_ERRORS)
 

@@ -23,7 +23,8 @@ region: a silent ``us-central1`` is how an EU pipeline ended up training in the 
 the job's cost is attributed to the run (``gcp_labels_util.attach_system_labels``); so do we, the
 same way: the user's labels win on a clash, and a variable that is not a JSON object is ignored
 with a warning. The merge counts the labels its caller adds afterwards (the launcher's
-``kfp_spot_submission``), so the job that is finally created never has more than Google Cloud's 64.
+``kfp_spot_submission`` and ``kfp_spot_output``), so the job that is finally created never
+has more than Google Cloud's 64.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def merge_system_labels(
         labels: the user's labels (they win on a clash).
         environ: the task's environment (``VERTEX_AI_PIPELINES_RUN_LABELS`` is read from it).
         added: how many labels the caller puts on the job after this merge (the launcher's
-            submission label): counted against the limit of :data:`MAX_LABELS`.
+            submission and output labels): counted against the limit of :data:`MAX_LABELS`.
 
     Returns:
         The system labels updated with ``labels``; ``labels`` alone when the variable is unset or

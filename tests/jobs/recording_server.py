@@ -62,6 +62,7 @@ class RecordingServer:
     )
     on_create: Callable[[int, CustomJob], None] | None = None
     fail_next: list[int] = field(default_factory=list)  # HTTP statuses for the next requests
+    fail_next_creates: list[int] = field(default_factory=list)  # ... for the next creates only
     lose_create_responses: int = 0  # creates that succeed but answer 503 (a lost response)
     refuse_filters: bool = False  # answer list filters with 400, as a stricter service might
     ledger: dict[str, list[dict[str, Any]]] = field(
@@ -145,8 +146,9 @@ class RecordingServer:
         with self._seen:
             self.requests.append(Recorded(method, parts.path, body))
             self._seen.notify_all()
-            if self.fail_next:
-                status = self.fail_next.pop(0)
+            creating = method == "POST" and _JOBS.match(parts.path) is not None
+            if self.fail_next or (creating and self.fail_next_creates):
+                status = (self.fail_next or self.fail_next_creates).pop(0)
                 names = {
                     503: "UNAVAILABLE",
                     429: "RESOURCE_EXHAUSTED",

@@ -28,7 +28,7 @@ from recording_server import RecordingServer
 
 from kfp_spot.jobs.entry import build_request, launch_spot_job
 from kfp_spot.jobs.launcher import Launcher
-from kfp_spot.jobs.service import SUBMISSION_LABEL
+from kfp_spot.jobs.service import KFP_SPOT_LABELS, OUTPUT_LABEL, SUBMISSION_LABEL
 from kfp_spot.vertex import pipeline_context
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,8 +155,8 @@ def test_spot_job_matches_gcpc(remote_runner, tmp_path, options, outputs):
     actual = json_format.MessageToDict(ours)
     assert expected["jobSpec"]["scheduling"]["strategy"] == "SPOT"
     assert _subset_mismatches(expected, actual) == []
-    # And nothing GCPC leaves out, but our submission label.
-    assert set(actual["labels"]) - set(expected.get("labels", {})) == {"kfp_spot_submission"}
+    # And nothing GCPC leaves out, but our own labels (the submission's, the output directory's).
+    assert set(actual["labels"]) - set(expected.get("labels", {})) == set(KFP_SPOT_LABELS)
 
 
 # -- the input lists ---------------------------------------------------------------------------
@@ -426,5 +426,5 @@ def test_system_labels_reach_every_submitted_job(package, outputs, monkeypatch):
         )
     (body,) = server.created()
     labels = dict(body["labels"])
-    assert labels.pop(SUBMISSION_LABEL)
+    assert labels.pop(SUBMISSION_LABEL) and labels.pop(OUTPUT_LABEL)
     assert labels == {**SYSTEM_LABELS, "team": "ml"}

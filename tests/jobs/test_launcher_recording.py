@@ -129,7 +129,10 @@ def test_capacity_at_creation_is_capacity_and_recovered(package, outputs):
 
 
 def test_quota_refused_at_create_is_capacity(package, outputs):
-    with RecordingServer(fail_next=[429]) as server, pytest.raises(LaunchFailedError) as info:
+    with (
+        RecordingServer(fail_next_creates=[429]) as server,
+        pytest.raises(LaunchFailedError) as info,
+    ):
         _launch(server, package, outputs, max_resubmissions=0)
     assert info.value.outcome.value == "CAPACITY"
 
