@@ -377,3 +377,58 @@ def test_fallback_after_one_exhausted_spot_job_is_standard(
         strategies = _strategies(emu)
     assert outcome == "SUCCEEDED"
     assert strategies == ["SPOT", "STANDARD"]
+
+
+def _outputs_in(path) -> dict:
+    path.mkdir(parents=True)
+    return {
+        "checkpoint": FakeArtifact(uri=str(path / "checkpoint")),
+        "model": FakeArtifact(uri=str(path / "model")),
+        "job_report": FakeArtifact(uri=str(path / "job_report"), path=str(path / "job_report")),
+        "gcp_resources": str(path / "gcp_resources"),
+    }
+
+
+def test_a_second_launch_on_a_directory_in_use_fails_and_a_later_one_resumes_from_it(
+    tmp_path, env_cache, trainer_package
+):
+    """Two launches given one base_output_directory (a ParallelFor passed one URI) would train on
+    each other's steps: while the first one's job runs, the second fails naming it, and creates
+    nothing; once it has ended, a later launch takes the directory and resumes from its step."""
+    base, release = str(tmp_path / "shared"), tmp_path / "release"
+    args = ("--steps", "3", "--hold", str(release))
+    with _emulator(tmp_path, env_cache) as emu:
+        first: dict = {}
+
+        def launch_first() -> None:
+            first["outcome"] = _launch(
+                emu, trainer_package, _outputs_in(tmp_path / "a"), *args, base_output_directory=base
+            )
+
+        thread = threading.Thread(target=launch_first, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not checkpoints.list_steps(f"{base}/checkpoints"):  # its job runs, and holds
+            assert time.monotonic() < deadline and thread.is_alive(), "the first job never ran"
+            time.sleep(0.05)
+        (job,) = emu.list_jobs()
+        with pytest.raises(LaunchFailedError) as info:
+            _launch(  # unheld: without the check it would train on the first one's steps
+                emu,
+                trainer_package,
+                _outputs_in(tmp_path / "b"),
+                "--steps",
+                "3",
+                base_output_directory=base,
+            )
+        assert info.value.outcome.value == "USER_ERROR"
+        assert f"is in use by CustomJob {job['name']} of another launch" in str(info.value)
+        assert len(emu.list_jobs()) == 1  # nothing created
+        release.touch()
+        thread.join(timeout=120)
+        assert first == {"outcome": "SUCCEEDED"}
+        later = _outputs_in(tmp_path / "c")
+        outcome = _launch(emu, trainer_package, later, "--steps", "4", base_output_directory=base)
+        assert outcome == "SUCCEEDED" and len(emu.list_jobs()) == 2
+    assert later["checkpoint"].metadata["latest_step"] == 4
+    assert [r.first_step for r in checkpoints.read_attempt_records(f"{base}/checkpoints")] == [0, 3]
