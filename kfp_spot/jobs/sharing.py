@@ -18,7 +18,7 @@ launcher's) are its own: they share the directory by design, one after the other
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kfp_spot.jobs.outcome import Classified, Outcome, is_terminal
@@ -39,7 +39,7 @@ def _order(job: CustomJob) -> tuple[float, str]:
 
 
 def holder(
-    jobs: Iterable[CustomJob], *, mine: CustomJob | None, own_tokens: Collection[str]
+    jobs: Sequence[CustomJob], *, mine: CustomJob | None, own_tokens: Collection[str]
 ) -> CustomJob | None:
     """The job of another launch that holds the directory before ``mine``, or None.
 
@@ -59,8 +59,11 @@ def holder(
         and job.labels.get(SUBMISSION_LABEL) not in own_tokens
         and (mine is None or job.name != mine.name)
     ]
-    if mine is not None:
-        others = [job for job in others if _order(job) < _order(mine)]
+    if (
+        mine is not None
+    ):  # its create time as listed, like the others' (a create's answer may lack it)
+        listed = next((job for job in jobs if job.name == mine.name), mine)
+        others = [job for job in others if _order(job) < _order(listed)]
     return min(others, key=_order) if others else None
 
 

@@ -55,6 +55,12 @@ def test_after_creates_at_once_the_later_job_gives_way_and_the_earlier_goes_on()
     assert sharing.holder([tie, second], mine=tie, own_tokens={"c"}) is None
 
 
+def test_after_a_create_whose_answer_lacks_its_time_the_listed_time_decides():
+    first, second = _job("1", "JOB_STATE_QUEUED", "a", 0), _job("2", "JOB_STATE_QUEUED", "b", 1)
+    answered = CustomJob(name=first.name, state="JOB_STATE_QUEUED")  # no create_time
+    assert sharing.holder([first, second], mine=answered, own_tokens={"a"}) is None
+
+
 def test_the_label_names_the_directory_within_what_a_label_value_holds():
     label = sharing.output_label("gs://bucket/runs/trial-1/")
     assert label == sharing.output_label("gs://bucket/runs/trial-1")
