@@ -59,9 +59,8 @@ def holder(
         and job.labels.get(SUBMISSION_LABEL) not in own_tokens
         and (mine is None or job.name != mine.name)
     ]
-    if (
-        mine is not None
-    ):  # its create time as listed, like the others' (a create's answer may lack it)
+    if mine is not None:
+        # its create time as listed, like the others' (a create's answer may lack it)
         listed = next((job for job in jobs if job.name == mine.name), mine)
         others = [job for job in others if _order(job) < _order(listed)]
     return min(others, key=_order) if others else None
