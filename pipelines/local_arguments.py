@@ -192,14 +192,13 @@ def check_values(values: Mapping[str, Any]) -> None:
                 f"JSON values (no infinity or NaN)"
             )
     if "evaluation_entry_point" in values:  # spot_training's; imported after training
-        from kfp_spot.evaluation.entry_point import check_entry_point
-        from kfp_spot.evaluation.errors import EvaluationInputError
+        from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
-        try:
-            check_entry_point(values["evaluation_entry_point"])
-        except EvaluationInputError as exc:
-            reason = str(exc).removeprefix(f"{exc.field}: ")
-            raise LocalRunError(f"parameter evaluation_entry_point: {reason}") from None
+        entry_point = values["evaluation_entry_point"]
+        if not is_entry_point(entry_point):
+            raise LocalRunError(
+                f"parameter evaluation_entry_point: {entry_point!r} is not {ENTRY_POINT_FORM}"
+            )
     thresholds = values.get("thresholds")
     if isinstance(thresholds, str):  # a dict may arrive as its JSON text
         try:

@@ -141,16 +141,13 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
             arguments[name] = value
     entry_point = arguments.get("evaluation_entry_point")
     if entry_point is not None:  # imported only after training: a typo would cost the run
-        from kfp_spot.evaluation.entry_point import check_entry_point
-        from kfp_spot.evaluation.errors import EvaluationInputError
+        from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
-        try:
-            check_entry_point(entry_point)
-        except EvaluationInputError as exc:
-            reason = str(exc).removeprefix(f"{exc.field}: ")
+        if not is_entry_point(entry_point):
             raise LocalRunError(
-                f"{label}: [tool.kfp-spot] evaluation-entry-point: {reason}"
-            ) from None
+                f"{label}: [tool.kfp-spot] evaluation-entry-point: {entry_point!r} is not "
+                f"{ENTRY_POINT_FORM}"
+            )
     return arguments
 
 

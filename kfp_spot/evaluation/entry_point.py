@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot.evaluation.errors import EvaluationInputError
-from kfp_spot.packaging.sources import is_module_name
+from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
 DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
 """The evaluation entry point of a package that names none (the bundled example's)."""
@@ -32,9 +32,5 @@ def check_entry_point(entry_point: Any) -> None:
     Raises:
         EvaluationInputError: naming ``entry_point`` and the form it must have.
     """
-    module, sep, function = (entry_point if isinstance(entry_point, str) else "").partition(":")
-    if not sep or not is_module_name(module) or not function.isidentifier():
-        raise EvaluationInputError(
-            "entry_point",
-            f"{entry_point!r} is not module:function (e.g. trainer.evaluate:evaluate)",
-        )
+    if not is_entry_point(entry_point):
+        raise EvaluationInputError("entry_point", f"{entry_point!r} is not {ENTRY_POINT_FORM}")

@@ -30,7 +30,13 @@ from kfp_spot.packaging.errors import (
     PackagingError,
 )
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
-from kfp_spot.packaging.sources import is_module_name, materialize, normalize_name
+from kfp_spot.packaging.sources import (
+    ENTRY_POINT_FORM,
+    is_entry_point,
+    is_module_name,
+    materialize,
+    normalize_name,
+)
 from kfp_spot.vertex import MAX_PACKAGE_URIS
 from kfp_spot.vertex.storage import service_uri
 
@@ -101,12 +107,11 @@ def _tool_entry_point(project: Path) -> str:
     The evaluation imports it only after training: a typo is refused here, before the job.
     """
     value = _build.tool_config(project).get("evaluation-entry-point", "")
-    module, sep, function = value.partition(":") if isinstance(value, str) else ("", "", "")
-    if value != "" and (not sep or not is_module_name(module) or not function.isidentifier()):
+    if value != "" and not is_entry_point(value):
         raise PackagingError(
             "source",
             f"pyproject.toml [tool.kfp-spot] evaluation-entry-point {value!r} is not "
-            "module:function (e.g. trainer.evaluate:evaluate)",
+            f"{ENTRY_POINT_FORM}",
         )
     return str(value)
 
@@ -366,6 +371,7 @@ def prepare_package(
             version=version,
             requirements=requirements,
         )
+        entry_point = _tool_entry_point(tree.path)  # a typo fails before the build
         log.info("building %s (%s)", source, tree.kind)
         builds = Path(build_cache_dir) if build_cache_dir is not None else None
         built = _build.run_build(tree.path, work / "dist", cache_dir=builds)
@@ -386,7 +392,6 @@ def prepare_package(
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
-        entry_point = _tool_entry_point(tree.path)
         light = None
         if include_kfp_spot and _wants_kfp_spot(built.wheel, facts):
             if len(extras) + 2 > MAX_PACKAGE_URIS:

@@ -25,6 +25,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -78,6 +79,20 @@ class ProjectTree:
 def is_module_name(name: str) -> bool:
     """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
     return vertex.is_module_name(name) and not any(keyword.iskeyword(p) for p in name.split("."))
+
+
+ENTRY_POINT_FORM = "module:function (e.g. trainer.evaluate:evaluate)"
+"""The form of an evaluation entry point, as errors that refuse one name it."""
+
+
+def is_entry_point(value: Any) -> bool:
+    """Whether ``value`` reads as ``module:function`` (an evaluation entry point).
+
+    The packaging floor holds the rule so that prepare_package can check the one a project's
+    pyproject.toml names; the evaluation that imports it checks with the same rule.
+    """
+    module, sep, function = (value if isinstance(value, str) else "").partition(":")
+    return bool(sep) and is_module_name(module) and function.isidentifier()
 
 
 def normalize_name(name: str) -> str:
