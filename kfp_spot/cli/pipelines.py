@@ -273,7 +273,8 @@ def _submit_to_vertex(
     location = location or DEFAULT_LOCATION
     template = template or catalog.pipeline_path("spot_training")
     try:
-        values = local.parse_arguments(template, _parse_pairs(params, "--param"))
+        pipeline = local.load(template)  # once: the parameters and the default gate read it
+        values = local.parse_arguments(pipeline, _parse_pairs(params, "--param"))
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
     if regions is not None:
@@ -290,7 +291,7 @@ def _submit_to_vertex(
         arguments["parameter_values"] = values
         submission = pipeline_job.prepare_submission(template, **arguments)
         pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
-        for warning in [*submission.warnings, *_default_gate_warning(template, values)]:
+        for warning in [*submission.warnings, *_default_gate_warning(pipeline, values)]:
             click.echo(f"kfp-spot: warning: {warning}", err=True)
         if dry_run:
             request = pipeline_job.dry_run(
@@ -312,17 +313,15 @@ def _submit_to_vertex(
     click.echo(name)
 
 
-def _default_gate_warning(template: Path, values: dict[str, Any]) -> list[str]:
-    """A warning when ``thresholds`` is left at the template's non-empty default.
+def _default_gate_warning(pipeline: Any, values: dict[str, Any]) -> list[str]:
+    """A warning when ``thresholds`` is left at the (loaded) template's non-empty default.
 
     spot_training's default gate is the bundled example's (``accuracy``); another package's
     evaluate() may not return that metric, and the evaluation then fails after the training.
     """
     import json
 
-    from kfp_spot.pipelines import local
-
-    declared = local.load(template).component_spec.inputs.get("thresholds")
+    declared = pipeline.component_spec.inputs.get("thresholds")
     default = getattr(declared, "default", None)
     if "thresholds" in values or not isinstance(default, dict) or not default:
         return []
