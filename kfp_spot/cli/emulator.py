@@ -270,13 +270,14 @@ def _saved_logs(
     state_dir: Path, job: str, attempt: int | None, replica: str | None
 ) -> list[dict[str, Any]] | None:
     """A job's log files in ``state_dir`` (as the emulator serves them), None without any."""
-    root = state_dir / "logs" / job.strip("/").rsplit("/", 1)[-1]
-    if not root.is_dir():
+    from kfp_spot.emulator.statedir import saved_logs
+
+    found = saved_logs(state_dir, job.strip("/").rsplit("/", 1)[-1])
+    if found is None:
         return None
-    numbered = [(int(p.name[8:]), p) for p in root.glob("attempt-*") if p.name[8:].isdigit()]
     entries = []
-    for number, folder in sorted(numbered):
-        for path in sorted(folder.glob("*.log")) if attempt in (None, number) else []:
+    for number, paths in found.items():
+        for path in paths if attempt in (None, number) else []:
             if replica is None or path.stem == replica:
                 text = path.read_bytes().decode("utf-8", "replace")
                 entries.append({"attempt": number, "replica": path.stem, "text": text})

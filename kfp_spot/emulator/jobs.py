@@ -43,7 +43,7 @@ from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_e
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.scheduler import Capacity
-from kfp_spot.emulator.statedir import StateDir
+from kfp_spot.emulator.statedir import StateDir, attempt_log_dir
 from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
 from kfp_spot.emulator.store import JobBrief, JobRow, JobScan, OperationRow, Store
 from kfp_spot.vertex import InvalidJobSpecError, InvalidValueError, validate_custom_job
@@ -427,13 +427,12 @@ class CustomJobApi:
     ) -> list[dict[str, Any]]:
         """Log text per attempt and replica (the last ``tail`` bytes of each when > 0)."""
         row = self._row(name)
-        root = self.state_dir.log_dir(row.id)
         out: list[dict[str, Any]] = []
         for att in self.store.attempts(row.id):
             if attempt is not None and att.attempt != attempt:
                 continue
-            folder = root / f"attempt-{att.attempt}"
-            for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
+            folder = attempt_log_dir(self.state_dir.path, row.id, att.attempt)
+            for path in sorted(folder.glob("*.log")):
                 if replica is not None and path.stem != replica:
                     continue
                 data = path.read_bytes()

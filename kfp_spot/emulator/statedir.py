@@ -11,6 +11,24 @@ import fcntl
 from pathlib import Path
 
 
+def attempt_log_dir(root: Path, job_id: str, attempt: int) -> Path:
+    """The folder of one attempt's replica logs under the state dir ``root``."""
+    return Path(root) / "logs" / job_id / f"attempt-{attempt}"
+
+
+def saved_logs(root: Path, job_id: str) -> dict[int, list[Path]] | None:
+    """Each attempt's replica log files under the state dir ``root``, by attempt number.
+
+    Reads the files only (no lock is taken): what a stopped emulator left. None when the job has
+    no log folder there.
+    """
+    folder = Path(root) / "logs" / job_id
+    if not folder.is_dir():
+        return None
+    numbers = sorted(int(p.name[8:]) for p in folder.glob("attempt-*") if p.name[8:].isdigit())
+    return {n: sorted(attempt_log_dir(root, job_id, n).glob("*.log")) for n in numbers}
+
+
 class StateDirBusyError(RuntimeError):
     """Another emulator is using the state dir."""
 
@@ -56,7 +74,7 @@ class StateDir:
 
     def attempt_log(self, job_id: str, attempt: int, replica: str) -> Path:
         """The log file of one replica of one attempt."""
-        return self.log_dir(job_id) / f"attempt-{attempt}" / f"{replica}.log"
+        return attempt_log_dir(self.path, job_id, attempt) / f"{replica}.log"
 
     def work_dir(self, job_id: str, replica: str) -> Path:
         """A replica's working directory (the same for every attempt)."""
