@@ -142,13 +142,14 @@ def normalize_output_uri(value: str) -> str:
     return os.path.normpath(uri)
 
 
-def _check_gcs(uri: str, *, local_paths: bool) -> None:
+def _check_gcs(uri: str, *, local_paths: bool, form: str = OUTPUT_URI_FORM) -> None:
+    """Refuse a ``gs://`` URI without a valid bucket; ``form``: the valid forms to name."""
     rest = uri[len("gs://") :]
     bucket = rest.split("/", 1)[0]
     if not bucket and local_paths and rest.startswith("/"):
         return  # gs:///ABS/PATH: the aiplatform SDK's local staging bucket (emulator only)
     if not bucket:
-        raise InvalidValueError(f"{show(uri)} names no bucket: give {OUTPUT_URI_FORM}")
+        raise InvalidValueError(f"{show(uri)} names no bucket: give {form}")
     check_bucket(bucket)
 
 
@@ -173,10 +174,7 @@ def check_checkpoint_uri(uri: str) -> None:
             f"{CHECKPOINT_URI_FORM}"
         )
     if uri.startswith("gs://"):
-        bucket = uri[len("gs://") :].split("/", 1)[0]
-        if not bucket:
-            raise InvalidValueError(f"{show(uri)} names no bucket: give {CHECKPOINT_URI_FORM}")
-        check_bucket(bucket)
+        _check_gcs(uri, local_paths=False, form=CHECKPOINT_URI_FORM)
 
 
 def check_output_uri(uri: str, *, local_paths: bool) -> None:
