@@ -27,15 +27,20 @@ def _deep(depth: int) -> list:
     return value
 
 
+def _inputs(endpoint: str, package, outputs, **given) -> dict:
+    """The launch inputs every case shares (project, package, a fast poll); ``given`` on top."""
+    base = {
+        "project": "test-proj",
+        "package": package,
+        "api_endpoint": endpoint,
+        "poll_interval_seconds": 0.01,
+    }
+    return {**base, **outputs, **given}
+
+
 def _refused(server, package, outputs, **bad) -> LaunchInputError:
     with pytest.raises(LaunchInputError) as info:
-        base = {
-            "project": "test-proj",
-            "package": package,
-            "api_endpoint": server.endpoint,
-            "poll_interval_seconds": 0.01,
-        }
-        launch_spot_job(**{**base, **outputs, **bad})
+        launch_spot_job(**_inputs(server.endpoint, package, outputs, **bad))
     assert server.requests == [], "an API call was made for a bad input"
     message = str(info.value)
     assert "\n" not in message, "the error must be one line"
@@ -223,14 +228,7 @@ def test_a_new_region_is_allowed_through_the_environment(package, outputs, monke
     with RecordingServer() as server:
         _refused(server, package, outputs, location="mars-central9")
         monkeypatch.setenv(EXTRA_REGIONS_ENV, "mars-central9, venus-east2")
-        launch_spot_job(
-            project="test-proj",
-            location="mars-central9",
-            package=package,
-            api_endpoint=server.endpoint,
-            poll_interval_seconds=0.01,
-            **outputs,
-        )
+        launch_spot_job(**_inputs(server.endpoint, package, outputs, location="mars-central9"))
     (body,) = server.created()
     assert server.requests[0].path.startswith("/v1/projects/test-proj/locations/mars-central9/")
     assert body["displayName"] == "kfp-spot-training"
@@ -249,13 +247,7 @@ def test_a_malformed_extra_region_is_named(package, outputs, monkeypatch):
 )
 def test_valid_project_forms_are_submitted(package, outputs, project):
     with RecordingServer() as server:
-        launch_spot_job(
-            project=project,
-            package=package,
-            api_endpoint=server.endpoint,
-            poll_interval_seconds=0.01,
-            **outputs,
-        )
+        launch_spot_job(**_inputs(server.endpoint, package, outputs, project=project))
     assert server.requests[0].path.startswith(f"/v1/projects/{project}/locations/us-central1/")
 
 
@@ -344,14 +336,14 @@ def test_any_value_of_a_rich_input_is_accepted_or_named(tmp_path_factory, name, 
 def test_kfp_json_text_for_lists_and_dicts_is_still_accepted(package, outputs):
     with RecordingServer() as server:
         launch_spot_job(
-            project="test-proj",
-            package=package,
-            api_endpoint=server.endpoint,
-            poll_interval_seconds=0.01,
-            args=json.dumps(["--epochs", 3]),
-            env=json.dumps({"SEED": 7}),
-            restart_job_on_worker_restart="true",
-            **outputs,
+            **_inputs(
+                server.endpoint,
+                package,
+                outputs,
+                args=json.dumps(["--epochs", 3]),
+                env=json.dumps({"SEED": 7}),
+                restart_job_on_worker_restart="true",
+            )
         )
     (body,) = server.created()
     spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
@@ -364,13 +356,13 @@ def test_whole_numbers_in_args_and_env_reach_the_job_as_whole_numbers(package, o
     # as KFP hands over ["--steps", 5] and {"SEED": 7}: protobuf numbers are doubles
     with RecordingServer() as server:
         launch_spot_job(
-            project="test-proj",
-            package=package,
-            api_endpoint=server.endpoint,
-            poll_interval_seconds=0.01,
-            args=["--steps", 5.0, "--lr", 0.5, "--big", 1e20],
-            env={"SEED": 7.0},
-            **outputs,
+            **_inputs(
+                server.endpoint,
+                package,
+                outputs,
+                args=["--steps", 5.0, "--lr", 0.5, "--big", 1e20],
+                env={"SEED": 7.0},
+            )
         )
     (body,) = server.created()
     spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
@@ -389,12 +381,7 @@ def test_an_unknown_machine_type_is_judged_by_the_service_the_emulator_refuses_i
     with emulator.Emulator(str(tmp_path / "emu")) as emu:
         with pytest.raises(LaunchFailedError) as info:
             launch_spot_job(
-                project="test-proj",
-                package=package,
-                machine_type="n9-imaginary-4",
-                api_endpoint=emu.endpoint,
-                poll_interval_seconds=0.01,
-                **outputs,
+                **_inputs(emu.endpoint, package, outputs, machine_type="n9-imaginary-4")
             )
         assert emu.list_jobs() == []
     assert info.value.outcome == Outcome.USER_ERROR
@@ -436,14 +423,7 @@ def test_the_created_job_never_carries_more_than_64_labels(package, outputs, mon
         assert error.field == "labels"
         assert "would carry 66 labels" in str(error) and "give at most 52" in str(error)
         del mine["team53"], mine["team52"]
-        launch_spot_job(
-            project="test-proj",
-            package=package,
-            api_endpoint=server.endpoint,
-            poll_interval_seconds=0.01,
-            labels=mine,
-            **outputs,
-        )
+        launch_spot_job(**_inputs(server.endpoint, package, outputs, labels=mine))
         (body,) = server.created()
     assert len(body["labels"]) == 64
     assert {"kfp_spot_submission", "kfp_spot_output"} <= set(body["labels"])

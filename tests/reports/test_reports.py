@@ -9,6 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -386,6 +387,23 @@ def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tm
     assert_png(report.png)
 
 
+def _jobless_result(tmp_path: Path, **fields: Any) -> Any:
+    """A local run's result with no job, ledger or checkpoint, and ``fields`` (outcome, metrics,
+    passed, ...)."""
+    from kfp_spot.pipelines import local_run
+
+    empty = {
+        "job_names": [],
+        "ledger": [],
+        "attempt_records": [],
+        "preemptions": None,
+        "resumed_from_steps": [],
+        "checkpoint_uri": "",
+        "latest_step": None,
+    }
+    return local_run.LocalRunResult(run_dir=str(tmp_path), **{**empty, **fields})
+
+
 @pytest.mark.parametrize(
     ("outputs", "outcome", "printed", "gate"),
     [
@@ -399,16 +417,9 @@ def test_a_local_run_keeps_enums_inside_and_strings_in_run_json_and_the_printout
 ):
     from kfp_spot.pipelines import local_run
 
-    result = local_run.LocalRunResult(
-        run_dir=str(tmp_path),
+    result = _jobless_result(
+        tmp_path,
         outcome=local_run._outcome(outputs.get("outcome")),
-        job_names=[],
-        ledger=[],
-        attempt_records=[],
-        preemptions=None,
-        resumed_from_steps=[],
-        checkpoint_uri="",
-        latest_step=None,
         metrics={},
         passed=local_run._gate(outputs.get("passed")),
     )
@@ -424,16 +435,9 @@ def test_a_local_run_keeps_enums_inside_and_strings_in_run_json_and_the_printout
 def test_the_printout_shows_the_nan_metric_that_failed_the_gate(tmp_path: Path):
     from kfp_spot.pipelines import local_run
 
-    result = local_run.LocalRunResult(
-        run_dir=str(tmp_path),
+    result = _jobless_result(
+        tmp_path,
         outcome=Outcome.SUCCEEDED,
-        job_names=[],
-        ledger=[],
-        attempt_records=[],
-        preemptions=None,
-        resumed_from_steps=[],
-        checkpoint_uri="",
-        latest_step=None,
         # as the evaluation's metrics hold them: NaN and infinities as text
         metrics={"score": "nan", "ratio": "-inf", "loss": 0.5, "checkpoint_uri": "/c"},
         passed=False,
