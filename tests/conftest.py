@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared import run_dir
+from tests.shared import once_per_run, run_dir
 
 TEST_BUCKET = "kfp-spot-test"
 
@@ -165,6 +165,29 @@ def _shared_jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> I
     with pytest.MonkeyPatch.context() as patch:
         for name, value in values.items():
             patch.setenv(name, value)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _container_runtime_probed_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The container runtime is probed once per run, not by each of the run's ~230 emulators.
+
+    Each emulator runs ``docker info``/``podman info`` as it starts (podman's asks dpkg about
+    its parts: ~0.4 CPU-s each, a tenth of the suite's CPU). The first worker probes as an
+    emulator would and every emulator of the run (in-process or ``kfp-spot emulator``) is told
+    the answer through ``KFP_SPOT_CONTAINER_RUNTIME``: the same runtime, or ``none``.
+    A variable already set (by whoever runs the suite) is left as it is.
+    """
+    from kfp_spot.emulator import containers
+
+    if os.environ.get(containers.ENV):
+        yield
+        return
+    answer = once_per_run(
+        tmp_path_factory, "container-runtime", lambda _: containers.container_runtime()
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(containers.ENV, answer or "none")
         yield
 
 

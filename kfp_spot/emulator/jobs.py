@@ -37,7 +37,7 @@ from google.cloud.aiplatform_v1.types import (
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 
-from kfp_spot.emulator import billing, filters, names, replicas
+from kfp_spot.emulator import billing, containers, filters, names, replicas
 from kfp_spot.emulator.answers import AnswerCache
 from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
@@ -203,7 +203,7 @@ class CustomJobApi:
                 raise ApiError(
                     "FAILED_PRECONDITION",
                     f"jobSpec.workerPoolSpecs[{index}].containerSpec: running a container needs "
-                    "a container runtime (docker or podman) and none answers on this machine; "
+                    f"a container runtime (docker or podman) and {containers.no_runtime()}; "
                     "use pythonPackageSpec to run the job as local processes",
                     f"job_spec.worker_pool_specs[{index}].container_spec",
                 )

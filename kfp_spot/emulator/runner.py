@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kfp_spot import envcache, fs
-from kfp_spot.emulator import replicas
+from kfp_spot.emulator import containers, replicas
 from kfp_spot.emulator.replicas import Replica, ReplicaPlan
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import (
@@ -295,7 +295,9 @@ class AttemptRunner:
                 cs = pool.container_spec
                 runtime = self.ctx.container_runtime()
                 if runtime is None:
-                    raise OSError("no container runtime (docker or podman) answers")
+                    raise OSError(
+                        f"no container runtime (docker or podman): {containers.no_runtime()}"
+                    )
                 user = {e.name: e.value for e in cs.env}
                 cmd = replicas.container_command(runtime, cs, {**plan.env, **user})
             out.append((plan, cmd, user))

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kfp_spot.emulator import Emulator
 from tests.emulator.body_strategies import JOB_FIELDS, mutated_bodies
 
 PARENT = "projects/p/locations/us-central1"
@@ -283,14 +284,29 @@ def test_unparseable_body_is_a_400_naming_the_request_field(emulator, api, raw, 
     assert violation["field"] == field, violation
 
 
-def test_container_spec_without_a_runtime_says_so(emulator, api):
-    if emulator.service.container_runtime():
-        pytest.skip("a container runtime answers on this machine")
-    body = _pool(pythonPackageSpec=None, containerSpec=CONTAINER)
-    status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", body)
-    assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION"
-    assert "container runtime" in answer["error"]["message"]
-    assert "pythonPackageSpec" in answer["error"]["message"]
+@pytest.mark.parametrize(
+    ("runtime", "named"),
+    [
+        ("none", "KFP_SPOT_CONTAINER_RUNTIME='none' names none"),
+        ("nerdctl", "KFP_SPOT_CONTAINER_RUNTIME='nerdctl' names none"),
+        ("/nowhere/podman", "KFP_SPOT_CONTAINER_RUNTIME='/nowhere/podman' names none"),
+    ],
+)
+def test_container_spec_without_a_runtime_says_so(
+    tmp_path, env_cache, api, monkeypatch, runtime, named
+):
+    """With no runtime to run it (here: the variable names none), a containerSpec job is refused
+    at create, saying why and what to use instead; a pythonPackageSpec job is still accepted."""
+    monkeypatch.setenv("KFP_SPOT_CONTAINER_RUNTIME", runtime)
+    with Emulator(tmp_path / "state", grace_period=1.0, env_cache_dir=env_cache) as emulator:
+        body = _pool(pythonPackageSpec=None, containerSpec=CONTAINER)
+        status, answer = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", body)
+        assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION"
+        message = answer["error"]["message"]
+        assert message.startswith("jobSpec.workerPoolSpecs[0].containerSpec: running a container")
+        assert named in message and "pythonPackageSpec" in message
+        status, _ = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", GOOD)
+        assert status == 200
 
 
 def test_the_good_body_is_accepted(emulator, api):

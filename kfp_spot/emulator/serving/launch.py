@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot import executors, fs
-from kfp_spot.emulator import replicas
+from kfp_spot.emulator import containers, replicas
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.env import serving_python
 from kfp_spot.emulator.serving.pool import ReplicaLaunch
@@ -80,7 +80,7 @@ def replica_launch(
         )
     runtime = container_runtime()
     if runtime is None:
-        raise RuntimeError("no container runtime (docker or podman) answers")
+        raise RuntimeError(f"no container runtime (docker or podman): {containers.no_runtime()}")
     env = {**aip, **user}
 
     def container(port: int) -> list[str]:
