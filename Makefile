@@ -28,11 +28,15 @@ demo: $(STAMP)
 # fixtures; what is expensive to make is made once per run under a file lock (tests/shared.py), and
 # --dist loadgroup keeps the tests sharing a module fixture on one worker (tests/conftest.py);
 # --durations lists the slowest tests, where the suite's time goes.
+# The suite starts about a thousand Python processes that import this checkout's modules. Where
+# PYTHONDONTWRITEBYTECODE is set (CI machines, some containers) none of them writes its bytecode,
+# so each compiled them again: compileall writes it once, first (Python checks it against the source).
 PYTEST_WORKERS ?= 4
 test: $(STAMP) test-images
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python -m compileall -q -j 0 kfp_spot pipelines components examples tests
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=20
 
 lint: $(STAMP)
