@@ -49,7 +49,7 @@ from kfp_spot.pipelines.local_arguments import (
     parameters,
     parse_arguments,
 )
-from kfp_spot.pipelines.local_regions import RegionsError, check_regions, take_capacity_away
+from kfp_spot.pipelines.local_regions import RegionsError, check_regions, failover_drill
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
     LocalRunResult,
@@ -229,12 +229,11 @@ def run(
         if "regions" not in pipeline.component_spec.inputs:
             raise LocalRunError("regions: the pipeline has no 'regions' parameter to pass them to")
         try:
-            arguments["regions"] = check_regions(regions)
+            arguments["regions"] = regions = check_regions(regions)
         except RegionsError as exc:
             raise LocalRunError(f"regions: {exc}") from None
         if "location" in pipeline.component_spec.inputs:
             arguments.setdefault("location", arguments["regions"][0])
-    failover = regions is not None and len(regions) > 1
     run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
     _arguments(pipeline, arguments or {}, run_dir, "")  # refuse bad arguments before starting
     _check_unused(run_dir)
@@ -288,7 +287,7 @@ def run(
             running_attempts,
             emu.preempt,
             count=preemptions,
-            after_last=take_capacity_away(emu, arguments["regions"][0]) if failover else None,
+            after_last=failover_drill(emu, regions, preemptions, shown.event),
         )
         with (
             gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's

@@ -18,7 +18,7 @@ from kfp_spot.vertex.values import InvalidValueError
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
 
-__all__ = ["RegionsError", "check_regions", "parse_regions", "take_capacity_away"]
+__all__ = ["RegionsError", "check_regions", "failover_drill", "parse_regions", "take_capacity_away"]
 
 
 class RegionsError(ValueError):
@@ -60,3 +60,24 @@ def take_capacity_away(emu: Emulator, home: str) -> Callable[[str], object]:
         emu.set_spot_capacity(region_of_job(job_name) or home, available=False)
 
     return after_last
+
+
+def failover_drill(
+    emu: Emulator, regions: Sequence[str] | None, preemptions: int, say: Callable[[str], object]
+) -> Callable[[str], object] | None:
+    """What the drill does after its last preemption in a run given ``regions`` (None: none).
+
+    With two or more regions: :func:`take_capacity_away` in the first. With two or more and no
+    preemptions, nothing takes it away: ``say`` is told so (the launch stays in the first
+    region, which a run asking for regions would not expect in silence). Otherwise nothing.
+    """
+    if regions is None or len(regions) < 2:
+        return None
+    if preemptions < 1:
+        say(
+            f"note: regions {', '.join(regions)} with no preemptions: the drill never takes "
+            f"{regions[0]}'s Spot capacity away, so the launch stays in {regions[0]}; give 1 or "
+            f"more preemptions to see it fail over to {regions[1]}"
+        )
+        return None
+    return take_capacity_away(emu, regions[0])

@@ -71,3 +71,45 @@ def test_a_regions_parameter_that_is_not_names_fails_the_launch_and_keeps_the_re
     doc = json.loads((tmp_path / "run" / "run.json").read_text())
     assert doc["regions"] == []
     assert (tmp_path / "run" / "report.md").is_file()
+
+
+def _pipeline_with_regions():
+    """A pipeline with a ``regions`` parameter and one light task (no launch)."""
+    from kfp import dsl
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def here():
+        print("no launch here")
+
+    def regions_only(regions=["us-central1"], api_endpoint=""):  # noqa: B006 (a KFP default)
+        here()
+
+    # Real annotations: this module's are strings, which KFP does not read as types.
+    regions_only.__annotations__ = {"regions": list, "api_endpoint": str}
+    return dsl.pipeline(name="regions-only")(regions_only)
+
+
+@pytest.mark.parametrize(
+    ("regions", "said"),
+    [
+        (["us-central1", "europe-west4"], True),
+        (["us-central1"], False),
+    ],
+)
+def test_regions_to_fail_over_to_without_preemptions_say_that_nothing_will(tmp_path, regions, said):
+    events: list[str] = []
+    result = local.run(
+        _pipeline_with_regions(),
+        regions=regions,
+        preemptions=0,
+        run_dir=tmp_path / "run",
+        progress=events.append,
+    )
+    assert result.succeeded, events
+    notes = [e for e in events if "with no preemptions" in e]
+    expected = (
+        "note: regions us-central1, europe-west4 with no preemptions: the drill never takes "
+        "us-central1's Spot capacity away, so the launch stays in us-central1; give 1 or more "
+        "preemptions to see it fail over to europe-west4"
+    )
+    assert [n.split("] ", 1)[-1] for n in notes] == ([expected] if said else [])
