@@ -58,7 +58,7 @@ from kfp_spot.pipelines.local_result import (
     summarize,
 )
 from kfp_spot.progress import LocalRunProgress, emulator_jobs
-from kfp_spot.reports import write_report
+from kfp_spot.reports import preload_timeline, write_report
 from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
 if TYPE_CHECKING:
@@ -248,6 +248,7 @@ def run(
     shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)
     with shown, Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
         shown.event(f"emulator listening on {emu.endpoint}")
+        preload_timeline()  # the report's imports, while the tasks run
         shown.name_groups(pipeline.pipeline_spec)
         args = _arguments(pipeline, arguments or {}, run_dir, emu.endpoint)
         root_of = _checkpoint_roots(emu)

@@ -1,0 +1,27 @@
+"""A run's report imports: loaded in the background while the run's tasks run, not after them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PROGRAM = """
+import sys
+import kfp_spot.reports as reports
+from kfp_spot.pipelines import local  # the local runner, which starts the preload
+assert "matplotlib.figure" not in sys.modules, "imported before the run asked for it"
+thread = reports.preload_timeline()
+assert thread.daemon  # never keeps a finished run's process alive
+thread.join(timeout=120)
+loaded = {"matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.patches"}
+assert loaded <= set(sys.modules), loaded - set(sys.modules)
+print("ok")
+"""
+
+
+def test_the_timeline_imports_load_in_a_daemon_thread_and_not_before():
+    run = subprocess.run(
+        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "ok"
