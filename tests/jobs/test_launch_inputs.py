@@ -333,19 +333,22 @@ def test_any_value_of_a_rich_input_is_accepted_or_named(tmp_path_factory, name, 
         assert "\n" not in str(exc)
 
 
-def test_kfp_json_text_for_lists_and_dicts_is_still_accepted(package, outputs):
+def _created(package, outputs, **given) -> dict:
+    """The one CustomJob body a launch with ``given`` (on top of :func:`_inputs`) creates."""
     with RecordingServer() as server:
-        launch_spot_job(
-            **_inputs(
-                server.endpoint,
-                package,
-                outputs,
-                args=json.dumps(["--epochs", 3]),
-                env=json.dumps({"SEED": 7}),
-                restart_job_on_worker_restart="true",
-            )
-        )
+        launch_spot_job(**_inputs(server.endpoint, package, outputs, **given))
     (body,) = server.created()
+    return body
+
+
+def test_kfp_json_text_for_lists_and_dicts_is_still_accepted(package, outputs):
+    body = _created(
+        package,
+        outputs,
+        args=json.dumps(["--epochs", 3]),
+        env=json.dumps({"SEED": 7}),
+        restart_job_on_worker_restart="true",
+    )
     spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
     assert spec["args"] == ["--epochs", "3"]
     assert {"name": "SEED", "value": "7"} in spec["env"]
@@ -354,17 +357,9 @@ def test_kfp_json_text_for_lists_and_dicts_is_still_accepted(package, outputs):
 
 def test_whole_numbers_in_args_and_env_reach_the_job_as_whole_numbers(package, outputs):
     # as KFP hands over ["--steps", 5] and {"SEED": 7}: protobuf numbers are doubles
-    with RecordingServer() as server:
-        launch_spot_job(
-            **_inputs(
-                server.endpoint,
-                package,
-                outputs,
-                args=["--steps", 5.0, "--lr", 0.5, "--big", 1e20],
-                env={"SEED": 7.0},
-            )
-        )
-    (body,) = server.created()
+    body = _created(
+        package, outputs, args=["--steps", 5.0, "--lr", 0.5, "--big", 1e20], env={"SEED": 7.0}
+    )
     spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
     assert spec["args"] == ["--steps", "5", "--lr", "0.5", "--big", "1e+20"]
     assert {"name": "SEED", "value": "7"} in spec["env"]
