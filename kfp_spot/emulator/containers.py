@@ -26,8 +26,8 @@ def container_runtime() -> str | None:
     The one ``$KFP_SPOT_CONTAINER_RUNTIME`` names (see the module docstring), else the first of
     ``docker`` and ``podman`` whose ``info`` answers.
     """
-    chosen = os.environ.get(ENV, "").strip()
-    if chosen and chosen != "auto":
+    chosen = _chosen()
+    if chosen:
         return _named_runtime(chosen)
     for tool in _TOOLS:
         exe = shutil.which(tool)
@@ -40,6 +40,12 @@ def container_runtime() -> str | None:
         if probe.returncode == 0:
             return exe
     return None
+
+
+def _chosen() -> str:
+    """What ``$KFP_SPOT_CONTAINER_RUNTIME`` chooses; "" when it leaves it to the probe."""
+    chosen = os.environ.get(ENV, "").strip()
+    return "" if chosen == "auto" else chosen
 
 
 def _named_runtime(chosen: str) -> str | None:
@@ -65,8 +71,8 @@ def _named_runtime(chosen: str) -> str | None:
 
 def no_runtime() -> str:
     """Why no container runtime runs containers here, for the errors that say so."""
-    chosen = os.environ.get(ENV, "").strip()
-    if chosen and chosen != "auto":
+    chosen = _chosen()
+    if chosen:
         return f"{ENV}={chosen!r} names none that runs here"
     return "none answers on this machine (docker info, podman info)"
 
