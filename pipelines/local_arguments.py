@@ -31,11 +31,23 @@ def load(pipeline: Any) -> Any:
 
         if not Path(pipeline).is_file():
             raise LocalRunError(f"pipeline template {pipeline} does not exist")
+        from google.protobuf import json_format
+        from kfp.pipeline_spec import pipeline_spec_pb2
+
         try:
-            read_template(pipeline)  # YAML whose first document is a compiled spec
-            pipeline = components.load_component_from_file(str(pipeline))
+            spec = read_template(pipeline)  # YAML whose first document is a compiled spec
+            # What the loaded component's pipeline_spec is made of: checked once, here, as that
+            # property parses the YAML again on every read.
+            json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+            return components.load_component_from_file(str(pipeline))
         except SubmissionError as exc:
             raise LocalRunError(str(exc)) from None
+        except json_format.ParseError as exc:  # a field the spec's schema does not have
+            reason = " ".join(str(exc).split())
+            raise LocalRunError(
+                f"template {pipeline}: not a compiled pipeline KFP can load ({reason}); "
+                "`kfp-spot compile` writes them"
+            ) from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # what KFP's loader raises on a spec missing or mistyping a section it needs
             raise LocalRunError(

@@ -43,6 +43,10 @@ def test_usage_errors_are_one_line_and_exit_2(args, needle):
         (b"- 1\n- 2\n", "not a compiled pipeline or component spec"),
         (b"pipelineInfo: {name: x}\n", "not a compiled pipeline or component spec"),
         (b"root: {dag: 5}\npipelineInfo: {name: x}\n", "not a compiled pipeline KFP can load"),
+        (  # a field the pipeline spec's schema lacks, which KFP reads only as the run starts
+            b"root: {dag: {tasks: {}}, bogusField: 1}\npipelineInfo: {name: x}\n",
+            "not a compiled pipeline KFP can load (Failed to parse root field: ",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["run", "submit"])
