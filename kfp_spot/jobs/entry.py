@@ -304,7 +304,15 @@ def launch_spot_job(**inputs: Any) -> str:
     try:
         result = launcher.run()
     except LaunchInterruptedError as exc:
-        log.warning("launch interrupted by signal %d; the CustomJob was cancelled", exc.signum)
+        if exc.cancel_error:
+            log.error(
+                "launch interrupted by signal %d; the CustomJob may still be running (%s): "
+                "cancel it from the console or with `gcloud ai custom-jobs cancel`",
+                exc.signum,
+                exc.cancel_error,
+            )
+        else:
+            log.warning("launch interrupted by signal %d; the CustomJob was cancelled", exc.signum)
         raise SystemExit(128 + exc.signum) from None
     except LaunchFailedError as exc:
         if exc.result is not None:

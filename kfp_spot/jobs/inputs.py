@@ -422,6 +422,12 @@ def check_inputs(inputs: JobInputs) -> None:
             "set either container_image_uri (a custom container) or a package (a Python package "
             "on a prebuilt container), not both",
         )
+    if inputs.container_image_uri and inputs.python_module:
+        raise LaunchInputError(
+            "python_module",
+            "applies to a Python package only; a custom container (container_image_uri) runs its "
+            "image's entrypoint or `command`: set command instead",
+        )
     if not inputs.container_image_uri:
         if not inputs.package_uris:
             raise LaunchInputError(

@@ -179,11 +179,12 @@ class Launcher:
             try:  # a signal while reattaching cancels the job it found too
                 self.state = self._load_or_start_state()
                 outcome, message = self._loop()
-            except LaunchInterruptedError:
+            except LaunchInterruptedError as interrupted:
                 try:
                     self._cancel_current()
                 except (api_exceptions.GoogleAPICallError, ServiceUnreachableError) as exc:
                     log.error("could not cancel the CustomJob: %s", exc)
+                    interrupted.cancel_error = str(exc)
                 raise
         result = self._result(outcome, message)
         if outcome != Outcome.SUCCEEDED:
@@ -372,16 +373,22 @@ class Launcher:
         if current.outcome is not None:
             return
         site = self.sites.get(region_of(current, self.order))
+        # All of it within the backend's cancel wait, transient errors included: the task is
+        # killed soon after the signal, and a cancel it never finished asking for is reported.
+        deadline = self.clock() + site.backend.cancel_wait_seconds
+        service = site.service.bounded(site.backend.cancel_wait_seconds)
         name = current.job_name
         if not name and current.token:
-            found = site.service.find_submission(site.parent, current.token)
+            found = service.find_submission(site.parent, current.token)
             name = found.name if found else ""
             current.job_name = name
         if not name:
             return
         log.warning("cancelling %s", name)
-        site.service.cancel(name)
-        job = site.service.wait_terminal(name, self.poll, site.backend.cancel_wait_seconds)
+        service.cancel(name)
+        job = service.bounded(deadline - self.clock()).wait_terminal(
+            name, self.poll, deadline - self.clock()
+        )
         verdict = classify(job) if job is not None else Classified(Outcome.CANCELLED, "cancelling")
         self._finish(current, verdict, job)
 

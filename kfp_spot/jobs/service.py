@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from google.api_core import exceptions as api_exceptions
@@ -118,6 +118,22 @@ class JobService:
         self._sleep = sleep
         self._clock = clock
         self._timeout = request_timeout
+
+    def bounded(self, seconds: float) -> JobService:
+        """This service (its client) riding out transient errors for at most ``seconds``.
+
+        For work that must end within a deadline: a cancelled launch has about 30 s between
+        SIGTERM and SIGKILL (Kubernetes' grace period), where Vertex's usual budget is 10 min.
+        """
+        seconds = max(0.0, seconds)
+        return JobService(
+            self.endpoint,
+            client=self._client,
+            retry=replace(self.retry, max_seconds=min(self.retry.max_seconds, seconds)),
+            sleep=self._sleep,
+            clock=self._clock,
+            request_timeout=min(self._timeout, max(seconds, 1.0)),
+        )
 
     @property
     def client(self) -> JobServiceClient:

@@ -9,6 +9,7 @@ count, cost and goodput figure is :mod:`kfp_spot.accounting`'s, as in the launch
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import threading
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from kfp_spot import fs
 from kfp_spot.reports.run import CheckpointSave, ReportError, RunData, load_run, run_from_json
 from kfp_spot.reports.summary import RunSummary, render_markdown, summarize
 from kfp_spot.reports.timeline import (
+    MATPLOTLIB_MODULES,
     failover_marks,
     lane_label,
     render_timeline,
@@ -59,11 +61,8 @@ def preload_timeline() -> threading.Thread:
 
     def load() -> None:
         with contextlib.suppress(ImportError):
-            import matplotlib.artist
-            import matplotlib.backends.backend_agg
-            import matplotlib.figure
-            import matplotlib.lines
-            import matplotlib.patches  # noqa: F401 (imported to be loaded)
+            for module in MATPLOTLIB_MODULES:
+                importlib.import_module(module)
 
     thread = threading.Thread(target=load, name="preload-timeline", daemon=True)
     thread.start()

@@ -15,6 +15,16 @@ from kfp_spot.reports.run import RunData
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+# The matplotlib modules timeline_figure imports (preload_timeline loads them ahead of a report;
+# tests/reports/test_timeline_preload.py checks that the two agree).
+MATPLOTLIB_MODULES = (
+    "matplotlib.artist",
+    "matplotlib.backends.backend_agg",
+    "matplotlib.figure",
+    "matplotlib.lines",
+    "matplotlib.patches",
+)
+
 _REASON_COLOURS = {
     EndReason.SUCCEEDED: "#2e7d32",
     EndReason.PREEMPTED: "#ef6c00",

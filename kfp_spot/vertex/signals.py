@@ -20,6 +20,7 @@ class LaunchInterruptedError(BaseException):
     def __init__(self, signum: int):
         super().__init__(f"received signal {signum}")
         self.signum = signum
+        self.cancel_error = ""  # set when what was started could not be cancelled: why
 
 
 @contextlib.contextmanager

@@ -218,6 +218,17 @@ def test_bad_inputs_are_named_with_the_valid_form_and_nothing_is_called(
     assert valid in str(error)
 
 
+def test_a_module_for_a_custom_container_is_refused_not_ignored(outputs):
+    image = {"container_image_uri": "us-docker.pkg.dev/p/r/i:1"}
+    with RecordingServer() as server:
+        error = _refused(server, None, outputs, **image, python_module="trainer.task")
+        launch_spot_job(**_inputs(server.endpoint, None, outputs, **image, command=["train"]))
+    assert error.field == "python_module"
+    assert "custom container (container_image_uri) runs its image's entrypoint" in str(error)
+    (body,) = server.created()
+    assert body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["command"] == ["train"]
+
+
 def test_a_rule_broken_by_the_built_job_also_names_the_field(package, outputs):
     with RecordingServer() as server:
         error = _refused(server, package, outputs, boot_disk_size_gb=5)

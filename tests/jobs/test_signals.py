@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,6 +59,27 @@ def test_sigterm_cancels_the_job(task_dir):
         ]
         (job,) = server.jobs.values()
         assert job.message.state == 7  # the launcher waited until CANCELLED
+
+
+def test_a_cancel_the_service_never_answers_is_given_up_within_the_cancel_wait(task_dir):
+    # The pod is killed ~30 s after SIGTERM: a cancel retried for Vertex's usual 10 min would
+    # die unreported. Within the wait (2 s here; backoffs of 0.1, 0.2, 0.4, 0.8 and 1 s) at most
+    # five tries fit, then the launch says the job may still be running.
+    with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
+        proc = _start(server, task_dir, _cancel_wait_seconds=2.0)
+        try:
+            assert server.wait_for(_polled(server, 2), timeout=60)
+            server.fail_next.extend([503] * 200)  # UNAVAILABLE from now on
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    tries = re.search(r"could not cancel the CustomJob: cancel \S+ failed (\d+) times", err)
+    assert tries is not None, err
+    assert 1 <= int(tries.group(1)) <= 5
+    assert "the CustomJob may still be running" in err
+    assert "gcloud ai custom-jobs cancel" in err
 
 
 def test_sigint_cancels_the_job_too(task_dir):

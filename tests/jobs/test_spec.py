@@ -209,7 +209,11 @@ def test_valid_inputs_build_jobs_the_services_rules_accept(
     from kfp_spot.vertex import validate_custom_job
 
     code = (
-        {"container_image_uri": "us-docker.pkg.dev/p/r/trainer:1", "package_uris": []}
+        {
+            "container_image_uri": "us-docker.pkg.dev/p/r/trainer:1",
+            "package_uris": [],
+            "python_module": "",
+        }
         if container
         else {}
     )

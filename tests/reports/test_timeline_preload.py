@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import subprocess
 import sys
+
+from kfp_spot.reports import timeline
 
 PROGRAM = """
 import sys
@@ -25,3 +29,12 @@ def test_the_timeline_imports_load_in_a_daemon_thread_and_not_before():
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "ok"
+
+
+def test_the_preloaded_modules_are_the_ones_the_timeline_imports():
+    tree = ast.parse(inspect.getsource(timeline.timeline_figure))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {
+        a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names
+    }
+    assert imported == set(timeline.MATPLOTLIB_MODULES)
