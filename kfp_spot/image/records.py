@@ -208,10 +208,10 @@ def check_template_images(
         UnpublishedImageError: naming the image, the tasks that run in it, why it is refused and
             the one-line fix.
     """
-    from kfp_spot.yamldoc import first_document
+    import yaml
 
     with open(template_path, encoding="utf-8") as handle:
-        template = first_document(handle) or {}
+        template = next(yaml.safe_load_all(handle), None) or {}
     images = template_images(template)
     records = load_records() if records is None else records
     for image, executors in images.items():

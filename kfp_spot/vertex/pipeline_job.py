@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.vertex import regions, values
-from kfp_spot.yamldoc import first_document
 
 AUTH_FIX = (
     "run `gcloud auth application-default login` (or point GOOGLE_APPLICATION_CREDENTIALS at a "
@@ -74,7 +73,7 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
         raise SubmissionError(f"template {template_path}: no such file (compile it first)")
     try:
         with open(template_path, encoding="utf-8") as handle:
-            spec = first_document(handle)
+            spec = next(yaml.safe_load_all(handle), None)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         reason = " ".join(str(exc).split())  # one line: YAML's errors span several
         raise SubmissionError(f"template {template_path}: not YAML ({reason})") from None
@@ -204,19 +203,22 @@ def prepare_submission(
         if name in declared:  # filled first: a required `project` that --project sets is set
             given.setdefault(name, value)
     warnings = check_parameters(spec, given, template)
-    pipeline_name = (spec.get("pipelineInfo") or {}).get("name")
     return PipelineSubmission(
         template_path=Path(template_path),
         project=project,
         location=location,
         parameter_values=given,
         pipeline_root=pipeline_root,
-        display_name=display_name or str(pipeline_name or "") or Path(template_path).stem,
+        display_name=display_name or _pipeline_name(spec) or Path(template_path).stem,
         service_account=service_account or None,
         enable_caching=enable_caching,
         labels=dict(labels or {}),
         warnings=tuple(warnings),
     )
+
+
+def _pipeline_name(spec: Mapping[str, Any]) -> str:
+    return str((spec.get("pipelineInfo") or {}).get("name") or "")
 
 
 def _pipeline_job(submission: PipelineSubmission, credentials: Any) -> Any:
