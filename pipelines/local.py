@@ -55,6 +55,8 @@ from kfp_spot.pipelines.local_result import (
     LocalRunResult,
     _gate,
     _outcome,
+    evaluated_metrics,
+    only_metrics,
     summarize,
 )
 from kfp_spot.progress import LocalRunProgress, emulator_jobs
@@ -290,14 +292,20 @@ def run(
             count=preemptions,
             after_last=failover_drill(emu, regions, preemptions, shown.event),
         )
-        with (
-            gcp_placeholders_as_text(),  # GCPC placeholders a task was left with: the launcher's
-            tasks_end_with_the_run(),  # an interrupt sent to this process alone stops the task
-            shown.watching(emulator_jobs(emu), newest_step),
-            drill,
-            disrupted,
-        ):
-            task = pipeline(**args)
+        task, interrupted = None, False
+        try:
+            with (
+                gcp_placeholders_as_text(),  # GCPC placeholders left in a task: the launcher's
+                tasks_end_with_the_run(),  # an interrupt sent to this process alone stops the task
+                shown.watching(emulator_jobs(emu), newest_step),
+                drill,
+                disrupted,
+            ):
+                task = pipeline(**args)
+        except KeyboardInterrupt:
+            # What ran is still recorded (run.json) before the interrupt goes on.
+            interrupted = True
+            shown.event(f"interrupted; run.json records what ran, the logs are in {shown.log_dir}")
         failed = shown.report_failures()
         listed = emu.list_jobs()  # newest first
         jobs = [j["name"] for j in reversed(listed)]
@@ -312,14 +320,14 @@ def run(
             for row in emu.serving_ledger(name)["lives"]
         ]
     outputs = task.outputs if task is not None else {}
-    metrics_artifact = outputs.get("metrics", _only_metrics(outputs))
+    metrics_artifact = outputs.get("metrics", only_metrics(outputs))
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
     if not metrics:  # a task after the evaluation failed: the pipeline gave no outputs
-        metrics = _evaluated_metrics(run_dir / "pipeline_root")
+        metrics = evaluated_metrics(run_dir / "pipeline_root")
     checkpoint_root = next((r for r in reversed(roots) if r), default_root)
     records = checkpoints.read_attempt_records(checkpoint_root)
     latest = checkpoints.latest(checkpoint_root)
-    outcome = _outcome(outputs.get("outcome"))
+    outcome = Outcome.CANCELLED if interrupted else _outcome(outputs.get("outcome"))
     if outcome is None and task is not None and not failed:
         # No `outcome` output: a pipeline that ran through on a succeeded job (or none) succeeded.
         outcome = Outcome.SUCCEEDED if states[:1] in ([], ["JOB_STATE_SUCCEEDED"]) else None
@@ -351,6 +359,8 @@ def run(
     )
     result.account()
     (run_dir / "run.json").write_text(json.dumps(result.to_json(), indent=1, default=str))
+    if interrupted:  # `kfp-spot report RUN_DIR` draws it when wanted
+        raise KeyboardInterrupt
     report = write_report(run_dir)
     result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
@@ -364,33 +374,6 @@ def _short_drill(done: int, asked: int) -> str:
         " and the training ended or failed before that; save more often or train longer to see "
         "a preemption"
     )
-
-
-def _evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
-    """The ``metrics`` output a task of the run wrote, when exactly one task wrote one.
-
-    What the summary shows when a later task failed (the promotion, say): the evaluation ran
-    and its figures are in its executor output, though the pipeline returned nothing.
-    """
-    found: list[dict[str, Any]] = []
-    for path in sorted(pipeline_root.rglob("executor_output.json")):
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):  # a task killed while writing it
-            continue
-        outputs = doc.get("artifacts") if isinstance(doc, dict) else None
-        metrics = outputs.get("metrics") if isinstance(outputs, dict) else None
-        listed = metrics.get("artifacts") if isinstance(metrics, dict) else None
-        for artifact in listed if isinstance(listed, list) else []:
-            if isinstance(artifact, dict) and isinstance(artifact.get("metadata"), dict):
-                found.append(artifact["metadata"])
-    return dict(found[0]) if len(found) == 1 else {}
-
-
-def _only_metrics(outputs: Mapping[str, Any]) -> Any:
-    """The pipeline's one Metrics output when it has exactly one (None otherwise)."""
-    found = [v for v in outputs.values() if getattr(v, "schema_title", "") == "system.Metrics"]
-    return found[0] if len(found) == 1 else None
 
 
 def _thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,10 @@ Filled in by :func:`kfp_spot.pipelines.local.run`; ``kfp-spot run`` prints :func
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from kfp_spot import accounting
@@ -99,6 +102,33 @@ def _outcome(value: object) -> Outcome | None:
 def _gate(value: object) -> bool | None:
     """The quality gate's verdict from the pipeline's outputs; None when it was not evaluated."""
     return value if isinstance(value, bool) else None
+
+
+def evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
+    """The ``metrics`` output a task of the run wrote, when exactly one task wrote one.
+
+    What the summary shows when a later task failed (the promotion, say): the evaluation ran
+    and its figures are in its executor output, though the pipeline returned nothing.
+    """
+    found: list[dict[str, Any]] = []
+    for path in sorted(pipeline_root.rglob("executor_output.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):  # a task killed while writing it
+            continue
+        outputs = doc.get("artifacts") if isinstance(doc, dict) else None
+        metrics = outputs.get("metrics") if isinstance(outputs, dict) else None
+        listed = metrics.get("artifacts") if isinstance(metrics, dict) else None
+        for artifact in listed if isinstance(listed, list) else []:
+            if isinstance(artifact, dict) and isinstance(artifact.get("metadata"), dict):
+                found.append(artifact["metadata"])
+    return dict(found[0]) if len(found) == 1 else {}
+
+
+def only_metrics(outputs: Mapping[str, Any]) -> Any:
+    """The pipeline's one Metrics output when it has exactly one (None otherwise)."""
+    found = [v for v in outputs.values() if getattr(v, "schema_title", "") == "system.Metrics"]
+    return found[0] if len(found) == 1 else None
 
 
 def _region_lines(result: LocalRunResult) -> list[str]:

@@ -532,7 +532,8 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
         start_new_session=True,  # not this test's group: the signal below reaches only the run
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)
+    reader.start()
     deadline = time.monotonic() + 300
     seen: list[str] = []
     while not any("attempt 1 running" in x for x in seen):
@@ -548,6 +549,17 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
     launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
     assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
     assert _processes_naming(str(run_dir)) == []  # no task, no replica left behind
+    # What ran is recorded, and the report can be drawn from it afterwards.
+    reader.join(timeout=60)  # the rest of its output, up to its end
+    while not lines.empty():
+        seen.append(lines.get_nowait())
+    assert any("interrupted; run.json records what ran" in x for x in seen), seen
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"] == "CANCELLED" and len(record["job_names"]) == 1
+    assert [row["endReason"] for row in record["ledger"]] == ["CANCELLED"]
+    report = CliRunner().invoke(cli_main, ["report", str(run_dir)])
+    assert report.exit_code == 0, report.output
+    assert "CANCELLED" in (run_dir / "report.md").read_text()
 
 
 class RegressionOutputs(NamedTuple):
