@@ -386,9 +386,8 @@ class Launcher:
             return
         log.warning("cancelling %s", name)
         service.cancel(name)
-        job = service.bounded(deadline - self.clock()).wait_terminal(
-            name, self.poll, deadline - self.clock()
-        )
+        left = deadline - self.clock()
+        job = service.bounded(left).wait_terminal(name, self.poll, left)
         verdict = classify(job) if job is not None else Classified(Outcome.CANCELLED, "cancelling")
         self._finish(current, verdict, job)
 

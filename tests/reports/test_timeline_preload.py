@@ -13,11 +13,12 @@ PROGRAM = """
 import sys
 import kfp_spot.reports as reports
 from kfp_spot.pipelines import local  # the local runner, which starts the preload
+from kfp_spot.reports.timeline import MATPLOTLIB_MODULES
 assert "matplotlib.figure" not in sys.modules, "imported before the run asked for it"
 thread = reports.preload_timeline()
 assert thread.daemon  # never keeps a finished run's process alive
 thread.join(timeout=120)
-loaded = {"matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.patches"}
+loaded = set(MATPLOTLIB_MODULES)
 assert loaded <= set(sys.modules), loaded - set(sys.modules)
 print("ok")
 """
