@@ -190,6 +190,15 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         ({"thresholds": '{"mse": ">= 0.9x"}'}, "thresholds['mse']: '>= 0.9x' is not a bound"),
         ({"thresholds": '{"mse": -1e400}'}, "parameter thresholds: -inf is not a finite number"),
         ({"evaluation_params": '{"alpha": NaN}'}, "parameter evaluation_params: nan is not a"),
+        (  # KFP cannot send a null: it would stop the run with a traceback once it started
+            {"training_args": '["--steps", null]'},
+            "parameter training_args: item [1] is null, which a pipeline parameter cannot hold; "
+            "a parameter holds text, numbers, true/false, lists and objects (JSON without null)",
+        ),
+        (
+            {"evaluation_params": '{"split": {"test": null}}'},
+            "parameter evaluation_params: item ['split']['test'] is null, which a pipeline ",
+        ),
         (
             {"evaluation_entry_point": "regressor.metrics.evaluate"},
             "parameter evaluation_entry_point: 'regressor.metrics.evaluate' is not module:function",
@@ -220,6 +229,24 @@ def test_a_bad_gate_stops_the_run_before_anything_starts(tmp_path, regressor):
 def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
     with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
         local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_python_api_refuses_a_value_kfp_cannot_send_before_anything_starts(tmp_path, regressor):
+    # KFP would fail on the tuple with a traceback once the emulator ran and the run dir was used
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(
+            tmp_path / "run",
+            source=regressor,
+            training_args=None,
+            parameters={"training_args": ("--steps", "4")},
+            progress=None,
+        )
+    assert str(info.value) == (
+        "parameter training_args: the value is a tuple (('--steps', '4')), which a pipeline "
+        "parameter cannot hold; a parameter holds text, numbers, true/false, lists and objects "
+        "(JSON without null)"
+    )
     assert not (tmp_path / "run").exists()
 
 
