@@ -184,7 +184,13 @@ def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], Conf
             raise EvaluationError(
                 f"{entry_point} returned metric {key!r} = {value!r}, which is not a number"
             )
-        metrics[key] = float(value)
+        try:
+            metrics[key] = float(value)
+        except OverflowError:  # an int beyond a double's range
+            raise EvaluationError(
+                f"{entry_point} returned metric {key!r} = an integer of {len(str(abs(value)))} "
+                "digits, which is not a number a metric can hold (a float: at most about 1.8e308)"
+            ) from None
     return metrics, matrix
 
 
