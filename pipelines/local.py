@@ -44,6 +44,7 @@ from kfp_spot.pipelines.local_arguments import (
     LocalRunError,
     check_run_options,
     check_runs_locally,
+    check_types,
     check_values,
     load,
     parameters,
@@ -110,6 +111,7 @@ def _arguments(
     out.update(arguments)
     out[ENDPOINT_PARAMETER] = endpoint
     check_values(out)
+    check_types(inputs, out)
     return out
 
 

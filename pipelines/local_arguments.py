@@ -247,6 +247,33 @@ def check_values(values: Mapping[str, Any]) -> None:
             raise LocalRunError(str(exc)) from None
 
 
+def check_types(inputs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """Refuse, before anything starts, a value that is not of its parameter's declared type.
+
+    ``inputs``: the pipeline's ``component_spec.inputs``. The rule is KFP's own, which it
+    otherwise applies only as the run starts, with a traceback (a list for a ``Dict``, the text
+    of a list for a ``List``, ``2.0`` or ``True`` for an ``Integer``).
+
+    Raises:
+        LocalRunError: naming the parameter, its type and the value.
+    """
+    import reprlib
+
+    from kfp.dsl.types import type_utils
+
+    for name, value in values.items():
+        spec = inputs.get(name)
+        if spec is None or str(spec.type) not in _PARSERS:  # an artifact: KFP says it
+            continue
+        try:
+            type_utils.verify_type_compatibility(value, spec, "")
+        except (type_utils.InconsistentTypeException, ValueError):
+            raise LocalRunError(
+                f"parameter {name} is of type {spec.type}; {reprlib.repr(value)} ("
+                f"{type(value).__name__}) is not one"
+            ) from None
+
+
 def check_run_options(preemptions: Any, grace_period: Any) -> None:
     """Refuse a drill a local run could not carry out, before anything starts.
 

@@ -167,7 +167,8 @@ def spot_training_arguments(
 
     Raises:
         LocalRunError: as :func:`package_arguments`; or a template that declares no ``source``
-            is given a source other than the bundled example (naming its parameters).
+            is given a source other than the bundled example (naming its parameters); or
+            ``training_args`` is a text rather than a list.
     """
     arguments = {"source": str(source), **package_arguments(source)}
     # The pipeline's default gate is the example's accuracy bound; another package's evaluate()
@@ -181,6 +182,11 @@ def spot_training_arguments(
             )
         arguments = {k: v for k, v in arguments.items() if k in declared}
     if training_args is not None:
+        if isinstance(training_args, (str, bytes)):  # list() would pass one per character
+            raise LocalRunError(
+                f"training_args: {training_args!r} is one text; give a list of arguments such "
+                "as ['--steps', '40']"
+            )
         arguments["training_args"] = list(training_args)
     if thresholds is not None:
         arguments["thresholds"] = thresholds

@@ -250,6 +250,37 @@ def test_the_python_api_refuses_a_value_kfp_cannot_send_before_anything_starts(t
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (  # list() of it would have passed one argument per character: "-", "-", "s", ...
+            {"training_args": "--steps 4"},
+            "training_args: '--steps 4' is one text; give a list of arguments such as "
+            "['--steps', '40']",
+        ),
+        (  # KFP's own type check, which it applies only once the emulator runs
+            {"thresholds": ["mse"]},
+            "parameter thresholds is of type Dict; ['mse'] (list) is not one",
+        ),
+        (
+            {"parameters": {"max_resubmissions": 2.0}},
+            "parameter max_resubmissions is of type Integer; 2.0 (float) is not one",
+        ),
+        (
+            {"parameters": {"python_module": 5}},
+            "parameter python_module is of type String; 5 (int) is not one",
+        ),
+    ],
+)
+def test_the_python_api_refuses_a_value_of_the_wrong_type_before_anything_starts(
+    tmp_path, regressor, kwargs, message
+):
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=regressor, progress=None, **kwargs)
+    assert str(info.value) == message
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was(
     tmp_path, regressor
 ):
