@@ -213,8 +213,8 @@ def check_values(values: Mapping[str, Any]) -> None:
 
     A pipeline parameter is a JSON value without null (KFP cannot send anything else, nor an
     infinity or NaN); and what the evaluation reads only after training must be well formed,
-    so a typo in it does not cost a whole training run: ``thresholds`` must parse as bounds and
-    ``evaluation_entry_point`` read as ``module:function``.
+    so a typo in it does not cost a whole training run: ``thresholds`` must parse as bounds,
+    ``evaluation_entry_point`` read as ``module:function`` and ``python_module`` as a module.
 
     Raises:
         LocalRunError: naming the parameter and what would be valid.
@@ -223,6 +223,12 @@ def check_values(values: Mapping[str, Any]) -> None:
         found = _not_a_value(value)
         if found is not None:
             raise LocalRunError(f"parameter {name}: {found}")
+    module = values.get("python_module")  # spot_training's; prepare_package runs after start
+    if isinstance(module, str) and module:
+        from kfp_spot.packaging.sources import MODULE_FORM, is_module_name
+
+        if not is_module_name(module):
+            raise LocalRunError(f"parameter python_module: {module!r} is not {MODULE_FORM}")
     if "evaluation_entry_point" in values:  # spot_training's; imported after training
         from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 

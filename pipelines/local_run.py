@@ -139,6 +139,13 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
                     f"{label}: [tool.kfp-spot] {key} must be a non-empty string, got {value!r}"
                 )
             arguments[name] = value
+    from kfp_spot.packaging.sources import MODULE_FORM, is_module_name
+
+    module = arguments.get("python_module")
+    if module is not None and not is_module_name(module):  # else refused once the run started
+        raise LocalRunError(
+            f"{label}: [tool.kfp-spot] python-module: {module!r} is not {MODULE_FORM}"
+        )
     entry_point = arguments.get("evaluation_entry_point")
     if entry_point is not None:  # imported only after training: a typo would cost the run
         from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point

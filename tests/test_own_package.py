@@ -167,6 +167,20 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     }
 
 
+def test_a_python_module_in_the_pyproject_that_is_no_module_name_is_refused(regressor, tmp_path):
+    source = tmp_path / "path"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"regressor.train"', '"regressor/train.py"'))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"{pyproject}: [tool.kfp-spot] python-module: 'regressor/train.py' is not a dotted "
+        "module name like trainer.task"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     ("texts", "message"),
     [
@@ -202,6 +216,11 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         (
             {"evaluation_entry_point": "regressor.metrics.evaluate"},
             "parameter evaluation_entry_point: 'regressor.metrics.evaluate' is not module:function",
+        ),
+        (  # prepare_package refused it only once the emulator ran and the run dir was used
+            {"python_module": "regressor/train.py"},
+            "parameter python_module: 'regressor/train.py' is not a dotted module name like "
+            "trainer.task",
         ),
     ],
 )

@@ -81,6 +81,8 @@ def is_module_name(name: str) -> bool:
     return vertex.is_module_name(name) and not any(keyword.iskeyword(p) for p in name.split("."))
 
 
+MODULE_FORM = "a dotted module name like trainer.task"
+"""The form of a ``python_module``, as errors that refuse one name it."""
 ENTRY_POINT_FORM = "module:function (e.g. trainer.evaluate:evaluate)"
 """The form of an evaluation entry point, as errors that refuse one name it."""
 
@@ -466,9 +468,7 @@ def materialize(
             "source", "is empty: pass a project directory, package directory, script or archive"
         )
     if python_module and not is_module_name(python_module):
-        raise PackagingError(
-            "python_module", f"{python_module!r} is not a dotted module name like trainer.task"
-        )
+        raise PackagingError("python_module", f"{python_module!r} is not {MODULE_FORM}")
     if name and not _DIST_NAME_RE.fullmatch(name):
         raise PackagingError("name", f"{name!r} is not a valid distribution name")
     reqs = _check_requirements(requirements)
