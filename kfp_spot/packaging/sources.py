@@ -76,6 +76,17 @@ class ProjectTree:
     generated: bool
 
 
+DIST_NAME_FORM = (
+    "ASCII letters, digits, '.', '-' and '_', beginning and ending with a letter or digit"
+)
+"""What a distribution name is made of (PEP 508), as errors that refuse one say."""
+
+
+def is_distribution_name(name: str) -> bool:
+    """Whether ``name`` is a valid distribution (project) name."""
+    return _DIST_NAME_RE.fullmatch(name) is not None
+
+
 def is_module_name(name: str) -> bool:
     """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
     return vertex.is_module_name(name) and not any(keyword.iskeyword(p) for p in name.split("."))
