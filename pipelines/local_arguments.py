@@ -30,7 +30,8 @@ def load(pipeline: Any) -> Any:
         from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
 
         if not Path(pipeline).is_file():
-            raise LocalRunError(f"pipeline template {pipeline} does not exist")
+            what = "is a directory" if Path(pipeline).is_dir() else "does not exist"
+            raise LocalRunError(f"pipeline template {pipeline} {what}; give a compiled YAML file")
         from google.protobuf import json_format
         from kfp.pipeline_spec import pipeline_spec_pb2
 

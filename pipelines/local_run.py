@@ -94,6 +94,10 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         LocalRunError: ``source`` does not exist, or ``[tool.kfp-spot]`` has a key it does not
             know, a value that is not text or an entry point that is not ``module:function``.
     """
+    if not isinstance(source, (str, Path)):
+        raise LocalRunError(
+            f"source: expected a path (str or pathlib.Path), got {type(source).__name__}"
+        )
     path = Path(source)
     if not path.exists():
         raise LocalRunError(f"training source {source} does not exist")

@@ -300,6 +300,20 @@ def test_the_python_api_refuses_a_value_of_the_wrong_type_before_anything_starts
     assert not (tmp_path / "run").exists()
 
 
+def test_the_python_api_names_a_template_that_is_a_directory_or_a_source_that_is_no_path(
+    tmp_path, regressor
+):
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(tmp_path, {}, run_dir=tmp_path / "run", progress=None)
+    assert str(info.value) == (
+        f"pipeline template {tmp_path} is a directory; give a compiled YAML file"
+    )
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=5, progress=None)
+    assert str(info.value) == "source: expected a path (str or pathlib.Path), got int"
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was(
     tmp_path, regressor
 ):
