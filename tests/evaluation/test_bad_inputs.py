@@ -1,5 +1,7 @@
 """Bad inputs to evaluate(): each a clear error naming the problem."""
 
+import math
+
 import pytest
 
 from kfp_spot.checkpoints import CheckpointError
@@ -23,6 +25,10 @@ def run(ckpt, package, env_cache, **kwargs):
         ({"thresholds": {"accuracy": "at least 0.9"}}, r"thresholds\['accuracy'\]: 'at least"),
         ({"thresholds": {"accuracy": ">=high"}}, r"thresholds\['accuracy'\]: '>=high'"),
         ({"thresholds": {"accuracy": True}}, r"thresholds\['accuracy'\]: True is not a bound"),
+        # an infinite bound holds for every number or none: a gate in name only
+        ({"thresholds": {"loss": "<=inf"}}, r"thresholds\['loss'\]: '<=inf' is not a bound"),
+        ({"thresholds": {"loss": "<=1e400"}}, r"thresholds\['loss'\]: '<=1e400' is not a bound"),
+        ({"thresholds": {"loss": -math.inf}}, r"thresholds\['loss'\]: -inf is not a bound"),
         ({"thresholds": ["accuracy"]}, r"thresholds: must be a mapping"),
         ({"params": {"when": object()}}, r"params: must be JSON-serialisable"),
         ({"params": [1, 2]}, r"params: must be a mapping"),
