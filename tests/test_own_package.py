@@ -153,7 +153,7 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
             "check_import": "true",
             "fallback_to_previous": "false",
             "machine_type": "e2-standard-4",
-            "python_module": "123",  # a String stays text, even when it reads as JSON
+            "staging_uri": "123",  # a String stays text, even when it reads as JSON
         },
     )
     assert parsed == {
@@ -163,7 +163,7 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         "check_import": True,
         "fallback_to_previous": False,
         "machine_type": "e2-standard-4",
-        "python_module": "123",
+        "staging_uri": "123",
     }
 
 
@@ -312,6 +312,37 @@ def test_the_python_api_names_a_template_that_is_a_directory_or_a_source_that_is
         local_run.run_local(tmp_path / "run", source=5, progress=None)
     assert str(info.value) == "source: expected a path (str or pathlib.Path), got int"
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_holding_files_a_run_writes_is_refused_and_left_as_it_was(
+    tmp_path, regressor
+):
+    # the run's report.md and logs/ would have replaced (or appended to) the user's own
+    run_dir = tmp_path / "notes"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "report.md").write_text("my notes")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(run_dir, source=regressor, progress=None)
+    assert str(info.value) == (
+        f"run_dir: {run_dir} holds logs, report.md, which a run writes (yours would be "
+        "overwritten); a run starts in a new or empty directory: give another (--run-dir)"
+    )
+    assert sorted(p.name for p in run_dir.iterdir()) == ["logs", "report.md"]
+    assert (run_dir / "report.md").read_text() == "my notes"
+
+
+@pytest.mark.parametrize("inside", [".", "runs/1"])
+def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, inside):
+    source = tmp_path / "src"
+    shutil.copytree(regressor, source)
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(source / inside, source=source, progress=None)
+    assert str(info.value) == (
+        f"run_dir: {source / inside} is inside the training source {source}: the run's files "
+        "would be packaged with it; give a directory outside the source (--run-dir)"
+    )
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 
 
 def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was(
