@@ -246,6 +246,23 @@ def check_evaluation_module(
         )
 
 
+def _check_outside(run_dir: Path, source: str | Path) -> None:
+    """Refuse a run directory inside (or being) the source directory.
+
+    The run would write its emulator, checkpoints and report among the package's files, which
+    the next run's package would then hold.
+
+    Raises:
+        LocalRunError: naming both.
+    """
+    tree, target = Path(source).resolve(), run_dir.resolve()
+    if tree.is_dir() and (target == tree or tree in target.parents):
+        raise LocalRunError(
+            f"run_dir: {run_dir} is inside the training source {source}: the run's files would "
+            "be packaged with it; give a directory outside the source (--run-dir)"
+        )
+
+
 def run_local(
     run_dir: str | Path,
     *,
@@ -303,6 +320,7 @@ def run_local(
         declared=None if template is None else set(pipeline.component_spec.inputs),
     )
     check_evaluation_module(source, arguments, pipeline)
+    _check_outside(Path(run_dir), source)
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
     return run_pipeline(
