@@ -119,6 +119,11 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
             if not tree.generated:
                 arguments.update(_tool_arguments(tree.path, f"{path} (its pyproject.toml)"))
     else:
+        from kfp_spot.packaging.sources import source_directory_problem
+
+        problem = source_directory_problem(path, str(source)) if path.is_dir() else ""
+        if problem:  # else refused by prepare_package, once the run started
+            raise LocalRunError(f"source: {problem}")
         arguments.update(_tool_arguments(path, str(path / "pyproject.toml")))
     return arguments
 

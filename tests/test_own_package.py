@@ -345,6 +345,21 @@ def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, insid
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 
 
+def test_a_source_directory_that_is_no_package_is_named_as_such_before_anything_starts(tmp_path):
+    # it was refused for its evaluation entry point, then by prepare_package once the run started
+    source = tmp_path / "notes"
+    source.mkdir()
+    (source / "train.py").write_text("print(1)\n")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"source: {source} has no project file (pyproject.toml, setup.py, setup.cfg) and is not "
+        "a Python package (no __init__.py): add a pyproject.toml, or pass the package directory "
+        "or a single .py script"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_run_directory_an_earlier_run_wrote_into_is_refused_and_left_as_it_was(
     tmp_path, regressor
 ):

@@ -437,11 +437,20 @@ def _classify_dir(
         return ProjectTree(project, "project", "", False)
     if (src / "__init__.py").is_file():
         return _from_module_dir(src, workdir, python_module, name, version, requirements)
-    raise MissingProjectFileError(
-        "source",
+    raise MissingProjectFileError("source", source_directory_problem(src, label))
+
+
+def source_directory_problem(src: Path, label: str) -> str:
+    """Why directory ``src`` is no source prepare_package builds, or ``""`` when it is one.
+
+    ``label``: how the message names the directory.
+    """
+    if any((src / f).is_file() for f in PROJECT_FILES) or (src / "__init__.py").is_file():
+        return ""
+    return (
         f"{label} has no project file ({', '.join(PROJECT_FILES)}) and is not a Python package "
         "(no __init__.py): add a pyproject.toml, or pass the package directory or a single .py "
-        "script",
+        "script"
     )
 
 
