@@ -136,8 +136,9 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
     if (project / "pyproject.toml").is_file():
         try:
             tables = tool_tables(project)
-        except ValueError as exc:  # tomllib's TOMLDecodeError
-            raise LocalRunError(f"{label}: {exc}") from None
+        except ValueError as exc:  # packaging's BuildError: "source: pyproject.toml is not ..."
+            reason = str(exc).removeprefix("source: ").removeprefix("pyproject.toml is ")
+            raise LocalRunError(f"{label}: {reason}") from None
         config = _tool_config(label, tables)
         for key, name in TOOL_KEYS.items():
             value = config.get(key)

@@ -345,6 +345,19 @@ def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, insid
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 
 
+def test_a_pyproject_that_is_not_toml_is_named_once(regressor, tmp_path):
+    source = tmp_path / "broken"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.kfp-spot]", "[tool.kfp-spot"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value).startswith(
+        f"{pyproject}: not valid TOML: Expected ']' at the end of a table declaration"
+    )  # not "...pyproject.toml: source: pyproject.toml is not valid TOML"
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_source_directory_that_is_no_package_is_named_as_such_before_anything_starts(tmp_path):
     # it was refused for its evaluation entry point, then by prepare_package once the run started
     source = tmp_path / "notes"
