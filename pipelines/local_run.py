@@ -119,11 +119,6 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
             if not tree.generated:
                 arguments.update(_tool_arguments(tree.path, f"{path} (its pyproject.toml)"))
     else:
-        from kfp_spot.packaging.sources import source_directory_problem
-
-        problem = source_directory_problem(path, str(source)) if path.is_dir() else ""
-        if problem:  # else refused by prepare_package, once the run started
-            raise LocalRunError(f"source: {problem}")
         arguments.update(_tool_arguments(path, str(path / "pyproject.toml")))
     return arguments
 
@@ -184,7 +179,8 @@ def spot_training_arguments(
 
     Raises:
         LocalRunError: as :func:`package_arguments`; or a template that declares no ``source``
-            is given a source other than the bundled example (naming its parameters); or
+            is given a source other than the bundled example (naming its parameters); a source
+            directory prepare_package would refuse (no project file, no package); or
             ``training_args`` is a text rather than a list.
     """
     arguments = {"source": str(source), **package_arguments(source)}
@@ -198,6 +194,12 @@ def spot_training_arguments(
                 f"valid: {', '.join(sorted(declared))} (set them with --param NAME=VALUE)"
             )
         arguments = {k: v for k, v in arguments.items() if k in declared}
+    if "source" in arguments and Path(source).is_dir():  # else refused once the run started
+        from kfp_spot.packaging.sources import source_directory_problem
+
+        problem = source_directory_problem(Path(source), str(source))
+        if problem:
+            raise LocalRunError(f"source: {problem}")
     if training_args is not None:
         if isinstance(training_args, (str, bytes)):  # list() would pass one per character
             raise LocalRunError(
