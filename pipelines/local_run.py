@@ -218,31 +218,38 @@ def check_evaluation_module(
 ) -> None:
     """Refuse a run whose evaluation would import a module its source does not hold.
 
-    Only when the entry point is left to the pipeline's default (the bundled example's
+    When the entry point is left to the pipeline's default (the bundled example's
     ``trainer.evaluate:evaluate``): its module must be in the source directory (at its top or
-    under ``src/``), or be the script the source is. One the package names itself may come from
-    a dependency and is imported by the evaluation.
+    under ``src/``), or be the script the source is. One the package names itself (or
+    ``--param``) may come from a dependency and is imported by the evaluation; but when its
+    top-level package is the source's own, the module must be there too (a typo would fail the
+    evaluation only after the whole training).
 
     Raises:
         LocalRunError: naming ``evaluation_entry_point`` and where to set it.
     """
     from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT
 
+    path = Path(source)
+    given = arguments.get("evaluation_entry_point")
+    if isinstance(given, str) and given:
+        module = given.partition(":")[0]
+        top = module.split(".")[0]
+        if path.is_dir() and _holds(path, top) and not _holds(path, module):
+            raise LocalRunError(
+                f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
+                f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
+            )
+        return
     declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
     default = getattr(declared, "default", None)
     if declared is not None and default == "":  # empty: the package's, else the example's
         default = DEFAULT_ENTRY_POINT
-    path = Path(source)
     if "evaluation_entry_point" in arguments or not isinstance(default, str) or ":" not in default:
         return
     module = default.partition(":")[0]
-    relative = Path(*module.split("."))
     if path.is_dir():
-        bases = (path, path / "src")
-        held = any(
-            (b / f"{relative}.py").is_file() or (b / relative / "__init__.py").is_file()
-            for b in bases
-        )
+        held = _holds(path, module)
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
     if not held:
@@ -252,6 +259,20 @@ def check_evaluation_module(
             "under [tool.kfp-spot] in its pyproject.toml, or --param "
             "evaluation_entry_point=MODULE:FUNCTION"
         )
+
+
+def _holds(directory: Path, module: str) -> bool:
+    """Whether source ``directory`` holds ``module`` (at its top or under ``src/``).
+
+    A module file of any suffix counts (an extension the build compiles), and so does a folder
+    (a package, namespace packages too).
+    """
+    relative = Path(*module.split("."))
+    for base in (directory, directory / "src"):
+        where = base / relative
+        if where.is_dir() or (where.parent.is_dir() and any(where.parent.glob(f"{where.name}.*"))):
+            return True
+    return False
 
 
 def _check_outside(run_dir: Path, source: str | Path) -> None:

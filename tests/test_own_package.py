@@ -345,6 +345,35 @@ def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, insid
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 
 
+def test_an_entry_point_module_missing_from_the_packages_own_package_is_refused_before_it_runs(
+    regressor, tmp_path
+):
+    # found only by the evaluation, after the whole training
+    source = tmp_path / "typo"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("regressor.metrics:", "regressor.metricz:"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"evaluation_entry_point: regressor.metricz:evaluate: module 'regressor.metricz' is not "
+        f"in {source}, which holds its package 'regressor'; name a module of the package "
+        "(MODULE:FUNCTION)"
+    )
+    with pytest.raises(local.LocalRunError, match=r"module 'regressor\.scores' is not in"):
+        local_run.run_local(
+            tmp_path / "run",
+            source=regressor,
+            parameters={"evaluation_entry_point": "regressor.scores:evaluate"},
+            progress=None,
+        )
+    assert not (tmp_path / "run").exists()
+    # a module of another distribution (a dependency) is the evaluation's to import
+    pipeline = local.load(spot_training)
+    for named in ("regressor.metrics:evaluate", "sklearn.metrics:evaluate", "regressor:evaluate"):
+        local_run.check_evaluation_module(regressor, {"evaluation_entry_point": named}, pipeline)
+
+
 def test_a_pyproject_that_is_not_toml_is_named_once(regressor, tmp_path):
     source = tmp_path / "broken"
     shutil.copytree(regressor, source)
