@@ -44,6 +44,7 @@ from kfp_spot.pipelines.local_arguments import (
     LocalRunError,
     check_run_options,
     check_runs_locally,
+    check_types,
     check_values,
     load,
     parameters,
@@ -70,6 +71,7 @@ __all__ = [
     "ENDPOINT_PARAMETER",
     "PIPELINE_FAILED",
     "RUN_DIR_ENTRIES",
+    "RUN_DIR_WRITES",
     "LocalRunError",
     "LocalRunResult",
     "default_run_dir",
@@ -110,11 +112,14 @@ def _arguments(
     out.update(arguments)
     out[ENDPOINT_PARAMETER] = endpoint
     check_values(out)
+    check_types(inputs, out)
     return out
 
 
 RUN_DIR_ENTRIES = ("run.json", "emulator", "job/checkpoints", "pipeline_root")
 """What only a run writes into its directory: a directory holding one already holds a run."""
+RUN_DIR_WRITES = ("job", "logs", "staging", "report.md", "report.png")
+"""What else a run writes into its directory: files of these names there would be overwritten."""
 
 
 def default_run_dir() -> Path:
@@ -128,7 +133,7 @@ def default_run_dir() -> Path:
 
 
 def _check_unused(run_dir: Path) -> None:
-    """Refuse a directory an earlier run wrote into.
+    """Refuse a directory an earlier run wrote into, or holding files a run would overwrite.
 
     Its emulator would list the earlier jobs as this run's and its checkpoint directory would
     make this run's training resume from the earlier run's step (other code, other arguments).
@@ -138,6 +143,12 @@ def _check_unused(run_dir: Path) -> None:
         raise LocalRunError(
             f"run_dir: {run_dir} already holds a run (its {', '.join(used)}); a run starts in "
             f"a new or empty directory: give another run directory (--run-dir) or remove it"
+        )
+    taken = [name for name in RUN_DIR_WRITES if (run_dir / name).exists()]
+    if taken:
+        raise LocalRunError(
+            f"run_dir: {run_dir} holds {', '.join(taken)}, which a run writes (yours would be "
+            f"overwritten); a run starts in a new or empty directory: give another (--run-dir)"
         )
 
 

@@ -30,7 +30,8 @@ def load(pipeline: Any) -> Any:
         from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
 
         if not Path(pipeline).is_file():
-            raise LocalRunError(f"pipeline template {pipeline} does not exist")
+            what = "is a directory" if Path(pipeline).is_dir() else "does not exist"
+            raise LocalRunError(f"pipeline template {pipeline} {what}; give a compiled YAML file")
         from google.protobuf import json_format
         from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -172,37 +173,63 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def _non_finite(value: Any) -> float | None:
-    """The first infinite or NaN number in ``value`` (nested in lists and dicts), else None."""
+_HOLDS = "a parameter holds text, numbers, true/false, lists and objects (JSON without null)"
+"""What a KFP pipeline parameter holds (KFP cannot send anything else, nested or not)."""
+
+
+def _not_a_value(value: Any, where: str = "") -> str | None:
+    """Why ``value`` (nested lists and dicts too) is no pipeline parameter value, else None.
+
+    KFP turns an argument into a protobuf ``Value`` as the run starts and fails there, with a
+    traceback, on anything else (``None``, a tuple, a numpy number, a key that is not text).
+    """
     if isinstance(value, float) and not math.isfinite(value):
-        return value
-    items = value.values() if isinstance(value, Mapping) else value
-    if isinstance(value, (list, tuple, Mapping)):
-        for item in items:
-            found = _non_finite(item)
+        return (
+            f"{value} is not a finite number; pipeline parameters are JSON values (no infinity "
+            "or NaN)"
+        )
+    if isinstance(value, (bool, str, int, float)):
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"key {key!r}{where and f' of item {where}'} is not text; {_HOLDS}"
+            found = _not_a_value(item, f"{where}[{key!r}]")
             if found is not None:
                 return found
-    return None
+        return None
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _not_a_value(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+        return None
+    shown = "null" if value is None else f"a {type(value).__name__} ({value!r})"
+    subject = f"item {where}" if where else "the value"
+    return f"{subject} is {shown}, which a pipeline parameter cannot hold; {_HOLDS}"
 
 
 def check_values(values: Mapping[str, Any]) -> None:
     """Refuse, before anything starts, argument values a run would only fail on later.
 
-    A pipeline parameter is a JSON value, which has no infinity or NaN (KFP cannot send one);
-    and what the evaluation reads only after training must be well formed, so a typo in it does
-    not cost a whole training run: ``thresholds`` must parse as bounds and
-    ``evaluation_entry_point`` read as ``module:function``.
+    A pipeline parameter is a JSON value without null (KFP cannot send anything else, nor an
+    infinity or NaN); and what the evaluation reads only after training must be well formed,
+    so a typo in it does not cost a whole training run: ``thresholds`` must parse as bounds,
+    ``evaluation_entry_point`` read as ``module:function`` and ``python_module`` as a module.
 
     Raises:
         LocalRunError: naming the parameter and what would be valid.
     """
     for name, value in values.items():
-        found = _non_finite(value)
+        found = _not_a_value(value)
         if found is not None:
-            raise LocalRunError(
-                f"parameter {name}: {found} is not a finite number; pipeline parameters are "
-                f"JSON values (no infinity or NaN)"
-            )
+            raise LocalRunError(f"parameter {name}: {found}")
+    module = values.get("python_module")  # spot_training's; prepare_package runs after start
+    if isinstance(module, str) and module:
+        from kfp_spot.packaging.sources import MODULE_FORM, is_module_name
+
+        if not is_module_name(module):
+            raise LocalRunError(f"parameter python_module: {module!r} is not {MODULE_FORM}")
     if "evaluation_entry_point" in values:  # spot_training's; imported after training
         from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
@@ -225,6 +252,33 @@ def check_values(values: Mapping[str, Any]) -> None:
             parse_thresholds(thresholds)
         except EvaluationInputError as exc:
             raise LocalRunError(str(exc)) from None
+
+
+def check_types(inputs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """Refuse, before anything starts, a value that is not of its parameter's declared type.
+
+    ``inputs``: the pipeline's ``component_spec.inputs``. The rule is KFP's own, which it
+    otherwise applies only as the run starts, with a traceback (a list for a ``Dict``, the text
+    of a list for a ``List``, ``2.0`` or ``True`` for an ``Integer``).
+
+    Raises:
+        LocalRunError: naming the parameter, its type and the value.
+    """
+    import reprlib
+
+    from kfp.dsl.types import type_utils
+
+    for name, value in values.items():
+        spec = inputs.get(name)
+        if spec is None or str(spec.type) not in _PARSERS:  # an artifact: KFP says it
+            continue
+        try:
+            type_utils.verify_type_compatibility(value, spec, "")
+        except (type_utils.InconsistentTypeException, ValueError):
+            raise LocalRunError(
+                f"parameter {name} is of type {spec.type}; {reprlib.repr(value)} ("
+                f"{type(value).__name__}) is not one"
+            ) from None
 
 
 def check_run_options(preemptions: Any, grace_period: Any) -> None:

@@ -94,6 +94,10 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         LocalRunError: ``source`` does not exist, or ``[tool.kfp-spot]`` has a key it does not
             know, a value that is not text or an entry point that is not ``module:function``.
     """
+    if not isinstance(source, (str, Path)):
+        raise LocalRunError(
+            f"source: expected a path (str or pathlib.Path), got {type(source).__name__}"
+        )
     path = Path(source)
     if not path.exists():
         raise LocalRunError(f"training source {source} does not exist")
@@ -127,8 +131,9 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
     if (project / "pyproject.toml").is_file():
         try:
             tables = tool_tables(project)
-        except ValueError as exc:  # tomllib's TOMLDecodeError
-            raise LocalRunError(f"{label}: {exc}") from None
+        except ValueError as exc:  # packaging's BuildError: "source: pyproject.toml is not ..."
+            reason = str(exc).removeprefix("source: ").removeprefix("pyproject.toml is ")
+            raise LocalRunError(f"{label}: {reason}") from None
         config = _tool_config(label, tables)
         for key, name in TOOL_KEYS.items():
             value = config.get(key)
@@ -139,6 +144,13 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
                     f"{label}: [tool.kfp-spot] {key} must be a non-empty string, got {value!r}"
                 )
             arguments[name] = value
+    from kfp_spot.packaging.sources import MODULE_FORM, is_module_name
+
+    module = arguments.get("python_module")
+    if module is not None and not is_module_name(module):  # else refused once the run started
+        raise LocalRunError(
+            f"{label}: [tool.kfp-spot] python-module: {module!r} is not {MODULE_FORM}"
+        )
     entry_point = arguments.get("evaluation_entry_point")
     if entry_point is not None:  # imported only after training: a typo would cost the run
         from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
@@ -167,7 +179,9 @@ def spot_training_arguments(
 
     Raises:
         LocalRunError: as :func:`package_arguments`; or a template that declares no ``source``
-            is given a source other than the bundled example (naming its parameters).
+            is given a source other than the bundled example (naming its parameters); a source
+            directory prepare_package would refuse (no project file, no package); or
+            ``training_args`` is a text rather than a list.
     """
     arguments = {"source": str(source), **package_arguments(source)}
     # The pipeline's default gate is the example's accuracy bound; another package's evaluate()
@@ -180,7 +194,18 @@ def spot_training_arguments(
                 f"valid: {', '.join(sorted(declared))} (set them with --param NAME=VALUE)"
             )
         arguments = {k: v for k, v in arguments.items() if k in declared}
+    if "source" in arguments and Path(source).is_dir():  # else refused once the run started
+        from kfp_spot.packaging.sources import source_directory_problem
+
+        problem = source_directory_problem(Path(source), str(source))
+        if problem:
+            raise LocalRunError(f"source: {problem}")
     if training_args is not None:
+        if isinstance(training_args, (str, bytes)):  # list() would pass one per character
+            raise LocalRunError(
+                f"training_args: {training_args!r} is one text; give a list of arguments such "
+                "as ['--steps', '40']"
+            )
         arguments["training_args"] = list(training_args)
     if thresholds is not None:
         arguments["thresholds"] = thresholds
@@ -193,31 +218,38 @@ def check_evaluation_module(
 ) -> None:
     """Refuse a run whose evaluation would import a module its source does not hold.
 
-    Only when the entry point is left to the pipeline's default (the bundled example's
+    When the entry point is left to the pipeline's default (the bundled example's
     ``trainer.evaluate:evaluate``): its module must be in the source directory (at its top or
-    under ``src/``), or be the script the source is. One the package names itself may come from
-    a dependency and is imported by the evaluation.
+    under ``src/``), or be the script the source is. One the package names itself (or
+    ``--param``) may come from a dependency and is imported by the evaluation; but when its
+    top-level package is the source's own, the module must be there too (a typo would fail the
+    evaluation only after the whole training).
 
     Raises:
         LocalRunError: naming ``evaluation_entry_point`` and where to set it.
     """
     from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT
 
+    path = Path(source)
+    given = arguments.get("evaluation_entry_point")
+    if isinstance(given, str) and given:
+        module = given.partition(":")[0]
+        top = module.split(".")[0]
+        if path.is_dir() and _holds(path, top) and not _holds(path, module):
+            raise LocalRunError(
+                f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
+                f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
+            )
+        return
     declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
     default = getattr(declared, "default", None)
     if declared is not None and default == "":  # empty: the package's, else the example's
         default = DEFAULT_ENTRY_POINT
-    path = Path(source)
     if "evaluation_entry_point" in arguments or not isinstance(default, str) or ":" not in default:
         return
     module = default.partition(":")[0]
-    relative = Path(*module.split("."))
     if path.is_dir():
-        bases = (path, path / "src")
-        held = any(
-            (b / f"{relative}.py").is_file() or (b / relative / "__init__.py").is_file()
-            for b in bases
-        )
+        held = _holds(path, module)
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
     if not held:
@@ -226,6 +258,37 @@ def check_evaluation_module(
             f'example\'s) is not in {source}: set evaluation-entry-point = "MODULE:FUNCTION" '
             "under [tool.kfp-spot] in its pyproject.toml, or --param "
             "evaluation_entry_point=MODULE:FUNCTION"
+        )
+
+
+def _holds(directory: Path, module: str) -> bool:
+    """Whether source ``directory`` holds ``module`` (at its top or under ``src/``).
+
+    A module file of any suffix counts (an extension the build compiles), and so does a folder
+    (a package, namespace packages too).
+    """
+    relative = Path(*module.split("."))
+    for base in (directory, directory / "src"):
+        where = base / relative
+        if where.is_dir() or (where.parent.is_dir() and any(where.parent.glob(f"{where.name}.*"))):
+            return True
+    return False
+
+
+def _check_outside(run_dir: Path, source: str | Path) -> None:
+    """Refuse a run directory inside (or being) the source directory.
+
+    The run would write its emulator, checkpoints and report among the package's files, which
+    the next run's package would then hold.
+
+    Raises:
+        LocalRunError: naming both.
+    """
+    tree, target = Path(source).resolve(), run_dir.resolve()
+    if tree.is_dir() and (target == tree or tree in target.parents):
+        raise LocalRunError(
+            f"run_dir: {run_dir} is inside the training source {source}: the run's files would "
+            "be packaged with it; give a directory outside the source (--run-dir)"
         )
 
 
@@ -286,6 +349,7 @@ def run_local(
         declared=None if template is None else set(pipeline.component_spec.inputs),
     )
     check_evaluation_module(source, arguments, pipeline)
+    _check_outside(Path(run_dir), source)
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
     return run_pipeline(

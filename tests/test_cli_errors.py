@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
+SPOT_TRAINING = (
+    Path(__file__).resolve().parents[1] / "pipelines" / "spot_training" / "pipeline.yaml"
+)
 
 
 @pytest.mark.parametrize(
@@ -17,6 +20,25 @@ KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
         (["run", "--source", "/nonexistent/src"], "--source"),
         (["run", "--regions", "us-central1,europe-wst4"], "--regions"),
         (["run", "--regions", "us-central1,us-central1"], "--regions"),
+        (["run", "--param", "foo"], "'foo' is not NAME=VALUE"),
+        (  # the last one would win silently: a gate the user did not mean
+            ["run", "--param", 'thresholds={"mse": "<=1"}', "--param", 'thresholds={"r2": 0.9}'],
+            """Invalid value for --param: thresholds is given twice ('{"mse": "<=1"}' and """
+            """'{"r2": 0.9}'); give each name once""",
+        ),
+        (
+            [
+                "submit",
+                str(SPOT_TRAINING),
+                "--project",
+                "p-123456",
+                "--label",
+                "a=1",
+                "--label",
+                "a=2",
+            ],
+            "--label: a is given twice ('1' and '2')",
+        ),
         (["submit", "/nonexistent.yaml", "--project", "p-123456"], "TEMPLATE"),
         (["compile", "--base-image", "x:1"], "needs output_dir"),
         (["jobs", "describe", "customJobs/1"], "projects/PROJECT/locations/LOCATION"),

@@ -153,7 +153,7 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
             "check_import": "true",
             "fallback_to_previous": "false",
             "machine_type": "e2-standard-4",
-            "python_module": "123",  # a String stays text, even when it reads as JSON
+            "staging_uri": "123",  # a String stays text, even when it reads as JSON
         },
     )
     assert parsed == {
@@ -163,8 +163,22 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         "check_import": True,
         "fallback_to_previous": False,
         "machine_type": "e2-standard-4",
-        "python_module": "123",
+        "staging_uri": "123",
     }
+
+
+def test_a_python_module_in_the_pyproject_that_is_no_module_name_is_refused(regressor, tmp_path):
+    source = tmp_path / "path"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"regressor.train"', '"regressor/train.py"'))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"{pyproject}: [tool.kfp-spot] python-module: 'regressor/train.py' is not a dotted "
+        "module name like trainer.task"
+    )
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize(
@@ -190,9 +204,23 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
         ({"thresholds": '{"mse": ">= 0.9x"}'}, "thresholds['mse']: '>= 0.9x' is not a bound"),
         ({"thresholds": '{"mse": -1e400}'}, "parameter thresholds: -inf is not a finite number"),
         ({"evaluation_params": '{"alpha": NaN}'}, "parameter evaluation_params: nan is not a"),
+        (  # KFP cannot send a null: it would stop the run with a traceback once it started
+            {"training_args": '["--steps", null]'},
+            "parameter training_args: item [1] is null, which a pipeline parameter cannot hold; "
+            "a parameter holds text, numbers, true/false, lists and objects (JSON without null)",
+        ),
+        (
+            {"evaluation_params": '{"split": {"test": null}}'},
+            "parameter evaluation_params: item ['split']['test'] is null, which a pipeline ",
+        ),
         (
             {"evaluation_entry_point": "regressor.metrics.evaluate"},
             "parameter evaluation_entry_point: 'regressor.metrics.evaluate' is not module:function",
+        ),
+        (  # prepare_package refused it only once the emulator ran and the run dir was used
+            {"python_module": "regressor/train.py"},
+            "parameter python_module: 'regressor/train.py' is not a dotted module name like "
+            "trainer.task",
         ),
     ],
 )
@@ -220,6 +248,157 @@ def test_a_bad_gate_stops_the_run_before_anything_starts(tmp_path, regressor):
 def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
     with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
         local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_python_api_refuses_a_value_kfp_cannot_send_before_anything_starts(tmp_path, regressor):
+    # KFP would fail on the tuple with a traceback once the emulator ran and the run dir was used
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(
+            tmp_path / "run",
+            source=regressor,
+            training_args=None,
+            parameters={"training_args": ("--steps", "4")},
+            progress=None,
+        )
+    assert str(info.value) == (
+        "parameter training_args: the value is a tuple (('--steps', '4')), which a pipeline "
+        "parameter cannot hold; a parameter holds text, numbers, true/false, lists and objects "
+        "(JSON without null)"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (  # list() of it would have passed one argument per character: "-", "-", "s", ...
+            {"training_args": "--steps 4"},
+            "training_args: '--steps 4' is one text; give a list of arguments such as "
+            "['--steps', '40']",
+        ),
+        (  # KFP's own type check, which it applies only once the emulator runs
+            {"thresholds": ["mse"]},
+            "parameter thresholds is of type Dict; ['mse'] (list) is not one",
+        ),
+        (
+            {"parameters": {"max_resubmissions": 2.0}},
+            "parameter max_resubmissions is of type Integer; 2.0 (float) is not one",
+        ),
+        (
+            {"parameters": {"python_module": 5}},
+            "parameter python_module is of type String; 5 (int) is not one",
+        ),
+    ],
+)
+def test_the_python_api_refuses_a_value_of_the_wrong_type_before_anything_starts(
+    tmp_path, regressor, kwargs, message
+):
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=regressor, progress=None, **kwargs)
+    assert str(info.value) == message
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_python_api_names_a_template_that_is_a_directory_or_a_source_that_is_no_path(
+    tmp_path, regressor
+):
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(tmp_path, {}, run_dir=tmp_path / "run", progress=None)
+    assert str(info.value) == (
+        f"pipeline template {tmp_path} is a directory; give a compiled YAML file"
+    )
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=5, progress=None)
+    assert str(info.value) == "source: expected a path (str or pathlib.Path), got int"
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_holding_files_a_run_writes_is_refused_and_left_as_it_was(
+    tmp_path, regressor
+):
+    # the run's report.md and logs/ would have replaced (or appended to) the user's own
+    run_dir = tmp_path / "notes"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "report.md").write_text("my notes")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(run_dir, source=regressor, progress=None)
+    assert str(info.value) == (
+        f"run_dir: {run_dir} holds logs, report.md, which a run writes (yours would be "
+        "overwritten); a run starts in a new or empty directory: give another (--run-dir)"
+    )
+    assert sorted(p.name for p in run_dir.iterdir()) == ["logs", "report.md"]
+    assert (run_dir / "report.md").read_text() == "my notes"
+
+
+@pytest.mark.parametrize("inside", [".", "runs/1"])
+def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, inside):
+    source = tmp_path / "src"
+    shutil.copytree(regressor, source)
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(source / inside, source=source, progress=None)
+    assert str(info.value) == (
+        f"run_dir: {source / inside} is inside the training source {source}: the run's files "
+        "would be packaged with it; give a directory outside the source (--run-dir)"
+    )
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
+
+
+def test_an_entry_point_module_missing_from_the_packages_own_package_is_refused_before_it_runs(
+    regressor, tmp_path
+):
+    # found only by the evaluation, after the whole training
+    source = tmp_path / "typo"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("regressor.metrics:", "regressor.metricz:"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"evaluation_entry_point: regressor.metricz:evaluate: module 'regressor.metricz' is not "
+        f"in {source}, which holds its package 'regressor'; name a module of the package "
+        "(MODULE:FUNCTION)"
+    )
+    with pytest.raises(local.LocalRunError, match=r"module 'regressor\.scores' is not in"):
+        local_run.run_local(
+            tmp_path / "run",
+            source=regressor,
+            parameters={"evaluation_entry_point": "regressor.scores:evaluate"},
+            progress=None,
+        )
+    assert not (tmp_path / "run").exists()
+    # a module of another distribution (a dependency) is the evaluation's to import
+    pipeline = local.load(spot_training)
+    for named in ("regressor.metrics:evaluate", "sklearn.metrics:evaluate", "regressor:evaluate"):
+        local_run.check_evaluation_module(regressor, {"evaluation_entry_point": named}, pipeline)
+
+
+def test_a_pyproject_that_is_not_toml_is_named_once(regressor, tmp_path):
+    source = tmp_path / "broken"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.kfp-spot]", "[tool.kfp-spot"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value).startswith(
+        f"{pyproject}: not valid TOML: Expected ']' at the end of a table declaration"
+    )  # not "...pyproject.toml: source: pyproject.toml is not valid TOML"
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_source_directory_that_is_no_package_is_named_as_such_before_anything_starts(tmp_path):
+    # it was refused for its evaluation entry point, then by prepare_package once the run started
+    source = tmp_path / "notes"
+    source.mkdir()
+    (source / "train.py").write_text("print(1)\n")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"source: {source} has no project file (pyproject.toml, setup.py, setup.cfg) and is not "
+        "a Python package (no __init__.py): add a pyproject.toml, or pass the package directory "
+        "or a single .py script"
+    )
     assert not (tmp_path / "run").exists()
 
 

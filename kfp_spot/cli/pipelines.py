@@ -238,11 +238,17 @@ def _regions(value: str | None) -> list[str] | None:
 
 
 def _parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
+    """``NAME=VALUE`` items as a mapping; a name given twice is refused, not the last one kept."""
     pairs: dict[str, str] = {}
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        if name in pairs:
+            raise click.BadParameter(
+                f"{name} is given twice ({pairs[name]!r} and {raw!r}); give each name once",
+                param_hint=option,
+            )
         pairs[name] = raw
     return pairs
 

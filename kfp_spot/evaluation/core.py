@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -180,9 +181,12 @@ def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], Conf
                 f"{entry_point} returned a metric named {key!r}, which the evaluator reports "
                 "itself; rename it"
             )
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        huge = isinstance(value, int) and abs(value) > sys.float_info.max  # beyond a float
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or huge:
+            shown = f"an integer of {len(str(abs(value)))} digits" if huge else repr(value)
             raise EvaluationError(
-                f"{entry_point} returned metric {key!r} = {value!r}, which is not a number"
+                f"{entry_point} returned metric {key!r} = {shown}, which is not a number"
+                + (" a metric can hold (a float: at most about 1.8e308)" if huge else "")
             )
         metrics[key] = float(value)
     return metrics, matrix

@@ -2,14 +2,15 @@
 
 ``python -m kfp_spot.evaluation.runner ENTRY_POINT CHECKPOINT_DIR PARAMS_JSON RESULT_JSON``
 
-Exit status: 0 with the result written; 3 when the entry point cannot be imported or is not
-callable; 4 when it raised or called ``sys.exit``; 5 when its result cannot be written as JSON.
-The evaluator reads the message from stderr.
+Exit status: 0 with the result written; 3 when the entry point cannot be imported, is not
+callable or cannot take ``(checkpoint_dir, params)``; 4 when it raised or called ``sys.exit``;
+5 when its result cannot be written as JSON. The evaluator reads the message from stderr.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import numbers
 import sys
@@ -19,6 +20,9 @@ from typing import Any
 EXIT_ENTRY_POINT = 3
 EXIT_RAISED = 4
 EXIT_BAD_RESULT = 5
+SIGNATURE = "evaluate(checkpoint_dir, params) -> dict of metric name -> number"
+"""How the runner calls an entry point."""
+_MISSING = object()
 
 
 def to_jsonable(value: Any) -> Any:
@@ -38,21 +42,54 @@ def to_jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} value {value!r} is not a number, list or mapping")
 
 
+def _is_absent(exc: ImportError, module_name: str) -> bool:
+    """Whether ``exc`` says ``module_name`` itself (or a package above it) is not installed."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    return missing is not None and (module_name + ".").startswith(missing + ".")
+
+
+def _call_problem(function: Any) -> str:
+    """Why ``function(checkpoint_dir, params)`` cannot be called, or ``""`` when it can.
+
+    Told before the call, so a wrong signature is named as such rather than as a ``TypeError``
+    raised from inside the evaluation.
+    """
+    if not callable(function):
+        return f"is a {type(function).__name__}, not a function"
+    try:
+        inspect.signature(function).bind("checkpoint_dir", {})
+    except TypeError as exc:
+        return f"cannot be called with (checkpoint_dir, params): {exc}"
+    except ValueError:  # no signature to read (some built-ins): the call will tell
+        return ""
+    return ""
+
+
 def main(argv: list[str]) -> int:
     """Run one evaluation; see the module docstring for the arguments and exit codes."""
     entry_point, checkpoint_dir, params_path, result_path = argv
     module_name, _, function_name = entry_point.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError:
-        sys.stderr.write(
-            f"entry_point: cannot import module {module_name!r} from the package:\n"
-            + traceback.format_exc()
-        )
+    except ImportError as exc:
+        if _is_absent(exc, module_name):  # the module itself: its traceback says nothing more
+            sys.stderr.write(
+                f"entry_point: cannot import module {module_name!r}: {exc} (neither the package "
+                "nor its dependencies hold it)\n"
+            )
+        else:  # the module is there, but an import of its own failed: show where
+            sys.stderr.write(
+                f"entry_point: cannot import module {module_name!r} from the package:\n"
+                + traceback.format_exc()
+            )
         return EXIT_ENTRY_POINT
-    function = getattr(module, function_name, None)
-    if not callable(function):
+    function: Any = getattr(module, function_name, _MISSING)
+    if function is _MISSING:
         sys.stderr.write(f"entry_point: module {module_name!r} has no function {function_name!r}\n")
+        return EXIT_ENTRY_POINT
+    problem = _call_problem(function)
+    if problem:
+        sys.stderr.write(f"entry_point: {entry_point} {problem}; it must be {SIGNATURE}\n")
         return EXIT_ENTRY_POINT
     with open(params_path, encoding="utf-8") as handle:
         params = json.load(handle)

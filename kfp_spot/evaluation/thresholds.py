@@ -1,7 +1,9 @@
 """Quality thresholds: ``{"accuracy": ">=0.9", "loss": "<=0.5", "f1": 0.8}``.
 
-A bound is a number (meaning ``>=``) or a string ``OP NUMBER`` with OP one of ``>=``, ``>``,
-``<=``, ``<``, ``==``; a string without OP also means ``>=``. NaN never passes.
+A bound is a finite number (meaning ``>=``) or a string ``OP NUMBER`` with OP one of ``>=``,
+``>``, ``<=``, ``<``, ``==``; a string without OP also means ``>=``. NaN never passes. An
+infinite bound (``"<=inf"``, ``"<=1e400"``) is refused: it holds for every number or none, a gate
+in name only.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _number(text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    return None if math.isnan(value) else value
+    return value if math.isfinite(value) else None
 
 
 def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
@@ -72,8 +74,8 @@ def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
         if isinstance(bound, bool):
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
         if isinstance(bound, (int, float)):
-            if math.isnan(bound):
-                raise EvaluationInputError(field, f"NaN is not a bound; use {_VALID}")
+            if not math.isfinite(bound):
+                raise EvaluationInputError(field, f"{bound} is not a bound; use {_VALID}")
             out.append(Threshold(metric, ">=", float(bound)))
             continue
         if not isinstance(bound, str):

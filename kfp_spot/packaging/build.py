@@ -77,6 +77,12 @@ def _pyproject(project: Path) -> dict[str, Any]:
         raise BuildError("source", f"pyproject.toml is not valid TOML: {exc}") from exc
 
 
+def project_table(project: Path) -> dict[str, Any]:
+    """The ``[project]`` table of the project's pyproject.toml (empty when absent)."""
+    table = _pyproject(project).get("project") or {}
+    return dict(table) if isinstance(table, dict) else {}
+
+
 def backend_requires(project: Path) -> list[str]:
     """The build-system requirements of ``project`` (setuptools' default when undeclared)."""
     build_system = _pyproject(project).get("build-system") or {}

@@ -31,7 +31,9 @@ from kfp_spot.packaging.errors import (
 )
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import (
+    DIST_NAME_FORM,
     ENTRY_POINT_FORM,
+    is_distribution_name,
     is_entry_point,
     is_module_name,
     materialize,
@@ -114,6 +116,20 @@ def _tool_entry_point(project: Path) -> str:
             f"{ENTRY_POINT_FORM}",
         )
     return str(value)
+
+
+def _check_project_name(project: Path) -> None:
+    """Refuse a ``[project] name`` no build backend takes, before the build.
+
+    The backend's own refusal is the last line of a traceback in the build's output.
+    """
+    name = _build.project_table(project).get("name")
+    if isinstance(name, str) and not is_distribution_name(name):
+        raise PackagingError(
+            "source",
+            f"pyproject.toml [project] name {name!r} is not a valid distribution name: "
+            f"{DIST_NAME_FORM}",
+        )
 
 
 def _module_files(module: str) -> tuple[str, ...]:
@@ -372,6 +388,7 @@ def prepare_package(
             requirements=requirements,
         )
         entry_point = _tool_entry_point(tree.path)  # a typo fails before the build
+        _check_project_name(tree.path)
         log.info("building %s (%s)", source, tree.kind)
         builds = Path(build_cache_dir) if build_cache_dir is not None else None
         built = _build.run_build(tree.path, work / "dist", cache_dir=builds)

@@ -76,11 +76,24 @@ class ProjectTree:
     generated: bool
 
 
+DIST_NAME_FORM = (
+    "ASCII letters, digits, '.', '-' and '_', beginning and ending with a letter or digit"
+)
+"""What a distribution name is made of (PEP 508), as errors that refuse one say."""
+
+
+def is_distribution_name(name: str) -> bool:
+    """Whether ``name`` is a valid distribution (project) name."""
+    return _DIST_NAME_RE.fullmatch(name) is not None
+
+
 def is_module_name(name: str) -> bool:
     """Whether ``name`` is a dotted Python module name of identifiers (no keywords)."""
     return vertex.is_module_name(name) and not any(keyword.iskeyword(p) for p in name.split("."))
 
 
+MODULE_FORM = "a dotted module name like trainer.task"
+"""The form of a ``python_module``, as errors that refuse one name it."""
 ENTRY_POINT_FORM = "module:function (e.g. trainer.evaluate:evaluate)"
 """The form of an evaluation entry point, as errors that refuse one name it."""
 
@@ -424,11 +437,20 @@ def _classify_dir(
         return ProjectTree(project, "project", "", False)
     if (src / "__init__.py").is_file():
         return _from_module_dir(src, workdir, python_module, name, version, requirements)
-    raise MissingProjectFileError(
-        "source",
+    raise MissingProjectFileError("source", source_directory_problem(src, label))
+
+
+def source_directory_problem(src: Path, label: str) -> str:
+    """Why directory ``src`` is no source prepare_package builds, or ``""`` when it is one.
+
+    ``label``: how the message names the directory.
+    """
+    if any((src / f).is_file() for f in PROJECT_FILES) or (src / "__init__.py").is_file():
+        return ""
+    return (
         f"{label} has no project file ({', '.join(PROJECT_FILES)}) and is not a Python package "
         "(no __init__.py): add a pyproject.toml, or pass the package directory or a single .py "
-        "script",
+        "script"
     )
 
 
@@ -466,9 +488,7 @@ def materialize(
             "source", "is empty: pass a project directory, package directory, script or archive"
         )
     if python_module and not is_module_name(python_module):
-        raise PackagingError(
-            "python_module", f"{python_module!r} is not a dotted module name like trainer.task"
-        )
+        raise PackagingError("python_module", f"{python_module!r} is not {MODULE_FORM}")
     if name and not _DIST_NAME_RE.fullmatch(name):
         raise PackagingError("name", f"{name!r} is not a valid distribution name")
     reqs = _check_requirements(requirements)

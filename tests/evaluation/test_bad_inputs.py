@@ -1,5 +1,7 @@
 """Bad inputs to evaluate(): each a clear error naming the problem."""
 
+import math
+
 import pytest
 
 from kfp_spot.checkpoints import CheckpointError
@@ -23,6 +25,10 @@ def run(ckpt, package, env_cache, **kwargs):
         ({"thresholds": {"accuracy": "at least 0.9"}}, r"thresholds\['accuracy'\]: 'at least"),
         ({"thresholds": {"accuracy": ">=high"}}, r"thresholds\['accuracy'\]: '>=high'"),
         ({"thresholds": {"accuracy": True}}, r"thresholds\['accuracy'\]: True is not a bound"),
+        # an infinite bound holds for every number or none: a gate in name only
+        ({"thresholds": {"loss": "<=inf"}}, r"thresholds\['loss'\]: '<=inf' is not a bound"),
+        ({"thresholds": {"loss": "<=1e400"}}, r"thresholds\['loss'\]: '<=1e400' is not a bound"),
+        ({"thresholds": {"loss": -math.inf}}, r"thresholds\['loss'\]: -inf is not a bound"),
         ({"thresholds": ["accuracy"]}, r"thresholds: must be a mapping"),
         ({"params": {"when": object()}}, r"params: must be JSON-serialisable"),
         ({"params": [1, 2]}, r"params: must be a mapping"),
@@ -75,6 +81,45 @@ def test_entry_point_module_not_in_the_package(ckpt, package, env_cache):
 def test_entry_point_function_missing(ckpt, package, env_cache):
     with pytest.raises(EvaluationInputError, match=r"^entry_point: module '\w+.evaluate' has no "):
         run(ckpt, package, env_cache, entry_point="tinytrainer.evaluate:score")
+
+
+def test_entry_point_module_missing_is_one_line(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError) as info:
+        run(ckpt, package, env_cache, entry_point="tinytrainer.evaluat:evaluate")
+    assert str(info.value) == (
+        "entry_point: cannot import module 'tinytrainer.evaluat': No module named "
+        "'tinytrainer.evaluat' (neither the package nor its dependencies hold it)"
+    )
+
+
+def test_entry_point_that_is_not_a_function_says_what_it_is(ckpt, package, env_cache):
+    with pytest.raises(EvaluationInputError) as info:
+        run(ckpt, package, env_cache, entry_point="tinytrainer.evaluate:PASSING_ACCURACY")
+    assert str(info.value) == (
+        "entry_point: tinytrainer.evaluate:PASSING_ACCURACY is a float, not a function; it must "
+        "be evaluate(checkpoint_dir, params) -> dict of metric name -> number"
+    )
+
+
+def test_entry_point_with_the_wrong_parameters_is_named_before_it_is_called(
+    ckpt, package, env_cache
+):
+    with pytest.raises(EvaluationInputError) as info:
+        run(ckpt, package, env_cache, entry_point="tinytrainer.evaluate:score_without_params")
+    assert str(info.value) == (
+        "entry_point: tinytrainer.evaluate:score_without_params cannot be called with "
+        "(checkpoint_dir, params): too many positional arguments; it must be "
+        "evaluate(checkpoint_dir, params) -> dict of metric name -> number"
+    )
+
+
+def test_entry_point_returning_a_number_no_float_holds(ckpt, package, env_cache):
+    with pytest.raises(EvaluationError) as info:
+        run(ckpt, package, env_cache, params={"return": "huge"})
+    assert str(info.value) == (
+        f"{ENTRY} returned metric 'accuracy' = an integer of 401 digits, which is not a number "
+        "a metric can hold (a float: at most about 1.8e308)"
+    )
 
 
 def test_entry_point_that_raises_shows_its_traceback(ckpt, package, env_cache):

@@ -33,6 +33,25 @@ def test_empty_source(staging):
         prepare_package("  ", str(staging))
 
 
+@pytest.mark.parametrize("name", ["tränier", "my trainer", "-trainer", "trainer."])
+def test_a_project_name_no_build_backend_takes_is_one_line(tmp_path, staging, name):
+    # setuptools refuses it with a traceback whose last line names `project.name`
+    src = tmp_path / "named"
+    (src / "trainer").mkdir(parents=True)
+    (src / "trainer" / "__init__.py").write_text("")
+    (src / "trainer" / "task.py").write_text("print(1)\n")
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'[project]\nname = "{name}"\nversion = "1.0"\n'
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(src), str(staging))
+    assert str(info.value) == (
+        f"source: pyproject.toml [project] name {name!r} is not a valid distribution name: "
+        "ASCII letters, digits, '.', '-' and '_', beginning and ending with a letter or digit"
+    )
+
+
 def test_directory_without_project_file(tmp_path, staging):
     src = tmp_path / "loose"
     src.mkdir()
