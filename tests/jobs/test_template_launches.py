@@ -1,0 +1,102 @@
+"""`kfp-spot submit` checks a user pipeline's launch_spot_job tasks before the run starts.
+
+A team's own pipeline (GCPC's ops beside ours) bakes launch inputs in as constants or wires them
+to pipeline parameters; a value the launcher would refuse inside the running pipeline is refused
+at submission, naming the task and the input, with or without ``--dry-run``.
+"""
+
+import pytest
+from click.testing import CliRunner
+from kfp import compiler, dsl
+
+from kfp_spot.cli import main
+from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
+from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.jobs.template import LaunchTaskError, check_template_launches
+from kfp_spot.vertex import pipeline_job
+
+IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
+
+
+def _compile(tmp_path, name, **launch):
+    @dsl.pipeline(name="user-pipeline")
+    def user_pipeline(
+        source: str = "gs://my-bucket/src.tar.gz",
+        labels: dict = {"team": "ml"},  # noqa: B006 (a KFP default)
+        go: str = "yes",
+        machines: list = ["n1-standard-4"],  # noqa: B006
+    ):
+        package = PreparePackageOp(source=source)
+        with dsl.If(go == "yes"):
+            LaunchSpotJobOp(package=package.outputs["package"], labels=labels, **launch)
+            with dsl.ParallelFor(machines) as machine:
+                LaunchSpotJobOp(
+                    container_image_uri=IMAGE, machine_type=machine
+                ).set_caching_options(False)
+
+    path = tmp_path / f"{name}.yaml"
+    compiler.Compiler().compile(user_pipeline, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("user")
+    return {
+        "good": _compile(tmp, "good", timeout="2h"),
+        "bad_timeout": _compile(tmp, "bad_timeout", timeout="-5s"),
+        "emulator": _compile(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
+    }
+
+
+def _submit(path, *extra):
+    args = ["submit", str(path), "--project", "my-proj-123", "--pipeline-root", "gs://b/root"]
+    return CliRunner().invoke(main, [*args, "--skip-image-check", *extra])
+
+
+def _one_error_line(result):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kfp-spot: error: "), lines
+    assert result.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("dry", [["--dry-run"], []])
+def test_a_constant_the_launcher_would_refuse_is_refused_at_submission(templates, dry):
+    line = _one_error_line(_submit(templates["bad_timeout"], *dry))
+    assert "task 'condition-1/launch-spot-job': launch_spot_job input 'timeout'" in line
+    assert "'-5s'" in line
+
+
+def test_a_parameter_value_flowing_into_a_launch_is_checked(templates):
+    result = _submit(templates["good"], "--dry-run", "--param", 'labels={"Team": "x"}')
+    line = _one_error_line(result)
+    assert "task 'condition-1/launch-spot-job': launch_spot_job input 'labels'" in line
+    assert "label key 'Team' is invalid" in line
+
+
+def test_the_local_emulator_baked_into_a_template_is_refused(templates):
+    line = _one_error_line(_submit(templates["emulator"], "--dry-run"))
+    assert "input 'api_endpoint': 'http://127.0.0.1:8080' is the local emulator" in line
+
+
+def test_a_valid_user_pipeline_submits_with_warnings_for_what_waits_for_the_run(templates):
+    result = _submit(templates["good"], "--dry-run")
+    assert result.exit_code == 0, result.output
+    # KFP caches a task unless told otherwise: a rerun would replay the launch without training.
+    assert "task 'condition-1/launch-spot-job' (launch_spot_job) is cached" in result.stderr
+    # The loop's machine type exists only at run time: that launch is not judged now.
+    assert (
+        "task 'condition-1/for-loop-2/launch-spot-job-2' (launch_spot_job) not checked before "
+        "the run: machine_type known only at run time"
+    ) in result.stderr
+    result = _submit(templates["good"], "--dry-run", "--disable-caching")
+    assert result.exit_code == 0 and "is cached" not in result.stderr, result.stderr
+
+
+def test_the_pipeline_project_placeholder_is_the_submission_project(templates):
+    spec = pipeline_job.read_template(templates["good"])
+    check_template_launches(spec, project="my-proj-123", location="europe-west4", arguments={})
+    with pytest.raises(LaunchTaskError, match="input 'project'"):
+        check_template_launches(spec, project="X", location="europe-west4", arguments={})
