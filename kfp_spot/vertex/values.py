@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from typing import Any
 
 # Vertex AI's limits on a CustomJob.
@@ -30,8 +31,12 @@ MAX_NESTING = 20
 
 PYTHON_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+# Google Cloud labels (Vertex AI: "International characters are allowed"): keys
+# [\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}, values [\p{Ll}\p{Lo}\p{N}_-]{0,63}, in code points.
+# Python's re has no \p{..}: the Unicode categories are read with unicodedata.
+MAX_LABEL_CHARS = 63
+_LABEL_START = frozenset({"Ll", "Lo"})  # a lowercase letter, or a letter of a caseless script
+_LABEL_CHARS = _LABEL_START | {"Nd", "Nl", "No"}
 TPU_TOPOLOGY = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*){1,2}")
 # Project IDs: 6-30 lowercase letters, digits or hyphens, starting with a letter, not ending with a
 # hyphen; legacy domain-scoped IDs put a domain and ':' in front (example.com:my-project).
@@ -118,16 +123,27 @@ def check_label(key: Any, value: Any) -> None:
     Raises:
         InvalidValueError: when the key or the value breaks the label rules.
     """
-    if not isinstance(key, str) or LABEL_KEY.fullmatch(key) is None:
+    if not (
+        isinstance(key, str)
+        and key
+        and unicodedata.category(key[0]) in _LABEL_START
+        and _is_label_text(key)
+    ):
         raise InvalidValueError(
             f"label key {show(key)} is invalid: keys start with a lowercase letter and hold at "
-            "most 63 lowercase letters, digits, '_' or '-'"
+            "most 63 lowercase letters, digits, '_' or '-' (international letters included)"
         )
-    if not isinstance(value, str) or LABEL_VALUE.fullmatch(value) is None:
+    if not isinstance(value, str) or not _is_label_text(value):
         raise InvalidValueError(
             f"label {key}={show(value)} is invalid: values hold at most 63 lowercase letters, "
-            "digits, '_' or '-'"
+            "digits, '_' or '-' (international letters included)"
         )
+
+
+def _is_label_text(text: str) -> bool:
+    return len(text) <= MAX_LABEL_CHARS and all(
+        char in "_-" or unicodedata.category(char) in _LABEL_CHARS for char in text
+    )
 
 
 def check_project_id(value: Any) -> str:

@@ -213,3 +213,15 @@ def test_names_with_a_trailing_newline_are_refused(mutate, field):
     with pytest.raises(InvalidJobSpecError) as info:
         validate_custom_job(spec)
     assert info.value.field == field
+
+
+def test_international_lowercase_labels_pass_as_on_vertex_and_uppercase_ones_do_not():
+    """Vertex AI: "International characters are allowed"; labels are still lowercase."""
+    spec = job()
+    spec.labels = {"équipe": "données", "学習": "機械学習"}
+    validate_custom_job(spec)
+    validate_for_submission(spec)
+    spec.labels = {"équipe": "DONNÉES"}
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(spec)
+    assert info.value.field == "labels.équipe"
