@@ -265,7 +265,7 @@ def _submit_to_vertex(
     import json
 
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
-    from kfp_spot.jobs.template import LaunchTaskError, check_template_launches
+    from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
     from kfp_spot.pipelines import catalog, local
     from kfp_spot.vertex import pipeline_job
 
@@ -315,7 +315,7 @@ def _submit_to_vertex(
             api_endpoint=api_endpoint,
             check_images=False,  # checked above
         )
-    except (pipeline_job.SubmissionError, LaunchTaskError) as exc:
+    except (pipeline_job.SubmissionError, TemplateTaskError) as exc:
         raise click.UsageError(str(exc)) from exc
     except (UnpublishedImageError, ImageRecordsError, pipeline_job.NoCredentialsError) as exc:
         raise click.ClickException(str(exc)) from exc

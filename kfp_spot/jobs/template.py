@@ -1,4 +1,4 @@
-"""The launch_spot_job tasks of a compiled pipeline, checked before it is submitted.
+"""The launch_spot_job (and evaluate_checkpoint) tasks of a compiled pipeline, checked first.
 
 A pipeline of the user's own (GCPC's ops beside ours) bakes a launch's inputs into the template
 as constants, or wires them to pipeline parameters. ``kfp-spot submit`` checks each launch task
@@ -15,7 +15,9 @@ words, prefixed by the task. What is known only at run time is not guessed at:
   submission's, as Vertex AI Pipelines fills them in.
 
 A launch task left cacheable (KFP's default for a task) gets a warning: a rerun with the same
-inputs would replay the earlier outcome without training.
+inputs would replay the earlier outcome without training. An evaluate_checkpoint task's
+``thresholds``, ``step`` and ``entry_point`` are read with the evaluation's own parsers
+(:mod:`kfp_spot.evaluation`), since it reads them only after the training was paid for.
 """
 
 from __future__ import annotations
@@ -33,14 +35,15 @@ from kfp_spot.vertex.values import InvalidFieldError
 
 # The line of the component's body that calls the launcher: what makes a task a launch.
 LAUNCH_CALL = "from kfp_spot.jobs.entry import launch_spot_job"
+EVALUATE_CALL = "from kfp_spot.evaluation import component_entry"
 # Stand-ins for what exists only at run time (valid forms, never sent anywhere).
 _RUN_TIME_ROOT = "gs://pipeline-root/run"
 _PACKAGE_URI = "gs://pipeline-root/run/prepare-package/package.tar.gz"
 _PACKAGE_MODULE = "trainer.task"  # the package's metadata names it at run time
 
 
-class LaunchTaskError(ValueError):
-    """A launch task of the template would be refused at run time; the message names it."""
+class TemplateTaskError(ValueError):
+    """A task of the template would be refused at run time; the message names it."""
 
 
 _UNKNOWN = object()  # a value known only at run time
@@ -51,6 +54,7 @@ class LaunchTask:
     """One launch_spot_job task: where it is, its parameter inputs, how it runs."""
 
     path: str  # the task's name, with the names of the sub-DAGs it is in (a/b)
+    call: str  # LAUNCH_CALL or EVALUATE_CALL
     parameters: dict[str, Any]  # each input's value (_UNKNOWN: known only at run time)
     artifacts: frozenset[str]  # the artifact inputs it is given
     env: dict[str, str]  # the executor's environment (set_env_variable)
@@ -71,7 +75,7 @@ def _value(given: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
 
 
 def launch_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Iterator[LaunchTask]:
-    """Every launch_spot_job task of ``spec``, sub-DAGs (conditions, loops, exit handlers) too.
+    """Every launch (and evaluate) task of ``spec``, sub-DAGs (conditions, loops, ...) too.
 
     Args:
         spec: the compiled pipeline spec.
@@ -101,12 +105,13 @@ def _walk(
             yield from _walk(component["dag"], values, f"{path}/", components, executors)
             continue
         container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
-        if not isinstance(container, dict) or not any(
-            LAUNCH_CALL in str(part) for part in container.get("command") or []
-        ):
+        command = " ".join(str(part) for part in (container or {}).get("command") or [])
+        call = next((c for c in (LAUNCH_CALL, EVALUATE_CALL) if c in command), None)
+        if not isinstance(container, dict) or call is None:
             continue
         yield LaunchTask(
             path=path,
+            call=call,
             parameters=values,
             artifacts=frozenset((inputs.get("artifacts") or {}).keys()),
             env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
@@ -133,7 +138,7 @@ def check_launch_task(task: LaunchTask, *, project: str, location: str) -> None:
     """Check one launch task as the launcher would on Vertex AI (nothing is sent or read).
 
     Raises:
-        LaunchTaskError: naming the task and the input, in the launcher's words.
+        TemplateTaskError: naming the task and the input, in the launcher's words.
     """
     from kfp_spot.jobs.entry import build_request
     from kfp_spot.jobs.spec import build_custom_job
@@ -174,7 +179,40 @@ def check_launch_task(task: LaunchTask, *, project: str, location: str) -> None:
             request.inputs.base_output_directory = request.base_output_directory
             build_custom_job(request.inputs, target=VERTEX_AI)
     except LaunchInputError as exc:
-        raise LaunchTaskError(f"task {task.path!r}: {exc}") from None
+        raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
+
+
+def check_evaluate_task(task: LaunchTask) -> None:
+    """What an evaluate_checkpoint task reads only after the training: each input known now.
+
+    Raises:
+        TemplateTaskError: naming the task and the input, in the evaluation's words.
+    """
+    import json
+
+    from kfp_spot.evaluation.entry_point import check_entry_point
+    from kfp_spot.evaluation.errors import EvaluationInputError
+    from kfp_spot.evaluation.selection import parse_step
+    from kfp_spot.evaluation.thresholds import parse_thresholds
+
+    given = {k: v for k, v in task.parameters.items() if v is not _UNKNOWN}
+    try:
+        thresholds = given.get("thresholds")
+        if isinstance(thresholds, str) and thresholds:  # a dict may arrive as its JSON text
+            try:
+                thresholds = json.loads(thresholds)
+            except ValueError:
+                raise EvaluationInputError(
+                    "thresholds", f"{thresholds!r} is not a JSON object of metric -> bound"
+                ) from None
+        if isinstance(thresholds, Mapping):
+            parse_thresholds(thresholds)
+        if given.get("step"):
+            parse_step(given["step"])
+        if given.get("entry_point"):
+            check_entry_point(given["entry_point"])
+    except EvaluationInputError as exc:
+        raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
 
 
 def check_template_launches(
@@ -198,10 +236,13 @@ def check_template_launches(
         Warnings: a launch task left cacheable; a launch task not checked, and why.
 
     Raises:
-        LaunchTaskError: the first launch task the launcher would refuse.
+        TemplateTaskError: the first launch task the launcher would refuse.
     """
     warnings: list[str] = []
     for task in launch_tasks(spec, arguments):
+        if task.call == EVALUATE_CALL:
+            check_evaluate_task(task)
+            continue
         if task.cached and enable_caching is None:
             warnings.append(
                 f"task {task.path!r} (launch_spot_job) is cached: a rerun with the same inputs "

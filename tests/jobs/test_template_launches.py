@@ -10,15 +10,16 @@ from click.testing import CliRunner
 from kfp import compiler, dsl
 
 from kfp_spot.cli import main
+from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from kfp_spot.components.prepare_package import PreparePackageOp
-from kfp_spot.jobs.template import LaunchTaskError, check_template_launches
+from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
 from kfp_spot.vertex import pipeline_job
 
 IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
 
 
-def _compile(tmp_path, name, **launch):
+def _compile(tmp_path, name, evaluate=None, **launch):
     @dsl.pipeline(name="user-pipeline")
     def user_pipeline(
         source: str = "gs://my-bucket/src.tar.gz",
@@ -28,7 +29,12 @@ def _compile(tmp_path, name, **launch):
     ):
         package = PreparePackageOp(source=source)
         with dsl.If(go == "yes"):
-            LaunchSpotJobOp(package=package.outputs["package"], labels=labels, **launch)
+            train = LaunchSpotJobOp(package=package.outputs["package"], labels=labels, **launch)
+            EvaluateCheckpointOp(
+                checkpoint=train.outputs["checkpoint"],
+                package=package.outputs["package"],
+                **(evaluate or {"thresholds": {"accuracy": ">=0.9"}, "step": "best:loss:min"}),
+            )
             with dsl.ParallelFor(machines) as machine:
                 LaunchSpotJobOp(
                     container_image_uri=IMAGE, machine_type=machine
@@ -46,6 +52,8 @@ def templates(tmp_path_factory):
         "good": _compile(tmp, "good", timeout="2h"),
         "bad_timeout": _compile(tmp, "bad_timeout", timeout="-5s"),
         "emulator": _compile(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
+        "bad_gate": _compile(tmp, "bad_gate", evaluate={"thresholds": {"accuracy": ">>0.9"}}),
+        "bad_step": _compile(tmp, "bad_step", evaluate={"step": "last"}),
     }
 
 
@@ -98,5 +106,19 @@ def test_a_valid_user_pipeline_submits_with_warnings_for_what_waits_for_the_run(
 def test_the_pipeline_project_placeholder_is_the_submission_project(templates):
     spec = pipeline_job.read_template(templates["good"])
     check_template_launches(spec, project="my-proj-123", location="europe-west4", arguments={})
-    with pytest.raises(LaunchTaskError, match="input 'project'"):
+    with pytest.raises(TemplateTaskError, match="input 'project'"):
         check_template_launches(spec, project="X", location="europe-west4", arguments={})
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        ("bad_gate", "evaluate_checkpoint input thresholds['accuracy']: '>>0.9' is not a bound"),
+        ("bad_step", "evaluate_checkpoint input step: 'last' is not valid; use \"latest\""),
+    ],
+)
+def test_what_the_evaluation_reads_after_the_training_is_checked_before_it(
+    templates, template, needle
+):
+    line = _one_error_line(_submit(templates[template], "--dry-run"))
+    assert f"task 'condition-1/evaluate-checkpoint': {needle}" in line
