@@ -42,6 +42,7 @@ from kfp_spot.vertex.values import (
     MIN_BOOT_DISK_GB,
     TPU_TOPOLOGY,
     InvalidValueError,
+    check_image_reference,
     check_kms_key_name,
     check_label,
     check_network_name,
@@ -436,6 +437,7 @@ def _check_container(spec: Any, where: str) -> None:
         raise InvalidJobSpecError(
             f"{where}.imageUri", "is required, e.g. 'us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG'"
         )
+    _check_field(f"{where}.imageUri", check_image_reference, spec.image_uri)
     _check_env(spec.env, where)
 
 

@@ -4,6 +4,10 @@ Each check takes the value alone and raises :class:`InvalidValueError` whose mes
 wrong and what would be valid, without naming a field: the caller knows whether it checked a
 component input, a CLI option or a CustomJob field, and puts that name in front. Every pattern is
 matched whole (``re.fullmatch``): a ``$``-anchored ``re.match`` lets a trailing newline through.
+
+Why one module: it is one table of Google Cloud's single-value rules (names, IDs, labels, image
+references, durations, limits), each a few lines beside its pattern; the launcher, the emulator,
+the deployer and ``kfp-spot submit`` import them from one place so no rule has two copies.
 """
 
 from __future__ import annotations
@@ -157,6 +161,38 @@ def check_project_id(value: Any) -> str:
     ):
         return value
     raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")
+
+
+# A container image reference, as Docker's distribution/reference grammar reads one (what any
+# registry, Artifact Registry's included, and so Vertex AI pulls):
+# [DOMAIN[:PORT]/]PATH[:TAG][@DIGEST], each path component lowercase. A malformed one can never
+# be pulled: the job would fail on its VMs, after they started.
+_IMAGE_DOMAIN = (
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+)
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_IMAGE_DOMAIN}(?::[0-9]+)?/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+MAX_IMAGE_NAME = 255  # the reference grammar's limit on the name (domain and path)
+
+
+def check_image_reference(value: Any) -> str:
+    """Return ``value`` when it is a container image reference a registry can serve.
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    match = IMAGE_REFERENCE.fullmatch(value) if isinstance(value, str) else None
+    if match is None or len(match["name"]) > MAX_IMAGE_NAME:
+        raise InvalidValueError(
+            f"{show(value)} is not a container image reference: "
+            "[HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST], the path in lowercase letters, digits and "
+            "'.', '_', '-' separators, e.g. 'us-docker.pkg.dev/my-project/my-repo/trainer:1'"
+        )
+    return value
 
 
 def check_service_account(value: Any) -> str:
