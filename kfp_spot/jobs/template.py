@@ -257,4 +257,17 @@ def check_template_launches(
             )
             continue
         check_launch_task(task, project=project, location=location)
+        for name, submitted in (("project", project), ("location", location)):
+            given = task.parameters.get(name)
+            if (
+                isinstance(given, str)
+                and given
+                and not given.startswith("{{$.")
+                and (given != submitted)
+            ):
+                warnings.append(
+                    f"task {task.path!r} (launch_spot_job) runs its CustomJob in {name} "
+                    f"{given!r}, baked into the template, not the submission's {submitted!r}; "
+                    f"leave {name} unset to follow the pipeline's"
+                )
     return warnings

@@ -192,7 +192,7 @@ def check_image_reference(value: Any) -> str:
             "[HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST], the path in lowercase letters, digits and "
             "'.', '_', '-' separators, e.g. 'us-docker.pkg.dev/my-project/my-repo/trainer:1'"
         )
-    return value
+    return match.string
 
 
 def check_service_account(value: Any) -> str:

@@ -52,6 +52,7 @@ def templates(tmp_path_factory):
         "good": _compile(tmp, "good", timeout="2h"),
         "bad_timeout": _compile(tmp, "bad_timeout", timeout="-5s"),
         "emulator": _compile(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
+        "elsewhere": _compile(tmp, "elsewhere", project="hardcoded-proj", location="us-east1"),
         "bad_gate": _compile(tmp, "bad_gate", evaluate={"thresholds": {"accuracy": ">>0.9"}}),
         "bad_step": _compile(tmp, "bad_step", evaluate={"step": "last"}),
     }
@@ -122,3 +123,13 @@ def test_what_the_evaluation_reads_after_the_training_is_checked_before_it(
 ):
     line = _one_error_line(_submit(templates[template], "--dry-run"))
     assert f"task 'condition-1/evaluate-checkpoint': {needle}" in line
+
+
+def test_a_project_or_region_baked_into_a_launch_is_pointed_out(templates):
+    result = _submit(templates["elsewhere"], "--dry-run", "--disable-caching")
+    assert result.exit_code == 0, result.output
+    assert (
+        "task 'condition-1/launch-spot-job' (launch_spot_job) runs its CustomJob in project "
+        "'hardcoded-proj', baked into the template, not the submission's 'my-proj-123'"
+    ) in result.stderr
+    assert "in location 'us-east1', baked into the template" in result.stderr
