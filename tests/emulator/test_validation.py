@@ -264,3 +264,14 @@ def test_image_references_of_any_registry_pass(image):
         ]
     )
     validate_custom_job(spec)
+
+
+@pytest.mark.parametrize(
+    "name", ["N1-STANDARD-4", "n1 standard 4", "n1-standard-4 ", "n1_standard_4"]
+)
+def test_a_machine_type_of_no_possible_form_is_refused_before_submission(name):
+    """An unknown lowercase name is the service's call; one no machine type has is not."""
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_for_submission(job(MachineSpec(machine_type=name)))
+    assert info.value.field == "jobSpec.workerPoolSpecs[0].machineSpec.machineType"
+    assert "is not a known machine type" in info.value.message
