@@ -5,6 +5,8 @@ to pipeline parameters; a value the launcher would refuse inside the running pip
 at submission, naming the task and the input, with or without ``--dry-run``.
 """
 
+import os
+
 import pytest
 from click.testing import CliRunner
 from kfp import compiler, dsl
@@ -133,3 +135,28 @@ def test_a_project_or_region_baked_into_a_launch_is_pointed_out(templates):
         "'hardcoded-proj', baked into the template, not the submission's 'my-proj-123'"
     ) in result.stderr
     assert "in location 'us-east1', baked into the template" in result.stderr
+
+
+def test_a_region_newer_than_kfp_spots_list_passes_with_the_tasks_own_setting(
+    tmp_path, monkeypatch
+):
+    """`set_env_variable("KFP_SPOT_EXTRA_REGIONS", ...)` on the task is what the launcher reads."""
+
+    def compiled(extra_regions):
+        @dsl.pipeline(name="new-region")
+        def new_region():
+            task = LaunchSpotJobOp(container_image_uri=IMAGE, location="xx-new1")
+            task.set_caching_options(False)
+            if extra_regions:
+                task.set_env_variable("KFP_SPOT_EXTRA_REGIONS", extra_regions)
+
+        path = tmp_path / f"{bool(extra_regions)}.yaml"
+        compiler.Compiler().compile(new_region, str(path))
+        return pipeline_job.read_template(path)
+
+    monkeypatch.delenv("KFP_SPOT_EXTRA_REGIONS", raising=False)
+    args = {"project": "my-proj-123", "location": "us-central1", "arguments": {}}
+    with pytest.raises(TemplateTaskError, match="'xx-new1' is not a Vertex AI region"):
+        check_template_launches(compiled(""), **args)
+    check_template_launches(compiled("xx-new1"), **args)
+    assert "KFP_SPOT_EXTRA_REGIONS" not in os.environ  # put back after the check
