@@ -158,9 +158,11 @@ def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_crede
     import json
 
     spec = pipeline_job.read_template(path)
-    result = _cli(
-        ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
-    )
+    # The launch alone has no package artifact (a submission cannot pass one): a container then.
+    code = ["--param", f"container_image_uri={PUSHED_IMAGE}"]
+    extra = code if path.parent.name == "launch_spot_job" else []
+    args = ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+    result = _cli([*args, *extra])
     assert result.exit_code == 0, result.stderr
     request = json.loads(result.stdout)
     assert request["method"] == "POST"

@@ -9,8 +9,10 @@ words, prefixed by the task. What is known only at run time is not guessed at:
 
 - a task whose inputs come from another task's outputs or a ``dsl.ParallelFor`` item is not
   checked (its other inputs could only be judged together with those);
-- the ``package`` artifact stands in as a ``gs://`` package (its own form is checked when it is
-  made), ``resume_from`` is left out (it is read at run time);
+- a ``package`` artifact another task makes stands in as a ``gs://`` package (its own form is
+  checked when it is made); one the run itself would have to be given (a component's YAML
+  submitted alone) is missing, as a PipelineJob's parameters cannot pass it; ``resume_from`` is
+  left out (it is read at run time);
 - the pipeline's project, region and persistent resource (GCPC's placeholders) are the
   submission's, as Vertex AI Pipelines fills them in.
 
@@ -85,12 +87,46 @@ def launch_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Itera
     executors = (spec.get("deploymentSpec") or {}).get("executors") or {}
     root = spec.get("root") or {}
     env = {**_defaults(root), **arguments}
-    yield from _walk(root.get("dag") or {}, env, "", components, executors)
+    # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
+    yield from _walk(root.get("dag") or {}, env, frozenset(), "", components, executors)
+
+
+def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
+    """The artifact inputs a task gets: another task's output, or one its DAG was given."""
+    return frozenset(
+        name
+        for name, source in (inputs.get("artifacts") or {}).items()
+        if "taskOutputArtifact" in source or source.get("componentInputArtifact") in available
+    )
+
+
+def _task(
+    path: str,
+    component: Mapping[str, Any],
+    values: dict[str, Any],
+    artifacts: frozenset[str],
+    cached: bool,
+    executors: Mapping[str, Any],
+) -> LaunchTask | None:
+    container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
+    command = " ".join(str(part) for part in (container or {}).get("command") or [])
+    call = next((c for c in (LAUNCH_CALL, EVALUATE_CALL) if c in command), None)
+    if not isinstance(container, dict) or call is None:
+        return None
+    return LaunchTask(
+        path=path,
+        call=call,
+        parameters=values,
+        artifacts=artifacts,
+        env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
+        cached=cached,
+    )
 
 
 def _walk(
     dag: Mapping[str, Any],
     env: Mapping[str, Any],
+    available: frozenset[str],
     prefix: str,
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
@@ -101,22 +137,20 @@ def _walk(
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
         values = {**_defaults(component), **given}
         path = f"{prefix}{name}"
+        artifacts = _given_artifacts(inputs, available)
         if "dag" in component:
-            yield from _walk(component["dag"], values, f"{path}/", components, executors)
+            yield from _walk(component["dag"], values, artifacts, f"{path}/", components, executors)
             continue
-        container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
-        command = " ".join(str(part) for part in (container or {}).get("command") or [])
-        call = next((c for c in (LAUNCH_CALL, EVALUATE_CALL) if c in command), None)
-        if not isinstance(container, dict) or call is None:
-            continue
-        yield LaunchTask(
-            path=path,
-            call=call,
-            parameters=values,
-            artifacts=frozenset((inputs.get("artifacts") or {}).keys()),
-            env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
-            cached=bool((task.get("cachingOptions") or {}).get("enableCache")),
+        found = _task(
+            path,
+            component,
+            values,
+            artifacts,
+            bool((task.get("cachingOptions") or {}).get("enableCache")),
+            executors,
         )
+        if found is not None:
+            yield found
 
 
 @contextlib.contextmanager

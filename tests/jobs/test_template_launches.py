@@ -160,3 +160,14 @@ def test_a_region_newer_than_kfp_spots_list_passes_with_the_tasks_own_setting(
         check_template_launches(compiled(""), **args)
     check_template_launches(compiled("xx-new1"), **args)
     assert "KFP_SPOT_EXTRA_REGIONS" not in os.environ  # put back after the check
+
+
+def test_the_launch_component_alone_needs_its_code_as_a_parameter():
+    """Its ``package`` artifact is an input of the run, which a submission cannot pass."""
+    from kfp_spot.pipelines import catalog
+
+    (entry,) = [e for e in catalog.COMPONENTS if e.name == "launch_spot_job"]
+    line = _one_error_line(_submit(entry.default_path(), "--dry-run"))
+    assert "launch_spot_job input 'package': no training code" in line
+    result = _submit(entry.default_path(), "--dry-run", "--param", f"container_image_uri={IMAGE}")
+    assert result.exit_code == 0, result.output
