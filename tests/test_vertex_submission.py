@@ -158,9 +158,11 @@ def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_crede
     import json
 
     spec = pipeline_job.read_template(path)
-    result = _cli(
-        ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
-    )
+    # The launch alone has no package artifact (a submission cannot pass one): a container then.
+    code = ["--param", f"container_image_uri={PUSHED_IMAGE}"]
+    extra = code if path.parent.name == "launch_spot_job" else []
+    args = ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+    result = _cli([*args, *extra])
     assert result.exit_code == 0, result.stderr
     request = json.loads(result.stdout)
     assert request["method"] == "POST"
@@ -217,7 +219,10 @@ def test_dry_run_shows_every_field_it_would_send(no_credentials):
     assert values["project"] == "my-project-123" and values["location"] == "europe-west4"
     assert body["pipelineSpec"]["inline"] == str(path)
     assert all(body["pipelineSpec"]["taskCaching"].values())  # --enable-caching: every task
-    assert "warning" not in result.stderr  # source (required) and the gate are set
+    # source (required) and the gate are set; the launch's executor image (the default, past its
+    # end of availability) is announced as the launcher would announce it.
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert all("executor image" in line for line in warnings), warnings
 
 
 def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):

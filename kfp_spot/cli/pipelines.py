@@ -271,6 +271,7 @@ def _submit_to_vertex(
     import json
 
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
+    from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
     from kfp_spot.pipelines import catalog, local
     from kfp_spot.vertex import pipeline_job
 
@@ -297,7 +298,15 @@ def _submit_to_vertex(
         arguments["parameter_values"] = values
         submission = pipeline_job.prepare_submission(template, **arguments)
         pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
-        for warning in [*submission.warnings, *_default_gate_warning(pipeline, values)]:
+        launch_warnings = check_template_launches(
+            pipeline_job.read_template(template),
+            project=project,
+            location=location,
+            arguments=submission.parameter_values,
+            enable_caching=enable_caching,
+        )
+        warnings = [*submission.warnings, *launch_warnings]
+        for warning in [*warnings, *_default_gate_warning(pipeline, values)]:
             click.echo(f"kfp-spot: warning: {warning}", err=True)
         if dry_run:
             request = pipeline_job.dry_run(
@@ -312,7 +321,7 @@ def _submit_to_vertex(
             api_endpoint=api_endpoint,
             check_images=False,  # checked above
         )
-    except pipeline_job.SubmissionError as exc:
+    except (pipeline_job.SubmissionError, TemplateTaskError) as exc:
         raise click.UsageError(str(exc)) from exc
     except (UnpublishedImageError, ImageRecordsError, pipeline_job.NoCredentialsError) as exc:
         raise click.ClickException(str(exc)) from exc

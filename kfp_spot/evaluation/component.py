@@ -77,16 +77,33 @@ def component_entry(
         # A list reaches the metadata as JSON text where kfp.local passed it through a string.
         read = InputReader({}, {}, EvaluationInputError)
         package_uris = read.as_strings("package", package_meta.get("package_uris")) or [package.uri]
+        # The parameters as KFP hands them over (a dict as its JSON text too, booleans as
+        # "true"/"false"), each refused in one line naming it otherwise.
+        given = InputReader(
+            {
+                "params": params,
+                "thresholds": thresholds,
+                "fallback_to_previous": fallback_to_previous,
+                "allow_foreign_layout": allow_foreign_layout,
+            },
+            {
+                "params": {},
+                "thresholds": {},
+                "fallback_to_previous": False,
+                "allow_foreign_layout": False,
+            },
+            EvaluationInputError,
+        )
         result = evaluate(
             checkpoint.uri,
             package_uris,
             entry_point=resolve_entry_point(entry_point, package_meta),
-            params=params,
+            params=given.json_value("params", dict),
             step=step,
-            thresholds=thresholds,
-            fallback_to_previous=fallback_to_previous,
+            thresholds=given.json_value("thresholds", dict),
+            fallback_to_previous=given.boolean("fallback_to_previous"),
             latest_step=latest_step_of(checkpoint.metadata),
-            allow_foreign_layout=allow_foreign_layout,
+            allow_foreign_layout=given.boolean("allow_foreign_layout"),
         )
     except (EvaluationInputError, CheckpointError, EvaluationError) as exc:
         # The message says what is wrong and what would fix it; a traceback would bury it.

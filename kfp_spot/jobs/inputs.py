@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -105,15 +106,30 @@ class Kind(enum.Enum):
     ARTIFACT = "artifact"  # not a parameter: entry.py takes it from an input artifact
 
 
-def _text(item: Any) -> str:
-    """A list item or map value as the job's text: a whole number as one (``5``, not ``5.0``).
+def _text(name: str, item: Any) -> str:
+    """A list item or map value of input ``name`` as the job's text.
 
-    KFP carries a pipeline's lists and dicts as protobuf values, whose numbers are doubles: the
-    ``5`` of ``["--steps", 5]`` arrives as ``5.0``, which ``int()`` in the trainer refuses.
+    Text stays as it is and a number becomes its text, a whole number as one (``5``, not
+    ``5.0``): KFP carries a pipeline's lists and dicts as protobuf values, whose numbers are
+    doubles, so the ``5`` of ``["--steps", 5]`` arrives as ``5.0``, which ``int()`` in the trainer
+    refuses. Anything else (null, true/false, a list or an object) has no one text the job would
+    mean (Python's ``None``/``True``/``{'a': 1}`` are not what a shell or JSON reader expects), and
+    the API takes only strings: it is refused, naming the input.
+
+    Raises:
+        LaunchInputError: naming ``name`` and the item.
     """
-    if isinstance(item, float) and item.is_integer() and abs(item) < 2**53:
-        return str(int(item))
-    return str(item)
+    if isinstance(item, str):
+        return item
+    if isinstance(item, int) and not isinstance(item, bool):
+        return str(item)
+    if isinstance(item, float) and math.isfinite(item):
+        return str(int(item)) if item.is_integer() and abs(item) < 2**53 else str(item)
+    raise LaunchInputError(
+        name,
+        f"holds {vertex.show(item)}, which is not text or a number: give every item as text "
+        "(e.g. 'true', or JSON text for a structured value)",
+    )
 
 
 def _read(read: InputReader, name: str, kind: Kind) -> Any:
@@ -129,11 +145,11 @@ def _read(read: InputReader, name: str, kind: Kind) -> Any:
     if kind is Kind.DURATION:
         return read.given(name)
     if kind is Kind.ARGV:
-        return [_text(item) for item in read.json_value(name, list)]
+        return [_text(name, item) for item in read.json_value(name, list)]
     if kind is Kind.STRINGS:
         return read.strings(name)
     if kind is Kind.TEXT_MAP:
-        return {str(k): _text(v) for k, v in read.json_value(name, dict).items()}
+        return {str(k): _text(name, v) for k, v in read.json_value(name, dict).items()}
     if kind is Kind.OBJECTS:
         return read.json_value(name, list)
     if kind is Kind.OBJECT:

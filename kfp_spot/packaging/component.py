@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import NamedTuple
 
@@ -10,7 +11,15 @@ from kfp_spot.envcache import default_cache_dir
 from kfp_spot.executors import DEFAULT_EXECUTOR_IMAGE
 from kfp_spot.packaging.core import prepare_package
 from kfp_spot.packaging.errors import PackagingError
+from kfp_spot.validation.component_inputs import InputReader
 from kfp_spot.validation.inputs import report_input_errors
+
+# What a missing, None or "" input means: prepare_package's own defaults (sequences as lists).
+INPUT_DEFAULTS = {
+    name: list(p.default) if isinstance(p.default, tuple) else p.default
+    for name, p in inspect.signature(prepare_package).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
 
 
 class PrepareOutputs(NamedTuple):
@@ -58,15 +67,28 @@ def component_entry(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     staging = staging_uri or package.uri
     with report_input_errors(PackagingError):  # in a KFP task: one line naming the input
+        # Read as KFP hands them over: a list as its JSON text too, "true"/"false" as booleans;
+        # a bare string is not a list (its letters would be read as URIs), "yes" no boolean.
+        read = InputReader(
+            {
+                "build_wheel": build_wheel,
+                "check_import": check_import,
+                "include_kfp_spot": include_kfp_spot,
+                "extra_package_uris": extra_package_uris,
+                "requirements": requirements,
+            },
+            INPUT_DEFAULTS,
+            PackagingError,
+        )
         info = prepare_package(
             source,
             staging,
             python_module=python_module,
-            build_wheel=build_wheel,
-            extra_package_uris=list(extra_package_uris or []),
-            check_import=check_import,
-            requirements=list(requirements or []),
-            include_kfp_spot=include_kfp_spot,
+            build_wheel=read.boolean("build_wheel"),
+            extra_package_uris=read.strings("extra_package_uris"),
+            check_import=read.boolean("check_import"),
+            requirements=read.strings("requirements"),
+            include_kfp_spot=read.boolean("include_kfp_spot"),
             executor_image_uri=executor_image_uri or DEFAULT_EXECUTOR_IMAGE,
             # The same source is built once per machine (a fresh task container: every time).
             build_cache_dir=default_cache_dir(),

@@ -40,7 +40,8 @@ from kfp_spot.packaging.sources import (
     normalize_name,
 )
 from kfp_spot.vertex import MAX_PACKAGE_URIS
-from kfp_spot.vertex.storage import service_uri
+from kfp_spot.vertex.storage import check_bucket, service_uri
+from kfp_spot.vertex.values import InvalidValueError
 
 log = logging.getLogger(__name__)
 
@@ -370,6 +371,11 @@ def prepare_package(
     staging_uri = service_uri(staging_uri.strip()).rstrip("/")
     if fs.is_remote(staging_uri) and not staging_uri.startswith("gs://"):
         raise PackagingError("staging_uri", f"{staging_uri}: use gs:// or a local path")
+    if staging_uri.startswith("gs://"):  # the bucket's name, before any request is made
+        try:
+            check_bucket(staging_uri[len("gs://") :].split("/", 1)[0])
+        except InvalidValueError as exc:
+            raise PackagingError("staging_uri", f"{staging_uri}: {exc}") from None
     problem = executors.executor_image_problem(executor_image_uri)
     if problem:
         raise PackagingError("executor_image_uri", problem)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -42,6 +43,7 @@ from kfp_spot.vertex.values import (
     MIN_BOOT_DISK_GB,
     TPU_TOPOLOGY,
     InvalidValueError,
+    check_image_reference,
     check_kms_key_name,
     check_label,
     check_network_name,
@@ -53,6 +55,11 @@ from kfp_spot.vertex.values import (
     is_module_name,
     show,
 )
+
+# Compute Engine's machine type names: lowercase letters, digits and hyphens (n1-standard-4,
+# ct5lp-hightpu-4t, a3-megagpu-8g). A name of another form is no machine type of any release:
+# refused here rather than judged by the service after a round trip.
+MACHINE_TYPE_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 
 __all__ = [
     "EMULATOR",
@@ -436,6 +443,7 @@ def _check_container(spec: Any, where: str) -> None:
         raise InvalidJobSpecError(
             f"{where}.imageUri", "is required, e.g. 'us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG'"
         )
+    _check_field(f"{where}.imageUri", check_image_reference, spec.image_uri)
     _check_env(spec.env, where)
 
 
@@ -540,14 +548,19 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
         raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
     machine = machines.machine_type(name)
     if machine is None:
-        if not name or known_machines_only:
+        if not name or known_machines_only or not MACHINE_TYPE_NAME.fullmatch(name):
             examples = (
                 "n1-standard-4, n1-highmem-8, e2-standard-8, n2-standard-16, a2-highgpu-1g, "
                 "g2-standard-8, ct5lp-hightpu-4t"
             )
             raise InvalidJobSpecError(
                 f"{where}.machineType",
-                ("is required" if not name else f"{name!r} is not a known machine type")
+                (
+                    "is required"
+                    if not name
+                    else f"{name!r} is not a known machine type"
+                    + ("" if MACHINE_TYPE_NAME.fullmatch(name) else " (names are lowercase)")
+                )
                 + f"; valid types include {examples} (see kfp_spot/data/machines.csv)",
             )
         log.warning(

@@ -4,6 +4,10 @@ Each check takes the value alone and raises :class:`InvalidValueError` whose mes
 wrong and what would be valid, without naming a field: the caller knows whether it checked a
 component input, a CLI option or a CustomJob field, and puts that name in front. Every pattern is
 matched whole (``re.fullmatch``): a ``$``-anchored ``re.match`` lets a trailing newline through.
+
+Why one module: it is one table of Google Cloud's single-value rules (names, IDs, labels, image
+references, durations, limits), each a few lines beside its pattern; the launcher, the emulator,
+the deployer and ``kfp-spot submit`` import them from one place so no rule has two copies.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from typing import Any
 
 # Vertex AI's limits on a CustomJob.
@@ -30,8 +35,12 @@ MAX_NESTING = 20
 
 PYTHON_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+# Google Cloud labels (Vertex AI: "International characters are allowed"): keys
+# [\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}, values [\p{Ll}\p{Lo}\p{N}_-]{0,63}, in code points.
+# Python's re has no \p{..}: the Unicode categories are read with unicodedata.
+MAX_LABEL_CHARS = 63
+_LABEL_START = frozenset({"Ll", "Lo"})  # a lowercase letter, or a letter of a caseless script
+_LABEL_CHARS = _LABEL_START | {"Nd", "Nl", "No"}
 TPU_TOPOLOGY = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*){1,2}")
 # Project IDs: 6-30 lowercase letters, digits or hyphens, starting with a letter, not ending with a
 # hyphen; legacy domain-scoped IDs put a domain and ':' in front (example.com:my-project).
@@ -118,16 +127,27 @@ def check_label(key: Any, value: Any) -> None:
     Raises:
         InvalidValueError: when the key or the value breaks the label rules.
     """
-    if not isinstance(key, str) or LABEL_KEY.fullmatch(key) is None:
+    if not (
+        isinstance(key, str)
+        and key
+        and unicodedata.category(key[0]) in _LABEL_START
+        and _is_label_text(key)
+    ):
         raise InvalidValueError(
             f"label key {show(key)} is invalid: keys start with a lowercase letter and hold at "
-            "most 63 lowercase letters, digits, '_' or '-'"
+            "most 63 lowercase letters, digits, '_' or '-' (international letters included)"
         )
-    if not isinstance(value, str) or LABEL_VALUE.fullmatch(value) is None:
+    if not isinstance(value, str) or not _is_label_text(value):
         raise InvalidValueError(
             f"label {key}={show(value)} is invalid: values hold at most 63 lowercase letters, "
-            "digits, '_' or '-'"
+            "digits, '_' or '-' (international letters included)"
         )
+
+
+def _is_label_text(text: str) -> bool:
+    return len(text) <= MAX_LABEL_CHARS and all(
+        char in "_-" or unicodedata.category(char) in _LABEL_CHARS for char in text
+    )
 
 
 def check_project_id(value: Any) -> str:
@@ -141,6 +161,38 @@ def check_project_id(value: Any) -> str:
     ):
         return value
     raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")
+
+
+# A container image reference, as Docker's distribution/reference grammar reads one (what any
+# registry, Artifact Registry's included, and so Vertex AI pulls):
+# [DOMAIN[:PORT]/]PATH[:TAG][@DIGEST], each path component lowercase. A malformed one can never
+# be pulled: the job would fail on its VMs, after they started.
+_IMAGE_DOMAIN = (
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+)
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_IMAGE_DOMAIN}(?::[0-9]+)?/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+MAX_IMAGE_NAME = 255  # the reference grammar's limit on the name (domain and path)
+
+
+def check_image_reference(value: Any) -> str:
+    """Return ``value`` when it is a container image reference a registry can serve.
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    match = IMAGE_REFERENCE.fullmatch(value) if isinstance(value, str) else None
+    if match is None or len(match["name"]) > MAX_IMAGE_NAME:
+        raise InvalidValueError(
+            f"{show(value)} is not a container image reference: "
+            "[HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST], the path in lowercase letters, digits and "
+            "'.', '_', '-' separators, e.g. 'us-docker.pkg.dev/my-project/my-repo/trainer:1'"
+        )
+    return match.string
 
 
 def check_service_account(value: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from google.cloud.aiplatform_v1.types import (
     AcceleratorType,
+    ContainerSpec,
     CustomJob,
     CustomJobSpec,
     DiskSpec,
@@ -213,3 +214,64 @@ def test_names_with_a_trailing_newline_are_refused(mutate, field):
     with pytest.raises(InvalidJobSpecError) as info:
         validate_custom_job(spec)
     assert info.value.field == field
+
+
+def test_international_lowercase_labels_pass_as_on_vertex_and_uppercase_ones_do_not():
+    """Vertex AI: "International characters are allowed"; labels are still lowercase."""
+    spec = job()
+    spec.labels = {"équipe": "données", "学習": "機械学習"}
+    validate_custom_job(spec)
+    validate_for_submission(spec)
+    spec.labels = {"équipe": "DONNÉES"}
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_custom_job(spec)
+    assert info.value.field == "labels.équipe"
+
+
+@pytest.mark.parametrize(
+    "image", ["not an image", "gcr.io/My-Project/Trainer:1", "us-docker.pkg.dev/p/r/img:", "IMG"]
+)
+def test_an_image_no_registry_could_serve_is_refused_on_create(image):
+    """A malformed reference cannot be pulled: refused before any VM starts, naming the field."""
+    spec = job(
+        pools=[
+            WorkerPoolSpec(
+                machine_spec=MachineSpec(machine_type="n1-standard-4"),
+                replica_count=1,
+                container_spec=ContainerSpec(image_uri=image),
+            )
+        ]
+    )
+    for validate in (validate_custom_job, validate_for_submission):
+        with pytest.raises(InvalidJobSpecError) as info:
+            validate(spec)
+        assert info.value.field == "jobSpec.workerPoolSpecs[0].containerSpec.imageUri"
+        assert "is not a container image reference" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["python:3.11", "us-docker.pkg.dev/p/r/trainer:1", "localhost:5000/a/b@sha256:" + "a" * 64],
+)
+def test_image_references_of_any_registry_pass(image):
+    spec = job(
+        pools=[
+            WorkerPoolSpec(
+                machine_spec=MachineSpec(machine_type="n1-standard-4"),
+                replica_count=1,
+                container_spec=ContainerSpec(image_uri=image),
+            )
+        ]
+    )
+    validate_custom_job(spec)
+
+
+@pytest.mark.parametrize(
+    "name", ["N1-STANDARD-4", "n1 standard 4", "n1-standard-4 ", "n1_standard_4"]
+)
+def test_a_machine_type_of_no_possible_form_is_refused_before_submission(name):
+    """An unknown lowercase name is the service's call; one no machine type has is not."""
+    with pytest.raises(InvalidJobSpecError) as info:
+        validate_for_submission(job(MachineSpec(machine_type=name)))
+    assert info.value.field == "jobSpec.workerPoolSpecs[0].machineSpec.machineType"
+    assert "is not a known machine type" in info.value.message

@@ -84,3 +84,46 @@ def test_an_empty_entry_point_calls_the_one_the_package_names(
 )
 def test_which_entry_point_an_evaluation_calls(given, metadata, called):
     assert resolve_entry_point(given, metadata) == called
+
+
+def test_a_gate_and_params_given_as_json_text_are_read_as_the_launch_reads_them(
+    ckpt, package, env_cache, tmp_path, monkeypatch
+):
+    """A dict reaches a task as its JSON text where it passes through a string (a component
+    loaded from its YAML, a `--param`); the launch reads that, so must the gate after it."""
+    monkeypatch.setenv("KFP_SPOT_CACHE_DIR", str(env_cache))
+    metrics = SimpleNamespace(metadata={})
+    passed = component_entry(
+        checkpoint=SimpleNamespace(uri=str(ckpt), metadata={"latest_step": 20.0}),
+        package=SimpleNamespace(uri=package.uri, metadata=package.metadata()),
+        metrics=metrics,
+        classification_metrics=SimpleNamespace(metadata={}),
+        report=SimpleNamespace(path=str(tmp_path / "report.md"), metadata={}),
+        entry_point="tinytrainer.evaluate:evaluate",
+        params='{"classification": true}',
+        thresholds='{"accuracy": ">=0.99"}',
+        fallback_to_previous="false",
+        allow_foreign_layout="false",
+    )
+    assert passed is False and metrics.metadata["passed"] is False  # 0.99 was read as the bound
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [
+        ({"fallback_to_previous": "yes"}, "fallback_to_previous: expected true or false"),
+        ({"thresholds": "accuracy>=0.9"}, "thresholds: is not valid JSON"),
+        ({"thresholds": ["accuracy"]}, "thresholds: expected a dict"),
+    ],
+)
+def test_a_bad_parameter_is_one_line_naming_it(ckpt, package, tmp_path, given, needle):
+    with pytest.raises(SystemExit) as info:
+        component_entry(
+            checkpoint=SimpleNamespace(uri=str(ckpt), metadata={}),
+            package=SimpleNamespace(uri=package.uri, metadata=package.metadata()),
+            metrics=SimpleNamespace(metadata={}),
+            classification_metrics=SimpleNamespace(metadata={}),
+            report=SimpleNamespace(path=str(tmp_path / "report.md"), metadata={}),
+            **given,
+        )
+    assert needle in str(info.value.code)

@@ -74,6 +74,12 @@ CASES = {
     "deep env": ({"env": {"A": _deep(100)}}, "env", "levels"),
     "lone surrogate": ({"args": ["--name", "\ud800"]}, "args", "UTF-8"),
     "args as plain text": ({"args": "--epochs 2"}, "args", "JSON"),
+    # Items with no one text (Python's repr is not what a shell or JSON reader expects).
+    "null in args": ({"args": ["--resume", None]}, "args", "holds None, which is not text"),
+    "list in args": ({"args": ["--dims", [1, 2]]}, "args", "JSON text for a structured"),
+    "object in env": ({"env": {"CFG": {"a": 1}}}, "env", "not text or a number"),
+    "boolean in env": ({"env": {"DEBUG": True}}, "env", "e.g. 'true'"),
+    "boolean label": ({"labels": {"prod": False}}, "labels", "not text or a number"),
     "poll forever": ({"poll_interval_seconds": 1e308}, "poll_interval_seconds", "3600"),
     "infinite count": ({"accelerator_count": "1e400"}, "accelerator_count", "finite"),
     "int32 overflow": ({"replica_count": 2**40}, "replica_count", "32-bit"),

@@ -227,3 +227,33 @@ def test_a_package_refusing_the_images_python_fails_the_import_check(project, st
         ImportCheckError, match=r"requires a different Python: 3.10 .* not in '>=3.11'"
     ):
         prepare_package(str(project), str(staging), check_import=True)
+
+
+def test_a_staging_bucket_name_no_bucket_can_have_is_refused_before_any_request(project):
+    # Before: gcsfs was asked (and retried) for gs://UP, far from a one-line answer offline.
+    with pytest.raises(
+        PackagingError, match=r"staging_uri: gs://UP/x: 'UP' is not a Cloud Storage"
+    ):
+        prepare_package(str(project), "gs://UP/x")
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [
+        # A bare URI is not a list: its letters were taken as package URIs ('g' is not ...).
+        ({"extra_package_uris": "gs://b/dep.tar.gz"}, "extra_package_uris: is not valid JSON"),
+        # KFP hands booleans over as booleans or "true"/"false"; "yes" was taken as True.
+        ({"build_wheel": "yes"}, "build_wheel: expected true or false, got 'yes'"),
+        ({"requirements": [3]}, "requirements: expected a list of strings"),
+    ],
+)
+def test_the_components_inputs_are_read_as_kfp_hands_them_over(project, tmp_path, given, needle):
+    from types import SimpleNamespace
+
+    from kfp_spot.packaging.component import component_entry
+
+    package = SimpleNamespace(uri=str(tmp_path / "package"), metadata={})
+    with pytest.raises(PackagingError) as info:
+        component_entry(source=str(project), package=package, **given)
+    assert needle in str(info.value)
+    assert not any(tmp_path.rglob("*.tar.gz")), "a package was staged"

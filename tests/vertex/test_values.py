@@ -228,6 +228,35 @@ def test_env_names_and_labels_are_matched_whole():
             vertex.check_label(key, value)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("équipe", "données"), ("学習", "機械学習"), ("ß", "ñ-1_٣"), ("k" * 63, "é" * 63), ("a", "")],
+)
+def test_labels_take_international_lowercase_letters_as_google_cloud_does(key, value):
+    """Vertex AI: "International characters are allowed" (Google Cloud's label rules)."""
+    vertex.check_label(key, value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("Équipe", "x"),  # an uppercase letter, in any script
+        ("équipe", "DONNÉES"),
+        ("1k", "x"),  # a key starts with a letter
+        ("_k", "x"),
+        ("é" * 64, "x"),  # at most 63 code points
+        ("k", "é" * 64),
+        ("k", "a b"),
+        ("k", "a.b"),
+        ("k", "🚀"),  # a symbol, not a letter
+        ("", "x"),
+    ],
+)
+def test_labels_refused_by_google_cloud_are_refused(key, value):
+    with pytest.raises(InvalidValueError, match="is invalid"):
+        vertex.check_label(key, value)
+
+
 # -- one rule, one home ----------------------------------------------------------------------
 
 

@@ -1,0 +1,173 @@
+"""`kfp-spot submit` checks a user pipeline's launch_spot_job tasks before the run starts.
+
+A team's own pipeline (GCPC's ops beside ours) bakes launch inputs in as constants or wires them
+to pipeline parameters; a value the launcher would refuse inside the running pipeline is refused
+at submission, naming the task and the input, with or without ``--dry-run``.
+"""
+
+import os
+
+import pytest
+from click.testing import CliRunner
+from kfp import compiler, dsl
+
+from kfp_spot.cli import main
+from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
+from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
+from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
+from kfp_spot.vertex import pipeline_job
+
+IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
+
+
+def _compile(tmp_path, name, evaluate=None, **launch):
+    @dsl.pipeline(name="user-pipeline")
+    def user_pipeline(
+        source: str = "gs://my-bucket/src.tar.gz",
+        labels: dict = {"team": "ml"},  # noqa: B006 (a KFP default)
+        go: str = "yes",
+        machines: list = ["n1-standard-4"],  # noqa: B006
+    ):
+        package = PreparePackageOp(source=source)
+        with dsl.If(go == "yes"):
+            train = LaunchSpotJobOp(package=package.outputs["package"], labels=labels, **launch)
+            EvaluateCheckpointOp(
+                checkpoint=train.outputs["checkpoint"],
+                package=package.outputs["package"],
+                **(evaluate or {"thresholds": {"accuracy": ">=0.9"}, "step": "best:loss:min"}),
+            )
+            with dsl.ParallelFor(machines) as machine:
+                LaunchSpotJobOp(
+                    container_image_uri=IMAGE, machine_type=machine
+                ).set_caching_options(False)
+
+    path = tmp_path / f"{name}.yaml"
+    compiler.Compiler().compile(user_pipeline, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("user")
+    return {
+        "good": _compile(tmp, "good", timeout="2h"),
+        "bad_timeout": _compile(tmp, "bad_timeout", timeout="-5s"),
+        "emulator": _compile(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
+        "elsewhere": _compile(tmp, "elsewhere", project="hardcoded-proj", location="us-east1"),
+        "bad_gate": _compile(tmp, "bad_gate", evaluate={"thresholds": {"accuracy": ">>0.9"}}),
+        "bad_step": _compile(tmp, "bad_step", evaluate={"step": "last"}),
+    }
+
+
+def _submit(path, *extra):
+    args = ["submit", str(path), "--project", "my-proj-123", "--pipeline-root", "gs://b/root"]
+    return CliRunner().invoke(main, [*args, "--skip-image-check", *extra])
+
+
+def _one_error_line(result):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kfp-spot: error: "), lines
+    assert result.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("dry", [["--dry-run"], []])
+def test_a_constant_the_launcher_would_refuse_is_refused_at_submission(templates, dry):
+    line = _one_error_line(_submit(templates["bad_timeout"], *dry))
+    assert "task 'condition-1/launch-spot-job': launch_spot_job input 'timeout'" in line
+    assert "'-5s'" in line
+
+
+def test_a_parameter_value_flowing_into_a_launch_is_checked(templates):
+    result = _submit(templates["good"], "--dry-run", "--param", 'labels={"Team": "x"}')
+    line = _one_error_line(result)
+    assert "task 'condition-1/launch-spot-job': launch_spot_job input 'labels'" in line
+    assert "label key 'Team' is invalid" in line
+
+
+def test_the_local_emulator_baked_into_a_template_is_refused(templates):
+    line = _one_error_line(_submit(templates["emulator"], "--dry-run"))
+    assert "input 'api_endpoint': 'http://127.0.0.1:8080' is the local emulator" in line
+
+
+def test_a_valid_user_pipeline_submits_with_warnings_for_what_waits_for_the_run(templates):
+    result = _submit(templates["good"], "--dry-run")
+    assert result.exit_code == 0, result.output
+    # KFP caches a task unless told otherwise: a rerun would replay the launch without training.
+    assert "task 'condition-1/launch-spot-job' (launch_spot_job) is cached" in result.stderr
+    # The loop's machine type exists only at run time: that launch is not judged now.
+    assert (
+        "task 'condition-1/for-loop-2/launch-spot-job-2' (launch_spot_job) not checked before "
+        "the run: machine_type known only at run time"
+    ) in result.stderr
+    result = _submit(templates["good"], "--dry-run", "--disable-caching")
+    assert result.exit_code == 0 and "is cached" not in result.stderr, result.stderr
+
+
+def test_the_pipeline_project_placeholder_is_the_submission_project(templates):
+    spec = pipeline_job.read_template(templates["good"])
+    check_template_launches(spec, project="my-proj-123", location="europe-west4", arguments={})
+    with pytest.raises(TemplateTaskError, match="input 'project'"):
+        check_template_launches(spec, project="X", location="europe-west4", arguments={})
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        ("bad_gate", "evaluate_checkpoint input thresholds['accuracy']: '>>0.9' is not a bound"),
+        ("bad_step", "evaluate_checkpoint input step: 'last' is not valid; use \"latest\""),
+    ],
+)
+def test_what_the_evaluation_reads_after_the_training_is_checked_before_it(
+    templates, template, needle
+):
+    line = _one_error_line(_submit(templates[template], "--dry-run"))
+    assert f"task 'condition-1/evaluate-checkpoint': {needle}" in line
+
+
+def test_a_project_or_region_baked_into_a_launch_is_pointed_out(templates):
+    result = _submit(templates["elsewhere"], "--dry-run", "--disable-caching")
+    assert result.exit_code == 0, result.output
+    assert (
+        "task 'condition-1/launch-spot-job' (launch_spot_job) runs its CustomJob in project "
+        "'hardcoded-proj', baked into the template, not the submission's 'my-proj-123'"
+    ) in result.stderr
+    assert "in location 'us-east1', baked into the template" in result.stderr
+
+
+def test_a_region_newer_than_kfp_spots_list_passes_with_the_tasks_own_setting(
+    tmp_path, monkeypatch
+):
+    """`set_env_variable("KFP_SPOT_EXTRA_REGIONS", ...)` on the task is what the launcher reads."""
+
+    def compiled(extra_regions):
+        @dsl.pipeline(name="new-region")
+        def new_region():
+            task = LaunchSpotJobOp(container_image_uri=IMAGE, location="xx-new1")
+            task.set_caching_options(False)
+            if extra_regions:
+                task.set_env_variable("KFP_SPOT_EXTRA_REGIONS", extra_regions)
+
+        path = tmp_path / f"{bool(extra_regions)}.yaml"
+        compiler.Compiler().compile(new_region, str(path))
+        return pipeline_job.read_template(path)
+
+    monkeypatch.delenv("KFP_SPOT_EXTRA_REGIONS", raising=False)
+    args = {"project": "my-proj-123", "location": "us-central1", "arguments": {}}
+    with pytest.raises(TemplateTaskError, match="'xx-new1' is not a Vertex AI region"):
+        check_template_launches(compiled(""), **args)
+    check_template_launches(compiled("xx-new1"), **args)
+    assert "KFP_SPOT_EXTRA_REGIONS" not in os.environ  # put back after the check
+
+
+def test_the_launch_component_alone_needs_its_code_as_a_parameter():
+    """Its ``package`` artifact is an input of the run, which a submission cannot pass."""
+    from kfp_spot.pipelines import catalog
+
+    (entry,) = [e for e in catalog.COMPONENTS if e.name == "launch_spot_job"]
+    line = _one_error_line(_submit(entry.default_path(), "--dry-run"))
+    assert "launch_spot_job input 'package': no training code" in line
+    result = _submit(entry.default_path(), "--dry-run", "--param", f"container_image_uri={IMAGE}")
+    assert result.exit_code == 0, result.output
