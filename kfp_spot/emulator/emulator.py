@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -28,6 +29,15 @@ if TYPE_CHECKING:
     from kfp_spot.emulator.service import Service
 
 TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+
+def _unusable_database(state_dir: Path, err: sqlite3.DatabaseError) -> str:
+    """Why the state dir's database cannot be used (left as it is), and what to do."""
+    return (
+        f"the state dir {state_dir} holds an emulator database this emulator cannot use "
+        f"({err}): corrupt, or written by another kfp-spot version; it was left untouched: "
+        "move it away or pick another --state-dir"
+    )
 
 
 class EmulatorError(ValueError):
@@ -194,7 +204,18 @@ class Emulator:
             )
         except StateDirBusyError as err:
             raise EmulatorError(str(err)) from None
-        service.start()
+        except OSError as err:
+            raise EmulatorError(
+                f"cannot use the state dir {self.state_dir}: {err.strerror or err}; "
+                "pick a writable directory"
+            ) from None
+        except sqlite3.DatabaseError as err:
+            raise EmulatorError(_unusable_database(self.state_dir, err)) from None
+        try:
+            service.start()
+        except sqlite3.DatabaseError as err:
+            service.stop()
+            raise EmulatorError(_unusable_database(self.state_dir, err)) from None
         try:
             httpd = EmulatorHTTPServer(
                 (self.host, self.port),
