@@ -150,3 +150,43 @@ def test_jobs_list_loads_neither_gapic_nor_other_command_groups(emulator_with_jo
     assert proc.returncode == 0, proc.stderr
     assert name in proc.stdout
     assert "HEAVY []" in proc.stdout
+
+
+def test_describe_of_a_name_with_a_fragment_does_not_describe_another_job(emulator_with_job):
+    emu, name = emulator_with_job
+    for bad in (f"{name}#x", f"{name}?readMask=name"):
+        result = CliRunner().invoke(main, ["jobs", "describe", bad, "--api-endpoint", emu.endpoint])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"kfp-spot: error: Invalid value for NAME: {bad!r} is not")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jobs", "describe", "projects/p/zones/us-central1/customJobs/1"],
+        ["jobs", "describe", "projects//locations/us-central1/customJobs/1"],
+        ["jobs", "describe", "projects/p/locations/us-central1/customJobs/"],
+        ["jobs", "describe", "projects/ü/locations/us-central1/customJobs/1"],
+        ["endpoint", "describe", "projects/p/locations/us-central1/customJobs/1"],
+        [
+            "endpoint",
+            "predict",
+            "projects/p/locations/us-central1/endpoints/1#x",
+            "--instances=[1]",
+        ],
+    ],
+)
+def test_a_malformed_resource_name_is_refused_before_any_request(args):
+    result = CliRunner().invoke(main, [*args, "--api-endpoint", "http://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for NAME" in result.output and "/ID (PROJECT: " in result.output
+
+
+@pytest.mark.parametrize("command", ["jobs", "endpoint"])
+def test_a_bad_location_in_the_name_is_blamed_on_the_name(command):
+    collection = "customJobs" if command == "jobs" else "endpoints"
+    result = CliRunner().invoke(
+        main, [command, "describe", f"projects/p/locations/y/{collection}/1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("kfp-spot: error: Invalid value for NAME: location: 'y' is not")
