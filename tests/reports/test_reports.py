@@ -312,6 +312,23 @@ def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
     assert not (tmp_path / "report.md").exists()
 
 
+@pytest.mark.parametrize("blocked", ["report.png", "report.md"])
+def test_a_report_file_that_cannot_be_written_is_one_clear_error(tmp_path: Path, blocked):
+    (tmp_path / "run.json").write_text(json.dumps({"outcome": "PIPELINE_FAILED"}))
+    (tmp_path / blocked).mkdir()
+    (tmp_path / blocked / "kept.txt").write_text("mine")
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("kfp-spot: error:")]
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"kfp-spot: error: cannot write the report into {tmp_path}: Is a directory "
+        f"({tmp_path / blocked}); report.png and report.md there must be writable files"
+    )
+    assert (tmp_path / blocked / "kept.txt").read_text() == "mine"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file
+
+
 def test_cli_report_on_a_missing_directory_is_exit_2(tmp_path: Path):
     result = CliRunner().invoke(main, ["report", str(tmp_path / "nope")])
     assert result.exit_code == 2
