@@ -297,6 +297,9 @@ def _saved_logs(
     found = saved_logs(state_dir, job.strip("/").rsplit("/", 1)[-1])
     if found is None:
         return None
+    if attempt is not None and attempt not in found:
+        had = f"attempts 1..{max(found)}" if found else "no attempt yet"
+        raise click.ClickException(f"{job} has no attempt {attempt} in {state_dir}: it has {had}")
     entries = []
     for number, paths in found.items():
         for path in paths if attempt in (None, number) else []:

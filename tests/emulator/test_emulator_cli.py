@@ -272,3 +272,27 @@ def test_a_replica_name_reaches_the_logs_query_as_one_value(emulator):
     )
     assert result.exit_code == 1
     assert "does not exist" in result.output, result.output
+
+
+def test_logs_of_an_attempt_the_job_never_had_is_an_error_not_silence(emulator, make_job, api):
+    status, job = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", make_job())
+    assert status == 200
+    status, err = api("GET", f"{emulator.endpoint}/emulator/v1/{job['name']}/logs?attempt=99")
+    assert status == 404 and f"{job['name']} has no attempt 99" in err["error"]["message"]
+    result = CliRunner().invoke(
+        main, ["emulator", "logs", job["name"], "--attempt", "99", "--endpoint", emulator.endpoint]
+    )
+    assert result.exit_code == 1 and "has no attempt 99: it has " in result.output
+
+
+def test_saved_logs_of_an_attempt_the_job_never_had_is_an_error(tmp_path):
+    folder = tmp_path / "logs" / "123" / "attempt-1"
+    folder.mkdir(parents=True)
+    (folder / "workerpool0-0.log").write_text("step 0\n")
+    args = ["emulator", "logs", "123", "--state-dir", str(tmp_path)]
+    assert CliRunner().invoke(main, args).output == "==> attempt 1 workerpool0-0 <==\nstep 0\n"
+    result = CliRunner().invoke(main, [*args, "--attempt", "2"])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"kfp-spot: error: 123 has no attempt 2 in {tmp_path}: it has attempts 1..1\n"
+    )
