@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,8 @@ from kfp_spot.vertex import EMULATOR
 from kfp_spot.vertex.client import make_job_client, resolve_endpoint
 
 PARENT = "projects/cli-project/locations/us-central1"
+KFP_SPOT = str(Path(sys.executable).with_name("kfp-spot"))
+CLOSED = "http://127.0.0.1:9"  # nothing listens there
 
 
 @pytest.fixture
@@ -190,3 +193,31 @@ def test_a_bad_location_in_the_name_is_blamed_on_the_name(command):
     )
     assert result.exit_code == 2, result.output
     assert result.output.startswith("kfp-spot: error: Invalid value for NAME: location: 'y' is not")
+
+
+def test_predict_reading_a_terminal_says_what_it_waits_for():
+    import os
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [KFP_SPOT, "endpoint", "predict", f"{PARENT}/endpoints/1", "--api-endpoint", CLOSED],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(follower)
+    try:
+        # before anything is typed: not a silent wait (60 s: the command's imports under load)
+        assert select.select([proc.stderr], [], [], 60)[0], "nothing said while waiting"
+        first = proc.stderr.readline()
+        assert first.startswith("kfp-spot: reading instances from stdin"), first
+        os.write(leader, b"[1]\n\x04")
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and "cannot reach the API endpoint" in rest

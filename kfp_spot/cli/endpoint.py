@@ -76,6 +76,12 @@ def describe(name: str, api_endpoint: str) -> None:
 @click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="NAME's location"))
 def predict(name: str, instances_text: str, api_endpoint: str) -> None:
     """Send instances to an endpoint; print its predictions (and the deployed model) as JSON."""
+    if instances_text == "-" and sys.stdin.isatty():  # else a silent wait for the user
+        click.echo(
+            'kfp-spot: reading instances from stdin: a JSON list or {"instances": [...]}, then '
+            "Ctrl-D (or pass --instances)",
+            err=True,
+        )
     text = sys.stdin.read() if instances_text == "-" else instances_text
     if instances_text == "-" and not text.strip():
         raise click.UsageError(
