@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
-from kfp_spot import envcache
+from kfp_spot import envcache, machines
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
@@ -86,6 +86,12 @@ def _check_capacity(capacity: Any) -> int | dict[str, int] | None:
         for key, value in capacity.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise EmulatorError(f"capacity[{key!r}] must be an integer >= 1, got {value!r}")
+            if key != ANY_MACHINE and machines.machine_type(str(key)) is None:
+                # a misspelt type would limit nothing, and its jobs would run unlimited
+                raise EmulatorError(
+                    f"capacity: {key!r} is not a machine type the emulator knows; give one of "
+                    "kfp_spot/data/machines.csv (e.g. 'n1-standard-4') or '*' for every other one"
+                )
             out[str(key)] = value
         return out
     if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:

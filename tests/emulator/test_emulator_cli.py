@@ -296,3 +296,11 @@ def test_saved_logs_of_an_attempt_the_job_never_had_is_an_error(tmp_path):
     assert result.output == (
         f"kfp-spot: error: 123 has no attempt 2 in {tmp_path}: it has attempts 1..1\n"
     )
+
+
+def test_a_misspelt_machine_type_in_capacity_is_refused(tmp_path):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    with pytest.raises(EmulatorError, match="'n1-standrad-4' is not a machine type"):
+        Emulator(tmp_path / "state", capacity={"n1-standrad-4": 2, "*": 1})
+    Emulator(tmp_path / "state", capacity={"n1-standard-4": 2, "*": 1})  # known types: taken
