@@ -221,3 +221,46 @@ def test_predict_reading_a_terminal_says_what_it_waits_for():
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1 and "cannot reach the API endpoint" in rest
+
+
+class _HtmlPages(BaseHTTPRequestHandler):
+    """A web server that is not the API: HTML error pages."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = b"<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n"
+        self.send_response(404, "File not found")
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def html_server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlPages)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=30)
+
+
+def test_an_endpoint_answering_html_is_one_line_that_says_so(html_server):
+
+    result = CliRunner().invoke(
+        main, ["jobs", "list", "--project", "p", "--api-endpoint", html_server]
+    )
+    assert result.exit_code == 1
+    assert result.output == (
+        f"kfp-spot: error: NOT_FOUND: {PARENT.replace('cli-project', 'p')}/customJobs: File not "
+        "found (an HTML page, not the API's JSON error: is --api-endpoint a Vertex AI API endpoint "
+        "or the emulator?)\n"
+    )
+    result = CliRunner().invoke(main, ["tags", "--host", f"{html_server}/p/r"])
+    assert result.exit_code == 1
+    assert len(result.output.splitlines()) == 1 and result.output.startswith("kfp-spot: error:")
+    assert result.output.endswith("File not found (an HTML page, not a registry's answer)\n")

@@ -47,15 +47,21 @@ def status_name(code: int | None) -> str:
 
 
 def _error_message(response: requests.Response) -> str:
-    """The ``error.message`` of Google's JSON error body, else the body's text."""
+    """The ``error.message`` of Google's JSON error body, else the body's text on one line."""
     try:
         payload = response.json()
     except ValueError:
-        return response.text.strip() or response.reason
+        payload = None
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
-    return response.text.strip()
+    text = " ".join(response.text.split())
+    if text.startswith("<"):  # an HTML error page: not the API, or a proxy in front of it
+        return (
+            f"{response.reason or 'error'} (an HTML page, not the API's JSON error: is "
+            "--api-endpoint a Vertex AI API endpoint or the emulator?)"
+        )
+    return text[:500] or response.reason
 
 
 class RestApi:
