@@ -88,3 +88,20 @@ def test_a_template_that_is_not_a_compiled_pipeline_is_one_line(tmp_path, comman
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"kfp-spot: error: template {template}: {needle}")
     assert not (tmp_path / "run").exists()  # nothing started
+
+
+def test_a_compile_output_dir_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "yamls"
+    proc = subprocess.run(
+        [str(KFP_SPOT), "compile", "--output-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(
+        f"kfp-spot: error: cannot write the YAMLs: Not a directory ({out}"
+    )
+    assert "give --output-dir a directory that can be made and written" in proc.stderr

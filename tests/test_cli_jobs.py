@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,8 @@ from kfp_spot.vertex import EMULATOR
 from kfp_spot.vertex.client import make_job_client, resolve_endpoint
 
 PARENT = "projects/cli-project/locations/us-central1"
+KFP_SPOT = str(Path(sys.executable).with_name("kfp-spot"))
+CLOSED = "http://127.0.0.1:9"  # nothing listens there
 
 
 @pytest.fixture
@@ -150,3 +153,114 @@ def test_jobs_list_loads_neither_gapic_nor_other_command_groups(emulator_with_jo
     assert proc.returncode == 0, proc.stderr
     assert name in proc.stdout
     assert "HEAVY []" in proc.stdout
+
+
+def test_describe_of_a_name_with_a_fragment_does_not_describe_another_job(emulator_with_job):
+    emu, name = emulator_with_job
+    for bad in (f"{name}#x", f"{name}?readMask=name"):
+        result = CliRunner().invoke(main, ["jobs", "describe", bad, "--api-endpoint", emu.endpoint])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"kfp-spot: error: Invalid value for NAME: {bad!r} is not")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jobs", "describe", "projects/p/zones/us-central1/customJobs/1"],
+        ["jobs", "describe", "projects//locations/us-central1/customJobs/1"],
+        ["jobs", "describe", "projects/p/locations/us-central1/customJobs/"],
+        ["jobs", "describe", "projects/ü/locations/us-central1/customJobs/1"],
+        ["endpoint", "describe", "projects/p/locations/us-central1/customJobs/1"],
+        [
+            "endpoint",
+            "predict",
+            "projects/p/locations/us-central1/endpoints/1#x",
+            "--instances=[1]",
+        ],
+    ],
+)
+def test_a_malformed_resource_name_is_refused_before_any_request(args):
+    result = CliRunner().invoke(main, [*args, "--api-endpoint", "http://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for NAME" in result.output and "/ID (PROJECT: " in result.output
+
+
+@pytest.mark.parametrize("command", ["jobs", "endpoint"])
+def test_a_bad_location_in_the_name_is_blamed_on_the_name(command):
+    collection = "customJobs" if command == "jobs" else "endpoints"
+    result = CliRunner().invoke(
+        main, [command, "describe", f"projects/p/locations/y/{collection}/1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("kfp-spot: error: Invalid value for NAME: location: 'y' is not")
+
+
+def test_predict_reading_a_terminal_says_what_it_waits_for():
+    import os
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [KFP_SPOT, "endpoint", "predict", f"{PARENT}/endpoints/1", "--api-endpoint", CLOSED],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(follower)
+    try:
+        # before anything is typed: not a silent wait (60 s: the command's imports under load)
+        assert select.select([proc.stderr], [], [], 60)[0], "nothing said while waiting"
+        first = proc.stderr.readline()
+        assert first.startswith("kfp-spot: reading instances from stdin"), first
+        os.write(leader, b"[1]\n\x04")
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and "cannot reach the API endpoint" in rest
+
+
+class _HtmlPages(BaseHTTPRequestHandler):
+    """A web server that is not the API: HTML error pages."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = b"<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n"
+        self.send_response(404, "File not found")
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def html_server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlPages)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=30)
+
+
+def test_an_endpoint_answering_html_is_one_line_that_says_so(html_server):
+
+    result = CliRunner().invoke(
+        main, ["jobs", "list", "--project", "p", "--api-endpoint", html_server]
+    )
+    assert result.exit_code == 1
+    assert result.output == (
+        f"kfp-spot: error: NOT_FOUND: {PARENT.replace('cli-project', 'p')}/customJobs: File not "
+        "found (an HTML page, not the API's JSON error: is --api-endpoint a Vertex AI API endpoint "
+        "or the emulator?)\n"
+    )
+    result = CliRunner().invoke(main, ["tags", "--host", f"{html_server}/p/r"])
+    assert result.exit_code == 1
+    assert len(result.output.splitlines()) == 1 and result.output.startswith("kfp-spot: error:")
+    assert result.output.endswith("File not found (an HTML page, not a registry's answer)\n")

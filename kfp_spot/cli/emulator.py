@@ -4,6 +4,10 @@
 requests; ``preempt``, ``logs``, ``attempts`` and ``jobs`` talk to a running emulator over HTTP,
 found through ``--endpoint`` (or ``$KFP_SPOT_EMULATOR_ENDPOINT``) or the ``endpoint`` file the
 emulator writes into its state dir.
+
+Why one module: it is one command group, the emulator's; ``start``'s options are its flags, and the
+client commands share one way to find a running emulator (``--endpoint`` checked as
+``http://HOST:PORT``, else the state dir's endpoint file) and one one-line form for its errors.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import signal
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from types import FrameType
@@ -224,12 +229,29 @@ def start(
 # client commands -----------------------------------------------------------------------------
 
 
+def _checked_endpoint(url: str, source: str) -> str:
+    """``url`` without a trailing ``/`` when it is ``http(s)://HOST[:PORT]``, else a usage error."""
+    parsed = urllib.parse.urlsplit(url.strip())
+    try:
+        parsed.port  # noqa: B018 - raises on a port that is not a number in 0..65535
+    except ValueError:
+        parsed = parsed._replace(netloc="")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path.strip("/"):
+        raise click.UsageError(
+            f"{source}: {url!r} is not an emulator endpoint; give http://HOST:PORT, "
+            "e.g. http://127.0.0.1:8080 (what `kfp-spot emulator start` prints)"
+        )
+    return url.strip().rstrip("/")
+
+
 def _endpoint(endpoint: str | None, state_dir: str) -> str:
     if endpoint:
-        return endpoint.rstrip("/")
+        return _checked_endpoint(endpoint, "--endpoint ($KFP_SPOT_EMULATOR_ENDPOINT)")
     path = Path(state_dir) / "endpoint"
-    if path.exists():
-        return path.read_text().strip().rstrip("/")
+    if path.is_file():
+        return _checked_endpoint(
+            path.read_text(errors="replace").strip(), f"the endpoint file {path}"
+        )
     raise click.UsageError(
         f"no emulator endpoint: pass --endpoint http://127.0.0.1:PORT, set "
         f"KFP_SPOT_EMULATOR_ENDPOINT, or --state-dir of a running emulator ({path} is missing)"
@@ -275,6 +297,9 @@ def _saved_logs(
     found = saved_logs(state_dir, job.strip("/").rsplit("/", 1)[-1])
     if found is None:
         return None
+    if attempt is not None and attempt not in found:
+        had = f"attempts 1..{max(found)}" if found else "no attempt yet"
+        raise click.ClickException(f"{job} has no attempt {attempt} in {state_dir}: it has {had}")
     entries = []
     for number, paths in found.items():
         for path in paths if attempt in (None, number) else []:
@@ -348,12 +373,13 @@ def logs(
     else:
         base = _endpoint(endpoint, state_dir)
         name = _job_name(base, job_name)
-        query = []
+        query: dict[str, str | int] = {}
         if attempt:
-            query.append(f"attempt={attempt}")
+            query["attempt"] = attempt
         if replica:
-            query.append(f"replica={replica}")
-        url = f"{base}/emulator/v1/{name}/logs" + ("?" + "&".join(query) if query else "")
+            query["replica"] = replica
+        url = f"{base}/emulator/v1/{name}/logs"
+        url += "?" + urllib.parse.urlencode(query) if query else ""
         entries = _call("GET", url).get("logs", [])
     if not entries:
         click.echo(f"no logs yet for {name}", err=True)

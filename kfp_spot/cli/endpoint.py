@@ -13,25 +13,16 @@ import sys
 import click
 
 from kfp_spot.cli.jobs import ENDPOINT_HELP
-from kfp_spot.cli.rest import RestApi, api_for, dig
-
-_NAME_HELP = "projects/PROJECT/locations/LOCATION/endpoints/ID"
+from kfp_spot.cli.rest import RestApi, api_for, dig, resource_location
 
 
 def _api(location: str, api_endpoint: str) -> RestApi:
     return api_for(location, api_endpoint)
 
 
-def _location_of(name: str) -> str:
-    parts = name.split("/")
-    if (
-        len(parts) != 6
-        or parts[0] != "projects"
-        or parts[2] != "locations"
-        or parts[4] != ("endpoints")
-    ):
-        raise click.BadParameter(f"{name!r} is not {_NAME_HELP}", param_hint="NAME")
-    return parts[3]
+def _api_of(name: str, api_endpoint: str) -> RestApi:
+    """The API that holds the endpoint ``name`` (its location's, or ``api_endpoint``)."""
+    return api_for(resource_location(name, "endpoints"), api_endpoint, location_from="NAME")
 
 
 @click.group()
@@ -69,7 +60,7 @@ def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: i
 @click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="NAME's location"))
 def describe(name: str, api_endpoint: str) -> None:
     """Print one endpoint (NAME: projects/P/locations/L/endpoints/ID) as the API's JSON."""
-    found = _api(_location_of(name), api_endpoint).get(name)
+    found = _api_of(name, api_endpoint).get(name)
     click.echo(json.dumps(found, indent=2))
 
 
@@ -85,6 +76,12 @@ def describe(name: str, api_endpoint: str) -> None:
 @click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="NAME's location"))
 def predict(name: str, instances_text: str, api_endpoint: str) -> None:
     """Send instances to an endpoint; print its predictions (and the deployed model) as JSON."""
+    if instances_text == "-" and sys.stdin.isatty():  # else a silent wait for the user
+        click.echo(
+            'kfp-spot: reading instances from stdin: a JSON list or {"instances": [...]}, then '
+            "Ctrl-D (or pass --instances)",
+            err=True,
+        )
     text = sys.stdin.read() if instances_text == "-" else instances_text
     if instances_text == "-" and not text.strip():
         raise click.UsageError(
@@ -107,7 +104,7 @@ def predict(name: str, instances_text: str, api_endpoint: str) -> None:
     request: dict[str, object] = {"instances": body}
     if parameters is not None:
         request["parameters"] = parameters
-    answer = _api(_location_of(name), api_endpoint).post(f"{name}:predict", request)
+    answer = _api_of(name, api_endpoint).post(f"{name}:predict", request)
     click.echo(
         json.dumps(
             {

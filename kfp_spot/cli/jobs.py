@@ -10,7 +10,7 @@ import json
 
 import click
 
-from kfp_spot.cli.rest import api_for, dig
+from kfp_spot.cli.rest import api_for, dig, resource_location
 
 ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in {where})."
 """The --api-endpoint help; ``{where}`` says which location the command's default region is."""
@@ -47,13 +47,11 @@ def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: i
 )
 def describe(name: str, location: str | None, api_endpoint: str) -> None:
     """Print one CustomJob (``projects/P/locations/L/customJobs/ID``) as the API's JSON."""
-    parts = name.split("/")
-    if len(parts) != 6 or parts[0] != "projects" or parts[4] != "customJobs":
-        raise click.BadParameter(
-            f"{name!r} is not projects/PROJECT/locations/LOCATION/customJobs/ID",
-            param_hint="NAME",
-        )
-    job = api_for(location or parts[3], api_endpoint).get(name)
+    in_name = resource_location(name, "customJobs")
+    api = api_for(
+        location or in_name, api_endpoint, location_from="--location" if location else "NAME"
+    )
+    job = api.get(name)
     click.echo(json.dumps(job, indent=2))
 
 

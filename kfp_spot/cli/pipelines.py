@@ -372,6 +372,11 @@ def compile_(output_dir: Path | None, base_image: str | None) -> None:
         paths = catalog.compile_all(output_dir, base_image=base_image)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+    except OSError as exc:  # e.g. --output-dir cannot be made, or a YAML cannot be written
+        raise click.ClickException(
+            f"cannot write the YAMLs: {exc.strerror or exc} ({exc.filename}); give --output-dir "
+            "a directory that can be made and written"
+        ) from exc
     for path in paths:
         click.echo(str(path))
 

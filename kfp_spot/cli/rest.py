@@ -12,6 +12,7 @@ names the resource (else the resource is named), one line each.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 
     from kfp_spot.vertex.client import Endpoint
 
+_RESOURCE = re.compile(
+    r"projects/[a-z0-9][a-z0-9.:-]*/locations/([a-z0-9][a-z0-9-]*)/([A-Za-z]+)/[A-Za-z0-9_-]+"
+)
+"""A resource's name; Vertex AI's project IDs and numbers, regions and ids fit its parts."""
 _SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60.0
 NO_CREDENTIALS = (
@@ -42,15 +47,21 @@ def status_name(code: int | None) -> str:
 
 
 def _error_message(response: requests.Response) -> str:
-    """The ``error.message`` of Google's JSON error body, else the body's text."""
+    """The ``error.message`` of Google's JSON error body, else the body's text on one line."""
     try:
         payload = response.json()
     except ValueError:
-        return response.text.strip() or response.reason
+        payload = None
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
-    return response.text.strip()
+    text = " ".join(response.text.split())
+    if text.startswith("<"):  # an HTML error page: not the API, or a proxy in front of it
+        return (
+            f"{response.reason or 'error'} (an HTML page, not the API's JSON error: is "
+            "--api-endpoint a Vertex AI API endpoint or the emulator?)"
+        )
+    return text[:500] or response.reason
 
 
 class RestApi:
@@ -136,16 +147,36 @@ class RestApi:
             params["pageToken"] = str(token)
 
 
-def api_for(location: str, api_endpoint: str) -> RestApi:
-    """The REST API at ``api_endpoint`` (default: Vertex AI in ``location``); bad values exit 2."""
+def api_for(location: str, api_endpoint: str, *, location_from: str = "--location") -> RestApi:
+    """The REST API at ``api_endpoint`` (default: Vertex AI in ``location``); bad values exit 2.
+
+    ``location_from`` names where ``location`` came from (``NAME`` when read from a resource name).
+    """
     from kfp_spot.vertex.client import resolve_endpoint
     from kfp_spot.vertex.values import InvalidFieldError
 
     try:
         return RestApi(resolve_endpoint(location, api_endpoint))
     except InvalidFieldError as exc:
-        hint = f"--{exc.field.replace('_', '-')}"  # --location or --api-endpoint
+        hint = location_from if exc.field == "location" else f"--{exc.field.replace('_', '-')}"
         raise click.BadParameter(str(exc), param_hint=hint) from exc
+
+
+def resource_location(name: str, collection: str) -> str:
+    """The location of ``name``, ``projects/P/locations/L/{collection}/ID``; else a usage error.
+
+    Every part is checked, not only the shape: a ``?`` or ``#`` in the ID would reach the service
+    as a query string or be dropped as a URL fragment, and describe another resource.
+    """
+    match = _RESOURCE.fullmatch(name)
+    if match is None or match.group(2) != collection:
+        raise click.BadParameter(
+            f"{name!r} is not projects/PROJECT/locations/LOCATION/{collection}/ID (PROJECT: a "
+            "project ID or number; LOCATION: a region such as us-central1; ID: letters, digits, "
+            "'-' or '_')",
+            param_hint="NAME",
+        )
+    return match.group(1)
 
 
 def dig(value: Any, *path: str, default: Any = None) -> Any:

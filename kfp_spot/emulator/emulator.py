@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
-from kfp_spot import envcache
+from kfp_spot import envcache, machines
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
@@ -28,6 +29,15 @@ if TYPE_CHECKING:
     from kfp_spot.emulator.service import Service
 
 TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+
+def _unusable_database(state_dir: Path, err: sqlite3.DatabaseError) -> str:
+    """Why the state dir's database cannot be used (left as it is), and what to do."""
+    return (
+        f"the state dir {state_dir} holds an emulator database this emulator cannot use "
+        f"({err}): corrupt, or written by another kfp-spot version; it was left untouched: "
+        "move it away or pick another --state-dir"
+    )
 
 
 class EmulatorError(ValueError):
@@ -76,6 +86,12 @@ def _check_capacity(capacity: Any) -> int | dict[str, int] | None:
         for key, value in capacity.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise EmulatorError(f"capacity[{key!r}] must be an integer >= 1, got {value!r}")
+            if key != ANY_MACHINE and machines.machine_type(str(key)) is None:
+                # a misspelt type would limit nothing, and its jobs would run unlimited
+                raise EmulatorError(
+                    f"capacity: {key!r} is not a machine type the emulator knows; give one of "
+                    "kfp_spot/data/machines.csv (e.g. 'n1-standard-4') or '*' for every other one"
+                )
             out[str(key)] = value
         return out
     if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
@@ -194,7 +210,18 @@ class Emulator:
             )
         except StateDirBusyError as err:
             raise EmulatorError(str(err)) from None
-        service.start()
+        except OSError as err:
+            raise EmulatorError(
+                f"cannot use the state dir {self.state_dir}: {err.strerror or err}; "
+                "pick a writable directory"
+            ) from None
+        except sqlite3.DatabaseError as err:
+            raise EmulatorError(_unusable_database(self.state_dir, err)) from None
+        try:
+            service.start()
+        except sqlite3.DatabaseError as err:
+            service.stop()
+            raise EmulatorError(_unusable_database(self.state_dir, err)) from None
         try:
             httpd = EmulatorHTTPServer(
                 (self.host, self.port),

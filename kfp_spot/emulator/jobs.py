@@ -428,7 +428,13 @@ class CustomJobApi:
         """Log text per attempt and replica (the last ``tail`` bytes of each when > 0)."""
         row = self._row(name)
         out: list[dict[str, Any]] = []
-        for att in self.store.attempts(row.id):
+        attempts = self.store.attempts(row.id)
+        if attempt is not None and attempt not in {att.attempt for att in attempts}:
+            had = f"attempts 1..{len(attempts)}" if attempts else "no attempt yet"
+            raise ApiError(
+                "NOT_FOUND", f"{row.name} has no attempt {attempt}: it has {had}", "attempt"
+            )
+        for att in attempts:
             if attempt is not None and att.attempt != attempt:
                 continue
             folder = attempt_log_dir(self.state_dir.path, row.id, att.attempt)

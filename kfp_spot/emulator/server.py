@@ -408,6 +408,9 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         read_timeout: float = READ_TIMEOUT,
         max_body: int = MAX_BODY,
     ) -> None:
+        # Set before binding: a failed bind calls server_close(), which reads them.
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(address, Handler)
         self.service = service
         self.table = table
@@ -417,8 +420,6 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         host = bound.decode() if isinstance(bound, bytes) else str(bound)
         host = f"[{host}]" if ":" in host else host
         service.base_url = f"http://{host}:{port}"
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
         self.date_text = (0, "")  # (second, the Date header's text): see Handler
 
     def process_request(self, request: Any, client_address: Any) -> None:

@@ -114,6 +114,11 @@ def load_records(path: str | os.PathLike[str] | None = None) -> dict[str, ImageR
         return {}
     except (ValueError, KeyError, TypeError) as exc:
         raise ImageRecordsError(f"{path} is not a kfp-spot image records file: {exc}") from exc
+    except OSError as exc:  # e.g. $KFP_SPOT_CONFIG_DIR names a file, or it is unreadable
+        raise ImageRecordsError(
+            f"cannot read the image records {path}: {exc.strerror or exc}; $KFP_SPOT_CONFIG_DIR "
+            "(else $XDG_CONFIG_HOME/kfp-spot) must be a directory"
+        ) from exc
 
 
 @contextlib.contextmanager

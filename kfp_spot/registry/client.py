@@ -101,7 +101,10 @@ def _describe(host: str, exc: requests.RequestException) -> RegistryError:
     try:
         message = response.json()["error"]["message"]
     except (ValueError, KeyError, TypeError):
-        message = response.text.strip()[:500] or response.reason
+        text = " ".join(response.text.split())  # one line, whatever the body holds
+        if text.startswith("<"):  # an HTML error page: not a registry, or a proxy in front
+            text = f"{response.reason} (an HTML page, not a registry's answer)"
+        message = text[:500] or response.reason
     return RegistryError(
         f"registry {host} answered {response.status_code} to {response.request.method} "
         f"{response.url}: {message}"

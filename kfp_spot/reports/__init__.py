@@ -92,9 +92,16 @@ def write_report(run_dir: str | os.PathLike[str]) -> Report:
     """
     run = load_run(run_dir)
     summary = summarize(run)
-    png = render_timeline(
-        run, run.run_dir / PNG_NAME, summary=summary.accounting, regions=summary.regions
-    )
     markdown = run.run_dir / MARKDOWN_NAME
-    fs.atomic_write(str(markdown), render_markdown(run, summary, timeline=PNG_NAME))
+    try:
+        png = render_timeline(
+            run, run.run_dir / PNG_NAME, summary=summary.accounting, regions=summary.regions
+        )
+        fs.atomic_write(str(markdown), render_markdown(run, summary, timeline=PNG_NAME))
+    except OSError as exc:  # e.g. report.md is a directory, or the run dir is read-only
+        raise ReportError(
+            f"cannot write the report into {run.run_dir}: {exc.strerror or exc} "
+            f"({exc.filename2 or exc.filename}); {PNG_NAME} and {MARKDOWN_NAME} there must be "
+            "writable files"
+        ) from exc
     return Report(png=png, markdown=markdown, summary=summary)

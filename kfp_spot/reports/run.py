@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kfp_spot import accounting, checkpoints
+from kfp_spot import accounting, checkpoints, fs
 from kfp_spot.accounting import Attempt, ReplicaLife
 from kfp_spot.checkpoints import AttemptRecord
 
@@ -185,6 +185,32 @@ def read_attempts(checkpoint_uri: str, fallback: Any = None) -> list[AttemptReco
     return records
 
 
+STORAGE_TIMEOUT = 20.0
+"""Seconds a remote checkpoint root may take to answer its first listing (gcsfs's retries of an
+unreachable host take minutes: the report says so instead)."""
+
+
+def _check_reachable(checkpoint_uri: str) -> None:
+    """Refuse, in one line, a remote checkpoint root that does not answer in time.
+
+    Without it every read of the root (steps, attempt records, commits) waits through gcsfs's
+    retries in turn, and the report either fails with a traceback or leaves the checkpoints out.
+    """
+    if not checkpoint_uri or not fs.is_remote(checkpoint_uri):
+        return
+    try:
+        fs.list_names(checkpoint_uri, timeout=STORAGE_TIMEOUT)
+    except FileNotFoundError:
+        return  # nothing written there yet: a report without checkpoints
+    except checkpoints.storage_errors(ValueError) as exc:  # TimeoutError is an OSError
+        reason = str(exc) or type(exc).__name__
+        raise ReportError(
+            f"{RUN_FILE}: checkpoint_uri {checkpoint_uri} cannot be read ({reason}); the report "
+            "needs its checkpoints and attempt records: run it where that storage is reachable "
+            "(and credentials work)"
+        ) from exc
+
+
 def _time(value: Any, where: str) -> float | None:
     try:
         return accounting.parse_time(value, where)
@@ -262,6 +288,7 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
     checkpoint_uri = doc.get("checkpoint_uri") or ""
     if not isinstance(checkpoint_uri, str):
         raise ReportError(f"{RUN_FILE}: 'checkpoint_uri' must be a string")
+    _check_reachable(checkpoint_uri)
     job_regions = doc.get("job_regions") or {}
     if not isinstance(job_regions, dict) or not all(
         isinstance(v, str) for v in job_regions.values()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
+import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -198,3 +201,106 @@ def test_a_failed_jobs_log_command_works_after_the_emulator_stopped(
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("==> attempt 1 workerpool0-0 <==\n"), out.stdout
     assert "step 0\nstep 1\n" in out.stdout  # the replica's own output
+
+
+def test_a_port_in_use_is_one_clear_error_and_frees_the_state_dir(tmp_path, env_cache):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(EmulatorError, match=f"cannot listen on 127.0.0.1:{port}"):
+            Emulator(tmp_path / "state", port=port, env_cache_dir=env_cache).start()
+    with Emulator(tmp_path / "state", env_cache_dir=env_cache):  # the lock was given back
+        pass
+
+
+def _foreign_database(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY)")
+        db.execute("INSERT INTO jobs VALUES ('42')")
+
+
+def test_a_corrupt_database_is_refused_and_left_as_it_was(tmp_path, env_cache):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "emulator.sqlite").write_bytes(b"garbage\n")
+    with pytest.raises(EmulatorError, match=r"cannot use .*move it away or pick another"):
+        Emulator(state, env_cache_dir=env_cache).start()
+    assert (state / "emulator.sqlite").read_bytes() == b"garbage\n"
+
+
+def test_another_versions_database_is_refused_and_keeps_its_rows(tmp_path, env_cache):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    state = tmp_path / "state"
+    state.mkdir()
+    _foreign_database(state / "emulator.sqlite")
+    with pytest.raises(EmulatorError, match="another kfp-spot version"):
+        Emulator(state, env_cache_dir=env_cache).start()
+    with contextlib.closing(sqlite3.connect(state / "emulator.sqlite")) as db:
+        assert db.execute("SELECT id FROM jobs").fetchall() == [("42",)]
+
+
+def test_a_state_dir_that_cannot_be_made_is_one_clear_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = CliRunner().invoke(
+        main, ["emulator", "start", "--state-dir", str(tmp_path / "file" / "state")]
+    )
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("kfp-spot: error: cannot use the state dir ")
+    assert len(result.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://x", "http://h:99999", "http://h:1/v1"])
+def test_an_endpoint_that_is_not_http_host_port_is_a_usage_error(endpoint):
+    result = CliRunner().invoke(
+        main, ["emulator", "jobs"], env={"KFP_SPOT_EMULATOR_ENDPOINT": endpoint}
+    )
+    assert result.exit_code == 2, result.output
+    assert f"{endpoint!r} is not an emulator endpoint; give http://HOST:PORT" in result.output
+    assert len(result.output.splitlines()) == 1
+
+
+def test_a_replica_name_reaches_the_logs_query_as_one_value(emulator):
+    name = f"{PARENT}/customJobs/1"
+    result = CliRunner().invoke(
+        main, ["emulator", "logs", name, "--replica", "x&y=1", "--endpoint", emulator.endpoint]
+    )
+    assert result.exit_code == 1
+    assert "does not exist" in result.output, result.output
+
+
+def test_logs_of_an_attempt_the_job_never_had_is_an_error_not_silence(emulator, make_job, api):
+    status, job = api("POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", make_job())
+    assert status == 200
+    status, err = api("GET", f"{emulator.endpoint}/emulator/v1/{job['name']}/logs?attempt=99")
+    assert status == 404 and f"{job['name']} has no attempt 99" in err["error"]["message"]
+    result = CliRunner().invoke(
+        main, ["emulator", "logs", job["name"], "--attempt", "99", "--endpoint", emulator.endpoint]
+    )
+    assert result.exit_code == 1 and "has no attempt 99: it has " in result.output
+
+
+def test_saved_logs_of_an_attempt_the_job_never_had_is_an_error(tmp_path):
+    folder = tmp_path / "logs" / "123" / "attempt-1"
+    folder.mkdir(parents=True)
+    (folder / "workerpool0-0.log").write_text("step 0\n")
+    args = ["emulator", "logs", "123", "--state-dir", str(tmp_path)]
+    assert CliRunner().invoke(main, args).output == "==> attempt 1 workerpool0-0 <==\nstep 0\n"
+    result = CliRunner().invoke(main, [*args, "--attempt", "2"])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"kfp-spot: error: 123 has no attempt 2 in {tmp_path}: it has attempts 1..1\n"
+    )
+
+
+def test_a_misspelt_machine_type_in_capacity_is_refused(tmp_path):
+    from kfp_spot.emulator import Emulator, EmulatorError
+
+    with pytest.raises(EmulatorError, match="'n1-standrad-4' is not a machine type"):
+        Emulator(tmp_path / "state", capacity={"n1-standrad-4": 2, "*": 1})
+    Emulator(tmp_path / "state", capacity={"n1-standard-4": 2, "*": 1})  # known types: taken

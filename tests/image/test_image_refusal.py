@@ -220,3 +220,15 @@ def test_a_record_of_an_unknown_kind_is_a_corrupt_records_file(records_dir):
     result = CliRunner().invoke(main, ["image", "list"])
     assert result.exit_code == 1
     assert "images.json is not a kfp-spot image records file" in result.output
+
+
+def test_a_config_dir_that_is_a_file_is_named_not_a_traceback(records_dir):
+    records_dir.parent.mkdir(parents=True, exist_ok=True)
+    records_dir.write_text("")  # $KFP_SPOT_CONFIG_DIR names a file
+    for args in (["image", "list"], ["submit", str(COMMITTED), *SUBMIT]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith(
+            f"kfp-spot: error: cannot read the image records {records_dir / 'images.json'}: "
+            "Not a directory; $KFP_SPOT_CONFIG_DIR"
+        ), result.output

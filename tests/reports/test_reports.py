@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import re
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,6 +310,50 @@ def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("kfp-spot: error:")]
     assert len(errors) == 1
+    assert not (tmp_path / "report.md").exists()
+
+
+@pytest.mark.parametrize("blocked", ["report.png", "report.md"])
+def test_a_report_file_that_cannot_be_written_is_one_clear_error(tmp_path: Path, blocked):
+    (tmp_path / "run.json").write_text(json.dumps({"outcome": "PIPELINE_FAILED"}))
+    (tmp_path / blocked).mkdir()
+    (tmp_path / blocked / "kept.txt").write_text("mine")
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("kfp-spot: error:")]
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"kfp-spot: error: cannot write the report into {tmp_path}: Is a directory "
+        f"({tmp_path / blocked}); report.png and report.md there must be writable files"
+    )
+    assert (tmp_path / blocked / "kept.txt").read_text() == "mine"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file
+
+
+def test_an_unreachable_checkpoint_root_is_one_error_within_its_bound(tmp_path, monkeypatch):
+    import gcsfs
+
+    import kfp_spot.reports.run
+
+    with socket.socket() as sock:  # a port nothing listens on once the block ends
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{closed}")
+    monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    monkeypatch.setattr(kfp_spot.reports.run, "STORAGE_TIMEOUT", 2.0)  # not the real 20 s
+    gcsfs.GCSFileSystem.clear_instance_cache()
+    uri = "gs://kfp-spot-test/run/checkpoints"
+    (tmp_path / "run.json").write_text(json.dumps({"outcome": "SUCCEEDED", "checkpoint_uri": uri}))
+    try:
+        start = time.monotonic()
+        result = CliRunner().invoke(main, ["report", str(tmp_path)])
+        elapsed = time.monotonic() - start
+    finally:
+        gcsfs.GCSFileSystem.clear_instance_cache()
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("kfp-spot: error:")]
+    assert len(errors) == 1 and f"checkpoint_uri {uri} cannot be read" in errors[0]
+    assert elapsed < 2.0 + 15, elapsed  # its own bound, not gcsfs's minutes of retries
     assert not (tmp_path / "report.md").exists()
 
 
