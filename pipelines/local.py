@@ -40,6 +40,7 @@ from kfp_spot import checkpoints, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
+from kfp_spot.packaging.sources import LOCAL_RUNS_DIR
 from kfp_spot.pipelines.local_arguments import (
     LocalRunError,
     check_run_options,
@@ -124,7 +125,7 @@ RUN_DIR_WRITES = ("job", "logs", "staging", "report.md", "report.png")
 
 def default_run_dir() -> Path:
     """``kfp-spot-runs/<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``, ... when that one exists."""
-    base = Path("kfp-spot-runs") / time.strftime("%Y%m%d-%H%M%S")
+    base = Path(LOCAL_RUNS_DIR) / time.strftime("%Y%m%d-%H%M%S")
     path, n = base, 1
     while path.exists():
         n += 1

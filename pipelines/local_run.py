@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kfp_spot.packaging.sources import LOCAL_RUNS_DIR
 from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
 from kfp_spot.pipelines.local_result import (
@@ -276,20 +277,26 @@ def _holds(directory: Path, module: str) -> bool:
 
 
 def _check_outside(run_dir: Path, source: str | Path) -> None:
-    """Refuse a run directory inside (or being) the source directory.
+    """Refuse a run directory inside (or being) the source directory, but in its runs folder.
 
     The run would write its emulator, checkpoints and report among the package's files, which
-    the next run's package would then hold.
+    the next run's package would then hold. The source's own ``kfp-spot-runs/`` (where
+    ``kfp-spot run --source .`` puts its runs by default) is never packaged, so a run there is
+    fine.
 
     Raises:
         LocalRunError: naming both.
     """
     tree, target = Path(source).resolve(), run_dir.resolve()
-    if tree.is_dir() and (target == tree or tree in target.parents):
-        raise LocalRunError(
-            f"run_dir: {run_dir} is inside the training source {source}: the run's files would "
-            "be packaged with it; give a directory outside the source (--run-dir)"
-        )
+    if not tree.is_dir() or not (target == tree or tree in target.parents):
+        return
+    if (tree / LOCAL_RUNS_DIR) in target.parents:
+        return
+    raise LocalRunError(
+        f"run_dir: {run_dir} is inside the training source {source}: the run's files would be "
+        f"packaged with it; give a directory outside the source or under its {LOCAL_RUNS_DIR}/, "
+        "which is never packaged (--run-dir)"
+    )
 
 
 def run_local(

@@ -331,7 +331,7 @@ def test_a_run_directory_holding_files_a_run_writes_is_refused_and_left_as_it_wa
     assert (run_dir / "report.md").read_text() == "my notes"
 
 
-@pytest.mark.parametrize("inside", [".", "runs/1"])
+@pytest.mark.parametrize("inside", [".", "runs/1", "kfp-spot-runs"])
 def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, inside):
     source = tmp_path / "src"
     shutil.copytree(regressor, source)
@@ -340,7 +340,8 @@ def test_a_run_directory_inside_the_source_is_refused(tmp_path, regressor, insid
         local_run.run_local(source / inside, source=source, progress=None)
     assert str(info.value) == (
         f"run_dir: {source / inside} is inside the training source {source}: the run's files "
-        "would be packaged with it; give a directory outside the source (--run-dir)"
+        "would be packaged with it; give a directory outside the source or under its "
+        "kfp-spot-runs/, which is never packaged (--run-dir)"
     )
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
 

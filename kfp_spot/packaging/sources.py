@@ -54,7 +54,11 @@ _IGNORED_NAMES = {
     ".ipynb_checkpoints",
     ".DS_Store",
 }
-_IGNORED_TOP_LEVEL = {"build", "dist"}
+LOCAL_RUNS_DIR = "kfp-spot-runs"
+"""Where ``kfp-spot run`` puts its run directories by default (in the working directory)."""
+# Never part of a package at its top: build outputs, and the local runs of `kfp-spot run --source .`
+# (their checkpoints, emulator state and logs; gigabytes the copy would carry into every build).
+_IGNORED_TOP_LEVEL = {"build", "dist", LOCAL_RUNS_DIR}
 _IGNORED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 _DIST_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 

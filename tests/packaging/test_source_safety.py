@@ -192,3 +192,18 @@ def test_too_many_members_are_refused(tmp_path, staging, monkeypatch):
             zf.writestr(name, payload)
     with pytest.raises(SourceError, match=r"many-1.zip expands to 13 members"):
         prepare_package(str(zipped), str(staging))
+
+
+def test_the_local_runs_folder_is_never_packaged(tmp_path, secret):
+    # `cd project && kfp-spot run --source .` keeps its runs in ./kfp-spot-runs/: checkpoints,
+    # emulator state and logs that must not reach the package (nor be copied or looked at).
+    project = write_project(tmp_path / "src")
+    plain = prepare_package(str(project), str(tmp_path / "stage-plain"))
+    runs = project / sources.LOCAL_RUNS_DIR / "20261201-120000"
+    (runs / "job" / "checkpoints" / "step-1").mkdir(parents=True)
+    (runs / "job" / "checkpoints" / "step-1" / "weights.bin").write_bytes(b"\0" * 4096)
+    (runs / "link").symlink_to(secret)  # a link leaving the tree: refused anywhere else
+    with_runs = prepare_package(str(project), str(tmp_path / "stage-runs"))
+    with tarfile.open(with_runs.uri) as tf:
+        assert not any(sources.LOCAL_RUNS_DIR in n for n in tf.getnames())
+    assert with_runs.sha256 == plain.sha256  # the same package, byte for byte
