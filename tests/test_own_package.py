@@ -8,6 +8,7 @@ pyproject.toml, and an evaluate() that returns ``mse``, no ``accuracy``.
 
 import contextlib
 import json
+import os
 import queue
 import re
 import shutil
@@ -723,9 +724,15 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
     proc.send_signal(signal.SIGINT)
     try:
         assert proc.wait(timeout=120) == 1
+    except subprocess.TimeoutExpired:  # say where it stood: the logs go with the tmp dir
+        logs = run_dir / "logs"
+        tails = {p.name: p.read_text()[-3000:] for p in sorted(logs.glob("*.log"))}
+        while not lines.empty():
+            seen.append(lines.get_nowait())
+        pytest.fail(f"still running 120 s after SIGINT; stderr: {seen[-20:]}; logs: {tails}")
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the tasks and replicas too
     launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
     assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
     assert _processes_naming(str(run_dir)) == []  # no task, no replica left behind
