@@ -228,12 +228,9 @@ def test_international_lowercase_labels_pass_as_on_vertex_and_uppercase_ones_do_
     assert info.value.field == "labels.équipe"
 
 
-@pytest.mark.parametrize(
-    "image", ["not an image", "gcr.io/My-Project/Trainer:1", "us-docker.pkg.dev/p/r/img:", "IMG"]
-)
-def test_an_image_no_registry_could_serve_is_refused_on_create(image):
-    """A malformed reference cannot be pulled: refused before any VM starts, naming the field."""
-    spec = job(
+def container_job(image: str):
+    """A one-pool job running ``image`` (a custom container)."""
+    return job(
         pools=[
             WorkerPoolSpec(
                 machine_spec=MachineSpec(machine_type="n1-standard-4"),
@@ -242,6 +239,14 @@ def test_an_image_no_registry_could_serve_is_refused_on_create(image):
             )
         ]
     )
+
+
+@pytest.mark.parametrize(
+    "image", ["not an image", "gcr.io/My-Project/Trainer:1", "us-docker.pkg.dev/p/r/img:", "IMG"]
+)
+def test_an_image_no_registry_could_serve_is_refused_on_create(image):
+    """A malformed reference cannot be pulled: refused before any VM starts, naming the field."""
+    spec = container_job(image)
     for validate in (validate_custom_job, validate_for_submission):
         with pytest.raises(InvalidJobSpecError) as info:
             validate(spec)
@@ -254,15 +259,7 @@ def test_an_image_no_registry_could_serve_is_refused_on_create(image):
     ["python:3.11", "us-docker.pkg.dev/p/r/trainer:1", "localhost:5000/a/b@sha256:" + "a" * 64],
 )
 def test_image_references_of_any_registry_pass(image):
-    spec = job(
-        pools=[
-            WorkerPoolSpec(
-                machine_spec=MachineSpec(machine_type="n1-standard-4"),
-                replica_count=1,
-                container_spec=ContainerSpec(image_uri=image),
-            )
-        ]
-    )
+    spec = container_job(image)
     validate_custom_job(spec)
 
 
