@@ -16,32 +16,60 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import subprocess
+import threading
+from typing import IO
 
 from kfp_spot.pipelines.local_patch import Standin
 
 TASK_STOP_SECONDS = 30.0
 """Seconds an interrupted task gets to stop on SIGTERM (the launch cancels its job), then a kill."""
+SIGNAL_CHECK_SECONDS = 0.2
+"""How often the run's main thread looks for an interrupt while it waits for a task's output."""
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
-    """SIGTERM, drain its output (a full pipe would block it) with a bound, then kill."""
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    """Copy ``stream``'s lines into ``lines``, then ``None`` at its end."""
+    with contextlib.suppress(ValueError, OSError):  # closed under us: the task was stopped
+        for line in iter(stream.readline, ""):
+            lines.put(line)
+    lines.put(None)
+
+
+def _print_pending(lines: queue.Queue[str | None]) -> None:
+    with contextlib.suppress(queue.Empty):
+        while (line := lines.get_nowait()) is not None:
+            print(line, end="")
+
+
+def _stop(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    """Stop an interrupted task: SIGTERM, a bounded wait, then a kill.
+
+    Its output is still drained meanwhile (a full pipe would block it), and shown.
+    """
     try:
         process.terminate()
-        with contextlib.suppress(ValueError, OSError):  # its output pipe is already closed
-            out, _ = process.communicate(timeout=TASK_STOP_SECONDS)
-            if out:
-                print(out, end="")
+        process.wait(timeout=TASK_STOP_SECONDS)
     except subprocess.TimeoutExpired:
         pass
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+        _print_pending(lines)
 
 
 def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
-    """kfp.local's ``run_local_subprocess``, ending the task when the run is interrupted."""
+    """kfp.local's ``run_local_subprocess``, ending the task when the run is interrupted.
+
+    The task's output is read by a thread of its own; the main thread waits for each line with a
+    timeout. An interrupt is delivered to whichever thread of the process the kernel picks (the
+    emulator, the progress display and the drill run threads here): a main thread blocked in a
+    read of the pipe never saw one that another thread took, and a launch printing nothing for
+    minutes kept running. Waiting in short slices, it acts on the interrupt within
+    ``SIGNAL_CHECK_SECONDS``.
+    """
     env = {**os.environ, **env_vars} if env_vars else None
     process = subprocess.Popen(
         full_command,
@@ -51,19 +79,30 @@ def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | No
         bufsize=1,
         env=env,
     )
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    reader = threading.Thread(
+        target=_pump, args=(process.stdout, lines), name="kfp-spot-task-output", daemon=True
+    )
+    reader.start()
     status = None
     try:
-        assert process.stdout is not None
-        for line in iter(process.stdout.readline, ""):
+        while True:
+            try:
+                line = lines.get(timeout=SIGNAL_CHECK_SECONDS)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
             print(line, end="")
         print("\n")  # as kfp.local: sets the end of the task's output apart
         status = process.wait()
         return status
     finally:
         if status is None:  # interrupted (Ctrl-C above all): the task must not outlive the run
-            _stop(process)
-        if process.stdout is not None:
-            process.stdout.close()
+            _stop(process, lines)
+        reader.join(timeout=TASK_STOP_SECONDS)
+        process.stdout.close()
 
 
 _STANDIN = Standin(

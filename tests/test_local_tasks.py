@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import inspect
 import re
+import signal
+import sys
+import threading
 
+import pytest
 from kfp.local import subprocess_task_handler
 
 from kfp_spot.pipelines import local_tasks
@@ -31,3 +35,35 @@ def test_the_stand_in_is_in_place_only_while_a_run_is_active():
             assert subprocess_task_handler.run_local_subprocess is local_tasks._run_local_subprocess
         assert subprocess_task_handler.run_local_subprocess is local_tasks._run_local_subprocess
     assert subprocess_task_handler.run_local_subprocess is original
+
+
+def test_an_interrupt_another_thread_takes_stops_a_task_that_prints_nothing(tmp_path):
+    # The kernel hands a signal sent to the process to any of its threads. One taken by another
+    # thread (the emulator's, the progress display's) must still stop a task that is silent.
+    started, ran_out = tmp_path / "started", tmp_path / "ran-out"
+    script = (
+        "import pathlib, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
+        f"pathlib.Path({str(started)!r}).write_text('x')\n"
+        "time.sleep(60)\n"  # silent: no line for the main thread to wake up on
+        f"pathlib.Path({str(ran_out)!r}).write_text('x')\n"
+    )
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    gone = threading.Event()
+
+    def interrupt_from_another_thread() -> None:
+        while not started.exists() and not gone.wait(0.05):
+            pass
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread takes it
+
+    other = threading.Thread(target=interrupt_from_another_thread)
+    try:
+        with local_tasks.tasks_end_with_the_run():
+            other.start()
+            with pytest.raises(KeyboardInterrupt):
+                subprocess_task_handler.run_local_subprocess([sys.executable, "-c", script])
+        assert not ran_out.exists()  # stopped by the interrupt, not left to run to its end
+    finally:
+        gone.set()
+        other.join()
+        signal.signal(signal.SIGINT, previous)
