@@ -43,10 +43,10 @@ def _print_pending(lines: queue.Queue[str | None]) -> None:
             print(line, end="")
 
 
-def _stop(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+def _stop(process: subprocess.Popen[str]) -> None:
     """Stop an interrupted task: SIGTERM, a bounded wait, then a kill.
 
-    Its output is still drained meanwhile (a full pipe would block it), and shown.
+    Its output is still drained meanwhile by the reader thread (a full pipe would block it).
     """
     try:
         process.terminate()
@@ -57,7 +57,6 @@ def _stop(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> Non
         if process.poll() is None:
             process.kill()
             process.wait()
-        _print_pending(lines)
 
 
 def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
@@ -100,8 +99,9 @@ def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | No
         return status
     finally:
         if status is None:  # interrupted (Ctrl-C above all): the task must not outlive the run
-            _stop(process, lines)
-        reader.join(timeout=TASK_STOP_SECONDS)
+            _stop(process)
+            reader.join(timeout=TASK_STOP_SECONDS)  # to the end of its output: how it stopped
+            _print_pending(lines)
         process.stdout.close()
 
 

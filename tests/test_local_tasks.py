@@ -37,13 +37,16 @@ def test_the_stand_in_is_in_place_only_while_a_run_is_active():
     assert subprocess_task_handler.run_local_subprocess is original
 
 
-def test_an_interrupt_another_thread_takes_stops_a_task_that_prints_nothing(tmp_path):
+def test_an_interrupt_another_thread_takes_stops_a_task_that_prints_nothing(tmp_path, capsys):
     # The kernel hands a signal sent to the process to any of its threads. One taken by another
     # thread (the emulator's, the progress display's) must still stop a task that is silent.
     started, ran_out = tmp_path / "started", tmp_path / "ran-out"
     script = (
         "import pathlib, signal, sys, time\n"
-        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
+        "def stop(*_):\n"
+        "    print('stopped on SIGTERM', flush=True)\n"
+        "    sys.exit(143)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
         f"pathlib.Path({str(started)!r}).write_text('x')\n"
         "time.sleep(60)\n"  # silent: no line for the main thread to wake up on
         f"pathlib.Path({str(ran_out)!r}).write_text('x')\n"
@@ -63,6 +66,7 @@ def test_an_interrupt_another_thread_takes_stops_a_task_that_prints_nothing(tmp_
             with pytest.raises(KeyboardInterrupt):
                 subprocess_task_handler.run_local_subprocess([sys.executable, "-c", script])
         assert not ran_out.exists()  # stopped by the interrupt, not left to run to its end
+        assert "stopped on SIGTERM" in capsys.readouterr().out  # its last words are in its log
     finally:
         gone.set()
         other.join()
