@@ -711,6 +711,9 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # not this test's group: the signal below reaches only the run
+        # As from a terminal: a suite started in the background (`cmd &` in a script) ignores
+        # SIGINT, and an ignored disposition is inherited, so the run would never see it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)
