@@ -42,9 +42,11 @@ from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.packaging.sources import LOCAL_RUNS_DIR
 from kfp_spot.pipelines.local_arguments import (
+    ENDPOINT_STAND_IN,
     LocalRunError,
     check_run_options,
     check_runs_locally,
+    check_tasks,
     check_types,
     check_values,
     load,
@@ -249,7 +251,8 @@ def run(
         if "location" in pipeline.component_spec.inputs:
             arguments.setdefault("location", arguments["regions"][0])
     run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
-    _arguments(pipeline, arguments or {}, run_dir, "")  # refuse bad arguments before starting
+    # Refuse bad arguments, and what a launch or an evaluation task would refuse, before starting.
+    check_tasks(pipeline, _arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
     _check_unused(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)

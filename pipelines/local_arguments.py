@@ -295,3 +295,26 @@ def check_run_options(preemptions: Any, grace_period: Any) -> None:
             f"grace_period: must be a number of seconds >= 0 (SIGTERM to SIGKILL), got "
             f"{grace_period!r}"
         )
+
+
+# Where the emulator will listen, for the checks made before it starts (never contacted).
+ENDPOINT_STAND_IN = "http://127.0.0.1:8080"
+
+
+def check_tasks(pipeline: Any, arguments: Mapping[str, Any]) -> None:
+    """The pipeline's launch and evaluate tasks, checked with ``arguments`` as the run would.
+
+    Before anything starts: a launch input the launcher (or the emulator) would refuse, or an
+    evaluation input it would read only after the training, fails here, not after packaging.
+
+    Raises:
+        LocalRunError: naming the task and the input.
+    """
+    from google.protobuf import json_format
+
+    from kfp_spot.jobs.template import TemplateTaskError, check_local_launches
+
+    try:
+        check_local_launches(json_format.MessageToDict(pipeline.pipeline_spec), arguments)
+    except TemplateTaskError as exc:
+        raise LocalRunError(str(exc)) from None

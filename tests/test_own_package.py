@@ -246,6 +246,65 @@ def test_a_bad_gate_stops_the_run_before_anything_starts(tmp_path, regressor):
     assert not (tmp_path / "run").exists()  # no emulator, no package, no training
 
 
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        (
+            "replica_count=0",
+            "task 'launch-spot-job': launch_spot_job input 'replica_count': must be >= 1",
+        ),
+        (  # the emulator runs only the machine types it knows: it would refuse the job's create
+            "machine_type=n1-standrd-4",
+            "task 'launch-spot-job': launch_spot_job input 'machine_type': 'n1-standrd-4' is not "
+            "a known machine type; valid types include n1-standard-4",
+        ),
+        (
+            "fallback_after=-1",
+            "task 'launch-spot-job': launch_spot_job input 'fallback_after'",
+        ),
+        (
+            'region_buckets={"us-central1": "not a bucket"}',
+            "task 'launch-spot-job': launch_spot_job input 'region_buckets'",
+        ),
+    ],
+)
+def test_a_launch_input_the_launcher_would_refuse_stops_the_run_before_anything_starts(
+    tmp_path, regressor, param, message
+):
+    # found before packaging and training, not once the run reached the launch task
+    result = CliRunner().invoke(
+        cli_main,
+        [
+            *("run", "--source", str(regressor), "--run-dir", str(tmp_path / "run")),
+            *("--param", param),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output and "warning" not in result.output
+    assert not (tmp_path / "run").exists()  # no emulator, no package, no training
+
+
+def test_a_launch_input_baked_into_your_own_pipeline_is_checked_before_the_run(tmp_path):
+    @dsl.pipeline
+    def mine(source: str, api_endpoint: str = "", base_output_directory: str = ""):
+        package = COMPONENTS["prepare_package"](source=source)
+        COMPONENTS["launch_spot_job"](
+            project="local-project",
+            location="us-central1",
+            package=package.outputs["package"],
+            replica_count=1,
+            timeout="-5s",
+            base_output_directory=base_output_directory,
+            api_endpoint=api_endpoint,
+        )
+
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(mine, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
+    assert str(info.value).startswith("task 'launch-spot-job': launch_spot_job input 'timeout'")
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
     with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
         local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})

@@ -25,6 +25,7 @@ inputs would replay the earlier outcome without training. An evaluate_checkpoint
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -168,15 +169,38 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def check_launch_task(task: LaunchTask, *, project: str, location: str) -> None:
+@contextlib.contextmanager
+def _quiet(quiet: bool) -> Iterator[None]:
+    """What the launcher's checks print (notes on the image or the machine type), held back.
+
+    A local run shows those notes itself, once; checked for a submission they are the user's.
+    """
+    if not quiet:
+        yield
+        return
+    with contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def check_launch_task(
+    task: LaunchTask, *, project: str, location: str, local: bool = False
+) -> None:
     """Check one launch task as the launcher would on Vertex AI (nothing is sent or read).
+
+    Args:
+        task: the task.
+        project: what GCPC's project placeholder becomes.
+        location: what GCPC's location placeholder becomes.
+        local: check it as a local run's launch, against the local emulator (its endpoint is
+            the emulator's, its rules the emulator's); else as Vertex AI Pipelines runs it.
 
     Raises:
         TemplateTaskError: naming the task and the input, in the launcher's words.
     """
     from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.inputs import input_for_field
     from kfp_spot.jobs.spec import build_custom_job
-    from kfp_spot.vertex import VERTEX_AI
+    from kfp_spot.vertex import EMULATOR, VERTEX_AI, InvalidJobSpecError, validate_custom_job
     from kfp_spot.vertex.client import is_emulator_endpoint
 
     fills = {
@@ -194,7 +218,7 @@ def check_launch_task(task: LaunchTask, *, project: str, location: str) -> None:
             emulator = is_emulator_endpoint(endpoint)
         except InvalidFieldError as exc:
             raise LaunchInputError(exc.field, exc.reason) from None
-        if emulator:
+        if emulator and not local:
             raise LaunchInputError(
                 "api_endpoint",
                 f"{endpoint!r} is the local emulator, which a task on Vertex AI Pipelines cannot "
@@ -208,10 +232,18 @@ def check_launch_task(task: LaunchTask, *, project: str, location: str) -> None:
         name = task.path.rsplit("/", 1)[-1]
         inputs["checkpoint"] = SimpleNamespace(uri=f"{_RUN_TIME_ROOT}/{name}/checkpoint")
         inputs["gcp_resources"] = f"{_RUN_TIME_ROOT}/{name}/gcp_resources"
-        with _environment(task.env):
+        with _environment(task.env), _quiet(local):
             request = build_request(**inputs)
             request.inputs.base_output_directory = request.base_output_directory
-            build_custom_job(request.inputs, target=VERTEX_AI)
+            job = build_custom_job(request.inputs, target=EMULATOR if local else VERTEX_AI)
+            if local:  # the emulator's own rules: it runs only the machine types it knows
+                try:
+                    validate_custom_job(job)
+                except InvalidJobSpecError as exc:
+                    raise LaunchInputError(
+                        input_for_field(exc.field, request.inputs),
+                        f"{exc.message} (CustomJob field {exc.field})",
+                    ) from None
     except LaunchInputError as exc:
         raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
 
@@ -305,3 +337,27 @@ def check_template_launches(
                     f"leave {name} unset to follow the pipeline's"
                 )
     return warnings
+
+
+def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """Check a local run's launch and evaluate tasks before it starts, against the emulator.
+
+    As :func:`check_template_launches` does for a submission, with the local emulator's rules.
+
+    A value the launcher would refuse (``replica_count=0``, a misspelt machine type, a bad gate)
+    is refused before the run packages the source and trains, not when it reaches that task.
+
+    Args:
+        spec: the compiled pipeline spec.
+        arguments: the run's parameter values, ``api_endpoint`` the emulator's.
+
+    Raises:
+        TemplateTaskError: the first task the run would fail at, and why.
+    """
+    from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
+
+    for task in launch_tasks(spec, arguments):
+        if task.call == EVALUATE_CALL:
+            check_evaluate_task(task)
+        elif not any(v is _UNKNOWN for v in task.parameters.values()):
+            check_launch_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)
