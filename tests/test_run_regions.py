@@ -59,18 +59,17 @@ def test_a_run_fails_over_to_the_next_region_and_resumes_from_its_checkpoint(tmp
     assert metrics["regions_used"] == 2 and metrics["failovers"] == 1
 
 
-def test_a_regions_parameter_that_is_not_names_fails_the_launch_and_keeps_the_record(tmp_path):
-    # --param regions=[1,2]: the launch component refuses it (naming the input); the run still
-    # ends with its summary and a run record the report can read.
-    result = local_run.run_local(
-        tmp_path / "run", parameters={"regions": [1, 2]}, preemptions=0, progress=None
+def test_a_regions_parameter_that_is_not_names_is_refused_before_the_run(tmp_path):
+    # --param regions=[1,2]: the launch component would refuse it (naming the input) once the run
+    # reached it; the run checks its launch first and refuses it before anything starts.
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(
+            tmp_path / "run", parameters={"regions": [1, 2]}, preemptions=0, progress=None
+        )
+    assert str(info.value).startswith(
+        "task 'launch-spot-job': launch_spot_job input 'regions': expected a list of strings"
     )
-    assert not result.succeeded and result.job_names == []
-    log = (tmp_path / "run" / "logs" / "launch-spot-job.log").read_text()
-    assert "launch_spot_job input 'regions': expected a list of strings" in log
-    doc = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert doc["regions"] == []
-    assert (tmp_path / "run" / "report.md").is_file()
+    assert not (tmp_path / "run").exists()
 
 
 def _pipeline_with_regions():
