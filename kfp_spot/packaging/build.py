@@ -1,7 +1,8 @@
 """PEP 517 builds with ``build`` and the re-packing that makes them byte-reproducible.
 
-``python -m build`` makes the sdist, then a wheel from that sdist (as pip would on the training
-VM), so a file missing from the sdist fails here and not in a paid job. Timestamps, owners and
+``build`` (PyPA's frontend, as ``python -m build`` runs it) makes the sdist, then a wheel from that
+sdist (as pip would on the training VM), so a file missing from the sdist fails here and not in a
+paid job. Timestamps, owners and
 entry order in the archives come from the file system and the clock; :func:`normalize_sdist` and
 :func:`normalize_wheel` rewrite them so the same source always gives the same bytes and therefore
 the same sha256.
@@ -27,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -145,38 +147,11 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
         if cached is not None:
             log.info("the same source was built before with the same tools: %s", key)
             return cached
-    cmd = [sys.executable, "-m", "build", "--outdir", str(outdir)]
-    if not unmet:
-        # Everything the backend declares is installed: no network, and no dependency-check
-        # hooks (two extra interpreter start-ups per build; a backend missing something at build
-        # time still fails, with its own message in the error).
-        cmd += ["--no-isolation", "--skip-dependency-check"]
-    cmd.append(str(project))
-    env = dict(os.environ, SOURCE_DATE_EPOCH=str(SOURCE_DATE_EPOCH), PYTHONHASHSEED="0")
-    try:
-        proc = subprocess.run(
-            cmd,
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=_BUILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip().splitlines()
-        hint = ""
-        if unmet:
-            hint = (
-                f" The build backend needs {', '.join(unmet)}, which is not installed here, so "
-                "the build ran isolated and needed the package index; install it to build "
-                "offline."
-            )
-        raise BuildError(
-            "source",
-            f"`python -m build` failed (exit {proc.returncode}).{hint}\n" + "\n".join(output[-30:]),
-        )
+    env = {"SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH), "PYTHONHASHSEED": "0"}
+    if unmet:
+        _build_isolated(project, outdir, env, unmet)
+    else:
+        _build_here(project, outdir, env)
     sdists = sorted(outdir.glob("*.tar.gz"))
     wheels = sorted(outdir.glob("*.whl"))
     if len(sdists) != 1 or len(wheels) != 1:
@@ -189,6 +164,85 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
     if cache_dir is not None and key:
         _store_build(cache_dir / "builds", key, built)
     return built
+
+
+def _build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: list[str]) -> None:
+    """``python -m build``: an isolated environment with the backend from the package index."""
+    cmd = [sys.executable, "-m", "build", "--outdir", str(outdir), str(project)]
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=project,
+            env=dict(os.environ, **env),
+            capture_output=True,
+            text=True,
+            timeout=_BUILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        output = (proc.stdout + proc.stderr).strip().splitlines()
+        raise BuildError(
+            "source",
+            f"the build failed (`python -m build`, exit {proc.returncode}). The build backend "
+            f"needs {', '.join(unmet)}, which is not installed here, so the build ran isolated "
+            "and needed the package index; install it to build offline.\n"
+            + "\n".join(output[-30:]),
+        )
+
+
+def _build_here(project: Path, outdir: Path, env: dict[str, str]) -> None:
+    """The sdist, then a wheel from it, with the backend installed here (no network).
+
+    What ``python -m build --no-isolation --skip-dependency-check`` does, without starting an
+    interpreter for the frontend: each backend hook still runs in a fresh process of its own
+    (PEP 517), and no dependency-check hook runs (a backend missing something at build time
+    still fails, with its own message in the error).
+    """
+    import build as pypa_build
+
+    def run_hook(
+        cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
+    ) -> None:
+        try:
+            proc = subprocess.run(
+                list(cmd),
+                cwd=cwd,
+                env={**os.environ, **env, **(extra_environ or {})},
+                capture_output=True,
+                text=True,
+                timeout=_BUILD_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
+        if proc.returncode != 0:
+            output = (proc.stdout + proc.stderr).strip().splitlines()
+            hook = Path(cmd[-2]).name if len(cmd) >= 2 else "hook"
+            raise BuildError(
+                "source",
+                f"the build failed (the build backend's {hook} hook, exit {proc.returncode})\n"
+                + "\n".join(output[-30:]),
+            )
+
+    try:
+        sdist = Path(pypa_build.ProjectBuilder(project, runner=run_hook).build("sdist", outdir))
+        with tempfile.TemporaryDirectory(prefix="kfp-spot-sdist-") as tmp:
+            with tarfile.open(sdist) as archive:
+                archive.extractall(tmp, filter="data")
+            tops = [p for p in Path(tmp).iterdir() if p.is_dir()]
+            if len(tops) != 1:
+                raise BuildError(
+                    "source", f"the sdist {sdist.name} does not hold one top-level directory"
+                )
+            pypa_build.ProjectBuilder(tops[0], runner=run_hook).build("wheel", outdir)
+    except pypa_build.BuildBackendException as exc:  # a hook failed; ours says how
+        if isinstance(exc.exception, BuildError):
+            raise exc.exception from None
+        raise BuildError("source", f"the build failed: {exc}") from None
+    except pypa_build.BuildException as exc:  # the frontend's: e.g. an unreadable build table
+        raise BuildError("source", f"the build failed: {exc}") from None
+    except (tarfile.TarError, OSError) as exc:
+        raise BuildError("source", f"the build's sdist cannot be unpacked: {exc}") from None
 
 
 def build_key(project: Path, requires: list[str]) -> str:

@@ -145,7 +145,8 @@ def test_invalid_pyproject(project, staging):
 
 def test_build_failure_shows_the_build_output(project, staging):
     (project / "setup.py").write_text("raise SystemExit('setup.py refuses to run')\n")
-    with pytest.raises(BuildError, match=r"(?s)`python -m build` failed.*refuses to run"):
+    hook_failed = r"the build failed \(the build backend's build_sdist hook, exit 1\)"
+    with pytest.raises(BuildError, match=rf"(?s){hook_failed}.*refuses to run"):
         prepare_package(str(project), str(staging))
 
 
