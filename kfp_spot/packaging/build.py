@@ -166,14 +166,19 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
     return built
 
 
-def _build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: list[str]) -> None:
-    """``python -m build``: an isolated environment with the backend from the package index."""
-    cmd = [sys.executable, "-m", "build", "--outdir", str(outdir), str(project)]
+def _run_step(
+    cmd: Sequence[str], cwd: Path | str | None, env: Mapping[str, str], what: str
+) -> None:
+    """Run one step of a build with ``env`` added, bounded; a failure ends with its output.
+
+    Raises:
+        BuildError: the step failed (``what`` says which, and its exit status) or timed out.
+    """
     try:
         proc = subprocess.run(
-            cmd,
-            cwd=project,
-            env=dict(os.environ, **env),
+            list(cmd),
+            cwd=cwd,
+            env={**os.environ, **env},
             capture_output=True,
             text=True,
             timeout=_BUILD_TIMEOUT_S,
@@ -184,11 +189,19 @@ def _build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: lis
         output = (proc.stdout + proc.stderr).strip().splitlines()
         raise BuildError(
             "source",
-            f"the build failed (`python -m build`, exit {proc.returncode}). The build backend "
-            f"needs {', '.join(unmet)}, which is not installed here, so the build ran isolated "
-            "and needed the package index; install it to build offline.\n"
-            + "\n".join(output[-30:]),
+            f"the build failed ({what}, exit {proc.returncode})\n" + "\n".join(output[-30:]),
         )
+
+
+def _build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: list[str]) -> None:
+    """``python -m build``: an isolated environment with the backend from the package index."""
+    what = (
+        f"`python -m build`; the build backend needs {', '.join(unmet)}, which is not installed "
+        "here, so the build ran isolated and needed the package index: install it to build "
+        "offline"
+    )
+    cmd = [sys.executable, "-m", "build", "--outdir", str(outdir), str(project)]
+    _run_step(cmd, project, env, what)
 
 
 def _build_here(project: Path, outdir: Path, env: dict[str, str]) -> None:
@@ -204,45 +217,36 @@ def _build_here(project: Path, outdir: Path, env: dict[str, str]) -> None:
     def run_hook(
         cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
     ) -> None:
-        try:
-            proc = subprocess.run(
-                list(cmd),
-                cwd=cwd,
-                env={**os.environ, **env, **(extra_environ or {})},
-                capture_output=True,
-                text=True,
-                timeout=_BUILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
-        if proc.returncode != 0:
-            output = (proc.stdout + proc.stderr).strip().splitlines()
-            hook = Path(cmd[-2]).name if len(cmd) >= 2 else "hook"
-            raise BuildError(
-                "source",
-                f"the build failed (the build backend's {hook} hook, exit {proc.returncode})\n"
-                + "\n".join(output[-30:]),
-            )
+        hook = Path(cmd[-2]).name if len(cmd) >= 2 else "hook"
+        _run_step(cmd, cwd, {**env, **(extra_environ or {})}, f"the build backend's {hook} hook")
 
     try:
         sdist = Path(pypa_build.ProjectBuilder(project, runner=run_hook).build("sdist", outdir))
         with tempfile.TemporaryDirectory(prefix="kfp-spot-sdist-") as tmp:
-            with tarfile.open(sdist) as archive:
-                archive.extractall(tmp, filter="data")
-            tops = [p for p in Path(tmp).iterdir() if p.is_dir()]
-            if len(tops) != 1:
-                raise BuildError(
-                    "source", f"the sdist {sdist.name} does not hold one top-level directory"
-                )
-            pypa_build.ProjectBuilder(tops[0], runner=run_hook).build("wheel", outdir)
+            pypa_build.ProjectBuilder(_unpack(sdist, Path(tmp)), runner=run_hook).build(
+                "wheel", outdir
+            )
     except pypa_build.BuildBackendException as exc:  # a hook failed; ours says how
         if isinstance(exc.exception, BuildError):
             raise exc.exception from None
         raise BuildError("source", f"the build failed: {exc}") from None
     except pypa_build.BuildException as exc:  # the frontend's: e.g. an unreadable build table
         raise BuildError("source", f"the build failed: {exc}") from None
+
+
+def _unpack(sdist: Path, into: Path) -> Path:
+    """Unpack ``sdist`` into ``into``; returns its one top-level directory."""
+    try:
+        with tarfile.open(sdist) as archive:
+            archive.extractall(into, filter="data")
     except (tarfile.TarError, OSError) as exc:
-        raise BuildError("source", f"the build's sdist cannot be unpacked: {exc}") from None
+        raise BuildError(
+            "source", f"the built sdist {sdist.name} cannot be unpacked: {exc}"
+        ) from None
+    tops = [p for p in into.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise BuildError("source", f"the built sdist {sdist.name} does not hold one top-level directory")
+    return tops[0]
 
 
 def build_key(project: Path, requires: list[str]) -> str:
