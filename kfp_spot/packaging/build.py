@@ -245,7 +245,9 @@ def _unpack(sdist: Path, into: Path) -> Path:
         ) from None
     tops = [p for p in into.iterdir() if p.is_dir()]
     if len(tops) != 1:
-        raise BuildError("source", f"the built sdist {sdist.name} does not hold one top-level directory")
+        raise BuildError(
+            "source", f"the built sdist {sdist.name} does not hold one top-level directory"
+        )
     return tops[0]
 
 
