@@ -688,7 +688,7 @@ def _run_on_emulator(
         while True:
             jobs += 1
             request = urllib.request.Request(
-                f"{emu.endpoint}/v1/projects/bench/locations/us-central1/customJobs",
+                f"{emu.endpoint}/v1/projects/bench-project/locations/us-central1/customJobs",
                 data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"},
                 method="POST",

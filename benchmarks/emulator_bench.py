@@ -38,7 +38,7 @@ from pathlib import Path
 
 from kfp_spot.emulator import Emulator
 
-PARENT = "projects/bench/locations/us-central1"
+PARENT = "projects/bench-project/locations/us-central1"
 TASK = r"""
 import os, signal, sys, time
 out = sys.argv[1]

@@ -36,7 +36,7 @@ from sklearn.linear_model import LogisticRegression
 from kfp_spot.emulator import ApiError, Emulator
 from kfp_spot.vertex.client import make_client, resolve_endpoint
 
-PARENT = "projects/bench/locations/us-central1"
+PARENT = "projects/bench-project/locations/us-central1"
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
 WINDOW = 0.1
 

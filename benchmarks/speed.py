@@ -251,7 +251,7 @@ def jobs_list(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, Emulator(Path(tmp) / "state") as emu:
         for _ in range(5):
             request = urllib.request.Request(
-                f"{emu.endpoint}/v1/projects/speed/locations/us-central1/customJobs",
+                f"{emu.endpoint}/v1/projects/speed-project/locations/us-central1/customJobs",
                 data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"},
             )

@@ -42,7 +42,10 @@ SPOT_TRAINING = (
         (["submit", "/nonexistent.yaml", "--project", "p-123456"], "TEMPLATE"),
         (["compile", "--base-image", "x:1"], "needs output_dir"),
         (["jobs", "describe", "customJobs/1"], "projects/PROJECT/locations/LOCATION"),
-        (["jobs", "list", "--project", "p", "--api-endpoint", "ftp://x"], "api_endpoint"),
+        (
+            ["jobs", "list", "--project", "local-project", "--api-endpoint", "ftp://x"],
+            "api_endpoint",
+        ),
         (["emulator", "start", "--port", "-1"], "--port"),
     ],
 )

@@ -107,7 +107,9 @@ def test_a_status_api_core_has_no_class_for_is_one_clear_error():
 
 def test_an_empty_stdin_to_predict_says_no_instances_were_given():
     result = CliRunner().invoke(
-        main, ["endpoint", "predict", "projects/p/locations/us-central1/endpoints/1"], input=""
+        main,
+        ["endpoint", "predict", "projects/local-project/locations/us-central1/endpoints/1"],
+        input="",
     )
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
@@ -166,15 +168,15 @@ def test_describe_of_a_name_with_a_fragment_does_not_describe_another_job(emulat
 @pytest.mark.parametrize(
     "args",
     [
-        ["jobs", "describe", "projects/p/zones/us-central1/customJobs/1"],
+        ["jobs", "describe", "projects/local-project/zones/us-central1/customJobs/1"],
         ["jobs", "describe", "projects//locations/us-central1/customJobs/1"],
-        ["jobs", "describe", "projects/p/locations/us-central1/customJobs/"],
+        ["jobs", "describe", "projects/local-project/locations/us-central1/customJobs/"],
         ["jobs", "describe", "projects/ü/locations/us-central1/customJobs/1"],
-        ["endpoint", "describe", "projects/p/locations/us-central1/customJobs/1"],
+        ["endpoint", "describe", "projects/local-project/locations/us-central1/customJobs/1"],
         [
             "endpoint",
             "predict",
-            "projects/p/locations/us-central1/endpoints/1#x",
+            "projects/local-project/locations/us-central1/endpoints/1#x",
             "--instances=[1]",
         ],
     ],
@@ -189,7 +191,7 @@ def test_a_malformed_resource_name_is_refused_before_any_request(args):
 def test_a_bad_location_in_the_name_is_blamed_on_the_name(command):
     collection = "customJobs" if command == "jobs" else "endpoints"
     result = CliRunner().invoke(
-        main, [command, "describe", f"projects/p/locations/y/{collection}/1"]
+        main, [command, "describe", f"projects/local-project/locations/y/{collection}/1"]
     )
     assert result.exit_code == 2, result.output
     assert result.output.startswith("kfp-spot: error: Invalid value for NAME: location: 'y' is not")
@@ -252,11 +254,11 @@ def html_server():
 def test_an_endpoint_answering_html_is_one_line_that_says_so(html_server):
 
     result = CliRunner().invoke(
-        main, ["jobs", "list", "--project", "p", "--api-endpoint", html_server]
+        main, ["jobs", "list", "--project", "cli-project", "--api-endpoint", html_server]
     )
     assert result.exit_code == 1
     assert result.output == (
-        f"kfp-spot: error: NOT_FOUND: {PARENT.replace('cli-project', 'p')}/customJobs: File not "
+        f"kfp-spot: error: NOT_FOUND: {PARENT}/customJobs: File not "
         "found (an HTML page, not the API's JSON error: is --api-endpoint a Vertex AI API endpoint "
         "or the emulator?)\n"
     )

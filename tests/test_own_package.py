@@ -546,14 +546,22 @@ def test_params_bound_for_vertex_are_checked_against_the_template_the_same_way()
     from kfp_spot.pipelines import catalog
 
     template = str(catalog.pipeline_path("spot_training"))
-    args = ["submit", template, "--project", "p", "--param", "max_resubmissions=lots"]
+    args = ["submit", template, "--project", "local-project", "--param", "max_resubmissions=lots"]
     result = CliRunner().invoke(cli_main, args)
     assert result.exit_code == 2
     assert "parameter max_resubmissions is of type Integer; 'lots' is not one" in result.output
 
 
 def test_vertex_options_on_a_local_run_are_refused_not_ignored(tmp_path):
-    args = ["run", "--run-dir", str(tmp_path), "--project", "p", "--location", "europe-west4"]
+    args = [
+        "run",
+        "--run-dir",
+        str(tmp_path),
+        "--project",
+        "local-project",
+        "--location",
+        "europe-west4",
+    ]
     result = CliRunner().invoke(cli_main, args)
     assert result.exit_code == 2
     assert "--project, --location only apply with --vertex" in result.output
@@ -993,7 +1001,7 @@ def _launch(package, tmp_path):
         metadata: dict = {}
 
     return build_request(
-        project="p",
+        project="local-project",
         location="us-central1",
         package=package,
         checkpoint=Checkpoint(),

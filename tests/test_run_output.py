@@ -258,12 +258,14 @@ def test_monitor_tells_task_and_attempt_events_once_each_in_order():
     clock = FakeClock()
     events: list[str] = []
     statuses: list[str] = []
-    jobs: list[JobView] = [JobView("projects/p/locations/l/customJobs/old", "JOB_STATE_SUCCEEDED")]
+    jobs: list[JobView] = [
+        JobView("projects/local-project/locations/l/customJobs/old", "JOB_STATE_SUCCEEDED")
+    ]
     step: list[int | None] = [None]
     monitor = RunMonitor(events.append, statuses.append, clock_fn=clock)
     monitor.watch(lambda: list(jobs), lambda name: step[0])  # "old" was there before: not ours
     monitor.on_task_event(TaskEvent("started", "launch-spot-job"))
-    name = "projects/p/locations/l/customJobs/123"
+    name = "projects/local-project/locations/l/customJobs/123"
     jobs.append(JobView(name, "JOB_STATE_RUNNING", (_row(1, billable=0.5),)))
     clock.now += 2
     monitor.poll()
@@ -299,7 +301,10 @@ def test_monitor_tells_task_and_attempt_events_once_each_in_order():
 def test_monitor_names_the_job_once_there_are_several_and_an_attempt_that_never_ran():
     events: list[str] = []
     monitor = RunMonitor(events.append, clock_fn=FakeClock())
-    first, second = "projects/p/locations/l/customJobs/1", "projects/p/locations/l/customJobs/2"
+    first, second = (
+        "projects/local-project/locations/l/customJobs/1",
+        "projects/local-project/locations/l/customJobs/2",
+    )
     jobs: list[JobView] = []
     monitor.watch(lambda: jobs)
     jobs.append(JobView(first, "JOB_STATE_FAILED", (_row(1, start=False, end="CANCELLED"),)))
@@ -319,7 +324,10 @@ def test_each_jobs_attempt_lines_show_its_own_checkpoint_step():
     events: list[str] = []
     statuses: list[str] = []
     monitor = RunMonitor(events.append, statuses.append, clock_fn=FakeClock())
-    short, long = "projects/p/locations/l/customJobs/4", "projects/p/locations/l/customJobs/6"
+    short, long = (
+        "projects/local-project/locations/l/customJobs/4",
+        "projects/local-project/locations/l/customJobs/6",
+    )
     steps = {short: 4, long: 2}
     jobs: list[JobView] = []
     monitor.watch(lambda: list(jobs), steps.get)  # the jobs there now are not this run's
@@ -556,9 +564,9 @@ def test_a_failing_run_shows_the_failing_task_and_its_own_error(tmp_path):
 def test_monitor_says_where_a_job_went_when_the_launch_moved_regions():
     events: list[str] = []
     monitor = RunMonitor(events.append, clock_fn=FakeClock())
-    home = "projects/p/locations/us-central1/customJobs/1"
-    again = "projects/p/locations/us-central1/customJobs/2"
-    away = "projects/p/locations/europe-west4/customJobs/3"
+    home = "projects/local-project/locations/us-central1/customJobs/1"
+    again = "projects/local-project/locations/us-central1/customJobs/2"
+    away = "projects/local-project/locations/europe-west4/customJobs/3"
     jobs: list[JobView] = []
     monitor.watch(lambda: jobs)
     for name in (home, again, away):

@@ -31,7 +31,7 @@ def endpoint() -> None:
 
 
 @endpoint.command(name="list")
-@click.option("--project", required=True, help="Google Cloud project (any name locally).")
+@click.option("--project", required=True, help="Google Cloud project ID or number.")
 @click.option("--location", default="us-central1", show_default=True)
 @click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="--location"))
 @click.option("--filter", "filter_", default="", help='e.g. labels.team="ml"')

@@ -98,10 +98,18 @@ class ApiError(Exception):
         message: what is wrong and what would be valid.
         field: the offending request field (named in a ``BadRequest`` field violation).
         code: the HTTP status; by default the one ``google.api_core`` maps to ``status``.
+        description: the field violation's description when it says more than ``message``
+            (e.g. what a valid value would be, where Vertex AI's message does not say).
     """
 
     def __init__(
-        self, status: str, message: str, field: str | None = None, *, code: int | None = None
+        self,
+        status: str,
+        message: str,
+        field: str | None = None,
+        *,
+        code: int | None = None,
+        description: str | None = None,
     ) -> None:
         if len(message) > MAX_MESSAGE:
             message = message[:MAX_MESSAGE] + "... (truncated)"
@@ -110,6 +118,7 @@ class ApiError(Exception):
         self.message = message
         self.field = field
         self.code = code
+        self.description = description or message
 
     @property
     def http_status(self) -> int:
@@ -127,7 +136,7 @@ class ApiError(Exception):
             error["details"] = [
                 {
                     "@type": "type.googleapis.com/google.rpc.BadRequest",
-                    "fieldViolations": [{"field": self.field, "description": self.message}],
+                    "fieldViolations": [{"field": self.field, "description": self.description}],
                 }
             ]
         return {"error": error}

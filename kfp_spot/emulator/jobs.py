@@ -43,11 +43,11 @@ from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_e
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.scheduler import Capacity
+from kfp_spot.emulator.scope import check_location
 from kfp_spot.emulator.statedir import StateDir, attempt_log_dir
 from kfp_spot.emulator.states import CANCELLING, QUEUED, RUNNING
 from kfp_spot.emulator.store import JobBrief, JobRow, JobScan, OperationRow, Store
-from kfp_spot.vertex import InvalidJobSpecError, InvalidValueError, validate_custom_job
-from kfp_spot.vertex.regions import check_region
+from kfp_spot.vertex import InvalidJobSpecError, validate_custom_job
 from kfp_spot.vertex.values import INT32_MAX
 
 DEFAULT_PAGE_SIZE = 100
@@ -99,10 +99,7 @@ def _parent(parent: str) -> names.Parent:
         where = names.parse_parent(parent)
     except ValueError as err:
         raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
-    try:
-        check_region(where.location)
-    except InvalidValueError as err:
-        raise ApiError("INVALID_ARGUMENT", f"parent: location {err}", "parent") from None
+    check_location(where.location, "parent")  # the route did; again for a call from Python
     return where
 
 

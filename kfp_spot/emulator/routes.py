@@ -167,21 +167,37 @@ def _health(api: CustomJobApi, req: Request) -> dict[str, Any]:
     return {"status": "ok"}
 
 
+_JOBS = "aiplatform.customJobs"
 ROUTES: tuple[Route, ...] = (
-    Route("POST", f"{V1}/{_PARENT}/customJobs", _create),
+    Route("POST", f"{V1}/{_PARENT}/customJobs", _create, permission=f"{_JOBS}.create"),
     Route(
         "GET",
         f"{V1}/{_PARENT}/customJobs",
         _list,
         ("filter", "page_size", "page_token", "read_mask"),
+        permission=f"{_JOBS}.list",
     ),
-    Route("GET", f"{V1}/{_JOB}", _get),
-    Route("POST", f"{V1}/{_JOB}:cancel", _cancel, body=("name",)),
-    Route("DELETE", f"{V1}/{_JOB}", _delete),
-    Route("GET", f"{OPS}/{_OPERATION}", _get_operation),
-    Route("DELETE", f"{OPS}/{_OPERATION}", _delete_operation),
-    Route("POST", f"{OPS}/{_OPERATION}:cancel", _cancel_operation, body=("name",)),
-    Route("POST", f"{OPS}/{_OPERATION}:wait", _get_operation, ("timeout",), ("name", "timeout")),
+    Route("GET", f"{V1}/{_JOB}", _get, permission=f"{_JOBS}.get"),
+    Route("POST", f"{V1}/{_JOB}:cancel", _cancel, body=("name",), permission=f"{_JOBS}.cancel"),
+    Route("DELETE", f"{V1}/{_JOB}", _delete, permission=f"{_JOBS}.delete"),
+    # A CustomJob's operations are its deletes: Vertex AI asks for get (cancel: delete) on them.
+    Route("GET", f"{OPS}/{_OPERATION}", _get_operation, permission=f"{_JOBS}.get"),
+    Route("DELETE", f"{OPS}/{_OPERATION}", _delete_operation, permission=f"{_JOBS}.get"),
+    Route(
+        "POST",
+        f"{OPS}/{_OPERATION}:cancel",
+        _cancel_operation,
+        body=("name",),
+        permission=f"{_JOBS}.delete",
+    ),
+    Route(
+        "POST",
+        f"{OPS}/{_OPERATION}:wait",
+        _get_operation,
+        ("timeout",),
+        ("name", "timeout"),
+        permission=f"{_JOBS}.get",
+    ),
     Route("POST", f"/emulator/v1/{_JOB}:preempt", _preempt, body=("name", "replica")),
     Route("GET", f"/emulator/v1/{_JOB}/attempts", _attempts),
     Route("GET", f"/emulator/v1/{_JOB}/logs", _logs, ("attempt", "replica", "tail")),

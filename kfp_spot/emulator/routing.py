@@ -22,6 +22,11 @@ shape apart (the collection, e.g. ``customJobs``) and the custom method (``:canc
 request is tried against one template (two dict lookups and one compiled regex). Templates do
 not overlap: a path matches at most one template, whose methods answer (404, naming them, for
 another method; 404 for a path no template matches).
+
+A matched request that names a resource of a project (``projects/P/locations/L...``, bound to
+``parent`` or ``name``) has its project and location judged before anything else of it (query,
+body) is read (:func:`kfp_spot.emulator.scope.check_scope`, given the route's IAM permission,
+:attr:`Route.permission`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from kfp_spot.emulator.errors import ApiError, decode_json
+from kfp_spot.emulator.scope import check_scope
 from kfp_spot.vertex.values import INT32_MAX
 
 MAX_QUERY_FIELDS = 64
@@ -223,6 +229,10 @@ class Route:
         body: for a request whose body may only repeat the path's fields (``body: "*"`` with
             nothing else), those fields; the body is checked before the handler runs. None: the
             handler reads the body itself (or ignores it).
+        permission: the IAM permission Vertex AI checks on the request's resource (e.g.
+            ``aiplatform.customJobs.create``; ``{collection}`` stands for the resource's
+            collection, ``models`` or ``endpoints``), named when its project is refused. ""
+            for the emulator's own methods, which Vertex AI does not have.
     """
 
     method: str
@@ -230,6 +240,7 @@ class Route:
     handler: Callable[[Any, Request], Answer]
     params: tuple[str, ...] = ()
     body: tuple[str, ...] | None = None
+    permission: str = ""
 
 
 @dataclass(frozen=True)
@@ -343,7 +354,8 @@ class RouteTable:
 
         Raises:
             ApiError: NOT_FOUND for a path no route has, or a method the path does not offer
-                (naming the methods it does).
+                (naming the methods it does); PERMISSION_DENIED or INVALID_ARGUMENT for a
+                resource whose project or location Vertex AI refuses (``scope.check_scope``).
         """
         segments = path.split("/")
         shape = self._shapes.get((segments[1], len(segments) - 1)) if len(segments) > 1 else None
@@ -357,7 +369,9 @@ class RouteTable:
                 raise ApiError(
                     "NOT_FOUND", f"{method} is not offered on {path}; it takes {offered}"
                 )
-            return Match(bound[0], bound[1], found.groupdict())
+            params = found.groupdict()
+            check_scope(bound[0].permission, params)
+            return Match(bound[0], bound[1], params)
         raise ApiError("NOT_FOUND", f"no such resource: {path} (the emulator serves {self.served})")
 
 

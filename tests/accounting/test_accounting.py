@@ -212,7 +212,7 @@ def test_attempts_from_records_a_killed_attempt_ends_when_the_next_began(tmp_pat
     summary = account(
         records=accounting.read_records(root),
         commits=accounting.read_commits(root),
-        jobs=[JobRun("projects/p/locations/l/customJobs/1", "SPOT", submitted_at=0.0)],
+        jobs=[JobRun("projects/local-project/locations/l/customJobs/1", "SPOT", submitted_at=0.0)],
     )
     assert summary.source is Source.ATTEMPT_RECORDS
     assert summary.preemptions == 2

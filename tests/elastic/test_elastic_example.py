@@ -22,7 +22,7 @@ from kfp_spot.reports.timeline import vm_lanes
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "elastic"
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 WORKER = "workerpool1-0"
 EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 STEPS = 80

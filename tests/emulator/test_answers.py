@@ -124,7 +124,7 @@ def test_get_by_another_parent_or_project_id(jobs_api, make_job):
     by_id = f"{PARENT}/customJobs/{job_id}"  # by project ID, as created
     assert jobs_api.get_job_json(by_id) == jobs_api.get_job_json(name)
     with pytest.raises(ApiError) as err:
-        jobs_api.get_job_json(f"projects/other/locations/us-central1/customJobs/{job_id}")
+        jobs_api.get_job_json(f"projects/other-project/locations/us-central1/customJobs/{job_id}")
     assert err.value.status == "NOT_FOUND"
     with pytest.raises(ApiError):
         jobs_api.get_job_json(f"{PARENT}/customJobs/123")

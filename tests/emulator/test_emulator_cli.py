@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from kfp_spot.cli import main
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 KFP_SPOT = str(Path(sys.executable).parent / "kfp-spot")
 
 

@@ -12,7 +12,7 @@ import pytest
 from kfp_spot.emulator import Emulator
 from kfp_spot.emulator import runner as runner_module
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 
 
 @pytest.fixture

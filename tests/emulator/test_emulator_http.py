@@ -22,7 +22,7 @@ import pytest
 from kfp_spot.emulator import Emulator
 from kfp_spot.emulator.server import MAX_BODY, Handler
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 READ_TIMEOUT = 1.0  # seconds: short, so the slow-client tests are quick
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 
 
 def _create(emu, api, body):

@@ -7,7 +7,7 @@ from google.cloud.aiplatform_v1.types import ContainerSpec
 from kfp_spot.emulator import Emulator
 from kfp_spot.emulator.replicas import container_command
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 
 
 def test_container_command_maps_entrypoint_env_and_local_dirs():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kfp_spot.emulator import Emulator
 from tests.emulator.body_strategies import JOB_FIELDS, mutated_bodies
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 
 GOOD = {
     "displayName": "ok",

@@ -23,8 +23,8 @@ from kfp_spot.cli import main
 from kfp_spot.emulator import Emulator, EmulatorError
 from kfp_spot.jobs.outcome import Outcome, classify, classify_create_error
 
-US = "projects/p/locations/us-central1"
-EU = "projects/p/locations/europe-west4"
+US = "projects/local-project/locations/us-central1"
+EU = "projects/local-project/locations/europe-west4"
 STOCKOUT_WORDS = "Resources are insufficient in region: us-central1. Please try a different region."
 
 
@@ -201,14 +201,16 @@ def test_the_rest_control_route_and_its_400s(spot_emulator, api):
     base = f"{emu.endpoint}/emulator/v1"
     status, row = api(
         "POST",
-        f"{base}/projects/p/locations/europe-west4/spotCapacity",
+        f"{base}/projects/local-project/locations/europe-west4/spotCapacity",
         {"machineType": "n1-standard-4", "available": False, "seconds": 30, "refusal": "QUOTA"},
     )
     assert status == 200, row
     assert row["location"] == "europe-west4" and row["machineType"] == "n1-standard-4"
     assert row["available"] is False and row["refusal"] == "QUOTA" and row["until"].endswith("Z")
     status, row = api(
-        "POST", f"{base}/projects/p/locations/us-central1/spotCapacity", {"available": False}
+        "POST",
+        f"{base}/projects/local-project/locations/us-central1/spotCapacity",
+        {"available": False},
     )
     assert status == 200 and row == {
         "location": "us-central1",
@@ -223,7 +225,7 @@ def test_the_rest_control_route_and_its_400s(spot_emulator, api):
         ("us-central1", "*"),
     ]
 
-    us = f"{base}/projects/p/locations/us-central1/spotCapacity"
+    us = f"{base}/projects/local-project/locations/us-central1/spotCapacity"
     for body, field in [
         ({}, "available"),
         ({"available": "no"}, "available"),
@@ -239,7 +241,9 @@ def test_the_rest_control_route_and_its_400s(spot_emulator, api):
         violation = error["error"]["details"][0]["fieldViolations"][0]
         assert violation["field"] == field, (body, error)
     status, error = api(
-        "POST", f"{base}/projects/p/locations/mars-north1/spotCapacity", {"available": False}
+        "POST",
+        f"{base}/projects/local-project/locations/mars-north1/spotCapacity",
+        {"available": False},
     )
     assert (
         status == 400 and error["error"]["details"][0]["fieldViolations"][0]["field"] == "location"

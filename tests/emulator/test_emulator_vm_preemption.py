@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from kfp_spot.cli import main
 from kfp_spot.emulator import MAX_RESTARTS, Emulator, EmulatorError, PreemptionPolicy
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 WORKER = "workerpool1-0"
 
 

@@ -9,6 +9,7 @@ import pytest
 from kfp_spot.emulator import routes
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.routing import (
+    PARENT,
     Request,
     Route,
     RouteGroup,
@@ -17,7 +18,7 @@ from kfp_spot.emulator.routing import (
 )
 from kfp_spot.emulator.serving import routes as serving_routes
 
-JOB = "projects/p/locations/us-central1/customJobs/123"
+JOB = "projects/local-project/locations/us-central1/customJobs/123"
 
 
 def _answer(api: object, request: Request) -> dict:
@@ -32,8 +33,9 @@ def table() -> RouteTable:
 
 
 def example(template: str) -> str:
-    """A path the template matches: the first choice, ``x`` for every wildcard."""
-    text = re.sub(r"\(([^|)]+)[^)]*\)", r"\1", template)
+    """A path the template matches: the first choice, a valid parent, ``x`` for other wildcards."""
+    text = template.replace(PARENT, "projects/local-project/locations/us-central1")
+    text = re.sub(r"\(([^|)]+)[^)]*\)", r"\1", text)
     text = re.sub(r"\{[a-z_]+=([^}]*)\}", r"\1", text)
     return text.replace("*", "x").replace("+", "x")
 
@@ -42,8 +44,10 @@ def test_templates_compile_to_the_path_patterns():
     pattern = compile_template("/(v1|v1beta1)/{name=projects/+/locations/+/customJobs/*}:cancel")
     found = pattern.fullmatch("/v1beta1/projects/a:b/locations/l/customJobs/7:cancel")
     assert found is not None and found["name"] == "projects/a:b/locations/l/customJobs/7"
-    assert pattern.fullmatch("/v1/projects/p/locations/l/customJobs/a:b:cancel") is None  # an ID
-    assert pattern.fullmatch("/v2/projects/p/locations/l/customJobs/7:cancel") is None
+    assert (
+        pattern.fullmatch("/v1/projects/local-project/locations/l/customJobs/a:b:cancel") is None
+    )  # an ID
+    assert pattern.fullmatch("/v2/projects/local-project/locations/l/customJobs/7:cancel") is None
     assert pattern.fullmatch("/v1/projects//locations/l/customJobs/7:cancel") is None
     for bad in ("v1/x", "/{name=a/{b=*}}", "/*/x", "/x/{Name=*}"):
         with pytest.raises(ValueError):
@@ -78,7 +82,7 @@ def test_a_known_path_with_another_method_names_the_methods_it_takes():
         "/emulator/v1/health/x",
         f"/v1/{JOB}/attempts",  # an extension: /emulator/v1/ only
         f"/v1/{JOB}:x:cancel",  # an ID holds no ":"
-        "/v1/projects/p/locations/l/customJobs:list",  # no such custom method
+        "/v1/projects/local-project/locations/l/customJobs:list",  # no such custom method
     ],
 )
 def test_an_unknown_path_is_a_404_saying_what_is_served(path):
@@ -116,3 +120,12 @@ def test_a_request_is_tried_against_one_template():
     """The dispatcher keys templates by first segment, depth, collection and custom method."""
     shapes = table()._shapes  # the index itself: what a request costs is what this test is about
     assert all(len(paths) == 1 for shape in shapes.values() for paths in shape.paths.values())
+
+
+def test_every_vertex_row_names_the_permission_vertex_checks():
+    """A refused project's 403 names the row's IAM permission; the emulator's own rows have none."""
+    for route in table().routes:
+        own = route.template.startswith("/emulator/")
+        assert bool(route.permission) != own, route.template
+        if not own:
+            assert re.fullmatch(r"aiplatform\.(\w+|\{collection\})\.[a-z]\w*", route.permission)

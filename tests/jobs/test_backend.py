@@ -13,7 +13,7 @@ from kfp_spot.jobs.strategy import Strategy
 from kfp_spot.jobs.watch import AttemptWatcher
 from kfp_spot.vertex.client import resolve_endpoint
 
-JOB = "projects/p/locations/us-central1/customJobs/42"
+JOB = "projects/local-project/locations/us-central1/customJobs/42"
 
 
 def test_the_backend_is_chosen_from_the_endpoint():
@@ -37,7 +37,7 @@ def test_vertex_has_no_ledger_and_points_at_the_jobs_logs():
     assert vertex.ledger(JOB) is None
     assert vertex.failure_logs(JOB) == (
         "the replicas' logs are in Cloud Logging: "
-        "https://console.cloud.google.com/ai/platform/locations/us-central1/training/42?project=p"
+        "https://console.cloud.google.com/ai/platform/locations/us-central1/training/42?project=local-project"
     )
 
 

@@ -8,7 +8,7 @@ from kfp_spot.jobs import gcp_resources
 from kfp_spot.vertex.client import make_job_client, resolve_endpoint
 from kfp_spot.vertex.values import InvalidFieldError
 
-NAME = "projects/p/locations/us-central1/customJobs/123"
+NAME = "projects/local-project/locations/us-central1/customJobs/123"
 
 
 def test_vertex_endpoint_is_regional():
@@ -53,7 +53,7 @@ def test_one_job_is_written_byte_for_byte_as_gcpc_writes_it(tmp_path):
 
 
 def test_every_job_of_a_launch_is_listed_oldest_first(tmp_path):
-    names = [f"projects/p/locations/europe-west4/customJobs/{i}" for i in (7, 3, 9)]
+    names = [f"projects/local-project/locations/europe-west4/customJobs/{i}" for i in (7, 3, 9)]
     endpoint = resolve_endpoint("europe-west4")
     path = str(tmp_path / "gcp_resources")
     gcp_resources.write(path, [endpoint.resource_uri(n) for n in names])
@@ -88,7 +88,7 @@ def test_missing_or_empty_means_no_job(tmp_path):
         '{"resources": []}',
         "not json",
         '{"resources": [{"resourceType": "BatchPredictionJob", "resourceUri": "x"}]}',
-        '{"resources": ["projects/p/locations/l/customJobs/1"]}',
+        '{"resources": ["projects/local-project/locations/l/customJobs/1"]}',
         '{"resources": [{"resourceType": "CustomJob", "resourceUri": "https://x/v1/jobs/1"}]}',
     ],
 )

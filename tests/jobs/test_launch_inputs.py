@@ -145,7 +145,7 @@ CASES = {
         "required when jobSpec.tensorboard is set",
     ),
     "persistent resource name for id": (
-        {"persistent_resource_id": "projects/p/locations/us-central1/persistentResources/c"},
+        {"persistent_resource_id": "projects/p-123456/locations/us-central1/persistentResources/c"},
         "persistent_resource_id",
         "the ID, not the full resource name",
     ),
@@ -195,7 +195,9 @@ CASES = {
     "a key of one region, two regions": (
         {
             "regions": ["us-central1", "europe-west4"],
-            "encryption_spec_key_name": "projects/p/locations/us-central1/keyRings/r/cryptoKeys/k",
+            "encryption_spec_key_name": (
+                "projects/p-123456/locations/us-central1/keyRings/r/cryptoKeys/k"
+            ),
         },
         "encryption_spec_key_name",
         "a single region",

@@ -25,7 +25,7 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _job(state, code=0, message="", started=True):
-    job = CustomJob(name="projects/p/locations/l/customJobs/1", state=state)
+    job = CustomJob(name="projects/local-project/locations/l/customJobs/1", state=state)
     job.error.code, job.error.message = code, message
     if started:
         job.start_time = NOW
@@ -163,7 +163,7 @@ def test_policy_inputs_are_checked(kw, field):
 
 def test_state_round_trip_and_other_runs_are_ignored(tmp_path):
     uri = str(tmp_path / "state.json")
-    job = "projects/p/locations/l/customJobs/9"
+    job = "projects/local-project/locations/l/customJobs/9"
     state = LaunchState(
         "run-a",
         12.5,
@@ -239,7 +239,9 @@ def test_the_policy_takes_a_strategy_name_and_holds_the_enum():
 def test_a_state_this_client_does_not_know_is_waited_on_not_crashed_on():
     from kfp_spot.jobs.outcome import is_terminal, state_name
 
-    job = CustomJob.wrap(CustomJob.pb(CustomJob(name="projects/p/locations/l/customJobs/1")))
+    job = CustomJob.wrap(
+        CustomJob.pb(CustomJob(name="projects/local-project/locations/l/customJobs/1"))
+    )
     CustomJob.pb(job).state = 99  # a JobState added to the API later
     assert not is_terminal(job)
     assert state_name(99) == "STATE_99"
@@ -251,7 +253,7 @@ def test_a_submission_records_the_jobs_times_and_strategy_as_the_service_gave_th
     from kfp_spot.jobs import reattach
 
     job = CustomJob(
-        name="projects/p/locations/l/customJobs/7",
+        name="projects/local-project/locations/l/customJobs/7",
         state=JobState.JOB_STATE_RUNNING,
         create_time=NOW - dt.timedelta(minutes=1),
         start_time=NOW,

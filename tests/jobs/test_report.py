@@ -86,7 +86,7 @@ def test_job_timestamps_leave_unknown_figures_out(tmp_path):
 
 def test_a_foreign_trainers_lost_work_is_unknown_not_zero_goodput(tmp_path):
     """No attempt records, no kfp-spot checkpoints: lost work is unknown (null)."""
-    name = "projects/p/locations/l/customJobs/1"
+    name = "projects/local-project/locations/l/customJobs/1"
     rows = [
         {"attempt": 1, "startTime": 0, "endTime": 100, "endReason": "PREEMPTED",
          "billableSeconds": 100, "strategy": "SPOT", "spotCost": 0.01, "onDemandCost": 0.05},
@@ -135,7 +135,7 @@ def test_costs_from_the_machine_table_when_no_ledger_and_the_spot_range(tmp_path
 
 
 def test_a_ledger_that_cannot_be_read_falls_back_to_the_next_source(tmp_path, caplog):
-    name = "projects/p/locations/l/customJobs/1"
+    name = "projects/local-project/locations/l/customJobs/1"
     sub = Submission(
         "t",
         Strategy.SPOT,

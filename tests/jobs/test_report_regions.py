@@ -11,8 +11,8 @@ from kfp_spot.jobs.recovery import Submission
 from kfp_spot.jobs.report import build_report
 from kfp_spot.jobs.strategy import Strategy
 
-US = "projects/p/locations/us-central1/customJobs/1"
-EU = "projects/p/locations/europe-west4/customJobs/2"
+US = "projects/local-project/locations/us-central1/customJobs/1"
+EU = "projects/local-project/locations/europe-west4/customJobs/2"
 GIB = 1024**3
 
 

@@ -182,7 +182,7 @@ def test_the_emulator_answers_400_naming_the_field(tmp_path):
     body = aiplatform_v1.CustomJob.to_json(_job(f"us-{TRAINING}/tf-cpu.nightly:latest"))
     with Emulator(tmp_path / "state") as emu:
         request = urllib.request.Request(
-            f"{emu.endpoint}/v1/projects/p/locations/us-central1/customJobs",
+            f"{emu.endpoint}/v1/projects/local-project/locations/us-central1/customJobs",
             data=body.encode(),
             headers={"Content-Type": "application/json"},
             method="POST",

@@ -85,7 +85,7 @@ def test_on_the_emulator_a_missing_module_fails_the_job_and_the_example_succeeds
     )
     with Emulator(tmp_path / "emulator", env_cache_dir=env_cache) as emu:
         client = job_client(emu.endpoint)
-        parent = "projects/p/locations/us-central1"
+        parent = "projects/local-project/locations/us-central1"
         bad = client.create_custom_job(
             parent=parent,
             custom_job=package_job(leaky.package_uris, leaky.python_module, base=tmp_path / "bad"),

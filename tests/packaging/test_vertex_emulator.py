@@ -28,7 +28,7 @@ def test_gs_staged_package_runs_as_a_spot_custom_job(gcs_emulator, tmp_path, env
     base = tmp_path / "job"
     with Emulator(tmp_path / "emulator", env_cache_dir=env_cache) as emu:
         job = job_client(emu.endpoint).create_custom_job(
-            parent="projects/p/locations/us-central1",
+            parent="projects/local-project/locations/us-central1",
             custom_job=package_job(
                 info.package_uris,
                 info.python_module,

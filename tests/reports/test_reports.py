@@ -238,7 +238,7 @@ def test_minimal_run_json_without_checkpoints(tmp_path: Path):
         json.dumps(
             {
                 "outcome": "PIPELINE_FAILED",
-                "job_name": "projects/p/locations/l/customJobs/9",
+                "job_name": "projects/local-project/locations/l/customJobs/9",
                 "ledger": [
                     {
                         "attempt": 1,
@@ -394,7 +394,10 @@ def test_kept_work_survives_retention_deleting_the_attempts_checkpoints(tmp_path
 
 
 def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tmp_path: Path):
-    job, fallback = "projects/p/locations/l/customJobs/1", "projects/p/locations/l/customJobs/2"
+    job, fallback = (
+        "projects/local-project/locations/l/customJobs/1",
+        "projects/local-project/locations/l/customJobs/2",
+    )
     rows = [
         ("PREEMPTED", "SPOT", job, 0.001, 0.005),
         ("EMULATOR_RESTARTED", "SPOT", job, 0.002, 0.010),

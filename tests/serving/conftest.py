@@ -22,7 +22,7 @@ from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
 from kfp_spot.emulator import Emulator
 from kfp_spot.vertex.client import make_client, resolve_endpoint
 
-PARENT = "projects/p/locations/us-central1"
+PARENT = "projects/local-project/locations/us-central1"
 SKLEARN_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
 X = np.random.default_rng(0).normal(size=(60, 3))
 Y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)

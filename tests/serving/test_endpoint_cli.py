@@ -15,7 +15,7 @@ def test_list_describe_and_predict_a_spot_endpoint(serving, sklearn_model_dir):
     api = ["--api-endpoint", serving.emu.endpoint]
     runner = CliRunner()
 
-    listed = runner.invoke(main, ["endpoint", "list", "--project", "p", *api])
+    listed = runner.invoke(main, ["endpoint", "list", "--project", "local-project", *api])
     assert listed.exit_code == 0, listed.output
     assert listed.output.strip() == f"{endpoint}\t{dm_id} (SPOT 1xn1-standard-4, 100%)\te"
 
@@ -42,7 +42,7 @@ def test_errors_are_one_line(serving):
         [
             "endpoint",
             "predict",
-            "projects/p/locations/us-central1/endpoints/42",
+            "projects/local-project/locations/us-central1/endpoints/42",
             "--instances",
             "[[1]]",
             "--api-endpoint",
@@ -51,10 +51,17 @@ def test_errors_are_one_line(serving):
     )
     assert missing.exit_code == 1 and "NOT_FOUND" in missing.output
     # The endpoint, not the request URL with its query string.
-    assert "projects/p/locations/us-central1/endpoints/42" in missing.output
+    assert "projects/local-project/locations/us-central1/endpoints/42" in missing.output
     assert "http" not in missing.output and "?" not in missing.output
     assert len(missing.output.strip().splitlines()) == 1
     not_json = runner.invoke(
-        main, ["endpoint", "predict", "projects/p/locations/l/endpoints/1", "--instances", "{"]
+        main,
+        [
+            "endpoint",
+            "predict",
+            "projects/local-project/locations/l/endpoints/1",
+            "--instances",
+            "{",
+        ],
     )
     assert not_json.exit_code == 2 and "not JSON" in not_json.output

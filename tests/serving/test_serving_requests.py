@@ -22,7 +22,7 @@ from kfp_spot.emulator.server import MAX_BODY
 from kfp_spot.emulator.serving.env import serving_python
 from tests.serving.conftest import PARENT, X, Y
 
-NUMBER = names.project_number("p")
+NUMBER = names.project_number("local-project")
 NUMBERED = f"projects/{NUMBER}/locations/us-central1"
 
 
@@ -40,7 +40,7 @@ def _call(emu: Any, method: str, path: str, body: bytes | None = None) -> tuple[
 def test_names_carry_the_project_number_and_either_spelling_reaches_them(
     serving, sklearn_model_dir
 ):
-    model = serving.upload(sklearn_model_dir)  # uploaded to projects/p/...
+    model = serving.upload(sklearn_model_dir)  # uploaded to projects/local-project/...
     endpoint = serving.endpoint()
     assert model.startswith(f"{NUMBERED}/models/") and endpoint.startswith(f"{NUMBERED}/endpoints/")
     by_id = model.replace(NUMBERED, PARENT)

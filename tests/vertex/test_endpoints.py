@@ -22,7 +22,7 @@ def test_http_host_and_port_is_the_emulator(host, port):
     endpoint = resolve_endpoint("us-central1", f"http://{host}:{port}")
     assert endpoint.local
     assert endpoint.base_url == f"http://{host}:{port}"
-    assert endpoint.resource_uri("projects/p/locations/l/customJobs/1").startswith(
+    assert endpoint.resource_uri("projects/local-project/locations/l/customJobs/1").startswith(
         endpoint.base_url + "/v1/"
     )
 

@@ -74,7 +74,7 @@ def test_good_traffic_splits_pass():
 def _deployed(**resources) -> DeployedModel:
     res = {"machine_spec": {"machine_type": "n1-standard-4"}, "min_replica_count": 2}
     return DeployedModel(
-        model="projects/p/locations/us-central1/models/1",
+        model="projects/local-project/locations/us-central1/models/1",
         dedicated_resources={**res, **resources},
     )
 
@@ -93,7 +93,9 @@ def test_deployed_models_name_the_field_of_the_request():
     assert refused.field == f"{rules.DEDICATED_RESOURCES}.machineSpec.machineType"
     # A machine type missing from kfp-spot's table is Vertex AI's to judge.
     rules.check_deployed_model(_deployed(machine_spec={"machine_type": "n9-huge"}), VERTEX_AI)
-    automatic = DeployedModel(model="projects/p/locations/l/models/1", automatic_resources={})
+    automatic = DeployedModel(
+        model="projects/local-project/locations/l/models/1", automatic_resources={}
+    )
     assert _refused(rules.check_deployed_model, automatic, EMULATOR).field == (
         rules.DEDICATED_RESOURCES
     )

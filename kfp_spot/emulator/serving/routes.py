@@ -148,22 +148,49 @@ def _ledger(api: ServingService, req: Request) -> dict[str, Any]:
     return api.ledger(req.params["name"])
 
 
+_MODELS = "aiplatform.models"
+_ENDPOINTS = "aiplatform.endpoints"
+# An operation's: get on its model or endpoint (cancel: delete), as Vertex AI asks for.
+_OP_GET = "aiplatform.{collection}.get"
 ROUTES: tuple[Route, ...] = (
-    Route("POST", f"{V1}/{_PARENT}/models:upload", _upload),
-    Route("GET", f"{V1}/{_PARENT}/models", _list_models, _LIST),
-    Route("GET", f"{V1}/{_MODEL}", _get_model),
-    Route("DELETE", f"{V1}/{_MODEL}", _delete_model),
-    Route("POST", f"{V1}/{_PARENT}/endpoints", _create_endpoint, ("endpoint_id",)),
-    Route("GET", f"{V1}/{_PARENT}/endpoints", _list_endpoints, _LIST),
-    Route("GET", f"{V1}/{_ENDPOINT}", _get_endpoint),
-    Route("DELETE", f"{V1}/{_ENDPOINT}", _delete_endpoint),
-    Route("POST", f"{V1}/{_ENDPOINT}:deployModel", _deploy),
-    Route("POST", f"{V1}/{_ENDPOINT}:undeployModel", _undeploy),
-    Route("POST", f"{V1}/{_ENDPOINT}:predict", _predict),
-    Route("POST", f"{V1}/{_ENDPOINT}:rawPredict", _raw_predict),
-    Route("GET", f"{OPS}/{_OPERATION}", _get_operation),
-    Route("POST", f"{OPS}/{_OPERATION}:cancel", _cancel_operation, body=("name",)),
-    Route("POST", f"{OPS}/{_OPERATION}:wait", _get_operation, ("timeout",), ("name", "timeout")),
+    Route("POST", f"{V1}/{_PARENT}/models:upload", _upload, permission=f"{_MODELS}.upload"),
+    Route("GET", f"{V1}/{_PARENT}/models", _list_models, _LIST, permission=f"{_MODELS}.list"),
+    Route("GET", f"{V1}/{_MODEL}", _get_model, permission=f"{_MODELS}.get"),
+    Route("DELETE", f"{V1}/{_MODEL}", _delete_model, permission=f"{_MODELS}.delete"),
+    Route(
+        "POST",
+        f"{V1}/{_PARENT}/endpoints",
+        _create_endpoint,
+        ("endpoint_id",),
+        permission=f"{_ENDPOINTS}.create",
+    ),
+    Route(
+        "GET", f"{V1}/{_PARENT}/endpoints", _list_endpoints, _LIST, permission=f"{_ENDPOINTS}.list"
+    ),
+    Route("GET", f"{V1}/{_ENDPOINT}", _get_endpoint, permission=f"{_ENDPOINTS}.get"),
+    Route("DELETE", f"{V1}/{_ENDPOINT}", _delete_endpoint, permission=f"{_ENDPOINTS}.delete"),
+    Route("POST", f"{V1}/{_ENDPOINT}:deployModel", _deploy, permission=f"{_ENDPOINTS}.deploy"),
+    Route(
+        "POST", f"{V1}/{_ENDPOINT}:undeployModel", _undeploy, permission=f"{_ENDPOINTS}.undeploy"
+    ),
+    Route("POST", f"{V1}/{_ENDPOINT}:predict", _predict, permission=f"{_ENDPOINTS}.predict"),
+    Route("POST", f"{V1}/{_ENDPOINT}:rawPredict", _raw_predict, permission=f"{_ENDPOINTS}.predict"),
+    Route("GET", f"{OPS}/{_OPERATION}", _get_operation, permission=_OP_GET),
+    Route(
+        "POST",
+        f"{OPS}/{_OPERATION}:cancel",
+        _cancel_operation,
+        body=("name",),
+        permission="aiplatform.{collection}.delete",
+    ),
+    Route(
+        "POST",
+        f"{OPS}/{_OPERATION}:wait",
+        _get_operation,
+        ("timeout",),
+        ("name", "timeout"),
+        permission=_OP_GET,
+    ),
     Route("POST", f"{_DEPLOYED}:preempt", _preempt),
     Route("GET", f"{_DEPLOYED}/replicas", _replicas),
     Route("GET", f"/emulator/v1/{_ENDPOINT}/ledger", _ledger),
