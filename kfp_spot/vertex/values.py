@@ -47,7 +47,8 @@ TPU_TOPOLOGY = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*){1,2}")
 _PROJECT_ID = r"[a-z][a-z0-9-]{4,28}[a-z0-9]"
 _DOMAIN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+"
 PROJECT_ID = re.compile(rf"(?:{_DOMAIN}:)?{_PROJECT_ID}")
-PROJECT_NUMBER = re.compile(r"[1-9][0-9]{0,19}")
+_PROJECT_NUMBER = r"[1-9][0-9]{0,18}"  # an int64: at most 19 digits
+PROJECT_NUMBER = re.compile(_PROJECT_NUMBER)
 # PersistentResource IDs (CreatePersistentResourceRequest) and Compute Engine resource names
 # such as reserved IP ranges (RFC 1035) share one form: a lowercase letter, then up to 62 more
 # lowercase letters, digits or '-', not ending with '-'.
@@ -56,7 +57,7 @@ RESOURCE_ID_FORM = (
     "1-63 lowercase letters, digits or '-', starting with a letter, not ending with '-'"
 )
 _LOCATION = r"[a-z][a-z0-9-]{0,62}"
-_PROJECT = rf"(?:{_PROJECT_ID}|[1-9][0-9]{{0,19}})"
+_PROJECT = rf"(?:{_PROJECT_ID}|{_PROJECT_NUMBER})"
 # EncryptionSpec.kmsKeyName: projects/P/locations/L/keyRings/R/cryptoKeys/K (Cloud KMS names
 # key rings and keys with 1-63 letters, digits, '_' and '-').
 KMS_KEY_NAME = re.compile(
