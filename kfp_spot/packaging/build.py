@@ -37,6 +37,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from kfp_spot import fs
+from kfp_spot.packaging.archives import UnsafeMemberError, extract_member
 from kfp_spot.packaging.errors import BuildError
 
 if sys.version_info >= (3, 11):
@@ -238,8 +239,9 @@ def _unpack(sdist: Path, into: Path) -> Path:
     """Unpack ``sdist`` into ``into``; returns its one top-level directory."""
     try:
         with tarfile.open(sdist) as archive:
-            archive.extractall(into, filter="data")
-    except (tarfile.TarError, OSError) as exc:
+            for member in archive:
+                extract_member(archive, member, into)
+    except (tarfile.TarError, OSError, UnsafeMemberError) as exc:
         raise BuildError(
             "source", f"the built sdist {sdist.name} cannot be unpacked: {exc}"
         ) from None

@@ -30,6 +30,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from kfp_spot import fs, vertex
+from kfp_spot.packaging.archives import UnsafeMemberError, extract_member
 from kfp_spot.packaging.errors import MissingProjectFileError, PackagingError, SourceError
 
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -262,8 +263,8 @@ def _extract(archive: Path, dest: Path, label: str) -> Path:
                 # a bomb stops at the limit; the data filter refuses links and paths that leave
                 # the folder, devices, and absolute names.
                 for member in _safe_tar_members(tf, label):
-                    tf.extract(member, dest, filter="data")
-    except tarfile.FilterError as exc:
+                    extract_member(tf, member, dest)
+    except UnsafeMemberError as exc:
         raise SourceError("source", f"{label} holds an unsafe member: {exc}") from exc
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise SourceError(
