@@ -33,7 +33,13 @@ KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = {
     name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
-    for name in ("prepare_package", "launch_spot_job", "evaluate_checkpoint", "promote_model")
+    for name in (
+        "prepare_package",
+        "launch_spot_job",
+        "evaluate_checkpoint",
+        "promote_model",
+        "deploy_spot_endpoint",
+    )
 }
 MSE_GATE = {"mse": "<=0.01"}
 
@@ -303,6 +309,45 @@ def test_a_launch_input_baked_into_your_own_pipeline_is_checked_before_the_run(t
         local.run(mine, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
     assert str(info.value).startswith("task 'launch-spot-job': launch_spot_job input 'timeout'")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("deploy", "message"),
+    [
+        (  # the emulator serves only the machine types it knows
+            {"machine_type": "n1-standrd-4"},
+            "input 'machine_type': 'n1-standrd-4' is not a known machine type",
+        ),
+        (  # each replica is a process on this machine: the emulator starts at most 16
+            {"min_replica_count": 17},
+            "input 'min_replica_count': is 17; it must be 1..16 on the local emulator",
+        ),
+        ({"traffic_split": {"0": 50}}, "input 'traffic_split': {'0': 50} adds up to 50, not 100"),
+    ],
+)
+def test_a_deploy_input_baked_into_your_own_pipeline_is_checked_before_the_run(
+    tmp_path, deploy, message
+):
+    @dsl.pipeline
+    def mine(source: str, api_endpoint: str = "", base_output_directory: str = ""):
+        package = COMPONENTS["prepare_package"](source=source)
+        launch = COMPONENTS["launch_spot_job"](
+            project="local-project",
+            location="us-central1",
+            package=package.outputs["package"],
+            base_output_directory=base_output_directory,
+            api_endpoint=api_endpoint,
+        )
+        COMPONENTS["deploy_spot_endpoint"](
+            model=launch.outputs["model"], api_endpoint=api_endpoint, **deploy
+        )
+
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(mine, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
+    assert str(info.value).startswith(
+        f"task 'deploy-spot-endpoint': deploy_spot_endpoint {message}"
+    ), info.value
+    assert not (tmp_path / "run").exists()  # no emulator, no package, no training
 
 
 def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):

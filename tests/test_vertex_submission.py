@@ -158,9 +158,12 @@ def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_crede
     import json
 
     spec = pipeline_job.read_template(path)
-    # The launch alone has no package artifact (a submission cannot pass one): a container then.
-    code = ["--param", f"container_image_uri={PUSHED_IMAGE}"]
-    extra = code if path.parent.name == "launch_spot_job" else []
+    # The launch alone has no package artifact (a submission cannot pass one): a container then;
+    # the deploy alone has no model artifact: the model directory's URI then.
+    extra = {
+        "launch_spot_job": ["--param", f"container_image_uri={PUSHED_IMAGE}"],
+        "deploy_spot_endpoint": ["--param", "artifact_uri=gs://my-bucket/model"],
+    }.get(path.parent.name, [])
     args = ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
     result = _cli([*args, *extra])
     assert result.exit_code == 0, result.stderr

@@ -1,11 +1,12 @@
-"""The launch_spot_job (and evaluate_checkpoint) tasks of a compiled pipeline, checked first.
+"""The launch_spot_job, evaluate_checkpoint and deploy_spot_endpoint tasks of a pipeline, first.
 
 A pipeline of the user's own (GCPC's ops beside ours) bakes a launch's inputs into the template
 as constants, or wires them to pipeline parameters. ``kfp-spot submit`` checks each launch task
-with the launcher's own reader and job builder (:func:`kfp_spot.jobs.entry.build_request`,
-:func:`kfp_spot.jobs.spec.build_custom_job`, the Vertex AI rules), so a value the launcher would
-refuse inside the running pipeline is refused before the PipelineJob is created, in the same
-words, prefixed by the task. What is known only at run time is not guessed at:
+(found by :mod:`kfp_spot.jobs.template_walk`) with the launcher's own reader and job builder
+(:func:`kfp_spot.jobs.entry.build_request`, :func:`kfp_spot.jobs.spec.build_custom_job`, the
+Vertex AI rules), so a value the launcher would refuse inside the running pipeline is refused
+before the PipelineJob is created, in the same words, prefixed by the task. What is known only at
+run time is not guessed at:
 
 - a task whose inputs come from another task's outputs or a ``dsl.ParallelFor`` item is not
   checked (its other inputs could only be judged together with those);
@@ -19,7 +20,13 @@ words, prefixed by the task. What is known only at run time is not guessed at:
 A launch task left cacheable (KFP's default for a task) gets a warning: a rerun with the same
 inputs would replay the earlier outcome without training. An evaluate_checkpoint task's
 ``thresholds``, ``step`` and ``entry_point`` are read with the evaluation's own parsers
-(:mod:`kfp_spot.evaluation`), since it reads them only after the training was paid for.
+(:mod:`kfp_spot.evaluation`), since it reads them only after the training was paid for. A
+deploy_spot_endpoint task (machine type, replica counts, traffic split, serving image, labels,
+...) goes through the deployer's own reader and checks
+(:func:`kfp_spot.serving.entry.build_request`, :class:`kfp_spot.serving.deploy.Deployer`)
+without listing the model directory, which the run makes: its ``model`` stands in as a
+directory under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource names in
+its project and location.
 """
 
 from __future__ import annotations
@@ -28,130 +35,31 @@ import contextlib
 import io
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 from kfp_spot.jobs.inputs import LaunchInputError
+from kfp_spot.jobs.template_walk import (
+    DEPLOY_CALL,
+    EVALUATE_CALL,
+    LAUNCH_CALL,
+    UNKNOWN,
+    TemplateTask,
+    template_tasks,
+)
 from kfp_spot.vertex import pipeline_context
 from kfp_spot.vertex.values import InvalidFieldError
 
-# The line of the component's body that calls the launcher: what makes a task a launch.
-LAUNCH_CALL = "from kfp_spot.jobs.entry import launch_spot_job"
-EVALUATE_CALL = "from kfp_spot.evaluation import component_entry"
-# Stand-ins for what exists only at run time (valid forms, never sent anywhere).
+# Stand-ins for what exists only at run time (valid forms, never sent anywhere or read).
 _RUN_TIME_ROOT = "gs://pipeline-root/run"
+_LOCAL_RUN_ROOT = "/pipeline-root/run"  # a local run's artifacts are local paths
+_RESOURCE_ID = "1234567890"  # of a model or an endpoint another task makes
 _PACKAGE_URI = "gs://pipeline-root/run/prepare-package/package.tar.gz"
 _PACKAGE_MODULE = "trainer.task"  # the package's metadata names it at run time
 
 
 class TemplateTaskError(ValueError):
     """A task of the template would be refused at run time; the message names it."""
-
-
-_UNKNOWN = object()  # a value known only at run time
-
-
-@dataclass(frozen=True)
-class LaunchTask:
-    """One launch_spot_job task: where it is, its parameter inputs, how it runs."""
-
-    path: str  # the task's name, with the names of the sub-DAGs it is in (a/b)
-    call: str  # LAUNCH_CALL or EVALUATE_CALL
-    parameters: dict[str, Any]  # each input's value (_UNKNOWN: known only at run time)
-    artifacts: frozenset[str]  # the artifact inputs it is given
-    env: dict[str, str]  # the executor's environment (set_env_variable)
-    cached: bool
-
-
-def _defaults(component: Mapping[str, Any]) -> dict[str, Any]:
-    definitions = (component.get("inputDefinitions") or {}).get("parameters") or {}
-    return {name: spec.get("defaultValue", _UNKNOWN) for name, spec in definitions.items()}
-
-
-def _value(given: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
-    if "runtimeValue" in given:
-        return (given["runtimeValue"] or {}).get("constant", _UNKNOWN)
-    if "componentInputParameter" in given and "parameterExpressionSelector" not in given:
-        return env.get(given["componentInputParameter"], _UNKNOWN)
-    return _UNKNOWN  # another task's output, a loop item's field, ...
-
-
-def launch_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Iterator[LaunchTask]:
-    """Every launch (and evaluate) task of ``spec``, sub-DAGs (conditions, loops, ...) too.
-
-    Args:
-        spec: the compiled pipeline spec.
-        arguments: the submission's parameter values (the root's defaults fill in the rest).
-    """
-    components = spec.get("components") or {}
-    executors = (spec.get("deploymentSpec") or {}).get("executors") or {}
-    root = spec.get("root") or {}
-    env = {**_defaults(root), **arguments}
-    # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
-    yield from _walk(root.get("dag") or {}, env, frozenset(), "", components, executors)
-
-
-def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
-    """The artifact inputs a task gets: another task's output, or one its DAG was given."""
-    return frozenset(
-        name
-        for name, source in (inputs.get("artifacts") or {}).items()
-        if "taskOutputArtifact" in source or source.get("componentInputArtifact") in available
-    )
-
-
-def _task(
-    path: str,
-    component: Mapping[str, Any],
-    values: dict[str, Any],
-    artifacts: frozenset[str],
-    cached: bool,
-    executors: Mapping[str, Any],
-) -> LaunchTask | None:
-    container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
-    command = " ".join(str(part) for part in (container or {}).get("command") or [])
-    call = next((c for c in (LAUNCH_CALL, EVALUATE_CALL) if c in command), None)
-    if not isinstance(container, dict) or call is None:
-        return None
-    return LaunchTask(
-        path=path,
-        call=call,
-        parameters=values,
-        artifacts=artifacts,
-        env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
-        cached=cached,
-    )
-
-
-def _walk(
-    dag: Mapping[str, Any],
-    env: Mapping[str, Any],
-    available: frozenset[str],
-    prefix: str,
-    components: Mapping[str, Any],
-    executors: Mapping[str, Any],
-) -> Iterator[LaunchTask]:
-    for name, task in (dag.get("tasks") or {}).items():
-        component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
-        inputs = task.get("inputs") or {}
-        given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
-        values = {**_defaults(component), **given}
-        path = f"{prefix}{name}"
-        artifacts = _given_artifacts(inputs, available)
-        if "dag" in component:
-            yield from _walk(component["dag"], values, artifacts, f"{path}/", components, executors)
-            continue
-        found = _task(
-            path,
-            component,
-            values,
-            artifacts,
-            bool((task.get("cachingOptions") or {}).get("enableCache")),
-            executors,
-        )
-        if found is not None:
-            yield found
 
 
 @contextlib.contextmanager
@@ -182,8 +90,38 @@ def _quiet(quiet: bool) -> Iterator[None]:
         yield
 
 
+def _filled(task: TemplateTask, project: str, location: str) -> dict[str, Any]:
+    """The task's inputs, GCPC's placeholders as the run fills them in."""
+    fills = {
+        pipeline_context.PROJECT_ID_PLACEHOLDER: project,
+        pipeline_context.LOCATION_PLACEHOLDER: location,
+        pipeline_context.PERSISTENT_RESOURCE_ID_PLACEHOLDER: "",
+    }
+    return {
+        name: fills.get(value, value) if isinstance(value, str) else value
+        for name, value in task.parameters.items()
+    }
+
+
+def _check_api_endpoint(inputs: Mapping[str, Any], local: bool) -> None:
+    """The task's ``api_endpoint``: well formed, and not the local emulator on Vertex AI.
+
+    Raises:
+        InvalidFieldError: naming ``api_endpoint``.
+    """
+    from kfp_spot.vertex.client import is_emulator_endpoint
+
+    endpoint = str(inputs.get("api_endpoint") or "")
+    if is_emulator_endpoint(endpoint) and not local:
+        raise InvalidFieldError(
+            "api_endpoint",
+            f"{endpoint!r} is the local emulator, which a task on Vertex AI Pipelines cannot "
+            "reach: leave it empty (Vertex AI in the task's location)",
+        )
+
+
 def check_launch_task(
-    task: LaunchTask, *, project: str, location: str, local: bool = False
+    task: TemplateTask, *, project: str, location: str, local: bool = False
 ) -> None:
     """Check one launch task as the launcher would on Vertex AI (nothing is sent or read).
 
@@ -201,29 +139,13 @@ def check_launch_task(
     from kfp_spot.jobs.inputs import input_for_field
     from kfp_spot.jobs.spec import build_custom_job
     from kfp_spot.vertex import EMULATOR, VERTEX_AI, InvalidJobSpecError, validate_custom_job
-    from kfp_spot.vertex.client import is_emulator_endpoint
 
-    fills = {
-        pipeline_context.PROJECT_ID_PLACEHOLDER: project,
-        pipeline_context.LOCATION_PLACEHOLDER: location,
-        pipeline_context.PERSISTENT_RESOURCE_ID_PLACEHOLDER: "",
-    }
-    inputs: dict[str, Any] = {
-        name: fills.get(value, value) if isinstance(value, str) else value
-        for name, value in task.parameters.items()
-    }
+    inputs = _filled(task, project, location)
     try:
-        endpoint = str(inputs.get("api_endpoint") or "")
         try:
-            emulator = is_emulator_endpoint(endpoint)
+            _check_api_endpoint(inputs, local)
         except InvalidFieldError as exc:
             raise LaunchInputError(exc.field, exc.reason) from None
-        if emulator and not local:
-            raise LaunchInputError(
-                "api_endpoint",
-                f"{endpoint!r} is the local emulator, which a task on Vertex AI Pipelines cannot "
-                "reach: leave it empty (Vertex AI in the task's location)",
-            )
         if "package" in task.artifacts:
             metadata: dict[str, Any] = {"package_uris": [_PACKAGE_URI]}
             if not inputs.get("python_module"):
@@ -248,7 +170,50 @@ def check_launch_task(
         raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
 
 
-def check_evaluate_task(task: LaunchTask) -> None:
+def check_deploy_task(
+    task: TemplateTask, *, project: str, location: str, local: bool = False
+) -> None:
+    """Check one deploy_spot_endpoint task as the deployer would before its first call.
+
+    What other tasks make stands in: the ``model`` directory as a URI under the run's root (not
+    listed: it is made at run time), ``uploaded_model`` and ``target_endpoint`` as resource names
+    in the task's project and location. Nothing is sent or read.
+
+    Args:
+        task: the task.
+        project: what GCPC's project placeholder becomes.
+        location: what GCPC's location placeholder becomes.
+        local: check it as a local run's deploy (an emulator endpoint is the emulator's, with its
+            rules, e.g. its serving replica limit); else as Vertex AI Pipelines runs it.
+
+    Raises:
+        TemplateTaskError: naming the task and the input, in the deployer's words.
+    """
+    from kfp_spot.serving.deploy import Deployer, DeployInputError
+    from kfp_spot.serving.entry import build_request
+
+    inputs = _filled(task, project, location)
+    root = f"{_LOCAL_RUN_ROOT if local else _RUN_TIME_ROOT}/{task.path.rsplit('/', 1)[-1]}"
+    parent = f"projects/{inputs.get('project')}/locations/{inputs.get('location')}"
+    if "model" in task.artifacts:
+        inputs["model"] = SimpleNamespace(uri=f"{root}/model", metadata={})
+    for name, kind in (("uploaded_model", "models"), ("target_endpoint", "endpoints")):
+        if name in task.artifacts:
+            resource = f"{parent}/{kind}/{_RESOURCE_ID}"
+            inputs[name] = SimpleNamespace(uri="", metadata={"resourceName": resource})
+    inputs["gcp_resources"] = f"{root}/gcp_resources"
+    try:
+        try:
+            _check_api_endpoint(inputs, local)
+        except InvalidFieldError as exc:
+            raise DeployInputError(exc.field, exc.reason) from None
+        with _environment(task.env), _quiet(local):
+            Deployer(build_request(**inputs), check_files=False)
+    except DeployInputError as exc:
+        raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
+
+
+def check_evaluate_task(task: TemplateTask) -> None:
     """What an evaluate_checkpoint task reads only after the training: each input known now.
 
     Raises:
@@ -261,7 +226,7 @@ def check_evaluate_task(task: LaunchTask) -> None:
     from kfp_spot.evaluation.selection import parse_step
     from kfp_spot.evaluation.thresholds import parse_thresholds
 
-    given = {k: v for k, v in task.parameters.items() if v is not _UNKNOWN}
+    given = {k: v for k, v in task.parameters.items() if v is not UNKNOWN}
     try:
         thresholds = given.get("thresholds")
         if isinstance(thresholds, str) and thresholds:  # a dict may arrive as its JSON text
@@ -289,7 +254,7 @@ def check_template_launches(
     arguments: Mapping[str, Any],
     enable_caching: bool | None = None,
 ) -> list[str]:
-    """Check every launch task of ``spec`` whose inputs are all known before the run.
+    """Check every launch and deploy task of ``spec`` whose inputs are all known before the run.
 
     Args:
         spec: the compiled pipeline spec.
@@ -299,28 +264,32 @@ def check_template_launches(
         enable_caching: the submission's caching override (None: each task's own setting).
 
     Returns:
-        Warnings: a launch task left cacheable; a launch task not checked, and why.
+        Warnings: a launch task left cacheable; a launch or deploy task not checked, and why.
 
     Raises:
-        TemplateTaskError: the first launch task the launcher would refuse.
+        TemplateTaskError: the first task the launcher (evaluation, deployer) would refuse.
     """
     warnings: list[str] = []
-    for task in launch_tasks(spec, arguments):
+    for task in template_tasks(spec, arguments):
         if task.call == EVALUATE_CALL:
             check_evaluate_task(task)
             continue
-        if task.cached and enable_caching is None:
+        kind = "deploy_spot_endpoint" if task.call == DEPLOY_CALL else "launch_spot_job"
+        if task.call == LAUNCH_CALL and task.cached and enable_caching is None:
             warnings.append(
                 f"task {task.path!r} (launch_spot_job) is cached: a rerun with the same inputs "
                 "replays the earlier outcome without training; compile it with "
                 ".set_caching_options(False), or submit with --disable-caching"
             )
-        unknown = sorted(k for k, v in task.parameters.items() if v is _UNKNOWN)
+        unknown = sorted(k for k, v in task.parameters.items() if v is UNKNOWN)
         if unknown:
             warnings.append(
-                f"task {task.path!r} (launch_spot_job) not checked before the run: "
+                f"task {task.path!r} ({kind}) not checked before the run: "
                 f"{', '.join(unknown)} known only at run time"
             )
+            continue
+        if task.call == DEPLOY_CALL:
+            check_deploy_task(task, project=project, location=location)
             continue
         check_launch_task(task, project=project, location=location)
         for name, submitted in (("project", project), ("location", location)):
@@ -340,12 +309,13 @@ def check_template_launches(
 
 
 def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
-    """Check a local run's launch and evaluate tasks before it starts, against the emulator.
+    """Check a local run's launch, evaluate and deploy tasks before it starts, as the emulator.
 
     As :func:`check_template_launches` does for a submission, with the local emulator's rules.
 
-    A value the launcher would refuse (``replica_count=0``, a misspelt machine type, a bad gate)
-    is refused before the run packages the source and trains, not when it reaches that task.
+    A value the launcher or the deployer would refuse (``replica_count=0``, a misspelt machine
+    type, a bad gate, ``traffic_split={"0": 50}``) is refused before the run packages the source
+    and trains, not when it reaches that task.
 
     Args:
         spec: the compiled pipeline spec.
@@ -356,8 +326,12 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
     """
     from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
-    for task in launch_tasks(spec, arguments):
+    for task in template_tasks(spec, arguments):
         if task.call == EVALUATE_CALL:
             check_evaluate_task(task)
-        elif not any(v is _UNKNOWN for v in task.parameters.values()):
+        elif any(v is UNKNOWN for v in task.parameters.values()):
+            continue
+        elif task.call == DEPLOY_CALL:
+            check_deploy_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)
+        else:
             check_launch_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)

@@ -183,11 +183,14 @@ class DeployResult:
     reattached: bool = False
 
 
-def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
+def _check(
+    request: DeployRequest, target: vertex.Target, *, check_files: bool = True
+) -> tuple[Any, Any]:
     """Validate the inputs; returns (Model or None, DeployedModel) protos. Nothing is called.
 
     The rules of the requests are the floor's (:mod:`kfp_spot.vertex.model_endpoint`, checked
-    against ``target``, the emulator applying the same); their refusals name the input.
+    against ``target``, the emulator applying the same); their refusals name the input. The
+    model directory is listed (Cloud Storage, the one read) only with ``check_files``.
     """
     from google.cloud.aiplatform_v1.types import DeployedModel
 
@@ -237,7 +240,8 @@ def _check(request: DeployRequest, target: vertex.Target) -> tuple[Any, Any]:
         )
         rules.check_dedicated_resources(deployed.dedicated_resources, target)
         rules.check_traffic_split(request.traffic_split)
-        model = _model(request, target) if request.artifact_uri else None  # uploaded first
+        # the model first: it is uploaded before the endpoint is made
+        model = _model(request, target, check_files) if request.artifact_uri else None
         rules.check_endpoint(_new_endpoint(request), location=request.location)
     except InvalidFieldError as exc:
         raise input_error(exc) from None
@@ -278,7 +282,7 @@ def _machine_spec(request: DeployRequest) -> MachineSpec:
     )
 
 
-def _model(request: DeployRequest, target: vertex.Target) -> Model:
+def _model(request: DeployRequest, target: vertex.Target, check_files: bool = True) -> Model:
     """The Model to upload, checked by the floor; the directory holds what its image loads."""
     from google.cloud.aiplatform_v1.types import Model
 
@@ -300,7 +304,7 @@ def _model(request: DeployRequest, target: vertex.Target) -> Model:
     if request.encryption_spec_key_name:  # as GCPC's ModelUploadOp
         model.encryption_spec.kms_key_name = request.encryption_spec_key_name
     image = rules.check_model(model, target, location=request.location)
-    if image is not None and image.artifacts:
+    if check_files and image is not None and image.artifacts:
         try:
             rules.check_artifact_files(uri, _files(uri), image)
         except InvalidFieldError as exc:
@@ -363,9 +367,18 @@ class Deployer:
     Args:
         request: the inputs.
         sleep: how the deployer waits between polls (tests pass their own).
+        check_files: list the model directory for the file its prebuilt image loads; False for
+            a check made before the run (``kfp-spot submit``), when the directory is not made
+            yet. Every other input is checked either way, without a call.
     """
 
-    def __init__(self, request: DeployRequest, *, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        request: DeployRequest,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        check_files: bool = True,
+    ):
         self.request = request
         self.api: ApiEndpoint
         try:
@@ -385,7 +398,7 @@ class Deployer:
             self.api = resolve_endpoint(request.location, request.api_endpoint)
         except InvalidFieldError as exc:
             raise DeployInputError(exc.field, exc.reason) from None
-        self.model_pb, self.deployed_pb = _check(request, self.api.target)
+        self.model_pb, self.deployed_pb = _check(request, self.api.target, check_files=check_files)
         self.parent = f"projects/{request.project}/locations/{request.location}"
         self.key = hashlib.sha256(request.run_key.encode()).hexdigest()[:32]
         self._sleep = sleep

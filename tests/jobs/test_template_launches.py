@@ -1,15 +1,17 @@
-"""`kfp-spot submit` checks a user pipeline's launch_spot_job tasks before the run starts.
+"""`kfp-spot submit` checks a user pipeline's launch and deploy tasks before the run starts.
 
-A team's own pipeline (GCPC's ops beside ours) bakes launch inputs in as constants or wires them
-to pipeline parameters; a value the launcher would refuse inside the running pipeline is refused
-at submission, naming the task and the input, with or without ``--dry-run``.
+A team's own pipeline (GCPC's ops beside ours) bakes launch and deploy inputs in as constants or
+wires them to pipeline parameters; a value the launcher or the deployer would refuse inside the
+running pipeline is refused at submission, naming the task and the input, with or without
+``--dry-run``.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kfp import compiler, dsl
+from kfp import compiler, components, dsl
 
 from kfp_spot.cli import main
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
@@ -170,4 +172,134 @@ def test_the_launch_component_alone_needs_its_code_as_a_parameter():
     line = _one_error_line(_submit(entry.default_path(), "--dry-run"))
     assert "launch_spot_job input 'package': no training code" in line
     result = _submit(entry.default_path(), "--dry-run", "--param", f"container_image_uri={IMAGE}")
+    assert result.exit_code == 0, result.output
+
+
+# --- deploy_spot_endpoint tasks: what the deployer checks before its first call ----------------
+
+ROOT = Path(__file__).resolve().parents[2]
+YAMLS = {
+    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
+    for name in ("prepare_package", "launch_spot_job", "deploy_spot_endpoint")
+}
+
+
+def _compile_serving(tmp_path, name, **deploy):
+    """A team's own train-and-serve pipeline from the components' YAMLs, a deploy task baked in."""
+
+    @dsl.pipeline(name="user-serving")
+    def user_serving(
+        source: str = "gs://my-bucket/src.tar.gz",
+        api_endpoint: str = "",
+        serving_labels: dict = {"team": "ml"},  # noqa: B006 (a KFP default)
+        machines: list = ["n1-standard-4"],  # noqa: B006
+    ):
+        package = YAMLS["prepare_package"](source=source)
+        train = YAMLS["launch_spot_job"](
+            package=package.outputs["package"], api_endpoint=api_endpoint
+        ).set_caching_options(False)
+        YAMLS["deploy_spot_endpoint"](
+            model=train.outputs["model"], labels=serving_labels, **deploy
+        ).set_caching_options(False)
+        with dsl.ParallelFor(machines) as machine:  # judged only when it runs
+            YAMLS["deploy_spot_endpoint"](
+                model=train.outputs["model"], machine_type=machine
+            ).set_caching_options(False)
+
+    path = tmp_path / f"{name}.yaml"
+    compiler.Compiler().compile(user_serving, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serving")
+    return {
+        "good": _compile_serving(tmp, "good", traffic_split={"0": 100}, min_replica_count=2),
+        # Vertex AI has no limit of its own on serving replicas (the emulator's 16 is its own)
+        "many": _compile_serving(tmp, "many", min_replica_count=17),
+        "machine": _compile_serving(tmp, "machine", machine_type="N1-Standard-4"),
+        "replicas": _compile_serving(tmp, "replicas", min_replica_count=0),
+        "split": _compile_serving(tmp, "split", traffic_split={"0": 50}),
+        "image": _compile_serving(
+            tmp, "image", serving_container_image_uri="us-docker.pkg.dev/vertex-ai/prediction/x"
+        ),
+        "project": _compile_serving(tmp, "project", project="P_UP"),
+        "emulator": _compile_serving(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        ("machine", "input 'machine_type': 'N1-Standard-4' is not a known machine type"),
+        ("replicas", "input 'min_replica_count': is 0; it must be 1.."),
+        ("split", "input 'traffic_split': {'0': 50} adds up to 50, not 100"),
+        ("image", "input 'serving_container_image_uri': "),
+        ("project", "input 'project': expected a Google Cloud project ID"),
+        ("emulator", "input 'api_endpoint': 'http://127.0.0.1:8080' is the local emulator"),
+    ],
+)
+def test_a_deploy_input_the_deployer_would_refuse_is_refused_before_the_training(
+    serving, template, needle
+):
+    line = _one_error_line(_submit(serving[template], "--dry-run"))
+    assert f"task 'deploy-spot-endpoint': deploy_spot_endpoint {needle}" in line
+
+
+def test_a_parameter_value_flowing_into_a_deploy_is_checked(serving):
+    result = _submit(serving["good"], "--dry-run", "--param", 'serving_labels={"Team": "x"}')
+    line = _one_error_line(result)
+    assert "task 'deploy-spot-endpoint': deploy_spot_endpoint input 'labels'" in line
+    assert "label key 'Team' is invalid" in line
+
+
+@pytest.mark.parametrize("template", ["good", "many"])
+def test_a_valid_deploy_task_passes_without_its_model_directory_being_read(serving, template):
+    # The model directory stands in under gs://pipeline-root: listing it would need Cloud Storage.
+    result = _submit(serving[template], "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert (
+        "task 'for-loop-1/deploy-spot-endpoint-2' (deploy_spot_endpoint) not checked before the "
+        "run: machine_type known only at run time"
+    ) in result.stderr
+    assert "could not be listed" not in result.stderr
+
+
+def test_a_deploy_of_a_model_from_the_registry_to_an_existing_endpoint_is_checked(tmp_path):
+    """``uploaded_model``/``target_endpoint`` from other tasks stand in as resource names."""
+    deploy = YAMLS["deploy_spot_endpoint"]
+
+    def compiled(min_replica_count):
+        @dsl.pipeline(name="registry-serving")
+        def registry_serving():
+            first = deploy(artifact_uri="gs://my-bucket/model").set_caching_options(False)
+            deploy(
+                uploaded_model=first.outputs["vertex_model"],
+                target_endpoint=first.outputs["endpoint"],
+                min_replica_count=min_replica_count,
+            ).set_caching_options(False)
+
+        path = tmp_path / f"registry-{min_replica_count}.yaml"
+        compiler.Compiler().compile(registry_serving, str(path))
+        return pipeline_job.read_template(path)
+
+    args = {"project": "my-proj-123", "location": "europe-west4", "arguments": {}}
+    assert check_template_launches(compiled(1), **args) == []
+    with pytest.raises(TemplateTaskError) as info:
+        check_template_launches(compiled(-1), **args)
+    assert str(info.value).startswith(
+        "task 'deploy-spot-endpoint-2': deploy_spot_endpoint input 'min_replica_count': is -1"
+    )
+
+
+def test_the_deploy_component_alone_needs_its_model_as_a_parameter():
+    """Its ``model`` artifact is an input of the run, which a submission cannot pass."""
+    from kfp_spot.pipelines import catalog
+
+    (entry,) = [e for e in catalog.COMPONENTS if e.name == "deploy_spot_endpoint"]
+    line = _one_error_line(_submit(entry.default_path(), "--dry-run"))
+    assert "deploy_spot_endpoint input 'model': give exactly one of `model`" in line
+    model = "artifact_uri=gs://my-bucket/model"
+    result = _submit(entry.default_path(), "--dry-run", "--param", model)
     assert result.exit_code == 0, result.output

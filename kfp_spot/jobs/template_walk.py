@@ -1,0 +1,122 @@
+"""The tasks of a compiled pipeline that kfp-spot checks before the run, found by a walk.
+
+Every ``launch_spot_job``, ``evaluate_checkpoint`` and ``deploy_spot_endpoint`` task of a
+compiled pipeline spec, sub-DAGs (conditions, loops, ...) too, each with its parameter inputs as
+far as they are known before the run: constants, the submission's parameter values, defaults.
+:mod:`kfp_spot.jobs.template` checks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# The line of a component's body that calls its runtime: what makes a task one to check.
+LAUNCH_CALL = "from kfp_spot.jobs.entry import launch_spot_job"
+EVALUATE_CALL = "from kfp_spot.evaluation import component_entry"
+DEPLOY_CALL = "from kfp_spot.serving.entry import deploy_spot_endpoint"
+
+UNKNOWN = object()  # a value known only at run time
+
+
+@dataclass(frozen=True)
+class TemplateTask:
+    """One task to check (a launch, evaluate or deploy): where it is, its inputs, how it runs."""
+
+    path: str  # the task's name, with the names of the sub-DAGs it is in (a/b)
+    call: str  # LAUNCH_CALL, EVALUATE_CALL or DEPLOY_CALL
+    parameters: dict[str, Any]  # each input's value (UNKNOWN: known only at run time)
+    artifacts: frozenset[str]  # the artifact inputs it is given
+    env: dict[str, str]  # the executor's environment (set_env_variable)
+    cached: bool
+
+
+def _defaults(component: Mapping[str, Any]) -> dict[str, Any]:
+    definitions = (component.get("inputDefinitions") or {}).get("parameters") or {}
+    return {name: spec.get("defaultValue", UNKNOWN) for name, spec in definitions.items()}
+
+
+def _value(given: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
+    if "runtimeValue" in given:
+        return (given["runtimeValue"] or {}).get("constant", UNKNOWN)
+    if "componentInputParameter" in given and "parameterExpressionSelector" not in given:
+        return env.get(given["componentInputParameter"], UNKNOWN)
+    return UNKNOWN  # another task's output, a loop item's field, ...
+
+
+def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Iterator[TemplateTask]:
+    """Every launch (evaluate, deploy) task of ``spec``, sub-DAGs (conditions, loops, ...) too.
+
+    Args:
+        spec: the compiled pipeline spec.
+        arguments: the submission's parameter values (the root's defaults fill in the rest).
+    """
+    components = spec.get("components") or {}
+    executors = (spec.get("deploymentSpec") or {}).get("executors") or {}
+    root = spec.get("root") or {}
+    env = {**_defaults(root), **arguments}
+    # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
+    yield from _walk(root.get("dag") or {}, env, frozenset(), "", components, executors)
+
+
+def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
+    """The artifact inputs a task gets: another task's output, or one its DAG was given."""
+    return frozenset(
+        name
+        for name, source in (inputs.get("artifacts") or {}).items()
+        if "taskOutputArtifact" in source or source.get("componentInputArtifact") in available
+    )
+
+
+def _task(
+    path: str,
+    component: Mapping[str, Any],
+    values: dict[str, Any],
+    artifacts: frozenset[str],
+    cached: bool,
+    executors: Mapping[str, Any],
+) -> TemplateTask | None:
+    container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
+    command = " ".join(str(part) for part in (container or {}).get("command") or [])
+    call = next((c for c in (LAUNCH_CALL, EVALUATE_CALL, DEPLOY_CALL) if c in command), None)
+    if not isinstance(container, dict) or call is None:
+        return None
+    return TemplateTask(
+        path=path,
+        call=call,
+        parameters=values,
+        artifacts=artifacts,
+        env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
+        cached=cached,
+    )
+
+
+def _walk(
+    dag: Mapping[str, Any],
+    env: Mapping[str, Any],
+    available: frozenset[str],
+    prefix: str,
+    components: Mapping[str, Any],
+    executors: Mapping[str, Any],
+) -> Iterator[TemplateTask]:
+    for name, task in (dag.get("tasks") or {}).items():
+        component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
+        inputs = task.get("inputs") or {}
+        given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
+        values = {**_defaults(component), **given}
+        path = f"{prefix}{name}"
+        artifacts = _given_artifacts(inputs, available)
+        if "dag" in component:
+            yield from _walk(component["dag"], values, artifacts, f"{path}/", components, executors)
+            continue
+        found = _task(
+            path,
+            component,
+            values,
+            artifacts,
+            bool((task.get("cachingOptions") or {}).get("enableCache")),
+            executors,
+        )
+        if found is not None:
+            yield found
