@@ -42,7 +42,6 @@ from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
     EVALUATE_CALL,
-    LAUNCH_CALL,
     UNKNOWN,
     TemplateTask,
     template_tasks,
@@ -264,7 +263,8 @@ def check_template_launches(
         enable_caching: the submission's caching override (None: each task's own setting).
 
     Returns:
-        Warnings: a launch task left cacheable; a launch or deploy task not checked, and why.
+        Warnings: a launch or deploy task left cacheable, or with a project or location baked in
+        that is not the submission's; a launch or deploy task not checked, and why.
 
     Raises:
         TemplateTaskError: the first task the launcher (evaluation, deployer) would refuse.
@@ -275,11 +275,16 @@ def check_template_launches(
             check_evaluate_task(task)
             continue
         kind = "deploy_spot_endpoint" if task.call == DEPLOY_CALL else "launch_spot_job"
-        if task.call == LAUNCH_CALL and task.cached and enable_caching is None:
+        if task.cached and enable_caching is None:
+            replay = (
+                "the endpoint of the earlier run, which may have been undeployed or deleted since"
+                if task.call == DEPLOY_CALL
+                else "the earlier outcome without training"
+            )
             warnings.append(
-                f"task {task.path!r} (launch_spot_job) is cached: a rerun with the same inputs "
-                "replays the earlier outcome without training; compile it with "
-                ".set_caching_options(False), or submit with --disable-caching"
+                f"task {task.path!r} ({kind}) is cached: a rerun with the same inputs replays "
+                f"{replay}; compile it with .set_caching_options(False), or submit with "
+                "--disable-caching"
             )
         unknown = sorted(k for k, v in task.parameters.items() if v is UNKNOWN)
         if unknown:
@@ -290,8 +295,9 @@ def check_template_launches(
             continue
         if task.call == DEPLOY_CALL:
             check_deploy_task(task, project=project, location=location)
-            continue
-        check_launch_task(task, project=project, location=location)
+        else:
+            check_launch_task(task, project=project, location=location)
+        where = "deploys its model" if task.call == DEPLOY_CALL else "runs its CustomJob"
         for name, submitted in (("project", project), ("location", location)):
             given = task.parameters.get(name)
             if (
@@ -301,7 +307,7 @@ def check_template_launches(
                 and (given != submitted)
             ):
                 warnings.append(
-                    f"task {task.path!r} (launch_spot_job) runs its CustomJob in {name} "
+                    f"task {task.path!r} ({kind}) {where} in {name} "
                     f"{given!r}, baked into the template, not the submission's {submitted!r}; "
                     f"leave {name} unset to follow the pipeline's"
                 )

@@ -184,7 +184,7 @@ YAMLS = {
 }
 
 
-def _compile_serving(tmp_path, name, **deploy):
+def _compile_serving(tmp_path, name, cached=False, **deploy):
     """A team's own train-and-serve pipeline from the components' YAMLs, a deploy task baked in."""
 
     @dsl.pipeline(name="user-serving")
@@ -200,7 +200,7 @@ def _compile_serving(tmp_path, name, **deploy):
         ).set_caching_options(False)
         YAMLS["deploy_spot_endpoint"](
             model=train.outputs["model"], labels=serving_labels, **deploy
-        ).set_caching_options(False)
+        ).set_caching_options(cached)
         with dsl.ParallelFor(machines) as machine:  # judged only when it runs
             YAMLS["deploy_spot_endpoint"](
                 model=train.outputs["model"], machine_type=machine
@@ -226,6 +226,7 @@ def serving(tmp_path_factory):
         ),
         "project": _compile_serving(tmp, "project", project="P_UP"),
         "emulator": _compile_serving(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
+        "cached_elsewhere": _compile_serving(tmp, "cached", cached=True, location="us-east1"),
     }
 
 
@@ -264,6 +265,22 @@ def test_a_valid_deploy_task_passes_without_its_model_directory_being_read(servi
         "run: machine_type known only at run time"
     ) in result.stderr
     assert "could not be listed" not in result.stderr
+
+
+def test_a_cached_deploy_or_one_baked_into_another_region_is_pointed_out(serving):
+    result = _submit(serving["cached_elsewhere"], "--dry-run")
+    assert result.exit_code == 0, result.output
+    # a cached deploy replays an endpoint that may be gone by the rerun
+    assert (
+        "task 'deploy-spot-endpoint' (deploy_spot_endpoint) is cached: a rerun with the same "
+        "inputs replays the endpoint of the earlier run"
+    ) in result.stderr
+    assert (
+        "task 'deploy-spot-endpoint' (deploy_spot_endpoint) deploys its model in location "
+        "'us-east1', baked into the template, not the submission's 'us-central1'"
+    ) in result.stderr
+    result = _submit(serving["cached_elsewhere"], "--dry-run", "--disable-caching")
+    assert result.exit_code == 0 and "is cached" not in result.stderr, result.stderr
 
 
 def test_a_deploy_of_a_model_from_the_registry_to_an_existing_endpoint_is_checked(tmp_path):
