@@ -155,7 +155,11 @@ def _one_run(run_dir: Path, tree: str | None) -> dict[str, float]:
     """One ``kfp-spot run`` (this checkout's, or ``tree``'s kfp_spot): its wall, CPU and parts."""
     argv = [KFP_SPOT, "run", "--run-dir", str(run_dir)]
     env = None
-    if tree is not None:  # python -c puts its working directory first on sys.path
+    own = Path(tree or "", ".venv", "bin", "kfp-spot")
+    if tree is not None and own.exists():  # the tree's own install: its kfp_spot.pipelines too
+        argv = [str(own), *argv[1:]]
+    elif tree is not None:  # python -c puts its working directory first on sys.path
+        # kfp_spot.pipelines (pipelines/) still comes from this checkout's install
         argv = [PYTHON, "-c", "from kfp_spot.cli import main; main()", *argv[1:]]
         env = {**os.environ, "PYTHONPATH": tree}
     started = time.time()
@@ -276,7 +280,9 @@ def main() -> None:
     parser.add_argument(
         "--compare",
         metavar="TREE",
-        help="also run kfp-spot run from another checkout's kfp_spot, interleaved (e.g. "
+        help="also run kfp-spot run from another checkout, interleaved: its own "
+        "TREE/.venv/bin/kfp-spot when it has one (`git worktree add TREE REV`, then "
+        "`pip install -e .` in TREE/.venv), else TREE's kfp_spot on PYTHONPATH (e.g. "
         "`git archive REV | tar -x -C TREE`, with kfp_spot/components and kfp_spot/pipelines "
         "symlinked to TREE's components/ and pipelines/)",
     )
