@@ -9,7 +9,7 @@
 
 ``pipeline`` is a ``@dsl.pipeline`` function or a compiled YAML file. :func:`run` starts the local
 Vertex emulator on a free loopback port, points the pipeline's ``api_endpoint`` parameter at it
-(declare one and pass it to ``launch_spot_job``: without it the launch would go to Vertex AI),
+(declare one and pass it to ``launch_spot_job``: a launch without it is refused before the run),
 fills ``project``, ``location``, ``base_output_directory`` and ``staging_uri`` when the pipeline
 declares them and they are not given, runs it with ``kfp.local.SubprocessRunner(use_venv=False)``,
 preempts each CustomJob's attempts ``preemptions`` times, each only after the attempt committed a

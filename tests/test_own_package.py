@@ -350,6 +350,27 @@ def test_a_deploy_input_baked_into_your_own_pipeline_is_checked_before_the_run(
     assert not (tmp_path / "run").exists()  # no emulator, no package, no training
 
 
+def test_a_launch_not_given_the_runs_endpoint_is_refused_before_the_run(tmp_path):
+    # the pipeline declares api_endpoint (the run sets it) but never passes it to the launch,
+    # whose job would go to Vertex AI: it used to fail there, after packaging, on the project
+    @dsl.pipeline
+    def unwired(source: str, api_endpoint: str = "", base_output_directory: str = ""):
+        package = COMPONENTS["prepare_package"](source=source)
+        COMPONENTS["launch_spot_job"](
+            package=package.outputs["package"], base_output_directory=base_output_directory
+        )
+
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(unwired, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
+    assert str(info.value) == (
+        "task 'launch-spot-job': launch_spot_job input 'api_endpoint': is empty, so the task "
+        "would call Vertex AI, where a local run sends nothing: pass it the pipeline's "
+        "api_endpoint parameter (api_endpoint=api_endpoint), which the run sets to the local "
+        "emulator's"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
     with pytest.raises(local.LocalRunError, match=r"thresholds\['mse'\]: 'mse<=1'"):
         local_run.run_local(tmp_path / "run", source=regressor, thresholds={"mse": "mse<=1"})

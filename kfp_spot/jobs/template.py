@@ -103,7 +103,7 @@ def _filled(task: TemplateTask, project: str, location: str) -> dict[str, Any]:
 
 
 def _check_api_endpoint(inputs: Mapping[str, Any], local: bool) -> None:
-    """The task's ``api_endpoint``: well formed, and not the local emulator on Vertex AI.
+    """The task's ``api_endpoint``: well formed; the local emulator in a local run, else not.
 
     Raises:
         InvalidFieldError: naming ``api_endpoint``.
@@ -111,11 +111,20 @@ def _check_api_endpoint(inputs: Mapping[str, Any], local: bool) -> None:
     from kfp_spot.vertex.client import is_emulator_endpoint
 
     endpoint = str(inputs.get("api_endpoint") or "")
-    if is_emulator_endpoint(endpoint) and not local:
+    emulator = is_emulator_endpoint(endpoint)
+    if emulator and not local:
         raise InvalidFieldError(
             "api_endpoint",
             f"{endpoint!r} is the local emulator, which a task on Vertex AI Pipelines cannot "
             "reach: leave it empty (Vertex AI in the task's location)",
+        )
+    if local and not emulator:
+        given = "is empty" if not endpoint else f"is {endpoint!r}"
+        raise InvalidFieldError(
+            "api_endpoint",
+            f"{given}, so the task would call Vertex AI, where a local run sends nothing: pass "
+            "it the pipeline's api_endpoint parameter (api_endpoint=api_endpoint), which the run "
+            "sets to the local emulator's",
         )
 
 
