@@ -12,6 +12,8 @@ import hashlib
 import re
 import secrets
 
+from kfp_spot.vertex.values import INT64_MAX
+
 __all__ = [
     "INT64_MAX",
     "Parent",
@@ -21,7 +23,6 @@ __all__ = [
     "project_number",
 ]
 
-INT64_MAX = 2**63 - 1
 _FIRST_ID = 10**18  # Vertex's ids are 19-digit int64 values
 _NUMBER = re.compile(r"[0-9]{1,19}")
 _PARENT = re.compile(r"projects/([^/]+)/locations/([^/]+)")

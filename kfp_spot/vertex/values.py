@@ -24,6 +24,7 @@ MAX_WORKER_POOLS = 4  # primary, workers, parameter servers, evaluators
 MAX_DISPLAY_NAME = 128
 MAX_LABELS = 64
 INT32_MAX = 2**31 - 1  # the largest value of an int32 field (replica counts, ...)
+INT64_MAX = 2**63 - 1  # the largest int64: resource ids, project numbers
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 # "boot disk size must be within the range of [100, 64000]" (Vertex SDK, DiskSpec)
 MIN_BOOT_DISK_GB, MAX_BOOT_DISK_GB = 100, 64000
@@ -158,7 +159,8 @@ def check_project_id(value: Any) -> str:
         InvalidValueError: naming the valid form.
     """
     if isinstance(value, str) and (
-        PROJECT_ID.fullmatch(value) is not None or PROJECT_NUMBER.fullmatch(value) is not None
+        PROJECT_ID.fullmatch(value) is not None
+        or (PROJECT_NUMBER.fullmatch(value) is not None and int(value) <= INT64_MAX)
     ):
         return value
     raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")

@@ -201,7 +201,7 @@ project_ids = st.builds(
 project_numbers = st.integers(1, 2**63 - 1).map(str)  # an int64
 malformed_projects = st.one_of(
     project_ids.map(lambda p: p[:-1] + "-"),  # ends with a hyphen
-    st.integers(10**19, 10**25).map(str),  # a number no int64 holds
+    st.integers(2**63, 10**25).map(str),  # a number no int64 holds
     project_ids.map(lambda p: p.upper()),  # uppercase
     # an underscore; too short (or a number with a leading zero); too long; non-ASCII
     st.tuples(project_ids, st.integers(1, 5)).map(lambda t: t[0][: t[1]] + "_" + t[0][t[1] :]),
