@@ -102,6 +102,14 @@ def _filled(task: TemplateTask, project: str, location: str) -> dict[str, Any]:
     }
 
 
+def _root(task: TemplateTask, local: bool) -> str:
+    """A stand-in for where the run keeps ``task``'s artifacts (never written or read).
+
+    gs:// on Vertex AI Pipelines, a local path in a local run, as the run's own would be.
+    """
+    return f"{_LOCAL_RUN_ROOT if local else _RUN_TIME_ROOT}/{task.path.rsplit('/', 1)[-1]}"
+
+
 def _check_api_endpoint(inputs: Mapping[str, Any], local: bool) -> None:
     """The task's ``api_endpoint``: well formed; the local emulator in a local run, else not.
 
@@ -159,9 +167,9 @@ def check_launch_task(
             if not inputs.get("python_module"):
                 metadata["python_module"] = _PACKAGE_MODULE
             inputs["package"] = SimpleNamespace(uri=_PACKAGE_URI, metadata=metadata)
-        name = task.path.rsplit("/", 1)[-1]
-        inputs["checkpoint"] = SimpleNamespace(uri=f"{_RUN_TIME_ROOT}/{name}/checkpoint")
-        inputs["gcp_resources"] = f"{_RUN_TIME_ROOT}/{name}/gcp_resources"
+        root = _root(task, local)
+        inputs["checkpoint"] = SimpleNamespace(uri=f"{root}/checkpoint")
+        inputs["gcp_resources"] = f"{root}/gcp_resources"
         with _environment(task.env), _quiet(local):
             request = build_request(**inputs)
             request.inputs.base_output_directory = request.base_output_directory
@@ -201,7 +209,7 @@ def check_deploy_task(
     from kfp_spot.serving.entry import build_request
 
     inputs = _filled(task, project, location)
-    root = f"{_LOCAL_RUN_ROOT if local else _RUN_TIME_ROOT}/{task.path.rsplit('/', 1)[-1]}"
+    root = _root(task, local)
     parent = f"projects/{inputs.get('project')}/locations/{inputs.get('location')}"
     if "model" in task.artifacts:
         inputs["model"] = SimpleNamespace(uri=f"{root}/model", metadata={})
@@ -254,6 +262,16 @@ def check_evaluate_task(task: TemplateTask) -> None:
         raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
 
 
+def _check_task(task: TemplateTask, *, project: str, location: str, local: bool) -> None:
+    """``task`` checked by its own component's rules (see the check_*_task functions)."""
+    if task.call == EVALUATE_CALL:
+        check_evaluate_task(task)
+    elif task.call == DEPLOY_CALL:
+        check_deploy_task(task, project=project, location=location, local=local)
+    else:
+        check_launch_task(task, project=project, location=location, local=local)
+
+
 def check_template_launches(
     spec: Mapping[str, Any],
     *,
@@ -283,7 +301,7 @@ def check_template_launches(
         if task.call == EVALUATE_CALL:
             check_evaluate_task(task)
             continue
-        kind = "deploy_spot_endpoint" if task.call == DEPLOY_CALL else "launch_spot_job"
+        kind = task.component
         if task.cached and enable_caching is None:
             replay = (
                 "the endpoint of the earlier run, which may have been undeployed or deleted since"
@@ -295,17 +313,13 @@ def check_template_launches(
                 f"{replay}; compile it with .set_caching_options(False), or submit with "
                 "--disable-caching"
             )
-        unknown = sorted(k for k, v in task.parameters.items() if v is UNKNOWN)
-        if unknown:
+        if task.unknown:
             warnings.append(
                 f"task {task.path!r} ({kind}) not checked before the run: "
-                f"{', '.join(unknown)} known only at run time"
+                f"{', '.join(task.unknown)} known only at run time"
             )
             continue
-        if task.call == DEPLOY_CALL:
-            check_deploy_task(task, project=project, location=location)
-        else:
-            check_launch_task(task, project=project, location=location)
+        _check_task(task, project=project, location=location, local=False)
         where = "deploys its model" if task.call == DEPLOY_CALL else "runs its CustomJob"
         for name, submitted in (("project", project), ("location", location)):
             given = task.parameters.get(name)
@@ -342,11 +356,5 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
     from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
     for task in template_tasks(spec, arguments):
-        if task.call == EVALUATE_CALL:
-            check_evaluate_task(task)
-        elif any(v is UNKNOWN for v in task.parameters.values()):
-            continue
-        elif task.call == DEPLOY_CALL:
-            check_deploy_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)
-        else:
-            check_launch_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)
+        if task.call == EVALUATE_CALL or not task.unknown:  # an evaluation reads what is known
+            _check_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)

@@ -17,6 +17,13 @@ LAUNCH_CALL = "from kfp_spot.jobs.entry import launch_spot_job"
 EVALUATE_CALL = "from kfp_spot.evaluation import component_entry"
 DEPLOY_CALL = "from kfp_spot.serving.entry import deploy_spot_endpoint"
 
+# The component each call belongs to, as errors and warnings name it.
+COMPONENT_OF = {
+    LAUNCH_CALL: "launch_spot_job",
+    EVALUATE_CALL: "evaluate_checkpoint",
+    DEPLOY_CALL: "deploy_spot_endpoint",
+}
+
 UNKNOWN = object()  # a value known only at run time
 
 
@@ -30,6 +37,16 @@ class TemplateTask:
     artifacts: frozenset[str]  # the artifact inputs it is given
     env: dict[str, str]  # the executor's environment (set_env_variable)
     cached: bool
+
+    @property
+    def component(self) -> str:
+        """The component the task runs (``launch_spot_job``, ...)."""
+        return COMPONENT_OF[self.call]
+
+    @property
+    def unknown(self) -> list[str]:
+        """The inputs known only at run time, sorted (empty: every one is known now)."""
+        return sorted(name for name, value in self.parameters.items() if value is UNKNOWN)
 
 
 def _defaults(component: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,7 +96,7 @@ def _task(
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
     command = " ".join(str(part) for part in (container or {}).get("command") or [])
-    call = next((c for c in (LAUNCH_CALL, EVALUATE_CALL, DEPLOY_CALL) if c in command), None)
+    call = next((c for c in COMPONENT_OF if c in command), None)
     if not isinstance(container, dict) or call is None:
         return None
     return TemplateTask(
