@@ -291,6 +291,14 @@ def test_a_launch_input_the_launcher_would_refuse_stops_the_run_before_anything_
     assert not (tmp_path / "run").exists()  # no emulator, no package, no training
 
 
+def _refused_before_the_run(pipeline, tmp_path) -> str:
+    """The one-line refusal of a local run of ``pipeline``, which created nothing."""
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(pipeline, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
+    assert not (tmp_path / "run").exists()  # no emulator, no package, no training
+    return str(info.value)
+
+
 def test_a_launch_input_baked_into_your_own_pipeline_is_checked_before_the_run(tmp_path):
     @dsl.pipeline
     def mine(source: str, api_endpoint: str = "", base_output_directory: str = ""):
@@ -305,10 +313,8 @@ def test_a_launch_input_baked_into_your_own_pipeline_is_checked_before_the_run(t
             api_endpoint=api_endpoint,
         )
 
-    with pytest.raises(local.LocalRunError) as info:
-        local.run(mine, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
-    assert str(info.value).startswith("task 'launch-spot-job': launch_spot_job input 'timeout'")
-    assert not (tmp_path / "run").exists()
+    refusal = _refused_before_the_run(mine, tmp_path)
+    assert refusal.startswith("task 'launch-spot-job': launch_spot_job input 'timeout'")
 
 
 @pytest.mark.parametrize(
@@ -342,12 +348,10 @@ def test_a_deploy_input_baked_into_your_own_pipeline_is_checked_before_the_run(
             model=launch.outputs["model"], api_endpoint=api_endpoint, **deploy
         )
 
-    with pytest.raises(local.LocalRunError) as info:
-        local.run(mine, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
-    assert str(info.value).startswith(
-        f"task 'deploy-spot-endpoint': deploy_spot_endpoint {message}"
-    ), info.value
-    assert not (tmp_path / "run").exists()  # no emulator, no package, no training
+    refusal = _refused_before_the_run(mine, tmp_path)
+    assert refusal.startswith(f"task 'deploy-spot-endpoint': deploy_spot_endpoint {message}"), (
+        refusal
+    )
 
 
 def test_a_launch_not_given_the_runs_endpoint_is_refused_before_the_run(tmp_path):
@@ -360,15 +364,12 @@ def test_a_launch_not_given_the_runs_endpoint_is_refused_before_the_run(tmp_path
             package=package.outputs["package"], base_output_directory=base_output_directory
         )
 
-    with pytest.raises(local.LocalRunError) as info:
-        local.run(unwired, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
-    assert str(info.value) == (
+    assert _refused_before_the_run(unwired, tmp_path) == (
         "task 'launch-spot-job': launch_spot_job input 'api_endpoint': is empty, so the task "
         "would call Vertex AI, where a local run sends nothing: pass it the pipeline's "
         "api_endpoint parameter (api_endpoint=api_endpoint), which the run sets to the local "
         "emulator's"
     )
-    assert not (tmp_path / "run").exists()
 
 
 def test_the_python_api_refuses_a_bad_gate_before_anything_starts(tmp_path, regressor):
