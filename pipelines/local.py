@@ -251,7 +251,7 @@ def run(
         if "location" in pipeline.component_spec.inputs:
             arguments.setdefault("location", arguments["regions"][0])
     run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
-    # Refuse bad arguments, and what a launch or an evaluation task would refuse, before starting.
+    # Refuse bad arguments, and what a launch, evaluate or deploy task would, before starting.
     check_tasks(pipeline, _arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
     _check_unused(run_dir)
     try:

@@ -302,10 +302,10 @@ ENDPOINT_STAND_IN = "http://127.0.0.1:8080"
 
 
 def check_tasks(pipeline: Any, arguments: Mapping[str, Any]) -> None:
-    """The pipeline's launch and evaluate tasks, checked with ``arguments`` as the run would.
+    """The launch, evaluate and deploy tasks, checked with ``arguments`` as the run would.
 
-    Before anything starts: a launch input the launcher (or the emulator) would refuse, or an
-    evaluation input it would read only after the training, fails here, not after packaging.
+    Before anything starts: an input the launcher, the deployer or the emulator would refuse, or
+    an evaluation input read only after the training, fails here, not after packaging.
 
     Raises:
         LocalRunError: naming the task and the input.
