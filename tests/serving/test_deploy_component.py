@@ -88,7 +88,13 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "cancelled" in err
     assert not serving.endpoints.get_endpoint(name=name).deployed_models
-    assert [r["endReason"] for r in serving.emu.serving_ledger(name)["lives"]] == ["CANCELLED"]
+    # The task may exit once the cancel is sent (as GCPC's do); the replica stops with the cancel.
+    lives = wait_for(
+        lambda: [r for r in serving.emu.serving_ledger(name)["lives"] if r["endReason"]],
+        what="the cancelled replica's end",
+    )
+    assert [r["endReason"] for r in lives] == ["CANCELLED"]
+    assert len(serving.emu.serving_ledger(name)["lives"]) == 1
 
 
 @pytest.mark.parametrize(

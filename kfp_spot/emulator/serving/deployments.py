@@ -63,6 +63,7 @@ class Deployments:
         self.env_cache_dir = env_cache_dir
         self.container_runtime = container_runtime
         self._pools: dict[str, ReplicaPool] = {}
+        self._cancelling: set[str] = set()  # deploys whose cancel is stopping their replicas
         self._lock = threading.RLock()
         self._stopping = False
 
@@ -159,7 +160,10 @@ class Deployments:
             on_failed=lambda message: self._deploy_failed(dm_id, message),
         )
         with self._lock:
-            if self._stopping:
+            if self._stopping or dm_id in self._cancelling:
+                return
+            now = self.store.deployment(dm_id)
+            if now is None or now.state == st.GONE:  # cancelled while it was being prepared
                 return
             self._pools[dm_id] = pool
         pool.start()
@@ -171,7 +175,9 @@ class Deployments:
             return  # brought back after an emulator restart: already on its endpoint
         body, _done, cancel = self.store.operation(dep.operation) or (b"", True, False)
         if cancel:
-            self.cancel(dm_id)
+            # Called back on the pool's own thread, which must go on to stop the replicas: the
+            # cancel waits for them on a thread of its own, then ends the operation.
+            threading.Thread(target=self.cancel, args=(dm_id,), daemon=True).start()
             return
         row = self.store.get("endpoints", dep.endpoint_id)
         assert row is not None
@@ -204,12 +210,24 @@ class Deployments:
         log.warning("deploying model %s failed: %s", dm_id, message)
 
     def cancel(self, dm_id: str) -> None:
-        """Stop a deploy in progress: its replicas stop and its operation ends CANCELLED."""
+        """Stop a deploy in progress: its replicas stop, then its operation ends CANCELLED.
+
+        The operation is done only once no replica runs, so a caller waiting on it never sees
+        a cancelled deploy with a replica (and its bill) still going. A second cancel of the
+        same deploy (the API's and the ready callback's) leaves the ending to the first.
+        """
         with self._lock:
+            if dm_id in self._cancelling:
+                return
+            self._cancelling.add(dm_id)
             pool = self._pools.pop(dm_id, None)
-        if pool is not None:
-            pool.stop("CANCELLED")
-        self._deploy_failed(dm_id, "CANCELLED", CODE_CANCELLED)
+        try:
+            if pool is not None:
+                pool.stop("CANCELLED")
+            self._deploy_failed(dm_id, "CANCELLED", CODE_CANCELLED)
+        finally:
+            with self._lock:
+                self._cancelling.discard(dm_id)
 
     def finish_undeploy(self, dm_id: str) -> None:
         """Stop an undeploying model's replicas, then apply its endpoint's remaining split."""
