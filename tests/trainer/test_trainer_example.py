@@ -25,8 +25,13 @@ _REFERENCES: dict[int, dict[str, bytes]] = {}
 
 
 def sweep_args(seed: int, every: str, async_save: bool = False, *, pace: bool = False) -> list[str]:
-    """The sweep's command line: EPOCHS epochs of a step per minibatch; ``pace``: 5 ms steps."""
+    """The sweep's command line: EPOCHS epochs of a step per minibatch; ``pace``: 5 ms steps.
+
+    The sweep compares weights (``model.npz``): it leaves out ``model.joblib``, whose export
+    (scikit-learn's import, most of a short attempt's CPU) the tests below cover.
+    """
     args = ["--epochs", str(EPOCHS), "--checkpoint-every", every, "--seed", str(seed), *PER_BATCH]
+    args.append("--no-sklearn-model")
     if async_save:
         args.append("--async-save")
     if pace:
@@ -171,7 +176,7 @@ def test_sigterm_with_grace_saves_and_resumes_where_it_stopped(
     """The platform's way: SIGTERM, a grace period, then SIGKILL if still alive."""
     ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
     args = ["--epochs", str(EPOCHS), "--checkpoint-every", "1000", "--step-seconds", "0.01"]
-    args += PER_BATCH
+    args += [*PER_BATCH, "--no-sklearn-model"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainer.task", *args],
         env=trainer_env(ck, model),
@@ -265,3 +270,26 @@ def test_an_attempt_resuming_after_the_export_exits_without_exporting_again(
     assert redo.returncode == 0, redo.output
     assert "already in" not in redo.output
     assert json.loads((tmp_path / "model" / "model.json").read_text())["steps"] == 2
+
+
+def test_without_the_sklearn_model_the_rest_is_written_and_scikit_learn_never_imported(
+    tmp_path: Path,
+) -> None:
+    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
+    args = ["--epochs", "2", "--checkpoint-every", "1"]
+    lean = run_example_module(
+        EXAMPLE, ck, model, [*args, "--no-sklearn-model"], wrapper=_REPORT_SKLEARN
+    )
+    assert lean.returncode == 0, lean.output
+    assert lean.output.rstrip().endswith("sklearn imported: False")
+    assert {p.name for p in (tmp_path / "model").iterdir()} == {"model.npz", "model.json"}
+    # Asked for the scikit-learn model after all: that export is not whole, so it is done.
+    full = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
+    assert full.returncode == 0, full.output
+    assert "already in" not in full.output
+    assert full.output.rstrip().endswith("sklearn imported: True")
+    assert {p.name for p in (tmp_path / "model").iterdir()} == {
+        "model.npz",
+        "model.joblib",
+        "model.json",
+    }

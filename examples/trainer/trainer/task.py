@@ -10,8 +10,9 @@ A step is one epoch of minibatch SGD by default, or a part of one (``--steps-per
 - on SIGTERM (the preemption notice) it saves once more if that fits the grace period and exits
   with status 143;
 - at the end it writes ``model.npz``, ``model.joblib`` (the same network as a scikit-learn
-  ``MLPClassifier``, which Vertex's prebuilt sklearn prediction image serves) and, last,
-  ``model.json`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``) and exits 0. ``model.json`` names the
+  ``MLPClassifier``, which Vertex's prebuilt sklearn prediction image serves; not with
+  ``--no-sklearn-model``) and, last, ``model.json`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``)
+  and exits 0. ``model.json`` names the
   step and settings it was exported from: an attempt that resumes at the final step with that
   model already written (preempted after the export) exits 0 at once, without loading the data or
   scikit-learn.
@@ -123,6 +124,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "the run's own attempt records replace it once it has been preempted",
     )
     parser.add_argument("--async-save", action="store_true", help="write checkpoints in background")
+    parser.add_argument(
+        "--sklearn-model",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also write model.joblib, the scikit-learn model Vertex AI's prebuilt sklearn "
+        "prediction image serves (--no-sklearn-model: model.npz and model.json only, without "
+        "the second or so of importing scikit-learn)",
+    )
     add_output_dir_arguments(parser)
     args = parser.parse_args(argv)
     # On Vertex AI, gs:// directories are mounted at /gcs: plain file I/O, no gcsfs on the VM.
@@ -173,8 +182,9 @@ def write_model(
     fs.atomic_write(fs.join(model_dir, "model.json"), json.dumps(info, indent=1, sort_keys=True))
 
 
-def exported(model_dir: str, steps: int, config: dict[str, Any]) -> bool:
-    """Whether ``model_dir`` holds the whole export of ``steps`` steps trained with ``config``."""
+def exported(model_dir: str, steps: int, config: dict[str, Any], sklearn_model: bool) -> bool:
+    """Whether ``model_dir`` holds the whole export of ``steps`` steps trained with ``config``
+    (with ``model.joblib`` when ``sklearn_model``)."""
     local = fs.to_local_path(model_dir)
     if local is None:  # no /gcs mount (a laptop on gs://): export again rather than ask fsspec
         return False
@@ -187,7 +197,10 @@ def exported(model_dir: str, steps: int, config: dict[str, Any]) -> bool:
         isinstance(info, dict)
         and info.get("steps") == steps
         and info.get("config") == config
-        and all(os.path.isfile(os.path.join(local, f)) for f in ("model.npz", "model.joblib"))
+        and all(
+            os.path.isfile(os.path.join(local, f))
+            for f in ("model.npz", "model.joblib")[: 2 if sklearn_model else 1]
+        )
     )
 
 
@@ -225,7 +238,9 @@ def train(args: argparse.Namespace) -> int:
                     f"--epochs {args.epochs}; pass --epochs >= {math.ceil(step / steps_per_epoch)}"
                 )
             print(f"resuming from step {step}", flush=True)
-            if step == total and (not ckpt.writer or exported(args.model_dir, total, config)):
+            if step == total and (
+                not ckpt.writer or exported(args.model_dir, total, config, args.sklearn_model)
+            ):
                 # Preempted after the export: nothing left to train or write.
                 print(
                     f"finished {total} steps; the model of step {total} is already in "
@@ -300,12 +315,10 @@ def train(args: argparse.Namespace) -> int:
             "train_accuracy": float((probs.argmax(axis=1) == y_train).mean()),
         }
         if ckpt.writer:  # one replica writes the model (the others hold the same weights)
-            write_model(
-                args.model_dir,
-                params,
-                info,
-                model.to_sklearn(params, X_train[:50], y_train[:50]),
-            )
+            sklearn_model = None
+            if args.sklearn_model:
+                sklearn_model = model.to_sklearn(params, X_train[:50], y_train[:50])
+            write_model(args.model_dir, params, info, sklearn_model)
     print(
         f"finished {total} steps; train accuracy {info['train_accuracy']:.4f}; "
         f"model written to {args.model_dir}",
