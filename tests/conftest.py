@@ -154,9 +154,12 @@ def _shared_jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> I
     file lock around each read and write, so a process never reads an entry that another is
     still writing. A cached executable is the one XLA compiled for the same program, so the
     weights come out bit for bit the same: the Keras tests' bitwise checks compare the run that
-    compiled first with runs that read its entries. Test-only: the product sets none of these.
+    compiled first with runs that read its entries. ``JAX_PLATFORMS=cpu``: this machine has
+    no accelerator, and JAX stops probing for a TPU first (about a second of wall time per
+    process). Test-only: the product sets none of these.
     """
     values = {
+        "JAX_PLATFORMS": "cpu",
         "JAX_COMPILATION_CACHE_DIR": str(run_dir(tmp_path_factory, "jax-compilation-cache")),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
