@@ -12,10 +12,9 @@ A step is one epoch of minibatch SGD by default, or a part of one (``--steps-per
 - at the end it writes ``model.npz``, ``model.joblib`` (the same network as a scikit-learn
   ``MLPClassifier``, which Vertex's prebuilt sklearn prediction image serves; not with
   ``--no-sklearn-model``) and, last, ``model.json`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``)
-  and exits 0. ``model.json`` names the
-  step and settings it was exported from: an attempt that resumes at the final step with that
-  model already written (preempted after the export) exits 0 at once, without loading the data or
-  scikit-learn.
+  and exits 0. ``model.json`` names the step and settings it was exported from: an attempt that
+  resumes at the final step with that model already written (preempted after the export) exits 0
+  at once, without loading the data or scikit-learn.
 
 Everything that decides the weights (initialisation, the data order of each epoch, the position in
 the epoch, momentum) is in the checkpoint, so a run preempted any number of times ends with the
@@ -188,6 +187,7 @@ def exported(model_dir: str, steps: int, config: dict[str, Any], sklearn_model: 
     local = fs.to_local_path(model_dir)
     if local is None:  # no /gcs mount (a laptop on gs://): export again rather than ask fsspec
         return False
+    files = ["model.npz", "model.joblib"] if sklearn_model else ["model.npz"]
     try:
         with open(os.path.join(local, "model.json"), encoding="utf-8") as handle:
             info = json.load(handle)
@@ -197,10 +197,7 @@ def exported(model_dir: str, steps: int, config: dict[str, Any], sklearn_model: 
         isinstance(info, dict)
         and info.get("steps") == steps
         and info.get("config") == config
-        and all(
-            os.path.isfile(os.path.join(local, f))
-            for f in ("model.npz", "model.joblib")[: 2 if sklearn_model else 1]
-        )
+        and all(os.path.isfile(os.path.join(local, f)) for f in files)
     )
 
 
