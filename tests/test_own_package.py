@@ -25,21 +25,15 @@ from click.testing import CliRunner
 from kfp import components, dsl
 
 from kfp_spot.cli import main as cli_main
-from kfp_spot.pipelines import local, local_run
+from kfp_spot.pipelines import catalog, local, local_run
 from kfp_spot.pipelines.spot_training import spot_training
 from tests.own_package import write_regressor
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 ROOT = Path(__file__).resolve().parents[1]
-COMPONENTS = {
-    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
-    for name in (
-        "prepare_package",
-        "launch_spot_job",
-        "evaluate_checkpoint",
-        "promote_model",
-        "deploy_spot_endpoint",
-    )
+COMPONENTS = {  # the committed YAMLs, as a user loads them
+    entry.name: components.load_component_from_file(str(entry.default_path()))
+    for entry in catalog.COMPONENTS
 }
 MSE_GATE = {"mse": "<=0.01"}
 

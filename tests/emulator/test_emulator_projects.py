@@ -8,7 +8,6 @@ clients (REST transport), over raw HTTP, and on the route table itself for gener
 
 from __future__ import annotations
 
-import string
 from urllib.parse import quote
 
 import pytest
@@ -25,6 +24,7 @@ from kfp_spot.emulator import routes
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.routing import RouteGroup, RouteTable
 from kfp_spot.emulator.serving import routes as serving_routes
+from tests.vertex.strategies import PROJECT_ID_CHARS, project_ids
 
 REGION = "us-central1"
 # One of each way a project string fails: uppercase, underscore, too short (5), too long (31
@@ -191,13 +191,6 @@ def test_an_unknown_location_is_a_400_on_the_serving_routes_as_on_custom_jobs(
 
 
 # Generated names, on the route table (no server): the rule, drawn from its parts.
-_TAIL = string.ascii_lowercase + string.digits + "-"
-project_ids = st.builds(
-    lambda first, middle, last: first + middle + last,
-    st.sampled_from(string.ascii_lowercase),
-    st.text(_TAIL, min_size=4, max_size=28),
-    st.sampled_from(string.ascii_lowercase + string.digits),
-)
 project_numbers = st.integers(1, 2**63 - 1).map(str)  # an int64
 malformed_projects = st.one_of(
     project_ids.map(lambda p: p[:-1] + "-"),  # ends with a hyphen
@@ -205,7 +198,9 @@ malformed_projects = st.one_of(
     project_ids.map(lambda p: p.upper()),  # uppercase
     # an underscore; too short (or a number with a leading zero); too long; non-ASCII
     st.tuples(project_ids, st.integers(1, 5)).map(lambda t: t[0][: t[1]] + "_" + t[0][t[1] :]),
-    st.text(_TAIL, min_size=1, max_size=5).filter(lambda p: not p.isdigit() or p[0] == "0"),
+    st.text(PROJECT_ID_CHARS, min_size=1, max_size=5).filter(
+        lambda p: not p.isdigit() or p[0] == "0"
+    ),
     st.tuples(project_ids, st.integers(31, 200)).map(lambda t: (t[0] + "a" * 200)[: t[1]]),
     st.tuples(project_ids, st.characters(min_codepoint=0x80, exclude_categories=("Cs",))).map(
         lambda t: t[0][:3] + t[1] + t[0][3:]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from kfp_spot import vertex
 from kfp_spot.vertex import InvalidValueError
+from tests.vertex.strategies import PROJECT_ID_CHARS, project_ids
 
 KFP_SPOT = Path(__file__).resolve().parents[2] / "kfp_spot"
 
@@ -67,21 +68,13 @@ def test_zero_is_refused_only_when_it_means_nothing():
 
 # -- project IDs -----------------------------------------------------------------------------
 
-_ID_CHARS = string.ascii_lowercase + string.digits + "-"
-valid_ids = st.builds(
-    lambda first, middle, last: first + middle + last,
-    st.sampled_from(string.ascii_lowercase),
-    st.text(_ID_CHARS, min_size=4, max_size=28),
-    st.sampled_from(string.ascii_lowercase + string.digits),
-)
 
-
-@given(valid_ids)
+@given(project_ids)
 def test_project_ids_by_gcp_rules_are_accepted(project):
     assert vertex.check_project_id(project) == project
 
 
-@given(valid_ids, st.sampled_from(["example.com", "corp.example.co.uk", "a1.io"]))
+@given(project_ids, st.sampled_from(["example.com", "corp.example.co.uk", "a1.io"]))
 def test_domain_scoped_project_ids_are_accepted(project, domain):
     vertex.check_project_id(f"{domain}:{project}")
 
@@ -100,7 +93,7 @@ def test_what_is_accepted_keeps_gcp_rules(text):
     project = text.rsplit(":", 1)[-1]
     assert 6 <= len(project) <= 30
     assert project[0] in string.ascii_lowercase and project[-1] != "-"
-    assert set(project) <= set(_ID_CHARS)
+    assert set(project) <= set(PROJECT_ID_CHARS)
 
 
 @pytest.mark.parametrize(
