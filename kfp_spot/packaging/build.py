@@ -2,10 +2,9 @@
 
 ``build`` (PyPA's frontend, as ``python -m build`` runs it) makes the sdist, then a wheel from that
 sdist (as pip would on the training VM), so a file missing from the sdist fails here and not in a
-paid job. Timestamps, owners and
-entry order in the archives come from the file system and the clock; :func:`normalize_sdist` and
-:func:`normalize_wheel` rewrite them so the same source always gives the same bytes and therefore
-the same sha256.
+paid job. Timestamps, owners and entry order in the archives come from the file system and the
+clock; :func:`normalize_sdist` and :func:`normalize_wheel` rewrite them so the same source always
+gives the same bytes and therefore the same sha256.
 
 Given a cache directory, :func:`run_build` keeps the normalized archives under
 ``<cache>/builds/<key>``, the key being :func:`build_key` (every file of the tree, this
