@@ -88,14 +88,20 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _copy(dst: memoryview, src: memoryview) -> None:
-    """Copy ``src`` into ``dst`` at memory speed: large buffers in two threads at once.
+def _copy(dst: memoryview, src: memoryview, *, fresh: bool) -> None:
+    """Copy ``src`` into ``dst``, the async save's whole stall: the training loop waits for it.
 
-    The training loop waits for this copy (it is the async save's whole stall) and nothing else
-    runs meanwhile, so a second core halves it. NumPy's copy releases the GIL.
+    Into a ``fresh`` buffer (memory new to the process: the first save's, or one whose size
+    changed) a large copy runs in two threads: the kernel's work of faulting in each new page is
+    most of it, and that work divides. Into a buffer reused from the last save one thread
+    copies at memory speed: the loop's own worker threads (BLAS, a framework's intra-op pool)
+    are still spinning on the other cores when the loop stops to save, and a second copying
+    thread fought them, which made the stall of a 256 MiB save in a NumPy loop on two cores
+    0.042 s instead of 0.022 s (benchmarks/checkpoint_bench.py ``stall``). NumPy's copy
+    releases the GIL.
     """
     np = sys.modules.get("numpy")
-    if np is None or src.nbytes < _PARALLEL_COPY_BYTES or (os.cpu_count() or 1) < 2:
+    if not fresh or np is None or src.nbytes < _PARALLEL_COPY_BYTES or (os.cpu_count() or 1) < 2:
         dst[:] = src
         return
     target, source = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
@@ -189,7 +195,8 @@ class StepWriter:
                 views.append(view)
             size = sum(view.nbytes for view in views)
             buf = self._pool.get(name)
-            if buf is None or len(buf) != size:
+            fresh = buf is None or len(buf) != size
+            if buf is None or fresh:
                 large = size >= checkpoints.DIRECT_MIN_BYTES
                 # allocated at a process's first save, from memory new to it: small pages
                 buf = (
@@ -198,7 +205,7 @@ class StepWriter:
             target = memoryview(buf).cast("B")
             offset = 0
             for view in views:
-                _copy(target[offset : offset + view.nbytes], view)
+                _copy(target[offset : offset + view.nbytes], view, fresh=fresh)
                 offset += view.nbytes
             pool[name] = buf
             out[name] = (buf,)
