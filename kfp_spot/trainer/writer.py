@@ -195,8 +195,9 @@ class StepWriter:
                 views.append(view)
             size = sum(view.nbytes for view in views)
             buf = self._pool.get(name)
-            fresh = buf is None or len(buf) != size
-            if buf is None or fresh:
+            fresh = False  # whether the copy goes into memory new to the process
+            if buf is None or len(buf) != size:
+                fresh = True
                 large = size >= checkpoints.DIRECT_MIN_BYTES
                 # allocated at a process's first save, from memory new to it: small pages
                 buf = (
