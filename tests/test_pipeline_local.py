@@ -1,5 +1,7 @@
 """The whole spot_training pipeline under kfp.local against the emulator, with a preemption."""
 
+import json
+
 import pytest
 from google.cloud import aiplatform_v1
 
@@ -91,9 +93,12 @@ def pulled_run(tmp_path_factory):
 def test_a_failing_quality_gate_skips_promotion(pulled_run):
     *_, run_dir, result = pulled_run
     assert result.outcome is Outcome.SUCCEEDED
+    assert result.succeeded  # `kfp-spot run` exits 0: a failed gate is not a failed run
     assert result.passed is False
     assert result.metrics["accuracy"] < 0.9999
     assert _promotion_records(run_dir) == []
+    # What a script reads to stop on the gate (README: `jq -e '.passed == true' run.json`).
+    assert json.loads((run_dir / "run.json").read_text())["passed"] is False
 
 
 def test_a_template_pulled_from_the_registry_runs_locally(pulled_run):
