@@ -92,8 +92,10 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
     Also the example's training arguments and gate when ``source`` is the bundled example.
 
     Raises:
-        LocalRunError: ``source`` does not exist, or ``[tool.kfp-spot]`` has a key it does not
-            know, a value that is not text or an entry point that is not ``module:function``.
+        LocalRunError: ``source`` does not exist, is a file prepare_package does not build
+            (neither a ``.py`` script nor a source archive), or ``[tool.kfp-spot]`` has a key it
+            does not know, a value that is not text or an entry point that is not
+            ``module:function``.
     """
     if not isinstance(source, (str, Path)):
         raise LocalRunError(
@@ -105,8 +107,10 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     if path.resolve() == EXAMPLE_SOURCE:
         arguments.update(EXAMPLE_ARGUMENTS)
-    from kfp_spot.packaging.sources import ARCHIVE_SUFFIXES
+    from kfp_spot.packaging.sources import ARCHIVE_SUFFIXES, source_file_problem
 
+    if path.is_file() and (problem := source_file_problem(path, str(source))):
+        raise LocalRunError(f"source: {problem}")  # before the emulator starts, not in a task
     if path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES):
         # the archive's own pyproject.toml, found as prepare_package finds it
         from kfp_spot.packaging import PackagingError

@@ -108,3 +108,22 @@ def test_a_compile_output_dir_that_cannot_be_made_is_one_line(tmp_path):
         f"kfp-spot: error: cannot write the YAMLs: Not a directory ({out}"
     )
     assert "give --output-dir a directory that can be made and written" in proc.stderr
+
+
+def test_a_source_file_prepare_package_cannot_build_is_refused_before_the_run(tmp_path):
+    source = tmp_path / "pyproject.toml"  # a file of the project, not the project
+    source.write_text('[project]\nname = "mine"\nversion = "1"\n')
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [str(KFP_SPOT), "run", "--source", str(source), "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("kfp-spot: error: source: ")
+    assert "is a file but neither a .py script nor a source archive (.tar.gz" in error
+    assert "emulator listening" not in proc.stderr  # refused before anything started
+    assert not run_dir.exists() or not any(run_dir.iterdir())

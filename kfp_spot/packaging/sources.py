@@ -445,6 +445,19 @@ def _classify_dir(
     raise MissingProjectFileError("source", source_directory_problem(src, label))
 
 
+def source_file_problem(path: Path, label: str) -> str:
+    """Why file ``path`` is no source prepare_package builds, or ``""`` when it is one.
+
+    A source file is a ``.py`` script or a source archive. ``label``: how the message names it.
+    """
+    if path.suffix == ".py" or _is_archive(path.name):
+        return ""
+    return (
+        f"{label} is a file but neither a .py script nor a source archive "
+        f"({', '.join(ARCHIVE_SUFFIXES)})"
+    )
+
+
 def source_directory_problem(src: Path, label: str) -> str:
     """Why directory ``src`` is no source prepare_package builds, or ``""`` when it is one.
 
@@ -520,9 +533,5 @@ def materialize(
         tree = _classify_dir(root, workdir, f"the archive {source}", *args)
         kind_suffix += "+archive"
     else:
-        raise SourceError(
-            "source",
-            f"{source} is a file but neither a .py script nor a source archive "
-            f"({', '.join(ARCHIVE_SUFFIXES)})",
-        )
+        raise SourceError("source", source_file_problem(local, source))
     return ProjectTree(tree.path, tree.kind + kind_suffix, tree.python_module, tree.generated)
