@@ -107,11 +107,11 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     if path.resolve() == EXAMPLE_SOURCE:
         arguments.update(EXAMPLE_ARGUMENTS)
-    from kfp_spot.packaging.sources import ARCHIVE_SUFFIXES, source_file_problem
+    from kfp_spot.packaging.sources import is_archive, source_file_problem
 
     if path.is_file() and (problem := source_file_problem(path, str(source))):
         raise LocalRunError(f"source: {problem}")  # before the emulator starts, not in a task
-    if path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES):
+    if path.is_file() and is_archive(path.name):
         # the archive's own pyproject.toml, found as prepare_package finds it
         from kfp_spot.packaging import PackagingError
         from kfp_spot.packaging.sources import materialize

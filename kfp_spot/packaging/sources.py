@@ -118,7 +118,8 @@ def normalize_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _is_archive(name: str) -> bool:
+def is_archive(name: str) -> bool:
+    """Whether a file of this name is a source archive prepare_package unpacks."""
     return name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
@@ -450,7 +451,7 @@ def source_file_problem(path: Path, label: str) -> str:
 
     A source file is a ``.py`` script or a source archive. ``label``: how the message names it.
     """
-    if path.suffix == ".py" or _is_archive(path.name):
+    if path.suffix == ".py" or is_archive(path.name):
         return ""
     return (
         f"{label} is a file but neither a .py script nor a source archive "
@@ -528,7 +529,7 @@ def materialize(
         tree = _classify_dir(local, workdir, source, *args)
     elif local.suffix == ".py":
         tree = _from_script(local, workdir, *args)
-    elif _is_archive(local.name):
+    elif is_archive(local.name):
         root = _extract(local, workdir / "extracted", source)
         tree = _classify_dir(root, workdir, f"the archive {source}", *args)
         kind_suffix += "+archive"
