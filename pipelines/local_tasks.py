@@ -9,7 +9,9 @@ task polling an emulator that had gone, for a minute, with its CustomJob never c
 
 While :func:`tasks_end_with_the_run` is active, a task interrupted this way gets SIGTERM (what
 Vertex AI Pipelines sends a cancelled task: the launch cancels its CustomJob and exits) and is
-waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on.
+waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. Each task
+also runs with a temporary directory (``TMPDIR``) of its own, removed when it ends, as a task's
+container on Vertex AI Pipelines: what a task leaves there is gone, locally as on Vertex.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import os
 import queue
 import subprocess
+import tempfile
 import threading
 from typing import IO
 
@@ -69,7 +72,16 @@ def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | No
     minutes kept running. Waiting in short slices, it acts on the interrupt within
     ``SIGNAL_CHECK_SECONDS``.
     """
-    env = {**os.environ, **env_vars} if env_vars else None
+    # Each task gets a temporary directory of its own, removed when it ends: as a task's
+    # container on Vertex AI, it leaves nothing behind (KFP's command writes the component's
+    # source into a `mktemp -d` of its own, every run) and passes nothing on to the next task.
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-task-", ignore_cleanup_errors=True) as tmp:
+        env = {**os.environ, **(env_vars or {}), "TMPDIR": tmp}
+        return _run_task(full_command, env)
+
+
+def _run_task(full_command: list[str], env: dict[str, str]) -> int:
+    """Run one task's command with ``env``; see :func:`_run_local_subprocess`."""
     process = subprocess.Popen(
         full_command,
         stdout=subprocess.PIPE,
@@ -112,6 +124,8 @@ _STANDIN = Standin(
 
 def tasks_end_with_the_run() -> contextlib.AbstractContextManager[None]:
     """While active (in this process), an interrupted run stops the task it is running.
+
+    Each task also gets a temporary directory of its own (``TMPDIR``), removed when it ends.
 
     Re-entrant; the last exit puts kfp.local's own function back.
     """

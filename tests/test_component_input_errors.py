@@ -12,7 +12,11 @@ from kfp_spot.components.promote_model import PromoteModelOp
 
 @pytest.fixture
 def local_runner(tmp_path):
-    local.init(local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
+    local.init(
+        local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(tmp_path / "root"),
+        workspace_root=str(tmp_path / "workspace"),  # kfp leaves its default (/tmp) behind here
+    )
     return tmp_path / "root"
 
 

@@ -8,7 +8,9 @@ import inspect
 import re
 import signal
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 from kfp.local import subprocess_task_handler
@@ -71,3 +73,24 @@ def test_an_interrupt_another_thread_takes_stops_a_task_that_prints_nothing(tmp_
         gone.set()
         other.join()
         signal.signal(signal.SIGINT, previous)
+
+
+def test_each_task_has_a_temporary_directory_of_its_own_removed_when_it_ends(
+    tmp_path, monkeypatch, capsys
+):
+    # KFP's command for a Python component writes its source into a `mktemp -d` of its own:
+    # on Vertex AI that goes with the task's container; locally it must go with the task.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where this process's temp dirs go
+    script = 'd=$(mktemp -d) && echo src > "$d/ephemeral_component.py" && echo "$d $GIVEN"'
+    with local_tasks.tasks_end_with_the_run():
+        for _ in range(2):
+            status = subprocess_task_handler.run_local_subprocess(
+                ["sh", "-c", script], {"GIVEN": "by-kfp-local"}
+            )
+            assert status == 0
+    printed = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert [given for _, given in printed] == ["by-kfp-local"] * 2  # kfp.local's env still set
+    made = [Path(directory) for directory, _ in printed]
+    assert made[0].parent != made[1].parent  # one temporary directory per task
+    assert all(path.parent.parent == tmp_path for path in made)
+    assert list(tmp_path.iterdir()) == []  # both gone with their tasks
