@@ -9,7 +9,9 @@ task polling an emulator that had gone, for a minute, with its CustomJob never c
 
 While :func:`tasks_end_with_the_run` is active, a task interrupted this way gets SIGTERM (what
 Vertex AI Pipelines sends a cancelled task: the launch cancels its CustomJob and exits) and is
-waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. Each task
+waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. SIGTERM
+sent to the run interrupts it the same way (Python's default would end the process at once and
+leave the tasks and the emulator's replicas running). Each task
 also runs with a temporary directory (``TMPDIR``) of its own, removed when it ends, as a task's
 container on Vertex AI Pipelines: what a task leaves there is gone, locally as on Vertex.
 """
@@ -19,9 +21,11 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from typing import IO
 
 from kfp_spot.pipelines.local_patch import Standin
@@ -122,11 +126,40 @@ _STANDIN = Standin(
 )
 
 
-def tasks_end_with_the_run() -> contextlib.AbstractContextManager[None]:
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _terminate_interrupts() -> Iterator[None]:
+    """SIGTERM interrupts the run as Ctrl-C does, where the process left it to Python's default.
+
+    Python's default ends the process at once: the tasks, the emulator's replicas (each in a
+    session of its own) and their CustomJobs went on without it and no ``run.json`` was written.
+    ``timeout``, ``kill PID``, supervisors and CI runners stop a process with SIGTERM. A handler
+    the program set is left alone, and so is a run outside the main thread (signals reach only it).
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def tasks_end_with_the_run() -> Iterator[None]:
     """While active (in this process), an interrupted run stops the task it is running.
 
-    Each task also gets a temporary directory of its own (``TMPDIR``), removed when it ends.
+    SIGTERM interrupts it too (where the program has not set a handler of its own), and each task
+    gets a temporary directory of its own (``TMPDIR``), removed when it ends.
 
-    Re-entrant; the last exit puts kfp.local's own function back.
+    Re-entrant; the last exit puts kfp.local's own function and Python's SIGTERM default back.
     """
-    return _STANDIN.active()
+    with _STANDIN.active(), _terminate_interrupts():
+        yield

@@ -94,3 +94,22 @@ def test_each_task_has_a_temporary_directory_of_its_own_removed_when_it_ends(
     assert made[0].parent != made[1].parent  # one temporary directory per task
     assert all(path.parent.parent == tmp_path for path in made)
     assert list(tmp_path.iterdir()) == []  # both gone with their tasks
+
+
+def test_sigterm_interrupts_a_run_only_where_the_program_left_it_to_python():
+    def own(signum, frame):  # a program's own handler is its business
+        pass
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as a program starts
+    try:
+        with local_tasks.tasks_end_with_the_run():
+            with local_tasks.tasks_end_with_the_run(), pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGTERM)  # as Ctrl-C: the run stops its task
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # the outer run's still
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back by the last exit
+        signal.signal(signal.SIGTERM, own)
+        with local_tasks.tasks_end_with_the_run():
+            assert signal.getsignal(signal.SIGTERM) is own
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)

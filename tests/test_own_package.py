@@ -825,10 +825,12 @@ def _processes_naming(text: str) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_its_job(
-    regressor, tmp_path
+    regressor, tmp_path, stop
 ):
-    # kill -INT PID, a supervisor, an IDE: the tasks are not in the signal's process group
+    # kill -INT PID, an IDE; kill PID, timeout, a supervisor, a CI runner (SIGTERM): the tasks
+    # are not in the signal's process group
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [
@@ -841,7 +843,7 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
         start_new_session=True,  # not this test's group: the signal below reaches only the run
         # As from a terminal: a suite started in the background (`cmd &` in a script) ignores
         # SIGINT, and an ignored disposition is inherited, so the run would never see it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(stop, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)
@@ -852,7 +854,7 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
         assert time.monotonic() < deadline and proc.poll() is None, seen
         with contextlib.suppress(queue.Empty):
             seen.append(lines.get(timeout=1))
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     try:
         assert proc.wait(timeout=120) == 1
     except subprocess.TimeoutExpired:  # say where it stood: the logs go with the tmp dir
@@ -860,10 +862,10 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
         tails = {p.name: p.read_text()[-3000:] for p in sorted(logs.glob("*.log"))}
         while not lines.empty():
             seen.append(lines.get_nowait())
-        pytest.fail(f"still running 120 s after SIGINT; stderr: {seen[-20:]}; logs: {tails}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the tasks and replicas too
+        pytest.fail(f"still running 120 s after {stop.name}; stderr: {seen[-20:]}; logs: {tails}")
+    finally:  # its own session: the tasks too, also when the run itself has ended
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
     assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
     assert _processes_naming(str(run_dir)) == []  # no task, no replica left behind
@@ -962,7 +964,11 @@ C = {
         "deploy_spot_endpoint",
     )
 }
-local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=f"{work}/root")
+local.init(
+    runner=local.SubprocessRunner(use_venv=False),
+    pipeline_root=f"{work}/root",
+    workspace_root=f"{work}/workspace",
+)
 prepared = C["prepare_package"](source=source, staging_uri=f"{work}/staging")
 uris = prepared.outputs["package_uris"]
 
