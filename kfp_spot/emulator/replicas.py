@@ -325,7 +325,15 @@ def stop(replicas: Sequence[Replica], grace_period: float) -> None:
 
 
 def _orphan_alive(pid: int, token: str) -> bool:
-    """Whether ``pid`` is still a live replica started with ``token`` (not a reused pid)."""
+    """Whether ``pid`` is still a live replica started with ``token`` (not a reused pid).
+
+    The token is in the replica's environment: read from ``/proc`` on Linux and from ``ps -E``
+    where there is no ``/proc`` (macOS). A process whose environment cannot be read counts as gone:
+    it is never signalled.
+    """
+    mark = f"{TOKEN_VAR}={token}"
+    if not Path("/proc/self/environ").exists():
+        return _alive_in_ps(pid, mark)
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -333,7 +341,22 @@ def _orphan_alive(pid: int, token: str) -> bool:
         return False
     if stat.rsplit(")", 1)[-1].split()[0] == "Z":
         return False
-    return f"{TOKEN_VAR}={token}".encode() in environ.split(b"\0")
+    return mark.encode() in environ.split(b"\0")
+
+
+PS_ENVIRONMENT = ("ps", "-E", "-ww", "-o", "stat=", "-o", "command=", "-p")
+"""BSD ``ps`` (macOS): a process's state, then its command line followed by its environment."""
+
+
+def _alive_in_ps(pid: int, mark: str) -> bool:
+    """Whether ``pid`` lives (no zombie) with ``mark`` in its environment, as ``ps -E`` shows."""
+    try:
+        shown = subprocess.run(
+            [*PS_ENVIRONMENT, str(pid)], capture_output=True, text=True, timeout=10, check=False
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):  # no ps, or one that hangs: leave it alone
+        return False
+    return bool(shown) and not shown[0].startswith("Z") and mark in shown[1:]
 
 
 def stop_orphans(processes: Sequence[Mapping[str, Any]], grace_period: float) -> int:

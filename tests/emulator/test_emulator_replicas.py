@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
 from google.cloud.aiplatform_v1.types import ContainerSpec
 
-from kfp_spot.emulator import Emulator
+from kfp_spot.emulator import Emulator, replicas
 from kfp_spot.emulator.replicas import container_command
 
 PARENT = "projects/local-project/locations/us-central1"
@@ -63,3 +70,47 @@ def test_clean_stop_and_restart_carries_the_job_on(
             "EMULATOR_RESTARTED",
             "SUCCEEDED",
         ]
+
+
+_BSD_PS = f"""#!{sys.executable}
+# macOS's `ps -E -ww -o stat= -o command= -p PID`, from Linux's /proc: the process's state, its
+# command line, then its environment, one line; nothing and exit 1 when there is no such process.
+import pathlib, sys
+if sys.argv[1:-1] != {list(replicas.PS_ENVIRONMENT[1:])!r}:
+    sys.exit("ps: unexpected arguments " + repr(sys.argv[1:]))
+proc = pathlib.Path("/proc", sys.argv[-1])
+try:
+    state = (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+    words = [w for f in ("cmdline", "environ") for w in (proc / f).read_bytes().split(b"\\0")]
+except OSError:
+    sys.exit(1)
+print(state, b" ".join(w for w in words if w).decode(errors="replace"))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="the stand-in ps reads /proc")
+def test_where_there_is_no_proc_an_orphan_is_told_by_its_environment_as_ps_shows_it(
+    tmp_path, monkeypatch
+):
+    # macOS has no /proc: a restarted emulator asks ps for the environment of its orphans.
+    (tmp_path / "ps").write_text(_BSD_PS)
+    (tmp_path / "ps").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    mark = f"{replicas.TOKEN_VAR}=0123abcd"
+    env = {**os.environ, replicas.TOKEN_VAR: "0123abcd"}
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        assert replicas._alive_in_ps(orphan.pid, mark)
+        assert not replicas._alive_in_ps(orphan.pid, f"{replicas.TOKEN_VAR}=another")  # reused pid
+        assert not replicas._alive_in_ps(os.getpid(), mark)  # not started with a token
+    finally:
+        orphan.kill()
+    zombie = orphan.pid  # killed, not yet reaped
+    deadline = time.monotonic() + 10
+    while replicas._alive_in_ps(zombie, mark):
+        assert time.monotonic() < deadline, "a zombie counted as alive"
+        time.sleep(0.05)
+    orphan.wait()
+    assert not replicas._alive_in_ps(zombie, mark)  # gone
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert not replicas._alive_in_ps(os.getpid(), mark)  # no ps at all: never signalled
