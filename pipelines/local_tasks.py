@@ -9,11 +9,11 @@ task polling an emulator that had gone, for a minute, with its CustomJob never c
 
 While :func:`tasks_end_with_the_run` is active, a task interrupted this way gets SIGTERM (what
 Vertex AI Pipelines sends a cancelled task: the launch cancels its CustomJob and exits) and is
-waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. SIGTERM
-sent to the run interrupts it the same way (Python's default would end the process at once and
-leave the tasks and the emulator's replicas running). Each task
-also runs with a temporary directory (``TMPDIR``) of its own, removed when it ends, as a task's
-container on Vertex AI Pipelines: what a task leaves there is gone, locally as on Vertex.
+waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. SIGTERM or
+SIGHUP sent to the run interrupts it the same way (Python's default would end the process at once
+and leave the tasks and the emulator's replicas running). Each task also runs with a temporary
+directory (``TMPDIR``) of its own, removed when it ends, as a task's container on Vertex AI
+Pipelines: what a task leaves there is gone, locally as on Vertex.
 """
 
 from __future__ import annotations
@@ -130,36 +130,41 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""Signals that stop a process politely: ``kill``, ``timeout``, CI runners; a closed terminal."""
+
+
 @contextlib.contextmanager
-def _terminate_interrupts() -> Iterator[None]:
-    """SIGTERM interrupts the run as Ctrl-C does, where the process left it to Python's default.
+def _stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP interrupt the run as Ctrl-C does, where Python's default was left.
 
     Python's default ends the process at once: the tasks, the emulator's replicas (each in a
     session of its own) and their CustomJobs went on without it and no ``run.json`` was written.
-    ``timeout``, ``kill PID``, supervisors and CI runners stop a process with SIGTERM. A handler
-    the program set is left alone, and so is a run outside the main thread (signals reach only it).
+    A handler the program set is left alone (``nohup``'s ignored SIGHUP too), and so is a run
+    outside the main thread (signals reach only it).
     """
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
-    ):
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {}
     try:
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) == signal.SIG_DFL:
+                    previous[signum] = signal.signal(signum, _interrupt)
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
 def tasks_end_with_the_run() -> Iterator[None]:
     """While active (in this process), an interrupted run stops the task it is running.
 
-    SIGTERM interrupts it too (where the program has not set a handler of its own), and each task
-    gets a temporary directory of its own (``TMPDIR``), removed when it ends.
+    SIGTERM and SIGHUP interrupt it too (where the program has not set a handler of its own),
+    and each task gets a temporary directory of its own (``TMPDIR``), removed when it ends.
 
-    Re-entrant; the last exit puts kfp.local's own function and Python's SIGTERM default back.
+    Re-entrant; the last exit puts kfp.local's own function and Python's defaults back.
     """
-    with _STANDIN.active(), _terminate_interrupts():
+    with _STANDIN.active(), _stop_signals_interrupt():
         yield

@@ -96,20 +96,22 @@ def test_each_task_has_a_temporary_directory_of_its_own_removed_when_it_ends(
     assert list(tmp_path.iterdir()) == []  # both gone with their tasks
 
 
-def test_sigterm_interrupts_a_run_only_where_the_program_left_it_to_python():
+@pytest.mark.parametrize("stop", local_tasks.STOP_SIGNALS, ids=lambda s: s.name)
+def test_a_stop_signal_interrupts_a_run_only_where_the_program_left_it_to_python(stop):
     def own(signum, frame):  # a program's own handler is its business
         pass
 
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as a program starts
+    previous = signal.signal(stop, signal.SIG_DFL)  # as a program starts
     try:
         with local_tasks.tasks_end_with_the_run():
             with local_tasks.tasks_end_with_the_run(), pytest.raises(KeyboardInterrupt):
-                signal.raise_signal(signal.SIGTERM)  # as Ctrl-C: the run stops its task
-            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # the outer run's still
-        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back by the last exit
-        signal.signal(signal.SIGTERM, own)
-        with local_tasks.tasks_end_with_the_run():
-            assert signal.getsignal(signal.SIGTERM) is own
-        assert signal.getsignal(signal.SIGTERM) is own
+                signal.raise_signal(stop)  # as Ctrl-C: the run stops its task
+            assert signal.getsignal(stop) != signal.SIG_DFL  # the outer run's still
+        assert signal.getsignal(stop) == signal.SIG_DFL  # put back by the last exit
+        for kept in (own, signal.SIG_IGN):  # nohup ignores SIGHUP
+            signal.signal(stop, kept)
+            with local_tasks.tasks_end_with_the_run():
+                assert signal.getsignal(stop) is kept
+            assert signal.getsignal(stop) is kept
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(stop, previous)

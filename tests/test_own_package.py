@@ -825,12 +825,14 @@ def _processes_naming(text: str) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
+)
 def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_its_job(
     regressor, tmp_path, stop
 ):
-    # kill -INT PID, an IDE; kill PID, timeout, a supervisor, a CI runner (SIGTERM): the tasks
-    # are not in the signal's process group
+    # kill -INT PID, an IDE; kill PID, timeout, a supervisor, a CI runner (SIGTERM); a closed
+    # terminal (SIGHUP): the tasks are not in the signal's process group
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [
