@@ -1,9 +1,9 @@
 """``kfp-spot emulator ...``: the local Vertex AI training emulator.
 
-``start`` serves in the foreground until SIGINT/SIGTERM and prints its endpoint once it accepts
-requests; ``preempt``, ``logs``, ``attempts`` and ``jobs`` talk to a running emulator over HTTP,
-found through ``--endpoint`` (or ``$KFP_SPOT_EMULATOR_ENDPOINT``) or the ``endpoint`` file the
-emulator writes into its state dir.
+``start`` serves in the foreground until SIGINT, SIGTERM or SIGHUP and prints its endpoint once it
+accepts requests; ``preempt``, ``logs``, ``attempts`` and ``jobs`` talk to a running emulator over
+HTTP, found through ``--endpoint`` (or ``$KFP_SPOT_EMULATOR_ENDPOINT``) or the ``endpoint`` file
+the emulator writes into its state dir.
 
 Why one module: it is one command group, the emulator's; ``start``'s options are its flags, and the
 client commands share one way to find a running emulator (``--endpoint`` checked as
@@ -182,7 +182,7 @@ def start(
     stockout_seconds: float,
     env_cache_dir: str | None,
 ) -> None:
-    """Serve the emulator in the foreground until SIGINT or SIGTERM."""
+    """Serve the emulator in the foreground until SIGINT, SIGTERM or SIGHUP."""
     from kfp_spot.emulator import Emulator, EmulatorError
 
     stop = threading.Event()
@@ -190,7 +190,13 @@ def start(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stops = [signal.SIGINT, signal.SIGTERM]
+    hangup = getattr(signal, "SIGHUP", None)  # its terminal closed; absent on Windows
+    if hangup is not None and signal.getsignal(hangup) != signal.SIG_IGN:  # nohup: keep ignoring
+        stops.append(hangup)
+    # Python's default for SIGTERM and SIGHUP ends the process at once, leaving the replicas
+    # (each in a session of its own) training.
+    previous = {s: signal.signal(s, on_signal) for s in stops}
     try:
         emu = Emulator(
             state_dir,

@@ -171,6 +171,31 @@ def test_start_flags_reach_the_emulator(tmp_path, env_cache, make_job, api, unti
         server.proc.wait(timeout=30)
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stopped_emulator_stops_its_training_processes(
+    tmp_path, env_cache, make_job, api, until, lines, stop
+):
+    # SIGTERM: kill, a supervisor; SIGHUP: the terminal it ran in was closed. Either way the
+    # replicas (each in a session of its own, out of the terminal's reach) stop with it.
+    progress = tmp_path / "progress.txt"
+    server = Server(tmp_path / "state", env_cache)
+    try:
+        body = make_job("--steps", "600", "--progress", str(progress))
+        status, _ = api("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
+        assert status == 200
+        until(lambda: any("step 5" in x for x in lines(progress)), 60, "the job to run")
+        server.proc.send_signal(stop)
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    replica = int(next(x for x in lines(progress) if x.endswith(" start")).split()[1])
+    alive = _alive(replica)
+    if alive:  # not left training by a failing test
+        os.killpg(replica, signal.SIGKILL)
+    assert not alive
+
+
 def test_a_failed_jobs_log_command_works_after_the_emulator_stopped(
     tmp_path, env_cache, make_job, api, until
 ):
