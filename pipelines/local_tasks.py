@@ -79,7 +79,9 @@ def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | No
     # Each task gets a temporary directory of its own, removed when it ends: as a task's
     # container on Vertex AI, it leaves nothing behind (KFP's command writes the component's
     # source into a `mktemp -d` of its own, every run) and passes nothing on to the next task.
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-task-", ignore_cleanup_errors=True) as tmp:
+    # A short name: a socket made under it (multiprocessing's, in a user's evaluate()) must fit
+    # AF_UNIX's 104 bytes below macOS's long TMPDIR.
+    with tempfile.TemporaryDirectory(prefix="kfp-", ignore_cleanup_errors=True) as tmp:
         env = {**os.environ, **(env_vars or {}), "TMPDIR": tmp}
         return _run_task(full_command, env)
 
