@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kfp_spot.emulator import billing, names, replicas
+from kfp_spot.emulator import billing, names, orphans, replicas
 from kfp_spot.emulator.states import (
     ACTIVE_STATES,
     CANCELLED,
@@ -423,7 +423,7 @@ class Lifecycle:
     def recover(self) -> None:
         """Attempts that were open when the previous emulator died count as preempted."""
         for att in self.store.open_attempts():
-            replicas.stop_orphans(att.process_list, self.shutdown_grace)
+            orphans.stop_orphans(att.process_list, self.shutdown_grace)
             end = att.last_seen or att.start_time or att.admit_time
             if att.start_time is None:  # never ran: just queue the job again
                 row = self.store.job(att.job_id)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -263,39 +265,65 @@ def start(
     log_path: Path,
     cwd: Path,
     on_exit: Callable[[], None] | None = None,
+    *,
+    fresh_cwd: bool = False,
 ) -> Replica:
     """Start one replica in a new process group, its output appended to ``log_path``.
 
+    It gets a temporary directory (``TMPDIR``) of its own, as a VM has its own ``/tmp``, and
+    ``fresh_cwd`` makes ``cwd`` its own too (emptied first): both are removed when it ends, as a
+    preempted VM's disk is, so what a replica leaves there never reaches the next attempt.
     ``on_exit`` is called (from the replica's reaper thread) as soon as the process has exited.
     """
     token = uuid.uuid4().hex
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if fresh_cwd:
+        shutil.rmtree(cwd, ignore_errors=True)  # left by an emulator that died
     cwd.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**env, TOKEN_VAR: token},
-            cwd=str(cwd),
-            start_new_session=True,
-        )
+    # Beside the user's own temp dir, not in the state dir: a socket made below it must fit
+    # AF_UNIX's 104 bytes (macOS), as below a VM's /tmp.
+    scratch = [Path(tempfile.mkdtemp(prefix="kfp-vm-"))]
+    if fresh_cwd:
+        scratch.append(cwd)
+    try:
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**env, TOKEN_VAR: token, "TMPDIR": str(scratch[0])},
+                cwd=str(cwd),
+                start_new_session=True,
+            )
+    except BaseException:
+        _remove(scratch)
+        raise
     replica = Replica(name, process, token, log_path)
     threading.Thread(
-        target=_reap, args=(replica, on_exit), name=f"reap-{name}-{process.pid}", daemon=True
+        target=_reap,
+        args=(replica, on_exit, scratch),
+        name=f"reap-{name}-{process.pid}",
+        daemon=True,
     ).start()
     return replica
 
 
-def _reap(replica: Replica, on_exit: Callable[[], None] | None) -> None:
+def _remove(directories: Sequence[Path]) -> None:
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _reap(replica: Replica, on_exit: Callable[[], None] | None, scratch: Sequence[Path]) -> None:
     replica.process.wait()
     replica.exited.set()
     if on_exit is not None:
         on_exit()
+    _remove(scratch)  # the VM's disk goes with it
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to a process group; one that is gone (or not ours to signal) is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -303,12 +331,12 @@ def _signal_group(pgid: int, sig: int) -> None:
 def terminate(replica: Replica) -> None:
     """SIGTERM a replica's process group (the start of one VM's preemption); returns at once."""
     if not replica.exited.is_set():
-        _signal_group(replica.pid, signal.SIGTERM)
+        signal_group(replica.pid, signal.SIGTERM)
 
 
 def kill(replica: Replica) -> None:
     """SIGKILL a replica's whole process group (its VM is gone) and reap the leader."""
-    _signal_group(replica.pid, signal.SIGKILL)
+    signal_group(replica.pid, signal.SIGKILL)
     replica.exited.wait()
 
 
@@ -322,61 +350,3 @@ def stop(replicas: Sequence[Replica], grace_period: float) -> None:
     for replica in replicas:
         # SIGKILL the whole group even when the leader has exited: its children may linger.
         kill(replica)
-
-
-def _orphan_alive(pid: int, token: str) -> bool:
-    """Whether ``pid`` is still a live replica started with ``token`` (not a reused pid).
-
-    The token is in the replica's environment: read from ``/proc`` on Linux and from ``ps -E``
-    where there is no ``/proc`` (macOS). A process whose environment cannot be read counts as gone:
-    it is never signalled.
-    """
-    mark = f"{TOKEN_VAR}={token}"
-    if not Path("/proc/self/environ").exists():
-        return _alive_in_ps(pid, mark)
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-        return False
-    return mark.encode() in environ.split(b"\0")
-
-
-PS_ENVIRONMENT = ("ps", "-E", "-ww", "-o", "stat=", "-o", "command=", "-p")
-"""BSD ``ps`` (macOS): a process's state, then its command line followed by its environment."""
-
-
-def _alive_in_ps(pid: int, mark: str) -> bool:
-    """Whether ``pid`` lives (no zombie) with ``mark`` in its environment, as ``ps -E`` shows."""
-    try:
-        shown = subprocess.run(
-            [*PS_ENVIRONMENT, str(pid)], capture_output=True, text=True, timeout=10, check=False
-        ).stdout.split()
-    except (OSError, subprocess.TimeoutExpired):  # no ps, or one that hangs: leave it alone
-        return False
-    return bool(shown) and not shown[0].startswith("Z") and mark in shown[1:]
-
-
-def stop_orphans(processes: Sequence[Mapping[str, Any]], grace_period: float) -> int:
-    """Stop replicas a previous emulator left behind (SIGTERM, grace, SIGKILL).
-
-    Args:
-        processes: records with ``pid`` and ``token`` as stored for an attempt.
-        grace_period: seconds between SIGTERM and SIGKILL.
-
-    Returns:
-        How many were still running.
-    """
-    alive = [p for p in processes if _orphan_alive(int(p["pid"]), str(p["token"]))]
-    for proc in alive:
-        _signal_group(int(proc["pid"]), signal.SIGTERM)
-    deadline = time.monotonic() + grace_period
-    while time.monotonic() < deadline and any(
-        _orphan_alive(int(p["pid"]), str(p["token"])) for p in alive
-    ):
-        time.sleep(0.05)
-    for proc in alive:
-        _signal_group(int(proc["pid"]), signal.SIGKILL)
-    return len(alive)

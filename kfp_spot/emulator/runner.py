@@ -326,8 +326,9 @@ class AttemptRunner:
             vm.command,
             vm.env,
             state_dir.attempt_log(self.job_id, self.attempt, vm.name),
-            state_dir.work_dir(self.job_id, vm.name),
+            state_dir.work_dir(self.job_id, vm.name, vm.life),
             on_exit=self.wake,
+            fresh_cwd=True,
         )
         vm.back_at = None
         vm.terminating_since = None

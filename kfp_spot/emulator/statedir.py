@@ -76,6 +76,6 @@ class StateDir:
         """The log file of one replica of one attempt."""
         return attempt_log_dir(self.path, job_id, attempt) / f"{replica}.log"
 
-    def work_dir(self, job_id: str, replica: str) -> Path:
-        """A replica's working directory (the same for every attempt)."""
-        return self.path / "work" / job_id / replica
+    def work_dir(self, job_id: str, replica: str, life: int) -> Path:
+        """A replica's working directory in one life of its VM (a new VM, a new one)."""
+        return self.path / "work" / job_id / f"{replica}-{life}"

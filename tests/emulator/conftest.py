@@ -32,6 +32,7 @@ p.add_argument("--exit-code", type=int, default=0)
 p.add_argument("--ignore-sigterm", action="store_true")
 p.add_argument("--env-out", default="")
 p.add_argument("--until", default="", help="keep stepping (past --steps) until this file exists")
+p.add_argument("--leave", action="store_true", help="note what an earlier process left, leave more")
 a = p.parse_args()
 name = json.loads(os.environ.get("CLUSTER_SPEC", "{}")).get("task", {})
 replica = f"{name.get('type', 'workerpool0')}-{name.get('index', 0)}"
@@ -55,6 +56,14 @@ if a.env_out:
         json.dump(dict(os.environ), f)
     os.replace(out + ".tmp", out)
 note("start")
+if a.leave:  # in the working dir and the temp dir: what an earlier attempt's VM left there
+    import tempfile
+    places = {"cwd": os.getcwd(), "tmp": tempfile.gettempdir()}
+    found = [k for k, d in places.items() if os.path.exists(os.path.join(d, "left.txt"))]
+    note("found " + json.dumps({"found": found, "places": places}))
+    for d in places.values():
+        with open(os.path.join(d, "left.txt"), "w") as f:
+            f.write("left by an earlier attempt")
 i = 0
 while i < a.steps or (a.until and not os.path.exists(a.until)):
     time.sleep(a.step_seconds)

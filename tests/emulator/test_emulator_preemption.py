@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +52,29 @@ def test_on_demand_preemption_restarts_the_job(emulator, api, make_job, tmp_path
     job_span = done.end_time.timestamp() - done.start_time.timestamp()
     assert sum(r["billableSeconds"] for r in rows) < job_span
     assert rows[1]["queuedSeconds"] > 0
+
+
+def test_each_attempt_starts_on_a_fresh_disk_as_on_a_new_vm(
+    emulator, api, make_job, tmp_path, until, lines
+):
+    # A preempted job restarts on a new VM: what the last attempt left in its working directory
+    # or in /tmp is gone. A trainer that keeps its checkpoints there resumes locally only if the
+    # emulator is more lenient than Vertex AI.
+    progress = tmp_path / "progress.txt"
+    body = make_job("--steps", "40", "--progress", str(progress), "--leave")
+    name = _create(emulator, api, body)
+    until(lambda: any("step 2" in x for x in lines(progress)), 60, "attempt 1 to make progress")
+    status, _ = api("POST", f"{emulator.endpoint}/emulator/v1/{name}:preempt", {})
+    assert status == 200
+    done = emulator.wait(name, timeout=60)
+    assert done.state.name == "JOB_STATE_SUCCEEDED", done.error
+    seen = [json.loads(x.split(" found ", 1)[1]) for x in lines(progress) if " found " in x]
+    assert [s["found"] for s in seen] == [[], []]  # the second attempt found nothing left
+    first, second = (s["places"] for s in seen)
+    assert first["cwd"] != second["cwd"] and first["tmp"] != second["tmp"]
+    assert emulator.state_dir.resolve() in Path(first["cwd"]).parents  # in the emulator's state
+    for place in (*first.values(), *second.values()):
+        until(lambda p=place: not Path(p).exists(), 30, f"{place} to be removed with its VM")
 
 
 def test_a_preemption_at_every_attempt_ends_in_stockout(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from google.cloud.aiplatform_v1.types import ContainerSpec
 
-from kfp_spot.emulator import Emulator, replicas
+from kfp_spot.emulator import Emulator, orphans, replicas
 from kfp_spot.emulator.replicas import container_command
 
 PARENT = "projects/local-project/locations/us-central1"
@@ -76,7 +76,7 @@ _BSD_PS = f"""#!{sys.executable}
 # macOS's `ps -E -ww -o stat= -o command= -p PID`, from Linux's /proc: the process's state, its
 # command line, then its environment, one line; nothing and exit 1 when there is no such process.
 import pathlib, sys
-if sys.argv[1:-1] != {list(replicas.PS_ENVIRONMENT[1:])!r}:
+if sys.argv[1:-1] != {list(orphans.PS_ENVIRONMENT[1:])!r}:
     sys.exit("ps: unexpected arguments " + repr(sys.argv[1:]))
 proc = pathlib.Path("/proc", sys.argv[-1])
 try:
@@ -100,17 +100,17 @@ def test_where_there_is_no_proc_an_orphan_is_told_by_its_environment_as_ps_shows
     env = {**os.environ, replicas.TOKEN_VAR: "0123abcd"}
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
-        assert replicas._alive_in_ps(orphan.pid, mark)
-        assert not replicas._alive_in_ps(orphan.pid, f"{replicas.TOKEN_VAR}=another")  # reused pid
-        assert not replicas._alive_in_ps(os.getpid(), mark)  # not started with a token
+        assert orphans._alive_in_ps(orphan.pid, mark)
+        assert not orphans._alive_in_ps(orphan.pid, f"{replicas.TOKEN_VAR}=another")  # reused pid
+        assert not orphans._alive_in_ps(os.getpid(), mark)  # not started with a token
     finally:
         orphan.kill()
     zombie = orphan.pid  # killed, not yet reaped
     deadline = time.monotonic() + 10
-    while replicas._alive_in_ps(zombie, mark):
+    while orphans._alive_in_ps(zombie, mark):
         assert time.monotonic() < deadline, "a zombie counted as alive"
         time.sleep(0.05)
     orphan.wait()
-    assert not replicas._alive_in_ps(zombie, mark)  # gone
+    assert not orphans._alive_in_ps(zombie, mark)  # gone
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    assert not replicas._alive_in_ps(os.getpid(), mark)  # no ps at all: never signalled
+    assert not orphans._alive_in_ps(os.getpid(), mark)  # no ps at all: never signalled

@@ -21,7 +21,7 @@ from google.cloud.aiplatform_v1.types import DeployModelResponse, Endpoint, Unde
 from google.longrunning import operations_pb2
 
 from kfp_spot.accounting import pricing
-from kfp_spot.emulator import billing, replicas
+from kfp_spot.emulator import billing, orphans
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.catalog import (
@@ -72,7 +72,7 @@ class Deployments:
     def start(self) -> None:
         """Close lives a dead emulator left open, stop its orphans, bring deployments back."""
         open_lives = self.store.open_lives()
-        replicas.stop_orphans(
+        orphans.stop_orphans(
             [{"pid": lv.pid, "token": lv.token} for lv in open_lives if lv.pid and lv.token],
             self.settings.shutdown_grace,
         )
