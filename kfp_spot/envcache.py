@@ -180,8 +180,9 @@ def package_env(
     return _env_python(env_dir)
 
 
+@functools.lru_cache(maxsize=64)
 def site_packages_of(python: str | os.PathLike[str]) -> Path:
-    """The purelib site-packages directory of the interpreter ``python``."""
+    """The purelib site-packages directory of the interpreter ``python`` (asked once a process)."""
     out = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,

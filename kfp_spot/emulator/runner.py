@@ -100,6 +100,27 @@ class AttemptTransitions(Protocol):
         ...
 
 
+def _check_python(python: str, pps: Any) -> None:
+    """Refuse a job module that needs a newer Python than its executor image's, as Vertex would.
+
+    The replicas run on this machine's Python; on Vertex AI the image's (older) one fails the
+    import of syntax or standard modules it lacks.
+
+    Raises:
+        envcache.PackageInstallError: it needs a newer Python (where, and why).
+    """
+    from kfp_spot import executors
+    from kfp_spot.packaging import pycompat
+
+    image = executors.profile(pps.executor_image_uri)  # as package_env read it
+    site = envcache.site_packages_of(python)
+    found = pycompat.problems(site, pps.python_module, image.python)
+    if found:
+        raise envcache.PackageInstallError(
+            pycompat.explain(found, pps.python_module, image.python, image.image)
+        )
+
+
 @dataclass(frozen=True)
 class AttemptContext:
     """Everything an attempt runner uses from the rest of the emulator.
@@ -289,6 +310,7 @@ class AttemptRunner:
                             executor_image_uri=pps.executor_image_uri,
                         )
                     )
+                    _check_python(pythons[plan.pool], pps)
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = {e.name: e.value for e in pps.env}
             else:

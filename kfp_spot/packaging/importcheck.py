@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kfp_spot import envcache, executors
+from kfp_spot.packaging import pycompat
 from kfp_spot.packaging.errors import ImportCheckError
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ def check_import_clean(
         executor_image_uri: the prebuilt image the job runs in.
 
     Raises:
-        ImportCheckError: the import fails (the traceback names the missing module), a package
+        ImportCheckError: the import fails (the traceback names the missing module), the module
+            needs a newer Python than the image's (:mod:`kfp_spot.packaging.pycompat`), a package
             does not install, or the executor image is not a prebuilt one.
     """
     del requirements  # pip reads them from the wheel
@@ -74,6 +76,11 @@ def check_import_clean(
                 "check_import",
                 f"the package does not install on {image.image} (Python {image.python}): {exc}",
             ) from exc
+        found = pycompat.problems(envcache.site_packages_of(python), python_module, image.python)
+        if found:
+            raise ImportCheckError(
+                "python_module", pycompat.explain(found, python_module, image.python, image.image)
+            )
         cwd = Path(tmp, "cwd")
         cwd.mkdir()  # empty: the import must come from the installed package
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}

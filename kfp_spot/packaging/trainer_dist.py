@@ -54,6 +54,7 @@ from packaging.utils import canonicalize_name
 
 import kfp_spot
 from kfp_spot.packaging import build as _build
+from kfp_spot.packaging import imports
 from kfp_spot.packaging.errors import PackagingError
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,6 @@ FORBIDDEN = {
     "google.cloud.aiplatform": "google-cloud-aiplatform",
     "google_cloud_pipeline_components": "google-cloud-pipeline-components",
 }
-_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
 @dataclass(frozen=True)
@@ -123,71 +123,14 @@ def package_dir() -> Path:
     return Path(kfp_spot.__file__).resolve().parent
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _catches_import_error(node: ast.Try) -> bool:
-    for handler in node.handlers:
-        if handler.type is None:
-            return True
-        names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names):
-            return True
-    return False
-
-
-def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
-    if level == 0:
-        return name or ""
-    parts = module.split(".") if is_package else module.split(".")[:-1]
-    parts = parts[: len(parts) - (level - 1)] if level > 1 else parts
-    return ".".join([*parts, *([name] if name else [])])
-
-
 def imports_of(source: str, module: str = "", is_package: bool = False) -> list[tuple[str, bool]]:
     """Every module ``source`` imports, as ``(absolute dotted name, optional)``.
 
     ``optional`` marks imports under ``if TYPE_CHECKING:`` or inside a ``try`` that catches
-    ImportError. ``from a import b`` yields ``a`` and ``a.b`` (``b`` may be a module).
+    ImportError (:mod:`kfp_spot.packaging.imports`). ``from a import b`` yields ``a`` and ``a.b``
+    (``b`` may be a module).
     """
-    out: list[tuple[str, bool]] = []
-
-    def visit(node: ast.AST, optional: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
-                for stmt in child.body:
-                    visit_stmt(stmt, True)
-                for stmt in child.orelse:
-                    visit_stmt(stmt, optional)
-            elif isinstance(child, ast.Try) and _catches_import_error(child):
-                for stmt in child.body:
-                    visit_stmt(stmt, True)
-                for part in (child.handlers, child.orelse, child.finalbody):
-                    for inner in part:
-                        visit_stmt(inner, optional)
-            else:
-                visit_stmt(child, optional)
-
-    def visit_stmt(node: ast.AST, optional: bool) -> None:
-        if isinstance(node, ast.Import):
-            out.extend((alias.name, optional) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve(module, is_package, node.level, node.module)
-            if base:
-                out.append((base, optional))
-            out.extend(
-                (f"{base}.{alias.name}" if base else alias.name, optional)
-                for alias in node.names
-                if alias.name != "*"
-            )
-        else:
-            visit(node, optional)
-
-    visit(ast.parse(source), False)
-    return out
+    return [(i.name, i.optional) for i in imports.imported(ast.parse(source), module, is_package)]
 
 
 def _module_file(root: Path, module: str) -> Path | None:

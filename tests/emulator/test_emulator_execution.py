@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kfp_spot.emulator import Emulator
+from tests.shared import write_sdist
 
 PARENT = "projects/proj-1/locations/europe-west4"
 
@@ -153,6 +154,34 @@ def test_package_from_gcs_emulator(gcs_emulator, emulator, api, make_job, toy_pa
     name = _create(emulator, api, body)
     done = emulator.wait(name, timeout=60)
     assert done.state.name == "JOB_STATE_SUCCEEDED", done.error.message
+
+
+def test_a_module_that_needs_a_newer_python_than_the_images_fails_as_on_vertex(
+    emulator, api, make_job, tmp_path
+):
+    # The replica would run on this machine's Python; the image's (3.10) has no tomllib.
+    package = tmp_path / "newer-0.1.tar.gz"
+    write_sdist(
+        package,
+        {
+            "newer-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
+            '[project]\nname = "newer"\nversion = "0.1"\n'
+            '[tool.setuptools]\npackages = ["newer"]\n',
+            "newer-0.1/newer/__init__.py": "",
+            "newer-0.1/newer/task.py": "from newer import config\n",
+            "newer-0.1/newer/config.py": "import json\nimport tomllib\n",
+        },
+    )
+    body = make_job()
+    spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    spec.update(packageUris=[str(package)], pythonModule="newer.task")
+    name = _create(emulator, api, body)
+    done = emulator.wait(name, timeout=120)
+    assert done.state.name == "JOB_STATE_FAILED", done.state.name
+    message = done.error.message
+    assert "newer.task needs a newer Python than 3.10, the Python of " in message, message
+    assert "newer/config.py, line 2: imports tomllib, which Python 3.10 does not have" in message
 
 
 def test_cancel_while_queued_never_runs(tmp_path, env_cache, api, make_job, until):

@@ -203,6 +203,17 @@ def test_import_check_does_not_see_what_only_this_machine_has(project, staging):
         prepare_package(str(project), str(staging), check_import=True)
 
 
+def test_import_check_reads_the_module_with_the_images_python(project, staging):
+    # It imports on this machine's Python (3.11+); the image's 3.10 has no tomllib.
+    (project / "tinytrainer" / "task.py").write_text("import tomllib\n")
+    with pytest.raises(
+        ImportCheckError,
+        match=r"(?s)python_module: tinytrainer.task needs a newer Python than 3.10, the Python of "
+        r".*sklearn-cpu.1-6.*tinytrainer/task.py, line 1: imports tomllib",
+    ):
+        prepare_package(str(project), str(staging), check_import=True)
+
+
 def test_unknown_executor_image_is_refused_before_building(project, staging):
     with pytest.raises(
         PackagingError,

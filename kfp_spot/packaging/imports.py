@@ -1,0 +1,100 @@
+"""What Python source imports, read statically: each import statement and how sure it is to run.
+
+Two readers need it: the light trainer wheel's closure (:mod:`kfp_spot.packaging.trainer_dist`:
+which ``kfp_spot`` modules a VM needs) and the check of a job's code against its executor image's
+Python (:mod:`kfp_spot.packaging.pycompat`). An import is *optional* under ``if TYPE_CHECKING:``
+or inside a ``try`` that catches ``ImportError``, and *version-guarded* under an ``if`` on
+``sys.version_info`` (another Python may take the other branch).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+"""Handlers an ``ImportError`` reaches."""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One module an import statement loads.
+
+    Attributes:
+        name: the absolute dotted name (``from a import b`` gives ``a`` and ``a.b``: ``b`` may
+            be a module).
+        line: the statement's line.
+        optional: under ``if TYPE_CHECKING:`` or in a ``try`` that catches ``ImportError``.
+        version_guarded: under an ``if`` whose test reads ``sys.version_info``.
+    """
+
+    name: str
+    line: int
+    optional: bool
+    version_guarded: bool
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        if handler.type is None:
+            return True
+        names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(isinstance(n, ast.Name) and n.id in IMPORT_ERRORS for n in names):
+            return True
+    return False
+
+
+def resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """The absolute name of ``from <level dots><name> import ...`` written in ``module``."""
+    if level == 0:
+        return name or ""
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    parts = parts[: len(parts) - (level - 1)] if level > 1 else parts
+    return ".".join([*parts, *([name] if name else [])])
+
+
+def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[Imported]:
+    """Every module the parsed source ``tree`` of ``module`` imports, at any depth."""
+    out: list[Imported] = []
+
+    def visit(node: ast.AST, optional: bool, guarded: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for stmt in child.body:
+                    visit_stmt(stmt, True, guarded)
+                for stmt in child.orelse:
+                    visit_stmt(stmt, optional, guarded)
+            elif isinstance(child, ast.Try) and _catches_import_error(child):
+                for stmt in child.body:
+                    visit_stmt(stmt, True, guarded)
+                for part in (child.handlers, child.orelse, child.finalbody):
+                    for inner in part:
+                        visit_stmt(inner, optional, guarded)
+            elif isinstance(child, ast.If) and "version_info" in ast.dump(child.test):
+                visit_stmt(child, optional, True)
+            else:
+                visit_stmt(child, optional, guarded)
+
+    def visit_stmt(node: ast.AST, optional: bool, guarded: bool) -> None:
+        if isinstance(node, ast.Import):
+            out.extend(Imported(a.name, node.lineno, optional, guarded) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(module, is_package, node.level, node.module)
+            if base:
+                out.append(Imported(base, node.lineno, optional, guarded))
+            out.extend(
+                Imported(f"{base}.{a.name}" if base else a.name, node.lineno, optional, guarded)
+                for a in node.names
+                if a.name != "*"
+            )
+        else:
+            visit(node, optional, guarded)
+
+    visit(tree, False, False)
+    return out
