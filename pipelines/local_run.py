@@ -245,6 +245,7 @@ def check_evaluation_module(
                 f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
                 f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
             )
+        _check_python(path, module)
         return
     declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
     default = getattr(declared, "default", None)
@@ -257,6 +258,8 @@ def check_evaluation_module(
         held = _holds(path, module)
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
+    if held and path.is_dir():
+        _check_python(path, module)
     if not held:
         raise LocalRunError(
             f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
@@ -264,6 +267,20 @@ def check_evaluation_module(
             "under [tool.kfp-spot] in its pyproject.toml, or --param "
             "evaluation_entry_point=MODULE:FUNCTION"
         )
+
+
+def _check_python(directory: Path, module: str) -> None:
+    """Refuse an evaluation module the runtime image's Python could not run (newer code)."""
+    from kfp_spot.image.lock import IMAGE_PYTHON
+    from kfp_spot.packaging import pycompat
+
+    for base in (directory, directory / "src"):
+        found = pycompat.problems(base, module, IMAGE_PYTHON)
+        if found:
+            where = "kfp-spot's runtime image, where evaluate-checkpoint runs"
+            raise LocalRunError(
+                "evaluation_entry_point: " + pycompat.explain(found, module, IMAGE_PYTHON, where)
+            )
 
 
 def _holds(directory: Path, module: str) -> bool:

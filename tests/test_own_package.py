@@ -496,6 +496,31 @@ def test_an_entry_point_module_missing_from_the_packages_own_package_is_refused_
         local_run.check_evaluation_module(regressor, {"evaluation_entry_point": named}, pipeline)
 
 
+def test_an_evaluation_module_the_runtime_images_python_cannot_run_is_refused_before_training(
+    tmp_path, monkeypatch
+):
+    # The evaluation runs in kfp-spot's runtime image. Its Python is this machine's here (3.11),
+    # so stand in an older one to see what a newer machine (a Mac's 3.13, say) would pass.
+    from kfp_spot.image import lock
+
+    monkeypatch.setattr(lock, "IMAGE_PYTHON", "3.10")
+    source = tmp_path / "mine"
+    (source / "src" / "mine").mkdir(parents=True)
+    (source / "src" / "mine" / "__init__.py").write_text("")
+    (source / "src" / "mine" / "metrics.py").write_text("import tomllib\n")
+    pipeline = local.load(spot_training)
+    named = {"evaluation_entry_point": "mine.metrics:evaluate"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.check_evaluation_module(source, named, pipeline)
+    assert str(info.value).startswith(
+        "evaluation_entry_point: mine.metrics needs a newer Python than 3.10, the Python of "
+        "kfp-spot's runtime image, where evaluate-checkpoint runs: on Vertex AI it would fail"
+    )
+    assert "mine/metrics.py, line 1: imports tomllib" in str(info.value)
+    monkeypatch.setattr(lock, "IMAGE_PYTHON", "3.11")
+    assert local_run.check_evaluation_module(source, named, pipeline) is None
+
+
 def test_a_pyproject_that_is_not_toml_is_named_once(regressor, tmp_path):
     source = tmp_path / "broken"
     shutil.copytree(regressor, source)
