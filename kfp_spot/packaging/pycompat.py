@@ -132,5 +132,5 @@ def explain(found: list[str], module: str, python: str, image: str) -> str:
     return (
         f"{module} needs a newer Python than {python}, the Python of {image}: on Vertex AI it "
         f"would fail to import (this machine runs it with Python {here}):\n  {shown}\n"
-        f"Write it for Python {python}, or pick an executor image with a newer Python."
+        f"Write it for Python {python}, or run it on an image with a newer Python."
     )
