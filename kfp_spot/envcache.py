@@ -56,6 +56,12 @@ from kfp_spot import executors, fs
 
 log = logging.getLogger(__name__)
 
+HOST_PYTHON_VARS = ("PYTHONPATH", "PYTHONHOME")
+"""This machine's settings of where Python finds modules: never passed to a job's environment.
+
+A ``PYTHONPATH`` pointing at the source tree made a module the package does not hold importable
+here, and only here: on Vertex AI the job sees the installed package alone."""
+
 _READY = ".kfp-spot-ready"
 _VIEW = "view"
 PIP_TIMEOUT_S = 900

@@ -28,7 +28,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from kfp_spot import fs
+from kfp_spot import envcache, fs
 
 # Vertex's names for the worker pools in TF_CONFIG, by pool index.
 TF_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -250,8 +250,13 @@ class Replica:
 def process_env(
     base: Mapping[str, str], vertex: Mapping[str, str], user: Mapping[str, str]
 ) -> dict[str, str]:
-    """The environment of a replica: host variables, then Vertex's, then the job's own."""
-    env = {k: v for k, v in base.items() if k not in VERTEX_VARS and k != TOKEN_VAR}
+    """The environment of a replica: host variables, then Vertex's, then the job's own.
+
+    Of the host's, neither Vertex's names nor where Python finds modules
+    (:data:`kfp_spot.envcache.HOST_PYTHON_VARS`: the job sees only its installed packages).
+    """
+    dropped = {*VERTEX_VARS, TOKEN_VAR, *envcache.HOST_PYTHON_VARS}
+    env = {k: v for k, v in base.items() if k not in dropped}
     env.update(vertex)
     env.update(user)
     env.setdefault("PYTHONUNBUFFERED", "1")

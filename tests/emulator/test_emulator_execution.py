@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -18,7 +19,9 @@ def _create(emu, api, body):
     return job["name"]
 
 
-def test_single_replica_sees_the_vertex_environment(emulator, api, make_job, tmp_path):
+def test_single_replica_sees_the_vertex_environment(emulator, api, make_job, tmp_path, monkeypatch):
+    # This machine's PYTHONPATH (a source tree, say) would import what the package does not hold.
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "src"))
     env_dir = tmp_path / "env"
     body = make_job("--steps", "1", "--env-out", str(env_dir))
     body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [
@@ -39,6 +42,7 @@ def test_single_replica_sees_the_vertex_environment(emulator, api, make_job, tmp
     assert env["MY_SETTING"] == "42"
     for var in ("CLUSTER_SPEC", "TF_CONFIG", "MASTER_ADDR", "WORLD_SIZE", "RANK"):
         assert var not in env  # single replica: no cluster
+    assert "PYTHONPATH" not in env and env["PATH"] == os.environ["PATH"]
 
 
 def test_replicas_get_cluster_specs_and_a_preemption_restarts_all(
