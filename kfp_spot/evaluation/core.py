@@ -234,8 +234,12 @@ def _run_entry_point(
             str(params_path),
             str(result_path),
         ]
+        # Only the installed packages: this machine's PYTHONPATH (a source tree) is not the image's.
+        env = {k: v for k, v in os.environ.items() if k not in envcache.HOST_PYTHON_VARS}
         try:
-            proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(
+                cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired as exc:
             raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
         for line in proc.stdout.splitlines():

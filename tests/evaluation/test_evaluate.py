@@ -7,6 +7,7 @@ import pytest
 
 from kfp_spot.checkpoints import CheckpointCorruptError
 from kfp_spot.evaluation import evaluate
+from kfp_spot.evaluation.errors import EvaluationInputError
 
 ENTRY = "tinytrainer.evaluate:evaluate"
 
@@ -105,3 +106,17 @@ def test_latest_named_by_the_artifact_but_missing_is_torn(ckpt, package, env_cac
     # The launcher said step 40 was committed, but there is no such step: refuse to guess.
     with pytest.raises(CheckpointCorruptError, match=r"latest checkpoint step-40 .*torn"):
         run(ckpt, package, env_cache, latest_step=40)
+
+
+def test_a_module_only_this_machines_pythonpath_holds_is_not_imported(
+    ckpt, package, env_cache, tmp_path, monkeypatch
+):
+    # On Vertex AI the evaluation imports the installed packages only: a source tree on this
+    # machine's PYTHONPATH must not make a module importable that the package does not hold.
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "strayeval.py").write_text("def evaluate(d, p):\n    return {'accuracy': 1.0}\n")
+    monkeypatch.setenv("PYTHONPATH", str(stray))
+    with pytest.raises(EvaluationInputError, match=r"cannot import module .strayeval."):
+        run(ckpt, package, env_cache, entry_point="strayeval:evaluate")
+    assert run(ckpt, package, env_cache).step == 30  # the package's own still imports
