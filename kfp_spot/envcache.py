@@ -43,7 +43,7 @@ import tempfile
 import time
 import venv
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
@@ -61,6 +61,14 @@ HOST_PYTHON_VARS = ("PYTHONPATH", "PYTHONHOME")
 
 A ``PYTHONPATH`` pointing at the source tree made a module the package does not hold importable
 here, and only here: on Vertex AI the job sees the installed package alone."""
+
+
+def job_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) without :data:`HOST_PYTHON_VARS`."""
+    return {
+        k: v for k, v in (os.environ if base is None else base).items() if k not in HOST_PYTHON_VARS
+    }
+
 
 _READY = ".kfp-spot-ready"
 _VIEW = "view"

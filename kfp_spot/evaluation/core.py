@@ -225,17 +225,9 @@ def _run_entry_point(
         params_path.write_text(json.dumps(dict(params)))
         cwd = Path(tmp, "cwd")
         cwd.mkdir()  # empty: imports come from the installed package, not a stray local file
-        cmd = [
-            str(python),
-            "-m",
-            runner.__name__,
-            entry_point,
-            str(checkpoint_dir),
-            str(params_path),
-            str(result_path),
-        ]
-        # Only the installed packages: this machine's PYTHONPATH (a source tree) is not the image's.
-        env = {k: v for k, v in os.environ.items() if k not in envcache.HOST_PYTHON_VARS}
+        cmd = [str(python), "-m", runner.__name__, entry_point, str(checkpoint_dir)]
+        cmd += [str(params_path), str(result_path)]
+        env = envcache.job_environ()  # the installed packages only, as in the image
         try:
             proc = subprocess.run(
                 cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s

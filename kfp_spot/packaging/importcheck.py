@@ -83,7 +83,7 @@ def check_import_clean(
             )
         cwd = Path(tmp, "cwd")
         cwd.mkdir()  # empty: the import must come from the installed package
-        env = {k: v for k, v in os.environ.items() if k not in envcache.HOST_PYTHON_VARS}
+        env = envcache.job_environ()
         code = f"import importlib; importlib.import_module({python_module!r})"
         try:
             proc = subprocess.run(
