@@ -106,6 +106,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _temporary_files_go_with_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """This process's and its children's temporary files go below pytest's own temp dir.
+
+    kfp.local makes a workspace directory at each ``local.init`` and KFP's component command a
+    ``mktemp -d`` at each task run outside ``kfp-spot run``; neither is ever removed, so each run
+    of the suite left about fifty in /tmp. pytest removes its own old temp dirs.
+    """
+    import tempfile
+
+    scratch = str(tmp_path_factory.mktemp("tmp"))
+    previous, before = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = scratch, scratch
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _gcp_placeholders_as_text():
     """kfp.local cannot parse the launch component's GCPC placeholder defaults without it.
 
