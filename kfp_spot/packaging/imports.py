@@ -2,15 +2,18 @@
 
 Two readers need it: the light trainer wheel's closure (:mod:`kfp_spot.packaging.trainer_dist`:
 which ``kfp_spot`` modules a VM needs) and the check of a job's code against its executor image's
-Python (:mod:`kfp_spot.packaging.pycompat`). An import is *optional* under ``if TYPE_CHECKING:``
-or inside a ``try`` that catches ``ImportError``, and *version-guarded* under an ``if`` on
-``sys.version_info`` (another Python may take the other branch).
+Python (:mod:`kfp_spot.packaging.pycompat`); both find a module's file with :func:`module_file`.
+An import is *optional* under ``if TYPE_CHECKING:`` or inside a ``try`` that catches
+``ImportError``, and *version-guarded* under an ``if`` on ``sys.version_info`` (another Python
+may take the other branch).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 """Handlers an ``ImportError`` reaches."""
@@ -50,13 +53,26 @@ def _catches_import_error(node: ast.Try) -> bool:
     return False
 
 
-def resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
+def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
     """The absolute name of ``from <level dots><name> import ...`` written in ``module``."""
     if level == 0:
         return name or ""
     parts = module.split(".") if is_package else module.split(".")[:-1]
     parts = parts[: len(parts) - (level - 1)] if level > 1 else parts
     return ".".join([*parts, *([name] if name else [])])
+
+
+def module_file(base: Path, parts: Sequence[str]) -> Path | None:
+    """The source file of the module ``parts`` (a dotted name's parts) below ``base``, or None.
+
+    A package's ``__init__.py`` first, as Python finds it before a same-named ``.py``; no
+    parts: ``base`` itself as a package.
+    """
+    where = base.joinpath(*parts)
+    candidates = [where / "__init__.py"]
+    if parts:
+        candidates.append(where.with_name(where.name + ".py"))
+    return next((c for c in candidates if c.is_file()), None)
 
 
 def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[Imported]:
@@ -85,7 +101,7 @@ def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[
         if isinstance(node, ast.Import):
             out.extend(Imported(a.name, node.lineno, optional, guarded) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = resolve(module, is_package, node.level, node.module)
+            base = _resolve(module, is_package, node.level, node.module)
             if base:
                 out.append(Imported(base, node.lineno, optional, guarded))
             out.extend(

@@ -38,14 +38,6 @@ def version_tuple(python: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _file_of(site: Path, name: str) -> Path | None:
-    base = site.joinpath(*name.split("."))
-    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def _with_parents(name: str) -> list[str]:
     parts = name.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
@@ -113,7 +105,7 @@ def problems(site: Path, module: str, python: str) -> list[str]:
         if name in seen or name.split(".")[0] != top:
             continue
         seen.add(name)
-        path = _file_of(site, name)
+        path = imports.module_file(site, name.split("."))
         if path is None:
             continue  # ``from pkg import attr``: not a module
         lines, needed = _read(path, path.relative_to(site).as_posix(), python, name)

@@ -133,15 +133,6 @@ def imports_of(source: str, module: str = "", is_package: bool = False) -> list[
     return [(i.name, i.optional) for i in imports.imported(ast.parse(source), module, is_package)]
 
 
-def _module_file(root: Path, module: str) -> Path | None:
-    parts = module.split(".")[1:]
-    base = root.joinpath(*parts)
-    for candidate in (base / "__init__.py", base.with_suffix(".py") if parts else None):
-        if candidate is not None and candidate.is_file():
-            return candidate
-    return None
-
-
 def _closure(root: Path) -> tuple[dict[str, Path], dict[str, bool]]:
     """The kfp_spot modules the trainer needs (name -> file), third-party imports -> optional."""
     pending = [PACKAGE]
@@ -157,7 +148,7 @@ def _closure(root: Path) -> tuple[dict[str, Path], dict[str, bool]]:
         name = pending.pop()
         if name in modules:
             continue
-        found = _module_file(root, name)
+        found = imports.module_file(root, name.split(".")[1:])  # root: kfp_spot's dir
         if found is None:
             continue  # ``from kfp_spot.x import attr``: attr is not a module
         modules[name] = found

@@ -119,3 +119,19 @@ def test_the_trainer_kfp_spot_ships_to_the_vms_runs_on_every_python_it_declares(
     ]
     assert found == []
     assert executors.profile(executors.DEFAULT_EXECUTOR_IMAGE).python == oldest.group(1)
+
+
+def test_a_package_is_read_before_a_module_of_the_same_name_as_python_imports_it(tmp_path):
+    site = _package(
+        tmp_path,
+        {
+            "job/__init__.py": "",
+            "job/task.py": "import job.util\n",
+            "job/util.py": "import json\n",  # shadowed by the package below
+            "job/util/__init__.py": "import tomllib\n",
+        },
+    )
+    assert pycompat.problems(site, "job.task", "3.10") == [
+        "job/util/__init__.py, line 1: imports tomllib, which Python 3.10 does not have "
+        "(new in 3.11)"
+    ]
