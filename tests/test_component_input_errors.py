@@ -12,11 +12,7 @@ from kfp_spot.components.promote_model import PromoteModelOp
 
 @pytest.fixture
 def local_runner(tmp_path):
-    local.init(
-        local.SubprocessRunner(use_venv=False),
-        pipeline_root=str(tmp_path / "root"),
-        workspace_root=str(tmp_path / "workspace"),  # kfp leaves its default (/tmp) behind here
-    )
+    local.init(local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
     return tmp_path / "root"
 
 

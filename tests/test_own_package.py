@@ -991,11 +991,7 @@ C = {
         "deploy_spot_endpoint",
     )
 }
-local.init(
-    runner=local.SubprocessRunner(use_venv=False),
-    pipeline_root=f"{work}/root",
-    workspace_root=f"{work}/workspace",
-)
+local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=f"{work}/root")
 prepared = C["prepare_package"](source=source, staging_uri=f"{work}/staging")
 uris = prepared.outputs["package_uris"]
 

@@ -462,7 +462,6 @@ def test_a_kfp_local_run_is_split_into_task_logs_and_its_failure_is_shown(tmp_pa
     local.init(
         local.SubprocessRunner(use_venv=False),
         pipeline_root=str(tmp_path / "root"),
-        workspace_root=str(tmp_path / "workspace"),  # kfp leaves its default (/tmp) behind here
         raise_on_error=False,
     )
     with LocalRunProgress(tmp_path / "logs", progress=events.append) as shown:

@@ -255,9 +255,8 @@ def process_env(
     Of the host's, neither Vertex's names nor where Python finds modules
     (:data:`kfp_spot.envcache.HOST_PYTHON_VARS`: the job sees only its installed packages).
     """
-    env = {
-        k: v for k, v in envcache.job_environ(base).items() if k not in {*VERTEX_VARS, TOKEN_VAR}
-    }
+    ours = {*VERTEX_VARS, TOKEN_VAR}
+    env = {k: v for k, v in envcache.job_environ(base).items() if k not in ours}
     env.update(vertex)
     env.update(user)
     env.setdefault("PYTHONUNBUFFERED", "1")
