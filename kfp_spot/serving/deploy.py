@@ -650,8 +650,18 @@ class Deployer:
             raise
 
     def _cancel(self, client: Any, name: str) -> None:
-        with contextlib.suppress(api_exceptions.GoogleAPICallError, OSError):
-            client.cancel_operation(request={"name": name})
+        """Ask the service to cancel ``name``, retrying transient errors for up to 20 s.
+
+        A cancel lost to one 503 would leave the deploy going on, and its Spot VMs billing,
+        after the task has ended. The bound keeps it within the grace a cancelled task gets.
+        """
+        retry = retries.Retry(predicate=_transient, initial=0.2, maximum=2.0, timeout=20.0)
+        try:
+            client.cancel_operation(request={"name": name}, retry=retry)
+        except (api_exceptions.GoogleAPIError, OSError) as exc:
+            log.error(
+                "could not cancel %s (%s): cancel it, or undeploy its model, by hand", name, exc
+            )
 
     def _undeploy_if_done(self, name: str) -> None:
         """After a cancel: a deploy that still completed is undeployed (no Spot VMs left)."""

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ from kfp_spot.serving.deploy import DeployInputError
 from kfp_spot.serving.entry import deploy_spot_endpoint, input_defaults
 from tests.jobs.artifacts import FakeArtifact
 from tests.serving.conftest import X, wait_for
+from tests.trainer.faultproxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,22 +62,35 @@ def test_a_retried_task_reattaches_instead_of_deploying_twice(serving, sklearn_m
     assert len(list(serving.models.list_models(parent=parent))) == 1
 
 
-def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_dir, tmp_path):
+@pytest.mark.parametrize("unavailable_cancels", [0, 2])
+def test_sigterm_cancels_the_deploy_and_leaves_no_replica(
+    serving, slow_model_dir, tmp_path, unavailable_cancels
+):
+    # The service answers the first cancels 503: the deployer asks again (a cancel lost to one
+    # transient error used to leave the deploy, and its Spot VM, going on after the task ended).
+    proxy = FaultProxy(serving.emu.endpoint, rate=0.0)
+    proxy.unavailable(r":cancel$", unavailable_cancels)
     inputs = {
         "project": "test-proj",
         "model_uri": str(slow_model_dir),
         "endpoint_uri": str(tmp_path / "endpoint"),
         "gcp_resources": str(tmp_path / "gcp_resources"),
-        "api_endpoint": serving.emu.endpoint,
+        "api_endpoint": proxy.url,
         "min_replica_count": 1,
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.serving.deploy_process", json.dumps(inputs)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with proxy:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.serving.deploy_process", json.dumps(inputs)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _sigterm_the_deploy(serving, proc, tmp_path)
+    assert proxy.counts["unavailable"] == unavailable_cancels
+
+
+def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Path) -> None:
     try:
         gcp = tmp_path / "gcp_resources"
         wait_for(lambda: gcp.exists() and gcp.read_text().count("VertexLro") == 2, what="deploy")

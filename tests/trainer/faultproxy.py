@@ -9,7 +9,8 @@ It forwards every request to ``upstream`` and, for a seeded random share of them
   dropping the connection (the server did the work; the client cannot know).
 
 ``deny`` makes every request whose path matches a pattern fail with 403 (not retried by clients)
-until it is cleared, to force a save to fail for good.
+until it is cleared, to force a save to fail for good. ``unavailable(pattern, n)`` answers the next
+``n`` requests whose path matches with 503 (a transient outage clients should retry through).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class FaultProxy:
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.rate = rate
         self.deny: re.Pattern[str] | None = None
+        self._outage: tuple[re.Pattern[str], int] | None = None
         self.counts: Counter[str] = Counter()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -68,11 +70,19 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
 
+    def unavailable(self, pattern: str, count: int) -> None:
+        """Answer the next ``count`` requests whose path matches ``pattern`` with 503."""
+        with self._lock:
+            self._outage = (re.compile(pattern), count)
+
     def _choose(self, path: str) -> str:
         with self._lock:
             self.counts["requests"] += 1
             if self.deny is not None and self.deny.search(path):
                 fault = "deny"
+            elif self._outage is not None and self._outage[1] and self._outage[0].search(path):
+                self._outage = (self._outage[0], self._outage[1] - 1)
+                fault = "unavailable"
             elif self._rng.random() < self.rate:
                 fault = self._rng.choice(FAULTS)
             else:
@@ -89,8 +99,8 @@ class FaultProxy:
             request.close_connection = True
             return
         body = request.rfile.read(length) if length else b""
-        if fault in ("error", "deny"):
-            status = 403 if fault == "deny" else self._rng.choice((429, 503))
+        if fault in ("error", "deny", "unavailable"):
+            status = {"deny": 403, "unavailable": 503}.get(fault) or self._rng.choice((429, 503))
             payload = b'{"error": {"code": %d, "message": "injected by the test proxy"}}' % status
             request.send_response(status)
             request.send_header("Content-Type", "application/json")
