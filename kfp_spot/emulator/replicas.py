@@ -28,25 +28,10 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from kfp_spot import envcache, fs
+from kfp_spot import fs
 
 # Vertex's names for the worker pools in TF_CONFIG, by pool index.
 TF_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
-# The variables the emulator sets; inherited values of these are dropped so that an emulator
-# started from inside a training process does not leak its own job's settings.
-VERTEX_VARS = (
-    "AIP_MODEL_DIR",
-    "AIP_CHECKPOINT_DIR",
-    "AIP_TENSORBOARD_LOG_DIR",
-    "CLOUD_ML_JOB_ID",
-    "CLOUD_ML_PROJECT_ID",
-    "CLUSTER_SPEC",
-    "TF_CONFIG",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "WORLD_SIZE",
-    "RANK",
-)
 # Marks a replica process as ours, so a restarted emulator kills only its own orphans.
 TOKEN_VAR = "KFP_SPOT_EMULATOR_PROCESS"
 
@@ -245,22 +230,6 @@ class Replica:
         if code is None:
             return None
         return 128 - code if code < 0 else code
-
-
-def process_env(
-    base: Mapping[str, str], vertex: Mapping[str, str], user: Mapping[str, str]
-) -> dict[str, str]:
-    """The environment of a replica: host variables, then Vertex's, then the job's own.
-
-    Of the host's, neither Vertex's names nor where Python finds modules
-    (:data:`kfp_spot.envcache.HOST_PYTHON_VARS`: the job sees only its installed packages).
-    """
-    ours = {*VERTEX_VARS, TOKEN_VAR}
-    env = {k: v for k, v in envcache.job_environ(base).items() if k not in ours}
-    env.update(vertex)
-    env.update(user)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
 
 
 def start(

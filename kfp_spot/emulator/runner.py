@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kfp_spot import envcache, fs
-from kfp_spot.emulator import containers, replicas
+from kfp_spot.emulator import containers, replicas, vmenv
 from kfp_spot.emulator.replicas import Replica, ReplicaPlan
 from kfp_spot.emulator.statedir import StateDir
 from kfp_spot.emulator.states import (
@@ -119,6 +119,27 @@ def _check_python(python: str, pps: Any) -> None:
         raise envcache.PackageInstallError(
             pycompat.explain(found, pps.python_module, image.python, image.image)
         )
+
+
+def _env_reads(python: str, module: str) -> dict[str, str]:
+    """The environment variables the job's own code reads by name (name -> where)."""
+    from kfp_spot.packaging import envreads
+
+    return envreads.reads(envcache.site_packages_of(python), module)
+
+
+def _note_hidden(log_path: Path, hidden: Mapping[str, str]) -> None:
+    """Say at the top of a replica's log which variables of this machine it runs without."""
+    where = "; ".join(f"{name} (read at {at})" for name, at in hidden.items())
+    note = (
+        f"kfp-spot emulator: the job's code reads {where}: set on this machine, but neither in "
+        "the job's env nor set by Vertex AI, so the job runs without it here as it would on "
+        "Vertex AI. Pass it through the worker pool's env (launch_spot_job's env)."
+    )
+    log.warning("%s", note)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a", encoding="utf-8") as out:
+        out.write(note + "\n")
 
 
 @dataclass(frozen=True)
@@ -290,13 +311,18 @@ class AttemptRunner:
             return True
         return False
 
-    def _commands(self) -> list[tuple[ReplicaPlan, list[str], dict[str, str]]]:
-        """The command and the job's own variables of every replica (installs packages)."""
+    def _commands(self) -> list[tuple[ReplicaPlan, list[str], dict[str, str], dict[str, str]]]:
+        """Every replica's command, the job's own variables and the host's its code may not see.
+
+        Installs the packages. The last are variables the job's code reads that only this
+        machine sets (:func:`vmenv.host_only`): on Vertex AI the job runs without them.
+        """
         spec = self.pb.job_spec
         plans = replicas.plan_replicas(self.job_id, self.project, spec)
         for plan in plans:  # the trainer reports (and plans its last save in) the job's own
             plan.env[GRACE_PERIOD_VAR] = repr(float(self.ctx.grace_period))
         pythons: dict[int, str] = {}
+        reads: dict[int, dict[str, str]] = {}
         out = []
         for plan in plans:
             pool = spec.worker_pool_specs[plan.pool]
@@ -311,8 +337,10 @@ class AttemptRunner:
                         )
                     )
                     _check_python(pythons[plan.pool], pps)
+                    reads[plan.pool] = _env_reads(pythons[plan.pool], pps.python_module)
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = {e.name: e.value for e in pps.env}
+                hidden = vmenv.host_only(reads[plan.pool], os.environ, plan.env, user)
             else:
                 cs = pool.container_spec
                 runtime = self.ctx.container_runtime()
@@ -322,11 +350,12 @@ class AttemptRunner:
                     )
                 user = {e.name: e.value for e in cs.env}
                 cmd = replicas.container_command(runtime, cs, {**plan.env, **user})
-            out.append((plan, cmd, user))
+                hidden = {}  # a container gets only Vertex's variables and its own
+            out.append((plan, cmd, user, hidden))
         return out
 
     def _start_replicas(
-        self, commands: list[tuple[ReplicaPlan, list[str], dict[str, str]]]
+        self, commands: list[tuple[ReplicaPlan, list[str], dict[str, str], dict[str, str]]]
     ) -> None:
         base = replicas.output_base(self.pb.job_spec.base_output_directory.output_uri_prefix)
         local_base = fs.to_local_path(base) if base else None
@@ -334,8 +363,12 @@ class AttemptRunner:
             for sub in ("model", "checkpoints", "logs"):
                 os.makedirs(os.path.join(local_base, sub), exist_ok=True)
         host_env = dict(os.environ)
-        for plan, cmd, user in commands:
-            vm = VM(plan, cmd, replicas.process_env(host_env, plan.env, user))
+        for plan, cmd, user, hidden in commands:
+            if hidden:
+                _note_hidden(
+                    self.ctx.state_dir.attempt_log(self.job_id, self.attempt, plan.name), hidden
+                )
+            vm = VM(plan, cmd, vmenv.process_env(host_env, plan.env, user, hidden))
             vm.life = self.lives.get(plan.name, 0) + 1
             self.vms.append(vm)
             self._launch(vm)

@@ -1,8 +1,10 @@
 """What Python source imports, read statically: each import statement and how sure it is to run.
 
-Two readers need it: the light trainer wheel's closure (:mod:`kfp_spot.packaging.trainer_dist`:
-which ``kfp_spot`` modules a VM needs) and the check of a job's code against its executor image's
-Python (:mod:`kfp_spot.packaging.pycompat`); both find a module's file with :func:`module_file`.
+Three readers need it: the light trainer wheel's closure (:mod:`kfp_spot.packaging.trainer_dist`:
+which ``kfp_spot`` modules a VM needs), the check of a job's code against its executor image's
+Python (:mod:`kfp_spot.packaging.pycompat`) and the environment variables a job's code reads
+(:mod:`kfp_spot.packaging.envreads`); they find a module's file with :func:`module_file`, and the
+last two walk a job's own package with :func:`walk_own_package`.
 An import is *optional* under ``if TYPE_CHECKING:`` or inside a ``try`` that catches
 ``ImportError``, and *version-guarded* under an ``if`` on ``sys.version_info`` (another Python
 may take the other branch).
@@ -11,7 +13,7 @@ may take the other branch).
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,3 +116,31 @@ def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[
 
     visit(tree, False, False)
     return out
+
+
+def _with_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def walk_own_package(site: Path, module: str, read: Callable[[str, Path], Iterable[str]]) -> None:
+    """Call ``read(name, file)`` on ``module`` and the modules of its package it reaches.
+
+    Those are ``module`` (installed under ``site``), its parent packages, ``module.__main__``
+    (for a package run with ``-m``) and, transitively, every module of the same top-level package
+    that ``read`` returns as imported by one already read. Each module is read once; names that
+    are no module (``from pkg import attr``) are skipped.
+    """
+    top = module.split(".")[0]
+    queue = [*_with_parents(module), f"{module}.__main__"]
+    seen: set[str] = set()
+    while queue:
+        name = queue.pop(0)
+        if name in seen or name.split(".")[0] != top:
+            continue
+        seen.add(name)
+        path = module_file(site, name.split("."))
+        if path is None:
+            continue
+        for dotted in read(name, path):
+            queue.extend(_with_parents(dotted))

@@ -38,11 +38,6 @@ def version_tuple(python: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _with_parents(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
-
-
 def file_problems(path: Path, where: str, python: str, module: str = "") -> list[str]:
     """Where the file ``path`` (shown as ``where``) needs a newer Python than ``python``.
 
@@ -96,22 +91,14 @@ def problems(site: Path, module: str, python: str) -> list[str]:
     Returns:
         One line per problem, ``"trainer/task.py, line 3: ..."``; empty when there is none.
     """
-    top = module.split(".")[0]
-    queue = [*_with_parents(module), f"{module}.__main__"]
-    seen: set[str] = set()
     found: list[str] = []
-    while queue:
-        name = queue.pop(0)
-        if name in seen or name.split(".")[0] != top:
-            continue
-        seen.add(name)
-        path = imports.module_file(site, name.split("."))
-        if path is None:
-            continue  # ``from pkg import attr``: not a module
+
+    def read(name: str, path: Path) -> list[str]:
         lines, needed = _read(path, path.relative_to(site).as_posix(), python, name)
         found.extend(lines)
-        for dotted in needed:
-            queue.extend(_with_parents(dotted))
+        return needed
+
+    imports.walk_own_package(site, module, read)
     return found
 
 

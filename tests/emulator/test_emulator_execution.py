@@ -263,3 +263,74 @@ def test_capacity_is_never_exceeded(tmp_path, env_cache, api, make_job, until):
             assert emu.wait(name, timeout=60).state.name == "JOB_STATE_CANCELLED"
         [row] = emu.attempts(waiting)
         assert row["queuedSeconds"] > 0
+
+
+ENV_READER = {
+    "envread-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+    'build-backend = "setuptools.build_meta"\n'
+    '[project]\nname = "envread"\nversion = "0.1"\n'
+    '[tool.setuptools]\npackages = ["envread"]\n',
+    "envread-0.1/envread/__init__.py": "",
+    # Read in a module the job's module imports, not in the job's module itself.
+    "envread-0.1/envread/config.py": 'import os\n\nDATA = os.environ.get("MY_DATA_PATH")\n',
+    "envread-0.1/envread/task.py": "import json, os, sys\n"
+    "from envread import config\n"
+    "with open(sys.argv[1], 'w') as f:\n"
+    "    json.dump({'data': config.DATA, 'env': dict(os.environ)}, f)\n",
+}
+
+
+@pytest.mark.parametrize("in_job_env", [False, True])
+def test_a_variable_the_code_reads_comes_from_the_job_not_this_machine(
+    emulator, api, tmp_path, monkeypatch, in_job_env
+):
+    # On Vertex AI the job runs without the submitting shell's variables: a trainer reading
+    # MY_DATA_PATH from this machine's environment ran here and failed on its first real run.
+    monkeypatch.setenv("MY_DATA_PATH", "/home/me/data")
+    monkeypatch.setenv("MY_UNREAD_SETTING", "1")  # read by no code of the job's: passed on
+    package = write_sdist(tmp_path / "envread-0.1.tar.gz", ENV_READER)
+    out = tmp_path / "seen.json"
+    spec = {
+        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+        "packageUris": [str(package)],
+        "pythonModule": "envread.task",
+        "args": [str(out)],
+    }
+    if in_job_env:
+        spec["env"] = [{"name": "MY_DATA_PATH", "value": "gs://bucket/data"}]
+    body = {
+        "displayName": "env",
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": 1,
+                    "pythonPackageSpec": spec,
+                }
+            ],
+            "scheduling": {"strategy": "SPOT"},
+        },
+    }
+    name = _create(emulator, api, body)
+    assert emulator.wait(name, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
+    seen = json.loads(out.read_text())
+    (log,) = (tmp_path / "state").rglob("workerpool0-0.log")
+    note = "the job's code reads MY_DATA_PATH (read at envread/config.py, line 3)"
+    if in_job_env:
+        assert seen["data"] == "gs://bucket/data"
+        assert note not in log.read_text()
+    else:
+        assert seen["data"] is None and "MY_DATA_PATH" not in seen["env"]
+        assert note in log.read_text() and "launch_spot_job's env" in log.read_text()
+    assert seen["env"]["MY_UNREAD_SETTING"] == "1"
+
+
+def test_only_what_this_machine_alone_sets_is_left_out():
+    from kfp_spot.emulator.vmenv import host_only
+
+    read = {
+        n: "t.py, line 1" for n in ("MINE", "HOME", "KFP_SPOT_X", "SET_BY_JOB", "AIP_MODEL_DIR")
+    }
+    base = {n: "1" for n in (*read, "UNREAD")}
+    hidden = host_only(read, base, {"AIP_MODEL_DIR": "/m/"}, {"SET_BY_JOB": "2"})
+    assert hidden == {"MINE": "t.py, line 1"}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot import executors, fs
-from kfp_spot.emulator import containers, replicas
+from kfp_spot.emulator import containers, vmenv
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.env import serving_python
 from kfp_spot.emulator.serving.pool import ReplicaLaunch
@@ -74,7 +74,7 @@ def replica_launch(
     if image is not None:
         python = str(serving_python(image, env_cache_dir))
         aip["KFP_SPOT_SERVING_FRAMEWORK"] = image.framework
-        env = replicas.process_env(os.environ, aip, user)
+        env = vmenv.process_env(os.environ, aip, user)
         return ReplicaLaunch(
             lambda _port: [python, str(PREDICTOR)], env, health_route, predict_route
         )
@@ -96,5 +96,5 @@ def replica_launch(
         return cmd + list(spec.args)
 
     return ReplicaLaunch(
-        container, replicas.process_env(os.environ, {}, {}), health_route, predict_route
+        container, vmenv.process_env(os.environ, {}, {}), health_route, predict_route
     )

@@ -1,0 +1,94 @@
+"""What a replica's process sees of the environment: Vertex's variables, the job's, this machine's.
+
+A replica runs as a process of this machine, so it would inherit the shell that started the
+emulator. On Vertex AI a job sees its image's variables, Vertex's own and its worker pool's
+``env``: :func:`process_env` keeps this machine's variables (proxies, credentials, locales that
+a local run needs) but for Vertex's names, where Python finds modules, and what
+:func:`host_only` finds the job's own code reading that only this machine sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kfp_spot import envcache
+from kfp_spot.emulator.replicas import TOKEN_VAR
+
+# The variables the emulator sets; inherited values of these are dropped so that an emulator
+# started from inside a training process does not leak its own job's settings.
+VERTEX_VARS = (
+    "AIP_MODEL_DIR",
+    "AIP_CHECKPOINT_DIR",
+    "AIP_TENSORBOARD_LOG_DIR",
+    "CLOUD_ML_JOB_ID",
+    "CLOUD_ML_PROJECT_ID",
+    "CLUSTER_SPEC",
+    "TF_CONFIG",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+)
+# What a training VM has as well (its image's variables), and what only points a local run at
+# local services: passed on even where the job's code reads it (see host_only).
+VM_VARS = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "HOSTNAME",
+        "LANG",
+        "LANGUAGE",
+        "LC_ALL",
+        "LC_CTYPE",
+        "PWD",
+        "TERM",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "PYTHONUNBUFFERED",
+        "STORAGE_EMULATOR_HOST",
+    }
+)
+
+
+def host_only(
+    read: Mapping[str, str],
+    base: Mapping[str, str],
+    vertex: Mapping[str, str],
+    user: Mapping[str, str],
+) -> dict[str, str]:
+    """Of the variables the job's code reads (``read``: name -> where), those only ``base`` sets.
+
+    Neither Vertex nor the job's ``env`` sets them and a VM does not have them
+    (:data:`VM_VARS`; ``KFP_SPOT_*`` are the emulator's own): on Vertex AI the job runs
+    without them, so the emulator leaves them out too.
+    """
+    return {
+        name: where
+        for name, where in read.items()
+        if name in base
+        and name not in vertex
+        and name not in user
+        and name not in VM_VARS
+        and not name.startswith("KFP_SPOT_")
+    }
+
+
+def process_env(
+    base: Mapping[str, str],
+    vertex: Mapping[str, str],
+    user: Mapping[str, str],
+    hidden: Iterable[str] = (),
+) -> dict[str, str]:
+    """The environment of a replica: host variables, then Vertex's, then the job's own.
+
+    Of the host's, neither Vertex's names, nor where Python finds modules
+    (:data:`kfp_spot.envcache.HOST_PYTHON_VARS`: the job sees only its installed packages), nor
+    ``hidden`` (what :func:`host_only` found the job's code reading).
+    """
+    ours = {*VERTEX_VARS, TOKEN_VAR, *hidden}
+    env = {k: v for k, v in envcache.job_environ(base).items() if k not in ours}
+    env.update(vertex)
+    env.update(user)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
