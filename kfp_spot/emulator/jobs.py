@@ -192,7 +192,7 @@ class CustomJobApi:
         for output_only in _OUTPUT_ONLY:  # ignored on create, as the service does
             pb.ClearField(output_only)
         try:
-            validate_custom_job(pb)
+            validate_custom_job(pb, location=where.location)
         except InvalidJobSpecError as err:
             raise rule_error(err.field, err.message, _CUSTOM_JOB.DESCRIPTOR) from None
         for index, pool in enumerate(pb.job_spec.worker_pool_specs):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kfp_spot import executors, machines
+from kfp_spot.vertex.regions import check_region
 from kfp_spot.vertex.storage import check_output_uri, check_package_uri, service_uri
 from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
@@ -41,13 +42,16 @@ from kfp_spot.vertex.values import (
     MAX_PACKAGE_URIS,
     MAX_WORKER_POOLS,
     MIN_BOOT_DISK_GB,
+    RESERVATION_NAME_KEY,
     TPU_TOPOLOGY,
     InvalidValueError,
     check_image_reference,
     check_kms_key_name,
     check_label,
+    check_metadata_context_name,
     check_network_name,
     check_persistent_resource_id,
+    check_reservation_name,
     check_reserved_ip_range,
     check_service_account,
     check_tensorboard_name,
@@ -206,7 +210,7 @@ def to_service_uris(job: Any) -> None:
         out.output_uri_prefix = service_uri(out.output_uri_prefix)
 
 
-def validate_custom_job(job: Any) -> None:
+def validate_custom_job(job: Any, location: str | None = None) -> None:
     """Check ``job`` against the rules Vertex AI applies when a CustomJob is created.
 
     What the emulator enforces (:data:`EMULATOR`): every machine type must be in kfp-spot's table,
@@ -215,14 +219,22 @@ def validate_custom_job(job: Any) -> None:
 
     Args:
         job: a ``google.cloud.aiplatform_v1.types.CustomJob`` (proto-plus) or its raw protobuf.
+        location: the region the job is created in (a CMEK key must be in it); None: unchecked.
 
     Raises:
         InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
     """
-    _validate(_pb(job), known_machines_only=EMULATOR.known_machines_only, target=EMULATOR)
+    _validate(
+        _pb(job),
+        known_machines_only=EMULATOR.known_machines_only,
+        target=EMULATOR,
+        location=location,
+    )
 
 
-def validate_for_submission(job: Any, target: Target = VERTEX_AI) -> None:
+def validate_for_submission(
+    job: Any, target: Target = VERTEX_AI, location: str | None = None
+) -> None:
     """Check ``job`` before it is submitted to ``target``.
 
     The same rules as the service applies, but kfp-spot's machine table is a subset of what Vertex
@@ -233,14 +245,17 @@ def validate_for_submission(job: Any, target: Target = VERTEX_AI) -> None:
     Args:
         job: the CustomJob (proto-plus or raw protobuf).
         target: :data:`VERTEX_AI`, or :data:`EMULATOR` for a job bound for the local emulator.
+        location: the region the job is submitted to (a CMEK key must be in it); None: unchecked.
 
     Raises:
         InvalidJobSpecError: the first rule the job breaks, naming the field and what is valid.
     """
-    _validate(_pb(job), known_machines_only=False, target=target)
+    _validate(_pb(job), known_machines_only=False, target=target, location=location)
 
 
-def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
+def _validate(
+    pb: Any, *, known_machines_only: bool, target: Target, location: str | None = None
+) -> None:
     if not pb.display_name.strip():
         raise InvalidJobSpecError("displayName", "is required: give the job a non-empty name")
     if len(pb.display_name) > MAX_DISPLAY_NAME:
@@ -250,9 +265,17 @@ def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
         )
     _check_labels(pb.labels)
     if pb.HasField("encryption_spec"):
-        _check_field(
+        key_region = _check_field(
             "encryptionSpec.kmsKeyName", check_kms_key_name, pb.encryption_spec.kms_key_name
         )
+        if location is not None and key_region != location:
+            # EncryptionSpec.kms_key_name: "The key needs to be in the same region as where the
+            # compute resource is created."
+            raise InvalidJobSpecError(
+                "encryptionSpec.kmsKeyName",
+                f"the key is in {key_region!r} but the job is created in {location!r}: Vertex AI "
+                "needs a Cloud KMS key in the job's own region",
+            )
     if not pb.HasField("job_spec"):
         raise InvalidJobSpecError("jobSpec", "is required and needs at least one workerPoolSpecs")
     spec = pb.job_spec
@@ -289,15 +312,48 @@ def _validate(pb: Any, *, known_machines_only: bool, target: Target) -> None:
             local_paths=target.local_output_paths,
         )
     _check_resources(spec, target)
+    _check_nfs_mounts(spec, pools)
     _check_flex_start_fields(spec)
 
 
-def _check_field(field: str, check: Any, *args: Any, **kwargs: Any) -> None:
-    """Run a value rule, reporting its refusal against ``field``."""
+def _check_field(field: str, check: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a value rule, reporting its refusal against ``field``; returns what the rule returns."""
     try:
-        check(*args, **kwargs)
+        return check(*args, **kwargs)
     except InvalidValueError as exc:
         raise InvalidJobSpecError(field, str(exc)) from None
+
+
+def _check_nfs_mounts(spec: Any, pools: list[Any]) -> None:
+    """NFS mounts (``WorkerPoolSpec.nfsMounts``): every field set, and a network to reach them.
+
+    Vertex AI's "Mount a Network File System share": the job names the network Vertex AI reaches
+    the share through (VPC peering: ``network``; or a Private Service Connect interface), and
+    ``path`` "has to start with '/'".
+    """
+    for index, pool in enumerate(pools):
+        for i, mount in enumerate(pool.nfs_mounts):
+            where = f"jobSpec.workerPoolSpecs[{index}].nfsMounts[{i}]"
+            for name, camel in (
+                ("server", "server"),
+                ("path", "path"),
+                ("mount_point", "mountPoint"),
+            ):
+                if not getattr(mount, name):
+                    raise InvalidJobSpecError(f"{where}.{camel}", "is required")
+            if not mount.path.startswith("/"):
+                raise InvalidJobSpecError(
+                    f"{where}.path",
+                    f"{show(mount.path)} must be an absolute path exported by the NFS server "
+                    "(starting with '/')",
+                )
+            if not spec.network and not spec.HasField("psc_interface_config"):
+                raise InvalidJobSpecError(
+                    "jobSpec.network",
+                    f"is required to mount {where}: name the VPC network that reaches the NFS "
+                    "server (projects/PROJECT_NUMBER/global/networks/NETWORK), or set "
+                    "pscInterfaceConfig",
+                )
 
 
 def _check_resources(spec: Any, target: Target) -> None:
@@ -326,6 +382,21 @@ def _check_resources(spec: Any, target: Target) -> None:
                 "jobSpec.tensorboard",
                 f"TensorBoard {spec.tensorboard!r} not found: {target.name} has no TensorBoards "
                 "(the job's AIP_TENSORBOARD_LOG_DIR is still set; leave tensorboard empty)",
+            )
+    if spec.protected_artifact_location_id:
+        _check_field(
+            "jobSpec.protectedArtifactLocationId", check_region, spec.protected_artifact_location_id
+        )
+    for name, camel in (("experiment", "experiment"), ("experiment_run", "experimentRun")):
+        value = getattr(spec, name)
+        if not value:
+            continue
+        _check_field(f"jobSpec.{camel}", check_metadata_context_name, value)
+        if not target.hosts_vertex_resources:
+            raise InvalidJobSpecError(
+                f"jobSpec.{camel}",
+                f"{value!r} not found: {target.name} has no Vertex AI Experiments (leave it "
+                "empty; the job's metrics still reach its outputs)",
             )
     # The module docstring's "checked for their form only": a service account and a network.
     if spec.service_account:
@@ -544,6 +615,14 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
             f"{where}.acceleratorCount",
             f"is 0 but acceleratorType is {acc}: set how many accelerators (at least 1)",
         )
+    if acc in END_OF_SUPPORT_ACCELERATORS:
+        raise InvalidJobSpecError(
+            f"{where}.acceleratorType",
+            f"{acc} has reached end of support on Google Cloud; use a current GPU such as "
+            "NVIDIA_TESLA_T4 or NVIDIA_L4",
+        )
+    if spec.HasField("reservation_affinity"):
+        _check_reservation(spec.reservation_affinity, f"{where}.reservationAffinity")
     if acc in machines.TPU_POD_ACCELERATORS and spot:
         raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
     machine = machines.machine_type(name)
@@ -603,6 +682,40 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
             f"{count} x {acc} is not offered; valid counts: "
             + ", ".join(map(str, attached.allowed_counts)),
         )
+
+
+# AcceleratorType values the API reference marks deprecated: "Nvidia Tesla K80 GPU has reached end
+# of support" (https://cloud.google.com/compute/docs/eol/k80-eol).
+END_OF_SUPPORT_ACCELERATORS = frozenset({"NVIDIA_TESLA_K80"})
+_SPECIFIC_RESERVATION = 3  # ReservationAffinity.Type.SPECIFIC_RESERVATION
+
+
+def _check_reservation(affinity: Any, where: str) -> None:
+    """A ReservationAffinity: a type, and a specific reservation named by its key and values.
+
+    API reference: ``reservationAffinityType`` "Required"; SPECIFIC_RESERVATION: "the reservation
+    must be identified via the key and values fields", the values being "the full resource name
+    of the reservation or reservation block" when the key is
+    ``compute.googleapis.com/reservation-name``. Reservations are Compute Engine resources, so
+    both targets check their form only.
+    """
+    kind = int(affinity.reservation_affinity_type)
+    if kind == 0:
+        raise InvalidJobSpecError(
+            f"{where}.reservationAffinityType",
+            "is required: NO_RESERVATION, ANY_RESERVATION or SPECIFIC_RESERVATION",
+        )
+    if kind != _SPECIFIC_RESERVATION:
+        return
+    if not affinity.key or not affinity.values:
+        raise InvalidJobSpecError(
+            where,
+            "SPECIFIC_RESERVATION needs key and values: key "
+            f"{RESERVATION_NAME_KEY!r} and values [the reservation's full resource name]",
+        )
+    if affinity.key == RESERVATION_NAME_KEY:
+        for i, value in enumerate(affinity.values):
+            _check_field(f"{where}.values[{i}]", check_reservation_name, value)
 
 
 def _check_builtin(

@@ -76,6 +76,21 @@ KMS_KEY_FORM = "projects/PROJECT/locations/REGION/keyRings/KEY_RING/cryptoKeys/K
 # CustomJobSpec.tensorboard: projects/P/locations/L/tensorboards/ID.
 TENSORBOARD_NAME = re.compile(rf"projects/{_PROJECT}/locations/({_LOCATION})/tensorboards/[0-9]+")
 TENSORBOARD_FORM = "projects/PROJECT/locations/REGION/tensorboards/TENSORBOARD_ID"
+# CustomJobSpec.experiment / experimentRun: a Vertex ML Metadata context,
+# projects/P/locations/L/metadataStores/STORE/contexts/CONTEXT.
+METADATA_CONTEXT_NAME = re.compile(
+    rf"projects/{_PROJECT}/locations/({_LOCATION})/metadataStores/[A-Za-z0-9_-]{{1,128}}"
+    r"/contexts/[A-Za-z0-9_-]{1,128}"
+)
+METADATA_CONTEXT_FORM = "projects/PROJECT/locations/REGION/metadataStores/default/contexts/NAME"
+# ReservationAffinity.values with the key compute.googleapis.com/reservation-name: "the full
+# resource name of the reservation or reservation block".
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+RESERVATION_NAME = re.compile(
+    rf"projects/{_PROJECT}/zones/[a-z]+-[a-z]+[0-9]+-[a-z]/reservations/"
+    r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?(?:/reservationBlocks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?)?"
+)
+RESERVATION_FORM = "projects/PROJECT/zones/ZONE/reservations/RESERVATION"
 _DURATION = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,9}))?(s|m|h|d)?")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
@@ -235,6 +250,34 @@ def check_tensorboard_name(value: Any) -> str:
             f"expected a Vertex AI TensorBoard resource name {TENSORBOARD_FORM}, got {show(value)}"
         )
     return match.group(1)
+
+
+def check_metadata_context_name(value: Any) -> str:
+    """Return the region of a Vertex ML Metadata context name (an experiment or experiment run).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    match = METADATA_CONTEXT_NAME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidValueError(
+            f"expected a Vertex AI experiment resource name {METADATA_CONTEXT_FORM}, "
+            f"got {show(value)}"
+        )
+    return match.group(1)
+
+
+def check_reservation_name(value: Any) -> None:
+    """Refuse a string that is not a Compute Engine reservation's full resource name.
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if not isinstance(value, str) or RESERVATION_NAME.fullmatch(value) is None:
+        raise InvalidValueError(
+            f"{show(value)} is not a reservation's full resource name: {RESERVATION_FORM}, e.g. "
+            "'projects/my-project/zones/us-central1-a/reservations/my-reservation'"
+        )
 
 
 def _check_resource_id(value: Any, what: str) -> None:
