@@ -339,7 +339,7 @@ class AttemptRunner:
                     _check_python(pythons[plan.pool], pps)
                     reads[plan.pool] = _env_reads(pythons[plan.pool], pps.python_module)
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
-                user = {e.name: e.value for e in pps.env}
+                user = vmenv.expand_env(pps.env, plan.env)
                 hidden = vmenv.host_only(reads[plan.pool], os.environ, plan.env, user)
             else:
                 cs = pool.container_spec
@@ -348,7 +348,7 @@ class AttemptRunner:
                     raise OSError(
                         f"no container runtime (docker or podman): {containers.no_runtime()}"
                     )
-                user = {e.name: e.value for e in cs.env}
+                user = vmenv.expand_env(cs.env, plan.env)
                 cmd = replicas.container_command(runtime, cs, {**plan.env, **user})
                 hidden = {}  # a container gets only Vertex's variables and its own
             out.append((plan, cmd, user, hidden))

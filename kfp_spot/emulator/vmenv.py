@@ -4,12 +4,14 @@ A replica runs as a process of this machine, so it would inherit the shell that 
 emulator. On Vertex AI a job sees its image's variables, Vertex's own and its worker pool's
 ``env``: :func:`process_env` keeps this machine's variables (proxies, credentials, locales that
 a local run needs) but for Vertex's names, where Python finds modules, and what
-:func:`host_only` finds the job's own code reading that only this machine sets.
+:func:`host_only` finds the job's own code reading that only this machine sets;
+:func:`expand_env` expands ``$(NAME)`` in the values of a spec's ``env`` as Vertex AI does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kfp_spot import envcache
 from kfp_spot.emulator.replicas import TOKEN_VAR
@@ -92,3 +94,45 @@ def process_env(
     env.update(user)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def expand_env(variables: Iterable[Any], service: Mapping[str, str]) -> dict[str, str]:
+    """A spec's ``env`` (``EnvVar`` messages, in order) with ``$(NAME)`` references expanded.
+
+    As the API documents ``EnvVar.value``: a reference is expanded from the variables defined
+    before it and the service's own (``service``: ``AIP_MODEL_DIR``, ``CLOUD_ML_JOB_ID``, ...); one
+    that cannot be resolved is left unchanged; ``$$`` escapes a ``$`` (``$$(NAME)`` is never
+    expanded). The rules are Kubernetes' (``third_party/forked/golang/expansion``).
+    """
+    out: dict[str, str] = {}
+    for var in variables:
+        known = {**service, **out}
+        out[var.name] = _expand(var.value, known)
+    return out
+
+
+def _expand(text: str, known: Mapping[str, str]) -> str:
+    parts: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "$" or i + 1 == len(text):
+            parts.append(char)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "$":  # an escaped '$'
+            parts.append("$")
+            i += 2
+        elif nxt == "(":
+            end = text.find(")", i + 2)
+            if end < 0:  # no closing parenthesis: the rest as written
+                parts.append(text[i:])
+                break
+            name = text[i + 2 : end]
+            parts.append(known.get(name, f"$({name})"))
+            i = end + 1
+        else:
+            parts.append("$" + nxt)
+            i += 2
+    return "".join(parts)

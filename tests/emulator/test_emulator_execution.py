@@ -188,6 +188,26 @@ def test_a_module_that_needs_a_newer_python_than_the_images_fails_as_on_vertex(
     assert "newer/config.py, line 2: imports tomllib, which Python 3.10 does not have" in message
 
 
+def test_env_values_expand_references_as_vertex_does(emulator, api, make_job, tmp_path):
+    # EnvVar.value: "$(VAR_NAME)" expands from earlier variables and the service's own; an
+    # unknown one is left unchanged; "$$(VAR_NAME)" is never expanded.
+    env_dir = tmp_path / "env"
+    body = make_job("--steps", "1", "--env-out", str(env_dir))
+    body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] = [
+        {"name": "FIRST", "value": "one"},
+        {"name": "REF", "value": "$(FIRST)-$(AIP_MODEL_DIR)"},
+        {"name": "LATER", "value": "$(NOT_YET)"},
+        {"name": "NOT_YET", "value": "x"},
+        {"name": "ESCAPED", "value": "$$(FIRST) costs $5"},
+    ]
+    name = _create(emulator, api, body)
+    assert emulator.wait(name, timeout=60).state.name == "JOB_STATE_SUCCEEDED"
+    env = json.loads((env_dir / "workerpool0-0.json").read_text())
+    assert env["REF"] == f"one-{tmp_path / 'out'}/model/"
+    assert env["LATER"] == "$(NOT_YET)"
+    assert env["ESCAPED"] == "$(FIRST) costs $5"
+
+
 def test_cancel_while_queued_never_runs(tmp_path, env_cache, api, make_job, until):
     with Emulator(tmp_path / "state", grace_period=1.0, capacity=1, env_cache_dir=env_cache) as emu:
         first = _create(emu, api, make_job("--steps", "400"))

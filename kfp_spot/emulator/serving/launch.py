@@ -69,7 +69,7 @@ def replica_launch(
     }
     if model.artifact_uri:
         aip["AIP_STORAGE_URI"] = str(local_copy)
-    user = {e.name: e.value for e in spec.env}
+    user = vmenv.expand_env(spec.env, aip)
     image = executors.prediction_image(spec.image_uri)
     if image is not None:
         python = str(serving_python(image, env_cache_dir))
