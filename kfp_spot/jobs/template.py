@@ -26,7 +26,8 @@ deploy_spot_endpoint task (machine type, replica counts, traffic split, serving 
 (:func:`kfp_spot.serving.entry.build_request`, :class:`kfp_spot.serving.deploy.Deployer`)
 without listing the model directory, which the run makes: its ``model`` stands in as a
 directory under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource names in
-its project and location.
+its project and location. A prepare_package task's ``source`` and ``staging_uri`` must be
+Cloud Storage (``gs://`` or ``/gcs/``): its container cannot read the submitting machine's paths.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
     EVALUATE_CALL,
+    PREPARE_CALL,
     UNKNOWN,
     TemplateTask,
     template_tasks,
@@ -262,8 +264,34 @@ def check_evaluate_task(task: TemplateTask) -> None:
         raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
 
 
+def check_prepare_task(task: TemplateTask) -> None:
+    """A prepare_package task bound for Vertex AI: its ``source`` and ``staging_uri``, when known.
+
+    On Vertex AI Pipelines the task runs in a container: a path on the submitting machine (the
+    user's project directory) does not exist there, so the run would fail at its first task.
+
+    Raises:
+        TemplateTaskError: naming the task and the input.
+    """
+    for name in ("source", "staging_uri"):
+        value = task.parameters.get(name)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        if value.strip().startswith(("gs://", "/gcs/")):
+            continue
+        raise TemplateTaskError(
+            f"task {task.path!r}: prepare_package input {name!r}: {value!r} is a path on this "
+            "machine, which the task's container on Vertex AI Pipelines cannot read: upload it "
+            "and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)"
+        )
+
+
 def _check_task(task: TemplateTask, *, project: str, location: str, local: bool) -> None:
     """``task`` checked by its own component's rules (see the check_*_task functions)."""
+    if task.call == PREPARE_CALL:
+        if not local:  # a local run reads local paths
+            check_prepare_task(task)
+        return
     if task.call == EVALUATE_CALL:
         check_evaluate_task(task)
     elif task.call == DEPLOY_CALL:
@@ -298,8 +326,8 @@ def check_template_launches(
     """
     warnings: list[str] = []
     for task in template_tasks(spec, arguments):
-        if task.call == EVALUATE_CALL:
-            check_evaluate_task(task)
+        if task.call in (EVALUATE_CALL, PREPARE_CALL):
+            _check_task(task, project=project, location=location, local=False)
             continue
         kind = task.component
         if task.cached and enable_caching is None:
@@ -356,5 +384,7 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
     from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
     for task in template_tasks(spec, arguments):
+        if task.call == PREPARE_CALL:
+            continue  # a local run reads local paths
         if task.call == EVALUATE_CALL or not task.unknown:  # an evaluation reads what is known
             _check_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)

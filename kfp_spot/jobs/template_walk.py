@@ -16,12 +16,14 @@ from typing import Any
 LAUNCH_CALL = "from kfp_spot.jobs.entry import launch_spot_job"
 EVALUATE_CALL = "from kfp_spot.evaluation import component_entry"
 DEPLOY_CALL = "from kfp_spot.serving.entry import deploy_spot_endpoint"
+PREPARE_CALL = "from kfp_spot.packaging import component_entry"
 
 # The component each call belongs to, as errors and warnings name it.
 COMPONENT_OF = {
     LAUNCH_CALL: "launch_spot_job",
     EVALUATE_CALL: "evaluate_checkpoint",
     DEPLOY_CALL: "deploy_spot_endpoint",
+    PREPARE_CALL: "prepare_package",
 }
 
 UNKNOWN = object()  # a value known only at run time
@@ -32,7 +34,7 @@ class TemplateTask:
     """One task to check (a launch, evaluate or deploy): where it is, its inputs, how it runs."""
 
     path: str  # the task's name, with the names of the sub-DAGs it is in (a/b)
-    call: str  # LAUNCH_CALL, EVALUATE_CALL or DEPLOY_CALL
+    call: str  # LAUNCH_CALL, EVALUATE_CALL, DEPLOY_CALL or PREPARE_CALL
     parameters: dict[str, Any]  # each input's value (UNKNOWN: known only at run time)
     artifacts: frozenset[str]  # the artifact inputs it is given
     env: dict[str, str]  # the executor's environment (set_env_variable)

@@ -108,6 +108,24 @@ def test_a_valid_user_pipeline_submits_with_warnings_for_what_waits_for_the_run(
     assert result.exit_code == 0 and "is cached" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [("source", "./my_project"), ("source", "/Users/me/proj"), ("source", "src.tar.gz")],
+)
+def test_a_local_source_for_the_package_is_refused_at_submission(templates, param, value):
+    # On Vertex AI Pipelines prepare_package runs in a container: the submitting machine's paths
+    # are not there (kfp-spot run --vertex --source refuses them the same way).
+    line = _one_error_line(_submit(templates["good"], "--dry-run", "--param", f"{param}={value}"))
+    assert f"task 'prepare-package': prepare_package input '{param}': {value!r}" in line
+    assert "gs://BUCKET/PATH" in line
+
+
+@pytest.mark.parametrize("value", ["gs://my-bucket/src", "/gcs/my-bucket/src.tar.gz"])
+def test_a_cloud_storage_source_passes(templates, value):
+    result = _submit(templates["good"], "--dry-run", "--param", f"source={value}")
+    assert result.exit_code == 0, result.output
+
+
 def test_the_pipeline_project_placeholder_is_the_submission_project(templates):
     spec = pipeline_job.read_template(templates["good"])
     check_template_launches(spec, project="my-proj-123", location="europe-west4", arguments={})
