@@ -623,6 +623,8 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
         )
     if spec.HasField("reservation_affinity"):
         _check_reservation(spec.reservation_affinity, f"{where}.reservationAffinity")
+    if spec.gpu_partition_size:
+        _check_gpu_partition(name, acc, f"{where}.gpuPartitionSize")
     if acc in machines.TPU_POD_ACCELERATORS and spot:
         raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
     machine = machines.machine_type(name)
@@ -688,6 +690,36 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
 # of support" (https://cloud.google.com/compute/docs/eol/k80-eol).
 END_OF_SUPPORT_ACCELERATORS = frozenset({"NVIDIA_TESLA_K80"})
 _SPECIFIC_RESERVATION = 3  # ReservationAffinity.Type.SPECIFIC_RESERVATION
+
+
+# GPUs with Multi-Instance GPU partitions (NVIDIA's MIG: A100, H100, H200, B200 and GB200).
+MIG_ACCELERATORS = frozenset(
+    {
+        "NVIDIA_TESLA_A100",
+        "NVIDIA_A100_80GB",
+        "NVIDIA_H100_80GB",
+        "NVIDIA_H100_MEGA_80GB",
+        "NVIDIA_H200_141GB",
+        "NVIDIA_B200",
+        "NVIDIA_GB200",
+    }
+)
+
+
+def _check_gpu_partition(machine_type: str, acc: str, where: str) -> None:
+    """``gpuPartitionSize``: "must be a value supported by the requested accelerator" (MIG GPUs)."""
+    known = machines.machine_type(machine_type)
+    gpu = acc or (known.accelerator_type if known is not None else "")
+    if known is None and not acc:
+        return  # a machine type missing from the table: the service judges its GPUs
+    if gpu not in MIG_ACCELERATORS:
+        raise InvalidJobSpecError(
+            where,
+            f"is set but {machine_type} has "
+            + (f"{gpu} GPUs, which have" if gpu else "no GPU, so it has")
+            + " no GPU partitions; partitions (MIG, e.g. '1g.10gb') need "
+            + ", ".join(sorted(MIG_ACCELERATORS)),
+        )
 
 
 def _check_reservation(affinity: Any, where: str) -> None:

@@ -347,6 +347,11 @@ _NAME_KEY = "compute.googleapis.com/reservation-name"
         ),
         (_nfs(), "jobSpec.network", "NFS"),
         (
+            lambda pb: setattr(_pool_machine(pb), "gpu_partition_size", "1g.5gb"),
+            "jobSpec.workerPoolSpecs[0].machineSpec.gpuPartitionSize",
+            "no GPU partitions",
+        ),
+        (
             _nfs(path="share", network="projects/123/global/networks/vpc"),
             "jobSpec.workerPoolSpecs[0].nfsMounts[0].path",
             "'/'",
@@ -368,6 +373,10 @@ def test_fields_vertex_refuses_are_refused(edit, field, words, check):
         _set_reservation(2),
         lambda pb: setattr(pb.job_spec, "protected_artifact_location_id", "europe-west4"),
         _nfs(network="projects/123/global/networks/vpc"),
+        lambda pb: (
+            _pool_machine(pb).__setattr__("machine_type", "a2-highgpu-1g"),
+            _pool_machine(pb).__setattr__("gpu_partition_size", "1g.5gb"),
+        ),
     ],
 )
 def test_well_formed_fields_pass(edit):
