@@ -2,12 +2,12 @@
 
 A job runs its module with the Python of its prebuilt executor image (3.10 for the current ones).
 Locally the emulator and the import check run it with this machine's Python, often newer: code
-that uses syntax or a standard module the image's Python lacks (``except*`` or ``tomllib``, 3.11;
-``def f[T]()``, 3.12) ran here and failed on its first Vertex AI run. :func:`problems` reads the
-job's module and the modules of its own top-level package that it imports, statically, and says
-where they need a newer Python. Imports under a ``try`` that catches ``ImportError`` or under an
-``if`` on ``sys.version_info`` are left alone, as the image's Python would skip them; so are
-modules of the package the job never imports.
+that uses syntax, a standard module or a name of one that the image's Python lacks (``except*``,
+``tomllib`` or ``from datetime import UTC``, 3.11; ``def f[T]()``, 3.12) ran here and failed on
+its first Vertex AI run. :func:`problems` reads the job's module and the modules of its own
+top-level package that it imports, statically, and says where they need a newer Python. Imports
+under a ``try`` that catches ``ImportError`` or under an ``if`` on ``sys.version_info`` are left
+alone, as the image's Python would skip them; so are modules of the package the job never imports.
 """
 
 from __future__ import annotations
@@ -27,6 +27,31 @@ NEW_STDLIB: dict[str, tuple[int, int]] = {
     "wsgiref.types": (3, 11),
 }
 """Standard modules by the Python version that first has them (from 3.8 on)."""
+
+_NAMES_SINCE = {
+    (3, 8): """functools.cached_property typing.Literal typing.Protocol typing.TypedDict
+        typing.Final math.prod math.isqrt statistics.fmean shlex.join""",
+    (3, 9): "functools.cache math.lcm typing.Annotated random.randbytes",
+    (3, 10): """itertools.pairwise typing.ParamSpec typing.Concatenate typing.TypeAlias
+        typing.TypeGuard typing.is_typeddict contextlib.aclosing dataclasses.KW_ONLY""",
+    (3, 11): """datetime.UTC enum.StrEnum enum.ReprEnum enum.verify enum.EnumCheck enum.member
+        enum.nonmember enum.global_enum typing.Self typing.Never typing.LiteralString
+        typing.assert_never typing.assert_type typing.reveal_type typing.Required
+        typing.NotRequired typing.Unpack typing.TypeVarTuple typing.dataclass_transform
+        hashlib.file_digest contextlib.chdir asyncio.TaskGroup asyncio.timeout asyncio.Runner
+        operator.call logging.getLevelNamesMapping math.cbrt math.exp2""",
+    (3, 12): "itertools.batched typing.override typing.TypeAliasType math.sumprod",
+    (3, 13): "warnings.deprecated typing.ReadOnly typing.TypeIs copy.replace",
+}
+
+NEW_STDLIB_NAMES: dict[str, tuple[int, int]] = {
+    name: since for since, names in _NAMES_SINCE.items() for name in names.split()
+}
+"""Names of standard modules (``from datetime import UTC``) by the Python that first has them.
+
+The commonly imported ones only: such a name imports here and raises ``ImportError`` on the
+image's older Python.
+"""
 
 OLDEST_PARSED = (3, 7)
 """The oldest grammar ``ast.parse(feature_version=...)`` knows."""
@@ -68,7 +93,7 @@ def _read(path: Path, where: str, python: str, module: str) -> tuple[list[str], 
         if entry.optional or entry.version_guarded:
             continue
         needed.append(entry.name)
-        since = NEW_STDLIB.get(entry.name)
+        since = NEW_STDLIB.get(entry.name) or NEW_STDLIB_NAMES.get(entry.name)
         if since is not None and since > target:
             found.append(
                 f"{where}, line {entry.line}: imports {entry.name}, which Python {python} does "

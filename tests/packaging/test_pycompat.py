@@ -135,3 +135,30 @@ def test_a_package_is_read_before_a_module_of_the_same_name_as_python_imports_it
         "job/util/__init__.py, line 1: imports tomllib, which Python 3.10 does not have "
         "(new in 3.11)"
     ]
+
+
+def test_names_an_older_standard_library_lacks_are_found(tmp_path):
+    """``from datetime import UTC`` imports on 3.11 and raises ImportError on a 3.10 image."""
+    site = _package(
+        tmp_path,
+        {
+            "reg/__init__.py": "",
+            "reg/fit.py": (
+                "from datetime import UTC, datetime\n"
+                "from enum import Enum, StrEnum\n"
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from typing import Self\n"  # never imported at run time
+                "try:\n"
+                "    from itertools import batched\n"
+                "except ImportError:\n"
+                "    batched = None\n"
+            ),
+        },
+    )
+    found = pycompat.problems(site, "reg.fit", "3.10")
+    assert found == [
+        "reg/fit.py, line 1: imports datetime.UTC, which Python 3.10 does not have (new in 3.11)",
+        "reg/fit.py, line 2: imports enum.StrEnum, which Python 3.10 does not have (new in 3.11)",
+    ], found
+    assert pycompat.problems(site, "reg.fit", "3.11") == []
