@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import trainer_dist
+from kfp_spot.packaging.entry_points import check_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
     ModuleSyntaxError,
@@ -415,6 +416,8 @@ def prepare_package(
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
+        if entry_point:
+            check_entry_point(built.wheel, facts, entry_point, tree.path)
         light = None
         if include_kfp_spot and _wants_kfp_spot(built.wheel, facts):
             if len(extras) + 2 > MAX_PACKAGE_URIS:

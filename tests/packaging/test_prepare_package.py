@@ -146,11 +146,11 @@ def test_the_package_names_its_evaluation_entry_point_for_a_pipeline_that_leaves
     pyproject = project / "pyproject.toml"
     pyproject.write_text(
         pyproject.read_text()
-        + '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.ev:score"\n'
+        + '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.evaluate:evaluate"\n'
     )
     artifact = SimpleNamespace(uri=str(tmp_path / "outputs" / "package"), metadata={})
     component_entry(source=str(project), package=artifact)
-    assert artifact.metadata["evaluation_entry_point"] == "tinytrainer.ev:score"
+    assert artifact.metadata["evaluation_entry_point"] == "tinytrainer.evaluate:evaluate"
 
 
 def test_a_malformed_evaluation_entry_point_is_refused_before_anything_is_staged(project, tmp_path):
@@ -164,3 +164,56 @@ def test_a_malformed_evaluation_entry_point_is_refused_before_anything_is_staged
         prepare_package(str(project), str(tmp_path / "stage"))
     assert info.value.field == "source"
     assert not (tmp_path / "stage").exists()
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "message"),
+    [
+        (  # a typo of the package's own module
+            "tinytrainer.evaluat:evaluate",
+            r"module 'tinytrainer\.evaluat' is not in the built package tiny-trainer 1\.2\.3: "
+            r"the package holds 'tinytrainer' but not this module",
+        ),
+        (  # a file of the source the build leaves out
+            "scoring:evaluate",
+            r"module 'scoring' is not in the built package tiny-trainer 1\.2\.3: it is in the "
+            r"source but the build leaves it out",
+        ),
+        (  # a function the module does not define
+            "tinytrainer.evaluate:evaluat",
+            r"tinytrainer/evaluate\.py defines no 'evaluat' \(its functions: evaluate, "
+            r"score_without_params\)",
+        ),
+    ],
+)
+def test_an_entry_point_the_built_package_cannot_serve_is_refused_before_the_training(
+    project, tmp_path, entry_point, message
+):
+    """evaluate_checkpoint imports it only after the whole (paid) training."""
+    (project / "scoring.py").write_text("def evaluate(checkpoint_dir, params):\n    return {}\n")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + f'\n[tool.kfp-spot]\nevaluation-entry-point = "{entry_point}"\n'
+    )
+    with pytest.raises(PackagingError, match=message) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.value.field == "source"
+    assert "evaluation would fail after the training" in str(info.value)
+    assert not (tmp_path / "stage").exists()
+
+
+def test_an_entry_point_of_a_dependency_or_bound_by_an_import_is_left_to_the_evaluation(
+    project, tmp_path
+):
+    (project / "tinytrainer" / "ev.py").write_text(
+        "from tinytrainer.evaluate import evaluate as score\n"
+        "try:\n    from fast import metric\nexcept ImportError:\n    metric = None\n"
+    )
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    for entry_point in ("tinytrainer.ev:score", "tinytrainer.ev:metric", "sklearn_ext.ev:score"):
+        pyproject.write_text(
+            text + f'\n[tool.kfp-spot]\nevaluation-entry-point = "{entry_point}"\n'
+        )
+        info = prepare_package(str(project), str(tmp_path / "stage"))
+        assert info.evaluation_entry_point == entry_point
