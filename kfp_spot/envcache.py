@@ -18,8 +18,9 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
   installed into them. The light ``kfp-spot-trainer`` wheel is skipped there when the full
   kfp-spot is installed (both provide ``kfp_spot``; the full one is a superset).
 
-Source distributions are built into wheels with this interpreter (without network when their build
-backend is installed here), then installed.
+Source distributions are built into wheels with this interpreter, then installed: without network
+when their build backend is installed here, else in an isolated environment with the backend from
+the package index, as pip on the training VM builds them (a hatchling or poetry project too).
 
 Why one module: the two kinds of environment share the cache key, the wheel build, the install and
 the host index; the allowlisted view is the reason this module exists and is about half of it.
@@ -39,6 +40,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import time
 import venv
@@ -53,6 +55,11 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from kfp_spot import executors, fs
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # a dependency on Python 3.10
+    import tomli as tomllib
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +123,53 @@ def _distribution_of(path: Path) -> str:
             name = name[: -len(suffix)]
             break
     return canonicalize_name(name.split("-", 1)[0])
+
+
+def _sdist_build_requires(sdist: Path) -> list[str]:
+    """The ``[build-system] requires`` of an sdist (setuptools' when it declares none)."""
+    default = ["setuptools>=40.8.0"]
+    try:
+        with tarfile.open(sdist) as tar:
+            member = next(
+                (
+                    m
+                    for m in tar.getmembers()
+                    if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml") and m.isfile()
+                ),
+                None,
+            )
+            handle = tar.extractfile(member) if member is not None else None
+            text = handle.read().decode("utf-8") if handle is not None else ""
+    except (tarfile.TarError, OSError, UnicodeDecodeError):
+        return default
+    try:
+        build_system = tomllib.loads(text).get("build-system") or {}
+    except tomllib.TOMLDecodeError:
+        return default  # pip reports it, building
+    requires = build_system.get("requires", default) if isinstance(build_system, dict) else default
+    return [str(r) for r in requires] if isinstance(requires, list) else default
+
+
+def _builds_here(sdist: Path) -> bool:
+    """Whether this interpreter has every build requirement of ``sdist`` (no network needed).
+
+    Otherwise pip builds it in an isolated environment with its backend from the package index,
+    as pip on the training VM does: a hatchling, flit or poetry project is no error.
+    """
+    for text in _sdist_build_requires(sdist):
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            return False
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        try:
+            installed = importlib_metadata.version(req.name)
+        except importlib_metadata.PackageNotFoundError:
+            return False
+        if req.specifier and not req.specifier.contains(installed, prereleases=True):
+            return False
+    return True
 
 
 def _host_has_full_kfp_spot() -> bool:
@@ -229,6 +283,8 @@ def _create_host_view(env_dir: Path, packages: Sequence[Path]) -> None:
     # and also runs the .pth files there, which editable installs of the host rely on.
     lines = [f"import site; site.addsitedir({d!r})" for d in _host_site_dirs()]
     Path(purelib, "_kfp_spot_host.pth").write_text("\n".join(lines) + "\n")
+    if any(not p.name.endswith(".whl") and not _builds_here(p) for p in packages):
+        packages = build_wheels(packages, env_dir / "wheels")  # isolated where it must be
     if packages:
         log.info("installing %s into %s", ", ".join(p.name for p in packages), env_dir)
         _pip(
@@ -289,7 +345,8 @@ def build_wheels(packages: Sequence[Path], out_dir: Path) -> list[Path]:
         dest = out_dir / str(i)
         dest.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
-        cmd += ["--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(sdist)]
+        isolation = [] if not _builds_here(sdist) else ["--no-build-isolation"]
+        cmd += ["--no-deps", *isolation, "--wheel-dir", str(dest), str(sdist)]
         # Requires-Python is judged against the Python the package runs on, not this one's
         cmd.insert(cmd.index("--no-deps"), "--ignore-requires-python")
         try:

@@ -195,3 +195,45 @@ def test_host_view_env_uses_the_hosts_kfp_spot_not_the_light_wheel(tmp_path):
     import kfp_spot
 
     assert out.stdout.strip() == kfp_spot.__file__
+
+
+def _sdist(tmp_path, name, requires):
+    path = tmp_path / f"{name}-0.1.tar.gz"
+    pyproject = f"[build-system]\nrequires = {json.dumps(requires)}\nbuild-backend = 'x'\n"
+    src = tmp_path / f"{name}-src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(pyproject)
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(src / "pyproject.toml", f"{name}-0.1/pyproject.toml")
+    return path
+
+
+def test_an_sdist_whose_backend_this_host_lacks_is_built_isolated_as_on_the_vm(
+    tmp_path, monkeypatch
+):
+    """pip on the training VM builds an sdist in an isolated environment with its backend from
+    the index; building it here without isolation failed a hatchling project's job, locally only
+    (``Cannot import build backend 'hatchling.build'``)."""
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append(cmd)
+        dest = cmd[cmd.index("--wheel-dir") + 1]
+        name = cmd[-1].rsplit("/", 1)[-1].split("-")[0]
+        (tmp_path / "out").mkdir(exist_ok=True)
+        open(f"{dest}/{name}-0.1-py3-none-any.whl", "w").close()
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(envcache.subprocess, "run", run)
+    here = _sdist(tmp_path, "here", ["setuptools>=40"])
+    elsewhere = _sdist(tmp_path, "elsewhere", ["surely-not-installed-backend>=1"])
+    legacy = tmp_path / "legacy-0.1.tar.gz"  # no pyproject.toml: setuptools
+    with tarfile.open(legacy, "w:gz"):
+        pass
+    envcache.build_wheels([here, elsewhere, legacy], tmp_path / "out")
+    isolated = {cmd[-1].rsplit("/", 1)[-1]: "--no-build-isolation" not in cmd for cmd in calls}
+    assert isolated == {
+        "here-0.1.tar.gz": False,
+        "elsewhere-0.1.tar.gz": True,
+        "legacy-0.1.tar.gz": False,
+    }
