@@ -72,6 +72,11 @@ def _bound_names(tree: ast.Module) -> set[str] | None:
     }
     if "__getattr__" in names or dynamic & called:
         return None
+    for node in ast.walk(tree):  # bound elsewhere: ``(f := g())``, ``global f`` in a function
+        if isinstance(node, ast.NamedExpr):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Global):
+            names.update(node.names)
     return names
 
 

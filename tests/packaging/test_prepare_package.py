@@ -208,10 +208,13 @@ def test_an_entry_point_of_a_dependency_or_bound_by_an_import_is_left_to_the_eva
     (project / "tinytrainer" / "ev.py").write_text(
         "from tinytrainer.evaluate import evaluate as score\n"
         "try:\n    from fast import metric\nexcept ImportError:\n    metric = None\n"
+        "print(walrused := score)\n"
+        "def setup():\n    global late\n    late = score\n"
     )
     pyproject = project / "pyproject.toml"
     text = pyproject.read_text()
-    for entry_point in ("tinytrainer.ev:score", "tinytrainer.ev:metric", "sklearn_ext.ev:score"):
+    bound = ("score", "metric", "walrused", "late")
+    for entry_point in [*(f"tinytrainer.ev:{n}" for n in bound), "sklearn_ext.ev:score"]:
         pyproject.write_text(
             text + f'\n[tool.kfp-spot]\nevaluation-entry-point = "{entry_point}"\n'
         )
