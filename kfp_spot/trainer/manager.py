@@ -226,10 +226,17 @@ class CheckpointManager:
 
         Args:
             error: the error that ends the attempt, if any.
+
+        Raises:
+            CheckpointError: a background save failed and no other error ends the attempt (its
+                step is not committed: a run must not end as if its last save had landed).
         """
+        failed: CheckpointError | None = None
         try:
             self.wait()
         except CheckpointError as exc:
+            if error is None:
+                failed = exc
             error = error or str(exc)
         finally:
             if self.notice.requested:
@@ -244,6 +251,8 @@ class CheckpointManager:
                 self.notice.uninstall()
             self._writer.release_buffers()
             self._entered = False
+        if failed is not None:
+            raise failed
 
     # -- reading -----------------------------------------------------------------------------
     def committed_steps(self) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from kfp_spot import checkpoints
 
@@ -21,6 +22,10 @@ def check_retention(
         raise ValueError("best_metric: keep_best > 0 needs the name of the metric to rank by")
     if best_mode not in ("max", "min"):
         raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
+
+
+def _rankable(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def apply_retention(
@@ -43,11 +48,9 @@ def apply_retention(
     keep = set(committed[-keep_last:])
     if keep_best and best_metric:
         metric = best_metric
-        ranked = [
-            m
-            for m in manifests
-            if isinstance((m.metadata.get("metrics") or {}).get(metric), (int, float))
-        ]
+        # NaN (a diverged loss) compares false with everything, which leaves a sort's order
+        # arbitrary: the best step could be deleted. Steps without a finite number never rank.
+        ranked = [m for m in manifests if _rankable((m.metadata.get("metrics") or {}).get(metric))]
         ranked.sort(key=lambda m: m.metadata["metrics"][metric], reverse=best_mode == "max")
         keep.update(m.step for m in ranked[:keep_best])
     newest = committed[-1] if committed else None

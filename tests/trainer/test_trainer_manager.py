@@ -102,6 +102,13 @@ def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     assert minimise.committed_steps() == [2, 4, 5]
 
 
+def test_keep_best_never_ranks_a_nan_metric_above_the_best(tmp_path: Path) -> None:
+    ckpt = _manager(tmp_path, keep_last=1, keep_best=1, best_metric="loss", best_mode="min")
+    for step, loss in {1: float("nan"), 2: 0.3, 3: 0.8, 4: float("inf"), 5: 0.9}.items():
+        ckpt.save(step, {"x": step}, metrics={"loss": loss})
+    assert ckpt.committed_steps() == [2, 5]  # the best (0.3) and the newest
+
+
 def test_retention_removes_old_torn_steps(tmp_path: Path) -> None:
     (tmp_path / "step-1").mkdir(parents=True)
     (tmp_path / "step-1" / "x.json").write_text("1")  # a killed save, never committed
@@ -130,6 +137,22 @@ def test_async_save_failure_surfaces(tmp_path: Path) -> None:
     ckpt.save(1, {"x": 1})
     with pytest.raises(CheckpointError, match="background checkpoint save failed"):
         ckpt.wait()
+
+
+def test_a_failed_final_async_save_raises_when_leaving_the_context(tmp_path: Path) -> None:
+    """The last save of a run in the background must not fail silently (the run would end 0)."""
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the checkpoint root should be a directory")
+    settings = {"async_save": True, "record_attempts": False, "save_retries": 0}
+    with (
+        pytest.raises(CheckpointError, match="background checkpoint save failed"),
+        _manager(blocker, **settings) as ckpt,
+    ):
+        ckpt.save(100, {"x": 1})  # the final save, written in the background
+    # an error already ending the attempt is not replaced by the save's
+    with pytest.raises(KeyError), _manager(blocker, **settings) as ckpt:
+        ckpt.save(100, {"x": 1})
+        raise KeyError("the user's own error")
 
 
 def test_unencodable_state_names_the_key(tmp_path: Path) -> None:
