@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kfp_spot.checkpoints.manifest import MANIFEST_NAME
 from kfp_spot.checkpoints.state import BUILTIN_SUFFIXES, STATE_KEY_RULE, is_state_key
 
 Buffer = bytes | bytearray | memoryview
@@ -230,8 +231,15 @@ def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
     for key, array in value.items():
         if array.dtype.hasobject:
             raise StateEncodingError(f"array {key!r} holds Python objects; it needs pickle")
+    import zipfile
+
+    # What np.savez writes, without passing the keys as its keyword arguments: a key named
+    # "file" made it raise and one named "allow_pickle" was silently dropped from the file.
     buf = io.BytesIO()
-    np.savez(buf, **value)
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for key, array in value.items():
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
     return buf.getvalue()
 
 
@@ -514,8 +522,13 @@ def encode_state(
         raise StateEncodingError(
             f"state must be a mapping of names to values, got {type(state).__name__}"
         )
+    if not state:
+        raise ValueError(
+            "state is empty: a step without files cannot be restored; pass the values to save"
+        )
     files: dict[str, Buffer | Chunks] = {}
     index: dict[str, dict[str, str]] = {}
+    folded: dict[str, str] = {}  # the file name as a case-insensitive disk sees it -> its key
     for key, value in state.items():
         if not is_state_key(key):
             raise ValueError(f"state key {key!r} must be {STATE_KEY_RULE}")
@@ -528,9 +541,43 @@ def encode_state(
                 "root, or store the value in another form"
             )
         name = f"{key}{adapter.suffix}"
+        _check_file_name(key, name, folded)
         files[name] = adapter.encode(value)
         index[key] = {"file": name, "adapter": adapter.name}
     return files, index
+
+
+_MAX_NAME_BYTES = 255
+"""The longest file name (in UTF-8 bytes) Linux, macOS and Windows file systems all take."""
+
+
+def _check_file_name(key: str, name: str, folded: dict[str, str]) -> None:
+    """Raise ValueError when ``name`` (the file of state ``key``) cannot be written everywhere.
+
+    Every disk takes it or none does: a save that works on Linux must not fail, or silently
+    overwrite another value's file, on a Mac (APFS ignores case and Unicode normalization).
+    """
+    if name == MANIFEST_NAME or "\\" in name or "\x00" in name:
+        raise ValueError(
+            f"state key {key!r} cannot be used: its file would be {name!r}, which is the "
+            f"checkpoint's {MANIFEST_NAME!r} or holds a backslash or NUL; rename the key"
+        )
+    if len(name.encode("utf-8", "surrogatepass")) > _MAX_NAME_BYTES:
+        raise ValueError(
+            f"state key {key[:40]!r}... is too long: its file name would be "
+            f"{len(name.encode('utf-8', 'surrogatepass'))} bytes, over the {_MAX_NAME_BYTES} "
+            "file systems allow; use a shorter key"
+        )
+    import unicodedata
+
+    fold = unicodedata.normalize("NFC", name).casefold()
+    other = folded.get(fold)
+    if other is not None:
+        raise ValueError(
+            f"state keys {other!r} and {key!r} differ only in case or Unicode form: on a "
+            f"case-insensitive disk (macOS, Windows) their files are one file; rename one"
+        )
+    folded[fold] = key
 
 
 def decode_state(

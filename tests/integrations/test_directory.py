@@ -23,6 +23,8 @@ def write_tree(base: Path, tag: str) -> dict[str, bytes]:
         "state/params/0.0": os.urandom(1 << 20),
         "state/opt/_METADATA": b"",
         "rng/seed.txt": tag.encode(),
+        ".metadata": b"torch DCP's index of the checkpoint: a hidden file",
+        "state/params/.zarray": b'{"zarr_format": 2}',
     }
     for name, data in files.items():
         path = base / name
@@ -58,7 +60,8 @@ def test_commit_a_directory_written_elsewhere_then_find_it(tmp_path):
 def test_commit_in_place_where_the_framework_wrote(tmp_path):
     root = str(tmp_path / "ckpts")
     files = write_tree(Path(step_directory(root, 5)), "b")
-    commit_directory(root, 5)  # files already under <root>/step-5
+    manifest = commit_directory(root, 5)  # files already under <root>/step-5
+    assert sorted(f.path for f in manifest.files) == sorted(files)  # hidden ones too
     assert checkpoints.verify(root, 5, check_hashes=True).step == 5
     assert read_tree(latest_directory(root).path) == files
 
@@ -123,4 +126,5 @@ def test_a_gcs_root_uploads_and_downloads_a_verified_copy(tmp_path, gs_bucket):
     for name, data in files.items():
         fs.atomic_write(fs.join(step_directory(root, 4), name), data)
     commit_directory(root, 4)
-    assert latest_directory(root, download_to=str(tmp_path / "r4")).step == 4
+    found = latest_directory(root, download_to=str(tmp_path / "r4"))
+    assert found.step == 4 and read_tree(found.path) == files

@@ -98,6 +98,27 @@ def test_dict_of_arrays_and_bytes() -> None:
     assert _round_trip(bytearray(b"\x00raw"))[0] == b"\x00raw"
 
 
+def test_dict_of_arrays_keeps_keys_that_are_savez_arguments() -> None:
+    value = {"file": np.arange(3.0), "allow_pickle": np.ones(2), "w": np.zeros(1)}
+    back, adapter = _round_trip(value)
+    assert adapter == "numpy-dict"
+    assert list(back) == list(value)
+    assert all(back[k].tobytes() == v.tobytes() for k, v in value.items())
+
+
+def test_state_keys_that_some_disk_cannot_hold_are_refused_before_writing() -> None:
+    with pytest.raises(ValueError, match="differ only in case"):
+        adapters.encode_state({"W": np.ones(2), "w": np.zeros(2)})  # one file on a Mac
+    with pytest.raises(ValueError, match="differ only in case"):
+        adapters.encode_state({"caf\u00e9": 1, "cafe\u0301": 2})  # NFC and NFD
+    with pytest.raises(ValueError, match="too long"):
+        adapters.encode_state({"k" * 300: 1})
+    with pytest.raises(ValueError, match=r"state key 'manifest'"):
+        adapters.encode_state({"manifest": {"a": 1}})
+    with pytest.raises(ValueError, match="state is empty"):
+        adapters.encode_state({})
+
+
 def test_numpy_scalars_keep_their_type() -> None:
     for value in (np.float32(1.5), np.int64(-3), np.bool_(True), np.complex64(1 + 2j)):
         back, adapter = _round_trip(value)

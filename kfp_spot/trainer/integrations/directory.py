@@ -35,6 +35,7 @@ from typing import Any
 
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
+from kfp_spot.checkpoints.paths import stat_remote
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,12 @@ def _fsync_files(local: str, names: list[str]) -> None:
             os.close(fd)
 
 
+def _is_manifest_file(name: str) -> bool:
+    """The manifest, or a temp file of one being written (``fs.atomic_write``'s name)."""
+    manifest = checkpoints.MANIFEST_NAME
+    return name == manifest or (name.startswith(f".{manifest}.") and name.endswith(".tmp"))
+
+
 def _commit_in_place(root: str, step: int, metadata: dict[str, Any]) -> Manifest:
     base = checkpoints.step_dir(root, step)
     local = fs.to_local_path(base)
@@ -188,12 +195,19 @@ def _commit_in_place(root: str, step: int, metadata: dict[str, Any]) -> Manifest
     else:  # plain file I/O: a local or /gcs-mounted root never needs fsspec
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(local, checkpoints.MANIFEST_NAME))
-    if local is not None and os.path.isdir(local):
-        names = [name for name, _ in _walk(local) if name != checkpoints.MANIFEST_NAME]
+    # Every file the framework wrote, hidden ones too (torch DCP's ".metadata", zarr's
+    # ".zarray"): commit_files' default leaves dotfiles out, and a step restored from gs://
+    # would come down without them. Only a manifest's own temp files are left out.
+    names: list[str] = []
+    if local is not None:
+        if os.path.isdir(local):
+            names = [name for name, _ in _walk(local) if not _is_manifest_file(name)]
         if names:
             _fsync_files(local, names)
+    else:
+        names = [name for name in stat_remote(base) if not _is_manifest_file(name)]
     try:
-        return checkpoints.commit_files(root, step, metadata=metadata)
+        return checkpoints.commit_files(root, step, names or None, metadata=metadata)
     except (ValueError, FileNotFoundError) as exc:
         raise ValueError(
             f"{base} holds no files: write the framework's checkpoint there first "
