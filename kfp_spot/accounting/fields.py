@@ -29,6 +29,12 @@ def enum_member(kind: type[E], text: str, aliases: Mapping[str, E], unknown: E) 
         return unknown
 
 
+MIN_EPOCH = -62135596800.0
+"""0001-01-01T00:00:00Z: the earliest time a datetime (and a report's timeline) can show."""
+MAX_EPOCH = 253402300799.0
+"""9999-12-31T23:59:59Z: the latest; past it ``time.gmtime`` overflows (a bare traceback)."""
+
+
 def parse_time(value: Any, where: str = "time") -> float | None:
     """Epoch seconds from a number, a numeric string, an RFC 3339 string or a datetime.
 
@@ -46,8 +52,11 @@ def parse_time(value: Any, where: str = "time") -> float | None:
         stamp = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
         return stamp.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise AccountingError(f"{where} must be a finite time, got {value!r}")
+        if not math.isfinite(value) or not MIN_EPOCH <= value <= MAX_EPOCH:
+            raise AccountingError(
+                f"{where} must be a finite time in years 1 to 9999 (epoch seconds "
+                f"{MIN_EPOCH:.0f} to {MAX_EPOCH:.0f}), got {value!r}"
+            )
         return float(value)
     if isinstance(value, str):
         text = value.strip()

@@ -295,7 +295,7 @@ def test_parse_time(value, expected):
     assert parse_time(value) == (pytest.approx(expected) if expected is not None else None)
 
 
-@pytest.mark.parametrize("value", ["yesterday", True, float("nan"), [1]])
+@pytest.mark.parametrize("value", ["yesterday", True, float("nan"), [1], 1e308, "-1e20"])
 def test_parse_time_names_the_field(value):
     with pytest.raises(AccountingError, match=r"^run\.startTime must be a"):
         parse_time(value, "run.startTime")
