@@ -28,6 +28,7 @@ from typing import Any
 
 from kfp_spot import executors
 from kfp_spot.vertex.custom_job import InvalidJobSpecError, Target, check_machine_spec
+from kfp_spot.vertex.serving_container import check_container_spec
 from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
     INT32_MAX,
@@ -158,7 +159,7 @@ def check_encryption_spec(resource: Any, field: str, location: str | None) -> No
 def check_model(
     model: Any, target: Target, field: str = "model", location: str | None = None
 ) -> executors.PredictionImage | None:
-    """A Model to upload: display name, labels, serving image and artifact URI.
+    """A Model to upload: display name, labels, serving container and artifact URI.
 
     Args:
         model: a ``google.cloud.aiplatform_v1.types.Model`` (proto-plus) or its raw protobuf.
@@ -175,18 +176,7 @@ def check_model(
     check_display_name(model.display_name, f"{field}.displayName")
     check_labels(dict(model.labels), f"{field}.labels")
     check_encryption_spec(model, field, location)
-    image_field = f"{field}.containerSpec.imageUri"
-    image_uri = model.container_spec.image_uri
-    if not image_uri:
-        raise InvalidFieldError(
-            image_field,
-            "is required: a prebuilt prediction image such as "
-            f"{executors.DEFAULT_PREDICTION_IMAGE} or your own serving container",
-        )
-    try:
-        image = executors.prediction_image(image_uri)
-    except executors.PredictionImageError as exc:
-        raise InvalidFieldError(image_field, str(exc)) from None
+    image = check_container_spec(model, field)
     uri_field = f"{field}.artifactUri"
     if image is not None and not model.artifact_uri:
         raise InvalidFieldError(

@@ -89,6 +89,24 @@ BAD = [
         "model.labels.Team",
         "labels",
     ),
+    (  # a custom container whose reference no registry serves
+        {"serving_container_image_uri": "my image:1"},
+        "model.containerSpec.imageUri",
+        "model.container_spec.image_uri",
+        "serving_container_image_uri",
+    ),
+    (
+        {"serving_container_env": {"MY VAR": "1"}},
+        "model.containerSpec.env",
+        "model.container_spec.env",
+        "serving_container_env",
+    ),
+    (
+        {"serving_container_ports": [0]},
+        "model.containerSpec.ports",
+        "model.container_spec.ports",
+        "serving_container_ports",
+    ),
     (
         {"endpoint_display_name": "e" * 129},
         "endpoint.displayName",
@@ -100,14 +118,25 @@ BAD = [
 
 def _through_the_api(serving: Any, model_dir: Any, inputs: dict[str, Any]) -> Any:
     """The same deployment as the GAPIC requests deploy_spot_endpoint sends, sent directly."""
-    if "model_display_name" in inputs or "labels" in inputs:
+    if any(name in inputs for name in ("model_display_name", "labels")) or any(
+        name.startswith("serving_container_") for name in inputs
+    ):
         return serving.models.upload_model(
             parent=PARENT,
             model=Model(
                 display_name=inputs.get("model_display_name", "m"),
                 artifact_uri=str(model_dir),
                 labels=inputs.get("labels", {}),
-                container_spec={"image_uri": SKLEARN_IMAGE},
+                container_spec={
+                    "image_uri": inputs.get("serving_container_image_uri", SKLEARN_IMAGE),
+                    "env": [
+                        {"name": k, "value": v}
+                        for k, v in inputs.get("serving_container_env", {}).items()
+                    ],
+                    "ports": [
+                        {"container_port": p} for p in inputs.get("serving_container_ports", [])
+                    ],
+                },
             ),
         )
     if "endpoint_display_name" in inputs:

@@ -1,0 +1,71 @@
+"""The rules Vertex AI applies to a Model's ``containerSpec``, checked locally.
+
+The serving image (a prebuilt prediction image, or a custom container given as a valid image
+reference), its environment variable names and its ports: a Model upload breaking one is refused
+with a 400 naming the field, so the deployer and the emulator refuse it before any replica
+starts (the emulator started a container of an unusable reference, and failed only then).
+
+Pure: no I/O and no GAPIC client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kfp_spot import executors
+from kfp_spot.vertex.values import (
+    InvalidFieldError,
+    InvalidValueError,
+    check_image_reference,
+    is_env_name,
+    show,
+)
+
+__all__ = ["MAX_PORT", "check_container_spec"]
+
+MAX_PORT = 65535
+"""``containerSpec.ports[].containerPort``: a port number, 1 to 65535."""
+
+
+def check_container_spec(model: Any, field: str) -> executors.PredictionImage | None:
+    """A Model's serving container: image, environment variable names, ports.
+
+    Args:
+        model: a ``google.cloud.aiplatform_v1.types.Model`` (proto-plus) or its raw protobuf.
+        field: the request field holding it (``model`` in an UploadModelRequest).
+
+    Returns:
+        The prebuilt prediction image it names (None for a custom container).
+
+    Raises:
+        InvalidFieldError: the first rule it breaks, naming the field.
+    """
+    where = f"{field}.containerSpec"
+    spec = model.container_spec
+    image_uri = spec.image_uri
+    if not image_uri:
+        raise InvalidFieldError(
+            f"{where}.imageUri",
+            "is required: a prebuilt prediction image such as "
+            f"{executors.DEFAULT_PREDICTION_IMAGE} or your own serving container",
+        )
+    try:
+        image = executors.prediction_image(image_uri)
+        if image is None:
+            check_image_reference(image_uri)
+    except (executors.PredictionImageError, InvalidValueError) as exc:
+        raise InvalidFieldError(f"{where}.imageUri", str(exc)) from None
+    for var in spec.env:
+        if not is_env_name(var.name):
+            raise InvalidFieldError(
+                f"{where}.env",
+                f"{show(var.name)} is not a valid variable name: letters, digits and '_', "
+                "not starting with a digit",
+            )
+    for port in spec.ports:
+        if not 1 <= port.container_port <= MAX_PORT:
+            raise InvalidFieldError(
+                f"{where}.ports",
+                f"containerPort {port.container_port} is not a port number: 1 to {MAX_PORT}",
+            )
+    return image
