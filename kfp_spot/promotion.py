@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -61,12 +62,47 @@ def check_inputs(model_uri: Any, destination_uri: Any, evidence: Any) -> None:
             f"{destination_uri!r} overlaps the model directory {model_uri!r}; expected a "
             "directory outside it (the component's own output artifact)",
         )
+    if src_fs.isfile(src):
+        raise PromotionInputError(
+            "model",
+            f"{model_uri!r} is a file; expected the training job's model directory "
+            "(AIP_MODEL_DIR) holding the saved model",
+        )
     if not src_fs.exists(src) or not src_fs.find(src):
         raise PromotionInputError(
             "model",
             f"{model_uri!r} is missing or empty; expected the training job's model directory "
             "(AIP_MODEL_DIR) holding the saved model",
         )
+
+
+def _model_files(model_uri: str) -> list[str]:
+    """Every file of the model directory, through links to directories (as ``cp -rL``).
+
+    fsspec's ``find`` lists a local link to a directory as an entry of its own without
+    descending into it; its files are the model's too. A link back into a directory already
+    listed would copy forever: refused, naming it.
+    """
+    src_fs, src = fs.filesystem(model_uri)
+    local = not fs.is_remote(model_uri)
+    seen = {os.path.realpath(src)} if local else set()
+    files: list[str] = []
+    pending = [src]
+    while pending:
+        for path in src_fs.find(pending.pop()):
+            if not (local and src_fs.isdir(path)):
+                files.append(path)
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                raise PromotionInputError(
+                    "model",
+                    f"{model_uri!r} holds {path!r}, a link back to {real!r} (a loop); expected "
+                    "a model directory without links to itself",
+                )
+            seen.add(real)
+            pending.append(path)
+    return files
 
 
 def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -> str:
@@ -85,10 +121,11 @@ def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -
             (nothing is copied).
     """
     check_inputs(model_uri, destination_uri, evidence)
+    files = _model_files(model_uri)
     src_fs, src = fs.filesystem(model_uri)
     dst_fs, dst = fs.filesystem(destination_uri)
     dst_fs.makedirs(dst, exist_ok=True)
-    for path in src_fs.find(src):
+    for path in files:
         rel = path[len(src.rstrip("/")) + 1 :]
         target = f"{dst.rstrip('/')}/{rel}"
         dst_fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)

@@ -68,3 +68,34 @@ def test_bad_inputs_are_named_and_nothing_is_written(model_dir, tmp_path, case, 
     assert needle in str(info.value)
     assert "\n" not in str(info.value)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_model_that_is_a_file_is_named_and_nothing_is_written(tmp_path):
+    model = tmp_path / "model.joblib"
+    model.write_bytes(b"weights")
+    with pytest.raises(PromotionInputError) as info:
+        promote(str(model), str(tmp_path / "promoted"), {"accuracy": 0.9})
+    assert info.value.field == "model"
+    assert "is a file; expected the training job's model directory" in str(info.value)
+    assert not (tmp_path / "promoted").exists()
+
+
+def test_a_link_to_a_directory_in_the_model_is_copied_through(model_dir, tmp_path):
+    assets = tmp_path / "assets"
+    (assets / "inner").mkdir(parents=True)
+    (assets / "inner" / "weights.bin").write_bytes(b"w")
+    (model_dir / "assets").symlink_to(assets)
+    target = tmp_path / "promoted"
+    promote(str(model_dir), str(target), {"accuracy": 0.9})
+    assert (target / "assets" / "inner" / "weights.bin").read_bytes() == b"w"
+    assert (target / "sub" / "vocab.txt").read_text() == "a\nb\n"
+    assert not (target / "assets").is_symlink()
+
+
+def test_a_link_loop_in_the_model_is_named_and_nothing_is_written(model_dir, tmp_path):
+    (model_dir / "sub" / "back").symlink_to(model_dir)
+    with pytest.raises(PromotionInputError) as info:
+        promote(str(model_dir), str(tmp_path / "promoted"), {"accuracy": 0.9})
+    assert info.value.field == "model"
+    assert "a link back to" in str(info.value) and "back" in str(info.value)
+    assert not (tmp_path / "promoted").exists()
