@@ -245,7 +245,7 @@ def check_evaluation_module(
                 f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
                 f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
             )
-        _check_python(path, module)
+        _check_python(path, given)
         return
     declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
     default = getattr(declared, "default", None)
@@ -259,7 +259,7 @@ def check_evaluation_module(
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
     if held and path.is_dir():
-        _check_python(path, module)
+        _check_python(path, default)
     if not held:
         raise LocalRunError(
             f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
@@ -269,11 +269,13 @@ def check_evaluation_module(
         )
 
 
-def _check_python(directory: Path, module: str) -> None:
-    """Refuse an evaluation module the runtime image's Python could not run (newer code)."""
+def _check_python(directory: Path, entry: str) -> None:
+    """Refuse an evaluation module the runtime image's Python could not run, or without it."""
+    from kfp_spot.evaluation.entry_point import missing_function
     from kfp_spot.image.lock import IMAGE_PYTHON
     from kfp_spot.packaging import pycompat
 
+    module = entry.partition(":")[0]
     for base in (directory, directory / "src"):
         found = pycompat.problems(base, module, IMAGE_PYTHON)
         if found:
@@ -281,6 +283,9 @@ def _check_python(directory: Path, module: str) -> None:
             raise LocalRunError(
                 "evaluation_entry_point: " + pycompat.explain(found, module, IMAGE_PYTHON, where)
             )
+    missing = missing_function(directory, entry)
+    if missing:
+        raise LocalRunError(f"evaluation_entry_point: {missing}")
 
 
 def _holds(directory: Path, module: str) -> bool:

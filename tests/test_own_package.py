@@ -492,8 +492,36 @@ def test_an_entry_point_module_missing_from_the_packages_own_package_is_refused_
     assert not (tmp_path / "run").exists()
     # a module of another distribution (a dependency) is the evaluation's to import
     pipeline = local.load(spot_training)
-    for named in ("regressor.metrics:evaluate", "sklearn.metrics:evaluate", "regressor:evaluate"):
+    for named in ("regressor.metrics:evaluate", "sklearn.metrics:evaluate"):
         local_run.check_evaluation_module(regressor, {"evaluation_entry_point": named}, pipeline)
+
+
+def test_an_entry_point_function_its_module_does_not_define_is_refused_before_it_runs(
+    regressor, tmp_path
+):
+    # found only by the evaluation, after the whole training
+    source = tmp_path / "typo"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(":evaluate", ":evaluat"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        "evaluation_entry_point: regressor.metrics:evaluat: module 'regressor.metrics' "
+        f"({source / 'regressor' / 'metrics.py'}) defines no 'evaluat' (its functions: "
+        "evaluate); name one of them (MODULE:FUNCTION)"
+    )
+    assert not (tmp_path / "run").exists()
+    pipeline = local.load(spot_training)
+    with pytest.raises(
+        local.LocalRunError, match=r"module 'regressor' \(.*\) defines no 'evaluate'"
+    ):
+        check = {"evaluation_entry_point": "regressor:evaluate"}  # an empty __init__.py
+        local_run.check_evaluation_module(regressor, check, pipeline)
+    # a module that may bind names at run time is the evaluation's to import
+    (source / "regressor" / "dynamic.py").write_text("def __getattr__(name):\n    return len\n")
+    dynamic = {"evaluation_entry_point": "regressor.dynamic:evaluate"}
+    local_run.check_evaluation_module(source, dynamic, pipeline)
 
 
 def test_an_evaluation_module_the_runtime_images_python_cannot_run_is_refused_before_training(
@@ -507,7 +535,9 @@ def test_an_evaluation_module_the_runtime_images_python_cannot_run_is_refused_be
     source = tmp_path / "mine"
     (source / "src" / "mine").mkdir(parents=True)
     (source / "src" / "mine" / "__init__.py").write_text("")
-    (source / "src" / "mine" / "metrics.py").write_text("import tomllib\n")
+    (source / "src" / "mine" / "metrics.py").write_text(
+        "import tomllib\n\n\ndef evaluate(checkpoint_dir, params):\n    return {}\n"
+    )
     pipeline = local.load(spot_training)
     named = {"evaluation_entry_point": "mine.metrics:evaluate"}
     with pytest.raises(local.LocalRunError) as info:
