@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.evaluation.errors import EvaluationInputError
-from kfp_spot.packaging.imports import module_file
+from kfp_spot.packaging.imports import bound_names, functions, module_file
 from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
 DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
@@ -39,39 +39,6 @@ def check_entry_point(entry_point: Any) -> None:
         raise EvaluationInputError("entry_point", f"{entry_point!r} is not {ENTRY_POINT_FORM}")
 
 
-_DYNAMIC = frozenset({"__getattr__", "globals", "vars", "exec", "setattr", "__dict__"})
-"""Names whose use lets a module bind names no statement shows: then nothing is concluded."""
-
-
-def _bound(tree: ast.Module) -> set[str] | None:
-    """The names a module binds at its top level; None when it may bind others dynamically."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            return None
-        if isinstance(node, ast.Name) and node.id in _DYNAMIC:
-            return None
-        if isinstance(node, ast.Attribute) and node.attr in _DYNAMIC:
-            return None
-        if isinstance(node, ast.FunctionDef) and node.name in _DYNAMIC:
-            return None
-    pending: list[ast.stmt] = list(tree.body)
-    while pending:  # the top level, through if/try/with/for blocks, not into functions
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-            continue
-        for child in ast.walk(node):
-            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-                names.add(child.id)
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            pending.extend(getattr(node, field, None) or [])
-    return names
-
-
 def missing_function(directory: Path, entry_point: str) -> str | None:
     """Why ``entry_point``'s function is surely not in its module under source ``directory``.
 
@@ -89,12 +56,10 @@ def missing_function(directory: Path, entry_point: str) -> str | None:
             tree = ast.parse(path.read_bytes(), filename=str(path))
         except (OSError, SyntaxError, ValueError):
             return None
-        bound = _bound(tree)
+        bound = bound_names(tree)
         if bound is None or function in bound:
             return None
-        defined = [
-            n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        ]
+        defined = functions(tree)
         return (
             f"{entry_point}: module {module!r} ({path}) defines no {function!r} (its "
             f"functions: {', '.join(defined) or 'none'}); name one of them (MODULE:FUNCTION)"

@@ -20,66 +20,6 @@ from kfp_spot.packaging.errors import PackagingError
 FIELD = "pyproject.toml [tool.kfp-spot] evaluation-entry-point"
 
 
-def _bound_names(tree: ast.Module) -> set[str] | None:
-    """The names a module binds at its top level (also under ``if``/``try``), or None.
-
-    None when the module may bind names it does not spell out: ``from x import *``, a module
-    ``__getattr__``, ``globals()``, ``exec``.
-    """
-    names: set[str] = set()
-
-    def targets(node: ast.AST) -> None:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                names.add(sub.id)
-
-    def visit(body: Sequence[ast.stmt]) -> bool:
-        for stmt in body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(stmt.name)
-            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                for alias in stmt.names:
-                    if alias.name == "*":
-                        return False
-                    names.add(alias.asname or alias.name.split(".")[0])
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                    targets(target)
-            elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
-                if isinstance(stmt, (ast.For, ast.AsyncFor)):
-                    targets(stmt.target)
-                else:
-                    for item in stmt.items:
-                        if item.optional_vars is not None:
-                            targets(item.optional_vars)
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(stmt, field, None)
-                if isinstance(inner, list) and not isinstance(
-                    stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-                ):
-                    blocks = [h.body for h in inner] if field == "handlers" else [inner]
-                    if not all(visit(block) for block in blocks):
-                        return False
-        return True
-
-    if any(isinstance(stmt, ast.Match) for stmt in tree.body) or not visit(tree.body):
-        return None
-    dynamic = {"__getattr__", "globals", "exec", "vars", "setattr"}
-    called = {
-        node.func.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    }
-    if "__getattr__" in names or dynamic & called:
-        return None
-    for node in ast.walk(tree):  # bound elsewhere: ``(f := g())``, ``global f`` in a function
-        if isinstance(node, ast.NamedExpr):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Global):
-            names.update(node.names)
-    return names
-
-
 def _module_file(files: Sequence[str], module: str) -> str | None:
     stem = module.replace(".", "/")
     return next((f for f in (f"{stem}.py", f"{stem}/__init__.py") if f in files), None)
@@ -131,13 +71,9 @@ def check_entry_point(
         tree = ast.parse(_build.read_wheel_file(wheel, path))
     except (SyntaxError, ValueError):
         return  # the import reports it, with its line
-    names = _bound_names(tree)
+    names = imports.bound_names(tree)
     if names is not None and function not in names:
-        defined = sorted(
-            n.name
-            for n in tree.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
-        )
+        defined = imports.functions(tree)
         raise PackagingError(
             "source",
             f"{FIELD} {entry_point!r}: {path} defines no {function!r} (its functions: "

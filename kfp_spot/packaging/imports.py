@@ -1,10 +1,11 @@
-"""What Python source imports, read statically: each import statement and how sure it is to run.
+"""What Python source imports (and binds), read statically: each import and how sure it is to run.
 
 Three readers need it: the light trainer wheel's closure (:mod:`kfp_spot.packaging.trainer_dist`:
 which ``kfp_spot`` modules a VM needs), the check of a job's code against its executor image's
 Python (:mod:`kfp_spot.packaging.pycompat`) and the environment variables a job's code reads
 (:mod:`kfp_spot.packaging.envreads`); they find a module's file with :func:`module_file`, and the
-last two walk a job's own package with :func:`walk_own_package`.
+last two walk a job's own package with :func:`walk_own_package`. The checks of an evaluation
+entry point (``module:function``) ask which names a module binds: :func:`bound_names`.
 An import is *optional* under ``if TYPE_CHECKING:`` or inside a ``try`` that catches
 ``ImportError``, and *version-guarded* under an ``if`` on ``sys.version_info`` (another Python
 may take the other branch).
@@ -144,3 +145,58 @@ def walk_own_package(site: Path, module: str, read: Callable[[str, Path], Iterab
             continue
         for dotted in read(name, path):
             queue.extend(_with_parents(dotted))
+
+
+DYNAMIC_NAMES = frozenset({"__getattr__", "globals", "vars", "exec", "setattr", "__dict__"})
+"""Names whose use lets a module bind names no statement shows: then nothing is concluded."""
+
+
+def bound_names(tree: ast.Module) -> set[str] | None:
+    """The names a module binds at its top level; None when it may bind others dynamically.
+
+    Definitions, imports and assignment targets at the top level and in its ``if``/``try``/
+    ``with``/``for`` blocks, a walrus anywhere and ``global`` names of its functions. None with a
+    ``*`` import, a ``match`` statement or a use of :data:`DYNAMIC_NAMES` (a module
+    ``__getattr__``, ``globals()``, ``exec``): the import may then find names this does not.
+    """
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            (isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names))
+            or isinstance(node, ast.Match)
+            or (isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES)
+            or (isinstance(node, ast.Attribute) and node.attr in DYNAMIC_NAMES)
+            or (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name in DYNAMIC_NAMES
+            )
+        ):
+            return None
+        if isinstance(node, ast.Global):
+            names.update(node.names)
+        elif isinstance(node, ast.NamedExpr):
+            names.add(node.target.id)
+    pending: list[ast.AST] = list(tree.body)
+    while pending:  # the top level, through if/try/with/for blocks, not into functions
+        stmt = pending.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+            continue
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+            continue
+        for child in ast.walk(stmt):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                names.add(child.id)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(getattr(stmt, field, None) or [])
+    return names
+
+
+def functions(tree: ast.Module) -> list[str]:
+    """The public functions a module defines at its top level, sorted (for error messages)."""
+    return sorted(
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
+    )
