@@ -128,13 +128,21 @@ def _env_reads(python: str, module: str) -> dict[str, str]:
     return envreads.reads(envcache.site_packages_of(python), module)
 
 
+def _host_only(read: Mapping[str, str], *provided: Mapping[str, str]) -> dict[str, str]:
+    from kfp_spot.packaging import envreads
+
+    return envreads.host_only(read, os.environ, *provided)
+
+
 def _note_hidden(log_path: Path, hidden: Mapping[str, str]) -> None:
     """Say at the top of a replica's log which variables of this machine it runs without."""
-    where = "; ".join(f"{name} (read at {at})" for name, at in hidden.items())
+    from kfp_spot.packaging import envreads
+
     note = (
-        f"kfp-spot emulator: the job's code reads {where}: set on this machine, but neither in "
-        "the job's env nor set by Vertex AI, so the job runs without it here as it would on "
-        "Vertex AI. Pass it through the worker pool's env (launch_spot_job's env)."
+        f"kfp-spot emulator: the job's code reads {envreads.described(hidden)}: set on this "
+        "machine, but neither in the job's env nor set by Vertex AI, so the job runs without it "
+        "here as it would on Vertex AI. Pass it through the worker pool's env (launch_spot_job's "
+        "env)."
     )
     log.warning("%s", note)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -315,7 +323,7 @@ class AttemptRunner:
         """Every replica's command, the job's own variables and the host's its code may not see.
 
         Installs the packages. The last are variables the job's code reads that only this
-        machine sets (:func:`vmenv.host_only`): on Vertex AI the job runs without them.
+        machine sets (:func:`envreads.host_only`): on Vertex AI the job runs without them.
         """
         spec = self.pb.job_spec
         plans = replicas.plan_replicas(self.job_id, self.project, spec)
@@ -340,7 +348,7 @@ class AttemptRunner:
                     reads[plan.pool] = _env_reads(pythons[plan.pool], pps.python_module)
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = vmenv.expand_env(pps.env, plan.env)
-                hidden = vmenv.host_only(reads[plan.pool], os.environ, plan.env, user)
+                hidden = _host_only(reads[plan.pool], plan.env, user)
             else:
                 cs = pool.container_spec
                 runtime = self.ctx.container_runtime()

@@ -4,7 +4,7 @@ A replica runs as a process of this machine, so it would inherit the shell that 
 emulator. On Vertex AI a job sees its image's variables, Vertex's own and its worker pool's
 ``env``: :func:`process_env` keeps this machine's variables (proxies, credentials, locales that
 a local run needs) but for Vertex's names, where Python finds modules, and what
-:func:`host_only` finds the job's own code reading that only this machine sets;
+the job's own code reads that only this machine sets (:mod:`kfp_spot.packaging.envreads`);
 :func:`expand_env` expands ``$(NAME)`` in the values of a spec's ``env`` as Vertex AI does.
 """
 
@@ -31,49 +31,6 @@ VERTEX_VARS = (
     "WORLD_SIZE",
     "RANK",
 )
-# What a training VM has as well (its image's variables), and what only points a local run at
-# local services: passed on even where the job's code reads it (see host_only).
-VM_VARS = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "HOSTNAME",
-        "LANG",
-        "LANGUAGE",
-        "LC_ALL",
-        "LC_CTYPE",
-        "PWD",
-        "TERM",
-        "TMPDIR",
-        "TMP",
-        "TEMP",
-        "PYTHONUNBUFFERED",
-        "STORAGE_EMULATOR_HOST",
-    }
-)
-
-
-def host_only(
-    read: Mapping[str, str],
-    base: Mapping[str, str],
-    vertex: Mapping[str, str],
-    user: Mapping[str, str],
-) -> dict[str, str]:
-    """Of the variables the job's code reads (``read``: name -> where), those only ``base`` sets.
-
-    Neither Vertex nor the job's ``env`` sets them and a VM does not have them
-    (:data:`VM_VARS`; ``KFP_SPOT_*`` are the emulator's own): on Vertex AI the job runs
-    without them, so the emulator leaves them out too.
-    """
-    return {
-        name: where
-        for name, where in read.items()
-        if name in base
-        and name not in vertex
-        and name not in user
-        and name not in VM_VARS
-        and not name.startswith("KFP_SPOT_")
-    }
 
 
 def process_env(
@@ -86,7 +43,7 @@ def process_env(
 
     Of the host's, neither Vertex's names, nor where Python finds modules
     (:data:`kfp_spot.envcache.HOST_PYTHON_VARS`: the job sees only its installed packages), nor
-    ``hidden`` (what :func:`host_only` found the job's code reading).
+    ``hidden`` (what :func:`kfp_spot.packaging.envreads.host_only` found the job's code reading).
     """
     ours = {*VERTEX_VARS, TOKEN_VAR, *hidden}
     env = {k: v for k, v in envcache.job_environ(base).items() if k not in ours}

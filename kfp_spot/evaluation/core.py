@@ -18,7 +18,7 @@ from typing import Any
 from kfp_spot import envcache, fs
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation import runner
-from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT, check_entry_point
+from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT, check_entry_point, environ_for
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.selection import (
     Selection,
@@ -227,7 +227,8 @@ def _run_entry_point(
         cwd.mkdir()  # empty: imports come from the installed package, not a stray local file
         cmd = [str(python), "-m", runner.__name__, entry_point, str(checkpoint_dir)]
         cmd += [str(params_path), str(result_path)]
-        env = envcache.job_environ()  # the installed packages only, as in the image
+        # the installed packages only, as in the image; not this machine's own settings
+        env = environ_for(python, entry_point, envcache.job_environ())
         try:
             proc = subprocess.run(
                 cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s

@@ -65,3 +65,29 @@ def missing_function(directory: Path, entry_point: str) -> str | None:
             f"functions: {', '.join(defined) or 'none'}); name one of them (MODULE:FUNCTION)"
         )
     return None
+
+
+def environ_for(python: Path, entry_point: str, base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` without the variables the entry point's own package reads that only it sets.
+
+    On Vertex AI the evaluation runs in the pipeline task's container, without the variables of
+    the shell that started a local run: an ``evaluate()`` reading ``DATA_PATH`` from it passed
+    locally and failed there (:func:`kfp_spot.packaging.envreads.host_only`). What is left out
+    is logged, with where the code reads it.
+    """
+    import logging
+
+    from kfp_spot import envcache
+    from kfp_spot.packaging import envreads
+
+    module = entry_point.partition(":")[0]
+    read = envreads.reads(envcache.site_packages_of(str(python)), module)
+    hidden = envreads.host_only(read, base)
+    if hidden:
+        logging.getLogger(__name__).warning(
+            "the evaluation's code reads %s: set on this machine only, so the entry point runs "
+            "without it here as it would in the task's container on Vertex AI. Give the value "
+            "through params, or set it on the task (task.set_env_variable).",
+            envreads.described(hidden),
+        )
+    return {k: v for k, v in base.items() if k not in hidden}

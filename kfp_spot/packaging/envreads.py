@@ -7,16 +7,40 @@ trainer that reads ``os.environ["DATA_PATH"]`` (set in the user's shell) ran her
 its first Vertex AI run. :func:`reads` finds such reads in the job's module and the modules of its
 own top-level package that it imports -- ``os.environ[...]``, ``os.environ.get(...)``,
 ``os.getenv(...)``, ``... in os.environ`` with a literal name -- so the emulator can start the
-job without them. What libraries read (``WANDB_API_KEY`` inside ``wandb``) is not seen.
+job without them (:func:`host_only` says which), and so can the evaluation of its entry point,
+which on Vertex AI runs in a pipeline task's container. What libraries read (``WANDB_API_KEY``
+inside ``wandb``) is not seen.
 """
 
 from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 from kfp_spot.packaging import imports
+
+VM_VARS = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "HOSTNAME",
+        "LANG",
+        "LANGUAGE",
+        "LC_ALL",
+        "LC_CTYPE",
+        "PWD",
+        "TERM",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "PYTHONUNBUFFERED",
+        "STORAGE_EMULATOR_HOST",
+    }
+)
+"""What a VM or a task's container has as well (its image's variables), and what only points a
+local run at local services: passed on even where the job's code reads it."""
 
 
 def _is_environ(node: ast.expr) -> bool:
@@ -91,3 +115,27 @@ def reads(site: Path, module: str) -> dict[str, str]:
 
     imports.walk_own_package(site, module, read)
     return found
+
+
+def host_only(
+    read: Mapping[str, str], base: Mapping[str, str], *provided: Mapping[str, str]
+) -> dict[str, str]:
+    """Of the variables the code reads (``read``: name -> where), those only ``base`` sets.
+
+    Not set by any of ``provided`` (Vertex's variables, the job's ``env``) and not one a VM has
+    too (:data:`VM_VARS`; ``KFP_SPOT_*`` are kfp-spot's own): on Vertex AI the code runs
+    without them, so a local run leaves them out too.
+    """
+    return {
+        name: where
+        for name, where in read.items()
+        if name in base
+        and not any(name in given for given in provided)
+        and name not in VM_VARS
+        and not name.startswith("KFP_SPOT_")
+    }
+
+
+def described(hidden: Mapping[str, str]) -> str:
+    """``"DATA_PATH (read at trainer/task.py, line 3); ..."`` for a message."""
+    return "; ".join(f"{name} (read at {where})" for name, where in hidden.items())

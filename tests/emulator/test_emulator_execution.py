@@ -346,7 +346,7 @@ def test_a_variable_the_code_reads_comes_from_the_job_not_this_machine(
 
 
 def test_only_what_this_machine_alone_sets_is_left_out():
-    from kfp_spot.emulator.vmenv import host_only
+    from kfp_spot.packaging.envreads import host_only
 
     read = {
         n: "t.py, line 1" for n in ("MINE", "HOME", "KFP_SPOT_X", "SET_BY_JOB", "AIP_MODEL_DIR")

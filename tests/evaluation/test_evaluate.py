@@ -120,3 +120,14 @@ def test_a_module_only_this_machines_pythonpath_holds_is_not_imported(
     with pytest.raises(EvaluationInputError, match=r"cannot import module .strayeval."):
         run(ckpt, package, env_cache, entry_point="strayeval:evaluate")
     assert run(ckpt, package, env_cache).step == 30  # the package's own still imports
+
+
+def test_a_variable_only_this_machine_sets_is_not_seen_by_the_entry_point(
+    ckpt, package, env_cache, monkeypatch, caplog
+):
+    # On Vertex AI the evaluation runs in the task's container, without this shell's variables.
+    monkeypatch.setenv("TINY_EVAL_SETTING", "/home/me/eval-data")
+    result = run(ckpt, package, env_cache, params={"env": True})
+    assert result.metrics["env_set"] == 0.0
+    assert "TINY_EVAL_SETTING (read at tinytrainer/evaluate.py, line" in caplog.text
+    assert "task.set_env_variable" in caplog.text

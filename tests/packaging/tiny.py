@@ -59,6 +59,8 @@ def evaluate(checkpoint_dir, params):
         return {"accuracy": 10**400}
     accuracy = np.float32(model["accuracy"] * params.get("scale", 1.0))
     out = {"accuracy": accuracy, "loss": 1.0 - float(accuracy), "seen_step": model["step"]}
+    if params.get("env"):  # a setting read from the environment, by name
+        out["env_set"] = float(os.getenv("TINY_EVAL_SETTING") is not None)
     if params.get("classification"):
         out["confusion_matrix"] = {
             "labels": ["cat", "dog"],
