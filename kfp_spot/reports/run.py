@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 
+DEFAULT_METRIC = "loss"
+"""The metric a report charts when a checkpoint records it (:func:`chart_metric`)."""
+
 
 class ReportError(Exception):
     """A run directory cannot be reported on; the message names the file and field."""
@@ -33,7 +36,14 @@ class ReportError(Exception):
 
 @dataclass(frozen=True)
 class CheckpointSave:
-    """One committed checkpoint step."""
+    """One committed checkpoint step.
+
+    Attributes:
+        step: the committed step.
+        time: when it was committed.
+        loss: its value of the metric the report charts (:attr:`RunData.metric_name`, ``loss``
+            when the trainer records one); None when its manifest records none.
+    """
 
     step: int
     time: float
@@ -47,7 +57,8 @@ class CommitMark:
     Attributes:
         step: the committed step.
         time: when it was committed.
-        loss: the loss its manifest recorded; None when unknown (or the manifest is gone).
+        loss: its manifest's value of the charted metric (:attr:`RunData.metric_name`); None
+            when unknown (or the manifest is gone).
         on_disk: whether the step is still under the checkpoint root.
         resumed_from: whether an attempt resumed from it.
     """
@@ -67,6 +78,8 @@ class RunData:
         ledger: the billing ledger's attempts (every job's), or None when ``run.json`` has none.
         records: the trainer's attempt records.
         saves: the committed checkpoints.
+        metric_name: the metric whose values ``saves`` hold (:func:`chart_metric`): ``loss``,
+            or the trainer's own metric when it records no loss.
         commits: every known commit time (the saves', and the records' ``last_commit_time``,
             which survives retention deleting a step).
         serving: the serving replica lives of the run's endpoints (``run.json``'s ``serving``).
@@ -81,6 +94,7 @@ class RunData:
     ledger: list[Attempt] | None
     records: list[AttemptRecord] = field(default_factory=list)
     saves: list[CheckpointSave] = field(default_factory=list)
+    metric_name: str = DEFAULT_METRIC
     commits: list[float] = field(default_factory=list)
     checkpoint_uri: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -124,27 +138,61 @@ class RunData:
         return accounting.summarize_serving(self.serving) if self.serving else None
 
 
-def _loss_of(metadata: Mapping[str, Any]) -> float | None:
-    # kfp_spot.trainer keeps save(..., metrics=) under "metrics"; a plain manifest may hold it flat.
-    metrics = metadata.get("metrics")
-    value = metrics.get("loss") if isinstance(metrics, Mapping) else None
-    if value is None:
-        value = metadata.get("loss")
+def _number(value: Any) -> float | None:
     if value is None or isinstance(value, bool):
         return None
     try:
-        loss = float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return None
-    return loss if math.isfinite(loss) else None
+    return number if math.isfinite(number) else None
 
 
-def read_saves(checkpoint_uri: str) -> list[CheckpointSave]:
-    """Committed checkpoint steps under ``checkpoint_uri`` (torn ones skipped), by step."""
+def _metrics_of(metadata: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric metrics a manifest records (non-numbers and non-finite values left out)."""
+    # kfp_spot.trainer keeps save(..., metrics=) under "metrics"; a plain manifest may hold its
+    # loss flat.
+    raw = metadata.get("metrics")
+    found = {str(k): _number(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+    if found.get(DEFAULT_METRIC) is None:
+        found[DEFAULT_METRIC] = _number(metadata.get(DEFAULT_METRIC))
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def chart_metric(recorded: Sequence[Mapping[str, Any]]) -> str:
+    """The one metric a report shows (report.md's "Final <name>", report.png's lower panel).
+
+    ``loss`` when any checkpoint records it; otherwise, of the names the checkpoints record as
+    numbers, the first in alphabetical order that ends in ``loss`` (``train_loss``,
+    ``val_loss``), else the first in alphabetical order (manifests keep metric names sorted, so
+    the trainer's own order is not known). ``loss`` when nothing numeric is recorded.
+
+    Args:
+        recorded: each checkpoint's numeric metrics (name -> value).
+    """
+    names = sorted({name for metrics in recorded for name in metrics})
+    if DEFAULT_METRIC in names or not names:
+        return DEFAULT_METRIC
+    return next((n for n in names if n.lower().endswith("loss")), names[0])
+
+
+def read_saves(checkpoint_uri: str) -> tuple[list[CheckpointSave], str]:
+    """Committed checkpoint steps under ``checkpoint_uri`` (torn ones skipped), by step.
+
+    Returns:
+        The saves, each with its value of the charted metric, and that metric's name
+        (:func:`chart_metric`).
+    """
     if not checkpoint_uri:
-        return []
+        return [], DEFAULT_METRIC
     manifests = checkpoints.committed_steps(checkpoint_uri)
-    return [CheckpointSave(m.step, m.wall_time, _loss_of(m.metadata)) for m in manifests]
+    recorded = [_metrics_of(m.metadata) for m in manifests]
+    name = chart_metric(recorded)
+    saves = [
+        CheckpointSave(m.step, m.wall_time, metrics.get(name))
+        for m, metrics in zip(manifests, recorded, strict=True)
+    ]
+    return saves, name
 
 
 def commit_marks(
@@ -298,6 +346,7 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
     if not isinstance(regions, list) or not all(isinstance(r, str) for r in regions):
         raise ReportError(f"{RUN_FILE}: 'regions' must be a list of regions")
     records = read_attempts(checkpoint_uri, doc.get("attempt_records"))
+    saves, metric_name = read_saves(checkpoint_uri)
     commits = set(accounting.read_commits(checkpoint_uri))
     commits.update(r.last_commit_time for r in records if r.last_commit_time is not None)
     return RunData(
@@ -306,7 +355,8 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         job_names=job_names,
         ledger=ledger,
         records=records,
-        saves=read_saves(checkpoint_uri),
+        saves=saves,
+        metric_name=metric_name,
         commits=sorted(commits),
         checkpoint_uri=checkpoint_uri,
         metrics=metrics,

@@ -19,7 +19,8 @@ class RunSummary:
             and goodput figure below comes from it.
         checkpoints: committed checkpoint steps still on disk (retention may have deleted more).
         latest_step: the newest committed step (from the attempt records if it is gone).
-        final_loss: the loss recorded with the newest step that has one.
+        final_loss: the newest value of the charted metric (``RunData.metric_name``: ``loss``,
+            or the trainer's own metric when it records no loss) among the steps that have one.
         serving: the serving replicas' summary, when the run deployed a model.
         regions: attempts and costs per region, failovers and the home region's baseline.
     """
@@ -79,7 +80,7 @@ class RunSummary:
 
 
 def summarize(run: RunData) -> RunSummary:
-    """The run's numbers: the accounting summary plus its checkpoints and final loss."""
+    """The run's numbers: the accounting summary plus its checkpoints and final metric value."""
     losses = [s.loss for s in sorted(run.saves, key=lambda s: s.step) if s.loss is not None]
     kept = run.kept_commits
     summary = run.account()
@@ -124,6 +125,10 @@ def _gate(passed: object) -> str:
     if isinstance(passed, bool):
         return "passed" if passed else "failed"
     return "-"
+
+
+def _final(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
 
 
 def _cell(value: object) -> str:
@@ -243,7 +248,7 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
         f"| Checkpoints on disk | {summary.checkpoints} |",
         f"| Resumed from | {', '.join(f'step {s}' for s in summary.resumed_from) or '-'} |",
         f"| Latest step | {'-' if summary.latest_step is None else summary.latest_step} |",
-        f"| Final loss | {'-' if summary.final_loss is None else f'{summary.final_loss:.6g}'} |",
+        f"| Final {_cell(run.metric_name)} | {_final(summary.final_loss)} |",
         f"| Quality gate | {_gate(run.passed)} |",
         "",
     ]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from kfp_spot import fs
 from kfp_spot.accounting import EndReason, RegionSummary, Summary, region_of_job
 from kfp_spot.checkpoints import ExitReason
-from kfp_spot.reports.run import RunData
+from kfp_spot.reports.run import DEFAULT_METRIC, RunData
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -134,8 +134,9 @@ def timeline_figure(
     Top panel, one lane each: every job's billed attempts (the accounting summary's, coloured by
     end reason, a cross at each preemption, emulator restarts included, and the billed time lost
     after an attempt's last checkpoint hatched), the training process's attempts (attempt
-    records) and the checkpoint commits (ticks). Bottom panel: the loss recorded with each
-    checkpoint over the same time axis (seconds since the run started). A multi-replica job also
+    records) and the checkpoint commits (ticks). Bottom panel: the metric recorded with each
+    checkpoint (``run.metric_name``: ``loss``, or the trainer's own when it records no loss) over
+    the same time axis (seconds since the run started). A multi-replica job also
     gets a lane per VM: grey while it ran, hatched while it was preempted and away (the job ran on
     without it).
 
@@ -144,7 +145,7 @@ def timeline_figure(
     (:func:`failover_marks`, the artists with gid ``failover``).
 
     The commit ticks are the artists with gid ``commits-on-disk`` and ``commits-deleted`` (steps
-    retention deleted, from the attempt records), the loss line has gid ``loss``.
+    retention deleted, from the attempt records), the metric's line has gid ``loss``.
 
     Args:
         run: the run.
@@ -344,6 +345,7 @@ def timeline_figure(
             color="grey",
         )
 
+    metric = run.metric_name
     points = sorted((c.time - t0, c.loss) for c in marks if c.loss is not None)
     if points:
         loss_ax.plot(
@@ -368,20 +370,20 @@ def timeline_figure(
                 linestyle="none",
                 markerfacecolor="none",
                 color="#1565c0",
-                label="commit whose loss\nretention deleted",
+                label=f"commit whose {metric}\nretention deleted",
             )
             loss_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     else:
         loss_ax.text(
             0.5,
             0.5,
-            "no loss recorded in checkpoint manifests",
+            f"no {metric} recorded in checkpoint manifests",
             transform=loss_ax.transAxes,
             ha="center",
             va="center",
             color="grey",
         )
-    loss_ax.set_ylabel("training loss")
+    loss_ax.set_ylabel("training loss" if metric == DEFAULT_METRIC else metric)
     loss_ax.set_xlabel("seconds since the run started")
     loss_ax.grid(alpha=0.3)
 
