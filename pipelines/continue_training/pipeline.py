@@ -34,6 +34,7 @@ def continue_training(
     staging_uri: str = "",
     python_module: str = "",
     check_import: bool = False,
+    requirements: list = [],
     training_args: list = [],
     machine_type: str = "n1-standard-4",
     base_output_directory: str = "",
@@ -61,6 +62,9 @@ def continue_training(
         check_import: import the module before staging, in an environment holding only
             what the executor image provides and the package's declared requirements, so
             an import typo or a missing requirement fails here, before a paid VM starts.
+        requirements: dependencies of a script or bare package source (PEP 508 strings, e.g.
+            ``["pyyaml>=6"]``), installed on the training VM with it; a project declares its
+            own in its pyproject.toml/setup.py (giving them for a project is an error).
         training_args: arguments passed to the training module.
         machine_type: Compute Engine machine type.
         base_output_directory: the new job's output root; empty: next to this run's outputs.
@@ -92,6 +96,7 @@ def continue_training(
         staging_uri=staging_uri,
         python_module=python_module,
         check_import=check_import,
+        requirements=requirements,
     ).set_display_name("prepare-package")
     launch, evaluation = train_evaluate_promote(
         package=package.outputs["package"],

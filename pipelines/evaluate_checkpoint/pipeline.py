@@ -26,6 +26,7 @@ def evaluate_checkpoint(
     staging_uri: str = "",
     python_module: str = "",
     check_import: bool = False,
+    requirements: list = [],
     step: str = "latest",
     evaluation_entry_point: str = "",
     evaluation_params: dict = {},
@@ -43,6 +44,9 @@ def evaluate_checkpoint(
             empty: the package's own (``[tool.kfp-spot] python-module``, else its ``*.task``).
         check_import: import the module before staging, in an environment holding only
             what the executor image provides and the package's declared requirements.
+        requirements: dependencies of a script or bare package source (PEP 508 strings, e.g.
+            ``["pyyaml>=6"]``), installed with it for the evaluation; a project declares its
+            own in its pyproject.toml/setup.py (giving them for a project is an error).
         step: ``latest``, a step number, or ``best:<metric>``.
         evaluation_entry_point: ``module:function`` that scores a checkpoint; empty: the
             package's ``[tool.kfp-spot] evaluation-entry-point``, else
@@ -65,6 +69,7 @@ def evaluate_checkpoint(
         staging_uri=staging_uri,
         python_module=python_module,
         check_import=check_import,
+        requirements=requirements,
     ).set_display_name("prepare-package")
     evaluation = EvaluateCheckpointOp(
         checkpoint=checkpoint.output,

@@ -34,6 +34,7 @@ def spot_training(
     staging_uri: str = "",
     python_module: str = "",
     check_import: bool = False,
+    requirements: list = [],
     training_args: list = [],
     executor_image_uri: str = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
     machine_type: str = "n1-standard-4",
@@ -66,6 +67,9 @@ def spot_training(
         check_import: import the module before staging, in an environment holding only
             what the executor image provides and the package's declared requirements, so
             an import typo or a missing requirement fails here, before a paid VM starts.
+        requirements: dependencies of a script or bare package source (PEP 508 strings, e.g.
+            ``["pyyaml>=6"]``), installed on the training VM with it; a project declares its
+            own in its pyproject.toml/setup.py (giving them for a project is an error).
         training_args: arguments passed to the training module.
         executor_image_uri: the Vertex AI prebuilt training image the package runs in (e.g.
             ``.../training/tf-cpu.2-17.py310:latest`` for Keras, ``.../xgboost-cpu.2-1:latest``).
@@ -103,6 +107,7 @@ def spot_training(
         staging_uri=staging_uri,
         python_module=python_module,
         check_import=check_import,
+        requirements=requirements,
         executor_image_uri=executor_image_uri,
     ).set_display_name("prepare-package")
     launch, evaluation = train_evaluate_promote(
