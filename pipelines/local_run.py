@@ -215,6 +215,13 @@ def spot_training_arguments(
     if thresholds is not None:
         arguments["thresholds"] = thresholds
     arguments.update(parameters or {})
+    requirements = arguments.get("requirements")
+    if requirements and "source" in arguments and Path(source).is_dir():
+        from kfp_spot.packaging.sources import requirements_problem
+
+        problem = requirements_problem(Path(source), str(source), requirements)
+        if problem:  # refused now, not by the prepare-package task once the run started
+            raise LocalRunError(f"requirements: {problem}")
     return arguments
 
 

@@ -163,17 +163,16 @@ def test_kfp_spot_run_installs_the_requirements_of_a_bare_package(tmp_path):
     assert record["metrics"]["rmse"] == pytest.approx(1 / 16)
 
 
-@pytest.mark.slow
-def test_requirements_for_a_project_fail_the_prepare_package_step_naming_them(tmp_path):
-    # A project declares its own dependencies (docs/packaging.md): refused before any VM starts.
+def test_requirements_for_a_project_are_refused_before_the_run_starts(tmp_path):
+    # A project declares its own dependencies (docs/packaging.md): refused before the emulator
+    # or any task starts, as the prepare-package step would refuse it on Vertex AI.
     project = tmp_path / "project"
     _write_package(project)
     (project / "pyproject.toml").write_text(PYPROJECT)
     proc = _run(project, tmp_path / "run")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("outcome:            PIPELINE_FAILED\n"), proc.stdout
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (
         f"requirements: {project} is a project with its own dependencies; declare them in its "
         "pyproject.toml/setup.py instead"
     ) in proc.stderr
-    assert "launch-spot-job skipped" in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -422,6 +422,20 @@ def _from_script(
     return ProjectTree(project, "script", python_module, True)
 
 
+def requirements_problem(src: Path, label: str, requirements: Sequence[str]) -> str | None:
+    """Why ``requirements`` cannot go with the source directory ``src``, or None.
+
+    A project (a project file at its top) declares its own dependencies; ``requirements`` are
+    for a bare package or a script, which prepare_package generates a project for.
+    """
+    if requirements and any((src / f).is_file() for f in PROJECT_FILES):
+        return (
+            f"{label} is a project with its own dependencies; declare them in its "
+            "pyproject.toml/setup.py instead"
+        )
+    return None
+
+
 def _classify_dir(
     src: Path,
     workdir: Path,
@@ -432,12 +446,9 @@ def _classify_dir(
     requirements: list[str],
 ) -> ProjectTree:
     if any((src / f).is_file() for f in PROJECT_FILES):
-        if requirements:
-            raise PackagingError(
-                "requirements",
-                f"{label} is a project with its own dependencies; declare them in its "
-                "pyproject.toml/setup.py instead",
-            )
+        problem = requirements_problem(src, label, requirements)
+        if problem:
+            raise PackagingError("requirements", problem)
         project = workdir / "project"
         _copy_tree(src, project)
         return ProjectTree(project, "project", "", False)
