@@ -1,0 +1,99 @@
+"""``kfp-spot run``'s checks of the evaluation entry point against the source, before a run.
+
+The evaluation imports its entry point only after the whole training: a module the source does
+not hold, code the runtime image's Python cannot run, or a function the module does not define
+would fail the pipeline after a paid job. These read the source statically and refuse such a
+run before the emulator starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kfp_spot.pipelines.local import LocalRunError
+
+
+def check_evaluation_module(
+    source: str | Path, arguments: Mapping[str, Any], pipeline: Any
+) -> None:
+    """Refuse a run whose evaluation would import a module its source does not hold.
+
+    When the entry point is left to the pipeline's default (the bundled example's
+    ``trainer.evaluate:evaluate``): its module must be in the source directory (at its top or
+    under ``src/``), or be the script the source is. One the package names itself (or
+    ``--param``) may come from a dependency and is imported by the evaluation; but when its
+    top-level package is the source's own, the module must be there too (a typo would fail the
+    evaluation only after the whole training).
+
+    Raises:
+        LocalRunError: naming ``evaluation_entry_point`` and where to set it.
+    """
+    from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT
+
+    path = Path(source)
+    given = arguments.get("evaluation_entry_point")
+    if isinstance(given, str) and given:
+        module = given.partition(":")[0]
+        top = module.split(".")[0]
+        if path.is_dir() and _holds(path, top) and not _holds(path, module):
+            raise LocalRunError(
+                f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
+                f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
+            )
+        _check_python(path, given)
+        return
+    declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
+    default = getattr(declared, "default", None)
+    if declared is not None and default == "":  # empty: the package's, else the example's
+        default = DEFAULT_ENTRY_POINT
+    if "evaluation_entry_point" in arguments or not isinstance(default, str) or ":" not in default:
+        return
+    module = default.partition(":")[0]
+    if path.is_dir():
+        held = _holds(path, module)
+    else:  # a script becomes python_module; an archive is looked into by prepare_package
+        held = path.suffix != ".py" or arguments.get("python_module") == module
+    if held and path.is_dir():
+        _check_python(path, default)
+    if not held:
+        raise LocalRunError(
+            f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
+            f'example\'s) is not in {source}: set evaluation-entry-point = "MODULE:FUNCTION" '
+            "under [tool.kfp-spot] in its pyproject.toml, or --param "
+            "evaluation_entry_point=MODULE:FUNCTION"
+        )
+
+
+def _check_python(directory: Path, entry: str) -> None:
+    """Refuse an evaluation module the runtime image's Python could not run, or without it."""
+    from kfp_spot.evaluation.entry_point import missing_function
+    from kfp_spot.image.lock import IMAGE_PYTHON
+    from kfp_spot.packaging import pycompat
+
+    module = entry.partition(":")[0]
+    for base in (directory, directory / "src"):
+        found = pycompat.problems(base, module, IMAGE_PYTHON)
+        if found:
+            where = "kfp-spot's runtime image, where evaluate-checkpoint runs"
+            raise LocalRunError(
+                "evaluation_entry_point: " + pycompat.explain(found, module, IMAGE_PYTHON, where)
+            )
+    missing = missing_function(directory, entry)
+    if missing:
+        raise LocalRunError(f"evaluation_entry_point: {missing}")
+
+
+def _holds(directory: Path, module: str) -> bool:
+    """Whether source ``directory`` holds ``module`` (at its top or under ``src/``).
+
+    A module file of any suffix counts (an extension the build compiles), and so does a folder
+    (a package, namespace packages too).
+    """
+    relative = Path(*module.split("."))
+    for base in (directory, directory / "src"):
+        where = base / relative
+        if where.is_dir() or (where.parent.is_dir() and any(where.parent.glob(f"{where.name}.*"))):
+            return True
+    return False
