@@ -375,3 +375,35 @@ def test_required_project_and_location_set_by_the_flags_are_not_reported_missing
         f"{path} needs source (set with --param NAME=VALUE); Vertex AI "
         "refuses the run without them",
     )
+
+
+def test_without_location_the_templates_own_region_is_kept(tmp_path, no_credentials):
+    """A team's pipeline declares `location: str = "europe-west4"`: a submission without
+    --location runs there, not in us-central1 with the parameter overwritten (an EU pipeline's
+    CustomJobs would silently train in the US)."""
+    import json
+
+    from kfp import compiler, dsl
+
+    @dsl.container_component
+    def echo(text: str):
+        return dsl.ContainerSpec(image="alpine:3", command=["echo"], args=[text])
+
+    @dsl.pipeline(name="eu-pipeline")
+    def eu(project: str, location: str = "europe-west4"):
+        echo(text=project)
+        echo(text=location)
+
+    path = tmp_path / "eu.yaml"
+    compiler.Compiler().compile(eu, str(path))
+    base = ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+    for extra, region in (
+        ([], "europe-west4"),
+        (["--param", "location=asia-east1"], "asia-east1"),
+        (["--location", "us-east1"], "us-east1"),
+    ):
+        result = _cli([*base, *extra])
+        assert result.exit_code == 0, result.stderr
+        request = json.loads(result.stdout)
+        assert request["url"].startswith(f"https://{region}-aiplatform.googleapis.com/"), extra
+        assert request["body"]["runtimeConfig"]["parameterValues"]["location"] == region

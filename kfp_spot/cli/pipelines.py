@@ -9,14 +9,18 @@ from typing import Any
 import click
 
 DEFAULT_LOCATION = "us-central1"
-"""The Vertex AI region a submission goes to without --location."""
+"""The Vertex AI region a submission goes to without --location, when the template names none."""
 
 
 def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say where and how a pipeline runs on Vertex AI Pipelines."""
     options = [
         click.option("--project", help="The Google Cloud project (Vertex AI)."),
-        click.option("--location", default=None, help="Vertex AI region (default: us-central1)."),
+        click.option(
+            "--location",
+            default=None,
+            help="Vertex AI region (default: the template's `location`, else us-central1).",
+        ),
         click.option("--pipeline-root", help="gs:// root for the run's artifacts (Vertex AI)."),
         click.option("--service-account", help="The run-as service account (Vertex AI)."),
         click.option(
@@ -273,17 +277,22 @@ def _submit_to_vertex(
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
     from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
     from kfp_spot.pipelines import catalog, local
-    from kfp_spot.vertex import pipeline_job
+    from kfp_spot.vertex import pipeline_context, pipeline_job
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
-    location = location or DEFAULT_LOCATION
     template = template or catalog.pipeline_path("spot_training")
     try:
         pipeline = local.load(template)  # once: the parameters and the default gate read it
         values = local.parse_arguments(pipeline, _parse_pairs(params, "--param"))
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
+    if not location:  # the template's own region (its default, or --param), else ours
+        spec = pipeline_job.read_template(template)
+        location = pipeline_context.template_location(
+            pipeline_job.template_parameters(spec), values
+        )
+        location = location or DEFAULT_LOCATION
     if regions is not None:
         values["regions"] = regions
     arguments: dict[str, Any] = {

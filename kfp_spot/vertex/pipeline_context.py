@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from kfp_spot.vertex import InvalidValueError
 from kfp_spot.vertex.values import MAX_LABELS
@@ -103,6 +104,30 @@ def resolve(name: str, value: str, *, emulator: bool) -> str:
         f"is empty or still {value!r}, the placeholder for {meaning} that only Vertex AI "
         f"Pipelines fills in: give it explicitly (e.g. {_EXAMPLES[name]})"
     )
+
+
+def template_location(
+    declared: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any]
+) -> str | None:
+    """The region a template names for itself: where a submission without a region goes.
+
+    Args:
+        declared: the template's pipeline parameters (name -> definition, ``defaultValue``).
+        values: the parameter values the submission sets.
+
+    Returns:
+        ``values["location"]``, else the ``location`` parameter's declared default unless it is
+        the placeholder (a team's ``location: str = "europe-west4"``), else None. Filling the
+        parameter with another region over the template's default would move an EU pipeline's
+        jobs elsewhere without a word.
+    """
+    given = values.get("location")
+    if isinstance(given, str) and given:
+        return given
+    default = (declared.get("location") or {}).get("defaultValue")
+    if isinstance(default, str) and default and not is_placeholder(default):
+        return default
+    return None
 
 
 def merge_system_labels(
