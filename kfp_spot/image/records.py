@@ -161,8 +161,35 @@ def template_images(template: Mapping[str, Any]) -> dict[str, list[str]]:
     return images
 
 
-def _problem(image: str, records: Mapping[str, ImageRecord]) -> str | None:
+def _repository(reference: str) -> str:
+    """``HOST[:PORT]/PATH`` of ``HOST[:PORT]/PATH:TAG`` or ``HOST[:PORT]/PATH@sha256:...``."""
+    name = reference.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else name
+
+
+def _record_of(image: str, records: Mapping[str, ImageRecord]) -> ImageRecord | None:
+    """The record of ``image``: by its reference, or a pushed one by repository and digest.
+
+    ``kfp-spot image push`` records ``HOST/PATH:TAG`` with the digest the registry answered, so a
+    template pinned to that digest (``HOST/PATH@sha256:...``, docs/image.md) names the same image.
+    """
     record = records.get(image)
+    if record is not None or "@" not in image:
+        return record
+    digest = image.split("@", 1)[1]
+    for candidate in records.values():
+        if (
+            candidate.kind is ImageKind.PUSHED
+            and candidate.digest == digest
+            and _repository(candidate.reference) == _repository(image)
+        ):
+            return candidate
+    return None
+
+
+def _problem(image: str, records: Mapping[str, ImageRecord]) -> str | None:
+    record = _record_of(image, records)
     if record is not None and record.kind is ImageKind.PUSHED:
         if record.platform and record.platform != IMAGE_PLATFORM:
             return (

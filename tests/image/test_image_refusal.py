@@ -122,6 +122,29 @@ def test_an_image_pushed_for_a_platform_vertex_cannot_run_is_refused(tmp_path):
     check_template_images(out)
 
 
+def test_a_template_pinned_to_the_pushed_digest_is_accepted(tmp_path):
+    """docs/image.md takes `HOST/PATH@sha256:...` for the runtime image: pinned to the digest
+    `kfp-spot image push` recorded, the template names the pushed image; another digest, or the
+    same digest in another repository, is not one this machine pushed."""
+    digest = "sha256:" + "7c" * 32
+    pushed = "us-central1-docker.pkg.dev/p-123456/r/kfp-spot:" + __version__
+    record = ImageRecord(pushed, "pushed", __version__, "sha256:cd", digest)
+    remember(dataclasses.replace(record, platform="linux/amd64"))
+    (entry,) = [e for e in catalog.PIPELINES if e.name == "evaluate_checkpoint"]
+    for image, accepted in (
+        ("us-central1-docker.pkg.dev/p-123456/r/kfp-spot@" + digest, True),
+        ("us-central1-docker.pkg.dev/p-123456/r/kfp-spot@sha256:" + "00" * 32, False),
+        ("us-central1-docker.pkg.dev/p-123456/other/kfp-spot@" + digest, False),
+    ):
+        out = tmp_path / "t.yaml"
+        catalog.compile_entry(entry, out, base_image=image)
+        if accepted:
+            check_template_images(out)
+        else:
+            with pytest.raises(UnpublishedImageError, match="this machine never pushed it"):
+                check_template_images(out)
+
+
 def test_the_release_wheels_published_image_is_accepted():
     release = Path(kfp_spot.__file__).with_name(RELEASE_FILE)
     assert not release.exists()
