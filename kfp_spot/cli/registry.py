@@ -79,9 +79,28 @@ def push(
 
     host = _checked_host(host)
     tags = tuple(dict.fromkeys((version, "latest", *extra_tags)))
+    _warn_of_unpullable_images(template)
     click.echo(f"kfp-spot: uploading {template} to {host} ...", err=True)
     result = _registry_call(registry.push, template, host, version, tags, config_file=config_file)
     click.echo(f"{result.package} {result.version} tags: {', '.join(result.tags)}")
+
+
+def _warn_of_unpullable_images(template: Path) -> None:
+    """Say so when the template's kfp-spot tasks run in an image Vertex AI could not pull.
+
+    A template in a registry is run without `kfp-spot submit` and its image check (a run made
+    from it in the Vertex AI console), so the push is the last point where kfp-spot sees it.
+    """
+    from kfp_spot.image import ImageRecordsError, UnpublishedImageError, check_template_images
+
+    try:
+        check_template_images(template)
+    except (UnpublishedImageError, ImageRecordsError) as exc:
+        click.echo(
+            f"kfp-spot: warning: {exc} (a run made from this template on Vertex AI, e.g. in its "
+            "console, would fail pulling the image)",
+            err=True,
+        )
 
 
 @click.command()

@@ -135,3 +135,25 @@ def test_serve_on_a_taken_port_is_one_line_and_exit_1(tmp_path: Path):
         )
     assert result.exit_code == 1
     assert f"cannot listen on 127.0.0.1:{taken.port}" in result.output
+
+
+def test_push_warns_of_an_image_vertex_could_not_pull(tmp_path: Path, monkeypatch):
+    """A run made from a registry template (the Vertex AI console) skips `kfp-spot submit`'s
+    image check: the push says when the template's image was never pushed nor released."""
+    from kfp_spot import RUNTIME_IMAGE, __version__
+    from kfp_spot.image import ImageRecord, remember
+    from kfp_spot.pipelines import catalog
+    from kfp_spot.registry import RegistryServer
+
+    monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))  # no image records
+    committed = catalog.pipeline_path("spot_training")
+    with RegistryServer(tmp_path / "reg", port=0) as server:
+        host = server.repository_url("team", "templates")
+        result = CliRunner().invoke(main, ["push", str(committed), "--host", host])
+        assert result.exit_code == 0, result.output
+        assert "warning:" in result.stderr and "which Vertex AI could not pull" in result.stderr
+        assert "run in " + RUNTIME_IMAGE in result.stderr
+        remember(ImageRecord(RUNTIME_IMAGE, "pushed", __version__, "sha256:1d"))
+        again = CliRunner().invoke(main, ["push", str(committed), "--host", host])
+        assert again.exit_code == 0, again.output
+        assert "warning" not in again.stderr
