@@ -10,7 +10,19 @@ from kfp import dsl
 from kfp_spot.components.deploy_spot_endpoint import DeploySpotEndpointOp
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
+from kfp_spot.components.prepare_package import PreparePackageOp
 from kfp_spot.components.promote_model import PromoteModelOp
+
+
+def prepare_package(**inputs: object) -> dsl.PipelineTask:
+    """Add the prepare-package task (``inputs``: prepare_package's), never cached.
+
+    On Vertex AI Pipelines a cached task is keyed by its parameter values: a source re-uploaded
+    to the same ``gs://`` URI (or changed under the same ``/gcs/`` directory) would replay the
+    earlier package, and the run would train the old code. Staging is content-addressed, so a
+    rerun of an unchanged source stays cheap without the cache.
+    """
+    return PreparePackageOp(**inputs).set_display_name("prepare-package").set_caching_options(False)
 
 
 def train_evaluate_promote(

@@ -1,9 +1,9 @@
-"""The committed pipelines never cache a Spot launch or a deployment.
+"""The committed pipelines never cache a package, a Spot launch or a deployment.
 
 On Vertex AI Pipelines a task with ``cachingOptions.enableCache`` and the same inputs as an earlier
-run is skipped and its earlier outputs replayed: a launch would "train" without a CustomJob, a
-deploy would report an endpoint that may be gone. kfp.local never caches, so only the compiled
-YAML shows it.
+run is skipped and its earlier outputs replayed: a prepare-package would replay the package of a
+source that changed under the same URI, a launch would "train" without a CustomJob, a deploy would
+report an endpoint that may be gone. kfp.local never caches, so only the compiled YAML shows it.
 """
 
 import pytest
@@ -11,7 +11,7 @@ import yaml
 
 from kfp_spot.pipelines import catalog
 
-NEVER_CACHED = {"comp-launch-spot-job", "comp-deploy-spot-endpoint"}
+NEVER_CACHED = {"comp-prepare-package", "comp-launch-spot-job", "comp-deploy-spot-endpoint"}
 
 
 def _tasks(spec):
@@ -32,6 +32,7 @@ def test_launch_and_deploy_tasks_are_not_cached(entry):
         if component in NEVER_CACHED:
             found[name] = task.get("cachingOptions", {}).get("enableCache", False)
     assert all(not cached for cached in found.values()), found
+    assert "prepare-package" in found
     if entry.name != "evaluate_checkpoint":  # the only pipeline that launches nothing
         assert "launch-spot-job" in found
     if entry.name == "spot_training_and_serving":
@@ -39,9 +40,16 @@ def test_launch_and_deploy_tasks_are_not_cached(entry):
 
 
 def test_other_tasks_keep_the_compilers_default():
-    """Only launch and deploy opt out: evaluation and promotion stay cacheable."""
+    """Evaluation and promotion after a launch stay cacheable: the launch's outputs are new."""
     spec = yaml.safe_load(catalog.pipeline_path("spot_training").read_text())
     cached = {
         name for name, task in _tasks(spec) if task.get("cachingOptions", {}).get("enableCache")
     }
-    assert {"evaluate-checkpoint", "promote-model", "prepare-package"} <= cached
+    assert cached == {"evaluate-checkpoint", "promote-model"}
+
+
+def test_an_evaluation_of_an_imported_checkpoint_is_not_cached():
+    """The imported directory keeps its URI as it gains steps: a cache hit replays old metrics."""
+    spec = yaml.safe_load(catalog.pipeline_path("evaluate_checkpoint").read_text())
+    tasks = dict(_tasks(spec))
+    assert not tasks["evaluate-checkpoint"].get("cachingOptions", {}).get("enableCache")

@@ -318,7 +318,8 @@ def check_template_launches(
         enable_caching: the submission's caching override (None: each task's own setting).
 
     Returns:
-        Warnings: a launch or deploy task left cacheable, or with a project or location baked in
+        Warnings: a prepare-package, launch or deploy task left cacheable, or a launch or deploy
+        task with a project or location baked in
         that is not the submission's; a launch or deploy task not checked, and why.
 
     Raises:
@@ -327,6 +328,13 @@ def check_template_launches(
     warnings: list[str] = []
     for task in template_tasks(spec, arguments):
         if task.call in (EVALUATE_CALL, PREPARE_CALL):
+            if task.call == PREPARE_CALL and task.cached and enable_caching is None:
+                warnings.append(
+                    f"task {task.path!r} ({task.component}) is cached: a rerun with the same "
+                    "source URI replays the earlier package, though the source changed under "
+                    "it; compile it with .set_caching_options(False), or submit with "
+                    "--disable-caching"
+                )
             _check_task(task, project=project, location=location, local=False)
             continue
         kind = task.component

@@ -6,7 +6,7 @@ from kfp import dsl
 from kfp.dsl import Artifact, Metrics
 
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
-from kfp_spot.components.prepare_package import PreparePackageOp
+from kfp_spot.pipelines.steps import prepare_package
 
 
 class Outputs(NamedTuple):
@@ -64,13 +64,13 @@ def evaluate_checkpoint(
     checkpoint = dsl.importer(
         artifact_uri=checkpoint_uri, artifact_class=Artifact, reimport=False
     ).set_display_name("import-checkpoint")
-    package = PreparePackageOp(
+    package = prepare_package(
         source=source,
         staging_uri=staging_uri,
         python_module=python_module,
         check_import=check_import,
         requirements=requirements,
-    ).set_display_name("prepare-package")
+    )
     evaluation = EvaluateCheckpointOp(
         checkpoint=checkpoint.output,
         package=package.outputs["package"],
@@ -81,4 +81,7 @@ def evaluate_checkpoint(
         allow_foreign_layout=allow_foreign_layout,
         fallback_to_previous=fallback_to_previous,
     ).set_display_name("evaluate-checkpoint")
+    # Not cached: the imported directory keeps its URI as it gains steps, so a rerun with the same
+    # parameters would replay the metrics of the step evaluated the first time.
+    evaluation.set_caching_options(False)
     return Outputs(passed=evaluation.outputs["Output"], metrics=evaluation.outputs["metrics"])

@@ -5,8 +5,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Metrics
 
-from kfp_spot.components.prepare_package import PreparePackageOp
-from kfp_spot.pipelines.steps import train_evaluate_promote
+from kfp_spot.pipelines.steps import prepare_package, train_evaluate_promote
 from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 
 
@@ -102,14 +101,14 @@ def spot_training(
         The launch outcome, whether the quality gate passed, the evaluation metrics and the
         checkpoint artifact.
     """
-    package = PreparePackageOp(
+    package = prepare_package(
         source=source,
         staging_uri=staging_uri,
         python_module=python_module,
         check_import=check_import,
         requirements=requirements,
         executor_image_uri=executor_image_uri,
-    ).set_display_name("prepare-package")
+    )
     launch, evaluation = train_evaluate_promote(
         package=package.outputs["package"],
         evaluation_entry_point=evaluation_entry_point,

@@ -97,8 +97,13 @@ def test_the_local_emulator_baked_into_a_template_is_refused(templates):
 def test_a_valid_user_pipeline_submits_with_warnings_for_what_waits_for_the_run(templates):
     result = _submit(templates["good"], "--dry-run")
     assert result.exit_code == 0, result.output
-    # KFP caches a task unless told otherwise: a rerun would replay the launch without training.
+    # KFP caches a task unless told otherwise: a rerun would replay the launch without training,
+    # and the package of a source re-uploaded to the same URI.
     assert "task 'condition-1/launch-spot-job' (launch_spot_job) is cached" in result.stderr
+    assert (
+        "task 'prepare-package' (prepare_package) is cached: a rerun with the same source URI "
+        "replays the earlier package"
+    ) in result.stderr
     # The loop's machine type exists only at run time: that launch is not judged now.
     assert (
         "task 'condition-1/for-loop-2/launch-spot-job-2' (launch_spot_job) not checked before "
