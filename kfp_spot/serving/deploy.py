@@ -202,6 +202,12 @@ def _check(
     if not request.location:
         raise DeployInputError("location", "is required: a Vertex AI region such as us-central1")
     check_input(DeployInputError, "project", vertex.check_project_id, request.project)
+    if not request.timeout_seconds > 0:  # 0 would time out (and cancel) the first operation
+        raise DeployInputError(
+            "timeout_seconds",
+            "must be more than 0 (the longest wait per operation in seconds, e.g. 3600), "
+            f"got {request.timeout_seconds:g}",
+        )
     if bool(request.artifact_uri) == bool(request.uploaded_model):
         raise DeployInputError(
             "model",

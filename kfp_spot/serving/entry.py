@@ -98,7 +98,7 @@ def build_request(**inputs: Any) -> DeployRequest:
         labels=pipeline_context.merge_system_labels(read.string_map("labels"), os.environ),
         encryption_spec_key_name=read.text("encryption_spec_key_name"),
         api_endpoint=read.text("api_endpoint"),
-        timeout_seconds=read.number("timeout_seconds", minimum=0),
+        timeout_seconds=read.number("timeout_seconds"),  # more than 0: checked with the request
         poll_interval_seconds=read.number("poll_interval_seconds", minimum=0),
         run_key=str(getattr(endpoint_out, "uri", "") or gcp_resources),
         gcp_resources_path=gcp_resources,

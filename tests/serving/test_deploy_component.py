@@ -151,7 +151,9 @@ def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Pat
         ({"serving_container_ports": "[8080.5]"}, "serving_container_ports", "integer"),
         ({"spot": "yes"}, "spot", "true or false"),
         ({"min_replica_count": "1e400"}, "min_replica_count", "finite number"),
-        ({"timeout_seconds": -1}, "timeout_seconds", ">= 0"),
+        ({"timeout_seconds": -1}, "timeout_seconds", "more than 0"),
+        # 0 would time out the first operation at once, leaving an empty endpoint behind.
+        ({"timeout_seconds": 0}, "timeout_seconds", r"more than 0 .*got 0"),
     ],
 )
 def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inputs, field, says):
