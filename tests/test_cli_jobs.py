@@ -266,3 +266,28 @@ def test_an_endpoint_answering_html_is_one_line_that_says_so(html_server):
     assert result.exit_code == 1
     assert len(result.output.splitlines()) == 1 and result.output.startswith("kfp-spot: error:")
     assert result.output.endswith("File not found (an HTML page, not a registry's answer)\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "says"),
+    [
+        (["jobs", "list", "--project", ""], "--project", "expected a Google Cloud project ID"),
+        (["jobs", "list", "--project", "My Proj"], "--project", "got 'My Proj'"),
+        (["jobs", "list", "--project", "p-123456", "--location", ""], "--location", "region"),
+        (["endpoint", "list", "--project", ""], "--project", "expected a Google Cloud project ID"),
+        (["endpoint", "list", "--project", "p-123456", "--location", "us"], "--location", "region"),
+        (
+            ["jobs", "describe", f"{PARENT}/customJobs/1", "--location", ""],
+            "--location",
+            "not a Vertex AI region",
+        ),
+    ],
+)
+def test_a_bad_project_or_location_is_refused_before_any_request(args, option, says):
+    # As `kfp-spot submit` checks them; the emulator too would refuse them, Vertex AI as well.
+    # `projects//locations/...` was sent, and an --api-endpoint skipped the region's check.
+    result = CliRunner().invoke(main, [*args, "--api-endpoint", CLOSED])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"kfp-spot: error: Invalid value for {option}: "), result.output
+    assert says in result.output
+    assert "cannot reach" not in result.output

@@ -13,7 +13,7 @@ import sys
 import click
 
 from kfp_spot.cli.jobs import ENDPOINT_HELP
-from kfp_spot.cli.rest import RestApi, api_for, dig, resource_location
+from kfp_spot.cli.rest import RestApi, api_for, dig, parent_of, resource_location
 
 
 def _api(location: str, api_endpoint: str) -> RestApi:
@@ -38,8 +38,8 @@ def endpoint() -> None:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
     """One line per endpoint: name, deployed models (Spot or standard, replicas), display name."""
+    parent = parent_of(project, location)
     api = _api(location, api_endpoint)
-    parent = f"projects/{project}/locations/{location}"
     for count, item in enumerate(api.pages(f"{parent}/endpoints", "endpoints", filter_), 1):
         split = dig(item, "trafficSplit", default={})
         models = ", ".join(

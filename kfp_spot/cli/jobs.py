@@ -10,7 +10,7 @@ import json
 
 import click
 
-from kfp_spot.cli.rest import api_for, dig, resource_location
+from kfp_spot.cli.rest import api_for, dig, parent_of, resource_location
 
 ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in {where})."
 """The --api-endpoint help; ``{where}`` says which location the command's default region is."""
@@ -29,8 +29,8 @@ def jobs() -> None:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
     """One line per CustomJob: name, state, strategy, display name."""
+    parent = parent_of(project, location)
     api = api_for(location, api_endpoint)
-    parent = f"projects/{project}/locations/{location}"
     for count, job in enumerate(api.pages(f"{parent}/customJobs", "customJobs", filter_), 1):
         state = dig(job, "state", default="JOB_STATE_UNSPECIFIED")
         strategy = dig(job, "jobSpec", "scheduling", "strategy", default="STRATEGY_UNSPECIFIED")
@@ -49,7 +49,9 @@ def describe(name: str, location: str | None, api_endpoint: str) -> None:
     """Print one CustomJob (``projects/P/locations/L/customJobs/ID``) as the API's JSON."""
     in_name = resource_location(name, "customJobs")
     api = api_for(
-        location or in_name, api_endpoint, location_from="--location" if location else "NAME"
+        in_name if location is None else location,
+        api_endpoint,
+        location_from="NAME" if location is None else "--location",
     )
     job = api.get(name)
     click.echo(json.dumps(job, indent=2))

@@ -147,14 +147,36 @@ class RestApi:
             params["pageToken"] = str(token)
 
 
+def parent_of(project: str, location: str) -> str:
+    """``projects/PROJECT/locations/LOCATION``, checked as ``kfp-spot submit`` checks them.
+
+    A bad value exits 2 naming its option, before any request: an empty --project was sent as
+    ``projects//locations/...``.
+    """
+    from kfp_spot.vertex.regions import check_parent
+    from kfp_spot.vertex.values import InvalidFieldError
+
+    try:
+        return check_parent(project, location)
+    except InvalidFieldError as exc:
+        raise click.BadParameter(exc.reason, param_hint=f"--{exc.field}") from None
+
+
 def api_for(location: str, api_endpoint: str, *, location_from: str = "--location") -> RestApi:
     """The REST API at ``api_endpoint`` (default: Vertex AI in ``location``); bad values exit 2.
 
-    ``location_from`` names where ``location`` came from (``NAME`` when read from a resource name).
+    ``location`` is checked with an ``api_endpoint`` too (the emulator refuses what Vertex AI
+    does). ``location_from`` names where ``location`` came from (``NAME`` when read from a
+    resource name).
     """
     from kfp_spot.vertex.client import resolve_endpoint
-    from kfp_spot.vertex.values import InvalidFieldError
+    from kfp_spot.vertex.regions import check_region
+    from kfp_spot.vertex.values import InvalidFieldError, InvalidValueError
 
+    try:
+        check_region(location)
+    except InvalidValueError as exc:
+        raise click.BadParameter(f"location: {exc}", param_hint=location_from) from None
     try:
         return RestApi(resolve_endpoint(location, api_endpoint))
     except InvalidFieldError as exc:

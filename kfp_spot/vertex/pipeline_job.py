@@ -148,14 +148,10 @@ def validate_submission(
         SubmissionError: naming the bad argument.
     """
     spec = read_template(template_path)
-    for name, check, value in (
-        ("project", values.check_project_id, project),
-        ("location", regions.check_region, location),
-    ):
-        try:
-            check(value)
-        except values.InvalidValueError as exc:
-            raise SubmissionError(f"{name}: {exc}") from None
+    try:
+        regions.check_parent(project, location)
+    except values.InvalidFieldError as exc:
+        raise SubmissionError(str(exc)) from None
     if pipeline_root is not None and not (
         pipeline_root.startswith("gs://") and len(pipeline_root) > len("gs://")
     ):

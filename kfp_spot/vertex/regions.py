@@ -13,7 +13,7 @@ import difflib
 import os
 import re
 
-from kfp_spot.vertex.values import InvalidValueError, show
+from kfp_spot.vertex.values import InvalidFieldError, InvalidValueError, check_project_id, show
 
 EXTRA_REGIONS_ENV = "KFP_SPOT_EXTRA_REGIONS"
 
@@ -116,3 +116,24 @@ def check_region(value: object) -> str:
         f"{show(value)} is not a Vertex AI region ({hint}; see {LOCATIONS_PAGE}); a region newer "
         f"than kfp-spot's list can be allowed with {EXTRA_REGIONS_ENV}=REGION[,REGION]"
     )
+
+
+def check_parent(project: object, location: object) -> str:
+    """``projects/PROJECT/locations/LOCATION`` once both are checked: the one rule for both.
+
+    ``kfp-spot submit`` and the ``kfp-spot jobs|endpoint`` commands check what a request is sent
+    to with it, before any request (the emulator refuses the same, as Vertex AI does).
+
+    Raises:
+        InvalidFieldError: naming ``project`` (not a project ID or number) or ``location`` (not a
+            region).
+    """
+    for name, check, value in (
+        ("project", check_project_id, project),
+        ("location", check_region, location),
+    ):
+        try:
+            check(value)
+        except InvalidValueError as exc:
+            raise InvalidFieldError(name, str(exc)) from None
+    return f"projects/{project}/locations/{location}"
