@@ -15,6 +15,7 @@ from kfp_spot.evaluation.entry_point import resolve_entry_point
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.report import render
 from kfp_spot.validation.component_inputs import InputReader
+from kfp_spot.vertex.values import show
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,19 @@ def latest_step_of(metadata: Mapping[str, Any] | None) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None
     return int(value) if value >= 0 else None
+
+
+def _package_uris(read: InputReader, value: Any) -> list[str]:
+    """The ``package_uris`` of the package artifact's metadata; else an error naming that field."""
+    try:
+        return read.as_strings("package", value)
+    except EvaluationInputError as exc:
+        reason = str(exc).removeprefix("package: ")
+        raise EvaluationInputError(
+            "package",
+            "metadata package_uris must be a list of the package's gs:// URIs or local paths (or "
+            f'its JSON text), e.g. ["gs://BUCKET/trainer-0.1.tar.gz"]; got {show(value)}: {reason}',
+        ) from None
 
 
 def component_entry(
@@ -76,7 +90,7 @@ def component_entry(
     try:
         # A list reaches the metadata as JSON text where kfp.local passed it through a string.
         read = InputReader({}, {}, EvaluationInputError)
-        package_uris = read.as_strings("package", package_meta.get("package_uris")) or [package.uri]
+        package_uris = _package_uris(read, package_meta.get("package_uris")) or [package.uri]
         # The parameters as KFP hands them over (a dict as its JSON text too, booleans as
         # "true"/"false"), each refused in one line naming it otherwise.
         given = InputReader(

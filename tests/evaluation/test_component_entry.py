@@ -127,3 +127,29 @@ def test_a_bad_parameter_is_one_line_naming_it(ckpt, package, tmp_path, given, n
             **given,
         )
     assert needle in str(info.value.code)
+
+
+@pytest.mark.parametrize(
+    ("package_uris", "got"),
+    [
+        ("notalist", "is not valid JSON"),
+        (5, "got int"),
+        ('{"a": 1}', "got dict"),
+        (["gs://b/p.tar.gz", 3], "got an item 3"),
+    ],
+)
+def test_bad_package_uris_metadata_names_it_and_what_it_must_be(tmp_path, package_uris, got):
+    # "package: is not valid JSON" named neither the metadata field nor what it should hold.
+    with pytest.raises(SystemExit) as info:
+        component_entry(
+            checkpoint=SimpleNamespace(uri=str(tmp_path), metadata={}),
+            package=SimpleNamespace(uri="", metadata={"package_uris": package_uris}),
+            metrics=SimpleNamespace(metadata={}),
+            classification_metrics=SimpleNamespace(metadata={}),
+            report=SimpleNamespace(path=str(tmp_path / "report.md"), metadata={}),
+        )
+    message = str(info.value.code)
+    assert message.startswith("evaluate_checkpoint: package: metadata package_uris ")
+    assert "a list of the package's gs:// URIs or local paths" in message
+    assert got in message
+    assert not (tmp_path / "report.md").exists()
