@@ -32,6 +32,29 @@ def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...
     return tuple(found)
 
 
+def check_step(step: Any) -> int:
+    """``step`` as an int when it is a step number: a whole number >= 0, not a bool.
+
+    The one rule of a step a trainer passes (saving and restoring it): any integral type counts
+    (``numpy.int64``, a framework's step counter), a float, a string or a bool does not.
+
+    Raises:
+        ValueError: naming the step given and what would be valid.
+    """
+    if isinstance(step, bool) or not isinstance(step, int):
+        import numbers  # only here: the plain int of most loops imports nothing
+
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise ValueError(
+                "step must be a whole number >= 0 (an int, or an integral type such as "
+                f"numpy.int64), got {step!r}"
+            )
+    number = int(step)
+    if number < 0:
+        raise ValueError(f"step must be a whole number >= 0, got {step!r}")
+    return number
+
+
 def step_dir(root: str, step: int) -> str:
     """The directory (path or URI) of checkpoint ``step`` under ``root``."""
     if step < 0:

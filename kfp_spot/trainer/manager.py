@@ -19,6 +19,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, Manifest
+from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.trainer import failpoints
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval
@@ -268,15 +269,17 @@ class CheckpointManager:
         not decode) is skipped with a warning that says why, and the next older step is tried.
 
         Args:
-            step: restore exactly this step (raising when it does not verify).
+            step: restore exactly this step (raising when it does not verify): a whole number
+                >= 0, as :meth:`save` takes it (``numpy.int64`` too).
 
         Raises:
+            ValueError: ``step`` is not a whole number >= 0.
             CheckpointCorruptError: ``step`` was given and is not valid.
         """
         restored = (
             newest_verified(self.root, allow_pickle=self.allow_pickle)
             if step is None
-            else decode_step(self.root, step, allow_pickle=self.allow_pickle)
+            else decode_step(self.root, check_step(step), allow_pickle=self.allow_pickle)
         )
         if restored is None:
             log.info("no committed checkpoint under %s: starting from step 0", self.root)
@@ -355,6 +358,7 @@ class CheckpointManager:
         Returns:
             Whether a save was made (or started in the background).
         """
+        step = check_step(step)  # as save checks it, here on every step, saved or not
         failpoints.hit("step", step)
         if self.notice.requested:
             saved = self._saver.final_save(step, state, metrics, self.notice)
@@ -390,7 +394,7 @@ class CheckpointManager:
             replica is not the writer).
 
         Raises:
-            ValueError: ``step`` is negative or not an int.
+            ValueError: ``step`` is not a whole number >= 0 (an int, ``numpy.int64``, ...).
             adapters.StateEncodingError: a value has no adapter (or only a pickle-based one and
                 ``allow_pickle`` is off).
             CheckpointError: an earlier background save failed.

@@ -16,6 +16,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, Manifest
+from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.trainer import adapters
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
@@ -25,11 +26,6 @@ from kfp_spot.trainer.writer import StepWriter, clean_metrics
 log = logging.getLogger(__name__)
 
 StateLike = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
-
-
-def _check_step(step: Any) -> None:
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ValueError(f"step must be an int >= 0, got {step!r}")
 
 
 class Saver:
@@ -169,7 +165,7 @@ class Saver:
         blocking: bool | None = None,
     ) -> Manifest | None:
         """See :meth:`kfp_spot.trainer.CheckpointManager.save`."""
-        _check_step(step)
+        step = check_step(step)
         metrics = clean_metrics(metrics)
         if not self.is_writer:
             self.last_requested = step
@@ -209,7 +205,7 @@ class Saver:
         """See :meth:`kfp_spot.trainer.CheckpointManager.save_directory`."""
         from kfp_spot.trainer.integrations import directory
 
-        _check_step(step)
+        step = check_step(step)
         if not self.is_writer:
             self.last_requested = step
             return None

@@ -88,7 +88,7 @@ def test_bad_sources_are_refused_with_the_reason(tmp_path):
         commit_directory(root, 1, tmp_path / "empty")
     with pytest.raises(ValueError, match="holds no files: write the framework"):
         commit_directory(root, 9)
-    with pytest.raises(ValueError, match="step must be an int >= 0"):
+    with pytest.raises(ValueError, match="step must be a whole number >= 0"):
         commit_directory(root, -1, tmp_path / "empty")
     write_tree(Path(step_directory(root, 4)), "x")
     with pytest.raises(ValueError, match="is the step directory itself"):

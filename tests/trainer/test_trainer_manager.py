@@ -168,6 +168,29 @@ def test_unencodable_state_names_the_key(tmp_path: Path) -> None:
     assert checkpoints.list_steps(str(tmp_path)) == []
 
 
+@pytest.mark.parametrize("bad", ["4", 4.0, True, -1])
+def test_restore_checks_its_step_as_save_does(tmp_path: Path, bad: object) -> None:
+    # "4" was a bare TypeError, 4.0 and True a misleading "step 4.0 ... has no manifest.json".
+    ckpt = _manager(tmp_path)
+    ckpt.save(4, {"a": 1}, blocking=True)
+    for call in (lambda: ckpt.restore(step=bad), lambda: ckpt.save(bad, {"a": 1})):  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^step must be a whole number >= 0.*, got "):
+            call()
+    assert checkpoints.list_steps(str(tmp_path)) == [4]
+
+
+def test_any_integral_step_is_saved_and_restored(tmp_path: Path) -> None:
+    # numpy.int64 (a framework's step counter) was restored but refused by maybe_save and save.
+    ckpt = _manager(tmp_path, interval=2)
+    assert ckpt.maybe_save(np.int64(6), {"a": np.arange(3)})
+    ckpt.save(np.int32(8), {"a": np.arange(3)}, blocking=True)
+    ckpt.wait()
+    assert ckpt.committed_steps() == [6, 8]
+    restored = ckpt.restore(step=np.int64(6))
+    assert restored is not None and type(restored.step) is int and restored.step == 6
+    assert ckpt.last_committed_step == 6
+
+
 def test_arguments_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AIP_CHECKPOINT_DIR", raising=False)
     with pytest.raises(ValueError, match="AIP_CHECKPOINT_DIR"):

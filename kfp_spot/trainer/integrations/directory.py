@@ -35,7 +35,7 @@ from typing import Any
 
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
-from kfp_spot.checkpoints.paths import stat_remote
+from kfp_spot.checkpoints.paths import check_step, stat_remote
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +240,7 @@ def commit_directory(
     Raises:
         ValueError: ``step`` is invalid, or there are no files to commit.
     """
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ValueError(f"step must be an int >= 0, got {step!r}")
+    step = check_step(step)
     if not isinstance(root, str) or not root.strip():
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
     root = _root(root)
