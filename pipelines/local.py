@@ -325,7 +325,7 @@ def run(
         listed = emu.list_jobs()  # newest first
         jobs = [j["name"] for j in reversed(listed)]
         if listed and len(drill.preempted_at_steps) < preemptions:
-            shown.event(f"note: {_short_drill(len(drill.preempted_at_steps), preemptions)}")
+            shown.event(f"note: {_short_drill(drill.preempted_at_steps, preemptions, interrupted)}")
         states = [str(j.get("state", "")) for j in listed]
         roots = [root_of(name) or "" for name in jobs]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
@@ -381,13 +381,15 @@ def run(
     return result
 
 
-def _short_drill(done: int, asked: int) -> str:
-    """Why a run preempted its job fewer times than asked."""
+def _short_drill(done: list[int], asked: int, interrupted: bool) -> str:
+    """Why a run preempted its job fewer times than asked (``done``: the steps it preempted at)."""
+    told = f"the job was preempted {len(done)} of the {asked} time(s) asked"
+    if interrupted:  # not the drill's doing: the run was stopped before it could finish
+        return f"the run was interrupted before the preemption drill finished ({told})"
     return (
-        f"the job was preempted {done} of the {asked} time(s) asked: the drill preempts an "
-        "attempt only after it commits a new kfp_spot.trainer checkpoint (step-<n>/manifest.json),"
-        " and the training ended or failed before that; save more often or train longer to see "
-        "a preemption"
+        f"{told}: the drill preempts an attempt only after it commits a new kfp_spot.trainer "
+        "checkpoint (step-<n>/manifest.json), and the training ended or failed before that; save "
+        "more often or train longer to see a preemption"
     )
 
 

@@ -1,6 +1,9 @@
 """The whole spot_training pipeline under kfp.local against the emulator, with a preemption."""
 
 import json
+import re
+import signal
+import threading
 
 import pytest
 from google.cloud import aiplatform_v1
@@ -131,3 +134,34 @@ def test_the_run_report_matches_the_emulator_ledger(demo_run):
     assert f"| On-demand cost (same time) | ${on_demand:,.6f} |" in markdown
     assert f"| Billable time | {billable:.1f} s |" in markdown
     assert f"| Attempts | {len(rows)} |" in markdown
+
+
+def test_an_interrupted_run_says_so_instead_of_a_short_drill(tmp_path):
+    # Ctrl-C while the first attempt runs: the drill had no time to finish. The note said "the
+    # job was preempted 0 of the 2 time(s) asked ... save more often or train longer", as if the
+    # drill had failed.
+    main = threading.get_ident()
+    events: list[str] = []
+    sent = threading.Event()
+
+    def status(text: str) -> None:  # the live status line names the running attempt
+        if "attempt 1 running" in text and not sent.is_set():
+            sent.set()
+            signal.pthread_kill(main, signal.SIGINT)  # as Ctrl-C: the main thread takes it
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            local_run.run_local(
+                tmp_path / "run", preemptions=2, progress=events.append, status=status
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert sent.is_set() and any(e.startswith("interrupted; run.json records") for e in events)
+    notes = [e for e in events if e.startswith("note:") and "preempted" in e]
+    assert len(notes) == 1, events
+    assert re.fullmatch(
+        r"note: the run was interrupted before the preemption drill finished \(the job was "
+        r"preempted [01] of the 2 time\(s\) asked\)",
+        notes[0],
+    ), notes
