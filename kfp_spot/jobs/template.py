@@ -27,7 +27,8 @@ deploy_spot_endpoint task (machine type, replica counts, traffic split, serving 
 without listing the model directory, which the run makes: its ``model`` stands in as a
 directory under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource names in
 its project and location. A prepare_package task's ``source`` and ``staging_uri`` must be
-Cloud Storage (``gs://`` or ``/gcs/``): its container cannot read the submitting machine's paths.
+Cloud Storage (``gs://`` or ``/gcs/``): its container cannot read the submitting machine's paths;
+an empty ``source`` is refused (an empty ``staging_uri`` means next to the outputs).
 """
 
 from __future__ import annotations
@@ -275,6 +276,12 @@ def check_prepare_task(task: TemplateTask) -> None:
     """
     for name in ("source", "staging_uri"):
         value = task.parameters.get(name)
+        if name == "source" and isinstance(value, str) and not value.strip():
+            raise TemplateTaskError(  # an empty staging_uri is valid: next to the outputs
+                f"task {task.path!r}: prepare_package input 'source': {value!r} is empty: there "
+                "is no package to build; pass its Cloud Storage location, gs://BUCKET/PATH (or "
+                "/gcs/BUCKET/PATH)"
+            )
         if not isinstance(value, str) or not value.strip():
             continue
         if value.strip().startswith(("gs://", "/gcs/")):

@@ -125,6 +125,19 @@ def test_a_local_source_for_the_package_is_refused_at_submission(templates, para
     assert "gs://BUCKET/PATH" in line
 
 
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_source_for_the_package_is_refused_at_submission(templates, value):
+    # prepare_package has nothing to build: the run would fail at its first task, on Vertex AI.
+    line = _one_error_line(_submit(templates["good"], "--dry-run", "--param", f"source={value}"))
+    assert f"task 'prepare-package': prepare_package input 'source': {value!r} is empty" in line
+    assert "gs://BUCKET/PATH" in line
+
+
+def test_an_empty_staging_uri_passes_it_means_next_to_the_outputs(templates):
+    result = _submit(templates["good"], "--dry-run", "--param", "source=gs://b/src.tar.gz")
+    assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize("value", ["gs://my-bucket/src", "/gcs/my-bucket/src.tar.gz"])
 def test_a_cloud_storage_source_passes(templates, value):
     result = _submit(templates["good"], "--dry-run", "--param", f"source={value}")
