@@ -28,7 +28,8 @@ without listing the model directory, which the run makes: its ``model`` stands i
 directory under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource names in
 its project and location. A prepare_package task's ``source`` and ``staging_uri`` must be
 Cloud Storage (``gs://`` or ``/gcs/``): its container cannot read the submitting machine's paths;
-an empty ``source`` is refused (an empty ``staging_uri`` means next to the outputs).
+an empty ``source`` is refused (an empty ``staging_uri`` means next to the outputs). Those two
+kinds of task are checked in :mod:`kfp_spot.jobs.template_steps`.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from kfp_spot.jobs.inputs import LaunchInputError
+from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
+from kfp_spot.jobs.template_steps import check_evaluate_task, check_prepare_task
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
     EVALUATE_CALL,
     PREPARE_CALL,
-    UNKNOWN,
     TemplateTask,
     template_tasks,
 )
@@ -58,10 +60,6 @@ _LOCAL_RUN_ROOT = "/pipeline-root/run"  # a local run's artifacts are local path
 _RESOURCE_ID = "1234567890"  # of a model or an endpoint another task makes
 _PACKAGE_URI = "gs://pipeline-root/run/prepare-package/package.tar.gz"
 _PACKAGE_MODULE = "trainer.task"  # the package's metadata names it at run time
-
-
-class TemplateTaskError(ValueError):
-    """A task of the template would be refused at run time; the message names it."""
 
 
 @contextlib.contextmanager
@@ -230,67 +228,6 @@ def check_deploy_task(
             Deployer(build_request(**inputs), check_files=False)
     except DeployInputError as exc:
         raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
-
-
-def check_evaluate_task(task: TemplateTask) -> None:
-    """What an evaluate_checkpoint task reads only after the training: each input known now.
-
-    Raises:
-        TemplateTaskError: naming the task and the input, in the evaluation's words.
-    """
-    import json
-
-    from kfp_spot.evaluation.entry_point import check_entry_point
-    from kfp_spot.evaluation.errors import EvaluationInputError
-    from kfp_spot.evaluation.selection import parse_step
-    from kfp_spot.evaluation.thresholds import parse_thresholds
-
-    given = {k: v for k, v in task.parameters.items() if v is not UNKNOWN}
-    try:
-        thresholds = given.get("thresholds")
-        if isinstance(thresholds, str) and thresholds:  # a dict may arrive as its JSON text
-            try:
-                thresholds = json.loads(thresholds)
-            except ValueError:
-                raise EvaluationInputError(
-                    "thresholds", f"{thresholds!r} is not a JSON object of metric -> bound"
-                ) from None
-        if isinstance(thresholds, Mapping):
-            parse_thresholds(thresholds)
-        if given.get("step"):
-            parse_step(given["step"])
-        if given.get("entry_point"):
-            check_entry_point(given["entry_point"])
-    except EvaluationInputError as exc:
-        raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
-
-
-def check_prepare_task(task: TemplateTask) -> None:
-    """A prepare_package task bound for Vertex AI: its ``source`` and ``staging_uri``, when known.
-
-    On Vertex AI Pipelines the task runs in a container: a path on the submitting machine (the
-    user's project directory) does not exist there, so the run would fail at its first task.
-
-    Raises:
-        TemplateTaskError: naming the task and the input.
-    """
-    for name in ("source", "staging_uri"):
-        value = task.parameters.get(name)
-        if name == "source" and isinstance(value, str) and not value.strip():
-            raise TemplateTaskError(  # an empty staging_uri is valid: next to the outputs
-                f"task {task.path!r}: prepare_package input 'source': {value!r} is empty: there "
-                "is no package to build; pass its Cloud Storage location, gs://BUCKET/PATH (or "
-                "/gcs/BUCKET/PATH)"
-            )
-        if not isinstance(value, str) or not value.strip():
-            continue
-        if value.strip().startswith(("gs://", "/gcs/")):
-            continue
-        raise TemplateTaskError(
-            f"task {task.path!r}: prepare_package input {name!r}: {value!r} is a path on this "
-            "machine, which the task's container on Vertex AI Pipelines cannot read: upload it "
-            "and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)"
-        )
 
 
 def _check_task(task: TemplateTask, *, project: str, location: str, local: bool) -> None:

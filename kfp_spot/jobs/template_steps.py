@@ -1,0 +1,78 @@
+"""A pipeline's prepare_package and evaluate_checkpoint tasks, checked before the run.
+
+Neither talks to Vertex AI's job or endpoint services, unlike the launch and deploy tasks
+(:mod:`kfp_spot.jobs.template`, which calls these): a prepare_package task bound for Vertex AI
+must name Cloud Storage, and an evaluate_checkpoint task's inputs are read with the evaluation's
+own parsers, since it reads them only after the training was paid for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kfp_spot.jobs.template_walk import UNKNOWN, TemplateTask
+
+
+class TemplateTaskError(ValueError):
+    """A task of the template would be refused at run time; the message names it."""
+
+
+def check_evaluate_task(task: TemplateTask) -> None:
+    """What an evaluate_checkpoint task reads only after the training: each input known now.
+
+    Raises:
+        TemplateTaskError: naming the task and the input, in the evaluation's words.
+    """
+    import json
+
+    from kfp_spot.evaluation.entry_point import check_entry_point
+    from kfp_spot.evaluation.errors import EvaluationInputError
+    from kfp_spot.evaluation.selection import parse_step
+    from kfp_spot.evaluation.thresholds import parse_thresholds
+
+    given = {k: v for k, v in task.parameters.items() if v is not UNKNOWN}
+    try:
+        thresholds = given.get("thresholds")
+        if isinstance(thresholds, str) and thresholds:  # a dict may arrive as its JSON text
+            try:
+                thresholds = json.loads(thresholds)
+            except ValueError:
+                raise EvaluationInputError(
+                    "thresholds", f"{thresholds!r} is not a JSON object of metric -> bound"
+                ) from None
+        if isinstance(thresholds, Mapping):
+            parse_thresholds(thresholds)
+        if given.get("step"):
+            parse_step(given["step"])
+        if given.get("entry_point"):
+            check_entry_point(given["entry_point"])
+    except EvaluationInputError as exc:
+        raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
+
+
+def check_prepare_task(task: TemplateTask) -> None:
+    """A prepare_package task bound for Vertex AI: its ``source`` and ``staging_uri``, when known.
+
+    On Vertex AI Pipelines the task runs in a container: a path on the submitting machine (the
+    user's project directory) does not exist there, so the run would fail at its first task.
+
+    Raises:
+        TemplateTaskError: naming the task and the input.
+    """
+    for name in ("source", "staging_uri"):
+        value = task.parameters.get(name)
+        if name == "source" and isinstance(value, str) and not value.strip():
+            raise TemplateTaskError(  # an empty staging_uri is valid: next to the outputs
+                f"task {task.path!r}: prepare_package input 'source': {value!r} is empty: there "
+                "is no package to build; pass its Cloud Storage location, gs://BUCKET/PATH (or "
+                "/gcs/BUCKET/PATH)"
+            )
+        if not isinstance(value, str) or not value.strip():
+            continue
+        if value.strip().startswith(("gs://", "/gcs/")):
+            continue
+        raise TemplateTaskError(
+            f"task {task.path!r}: prepare_package input {name!r}: {value!r} is a path on this "
+            "machine, which the task's container on Vertex AI Pipelines cannot read: upload it "
+            "and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)"
+        )
