@@ -64,6 +64,15 @@ def once_per_run(
         return result
 
 
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative path -> text) below ``root``; return ``root``."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
 def write_sdist(path: Path, files: dict[str, str]) -> Path:
     """A ``.tar.gz`` of ``files`` (name -> text) that is the same bytes in every process.
 

@@ -226,16 +226,25 @@ def check_service_account(value: Any) -> str:
     )
 
 
+def _region_of(pattern: re.Pattern[str], value: Any, expected: str) -> str:
+    """The region (``pattern``'s first group) of the resource name ``value``.
+
+    Raises:
+        InvalidValueError: "expected <expected>, got <value>".
+    """
+    match = pattern.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidValueError(f"expected {expected}, got {show(value)}")
+    return match.group(1)
+
+
 def check_kms_key_name(value: Any) -> str:
     """Return the region of a Cloud KMS key name (an ``EncryptionSpec.kmsKeyName``).
 
     Raises:
         InvalidValueError: naming the valid form.
     """
-    match = KMS_KEY_NAME.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise InvalidValueError(f"expected a Cloud KMS key name {KMS_KEY_FORM}, got {show(value)}")
-    return match.group(1)
+    return _region_of(KMS_KEY_NAME, value, f"a Cloud KMS key name {KMS_KEY_FORM}")
 
 
 def check_tensorboard_name(value: Any) -> str:
@@ -244,12 +253,9 @@ def check_tensorboard_name(value: Any) -> str:
     Raises:
         InvalidValueError: naming the valid form.
     """
-    match = TENSORBOARD_NAME.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise InvalidValueError(
-            f"expected a Vertex AI TensorBoard resource name {TENSORBOARD_FORM}, got {show(value)}"
-        )
-    return match.group(1)
+    return _region_of(
+        TENSORBOARD_NAME, value, f"a Vertex AI TensorBoard resource name {TENSORBOARD_FORM}"
+    )
 
 
 def check_metadata_context_name(value: Any) -> str:
@@ -258,13 +264,11 @@ def check_metadata_context_name(value: Any) -> str:
     Raises:
         InvalidValueError: naming the valid form.
     """
-    match = METADATA_CONTEXT_NAME.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        raise InvalidValueError(
-            f"expected a Vertex AI experiment resource name {METADATA_CONTEXT_FORM}, "
-            f"got {show(value)}"
-        )
-    return match.group(1)
+    return _region_of(
+        METADATA_CONTEXT_NAME,
+        value,
+        f"a Vertex AI experiment resource name {METADATA_CONTEXT_FORM}",
+    )
 
 
 def check_reservation_name(value: Any) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kfp_spot.packaging import envreads
+from tests.shared import write_tree
 
 
 @pytest.mark.parametrize(
@@ -37,16 +38,8 @@ def test_reads_by_literal_name(source: str, expected: list[tuple[str, int]]) -> 
     assert envreads.names_read(ast.parse(source)) == expected
 
 
-def _package(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
 def test_reads_follow_the_package_s_own_imports_only(tmp_path: Path) -> None:
-    site = _package(
+    site = write_tree(
         tmp_path,
         {
             "trainer/__init__.py": "",
@@ -64,5 +57,5 @@ def test_reads_follow_the_package_s_own_imports_only(tmp_path: Path) -> None:
 
 
 def test_a_file_this_python_cannot_parse_is_skipped(tmp_path: Path) -> None:
-    site = _package(tmp_path, {"t/__init__.py": "", "t/task.py": "def (:\n"})
+    site = write_tree(tmp_path, {"t/__init__.py": "", "t/task.py": "def (:\n"})
     assert envreads.reads(site, "t.task") == {}

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
 from kfp_spot import executors
 from kfp_spot.packaging import pycompat, trainer_dist
+from tests.shared import write_tree
 
 PY311 = sys.version_info >= (3, 11)  # the host must parse what it reports
 
 
-def _package(site: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = site / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return site
-
-
 @pytest.mark.skipif(not PY311, reason="this machine's Python must parse except*")
 def test_what_the_module_imports_of_its_own_package_is_read_for_the_images_python(tmp_path):
-    site = _package(
+    site = write_tree(
         tmp_path,
         {
             "trainer/__init__.py": "",
@@ -54,7 +46,7 @@ def test_what_the_module_imports_of_its_own_package_is_read_for_the_images_pytho
 
 
 def test_imports_an_older_python_would_skip_are_left_alone(tmp_path):
-    site = _package(
+    site = write_tree(
         tmp_path,
         {
             "job/__init__.py": "",
@@ -77,7 +69,7 @@ def test_imports_an_older_python_would_skip_are_left_alone(tmp_path):
 
 
 def test_a_package_run_with_python_m_is_read_from_its_main(tmp_path):
-    site = _package(
+    site = write_tree(
         tmp_path,
         {"job/__init__.py": "", "job/__main__.py": "import zoneinfo\n"},
     )
@@ -88,7 +80,7 @@ def test_a_package_run_with_python_m_is_read_from_its_main(tmp_path):
 
 
 def test_a_file_this_machines_python_cannot_parse_is_left_to_its_own_error(tmp_path):
-    site = _package(tmp_path, {"job/__init__.py": "", "job/task.py": "def (:\n"})
+    site = write_tree(tmp_path, {"job/__init__.py": "", "job/task.py": "def (:\n"})
     assert pycompat.problems(site, "job.task", "3.10") == []
 
 
@@ -122,7 +114,7 @@ def test_the_trainer_kfp_spot_ships_to_the_vms_runs_on_every_python_it_declares(
 
 
 def test_a_package_is_read_before_a_module_of_the_same_name_as_python_imports_it(tmp_path):
-    site = _package(
+    site = write_tree(
         tmp_path,
         {
             "job/__init__.py": "",
@@ -139,7 +131,7 @@ def test_a_package_is_read_before_a_module_of_the_same_name_as_python_imports_it
 
 def test_names_an_older_standard_library_lacks_are_found(tmp_path):
     """``from datetime import UTC`` imports on 3.11 and raises ImportError on a 3.10 image."""
-    site = _package(
+    site = write_tree(
         tmp_path,
         {
             "reg/__init__.py": "",
