@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from kfp_spot.vertex.values import InvalidValueError, rfc3339_seconds
+
 E = TypeVar("E", bound=enum.Enum)
 
 
@@ -66,13 +68,12 @@ def parse_time(value: Any, where: str = "time") -> float | None:
             number = None
         if number is not None:
             return parse_time(number, where)
-        text = text.replace("Z", "+00:00").replace("z", "+00:00")
-        if "." in text:  # fromisoformat before 3.11 takes at most 6 fractional digits
-            head, _, tail = text.partition(".")
-            digits = "".join(c for c in tail if c.isdigit())
-            text = f"{head}.{digits[:6].ljust(6, '0')}{tail[len(digits) :]}"
         try:
-            parsed: dt.datetime | None = dt.datetime.fromisoformat(text)
+            return rfc3339_seconds(text, naive_utc=True)
+        except InvalidValueError:
+            pass
+        try:  # the other ISO 8601 forms this Python reads (a date alone, ...)
+            parsed = dt.datetime.fromisoformat(text)
         except ValueError:
             parsed = None
         if parsed is not None:

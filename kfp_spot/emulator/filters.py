@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import JobState
+
+from kfp_spot.vertex.values import InvalidValueError, rfc3339_seconds
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "FilterError", "Record", "compile_filter"]
 
@@ -78,9 +79,9 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 def _time(value: str) -> float:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    try:  # with its offset: a local time would depend on the emulator machine's time zone
+        return rfc3339_seconds(value)
+    except InvalidValueError:
         example = "2026-01-31T12:00:00Z"
         raise FilterError(f"{value!r} is not an RFC 3339 time such as {example}") from None
 

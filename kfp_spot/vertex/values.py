@@ -12,6 +12,7 @@ the deployer and ``kfp-spot submit`` import them from one place so no rule has t
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -328,6 +329,41 @@ def check_network_name(value: Any) -> None:
             "'projects/12345/global/networks/my-vpc' (NETWORK: 1-63 lowercase letters, digits "
             "and hyphens, starting with a letter)"
         )
+
+
+RFC3339_FORM = "an RFC 3339 time such as 2026-01-31T12:00:00Z or 2026-01-31T12:00:00.5+02:00"
+_RFC3339 = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2})"  # date and time
+    r"(?:\.([0-9]+))?"  # the fraction, any number of digits
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?"  # the offset
+)
+
+
+def rfc3339_seconds(value: str, *, naive_utc: bool = False) -> float:
+    """Epoch seconds of an RFC 3339 time (protobuf's JSON ``Timestamp``), alike on every Python.
+
+    ``datetime.fromisoformat`` takes a ``Z`` and any number of fractional digits only from 3.11
+    on; this reads the fraction (truncated to microseconds) and the offset itself.
+
+    Args:
+        value: the time.
+        naive_utc: read a time without an offset as UTC (else it is refused: RFC 3339 requires
+            one, and a local time would depend on the machine's time zone).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    match = _RFC3339.fullmatch(value.strip())
+    if match is None or (match.group(3) is None and not naive_utc):
+        raise InvalidValueError(f"expected {RFC3339_FORM}, got {show(value)}")
+    stamp, fraction, offset = match.groups()
+    zone = offset if offset and offset not in "Zz" else "+00:00"
+    micros = (fraction or "")[:6].ljust(6, "0")
+    try:
+        when = datetime.datetime.fromisoformat(f"{stamp[:10]}T{stamp[11:]}.{micros}{zone}")
+    except ValueError as exc:  # a day or hour out of range
+        raise InvalidValueError(f"expected {RFC3339_FORM}, got {show(value)}") from exc
+    return when.timestamp()
 
 
 def parse_duration(value: Any, *, allow_zero: bool = True) -> float:

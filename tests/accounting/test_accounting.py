@@ -285,6 +285,12 @@ def test_summary_figures_are_sums_of_the_attempts(spec):
         ("2026-01-01T00:00:00Z", 1767225600.0),
         ("2026-01-01T00:00:00.5+00:00", 1767225600.5),
         ("2026-01-01T00:00:00.123456789Z", 1767225600.123456),
+        # the emulator's and Vertex AI's form, read alike on Python 3.10 (whose fromisoformat
+        # takes neither Z nor 9 digits) and later; an offset after a fraction is kept
+        ("2026-01-01T00:00:00.775Z", 1767225600.775),
+        ("2026-01-01T05:00:00.25+05:00", 1767225600.25),
+        ("2026-01-01T00:00:00.123456789-01:30", 1767225600.123456 + 5400),
+        ("2026-01-01", 1767225600.0),
         (12.5, 12.5),
         ("12.5", 12.5),
         ("", None),
