@@ -378,3 +378,23 @@ def test_verifying_a_trainers_step_never_imports_the_trainer(tmp_path: Path) -> 
     )
     out = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "True", "[]"], out.stdout + out.stderr
+
+
+def test_a_storage_timeout_is_a_storage_error_on_every_python(monkeypatch):
+    # fsspec's FSTimeoutError (a bounded listing that got no answer) is an asyncio.TimeoutError,
+    # which is an OSError only from Python 3.11 on: on 3.10 `kfp-spot report` on an unreachable
+    # gs:// root ended in a bare FSTimeoutError traceback. A stand-in asyncio as on 3.10:
+    import types
+
+    class TimeoutError310(Exception):
+        pass
+
+    monkeypatch.setitem(sys.modules, "asyncio", types.SimpleNamespace(TimeoutError=TimeoutError310))
+    assert TimeoutError310 in checkpoints.storage_errors()
+    monkeypatch.undo()
+    import asyncio
+
+    from fsspec.exceptions import FSTimeoutError
+
+    assert issubclass(FSTimeoutError, checkpoints.storage_errors())
+    assert asyncio.TimeoutError in checkpoints.storage_errors()

@@ -15,7 +15,9 @@ STEP_RE = re.compile(r"^step-(\d+)$")
 def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...]:
     """Errors reading or writing a checkpoint root may raise: OSError, gcsfs's and aiohttp's.
 
-    gcsfs's and aiohttp's classes are looked up once those modules are loaded, never imported.
+    gcsfs's and aiohttp's classes are looked up once those modules are loaded, never imported;
+    so is ``asyncio.TimeoutError`` (fsspec's ``FSTimeoutError``, a bounded listing that got no
+    answer), which is an ``OSError`` only from Python 3.11 on.
 
     Args:
         also: more exception classes to catch with them (one tuple for an ``except`` clause).
@@ -25,6 +27,7 @@ def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...
         ("gcsfs.retry", "HttpError"),
         ("gcsfs.retry", "ChecksumError"),
         ("aiohttp", "ClientError"),
+        ("asyncio", "TimeoutError"),
     ):
         kind = getattr(sys.modules.get(module), name, None)
         if isinstance(kind, type) and issubclass(kind, BaseException):

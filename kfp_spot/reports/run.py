@@ -250,7 +250,7 @@ def _check_reachable(checkpoint_uri: str) -> None:
         fs.list_names(checkpoint_uri, timeout=STORAGE_TIMEOUT)
     except FileNotFoundError:
         return  # nothing written there yet: a report without checkpoints
-    except checkpoints.storage_errors(ValueError) as exc:  # TimeoutError is an OSError
+    except checkpoints.storage_errors(ValueError) as exc:  # FSTimeoutError too
         reason = str(exc) or type(exc).__name__
         raise ReportError(
             f"{RUN_FILE}: checkpoint_uri {checkpoint_uri} cannot be read ({reason}); the report "
