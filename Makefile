@@ -18,7 +18,17 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install --quiet --quiet -e '.[dev]'  # -qq: no build-backend chatter; errors still show
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the project and the example trainer's dependencies only (no framework, no test
+# tools): less to install, and nothing a laptop's platform may lack a wheel for. A venv that
+# `make test` set up already holds them.
+DEMO_STAMP := $(VENV)/.kfp-spot-demo-installed
+$(DEMO_STAMP): pyproject.toml setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --quiet -e '.[examples]'
+	touch $(DEMO_STAMP)
+
+demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/kfp-spot run
 
 # The container tests run the components' compiled commands inside the image: build it first (or
@@ -57,17 +67,29 @@ compile: $(STAMP)
 image: $(STAMP) container-engine
 	$(BIN)/kfp-spot image build
 
-# The runtime image plus the example trainer's dependencies, for the container tests.
+# The runtime image plus the example trainer's dependencies, for the container tests. Its base is
+# debootstrapped from Debian on an x86_64 machine with debootstrap (CI, where no registry of base
+# images is reachable); elsewhere (a Mac, an arm64 machine) it is python:3.11-slim, which the engine
+# pulls for the image's linux/amd64 platform.
 test-images: $(STAMP) container-engine
-	$(BIN)/kfp-spot image build --examples
+	$(BIN)/kfp-spot image build --examples $$(if command -v debootstrap >/dev/null 2>&1 \
+	  && [ "$$(uname -m)" = x86_64 ]; then :; else echo --base-image python:3.11-slim; fi)
 
-# A working docker engine, or podman (installed from Debian when missing: root, as on CI).
+# A working docker engine, or podman (installed from Debian when missing: root, as on CI). Where
+# there is neither and no apt-get (a Mac), it says what to install instead of failing on apt-get.
 container-engine:
-	@if ! { command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; } \
-	    && ! docker info >/dev/null 2>&1; then \
+	@if command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; then :; \
+	elif docker info >/dev/null 2>&1; then :; \
+	elif command -v podman >/dev/null 2>&1 && ! command -v apt-get >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
 	  echo "make: installing podman, runc and debootstrap with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    podman runc debootstrap >/dev/null; \
+	else \
+	  echo "make: the container tests build the runtime image with docker or podman, and neither" \
+	    "is running here: start Docker Desktop (docker info must answer), or install podman" \
+	    "(brew install podman && podman machine init && podman machine start)" >&2; \
+	  exit 1; \
 	fi
 
 clean:
