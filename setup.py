@@ -14,5 +14,8 @@ setup(
         "kfp_spot.data",
         *_mapped("components", "kfp_spot.components"),
         *_mapped("pipelines", "kfp_spot.pipelines"),
+        # the example trainer's project (not a package: its pyproject.toml is data) and package
+        "kfp_spot.examples.trainer",
+        "kfp_spot.examples.trainer.trainer",
     ]
 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
 import tempfile
@@ -127,6 +128,34 @@ _STANDIN = Standin(
     "kfp.local.subprocess_task_handler", "run_local_subprocess", lambda _: _run_local_subprocess
 )
 
+_PYTHON3 = re.compile(r"(?<![\w./~-])python3(?![\w./-])")
+_USER_CODE_AFTER = ('"$program_path/ephemeral_component.py"', '"$@"')
+
+
+def _replace_python_executable(full_command: list[str], new_executable: str) -> list[str]:
+    """kfp.local's ``replace_python_executable``, for the command's own ``python3`` only.
+
+    kfp.local replaced the text ``python3`` anywhere in the command and its arguments, so the
+    executor input's values were changed too: a source under ``.../lib/python3.13/site-packages``
+    (an installed kfp-spot's example) or a folder ``python3-work`` became a path that does not
+    exist. Only the word ``python3`` in the shell command, before the component's code, is the
+    interpreter; the code and the arguments after it are left as they are.
+    """
+    out = []
+    replace = True
+    for element in full_command:
+        out.append(_PYTHON3.sub(lambda _: new_executable, element) if replace else element)
+        if all(mark in element for mark in _USER_CODE_AFTER):
+            replace = False  # what follows: the component's code, then its arguments
+    return out
+
+
+_PYTHON_STANDIN = Standin(
+    "kfp.local.subprocess_task_handler",
+    "replace_python_executable",
+    lambda _: _replace_python_executable,
+)
+
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
@@ -164,9 +193,10 @@ def tasks_end_with_the_run() -> Iterator[None]:
     """While active (in this process), an interrupted run stops the task it is running.
 
     SIGTERM and SIGHUP interrupt it too (where the program has not set a handler of its own),
-    and each task gets a temporary directory of its own (``TMPDIR``), removed when it ends.
+    each task gets a temporary directory of its own (``TMPDIR``), removed when it ends, and only
+    the command's own ``python3`` becomes this interpreter (not text in the task's inputs).
 
     Re-entrant; the last exit puts kfp.local's own function and Python's defaults back.
     """
-    with _STANDIN.active(), _stop_signals_interrupt():
+    with _STANDIN.active(), _PYTHON_STANDIN.active(), _stop_signals_interrupt():
         yield

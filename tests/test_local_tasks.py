@@ -115,3 +115,24 @@ def test_a_stop_signal_interrupts_a_run_only_where_the_program_left_it_to_python
             assert signal.getsignal(stop) is kept
     finally:
         signal.signal(stop, previous)
+
+
+def test_the_python_stand_in_takes_what_kfp_local_passes():
+    ours = inspect.signature(local_tasks._replace_python_executable)
+    theirs = inspect.signature(subprocess_task_handler.replace_python_executable)
+    assert list(ours.parameters) == list(theirs.parameters)
+    source = inspect.getsource(subprocess_task_handler)
+    assert re.search(r"(?<![.\w])replace_python_executable\(\s*self\.full_command", source)
+
+
+def test_only_the_commands_own_python3_becomes_this_interpreter(tmp_path):
+    # kfp.local replaced "python3" in the task's inputs too: a source below
+    # .../lib/python3.13/site-packages (an installed kfp-spot's example) became a missing path.
+    from kfp import local
+
+    from tests.local_echo import echo
+
+    given = "/venv/lib/python3.13/site-packages/kfp_spot/examples python3 ~/python3-work"
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path))
+    with local_tasks.tasks_end_with_the_run():
+        assert echo(text=given).output == given

@@ -26,7 +26,15 @@ _WHEEL_PLATFORMS = (
     "manylinux2014_x86_64",
 )
 # What setuptools needs to build the kfp-spot wheel (pyproject.toml, setup.py, package-dir map).
-_WHEEL_SOURCES = ("pyproject.toml", "setup.py", "README.md", "kfp_spot", "components", "pipelines")
+_WHEEL_SOURCES = (
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "kfp_spot",
+    "components",
+    "pipelines",
+    "examples/trainer",  # shipped as kfp_spot.examples.trainer (pyproject.toml's package-dir)
+)
 
 
 class ImageBuildError(RuntimeError):
