@@ -17,6 +17,8 @@ from kfp import compiler
 from kfp_spot.version import RUNTIME_IMAGE, RUNTIME_IMAGE_ENV, check_image_reference, runtime_image
 
 _ROOT = "kfp_spot"
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The source checkout's root, when this file is in one (installed: ``site-packages/kfp_spot``)."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,14 @@ def compile_all(output_dir: str | Path | None = None, base_image: str | None = N
 
     Raises:
         ValueError: ``base_image`` (or ``$KFP_SPOT_RUNTIME_IMAGE``) without ``output_dir``, or
-            not an image reference.
+            not an image reference; no ``output_dir`` where kfp-spot is installed rather than a
+            checkout (the files in place are the installed package's).
     """
+    if output_dir is None and not (CHECKOUT / "pyproject.toml").is_file():
+        raise ValueError(
+            "kfp-spot is installed here, not a source checkout: its YAMLs are the installed "
+            "package's own files; compile with --output-dir DIR"
+        )
     if output_dir is None and runtime_image() != RUNTIME_IMAGE:
         raise ValueError(
             f"{RUNTIME_IMAGE_ENV} is set: compile with --output-dir (the committed YAMLs keep "

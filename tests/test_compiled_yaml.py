@@ -108,3 +108,21 @@ def test_compile_rejects_bad_base_image_usage(tmp_path, args, needle):
     result = CliRunner().invoke(main, ["compile", *args])
     assert result.exit_code == 2
     assert needle in result.output
+
+
+def test_an_installed_kfp_spot_compiles_only_into_an_output_dir(tmp_path, monkeypatch):
+    # Installed, the YAMLs in place are files of site-packages: a non-root or shared install
+    # cannot (and should not) be rewritten. A checkout's own files are what compile updates.
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    monkeypatch.setattr(catalog, "CHECKOUT", tmp_path / "site-packages")
+    before = {e.name: e.default_path().read_bytes() for e in catalog.PIPELINES}
+    result = CliRunner().invoke(main, ["compile"])
+    assert result.exit_code == 2
+    assert "not a source checkout" in result.output and "--output-dir" in result.output
+    assert {e.name: e.default_path().read_bytes() for e in catalog.PIPELINES} == before
+    result = CliRunner().invoke(main, ["compile", "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "pipelines" / "spot_training.yaml").is_file()
