@@ -44,6 +44,9 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            # As started from a terminal: under nohup (or a CI runner that ignores SIGHUP) the
+            # emulator would inherit the ignored SIGHUP and, by design, keep ignoring it.
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
         )
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(
