@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kfp_spot.packaging.imports import source_roots
 from kfp_spot.pipelines.local import LocalRunError
 
 
@@ -73,7 +74,7 @@ def _check_python(directory: Path, entry: str) -> None:
     from kfp_spot.packaging import pycompat
 
     module = entry.partition(":")[0]
-    for base in (directory, directory / "src"):
+    for base in source_roots(directory):
         found = pycompat.problems(base, module, IMAGE_PYTHON)
         if found:
             where = "kfp-spot's runtime image, where evaluate-checkpoint runs"
@@ -92,7 +93,7 @@ def _holds(directory: Path, module: str) -> bool:
     (a package, namespace packages too).
     """
     relative = Path(*module.split("."))
-    for base in (directory, directory / "src"):
+    for base in source_roots(directory):
         where = base / relative
         if where.is_dir() or (where.parent.is_dir() and any(where.parent.glob(f"{where.name}.*"))):
             return True

@@ -49,6 +49,7 @@ from kfp_spot.emulator.states import (
     SUCCEEDED,
 )
 from kfp_spot.emulator.store import JobRow
+from kfp_spot.packaging import envreads
 from kfp_spot.trainer.preemption import GRACE_PERIOD_VAR
 
 log = logging.getLogger(__name__)
@@ -121,23 +122,8 @@ def _check_python(python: str, pps: Any) -> None:
         )
 
 
-def _env_reads(python: str, module: str) -> dict[str, str]:
-    """The environment variables the job's own code reads by name (name -> where)."""
-    from kfp_spot.packaging import envreads
-
-    return envreads.reads(envcache.site_packages_of(python), module)
-
-
-def _host_only(read: Mapping[str, str], *provided: Mapping[str, str]) -> dict[str, str]:
-    from kfp_spot.packaging import envreads
-
-    return envreads.host_only(read, os.environ, *provided)
-
-
 def _note_hidden(log_path: Path, hidden: Mapping[str, str]) -> None:
     """Say at the top of a replica's log which variables of this machine it runs without."""
-    from kfp_spot.packaging import envreads
-
     note = (
         f"kfp-spot emulator: the job's code reads {envreads.described(hidden)}: set on this "
         "machine, but neither in the job's env nor set by Vertex AI, so the job runs without it "
@@ -345,10 +331,11 @@ class AttemptRunner:
                         )
                     )
                     _check_python(pythons[plan.pool], pps)
-                    reads[plan.pool] = _env_reads(pythons[plan.pool], pps.python_module)
+                    site = envcache.site_packages_of(pythons[plan.pool])
+                    reads[plan.pool] = envreads.reads(site, pps.python_module)
                 cmd = [pythons[plan.pool], "-m", pps.python_module, *pps.args]
                 user = vmenv.expand_env(pps.env, plan.env)
-                hidden = _host_only(reads[plan.pool], plan.env, user)
+                hidden = envreads.host_only(reads[plan.pool], os.environ, plan.env, user)
             else:
                 cs = pool.container_spec
                 runtime = self.ctx.container_runtime()

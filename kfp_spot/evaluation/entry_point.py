@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.evaluation.errors import EvaluationInputError
-from kfp_spot.packaging.imports import bound_names, functions, module_file
+from kfp_spot.packaging.imports import bound_names, functions, module_file, source_roots
 from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
 DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
@@ -48,7 +48,7 @@ def missing_function(directory: Path, entry_point: str) -> str | None:
     the name.
     """
     module, _, function = entry_point.partition(":")
-    for base in (directory, directory / "src"):
+    for base in source_roots(directory):
         path = module_file(base, module.split("."))
         if path is None:
             continue

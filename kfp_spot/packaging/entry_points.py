@@ -21,8 +21,12 @@ FIELD = "pyproject.toml [tool.kfp-spot] evaluation-entry-point"
 
 
 def _module_file(files: Sequence[str], module: str) -> str | None:
+    """The wheel file of ``module``: a package's ``__init__.py`` before a same-named ``.py``.
+
+    As Python finds it, and :func:`kfp_spot.packaging.imports.module_file` on disk.
+    """
     stem = module.replace(".", "/")
-    return next((f for f in (f"{stem}.py", f"{stem}/__init__.py") if f in files), None)
+    return next((f for f in (f"{stem}/__init__.py", f"{stem}.py") if f in files), None)
 
 
 def check_entry_point(
@@ -51,7 +55,7 @@ def check_entry_point(
         top_packaged = any(f.split("/")[0] in (parts[0], f"{parts[0]}.py") for f in facts.files)
         in_source = any(
             imports.module_file(base, parts) is not None
-            for base in (source_tree, source_tree / "src")
+            for base in imports.source_roots(source_tree)
         )
         if top_packaged or in_source:
             why = (

@@ -65,6 +65,11 @@ def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str
     return ".".join([*parts, *([name] if name else [])])
 
 
+def source_roots(directory: Path) -> tuple[Path, Path]:
+    """Where a project's modules live: at its top (flat layout) or under ``src/`` (src layout)."""
+    return directory, directory / "src"
+
+
 def module_file(base: Path, parts: Sequence[str]) -> Path | None:
     """The source file of the module ``parts`` (a dotted name's parts) below ``base``, or None.
 

@@ -220,3 +220,20 @@ def test_an_entry_point_of_a_dependency_or_bound_by_an_import_is_left_to_the_eva
         )
         info = prepare_package(str(project), str(tmp_path / "stage"))
         assert info.evaluation_entry_point == entry_point
+
+
+def test_a_package_is_read_before_a_same_named_module_as_python_imports_it(project, tmp_path):
+    # Python imports tinytrainer/scoring/ (the package), not tinytrainer/scoring.py beside it.
+    (project / "tinytrainer" / "scoring.py").write_text("def other(d, p):\n    return {}\n")
+    (project / "tinytrainer" / "scoring").mkdir()
+    (project / "tinytrainer" / "scoring" / "__init__.py").write_text(
+        "def evaluate(d, p):\n    return {}\n"
+    )
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text().replace(
+        'packages = ["tinytrainer"]', 'packages = ["tinytrainer", "tinytrainer.scoring"]'
+    )
+    entry_point = "tinytrainer.scoring:evaluate"
+    pyproject.write_text(text + f'\n[tool.kfp-spot]\nevaluation-entry-point = "{entry_point}"\n')
+    info = prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.evaluation_entry_point == entry_point
