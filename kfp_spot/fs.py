@@ -151,6 +151,14 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+_TEMP_PREFIX, _TEMP_SUFFIX = ".", ".tmp"  # atomic_write's temp file: .<name>.<unique>.tmp
+
+
+def is_atomic_temp(name: str, target: str) -> bool:
+    """Whether the file ``name`` is a temp file :func:`atomic_write` makes for file ``target``."""
+    return name.startswith(f"{_TEMP_PREFIX}{target}.") and name.endswith(_TEMP_SUFFIX)
+
+
 def atomic_write(
     uri: str, data: bytes | bytearray | memoryview | str, *, sync: bool = True
 ) -> None:
@@ -178,7 +186,9 @@ def atomic_write(
     os.makedirs(directory, exist_ok=True)
     name = os.path.basename(local)
     tmp = os.path.join(
-        directory, f".{name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}.tmp"
+        directory,
+        f"{_TEMP_PREFIX}{name}.{os.getpid()}.{threading.get_ident()}.{os.urandom(4).hex()}"
+        f"{_TEMP_SUFFIX}",
     )
     try:
         with open(tmp, "wb") as handle:

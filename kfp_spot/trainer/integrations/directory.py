@@ -180,7 +180,7 @@ def _fsync_files(local: str, names: list[str]) -> None:
 def _is_manifest_file(name: str) -> bool:
     """The manifest, or a temp file of one being written (``fs.atomic_write``'s name)."""
     manifest = checkpoints.MANIFEST_NAME
-    return name == manifest or (name.startswith(f".{manifest}.") and name.endswith(".tmp"))
+    return name == manifest or fs.is_atomic_temp(name, manifest)
 
 
 def _commit_in_place(root: str, step: int, metadata: dict[str, Any]) -> Manifest:
