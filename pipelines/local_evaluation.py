@@ -43,7 +43,7 @@ def check_evaluation_module(
                 f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
                 f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
             )
-        _check_python(path, given)
+        _check_code(path, given)
         return
     declared = pipeline.component_spec.inputs.get("evaluation_entry_point")
     default = getattr(declared, "default", None)
@@ -57,7 +57,7 @@ def check_evaluation_module(
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
     if held and path.is_dir():
-        _check_python(path, default)
+        _check_code(path, default)
     if not held:
         raise LocalRunError(
             f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
@@ -67,8 +67,8 @@ def check_evaluation_module(
         )
 
 
-def _check_python(directory: Path, entry: str) -> None:
-    """Refuse an evaluation module the runtime image's Python could not run, or without it."""
+def _check_code(directory: Path, entry: str) -> None:
+    """Refuse an evaluation module the image's Python cannot run, or that lacks its function."""
     from kfp_spot.evaluation.entry_point import missing_function
     from kfp_spot.image.lock import IMAGE_PYTHON
     from kfp_spot.packaging import pycompat
