@@ -67,6 +67,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kfp_spot import checkpoints  # noqa: E402
+from kfp_spot.checkpoints import checksum  # noqa: E402
 from kfp_spot.trainer import CheckpointManager, young_daly  # noqa: E402
 
 MIB = 1 << 20
@@ -108,7 +109,7 @@ def checksums(mib: int) -> None:
     view = memoryview(data).cast("B")
     rows = [
         (
-            "crc32c, kfp-spot (google-crc32c's C library, no copy, GIL released)",
+            f"crc32c, kfp-spot (by {checksum.implementation()}, no copy, GIL released)",
             lambda: checkpoints.crc32c(view),
         ),
         (
@@ -921,7 +922,8 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     print(
         f"# kfp_spot.trainer checkpoint benchmark — {time.strftime('%Y-%m-%d %H:%M:%S')}, "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, workdir {workdir}"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, workdir {workdir}; "
+        f"CRC32C by {checksum.implementation()}"
     )
     try:
         if cmd in ("throughput", "all"):

@@ -47,7 +47,7 @@ from kfp_spot.checkpoints.attempts import (
     write_attempt_record,
 )
 from kfp_spot.checkpoints.buffers import aligned_buffer, new_buffer
-from kfp_spot.checkpoints.checksum import crc32c, crc32c_b64
+from kfp_spot.checkpoints.checksum import Hashed, crc32c, crc32c_b64
 from kfp_spot.checkpoints.manifest import (
     LEGACY_MANIFEST_FORMAT,
     MANIFEST_FORMAT,
@@ -103,6 +103,7 @@ __all__ = [
     "CheckpointError",
     "ExitReason",
     "FileEntry",
+    "Hashed",
     "Manifest",
     "Payload",
     "aligned_buffer",

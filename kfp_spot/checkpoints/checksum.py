@@ -1,14 +1,54 @@
-"""CRC32C, the checksum of every checkpoint file (Cloud Storage's own object checksum)."""
+"""CRC32C, the checksum of every checkpoint file (Cloud Storage's own object checksum).
+
+Two implementations:
+
+- google-crc32c (Apache-2.0, installed with the Google Cloud clients): its bundled C library
+  through ctypes, else its Python API.
+- ICRAR's ``crc32c`` package (LGPL-2.1-or-later, so never a requirement of kfp-spot), when it is
+  installed: about twice google-crc32c's speed over memory the CPU has not just read, which is
+  what a checkpoint is. Importing it takes about 30 ms, so a process switches to it once it has
+  hashed :data:`FAST_AFTER` bytes: a small state never pays for the import, a large one pays it
+  back within its first save or restore.
+"""
 
 from __future__ import annotations
 
 import binascii
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 CHUNK = 4 << 20
 """Bytes hashed, read or written at a time."""
+
+FAST_AFTER = 256 << 20
+"""Bytes a process hashes with google-crc32c before it looks for ICRAR's ``crc32c``."""
+
+_CHECK = (b"123456789", 0xE3069283)
+"""CRC32C's check value (RFC 3720): an implementation that disagrees is not used."""
+
+
+def _icrar() -> Callable[[Any, int], int] | None:
+    """ICRAR's ``crc32c(data, value)`` when installed with its hardware path, else None.
+
+    It takes any C-contiguous buffer without a copy and releases the GIL over large ones.
+    """
+    try:
+        import crc32c as icrar
+    except ImportError:
+        return None
+    function = getattr(icrar, "crc32c", None)
+    if not callable(function) or getattr(icrar, "hardware_based", False) is not True:
+        return None  # another package of that name, or a build without SSE4.2 / ARMv8 CRC
+    try:
+        works = (
+            function(_CHECK[0]) == _CHECK[1]
+            and function(b"6789", function(b"12345")) == (_CHECK[1])
+        )
+    except TypeError:
+        return None
+    return function if works else None
 
 
 class _Crc32c:
@@ -16,15 +56,20 @@ class _Crc32c:
 
     google-crc32c's Python API takes only ``bytes`` (a copy of every chunk); its bundled C
     library takes a pointer. We call that through ctypes (which releases the GIL during the call),
-    and fall back to the Python API when the library cannot be reached.
+    and fall back to the Python API when the library cannot be reached. ICRAR's ``crc32c`` takes
+    over after ``fast_after`` bytes when it is installed (None: never).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, fast_after: int | None = FAST_AFTER) -> None:
         import google_crc32c
 
         self._python: Callable[[int, bytes], int] = google_crc32c.extend
         # crc32c_extend(crc, pointer (bytes or an address), length) -> crc
         self._extend: Callable[[int, bytes | int, int], int] | None = None
+        self._icrar: Callable[[Any, int], int] | None = None
+        self._fast_after = fast_after  # None once looked for (or never to be)
+        self._hashed = 0
+        self.name = "google-crc32c (Python API: copies each chunk)"
         if google_crc32c.implementation != "c":
             return
         try:
@@ -38,6 +83,7 @@ class _Crc32c:
         function.restype = ctypes.c_uint32
         function.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]
         self._extend = function
+        self.name = "google-crc32c (its C library through ctypes)"
 
     def extend(self, crc: int, data: Any) -> int:
         """``crc`` extended over the bytes of ``data`` (any contiguous buffer)."""
@@ -47,6 +93,16 @@ class _Crc32c:
         n = view.nbytes
         if not n:
             return crc
+        limit = self._fast_after  # read once: the loop's and the writer's threads both hash
+        if limit is not None:
+            self._hashed += n
+            if self._hashed >= limit:
+                self._fast_after = None
+                self._icrar = _icrar()
+                if self._icrar is not None:
+                    self.name = "crc32c (ICRAR's)"
+        if self._icrar is not None:
+            return int(self._icrar(view, crc))
         if self._extend is not None:
             if isinstance(data, bytes):
                 return self._extend(crc, data, n)  # ctypes passes bytes by pointer
@@ -64,12 +120,42 @@ class _Crc32c:
 _crc_impl: _Crc32c | None = None
 
 
-def crc32c(data: Any, crc: int = 0) -> int:
-    """CRC32C of ``data`` (bytes-like), extending ``crc``; runs at memory speed, GIL released."""
+def _impl() -> _Crc32c:
     global _crc_impl
     if _crc_impl is None:
         _crc_impl = _Crc32c()
-    return _crc_impl.extend(crc, data)
+    return _crc_impl
+
+
+def crc32c(data: Any, crc: int = 0) -> int:
+    """CRC32C of ``data`` (bytes-like), extending ``crc``; runs at memory speed, GIL released."""
+    return _impl().extend(crc, data)
+
+
+def streams_at_memory_speed() -> bool:
+    """Whether :func:`crc32c` is now the implementation that reads as fast as memory (ICRAR's)."""
+    return _impl()._icrar is not None
+
+
+def implementation() -> str:
+    """Which CRC32C implementation :func:`crc32c` uses (for benchmarks and logs)."""
+    impl = _impl()
+    if impl._fast_after is not None and _icrar() is not None:
+        return f"{impl.name} for a process's first {FAST_AFTER >> 20} MiB, then crc32c (ICRAR's)"
+    return impl.name
+
+
+@dataclass(frozen=True)
+class Hashed:
+    """One buffer and the CRC32C of its bytes, computed by whoever filled it.
+
+    :func:`kfp_spot.checkpoints.write_step` writes it without hashing it again (the async
+    writer hashes its snapshot as it takes it when the training loop keeps every core busy); the
+    buffer must not change until the write is done.
+    """
+
+    data: Any
+    crc32c: int
 
 
 def crc32c_b64(crc: int) -> str:

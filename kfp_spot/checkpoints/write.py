@@ -25,15 +25,22 @@ from typing import Any
 
 from kfp_spot import fs
 from kfp_spot.checkpoints.buffers import PAGE
-from kfp_spot.checkpoints.checksum import CHUNK, crc32c, crc32c_b64
+from kfp_spot.checkpoints.checksum import CHUNK, Hashed, crc32c, crc32c_b64
 from kfp_spot.checkpoints.manifest import MANIFEST_NAME, FileEntry, Manifest, check_name
 from kfp_spot.checkpoints.paths import stat_remote, step_dir
 
 Payload = Any
-"""A file's content for :func:`write_step`: a bytes-like object or a sequence of them."""
+"""A file's content for :func:`write_step`: a bytes-like object, a sequence of them, or
+:class:`~kfp_spot.checkpoints.checksum.Hashed`."""
+
 
 DIRECT_MIN_BYTES = CHUNK
 """Files at least this large, given as one page-aligned buffer, bypass the page cache."""
+
+DIRECT_PIECE = 64 << 20
+"""Bytes handed to the disk per ``O_DIRECT`` write: the kernel pins and maps each write's pages,
+and fewer, larger writes cost it less CPU (256 MiB on a 2-core VM: 4 MiB pieces 0.013 s of
+system time, 64 MiB pieces 0.006 s); the buffer is the caller's, so a piece costs no memory."""
 
 
 def _address(view: memoryview) -> int | None:
@@ -46,6 +53,8 @@ def _address(view: memoryview) -> int | None:
 
 
 def _chunks(payload: Payload) -> list[memoryview]:
+    if isinstance(payload, Hashed):
+        payload = payload.data
     parts = payload if isinstance(payload, (list, tuple)) else (payload,)
     out = []
     for part in parts:
@@ -69,24 +78,31 @@ def _write_hashed(target: str, payload: Payload) -> FileEntry:
 
     Locally the CRC32C runs in a helper thread while the disk flushes (``fsync`` waits for the
     disk far longer than CRC32C takes over the same bytes), so a save costs what the write
-    costs. Remotely each chunk is hashed just before it is handed to the upload.
+    costs. Remotely each chunk is hashed just before it is handed to the upload. A
+    :class:`Hashed` payload is not hashed again.
     """
     views = _chunks(payload)
+    known = payload.crc32c if isinstance(payload, Hashed) else None
     size = sum(view.nbytes for view in views)
     local = fs.to_local_path(target)
     if local is not None:
         os.makedirs(os.path.dirname(local), exist_ok=True)
         if len(views) == 1 and size >= DIRECT_MIN_BYTES:
-            direct = _write_direct(local, views[0])  # None: not an aligned writable buffer
-            if direct is not None:
-                return FileEntry(target, size, crc32c=crc32c_b64(direct))
+            direct = _write_direct(local, views[0], hash_it=known is None)
+            if direct is not None:  # None: not an aligned writable buffer, nothing written
+                return FileEntry(
+                    target, size, crc32c=crc32c_b64(direct if known is None else known)
+                )
         with open(local, "wb", buffering=0) as handle:
             for view in views:
                 for start in range(0, view.nbytes, CHUNK):
                     piece = view[start : start + CHUNK]
                     while piece.nbytes:
                         piece = piece[handle.write(piece) :]
-            if size < CHUNK:
+            if known is not None:
+                crc = known
+                os.fsync(handle.fileno())
+            elif size < CHUNK:
                 crc = _crc_of(views)
                 os.fsync(handle.fileno())
             else:
@@ -114,18 +130,20 @@ def _write_hashed(target: str, payload: Payload) -> FileEntry:
             for view in views:
                 for start in range(0, view.nbytes, CHUNK):
                     piece = view[start : start + CHUNK]
-                    crc = crc32c(piece, crc)
+                    if known is None:
+                        crc = crc32c(piece, crc)
                     handle.write(piece)
+        if known is not None:
+            crc = known
     return FileEntry(target, size, crc32c=crc32c_b64(crc))
 
 
-def _write_direct(path: str, view: memoryview) -> int | None:
-    """Write ``view`` to ``path`` with ``O_DIRECT`` and fsync it; its CRC32C.
+def _write_direct(path: str, view: memoryview, *, hash_it: bool = True) -> int | None:
+    """Write ``view`` to ``path`` with ``O_DIRECT`` and fsync it; its CRC32C (0 unless ``hash_it``).
 
-    Each chunk is checksummed just before the disk reads it (the checksum brings it into the
-    cache; the disk's DMA does not need it there). The unaligned tail, if any, goes through the
-    page cache. None (nothing written) when the platform, the filesystem or the buffer's address
-    does not allow direct I/O: the caller then writes through the page cache.
+    Each piece is checksummed just before the disk reads it. The unaligned tail, if any, goes
+    through the page cache. None (nothing written) when the platform, the filesystem or the
+    buffer's address does not allow direct I/O: the caller then writes through the page cache.
     """
     address = _address(view)
     flag = getattr(os, "O_DIRECT", 0)
@@ -144,8 +162,9 @@ def _write_direct(path: str, view: memoryview) -> int | None:
         pos = 0
         direct = True
         while pos < size:
-            piece = view[pos : min(pos + CHUNK, aligned)] if pos < aligned else view[pos:]
-            crc = crc32c(piece, crc)
+            piece = view[pos : min(pos + DIRECT_PIECE, aligned)] if pos < aligned else view[pos:]
+            if hash_it:
+                crc = crc32c(piece, crc)
             while piece.nbytes:
                 if direct and (pos % PAGE or piece.nbytes % PAGE):  # the tail, a short write
                     import fcntl

@@ -6,6 +6,8 @@ The background writer runs at a lower scheduling priority than the training loop
 the nice value is a thread's own): when the loop keeps every core busy its threads win the cores
 and the write, which needs little CPU, takes what they leave. Whoever waits for the write (the
 next save, the save on a preemption notice, ``close``) first gives it the loop's priority back.
+
+The snapshot itself (the copy, and where its checksum is computed) is :mod:`.snapshot`'s.
 """
 
 from __future__ import annotations
@@ -20,13 +22,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kfp_spot import checkpoints
-from kfp_spot.checkpoints import CheckpointError, Manifest
-from kfp_spot.trainer import failpoints
+from kfp_spot.checkpoints import CheckpointError, Manifest, checksum
+from kfp_spot.trainer import failpoints, snapshot
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 
 log = logging.getLogger(__name__)
 
-_PARALLEL_COPY_BYTES = 16 << 20
 _BACKGROUND_NICE = 10
 """How much lower the background writer's priority is than the loop's (nice values)."""
 
@@ -88,30 +89,6 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _copy(dst: memoryview, src: memoryview, *, fresh: bool) -> None:
-    """Copy ``src`` into ``dst``, the async save's whole stall: the training loop waits for it.
-
-    Into a ``fresh`` buffer (memory new to the process: the first save's, or one whose size
-    changed) a large copy runs in two threads: the kernel's work of faulting in each new page is
-    most of it, and that work divides. Into a buffer reused from the last save one thread
-    copies at memory speed: the loop's own worker threads (BLAS, a framework's intra-op pool)
-    are still spinning on the other cores when the loop stops to save, and a second copying
-    thread fought them, which made the stall of a 256 MiB save in a NumPy loop on two cores
-    0.042 s instead of 0.022 s (benchmarks/checkpoint_bench.py ``stall``). NumPy's copy
-    releases the GIL.
-    """
-    np = sys.modules.get("numpy")
-    if not fresh or np is None or src.nbytes < _PARALLEL_COPY_BYTES or (os.cpu_count() or 1) < 2:
-        dst[:] = src
-        return
-    target, source = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
-    half = (len(source) // 2) & ~4095
-    helper = threading.Thread(target=np.copyto, args=(target[:half], source[:half]))
-    helper.start()
-    np.copyto(target[half:], source[half:])
-    helper.join()
-
-
 class StepWriter:
     """Commits steps under one root, one at a time and in step order, in the caller or a thread.
 
@@ -126,6 +103,7 @@ class StepWriter:
         recorder: the attempt record told of each commit, or None.
         retain: deletes the steps retention does not keep; storage errors are logged.
         clock: monotonic clock.
+        cpu_clock: the process's CPU time, every thread (how busy the loop keeps the cores).
     """
 
     def __init__(
@@ -137,6 +115,7 @@ class StepWriter:
         recorder: AttemptRecorder | None,
         retain: Callable[[], None],
         clock: Callable[[], float],
+        cpu_clock: Callable[[], float] = time.process_time,
     ) -> None:
         self.root = root
         self.save_retries = save_retries
@@ -146,6 +125,9 @@ class StepWriter:
         self._recorder = recorder
         self._retain_fn = retain
         self._clock = clock
+        self._cpu_clock = cpu_clock
+        self._cores = snapshot.cores()
+        self._last_snapshot: tuple[float, float] | None = None  # (CPU time, clock) at the last
         self._pool: dict[str, Any] = {}  # async snapshot buffers by file name, reused
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
@@ -172,45 +154,22 @@ class StepWriter:
         return self._worker is not None and self._worker.is_alive()
 
     def snapshot(self, files: Mapping[str, Any]) -> dict[str, Any]:
-        """Copy ``files`` into the snapshot buffers: one contiguous buffer per file.
+        """Copy ``files`` into the snapshot buffers kept for the next save (:func:`.snapshot.take`).
 
-        A file whose parts are all ``bytes`` (immutable) is kept as it is. Any other is copied,
-        parts one after the other, into a buffer kept for the next save; a large one is
-        page-aligned (:func:`kfp_spot.checkpoints.aligned_buffer`, small pages: the first save
-        touches it first, where small pages fault in with less CPU), so the background write
-        hands it to the disk without the page cache's copy.
+        A large buffer is page-aligned, so the background write hands it to the disk without
+        the page cache's copy. When the loop kept every core busy since the last snapshot and
+        the checksum runs at memory speed (:func:`.snapshot.hash_in_stall`) each copy is
+        checksummed here too.
         """
-        pool: dict[str, Any] = {}
-        out: dict[str, Any] = {}
-        for name, payload in files.items():
-            parts = payload if isinstance(payload, (list, tuple)) else (payload,)
-            if all(isinstance(part, bytes) for part in parts):
-                out[name] = tuple(parts)
-                continue
-            views = []
-            for part in parts:
-                view = memoryview(part)
-                if view.ndim != 1 or view.format != "B":
-                    view = view.cast("B")
-                views.append(view)
-            size = sum(view.nbytes for view in views)
-            buf = self._pool.get(name)
-            fresh = False  # whether the copy goes into memory new to the process
-            if buf is None or len(buf) != size:
-                fresh = True
-                large = size >= checkpoints.DIRECT_MIN_BYTES
-                # allocated at a process's first save, from memory new to it: small pages
-                buf = (
-                    checkpoints.aligned_buffer(size, huge_pages=False) if large else bytearray(size)
-                )
-            target = memoryview(buf).cast("B")
-            offset = 0
-            for view in views:
-                _copy(target[offset : offset + view.nbytes], view, fresh=fresh)
-                offset += view.nbytes
-            pool[name] = buf
-            out[name] = (buf,)
-        self._pool = pool
+        now = (self._cpu_clock(), self._clock())
+        last, self._last_snapshot = self._last_snapshot, now
+        hash_now = last is not None and snapshot.hash_in_stall(
+            now[0] - last[0],
+            now[1] - last[1],
+            self._cores,
+            memory_speed=checksum.streams_at_memory_speed(),
+        )
+        out, self._pool = snapshot.take(files, self._pool, hash_now=hash_now)
         return out
 
     def release_buffers(self) -> None:

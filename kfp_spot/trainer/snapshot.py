@@ -1,0 +1,123 @@
+"""The async save's snapshot: the state's files copied into buffers kept between saves.
+
+The training loop waits for the copy (an async save's whole stall); the background writer then
+writes from the copy while the loop goes on. Where the copy's CRC32C is computed is a policy
+(:func:`hash_in_stall`): in the background, or in the stall right after the copy when the loop
+keeps every core busy and the checksum runs at memory speed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kfp_spot import checkpoints
+
+_PARALLEL_COPY_BYTES = 16 << 20
+BUSY = 0.9
+"""The share of every core's time, between two saves, above which the loop counts as busy."""
+
+
+def hash_in_stall(
+    cpu_seconds: float, wall_seconds: float, cores: int, *, memory_speed: bool
+) -> bool:
+    """Whether an async save checksums its snapshot while the loop waits, not in the background.
+
+    ``cpu_seconds``: the process's CPU time (every thread) over the ``wall_seconds`` since the
+    last save; ``cores``: the cores it may run on; ``memory_speed``: whether the checksum reads
+    as fast as memory does (:func:`kfp_spot.checkpoints.checksum.streams_at_memory_speed`).
+
+    On a core the loop leaves idle a background checksum costs the loop nothing. Where the loop
+    keeps every core busy (at least :data:`BUSY` of them), a checksum that streams the snapshot
+    at memory speed costs it less in the stall: in the background it takes a core from the
+    loop's threads mid-step and the memory bandwidth they work with. A NumPy loop on two busy
+    cores, saving 256 MiB every second with ICRAR's CRC32C (0.022 s of CPU), lost 0.064 s in the
+    steps after each save with the checksum in the background, against 0.020 s more stall and
+    0.014-0.035 s after it with the checksum in the stall. google-crc32c, half as fast, gained
+    nothing there (0.100 s a save in the background, 0.107 s with it in the stall), so it stays
+    in the background (benchmarks/checkpoint_bench.py ``stall``; docs/trainer.md).
+    """
+    return (
+        memory_speed
+        and wall_seconds > 0
+        and cores > 0
+        and cpu_seconds >= BUSY * cores * wall_seconds
+    )
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity where the platform has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
+
+
+def copy_into(dst: memoryview, src: memoryview, *, fresh: bool) -> None:
+    """Copy ``src`` into ``dst``, the async save's whole stall: the training loop waits for it.
+
+    Into a ``fresh`` buffer (memory new to the process: the first save's, or one whose size
+    changed) a large copy runs in two threads: the kernel's work of faulting in each new page is
+    most of it, and that work divides. Into a buffer reused from the last save one thread
+    copies at memory speed: the loop's own worker threads (BLAS, a framework's intra-op pool)
+    are still spinning on the other cores when the loop stops to save, and a second copying
+    thread fought them, which made the stall of a 256 MiB save in a NumPy loop on two cores
+    0.042 s instead of 0.022 s (benchmarks/checkpoint_bench.py ``stall``). NumPy's copy
+    releases the GIL.
+    """
+    np = sys.modules.get("numpy")
+    if not fresh or np is None or src.nbytes < _PARALLEL_COPY_BYTES or (os.cpu_count() or 1) < 2:
+        dst[:] = src
+        return
+    target, source = np.frombuffer(dst, np.uint8), np.frombuffer(src, np.uint8)
+    half = (len(source) // 2) & ~4095
+    helper = threading.Thread(target=np.copyto, args=(target[:half], source[:half]))
+    helper.start()
+    np.copyto(target[half:], source[half:])
+    helper.join()
+
+
+def take(
+    files: Mapping[str, Any], pool: Mapping[str, Any], *, hash_now: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``files`` copied into snapshot buffers, and the buffers to keep for the next save.
+
+    A file whose parts are all ``bytes`` (immutable) is kept as it is. Any other is copied,
+    parts one after the other, into one buffer: ``pool``'s for that name when its size is the
+    same, else a new one (a large one page-aligned, :func:`kfp_spot.checkpoints.aligned_buffer`,
+    in small pages: its first touch is here, where small pages fault in with less CPU). With
+    ``hash_now`` each copy comes back as a :class:`~kfp_spot.checkpoints.Hashed` (its CRC32C
+    computed here, right after the copy), else as a one-part payload.
+    """
+    kept: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    for name, payload in files.items():
+        parts = payload if isinstance(payload, (list, tuple)) else (payload,)
+        if all(isinstance(part, bytes) for part in parts):
+            out[name] = tuple(parts)
+            continue
+        views = []
+        for part in parts:
+            view = memoryview(part)
+            if view.ndim != 1 or view.format != "B":
+                view = view.cast("B")
+            views.append(view)
+        size = sum(view.nbytes for view in views)
+        buf = pool.get(name)
+        fresh = False  # whether the copy goes into memory new to the process
+        if buf is None or len(buf) != size:
+            fresh = True
+            large = size >= checkpoints.DIRECT_MIN_BYTES
+            # allocated at a process's first save, from memory new to it: small pages
+            buf = checkpoints.aligned_buffer(size, huge_pages=False) if large else bytearray(size)
+        target = memoryview(buf).cast("B")
+        offset = 0
+        for view in views:
+            copy_into(target[offset : offset + view.nbytes], view, fresh=fresh)
+            offset += view.nbytes
+        kept[name] = buf
+        out[name] = checkpoints.Hashed(buf, checkpoints.crc32c(buf)) if hash_now else (buf,)
+    return out, kept

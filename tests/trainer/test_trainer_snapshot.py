@@ -1,0 +1,168 @@
+"""The async save's snapshot: where its checksum is computed, and the CRC32C implementations."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kfp_spot import checkpoints
+from kfp_spot.checkpoints import CheckpointCorruptError, checksum
+from kfp_spot.trainer import snapshot
+from kfp_spot.trainer.writer import StepWriter
+
+
+@pytest.mark.parametrize(
+    ("cpu", "wall", "cores", "memory_speed", "expected"),
+    [
+        (2.0, 1.0, 2, True, True),  # every core busy
+        (1.8, 1.0, 2, True, True),  # at the threshold
+        (1.7, 1.0, 2, True, False),  # a core partly idle: the background checksum is free there
+        (1.0, 1.0, 8, True, False),  # a GPU loop: one busy core of eight
+        (2.0, 1.0, 2, False, False),  # a slower checksum stays in the background
+        (0.0, 0.0, 2, True, False),  # no time between two saves: nothing to go on
+        (1.0, 1.0, 0, True, False),
+    ],
+)
+def test_the_checksum_goes_into_the_stall_only_when_the_loop_keeps_every_core_busy(
+    cpu: float, wall: float, cores: int, memory_speed: bool, expected: bool
+) -> None:
+    assert snapshot.hash_in_stall(cpu, wall, cores, memory_speed=memory_speed) is expected
+
+
+class _Clocks:
+    """A wall clock and a process CPU clock that advances ``busy`` cores' worth with it."""
+
+    def __init__(self, busy: float) -> None:
+        self.now = 0.0
+        self.busy = busy
+
+    def wall(self) -> float:
+        return self.now
+
+    def cpu(self) -> float:
+        return self.now * self.busy
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _writer(root: Path, clocks: _Clocks) -> StepWriter:
+    return StepWriter(
+        str(root),
+        save_retries=0,
+        grace_period=30.0,
+        recorder=None,
+        retain=lambda: None,
+        clock=clocks.wall,
+        cpu_clock=clocks.cpu,
+    )
+
+
+@pytest.fixture
+def memory_speed_crc32c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's CRC32C switched to ICRAR's, as after a process's first 256 MiB."""
+    pytest.importorskip("crc32c")  # a dev dependency: the optional faster implementation
+    impl = checksum._Crc32c(fast_after=0)
+    impl.extend(0, b"x")
+    monkeypatch.setattr(checksum, "_crc_impl", impl)
+    assert checksum.streams_at_memory_speed()
+
+
+@pytest.mark.usefixtures("memory_speed_crc32c")
+@pytest.mark.parametrize(("busy", "hashed"), [(64.0, True), (0.5, False)])
+def test_a_busy_loops_snapshot_carries_its_checksum_and_every_save_verifies(
+    tmp_path: Path, busy: float, hashed: bool
+) -> None:
+    clocks = _Clocks(busy)  # 64 cores' worth: busy on any machine the suite runs on
+    writer = _writer(tmp_path, clocks)
+    state = np.random.default_rng(0).random((checkpoints.DIRECT_MIN_BYTES // 8) + 3)
+    for step in (1, 2, 3):
+        clocks.advance(1.0)
+        state[step] = step  # the loop changes its state between saves
+        taken = writer.snapshot({"w.bin": state, "meta.json": b"{}"})
+        # the first save has no time since an earlier one: its checksum stays in the background
+        assert isinstance(taken["w.bin"], checkpoints.Hashed) is (hashed and step > 1)
+        assert taken["meta.json"] == (b"{}",)  # immutable bytes are never copied
+        writer.start(step, taken, {}, clocks.wall())
+        writer.wait()
+        manifest = checkpoints.verify(str(tmp_path), step)
+        crc = {entry.path: entry.crc32c for entry in manifest.files}["w.bin"]
+        assert crc == checkpoints.crc32c_b64(google_crc32c.value(state.tobytes()))
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_a_hashed_payload_is_written_with_the_checksum_it_carries(
+    tmp_path: Path, aligned: bool
+) -> None:
+    # The contract of Hashed: write_step does not hash it again, so the buffer must be what
+    # was hashed; a reader then refuses a file whose bytes do not match.
+    size = checkpoints.DIRECT_MIN_BYTES + 5
+    buf = checkpoints.aligned_buffer(size) if aligned else bytearray(size)
+    memoryview(buf).cast("B")[:] = np.random.default_rng(1).bytes(size)
+    good = checkpoints.crc32c(buf)
+    checkpoints.write_step(str(tmp_path), 1, {"a.bin": checkpoints.Hashed(buf, good)})
+    _, files = checkpoints.read_verified(str(tmp_path), 1)
+    assert bytes(files["a.bin"]) == bytes(buf)
+    checkpoints.write_step(str(tmp_path), 2, {"a.bin": checkpoints.Hashed(buf, good ^ 1)})
+    with pytest.raises(CheckpointCorruptError, match="crc32c"):
+        checkpoints.verify(str(tmp_path), 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=70_000), st.integers(0, 69_999))
+def test_both_crc32c_implementations_agree_with_google_crc32c(data: bytes, cut: int) -> None:
+    expected = google_crc32c.value(data)
+    cut = cut % (len(data) + 1)
+    for impl in (checksum._Crc32c(fast_after=0), checksum._Crc32c(fast_after=None)):
+        assert impl.extend(0, data) == expected
+        assert impl.extend(0, bytearray(data)) == expected
+        assert impl.extend(0, memoryview(data)) == expected
+        assert impl.extend(impl.extend(0, data[:cut]), data[cut:]) == expected
+
+
+def test_icrar_takes_over_only_after_enough_bytes_and_only_when_installed() -> None:
+    pytest.importorskip("crc32c")  # a dev dependency: the optional faster implementation
+    impl = checksum._Crc32c(fast_after=1000)
+    impl.extend(0, b"x" * 999)
+    assert impl.name.startswith("google-crc32c")
+    assert impl.extend(0, b"123456789") == 0xE3069283
+    assert impl.name == "crc32c (ICRAR's)"
+    never = checksum._Crc32c(fast_after=None)
+    never.extend(0, b"x" * 10_000)
+    assert never.name.startswith("google-crc32c")
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        types.SimpleNamespace(crc32c=lambda data, value=0: 0, hardware_based=True),  # wrong
+        types.SimpleNamespace(crc32c=google_crc32c.value, hardware_based=False),  # software
+        types.SimpleNamespace(hardware_based=True),  # another package of that name
+    ],
+)
+def test_a_crc32c_module_that_is_not_icrars_fast_one_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, module: object
+) -> None:
+    monkeypatch.setitem(sys.modules, "crc32c", module)
+    impl = checksum._Crc32c(fast_after=0)
+    assert impl.extend(0, b"123456789") == 0xE3069283
+    assert impl.name.startswith("google-crc32c")
+
+
+def test_the_snapshot_keeps_its_buffers_for_the_next_save() -> None:
+    state = np.arange(1000, dtype=np.float64)
+    _, pool = snapshot.take({"w.bin": state}, {}, hash_now=False)
+    second, pool2 = snapshot.take({"w.bin": state + 1}, pool, hash_now=True)
+    assert pool2["w.bin"] is pool["w.bin"]  # reused: same size
+    assert isinstance(second["w.bin"], checkpoints.Hashed)
+    assert second["w.bin"].crc32c == google_crc32c.value((state + 1).tobytes())
+    assert bytes(pool["w.bin"]) == (state + 1).tobytes()
+    _, pool3 = snapshot.take({"w.bin": np.arange(10.0)}, pool2, hash_now=False)
+    assert pool3["w.bin"] is not pool["w.bin"]  # a new size: a new buffer
