@@ -90,6 +90,30 @@ def _quiet(quiet: bool) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _logged_warnings() -> Iterator[list[str]]:
+    """The warnings kfp-spot's checks log (a machine type missing from its table), held.
+
+    The launcher logs them inside its task, where the task is the context; a submission shows
+    each on the line of the task it is about.
+    """
+    import logging
+
+    held: list[str] = []
+
+    class _Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record.getMessage())
+
+    logger = logging.getLogger("kfp_spot")
+    handler = _Hold(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield held
+    finally:
+        logger.removeHandler(handler)
+
+
 def _filled(task: TemplateTask, project: str, location: str) -> dict[str, Any]:
     """The task's inputs, GCPC's placeholders as the run fills them in."""
     fills = {
@@ -299,7 +323,9 @@ def check_template_launches(
                 f"{', '.join(task.unknown)} known only at run time"
             )
             continue
-        _check_task(task, project=project, location=location, local=False)
+        with _logged_warnings() as logged:
+            _check_task(task, project=project, location=location, local=False)
+        warnings.extend(f"task {task.path!r} ({kind}): {message}" for message in logged)
         where = "deploys its model" if task.call == DEPLOY_CALL else "runs its CustomJob"
         for name, submitted in (("project", project), ("location", location)):
             given = task.parameters.get(name)
