@@ -1,7 +1,8 @@
 """Writing a step: its files from the caller's memory, then the sealed manifest (the commit).
 
 Object stores have no atomic rename, so "manifest last" is the commit on local disks and ``gs://``
-alike (one object PUT). Each file's CRC32C is computed as it is written; on object stores the
+alike (one object PUT). Each file's CRC32C is computed as it is written (a
+:class:`~kfp_spot.checkpoints.checksum.Hashed` payload brings its own); on object stores the
 uploaded objects are checked against it before the commit. Deleting a step removes its manifest
 first, so a crash half-way leaves a step every reader ignores.
 
@@ -217,8 +218,9 @@ def write_step(
     Args:
         root: the checkpoint root (path or URI).
         step: the training step this checkpoint captures.
-        files: relative file name -> content (a bytes-like object, or a list/tuple of them that
-            are written one after the other).
+        files: relative file name -> content (a bytes-like object, a list/tuple of them that
+            are written one after the other, or a :class:`~kfp_spot.checkpoints.Hashed` whose
+            CRC32C is recorded without hashing its bytes again).
         metadata: small JSON-serialisable facts kept in the manifest (loss, epoch, ...).
         after_file: called with each file name once it is written (before the manifest); the
             trainer's fault injection uses it to die in the middle of a save.
