@@ -25,6 +25,9 @@ CHUNK = 4 << 20
 FAST_AFTER = 256 << 20
 """Bytes a process hashes with google-crc32c before it looks for ICRAR's ``crc32c``."""
 
+_ICRAR_CALL_BYTES = 1 << 30
+"""At most this many bytes per call into ICRAR's ``crc32c`` (a length over 4 GiB would wrap)."""
+
 _CHECK = (b"123456789", 0xE3069283)
 """CRC32C's check value (RFC 3720): an implementation that disagrees is not used."""
 
@@ -102,7 +105,10 @@ class _Crc32c:
                 if self._icrar is not None:
                     self.name = "crc32c (ICRAR's)"
         if self._icrar is not None:
-            return int(self._icrar(view, crc))
+            # Its C code takes the length as an `unsigned long`: 32 bits on Windows.
+            for start in range(0, n, _ICRAR_CALL_BYTES):
+                crc = int(self._icrar(view[start : start + _ICRAR_CALL_BYTES], crc))
+            return crc
         if self._extend is not None:
             if isinstance(data, bytes):
                 return self._extend(crc, data, n)  # ctypes passes bytes by pointer

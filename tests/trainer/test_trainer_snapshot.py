@@ -127,6 +127,18 @@ def test_both_crc32c_implementations_agree_with_google_crc32c(data: bytes, cut: 
         assert impl.extend(impl.extend(0, data[:cut]), data[cut:]) == expected
 
 
+def test_icrar_is_given_a_large_buffer_in_calls_of_at_most_a_gibibyte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its C code takes the length as an unsigned long, 32 bits on Windows: over 4 GiB it wraps.
+    pytest.importorskip("crc32c")
+    monkeypatch.setattr(checksum, "_ICRAR_CALL_BYTES", 1000)
+    impl = checksum._Crc32c(fast_after=0)
+    data = np.random.default_rng(2).bytes(4500)
+    assert impl.extend(0, data) == google_crc32c.value(data)
+    assert impl.name == "crc32c (ICRAR's)"
+
+
 def test_icrar_takes_over_only_after_enough_bytes_and_only_when_installed() -> None:
     pytest.importorskip("crc32c")  # a dev dependency: the optional faster implementation
     impl = checksum._Crc32c(fast_after=1000)
