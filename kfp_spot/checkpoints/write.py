@@ -53,7 +53,8 @@ def _address(view: memoryview) -> int | None:
     return ctypes.addressof(ctypes.c_char.from_buffer(view))
 
 
-def _chunks(payload: Payload) -> list[memoryview]:
+def byte_views(payload: Payload) -> list[memoryview]:
+    """A payload's parts as flat views of their bytes, without a copy (a :class:`Hashed`'s data)."""
     if isinstance(payload, Hashed):
         payload = payload.data
     parts = payload if isinstance(payload, (list, tuple)) else (payload,)
@@ -82,7 +83,7 @@ def _write_hashed(target: str, payload: Payload) -> FileEntry:
     costs. Remotely each chunk is hashed just before it is handed to the upload. A
     :class:`Hashed` payload is not hashed again.
     """
-    views = _chunks(payload)
+    views = byte_views(payload)
     known = payload.crc32c if isinstance(payload, Hashed) else None
     size = sum(view.nbytes for view in views)
     local = fs.to_local_path(target)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot import checkpoints
+from kfp_spot.checkpoints.write import byte_views
 
 _PARALLEL_COPY_BYTES = 16 << 20
 BUSY = 0.9
@@ -99,12 +100,7 @@ def take(
         if all(isinstance(part, bytes) for part in parts):
             out[name] = tuple(parts)
             continue
-        views = []
-        for part in parts:
-            view = memoryview(part)
-            if view.ndim != 1 or view.format != "B":
-                view = view.cast("B")
-            views.append(view)
+        views = byte_views(parts)
         size = sum(view.nbytes for view in views)
         buf = pool.get(name)
         fresh = False  # whether the copy goes into memory new to the process
