@@ -293,3 +293,26 @@ def test_without_the_sklearn_model_the_rest_is_written_and_scikit_learn_never_im
         "model.joblib",
         "model.json",
     }
+
+
+def test_every_default_the_help_states_is_the_one_the_option_takes() -> None:
+    """``python -m trainer.task --help`` states no default its option does not have."""
+    listing = (
+        "import json\n"
+        "from trainer.task import build_parser\n"
+        "print(json.dumps([[a.option_strings, a.default, a.help or '']\n"
+        "                  for a in build_parser()._actions if a.option_strings]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", listing], cwd=EXAMPLE, capture_output=True, text=True, check=True
+    )
+    stated = 0
+    for options, default, text in json.loads(done.stdout):
+        match = re.search(r"\bdefault:? (-?\d+(?:\.\d+)?)\b", text)
+        if match is None:
+            continue
+        stated += 1
+        assert default is not None and float(default) == float(match.group(1)), (
+            f"{options[0]}: its help says default {match.group(1)}, its default is {default!r}"
+        )
+    assert stated >= 3  # --checkpoint-every, --step-seconds, --steps-per-epoch

@@ -75,8 +75,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line (see the module docstring)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's options (see the module docstring)."""
     parser = argparse.ArgumentParser(
         prog="python -m trainer.task", description=__doc__.split("\n")[0]
     )
@@ -119,8 +119,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--mtbp",
         type=_non_negative,
         default=None,
-        help="--checkpoint-every auto: prior mean seconds between preemptions (default 3600); "
-        "the run's own attempt records replace it once it has been preempted",
+        help="--checkpoint-every auto: a hint for the mean seconds between preemptions, used "
+        "until the run has outlived it (default: none; before its first preemption the run "
+        "assumes twice its running time so far); its attempt records replace it once preempted",
     )
     parser.add_argument("--async-save", action="store_true", help="write checkpoints in background")
     parser.add_argument(
@@ -132,6 +133,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "the second or so of importing scikit-learn)",
     )
     add_output_dir_arguments(parser)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     # On Vertex AI, gs:// directories are mounted at /gcs: plain file I/O, no gcsfs on the VM.
     resolve_output_dirs(parser, args)
