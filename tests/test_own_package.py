@@ -682,6 +682,9 @@ def test_vertex_options_on_a_local_run_are_refused_not_ignored(tmp_path):
     assert result.exit_code == 2
     assert "--project, --location only apply with --vertex" in result.output
     assert not (tmp_path / "run.json").exists()
+    alone = CliRunner().invoke(cli_main, args[:5])
+    assert alone.exit_code == 2
+    assert "--project only applies with --vertex" in alone.output
 
 
 def test_a_pipeline_without_an_api_endpoint_parameter_is_refused_before_it_runs(tmp_path):

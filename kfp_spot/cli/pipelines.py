@@ -173,8 +173,8 @@ def run(
     ]
     if vertex_only:
         raise click.UsageError(
-            f"{', '.join(vertex_only)} only apply with --vertex; a local run takes pipeline "
-            "parameters with --param NAME=VALUE"
+            f"{', '.join(vertex_only)} only {'apply' if len(vertex_only) > 1 else 'applies'} "
+            "with --vertex; a local run takes pipeline parameters with --param NAME=VALUE"
         )
     from kfp_spot.pipelines import local, local_run
     from kfp_spot.pipelines.spot_training import spot_training
