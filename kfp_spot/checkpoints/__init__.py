@@ -65,6 +65,7 @@ from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir, sto
 from kfp_spot.checkpoints.state import (
     BUILTIN_SUFFIXES,
     STATE_FORMAT,
+    STATE_FORMAT_KEY,
     STATE_KEY_RULE,
     check_state_index,
     is_state_key,
@@ -96,6 +97,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_MANIFEST_BYTES",
     "STATE_FORMAT",
+    "STATE_FORMAT_KEY",
     "STATE_KEY_RULE",
     "AttemptRecord",
     "AttemptRecordError",

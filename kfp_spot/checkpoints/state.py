@@ -19,6 +19,9 @@ from kfp_spot.checkpoints.manifest import CheckpointCorruptError, Manifest
 STATE_FORMAT = 1
 """The version of the state index, written as the metadata's ``state_format``."""
 
+STATE_FORMAT_KEY = "state_format"
+"""The metadata key of :data:`STATE_FORMAT` (a number, never a metric)."""
+
 BUILTIN_SUFFIXES: Mapping[str, str] = MappingProxyType(
     {
         "bytes": ".bin",
@@ -61,7 +64,7 @@ def check_state_index(manifest: Manifest, adapters: Mapping[str, str] | None = N
     where = f"step {manifest.step}"
     index = manifest.metadata.get("state")
     if index is None:
-        if "state_format" in manifest.metadata:
+        if STATE_FORMAT_KEY in manifest.metadata:
             raise CheckpointCorruptError(f"{where}: the manifest's state index is missing")
         return
     if not isinstance(index, dict) or not index:

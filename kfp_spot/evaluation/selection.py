@@ -89,8 +89,14 @@ def parse_step(step: Any) -> StepRequest:
 
 
 def metric_of(metadata: Mapping[str, Any], metric: str) -> float | None:
-    """A numeric metric recorded in manifest metadata (top level or under ``metrics``)."""
-    for table in (metadata, metadata.get("metrics") if isinstance(metadata, Mapping) else None):
+    """A numeric metric recorded in manifest metadata (top level or under ``metrics``).
+
+    The state index's version (``state_format``, at the top level) is a number but no metric.
+    """
+    tables = [metadata.get("metrics")]
+    if metric != checkpoints.STATE_FORMAT_KEY:
+        tables.insert(0, metadata)
+    for table in tables:
         if isinstance(table, Mapping) and metric in table:
             value = table[metric]
             number = isinstance(value, (int, float)) and not isinstance(value, bool)

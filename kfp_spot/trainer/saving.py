@@ -182,7 +182,7 @@ class Saver:
         files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
         metadata = {
             "state": index,
-            "state_format": checkpoints.STATE_FORMAT,
+            checkpoints.STATE_FORMAT_KEY: checkpoints.STATE_FORMAT,
             "metrics": metrics,
             "attempt_id": self._recorder.attempt_id if self._recorder else None,
         }

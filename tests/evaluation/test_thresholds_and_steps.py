@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kfp_spot import checkpoints
 from kfp_spot.evaluation import EvaluationInputError, parse_step, parse_thresholds
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
@@ -72,3 +73,26 @@ def test_step_forms(text, kind, step, metric, mode):
 def test_bad_step_forms(text):
     with pytest.raises(EvaluationInputError, match=r"^step: "):
         parse_step(text)
+
+
+def test_best_by_a_metric_nobody_recorded_lists_only_the_trainings_metrics(tmp_path):
+    # CheckpointManager writes the state index's version (state_format, a number) beside the
+    # metrics: it is no metric to rank by, nor one to suggest.
+    import numpy as np
+
+    from kfp_spot.evaluation.selection import metric_of, select_step
+    from kfp_spot.trainer import CheckpointManager
+
+    root = str(tmp_path / "ckpt")
+    with CheckpointManager(root, handle_signals=False, record_attempts=False) as ckpt:
+        ckpt.save(1, {"w": np.zeros(3)}, metrics={"loss": 0.5})
+    manifest = checkpoints.read_manifest(root, 1)
+    assert metric_of(manifest.metadata, "state_format") is None
+    with pytest.raises(EvaluationInputError, match=r"\(recorded metrics: loss\)$"):
+        select_step(
+            root,
+            parse_step("best:state_format"),
+            latest_hint=None,
+            fallback_to_previous=False,
+            load=lambda step: (checkpoints.read_manifest(root, step), tmp_path),
+        )
