@@ -51,14 +51,28 @@ def check_evaluate_task(task: TemplateTask) -> None:
 
 
 def check_prepare_task(task: TemplateTask) -> None:
-    """A prepare_package task bound for Vertex AI: its ``source`` and ``staging_uri``, when known.
+    """A prepare_package task bound for Vertex AI: its inputs, where known before the run.
 
     On Vertex AI Pipelines the task runs in a container: a path on the submitting machine (the
-    user's project directory) does not exist there, so the run would fail at its first task.
+    user's project directory) does not exist there for its ``source`` or ``staging_uri``, and
+    each of its ``requirements`` must be PEP 508 (the task checks them first): either way the run
+    would fail at its first task.
 
     Raises:
         TemplateTaskError: naming the task and the input.
     """
+    requirements = task.parameters.get("requirements")
+    if isinstance(requirements, list):  # else known only at run time, or not given
+        from kfp_spot.packaging.errors import PackagingError
+        from kfp_spot.packaging.sources import check_requirements
+
+        try:
+            check_requirements(requirements)
+        except PackagingError as exc:  # "requirements: '...' is not a PEP 508 requirement"
+            raise TemplateTaskError(
+                f"task {task.path!r}: prepare_package input {exc}; the task would fail at the "
+                "start of the run"
+            ) from None
     for name in ("source", "staging_uri"):
         value = task.parameters.get(name)
         if name == "source" and isinstance(value, str) and not value.strip():

@@ -277,7 +277,8 @@ def _extract(archive: Path, dest: Path, label: str) -> Path:
     return dest
 
 
-def _check_requirements(requirements: Sequence[str]) -> list[str]:
+def check_requirements(requirements: Sequence[str]) -> list[str]:
+    """``requirements`` stripped; PackagingError naming the first that is not PEP 508."""
     out = []
     for i, req in enumerate(requirements):
         if not isinstance(req, str) or not req.strip():
@@ -521,7 +522,7 @@ def materialize(
         raise PackagingError("python_module", f"{python_module!r} is not {MODULE_FORM}")
     if name and not _DIST_NAME_RE.fullmatch(name):
         raise PackagingError("name", f"{name!r} is not a valid distribution name")
-    reqs = _check_requirements(requirements)
+    reqs = check_requirements(requirements)
     source = source.strip()
     if fs.is_remote(source):
         if not source.startswith("gs://"):

@@ -23,7 +23,7 @@ from kfp_spot.vertex import pipeline_job
 IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
 
 
-def _compile(tmp_path, name, evaluate=None, **launch):
+def _compile(tmp_path, name, evaluate=None, prepare=None, **launch):
     @dsl.pipeline(name="user-pipeline")
     def user_pipeline(
         source: str = "gs://my-bucket/src.tar.gz",
@@ -31,7 +31,7 @@ def _compile(tmp_path, name, evaluate=None, **launch):
         go: str = "yes",
         machines: list = ["n1-standard-4"],  # noqa: B006
     ):
-        package = PreparePackageOp(source=source)
+        package = PreparePackageOp(source=source, **(prepare or {}))
         with dsl.If(go == "yes"):
             train = LaunchSpotJobOp(package=package.outputs["package"], labels=labels, **launch)
             EvaluateCheckpointOp(
@@ -58,6 +58,7 @@ def templates(tmp_path_factory):
         "emulator": _compile(tmp, "emulator", api_endpoint="http://127.0.0.1:8080"),
         "elsewhere": _compile(tmp, "elsewhere", project="hardcoded-proj", location="us-east1"),
         "bad_gate": _compile(tmp, "bad_gate", evaluate={"thresholds": {"accuracy": ">>0.9"}}),
+        "bad_requirement": _compile(tmp, "bad_req", prepare={"requirements": ["numpy>=>1"]}),
         "bad_step": _compile(tmp, "bad_step", evaluate={"step": "last"}),
         "unlisted_machine": _compile(tmp, "unlisted_machine", machine_type="n1-standar-4"),
     }
@@ -124,6 +125,18 @@ def test_a_local_source_for_the_package_is_refused_at_submission(templates, para
     line = _one_error_line(_submit(templates["good"], "--dry-run", "--param", f"{param}={value}"))
     assert f"task 'prepare-package': prepare_package input '{param}': {value!r}" in line
     assert "gs://BUCKET/PATH" in line
+
+
+def test_a_requirement_that_is_not_pep_508_is_refused_at_submission(templates):
+    # prepare_package would refuse it at the run's first task, on Vertex AI.
+    result = _submit(templates["bad_requirement"], "--dry-run")
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("kfp-spot: error: ")]
+    assert len(errors) == 1, result.stderr
+    assert (
+        "task 'prepare-package': prepare_package input requirements: 'numpy>=>1' is not a PEP 508 "
+        "requirement"
+    ) in errors[0]
 
 
 @pytest.mark.parametrize("value", ["", "  "])
