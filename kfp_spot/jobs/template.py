@@ -335,6 +335,14 @@ def check_template_launches(
                 and not given.startswith("{{$.")
                 and (given != submitted)
             ):
+                parameter = task.from_pipeline.get(name)
+                if parameter is not None:  # the default of one of the pipeline's parameters
+                    warnings.append(
+                        f"task {task.path!r} ({kind}) {where} in {name} {given!r}, from the "
+                        f"pipeline parameter {parameter!r}, not the submission's {submitted!r}; "
+                        f"pass --param {parameter}={submitted} to run it there"
+                    )
+                    continue
                 warnings.append(
                     f"task {task.path!r} ({kind}) {where} in {name} "
                     f"{given!r}, baked into the template, not the submission's {submitted!r}; "

@@ -9,7 +9,7 @@ far as they are known before the run: constants, the submission's parameter valu
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # The line of a component's body that calls its runtime: what makes a task one to check.
@@ -39,6 +39,9 @@ class TemplateTask:
     artifacts: frozenset[str]  # the artifact inputs it is given
     env: dict[str, str]  # the executor's environment (set_env_variable)
     cached: bool
+    # input -> the pipeline parameter its value is passed down from (a default of the template,
+    # or the submission's), for the inputs that are one
+    from_pipeline: dict[str, str] = field(default_factory=dict)
 
     @property
     def component(self) -> str:
@@ -75,8 +78,9 @@ def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Ite
     executors = (spec.get("deploymentSpec") or {}).get("executors") or {}
     root = spec.get("root") or {}
     env = {**_defaults(root), **arguments}
+    origin = {name: name for name in env}
     # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
-    yield from _walk(root.get("dag") or {}, env, frozenset(), "", components, executors)
+    yield from _walk(root.get("dag") or {}, env, origin, frozenset(), "", components, executors)
 
 
 def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
@@ -95,6 +99,7 @@ def _task(
     artifacts: frozenset[str],
     cached: bool,
     executors: Mapping[str, Any],
+    from_pipeline: dict[str, str],
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
     command = " ".join(str(part) for part in (container or {}).get("command") or [])
@@ -108,12 +113,24 @@ def _task(
         artifacts=artifacts,
         env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
         cached=cached,
+        from_pipeline=from_pipeline,
     )
+
+
+def _passed_down(given: Mapping[str, Any], origin: Mapping[str, str]) -> dict[str, str]:
+    """The task inputs given one of its DAG's inputs as it is -> that input's pipeline parameter."""
+    out = {}
+    for name, source in given.items():
+        parent = source.get("componentInputParameter")
+        if parent in origin and "parameterExpressionSelector" not in source:
+            out[name] = origin[parent]
+    return out
 
 
 def _walk(
     dag: Mapping[str, Any],
     env: Mapping[str, Any],
+    origin: Mapping[str, str],
     available: frozenset[str],
     prefix: str,
     components: Mapping[str, Any],
@@ -124,10 +141,12 @@ def _walk(
         inputs = task.get("inputs") or {}
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
         values = {**_defaults(component), **given}
+        passed = _passed_down(inputs.get("parameters") or {}, origin)
         path = f"{prefix}{name}"
         artifacts = _given_artifacts(inputs, available)
         if "dag" in component:
-            yield from _walk(component["dag"], values, artifacts, f"{path}/", components, executors)
+            sub = component["dag"]
+            yield from _walk(sub, values, passed, artifacts, f"{path}/", components, executors)
             continue
         found = _task(
             path,
@@ -136,6 +155,7 @@ def _walk(
             artifacts,
             bool((task.get("cachingOptions") or {}).get("enableCache")),
             executors,
+            passed,
         )
         if found is not None:
             yield found

@@ -202,6 +202,28 @@ def test_a_project_or_region_baked_into_a_launch_is_pointed_out(templates):
     assert "in location 'us-east1', baked into the template" in result.stderr
 
 
+def test_a_region_from_a_pipeline_parameter_is_named_with_the_parameter_to_pass(tmp_path):
+    # A platform pipeline routes its own parameter into the launch (inside a condition, a
+    # sub-DAG): the value is that parameter's default, not a constant baked into the task.
+    @dsl.pipeline(name="platform")
+    def platform(region: str = "europe-west4", go: str = "yes"):
+        with dsl.If(go == "yes"):
+            LaunchSpotJobOp(container_image_uri=IMAGE, location=region).set_caching_options(False)
+
+    path = tmp_path / "platform.yaml"
+    compiler.Compiler().compile(platform, str(path))
+    result = _submit(path, "--dry-run", "--location", "us-central1")
+    assert result.exit_code == 0, result.output
+    assert (
+        "task 'condition-1/launch-spot-job' (launch_spot_job) runs its CustomJob in location "
+        "'europe-west4', from the pipeline parameter 'region', not the submission's "
+        "'us-central1'; pass --param region=us-central1 to run it there"
+    ) in result.stderr
+    assert "baked into the template" not in result.stderr
+    quiet = _submit(path, "--dry-run", "--location", "us-central1", "--param", "region=us-central1")
+    assert quiet.exit_code == 0 and "region" not in quiet.stderr, quiet.stderr
+
+
 def test_a_region_newer_than_kfp_spots_list_passes_with_the_tasks_own_setting(
     tmp_path, monkeypatch
 ):
