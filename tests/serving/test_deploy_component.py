@@ -103,10 +103,23 @@ def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Pat
     assert "cancelled" in err
     assert not serving.endpoints.get_endpoint(name=name).deployed_models
     # The task may exit once the cancel is sent (as GCPC's do); the replica stops with the cancel.
-    lives = wait_for(
-        lambda: [r for r in serving.emu.serving_ledger(name)["lives"] if r["endReason"]],
-        what="the cancelled replica's end",
-    )
+    try:
+        lives = wait_for(
+            lambda: [r for r in serving.emu.serving_ledger(name)["lives"] if r["endReason"]],
+            what="the cancelled replica's end",
+        )
+    except TimeoutError as exc:  # seen under load: say where the cancel stopped
+        ledger = serving.emu.serving_ledger(name)
+        models = {life["deployedModelId"] for life in ledger["lives"]}
+        status: dict[str, Any] = {}
+        for model in models:
+            try:
+                status[model] = serving.emu.serving_replicas(name, model)
+            except LookupError as gone:  # the deployed model is no longer on the endpoint
+                status[model] = repr(gone)
+        raise AssertionError(
+            f"{exc}; ledger {ledger}; replicas {status}; task stderr {err}"
+        ) from exc
     assert [r["endReason"] for r in lives] == ["CANCELLED"]
     assert len(serving.emu.serving_ledger(name)["lives"]) == 1
 
