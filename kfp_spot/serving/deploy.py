@@ -33,7 +33,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -606,17 +606,18 @@ class Deployer:
             deployed_model=deployed,
             traffic_split=dict(self.request.traffic_split),
         )
-        self._record("VertexLro", lro.operation.name)
-        res = deployed.dedicated_resources
-        log.info(
-            "deploying on %s x %s (%s, %d-%d replicas): %s",
-            res.machine_spec.machine_type,
-            "Spot" if res.spot else "standard",
-            endpoint,
-            res.min_replica_count,
-            res.max_replica_count,
-            lro.operation.name,
-        )
+        with self._cancelled_if_interrupted(lro.operation.name):
+            self._record("VertexLro", lro.operation.name)
+            res = deployed.dedicated_resources
+            log.info(
+                "deploying on %s x %s (%s, %d-%d replicas): %s",
+                res.machine_spec.machine_type,
+                "Spot" if res.spot else "standard",
+                endpoint,
+                res.min_replica_count,
+                res.max_replica_count,
+                lro.operation.name,
+            )
         op = self._wait_deploy(lro.operation.name)
         self._raise_for(op, "deploying the model")
         return DeployModelResponse.deserialize(op.response.value).deployed_model.id, False
@@ -649,6 +650,20 @@ class Deployer:
         except DeployInterruptedError:
             log.warning("interrupted: cancelling %s", name)
             self._cancel(client, name)
+            raise
+
+    @contextlib.contextmanager
+    def _cancelled_if_interrupted(self, name: str) -> Iterator[None]:
+        """A signal between starting the deploy ``name`` and waiting on it cancels it too.
+
+        Otherwise the deploy, and its Spot replicas, would go on after the task has ended.
+        """
+        try:
+            yield
+        except DeployInterruptedError:
+            log.warning("interrupted: cancelling %s", name)
+            self._cancel(self.endpoints, name)
+            self._undeploy_if_done(name)
             raise
 
     def _wait_deploy(self, name: str) -> operations_pb2.Operation:

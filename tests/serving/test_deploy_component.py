@@ -89,6 +89,46 @@ def test_sigterm_cancels_the_deploy_and_leaves_no_replica(serving, slow_model_di
     assert proxy.counts["unavailable"] == unavailable_cancels
 
 
+def test_a_sigterm_before_the_wait_on_the_deploy_still_cancels_it(
+    serving, slow_model_dir, tmp_path
+):
+    # The task records the deploy's operation, then waits on it: a pipeline cancelled between
+    # the two used to end the task ("its operation was cancelled") with the deploy, and its Spot
+    # replica, going on.
+    inputs = {
+        "project": "test-proj",
+        "model_uri": str(slow_model_dir),
+        "endpoint_uri": str(tmp_path / "endpoint"),
+        "gcp_resources": str(tmp_path / "gcp_resources"),
+        "api_endpoint": serving.emu.endpoint,
+        "min_replica_count": 1,
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.serving.deploy_process",
+            json.dumps(inputs),
+            "sigterm-once-the-deploy-is-recorded",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "interrupted: cancelling" in done.stderr
+    gcp = json.loads((tmp_path / "gcp_resources").read_text())
+    name = gcp["resources"][-1]["resourceUri"].split("/v1/")[1].split("/operations/")[0]
+    assert not serving.endpoints.get_endpoint(name=name).deployed_models
+    lives = wait_for(
+        lambda: [r for r in serving.emu.serving_ledger(name)["lives"] if r["endReason"]],
+        what="the cancelled replica's end",
+    )
+    assert [r["endReason"] for r in lives] == ["CANCELLED"]
+
+
 def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Path) -> None:
     try:
         gcp = tmp_path / "gcp_resources"
