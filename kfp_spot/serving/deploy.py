@@ -606,7 +606,7 @@ class Deployer:
             deployed_model=deployed,
             traffic_split=dict(self.request.traffic_split),
         )
-        with self._cancelled_if_interrupted(lro.operation.name):
+        with self._cancelled_if_interrupted(self.endpoints, lro.operation.name, deploy=True):
             self._record("VertexLro", lro.operation.name)
             res = deployed.dedicated_resources
             log.info(
@@ -632,10 +632,12 @@ class Deployer:
             retry=self._read,
         )
 
-    def _wait(self, client: Any, name: str, what: str) -> operations_pb2.Operation:
+    def _wait(
+        self, client: Any, name: str, what: str, *, deploy: bool = False
+    ) -> operations_pb2.Operation:
         """Poll ``name`` until done; on a signal, cancel it and re-raise."""
         deadline = time.monotonic() + self.request.timeout_seconds
-        try:
+        with self._cancelled_if_interrupted(client, name, deploy=deploy):
             while True:
                 op = self._get_operation(client, name)
                 if op.done:
@@ -647,31 +649,28 @@ class Deployer:
                         f"{self.request.timeout_seconds:g} ({name}); it was cancelled"
                     )
                 self._sleep(self.poll)
-        except DeployInterruptedError:
-            log.warning("interrupted: cancelling %s", name)
-            self._cancel(client, name)
-            raise
 
     @contextlib.contextmanager
-    def _cancelled_if_interrupted(self, name: str) -> Iterator[None]:
-        """A signal between starting the deploy ``name`` and waiting on it cancels it too.
+    def _cancelled_if_interrupted(
+        self, client: Any, name: str, *, deploy: bool = False
+    ) -> Iterator[None]:
+        """On a signal while the operation ``name`` runs, cancel it and re-raise.
 
-        Otherwise the deploy, and its Spot replicas, would go on after the task has ended.
+        Covers the wait on it and, for a deploy, the moments between starting it and that wait:
+        otherwise the deploy, and its Spot replicas, would go on after the task has ended. A
+        ``deploy`` that completed before the cancel is undeployed.
         """
         try:
             yield
         except DeployInterruptedError:
             log.warning("interrupted: cancelling %s", name)
-            self._cancel(self.endpoints, name)
-            self._undeploy_if_done(name)
+            self._cancel(client, name)
+            if deploy:
+                self._undeploy_if_done(name)
             raise
 
     def _wait_deploy(self, name: str) -> operations_pb2.Operation:
-        try:
-            return self._wait(self.endpoints, name, "the deployment")
-        except DeployInterruptedError:
-            self._undeploy_if_done(name)
-            raise
+        return self._wait(self.endpoints, name, "the deployment", deploy=True)
 
     def _cancel(self, client: Any, name: str) -> None:
         """Ask the service to cancel ``name``, retrying transient errors for up to 20 s.
