@@ -65,10 +65,8 @@ def test_your_package_is_gated_only_on_the_thresholds_you_give(regressor):
 
 
 def test_a_malformed_entry_point_in_the_pyproject_is_refused_naming_it(regressor, tmp_path):
-    source = tmp_path / "typo"
-    shutil.copytree(regressor, source)
+    source = _regressor_with(regressor, tmp_path / "typo", "metrics:evaluate", "metrics.evaluate")
     pyproject = source / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("metrics:evaluate", "metrics.evaluate"))
     with pytest.raises(local.LocalRunError) as info:
         local_run.run_local(tmp_path / "run", source=source, progress=None)
     assert str(info.value) == (
@@ -169,10 +167,10 @@ def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
 
 
 def test_a_python_module_in_the_pyproject_that_is_no_module_name_is_refused(regressor, tmp_path):
-    source = tmp_path / "path"
-    shutil.copytree(regressor, source)
+    source = _regressor_with(
+        regressor, tmp_path / "path", '"regressor.train"', '"regressor/train.py"'
+    )
     pyproject = source / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"regressor.train"', '"regressor/train.py"'))
     with pytest.raises(local.LocalRunError) as info:
         local_run.run_local(tmp_path / "run", source=source, progress=None)
     assert str(info.value) == (
@@ -283,6 +281,16 @@ def test_a_launch_input_the_launcher_would_refuse_stops_the_run_before_anything_
     assert message in result.output
     assert "Traceback" not in result.output and "warning" not in result.output
     assert not (tmp_path / "run").exists()  # no emulator, no package, no training
+
+
+def _regressor_with(regressor: Path, source: Path, old: str, new: str) -> Path:
+    """The regressor copied to ``source``, ``old`` replaced by ``new`` in its pyproject.toml."""
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    text = pyproject.read_text()
+    assert old in text, f"{old!r} is not in the regressor's pyproject.toml"
+    pyproject.write_text(text.replace(old, new))
+    return source
 
 
 def _refused_before_the_run(pipeline, tmp_path) -> str:
@@ -471,10 +479,9 @@ def test_an_entry_point_module_missing_from_the_packages_own_package_is_refused_
     regressor, tmp_path
 ):
     # found only by the evaluation, after the whole training
-    source = tmp_path / "typo"
-    shutil.copytree(regressor, source)
-    pyproject = source / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("regressor.metrics:", "regressor.metricz:"))
+    source = _regressor_with(
+        regressor, tmp_path / "typo", "regressor.metrics:", "regressor.metricz:"
+    )
     with pytest.raises(local.LocalRunError) as info:
         local_run.run_local(tmp_path / "run", source=source, progress=None)
     assert str(info.value) == (
@@ -500,10 +507,7 @@ def test_an_entry_point_function_its_module_does_not_define_is_refused_before_it
     regressor, tmp_path
 ):
     # found only by the evaluation, after the whole training
-    source = tmp_path / "typo"
-    shutil.copytree(regressor, source)
-    pyproject = source / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace(":evaluate", ":evaluat"))
+    source = _regressor_with(regressor, tmp_path / "typo", ":evaluate", ":evaluat")
     with pytest.raises(local.LocalRunError) as info:
         local_run.run_local(tmp_path / "run", source=source, progress=None)
     assert str(info.value) == (
@@ -552,10 +556,8 @@ def test_an_evaluation_module_the_runtime_images_python_cannot_run_is_refused_be
 
 
 def test_a_pyproject_that_is_not_toml_is_named_once(regressor, tmp_path):
-    source = tmp_path / "broken"
-    shutil.copytree(regressor, source)
+    source = _regressor_with(regressor, tmp_path / "broken", "[tool.kfp-spot]", "[tool.kfp-spot")
     pyproject = source / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("[tool.kfp-spot]", "[tool.kfp-spot"))
     with pytest.raises(local.LocalRunError) as info:
         local_run.run_local(tmp_path / "run", source=source, progress=None)
     assert str(info.value).startswith(
