@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trainer_testlib import step_writer
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError, checksum
 from kfp_spot.trainer import snapshot
-from kfp_spot.trainer.writer import StepWriter
 
 
 @pytest.mark.parametrize(
@@ -53,18 +53,6 @@ class _Clocks:
         self.now += seconds
 
 
-def _writer(root: Path, clocks: _Clocks) -> StepWriter:
-    return StepWriter(
-        str(root),
-        save_retries=0,
-        grace_period=30.0,
-        recorder=None,
-        retain=lambda: None,
-        clock=clocks.wall,
-        cpu_clock=clocks.cpu,
-    )
-
-
 @pytest.fixture
 def memory_speed_crc32c(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's CRC32C switched to ICRAR's, as after a process's first 256 MiB."""
@@ -81,7 +69,7 @@ def test_a_busy_loops_snapshot_carries_its_checksum_and_every_save_verifies(
     tmp_path: Path, busy: float, hashed: bool
 ) -> None:
     clocks = _Clocks(busy)  # 64 cores' worth: busy on any machine the suite runs on
-    writer = _writer(tmp_path, clocks)
+    writer = step_writer(tmp_path, clock=clocks.wall, cpu_clock=clocks.cpu)
     state = np.random.default_rng(0).random((checkpoints.DIRECT_MIN_BYTES // 8) + 3)
     for step in (1, 2, 3):
         clocks.advance(1.0)

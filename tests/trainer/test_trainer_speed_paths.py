@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trainer_testlib import step_writer
 
 import kfp_spot.trainer
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import buffers, write
 from kfp_spot.trainer import CheckpointCorruptError, CheckpointManager
-from kfp_spot.trainer.writer import StepWriter
 
 
 def _manager(root: Path, **kwargs: object) -> CheckpointManager:
@@ -118,17 +118,6 @@ def test_a_large_file_is_read_into_page_aligned_writable_memory(tmp_path: Path) 
     data[0] = 1  # decoders may use it in place
 
 
-def _writer(root: Path, retain: object) -> StepWriter:
-    return StepWriter(
-        str(root),
-        save_retries=0,
-        grace_period=30.0,
-        recorder=None,
-        retain=retain,  # type: ignore[arg-type]
-        clock=time.monotonic,
-    )
-
-
 def _own_nice() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
@@ -147,7 +136,7 @@ def test_the_background_write_runs_below_the_loops_priority(tmp_path: Path) -> N
         seen.append(_own_nice())
         done.set()
 
-    writer = _writer(tmp_path, retain)
+    writer = step_writer(tmp_path, retain)
     loop_nice = _own_nice()
     writer.start(1, writer.snapshot({"a.bin": bytearray(b"x" * 100)}), {}, time.monotonic())
     assert done.wait(60)  # not waited for: waiting gives the write the loop's priority
@@ -171,7 +160,7 @@ def test_waiting_for_the_background_write_gives_it_the_loops_priority(tmp_path: 
         release.wait(60)
         seen.append(_own_nice())
 
-    writer = _writer(tmp_path, retain)
+    writer = step_writer(tmp_path, retain)
     writer.start(1, writer.snapshot({"a.bin": bytearray(b"x" * 100)}), {}, time.monotonic())
     assert entered.wait(60)
     writer.hurry()  # what wait() does first: the next save, the notice's save, close
@@ -189,7 +178,7 @@ def test_a_sandbox_that_refuses_priorities_still_gets_every_background_save(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "setpriority", refused)
-    writer = _writer(tmp_path, lambda: None)
+    writer = step_writer(tmp_path, lambda: None)
     for step in (1, 2):
         writer.start(step, writer.snapshot({"a.bin": bytearray(b"x" * 100)}), {}, time.monotonic())
         writer.wait()

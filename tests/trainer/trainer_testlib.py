@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from kfp_spot.trainer.writer import StepWriter
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "trainer"
@@ -111,3 +114,22 @@ def load_model(model_dir: str) -> dict[str, bytes]:
 
         with np.load(io.BytesIO(handle.read()), allow_pickle=False) as npz:
             return {k: npz[k].tobytes() + str(npz[k].dtype).encode() for k in npz.files}
+
+
+def step_writer(
+    root: Path,
+    retain: Callable[[], None] = lambda: None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    cpu_clock: Callable[[], float] = time.process_time,
+) -> StepWriter:
+    """A StepWriter under ``root`` as the manager makes one (no retries, no attempt record)."""
+    return StepWriter(
+        str(root),
+        save_retries=0,
+        grace_period=30.0,
+        recorder=None,
+        retain=retain,
+        clock=clock,
+        cpu_clock=cpu_clock,
+    )
