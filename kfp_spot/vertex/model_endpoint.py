@@ -28,6 +28,7 @@ from typing import Any
 
 from kfp_spot import executors
 from kfp_spot.vertex.custom_job import InvalidJobSpecError, Target, check_machine_spec
+from kfp_spot.vertex.resource_ids import check_endpoint_id, check_model_id
 from kfp_spot.vertex.serving_container import check_container_spec
 from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
@@ -57,6 +58,7 @@ __all__ = [
     "check_endpoint_id",
     "check_labels",
     "check_model",
+    "check_model_id",
     "check_replica_counts",
     "check_traffic_split",
     "location_of",
@@ -67,7 +69,6 @@ _PARENT = r"projects/[^/]+/locations/[^/]+"
 MODEL_NAME = re.compile(rf"({_PARENT})/models/([^/:@]+)(?:@([^/:@]+))?")
 # projects/P/locations/L/endpoints/ID: groups parent, id.
 ENDPOINT_NAME = re.compile(rf"({_PARENT})/endpoints/([^/:@]+)")
-_ENDPOINT_ID = re.compile(r"[1-9][0-9]{0,18}|[a-z][a-z0-9-]{0,62}")
 # Deployed model ids are int64s, written in decimal.
 _DEPLOYED_MODEL_ID = re.compile(r"[1-9][0-9]{0,18}")
 
@@ -236,22 +237,6 @@ def check_endpoint(endpoint: Any, field: str = "endpoint", location: str | None 
             f"{field}.deployedModels",
             "deployedModels and trafficSplit are output only on create; deploy models with "
             ":deployModel",
-        )
-
-
-def check_endpoint_id(endpoint_id: str, field: str = "endpointId") -> None:
-    """A CreateEndpointRequest's ``endpointId`` (empty: the service picks one).
-
-    Digits not starting with 0, or lowercase letters, digits and hyphens starting with a letter.
-
-    Raises:
-        InvalidFieldError: naming ``field``.
-    """
-    if endpoint_id and _ENDPOINT_ID.fullmatch(endpoint_id) is None:
-        raise InvalidFieldError(
-            field,
-            f"{endpoint_id!r} must be digits (not starting with 0) or lower-case letters, digits "
-            "and hyphens starting with a letter",
         )
 
 

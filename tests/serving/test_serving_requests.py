@@ -20,7 +20,7 @@ from kfp_spot import executors
 from kfp_spot.emulator import names
 from kfp_spot.emulator.server import MAX_BODY
 from kfp_spot.emulator.serving.env import serving_python
-from tests.serving.conftest import PARENT, X, Y
+from tests.serving.conftest import PARENT, SKLEARN_IMAGE, X, Y
 
 NUMBER = names.project_number("local-project")
 NUMBERED = f"projects/{NUMBER}/locations/us-central1"
@@ -205,3 +205,22 @@ def test_list_pages_carry_opaque_tokens_tied_to_their_query(serving, sklearn_mod
         assert answer["error"]["status"] == "INVALID_ARGUMENT", (what, answer)
         violations = answer["error"]["details"][0]["fieldViolations"]
         assert violations[0]["field"] == "page_token", (what, answer)
+
+
+def test_a_model_id_vertex_refuses_is_refused_on_upload(serving, sklearn_model_dir):
+    """UploadModelRequest.modelId: up to 63 of [a-z0-9_-], not starting with a digit or '-'."""
+
+    def upload(model_id: str) -> str:
+        model = {
+            "display_name": "m",
+            "artifact_uri": str(sklearn_model_dir),
+            "container_spec": {"image_uri": SKLEARN_IMAGE},
+        }
+        request = {"parent": PARENT, "model": model, "model_id": model_id}
+        return serving.models.upload_model(request=request).result(timeout=30).model
+
+    for bad in ("Bad_ID", "1model", "-model", "my.model", "a/b", "m" * 64):
+        with pytest.raises(exceptions.BadRequest, match=r"model_id; Message: .*\[a-z0-9_-\]"):
+            upload(bad)
+    assert upload("my_model-1") == f"{NUMBERED}/models/my_model-1"
+    assert upload("_m" + "m" * 61).endswith("/models/_m" + "m" * 61)

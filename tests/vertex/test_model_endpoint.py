@@ -153,3 +153,11 @@ def test_the_rules_import_no_gapic_module_of_their_own():
         for alias in node.names
     ]
     assert imported and not [m for m in imported if m and m.startswith("google.")]
+
+
+def test_a_model_id_takes_the_form_the_api_reference_states():
+    for good in ("", "m", "_m", "my_model-1", "m" * 63):
+        rules.check_model_id(good)
+    for bad in ("M", "1m", "-m", "m.m", "m/m", "m" * 64):
+        err = _refused(rules.check_model_id, bad)
+        assert err.field == "modelId" and "[a-z0-9_-]" in err.reason

@@ -37,7 +37,12 @@ from kfp_spot.emulator.serving.catalog import (
     stamp,
 )
 from kfp_spot.vertex.custom_job import EMULATOR
-from kfp_spot.vertex.model_endpoint import check_artifact_files, check_model, location_of
+from kfp_spot.vertex.model_endpoint import (
+    check_artifact_files,
+    check_model,
+    check_model_id,
+    location_of,
+)
 from kfp_spot.vertex.values import InvalidFieldError
 
 #: How long an upload waits for the listing of a ``gs://`` artifact directory (retries included).
@@ -68,6 +73,7 @@ class ModelApi:
                 "parent_model",
             )
         try:
+            check_model_id(request.model_id)
             image = check_model(model, EMULATOR, location=location_of(parent))
         except InvalidFieldError as err:
             raise rule_refusal(err, UploadModelRequest) from None

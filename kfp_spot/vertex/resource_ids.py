@@ -1,0 +1,52 @@
+"""The IDs a caller may choose for the Vertex AI resources it creates, as the API reference states.
+
+Each is the last part of the resource name, given in the create request: a Model's ``modelId``
+(``models:upload``), an Endpoint's ``endpointId`` (a query parameter of endpoint create) and a
+DeployedModel's ``id`` (``:deployModel``). Empty: the service picks one. Each rule raises the
+floor's :class:`~kfp_spot.vertex.values.InvalidFieldError` naming the request field and the form.
+
+Pure: no I/O and no GAPIC client.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kfp_spot.vertex.values import InvalidFieldError, show
+
+__all__ = ["check_endpoint_id", "check_model_id"]
+
+# UploadModelRequest.model_id: "up to 63 characters, and valid characters are [a-z0-9_-]. The first
+# character cannot be a number or hyphen."
+MODEL_ID = re.compile(r"[a-z_][a-z0-9_-]{0,62}")
+MODEL_ID_FORM = "1-63 of [a-z0-9_-], the first a lowercase letter or '_' (not a digit or '-')"
+# CreateEndpointRequest.endpoint_id: digits not starting with 0, or lowercase letters, digits and
+# hyphens starting with a letter.
+ENDPOINT_ID = re.compile(r"[1-9][0-9]{0,18}|[a-z][a-z0-9-]{0,62}")
+ENDPOINT_ID_FORM = (
+    "digits (not starting with 0) or lower-case letters, digits and hyphens starting with a letter"
+)
+
+
+def _check(value: Any, pattern: re.Pattern[str], form: str, field: str) -> None:
+    if value and (not isinstance(value, str) or pattern.fullmatch(value) is None):
+        raise InvalidFieldError(field, f"{show(value)} is not a valid ID: {form}")
+
+
+def check_model_id(model_id: Any, field: str = "modelId") -> None:
+    """An UploadModelRequest's ``modelId`` (empty: the service picks one).
+
+    Raises:
+        InvalidFieldError: naming ``field`` and the valid form.
+    """
+    _check(model_id, MODEL_ID, MODEL_ID_FORM, field)
+
+
+def check_endpoint_id(endpoint_id: Any, field: str = "endpointId") -> None:
+    """A CreateEndpointRequest's ``endpointId`` (empty: the service picks one).
+
+    Raises:
+        InvalidFieldError: naming ``field`` and the valid form.
+    """
+    _check(endpoint_id, ENDPOINT_ID, ENDPOINT_ID_FORM, field)
