@@ -21,11 +21,14 @@ __all__ = ["check_endpoint_id", "check_model_id"]
 # character cannot be a number or hyphen."
 MODEL_ID = re.compile(r"[a-z_][a-z0-9_-]{0,62}")
 MODEL_ID_FORM = "1-63 of [a-z0-9_-], the first a lowercase letter or '_' (not a digit or '-')"
-# CreateEndpointRequest.endpoint_id: digits not starting with 0, or lowercase letters, digits and
-# hyphens starting with a letter.
-ENDPOINT_ID = re.compile(r"[1-9][0-9]{0,18}|[a-z][a-z0-9-]{0,62}")
+# CreateEndpointRequest.endpoint_id: "If the first character is a letter, this value may be up to
+# 63 characters, and valid characters are [a-z0-9-]. The last character must be a letter or
+# number. If the first character is a number, this value may be up to 9 characters, and valid
+# characters are [0-9] with no leading zeros."
+ENDPOINT_ID = re.compile(r"[1-9][0-9]{0,8}|[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
 ENDPOINT_ID_FORM = (
-    "digits (not starting with 0) or lower-case letters, digits and hyphens starting with a letter"
+    "1-9 digits not starting with 0, or 1-63 of [a-z0-9-] starting with a letter and ending "
+    "with a letter or digit"
 )
 
 

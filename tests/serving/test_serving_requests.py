@@ -172,6 +172,16 @@ def test_endpoint_ids_and_bodies_of_create_are_checked(serving):
         parent=PARENT, endpoint=Endpoint(display_name="mine"), endpoint_id="mine-1"
     ).result(timeout=30)
     assert created.name == f"{NUMBERED}/endpoints/mine-1"
+    # Vertex AI: a numeric ID has at most 9 digits; a named one ends with a letter or digit.
+    for bad in ("1234567890", "mine-", "0123", "e" * 64):
+        with pytest.raises(exceptions.BadRequest, match=r"endpoint_id; Message: .*1-9 digits"):
+            serving.endpoints.create_endpoint(
+                parent=PARENT, endpoint=Endpoint(display_name="e"), endpoint_id=bad
+            )
+    numbered = serving.endpoints.create_endpoint(
+        parent=PARENT, endpoint=Endpoint(display_name="e"), endpoint_id="123456789"
+    ).result(timeout=30)
+    assert numbered.name == f"{NUMBERED}/endpoints/123456789"
     with pytest.raises(exceptions.Conflict):
         serving.endpoints.create_endpoint(
             parent=PARENT, endpoint=Endpoint(display_name="again"), endpoint_id="mine-1"

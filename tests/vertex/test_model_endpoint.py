@@ -129,6 +129,9 @@ def test_models_and_endpoints():
     assert _refused(rules.check_endpoint, Endpoint()).field == "endpoint.displayName"
     assert _refused(rules.check_endpoint_id, "0abc").field == "endpointId"
     rules.check_endpoint_id("mine-1")
+    rules.check_endpoint_id("123456789")
+    for bad in ("1234567890", "mine-", "e" * 64):
+        assert _refused(rules.check_endpoint_id, bad).field == "endpointId"
 
 
 def test_a_model_directory_holds_exactly_one_file_its_image_loads():
