@@ -28,7 +28,11 @@ from typing import Any
 
 from kfp_spot import executors
 from kfp_spot.vertex.custom_job import InvalidJobSpecError, Target, check_machine_spec
-from kfp_spot.vertex.resource_ids import check_endpoint_id, check_model_id
+from kfp_spot.vertex.resource_ids import (
+    check_deployed_model_id,
+    check_endpoint_id,
+    check_model_id,
+)
 from kfp_spot.vertex.serving_container import check_container_spec
 from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
@@ -296,6 +300,7 @@ def check_deployed_model(deployed: Any, target: Target) -> None:
             "deployedModel.model",
             f"{pb.model!r} is not a Model name projects/P/locations/L/models/ID[@VERSION]",
         )
+    check_deployed_model_id(pb.id)
     if pb.WhichOneof("prediction_resources") != "dedicated_resources":
         raise InvalidFieldError(
             DEDICATED_RESOURCES,

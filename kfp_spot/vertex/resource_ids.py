@@ -15,7 +15,7 @@ from typing import Any
 
 from kfp_spot.vertex.values import InvalidFieldError, show
 
-__all__ = ["check_endpoint_id", "check_model_id"]
+__all__ = ["check_deployed_model_id", "check_endpoint_id", "check_model_id"]
 
 # UploadModelRequest.model_id: "up to 63 characters, and valid characters are [a-z0-9_-]. The first
 # character cannot be a number or hyphen."
@@ -30,6 +30,10 @@ ENDPOINT_ID_FORM = (
     "1-9 digits not starting with 0, or 1-63 of [a-z0-9-] starting with a letter and ending "
     "with a letter or digit"
 )
+
+# DeployedModel.id: "This value should be 1-10 characters, and valid characters are /[0-9]/."
+DEPLOYED_MODEL_ID = re.compile(r"[0-9]{1,10}")
+DEPLOYED_MODEL_ID_FORM = "1-10 digits [0-9]"
 
 
 def _check(value: Any, pattern: re.Pattern[str], form: str, field: str) -> None:
@@ -53,3 +57,12 @@ def check_endpoint_id(endpoint_id: Any, field: str = "endpointId") -> None:
         InvalidFieldError: naming ``field`` and the valid form.
     """
     _check(endpoint_id, ENDPOINT_ID, ENDPOINT_ID_FORM, field)
+
+
+def check_deployed_model_id(deployed_model_id: Any, field: str = "deployedModel.id") -> None:
+    """A DeployModelRequest's ``deployedModel.id`` (empty: the service picks one).
+
+    Raises:
+        InvalidFieldError: naming ``field`` and the valid form.
+    """
+    _check(deployed_model_id, DEPLOYED_MODEL_ID, DEPLOYED_MODEL_ID_FORM, field)

@@ -234,3 +234,22 @@ def test_a_model_id_vertex_refuses_is_refused_on_upload(serving, sklearn_model_d
             upload(bad)
     assert upload("my_model-1") == f"{NUMBERED}/models/my_model-1"
     assert upload("_m" + "m" * 61).endswith("/models/_m" + "m" * 61)
+
+
+def test_a_deployed_model_id_vertex_refuses_is_refused_on_deploy(serving, sklearn_model_dir):
+    """DeployedModel.id: "1-10 characters, and valid characters are /[0-9]/"."""
+    model, endpoint = serving.upload(sklearn_model_dir), serving.endpoint()
+    for bad in ("abc", "12345678901", "-1"):
+        with pytest.raises(exceptions.BadRequest, match=r"deployed_model\.id; Message: .*1-10"):
+            serving.endpoints.deploy_model(
+                endpoint=endpoint,
+                deployed_model=DeployedModel(
+                    id=bad,
+                    model=model,
+                    dedicated_resources={
+                        "machine_spec": {"machine_type": "n1-standard-4"},
+                        "min_replica_count": 1,
+                    },
+                ),
+                traffic_split={"0": 100},
+            )

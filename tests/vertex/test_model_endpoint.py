@@ -164,3 +164,12 @@ def test_a_model_id_takes_the_form_the_api_reference_states():
     for bad in ("M", "1m", "-m", "m.m", "m/m", "m" * 64):
         err = _refused(rules.check_model_id, bad)
         assert err.field == "modelId" and "[a-z0-9_-]" in err.reason
+
+
+def test_a_deployed_model_id_is_digits():
+    from kfp_spot.vertex.resource_ids import check_deployed_model_id
+
+    for good in ("", "1", "0123456789"):
+        check_deployed_model_id(good)
+    for bad in ("abc", "12345678901", "-1"):
+        assert _refused(check_deployed_model_id, bad).field == "deployedModel.id"
