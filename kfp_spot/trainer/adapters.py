@@ -19,7 +19,10 @@ adapter                   file suffix  values
 ``numpy-random-state``    ``.json``    ``numpy.random.RandomState``
 ``python-random``         ``.json``    ``random.Random``
 ``torch``                 ``.pt``/``.safetensors``  a torch tensor or a mapping of str to
-                                       tensors (a ``state_dict()``); read with safetensors
+                                       tensors (a ``state_dict()``, safetensors when
+                                       installed), or dicts, lists and tuples of tensors
+                                       and numbers (an optimizer's ``state_dict()``); read
+                                       with safetensors
                                        or ``torch.load(weights_only=True)``, never a pickle
 ``sklearn``               ``.pkl``     a scikit-learn estimator (pickle: off unless the
                                        reader passes ``allow_pickle=True``, since unpickling
@@ -38,11 +41,12 @@ in is the module's order; one file keeps the table readable in one place.
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,17 +335,49 @@ def _decode_python_random(data: Buffer) -> Any:
 
 
 # -- torch -------------------------------------------------------------------------------------
+_TORCH_LEAVES = (str, int, float, bool, type(None))
+
+
+def _tensor_count(value: Any, tensor: type, depth: int = 0) -> int:
+    """How many tensors a tree of dicts, lists and tuples holds.
+
+    -1 when ``torch.load(..., weights_only=True)`` could not read it back (an object of another
+    type, a tree too deep).
+    """
+    if isinstance(value, tensor):
+        return 1
+    if isinstance(value, _TORCH_LEAVES):
+        return 0
+    if depth > 32:
+        return -1
+    if type(value) in (list, tuple):
+        items: Iterable[Any] = value
+    elif type(value) in (dict, collections.OrderedDict):
+        if not all(isinstance(k, (str, int)) for k in value):
+            return -1
+        items = value.values()
+    else:
+        return -1
+    total = 0
+    for item in items:
+        count = _tensor_count(item, tensor, depth + 1)
+        if count < 0:
+            return -1
+        total += count
+    return total
+
+
 def _is_torch(value: Any) -> bool:
     torch = _module_loaded("torch")
     if torch is None:
         return False
     if isinstance(value, torch.Tensor):
         return True
-    return (
-        isinstance(value, Mapping)
-        and bool(value)
-        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
-    )
+    if not isinstance(value, Mapping) or not value:
+        return False
+    # A model's state_dict() (str -> tensor) and an optimizer's (int keys, nested dicts and lists
+    # of tensors and numbers): what torch.load(weights_only=True) reads back.
+    return _tensor_count(dict(value), torch.Tensor) > 0
 
 
 def _have_safetensors() -> bool:
@@ -378,7 +414,15 @@ def _decode_safetensors(data: Buffer) -> Any:
 
 
 def _is_torch_dict_for_safetensors(value: Any) -> bool:
-    return isinstance(value, Mapping) and _is_torch(value) and _have_safetensors()
+    # safetensors holds a flat str -> tensor mapping only (a model's state_dict()).
+    torch = _module_loaded("torch")
+    return (
+        torch is not None
+        and isinstance(value, Mapping)
+        and bool(value)
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+        and _have_safetensors()
+    )
 
 
 # -- scikit-learn ------------------------------------------------------------------------------
