@@ -359,19 +359,25 @@ def timeline_figure(
         for row in summary.attempts:
             if row.is_preemption and row.end is not None:
                 loss_ax.axvline(row.end - t0, color="#b71c1c", linestyle="--", linewidth=1)
-        gone = [c.time - t0 for c in marks if c.loss is None]
-        if gone:
-            # Commits whose manifest (and loss) retention deleted: where, not how much.
-            loss_ax.plot(
-                gone,
-                [0.03] * len(gone),
-                transform=loss_ax.get_xaxis_transform(),
-                marker="^",
-                linestyle="none",
-                markerfacecolor="none",
-                color="#1565c0",
-                label=f"commit whose {metric}\nretention deleted",
-            )
+        # Commits without a value: their manifest (and metric) deleted by retention, or saved
+        # without the metric (a final ckpt.save(step, state)): where, not how much.
+        for on_disk, label in (
+            (False, f"commit whose {metric}\nretention deleted"),
+            (True, f"commit saved without {metric}"),
+        ):
+            times = [c.time - t0 for c in marks if c.loss is None and c.on_disk == on_disk]
+            if times:
+                loss_ax.plot(
+                    times,
+                    [0.03] * len(times),
+                    transform=loss_ax.get_xaxis_transform(),
+                    marker="^" if not on_disk else "v",
+                    linestyle="none",
+                    markerfacecolor="none",
+                    color="#1565c0",
+                    label=label,
+                )
+        if any(c.loss is None for c in marks):
             loss_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     else:
         loss_ax.text(

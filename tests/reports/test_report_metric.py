@@ -109,3 +109,19 @@ def test_the_choice_of_metric_is_deterministic(
 ) -> None:
     assert chart_metric(recorded) == chosen
     assert chart_metric(list(reversed(recorded))) == chosen
+
+
+def test_a_final_save_without_metrics_is_not_marked_as_deleted_by_retention(tmp_path: Path):
+    # The documented loop: maybe_save(..., metrics=...) each step, then ckpt.save(step, state)
+    # at the end, without metrics. That last step is on disk: no "retention deleted" mark.
+    root = tmp_path / "ckpt"
+    with CheckpointManager(str(root), keep_last=2, handle_signals=False, interval=1) as ckpt:
+        for step in range(1, 5):
+            time.sleep(0.01)
+            ckpt.maybe_save(step, {"w": float(step)}, metrics={"train_loss": 1.0 / step})
+        time.sleep(0.01)
+        ckpt.save(5, {"w": 5.0})
+    metric_ax = timeline_figure(load_run(_run_dir(tmp_path))).axes[1]
+    labels = {ln.get_label(): len(ln.get_xdata()) for ln in metric_ax.lines}
+    assert "commit whose train_loss\nretention deleted" not in labels
+    assert labels["commit saved without train_loss"] == 1
