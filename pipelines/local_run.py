@@ -308,6 +308,9 @@ def run_local(
     _check_outside(Path(run_dir), source)
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
+    if progress is not None:
+        for warning in _unmet_pins(source, arguments, pipeline):
+            progress(f"warning: {warning}")
     return run_pipeline(
         pipeline,
         arguments,
@@ -320,3 +323,21 @@ def run_local(
         disruption=disruption,
         regions=regions,
     )
+
+
+def _unmet_pins(source: str | Path, arguments: Mapping[str, Any], pipeline: Any) -> list[str]:
+    """What the prepare-package task will warn of: requirements the executor image's pins miss.
+
+    Said before the run, as the task's console is only in its log. The requirements are the
+    ``requirements`` parameter's and a project directory's static ``[project] dependencies``
+    (a setup.py's or an archive's are known after the build: the task's log has them).
+    """
+    from kfp_spot.packaging.imagepins import declared_requirements, unmet_pin_warnings
+
+    given = (pipeline.component_spec.inputs or {}).get("executor_image_uri")
+    image = arguments.get("executor_image_uri") or (given.default if given else "")
+    requirements = arguments.get("requirements")
+    declared = list(requirements) if isinstance(requirements, list) else []
+    if "source" in arguments and Path(source).is_dir():
+        declared += declared_requirements(Path(source)) or []
+    return unmet_pin_warnings(declared, str(image)) if image and declared else []

@@ -43,7 +43,11 @@ from typing import Any
 
 from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
-from kfp_spot.jobs.template_steps import check_evaluate_task, check_prepare_task
+from kfp_spot.jobs.template_steps import (
+    check_evaluate_task,
+    check_prepare_task,
+    prepare_task_warnings,
+)
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
     EVALUATE_CALL,
@@ -286,7 +290,8 @@ def check_template_launches(
         enable_caching: the submission's caching override (None: each task's own setting).
 
     Returns:
-        Warnings: a prepare-package, launch or deploy task left cacheable, or a launch or deploy
+        Warnings: a prepare-package, launch or deploy task left cacheable, a prepare-package
+        task's ``requirements`` its executor image's versions do not satisfy, or a launch or deploy
         task with a project or location baked in
         that is not the submission's; a launch or deploy task not checked, and why.
 
@@ -304,6 +309,11 @@ def check_template_launches(
                     "--disable-caching"
                 )
             _check_task(task, project=project, location=location, local=False)
+            if task.call == PREPARE_CALL:
+                warnings.extend(
+                    f"task {task.path!r} ({task.component}): {message}"
+                    for message in prepare_task_warnings(task)
+                )
             continue
         kind = task.component
         if task.cached and enable_caching is None:

@@ -90,3 +90,18 @@ def check_prepare_task(task: TemplateTask) -> None:
             "machine, which the task's container on Vertex AI Pipelines cannot read: upload it "
             "and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)"
         )
+
+
+def prepare_task_warnings(task: TemplateTask) -> list[str]:
+    """What a prepare_package task will warn of, where its inputs say it before the run.
+
+    Its ``requirements`` (a script's or a bare package's; a project's own are in its source,
+    which a submission does not read) against the versions its ``executor_image_uri`` holds
+    (:func:`kfp_spot.packaging.imagepins.unmet_pins`).
+    """
+    requirements, image = (task.parameters.get(k) for k in ("requirements", "executor_image_uri"))
+    if not isinstance(requirements, list) or not isinstance(image, str) or not image:
+        return []
+    from kfp_spot.packaging.imagepins import unmet_pin_warnings
+
+    return unmet_pin_warnings([r for r in requirements if isinstance(r, str)], image)

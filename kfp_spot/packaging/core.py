@@ -11,6 +11,7 @@ import base64
 import hashlib
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,7 @@ from kfp_spot.packaging.errors import (
     PackageUrisError,
     PackagingError,
 )
+from kfp_spot.packaging.imagepins import unmet_pin_warnings
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import (
     DIST_NAME_FORM,
@@ -432,6 +434,9 @@ def prepare_package(
                 envcache.default_cache_dir(), scratch_dir=work / "kfp-spot-trainer"
             )
             log.info("%s imports kfp_spot: adding %s to its package URIs", facts.name, light.name)
+        # The job still runs, but pip replaces the image's version (stderr: the task's console).
+        for warning in unmet_pin_warnings(facts.requirements, executor_image_uri):
+            print(f"kfp-spot: warning: {warning}", file=sys.stderr, flush=True)
         if check_import:
             local_extras = [
                 envcache.fetch(uri, work / "extras" / str(i)) for i, uri in enumerate(extras)
