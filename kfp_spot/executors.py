@@ -74,6 +74,10 @@ DEFAULT_EXECUTOR_IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:l
 ALLOW_UNKNOWN_ENV = "KFP_SPOT_ALLOW_UNKNOWN_EXECUTOR_IMAGE"
 # How far ahead the end of an image's availability is announced.
 EXPIRY_NOTICE_DAYS = 60
+TABLE = "kfp_spot/data/executor_images.csv"
+"""The table of prebuilt training images, as messages name it."""
+IMAGES_PAGE = "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers"
+"""Google's list of prebuilt training images, where the table was read."""
 REGISTRY_HOSTS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
 REPOSITORY = "vertex-ai/training"
 PREDICTION_REPOSITORY = "vertex-ai/prediction"
@@ -154,7 +158,7 @@ class ExecutorProfile:
 @functools.cache
 def profiles() -> dict[str, ExecutorProfile]:
     """Every prebuilt training image by name, in the order Google lists them."""
-    text = resources.files("kfp_spot").joinpath("data/executor_images.csv").read_text("utf-8")
+    text = resources.files("kfp_spot").joinpath(TABLE.removeprefix("kfp_spot/")).read_text("utf-8")
     rows = csv.DictReader(io.StringIO("".join(ln for ln in text.splitlines(True) if ln[:1] != "#")))
     out = {}
     for row in rows:
@@ -298,7 +302,7 @@ def executor_image_notice(uri: str, today: datetime.date | None = None) -> str |
         )
     today = today or datetime.date.today()
     days = (found.end_of_availability - today).days
-    pages = "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers"
+    pages = IMAGES_PAGE
     if days < 0:
         return (
             f"executor image {found.image} reached its documented end of availability on "

@@ -32,8 +32,6 @@ from kfp_spot import executors
 
 __all__ = ["UnmetPin", "declared_requirements", "unmet_pin_warnings", "unmet_pins"]
 
-TABLE = "kfp_spot/data/executor_images.csv"
-PAGE = "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers"
 _SHOWN_IMAGES = 6
 
 
@@ -70,7 +68,7 @@ class UnmetPin:
     @property
     def message(self) -> str:
         """The warning: the requirement, the image, the image's version and the fix."""
-        source = "inferred from its name" if self.inferred else TABLE
+        source = "inferred from its name" if self.inferred else executors.TABLE
         if self.satisfying:
             shown = ", ".join(self.satisfying[:_SHOWN_IMAGES])
             more = len(self.satisfying) - _SHOWN_IMAGES
@@ -79,8 +77,8 @@ class UnmetPin:
             )
         else:
             pick = (
-                f"none of kfp-spot's table does; a newer one of Google's naming from {PAGE} is "
-                "accepted with a note"
+                "none of kfp-spot's table does; a newer one of Google's naming from "
+                f"{executors.IMAGES_PAGE} is accepted with a note"
             )
         return (
             f"requirement {self.requirement!r} is not satisfied by executor image {self.image}, "
