@@ -120,13 +120,23 @@ def test_a_sigterm_before_the_wait_on_the_deploy_still_cancels_it(
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert "interrupted: cancelling" in done.stderr
     gcp = json.loads((tmp_path / "gcp_resources").read_text())
-    name = gcp["resources"][-1]["resourceUri"].split("/v1/")[1].split("/operations/")[0]
-    assert not serving.endpoints.get_endpoint(name=name).deployed_models
-    lives = wait_for(
-        lambda: [r for r in serving.emu.serving_ledger(name)["lives"] if r["endReason"]],
-        what="the cancelled replica's end",
+    operation = gcp["resources"][-1]["resourceUri"].split("/v1/")[1]
+    name = operation.split("/operations/")[0]
+    # The signal may come before the deploy started its replica, or after: either way the deploy
+    # ends cancelled, and every replica it started ends with it.
+    done_op = wait_for(
+        lambda: (op := serving.endpoints.get_operation({"name": operation})).done and op,
+        what="the cancelled deploy's end",
     )
-    assert [r["endReason"] for r in lives] == ["CANCELLED"]
+    assert done_op.error.code == 1, done_op  # google.rpc.Code.CANCELLED
+    assert not serving.endpoints.get_endpoint(name=name).deployed_models
+
+    def every_replica_ended() -> tuple[list[dict[str, Any]]] | None:
+        lives = serving.emu.serving_ledger(name)["lives"]
+        return (lives,) if all(r["endReason"] for r in lives) else None
+
+    (lives,) = wait_for(every_replica_ended, what="the end of every replica the deploy started")
+    assert {r["endReason"] for r in lives} <= {"CANCELLED"}, lives
 
 
 def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Path) -> None:
