@@ -9,7 +9,8 @@
 
 ``pipeline`` is a ``@dsl.pipeline`` function or a compiled YAML file. :func:`run` starts the local
 Vertex emulator on a free loopback port, points the pipeline's ``api_endpoint`` parameter at it
-(declare one and pass it to ``launch_spot_job``: a launch without it is refused before the run),
+(a pipeline with a ``launch_spot_job`` or ``deploy_spot_endpoint`` task declares one and passes
+it to them: without it, the run is refused before it starts; one with neither needs none),
 fills ``project``, ``location``, ``base_output_directory`` and ``staging_uri`` when the pipeline
 declares them and they are not given, runs it with ``kfp.local.SubprocessRunner(use_venv=False)``,
 preempts each CustomJob's attempts ``preemptions`` times, each only after the attempt committed a
@@ -42,16 +43,16 @@ from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.packaging.sources import LOCAL_RUNS_DIR
 from kfp_spot.pipelines.local_arguments import (
+    ENDPOINT_PARAMETER,
     ENDPOINT_STAND_IN,
     LocalRunError,
     check_run_options,
     check_runs_locally,
     check_tasks,
-    check_types,
-    check_values,
     load,
     parameters,
     parse_arguments,
+    run_arguments,
 )
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, failover_drill
 from kfp_spot.pipelines.local_result import (
@@ -65,7 +66,6 @@ from kfp_spot.pipelines.local_result import (
 )
 from kfp_spot.progress import LocalRunProgress, emulator_jobs
 from kfp_spot.reports import preload_timeline, write_report
-from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
@@ -84,40 +84,6 @@ __all__ = [
     "run",
     "summarize",
 ]
-
-ENDPOINT_PARAMETER = "api_endpoint"
-"""The pipeline parameter :func:`run` sets to the emulator's endpoint."""
-
-
-def _arguments(
-    pipeline: Any, arguments: Mapping[str, Any], run_dir: Path, endpoint: str
-) -> dict[str, Any]:
-    """``arguments`` checked against the pipeline's inputs, with what a local run fills in."""
-    inputs = pipeline.component_spec.inputs
-    unknown = sorted(set(arguments) - set(inputs))
-    if unknown:
-        raise LocalRunError(
-            f"the pipeline has no parameter {unknown[0]!r}; valid: {', '.join(sorted(inputs))}"
-        )
-    if ENDPOINT_PARAMETER not in inputs:
-        raise LocalRunError(
-            f"the pipeline has no {ENDPOINT_PARAMETER!r} parameter, so its CustomJobs cannot be "
-            f'pointed at the local emulator: declare `{ENDPOINT_PARAMETER}: str = ""` and pass '
-            f"it to launch_spot_job"
-        )
-    filled: dict[str, Any] = {
-        "project": LOCAL_PROJECT,
-        "location": LOCAL_LOCATION,
-        "base_output_directory": str(run_dir / "job"),
-        "staging_uri": str(run_dir / "staging"),
-    }
-    out = {k: v for k, v in filled.items() if k in inputs}
-    out.update(arguments)
-    out[ENDPOINT_PARAMETER] = endpoint
-    check_values(out)
-    check_types(inputs, out)
-    return out
-
 
 RUN_DIR_ENTRIES = ("run.json", "emulator", "job/checkpoints", "pipeline_root")
 """What only a run writes into its directory: a directory holding one already holds a run."""
@@ -252,7 +218,7 @@ def run(
             arguments.setdefault("location", arguments["regions"][0])
     run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
     # Refuse bad arguments, and what a launch, evaluate or deploy task would, before starting.
-    check_tasks(pipeline, _arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
+    check_tasks(pipeline, run_arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
     _check_unused(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -267,7 +233,7 @@ def run(
         shown.event(f"emulator listening on {emu.endpoint}")
         preload_timeline()  # the report's imports, while the tasks run
         shown.name_groups(pipeline.pipeline_spec)
-        args = _arguments(pipeline, arguments or {}, run_dir, emu.endpoint)
+        args = run_arguments(pipeline, arguments or {}, run_dir, emu.endpoint)
         root_of = _checkpoint_roots(emu)
         # The tasks print it on their stderr, which a local run keeps in the logs: say it here,
         # as a note (the run itself is healthy; a real Vertex AI run is where it matters).

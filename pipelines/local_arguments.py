@@ -318,3 +318,68 @@ def check_tasks(pipeline: Any, arguments: Mapping[str, Any]) -> None:
         check_local_launches(json_format.MessageToDict(pipeline.pipeline_spec), arguments)
     except TemplateTaskError as exc:
         raise LocalRunError(str(exc)) from None
+
+
+ENDPOINT_PARAMETER = "api_endpoint"
+"""The pipeline parameter a local run sets to the emulator's endpoint."""
+
+
+def _vertex_callers(pipeline: Any) -> list[str]:
+    """The tasks that call Vertex AI's API (launch, deploy), sub-DAGs too, as ``path (component)``.
+
+    Only they need the emulator's endpoint: an evaluate-only pipeline talks to no API.
+    """
+    from google.protobuf import json_format
+
+    from kfp_spot.jobs.template_walk import DEPLOY_CALL, LAUNCH_CALL, template_tasks
+
+    spec = json_format.MessageToDict(pipeline.pipeline_spec)
+    return [
+        f"{task.path} ({task.component})"
+        for task in template_tasks(spec, {})
+        if task.call in (LAUNCH_CALL, DEPLOY_CALL)
+    ]
+
+
+def run_arguments(
+    pipeline: Any, arguments: Mapping[str, Any], run_dir: Path, endpoint: str
+) -> dict[str, Any]:
+    """``arguments`` checked against the pipeline's inputs, with what a local run fills in.
+
+    ``project``, ``location``, ``base_output_directory`` and ``staging_uri`` when declared and
+    not given; ``api_endpoint`` always set to ``endpoint`` when declared.
+
+    Raises:
+        LocalRunError: an unknown parameter, a value of the wrong type or form, or a pipeline
+            that launches or deploys without an ``api_endpoint`` parameter to point at the
+            emulator (naming those tasks).
+    """
+    from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
+
+    inputs = pipeline.component_spec.inputs
+    unknown = sorted(set(arguments) - set(inputs))
+    if unknown:
+        raise LocalRunError(
+            f"the pipeline has no parameter {unknown[0]!r}; valid: {', '.join(sorted(inputs))}"
+        )
+    callers = [] if ENDPOINT_PARAMETER in inputs else _vertex_callers(pipeline)
+    if callers:
+        raise LocalRunError(
+            f"the pipeline has no {ENDPOINT_PARAMETER!r} parameter, so its tasks that call Vertex "
+            f"AI ({', '.join(callers)}) cannot be pointed at the local emulator: declare "
+            f'`{ENDPOINT_PARAMETER}: str = ""` and pass it to them ({ENDPOINT_PARAMETER}='
+            f"{ENDPOINT_PARAMETER})"
+        )
+    filled: dict[str, Any] = {
+        "project": LOCAL_PROJECT,
+        "location": LOCAL_LOCATION,
+        "base_output_directory": str(run_dir / "job"),
+        "staging_uri": str(run_dir / "staging"),
+    }
+    out = {k: v for k, v in filled.items() if k in inputs}
+    out.update(arguments)
+    if ENDPOINT_PARAMETER in inputs:
+        out[ENDPOINT_PARAMETER] = endpoint
+    check_values(out)
+    check_types(inputs, out)
+    return out

@@ -689,14 +689,36 @@ def test_vertex_options_on_a_local_run_are_refused_not_ignored(tmp_path):
     assert "--project only applies with --vertex" in alone.output
 
 
-def test_a_pipeline_without_an_api_endpoint_parameter_is_refused_before_it_runs(tmp_path):
+def test_a_pipeline_that_launches_without_an_api_endpoint_parameter_is_refused(tmp_path):
+    # its launch, in a sub-DAG, would send the job to Vertex AI: named, before anything starts
+    @dsl.pipeline
+    def no_endpoint(source: str, train: bool = True):
+        package = COMPONENTS["prepare_package"](source=source)
+        with dsl.If(train == True):  # noqa: E712 (a KFP condition, not a Python comparison)
+            COMPONENTS["launch_spot_job"](package=package.outputs["package"])
+
+    assert _refused_before_the_run(no_endpoint, tmp_path) == (
+        "the pipeline has no 'api_endpoint' parameter, so its tasks that call Vertex AI "
+        "(condition-1/launch-spot-job (launch_spot_job)) cannot be pointed at the local "
+        'emulator: declare `api_endpoint: str = ""` and pass it to them '
+        "(api_endpoint=api_endpoint)"
+    )
+
+
+def test_a_pipeline_that_calls_no_vertex_api_runs_without_an_api_endpoint_parameter(tmp_path):
+    # nothing in it needs the emulator's endpoint (as the evaluate_checkpoint template)
     @dsl.pipeline
     def no_endpoint(source: str) -> list:
         return COMPONENTS["prepare_package"](source=source).outputs["package_uris"]
 
-    with pytest.raises(local.LocalRunError, match="no 'api_endpoint' parameter"):
-        local.run(no_endpoint, {"source": "x"}, run_dir=tmp_path)
-    assert not (tmp_path / "run.json").exists()
+    result = local.run(
+        no_endpoint,
+        {"source": str(ROOT / "examples" / "trainer")},
+        run_dir=tmp_path / "run",
+        preemptions=0,
+        progress=None,
+    )
+    assert result.succeeded and result.job_names == []
 
 
 @dsl.component(base_image="python:3.11")

@@ -110,7 +110,8 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     default=None,
     help="A compiled pipeline YAML, e.g. pulled from a registry (default: the built-in "
     "spot_training). --source goes to its 'source' parameter; one of your own with other "
-    "names takes them with --param (it must declare api_endpoint and pass it to the launch).",
+    "names takes them with --param (one that launches or deploys must declare api_endpoint and "
+    "pass it to those tasks).",
 )
 @click.option(
     "--verbose",

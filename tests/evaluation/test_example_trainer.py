@@ -1,14 +1,18 @@
 """The real example trainer: packaged, trained in its package environment, evaluated."""
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from kfp_spot import checkpoints, envcache
+from kfp_spot.cli import main as cli_main
 from kfp_spot.evaluation import evaluate
 from kfp_spot.packaging import prepare_package
+from kfp_spot.pipelines import catalog
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer"
 
@@ -72,3 +76,21 @@ def test_best_by_the_training_loss_the_trainer_records(trained, env_cache):
         cache_dir=env_cache,
     )
     assert result.step == best.step
+
+
+def test_the_evaluate_checkpoint_template_runs_locally_on_the_examples_checkpoint(
+    trained, tmp_path
+):
+    # it launches and deploys nothing, so it declares no api_endpoint: none is needed locally
+    _, root = trained
+    template = catalog.pipeline_path("evaluate_checkpoint")
+    run_dir = tmp_path / "run"
+    args = ["run", "--template", str(template), "--source", str(EXAMPLE), "--run-dir", str(run_dir)]
+    args += ["--param", f"checkpoint_uri={root}", "--param", 'thresholds={"accuracy": ">=0.5"}']
+    result = CliRunner().invoke(cli_main, args)
+    assert result.exit_code == 0, result.output
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"] == "SUCCEEDED" and record["passed"] is True
+    assert int(record["metrics"]["checkpoint_step"]) == checkpoints.latest(root).step
+    assert record["metrics"]["checkpoint_uri"] == root
+    assert record["job_names"] == []  # nothing was sent to the emulator
