@@ -67,7 +67,8 @@ def component_entry(
             entry point returns a confusion matrix.
         report: output Markdown artifact, written to ``report.path``.
         entry_point: ``module:function``; empty: the package's own (``[tool.kfp-spot]
-            evaluation-entry-point``, in ``package.metadata["evaluation_entry_point"]``), else
+            evaluation-entry-point``, in ``package.metadata["evaluation_entry_point"]``, else
+            read from the package's sdist as :func:`evaluate` does), else
             ``trainer.evaluate:evaluate`` (``entry_point.resolve_entry_point``).
         params: see :func:`evaluate`.
         step: see :func:`evaluate`.

@@ -6,7 +6,6 @@ import json
 import logging
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,9 +16,9 @@ from typing import Any
 
 from kfp_spot import envcache, fs
 from kfp_spot.checkpoints import CheckpointError
-from kfp_spot.evaluation import runner
-from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT, check_entry_point, environ_for
+from kfp_spot.evaluation.entry_point import check_entry_point, entry_point_for
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
+from kfp_spot.evaluation.invoke import run_entry_point
 from kfp_spot.evaluation.selection import (
     Selection,
     materialize_step,
@@ -212,41 +211,6 @@ def _parse_confusion_matrix(entry_point: str, value: Any) -> ConfusionMatrix:
     return ConfusionMatrix(tuple(map(str, labels)), tuple(tuple(row) for row in rows))
 
 
-def _run_entry_point(
-    python: Path,
-    entry_point: str,
-    checkpoint_dir: Path,
-    params: Mapping[str, Any],
-    timeout_s: float | None,
-) -> Any:
-    with tempfile.TemporaryDirectory(prefix="kfp-spot-eval-") as tmp:
-        params_path = Path(tmp, "params.json")
-        result_path = Path(tmp, "result.json")
-        params_path.write_text(json.dumps(dict(params)))
-        cwd = Path(tmp, "cwd")
-        cwd.mkdir()  # empty: imports come from the installed package, not a stray local file
-        cmd = [str(python), "-m", runner.__name__, entry_point, str(checkpoint_dir)]
-        cmd += [str(params_path), str(result_path)]
-        # the installed packages only, as in the image; not this machine's own settings
-        env = environ_for(python, entry_point, envcache.job_environ())
-        try:
-            proc = subprocess.run(
-                cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
-        for line in proc.stdout.splitlines():
-            log.info("evaluate: %s", line)
-        tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
-        if proc.returncode == runner.EXIT_ENTRY_POINT:  # the runner's line names the field
-            raise EvaluationInputError("entry_point", tail.removeprefix("entry_point: "))
-        if proc.returncode != 0:
-            raise EvaluationError(
-                f"evaluation with {entry_point} failed (exit {proc.returncode}):\n{tail}"
-            )
-        return json.loads(result_path.read_text())
-
-
 def _foreign_error(root: str, found: Any) -> EvaluationInputError:
     return EvaluationInputError(
         "checkpoint",
@@ -271,7 +235,7 @@ def evaluate(
     checkpoint_uri: str,
     package_uris: Sequence[str],
     *,
-    entry_point: str = DEFAULT_ENTRY_POINT,
+    entry_point: str = "",
     params: Mapping[str, Any] | None = None,
     step: str = "latest",
     thresholds: Mapping[str, Any] | None = None,
@@ -288,7 +252,9 @@ def evaluate(
         package_uris: the training package first, then its dependencies (as the job got them).
         entry_point: ``module:function``; the function is called as
             ``function(checkpoint_dir: str, params: dict) -> dict`` in a subprocess of an
-            environment with the packages installed (cached by their sha256).
+            environment with the packages installed (cached by their sha256). Empty: the one
+            the package declares (``[tool.kfp-spot] evaluation-entry-point`` in the sdist's
+            pyproject.toml), else ``trainer.evaluate:evaluate`` (the bundled example's).
         params: evaluation parameters passed to the function (JSON-serialisable).
         step: ``latest``, a step number, or ``best:<metric>[:max|:min]``.
         thresholds: metric → bound (``">=0.9"``, ``"<=0.5"``, or a number meaning ``>=``).
@@ -312,6 +278,7 @@ def evaluate(
         kfp_spot.checkpoints.CheckpointError: there is no checkpoint to evaluate.
         EvaluationError: the entry point failed or returned something unusable.
     """
+    entry_point, hint = entry_point_for(entry_point, package_uris)
     root, uris, params_dict = _check_inputs(checkpoint_uri, package_uris, entry_point, params)
     request = parse_step(step)
     wanted = parse_thresholds(thresholds)
@@ -361,7 +328,7 @@ def evaluate(
         except envcache.PackageInstallError as exc:
             raise EvaluationError(f"the package does not install: {exc}") from exc
         started = time.monotonic()
-        raw = _run_entry_point(python, entry_point, local_dir, params_dict, timeout_s)
+        raw = run_entry_point(python, entry_point, local_dir, params_dict, timeout_s, hint)
         seconds = time.monotonic() - started
     metrics, matrix = _parse_result(entry_point, raw)
     checks = []

@@ -19,14 +19,51 @@ DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
 """The evaluation entry point of a package that names none (the bundled example's)."""
 
 
+DEFAULTED = (
+    "; {default} is the default (the bundled example's), used because none was given and the "
+    "package declares none: pass entry_point='MODULE:FUNCTION', or declare "
+    'evaluation-entry-point = "MODULE:FUNCTION" under [tool.kfp-spot] in its pyproject.toml'
+)
+"""What an entry point that fails to load adds when it was the default nobody chose."""
+
+
 def resolve_entry_point(given: str, package_metadata: Mapping[str, Any]) -> str:
-    """The entry point an evaluation calls: ``given``, else the package's, else the default.
+    """The entry point the component passes on: ``given``, else the package's recorded one.
 
     The package's is its ``[tool.kfp-spot] evaluation-entry-point``, which prepare_package
-    records in the package artifact's metadata as ``evaluation_entry_point``.
+    records in the package artifact's metadata as ``evaluation_entry_point``. "" when neither:
+    :func:`entry_point_for` reads the package itself, as for any caller of ``evaluate()``.
     """
     named = package_metadata.get("evaluation_entry_point")
-    return given or (named if isinstance(named, str) and named else DEFAULT_ENTRY_POINT)
+    return given or (named if isinstance(named, str) else "")
+
+
+def entry_point_for(given: Any, package_uris: Any) -> tuple[Any, str]:
+    """The entry point ``evaluate()`` calls, and what to add to an error loading it.
+
+    ``given`` when not empty; else the one the package declares (``[tool.kfp-spot]
+    evaluation-entry-point`` of its sdist, the first of ``package_uris``, read as prepare_package
+    reads a source); else :data:`DEFAULT_ENTRY_POINT`, with :data:`DEFAULTED` as the hint.
+
+    Raises:
+        EvaluationInputError: naming ``package``, when its sdist cannot be read or declares a
+            malformed entry point.
+    """
+    if given != "":
+        return given, ""
+    first = package_uris[0] if isinstance(package_uris, (list, tuple)) and package_uris else None
+    if isinstance(first, str):
+        from kfp_spot.packaging.entry_points import staged_entry_point
+        from kfp_spot.packaging.errors import PackagingError
+
+        try:
+            declared = staged_entry_point(first)
+        except PackagingError as exc:
+            reason = str(exc).removeprefix(f"{exc.field}: ")
+            raise EvaluationInputError("package", f"{first}: {reason}") from None
+        if declared:
+            return declared, ""
+    return DEFAULT_ENTRY_POINT, DEFAULTED.format(default=DEFAULT_ENTRY_POINT)
 
 
 def check_entry_point(entry_point: Any) -> None:

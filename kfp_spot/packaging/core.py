@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import trainer_dist
-from kfp_spot.packaging.entry_points import check_entry_point
+from kfp_spot.packaging.entry_points import check_entry_point, declared_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
     ModuleSyntaxError,
@@ -35,9 +35,7 @@ from kfp_spot.packaging.imagepins import unmet_pin_warnings
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
 from kfp_spot.packaging.sources import (
     DIST_NAME_FORM,
-    ENTRY_POINT_FORM,
     is_distribution_name,
-    is_entry_point,
     is_module_name,
     materialize,
     normalize_name,
@@ -105,21 +103,6 @@ class PackageInfo:
         out["requirements"] = list(self.requirements)
         out["package_uris"] = list(self.package_uris)
         return out
-
-
-def _tool_entry_point(project: Path) -> str:
-    """``[tool.kfp-spot] evaluation-entry-point`` of the project, checked for its form, or "".
-
-    The evaluation imports it only after training: a typo is refused here, before the job.
-    """
-    value = _build.tool_config(project).get("evaluation-entry-point", "")
-    if value != "" and not is_entry_point(value):
-        raise PackagingError(
-            "source",
-            f"pyproject.toml [tool.kfp-spot] evaluation-entry-point {value!r} is not "
-            f"{ENTRY_POINT_FORM}",
-        )
-    return str(value)
 
 
 def _check_project_name(project: Path) -> None:
@@ -396,7 +379,7 @@ def prepare_package(
             version=version,
             requirements=requirements,
         )
-        entry_point = _tool_entry_point(tree.path)  # a typo fails before the build
+        entry_point = declared_entry_point(tree.path)  # a typo fails before the build
         _check_project_name(tree.path)
         log.info("building %s (%s)", source, tree.kind)
         builds = Path(build_cache_dir) if build_cache_dir is not None else None

@@ -5,19 +5,51 @@ training: a module the build left out (a top-level ``score.py`` beside a ``src/`
 package the build's ``packages`` does not list), a misspelt module of the package itself or a
 function the module does not define failed the pipeline after a paid job. prepare_package has
 the built wheel: :func:`check_entry_point` reads it there, statically (nothing is imported).
+
+:func:`declared_entry_point` is the one reader of the table's key: prepare_package reads the
+source with it, and :func:`staged_entry_point` a staged package's sdist (an evaluation given no
+entry point calls the package's own).
 """
 
 from __future__ import annotations
 
 import ast
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import imports
 from kfp_spot.packaging.errors import PackagingError
+from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_archive, is_entry_point, materialize
 
 FIELD = "pyproject.toml [tool.kfp-spot] evaluation-entry-point"
+
+
+def declared_entry_point(project: Path) -> str:
+    """``[tool.kfp-spot] evaluation-entry-point`` of the project, checked for its form, or "".
+
+    The evaluation imports it only after training: a typo is refused here, before the job.
+    """
+    value = _build.tool_config(project).get("evaluation-entry-point", "")
+    if value != "" and not is_entry_point(value):
+        raise PackagingError("source", f"{FIELD} {value!r} is not {ENTRY_POINT_FORM}")
+    return str(value)
+
+
+def staged_entry_point(package_uri: str) -> str:
+    """The entry point a staged package declares, read from its sdist as from a source, or "".
+
+    ``package_uri``: a local path or gs:// URI, as in ``PackageInfo.package_uris``; "" for a
+    wheel, which carries no pyproject.toml.
+
+    Raises:
+        PackagingError: the archive cannot be read, or declares a malformed entry point.
+    """
+    if not is_archive(package_uri.rstrip("/").rsplit("/", 1)[-1]):
+        return ""
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-package-") as work:
+        return declared_entry_point(materialize(package_uri, Path(work)).path)
 
 
 def _module_file(files: Sequence[str], module: str) -> str | None:

@@ -7,12 +7,24 @@ from kfp_spot import checkpoints
 from kfp_spot.packaging import prepare_package
 from tests.packaging.tiny import write_project
 
+TINY_ENTRY_POINT = "tinytrainer.evaluate:evaluate"
+
 
 @pytest.fixture(scope="session")
 def package(tmp_path_factory):
     """The tiny trainer, built and staged once for every evaluation test."""
     root = tmp_path_factory.mktemp("pkg")
     project = write_project(root / "src")
+    return prepare_package(str(project), str(root / "stage"))
+
+
+@pytest.fixture(scope="session")
+def declared_package(tmp_path_factory):
+    """The tiny trainer declaring its evaluation function in ``[tool.kfp-spot]``, staged once."""
+    root = tmp_path_factory.mktemp("declared")
+    project = write_project(root / "src")
+    with (project / "pyproject.toml").open("a") as pyproject:
+        pyproject.write(f'\n[tool.kfp-spot]\nevaluation-entry-point = "{TINY_ENTRY_POINT}"\n')
     return prepare_package(str(project), str(root / "stage"))
 
 

@@ -78,12 +78,31 @@ def test_an_empty_entry_point_calls_the_one_the_package_names(
     [
         ("pkg.ev:score", {"evaluation_entry_point": "other:f"}, "pkg.ev:score"),
         ("", {"evaluation_entry_point": "other:f"}, "other:f"),
-        ("", {}, "trainer.evaluate:evaluate"),
-        ("", {"evaluation_entry_point": ""}, "trainer.evaluate:evaluate"),
+        # neither: evaluate() reads the package itself, as for any caller, else the default
+        ("", {}, ""),
+        ("", {"evaluation_entry_point": ""}, ""),
     ],
 )
 def test_which_entry_point_an_evaluation_calls(given, metadata, called):
     assert resolve_entry_point(given, metadata) == called
+
+
+def test_a_package_artifact_without_the_recorded_entry_point_calls_the_declared_one(
+    ckpt, declared_package, env_cache, tmp_path, monkeypatch
+):
+    """A package artifact another step made (its metadata: package_uris only) is evaluated with
+    the function its pyproject.toml declares, as evaluate() called without entry_point is."""
+    monkeypatch.setenv("KFP_SPOT_CACHE_DIR", str(env_cache))
+    meta = {"package_uris": list(declared_package.package_uris)}
+    metrics = SimpleNamespace(metadata={})
+    component_entry(
+        checkpoint=SimpleNamespace(uri=str(ckpt), metadata={}),
+        package=SimpleNamespace(uri=declared_package.uri, metadata=meta),
+        metrics=metrics,
+        classification_metrics=SimpleNamespace(metadata={}),
+        report=SimpleNamespace(path=str(tmp_path / "report.md"), metadata={}),
+    )
+    assert metrics.metadata["seen_step"] == 30
 
 
 def test_a_gate_and_params_given_as_json_text_are_read_as_the_launch_reads_them(

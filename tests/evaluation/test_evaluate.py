@@ -131,3 +131,27 @@ def test_a_variable_only_this_machine_sets_is_not_seen_by_the_entry_point(
     assert result.metrics["env_set"] == 0.0
     assert "TINY_EVAL_SETTING (read at tinytrainer/evaluate.py, line" in caplog.text
     assert "task.set_env_variable" in caplog.text
+
+
+def test_without_an_entry_point_the_package_declared_one_is_called(
+    ckpt, declared_package, env_cache
+):
+    # its [tool.kfp-spot] evaluation-entry-point, read from the staged sdist as prepare_package
+    # reads it from the source; not the bundled example's trainer.evaluate:evaluate
+    assert declared_package.evaluation_entry_point == ENTRY
+    result = evaluate(str(ckpt), list(declared_package.package_uris), cache_dir=env_cache)
+    assert result.entry_point == ENTRY and result.metrics["seen_step"] == 30
+
+
+def test_a_package_declaring_none_is_told_the_default_was_used_and_how_to_set_one(
+    ckpt, package, env_cache
+):
+    with pytest.raises(EvaluationInputError) as info:
+        evaluate(str(ckpt), list(package.package_uris), cache_dir=env_cache)
+    message = str(info.value)
+    assert message.startswith("entry_point: cannot import module 'trainer.evaluate'")
+    assert message.endswith(
+        "; trainer.evaluate:evaluate is the default (the bundled example's), used because none "
+        "was given and the package declares none: pass entry_point='MODULE:FUNCTION', or declare "
+        'evaluation-entry-point = "MODULE:FUNCTION" under [tool.kfp-spot] in its pyproject.toml'
+    )
