@@ -60,6 +60,7 @@ from kfp_spot.pipelines.local_result import (
     LocalRunResult,
     _gate,
     _outcome,
+    evaluated_checkpoint,
     evaluated_metrics,
     only_metrics,
     summarize,
@@ -305,9 +306,11 @@ def run(
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
     if not metrics:  # a task after the evaluation failed: the pipeline gave no outputs
         metrics = evaluated_metrics(run_dir / "pipeline_root")
-    checkpoint_root = next((r for r in reversed(roots) if r), default_root)
-    records = checkpoints.read_attempt_records(checkpoint_root)
-    latest = checkpoints.latest(checkpoint_root)
+    # A run that launched no CustomJob trained nothing: it has no checkpoint root of its own
+    # (one it evaluated is an earlier run's, whose attempts are not this run's).
+    checkpoint_root = next((r for r in reversed(roots) if r), default_root) if jobs else ""
+    records = checkpoints.read_attempt_records(checkpoint_root) if checkpoint_root else []
+    latest = checkpoints.latest(checkpoint_root) if checkpoint_root else None
     outcome = Outcome.CANCELLED if interrupted else _outcome(outputs.get("outcome"))
     if outcome is None and task is not None and not failed:
         # No `outcome` output: a pipeline that ran through on a succeeded job (or none) succeeded.
@@ -328,9 +331,9 @@ def run(
         passed=_gate(outputs.get("passed", metrics.get("passed"))),
         thresholds=_thresholds(pipeline, args),
         serving=serving,
+        evaluated_checkpoint=None if jobs else evaluated_checkpoint(metrics),
         artifacts={
-            "checkpoints": checkpoint_root,
-            "model": fs.join(checkpoint_root.rstrip("/").rsplit("/", 1)[0], "model"),
+            **_training_dirs(checkpoint_root),
             "pipeline_root": str(run_dir / "pipeline_root"),
             "emulator_state": str(run_dir / "emulator"),
             "logs": str(shown.log_dir),
@@ -345,6 +348,14 @@ def run(
     report = write_report(run_dir)
     result.artifacts.update({"report": str(report.markdown), "timeline": str(report.png)})
     return result
+
+
+def _training_dirs(checkpoint_root: str) -> dict[str, str]:
+    """The training's checkpoint and model (``<base>/model``) directories; none without one."""
+    if not checkpoint_root:
+        return {}
+    base = checkpoint_root.rstrip("/").rsplit("/", 1)[0]
+    return {"checkpoints": checkpoint_root, "model": fs.join(base, "model")}
 
 
 def _short_drill(done: list[int], asked: int, interrupted: bool) -> str:

@@ -34,6 +34,10 @@ class LocalRunResult:
     ``thresholds`` are the quality gate's (the pipeline's ``thresholds`` argument or default).
     ``regions`` is the order of regions the run was given (empty: none), ``job_regions`` each
     CustomJob's region, ``region_summary`` attempts and costs per region and the failovers.
+    A run that launched no CustomJob trained nothing: ``checkpoint_uri`` is empty (no checkpoint
+    root, attempt records or model of its own), ``preemptions`` None, and
+    ``evaluated_checkpoint`` names the checkpoint it evaluated (``uri``, ``step``; None when it
+    evaluated none), which ``run.json`` holds only then.
     """
 
     run_dir: str
@@ -54,6 +58,7 @@ class LocalRunResult:
     finished: float = 0.0
     regions: list[str] = field(default_factory=list)
     job_regions: dict[str, str] = field(default_factory=dict)
+    evaluated_checkpoint: dict[str, Any] | None = None
     summary: accounting.Summary | None = None
     serving_summary: accounting.ServingSummary | None = None
     region_summary: accounting.RegionSummary | None = None
@@ -73,6 +78,8 @@ class LocalRunResult:
         summaries = ("summary", "serving_summary", "region_summary")
         doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in summaries}
         doc["outcome"] = self.outcome_text
+        if self.evaluated_checkpoint is None:  # a training run's record: the metrics say it
+            del doc["evaluated_checkpoint"]
         if self.summary is not None:
             doc["accounting"] = self.summary.to_json()
         if self.serving_summary is not None:
@@ -86,7 +93,7 @@ class LocalRunResult:
         numbers = summarize_run(run_from_json(self.run_dir, self.to_json()))
         self.summary, self.serving_summary = numbers.accounting, numbers.serving
         self.region_summary = numbers.regions
-        self.preemptions = self.summary.preemptions
+        self.preemptions = self.summary.preemptions if self.job_names else None
         return self.summary
 
 
@@ -125,6 +132,23 @@ def evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
     return dict(found[0]) if len(found) == 1 else {}
 
 
+def evaluated_checkpoint(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint the evaluation scored (``uri``, ``step``), from its metrics; None: none.
+
+    evaluate_checkpoint's Metrics output names the checkpoint root it was given and the step
+    it scored (None for a directory without kfp-spot steps, scored as a whole: its metrics say
+    step -1).
+    """
+    uri = metrics.get("checkpoint_uri")
+    if not isinstance(uri, str) or not uri:
+        return None
+    step = metrics.get("checkpoint_step")
+    if isinstance(step, float) and step.is_integer():  # artifact metadata may give it as a float
+        step = int(step)
+    whole = not isinstance(step, int) or isinstance(step, bool) or step < 0
+    return {"uri": uri, "step": None if whole else step}
+
+
 def only_metrics(outputs: Mapping[str, Any]) -> Any:
     """The pipeline's one Metrics output when it has exactly one (None otherwise)."""
     found = [v for v in outputs.values() if getattr(v, "schema_title", "") == "system.Metrics"]
@@ -146,20 +170,16 @@ def _region_lines(result: LocalRunResult) -> list[str]:
     return lines
 
 
-def summarize(result: LocalRunResult) -> str:
-    """A short human summary of a local run (what ``kfp-spot run`` prints).
+_NO_TRAINING = "training:           none (the pipeline launched no CustomJob)"
+"""The summary's line for a run that trained nothing, in place of a training's figures."""
 
-    Attempts, preemptions, billable time, cost and goodput are the run's accounting summary: the
-    same figures as ``report.md`` and the launch task's ``job_report``. The evaluation line shows
-    every number the package's ``evaluate()`` returned (with the checkpoint's), the quality gate
-    its verdict on the thresholds.
-    """
-    summary = result.summary if result.summary is not None else result.account()
+
+def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list[str]:
+    """The training's figures: its CustomJobs, attempts, preemptions, checkpoints and costs."""
     goodput = "unknown" if summary.goodput is None else percent(summary.goodput)
     if summary.lost_seconds:
         goodput += f" ({summary.lost_seconds:.1f} s of billed time lost)"
-    lines = [
-        f"outcome:            {result.outcome_text}",
+    return [
         f"CustomJobs:         {', '.join(result.job_names) or '-'}",
         f"attempts:           {summary.attempt_count}",
         f"preemptions:        {preemptions_text(summary)}",
@@ -171,6 +191,24 @@ def summarize(result: LocalRunResult) -> str:
         f"cost:               {accounting.describe_cost(summary.costs)}",
         f"goodput:            {goodput}",
     ]
+
+
+def summarize(result: LocalRunResult) -> str:
+    """A short human summary of a local run (what ``kfp-spot run`` prints).
+
+    Attempts, preemptions, billable time, cost and goodput are the run's accounting summary: the
+    same figures as ``report.md`` and the launch task's ``job_report``; a run that launched no
+    CustomJob says it trained nothing instead, and names the checkpoint it evaluated. The
+    evaluation line shows every number the package's ``evaluate()`` returned (with the
+    checkpoint's), the quality gate its verdict on the thresholds.
+    """
+    summary = result.summary if result.summary is not None else result.account()
+    lines = [f"outcome:            {result.outcome_text}"]
+    lines += _training_lines(result, summary) if result.job_names else [_NO_TRAINING]
+    evaluated = result.evaluated_checkpoint
+    if evaluated is not None:
+        step = "the whole directory" if evaluated["step"] is None else f"step {evaluated['step']}"
+        lines.append(f"evaluated:          {step} of {evaluated['uri']}")
     lines += _region_lines(result)
     shown = {
         k: float(v) if isinstance(v, str) else v

@@ -94,3 +94,30 @@ def test_the_evaluate_checkpoint_template_runs_locally_on_the_examples_checkpoin
     assert int(record["metrics"]["checkpoint_step"]) == checkpoints.latest(root).step
     assert record["metrics"]["checkpoint_uri"] == root
     assert record["job_names"] == []  # nothing was sent to the emulator
+
+
+def test_an_evaluation_only_run_names_the_checkpoint_it_evaluated_not_a_training(trained, tmp_path):
+    # The run trained nothing: its summary and run.json name the earlier run's checkpoint and
+    # step it scored, claim no attempts, preemptions or resumes, and take none of that run's
+    # attempt records (its report would count them as this run's).
+    _, root = trained
+    step = checkpoints.latest(root).step
+    assert checkpoints.read_attempt_records(root)  # the training run's, not this run's
+    template = catalog.pipeline_path("evaluate_checkpoint")
+    run_dir = tmp_path / "run"
+    args = ["run", "--template", str(template), "--source", str(EXAMPLE), "--run-dir", str(run_dir)]
+    args += ["--param", f"checkpoint_uri={root}"]
+    result = CliRunner().invoke(cli_main, args)
+    assert result.exit_code == 0, result.output
+    printed = result.output[result.output.index("outcome:") :]
+    assert f"evaluated:          step {step} of {root}\n" in printed, printed
+    assert "training:           none (the pipeline launched no CustomJob)\n" in printed, printed
+    for claim in ("attempts:", "preemptions:", "resumed from steps:", "latest checkpoint:"):
+        assert claim not in printed, printed
+    assert str(run_dir / "job") not in printed, printed
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["evaluated_checkpoint"] == {"uri": root, "step": step}
+    assert record["checkpoint_uri"] == "" and record["attempt_records"] == []
+    assert str(run_dir / "job") not in json.dumps(record)
+    assert record["latest_step"] is None and record["resumed_from_steps"] == []
+    assert record["preemptions"] is None and record["job_names"] == []
