@@ -32,6 +32,7 @@ from kfp_spot.vertex.resource_ids import (
     check_deployed_model_id,
     check_endpoint_id,
     check_model_id,
+    check_version_aliases,
 )
 from kfp_spot.vertex.serving_container import check_container_spec
 from kfp_spot.vertex.storage import check_output_uri
@@ -164,7 +165,7 @@ def check_encryption_spec(resource: Any, field: str, location: str | None) -> No
 def check_model(
     model: Any, target: Target, field: str = "model", location: str | None = None
 ) -> executors.PredictionImage | None:
-    """A Model to upload: display name, labels, serving container and artifact URI.
+    """A Model to upload: display name, labels, version aliases, serving container, artifact URI.
 
     Args:
         model: a ``google.cloud.aiplatform_v1.types.Model`` (proto-plus) or its raw protobuf.
@@ -180,6 +181,7 @@ def check_model(
     """
     check_display_name(model.display_name, f"{field}.displayName")
     check_labels(dict(model.labels), f"{field}.labels")
+    check_version_aliases(model.version_aliases, f"{field}.versionAliases")
     check_encryption_spec(model, field, location)
     image = check_container_spec(model, field)
     uri_field = f"{field}.artifactUri"

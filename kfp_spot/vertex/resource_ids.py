@@ -2,8 +2,9 @@
 
 Each is the last part of the resource name, given in the create request: a Model's ``modelId``
 (``models:upload``), an Endpoint's ``endpointId`` (a query parameter of endpoint create) and a
-DeployedModel's ``id`` (``:deployModel``). Empty: the service picks one. Each rule raises the
-floor's :class:`~kfp_spot.vertex.values.InvalidFieldError` naming the request field and the form.
+DeployedModel's ``id`` (``:deployModel``). Empty: the service picks one. A Model's
+``versionAliases`` name a version the same way (``models/ID@ALIAS``). Each rule raises the floor's
+:class:`~kfp_spot.vertex.values.InvalidFieldError` naming the request field and the form.
 
 Pure: no I/O and no GAPIC client.
 """
@@ -15,7 +16,13 @@ from typing import Any
 
 from kfp_spot.vertex.values import InvalidFieldError, show
 
-__all__ = ["check_deployed_model_id", "check_endpoint_id", "check_model_id"]
+__all__ = [
+    "DEFAULT_ALIAS",
+    "check_deployed_model_id",
+    "check_endpoint_id",
+    "check_model_id",
+    "check_version_aliases",
+]
 
 # UploadModelRequest.model_id: "up to 63 characters, and valid characters are [a-z0-9_-]. The first
 # character cannot be a number or hyphen."
@@ -34,6 +41,17 @@ ENDPOINT_ID_FORM = (
 # DeployedModel.id: "This value should be 1-10 characters, and valid characters are /[0-9]/."
 DEPLOYED_MODEL_ID = re.compile(r"[0-9]{1,10}")
 DEPLOYED_MODEL_ID_FORM = "1-10 digits [0-9]"
+
+# Model.version_aliases: "The format is [a-z][a-zA-Z0-9-]{0,126}[a-z0-9] to distinguish from
+# version_id. A default version alias will be created for the first version of the model, and
+# there must be exactly one default version alias for a model." ``default`` has that form and may
+# be sent (the SDK's ``is_default_version`` sends it); the first version gets it either way.
+VERSION_ALIAS = re.compile(r"[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]")
+VERSION_ALIAS_FORM = (
+    "2-128 of [a-zA-Z0-9-], starting with a lowercase letter and ending with a lowercase letter "
+    "or digit (so never a version ID)"
+)
+DEFAULT_ALIAS = "default"
 
 
 def _check(value: Any, pattern: re.Pattern[str], form: str, field: str) -> None:
@@ -66,3 +84,16 @@ def check_deployed_model_id(deployed_model_id: Any, field: str = "deployedModel.
         InvalidFieldError: naming ``field`` and the valid form.
     """
     _check(deployed_model_id, DEPLOYED_MODEL_ID, DEPLOYED_MODEL_ID_FORM, field)
+
+
+def check_version_aliases(aliases: Any, field: str = "model.versionAliases") -> None:
+    """A Model's ``versionAliases``: each in the form Vertex AI gives.
+
+    Raises:
+        InvalidFieldError: naming ``field[i]`` and the valid form.
+    """
+    for i, alias in enumerate(aliases):
+        if not isinstance(alias, str) or VERSION_ALIAS.fullmatch(alias) is None:
+            raise InvalidFieldError(
+                f"{field}[{i}]", f"{show(alias)} is not a version alias: {VERSION_ALIAS_FORM}"
+            )

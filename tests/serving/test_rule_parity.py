@@ -1,8 +1,10 @@
 """One rulebook: a bad deployment is refused by deploy_spot_endpoint and by the emulator's REST
-API alike, both naming the same request field (the floor's, kfp_spot.vertex.model_endpoint)."""
+API alike, both naming the same request field (the floor's, kfp_spot.vertex.model_endpoint); a
+field the deployer has no input for is named alike by the floor's functions it checks with."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -11,6 +13,9 @@ from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
 
 from kfp_spot.serving.deploy import DeployInputError
 from kfp_spot.serving.entry import deploy_spot_endpoint
+from kfp_spot.vertex import model_endpoint as rules
+from kfp_spot.vertex.custom_job import EMULATOR
+from kfp_spot.vertex.values import InvalidFieldError
 from tests.jobs.artifacts import FakeArtifact
 from tests.serving.conftest import PARENT, SKLEARN_IMAGE
 
@@ -187,3 +192,56 @@ def test_the_deployer_and_the_emulator_refuse_a_bad_deployment_naming_the_same_f
     [violation] = details["fieldViolations"]
     assert violation["field"] == api_field
     assert f"List of found errors:\t1.Field: {api_field}; Message: " in by_api.value.message
+
+
+# Fields deploy_spot_endpoint has no input for, checked by the same floor functions it checks its
+# requests with (check_model, check_deployed_model): (the Model or DeployedModel fields, the
+# request field the floor names, its snake_case form in the emulator's 400)
+RULE_ONLY = [
+    (
+        {"version_aliases": ["Bad Alias"]},
+        "model.versionAliases[0]",
+        "model.version_aliases[0]",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fields", "request_field", "api_field"), RULE_ONLY)
+def test_the_floor_and_the_emulator_name_the_same_field_for_rules_without_an_input(
+    serving, sklearn_model_dir, fields, request_field, api_field
+):
+    model = Model(
+        display_name="m",
+        artifact_uri=str(sklearn_model_dir),
+        container_spec={"image_uri": SKLEARN_IMAGE},
+        version_aliases=fields.get("version_aliases", []),
+    )
+    if "version_aliases" in fields:
+        with pytest.raises(InvalidFieldError) as by_floor:
+            rules.check_model(model, EMULATOR)
+        send = partial(serving.models.upload_model, parent=PARENT, model=model)
+    else:
+        deployed = DeployedModel(
+            model=f"{PARENT}/models/1",
+            dedicated_resources={
+                "machine_spec": {"machine_type": "n1-standard-4"},
+                "min_replica_count": 1,
+                **fields,
+            },
+        )
+        with pytest.raises(InvalidFieldError) as by_floor:
+            rules.check_deployed_model(deployed, EMULATOR)
+        deployed.model = serving.upload(sklearn_model_dir)
+        send = partial(
+            serving.endpoints.deploy_model,
+            endpoint=serving.endpoint(),
+            deployed_model=deployed,
+            traffic_split={"0": 100},
+        )
+    assert by_floor.value.field == request_field
+
+    with pytest.raises(exceptions.BadRequest) as by_api:
+        send()
+    [details] = by_api.value.details
+    [violation] = details["fieldViolations"]
+    assert violation["field"] == api_field

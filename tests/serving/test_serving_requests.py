@@ -253,3 +253,34 @@ def test_a_deployed_model_id_vertex_refuses_is_refused_on_deploy(serving, sklear
                 ),
                 traffic_split={"0": 100},
             )
+
+
+def test_version_aliases_are_checked_and_kept_as_vertex_keeps_them(serving, sklearn_model_dir):
+    """Model.versionAliases: [a-z][a-zA-Z0-9-]{0,126}[a-z0-9]; the first version is ``default``."""
+
+    def upload(aliases: list[str]) -> str:
+        model = {
+            "display_name": "m",
+            "artifact_uri": str(sklearn_model_dir),
+            "container_spec": {"image_uri": SKLEARN_IMAGE},
+            "version_aliases": aliases,
+        }
+        return serving.models.upload_model(parent=PARENT, model=model).result(timeout=30).model
+
+    bad = ["Bad Alias", "Prod", "1abc", "a", "prod-", "prod_1", "-x", "v" * 129]
+    for alias in bad:
+        with pytest.raises(exceptions.BadRequest, match=r"version_aliases\[0\]; Message: .*a-z"):
+            upload([alias])
+    with pytest.raises(exceptions.BadRequest, match=r"version_aliases\[1\]; Message: 'x y'"):
+        upload(["prod", "x y"])
+
+    name = upload(["prod", "canary-B2", "v" + "X" * 126 + "1"])
+    model = serving.models.get_model(name=name)
+    assert list(model.version_aliases) == ["prod", "canary-B2", "v" + "X" * 126 + "1", "default"]
+    for ref in ("prod", "canary-B2", "default", "1"):
+        assert serving.models.get_model(name=f"{name}@{ref}").name == name
+    with pytest.raises(exceptions.NotFound):
+        serving.models.get_model(name=f"{name}@staging")
+    # ``default`` may be sent (the SDK's is_default_version does): kept once.
+    assert list(serving.models.get_model(name=upload(["default"])).version_aliases) == ["default"]
+    assert list(serving.models.get_model(name=upload([])).version_aliases) == ["default"]

@@ -110,7 +110,7 @@ class ServingService:
         return self.models.upload_model(parent, body)
 
     def get_model(self, name: str) -> Any:
-        """The Model ``name`` (``@1`` or ``@default`` version suffixes accepted)."""
+        """The Model ``name`` (``@1`` or ``@`` one of its version aliases accepted)."""
         return self.models.get_model(name)
 
     def list_models(

@@ -190,7 +190,7 @@ class Catalog:
         )
 
     def model_row(self, name: str) -> st.Row:
-        """The stored Model ``name`` (``@1``/``@default`` accepted), else NOT_FOUND."""
+        """The stored Model ``name`` (``@1`` or ``@`` one of its aliases), else NOT_FOUND."""
         match = MODEL_NAME.fullmatch(canonical(name))
         if not match:
             raise ApiError(
@@ -205,7 +205,10 @@ class Catalog:
             row is None
             or row.deleted
             or row.parent != match.group(1)
-            or version not in (None, "1", "default")
+            or (
+                version not in (None, "1")
+                and version not in Model.pb().FromString(row.spec).version_aliases
+            )
         ):
             raise ApiError("NOT_FOUND", f"Model {name} does not exist.", "name")
         return row

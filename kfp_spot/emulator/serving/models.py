@@ -43,6 +43,7 @@ from kfp_spot.vertex.model_endpoint import (
     check_model_id,
     location_of,
 )
+from kfp_spot.vertex.resource_ids import DEFAULT_ALIAS
 from kfp_spot.vertex.values import InvalidFieldError
 
 #: How long an upload waits for the listing of a ``gs://`` artifact directory (retries included).
@@ -89,7 +90,9 @@ class ModelApi:
             now = time.time()
             model.name = name
             model.version_id = "1"
-            model.version_aliases[:] = ["default"]
+            # The user's aliases are kept; a new model's first version is the default one.
+            if DEFAULT_ALIAS not in model.version_aliases:
+                model.version_aliases.append(DEFAULT_ALIAS)
             for field in ("create_time", "update_time", "version_create_time"):
                 stamp(getattr(model, field), now)
             model.supported_deployment_resources_types[:] = [1]  # DEDICATED_RESOURCES
@@ -102,7 +105,7 @@ class ModelApi:
         return op
 
     def get_model(self, name: str) -> Any:
-        """The Model ``name`` (``@1`` or ``@default`` version suffixes accepted)."""
+        """The Model ``name`` (``@1`` or ``@`` one of its version aliases accepted)."""
         return self.catalog.model_pb(self.catalog.model_row(name))
 
     def list_models(
