@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from kfp_spot import executors
+from kfp_spot.vertex.autoscaling import check_autoscaling_metric_specs
 from kfp_spot.vertex.custom_job import InvalidJobSpecError, Target, check_machine_spec
 from kfp_spot.vertex.resource_ids import (
     check_deployed_model_id,
@@ -313,10 +314,11 @@ def check_deployed_model(deployed: Any, target: Target) -> None:
 
 
 def check_dedicated_resources(resources: Any, target: Target) -> None:
-    """A DeployedModel's ``dedicatedResources``: its machine and replica counts.
+    """A DeployedModel's ``dedicatedResources``: its machine, replica counts and autoscaling.
 
     The machine by :func:`~kfp_spot.vertex.custom_job.check_machine_spec` (the training rules:
-    types, accelerators, no Spot on a TPU Pod), the counts by :func:`check_replica_counts`.
+    types, accelerators, no Spot on a TPU Pod), the counts by :func:`check_replica_counts`, the
+    metric specs by :func:`~kfp_spot.vertex.autoscaling.check_autoscaling_metric_specs`.
 
     Args:
         resources: a ``DedicatedResources`` (proto-plus) or its raw protobuf.
@@ -337,6 +339,9 @@ def check_dedicated_resources(resources: Any, target: Target) -> None:
     except InvalidJobSpecError as exc:
         raise InvalidFieldError(exc.field, exc.message) from None
     check_replica_counts(res.min_replica_count, res.max_replica_count, target)
+    check_autoscaling_metric_specs(
+        res.autoscaling_metric_specs, f"{DEDICATED_RESOURCES}.autoscalingMetricSpecs"
+    )
 
 
 def check_traffic_split(

@@ -194,6 +194,7 @@ def test_the_deployer_and_the_emulator_refuse_a_bad_deployment_naming_the_same_f
     assert f"List of found errors:\t1.Field: {api_field}; Message: " in by_api.value.message
 
 
+CPU = "aiplatform.googleapis.com/prediction/online/cpu/utilization"
 # Fields deploy_spot_endpoint has no input for, checked by the same floor functions it checks its
 # requests with (check_model, check_deployed_model): (the Model or DeployedModel fields, the
 # request field the floor names, its snake_case form in the emulator's 400)
@@ -202,6 +203,16 @@ RULE_ONLY = [
         {"version_aliases": ["Bad Alias"]},
         "model.versionAliases[0]",
         "model.version_aliases[0]",
+    ),
+    (
+        {"autoscaling_metric_specs": [{"metric_name": CPU, "target": 150}]},
+        f"{RES}.autoscalingMetricSpecs[0].target",
+        "deployed_model.dedicated_resources.autoscaling_metric_specs[0].target",
+    ),
+    (
+        {"autoscaling_metric_specs": [{"target": 80}]},
+        f"{RES}.autoscalingMetricSpecs[0].metricName",
+        "deployed_model.dedicated_resources.autoscaling_metric_specs[0].metric_name",
     ),
 ]
 

@@ -284,3 +284,41 @@ def test_version_aliases_are_checked_and_kept_as_vertex_keeps_them(serving, skle
     # ``default`` may be sent (the SDK's is_default_version does): kept once.
     assert list(serving.models.get_model(name=upload(["default"])).version_aliases) == ["default"]
     assert list(serving.models.get_model(name=upload([])).version_aliases) == ["default"]
+
+
+def test_autoscaling_metric_specs_are_checked_on_deploy(serving, sklearn_model_dir):
+    """A utilization target is a percentage 1..100 (0: the default); a metric is named, once."""
+    model, endpoint = serving.upload(sklearn_model_dir), serving.endpoint()
+    cpu = "aiplatform.googleapis.com/prediction/online/cpu/utilization"
+    duty = "aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle"
+
+    def deploy(specs: list[dict[str, Any]]) -> Any:
+        return serving.endpoints.deploy_model(
+            endpoint=endpoint,
+            deployed_model=DeployedModel(
+                model=model,
+                dedicated_resources={
+                    "machine_spec": {"machine_type": "n1-standard-4"},
+                    "min_replica_count": 1,
+                    "autoscaling_metric_specs": specs,
+                },
+            ),
+            traffic_split={"0": 100},
+        )
+
+    specs = "deployed_model.dedicated_resources.autoscaling_metric_specs"
+    for bad, where in (
+        ([{"metric_name": cpu, "target": 150}], r"\[0\]\.target; Message: is 150.*1\.\.100"),
+        ([{"metric_name": duty, "target": -5}], r"\[0\]\.target; Message: is -5.*1\.\.100"),
+        ([{"target": 80}], r"\[0\]\.metric_name; Message: is required"),
+        (
+            [{"metric_name": cpu, "target": 70}, {"metric_name": cpu, "target": 80}],
+            r"\[1\]\.metric_name; Message: .*twice",
+        ),
+    ):
+        with pytest.raises(exceptions.BadRequest, match=rf"{specs}{where}"):
+            deploy(bad)
+    # A count (requests per minute, as the SDK sends it) is no percentage; 0 is the default.
+    request_count = "aiplatform.googleapis.com/prediction/online/request_count"
+    done = deploy([{"metric_name": cpu}, {"metric_name": request_count, "target": 600}])
+    assert done.result(timeout=120).deployed_model.id
