@@ -315,6 +315,8 @@ def run(
     if outcome is None and task is not None and not failed:
         # No `outcome` output: a pipeline that ran through on a succeeded job (or none) succeeded.
         outcome = Outcome.SUCCEEDED if states[:1] in ([], ["JOB_STATE_SUCCEEDED"]) else None
+    # What a run without a CustomJob evaluated; when the evaluation failed, what it was asked to.
+    evaluated = None if jobs else evaluated_checkpoint(metrics, args.get("checkpoint_uri"))
     result = LocalRunResult(
         run_dir=str(run_dir),
         outcome=outcome,
@@ -331,7 +333,7 @@ def run(
         passed=_gate(outputs.get("passed", metrics.get("passed"))),
         thresholds=_thresholds(pipeline, args),
         serving=serving,
-        evaluated_checkpoint=None if jobs else evaluated_checkpoint(metrics),
+        evaluated_checkpoint=evaluated,
         artifacts={
             **_training_dirs(checkpoint_root),
             "pipeline_root": str(run_dir / "pipeline_root"),

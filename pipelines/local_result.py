@@ -14,7 +14,8 @@ from typing import Any
 from kfp_spot import accounting
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.reports import run_from_json
-from kfp_spot.reports.summary import percent, preemptions_text
+from kfp_spot.reports.run import evaluated_text
+from kfp_spot.reports.summary import NO_TRAINING, percent, preemptions_text
 from kfp_spot.reports.summary import summarize as summarize_run
 
 PIPELINE_FAILED = "PIPELINE_FAILED"
@@ -132,16 +133,17 @@ def evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
     return dict(found[0]) if len(found) == 1 else {}
 
 
-def evaluated_checkpoint(metrics: Mapping[str, Any]) -> dict[str, Any] | None:
+def evaluated_checkpoint(metrics: Mapping[str, Any], asked: object = None) -> dict[str, Any] | None:
     """The checkpoint the evaluation scored (``uri``, ``step``), from its metrics; None: none.
 
     evaluate_checkpoint's Metrics output names the checkpoint root it was given and the step
     it scored (None for a directory without kfp-spot steps, scored as a whole: its metrics say
-    step -1).
+    step -1). Without metrics (the evaluation failed), the checkpoint the run was asked to
+    evaluate (``asked``, its ``checkpoint_uri`` argument), at an unknown step (None).
     """
     uri = metrics.get("checkpoint_uri")
     if not isinstance(uri, str) or not uri:
-        return None
+        return {"uri": asked, "step": None} if isinstance(asked, str) and asked else None
     step = metrics.get("checkpoint_step")
     if isinstance(step, float) and step.is_integer():  # artifact metadata may give it as a float
         step = int(step)
@@ -168,10 +170,6 @@ def _region_lines(result: LocalRunResult) -> list[str]:
     baseline = accounting.usd(regions.home_on_demand_usd)
     lines.append(f"home on demand:     {baseline} (the whole run on demand in {regions.home})")
     return lines
-
-
-_NO_TRAINING = "training:           none (the pipeline launched no CustomJob)"
-"""The summary's line for a run that trained nothing, in place of a training's figures."""
 
 
 def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list[str]:
@@ -204,11 +202,13 @@ def summarize(result: LocalRunResult) -> str:
     """
     summary = result.summary if result.summary is not None else result.account()
     lines = [f"outcome:            {result.outcome_text}"]
-    lines += _training_lines(result, summary) if result.job_names else [_NO_TRAINING]
-    evaluated = result.evaluated_checkpoint
-    if evaluated is not None:
-        step = "the whole directory" if evaluated["step"] is None else f"step {evaluated['step']}"
-        lines.append(f"evaluated:          {step} of {evaluated['uri']}")
+    if result.job_names:
+        lines += _training_lines(result, summary)
+    else:
+        lines.append(f"training:           {NO_TRAINING}")
+    evaluated = evaluated_text(result.to_json())  # as report.md says it
+    if evaluated:
+        lines.append(f"evaluated:          {evaluated}")
     lines += _region_lines(result)
     shown = {
         k: float(v) if isinstance(v, str) else v

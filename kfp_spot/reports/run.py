@@ -70,6 +70,28 @@ class CommitMark:
     resumed_from: bool
 
 
+def evaluated_text(doc: Mapping[str, Any]) -> str:
+    """The checkpoint ``run.json``'s ``evaluated_checkpoint`` names, as reports say it ("": none).
+
+    Its ``step`` null: a directory scored whole, or unknown when the evaluation gave no metrics.
+    """
+    raw = doc.get("evaluated_checkpoint")
+    if raw is None:
+        return ""
+    uri, step = (raw.get("uri"), raw.get("step")) if isinstance(raw, dict) else (None, None)
+    if not uri or not isinstance(uri, str) or type(step) not in (int, type(None)):
+        raise ReportError(
+            f"{RUN_FILE}: 'evaluated_checkpoint' must be an object with 'uri' (a non-empty "
+            f"string) and 'step' (an integer or null), got {raw!r}"
+        )
+    if step is not None:
+        return f"step {step} of {uri}"
+    scored = isinstance(doc.get("metrics"), dict) and "checkpoint_step" in doc["metrics"]
+    if scored:
+        return f"the whole directory of {uri}"
+    return f"{uri}, step unknown (the evaluation gave no metrics)"
+
+
 @dataclass
 class RunData:
     """Everything a report shows about one run.
@@ -86,6 +108,7 @@ class RunData:
         job_regions: each CustomJob's region (``run.json``'s ``job_regions``; else its name's).
         regions: the order of regions the launch was given (``run.json``'s ``regions``; the first
             is the home region), empty when it was given none.
+        evaluated: what a run that launched no CustomJob evaluated (:func:`evaluated_text`).
     """
 
     run_dir: Path
@@ -104,6 +127,7 @@ class RunData:
     serving: list[ReplicaLife] = field(default_factory=list)
     job_regions: dict[str, str] = field(default_factory=dict)
     regions: list[str] = field(default_factory=list)
+    evaluated: str = ""
 
     @property
     def job_name(self) -> str:
@@ -368,4 +392,5 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         serving=serving,
         job_regions=dict(job_regions),
         regions=list(regions),
+        evaluated=evaluated_text(doc),
     )

@@ -95,6 +95,10 @@ def summarize(run: RunData) -> RunSummary:
     )
 
 
+NO_TRAINING = "none (the pipeline launched no CustomJob)"
+"""What the report and the printed summary say of a run's training when it launched none."""
+
+
 def seconds(value: float | None) -> str:
     """Seconds with one decimal, or ``unknown``."""
     return "unknown" if value is None else f"{value:.1f} s"
@@ -233,6 +237,8 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
     Returns:
         The Markdown text.
     """
+    if run.evaluated and not run.job_names:
+        return _evaluation_only(run, summary)
     acc = summary.accounting
     lines = [
         f"# kfp-spot run report: {_cell(run.job_name)}",
@@ -317,12 +323,40 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
             )
     else:
         lines.append("No attempt records under the checkpoint root.")
+    return "\n".join(lines + _metric_lines(run)) + "\n"
+
+
+def _metric_lines(run: RunData) -> list[str]:
+    """The evaluation metrics' table (none without numeric metrics)."""
     numeric = {
         k: v
         for k, v in run.metrics.items()
         if isinstance(v, (int, float)) and not isinstance(v, bool)
     }
-    if numeric:
-        lines += ["", "## Evaluation metrics", "", "| Metric | Value |", "| --- | --- |"]
-        lines += [f"| {_cell(k)} | {v:.6g} |" for k, v in sorted(numeric.items())]
-    return "\n".join(lines) + "\n"
+    if not numeric:
+        return []
+    lines = ["", "## Evaluation metrics", "", "| Metric | Value |", "| --- | --- |"]
+    return lines + [f"| {_cell(k)} | {v:.6g} |" for k, v in sorted(numeric.items())]
+
+
+def _evaluation_only(run: RunData, summary: RunSummary) -> str:
+    """The report of a run that launched no CustomJob: it trained nothing.
+
+    No training figures; the checkpoint it evaluated (an earlier run's, whose attempts are not
+    this run's), the quality gate and the metrics.
+    """
+    lines = [
+        "# kfp-spot run report: evaluation only",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| Outcome | **{_cell(run.outcome)}** |",
+        f"| Started | {_when(run.started)} |",
+        f"| Finished | {_when(run.finished)} |",
+        f"| Training | {NO_TRAINING} |",
+        f"| Evaluated | {_cell(run.evaluated)} |",
+        f"| Quality gate | {_gate(run.passed)} |",
+    ]
+    if summary.serving is not None:
+        lines += ["", *_serving_lines(summary.serving)]
+    return "\n".join(lines + _metric_lines(run)) + "\n"

@@ -96,20 +96,35 @@ def test_the_evaluate_checkpoint_template_runs_locally_on_the_examples_checkpoin
     assert record["job_names"] == []  # nothing was sent to the emulator
 
 
-def test_an_evaluation_only_run_names_the_checkpoint_it_evaluated_not_a_training(trained, tmp_path):
+def _evaluate_only(root: str, run_dir: Path, *params: str):
+    """``kfp-spot run`` of the evaluate_checkpoint template on ``root``: no CustomJob."""
+    template = catalog.pipeline_path("evaluate_checkpoint")
+    args = ["run", "--template", str(template), "--source", str(EXAMPLE), "--run-dir", str(run_dir)]
+    for param in (f"checkpoint_uri={root}", *params):
+        args += ["--param", param]
+    return CliRunner().invoke(cli_main, args)
+
+
+@pytest.fixture(scope="module")
+def evaluated_run(trained, tmp_path_factory):
+    """An evaluation-only run on the trained checkpoint: its run directory and what it printed."""
+    run_dir = tmp_path_factory.mktemp("evaluated") / "run"
+    result = _evaluate_only(trained[1], run_dir)
+    assert result.exit_code == 0, result.output
+    return run_dir, result.output
+
+
+def test_an_evaluation_only_run_names_the_checkpoint_it_evaluated_not_a_training(
+    trained, evaluated_run
+):
     # The run trained nothing: its summary and run.json name the earlier run's checkpoint and
     # step it scored, claim no attempts, preemptions or resumes, and take none of that run's
     # attempt records (its report would count them as this run's).
     _, root = trained
     step = checkpoints.latest(root).step
     assert checkpoints.read_attempt_records(root)  # the training run's, not this run's
-    template = catalog.pipeline_path("evaluate_checkpoint")
-    run_dir = tmp_path / "run"
-    args = ["run", "--template", str(template), "--source", str(EXAMPLE), "--run-dir", str(run_dir)]
-    args += ["--param", f"checkpoint_uri={root}"]
-    result = CliRunner().invoke(cli_main, args)
-    assert result.exit_code == 0, result.output
-    printed = result.output[result.output.index("outcome:") :]
+    run_dir, output = evaluated_run
+    printed = output[output.index("outcome:") :]
     assert f"evaluated:          step {step} of {root}\n" in printed, printed
     assert "training:           none (the pipeline launched no CustomJob)\n" in printed, printed
     for claim in ("attempts:", "preemptions:", "resumed from steps:", "latest checkpoint:"):
@@ -121,3 +136,50 @@ def test_an_evaluation_only_run_names_the_checkpoint_it_evaluated_not_a_training
     assert str(run_dir / "job") not in json.dumps(record)
     assert record["latest_step"] is None and record["resumed_from_steps"] == []
     assert record["preemptions"] is None and record["job_names"] == []
+
+
+def _no_training_figures(report: str) -> None:
+    for figure in ("Attempts", "Preemptions", "Checkpoints on disk", "Latest step", "Goodput"):
+        assert f"| {figure} |" not in report, report
+    for section in ("## Cost", "## Attempts", "## Training attempts", "No attempt records"):
+        assert section not in report, report
+    assert "| Training | none (the pipeline launched no CustomJob) |\n" in report, report
+
+
+def test_an_evaluation_only_runs_report_names_the_checkpoint_not_a_training(trained, evaluated_run):
+    # report.md says what the printed summary says: no training (no zero attempts, costs or
+    # unknown goodput of a training that never was), and the checkpoint and step evaluated;
+    # `kfp-spot report` writes the same from run.json.
+    _, root = trained
+    step = checkpoints.latest(root).step
+    run_dir, output = evaluated_run
+    written = (run_dir / "report.md").read_text()
+    _no_training_figures(written)
+    assert f"| Evaluated | step {step} of {root} |\n" in written, written
+    printed = next(line for line in output.splitlines() if line.startswith("evaluated:"))
+    assert f"| Evaluated | {printed.split(':', 1)[1].strip()} |" in written, (printed, written)
+    assert "## Evaluation metrics" in written and "| accuracy |" in written, written
+    again = CliRunner().invoke(cli_main, ["report", str(run_dir)])
+    assert again.exit_code == 0, again.output
+    assert (run_dir / "report.md").read_text() == written
+
+
+def test_a_failed_evaluation_only_run_names_the_checkpoint_it_was_asked_to_evaluate(
+    trained, tmp_path
+):
+    # No metrics (the step does not exist): the summary, run.json and report still name the
+    # checkpoint the run was given, at an unknown step.
+    _, root = trained
+    run_dir = tmp_path / "run"
+    result = _evaluate_only(root, run_dir, "step=99")
+    assert result.exit_code != 0, result.output
+    assert "step 99 does not exist" in result.output, result.output
+    printed = result.output[result.output.index("outcome:") :]
+    named = f"{root}, step unknown (the evaluation gave no metrics)"
+    assert f"evaluated:          {named}\n" in printed, printed
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"] == "PIPELINE_FAILED" and record["metrics"] == {}
+    assert record["evaluated_checkpoint"] == {"uri": root, "step": None}
+    report = (run_dir / "report.md").read_text()
+    _no_training_figures(report)
+    assert f"| Evaluated | {named} |\n" in report, report

@@ -299,6 +299,11 @@ def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
             '{"outcome": "X", "ledger": [{"startTime": "noon"}]}',
             r"ledger\[0\]\.startTime must be a time",
         ),
+        (
+            '{"outcome": "X", "evaluated_checkpoint": {"uri": "/c", "step": "2"}}',
+            r"'evaluated_checkpoint' must be an object with 'uri' \(a non-empty string\) and "
+            r"'step' \(an integer or null\)",
+        ),
     ],
 )
 def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
