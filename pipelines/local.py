@@ -53,6 +53,7 @@ from kfp_spot.pipelines.local_arguments import (
     parameters,
     parse_arguments,
     run_arguments,
+    vertex_callers,
 )
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, failover_drill
 from kfp_spot.pipelines.local_result import (
@@ -315,8 +316,12 @@ def run(
     if outcome is None and task is not None and not failed:
         # No `outcome` output: a pipeline that ran through on a succeeded job (or none) succeeded.
         outcome = Outcome.SUCCEEDED if states[:1] in ([], ["JOB_STATE_SUCCEEDED"]) else None
-    # What a run without a CustomJob evaluated; when the evaluation failed, what it was asked to.
-    evaluated = None if jobs else evaluated_checkpoint(metrics, args.get("checkpoint_uri"))
+    # What a run without a CustomJob evaluated; when the evaluation failed, what it was asked to
+    # (one that would have trained from its checkpoint_uri, and stopped first, evaluated none).
+    evaluated = None
+    if not jobs:
+        asked = None if vertex_callers(pipeline) else args.get("checkpoint_uri")
+        evaluated = evaluated_checkpoint(metrics, asked)
     result = LocalRunResult(
         run_dir=str(run_dir),
         outcome=outcome,

@@ -324,7 +324,7 @@ ENDPOINT_PARAMETER = "api_endpoint"
 """The pipeline parameter a local run sets to the emulator's endpoint."""
 
 
-def _vertex_callers(pipeline: Any) -> list[str]:
+def vertex_callers(pipeline: Any) -> list[str]:
     """The tasks that call Vertex AI's API (launch, deploy), sub-DAGs too, as ``path (component)``.
 
     Only they need the emulator's endpoint: an evaluate-only pipeline talks to no API.
@@ -362,7 +362,7 @@ def run_arguments(
         raise LocalRunError(
             f"the pipeline has no parameter {unknown[0]!r}; valid: {', '.join(sorted(inputs))}"
         )
-    callers = [] if ENDPOINT_PARAMETER in inputs else _vertex_callers(pipeline)
+    callers = [] if ENDPOINT_PARAMETER in inputs else vertex_callers(pipeline)
     if callers:
         raise LocalRunError(
             f"the pipeline has no {ENDPOINT_PARAMETER!r} parameter, so its tasks that call Vertex "

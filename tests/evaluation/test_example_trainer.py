@@ -183,3 +183,21 @@ def test_a_failed_evaluation_only_run_names_the_checkpoint_it_was_asked_to_evalu
     report = (run_dir / "report.md").read_text()
     _no_training_figures(report)
     assert f"| Evaluated | {named} |\n" in report, report
+
+
+def test_a_training_run_that_stops_before_its_job_claims_no_evaluated_checkpoint(tmp_path):
+    # continue_training takes a checkpoint_uri to train from: stopped before its CustomJob (the
+    # directory holds no step), it evaluated nothing, and neither the summary nor run.json says so.
+    empty = tmp_path / "no-steps"
+    empty.mkdir()
+    run_dir = tmp_path / "run"
+    template = catalog.pipeline_path("continue_training")
+    args = ["run", "--template", str(template), "--run-dir", str(run_dir)]
+    result = CliRunner().invoke(cli_main, [*args, "--param", f"checkpoint_uri={empty}"])
+    assert result.exit_code != 0, result.output
+    assert "holds no committed step" in result.output, result.output
+    printed = result.output[result.output.index("outcome:") :]
+    assert "training:           none" in printed and "evaluated:" not in printed, printed
+    record = json.loads((run_dir / "run.json").read_text())
+    assert "evaluated_checkpoint" not in record, record
+    assert "| Evaluated |" not in (run_dir / "report.md").read_text()
