@@ -296,23 +296,23 @@ def executor_image_notice(uri: str, today: datetime.date | None = None) -> str |
     if not found.documented:
         return (
             f"executor image {found.image} is not in kfp-spot's table of prebuilt training images "
-            "(kfp_spot/data/executor_images.csv); accepted as a name of Google's, so Vertex AI "
+            f"({TABLE}); accepted as a name of Google's, so Vertex AI "
             f"will judge it. Locally it runs with Python {found.python} and "
             f"{', '.join(found.packages[:1]) or 'no documented packages'} (inferred from its name)"
         )
     today = today or datetime.date.today()
     days = (found.end_of_availability - today).days
-    pages = IMAGES_PAGE
     if days < 0:
         return (
             f"executor image {found.image} reached its documented end of availability on "
             f"{found.end_of_availability}: Vertex AI may refuse it or stop updating it; pick a "
-            f"current image from {pages} (one kfp-spot does not list is accepted with a warning)"
+            f"current image from {IMAGES_PAGE} (one kfp-spot does not list is accepted with a "
+            "warning)"
         )
     if days <= EXPIRY_NOTICE_DAYS:
         return (
             f"executor image {found.image} reaches its documented end of availability on "
-            f"{found.end_of_availability} ({days} days): move to a newer one ({pages})"
+            f"{found.end_of_availability} ({days} days): move to a newer one ({IMAGES_PAGE})"
         )
     return None
 
