@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from google.api_core import exceptions as api_exceptions
 
 from kfp_spot.jobs.outcome import is_terminal, state_name
+from kfp_spot.vertex import signals
 from kfp_spot.vertex.client import Endpoint, make_job_client
 
 if TYPE_CHECKING:  # the client and its types load when the first call is made
@@ -108,7 +109,7 @@ class JobService:
         *,
         client: JobServiceClient | None = None,
         retry: RetryBudget | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = signals.sleep,
         clock: Callable[[], float] = time.monotonic,
         request_timeout: float = 60.0,
     ):

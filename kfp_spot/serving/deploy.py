@@ -44,7 +44,7 @@ from google.api_core import retry as retries
 from kfp_spot import executors, fs, vertex
 from kfp_spot.validation.component_inputs import check_input
 from kfp_spot.vertex import model_endpoint as rules
-from kfp_spot.vertex import pipeline_context
+from kfp_spot.vertex import pipeline_context, signals
 from kfp_spot.vertex.client import Endpoint as ApiEndpoint
 from kfp_spot.vertex.client import is_emulator_endpoint, make_client, resolve_endpoint
 from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
@@ -385,7 +385,7 @@ class Deployer:
         self,
         request: DeployRequest,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = signals.sleep,
         check_files: bool = True,
     ):
         self.request = request

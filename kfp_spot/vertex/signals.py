@@ -1,12 +1,22 @@
-"""Pipeline cancellation reaches the launcher as SIGTERM (or SIGINT): turn it into an exception."""
+"""Pipeline cancellation reaches the launcher as SIGTERM (or SIGINT): turn it into an exception.
+
+Python runs a signal handler between any two bytecodes of the main thread, which may be inside a
+finalizer (an object's ``__del__``, a weakref callback). An exception raised there is dropped:
+Python prints "Exception ignored in ..." and goes on. So the handler's error is also kept, and a
+dropped one is raised again at the next wait (:func:`sleep`, :func:`deliver_dropped`): a
+cancelled task never forgets that it was cancelled.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 log = logging.getLogger("kfp_spot.jobs.launcher")
 
@@ -23,6 +33,36 @@ class LaunchInterruptedError(BaseException):
         self.cancel_error = ""  # set when what was started could not be cancelled: why
 
 
+class _Delivery:
+    """One ``cancel_on_signals`` block's signal: its error, and whether Python dropped it."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.dropped = False
+
+
+_active: list[_Delivery] = []  # the innermost block last (main thread only)
+
+
+def deliver_dropped() -> None:
+    """Raise the signal's error here if Python dropped it where it was first raised.
+
+    Call it where the main thread waits; :func:`sleep` does.
+    """
+    if not _active or not _active[-1].dropped:
+        return
+    delivery = _active[-1]
+    delivery.dropped = False
+    assert delivery.error is not None
+    raise delivery.error
+
+
+def sleep(seconds: float) -> None:
+    """``time.sleep``, raising first a cancellation that a finalizer dropped."""
+    deliver_dropped()
+    time.sleep(seconds)
+
+
 @contextlib.contextmanager
 def cancel_on_signals(
     error: Callable[[int], BaseException] = LaunchInterruptedError,
@@ -30,23 +70,38 @@ def cancel_on_signals(
     """Turn the first SIGTERM/SIGINT into ``error(signum)`` (main thread only).
 
     ``error`` should be a BaseException, so that nothing in the caller's loop swallows it: the
-    launcher's LaunchInterruptedError, deploy_spot_endpoint's DeployInterruptedError.
+    launcher's LaunchInterruptedError, deploy_spot_endpoint's DeployInterruptedError. If it is
+    raised inside a finalizer, where Python drops exceptions, the next :func:`sleep` in the block
+    raises it.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = {"done": False}
+    delivery = _Delivery()
 
     def handler(signum: int, _frame: object) -> None:
-        if fired["done"]:
+        if delivery.error is not None:
             log.warning("signal %d again: already cancelling", signum)
             return
-        fired["done"] = True
-        raise error(signum)
+        delivery.error = error(signum)
+        raise delivery.error
+
+    previous_hook = sys.unraisablehook
+
+    def unraisable(args: Any) -> None:
+        if delivery.error is not None and args.exc_value is delivery.error:
+            delivery.dropped = True
+            log.info("%s arrived inside a finalizer: cancelling at the next wait", delivery.error)
+            return
+        previous_hook(args)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    sys.unraisablehook = unraisable
+    _active.append(delivery)
     try:
         yield
     finally:
+        _active.remove(delivery)
+        sys.unraisablehook = previous_hook
         for sig, old in previous.items():
             signal.signal(sig, old)
