@@ -89,7 +89,9 @@ def test_a_status_api_core_has_no_class_for_is_one_clear_error():
             self.wfile.write(body)
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         endpoint = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -243,7 +245,9 @@ class _HtmlPages(BaseHTTPRequestHandler):
 @pytest.fixture
 def html_server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlPages)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()

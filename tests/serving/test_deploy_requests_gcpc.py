@@ -58,7 +58,9 @@ class Recorder:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     def bodies(self, suffix: str) -> list[object]:
         return [b for m, p, b in self.requests if m == "POST" and p.split("?")[0].endswith(suffix)]
