@@ -43,7 +43,7 @@ def pytest_configure(config):
 
 def _hypothesis_without_timing() -> None:
     """Hypothesis fails an example that takes over 200 ms, and a test whose data comes slowly: on a
-    loaded machine (CI's two cores under four workers) both happen to correct code. The suite's
+    loaded machine (CI's two cores under five workers) both happen to correct code. The suite's
     profile drops those two timing checks, so a property test fails only on what it asserts.
 
     Loaded before the test modules are imported: a test's own ``@settings`` start from it.
