@@ -47,9 +47,12 @@ _active: list[_Delivery] = []  # the innermost block last (main thread only)
 def deliver_dropped() -> None:
     """Raise the signal's error here if Python dropped it where it was first raised.
 
-    Call it where the main thread waits; :func:`sleep` does.
+    Call it where the main thread waits; :func:`sleep` does (in another thread it does nothing:
+    the signal was the main thread's).
     """
     if not _active or not _active[-1].dropped:
+        return
+    if threading.current_thread() is not threading.main_thread():
         return
     delivery = _active[-1]
     delivery.dropped = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 import pytest
 
@@ -47,6 +48,23 @@ def test_a_delivered_signal_is_not_raised_again_while_cancelling():
             cancelled.append(True)
             raise
     assert cancelled == [True]
+
+
+def test_a_dropped_signal_is_raised_in_the_main_thread_only():
+    waited: list[str] = []
+
+    def poll_elsewhere() -> None:
+        signals.sleep(0.0)
+        waited.append("the other thread went on")
+
+    with pytest.raises(LaunchInterruptedError), cancel_on_signals():
+        obj = _SignalledWhileFinalized()
+        del obj
+        other = threading.Thread(target=poll_elsewhere)
+        other.start()
+        other.join()
+        signals.sleep(0.0)
+    assert waited == ["the other thread went on"]
 
 
 def test_other_dropped_exceptions_still_reach_the_previous_hook(monkeypatch):
