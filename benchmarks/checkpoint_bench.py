@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/checkpoint_bench.py [throughput|stall|restart|goodput|all] [opts]
 
 0. **checksums** (with throughput) — CRC32C as kfp-spot computes it, against sha256, zlib's crc32
-   and (when installed) ICRAR's crc32c package and BLAKE3, on one core.
+   and (when installed) crc32c-rs, ICRAR's crc32c package and BLAKE3, on one core.
 1. **throughput** — in one run on one disk: ``dd bs=4M conv=fsync`` of ``--mib`` MiB (default
    256), a synchronous ``CheckpointManager.save`` of a float32 array that size (its speed as a
    fraction of dd's), the loop stall of an async save (first save, and later saves that reuse the
@@ -119,6 +119,12 @@ def checksums(mib: int) -> None:
         ("sha256 (hashlib, OpenSSL)", lambda: hashlib.sha256(view).digest()),
         ("crc32 (zlib, not what GCS reports)", lambda: zlib.crc32(view)),
     ]
+    try:
+        import crc32c_rs  # the Unlicense; optional, as ICRAR's is
+    except ImportError:
+        print("(crc32c-rs not installed: pip install crc32c-rs to add its row)")
+    else:
+        rows.append(("crc32c, the crc32c-rs package", lambda: crc32c_rs.crc32c(view)))
     try:
         import crc32c  # ICRAR's package: LGPL, not a kfp-spot dependency
     except ImportError:

@@ -55,8 +55,8 @@ class _Clocks:
 
 @pytest.fixture
 def memory_speed_crc32c(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process's CRC32C switched to ICRAR's, as after a process's first 256 MiB."""
-    pytest.importorskip("crc32c")  # a dev dependency: the optional faster implementation
+    """This process's CRC32C switched to a faster one, as after a process's first 256 MiB."""
+    pytest.importorskip("crc32c")  # a dev dependency: an optional faster implementation
     impl = checksum._Crc32c(fast_after=0)
     impl.extend(0, b"x")
     monkeypatch.setattr(checksum, "_crc_impl", impl)
@@ -103,37 +103,73 @@ def test_a_hashed_payload_is_written_with_the_checksum_it_carries(
         checkpoints.verify(str(tmp_path), 2)
 
 
+_ICRAR = "crc32c (ICRAR's)"
+_RUST = "crc32c-rs"
+
+
+def _only(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """This process's faster CRC32C is ``name``'s (the other one is not looked for)."""
+    if name == _RUST:
+        pytest.importorskip("crc32c_rs")  # a dev dependency on Python 3.11 and later
+        monkeypatch.setattr(checksum, "_icrar", lambda: None)
+    else:
+        pytest.importorskip("crc32c")  # a dev dependency
+        monkeypatch.setattr(checksum, "_rust", lambda: None)
+
+
+@pytest.mark.parametrize("faster", [_RUST, _ICRAR])
 @settings(max_examples=40, deadline=None)
-@given(st.binary(max_size=70_000), st.integers(0, 69_999))
-def test_both_crc32c_implementations_agree_with_google_crc32c(data: bytes, cut: int) -> None:
-    expected = google_crc32c.value(data)
-    cut = cut % (len(data) + 1)
-    for impl in (checksum._Crc32c(fast_after=0), checksum._Crc32c(fast_after=None)):
-        assert impl.extend(0, data) == expected
-        assert impl.extend(0, bytearray(data)) == expected
-        assert impl.extend(0, memoryview(data)) == expected
-        assert impl.extend(impl.extend(0, data[:cut]), data[cut:]) == expected
-
-
-def test_icrar_is_given_a_large_buffer_in_calls_of_at_most_a_gibibyte(
-    monkeypatch: pytest.MonkeyPatch,
+@given(data=st.binary(max_size=70_000), cut=st.integers(0, 69_999))
+def test_every_crc32c_implementation_agrees_with_google_crc32c(
+    faster: str, data: bytes, cut: int
 ) -> None:
-    # Its C code takes the length as an unsigned long, 32 bits on Windows: over 4 GiB it wraps.
-    pytest.importorskip("crc32c")
-    monkeypatch.setattr(checksum, "_ICRAR_CALL_BYTES", 1000)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _only(monkeypatch, faster)
+        expected = google_crc32c.value(data)
+        cut = cut % (len(data) + 1)
+        fast, default = checksum._Crc32c(fast_after=0), checksum._Crc32c(fast_after=None)
+        fast.extend(0, b"x")  # its first byte switches it (empty data hashes nothing)
+        for impl in (fast, default):
+            assert impl.extend(0, data) == expected
+            assert impl.extend(0, bytearray(data)) == expected
+            assert impl.extend(0, memoryview(data)) == expected
+            assert impl.extend(impl.extend(0, data[:cut]), data[cut:]) == expected
+        assert fast.name == faster
+        assert default.name.startswith("google-crc32c")
+
+
+@pytest.mark.parametrize("faster", [_RUST, _ICRAR])
+def test_a_faster_crc32c_is_given_a_large_buffer_in_calls_of_at_most_a_gibibyte(
+    monkeypatch: pytest.MonkeyPatch, faster: str
+) -> None:
+    # ICRAR's C code takes the length as an unsigned long, 32 bits on Windows: over 4 GiB it wraps.
+    _only(monkeypatch, faster)
+    monkeypatch.setattr(checksum, "_FAST_CALL_BYTES", 1000)
     impl = checksum._Crc32c(fast_after=0)
     data = np.random.default_rng(2).bytes(4500)
     assert impl.extend(0, data) == google_crc32c.value(data)
-    assert impl.name == "crc32c (ICRAR's)"
+    assert impl.name == faster
 
 
-def test_icrar_takes_over_only_after_enough_bytes_and_only_when_installed() -> None:
-    pytest.importorskip("crc32c")  # a dev dependency: the optional faster implementation
+def test_crc32c_rs_is_preferred_to_icrars_when_both_are_installed() -> None:
+    pytest.importorskip("crc32c_rs")
+    pytest.importorskip("crc32c")
+    impl = checksum._Crc32c(fast_after=0)
+    assert impl.extend(0, b"123456789") == 0xE3069283
+    assert impl.name == _RUST
+    assert checksum.implementation().endswith(f"then {_RUST}")
+
+
+@pytest.mark.parametrize("faster", [_RUST, _ICRAR])
+def test_a_faster_crc32c_takes_over_only_after_enough_bytes_and_only_when_installed(
+    monkeypatch: pytest.MonkeyPatch, faster: str
+) -> None:
+    _only(monkeypatch, faster)
     impl = checksum._Crc32c(fast_after=1000)
     impl.extend(0, b"x" * 999)
     assert impl.name.startswith("google-crc32c")
     assert impl.extend(0, b"123456789") == 0xE3069283
-    assert impl.name == "crc32c (ICRAR's)"
+    assert impl.name == faster
     never = checksum._Crc32c(fast_after=None)
     never.extend(0, b"x" * 10_000)
     assert never.name.startswith("google-crc32c")
@@ -151,9 +187,71 @@ def test_a_crc32c_module_that_is_not_icrars_fast_one_is_not_used(
     monkeypatch: pytest.MonkeyPatch, module: object
 ) -> None:
     monkeypatch.setitem(sys.modules, "crc32c", module)
+    monkeypatch.setattr(checksum, "_rust", lambda: None)
     impl = checksum._Crc32c(fast_after=0)
     assert impl.extend(0, b"123456789") == 0xE3069283
     assert impl.name.startswith("google-crc32c")
+
+
+class _NoVectorPath(Exception):
+    pass
+
+
+def _extend(data: bytes, value: int = 0) -> int:
+    return int(google_crc32c.extend(value, bytes(data)))
+
+
+def _unsupported(data: bytes, value: int = 0) -> int:
+    raise _NoVectorPath
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        # a CPU without any of its vector paths: its crc32c is the portable one
+        types.SimpleNamespace(
+            crc32c=_extend,
+            crc32c_fallback=_extend,
+            crc32c_sse42=_unsupported,
+            UnsupportedCPUFeatureError=_NoVectorPath,
+        ),
+        # a build without named vector paths (nothing says it has one)
+        types.SimpleNamespace(
+            crc32c=_extend, crc32c_fallback=_extend, UnsupportedCPUFeatureError=_NoVectorPath
+        ),
+        # wrong answers
+        types.SimpleNamespace(
+            crc32c=lambda data, value=0: 0,
+            crc32c_sse42=lambda data, value=0: 0,
+            UnsupportedCPUFeatureError=_NoVectorPath,
+        ),
+        types.SimpleNamespace(crc32c=_extend),  # another package of that name
+    ],
+)
+def test_a_crc32c_rs_module_without_a_working_vector_path_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, module: object
+) -> None:
+    monkeypatch.setitem(sys.modules, "crc32c_rs", module)
+    monkeypatch.setattr(checksum, "_icrar", lambda: None)
+    impl = checksum._Crc32c(fast_after=0)
+    assert impl.extend(0, b"123456789") == 0xE3069283
+    assert impl.name.startswith("google-crc32c")
+
+
+def test_a_crc32c_rs_module_with_one_working_vector_path_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = types.SimpleNamespace(
+        crc32c=_extend,
+        crc32c_fallback=_extend,
+        crc32c_avx512=_unsupported,  # this CPU lacks it
+        crc32c_sse42=_extend,  # and has this one
+        UnsupportedCPUFeatureError=_NoVectorPath,
+    )
+    monkeypatch.setitem(sys.modules, "crc32c_rs", module)
+    impl = checksum._Crc32c(fast_after=0)
+    assert impl.extend(0, b"123456789") == 0xE3069283
+    assert impl.name == _RUST
 
 
 def test_the_snapshot_keeps_its_buffers_for_the_next_save() -> None:
