@@ -13,7 +13,10 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
   requirement this machine does not have (or not in a version that satisfies it) is installed by
   pip from the package index, as on the VM. Symlinks instead of installs keep environment creation
   under a few seconds with NumPy and scikit-learn in the image.
-- **Host-view environments** (no image: the evaluator, which runs in the component's own image)
+  The evaluator's environments are of this kind too, for the runtime image's profile
+  (``kfp_spot.image.lock.runtime_profile``: kfp-spot and its dependencies); there the light
+  ``kfp-spot-trainer`` wheel is skipped, as the full kfp-spot is a superset of it.
+- **Host-view environments** (no image: tools and tests that need this machine's libraries)
   see all of this machine's site-packages through a ``.pth`` file; only the packages are
   installed into them. The light ``kfp-spot-trainer`` wheel is skipped there when the full
   kfp-spot is installed (both provide ``kfp_spot``; the full one is a superset).
@@ -81,6 +84,7 @@ _READY = ".kfp-spot-ready"
 _VIEW = "view"
 PIP_TIMEOUT_S = 900
 _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
+_LIGHT_SKIPPED_BY = "kfp-spot"  # the full distribution, a superset of the light one
 _WARNED: set[str] = set()
 
 
@@ -220,7 +224,10 @@ def package_env(
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
         local = [fetch(uri, Path(tmp) / str(i)) for i, uri in enumerate(package_uris)]
-        if image is None and _host_has_full_kfp_spot():
+        # Where the full kfp-spot is there (this host's view, the runtime image's profile), the
+        # light wheel's ``kfp_spot`` would shadow it: the evaluation runner lives in the full one.
+        full_here = image is None or _LIGHT_SKIPPED_BY in image.package_names
+        if full_here and _host_has_full_kfp_spot():
             skipped = [p for p in local if _distribution_of(p) == _LIGHT]
             if skipped:
                 log.info("using this host's kfp-spot instead of %s", skipped[0].name)

@@ -252,7 +252,8 @@ def evaluate(
         package_uris: the training package first, then its dependencies (as the job got them).
         entry_point: ``module:function``; the function is called as
             ``function(checkpoint_dir: str, params: dict) -> dict`` in a subprocess of an
-            environment with the packages installed (cached by their sha256). Empty: the one
+            environment with the packages installed (cached by their sha256) and what kfp-spot's
+            runtime image holds, nothing else of this machine. Empty: the one
             the package declares (``[tool.kfp-spot] evaluation-entry-point`` in the sdist's
             pyproject.toml), else ``trainer.evaluate:evaluate`` (the bundled example's).
         params: evaluation parameters passed to the function (JSON-serialisable).
@@ -321,8 +322,12 @@ def evaluate(
             manifest, local_dir = selection.manifest, selection.local_dir
             rule, skipped = selection.rule, selection.skipped
             log.info("evaluating %s step %d (%s)", root, manifest.step, rule)
+        from kfp_spot.image.lock import runtime_profile  # the image's packages, as on Vertex AI
+
         try:
-            python = envcache.package_env(uris, cache_dir or envcache.default_cache_dir())
+            python = envcache.package_env(
+                uris, cache_dir or envcache.default_cache_dir(), profile=runtime_profile()
+            )
         except FileNotFoundError as exc:
             raise EvaluationInputError("package", str(exc)) from exc
         except envcache.PackageInstallError as exc:

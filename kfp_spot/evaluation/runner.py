@@ -48,6 +48,21 @@ def _is_absent(exc: ImportError, module_name: str) -> bool:
     return missing is not None and (module_name + ".").startswith(missing + ".")
 
 
+def _undeclared_hint(exc: ImportError, module_name: str) -> str:
+    """What to do when the module imports a distribution nobody installed here."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if not missing or missing.split(".")[0] == module_name.split(".")[0]:
+        return ""
+    top = missing.split(".")[0]
+    return (
+        f"{module_name} imports {top!r}, which the evaluation's environment does not hold: it "
+        "runs in kfp-spot's runtime image, which holds kfp-spot and its dependencies, the "
+        "package and what the package declares, not the training's executor image; declare it "
+        "in the package's dependencies ([project] dependencies of its pyproject.toml; "
+        "`requirements` for a script or a bare package)\n"
+    )
+
+
 def _call_problem(function: Any) -> str:
     """Why ``function(checkpoint_dir, params)`` cannot be called, or ``""`` when it can.
 
@@ -81,6 +96,7 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(
                 f"entry_point: cannot import module {module_name!r} from the package:\n"
                 + traceback.format_exc()
+                + _undeclared_hint(exc, module_name)
             )
         return EXIT_ENTRY_POINT
     function: Any = getattr(module, function_name, _MISSING)

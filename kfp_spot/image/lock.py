@@ -14,6 +14,7 @@ every runtime requirement of pyproject.toml satisfied by its pin, and kfp equal 
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import shutil
@@ -23,9 +24,13 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from kfp_spot.executors import ExecutorProfile
+from kfp_spot.version import __version__
+
 LOCK_FILE = "requirements-image.lock"
 IMAGE_PLATFORM = "linux/amd64"  # what Vertex AI Pipelines runs a task's container on
 IMAGE_PYTHON = "3.11"
+RUNTIME_DISTRIBUTION = "kfp-spot"  # what the image installs over the lock's pins
 # uv's name of the image's platform: Debian bookworm's glibc is 2.36, manylinux_2_28 is what the
 # scientific wheels ship for.
 _UV_PLATFORM = "x86_64-manylinux_2_28"
@@ -37,6 +42,25 @@ _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;#]+)
 
 class LockError(ValueError):
     """The lock file is missing, unreadable or out of date (the message says how to fix it)."""
+
+
+def runtime_profile() -> ExecutorProfile:
+    """The runtime image as an environment profile: kfp-spot and its dependencies.
+
+    On Python :data:`IMAGE_PYTHON`, nothing else: what ``evaluate_checkpoint`` runs a package's
+    evaluation in (kfp_spot.envcache links the closure from this host). An import the package
+    neither declares nor gets from kfp-spot fails locally as it does in the image on Vertex AI.
+    """
+    return ExecutorProfile(
+        image="kfp-spot-runtime",
+        framework="kfp-spot",
+        version=__version__,
+        python=IMAGE_PYTHON,
+        accelerator="CPU",
+        end_of_availability=datetime.date.max,
+        packages=(RUNTIME_DISTRIBUTION,),
+        repository="kfp-spot",
+    )
 
 
 def canonical(name: str) -> str:
