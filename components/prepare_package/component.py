@@ -43,7 +43,8 @@ def prepare_package(
         extra_package_uris: dependency packages (gs:// archives) the job installs after the
             trainer; with it at most 100.
         check_import: import the module before staging, in an environment holding only what
-            ``executor_image_uri`` provides, the package URIs and their declared dependencies.
+            ``executor_image_uri`` provides, the package URIs and their declared dependencies;
+            and the declared evaluation entry point's module in kfp-spot's runtime image's.
         requirements: dependencies of a script or bare package (PEP 508 strings); projects
             declare their own.
         include_kfp_spot: add the kfp-spot-trainer wheel when the package imports kfp_spot (and

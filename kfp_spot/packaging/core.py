@@ -432,6 +432,7 @@ def prepare_package(
                 provided=provided_requirements,
                 work_dir=cache_dir,
                 executor_image_uri=executor_image_uri,
+                evaluation_module=entry_point.partition(":")[0],
             )
         sha = _build.sha256_of(built.sdist)
         uri, uploaded = stage_file(built.sdist, staging_uri, facts.name, sha)

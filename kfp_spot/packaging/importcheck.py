@@ -37,6 +37,7 @@ def check_import_clean(
     provided: Sequence[str] = DEFAULT_PROVIDED,
     work_dir: str | os.PathLike[str] | None = None,
     executor_image_uri: str = executors.DEFAULT_EXECUTOR_IMAGE,
+    evaluation_module: str = "",
 ) -> None:
     """Import ``python_module`` from ``wheel`` in the environment of ``executor_image_uri``.
 
@@ -50,6 +51,9 @@ def check_import_clean(
         provided: requirements taken as provided by the image besides its documented libraries.
         work_dir: where the environment is made (removed after); default: the system's temp dir.
         executor_image_uri: the prebuilt image the job runs in.
+        evaluation_module: the module of the package's evaluation entry point, imported too, in
+            the environment of kfp-spot's runtime image where evaluate_checkpoint runs it (see
+            :func:`check_evaluation_import`); "": none.
 
     Raises:
         ImportCheckError: the import fails (the traceback names the missing module), the module
@@ -113,4 +117,62 @@ def check_import_clean(
             "python_module",
             f"{python_module} does not import in the environment of {image.image}: its "
             f"libraries, the package and its declared dependencies:\n{tail}{hint}",
+        )
+    if evaluation_module:
+        check_evaluation_import(wheel, evaluation_module, extra_packages, work_dir)
+
+
+def check_evaluation_import(
+    wheel: Path,
+    module: str,
+    extra_packages: Sequence[Path] = (),
+    work_dir: str | os.PathLike[str] | None = None,
+) -> None:
+    """Import the evaluation's ``module`` where evaluate_checkpoint will: the runtime image.
+
+    That image holds kfp-spot and its dependencies, not the executor image's libraries: a module
+    importing one the package does not declare (scikit-learn, say) would fail only after the
+    whole training. The light kfp-spot-trainer wheel is left out (the image's kfp-spot serves).
+
+    Raises:
+        ImportCheckError: naming ``evaluation_entry_point``, with the import's last lines.
+    """
+    from kfp_spot.image.lock import runtime_profile
+    from kfp_spot.packaging.trainer_dist import is_light_distribution_file
+
+    packages = [wheel, *(p for p in extra_packages if not is_light_distribution_file(p))]
+    image = runtime_profile()
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-eval-env-", dir=work_dir) as tmp:
+        try:
+            python = envcache.create_image_env(Path(tmp, "env"), packages, image)
+        except envcache.PackageInstallError as exc:
+            raise ImportCheckError(
+                "evaluation_entry_point",
+                f"the package does not install in kfp-spot's runtime image: {exc}",
+            ) from exc
+        cwd = Path(tmp, "cwd")
+        cwd.mkdir()
+        code = f"import importlib; importlib.import_module({module!r})"
+        try:
+            proc = subprocess.run(
+                [str(python), "-c", code],
+                cwd=cwd,
+                env=envcache.job_environ(),
+                capture_output=True,
+                text=True,
+                timeout=IMPORT_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ImportCheckError(
+                "evaluation_entry_point",
+                f"importing {module} did not finish in {IMPORT_TIMEOUT_S} s",
+            ) from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise ImportCheckError(
+            "evaluation_entry_point",
+            f"{module} does not import in kfp-spot's runtime image, where evaluate_checkpoint "
+            f"runs it after the training (kfp-spot and its dependencies, the package and what it "
+            f"declares; not the executor image's libraries):\n{tail}\nDeclare what it imports "
+            "in the package's dependencies.",
         )

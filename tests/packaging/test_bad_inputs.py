@@ -195,6 +195,39 @@ def test_import_check_catches_an_undeclared_dependency(project, staging):
         )
 
 
+def _declare_evaluation(project):
+    with (project / "pyproject.toml").open("a") as pyproject:
+        pyproject.write(
+            '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.evaluate:evaluate"\n'
+        )
+
+
+def test_import_check_imports_the_evaluation_where_evaluate_checkpoint_runs_it(project, staging):
+    # The training's image (sklearn-cpu.1-6) holds scikit-learn, kfp-spot's runtime image, where
+    # evaluate_checkpoint imports the evaluation after the whole training, does not: undeclared,
+    # it would fail only then, on Vertex AI as locally.
+    pytest.importorskip("sklearn")
+    _declare_evaluation(project)
+    evaluate = project / "tinytrainer" / "evaluate.py"
+    evaluate.write_text("import sklearn\n" + evaluate.read_text())
+    with pytest.raises(ImportCheckError) as info:
+        prepare_package(str(project), str(staging), check_import=True)
+    assert info.value.field == "evaluation_entry_point"
+    message = str(info.value)
+    assert message.startswith(
+        "evaluation_entry_point: tinytrainer.evaluate does not import in kfp-spot's runtime image"
+    )
+    assert "No module named 'sklearn'" in message
+    assert "Declare what it imports in the package's dependencies." in message
+
+
+def test_import_check_passes_an_evaluation_whose_imports_are_declared(project, tmp_path):
+    _declare_evaluation(project)  # it imports numpy, which the tiny project declares
+    info = prepare_package(str(project), str(tmp_path / "stage"), check_import=True)
+    assert info.import_checked
+    assert info.evaluation_entry_point == "tinytrainer.evaluate:evaluate"
+
+
 def test_import_check_does_not_see_what_only_this_machine_has(project, staging):
     # kfp is installed here (kfp-spot needs it) but no training image holds it: on Vertex AI the
     # job would fail with this error, so the check fails too.
