@@ -224,6 +224,24 @@ def test_error_excerpt_keeps_a_traceback_quoted_in_the_error_message():
     assert error_excerpt(own) == own[3:]
 
 
+def test_error_excerpt_keeps_the_line_naming_the_field_before_a_quoted_traceback():
+    # Before: the excerpt began at the quoted traceback's last line, so the console showed
+    # "ModuleNotFoundError: No module named 'sklearn'" without saying which check failed.
+    own = [
+        "[KFP Executor] building house-prices (project)",
+        "evaluation_entry_point: acme_reg.scoring does not import in kfp-spot's runtime image:",
+        "Traceback (most recent call last):",
+        '  File "<string>", line 1, in <module>',
+        '  File "/env/acme_reg/scoring.py", line 2, in <module>',
+        "    from sklearn.metrics import r2_score",
+        "ModuleNotFoundError: No module named 'sklearn'",
+        "Declare what it imports in the package's dependencies.",
+    ]
+    assert error_excerpt(own) == [own[1], *own[-2:]]
+    printed = ["Epoch 1:", *own[2:]]  # the task's own output before a crash: not an error line
+    assert error_excerpt(printed) == own[-2:]
+
+
 def test_error_excerpt_without_a_traceback_is_the_last_lines_and_long_ones_are_elided():
     lines = [f"line {i}" for i in range(100)]
     assert error_excerpt(lines, limit=5) == lines[-5:]

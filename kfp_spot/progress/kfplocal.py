@@ -178,11 +178,14 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
 
     From the line that names the exception that ended the task (the last of a chain of Python
     tracebacks) to the end: the error message, which may itself quote a log holding another
-    traceback (as the launcher's error quotes the replica's last lines). Without a traceback,
-    the last ``limit`` lines.
+    traceback (as the launcher's error quotes the replica's last lines). A one-line error whose
+    message quotes a traceback after its first line (``python_module: ... does not import ...:``
+    and the import's traceback) keeps that first line: it names the field at fault. Without a
+    traceback, the last ``limit`` lines.
     """
     lines = list(lines)
     start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
+    intro = lines[start - 1] if start and _introduces_a_quote(lines[start - 1]) else None
     if start is None:
         excerpt = lines[-limit:]
     else:
@@ -195,12 +198,20 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
                 break
             start = chained
         excerpt = lines[i:] or lines[start:]
+        if intro is not None:
+            excerpt = [intro, *excerpt]
     if len(excerpt) > limit:
         head = max(1, limit // 4)
         tail = limit - head - 1
         left_out = len(excerpt) - head - tail
         excerpt = [*excerpt[:head], f"... ({left_out} lines left out)", *excerpt[-tail:]]
     return excerpt
+
+
+def _introduces_a_quote(line: str) -> bool:
+    """Whether ``line`` opens an error message that goes on with a quoted traceback."""
+    text = line.rstrip()
+    return text.endswith(":") and ": " in text and not line.startswith(("[", " "))
 
 
 def _next_chained(lines: list[str], after: int) -> int | None:
