@@ -60,6 +60,13 @@ def test_anything_else_is_refused_or_parsed_to_a_number(text):
         ("best:top1_error", "best", None, "top1_error", "min"),
         ("best:loss:max", "best", None, "loss", "max"),
         ("best:auc:min", "best", None, "auc", "min"),
+        # Before, only the name's end counted: these picked the step with the largest error.
+        ("best:rmse_val", "best", None, "rmse_val", "min"),
+        ("best:mse-test", "best", None, "mse-test", "min"),
+        ("best:loss/valid", "best", None, "loss/valid", "min"),
+        ("best:mape", "best", None, "mape", "min"),
+        ("best:r2_val", "best", None, "r2_val", "max"),
+        ("best:errand_rate", "best", None, "errand_rate", "max"),  # a word, not a suffix
     ],
 )
 def test_step_forms(text, kind, step, metric, mode):
