@@ -240,6 +240,9 @@ def test_error_excerpt_keeps_the_line_naming_the_field_before_a_quoted_traceback
     assert error_excerpt(own) == [own[1], *own[-2:]]
     printed = ["Epoch 1:", *own[2:]]  # the task's own output before a crash: not an error line
     assert error_excerpt(printed) == own[-2:]
+    # A component that logs its error (for the task's console) and then exits with it: once.
+    logged = ["[KFP Executor 2026-12-03 15:28:06,047 ERROR]: " + own[1], *own[2:]]
+    assert error_excerpt(logged + own[1:]) == [own[1], *own[-2:]]
 
 
 def test_error_excerpt_without_a_traceback_is_the_last_lines_and_long_ones_are_elided():

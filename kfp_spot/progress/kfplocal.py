@@ -167,6 +167,7 @@ def task_output(log_text: str) -> list[str]:
 
 
 _TRACEBACK = "Traceback (most recent call last):"
+_EXECUTOR_LOG = re.compile(r"^\[KFP Executor [^\]]*\]: ")  # a component's log record
 _CHAINED = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
@@ -185,7 +186,9 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
     """
     lines = list(lines)
     start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
-    intro = lines[start - 1] if start and _introduces_a_quote(lines[start - 1]) else None
+    intro = _EXECUTOR_LOG.sub("", lines[start - 1]) if start else None
+    if intro is not None and not _introduces_a_quote(intro):
+        intro = None
     if start is None:
         excerpt = lines[-limit:]
     else:
@@ -198,8 +201,8 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
                 break
             start = chained
         excerpt = lines[i:] or lines[start:]
-        if intro is not None:
-            excerpt = [intro, *excerpt]
+        if intro is not None:  # a task that logged its error and then raised it: say it once
+            excerpt = [intro, *excerpt[: excerpt.index(intro) if intro in excerpt else None]]
     if len(excerpt) > limit:
         head = max(1, limit // 4)
         tail = limit - head - 1
