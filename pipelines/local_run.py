@@ -309,7 +309,7 @@ def run_local(
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
     if progress is not None:
-        for warning in _unmet_pins(source, arguments, pipeline):
+        for warning in [*_unmet_pins(source, arguments, pipeline), *_raw_dirs(source, arguments)]:
             progress(f"warning: {warning}")
     return run_pipeline(
         pipeline,
@@ -323,6 +323,18 @@ def run_local(
         disruption=disruption,
         regions=regions,
     )
+
+
+def _raw_dirs(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
+    """What the prepare-package task will warn of: ``AIP_*_DIR`` read raw (a directory source)."""
+    from kfp_spot.packaging import outputdirs
+
+    path = Path(source)
+    if "source" not in arguments or not path.is_dir():
+        return []
+    given = arguments.get("python_module")
+    module = outputdirs.job_module(path, given if isinstance(given, str) else "")
+    return outputdirs.warnings_for(path, module) if module else []
 
 
 def _unmet_pins(source: str | Path, arguments: Mapping[str, Any], pipeline: Any) -> list[str]:

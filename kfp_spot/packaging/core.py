@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
-from kfp_spot.packaging import trainer_dist
+from kfp_spot.packaging import outputdirs, trainer_dist
 from kfp_spot.packaging.entry_points import check_entry_point, declared_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
@@ -418,7 +418,10 @@ def prepare_package(
             )
             log.info("%s imports kfp_spot: adding %s to its package URIs", facts.name, light.name)
         # The job still runs, but pip replaces the image's version (stderr: the task's console).
-        for warning in unmet_pin_warnings(facts.requirements, executor_image_uri):
+        for warning in [
+            *unmet_pin_warnings(facts.requirements, executor_image_uri),
+            *outputdirs.warnings_for(tree.path, module),
+        ]:
             print(f"kfp-spot: warning: {warning}", file=sys.stderr, flush=True)
         if check_import:
             local_extras = [
