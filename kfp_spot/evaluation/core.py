@@ -258,7 +258,8 @@ def evaluate(
             pyproject.toml), else ``trainer.evaluate:evaluate`` (the bundled example's).
         params: evaluation parameters passed to the function (JSON-serialisable).
         step: ``latest``, a step number, or ``best:<metric>[:max|:min]``.
-        thresholds: metric → bound (``">=0.9"``, ``"<=0.5"``, or a number meaning ``>=``).
+        thresholds: metric → bound (``">=0.9"``, ``"<=0.5"``, or a number meaning ``>=``,
+            refused for a smaller-is-better metric such as ``rmse``).
         fallback_to_previous: when the chosen step does not verify, evaluate the newest earlier
             one that does (reported) instead of failing.
         latest_step: the step the checkpoint artifact names as latest (None: newest present).

@@ -22,14 +22,9 @@ from typing import Any
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
 from kfp_spot.evaluation.errors import EvaluationInputError
+from kfp_spot.evaluation.thresholds import smaller_is_better
 
 _BEST_RE = re.compile(r"^best:([^:]+?)(?::(max|min))?$")
-# Names where smaller is better, when ``best:<metric>`` gives no direction: ending in one of
-# these, or holding one as a word (``rmse_val``, ``mse-test``, ``loss/valid``).
-_MIN_SUFFIXES = ("loss", "error", "err", "mse", "mae", "rmse", "perplexity")
-_MIN_WORDS = frozenset(
-    {*_MIN_SUFFIXES, "mape", "smape", "msle", "rmsle", "nll", "wer", "cer", "ppl"}
-)
 _STEP_HELP = '"latest", a step number like "40", or "best:<metric>[:max|:min]"'
 
 
@@ -87,14 +82,9 @@ def parse_step(step: Any) -> StepRequest:
     match = _BEST_RE.fullmatch(text)
     if match:
         metric = match.group(1).strip()
-        mode = match.group(2) or ("min" if _smaller_is_better(metric) else "max")
+        mode = match.group(2) or ("min" if smaller_is_better(metric) else "max")
         return StepRequest("best", metric=metric, mode=mode)
     raise EvaluationInputError("step", f"{step!r} is not valid; use {_STEP_HELP}")
-
-
-def _smaller_is_better(metric: str) -> bool:
-    name = metric.lower()
-    return name.endswith(_MIN_SUFFIXES) or not _MIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", name))
 
 
 def metric_of(metadata: Mapping[str, Any], metric: str) -> float | None:

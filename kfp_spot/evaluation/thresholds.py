@@ -1,7 +1,9 @@
 """Quality thresholds: ``{"accuracy": ">=0.9", "loss": "<=0.5", "f1": 0.8}``.
 
 A bound is a finite number (meaning ``>=``) or a string ``OP NUMBER`` with OP one of ``>=``,
-``>``, ``<=``, ``<``, ``==``; a string without OP also means ``>=``. NaN never passes. An
+``>``, ``<=``, ``<``, ``==``; a string without OP also means ``>=``, but for a metric whose name
+says smaller is better (:func:`smaller_is_better`: ``rmse``, ``val_loss``, ...) a bound without
+OP is refused, as ``{"rmse": 0.2}`` would pass only models at least that bad. NaN never passes. An
 infinite bound (``"<=inf"``, ``"<=1e400"``) is refused: it holds for every number or none, a gate
 in name only.
 """
@@ -25,6 +27,12 @@ _OPS = {
     "==": operator.eq,
 }
 _BOUND_RE = re.compile(r"^\s*(>=|<=|==|>|<)?\s*([^<>=\s][^\s]*)\s*$")
+# Names where smaller is better (also best:<metric>'s default direction): ending in one of these,
+# or holding one as a word (``rmse_val``, ``mse-test``, ``loss/valid``).
+_MIN_SUFFIXES = ("loss", "error", "err", "mse", "mae", "rmse", "perplexity")
+_MIN_WORDS = frozenset(
+    {*_MIN_SUFFIXES, "mape", "smape", "msle", "rmsle", "nll", "wer", "cer", "ppl"}
+)
 _VALID = 'a number (meaning >=) or a string like ">=0.9", "<=0.5", ">0", "==1"'
 
 
@@ -44,6 +52,23 @@ class Threshold:
 
     def __str__(self) -> str:
         return f"{self.metric} {self.op} {self.bound:g}"
+
+
+def smaller_is_better(metric: str) -> bool:
+    """Whether the metric's name says a smaller value is better (``rmse``, ``loss_val``)."""
+    name = metric.lower()
+    return name.endswith(_MIN_SUFFIXES) or not _MIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", name))
+
+
+def _implicit(field: str, metric: str, bound: object, value: float) -> Threshold:
+    """A bound given without an operator: ``>=``, unless the metric is a smaller-is-better one."""
+    if smaller_is_better(metric):
+        raise EvaluationInputError(
+            field,
+            f"{bound!r} has no operator, and a bound without one means >=, but a smaller "
+            f'{metric} is better: write "<={value:g}" (or ">={value:g}" if at least that is meant)',
+        )
+    return Threshold(metric, ">=", value)
 
 
 def _number(text: str) -> float | None:
@@ -76,7 +101,7 @@ def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
         if isinstance(bound, (int, float)):
             if not math.isfinite(bound):
                 raise EvaluationInputError(field, f"{bound} is not a bound; use {_VALID}")
-            out.append(Threshold(metric, ">=", float(bound)))
+            out.append(_implicit(field, metric, bound, float(bound)))
             continue
         if not isinstance(bound, str):
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
@@ -84,5 +109,6 @@ def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
         value = _number(match.group(2)) if match else None
         if match is None or value is None:
             raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
-        out.append(Threshold(metric, match.group(1) or ">=", value))
+        op = match.group(1)
+        out.append(Threshold(metric, op, value) if op else _implicit(field, metric, bound, value))
     return out

@@ -103,3 +103,24 @@ def test_best_by_a_metric_nobody_recorded_lists_only_the_trainings_metrics(tmp_p
             fallback_to_previous=False,
             load=lambda step: (checkpoints.read_manifest(root, step), tmp_path),
         )
+
+
+@pytest.mark.parametrize(
+    ("metric", "bound", "fix"),
+    [("rmse", 0.2, "<=0.2"), ("val_loss", "0.3", "<=0.3"), ("mae_test", 5, "<=5")],
+)
+def test_a_bound_without_operator_on_a_smaller_is_better_metric_is_refused(metric, bound, fix):
+    # Before: {"rmse": 0.2} meant rmse >= 0.2, a gate that passed only the worse models.
+    with pytest.raises(EvaluationInputError) as caught:
+        parse_thresholds({metric: bound})
+    assert caught.value.field == f"thresholds[{metric!r}]"
+    assert f'a smaller {metric} is better: write "{fix}"' in str(caught.value)
+
+
+def test_a_bound_without_operator_still_means_at_least_elsewhere():
+    assert [str(t) for t in parse_thresholds({"r2": 0.9, "accuracy": "0.8"})] == [
+        "r2 >= 0.9",
+        "accuracy >= 0.8",
+    ]
+    (explicit,) = parse_thresholds({"rmse": "<=0.2"})
+    assert (explicit.op, explicit.bound) == ("<=", 0.2)
