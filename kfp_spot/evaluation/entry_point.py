@@ -6,13 +6,12 @@ without loading the evaluator.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kfp_spot.evaluation.errors import EvaluationInputError
-from kfp_spot.packaging.imports import bound_names, functions, module_file, source_roots
+from kfp_spot.packaging.imports import bound_names, functions, module_file, parse, source_roots
 from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
 DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
@@ -90,7 +89,7 @@ def missing_function(directory: Path, entry_point: str) -> str | None:
         if path is None:
             continue
         try:
-            tree = ast.parse(path.read_bytes(), filename=str(path))
+            tree = parse(path.read_bytes(), str(path))
         except (OSError, SyntaxError, ValueError):
             return None
         bound = bound_names(tree)

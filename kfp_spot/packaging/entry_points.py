@@ -13,7 +13,6 @@ entry point calls the package's own).
 
 from __future__ import annotations
 
-import ast
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +103,7 @@ def check_entry_point(
             )
         return  # may come from a dependency: the evaluation imports it
     try:
-        tree = ast.parse(_build.read_wheel_file(wheel, path))
+        tree = imports.parse(_build.read_wheel_file(wheel, path))
     except (SyntaxError, ValueError):
         return  # the import reports it, with its line
     names = imports.bound_names(tree)

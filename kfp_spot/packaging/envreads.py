@@ -106,7 +106,7 @@ def reads(site: Path, module: str) -> dict[str, str]:
         with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
             warnings.simplefilter("ignore")
             try:
-                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), where)
+                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"), where)
             except SyntaxError:
                 return []
         for variable, line in names_read(tree):

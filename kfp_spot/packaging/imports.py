@@ -5,7 +5,8 @@ which ``kfp_spot`` modules a VM needs), the check of a job's code against its ex
 Python (:mod:`kfp_spot.packaging.pycompat`) and the environment variables a job's code reads
 (:mod:`kfp_spot.packaging.envreads`); they find a module's file with :func:`module_file`, and the
 last two walk a job's own package with :func:`walk_own_package`. The checks of an evaluation
-entry point (``module:function``) ask which names a module binds: :func:`bound_names`.
+entry point (``module:function``) ask which names a module binds: :func:`bound_names`. Every
+reader of kfp-spot parses source with :func:`parse`, which threads may share.
 An import is *optional* under ``if TYPE_CHECKING:`` or inside a ``try`` that catches
 ``ImportError``, and *version-guarded* under an ``if`` on ``sys.version_info`` (another Python
 may take the other branch).
@@ -14,12 +15,30 @@ may take the other branch).
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 """Handlers an ``ImportError`` reaches."""
+
+_PARSING = threading.Lock()
+
+
+def parse(source: str | bytes, filename: str = "<unknown>", **options: Any) -> ast.Module:
+    """``ast.parse(source, filename, **options)``, one thread at a time in this process.
+
+    CPython 3.11 counts the AST constructor's recursion in state every thread shares: when a
+    garbage collection during one thread's parse runs a finalizer that lets another thread
+    parse, the first fails with a spurious ``SystemError: AST constructor recursion depth
+    mismatch`` (python/cpython gh-106905). The emulator's job runners read their jobs' source
+    in threads, beside the rest of the process, so every parse goes through this lock.
+    """
+    with _PARSING:
+        tree: ast.Module = ast.parse(source, filename, **options)
+    return tree
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ alone. Read statically, as :mod:`kfp_spot.packaging.envreads` reads variables.
 
 from __future__ import annotations
 
-import ast
 import warnings
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def raw_output_dir_reads(source: Path, module: str) -> dict[str, str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
             except SyntaxError:
                 return []
         where = path.relative_to(source).as_posix()

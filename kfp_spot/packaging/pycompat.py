@@ -12,7 +12,6 @@ alone, as the image's Python would skip them; so are modules of the package the 
 
 from __future__ import annotations
 
-import ast
 import sys
 import warnings
 from pathlib import Path
@@ -81,11 +80,11 @@ def _read(path: Path, where: str, python: str, module: str) -> tuple[list[str], 
     with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
         warnings.simplefilter("ignore")
         try:
-            tree = ast.parse(source, where)
+            tree = imports.parse(source, where)
         except SyntaxError:
             return [], []
         try:
-            ast.parse(source, where, feature_version=max(target, OLDEST_PARSED))
+            imports.parse(source, where, feature_version=max(target, OLDEST_PARSED))
         except SyntaxError as exc:
             found.append(f"{where}, line {exc.lineno}: {exc.msg}")
     needed = []

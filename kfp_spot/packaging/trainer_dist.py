@@ -35,7 +35,6 @@ what the others decided.
 
 from __future__ import annotations
 
-import ast
 import base64
 import hashlib
 import logging
@@ -130,7 +129,9 @@ def imports_of(source: str, module: str = "", is_package: bool = False) -> list[
     ImportError (:mod:`kfp_spot.packaging.imports`). ``from a import b`` yields ``a`` and ``a.b``
     (``b`` may be a module).
     """
-    return [(i.name, i.optional) for i in imports.imported(ast.parse(source), module, is_package)]
+    return [
+        (i.name, i.optional) for i in imports.imported(imports.parse(source), module, is_package)
+    ]
 
 
 def _closure(root: Path) -> tuple[dict[str, Path], dict[str, bool]]:
