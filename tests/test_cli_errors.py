@@ -59,6 +59,9 @@ def test_usage_errors_are_one_line_and_exit_2(args, needle):
     assert proc.stdout == ""
 
 
+_TASK = b"pipelineInfo: {name: x}\ncomponents: {comp-train: {executorLabel: exec-train}}\n"
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
@@ -74,6 +77,26 @@ def test_usage_errors_are_one_line_and_exit_2(args, needle):
         (  # a field the pipeline spec's schema lacks, which KFP reads only as the run starts
             b"root: {dag: {tasks: {}}, bogusField: 1}\npipelineInfo: {name: x}\n",
             "not a compiled pipeline KFP can load (Failed to parse root field: ",
+        ),
+        # References that name nothing parse, and kfp.local met them only at that task, with a
+        # KeyError traceback after the tasks before it had run (a hand-edited template).
+        (
+            _TASK + b"root: {dag: {tasks: {train: {componentRef: {name: comp-tain}}}}}\n",
+            "not a compiled pipeline KFP can run (task 'train' runs component 'comp-tain', "
+            "which components does not hold; ",
+        ),
+        (
+            _TASK + b"root: {dag: {tasks: {train: {componentRef: {name: comp-train}}}}}\n",
+            "not a compiled pipeline KFP can run (component 'comp-train' runs executor "
+            "'exec-train', which deploymentSpec.executors does not hold)",
+        ),
+        (
+            _TASK
+            + b"deploymentSpec: {executors: {exec-train: {container: {image: python:3.11}}}}\n"
+            + b"root: {dag: {tasks: {train: {componentRef: {name: comp-train}, "
+            + b"dependentTasks: [prepare]}}}}\n",
+            "not a compiled pipeline KFP can run (task 'train' waits for task 'prepare', which "
+            "its DAG does not hold)",
         ),
     ],
 )

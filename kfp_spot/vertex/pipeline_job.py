@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kfp_spot.vertex import regions, values
+from kfp_spot.vertex import regions, template_refs, values
 
 AUTH_FIX = (
     "run `gcloud auth application-default login` (or point GOOGLE_APPLICATION_CREDENTIALS at a "
@@ -81,6 +81,11 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
         raise SubmissionError(
             f"template {template_path}: not a compiled pipeline or component spec "
             "(`kfp-spot compile` writes them)"
+        )
+    if broken := template_refs.dangling_references(spec):  # kfp.local would fail at that task
+        raise SubmissionError(
+            f"template {template_path}: not a compiled pipeline KFP can run ({'; '.join(broken)}); "
+            "`kfp-spot compile` writes them"
         )
     return spec
 
@@ -205,16 +210,12 @@ def prepare_submission(
         location=location,
         parameter_values=given,
         pipeline_root=pipeline_root,
-        display_name=display_name or _pipeline_name(spec) or Path(template_path).stem,
+        display_name=display_name or template_refs.pipeline_name(spec) or Path(template_path).stem,
         service_account=service_account or None,
         enable_caching=enable_caching,
         labels=dict(labels or {}),
         warnings=tuple(warnings),
     )
-
-
-def _pipeline_name(spec: Mapping[str, Any]) -> str:
-    return str((spec.get("pipelineInfo") or {}).get("name") or "")
 
 
 def _pipeline_job(submission: PipelineSubmission, credentials: Any) -> Any:
