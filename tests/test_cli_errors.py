@@ -47,6 +47,12 @@ SPOT_TRAINING = (
             "api_endpoint",
         ),
         (["emulator", "start", "--port", "-1"], "--port"),
+        (  # staged into a folder named "gs:" in the working directory, and the run went on
+            ["run", "--param", "staging_uri=gs:/my-bucket/staging"],
+            "prepare_package input staging_uri: 'gs:/my-bucket/staging' is not a URI (gs: "
+            "without '//')",
+        ),
+        (["run", "--param", "staging_uri=gs://"], "staging_uri: 'gs://' names no bucket"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args, needle):

@@ -46,6 +46,7 @@ from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
 from kfp_spot.jobs.template_steps import (
     check_evaluate_task,
     check_prepare_task,
+    check_staging_input,
     prepare_task_warnings,
 )
 from kfp_spot.jobs.template_walk import (
@@ -381,6 +382,7 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
 
     for task in template_tasks(spec, arguments):
         if task.call == PREPARE_CALL:
-            continue  # a local run reads local paths
+            check_staging_input(task)  # a local run reads local paths: no more than that
+            continue
         if task.call == EVALUATE_CALL or not task.unknown:  # an evaluation reads what is known
             _check_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)

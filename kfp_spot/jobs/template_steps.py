@@ -50,6 +50,24 @@ def check_evaluate_task(task: TemplateTask) -> None:
         raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
 
 
+def check_staging_input(task: TemplateTask) -> None:
+    """A prepare_package task's ``staging_uri``, where known: a form the task would refuse.
+
+    Raises:
+        TemplateTaskError: naming the task and the input.
+    """
+    value = task.parameters.get("staging_uri")
+    if not isinstance(value, str) or not value.strip():  # empty: next to the outputs
+        return
+    from kfp_spot.packaging.core import staging_root
+    from kfp_spot.packaging.errors import PackagingError
+
+    try:
+        staging_root(value)
+    except PackagingError as exc:
+        raise TemplateTaskError(f"task {task.path!r}: prepare_package input {exc}") from None
+
+
 def check_prepare_task(task: TemplateTask) -> None:
     """A prepare_package task bound for Vertex AI: its inputs, where known before the run.
 
@@ -61,6 +79,7 @@ def check_prepare_task(task: TemplateTask) -> None:
     Raises:
         TemplateTaskError: naming the task and the input.
     """
+    check_staging_input(task)
     requirements = task.parameters.get("requirements")
     if isinstance(requirements, list):  # else known only at run time, or not given
         from kfp_spot.packaging.errors import PackagingError

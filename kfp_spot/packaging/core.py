@@ -41,8 +41,10 @@ from kfp_spot.packaging.sources import (
     normalize_name,
 )
 from kfp_spot.vertex import MAX_PACKAGE_URIS
-from kfp_spot.vertex.storage import check_bucket, service_uri
+from kfp_spot.vertex.storage import check_bucket, check_not_scheme_typo, service_uri
 from kfp_spot.vertex.values import InvalidValueError
+
+STAGING_FORM = "gs://BUCKET/PATH or a local directory"
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +292,33 @@ def _wants_kfp_spot(wheel: Path, facts: _build.WheelFacts) -> bool:
     return trainer_dist.mentions_kfp_spot(sources)
 
 
+def staging_root(staging_uri: str) -> str:
+    """``staging_uri`` as packages are staged under it, or a refusal before any request is made.
+
+    Raises:
+        PackagingError: ``staging_uri`` is empty, of another scheme, a ``gs://`` URI without a
+            valid bucket, or a URI missing its ``//`` (a local folder named ``gs:``).
+    """
+    if not isinstance(staging_uri, str) or not staging_uri.strip():
+        raise PackagingError("staging_uri", "is empty: pass a gs:// URI or a local directory")
+    # /gcs/BUCKET/PATH (a task's FUSE path) is staged as gs://BUCKET/PATH: the URIs the job gets
+    # are then ones Vertex AI reads (kfp_spot.vertex.storage).
+    # Judged before trailing slashes go: "gs://" stripped is "gs:", a local folder of that name.
+    uri = service_uri(staging_uri.strip())
+    if fs.is_remote(uri) and not uri.startswith("gs://"):
+        raise PackagingError("staging_uri", f"{uri}: use gs:// or a local path")
+    bucket = uri[len("gs://") :].split("/", 1)[0] if uri.startswith("gs://") else None
+    if bucket == "":
+        raise PackagingError("staging_uri", f"{uri!r} names no bucket: give {STAGING_FORM}")
+    try:
+        check_not_scheme_typo(uri, STAGING_FORM)
+        if bucket is not None:
+            check_bucket(bucket)
+    except InvalidValueError as exc:
+        raise PackagingError("staging_uri", f"{uri}: {exc}" if bucket else str(exc)) from None
+    return uri.rstrip("/")
+
+
 def prepare_package(
     source: str,
     staging_uri: str,
@@ -350,18 +379,7 @@ def prepare_package(
     Raises:
         PackagingError: (and subclasses) naming the bad argument and the problem.
     """
-    if not isinstance(staging_uri, str) or not staging_uri.strip():
-        raise PackagingError("staging_uri", "is empty: pass a gs:// URI or a local directory")
-    # /gcs/BUCKET/PATH (a task's FUSE path) is staged as gs://BUCKET/PATH: the URIs the job gets
-    # are then ones Vertex AI reads (kfp_spot.vertex.storage).
-    staging_uri = service_uri(staging_uri.strip()).rstrip("/")
-    if fs.is_remote(staging_uri) and not staging_uri.startswith("gs://"):
-        raise PackagingError("staging_uri", f"{staging_uri}: use gs:// or a local path")
-    if staging_uri.startswith("gs://"):  # the bucket's name, before any request is made
-        try:
-            check_bucket(staging_uri[len("gs://") :].split("/", 1)[0])
-        except InvalidValueError as exc:
-            raise PackagingError("staging_uri", f"{staging_uri}: {exc}") from None
+    staging_uri = staging_root(staging_uri)
     problem = executors.executor_image_problem(executor_image_uri)
     if problem:
         raise PackagingError("executor_image_uri", problem)

@@ -153,6 +153,27 @@ def _check_gcs(uri: str, *, local_paths: bool, form: str = OUTPUT_URI_FORM) -> N
     check_bucket(bucket)
 
 
+# A URI scheme written without its "//" (gs:/BUCKET/PATH, gs:BUCKET): read as a local path, it is
+# a relative one whose first directory is named "gs:".
+_SCHEME_WITHOUT_SLASHES = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
+
+
+def check_not_scheme_typo(value: str, form: str = OUTPUT_URI_FORM) -> None:
+    """Refuse a URI missing its ``//`` (``gs:/BUCKET/PATH``, ``gs:``), read as a local path.
+
+    A local-path reader would turn it into a folder named ``gs:`` in the working directory.
+
+    Raises:
+        InvalidValueError: naming ``form``, the valid forms.
+    """
+    match = _SCHEME_WITHOUT_SLASHES.match(value)
+    if match:
+        raise InvalidValueError(
+            f"{show(value)} is not a URI ({match.group(1)}: without '//') nor a local path "
+            f"one would write: give {form}"
+        )
+
+
 CHECKPOINT_URI_FORM = "gs://BUCKET/PATH, /gcs/BUCKET/PATH or a local path"
 
 
@@ -175,6 +196,7 @@ def check_checkpoint_uri(uri: str) -> None:
         )
     if uri.startswith("gs://"):
         _check_gcs(uri, local_paths=False, form=CHECKPOINT_URI_FORM)
+    check_not_scheme_typo(uri, CHECKPOINT_URI_FORM)
 
 
 def check_output_uri(uri: str, *, local_paths: bool) -> None:

@@ -169,6 +169,8 @@ def test_threshold_on_a_metric_that_was_not_returned(ckpt, package, env_cache):
         ("https://example.com/ckpt", r"'https://example.com/ckpt' is not a location a task"),
         ("gs://My_Bucket/checkpoints", r"'My_Bucket' is not a Cloud Storage bucket name"),
         ("gs:///checkpoints", r"'gs:///checkpoints' names no bucket"),
+        # One slash short: read as the local folder "gs:", "the job saved nothing there".
+        ("gs:/bucket/run/checkpoints", r"'gs:/bucket/run/checkpoints' is not a URI \(gs: "),
     ],
 )
 def test_checkpoint_uri_a_task_cannot_read_is_refused_naming_the_valid_forms(

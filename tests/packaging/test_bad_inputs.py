@@ -302,3 +302,18 @@ def test_the_components_inputs_are_read_as_kfp_hands_them_over(project, tmp_path
         component_entry(source=str(project), package=package, **given)
     assert needle in str(info.value)
     assert not any(tmp_path.rglob("*.tar.gz")), "a package was staged"
+
+
+@pytest.mark.parametrize("given", ["gs://", "gs:/my-bucket/staging", "gs:my-bucket", "GS:/b/x"])
+def test_a_staging_uri_missing_its_slashes_is_not_a_local_folder(
+    project, tmp_path, monkeypatch, given
+):
+    # Before: "gs://" lost its slashes to "gs:" and "gs:/my-bucket/staging" was a relative path:
+    # the package was staged into a folder named "gs:" in the working directory, the run went on.
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    with pytest.raises(PackagingError, match=r"^staging_uri: ") as caught:
+        prepare_package(str(project), given)
+    assert "gs://BUCKET/PATH" in str(caught.value) or "bucket name" in str(caught.value)
+    assert list(cwd.iterdir()) == []
