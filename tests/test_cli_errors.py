@@ -53,6 +53,10 @@ SPOT_TRAINING = (
             "without '//')",
         ),
         (["run", "--param", "staging_uri=gs://"], "staging_uri: 'gs://' names no bucket"),
+        (  # the emulator's drill options were dropped without a word: no drill on Vertex AI
+            ["run", "--vertex", "--project", "p-123456", "--preemptions", "3", "--run-dir", "r"],
+            "--run-dir, --preemptions: for a local run only, not with --vertex",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(args, needle):

@@ -148,11 +148,17 @@ def run(
     own logs go to RUN_DIR/logs/ (pipeline.log and one file per task); a failed task's error is
     shown. Exits 1 when the pipeline does not succeed.
     """
-    if vertex:
-        if source is not None:
+    if vertex:  # the emulator's drill and the local run's files: silently ignored before
+        ctx = click.get_current_context()
+        local_only = [
+            f"--{name.replace('_', '-')}"
+            for name in ("source", "run_dir", "preemptions", "grace_period", "verbose")
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        ]
+        if local_only:
             raise click.UsageError(
-                "--source is for a local run; on Vertex AI pass the package's gs:// location "
-                "with --param source=gs://BUCKET/PATH"
+                f"{', '.join(local_only)}: for a local run only, not with --vertex (the package "
+                "on Vertex AI: --param source=gs://BUCKET/PATH)"
             )
         _submit_to_vertex(template, regions=regions, **vertex_options)
         return
