@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,17 @@ _GCSFS_DEFAULTS = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
 def _prepare_gcs_env() -> None:
     for key, value in _GCSFS_DEFAULTS.items():
         os.environ.setdefault(key, value)
+
+
+# A URI scheme written without its "//" (gs:/BUCKET/PATH, gs:BUCKET, "gs://" stripped of its
+# slashes): as a local path it is a relative one whose first directory is named "gs:".
+_SCHEME_WITHOUT_SLASHES = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
+
+
+def scheme_without_slashes(uri: str) -> str | None:
+    """The scheme of ``uri`` when it is written without its ``//`` (``gs`` for ``gs:/b/x``)."""
+    match = _SCHEME_WITHOUT_SLASHES.match(uri)
+    return match.group(1) if match else None
 
 
 def is_remote(uri: str) -> bool:

@@ -61,7 +61,27 @@ def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | Non
             )
     if not isinstance(root, str) or not root.strip():
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
+    _refuse_scheme_typo(root, "root")
     return fs.mounted_path(root.rstrip("/"))
+
+
+_FORMS = "gs://BUCKET/PATH or a local path"
+
+
+def _refuse_scheme_typo(value: str, what: str) -> None:
+    """Refuse ``gs:/BUCKET/PATH`` (or ``gs://`` alone), which would be a local folder ``gs:``.
+
+    On the VM that folder is lost at the first preemption: every attempt would train from zero.
+    """
+    text = value.strip()
+    if text.rstrip("/") == "gs:":  # "gs://" alone
+        raise ValueError(f"{what}: {value!r} names no bucket; give {_FORMS}")
+    scheme = fs.scheme_without_slashes(text)
+    if scheme is not None:
+        raise ValueError(
+            f"{what}: {value!r} is not a URI ({scheme}: without '//') nor a local path one would "
+            f"write; give {_FORMS}"
+        )
 
 
 def _directory(
@@ -73,6 +93,7 @@ def _directory(
             f"no {what} directory: set {variable} (Vertex AI sets it for a job with a base output "
             f"directory) or pass {option}"
         )
+    _refuse_scheme_typo(value, f"{what} directory ({option} or ${variable})")
     return fs.mounted_path(value)
 
 

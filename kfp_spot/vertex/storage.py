@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Iterable
 
+from kfp_spot import fs
 from kfp_spot.vertex.values import InvalidValueError, show
 
 GCS_FUSE_ROOT = "/gcs/"
@@ -153,11 +154,6 @@ def _check_gcs(uri: str, *, local_paths: bool, form: str = OUTPUT_URI_FORM) -> N
     check_bucket(bucket)
 
 
-# A URI scheme written without its "//" (gs:/BUCKET/PATH, gs:BUCKET): read as a local path, it is
-# a relative one whose first directory is named "gs:".
-_SCHEME_WITHOUT_SLASHES = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
-
-
 def check_not_scheme_typo(value: str, form: str = OUTPUT_URI_FORM) -> None:
     """Refuse a URI missing its ``//`` (``gs:/BUCKET/PATH``, ``gs:``), read as a local path.
 
@@ -166,10 +162,10 @@ def check_not_scheme_typo(value: str, form: str = OUTPUT_URI_FORM) -> None:
     Raises:
         InvalidValueError: naming ``form``, the valid forms.
     """
-    match = _SCHEME_WITHOUT_SLASHES.match(value)
-    if match:
+    scheme = fs.scheme_without_slashes(value)
+    if scheme:
         raise InvalidValueError(
-            f"{show(value)} is not a URI ({match.group(1)}: without '//') nor a local path "
+            f"{show(value)} is not a URI ({scheme}: without '//') nor a local path "
             f"one would write: give {form}"
         )
 

@@ -151,3 +151,20 @@ def test_a_gs_root_saves_and_restores_through_the_mount_without_gcsfs(tmp_path: 
     assert (bucket / "checkpoints" / "step-2" / "manifest.json").is_file()
     assert list((bucket / "checkpoints" / "_attempts").glob("*.json"))  # attempt records too
     assert (bucket / "foreign" / "step-7" / "model.ckpt").read_bytes() == b"framework"
+
+
+@pytest.mark.parametrize("given", ["gs:/my-bucket/run/checkpoints", "gs:my-bucket/ck", "gs://"])
+def test_a_gs_uri_missing_its_slashes_is_refused_not_written_to_a_local_gs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    # Before: read as the relative path "gs:/...": on the VM the checkpoints went into a local
+    # folder named "gs:", lost at the first preemption, so every attempt trained from step 0.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"^root: .*give gs://BUCKET/PATH or a local path"):
+        CheckpointManager(given)
+    with pytest.raises(ValueError, match=r"^root: "):
+        directory.latest_directory(given)
+    env = {"AIP_CHECKPOINT_DIR": str(tmp_path / "ck"), "AIP_MODEL_DIR": given}
+    with pytest.raises(ValueError, match=r"^model directory \(--model-dir or \$AIP_MODEL_DIR\): "):
+        output_dirs(environ=env)
+    assert list(tmp_path.iterdir()) == []

@@ -36,6 +36,7 @@ from typing import Any
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
 from kfp_spot.checkpoints.paths import check_step, stat_remote
+from kfp_spot.trainer.outputs import checkpoint_root
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def layout_metadata(
 
 def _root(root: str) -> str:
     """``root`` without a trailing ``/``, through the Cloud Storage FUSE mount where it exists."""
-    return fs.mounted_path(root.rstrip("/"))
+    return checkpoint_root(root)
 
 
 def step_directory(root: str, step: int) -> str:
