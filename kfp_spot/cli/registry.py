@@ -79,6 +79,7 @@ def push(
 
     host = _checked_host(host)
     tags = tuple(dict.fromkeys((version, "latest", *extra_tags)))
+    _registry_call(registry.check_template, template)  # before its images are read
     _warn_of_unpullable_images(template)
     click.echo(f"kfp-spot: uploading {template} to {host} ...", err=True)
     result = _registry_call(registry.push, template, host, version, tags, config_file=config_file)

@@ -162,6 +162,28 @@ def push(
     return PushResult(package, digest, tag_list)
 
 
+def check_template(template_path: str | Path) -> None:
+    """Refuse what is not a compiled pipeline a run could start from, before it is uploaded.
+
+    ``kfp-spot push`` runs it first: a push moves ``latest``, and a template holding a reference
+    to nothing (:mod:`kfp_spot.vertex.template_refs`), which a registry takes, would replace the
+    good one everyone pulls by default; a file that is not YAML, not a compiled spec or without a
+    pipeline name (the package it is filed under) is one line, not a traceback. :func:`push`
+    leaves those to the registry (:class:`RegistryError`).
+
+    Raises:
+        ValueError: (``SubmissionError``) naming the template and what is wrong with it.
+    """
+    from kfp_spot.vertex.pipeline_job import read_template
+    from kfp_spot.vertex.template_refs import pipeline_name
+
+    if not pipeline_name(read_template(template_path)):
+        raise ValueError(
+            f"template {template_path}: has no pipelineInfo.name, the package a registry files "
+            "it under (`kfp-spot compile` writes it)"
+        )
+
+
 def _check_tag_arg(tag: str) -> None:
     try:
         check_tag(tag)

@@ -157,3 +157,34 @@ def test_push_warns_of_an_image_vertex_could_not_pull(tmp_path: Path, monkeypatc
         again = CliRunner().invoke(main, ["push", str(committed), "--host", host])
         assert again.exit_code == 0, again.output
         assert "warning" not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"a: [1\n", "not YAML"),
+        (b"hello\n", "not a compiled pipeline or component spec"),
+        (  # a task naming a component the file lost (a bad merge, a hand edit)
+            b"pipelineInfo: {name: tiny-add}\nroot: {dag: {tasks: {add: {componentRef: "
+            b"{name: comp-add}}}}}\n",
+            "not a compiled pipeline KFP can run (task 'add' runs component 'comp-add'",
+        ),
+        (b"root: {dag: {tasks: {}}}\n", "has no pipelineInfo.name"),
+    ],
+)
+def test_a_broken_template_is_refused_and_latest_keeps_the_good_one(
+    tmp_path: Path, template: Path, content: bytes, needle: str
+):
+    # Before: a non-YAML file or one KFP cannot read was a traceback; one with a dangling
+    # reference was uploaded and moved 'latest' to it, so every default pull got a broken run.
+    broken = tmp_path / "broken.yaml"
+    broken.write_bytes(content)
+    with serve(tmp_path / "root") as url:
+        host = f"{url}/team/templates"
+        assert cli("push", str(template), "--host", host, "--version", "1").returncode == 0
+        before = cli("tags", "tiny-add", "--host", host).stdout
+        refused = cli("push", str(broken), "--host", host, "--version", "2")
+        assert refused.returncode == 2, refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert line.startswith(f"kfp-spot: error: template {broken}: ") and needle in line
+        assert cli("tags", "tiny-add", "--host", host).stdout == before
