@@ -53,6 +53,10 @@ SPOT_TRAINING = (
             "without '//')",
         ),
         (["run", "--param", "staging_uri=gs://"], "staging_uri: 'gs://' names no bucket"),
+        (  # replaced by the run's own emulator without a word (one started apart saw nothing)
+            ["run", "--param", "api_endpoint=http://127.0.0.1:8080"],
+            "--param api_endpoint=... is for --vertex; a local run starts its own emulator",
+        ),
         (  # the emulator's drill options were dropped without a word: no drill on Vertex AI
             ["run", "--vertex", "--project", "p-123456", "--preemptions", "3", "--run-dir", "r"],
             "--run-dir, --preemptions: for a local run only, not with --vertex",

@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-DEFAULT_LOCATION = "us-central1"
-"""The Vertex AI region a submission goes to without --location, when the template names none."""
+DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's
 
 
 def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -198,11 +197,12 @@ def run(
         parameters = local.parse_arguments(
             template or spot_training, _parse_pairs(params, "--param")
         )
-        if "source" in parameters:  # it would train that package with the example's settings
-            raise click.UsageError(
-                "--param source=... is for --vertex; a local run takes the package with "
-                "--source PATH, which also reads its [tool.kfp-spot] settings"
-            )
+        refused = {  # source: trained with the example's settings; api_endpoint: ignored
+            "source": "a local run takes the package with --source PATH (and its [tool.kfp-spot])",
+            "api_endpoint": "a local run starts its own emulator and points the tasks at it",
+        }
+        for name in sorted(refused.keys() & parameters.keys()):
+            raise click.UsageError(f"--param {name}=... is for --vertex; {refused[name]}")
         result = local_run.run_local(
             run_dir,
             source=source or local_run.EXAMPLE_SOURCE,
