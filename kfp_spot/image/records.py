@@ -112,7 +112,7 @@ def load_records(path: str | os.PathLike[str] | None = None) -> dict[str, ImageR
         return {ref: ImageRecord(**entry) for ref, entry in data["images"].items()}
     except FileNotFoundError:
         return {}
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON of another shape
         raise ImageRecordsError(f"{path} is not a kfp-spot image records file: {exc}") from exc
     except OSError as exc:  # e.g. $KFP_SPOT_CONFIG_DIR names a file, or it is unreadable
         raise ImageRecordsError(

@@ -212,9 +212,20 @@ def test_cli_run_vertex_refuses_the_committed_template_too():
     assert "could not pull" in result.output
 
 
-def test_a_corrupt_records_file_is_named(records_dir):
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        # JSON of another shape (a hand edit, another tool's file): was an AttributeError
+        # traceback from every submit and `image list`
+        '{"images": [{"reference": "h/p/kfp-spot:1"}]}',
+        '"images"',
+        '{"images": {"h/p/kfp-spot:1": "pushed"}}',
+    ],
+)
+def test_a_corrupt_records_file_is_named(records_dir, content):
     records_dir.mkdir(parents=True)
-    (records_dir / "images.json").write_text("{not json")
+    (records_dir / "images.json").write_text(content)
     result = CliRunner().invoke(main, ["submit", str(COMMITTED), *SUBMIT])
     assert result.exit_code == 1
     assert "images.json is not a kfp-spot image records file" in result.output
