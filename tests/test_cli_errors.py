@@ -47,6 +47,10 @@ SPOT_TRAINING = (
             "api_endpoint",
         ),
         (["emulator", "start", "--port", "-1"], "--port"),
+        (  # was exit 1, as if the emulator had failed, for a misspelt machine type
+            ["emulator", "start", "--capacity", "n1-standrd-4=2"],
+            "Invalid value for '--capacity': capacity: 'n1-standrd-4' is not a machine type",
+        ),
         (  # staged into a folder named "gs:" in the working directory, and the run went on
             ["run", "--param", "staging_uri=gs:/my-bucket/staging"],
             "prepare_package input staging_uri: 'gs:/my-bucket/staging' is not a URI (gs: "

@@ -74,6 +74,12 @@ def _capacity(
                 "(e.g. n1-standard-4=2,*=1)"
             )
         out[key.strip()] = int(count)
+    from kfp_spot.emulator.emulator import EmulatorError, check_capacity
+
+    try:  # a misspelt machine type: the option's error (exit 2), not the emulator's (exit 1)
+        check_capacity(out)
+    except EmulatorError as err:
+        raise click.BadParameter(str(err)) from None
     return out
 
 

@@ -78,7 +78,12 @@ def _check_vm_offsets(value: Any) -> dict[str, tuple[float, ...]]:
     return out
 
 
-def _check_capacity(capacity: Any) -> int | dict[str, int] | None:
+def check_capacity(capacity: Any) -> int | dict[str, int] | None:
+    """``capacity`` as the emulator keeps it: VMs per machine type, or per named type.
+
+    Raises:
+        EmulatorError: not a count >= 1, or a machine type the emulator does not know.
+    """
     if capacity is None:
         return None
     if isinstance(capacity, Mapping):
@@ -177,7 +182,7 @@ class Emulator:
         self.grace_period = _check_seconds("grace_period", grace_period)
         self.serving_restart_delay = _check_seconds("serving_restart_delay", serving_restart_delay)
         self.policy = PreemptionPolicy(at, every, seed, vm_at, vm_every, downtime)
-        self.capacity = _check_capacity(capacity)
+        self.capacity = check_capacity(capacity)
         self.env_cache_dir = Path(env_cache_dir) if env_cache_dir else None  # resolved at start
         self.read_timeout = _check_seconds("read_timeout", read_timeout, positive=True)
         self.stockout_seconds = _check_seconds("stockout_seconds", stockout_seconds)
