@@ -588,6 +588,28 @@ def _names(paths: Sequence[Path]) -> str:
     return ", ".join(p.name for p in paths)
 
 
+def writable_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``cache_dir`` (default: :func:`default_cache_dir`), made if missing, or a refusal.
+
+    Raises:
+        ValueError: naming the directory, the reason and the variables that choose it.
+    """
+    path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(
+            f"the package environment cache {path} cannot be made ({exc.strerror or exc}): point "
+            "KFP_SPOT_CACHE_DIR (else XDG_CACHE_HOME) at a writable directory"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"the package environment cache {path} is not writable: point KFP_SPOT_CACHE_DIR "
+            "(else XDG_CACHE_HOME) at a writable directory"
+        )
+    return path
+
+
 def default_cache_dir() -> Path:
     """Where package environments are cached unless a caller says otherwise.
 

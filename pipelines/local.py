@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfp_spot import checkpoints, executors, fs
+from kfp_spot import checkpoints, envcache, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
@@ -222,6 +222,10 @@ def run(
     # Refuse bad arguments, and what a launch, evaluate or deploy task would, before starting.
     check_tasks(pipeline, run_arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
     _check_unused(run_dir)
+    try:  # every task and the emulator's jobs build their environments there
+        envcache.writable_cache_dir()
+    except ValueError as exc:
+        raise LocalRunError(str(exc)) from None
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

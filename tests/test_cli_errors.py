@@ -1,5 +1,6 @@
 """Every bad command line is one clear line on stderr with exit code 2 (runs the real script)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -168,3 +169,24 @@ def test_a_source_file_prepare_package_cannot_build_is_refused_before_the_run(tm
     assert "is a file but neither a .py script nor a source archive (.tar.gz" in error
     assert "emulator listening" not in proc.stderr  # refused before anything started
     assert not run_dir.exists() or not any(run_dir.iterdir())
+
+
+def test_a_cache_dir_that_cannot_be_made_is_refused_before_the_run(tmp_path):
+    # Before: the run started, packaged the source, then its CustomJob failed "before it ran"
+    # with "[Errno 17] File exists", naming neither the cache nor the variable that chose it.
+    (tmp_path / "a-file").write_text("")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [str(KFP_SPOT), "run", "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KFP_SPOT_CACHE_DIR": str(tmp_path / "a-file" / "cache")},
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        f"kfp-spot: error: the package environment cache {tmp_path / 'a-file' / 'cache'} cannot "
+        "be made (Not a directory): point KFP_SPOT_CACHE_DIR (else XDG_CACHE_HOME) at a writable"
+    )
+    assert not run_dir.exists()
