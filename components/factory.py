@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kfp import dsl
-from kfp.dsl import component_factory
+from kfp.dsl import component_factory, pipeline_task
+from kfp.dsl.python_component import PythonComponent
 
 from kfp_spot.version import runtime_image
 
@@ -63,14 +64,46 @@ def exec_executor(command: list[str]) -> list[str]:
     return [command[0], command[1], EXEC_SCRIPT, command[3]]
 
 
-def component(func: Callable[..., Any]) -> Any:
-    """``@dsl.component`` for kfp-spot components.
+class NeverCachedComponent(PythonComponent):  # type: ignore[misc]
+    """A component whose tasks are not cached unless a pipeline asks for it.
+
+    Vertex AI Pipelines caches every task by default: a task with the same inputs as an earlier
+    run is skipped and its outputs replayed. For a task that acts on the world (stages the
+    source as it is now, trains, deploys) that replay is wrong: a launch would report a training
+    that never ran. So each task this component makes starts with caching off, in the user's own
+    pipelines too, as does the compiled component YAML's own task;
+    ``.set_caching_options(True)`` still turns it on. (A component loaded from YAML cannot carry
+    this: KFP gives every loaded task the compiler's default.)
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> pipeline_task.PipelineTask:
+        """A task of this component, with caching off (``.set_caching_options(True)`` to cache)."""
+        task = super().__call__(*args, **kwargs)
+        task.set_caching_options(False)
+        return task
+
+    @property
+    def pipeline_spec(self) -> Any:
+        """The component compiled alone (its YAML): a pipeline of one task, not cached."""
+        spec = super().pipeline_spec
+        for task in spec.root.dag.tasks.values():
+            task.caching_options.enable_cache = False
+        return spec
+
+
+def component(func: Callable[..., Any] | None = None, *, cacheable: bool = True) -> Any:
+    """``@dsl.component`` for kfp-spot components (``@component(cacheable=False)``: see below).
 
     They run in the runtime image (:func:`kfp_spot.version.runtime_image`: this version's, or
     ``$KFP_SPOT_RUNTIME_IMAGE``, read as each component is built), install nothing when they
     start, and their Python process receives the task's SIGTERM (see the module docstring).
+    With ``cacheable=False`` their tasks start with caching off (:class:`NeverCachedComponent`).
     """
+    if func is None:
+        return lambda f: component(f, cacheable=cacheable)
     built = dsl.component(func, base_image=runtime_image(), install_kfp_package=False)
     container = built.component_spec.implementation.container
     container.command = exec_executor(list(container.command))
+    if not cacheable:
+        built = NeverCachedComponent(built.component_spec, built.python_func)
     return built

@@ -20,9 +20,10 @@ def prepare_package(**inputs: object) -> dsl.PipelineTask:
     On Vertex AI Pipelines a cached task is keyed by its parameter values: a source re-uploaded
     to the same ``gs://`` URI (or changed under the same ``/gcs/`` directory) would replay the
     earlier package, and the run would train the old code. Staging is content-addressed, so a
-    rerun of an unchanged source stays cheap without the cache.
+    rerun of an unchanged source stays cheap without the cache. The component's tasks start with
+    caching off (``components/factory.py``, ``NeverCachedComponent``), so nothing is set here.
     """
-    return PreparePackageOp(**inputs).set_display_name("prepare-package").set_caching_options(False)
+    return PreparePackageOp(**inputs).set_display_name("prepare-package")
 
 
 def train_evaluate_promote(
@@ -44,13 +45,10 @@ def train_evaluate_promote(
     """
     if resume_from is not None:
         launch_inputs["resume_from"] = resume_from
-    # Not cached: on Vertex AI Pipelines a rerun with the same inputs would replay the last
-    # launch's outputs without training (README, "Caching on Vertex AI").
-    launch = (
-        LaunchSpotJobOp(package=package, **launch_inputs)
-        .set_display_name("launch-spot-job")
-        .set_caching_options(False)
-    )
+    # Not cached (the component's tasks start with caching off): on Vertex AI Pipelines a rerun
+    # with the same inputs would replay the last launch's outputs without training (README,
+    # "Caching on Vertex AI").
+    launch = LaunchSpotJobOp(package=package, **launch_inputs).set_display_name("launch-spot-job")
     evaluation = EvaluateCheckpointOp(
         checkpoint=launch.outputs["checkpoint"],
         package=package,
@@ -68,10 +66,9 @@ def train_evaluate_promote(
             model=launch.outputs["model"], metrics=evaluation.outputs["metrics"]
         ).set_display_name("promote-model")
         if deploy_inputs is not None:
-            # Not cached either: a cached deploy would report an endpoint that may be gone.
-            (
-                DeploySpotEndpointOp(model=promote.outputs["promoted_model"], **deploy_inputs)
-                .set_display_name("deploy-spot-endpoint")
-                .set_caching_options(False)
-            )
+            # Not cached either (the component's default): a cached deploy would report an
+            # endpoint that may be gone.
+            DeploySpotEndpointOp(
+                model=promote.outputs["promoted_model"], **deploy_inputs
+            ).set_display_name("deploy-spot-endpoint")
     return launch, evaluation

@@ -8,7 +8,7 @@ from kfp_spot.components.factory import component
 # GCPC's placeholders end in "}\x7d" here: this source is embedded in the task's command,
 # where kfp.local resolves input placeholders and fails on these (IndexError). The value, and so
 # the compiled default Vertex AI Pipelines fills in, is the placeholder itself.
-@component
+@component(cacheable=False)
 def launch_spot_job(
     checkpoint: Output[Artifact],
     model: Output[Model],

@@ -7,7 +7,7 @@ from kfp.dsl import Artifact, Output
 from kfp_spot.components.factory import component
 
 
-@component
+@component(cacheable=False)
 def prepare_package(
     source: str,
     package: Output[Artifact],

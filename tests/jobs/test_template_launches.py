@@ -16,11 +16,17 @@ from kfp import compiler, components, dsl
 from kfp_spot.cli import main
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
-from kfp_spot.components.prepare_package import PreparePackageOp
 from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
 from kfp_spot.vertex import pipeline_job
 
 IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
+ROOT = Path(__file__).resolve().parents[2]
+# The committed YAMLs, as a team loads them without installing kfp-spot: KFP gives each task its
+# compiler's default caching (on), where kfp_spot.components' tasks start with it off.
+YAMLS = {
+    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
+    for name in ("prepare_package", "launch_spot_job", "deploy_spot_endpoint")
+}
 
 
 def _compile(tmp_path, name, evaluate=None, prepare=None, **launch):
@@ -31,9 +37,11 @@ def _compile(tmp_path, name, evaluate=None, prepare=None, **launch):
         go: str = "yes",
         machines: list = ["n1-standard-4"],  # noqa: B006
     ):
-        package = PreparePackageOp(source=source, **(prepare or {}))
+        package = YAMLS["prepare_package"](source=source, **(prepare or {}))
         with dsl.If(go == "yes"):
-            train = LaunchSpotJobOp(package=package.outputs["package"], labels=labels, **launch)
+            train = YAMLS["launch_spot_job"](
+                package=package.outputs["package"], labels=labels, **launch
+            )
             EvaluateCheckpointOp(
                 checkpoint=train.outputs["checkpoint"],
                 package=package.outputs["package"],
@@ -261,12 +269,6 @@ def test_the_launch_component_alone_needs_its_code_as_a_parameter():
 
 
 # --- deploy_spot_endpoint tasks: what the deployer checks before its first call ----------------
-
-ROOT = Path(__file__).resolve().parents[2]
-YAMLS = {
-    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
-    for name in ("prepare_package", "launch_spot_job", "deploy_spot_endpoint")
-}
 
 
 def _compile_serving(tmp_path, name, cached=False, **deploy):
