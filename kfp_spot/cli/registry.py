@@ -81,6 +81,7 @@ def push(
     tags = tuple(dict.fromkeys((version, "latest", *extra_tags)))
     _registry_call(registry.check_template, template)  # before its images are read
     _warn_of_unpullable_images(template)
+    _warn_of_cached_tasks(template)
     click.echo(f"kfp-spot: uploading {template} to {host} ...", err=True)
     result = _registry_call(registry.push, template, host, version, tags, config_file=config_file)
     click.echo(f"{result.package} {result.version} tags: {', '.join(result.tags)}")
@@ -102,6 +103,24 @@ def _warn_of_unpullable_images(template: Path) -> None:
             "console, would fail pulling the image)",
             err=True,
         )
+
+
+def _warn_of_cached_tasks(template: Path) -> None:
+    """Name each prepare-package, launch or deploy task a run from the template would cache.
+
+    A run made from a template in a registry (the Vertex AI console) goes through no
+    `kfp-spot submit` and its warnings: there a cached launch replays its outcome without
+    training. A file that is no compiled spec is left to the registry to refuse.
+    """
+    from kfp_spot.jobs.template_walk import cached_task_warnings
+    from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
+
+    try:
+        spec = read_template(template)
+    except SubmissionError:
+        return
+    for warning in cached_task_warnings(spec):
+        click.echo(f"kfp-spot: warning: {template}: {warning}", err=True)
 
 
 @click.command()

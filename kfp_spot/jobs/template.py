@@ -54,6 +54,7 @@ from kfp_spot.jobs.template_walk import (
     EVALUATE_CALL,
     PREPARE_CALL,
     TemplateTask,
+    cached_task_warning,
     template_tasks,
 )
 from kfp_spot.vertex import pipeline_context
@@ -301,14 +302,10 @@ def check_template_launches(
     """
     warnings: list[str] = []
     for task in template_tasks(spec, arguments):
+        cached = cached_task_warning(task) if enable_caching is None else None
+        if cached:
+            warnings.append(cached)
         if task.call in (EVALUATE_CALL, PREPARE_CALL):
-            if task.call == PREPARE_CALL and task.cached and enable_caching is None:
-                warnings.append(
-                    f"task {task.path!r} ({task.component}) is cached: a rerun with the same "
-                    "source URI replays the earlier package, though the source changed under "
-                    "it; compile it with .set_caching_options(False), or submit with "
-                    "--disable-caching"
-                )
             _check_task(task, project=project, location=location, local=False)
             if task.call == PREPARE_CALL:
                 warnings.extend(
@@ -317,17 +314,6 @@ def check_template_launches(
                 )
             continue
         kind = task.component
-        if task.cached and enable_caching is None:
-            replay = (
-                "the endpoint of the earlier run, which may have been undeployed or deleted since"
-                if task.call == DEPLOY_CALL
-                else "the earlier outcome without training"
-            )
-            warnings.append(
-                f"task {task.path!r} ({kind}) is cached: a rerun with the same inputs replays "
-                f"{replay}; compile it with .set_caching_options(False), or submit with "
-                "--disable-caching"
-            )
         if task.unknown:
             warnings.append(
                 f"task {task.path!r} ({kind}) not checked before the run: "

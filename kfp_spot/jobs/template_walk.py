@@ -159,3 +159,36 @@ def _walk(
         )
         if found is not None:
             yield found
+
+
+def cached_task_warning(task: TemplateTask) -> str | None:
+    """What a cached prepare-package, launch or deploy task would replay, or None.
+
+    On Vertex AI Pipelines a task left cacheable with the same inputs as an earlier run is
+    skipped and its outputs replayed: the package of a source changed under the same URI, a
+    launch's outcome without training, an endpoint that may be gone.
+    """
+    if not task.cached or task.call == EVALUATE_CALL:
+        return None
+    if task.call == PREPARE_CALL:
+        replay = (
+            "a rerun with the same source URI replays the earlier package, though the source "
+            "changed under it"
+        )
+    elif task.call == DEPLOY_CALL:
+        replay = (
+            "a rerun with the same inputs replays the endpoint of the earlier run, which may have "
+            "been undeployed or deleted since"
+        )
+    else:
+        replay = "a rerun with the same inputs replays the earlier outcome without training"
+    return (
+        f"task {task.path!r} ({task.component}) is cached: {replay}; compile it with "
+        ".set_caching_options(False), or submit with --disable-caching"
+    )
+
+
+def cached_task_warnings(spec: Mapping[str, Any]) -> list[str]:
+    """:func:`cached_task_warning` for every task of ``spec``, sub-DAGs too."""
+    found = (cached_task_warning(task) for task in template_tasks(spec, {}))
+    return [warning for warning in found if warning]
