@@ -337,13 +337,15 @@ def check_template_launches(
                     warnings.append(
                         f"task {task.path!r} ({kind}) {where} in {name} {given!r}, from the "
                         f"pipeline parameter {parameter!r}, not the submission's {submitted!r}; "
-                        f"pass --param {parameter}={submitted} to run it there"
+                        f"pass --param {parameter}={submitted} to run it there, or "
+                        f"--{name} {given} to submit the pipeline where it runs"
                     )
                     continue
                 warnings.append(
                     f"task {task.path!r} ({kind}) {where} in {name} "
                     f"{given!r}, baked into the template, not the submission's {submitted!r}; "
-                    f"leave {name} unset to follow the pipeline's"
+                    f"leave {name} unset to follow the pipeline's, or pass --{name} {given} to "
+                    "submit the pipeline where it runs"
                 )
     return warnings
 

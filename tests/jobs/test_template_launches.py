@@ -207,7 +207,11 @@ def test_a_project_or_region_baked_into_a_launch_is_pointed_out(templates):
         "task 'condition-1/launch-spot-job' (launch_spot_job) runs its CustomJob in project "
         "'hardcoded-proj', baked into the template, not the submission's 'my-proj-123'"
     ) in result.stderr
-    assert "in location 'us-east1', baked into the template" in result.stderr
+    assert (
+        "in location 'us-east1', baked into the template, not the submission's 'us-central1'; "
+        "leave location unset to follow the pipeline's, or pass --location us-east1 to submit "
+        "the pipeline where it runs"
+    ) in result.stderr
 
 
 def test_a_region_from_a_pipeline_parameter_is_named_with_the_parameter_to_pass(tmp_path):
@@ -225,7 +229,8 @@ def test_a_region_from_a_pipeline_parameter_is_named_with_the_parameter_to_pass(
     assert (
         "task 'condition-1/launch-spot-job' (launch_spot_job) runs its CustomJob in location "
         "'europe-west4', from the pipeline parameter 'region', not the submission's "
-        "'us-central1'; pass --param region=us-central1 to run it there"
+        "'us-central1'; pass --param region=us-central1 to run it there, or --location "
+        "europe-west4 to submit the pipeline where it runs"
     ) in result.stderr
     assert "baked into the template" not in result.stderr
     quiet = _submit(path, "--dry-run", "--location", "us-central1", "--param", "region=us-central1")
