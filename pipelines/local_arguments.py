@@ -350,7 +350,8 @@ def run_arguments(
     not given; ``api_endpoint`` always set to ``endpoint`` when declared.
 
     Raises:
-        LocalRunError: an unknown parameter, a value of the wrong type or form, or a pipeline
+        LocalRunError: an unknown parameter, a required one not given (no default and not
+            filled in), a value of the wrong type or form, or a pipeline
             that launches or deploys without an ``api_endpoint`` parameter to point at the
             emulator (naming those tasks).
     """
@@ -380,6 +381,13 @@ def run_arguments(
     out.update(arguments)
     if ENDPOINT_PARAMETER in inputs:
         out[ENDPOINT_PARAMETER] = endpoint
+    missing = [name for name in pipeline.required_inputs if name not in out]
+    if missing:  # KFP would raise a TypeError from inside the run
+        raise LocalRunError(
+            f"the pipeline needs {', '.join(repr(m) for m in missing)}, which "
+            f"{'has' if len(missing) == 1 else 'have'} no default: give "
+            f"{'it' if len(missing) == 1 else 'each'} a value (--param {missing[0]}=VALUE)"
+        )
     check_values(out)
     check_types(inputs, out)
     return out

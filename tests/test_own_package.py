@@ -705,6 +705,44 @@ def test_a_pipeline_that_launches_without_an_api_endpoint_parameter_is_refused(t
     )
 
 
+def test_a_required_parameter_of_your_own_pipeline_left_unset_is_named_before_the_run(tmp_path):
+    """A team's pipeline names its project its own way and gives it no default: without it the
+    run stopped with a TypeError traceback from inside KFP, after the emulator had started."""
+    from kfp import compiler
+
+    @dsl.pipeline(name="team-training")
+    def team(
+        code_uri: str, gcp_project: str, gcp_region: str = "us-central1", api_endpoint: str = ""
+    ):
+        package = COMPONENTS["prepare_package"](source=code_uri)
+        COMPONENTS["launch_spot_job"](
+            project=gcp_project,
+            location=gcp_region,
+            package=package.outputs["package"],
+            api_endpoint=api_endpoint,
+        )
+
+    template = tmp_path / "team.yaml"
+    compiler.Compiler().compile(team, str(template))
+    run_dir = tmp_path / "run"
+    args = ["run", "--template", str(template), "--run-dir", str(run_dir)]
+    result = CliRunner().invoke(cli_main, [*args, "--param", f"code_uri={tmp_path}"])
+    assert result.exit_code == 2, result.output
+    assert (
+        "the pipeline needs 'gcp_project', which has no default: give it a value "
+        "(--param gcp_project=VALUE)"
+    ) in result.output
+    assert "Traceback" not in result.output
+    assert not run_dir.exists()  # no emulator, no package, no training
+    with pytest.raises(local.LocalRunError) as info:  # from Python, both named
+        local.run(team, {}, run_dir=run_dir, progress=None)
+    assert str(info.value) == (
+        "the pipeline needs 'code_uri', 'gcp_project', which have no default: give each a value "
+        "(--param code_uri=VALUE)"
+    )
+    assert not run_dir.exists()
+
+
 def test_a_pipeline_that_calls_no_vertex_api_runs_without_an_api_endpoint_parameter(tmp_path):
     # nothing in it needs the emulator's endpoint (as the evaluate_checkpoint template)
     @dsl.pipeline
