@@ -407,3 +407,39 @@ def test_without_location_the_templates_own_region_is_kept(tmp_path, no_credenti
         request = json.loads(result.stdout)
         assert request["url"].startswith(f"https://{region}-aiplatform.googleapis.com/"), extra
         assert request["body"]["runtimeConfig"]["parameterValues"]["location"] == region
+
+
+def test_a_template_with_a_local_pipeline_root_of_its_own_is_refused_naming_it(
+    tmp_path, no_credentials
+):
+    """A team tried its pipeline locally with `@dsl.pipeline(pipeline_root="/home/me/root")`:
+    without --pipeline-root that root was sent as the run's gcsOutputDirectory, which Vertex AI
+    refuses. Now it is one line before anything is built; --pipeline-root gs://... still wins."""
+    import json
+
+    import yaml
+
+    spec = yaml.safe_load(catalog.pipeline_path("evaluate_checkpoint").read_text())
+    spec["defaultPipelineRoot"] = "/home/me/pipeline_root"
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    base = ["submit", str(path), "--project", "my-proj"]
+    for dry in (["--dry-run"], []):
+        result = _cli([*base, *dry])
+        assert result.exit_code == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            "kfp-spot: error: pipeline_root '/home/me/pipeline_root' (the template's own, "
+            "defaultPipelineRoot) must be a gs://BUCKET/PATH URI on Vertex AI Pipelines: pass "
+            "--pipeline-root gs://BUCKET/PATH"
+        ), lines
+    result = _cli([*base, "--dry-run", "--pipeline-root", "gs://team-bucket/root"])
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)["body"]
+    assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://team-bucket/root"
+    spec["defaultPipelineRoot"] = "gs://team-bucket/own-root"
+    path.write_text(yaml.safe_dump(spec))
+    result = _cli([*base, "--dry-run"])
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)["body"]
+    assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://team-bucket/own-root"

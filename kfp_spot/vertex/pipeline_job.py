@@ -157,11 +157,13 @@ def validate_submission(
         regions.check_parent(project, location)
     except values.InvalidFieldError as exc:
         raise SubmissionError(str(exc)) from None
-    if pipeline_root is not None and not (
-        pipeline_root.startswith("gs://") and len(pipeline_root) > len("gs://")
-    ):
+    # Without one the SDK sends the template's own (@dsl.pipeline(pipeline_root=...)).
+    root = pipeline_root if pipeline_root is not None else spec.get("defaultPipelineRoot") or None
+    if root is not None and not (str(root).startswith("gs://") and len(str(root)) > len("gs://")):
+        own = "" if pipeline_root is not None else " (the template's own, defaultPipelineRoot)"
         raise SubmissionError(
-            f"pipeline_root {pipeline_root!r} must be a gs://BUCKET/PATH URI on Vertex AI Pipelines"
+            f"pipeline_root {root!r}{own} must be a gs://BUCKET/PATH URI on Vertex AI Pipelines"
+            + (own and ": pass --pipeline-root gs://BUCKET/PATH")
         )
     return spec
 
