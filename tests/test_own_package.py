@@ -743,6 +743,29 @@ def test_a_required_parameter_of_your_own_pipeline_left_unset_is_named_before_th
     assert not run_dir.exists()
 
 
+def test_a_sweep_given_the_runs_one_output_directory_is_refused_before_the_run(tmp_path):
+    """The run fills one base_output_directory for the whole pipeline: passed to every launch
+    of a dsl.ParallelFor, all but the first iteration failed after packaging and training
+    started. Now the run refuses it before anything starts, naming the task and the input."""
+
+    @dsl.pipeline
+    def sweep(source: str, api_endpoint: str = "", base_output_directory: str = ""):
+        package = COMPONENTS["prepare_package"](source=source)
+        with dsl.ParallelFor([1, 2]) as seed:
+            COMPONENTS["launch_spot_job"](
+                package=package.outputs["package"],
+                args=["--seed", seed],
+                base_output_directory=base_output_directory,
+                api_endpoint=api_endpoint,
+            )
+
+    refusal = _refused_before_the_run(sweep, tmp_path)
+    assert refusal.startswith(
+        "task 'for-loop-2/launch-spot-job': launch_spot_job input 'base_output_directory': "
+    )
+    assert "is the same in every iteration of the dsl.ParallelFor 'for-loop-2'" in refusal
+
+
 def test_a_pipeline_that_calls_no_vertex_api_runs_without_an_api_endpoint_parameter(tmp_path):
     # nothing in it needs the emulator's endpoint (as the evaluate_checkpoint template)
     @dsl.pipeline

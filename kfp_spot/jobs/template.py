@@ -9,7 +9,8 @@ before the PipelineJob is created, in the same words, prefixed by the task. What
 run time is not guessed at:
 
 - a task whose inputs come from another task's outputs or a ``dsl.ParallelFor`` item is not
-  checked (its other inputs could only be judged together with those);
+  checked (its other inputs could only be judged together with those), but for a launch's
+  ``base_output_directory`` that is the same in every iteration of its loop, refused;
 - a ``package`` artifact another task makes stands in as a ``gs://`` package (its own form is
   checked when it is made); one the run itself would have to be given (a component's YAML
   submitted alone) is missing, as a PipelineJob's parameters cannot pass it; ``resume_from`` is
@@ -45,6 +46,7 @@ from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
 from kfp_spot.jobs.template_steps import (
     check_evaluate_task,
+    check_loop_output_directory,
     check_prepare_task,
     check_staging_input,
     prepare_task_warnings,
@@ -52,6 +54,7 @@ from kfp_spot.jobs.template_steps import (
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
     EVALUATE_CALL,
+    LAUNCH_CALL,
     PREPARE_CALL,
     TemplateTask,
     cached_task_warning,
@@ -314,6 +317,8 @@ def check_template_launches(
                 )
             continue
         kind = task.component
+        if task.call == LAUNCH_CALL:
+            check_loop_output_directory(task)
         if task.unknown:
             warnings.append(
                 f"task {task.path!r} ({kind}) not checked before the run: "
@@ -372,5 +377,7 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
         if task.call == PREPARE_CALL:
             check_staging_input(task)  # a local run reads local paths: no more than that
             continue
+        if task.call == LAUNCH_CALL:
+            check_loop_output_directory(task)
         if task.call == EVALUATE_CALL or not task.unknown:  # an evaluation reads what is known
             _check_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)

@@ -124,3 +124,25 @@ def prepare_task_warnings(task: TemplateTask) -> list[str]:
     from kfp_spot.packaging.imagepins import unmet_pin_warnings
 
     return unmet_pin_warnings([r for r in requirements if isinstance(r, str)], image)
+
+
+def check_loop_output_directory(task: TemplateTask) -> None:
+    """A launch in a ``dsl.ParallelFor`` given one ``base_output_directory`` for every iteration.
+
+    Its iterations would share one checkpoint directory: each would resume from another's
+    newest step (one after the other) or be refused while another runs (side by side). A value
+    built from the loop item is known only at run time and left alone.
+
+    Raises:
+        TemplateTaskError: naming the task, the input and what to do.
+    """
+    value = task.parameters.get("base_output_directory")
+    if not task.loop or value is UNKNOWN or not isinstance(value, str) or not value:
+        return
+    raise TemplateTaskError(
+        f"task {task.path!r}: launch_spot_job input 'base_output_directory': {value!r} is the "
+        f"same in every iteration of the dsl.ParallelFor {task.loop!r}, so they would share "
+        "one checkpoint directory (each resuming from another's newest step, or refused while "
+        "another runs): leave it empty (each iteration then writes next to its own outputs) or "
+        "build one per iteration from the loop item"
+    )

@@ -42,6 +42,7 @@ class TemplateTask:
     # input -> the pipeline parameter its value is passed down from (a default of the template,
     # or the submission's), for the inputs that are one
     from_pipeline: dict[str, str] = field(default_factory=dict)
+    loop: str = ""  # the innermost dsl.ParallelFor it is in (its path), "" when none
 
     @property
     def component(self) -> str:
@@ -80,7 +81,7 @@ def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Ite
     env = {**_defaults(root), **arguments}
     origin = {name: name for name in env}
     # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
-    yield from _walk(root.get("dag") or {}, env, origin, frozenset(), "", components, executors)
+    yield from _walk(root.get("dag") or {}, env, origin, frozenset(), "", components, executors, "")
 
 
 def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
@@ -100,6 +101,7 @@ def _task(
     cached: bool,
     executors: Mapping[str, Any],
     from_pipeline: dict[str, str],
+    loop: str,
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
     command = " ".join(str(part) for part in (container or {}).get("command") or [])
@@ -114,6 +116,7 @@ def _task(
         env={str(e.get("name")): str(e.get("value")) for e in container.get("env") or []},
         cached=cached,
         from_pipeline=from_pipeline,
+        loop=loop,
     )
 
 
@@ -135,6 +138,7 @@ def _walk(
     prefix: str,
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
+    loop: str,
 ) -> Iterator[TemplateTask]:
     for name, task in (dag.get("tasks") or {}).items():
         component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
@@ -146,7 +150,11 @@ def _walk(
         artifacts = _given_artifacts(inputs, available)
         if "dag" in component:
             sub = component["dag"]
-            yield from _walk(sub, values, passed, artifacts, f"{path}/", components, executors)
+            iterates = "parameterIterator" in task or "artifactIterator" in task
+            inner = path if iterates else loop
+            yield from _walk(
+                sub, values, passed, artifacts, f"{path}/", components, executors, inner
+            )
             continue
         found = _task(
             path,
@@ -156,6 +164,7 @@ def _walk(
             bool((task.get("cachingOptions") or {}).get("enableCache")),
             executors,
             passed,
+            loop,
         )
         if found is not None:
             yield found

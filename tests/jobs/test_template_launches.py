@@ -412,3 +412,53 @@ def test_the_deploy_component_alone_needs_its_model_as_a_parameter():
     model = "artifact_uri=gs://my-bucket/model"
     result = _submit(entry.default_path(), "--dry-run", "--param", model)
     assert result.exit_code == 0, result.output
+
+
+def _compile_sweep(tmp_path, name, **launch):
+    """A team's learning-rate sweep: one launch per item, inside a condition in the loop."""
+
+    @dsl.pipeline(name="sweep")
+    def sweep(
+        source: str = "gs://my-bucket/src.tar.gz",
+        lrs: list = [0.1, 0.01],  # noqa: B006 (a KFP default)
+        out: str = "gs://my-bucket/sweep",
+        go: str = "yes",
+    ):
+        package = YAMLS["prepare_package"](source=source).set_caching_options(False)
+        with dsl.ParallelFor(lrs) as lr, dsl.If(go == "yes"):
+            YAMLS["launch_spot_job"](
+                package=package.outputs["package"],
+                args=["--lr", lr],
+                **{k: (out if v == "<out>" else v) for k, v in launch.items()},
+            ).set_caching_options(False)
+
+    path = tmp_path / f"{name}.yaml"
+    compiler.Compiler().compile(sweep, str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("launch", "shown"),
+    [
+        ({"base_output_directory": "gs://my-bucket/fixed"}, "'gs://my-bucket/fixed'"),
+        ({"base_output_directory": "<out>"}, "'gs://my-bucket/sweep'"),  # a pipeline parameter
+    ],
+)
+def test_a_sweep_whose_launches_share_one_output_directory_is_refused_before_the_run(
+    tmp_path, launch, shown
+):
+    """Every iteration would train in one checkpoint directory: side by side all but one are
+    refused after the package was built; one after the other each resumes from the previous
+    trial's weights. Before, submit let it through (the loop item makes `args` unknown, so the
+    task was not checked at all)."""
+    line = _one_error_line(_submit(_compile_sweep(tmp_path, "shared", **launch), "--dry-run"))
+    assert (
+        "task 'for-loop-1/condition-2/launch-spot-job': launch_spot_job input "
+        f"'base_output_directory': {shown} is the same in every iteration of the dsl.ParallelFor "
+        "'for-loop-1', so they would share one checkpoint directory"
+    ) in line
+    assert "leave it empty (each iteration then writes next to its own outputs)" in line
+    # The same, left empty: each iteration writes next to its own outputs.
+    result = _submit(_compile_sweep(tmp_path, "own"), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "base_output_directory" not in result.stderr
