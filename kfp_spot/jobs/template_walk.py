@@ -8,6 +8,8 @@ far as they are known before the run: constants, the submission's parameter valu
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +68,42 @@ def _value(given: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
     if "componentInputParameter" in given and "parameterExpressionSelector" not in given:
         return env.get(given["componentInputParameter"], UNKNOWN)
     return UNKNOWN  # another task's output, a loop item's field, ...
+
+
+# KFP's form of an f-string over pipeline channels in a constant: each channel the task's input.
+_INTERPOLATED = re.compile(r"\{\{\$\.inputs\.parameters\['([^'\]]+)'\]\}\}")
+
+
+def _text(value: Any) -> str:
+    """A parameter's value as KFP writes it into a string: text as it is, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _interpolated(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each f-string constant filled in from the channels it names (known now).
+
+    ``f"{out}/lr-{lr}"`` (also as an item of a list or a dict's value) compiles to a constant
+    naming ``pipelinechannel--out`` and the loop item; it is known when every channel it names
+    is, else known only at run time.
+    """
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            names = _INTERPOLATED.findall(value)
+            if any(values.get(n, UNKNOWN) is UNKNOWN for n in names):
+                return UNKNOWN
+            return _INTERPOLATED.sub(lambda m: _text(values[m.group(1)]), value)
+        items = value if isinstance(value, list) else None
+        if isinstance(value, dict):
+            items = list(value.values())
+        if items is None:
+            return value
+        filled = [fill(item) for item in items]
+        if any(item is UNKNOWN for item in filled):
+            return UNKNOWN
+        return filled if isinstance(value, list) else dict(zip(value, filled, strict=True))
+
+    return {name: fill(value) for name, value in values.items()}
 
 
 def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Iterator[TemplateTask]:
@@ -144,7 +182,7 @@ def _walk(
         component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
         inputs = task.get("inputs") or {}
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
-        values = {**_defaults(component), **given}
+        values = _interpolated({**_defaults(component), **given})
         passed = _passed_down(inputs.get("parameters") or {}, origin)
         path = f"{prefix}{name}"
         artifacts = _given_artifacts(inputs, available)

@@ -426,10 +426,11 @@ def _compile_sweep(tmp_path, name, **launch):
     ):
         package = YAMLS["prepare_package"](source=source).set_caching_options(False)
         with dsl.ParallelFor(lrs) as lr, dsl.If(go == "yes"):
+            forms = {"<out>": out, "<out>/fixed": f"{out}/fixed", "<out>/<lr>": f"{out}/lr-{lr}"}
             YAMLS["launch_spot_job"](
                 package=package.outputs["package"],
                 args=["--lr", lr],
-                **{k: (out if v == "<out>" else v) for k, v in launch.items()},
+                **{k: forms.get(v, v) for k, v in launch.items()},
             ).set_caching_options(False)
 
     path = tmp_path / f"{name}.yaml"
@@ -442,6 +443,7 @@ def _compile_sweep(tmp_path, name, **launch):
     [
         ({"base_output_directory": "gs://my-bucket/fixed"}, "'gs://my-bucket/fixed'"),
         ({"base_output_directory": "<out>"}, "'gs://my-bucket/sweep'"),  # a pipeline parameter
+        ({"base_output_directory": "<out>/fixed"}, "'gs://my-bucket/sweep/fixed'"),  # f-string
     ],
 )
 def test_a_sweep_whose_launches_share_one_output_directory_is_refused_before_the_run(
@@ -462,3 +464,8 @@ def test_a_sweep_whose_launches_share_one_output_directory_is_refused_before_the
     result = _submit(_compile_sweep(tmp_path, "own"), "--dry-run")
     assert result.exit_code == 0, result.output
     assert "base_output_directory" not in result.stderr
+    # One per iteration, built from the loop item (an f-string): known only at run time.
+    per_item = _compile_sweep(tmp_path, "per_item", base_output_directory="<out>/<lr>")
+    result = _submit(per_item, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "not checked before the run: args, base_output_directory" in result.stderr
