@@ -45,6 +45,8 @@ class TemplateTask:
     # or the submission's), for the inputs that are one
     from_pipeline: dict[str, str] = field(default_factory=dict)
     loop: str = ""  # the innermost dsl.ParallelFor it is in (its path), "" when none
+    # its artifact inputs a dsl.importer makes without reimport: the same artifact every run
+    imported: frozenset[str] = frozenset()
 
     @property
     def component(self) -> str:
@@ -119,7 +121,8 @@ def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Ite
     env = {**_defaults(root), **arguments}
     origin = {name: name for name in env}
     # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
-    yield from _walk(root.get("dag") or {}, env, origin, frozenset(), "", components, executors, "")
+    none: frozenset[str] = frozenset()
+    yield from _walk(root.get("dag") or {}, env, origin, none, none, "", components, executors, "")
 
 
 def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
@@ -140,6 +143,7 @@ def _task(
     executors: Mapping[str, Any],
     from_pipeline: dict[str, str],
     loop: str,
+    imported: frozenset[str],
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
     command = " ".join(str(part) for part in (container or {}).get("command") or [])
@@ -155,7 +159,33 @@ def _task(
         cached=cached,
         from_pipeline=from_pipeline,
         loop=loop,
+        imported=imported,
     )
+
+
+def _imported(
+    inputs: Mapping[str, Any], imported: frozenset[str], importers: frozenset[str]
+) -> frozenset[str]:
+    """The artifact inputs from an importer (``importers``: its DAG's) or one its DAG was given."""
+    return frozenset(
+        name
+        for name, source in (inputs.get("artifacts") or {}).items()
+        if (source.get("taskOutputArtifact") or {}).get("producerTask") in importers
+        or source.get("componentInputArtifact") in imported
+    )
+
+
+def _importers(
+    dag: Mapping[str, Any], components: Mapping[str, Any], executors: Mapping[str, Any]
+) -> frozenset[str]:
+    """The DAG's importer tasks that reuse the artifact of the same URI (no ``reimport``)."""
+    found = set()
+    for name, task in (dag.get("tasks") or {}).items():
+        component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
+        spec = (executors.get(component.get("executorLabel", "")) or {}).get("importer")
+        if isinstance(spec, dict) and not spec.get("reimport"):
+            found.add(name)
+    return frozenset(found)
 
 
 def _passed_down(given: Mapping[str, Any], origin: Mapping[str, str]) -> dict[str, str]:
@@ -173,14 +203,17 @@ def _walk(
     env: Mapping[str, Any],
     origin: Mapping[str, str],
     available: frozenset[str],
+    imported: frozenset[str],
     prefix: str,
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
     loop: str,
 ) -> Iterator[TemplateTask]:
+    importers = _importers(dag, components, executors)
     for name, task in (dag.get("tasks") or {}).items():
         component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
         inputs = task.get("inputs") or {}
+        from_importer = _imported(inputs, imported, importers)
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
         values = _interpolated({**_defaults(component), **given})
         passed = _passed_down(inputs.get("parameters") or {}, origin)
@@ -191,7 +224,15 @@ def _walk(
             iterates = "parameterIterator" in task or "artifactIterator" in task
             inner = path if iterates else loop
             yield from _walk(
-                sub, values, passed, artifacts, f"{path}/", components, executors, inner
+                sub,
+                values,
+                passed,
+                artifacts,
+                from_importer,
+                f"{path}/",
+                components,
+                executors,
+                inner,
             )
             continue
         found = _task(
@@ -203,21 +244,30 @@ def _walk(
             executors,
             passed,
             loop,
+            from_importer,
         )
         if found is not None:
             yield found
 
 
 def cached_task_warning(task: TemplateTask) -> str | None:
-    """What a cached prepare-package, launch or deploy task would replay, or None.
+    """What a cached prepare-package, launch, deploy or imported evaluation would replay, or None.
 
     On Vertex AI Pipelines a task left cacheable with the same inputs as an earlier run is
     skipped and its outputs replayed: the package of a source changed under the same URI, a
-    launch's outcome without training, an endpoint that may be gone.
+    launch's outcome without training, an endpoint that may be gone, the metrics of a checkpoint
+    directory imported by its URI (the same artifact each run) before it gained steps.
     """
-    if not task.cached or task.call == EVALUATE_CALL:
+    if not task.cached:
         return None
-    if task.call == PREPARE_CALL:
+    if task.call == EVALUATE_CALL:
+        if "checkpoint" not in task.imported:
+            return None  # a launch's checkpoint is a new artifact each run
+        replay = (
+            "its checkpoint comes from a dsl.importer (the same artifact each run, though the "
+            "directory gains steps), so a rerun replays the earlier metrics"
+        )
+    elif task.call == PREPARE_CALL:
         replay = (
             "a rerun with the same source URI replays the earlier package, though the source "
             "changed under it"

@@ -469,3 +469,46 @@ def test_a_sweep_whose_launches_share_one_output_directory_is_refused_before_the
     result = _submit(per_item, "--dry-run")
     assert result.exit_code == 0, result.output
     assert "not checked before the run: args, base_output_directory" in result.stderr
+
+
+def _compile_imported_evaluation(tmp_path, name, cached=True, reimport=False):
+    """A team evaluates a checkpoint directory of an earlier run, imported by its URI."""
+
+    @dsl.pipeline(name="evaluate-imported")
+    def evaluate_imported(
+        checkpoints: str = "gs://my-bucket/runs/7/checkpoints",
+        source: str = "gs://my-bucket/src.tar.gz",
+        go: str = "yes",
+    ):
+        package = YAMLS["prepare_package"](source=source).set_caching_options(False)
+        imported = dsl.importer(
+            artifact_uri=checkpoints, artifact_class=dsl.Artifact, reimport=reimport
+        )
+        with dsl.If(go == "yes"):
+            EvaluateCheckpointOp(
+                checkpoint=imported.output, package=package.outputs["package"]
+            ).set_caching_options(cached)
+
+    path = tmp_path / f"{name}.yaml"
+    compiler.Compiler().compile(evaluate_imported, str(path))
+    return path
+
+
+def test_a_cached_evaluation_of_an_imported_checkpoint_is_pointed_out(tmp_path):
+    """The imported directory keeps its URI (the same artifact each run) as it gains steps: a
+    cached evaluation replays the metrics of the steps it had then. Before, submit said nothing
+    about a cacheable evaluate task."""
+    result = _submit(_compile_imported_evaluation(tmp_path, "cached"), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert (
+        "task 'condition-1/evaluate-checkpoint' (evaluate_checkpoint) is cached: its checkpoint "
+        "comes from a dsl.importer (the same artifact each run, though the directory gains "
+        "steps), so a rerun replays the earlier metrics"
+    ) in result.stderr
+    for quiet in (
+        _compile_imported_evaluation(tmp_path, "off", cached=False),
+        _compile_imported_evaluation(tmp_path, "reimport", reimport=True),  # a new artifact
+    ):
+        result = _submit(quiet, "--dry-run")
+        assert result.exit_code == 0, result.output
+        assert "is cached" not in result.stderr, result.stderr
