@@ -40,7 +40,7 @@ def load(pipeline: Any) -> Any:
             # What the loaded component's pipeline_spec is made of: checked once, here, as that
             # property parses the YAML again on every read.
             json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
-            return components.load_component_from_file(str(pipeline))
+            return _with_inputs(components.load_component_from_file(str(pipeline)))
         except SubmissionError as exc:
             raise LocalRunError(str(exc)) from None
         except json_format.ParseError as exc:  # a field the spec's schema does not have
@@ -60,6 +60,13 @@ def load(pipeline: Any) -> Any:
             f"expected a @dsl.pipeline function or a compiled pipeline YAML path, got "
             f"{type(pipeline).__name__}"
         )
+    return _with_inputs(pipeline)
+
+
+def _with_inputs(pipeline: Any) -> Any:
+    """``pipeline`` with ``component_spec.inputs`` a dict: KFP leaves None for no parameters."""
+    if pipeline.component_spec.inputs is None:  # the same to KFP as {}
+        pipeline.component_spec.inputs = {}
     return pipeline
 
 

@@ -512,3 +512,26 @@ def test_a_cached_evaluation_of_an_imported_checkpoint_is_pointed_out(tmp_path):
         result = _submit(quiet, "--dry-run")
         assert result.exit_code == 0, result.output
         assert "is cached" not in result.stderr, result.stderr
+
+
+def test_a_pipeline_without_parameters_submits_and_runs_locally(tmp_path):
+    """A team bakes everything into its pipeline (no parameters at all, job-unique directories
+    from KFP's placeholders): KFP leaves the spec's inputs None, and submit and a local run
+    both ended in an AttributeError traceback."""
+    from kfp_spot.pipelines import local
+
+    @dsl.pipeline(name="everything-baked")
+    def baked():
+        YAMLS["launch_spot_job"](
+            container_image_uri=IMAGE,
+            base_output_directory=f"gs://my-bucket/runs/{dsl.PIPELINE_JOB_ID_PLACEHOLDER}",
+        ).set_caching_options(False)
+
+    path = tmp_path / "baked.yaml"
+    compiler.Compiler().compile(baked, str(path))
+    result = _submit(path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    # Locally it is refused for what it is (no api_endpoint to point at the emulator), in one line.
+    with pytest.raises(local.LocalRunError, match="the pipeline has no 'api_endpoint' parameter"):
+        local.run(str(path), run_dir=tmp_path / "run", progress=None)
