@@ -235,6 +235,21 @@ def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):
     assert "needs source (set with --param NAME=VALUE)" in result.stderr
 
 
+def test_a_real_submit_with_a_required_parameter_unset_is_refused_before_sending(no_credentials):
+    """The dry run warns and shows the request; a real submit sent it and Vertex AI refused
+    it after the round trip (here: the credentials lookup first). Now it is one line, offline."""
+    path = catalog.pipeline_path("spot_training")
+    result = _cli(["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://b/r"])
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"kfp-spot: error: {path} needs source (set with --param NAME=VALUE); Vertex AI refuses "
+        "the run without them; nothing was sent"
+    ), lines
+    with pytest.raises(pipeline_job.SubmissionError, match="needs source"):
+        pipeline_job.submit_pipeline(path, project="my-proj", location="us-central1")
+
+
 def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
     """Your package's evaluate() may return no ``accuracy``: the evaluation would fail after a
     paid training run (a local ``kfp-spot run`` gates your package only on what you give)."""

@@ -312,7 +312,7 @@ def _submit_to_vertex(
     }
     try:
         arguments["parameter_values"] = values
-        submission = pipeline_job.prepare_submission(template, **arguments)
+        submission = pipeline_job.prepare_submission(template, **arguments, complete=not dry_run)
         pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
         launch_warnings = check_template_launches(
             pipeline_job.read_template(template),

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.vertex import regions, template_refs, values
+from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
+from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
+from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
 
 AUTH_FIX = (
     "run `gcloud auth application-default login` (or point GOOGLE_APPLICATION_CREDENTIALS at a "
@@ -25,20 +28,6 @@ AUTH_FIX = (
 )
 
 _CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-
-# The JSON types of a compiled spec's parameter types (parameterType).
-_PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
-    "STRING": (str,),
-    "NUMBER_INTEGER": (int,),
-    "NUMBER_DOUBLE": (int, float),
-    "BOOLEAN": (bool,),
-    "LIST": (list,),
-    "STRUCT": (dict,),
-}
-
-
-class SubmissionError(ValueError):
-    """A submission argument is invalid; the message names it and what would be valid."""
 
 
 class NoCredentialsError(RuntimeError):
@@ -90,60 +79,6 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
     return spec
 
 
-def template_parameters(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The template's pipeline parameters: name -> its definition (``parameterType``, ...)."""
-    inputs = spec.get("root", {}).get("inputDefinitions") or {}
-    return {str(k): dict(v or {}) for k, v in (inputs.get("parameters") or {}).items()}
-
-
-def check_parameters(
-    spec: Mapping[str, Any], parameter_values: Mapping[str, Any], template: str = "the template"
-) -> list[str]:
-    """Check parameter names and value types against the template's inputs.
-
-    Returns:
-        Warnings: required inputs left unset (Vertex AI refuses such a run).
-
-    Raises:
-        SubmissionError: a name the template does not declare, listing the valid ones, or a value
-            of the wrong type.
-    """
-    declared = template_parameters(spec)
-    for name, value in parameter_values.items():
-        if name not in declared:
-            valid = ", ".join(sorted(declared)) or "none: it takes no parameters"
-            raise SubmissionError(
-                f"parameter {name!r} is not an input of {template}; valid names: {valid}"
-            )
-        kind = str(declared[name].get("parameterType", ""))
-        types = _PARAMETER_TYPES.get(kind)
-        wrong_bool = isinstance(value, bool) and kind in ("NUMBER_INTEGER", "NUMBER_DOUBLE")
-        if types and (not isinstance(value, types) or wrong_bool):
-            raise SubmissionError(
-                f"parameter {name!r} is a {kind} in {template}, got {values.show(value)}"
-            )
-    warnings = []
-    missing = [
-        name
-        for name, definition in sorted(declared.items())
-        if "defaultValue" not in definition and not definition.get("isOptional")
-        if name not in parameter_values
-    ]
-    if missing:
-        warnings.append(
-            f"{template} needs {', '.join(missing)} (set with --param NAME=VALUE); Vertex AI "
-            "refuses the run without them"
-        )
-    artifacts = (spec.get("root", {}).get("inputDefinitions") or {}).get("artifacts") or {}
-    required_artifacts = sorted(n for n, a in artifacts.items() if not (a or {}).get("isOptional"))
-    if required_artifacts:
-        warnings.append(
-            f"{template} takes input artifacts ({', '.join(required_artifacts)}), which a "
-            "submission cannot pass: use it as a step of a pipeline"
-        )
-    return warnings
-
-
 def validate_submission(
     template_path: str | Path, project: str, location: str, pipeline_root: str | None
 ) -> dict[str, Any]:
@@ -179,11 +114,13 @@ def prepare_submission(
     service_account: str | None = None,
     enable_caching: bool | None = None,
     labels: Mapping[str, str] | None = None,
+    complete: bool = False,
 ) -> PipelineSubmission:
     """Check every argument offline (see :func:`submit_pipeline` for each).
 
     ``project`` and ``location`` become the pipeline parameters of the same names when the
-    template declares them and ``parameter_values`` does not set them.
+    template declares them and ``parameter_values`` does not set them. ``complete``: the run is
+    to be sent, so a required parameter left unset is refused (a warning for a dry run).
 
     Raises:
         SubmissionError: naming the bad argument and what would be valid.
@@ -205,7 +142,7 @@ def prepare_submission(
     for name, value in (("project", project), ("location", location)):
         if name in declared:  # filled first: a required `project` that --project sets is set
             given.setdefault(name, value)
-    warnings = check_parameters(spec, given, template)
+    warnings = check_parameters(spec, given, template, complete)
     return PipelineSubmission(
         template_path=Path(template_path),
         project=project,
@@ -367,6 +304,7 @@ def submit_pipeline(
         service_account=service_account,
         enable_caching=enable_caching,
         labels=labels,
+        complete=True,
     )
     check_submission_images(submission, check_images, image_records)
     from google.auth import exceptions as auth_exceptions

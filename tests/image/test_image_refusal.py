@@ -32,7 +32,15 @@ from kfp_spot.vertex import pipeline_job
 from tests.recording_server import RecordingServer
 
 COMMITTED = catalog.pipeline_path("spot_training")
-SUBMIT = ["--project", "my-project-123", "--pipeline-root", "gs://b/r"]
+# spot_training's required source is given: a real submit refuses a run without it first.
+SUBMIT = [
+    "--project",
+    "my-project-123",
+    "--pipeline-root",
+    "gs://b/r",
+    "--param",
+    "source=gs://b/src.tar.gz",
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -70,6 +78,7 @@ def test_a_source_checkouts_runtime_image_is_refused_with_the_fix():
             project="my-project-123",
             location="us-central1",
             pipeline_root="gs://b/r",
+            parameter_values={"source": "gs://b/src.tar.gz"},
             api_endpoint=server.endpoint,
             credentials=AnonymousCredentials(),
         )

@@ -1,0 +1,92 @@
+"""A compiled pipeline's parameters against a submission's values: names, types, completeness.
+
+:mod:`kfp_spot.vertex.pipeline_job` checks every submission with it (and re-exports its names);
+a local run reads the same template parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kfp_spot.vertex import values
+
+# The JSON types of a compiled spec's parameter types (parameterType).
+_PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
+    "STRING": (str,),
+    "NUMBER_INTEGER": (int,),
+    "NUMBER_DOUBLE": (int, float),
+    "BOOLEAN": (bool,),
+    "LIST": (list,),
+    "STRUCT": (dict,),
+}
+
+
+class SubmissionError(ValueError):
+    """A submission argument is invalid; the message names it and what would be valid."""
+
+
+def template_parameters(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The template's pipeline parameters: name -> its definition (``parameterType``, ...)."""
+    inputs = spec.get("root", {}).get("inputDefinitions") or {}
+    return {str(k): dict(v or {}) for k, v in (inputs.get("parameters") or {}).items()}
+
+
+def check_parameters(
+    spec: Mapping[str, Any],
+    parameter_values: Mapping[str, Any],
+    template: str = "the template",
+    complete: bool = False,
+) -> list[str]:
+    """Check parameter names and value types against the template's inputs.
+
+    Args:
+        spec: the compiled spec.
+        parameter_values: the submission's parameter values.
+        template: how messages name the template.
+        complete: a run that is sent: a required input left unset is refused, not a warning
+            (Vertex AI would refuse the run after a round trip).
+
+    Returns:
+        Warnings: required inputs left unset (Vertex AI refuses such a run).
+
+    Raises:
+        SubmissionError: a name the template does not declare, listing the valid ones, a value
+            of the wrong type, or with ``complete`` a required input left unset.
+    """
+    declared = template_parameters(spec)
+    for name, value in parameter_values.items():
+        if name not in declared:
+            valid = ", ".join(sorted(declared)) or "none: it takes no parameters"
+            raise SubmissionError(
+                f"parameter {name!r} is not an input of {template}; valid names: {valid}"
+            )
+        kind = str(declared[name].get("parameterType", ""))
+        types = _PARAMETER_TYPES.get(kind)
+        wrong_bool = isinstance(value, bool) and kind in ("NUMBER_INTEGER", "NUMBER_DOUBLE")
+        if types and (not isinstance(value, types) or wrong_bool):
+            raise SubmissionError(
+                f"parameter {name!r} is a {kind} in {template}, got {values.show(value)}"
+            )
+    warnings = []
+    missing = [
+        name
+        for name, definition in sorted(declared.items())
+        if "defaultValue" not in definition and not definition.get("isOptional")
+        if name not in parameter_values
+    ]
+    if missing:
+        warnings.append(
+            f"{template} needs {', '.join(missing)} (set with --param NAME=VALUE); Vertex AI "
+            "refuses the run without them"
+        )
+    artifacts = (spec.get("root", {}).get("inputDefinitions") or {}).get("artifacts") or {}
+    required_artifacts = sorted(n for n, a in artifacts.items() if not (a or {}).get("isOptional"))
+    if required_artifacts:
+        warnings.append(
+            f"{template} takes input artifacts ({', '.join(required_artifacts)}), which a "
+            "submission cannot pass: use it as a step of a pipeline"
+        )
+    if complete and (missing or required_artifacts):
+        raise SubmissionError(f"{warnings[0]}; nothing was sent")
+    return warnings
