@@ -28,12 +28,16 @@ def _prepare_gcs_env() -> None:
 
 
 # A URI scheme written without its "//" (gs:/BUCKET/PATH, gs:BUCKET, "gs://" stripped of its
-# slashes): as a local path it is a relative one whose first directory is named "gs:".
-_SCHEME_WITHOUT_SLASHES = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
+# slashes): as a local path it is a relative one whose first directory is named "gs:". A scheme
+# has two characters or more here: one letter and a colon is a Windows drive (C:/Users/me/ckpt).
+_SCHEME_WITHOUT_SLASHES = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):(?!//)")
 
 
 def scheme_without_slashes(uri: str) -> str | None:
-    """The scheme of ``uri`` when it is written without its ``//`` (``gs`` for ``gs:/b/x``)."""
+    """The scheme of ``uri`` when it is written without its ``//`` (``gs`` for ``gs:/b/x``).
+
+    None for a Windows drive (``C:/data``, ``D:data``): a local path.
+    """
     match = _SCHEME_WITHOUT_SLASHES.match(uri)
     return match.group(1) if match else None
 

@@ -25,6 +25,7 @@ from kfp_spot.trainer import (
     resolve_output_dirs,
 )
 from kfp_spot.trainer.integrations import directory
+from kfp_spot.trainer.outputs import checkpoint_root
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,6 +112,7 @@ from kfp_spot import fs
 fs.GCS_MOUNT_ROOT = sys.argv[1]
 from kfp_spot.trainer import CheckpointManager
 from kfp_spot.trainer.integrations import directory
+from kfp_spot.trainer.outputs import checkpoint_root
 
 root = "gs://my-bucket/run/checkpoints"
 with CheckpointManager(root, interval="1", handle_signals=False) as ckpt:
@@ -168,3 +170,15 @@ def test_a_gs_uri_missing_its_slashes_is_refused_not_written_to_a_local_gs_folde
     with pytest.raises(ValueError, match=r"^model directory \(--model-dir or \$AIP_MODEL_DIR\): "):
         output_dirs(environ=env)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("given", ["C:/Users/me/ckpt", "C:\\Users\\me\\ckpt", "d:ckpt"])
+def test_a_windows_drive_is_a_local_path_not_a_uri_missing_its_slashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    # A laptop on Windows trains locally into C:/...: one letter and a colon is a drive.
+    monkeypatch.chdir(tmp_path)
+    assert fs.scheme_without_slashes(given) is None
+    assert checkpoint_root(given) == given.rstrip("/")
+    env = {"AIP_CHECKPOINT_DIR": given, "AIP_MODEL_DIR": str(tmp_path / "model")}
+    assert output_dirs(environ=env).checkpoint_dir == given
