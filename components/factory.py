@@ -79,7 +79,8 @@ class NeverCachedComponent(PythonComponent):  # type: ignore[misc]
     def __call__(self, *args: Any, **kwargs: Any) -> pipeline_task.PipelineTask:
         """A task of this component, with caching off (``.set_caching_options(True)`` to cache)."""
         task = super().__call__(*args, **kwargs)
-        task.set_caching_options(False)
+        if task.state == pipeline_task.TaskState.FUTURE:  # in a pipeline, not run by kfp.local
+            task.set_caching_options(False)
         return task
 
     @property
