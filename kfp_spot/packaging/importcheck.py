@@ -85,27 +85,14 @@ def check_import_clean(
             raise ImportCheckError(
                 "python_module", pycompat.explain(found, python_module, image.python, image.image)
             )
-        cwd = Path(tmp, "cwd")
-        cwd.mkdir()  # empty: the import must come from the installed package
-        env = envcache.job_environ()
-        code = f"import importlib; importlib.import_module({python_module!r})"
-        try:
-            proc = subprocess.run(
-                [str(python), "-c", code],
-                cwd=cwd,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=IMPORT_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ImportCheckError(
-                "check_import",
-                f"importing {python_module} did not finish in {IMPORT_TIMEOUT_S} s (does it "
-                "train at import time? guard that with `if __name__ == '__main__':`)",
-            ) from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        tail = _import_tail(
+            python,
+            python_module,
+            Path(tmp),
+            "check_import",
+            " (does it train at import time? guard that with `if __name__ == '__main__':`)",
+        )
+    if tail is not None:
         hint = ""
         if "ModuleNotFoundError" in tail:
             hint = (
@@ -150,25 +137,8 @@ def check_evaluation_import(
                 "evaluation_entry_point",
                 f"the package does not install in kfp-spot's runtime image: {exc}",
             ) from exc
-        cwd = Path(tmp, "cwd")
-        cwd.mkdir()
-        code = f"import importlib; importlib.import_module({module!r})"
-        try:
-            proc = subprocess.run(
-                [str(python), "-c", code],
-                cwd=cwd,
-                env=envcache.job_environ(),
-                capture_output=True,
-                text=True,
-                timeout=IMPORT_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ImportCheckError(
-                "evaluation_entry_point",
-                f"importing {module} did not finish in {IMPORT_TIMEOUT_S} s",
-            ) from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        tail = _import_tail(python, module, Path(tmp), "evaluation_entry_point")
+    if tail is not None:
         raise ImportCheckError(
             "evaluation_entry_point",
             f"{module} does not import in kfp-spot's runtime image, where evaluate_checkpoint "
@@ -176,3 +146,35 @@ def check_evaluation_import(
             f"declares; not the executor image's libraries):\n{tail}\nDeclare what it imports "
             "in the package's dependencies.",
         )
+
+
+def _import_tail(
+    python: Path, module: str, tmp: Path, field: str, slow_hint: str = ""
+) -> str | None:
+    """Import ``module`` with ``python`` from an empty directory under ``tmp``, as a job would.
+
+    Returns:
+        None when it imports, else the last lines of its output.
+
+    Raises:
+        ImportCheckError: naming ``field`` when the import does not finish in time.
+    """
+    cwd = tmp / "cwd"
+    cwd.mkdir()  # empty: the import must come from the installed package
+    code = f"import importlib; importlib.import_module({module!r})"
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", code],
+            cwd=cwd,
+            env=envcache.job_environ(),
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ImportCheckError(
+            field, f"importing {module} did not finish in {IMPORT_TIMEOUT_S} s{slow_hint}"
+        ) from exc
+    if proc.returncode == 0:
+        return None
+    return "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
