@@ -74,24 +74,26 @@ def _rust() -> Callable[[Any, int], int] | None:
         isinstance(unsupported, type) and issubclass(unsupported, Exception)
     ):
         return None
-    vector = [
+    paths = [
         getattr(crc32c_rs, name)
         for name in dir(crc32c_rs)
         if name.startswith("crc32c_") and name != "crc32c_fallback"
     ]
-    found: Callable[[Any, int], int] = function
     try:
-        if not _agrees(found):
-            return None
-        for path in vector:
-            try:
-                if _agrees(path):
-                    return found
-            except unsupported:
-                continue
+        if _agrees(function) and any(_runs_here(path, unsupported) for path in paths):
+            found: Callable[[Any, int], int] = function
+            return found
     except TypeError:
         return None
     return None
+
+
+def _runs_here(path: Callable[..., int], unsupported: type[Exception]) -> bool:
+    """Whether one of crc32c-rs's named vector paths runs on this CPU and answers right."""
+    try:
+        return _agrees(path)
+    except unsupported:
+        return False
 
 
 def _agrees(function: Callable[..., int]) -> bool:

@@ -175,24 +175,6 @@ def test_a_faster_crc32c_takes_over_only_after_enough_bytes_and_only_when_instal
     assert never.name.startswith("google-crc32c")
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        types.SimpleNamespace(crc32c=lambda data, value=0: 0, hardware_based=True),  # wrong
-        types.SimpleNamespace(crc32c=google_crc32c.value, hardware_based=False),  # software
-        types.SimpleNamespace(hardware_based=True),  # another package of that name
-    ],
-)
-def test_a_crc32c_module_that_is_not_icrars_fast_one_is_not_used(
-    monkeypatch: pytest.MonkeyPatch, module: object
-) -> None:
-    monkeypatch.setitem(sys.modules, "crc32c", module)
-    monkeypatch.setattr(checksum, "_rust", lambda: None)
-    impl = checksum._Crc32c(fast_after=0)
-    assert impl.extend(0, b"123456789") == 0xE3069283
-    assert impl.name.startswith("google-crc32c")
-
-
 class _NoVectorPath(Exception):
     pass
 
@@ -206,33 +188,46 @@ def _unsupported(data: bytes, value: int = 0) -> int:
 
 
 @pytest.mark.parametrize(
-    "module",
+    ("name", "module"),
     [
-        # a CPU without any of its vector paths: its crc32c is the portable one
-        types.SimpleNamespace(
-            crc32c=_extend,
-            crc32c_fallback=_extend,
-            crc32c_sse42=_unsupported,
-            UnsupportedCPUFeatureError=_NoVectorPath,
+        # ICRAR's: wrong answers, a software build, another package of that name
+        ("crc32c", types.SimpleNamespace(crc32c=lambda data, value=0: 0, hardware_based=True)),
+        ("crc32c", types.SimpleNamespace(crc32c=google_crc32c.value, hardware_based=False)),
+        ("crc32c", types.SimpleNamespace(hardware_based=True)),
+        # crc32c-rs on a CPU without any of its vector paths: its crc32c is the portable one
+        (
+            "crc32c_rs",
+            types.SimpleNamespace(
+                crc32c=_extend,
+                crc32c_fallback=_extend,
+                crc32c_sse42=_unsupported,
+                UnsupportedCPUFeatureError=_NoVectorPath,
+            ),
         ),
-        # a build without named vector paths (nothing says it has one)
-        types.SimpleNamespace(
-            crc32c=_extend, crc32c_fallback=_extend, UnsupportedCPUFeatureError=_NoVectorPath
+        # a crc32c-rs build without named vector paths (nothing says it has one)
+        (
+            "crc32c_rs",
+            types.SimpleNamespace(
+                crc32c=_extend, crc32c_fallback=_extend, UnsupportedCPUFeatureError=_NoVectorPath
+            ),
         ),
-        # wrong answers
-        types.SimpleNamespace(
-            crc32c=lambda data, value=0: 0,
-            crc32c_sse42=lambda data, value=0: 0,
-            UnsupportedCPUFeatureError=_NoVectorPath,
+        # crc32c-rs giving wrong answers
+        (
+            "crc32c_rs",
+            types.SimpleNamespace(
+                crc32c=lambda data, value=0: 0,
+                crc32c_sse42=lambda data, value=0: 0,
+                UnsupportedCPUFeatureError=_NoVectorPath,
+            ),
         ),
-        types.SimpleNamespace(crc32c=_extend),  # another package of that name
+        ("crc32c_rs", types.SimpleNamespace(crc32c=_extend)),  # another package of that name
     ],
 )
-def test_a_crc32c_rs_module_without_a_working_vector_path_is_not_used(
-    monkeypatch: pytest.MonkeyPatch, module: object
+def test_a_faster_crc32c_module_that_does_not_work_here_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, name: str, module: object
 ) -> None:
-    monkeypatch.setitem(sys.modules, "crc32c_rs", module)
-    monkeypatch.setattr(checksum, "_icrar", lambda: None)
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(checksum, "_rust" if name == "crc32c" else "_icrar", lambda: None)
     impl = checksum._Crc32c(fast_after=0)
     assert impl.extend(0, b"123456789") == 0xE3069283
     assert impl.name.startswith("google-crc32c")
