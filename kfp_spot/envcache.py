@@ -23,7 +23,10 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
 
 Source distributions are built into wheels with this interpreter, then installed: without network
 when their build backend is installed here, else in an isolated environment with the backend from
-the package index, as pip on the training VM builds them (a hatchling or poetry project too).
+the package index, as pip on the training VM builds them (a hatchling or poetry project too). A
+wheel built without isolation is kept under ``<cache>/wheels`` by the sdist's sha256, this
+interpreter and the build requirements' versions: the job's environment and the evaluation's
+install the same sdist, and prepare_package built its wheel already (:func:`remember_wheel`).
 
 Why one module: the two kinds of environment share the cache key, the wheel build, the install and
 the host index; the allowlisted view is the reason this module exists and is about half of it.
@@ -82,6 +85,8 @@ def job_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 _READY = ".kfp-spot-ready"
 _VIEW = "view"
+_WHEELS = "wheels"  # under the cache dir: wheels built here, by their sdist (build_wheels)
+_WHEEL_CACHE_FORMAT = "1"
 PIP_TIMEOUT_S = 900
 _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
 _LIGHT_SKIPPED_BY = "kfp-spot"  # the full distribution, a superset of the light one
@@ -249,9 +254,9 @@ def package_env(
             if env_dir.exists():  # a half-built environment from a crash
                 shutil.rmtree(env_dir)
             if image is None:
-                _create_host_view(env_dir, local)
+                _create_host_view(env_dir, local, cache)
             else:
-                create_image_env(env_dir, local, image, provided=provided)
+                create_image_env(env_dir, local, image, provided=provided, wheel_cache=cache)
     return _env_python(env_dir)
 
 
@@ -282,7 +287,7 @@ def _pip(python: Path, args: Sequence[str], what: str, env_dir: Path | None = No
         )
 
 
-def _create_host_view(env_dir: Path, packages: Sequence[Path]) -> None:
+def _create_host_view(env_dir: Path, packages: Sequence[Path], wheel_cache: Path) -> None:
     venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
     python = _env_python(env_dir)
     purelib = site_packages_of(python)
@@ -291,7 +296,8 @@ def _create_host_view(env_dir: Path, packages: Sequence[Path]) -> None:
     lines = [f"import site; site.addsitedir({d!r})" for d in _host_site_dirs()]
     Path(purelib, "_kfp_spot_host.pth").write_text("\n".join(lines) + "\n")
     if any(not p.name.endswith(".whl") and not _builds_here(p) for p in packages):
-        packages = build_wheels(packages, env_dir / "wheels")  # isolated where it must be
+        # isolated where it must be
+        packages = build_wheels(packages, env_dir / "wheels", wheel_cache)
     if packages:
         log.info("installing %s into %s", ", ".join(p.name for p in packages), env_dir)
         _pip(
@@ -339,8 +345,71 @@ def wheel_meta(path: Path) -> WheelMeta:
     )
 
 
-def build_wheels(packages: Sequence[Path], out_dir: Path) -> list[Path]:
+def _wheel_key(sdist: Path) -> str | None:
+    """What the wheel built here from ``sdist`` depends on, as a digest; None: not cacheable.
+
+    The sdist's bytes, this interpreter and the installed version of each of its build
+    requirements. An sdist whose backend is not installed here builds isolated, with what the
+    package index offers at that moment: never cached.
+    """
+    if not _builds_here(sdist):
+        return None
+    parts = [_WHEEL_CACHE_FORMAT, sys.version, sys.executable, fs.sha256_file(sdist)]
+    for text in sorted(_sdist_build_requires(sdist)):
+        name = Requirement(text).name  # _builds_here parsed each
+        try:
+            parts.append(f"{name}=={importlib_metadata.version(name)}")
+        except importlib_metadata.PackageNotFoundError:
+            parts.append(f"{name} (not installed: its marker excludes this host)")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def remember_wheel(cache_dir: str | os.PathLike[str], sdist: Path, wheel: Path) -> None:
+    """Keep ``wheel``, built here from ``sdist``, for :func:`build_wheels` under ``cache_dir``.
+
+    prepare_package builds the wheel of the sdist it stages (to check it); the job's and the
+    evaluation's environments, which install that sdist, then take the wheel from here instead
+    of building it again. Storage errors leave the cache as it was (the wheel is built later).
+    """
+    key = _wheel_key(sdist)
+    if key is not None:
+        _store_wheel(Path(cache_dir) / _WHEELS, key, wheel)
+
+
+def _store_wheel(wheels: Path, key: str, wheel: Path) -> None:
+    """``wheel`` under ``wheels/key``; the entry appears whole (a rename) or not at all."""
+    if (wheels / key).exists():
+        return
+    try:
+        wheels.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=wheels))
+        try:
+            shutil.copyfile(wheel, tmp / wheel.name)
+            os.replace(tmp, wheels / key)  # fails when another process stored it first: fine
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        log.info("wheel %s not cached under %s: %s", wheel.name, wheels, exc)
+
+
+def _cached_wheel(entry: Path, dest: Path) -> Path | None:
+    """The wheel kept in ``entry``, copied into ``dest``; None: no (whole) entry there."""
+    try:
+        found = sorted(entry.glob("*.whl"))
+        if len(found) != 1:
+            return None
+        return Path(shutil.copyfile(found[0], dest / found[0].name))
+    except OSError:
+        return None
+
+
+def build_wheels(
+    packages: Sequence[Path], out_dir: Path, cache_dir: str | os.PathLike[str] | None = None
+) -> list[Path]:
     """Wheels for ``packages``: wheels as they are, sdists built with this interpreter.
+
+    With ``cache_dir``, the wheel of an sdist built here before (by this function or
+    :func:`remember_wheel`) with the same interpreter and build tools is taken from there.
 
     Raises:
         PackageInstallError: an sdist does not build (pip's output is in the message).
@@ -351,8 +420,15 @@ def build_wheels(packages: Sequence[Path], out_dir: Path) -> list[Path]:
     for i, sdist in enumerate(sdists):
         dest = out_dir / str(i)
         dest.mkdir(parents=True, exist_ok=True)
+        key = _wheel_key(sdist) if cache_dir is not None else None
+        entry = Path(cache_dir, _WHEELS, key) if cache_dir is not None and key else None
+        cached = _cached_wheel(entry, dest) if entry is not None else None
+        if cached is not None:
+            log.info("%s was built into %s before", sdist.name, cached.name)
+            built[sdist] = cached
+            continue
         cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
-        isolation = [] if not _builds_here(sdist) else ["--no-build-isolation"]
+        isolation = ["--no-build-isolation"] if key is not None or _builds_here(sdist) else []
         cmd += ["--no-deps", *isolation, "--wheel-dir", str(dest), str(sdist)]
         # Requires-Python is judged against the Python the package runs on, not this one's
         cmd.insert(cmd.index("--no-deps"), "--ignore-requires-python")
@@ -367,6 +443,8 @@ def build_wheels(packages: Sequence[Path], out_dir: Path) -> list[Path]:
                 f"{proc.returncode}):\n{proc.stdout}{proc.stderr}"
             )
         built[sdist] = wheels[0]
+        if entry is not None and key is not None:
+            _store_wheel(entry.parent, key, wheels[0])
     for package in packages:
         out.append(built.get(package, package))
     return out
@@ -515,6 +593,7 @@ def create_image_env(
     image: executors.ExecutorProfile,
     *,
     provided: Sequence[str] = (),
+    wheel_cache: Path | None = None,
 ) -> Path:
     """Make a venv at ``env_dir`` holding ``image``'s profile and ``packages`` with their deps.
 
@@ -523,6 +602,7 @@ def create_image_env(
         packages: wheels or sdists, installed with their declared dependencies.
         image: the executor image whose documented libraries the environment provides.
         provided: more requirements taken as provided by the image (linked from this host).
+        wheel_cache: the cache dir whose wheels of sdists :func:`build_wheels` reuses, or None.
 
     Returns:
         The environment's python.
@@ -539,7 +619,7 @@ def create_image_env(
             image.end_of_availability,
         )
     with tempfile.TemporaryDirectory(prefix="kfp-spot-wheels-") as tmp:
-        wheels = build_wheels(packages, Path(tmp))
+        wheels = build_wheels(packages, Path(tmp), wheel_cache)
         metas = [wheel_meta(w) for w in wheels]
         for meta in metas:
             if not _python_ok(meta.requires_python, image.python):

@@ -237,3 +237,49 @@ def test_an_sdist_whose_backend_this_host_lacks_is_built_isolated_as_on_the_vm(
         "elsewhere-0.1.tar.gz": True,
         "legacy-0.1.tar.gz": False,
     }
+
+
+def test_the_wheel_of_an_sdist_is_built_once_per_sdist_interpreter_and_build_tools(tmp_path):
+    """The job's and the evaluation's environments install the same sdist: one build serves both."""
+    src = tmp_path / "src"
+    (src / "tinymod").mkdir(parents=True)
+    (src / "tinymod" / "__init__.py").write_text("X = 1\n")
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tinymod"\nversion = "0.1"\n'
+    )
+    sdist = tmp_path / "tinymod-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(src, "tinymod-0.1")
+    cache = tmp_path / "cache"
+    (first,) = envcache.build_wheels([sdist], tmp_path / "one", cache)
+    assert zipfile.ZipFile(first).read("tinymod/__init__.py") == b"X = 1\n"
+    (entry,) = (cache / "wheels").iterdir()
+    (entry / first.name).write_bytes(b"kept")  # marked: a rebuild would not give these bytes
+    (again,) = envcache.build_wheels([sdist], tmp_path / "two", cache)
+    assert again.read_bytes() == b"kept" and again.parent.parent == tmp_path / "two"
+    # Other bytes are another sdist: built, and kept beside the first.
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(src, "tinymod-0.1")
+        tar.add(src / "tinymod" / "__init__.py", "tinymod-0.1/tinymod/extra.py")
+    (other,) = envcache.build_wheels([sdist], tmp_path / "three", cache)
+    assert "tinymod/extra.py" in zipfile.ZipFile(other).namelist()
+    assert len(list((cache / "wheels").iterdir())) == 2
+
+
+def test_an_sdist_built_isolated_is_never_kept(tmp_path, monkeypatch):
+    """Its backend comes from the package index at build time: the next build may differ."""
+    calls = []
+
+    def run(cmd, **kwargs):
+        calls.append(cmd)
+        dest = cmd[cmd.index("--wheel-dir") + 1]
+        open(f"{dest}/elsewhere-0.1-py3-none-any.whl", "w").close()
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(envcache.subprocess, "run", run)
+    elsewhere = _sdist(tmp_path, "elsewhere", ["surely-not-installed-backend>=1"])
+    for out in ("one", "two"):
+        envcache.build_wheels([elsewhere], tmp_path / out, tmp_path / "cache")
+    assert len(calls) == 2 and all("--no-build-isolation" not in cmd for cmd in calls)
+    assert not (tmp_path / "cache" / "wheels").exists()

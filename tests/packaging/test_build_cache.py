@@ -62,3 +62,25 @@ def test_prepare_package_with_a_build_cache_stages_what_a_build_stages(project, 
     changed = prepare_package(str(project), str(tmp_path / "c"), build_cache_dir=cache)
     assert changed.sha256 != fresh.sha256
     assert len(list((cache / "builds").iterdir())) == 2
+
+
+def test_prepare_package_hands_its_wheel_to_the_environments_that_install_its_sdist(
+    project, tmp_path
+):
+    """The job's environment (on the emulator) and the evaluation's install the staged sdist:
+    they take the wheel prepare_package built of it instead of building it again."""
+    from kfp_spot import envcache
+
+    cache = tmp_path / "cache"
+    info = prepare_package(str(project), str(tmp_path / "stage"), build_cache_dir=cache)
+    sdist = Path(info.uri)
+    (entry,) = (cache / "wheels").iterdir()
+    (kept,) = entry.iterdir()
+    assert kept.name.endswith(".whl")
+    kept.write_bytes(b"the wheel prepare_package built")  # marked: a rebuild would not say so
+    (wheel,) = envcache.build_wheels([sdist], tmp_path / "out", cache)
+    assert wheel.read_bytes() == b"the wheel prepare_package built"
+    assert wheel.parent.parent == tmp_path / "out"
+    # Without a cache it is built, and the build is the wheel prepare_package checked.
+    (rebuilt,) = envcache.build_wheels([sdist], tmp_path / "uncached")
+    assert rebuilt.name == kept.name
