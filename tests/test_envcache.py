@@ -162,18 +162,24 @@ def test_a_package_refusing_the_images_python_does_not_install(tmp_path):
         envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=SKLEARN)
 
 
-def test_an_sdist_refusing_the_images_python_is_judged_against_that_python(tmp_path):
-    # not against this machine's, where it is built into a wheel first
-    project = tmp_path / "needs_new-0.1"
-    (project / "needs_new").mkdir(parents=True)
-    (project / "needs_new" / "__init__.py").write_text("")
+def _setuptools_sdist(tmp_path, module, project_extra=""):
+    """The sdist of a setuptools project holding the one package ``module`` (``X = 1``)."""
+    project = tmp_path / f"{module}-0.1"
+    (project / module).mkdir(parents=True)
+    (project / module / "__init__.py").write_text("X = 1\n")
     (project / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "needs-new"\nversion = "0.1"\nrequires-python = ">=3.99"\n'
+        f'[project]\nname = "{module.replace("_", "-")}"\nversion = "0.1"\n{project_extra}'
     )
-    sdist = tmp_path / "needs_new-0.1.tar.gz"
+    sdist = tmp_path / f"{module}-0.1.tar.gz"
     with tarfile.open(sdist, "w:gz") as tar:
         tar.add(project, arcname=project.name)
+    return sdist
+
+
+def test_an_sdist_refusing_the_images_python_is_judged_against_that_python(tmp_path):
+    # not against this machine's, where it is built into a wheel first
+    sdist = _setuptools_sdist(tmp_path, "needs_new", 'requires-python = ">=3.99"\n')
     with pytest.raises(
         envcache.PackageInstallError,
         match=r"needs-new' requires a different Python: 3.10 \(the Python of sklearn-cpu.1-6\) "
@@ -241,16 +247,8 @@ def test_an_sdist_whose_backend_this_host_lacks_is_built_isolated_as_on_the_vm(
 
 def test_the_wheel_of_an_sdist_is_built_once_per_sdist_interpreter_and_build_tools(tmp_path):
     """The job's and the evaluation's environments install the same sdist: one build serves both."""
-    src = tmp_path / "src"
-    (src / "tinymod").mkdir(parents=True)
-    (src / "tinymod" / "__init__.py").write_text("X = 1\n")
-    (src / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "tinymod"\nversion = "0.1"\n'
-    )
-    sdist = tmp_path / "tinymod-0.1.tar.gz"
-    with tarfile.open(sdist, "w:gz") as tar:
-        tar.add(src, "tinymod-0.1")
+    sdist = _setuptools_sdist(tmp_path, "tinymod")
+    src = tmp_path / "tinymod-0.1"
     cache = tmp_path / "cache"
     (first,) = envcache.build_wheels([sdist], tmp_path / "one", cache)
     assert zipfile.ZipFile(first).read("tinymod/__init__.py") == b"X = 1\n"
@@ -260,7 +258,7 @@ def test_the_wheel_of_an_sdist_is_built_once_per_sdist_interpreter_and_build_too
     assert again.read_bytes() == b"kept" and again.parent.parent == tmp_path / "two"
     # Other bytes are another sdist: built, and kept beside the first.
     with tarfile.open(sdist, "w:gz") as tar:
-        tar.add(src, "tinymod-0.1")
+        tar.add(src, src.name)
         tar.add(src / "tinymod" / "__init__.py", "tinymod-0.1/tinymod/extra.py")
     (other,) = envcache.build_wheels([sdist], tmp_path / "three", cache)
     assert "tinymod/extra.py" in zipfile.ZipFile(other).namelist()
