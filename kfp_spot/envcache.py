@@ -345,15 +345,13 @@ def wheel_meta(path: Path) -> WheelMeta:
     )
 
 
-def _wheel_key(sdist: Path) -> str | None:
-    """What the wheel built here from ``sdist`` depends on, as a digest; None: not cacheable.
+def _wheel_key(sdist: Path) -> str:
+    """What the wheel built here from ``sdist`` depends on, as a digest.
 
     The sdist's bytes, this interpreter and the installed version of each of its build
-    requirements. An sdist whose backend is not installed here builds isolated, with what the
-    package index offers at that moment: never cached.
+    requirements. Only for an sdist that :func:`_builds_here`: one built isolated gets its
+    backend from the package index at that moment, and is never cached.
     """
-    if not _builds_here(sdist):
-        return None
     parts = [_WHEEL_CACHE_FORMAT, sys.version, sys.executable, fs.sha256_file(sdist)]
     for text in sorted(_sdist_build_requires(sdist)):
         name = Requirement(text).name  # _builds_here parsed each
@@ -371,23 +369,14 @@ def remember_wheel(cache_dir: str | os.PathLike[str], sdist: Path, wheel: Path) 
     evaluation's environments, which install that sdist, then take the wheel from here instead
     of building it again. Storage errors leave the cache as it was (the wheel is built later).
     """
-    key = _wheel_key(sdist)
-    if key is not None:
-        _store_wheel(Path(cache_dir) / _WHEELS, key, wheel)
+    if _builds_here(sdist):
+        _store_wheel(Path(cache_dir) / _WHEELS, _wheel_key(sdist), wheel)
 
 
 def _store_wheel(wheels: Path, key: str, wheel: Path) -> None:
     """``wheel`` under ``wheels/key``; the entry appears whole (a rename) or not at all."""
-    if (wheels / key).exists():
-        return
     try:
-        wheels.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=wheels))
-        try:
-            shutil.copyfile(wheel, tmp / wheel.name)
-            os.replace(tmp, wheels / key)  # fails when another process stored it first: fine
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        fs.keep_copies(wheels, key, [wheel])
     except OSError as exc:
         log.info("wheel %s not cached under %s: %s", wheel.name, wheels, exc)
 
@@ -420,15 +409,17 @@ def build_wheels(
     for i, sdist in enumerate(sdists):
         dest = out_dir / str(i)
         dest.mkdir(parents=True, exist_ok=True)
-        key = _wheel_key(sdist) if cache_dir is not None else None
-        entry = Path(cache_dir, _WHEELS, key) if cache_dir is not None and key else None
+        here = _builds_here(sdist)
+        entry = (
+            Path(cache_dir, _WHEELS, _wheel_key(sdist)) if cache_dir is not None and here else None
+        )
         cached = _cached_wheel(entry, dest) if entry is not None else None
         if cached is not None:
             log.info("%s was built into %s before", sdist.name, cached.name)
             built[sdist] = cached
             continue
         cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
-        isolation = ["--no-build-isolation"] if key is not None or _builds_here(sdist) else []
+        isolation = ["--no-build-isolation"] if here else []
         cmd += ["--no-deps", *isolation, "--wheel-dir", str(dest), str(sdist)]
         # Requires-Python is judged against the Python the package runs on, not this one's
         cmd.insert(cmd.index("--no-deps"), "--ignore-requires-python")
@@ -443,8 +434,8 @@ def build_wheels(
                 f"{proc.returncode}):\n{proc.stdout}{proc.stderr}"
             )
         built[sdist] = wheels[0]
-        if entry is not None and key is not None:
-            _store_wheel(entry.parent, key, wheels[0])
+        if entry is not None:
+            _store_wheel(entry.parent, entry.name, wheels[0])
     for package in packages:
         out.append(built.get(package, package))
     return out

@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # fsspec costs ~100 ms to import; local-path callers (the trainer) never need it
@@ -153,6 +154,34 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def keep_copies(
+    parent: str | os.PathLike[str], key: str, files: Sequence[str | os.PathLike[str]]
+) -> None:
+    """Copy local ``files`` into the directory ``parent/key``, which appears whole or not at all.
+
+    The copies go into a temp directory beside it, renamed into place; an entry that exists
+    already (another process stored the same key first) is left as it is. A cache's entries.
+
+    Raises:
+        OSError: the storage failed; no entry was made.
+    """
+    import shutil
+    import tempfile
+
+    entry = os.path.join(parent, key)
+    if os.path.exists(entry):
+        return
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=parent)
+    try:
+        for path in files:
+            shutil.copyfile(path, os.path.join(tmp, os.path.basename(path)))
+        with contextlib.suppress(OSError):  # fails when another process stored it first: fine
+            os.replace(tmp, entry)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _fsync_dir(path: str) -> None:

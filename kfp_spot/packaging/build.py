@@ -299,14 +299,7 @@ def _cached_build(entry: Path, outdir: Path) -> BuiltFiles | None:
 def _store_build(builds: Path, key: str, built: BuiltFiles) -> None:
     """Keep ``built`` under ``builds/key``; the entry appears whole (a rename) or not at all."""
     try:
-        builds.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=builds))
-        try:
-            for path in (built.sdist, built.wheel):
-                shutil.copyfile(path, tmp / path.name)
-            os.replace(tmp, builds / key)  # fails when another build stored it first: fine
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        fs.keep_copies(builds, key, [built.sdist, built.wheel])
     except OSError as exc:
         log.info("build not cached under %s: %s", builds, exc)
 
