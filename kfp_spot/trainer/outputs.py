@@ -50,7 +50,8 @@ def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | Non
         environ: the environment to read (default ``os.environ``).
 
     Raises:
-        ValueError: neither is set, or ``root`` is not a non-empty string (the message says which).
+        ValueError: neither is set, ``root`` is not a non-empty string, or it is (or lies
+            under) a local file (the message says which).
     """
     if root is None:
         root = (os.environ if environ is None else environ).get(CHECKPOINT_DIR_ENV)
@@ -62,7 +63,9 @@ def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | Non
     if not isinstance(root, str) or not root.strip():
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
     _refuse_scheme_typo(root, "root")
-    return fs.mounted_path(root.rstrip("/"))
+    mapped = fs.mounted_path(root.rstrip("/"))
+    _refuse_file(mapped, root, "root")
+    return mapped
 
 
 _FORMS = "gs://BUCKET/PATH or a local path"
@@ -84,6 +87,26 @@ def _refuse_scheme_typo(value: str, what: str) -> None:
         )
 
 
+def _refuse_file(path: str, value: str, what: str) -> None:
+    """Refuse a local directory that is, or lies under, an existing file.
+
+    Writing there fails on every save (after its retries), and late: at the first checkpoint,
+    not when the trainer starts. A directory that does not exist yet is fine (it is created).
+    """
+    local = fs.to_local_path(path)
+    if local is None:
+        return
+    here = local
+    while not os.path.lexists(here):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return
+        here = parent
+    if not os.path.isdir(here):
+        where = "is not a directory" if here == local else f"lies under {here!r}, not a directory"
+        raise ValueError(f"{what}: {value!r} {where} (a file?); give a directory to write in")
+
+
 def _directory(
     given: str | None, variable: str, what: str, option: str, env: Mapping[str, str]
 ) -> str:
@@ -94,7 +117,9 @@ def _directory(
             f"directory) or pass {option}"
         )
     _refuse_scheme_typo(value, f"{what} directory ({option} or ${variable})")
-    return fs.mounted_path(value)
+    mapped = fs.mounted_path(value)
+    _refuse_file(mapped, value, f"{what} directory ({option} or ${variable})")
+    return mapped
 
 
 def output_dirs(
@@ -114,7 +139,8 @@ def output_dirs(
         Both directories, a ``gs://`` one as its ``/gcs/...`` path where the bucket is mounted.
 
     Raises:
-        ValueError: one is neither given nor set; the message names the variable and the option.
+        ValueError: one is neither given nor set, or is (or lies under) a local file; the
+            message names the variable and the option.
     """
     env = os.environ if environ is None else environ
     return OutputDirs(

@@ -182,3 +182,22 @@ def test_a_windows_drive_is_a_local_path_not_a_uri_missing_its_slashes(
     assert checkpoint_root(given) == given.rstrip("/")
     env = {"AIP_CHECKPOINT_DIR": given, "AIP_MODEL_DIR": str(tmp_path / "model")}
     assert output_dirs(environ=env).checkpoint_dir == given
+
+
+@pytest.mark.parametrize("under", ["", "run/checkpoints"])
+def test_a_root_that_is_or_lies_under_a_file_is_refused_before_any_save(
+    tmp_path: Path, under: str
+) -> None:
+    """A typo'd root that names a file fails at once, naming it, not at the first save's retries."""
+    afile = tmp_path / "weights.npz"
+    afile.write_bytes(b"data")
+    root = str(afile / under) if under else str(afile)
+    with pytest.raises(ValueError, match=r"root: .*weights\.npz.* not a directory"):
+        CheckpointManager(root, interval="1", handle_signals=False)
+    with pytest.raises(ValueError, match=r"checkpoint directory \(--checkpoint-dir .*not a dir"):
+        output_dirs(root, str(tmp_path / "model"), environ={})
+    with pytest.raises(ValueError, match=r"model directory \(--model-dir .*not a directory"):
+        output_dirs(str(tmp_path / "ck"), "file://" + root, environ={})
+    assert afile.read_bytes() == b"data"  # nothing written over it
+    # A directory still to be created, under one that exists, is fine.
+    assert checkpoint_root(str(tmp_path / "new" / "ck")) == str(tmp_path / "new" / "ck")

@@ -132,8 +132,9 @@ def test_async_save_snapshots_state(tmp_path: Path) -> None:
 
 def test_async_save_failure_surfaces(tmp_path: Path) -> None:
     blocker = tmp_path / "blocked"
-    blocker.write_text("a file where the checkpoint root should be a directory")
     ckpt = _manager(blocker, async_save=True, record_attempts=False)
+    # the storage fails after the start (a root given as a file is refused at once)
+    blocker.write_text("a file where the checkpoint root should be a directory")
     ckpt.save(1, {"x": 1})
     with pytest.raises(CheckpointError, match="background checkpoint save failed"):
         ckpt.wait()
@@ -142,15 +143,18 @@ def test_async_save_failure_surfaces(tmp_path: Path) -> None:
 def test_a_failed_final_async_save_raises_when_leaving_the_context(tmp_path: Path) -> None:
     """The last save of a run in the background must not fail silently (the run would end 0)."""
     blocker = tmp_path / "blocked"
-    blocker.write_text("a file where the checkpoint root should be a directory")
     settings = {"async_save": True, "record_attempts": False, "save_retries": 0}
     with (
         pytest.raises(CheckpointError, match="background checkpoint save failed"),
         _manager(blocker, **settings) as ckpt,
     ):
+        # the storage fails after the start (a root given as a file is refused at once)
+        blocker.write_text("a file where the checkpoint root should be a directory")
         ckpt.save(100, {"x": 1})  # the final save, written in the background
     # an error already ending the attempt is not replaced by the save's
+    blocker.unlink()
     with pytest.raises(KeyError), _manager(blocker, **settings) as ckpt:
+        blocker.write_text("a file where the checkpoint root should be a directory")
         ckpt.save(100, {"x": 1})
         raise KeyError("the user's own error")
 
