@@ -9,11 +9,13 @@ stale.
 from __future__ import annotations
 
 import importlib
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from kfp import compiler
 
+from kfp_spot import fs
 from kfp_spot.version import RUNTIME_IMAGE, RUNTIME_IMAGE_ENV, check_image_reference, runtime_image
 
 _ROOT = "kfp_spot"
@@ -75,18 +77,23 @@ def pipeline_path(name: str) -> Path:
 def compile_entry(entry: Entry, output: Path, base_image: str | None = None) -> Path:
     """Compile one entry to ``output``; returns the path written.
 
+    The YAML replaces ``output`` whole (:func:`kfp_spot.fs.atomic_write`): a compile that fails
+    or is interrupted leaves the file it would have replaced as it was.
+
     Args:
         entry: what to compile.
         output: the YAML file to write.
         base_image: run every task in this image instead of this version's runtime image
             (for teams that push the image to their own registry).
     """
-    output.parent.mkdir(parents=True, exist_ok=True)
-    compiler.Compiler().compile(entry.load(), package_path=str(output))
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-compile-") as scratch:
+        compiled = Path(scratch) / output.name
+        compiler.Compiler().compile(entry.load(), package_path=str(compiled))
+        text = compiled.read_text(encoding="utf-8")
     built_with = runtime_image()
     if base_image and base_image != built_with:
-        text = output.read_text()
-        output.write_text(text.replace(f"image: {built_with}\n", f"image: {base_image}\n"))
+        text = text.replace(f"image: {built_with}\n", f"image: {base_image}\n")
+    fs.atomic_write(str(output), text)
     return output
 
 

@@ -126,3 +126,21 @@ def test_an_installed_kfp_spot_compiles_only_into_an_output_dir(tmp_path, monkey
     result = CliRunner().invoke(main, ["compile", "--output-dir", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "pipelines" / "spot_training.yaml").is_file()
+
+
+def test_a_compile_that_fails_midway_leaves_the_yaml_it_would_replace_as_it_was(
+    tmp_path, monkeypatch
+):
+    """A compile that dies while writing (a full disk, Ctrl-C) leaves no half-written YAML."""
+    out = tmp_path / "pipeline.yaml"
+    good = catalog.compile_entry(catalog.PIPELINES[0], out).read_bytes()
+
+    def dies_writing(self, pipeline_func, package_path, **kwargs):
+        Path(package_path).write_text("# PIPELINE DEFINITION\n# Name: half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(compiler.Compiler, "compile", dies_writing)
+    with pytest.raises(OSError, match="No space left"):
+        catalog.compile_entry(catalog.PIPELINES[0], out)
+    assert out.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir()] == ["pipeline.yaml"]  # no temp file left
