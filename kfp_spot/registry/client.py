@@ -148,12 +148,14 @@ def push(
 
     Raises:
         FileNotFoundError: when the template does not exist.
-        ValueError: for an invalid host, version or tag.
+        ValueError: for an invalid host, version or tag, or a template a run could not start
+            from (:func:`check_template`: the upload would move ``latest`` to it).
         RegistryError: when the registry refuses the upload or cannot be reached.
     """
     path = Path(template_path)
     if not path.is_file():
         raise FileNotFoundError(f"template {path} does not exist (compile it first)")
+    check_template(path)
     tag_list = tuple(tags) if tags is not None else (version, "latest")
     for tag in (version, *tag_list):
         _check_tag_arg(tag)
@@ -165,11 +167,11 @@ def push(
 def check_template(template_path: str | Path) -> None:
     """Refuse what is not a compiled pipeline a run could start from, before it is uploaded.
 
-    ``kfp-spot push`` runs it first: a push moves ``latest``, and a template holding a reference
-    to nothing (:mod:`kfp_spot.vertex.template_refs`), which a registry takes, would replace the
-    good one everyone pulls by default; a file that is not YAML, not a compiled spec or without a
-    pipeline name (the package it is filed under) is one line, not a traceback. :func:`push`
-    leaves those to the registry (:class:`RegistryError`).
+    :func:`push` (and so ``kfp-spot push``) runs it first: a push moves ``latest``, and a
+    template holding a reference to nothing (:mod:`kfp_spot.vertex.template_refs`), which a
+    registry takes, would replace the good one everyone pulls by default; a file that is not
+    YAML, not a compiled spec or without a pipeline name (the package it is filed under) is one
+    line, not a traceback.
 
     Raises:
         ValueError: (``SubmissionError``) naming the template and what is wrong with it.

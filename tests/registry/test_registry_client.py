@@ -133,10 +133,35 @@ def test_repositories_are_separate(server, template: Path):
 
 def test_upload_of_a_non_template_is_refused_with_the_reason(server, tmp_path: Path):
     bogus = tmp_path / "notes.yaml"
-    bogus.write_text("just: a mapping\n")
-    with pytest.raises(registry.RegistryError, match=r"pipelineInfo\.name"):
+    bogus.write_text("root: {dag: {tasks: {}}}\n")
+    with pytest.raises(ValueError, match=r"notes\.yaml: has no pipelineInfo\.name"):
         registry.push(bogus, server.repository_url(), "1")
+    # The registry refuses it too, when a client uploads it without asking push().
+    client = RegistryClient(host=server.repository_url(), config_file=CONTEXT_FILE)
+    with pytest.raises(requests.HTTPError, match="400"):
+        client.upload_pipeline(str(bogus), tags=["1"])
     assert registry.list_packages(server.repository_url()) == []
+
+
+def test_push_of_a_template_referring_to_nothing_leaves_latest_on_the_good_one(
+    server, template: Path, tmp_path: Path
+):
+    """A task naming a component the file lost (a bad merge, a hand edit) never becomes latest.
+
+    A registry takes such a file (it is YAML with a pipeline name); every default pull would
+    then get a run that fails at that task.
+    """
+    host = server.repository_url()
+    good = registry.push(template, host, "1")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "pipelineInfo: {name: tiny-add}\n"
+        "root: {dag: {tasks: {add: {componentRef: {name: comp-add}}}}}\n"
+    )
+    with pytest.raises(ValueError, match=r"broken\.yaml: not a compiled pipeline KFP can run"):
+        registry.push(broken, host, "2")
+    tags = {info.tag: info.version for info in registry.list_tags(host, "tiny-add")}
+    assert tags == {"1": good.version, "latest": good.version}
 
 
 def test_pull_of_a_missing_tag_names_it_and_writes_nothing(server, template, tmp_path):
@@ -247,8 +272,14 @@ def test_pull_into_a_directory_is_refused_naming_a_file_to_give(server, template
 def test_upload_of_broken_yaml_is_refused_in_one_line_naming_where(server, tmp_path: Path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("pipelineInfo: [name\n")
-    with pytest.raises(registry.RegistryError) as caught:
+    with pytest.raises(ValueError) as refused:
         registry.push(broken, server.repository_url(), "1")
+    assert "\n" not in str(refused.value)
+    assert re.search(r"broken\.yaml: not YAML .* line 2, column 1", str(refused.value))
+    # The registry's own answer, to a client that uploads it without asking push().
+    client = registry.registry_client(server.repository_url())
+    with pytest.raises(registry.RegistryError) as caught:
+        registry.client._call(server.repository_url(), client.upload_pipeline, str(broken))
     message = str(caught.value)
     assert "\n" not in message
     assert re.search(r"not YAML: .* at line 2, column 1", message), message
