@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import sqlite3
@@ -202,13 +203,23 @@ class Emulator:
         from kfp_spot.emulator.routes import route_table
         from kfp_spot.emulator.service import Service
 
+        env_cache_dir = self.env_cache_dir or envcache.default_cache_dir()
+        try:  # here, not at the first job: each job would fail preparing its environment
+            env_cache_dir.mkdir(parents=True, exist_ok=True)
+            if not os.access(env_cache_dir, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "not writable", str(env_cache_dir))
+        except OSError as err:
+            raise EmulatorError(
+                f"cannot use the environment cache {env_cache_dir}: {err.strerror or err}; "
+                "pick a writable directory (--env-cache-dir, or $KFP_SPOT_CACHE_DIR)"
+            ) from None
         try:
             service = Service(
                 self.state_dir,
                 grace_period=self.grace_period,
                 policy=self.policy,
                 capacity=self.capacity,
-                env_cache_dir=self.env_cache_dir or envcache.default_cache_dir(),
+                env_cache_dir=env_cache_dir,
                 serving_restart_delay=self.serving_restart_delay,
                 spot_capacity=self.spot_capacity,
                 stockout_seconds=self.stockout_seconds,

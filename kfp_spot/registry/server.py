@@ -253,12 +253,20 @@ class RegistryServer:
         """Bind the server (port 0 picks a free one) and lock ``root`` for this process.
 
         Raises:
-            RegistryServerError: when ``root`` is served by another process or the port is taken.
+            RegistryServerError: when ``root`` cannot be made or written, is served by another
+                process, or the port is taken.
         """
         if not 0 <= int(port) <= 65535:
             raise RegistryServerError(f"port must be 0..65535, got {port}")
-        self.store = RegistryStore(root)
-        self._lock_file = open(self.store.root / LOCK_NAME, "a+b")  # noqa: SIM115 (held open)
+        try:
+            self.store = RegistryStore(root)
+            self._lock_file = open(self.store.root / LOCK_NAME, "a+b")  # noqa: SIM115 (held open)
+        except OSError as exc:  # a file in the way, a read-only or missing parent
+            raise RegistryServerError(
+                f"cannot keep the registry's state in {os.fspath(root)!r}: "
+                f"{exc.strerror or exc} ({exc.filename}); give a directory that can be made "
+                "and written"
+            ) from exc
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

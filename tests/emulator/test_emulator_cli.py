@@ -285,6 +285,22 @@ def test_a_state_dir_that_cannot_be_made_is_one_clear_error(tmp_path):
     assert len(result.output.splitlines()) == 1
 
 
+def test_an_environment_cache_that_cannot_be_made_is_one_clear_error_at_start(tmp_path):
+    """Not at each job: every job would fail preparing its environment, after the start."""
+    (tmp_path / "file").write_text("")
+    cache = tmp_path / "file" / "cache"
+    result = CliRunner().invoke(
+        main,
+        ["emulator", "start", "--port", "0", "--state-dir", str(tmp_path / "state"),
+         "--env-cache-dir", str(cache)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"kfp-spot: error: cannot use the environment cache {cache}: Not a directory; pick a "
+        "writable directory (--env-cache-dir, or $KFP_SPOT_CACHE_DIR)\n"
+    )
+
+
 @pytest.mark.parametrize("endpoint", ["notaurl", "ftp://x", "http://h:99999", "http://h:1/v1"])
 def test_an_endpoint_that_is_not_http_host_port_is_a_usage_error(endpoint):
     result = CliRunner().invoke(

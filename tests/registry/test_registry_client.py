@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 import requests
 import urllib3
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kfp.registry import RegistryClient
 from kfp.registry import registry_client as kfp_registry_client
 
 import kfp_spot.registry as registry
+from kfp_spot.cli import main
 from kfp_spot.registry import CONTEXT_FILE, RegistryServer, RegistryServerError
 from kfp_spot.registry.server import _parse_multipart
 
@@ -201,6 +203,18 @@ def test_one_root_one_server(tmp_path: Path):
         pytest.raises(RegistryServerError, match="in use by another registry server"),
     ):
         RegistryServer(tmp_path / "root")
+
+
+def test_a_root_that_cannot_be_made_is_one_clear_error_naming_it(tmp_path: Path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(RegistryServerError, match=r"file/root'.*Not a directory.*can be made"):
+        RegistryServer(tmp_path / "file" / "root")
+    result = CliRunner().invoke(
+        main, ["registry", "serve", "--port", "0", "--root", str(tmp_path / "file" / "root")]
+    )
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("kfp-spot: error: cannot keep the registry's state in ")
 
 
 def test_artifact_registry_hosts_use_the_clients_own_context():
