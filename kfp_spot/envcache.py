@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import email.message
 import email.parser
+import errno
 import fcntl
 import functools
 import hashlib
@@ -692,3 +693,14 @@ def default_cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kfp-spot"
+
+
+def make_cache_dir(path: Path) -> None:
+    """Create the cache directory ``path`` if need be and check that it can be written in.
+
+    Raises:
+        OSError: it cannot be made (a file in the way, a missing mount) or written.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "not writable", str(path))

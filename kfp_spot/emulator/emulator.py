@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import sqlite3
@@ -205,9 +204,7 @@ class Emulator:
 
         env_cache_dir = self.env_cache_dir or envcache.default_cache_dir()
         try:  # here, not at the first job: each job would fail preparing its environment
-            env_cache_dir.mkdir(parents=True, exist_ok=True)
-            if not os.access(env_cache_dir, os.W_OK | os.X_OK):
-                raise PermissionError(errno.EACCES, "not writable", str(env_cache_dir))
+            envcache.make_cache_dir(env_cache_dir)
         except OSError as err:
             raise EmulatorError(
                 f"cannot use the environment cache {env_cache_dir}: {err.strerror or err}; "
