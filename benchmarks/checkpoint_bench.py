@@ -68,7 +68,7 @@ sys.path.insert(0, str(REPO))
 
 from kfp_spot import checkpoints  # noqa: E402
 from kfp_spot.checkpoints import checksum  # noqa: E402
-from kfp_spot.trainer import CheckpointManager, young_daly  # noqa: E402
+from kfp_spot.trainer import CheckpointManager, snapshot, young_daly  # noqa: E402
 
 MIB = 1 << 20
 
@@ -515,7 +515,8 @@ def _save_cpu(workdir: Path, mib: int, repeats: int = 5) -> dict[str, float]:
     ``write``: the rest of ``write_step`` from that buffer (``O_DIRECT`` write, fsync, manifest).
     """
     size = mib * MIB
-    buf = checkpoints.aligned_buffer(size, huge_pages=False)  # as the async writer allocates it
+    # as a kept manager's buffer is after its first write: huge pages where the system has them
+    buf = snapshot.settled_buffer(size) or checkpoints.aligned_buffer(size, huge_pages=False)
     target = memoryview(buf).cast("B")
     source = memoryview(np.random.default_rng(1).random(size // 8)).cast("B")
     target[:] = source  # first touch: the steady mode's buffers were touched before its rounds

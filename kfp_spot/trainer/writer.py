@@ -129,6 +129,8 @@ class StepWriter:
         self._cores = snapshot.cores()
         self._last_snapshot: tuple[float, float] | None = None  # (CPU time, clock) at the last
         self._pool: dict[str, Any] = {}  # async snapshot buffers by file name, reused
+        self._settled: set[str] = set()  # the names whose kept buffer is settled_buffer's
+        self._settle_failed = False
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._janitor: threading.Thread | None = None
@@ -169,12 +171,51 @@ class StepWriter:
             self._cores,
             memory_speed=checksum.streams_at_memory_speed(),
         )
-        out, self._pool = snapshot.take(files, self._pool, hash_now=hash_now)
+        before = self._pool
+        out, self._pool = snapshot.take(files, before, hash_now=hash_now)
+        self._settled = {n for n in self._settled if self._pool.get(n) is before.get(n)}
         return out
 
     def release_buffers(self) -> None:
         """Drop the snapshot buffers kept between async saves."""
-        self._pool = {}
+        with self._lock:
+            self._pool = {}
+            self._settled = set()
+
+    def _settle_buffers(self, written: dict[str, Any]) -> None:
+        """Move each large snapshot buffer into huge pages, once (:func:`.snapshot.settled_buffer`).
+
+        Runs in the background writer after it wrote ``written`` (the snapshot, cleared here);
+        the loop's next snapshot waits for it. The small-page buffer is freed before its
+        replacement is mapped, so the process never holds both (a state near the VM's memory
+        would not fit twice).
+        """
+        pool = self._pool
+        sizes = {
+            name: len(buf)
+            for name, buf in pool.items()
+            if name not in self._settled and len(buf) >= checkpoints.DIRECT_MIN_BYTES
+        }
+        if not sizes or self._settle_failed or not snapshot.huge_pages_available():
+            return
+        written.clear()  # the snapshot's references to the buffers
+        for name, size in sizes.items():
+            self._settled.add(name)
+            with self._lock:
+                if self._pool is not pool:  # released meanwhile
+                    return
+                del pool[name]  # freed here: the next snapshot copies into new memory if need be
+            try:
+                settled = snapshot.settled_buffer(size)
+            except OSError as exc:
+                log.debug("snapshot buffer %s not moved into huge pages: %s", name, exc)
+                settled = None
+            if settled is None:  # the next save allocates small pages, and keeps them
+                self._settle_failed = True
+                return
+            with self._lock:
+                if self._pool is pool:
+                    pool[name] = settled
 
     def start(self, step: int, files: dict[str, Any], metadata: dict[str, Any], t0: float) -> None:
         """Write ``files`` (a :meth:`snapshot`) in a background thread; :meth:`wait` joins it."""
@@ -251,6 +292,8 @@ class StepWriter:
         except storage_errors(CheckpointError, ValueError, TypeError, RuntimeError) as exc:
             log.error("background save of step %d failed: %s", step, exc)
             self._worker_error = exc
+        else:
+            self._settle_buffers(files)
         finally:
             with self._lock:
                 self._lowered = None
