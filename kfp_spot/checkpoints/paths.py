@@ -35,8 +35,12 @@ def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...
     return tuple(found)
 
 
+MAX_STEP = 2**53 - 1
+"""The largest step: every larger integer loses its value as a JSON number read as a double."""
+
+
 def check_step(step: Any) -> int:
-    """``step`` as an int when it is a step number: a whole number >= 0, not a bool.
+    """``step`` as an int when it is a step number: a whole number 0..:data:`MAX_STEP`, no bool.
 
     The one rule of a step a trainer passes (saving and restoring it): any integral type counts
     (``numpy.int64``, a framework's step counter), a float, a string or a bool does not.
@@ -55,6 +59,11 @@ def check_step(step: Any) -> int:
     number = int(step)
     if number < 0:
         raise ValueError(f"step must be a whole number >= 0, got {step!r}")
+    if number > MAX_STEP:
+        raise ValueError(
+            f"step must be at most {MAX_STEP} (2**53 - 1: a pipeline's metadata holds numbers as "
+            f"doubles, and a larger step would come back as another), got {step!r}"
+        )
     return number
 
 

@@ -72,7 +72,7 @@ class PreemptionNotice:
         clock: a monotonic clock (tests may pass their own).
 
     Raises:
-        ValueError: ``grace_period`` is negative or ``signals`` is empty.
+        ValueError: ``grace_period`` is not a finite number >= 0, or ``signals`` is empty.
     """
 
     def __init__(
@@ -84,7 +84,8 @@ class PreemptionNotice:
     ) -> None:
         if grace_period is None:
             grace_period = job_grace_period()
-        if not isinstance(grace_period, (int, float)) or grace_period < 0:
+        number = isinstance(grace_period, (int, float)) and not isinstance(grace_period, bool)
+        if not number or not math.isfinite(grace_period) or grace_period < 0:
             raise ValueError(f"grace_period must be a number of seconds >= 0, got {grace_period!r}")
         self.grace_period = float(grace_period)
         self.signals = tuple(signals)

@@ -183,6 +183,16 @@ def test_restore_checks_its_step_as_save_does(tmp_path: Path, bad: object) -> No
     assert checkpoints.list_steps(str(tmp_path)) == [4]
 
 
+def test_a_step_a_pipelines_metadata_cannot_hold_is_refused(tmp_path: Path) -> None:
+    """KFP metadata holds numbers as doubles: 2**53 + 1 would come back as 2**53."""
+    ckpt = _manager(tmp_path)
+    ckpt.save(2**53 - 1, {"a": 1}, blocking=True)
+    for call in (lambda: ckpt.save(2**53, {"a": 1}), lambda: ckpt.restore(step=2**70)):
+        with pytest.raises(ValueError, match=r"^step must be at most 9007199254740991 .*got "):
+            call()
+    assert checkpoints.list_steps(str(tmp_path)) == [2**53 - 1]
+
+
 def test_any_integral_step_is_saved_and_restored(tmp_path: Path) -> None:
     # numpy.int64 (a framework's step counter) was restored but refused by maybe_save and save.
     ckpt = _manager(tmp_path, interval=2)
@@ -207,6 +217,9 @@ def test_arguments_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ({"best_mode": "up"}, "best_mode"),
         ({"interval": "often"}, "checkpoint interval"),
         ({"grace_period": -1}, "grace_period"),
+        ({"grace_period": float("inf")}, "grace_period must be a number of seconds >= 0"),
+        ({"grace_period": float("nan")}, "grace_period must be a number of seconds >= 0"),
+        ({"grace_period": True}, "grace_period must be a number of seconds >= 0"),
     ]:
         with pytest.raises(ValueError, match=field):
             CheckpointManager(str(tmp_path), **kwargs)
