@@ -1,6 +1,8 @@
 """Checkpoint benchmark for kfp_spot.trainer: cost of a checkpoint, of a restart, goodput.
 
-    .venv/bin/python benchmarks/checkpoint_bench.py [throughput|stall|restart|goodput|all] [opts]
+    .venv/bin/python benchmarks/checkpoint_bench.py COMMAND [opts]
+
+COMMAND: throughput, stall, pages, restart, goodput or all (the default).
 
 0. **checksums** (with throughput) — CRC32C as kfp-spot computes it, against sha256, zlib's crc32
    and (when installed) crc32c-rs, ICRAR's crc32c package and BLAKE3, on one core.
@@ -25,6 +27,10 @@
    manager's save costs the loop its time: the added time of the save's own step (the stall) and
    of the steps after it (the background write), beside the CPU time of each part of a save
    (copy, CRC32C, write and commit) run alone.
+2b. **pages** — in one process, paired rounds of ``--stall-every`` steps with one save each
+   through two kept managers: snapshot buffers moved into huge pages after the first write (as
+   kfp-spot does where Linux has transparent huge pages) against buffers kept in small pages; the
+   loop's added time per save and the machine's added CPU (``/proc/stat``), medians.
 5. **restart** — SIGTERM to a training process, its save on the notice, its exit, a new process,
    its restore and its first step; minus the trainer's own floor (a process that imports NumPy and
    takes one step), what kfp-spot adds to a restart.
@@ -578,6 +584,84 @@ def _where_the_time_goes(
     )
 
 
+def _machine_busy() -> float | None:
+    """Seconds of CPU the whole machine has used (every process and the kernel); None off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:9]]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def pages(workdir: Path, mib: int, every: int, rounds: int) -> None:
+    """Snapshot buffers in huge pages (after an attempt's first write) against small pages."""
+    print(
+        f"\n## 2b. Snapshot pages: one process, {rounds} rounds of {every} steps, each running the "
+        f"loop without checkpoints and with one {mib} MiB save at its first step through each of "
+        "two kept CheckpointManagers (the order rotates; each round waits for the last write "
+        "first): one whose buffers moved into huge pages after its first write (as kfp-spot "
+        "does where Linux has them), one kept in small pages"
+    )
+    if not snapshot.huge_pages_available():
+        print("this system gives no transparent huge pages: both would be the same; skipped")
+        return
+    available = snapshot.huge_pages_available
+    managers = {}
+    for name in ("huge", "small"):
+        snapshot.huge_pages_available = (lambda: False) if name == "small" else available
+        managers[name] = _manager(workdir / f"pages-{name}", every, True)
+        for k in range(1, 4):  # the first save, its write (and the move to huge pages), two more
+            _train_loop(managers[name], mib, every, k * every)
+            managers[name].wait()
+    snapshot.huge_pages_available = available
+    _train_loop(None, mib, every, every)
+    plain: list[float] = []
+    lost: dict[str, list[float]] = {"huge": [], "small": []}
+    busy: dict[str, list[float]] = {"huge": [], "small": []}
+    order = ("none", "huge", "small")
+    for i in range(rounds):
+        first = (4 + i) * every  # a save at each round's first step
+        row = {}
+        for name in order[i % 3 :] + order[: i % 3]:
+            ckpt = managers.get(name)
+            snapshot.huge_pages_available = (lambda: False) if name == "small" else available
+            m0 = _machine_busy()
+            run = _train_loop(ckpt, mib, every, first)
+            if ckpt is not None:
+                ckpt.wait()  # inside the round's machine CPU, outside its loop time
+            m1 = _machine_busy()
+            row[name] = (run["loop"], None if m0 is None or m1 is None else m1 - m0)
+        plain.append(row["none"][0])
+        for name in ("huge", "small"):
+            lost[name].append(row[name][0] - row["none"][0])
+            if row[name][1] is not None and row["none"][1] is not None:
+                busy[name].append(row[name][1] - row["none"][1])
+    snapshot.huge_pages_available = available
+    for ckpt in managers.values():
+        ckpt.close()
+    med = statistics.median
+    print(
+        f"loop without checkpoints: {med(plain) * 1000:.0f} ms for {every} steps (median); "
+        f"load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    print("| snapshot buffer | loop lost per save, median [range] | share | machine CPU added |")
+    print("| --- | --- | --- | --- |")
+    for name in ("huge", "small"):
+        values = lost[name]
+        cpu = f"{med(busy[name]) * 1000:.0f} ms" if busy[name] else "-"
+        print(
+            f"| {name} pages | {med(values) * 1000:.1f} ms [{min(values) * 1000:.0f}.."
+            f"{max(values) * 1000:.0f}] | {med(values) / med(plain):.1%} | {cpu} |"
+        )
+    print(
+        "each save against the same round's loop without checkpoints; the machine's CPU "
+        "(/proc/stat: every process and the kernel, which pins the buffer's pages for the "
+        "O_DIRECT write) over the round and its write, against the round without checkpoints"
+    )
+
+
 # -- 3. goodput --------------------------------------------------------------------------------
 def worker(args: argparse.Namespace) -> int:
     """One training attempt (a separate process, as on Vertex)."""
@@ -887,7 +971,7 @@ def goodput(workdir: Path, args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd")
-    for name in ("throughput", "stall", "restart", "goodput", "all"):
+    for name in ("throughput", "stall", "pages", "restart", "goodput", "all"):
         p = sub.add_parser(name)
         p.add_argument("--workdir", default=None, help="directory on the disk to measure")
         p.add_argument("--mib", type=int, default=256, help="state size for 1. and 2.")
@@ -895,6 +979,7 @@ def main() -> int:
         p.add_argument("--stall-steps", type=int, default=40)
         p.add_argument("--stall-every", type=int, default=10)
         p.add_argument("--stall-repeats", type=int, default=9, help="rounds of 2.")
+        p.add_argument("--pages-rounds", type=int, default=30, help="rounds of 2b.")
         p.add_argument("--mtbp", type=float, default=20.0, help="mean time between preemptions")
         p.add_argument("--work-seconds", type=float, default=60.0)
         p.add_argument("--step-seconds", type=float, default=0.1)
@@ -939,6 +1024,8 @@ def main() -> int:
             import_time(max(5, args.repeats))
         if cmd in ("stall", "all"):
             stall(workdir, args.mib, args.stall_steps, args.stall_every, args.stall_repeats)
+        if cmd in ("pages", "all"):
+            pages(workdir, args.mib, args.stall_every, args.pages_rounds)
         if cmd in ("restart", "all"):
             restart(workdir, args.restart_repeats, args.restart_mib)
         if cmd in ("goodput", "all"):
