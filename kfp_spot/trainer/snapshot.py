@@ -83,10 +83,11 @@ def settled_buffer(size: int) -> Any | None:
     the loop waits for it). A buffer kept for the next saves does better in huge pages: on a
     2-core VM, with a NumPy loop keeping both cores busy and 256 MiB saved every second, the
     kernel pinned a small-page buffer for its ``O_DIRECT`` write with 10 ms more of the writer's
-    CPU and about 20 ms more of its own, and the loop lost 9-11% of its time to async saves
-    against 4% with huge pages (benchmarks/checkpoint_bench.py ``stall``). The background
+    CPU and about 20 ms more of its own, and the loop lost 9.5-10% of its time to each save
+    against 5% with huge pages (benchmarks/checkpoint_bench.py ``pages``). The background
     writer calls this after a write, at its own low priority, so the faults (and any
-    compaction the kernel does to find huge pages) never stall the loop.
+    compaction the kernel does to find huge pages) never stall the loop; a save on a
+    preemption notice that waits for that write waits for them once.
 
     None where the system has no transparent huge pages to give (not Linux, or disabled).
 
