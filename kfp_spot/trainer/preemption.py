@@ -30,6 +30,12 @@ GRACE_PERIOD_VAR = "KFP_SPOT_GRACE_PERIOD"
 """The job's grace period in seconds, where the platform says it (the emulator does)."""
 
 
+def is_grace_period(value: Any) -> bool:
+    """Whether ``value`` is a grace period: a finite number of seconds >= 0 (not a bool)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0
+
+
 def job_grace_period(environ: Mapping[str, str] | None = None) -> float:
     """The grace period of the job this process runs in, in seconds.
 
@@ -47,7 +53,7 @@ def job_grace_period(environ: Mapping[str, str] | None = None) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
+    if not is_grace_period(value):
         raise ValueError(
             f"{GRACE_PERIOD_VAR}={text!r}: must be a number of seconds >= 0 (e.g. 30), or unset "
             f"for the {DEFAULT_GRACE_PERIOD:g} s of a Spot VM's preemption notice"
@@ -84,8 +90,7 @@ class PreemptionNotice:
     ) -> None:
         if grace_period is None:
             grace_period = job_grace_period()
-        number = isinstance(grace_period, (int, float)) and not isinstance(grace_period, bool)
-        if not number or not math.isfinite(grace_period) or grace_period < 0:
+        if not is_grace_period(grace_period):
             raise ValueError(f"grace_period must be a number of seconds >= 0, got {grace_period!r}")
         self.grace_period = float(grace_period)
         self.signals = tuple(signals)
