@@ -25,9 +25,8 @@ def load(pipeline: Any) -> Any:
             ``pipeline`` is neither.
     """
     if isinstance(pipeline, (str, Path)):
-        from kfp import components
-
-        from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
+        from kfp_spot.pipelines.template_component import load_template_component
+        from kfp_spot.vertex.pipeline_job import SubmissionError, read_template_documents
 
         if not Path(pipeline).is_file():
             what = "is a directory" if Path(pipeline).is_dir() else "does not exist"
@@ -36,11 +35,10 @@ def load(pipeline: Any) -> Any:
         from kfp.pipeline_spec import pipeline_spec_pb2
 
         try:
-            spec = read_template(pipeline)  # YAML whose first document is a compiled spec
-            # What the loaded component's pipeline_spec is made of: checked once, here, as that
-            # property parses the YAML again on every read.
-            json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
-            return _with_inputs(components.load_component_from_file(str(pipeline)))
+            documents, text = read_template_documents(pipeline)  # the first a compiled spec
+            # What the loaded component's pipeline_spec is made of, checked once here.
+            json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec())
+            return _with_inputs(load_template_component(documents, text))
         except SubmissionError as exc:
             raise LocalRunError(str(exc)) from None
         except json_format.ParseError as exc:  # a field the spec's schema does not have

@@ -21,7 +21,10 @@ from tests.test_import_cycles import TREES, import_graph, modules
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     # Plumbing and tables every floor may use: paths and storage, the version, the artifact
     # protocol, the executor images' and machine types' tables.
-    ("foundations", frozenset({"kfp_spot", "fs", "version", "artifacts", "executors", "machines"})),
+    (
+        "foundations",
+        frozenset({"kfp_spot", "fs", "version", "artifacts", "executors", "machines", "yamldocs"}),
+    ),
     # Environments: package venvs and the runtime image (Vertex's submission checks the image).
     ("environments", frozenset({"envcache", "image"})),
     # The contracts: Vertex AI's rules and limits; every file format of a checkpoint root.

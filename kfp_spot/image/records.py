@@ -240,10 +240,10 @@ def check_template_images(
         UnpublishedImageError: naming the image, the tasks that run in it, why it is refused and
             the one-line fix.
     """
-    import yaml
+    from kfp_spot import yamldocs
 
     with open(template_path, encoding="utf-8") as handle:
-        template = next(yaml.safe_load_all(handle), None) or {}
+        template = (yamldocs.documents(handle.read()) or [None])[0] or {}
     images = template_images(template)
     records = load_records() if records is None else records
     for image, executors in images.items():

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import yaml
 
-from kfp_spot import fs
+from kfp_spot import fs, yamldocs
 
 VERSION_PREFIX = "sha256:"
 # Project, repository, package and tag ids: one safe path segment each (matched whole: a
@@ -110,7 +110,7 @@ def pipeline_name(content: bytes) -> str:
         RegistryStoreError: INVALID_ARGUMENT when the bytes are not a compiled KFP template.
     """
     try:
-        first = next(iter(yaml.safe_load_all(content)), None)
+        first = yamldocs.first_document(content)
     except yaml.YAMLError as exc:
         # One line: PyYAML's message spans lines (a caret under a quoted excerpt), which a
         # client prints as the registry's reason after "answered 400".

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kfp_spot.vertex import regions, template_refs, values
 from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
@@ -56,16 +56,32 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
     Raises:
         SubmissionError: the file is missing or is not a compiled pipeline or component spec.
     """
+    documents, _ = read_template_documents(template_path)
+    return cast("dict[str, Any]", documents[0])
+
+
+def read_template_documents(template_path: str | Path) -> tuple[list[Any], str]:
+    """Every YAML document of a template, the first a checked compiled spec, and its text.
+
+    What a loader needs that builds KFP's component from one parse (a second document is the
+    platform spec).
+
+    Raises:
+        SubmissionError: the file is missing or is not a compiled pipeline or component spec.
+    """
     import yaml
+
+    from kfp_spot import yamldocs
 
     if not Path(template_path).is_file():
         raise SubmissionError(f"template {template_path}: no such file (compile it first)")
     try:
-        with open(template_path, encoding="utf-8") as handle:
-            spec = next(yaml.safe_load_all(handle), None)
+        text = Path(template_path).read_text(encoding="utf-8")
+        documents = yamldocs.documents(text)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         reason = " ".join(str(exc).split())  # one line: YAML's errors span several
         raise SubmissionError(f"template {template_path}: not YAML ({reason})") from None
+    spec = documents[0] if documents else None
     if not isinstance(spec, dict) or not isinstance(spec.get("root"), dict):
         raise SubmissionError(
             f"template {template_path}: not a compiled pipeline or component spec "
@@ -76,7 +92,7 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
             f"template {template_path}: not a compiled pipeline KFP can run ({'; '.join(broken)}); "
             "`kfp-spot compile` writes them"
         )
-    return spec
+    return documents, text
 
 
 def validate_submission(
