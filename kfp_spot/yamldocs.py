@@ -39,13 +39,23 @@ def first_document(text: str | bytes) -> Any:
     return next(iter_documents(text), None)
 
 
-def documents(text: str | bytes) -> list[Any]:
+def documents(text: str | bytes, name: str | None = None) -> list[Any]:
     """Every YAML document of ``text``: a new copy per call, the parse shared with earlier calls.
+
+    Args:
+        text: the YAML.
+        name: the file it was read from, for an error's position (as PyYAML names an open file).
 
     Raises:
         yaml.YAMLError: one of them is not YAML (never cached: each call raises it again).
     """
-    return list(pickle.loads(_parsed(text)))
+    try:
+        return list(pickle.loads(_parsed(text)))
+    except yaml.MarkedYAMLError as exc:
+        for mark in (exc.context_mark, exc.problem_mark):
+            if mark is not None and name is not None:
+                mark.name = name
+        raise
 
 
 @functools.lru_cache(maxsize=8)

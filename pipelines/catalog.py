@@ -13,8 +13,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kfp import compiler
-
 from kfp_spot import fs
 from kfp_spot.version import RUNTIME_IMAGE, RUNTIME_IMAGE_ENV, check_image_reference, runtime_image
 
@@ -86,6 +84,8 @@ def compile_entry(entry: Entry, output: Path, base_image: str | None = None) -> 
         base_image: run every task in this image instead of this version's runtime image
             (for teams that push the image to their own registry).
     """
+    from kfp import compiler  # not at import: finding a committed template needs no KFP
+
     with tempfile.TemporaryDirectory(prefix="kfp-spot-compile-") as scratch:
         compiled = Path(scratch) / output.name
         compiler.Compiler().compile(entry.load(), package_path=str(compiled))

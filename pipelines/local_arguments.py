@@ -25,22 +25,24 @@ def load(pipeline: Any) -> Any:
             ``pipeline`` is neither.
     """
     if isinstance(pipeline, (str, Path)):
-        from kfp_spot.pipelines.template_component import load_template_component
         from kfp_spot.vertex.pipeline_job import SubmissionError, read_template_documents
 
         if not Path(pipeline).is_file():
             what = "is a directory" if Path(pipeline).is_dir() else "does not exist"
             raise LocalRunError(f"pipeline template {pipeline} {what}; give a compiled YAML file")
+        try:
+            documents, text = read_template_documents(pipeline)  # the first a compiled spec
+        except SubmissionError as exc:  # before KFP is imported: a bad template fails fast
+            raise LocalRunError(str(exc)) from None
         from google.protobuf import json_format
         from kfp.pipeline_spec import pipeline_spec_pb2
 
+        from kfp_spot.pipelines.template_component import load_template_component
+
         try:
-            documents, text = read_template_documents(pipeline)  # the first a compiled spec
             # What the loaded component's pipeline_spec is made of, checked once here.
             json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec())
             return _with_inputs(load_template_component(documents, text))
-        except SubmissionError as exc:
-            raise LocalRunError(str(exc)) from None
         except json_format.ParseError as exc:  # a field the spec's schema does not have
             reason = " ".join(str(exc).split())
             raise LocalRunError(

@@ -45,6 +45,7 @@ __all__ = [
     "_outcome",
     "check_evaluation_module",
     "package_arguments",
+    "pipeline_to_run",
     "run_local",
     "spot_training_arguments",
     "summarize",
@@ -173,6 +174,15 @@ def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
     return arguments
 
 
+def pipeline_to_run(template: str | Path | None = None) -> Any:
+    """``template``, or ``spot_training`` imported only then: a template's checks need no KFP."""
+    if template is not None:
+        return template
+    from kfp_spot.pipelines.spot_training import spot_training
+
+    return spot_training
+
+
 def spot_training_arguments(
     source: str | Path,
     *,
@@ -294,9 +304,7 @@ def run_local(
     Raises:
         LocalRunError: a missing source or template, or an argument the pipeline does not take.
     """
-    from kfp_spot.pipelines.spot_training import spot_training
-
-    pipeline = load(spot_training if template is None else template)
+    pipeline = load(pipeline_to_run(template))
     arguments = spot_training_arguments(
         source,
         training_args=training_args,

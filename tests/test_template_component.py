@@ -1,5 +1,9 @@
 """A template parsed once is the component KFP's own loader makes of the same file."""
 
+import re
+import subprocess
+import sys
+
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -132,3 +136,41 @@ def test_any_text_reads_as_pyyamls_safe_load_all_reads_it(text):
 def test_any_dumped_value_reads_back_as_pyyaml_reads_it(value):
     text = yaml.safe_dump(value)
     assert _outcome(yamldocs.documents, text) == _outcome(_pure, text)
+
+
+def test_a_yaml_error_names_the_template_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("a: [1\n")
+    with pytest.raises(
+        local.LocalRunError, match=r'not YAML .*"' + re.escape(str(path)) + '", line'
+    ):
+        local.load(path)
+
+
+_REFUSE_AND_LIST_KFP = (
+    "import sys\n"
+    "from kfp_spot.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit as exc:\n"
+    "    assert exc.code == 2, exc.code\n"
+    "print(sorted(m for m in sys.modules if m == 'kfp' or m.startswith('kfp.')))\n"
+)
+
+
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_a_bad_template_is_refused_before_kfp_is_imported(tmp_path, command):
+    # KFP's package imports its client and the Kubernetes client (~0.3-0.4 s) before anything
+    path = tmp_path / "broken.yaml"
+    path.write_text("a: [1\n")
+    args = ["run", "--template", str(path)] if command == "run" else ["submit", str(path)]
+    args += ["--run-dir", str(tmp_path / "run")] if command == "run" else ["--project", "p-1"]
+    proc = subprocess.run(
+        [sys.executable, "-c", _REFUSE_AND_LIST_KFP, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "not YAML" in proc.stderr
+    assert proc.stdout.strip() == "[]"

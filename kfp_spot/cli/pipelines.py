@@ -183,7 +183,6 @@ def run(
             "with --vertex; a local run takes pipeline parameters with --param NAME=VALUE"
         )
     from kfp_spot.pipelines import local, local_run
-    from kfp_spot.pipelines.spot_training import spot_training
     from kfp_spot.progress import Console
     from kfp_spot.validation.inputs import freeze_at_exit
 
@@ -195,7 +194,7 @@ def run(
     console = Console()
     try:
         parameters = local.parse_arguments(
-            template or spot_training, _parse_pairs(params, "--param")
+            template or local_run.pipeline_to_run(), _parse_pairs(params, "--param")
         )
         refused = {  # source: trained with the example's settings; api_endpoint: ignored
             "source": "a local run takes the package with --source PATH (and its [tool.kfp-spot])",

@@ -243,7 +243,7 @@ def check_template_images(
     from kfp_spot import yamldocs
 
     with open(template_path, encoding="utf-8") as handle:
-        template = (yamldocs.documents(handle.read()) or [None])[0] or {}
+        template = (yamldocs.documents(handle.read(), str(template_path)) or [None])[0] or {}
     images = template_images(template)
     records = load_records() if records is None else records
     for image, executors in images.items():

@@ -77,7 +77,7 @@ def read_template_documents(template_path: str | Path) -> tuple[list[Any], str]:
         raise SubmissionError(f"template {template_path}: no such file (compile it first)")
     try:
         text = Path(template_path).read_text(encoding="utf-8")
-        documents = yamldocs.documents(text)
+        documents = yamldocs.documents(text, name=str(template_path))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         reason = " ".join(str(exc).split())  # one line: YAML's errors span several
         raise SubmissionError(f"template {template_path}: not YAML ({reason})") from None
