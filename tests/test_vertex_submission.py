@@ -5,7 +5,7 @@ from google.auth.credentials import AnonymousCredentials
 
 from kfp_spot import RUNTIME_IMAGE, __version__
 from kfp_spot.image import ImageRecord, remember
-from kfp_spot.pipelines import catalog
+from kfp_spot.pipelines import catalog, local
 from kfp_spot.vertex import pipeline_job
 from tests.recording_server import RecordingServer
 
@@ -458,3 +458,23 @@ def test_a_template_with_a_local_pipeline_root_of_its_own_is_refused_naming_it(
     assert result.exit_code == 0, result.stderr
     body = json.loads(result.stdout)["body"]
     assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://team-bucket/own-root"
+
+
+def test_a_template_with_a_platform_spec_is_refused_in_one_line_not_a_traceback(
+    tmp_path, no_credentials
+):
+    """kfp-kubernetes writes a platform spec as a second YAML document; the Vertex AI SDK reads
+    one (``yaml.safe_load``) and raised a ComposerError traceback from deep inside PipelineJob.
+    A local run still loads it (KFP's loader takes both documents)."""
+    path = tmp_path / "with-platform.yaml"
+    text = catalog.pipeline_path("evaluate_checkpoint").read_text()
+    path.write_text(text + "---\nplatforms:\n  kubernetes:\n    deploymentSpec:\n      {}\n")
+    for dry in (["--dry-run"], []):
+        args = ["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+        result = _cli([*args, *dry])
+        assert result.exit_code == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "holds 2 YAML documents" in lines[0], lines
+    with pytest.raises(pipeline_job.SubmissionError, match="platform spec"):
+        pipeline_job.prepare_submission(path, project="my-proj", location="us-central1")
+    assert local.load(path).platform_spec.platforms["kubernetes"] is not None

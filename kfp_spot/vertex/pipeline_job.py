@@ -103,7 +103,14 @@ def validate_submission(
     Raises:
         SubmissionError: naming the bad argument.
     """
-    spec = read_template(template_path)
+    documents, _ = read_template_documents(template_path)
+    if len(documents) > 1:  # the SDK reads one document: its yaml.safe_load fails on a second
+        raise SubmissionError(
+            f"template {template_path}: holds {len(documents)} YAML documents (after the pipeline "
+            "spec, a platform spec such as kfp-kubernetes adds); Vertex AI Pipelines takes the "
+            "pipeline spec alone: compile the pipeline without platform-specific settings"
+        )
+    spec = cast("dict[str, Any]", documents[0])
     try:
         regions.check_parent(project, location)
     except values.InvalidFieldError as exc:
