@@ -39,8 +39,7 @@ def load(pipeline: Any) -> Any:
 
         from kfp_spot.pipelines.template_component import load_template_component
 
-        try:
-            # What the loaded component's pipeline_spec is made of, checked once here.
+        try:  # what the loaded component's pipeline_spec is made of, checked once here
             json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec())
             return _with_inputs(load_template_component(documents, text))
         except json_format.ParseError as exc:  # a field the spec's schema does not have
@@ -296,8 +295,9 @@ def check_run_options(preemptions: Any, grace_period: Any) -> None:
     """
     if isinstance(preemptions, bool) or not isinstance(preemptions, int) or preemptions < 0:
         raise LocalRunError(f"preemptions: must be a whole number >= 0, got {preemptions!r}")
-    number = isinstance(grace_period, (int, float)) and not isinstance(grace_period, bool)
-    if not number or not math.isfinite(grace_period) or grace_period < 0:
+    from kfp_spot.trainer.preemption import is_grace_period
+
+    if not is_grace_period(grace_period):
         raise LocalRunError(
             f"grace_period: must be a number of seconds >= 0 (SIGTERM to SIGKILL), got "
             f"{grace_period!r}"

@@ -156,7 +156,6 @@ def pull(
     if tag and version:
         raise click.UsageError("give either --tag or --version, not both")
     host = _checked_host(host)
-    click.echo(f"kfp-spot: downloading {package} from {host} ...", err=True)
     path = _registry_call(
         registry.pull,
         host,
@@ -165,6 +164,7 @@ def pull(
         version=version,
         output=output,
         config_file=config_file,
+        progress=lambda message: click.echo(f"kfp-spot: {message}", err=True),
     )
     click.echo(str(path))
 

@@ -8,6 +8,7 @@ credentials, reached through the config file ``kfp_spot/registry/context.json``)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,7 @@ def pull(
     output: str | Path | None = None,
     config_file: str | None = None,
     auth: Any = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Download a template by tag (default ``latest``) or by ``sha256:`` version.
 
@@ -213,6 +215,7 @@ def pull(
         output: where to write it; default ``<package>_<tag or hex>.yaml`` in the current folder.
         config_file: see :func:`registry_client`.
         auth: see :func:`registry_client`.
+        progress: told ``downloading PACKAGE from HOST ...`` once every argument is checked.
 
     Returns:
         The path written (bytes exactly as uploaded).
@@ -244,6 +247,8 @@ def pull(
         )
     output.parent.mkdir(parents=True, exist_ok=True)
     client = registry_client(host, config_file=config_file, auth=auth)
+    if progress is not None:
+        progress(f"downloading {package} from {host} ...")
     # Download next to the target and rename: a failed pull never leaves a partial template.
     partial = output.with_name(f".{output.name}.partial")
     try:

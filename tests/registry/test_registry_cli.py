@@ -75,6 +75,26 @@ def test_push_restart_pull_through_the_cli(tmp_path: Path, template: Path):
         pulled = cli("pull", "tiny-add", "--host", host, cwd=tmp_path)
         assert pulled.returncode == 0, pulled.stderr
         assert (tmp_path / pulled.stdout.strip()).read_bytes() == template.read_bytes()
+        assert pulled.stderr == f"kfp-spot: downloading tiny-add from {host} ...\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["Not A Name"], "package"),
+        (["tiny-add", "--tag", "no/slash"], "tag"),
+        (["tiny-add", "--version", "sha256:xyz"], "version"),
+    ],
+)
+def test_a_pull_refused_for_its_arguments_says_nothing_of_downloading(tmp_path, args, needle):
+    result = CliRunner().invoke(
+        main, ["pull", *args, "--host", "http://127.0.0.1:1/p/r", "--output", str(tmp_path / "t")]
+    )
+    assert result.exit_code == 2, result.output
+    assert "downloading" not in result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("kfp-spot: error:") and needle in line, line
+    assert not (tmp_path / "t").exists()
 
 
 def test_bad_host_is_one_line_and_exit_2(template: Path):
