@@ -43,6 +43,17 @@ def scheme_without_slashes(uri: str) -> str | None:
     return match.group(1) if match else None
 
 
+def scheme_typo(uri: str) -> str | None:
+    """Why ``uri`` is neither a URI nor a path (``gs:/b/x``), for an error message; else None.
+
+    Read as a local path it would become a folder named ``gs:`` in the working directory.
+    """
+    scheme = scheme_without_slashes(uri)
+    if scheme is None:
+        return None
+    return f"is not a URI ({scheme}: without '//') nor a local path one would write"
+
+
 def is_remote(uri: str) -> bool:
     """Whether ``uri`` names an object store (``gs://``) rather than a local path."""
     return "://" in uri and not uri.startswith("file://")

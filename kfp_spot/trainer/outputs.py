@@ -79,12 +79,9 @@ def _refuse_scheme_typo(value: str, what: str) -> None:
     text = value.strip()
     if text.rstrip("/") == "gs:":  # "gs://" alone
         raise ValueError(f"{what}: {value!r} names no bucket; give {_FORMS}")
-    scheme = fs.scheme_without_slashes(text)
-    if scheme is not None:
-        raise ValueError(
-            f"{what}: {value!r} is not a URI ({scheme}: without '//') nor a local path one would "
-            f"write; give {_FORMS}"
-        )
+    typo = fs.scheme_typo(text)
+    if typo is not None:
+        raise ValueError(f"{what}: {value!r} {typo}; give {_FORMS}")
 
 
 def _refuse_file(path: str, value: str, what: str) -> None:

@@ -162,12 +162,9 @@ def check_not_scheme_typo(value: str, form: str = OUTPUT_URI_FORM) -> None:
     Raises:
         InvalidValueError: naming ``form``, the valid forms.
     """
-    scheme = fs.scheme_without_slashes(value)
-    if scheme:
-        raise InvalidValueError(
-            f"{show(value)} is not a URI ({scheme}: without '//') nor a local path "
-            f"one would write: give {form}"
-        )
+    typo = fs.scheme_typo(value)
+    if typo:
+        raise InvalidValueError(f"{show(value)} {typo}: give {form}")
 
 
 CHECKPOINT_URI_FORM = "gs://BUCKET/PATH, /gcs/BUCKET/PATH or a local path"
