@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 
 from kfp_spot import checkpoints
-from kfp_spot.packaging import prepare_package
 from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
 
 TINY_ENTRY_POINT = "tinytrainer.evaluate:evaluate"
 

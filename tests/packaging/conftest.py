@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from kfp_spot.packaging import PackageInfo, prepare_package
+from kfp_spot.packaging import PackageInfo
 from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from kfp_spot.packaging import (
     PackageUrisError,
     PackagingError,
     SourceError,
-    prepare_package,
 )
+from tests.prepare import prepare_package
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ import uuid
 import pytest
 
 from kfp_spot import envcache, fs
-from kfp_spot.packaging import PackagingError, SourceError, prepare_package
+from kfp_spot.packaging import PackagingError, SourceError
 from tests.conftest import TEST_BUCKET
+from tests.prepare import prepare_package
 
 
 def gs(*parts) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kfp_spot.packaging import SourceError, prepare_package, sources
+from kfp_spot.packaging import SourceError, sources
 from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
 
 
 @pytest.fixture

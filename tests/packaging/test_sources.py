@@ -8,7 +8,8 @@ import zipfile
 import pytest
 
 from kfp_spot import envcache
-from kfp_spot.packaging import PackagingError, prepare_package
+from kfp_spot.packaging import PackagingError
+from tests.prepare import prepare_package
 
 
 def run_module(info, env_cache, tmp_path):

@@ -15,8 +15,9 @@ import pytest
 from packaging.requirements import Requirement
 
 import kfp_spot
-from kfp_spot.packaging import PackagingError, prepare_package, trainer_dist
+from kfp_spot.packaging import PackagingError, trainer_dist
 from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
 
 
 def _wheel_files(path: Path) -> dict[str, bytes]:
