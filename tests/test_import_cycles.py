@@ -15,6 +15,7 @@ floors of the house.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -59,14 +60,20 @@ def _owner(name: str, known: Iterable[str]) -> str | None:
     return None
 
 
+@functools.cache
+def _parsed(filename: str, source: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The import statements of ``source``: parsed once per worker for the tests that graph the
+    same tree (the layering, cycle and emulator-layering tests); keyed by the text itself."""
+    return tuple(_imports(ast.parse(source, filename=filename)))
+
+
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the modules of ``mods`` it imports (deferred and type-only imports included)."""
     graph: dict[str, set[str]] = {name: set() for name in mods}
     for name, path in mods.items():
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for stmt in _imports(tree):
+        for stmt in _parsed(str(path), path.read_text()):
             targets: list[str] = []
             if isinstance(stmt, ast.Import):
                 targets = [alias.name for alias in stmt.names]
