@@ -183,9 +183,20 @@ def _builds_here(sdist: Path) -> bool:
 
 
 def _host_has_full_kfp_spot() -> bool:
+    return _has_full_kfp_spot(tuple(_host_site_dirs()), _host_fingerprint())
+
+
+@functools.lru_cache(maxsize=4)
+def _has_full_kfp_spot(dirs: tuple[str, ...], fingerprint: tuple[int, ...]) -> bool:
+    """Whether kfp-spot itself is installed in ``dirs``.
+
+    Every distribution's metadata is read, so once per process and state of site-packages
+    (``fingerprint``), not once per environment.
+    """
+    del fingerprint  # part of the cache key only
     return any(
         canonicalize_name(d.metadata["Name"] or "") == "kfp-spot"
-        for d in importlib_metadata.distributions(path=_host_site_dirs())
+        for d in importlib_metadata.distributions(path=list(dirs))
     )
 
 
@@ -462,6 +473,7 @@ def _host_fingerprint() -> tuple[int, ...]:
 class _HostIndex:
     dists: dict[str, importlib_metadata.Distribution]
     owners: dict[tuple[str, ...], frozenset[str]]  # directory -> distributions with files there
+    files: dict[str, list[tuple[str, ...]]]  # distribution -> its files (RECORDs are long)
 
 
 def _files_of(dist: importlib_metadata.Distribution) -> list[tuple[str, ...]]:
@@ -483,15 +495,17 @@ def _host_index(dirs: tuple[str, ...], fingerprint: tuple[int, ...]) -> _HostInd
     del fingerprint  # part of the cache key only: a changed site-packages gets a new index
     dists: dict[str, importlib_metadata.Distribution] = {}
     owners: dict[tuple[str, ...], set[str]] = {}
+    files: dict[str, list[tuple[str, ...]]] = {}
     for dist in importlib_metadata.distributions(path=list(dirs)):
         name = canonicalize_name(dist.metadata["Name"] or "")
         if not name or name in dists:
             continue  # the first one on the path is the one imported
         dists[name] = dist
-        for parts in _files_of(dist):
+        files[name] = _files_of(dist)
+        for parts in files[name]:
             for depth in range(1, len(parts)):
                 owners.setdefault(parts[:depth], set()).add(name)
-    return _HostIndex(dists, {k: frozenset(v) for k, v in owners.items()})
+    return _HostIndex(dists, {k: frozenset(v) for k, v in owners.items()}, files)
 
 
 def _marker_ok(req: Requirement, extras: Iterable[str]) -> bool:
@@ -562,7 +576,7 @@ def link_view(view: Path, names: set[str], index: _HostIndex) -> None:
     for name in sorted(names):
         dist = index.dists[name]
         base = Path(str(dist.locate_file("")))
-        for parts in _files_of(dist):
+        for parts in index.files[name]:
             depth = 1
             while depth < len(parts) and not index.owners.get(parts[:depth], frozenset()) <= names:
                 depth += 1
