@@ -15,19 +15,9 @@ from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
-
-
-def iter_documents(text: str | bytes) -> Iterator[Any]:
-    """Each YAML document of ``text``, parsed lazily: ``next()`` reads only the first.
-
-    Raises:
-        yaml.YAMLError: the text is not YAML (raised when the bad document is reached).
-    """
-    return yaml.safe_load_all(text)
 
 
 def first_document(text: str | bytes) -> Any:
@@ -36,7 +26,7 @@ def first_document(text: str | bytes) -> Any:
     Raises:
         yaml.YAMLError: the first document is not YAML.
     """
-    return next(iter_documents(text), None)
+    return next(yaml.safe_load_all(text), None)
 
 
 def documents(text: str | bytes, name: str | None = None) -> list[Any]:

@@ -194,7 +194,7 @@ def run(
     console = Console()
     try:
         parameters = local.parse_arguments(
-            template or local_run.pipeline_to_run(), _parse_pairs(params, "--param")
+            local_run.pipeline_to_run(template), _parse_pairs(params, "--param")
         )
         refused = {  # source: trained with the example's settings; api_endpoint: ignored
             "source": "a local run takes the package with --source PATH (and its [tool.kfp-spot])",

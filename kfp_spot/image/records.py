@@ -243,7 +243,8 @@ def check_template_images(
     from kfp_spot import yamldocs
 
     with open(template_path, encoding="utf-8") as handle:
-        template = (yamldocs.documents(handle.read(), str(template_path)) or [None])[0] or {}
+        documents = yamldocs.documents(handle.read(), str(template_path))
+    template = (documents[0] if documents else None) or {}
     images = template_images(template)
     records = load_records() if records is None else records
     for image, executors in images.items():
