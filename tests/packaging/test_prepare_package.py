@@ -11,8 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kfp_spot import envcache
+from kfp_spot import envcache, fs
 from kfp_spot.packaging import PackagingError, component_entry, prepare_package
+from kfp_spot.packaging.build import wheel_facts
+from kfp_spot.packaging.entry_points import check_entry_point
 
 
 def sha256(path) -> str:
@@ -212,14 +214,19 @@ def test_an_entry_point_of_a_dependency_or_bound_by_an_import_is_left_to_the_eva
         "def setup():\n    global late\n    late = score\n"
     )
     pyproject = project / "pyproject.toml"
-    text = pyproject.read_text()
-    bound = ("score", "metric", "walrused", "late")
+    pyproject.write_text(
+        pyproject.read_text()
+        + '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.ev:score"\n'
+    )
+    info = prepare_package(str(project), str(tmp_path / "stage"), build_wheel=True)
+    assert info.evaluation_entry_point == "tinytrainer.ev:score"
+    # The others through the check prepare_package ran, on the wheel it built: one build, not
+    # one per entry point (each would build a new tree, only to reach the same function).
+    wheel = Path(str(fs.to_local_path(info.wheel_uri)))
+    facts = wheel_facts(wheel)
+    bound = ("metric", "walrused", "late")
     for entry_point in [*(f"tinytrainer.ev:{n}" for n in bound), "sklearn_ext.ev:score"]:
-        pyproject.write_text(
-            text + f'\n[tool.kfp-spot]\nevaluation-entry-point = "{entry_point}"\n'
-        )
-        info = prepare_package(str(project), str(tmp_path / "stage"))
-        assert info.evaluation_entry_point == entry_point
+        check_entry_point(wheel, facts, entry_point, project)
 
 
 def test_a_package_is_read_before_a_same_named_module_as_python_imports_it(project, tmp_path):
