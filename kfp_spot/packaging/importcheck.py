@@ -4,7 +4,10 @@ The environment is an executor-image environment (:func:`kfp_spot.envcache.creat
 the image's documented libraries, the built package and the other package URIs (the light
 kfp-spot-trainer wheel among them) with their declared dependencies, nothing else from this
 machine. So an import the package needs but neither declares nor gets from the image fails here,
-before a paid job starts, instead of on the training VM. Works offline when the declared
+before a paid job starts, instead of on the training VM. The modules of its own package that the
+job's module imports inside a function (``def main(): from trainer import train``, so that a
+usage error answers before a framework loads) are imported too (:func:`job_modules`): the job
+reaches them on the VM, after its arguments. Works offline when the declared
 requirements are installed here; one that is not is fetched by pip from the configured index, and
 the error says so when that fails.
 """
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kfp_spot import envcache, executors
-from kfp_spot.packaging import pycompat
+from kfp_spot.packaging import imports, pycompat
 from kfp_spot.packaging.errors import ImportCheckError
 
 log = logging.getLogger(__name__)
@@ -87,7 +90,7 @@ def check_import_clean(
             )
         tail = _import_tail(
             python,
-            python_module,
+            job_modules(envcache.site_packages_of(python), python_module),
             Path(tmp),
             "check_import",
             " (does it train at import time? guard that with `if __name__ == '__main__':`)",
@@ -137,7 +140,7 @@ def check_evaluation_import(
                 "evaluation_entry_point",
                 f"the package does not install in kfp-spot's runtime image: {exc}",
             ) from exc
-        tail = _import_tail(python, module, Path(tmp), "evaluation_entry_point")
+        tail = _import_tail(python, [module], Path(tmp), "evaluation_entry_point")
     if tail is not None:
         raise ImportCheckError(
             "evaluation_entry_point",
@@ -148,20 +151,63 @@ def check_evaluation_import(
         )
 
 
+def job_modules(site: Path, module: str) -> list[str]:
+    """``module``, then the modules of its own package it imports (installed in ``site``).
+
+    Transitively, as :func:`kfp_spot.packaging.imports.walk_own_package` follows them. An import
+    inside a function counts (the job runs it once its arguments are parsed); one under a ``try``
+    that catches ``ImportError``, ``if TYPE_CHECKING:`` or an ``if`` on ``sys.version_info`` does
+    not (the code is ready for it to fail), nor does a ``__main__`` module (importing it would
+    run the job).
+    """
+    found = [module]
+
+    def read(name: str, path: Path) -> list[str]:
+        if name not in found and name.rsplit(".", 1)[-1] != "__main__":
+            found.append(name)
+        try:
+            tree = imports.parse(path.read_bytes(), str(path))
+        except (SyntaxError, ValueError):
+            return []  # the import itself reports it, with its line
+        return [
+            entry.name
+            for entry in imports.imported(tree, name, path.name == "__init__.py")
+            if not (entry.optional or entry.version_guarded)
+        ]
+
+    imports.walk_own_package(site, module, read)
+    return found
+
+
+# Each module in turn; a failure after the first says which module of the package it was.
+_IMPORT_EACH = """\
+import importlib, sys, traceback
+modules = {modules!r}
+for name in modules:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        traceback.print_exc()
+        if name != modules[0]:
+            print(f"(importing {{name}}, which {{modules[0]}} imports)", file=sys.stderr)
+        sys.exit(1)
+"""
+
+
 def _import_tail(
-    python: Path, module: str, tmp: Path, field: str, slow_hint: str = ""
+    python: Path, modules: Sequence[str], tmp: Path, field: str, slow_hint: str = ""
 ) -> str | None:
-    """Import ``module`` with ``python`` from an empty directory under ``tmp``, as a job would.
+    """Import ``modules`` in turn with ``python`` from an empty directory under ``tmp``, as a job.
 
     Returns:
-        None when it imports, else the last lines of its output.
+        None when they import, else the last lines of the output.
 
     Raises:
-        ImportCheckError: naming ``field`` when the import does not finish in time.
+        ImportCheckError: naming ``field`` when the imports do not finish in time.
     """
     cwd = tmp / "cwd"
     cwd.mkdir()  # empty: the import must come from the installed package
-    code = f"import importlib; importlib.import_module({module!r})"
+    code = _IMPORT_EACH.format(modules=list(modules))
     try:
         proc = subprocess.run(
             [str(python), "-c", code],
@@ -173,7 +219,7 @@ def _import_tail(
         )
     except subprocess.TimeoutExpired as exc:
         raise ImportCheckError(
-            field, f"importing {module} did not finish in {IMPORT_TIMEOUT_S} s{slow_hint}"
+            field, f"importing {modules[0]} did not finish in {IMPORT_TIMEOUT_S} s{slow_hint}"
         ) from exc
     if proc.returncode == 0:
         return None

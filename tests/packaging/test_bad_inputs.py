@@ -195,6 +195,40 @@ def test_import_check_catches_an_undeclared_dependency(project, staging):
         )
 
 
+def test_import_check_follows_a_module_the_job_imports_inside_a_function(
+    project, staging, tmp_path
+):
+    # The job parses its arguments before it loads its training module (so a usage error is
+    # quick): on the VM that module is imported all the same, and so is what it imports.
+    (project / "tinytrainer" / "task.py").write_text(
+        "def main():\n"
+        "    try:\n"
+        "        from tinytrainer import accel\n"
+        "    except ImportError:\n"
+        "        accel = None\n"
+        "    from tinytrainer import train\n"
+        "    train.run(accel)\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    (project / "tinytrainer" / "accel.py").write_text("import a_module_no_image_holds\n")
+    train = project / "tinytrainer" / "train.py"
+    train.write_text("import sklearn\n\ndef run(accel):\n    pass\n")
+    image = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest"
+    with pytest.raises(
+        ImportCheckError,
+        match=r"(?s)No module named 'sklearn'.*importing tinytrainer.train, which tinytrainer.task "
+        r"imports",
+    ):
+        prepare_package(str(project), str(staging), check_import=True, executor_image_uri=image)
+    # Declared-or-held imports pass; the one under try/except ImportError is left to the job.
+    train.write_text("import json\n\ndef run(accel):\n    pass\n")
+    good = tmp_path / "good"  # not the fixture's staging, which must stay free of packages
+    info = prepare_package(str(project), str(good), check_import=True, executor_image_uri=image)
+    assert info.import_checked
+
+
 def _declare_evaluation(project):
     with (project / "pyproject.toml").open("a") as pyproject:
         pyproject.write(
