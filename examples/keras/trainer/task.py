@@ -10,6 +10,10 @@ The training code is an ordinary ``model.fit``; the only kfp-spot line is the ca
 - on SIGTERM (the preemption notice) it saves after the batch that is running and exits 143;
 - at the end it writes ``model.keras`` to ``$AIP_MODEL_DIR`` (or ``--model-dir``) and exits 0.
 
+This module reads the command line; the training is in ``trainer/train.py``, imported only once
+the arguments are valid: a mistyped flag or ``--help`` answers at once instead of after the
+seconds Keras takes to import.
+
 The same seed gives the same final weights, bit for bit, however often the run was preempted.
 """
 
@@ -17,19 +21,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 
-from kfp_spot import fs
 from kfp_spot.trainer import add_output_dir_arguments, interval_argument, resolve_output_dirs
-from kfp_spot.trainer.integrations.keras import SpotCheckpoint
-from trainer import data
-from trainer.model import build, keras
-
-log = logging.getLogger("trainer.task")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -70,57 +65,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-class Pacing(keras.callbacks.Callback):
-    """Makes each batch last at least ``seconds`` (wakes early on the preemption notice)."""
-
-    def __init__(self, seconds: float, spot: SpotCheckpoint) -> None:
-        super().__init__()
-        self.seconds, self.spot, self._started = seconds, spot, 0.0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self._started = time.monotonic()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.spot.manager.notice.sleep(self.seconds - (time.monotonic() - self._started))
-
-
-def write_model(model: keras.Model, model_dir: str) -> None:
-    """``model.keras`` into ``model_dir`` (local or gs://)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.keras")
-        model.save(path)
-        with open(path, "rb") as handle:
-            fs.atomic_write(fs.join(model_dir, "model.keras"), handle.read())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m trainer.task``."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     args = parse_args(argv)
-    X_train, y_train, _, _ = data.split(args.split_seed)
-    keras.utils.set_random_seed(args.seed)
-    model = build(hidden=args.hidden, dropout=args.dropout, learning_rate=args.learning_rate)
-    spot = SpotCheckpoint(
-        args.checkpoint_dir,
-        interval=args.checkpoint_every,
-        keep_last=args.keep_last,
-        grace_period=args.grace_period,
-    )
-    callbacks = [spot] + ([Pacing(args.batch_seconds, spot)] if args.batch_seconds else [])
-    model.fit(
-        X_train,
-        y_train,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        verbose=2,
-        callbacks=callbacks,
-    )
-    if spot.manager.writer:
-        write_model(model, args.model_dir)
-    print(f"finished {args.epochs} epochs; model written to {args.model_dir}", flush=True)
-    return 0
+    from trainer import train  # Keras: seconds of import, after the arguments are checked
+
+    return train.run(args)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ the saved booster and the remaining rounds:
 
 Without row/column sampling the boosting rounds are deterministic, so a run preempted any number
 of times ends with the same booster, bit for bit, as an uninterrupted one.
+
+This module reads the command line; the training is in ``trainer/train.py``, imported only once
+the arguments are valid: a mistyped flag or ``--help`` answers at once instead of after the
+second or two XGBoost (and the scikit-learn it loads) takes to import.
 """
 
 from __future__ import annotations
@@ -19,17 +23,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from collections.abc import Sequence
 
-import xgboost as xgb
-
-from kfp_spot import fs
 from kfp_spot.trainer import add_output_dir_arguments, interval_argument, resolve_output_dirs
-from kfp_spot.trainer.integrations.xgboost import SpotCheckpoint
-from trainer import data
-
-log = logging.getLogger("trainer.task")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -69,63 +65,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-class Pacing(xgb.callback.TrainingCallback):
-    """Makes each round last at least ``seconds`` (wakes early on the preemption notice)."""
-
-    def __init__(self, seconds: float, spot: SpotCheckpoint) -> None:
-        super().__init__()
-        self.seconds, self.spot, self._started = seconds, spot, 0.0
-
-    def before_iteration(self, model, epoch, evals_log):
-        self._started = time.monotonic()
-        return False
-
-    def after_iteration(self, model, epoch, evals_log):
-        self.spot.manager.notice.sleep(self.seconds - (time.monotonic() - self._started))
-        return False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m trainer.task``."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     args = parse_args(argv)
-    X_train, y_train, _, _ = data.split(args.split_seed)
-    dtrain = xgb.DMatrix(X_train, label=y_train)
-    params = {
-        "objective": "multi:softprob",
-        "num_class": 10,
-        "max_depth": args.max_depth,
-        "eta": args.eta,
-        "tree_method": "hist",
-        "seed": args.seed,
-        "nthread": args.nthread,
-        "eval_metric": "mlogloss",
-    }
-    spot = SpotCheckpoint(
-        args.rounds,
-        args.checkpoint_dir,
-        interval=args.checkpoint_every,
-        keep_last=args.keep_last,
-        grace_period=args.grace_period,
-        params=params,
-    )
-    # Pacing first: the checkpoint callback then sees the round's whole duration.
-    callbacks = ([Pacing(args.round_seconds, spot)] if args.round_seconds else []) + [spot]
-    booster = xgb.train(
-        params,
-        dtrain,
-        num_boost_round=spot.remaining_rounds,
-        xgb_model=spot.booster,
-        evals=[(dtrain, "train")],
-        verbose_eval=10,
-        callbacks=callbacks,
-    )
-    if spot.manager.writer:
-        fs.atomic_write(fs.join(args.model_dir, "model.ubj"), bytes(booster.save_raw("ubj")))
-    print(f"finished {args.rounds} rounds; model written to {args.model_dir}", flush=True)
-    return 0
+    from trainer import train  # XGBoost: a second or two of import, after the arguments
+
+    return train.run(args)
 
 
 if __name__ == "__main__":
