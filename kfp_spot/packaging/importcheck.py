@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kfp_spot import envcache, executors
-from kfp_spot.packaging import imports, pycompat
+from kfp_spot.packaging import pycompat
 from kfp_spot.packaging.errors import ImportCheckError
 
 log = logging.getLogger(__name__)
@@ -83,14 +83,15 @@ def check_import_clean(
                 "check_import",
                 f"the package does not install on {image.image} (Python {image.python}): {exc}",
             ) from exc
-        found = pycompat.problems(envcache.site_packages_of(python), python_module, image.python)
+        site = envcache.site_packages_of(python)
+        found, reached = pycompat.scan(site, python_module, image.python)
         if found:
             raise ImportCheckError(
                 "python_module", pycompat.explain(found, python_module, image.python, image.image)
             )
         tail = _import_tail(
             python,
-            job_modules(envcache.site_packages_of(python), python_module),
+            job_modules(python_module, reached),
             Path(tmp),
             "check_import",
             " (does it train at import time? guard that with `if __name__ == '__main__':`)",
@@ -151,32 +152,17 @@ def check_evaluation_import(
         )
 
 
-def job_modules(site: Path, module: str) -> list[str]:
-    """``module``, then the modules of its own package it imports (installed in ``site``).
+def job_modules(module: str, reached: Sequence[str]) -> list[str]:
+    """What the import check imports: ``module``, then the rest of ``reached``.
 
-    Transitively, as :func:`kfp_spot.packaging.imports.walk_own_package` follows them. An import
-    inside a function counts (the job runs it once its arguments are parsed); one under a ``try``
-    that catches ``ImportError``, ``if TYPE_CHECKING:`` or an ``if`` on ``sys.version_info`` does
-    not (the code is ready for it to fail), nor does a ``__main__`` module (importing it would
-    run the job).
+    ``reached``: the modules of its package that :func:`kfp_spot.packaging.pycompat.scan` read
+    from it, so an import inside a function counts (the job runs it once its arguments are
+    parsed); one under a ``try`` that catches ``ImportError``, ``if TYPE_CHECKING:`` or an ``if``
+    on ``sys.version_info`` does not (the code is ready for it to fail). Never a ``__main__``
+    module: importing it would run the job.
     """
-    found = [module]
-
-    def read(name: str, path: Path) -> list[str]:
-        if name not in found and name.rsplit(".", 1)[-1] != "__main__":
-            found.append(name)
-        try:
-            tree = imports.parse(path.read_bytes(), str(path))
-        except (SyntaxError, ValueError):
-            return []  # the import itself reports it, with its line
-        return [
-            entry.name
-            for entry in imports.imported(tree, name, path.name == "__init__.py")
-            if not (entry.optional or entry.version_guarded)
-        ]
-
-    imports.walk_own_package(site, module, read)
-    return found
+    rest = [n for n in reached if n != module and n.rsplit(".", 1)[-1] != "__main__"]
+    return [module, *rest]
 
 
 # Each module in turn; a failure after the first says which module of the package it was.

@@ -115,15 +115,26 @@ def problems(site: Path, module: str, python: str) -> list[str]:
     Returns:
         One line per problem, ``"trainer/task.py, line 3: ..."``; empty when there is none.
     """
+    return scan(site, module, python)[0]
+
+
+def scan(site: Path, module: str, python: str) -> tuple[list[str], list[str]]:
+    """:func:`problems`, and the modules it read, in reading order.
+
+    Those are the modules of the package the job can reach: ``module``, its parents and, through
+    imports at any depth (inside functions too) that an older Python would not skip, the others.
+    """
     found: list[str] = []
+    reached: list[str] = []
 
     def read(name: str, path: Path) -> list[str]:
+        reached.append(name)
         lines, needed = _read(path, path.relative_to(site).as_posix(), python, name)
         found.extend(lines)
         return needed
 
     imports.walk_own_package(site, module, read)
-    return found
+    return found, reached
 
 
 def explain(found: list[str], module: str, python: str, image: str) -> str:
