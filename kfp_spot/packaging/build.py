@@ -22,12 +22,9 @@ import io
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
-import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -36,7 +33,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from kfp_spot import fs
-from kfp_spot.packaging.archives import UnsafeMemberError, extract_member
+from kfp_spot.packaging import backend
 from kfp_spot.packaging.errors import BuildError
 
 if sys.version_info >= (3, 11):
@@ -49,9 +46,9 @@ log = logging.getLogger(__name__)
 # 1980-01-01: the earliest time a zip file (a wheel) can hold.
 SOURCE_DATE_EPOCH = 315532800
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-_BUILD_TIMEOUT_S = 600
 _DEFAULT_BACKEND_REQUIRES = ("setuptools>=40.8.0",)
-_BUILD_CACHE_FORMAT = "kfp-spot-build/1"
+# 2: hooks see only the build requirements (backend.make_view); a tree that built before may not.
+_BUILD_CACHE_FORMAT = "kfp-spot-build/2"
 
 
 @dataclass(frozen=True)
@@ -149,9 +146,9 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
             return cached
     env = {"SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH), "PYTHONHASHSEED": "0"}
     if unmet:
-        _build_isolated(project, outdir, env, unmet)
+        backend.build_isolated(project, outdir, env, unmet)
     else:
-        _build_here(project, outdir, env)
+        backend.build_here(project, outdir, env, requires)
     sdists = sorted(outdir.glob("*.tar.gz"))
     wheels = sorted(outdir.glob("*.whl"))
     if len(sdists) != 1 or len(wheels) != 1:
@@ -164,92 +161,6 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
     if cache_dir is not None and key:
         _store_build(cache_dir / "builds", key, built)
     return built
-
-
-def _run_step(
-    cmd: Sequence[str], cwd: Path | str | None, env: Mapping[str, str], what: str
-) -> None:
-    """Run one step of a build with ``env`` added, bounded; a failure ends with its output.
-
-    Raises:
-        BuildError: the step failed (``what`` says which, and its exit status) or timed out.
-    """
-    try:
-        proc = subprocess.run(
-            list(cmd),
-            cwd=cwd,
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=_BUILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip().splitlines()
-        raise BuildError(
-            "source",
-            f"the build failed ({what}, exit {proc.returncode})\n" + "\n".join(output[-30:]),
-        )
-
-
-def _build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: list[str]) -> None:
-    """``python -m build``: an isolated environment with the backend from the package index."""
-    what = (
-        f"`python -m build`; the build backend needs {', '.join(unmet)}, which is not installed "
-        "here, so the build ran isolated and needed the package index: install it to build "
-        "offline"
-    )
-    cmd = [sys.executable, "-m", "build", "--outdir", str(outdir), str(project)]
-    _run_step(cmd, project, env, what)
-
-
-def _build_here(project: Path, outdir: Path, env: dict[str, str]) -> None:
-    """The sdist, then a wheel from it, with the backend installed here (no network).
-
-    What ``python -m build --no-isolation --skip-dependency-check`` does, without starting an
-    interpreter for the frontend: each backend hook still runs in a fresh process of its own
-    (PEP 517), and no dependency-check hook runs (a backend missing something at build time
-    still fails, with its own message in the error).
-    """
-    import build as pypa_build
-
-    def run_hook(
-        cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
-    ) -> None:
-        hook = Path(cmd[-2]).name if len(cmd) >= 2 else "hook"
-        _run_step(cmd, cwd, {**env, **(extra_environ or {})}, f"the build backend's {hook} hook")
-
-    try:
-        sdist = Path(pypa_build.ProjectBuilder(project, runner=run_hook).build("sdist", outdir))
-        with tempfile.TemporaryDirectory(prefix="kfp-spot-sdist-") as tmp:
-            pypa_build.ProjectBuilder(_unpack(sdist, Path(tmp)), runner=run_hook).build(
-                "wheel", outdir
-            )
-    except pypa_build.BuildBackendException as exc:  # a hook failed; ours says how
-        if isinstance(exc.exception, BuildError):
-            raise exc.exception from None
-        raise BuildError("source", f"the build failed: {exc}") from None
-    except pypa_build.BuildException as exc:  # the frontend's: e.g. an unreadable build table
-        raise BuildError("source", f"the build failed: {exc}") from None
-
-
-def _unpack(sdist: Path, into: Path) -> Path:
-    """Unpack ``sdist`` into ``into``; returns its one top-level directory."""
-    try:
-        with tarfile.open(sdist) as archive:
-            for member in archive:
-                extract_member(archive, member, into)
-    except (tarfile.TarError, OSError, UnsafeMemberError) as exc:
-        raise BuildError(
-            "source", f"the built sdist {sdist.name} cannot be unpacked: {exc}"
-        ) from None
-    tops = [p for p in into.iterdir() if p.is_dir()]
-    if len(tops) != 1:
-        raise BuildError(
-            "source", f"the built sdist {sdist.name} does not hold one top-level directory"
-        )
-    return tops[0]
 
 
 def build_key(project: Path, requires: list[str]) -> str:

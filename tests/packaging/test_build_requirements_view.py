@@ -1,0 +1,84 @@
+"""A build sees what pip on the training VM gives it: the declared build requirements, nothing else
+installed here; what the project does not declare neither helps nor shapes its archives."""
+
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kfp_spot.packaging.backend import requirement_closure
+from kfp_spot.packaging.build import run_build
+from kfp_spot.packaging.errors import BuildError
+
+PLUGIN = "kfpspot-probe-plugin"
+
+
+def _project(root: Path, requires: list[str], setup_py: str = "") -> Path:
+    root.mkdir(parents=True)
+    quoted = ", ".join(f'"{r}"' for r in requires)
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
+            [build-system]
+            requires = [{quoted}]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "probed"
+            version = "1.0"
+            """)
+    )
+    (root / "probed.py").write_text("VALUE = 1\n")
+    if setup_py:
+        (root / "setup.py").write_text(setup_py)
+    return root
+
+
+def _plugin(root: Path) -> Path:
+    """An installed setuptools plugin: an egg_info writer that leaves probe.txt in the metadata."""
+    info = root / "kfpspot_probe_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (root / "kfpspot_probe.py").write_text(
+        "def write(cmd, basename, filename):\n    cmd.write_file('probe', filename, 'seen')\n"
+    )
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[egg_info.writers]\nprobe.txt = kfpspot_probe:write\n")
+    files = ["kfpspot_probe.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt"))]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
+    return root
+
+
+def _sdist_names(built) -> set[str]:
+    with tarfile.open(built.sdist) as archive:
+        return {Path(name).name for name in archive.getnames()}
+
+
+def test_an_installed_plugin_shapes_the_archives_only_when_declared(tmp_path, monkeypatch):
+    site = _plugin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(site))  # installed, as this interpreter sees it
+    monkeypatch.setenv("PYTHONPATH", str(site))  # and as every process started here would
+    undeclared = run_build(_project(tmp_path / "a", ["setuptools>=61"]), tmp_path / "out-a")
+    assert "probe.txt" not in _sdist_names(undeclared)
+    declared = run_build(_project(tmp_path / "b", ["setuptools>=61", PLUGIN]), tmp_path / "out-b")
+    assert "probe.txt" in _sdist_names(declared)
+
+
+def test_a_setup_py_importing_an_undeclared_module_fails_naming_it_and_the_fix(tmp_path):
+    setup_py = "import yaml\nfrom setuptools import setup\nsetup()\n"
+    with pytest.raises(BuildError) as raised:
+        run_build(_project(tmp_path / "a", ["setuptools>=61"], setup_py), tmp_path / "out-a")
+    message = str(raised.value)
+    assert "No module named 'yaml'" in message
+    assert "'yaml', which none of its build requirements (setuptools>=61)" in message
+    assert "[build-system] requires" in message
+    built = run_build(
+        _project(tmp_path / "b", ["setuptools>=61", "PyYAML"], setup_py), tmp_path / "out-b"
+    )
+    assert built.wheel.name == "probed-1.0-py3-none-any.whl"
+
+
+def test_the_closure_follows_requirements_and_is_none_for_what_is_not_installed():
+    names = {d.metadata["Name"].lower() for d in requirement_closure(["build"]) or []}
+    assert {"build", "packaging", "pyproject_hooks"} <= {n.replace("-", "_") for n in names}
+    assert requirement_closure(["setuptools", "kfp-spot-no-such-distribution"]) is None
+    assert requirement_closure(["not a requirement ["]) is None
