@@ -146,9 +146,9 @@ def missing_module_hint(output: str, requires: list[str]) -> str:
             module = line.split(marker, 1)[1].strip().strip("'\"").split(".")[0]
             return (
                 f"\nThe build imported {module!r}, which none of its build requirements "
-                f"({', '.join(requires)}) provides: pip on the training VM builds the wheel with "
-                "only those installed. Add the distribution that provides it to "
-                "[build-system] requires in pyproject.toml."
+                f"({', '.join(requires) or 'none declared'}) provides: pip on the training VM "
+                "builds the wheel with only those installed. Add the distribution that provides "
+                "it to [build-system] requires in pyproject.toml."
             )
     return ""
 
@@ -158,7 +158,7 @@ def _run_step(
     cwd: Path | str | None,
     env: Mapping[str, str],
     what: str,
-    view_of: Sequence[str] = (),
+    view_of: Sequence[str] | None = None,
 ) -> None:
     """Run one step of a build with ``env`` added, bounded; a failure ends with its output.
 
@@ -181,7 +181,7 @@ def _run_step(
         raise BuildError("source", f"the build did not finish in {_BUILD_TIMEOUT_S} s") from exc
     if proc.returncode != 0:
         output = (proc.stdout + proc.stderr).strip()
-        fix = missing_module_hint(output, list(view_of)) if view_of else ""
+        fix = missing_module_hint(output, list(view_of)) if view_of is not None else ""
         raise BuildError(
             "source",
             f"the build failed ({what}, exit {proc.returncode})\n"
@@ -224,7 +224,7 @@ def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[
             argv, view_env = hook_command(list(cmd), view)
             step_env = {**env, **(extra_environ or {}), **view_env}
             what = f"the build backend's {hook} hook"
-            _run_step(argv, cwd, step_env, what, requires if view else ())
+            _run_step(argv, cwd, step_env, what, requires if view is not None else None)
 
         try:
             sdist = Path(pypa_build.ProjectBuilder(project, runner=run_hook).build("sdist", outdir))
@@ -233,7 +233,15 @@ def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[
         except pypa_build.BuildBackendException as exc:  # a hook failed; ours says how
             if isinstance(exc.exception, BuildError):
                 raise exc.exception from None
-            raise BuildError("source", f"the build failed: {exc}") from None
+            fix = ""
+            if view is not None and type(exc.exception).__name__ == "BackendUnavailable":
+                declared = ", ".join(requires) or "none declared"
+                fix = (
+                    f" It is not among the build requirements ({declared}), the only packages "
+                    "pip on the training VM builds with: add its distribution to [build-system] "
+                    "requires in pyproject.toml."
+                )
+            raise BuildError("source", f"the build failed: {exc}{fix}") from None
         except pypa_build.BuildException as exc:  # the frontend's: e.g. an unreadable build table
             raise BuildError("source", f"the build failed: {exc}") from None
 

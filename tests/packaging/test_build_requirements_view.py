@@ -82,3 +82,12 @@ def test_the_closure_follows_requirements_and_is_none_for_what_is_not_installed(
     assert {"build", "packaging", "pyproject_hooks"} <= {n.replace("-", "_") for n in names}
     assert requirement_closure(["setuptools", "kfp-spot-no-such-distribution"]) is None
     assert requirement_closure(["not a requirement ["]) is None
+
+
+def test_a_backend_the_project_does_not_require_is_named_with_the_fix(tmp_path):
+    with pytest.raises(BuildError) as raised:
+        run_build(_project(tmp_path / "a", []), tmp_path / "out")
+    message = str(raised.value)
+    assert "Backend 'setuptools.build_meta' is not available" in message
+    assert "not among the build requirements (none declared)" in message
+    assert "[build-system] requires" in message
