@@ -7,11 +7,14 @@ module builds here and fails on the VM, and any installed setuptools plugin (an 
 writer, a file finder) shapes the archives, though the build cache's key knows nothing of it
 (transformers' ``kernels`` dependency is one: a third of a second per hook, to write nothing).
 
-:func:`make_view` links the files of the build requirements' installed distributions into one
-directory; the hooks run with ``python -S`` and that directory as their only ``PYTHONPATH``, so
-the standard library and the view are all they import from. Where a view cannot be made (a
-requirement's distribution lists no files, installs a ``.pth`` file, or the file system refuses
-symbolic links) the build sees this environment, as before, and says so in the log.
+:func:`make_view` links the files the build requirements' installed distributions list in their
+``RECORD`` into one directory; each hook starts with a ``sitecustomize`` that takes this
+interpreter's site directories off ``sys.path`` and puts the view on it (pip's isolated builds do
+the same with their own environment), so the standard library and the view are all it imports
+from. What the backend asks for at build time (``get_requires_for_build_*``) joins the view when
+it is installed here. Where a view cannot be made (a requirement or what the backend asks for is
+not installed, a distribution has no ``RECORD``, the file system refuses symbolic links) the
+build sees this environment, as before, and says so in the log.
 
 :func:`build_here` runs the hooks so (the backend is installed here: no network);
 :func:`build_isolated` leaves a backend that is not installed here to ``python -m build``, whose
@@ -29,6 +32,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -40,9 +44,23 @@ log = logging.getLogger(__name__)
 
 _BUILD_TIMEOUT_S = 600
 
-# setuptools installs it to put its own distutils first; setuptools/__init__.py imports the same
-# override itself, so the view (where .pth files are not read) does without it.
-_HARMLESS_PTH = frozenset({"distutils-precedence.pth"})
+# Run by every hook in a view (first on its PYTHONPATH), as pip's isolated builds do: out go this
+# interpreter's site directories and what their .pth files put on sys.path; in goes the view,
+# its own .pth files read. The interpreter, sys.prefix and sysconfig stay this environment's.
+_SITECUSTOMIZE = """\
+import os, site, sys
+
+_view = os.environ.get("KFP_SPOT_BUILD_VIEW")
+if _view:
+    _before, _sites = list(sys.path), list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        _sites.append(site.getusersitepackages())
+    for _dir in _sites:
+        site.addsitedir(_dir, known_paths=set())
+    _added = {os.path.normcase(p) for p in sys.path[len(_before):] + _sites}
+    sys.path[:] = [p for p in _before if os.path.normcase(p) not in _added]
+    site.addsitedir(_view)
+"""
 
 
 def requirement_closure(requires: list[str]) -> list[importlib_metadata.Distribution] | None:
@@ -77,39 +95,42 @@ def requirement_closure(requires: list[str]) -> list[importlib_metadata.Distribu
 
 
 def _top_level_entries(dist: importlib_metadata.Distribution) -> dict[str, Path] | None:
-    """The first path components of ``dist``'s files under its install directory, located."""
-    files = dist.files
-    if files is None:
+    """The first path components of ``dist``'s installed files, located; None when unknown.
+
+    Only a ``RECORD`` says what was installed (an ``.egg-info``'s ``SOURCES.txt`` lists the
+    sources it was built from); a listed entry that is not there makes the list untrustworthy.
+    """
+    if dist.read_text("RECORD") is None:
         return None
     entries: dict[str, Path] = {}
-    for file in files:
-        parts = PurePosixPath(str(file)).parts
-        if not parts or parts[0] == "..":  # scripts, data installed outside the site dir
-            continue
-        top = parts[0]
-        if top.endswith(".pth") and top not in _HARMLESS_PTH:
-            return None  # it changes sys.path at start-up, which the view's hooks skip
-        if top not in _HARMLESS_PTH:
-            entries[top] = Path(str(dist.locate_file(top)))
+    for file in dist.files or []:
+        path = PurePosixPath(str(file))
+        if path.is_absolute() or not path.parts or path.parts[0] in ("..", "__pycache__"):
+            continue  # scripts and data outside the site directory; bytecode stays beside it
+        top = path.parts[0]
+        target = Path(str(dist.locate_file(top)))
+        if not (target.exists() or target.is_symlink()):
+            return None
+        entries[top] = target
     return entries
 
 
 def make_view(requires: list[str], into: Path) -> Path | None:
     """Link the distributions ``requires`` needs into ``into``; returns it, or None (see module).
 
-    Each top-level package, module and ``.dist-info`` directory of those distributions becomes a
-    symbolic link in ``into`` (made if missing) to where it is installed.
+    Each top-level package, module, ``.pth`` file and ``.dist-info`` directory of those
+    distributions becomes a symbolic link in ``into`` (made) to where it is installed.
     """
     closure = requirement_closure(requires)
     if closure is None:
-        log.info("the build sees this environment: a build requirement's metadata is missing")
+        log.info("the build sees this environment: a build requirement is not installed here")
         return None
     links: dict[str, Path] = {}
     for dist in closure:
         entries = _top_level_entries(dist)
         if entries is None:
             log.info(
-                "the build sees this environment: %s lists no files or installs a .pth file",
+                "the build sees this environment: no RECORD of what %s installed",
                 dist.metadata["Name"],
             )
             return None
@@ -118,24 +139,40 @@ def make_view(requires: list[str], into: Path) -> Path | None:
                 log.info("the build sees this environment: two requirements install %s", name)
                 return None
     try:
-        into.mkdir(parents=True, exist_ok=True)
+        into.mkdir(parents=True)
         for name, target in sorted(links.items()):
-            if target.exists():
-                os.symlink(target, into / name, target_is_directory=target.is_dir())
+            os.symlink(target, into / name, target_is_directory=target.is_dir())
+        (into.parent / f"{into.name}-site").mkdir()
+        (into.parent / f"{into.name}-site" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     except OSError as exc:
         log.info("the build sees this environment: no view of its requirements (%s)", exc)
         return None
     return into
 
 
-def hook_command(cmd: list[str], view: Path | None) -> tuple[list[str], dict[str, str]]:
-    """A backend hook's command line and environment to run it with ``view`` as all it imports.
-
-    ``cmd`` is ``[python, script, ...]`` as ``build`` gives it; without a view both stay as given.
-    """
+def hook_env(view: Path | None) -> dict[str, str]:
+    """What a backend hook's environment adds to see only ``view`` (nothing without one)."""
     if view is None:
-        return cmd, {}
-    return [cmd[0], "-S", *cmd[1:]], {"PYTHONPATH": str(view), "PYTHONNOUSERSITE": "1"}
+        return {}
+    return {
+        "PYTHONPATH": str(view.parent / f"{view.name}-site"),
+        "PYTHONNOUSERSITE": "1",
+        "KFP_SPOT_BUILD_VIEW": str(view),
+    }
+
+
+def widened_view(
+    requires: list[str], asked: set[str], static: Path | None, into: Path
+) -> Path | None:
+    """The view for a build step whose backend asked for ``asked`` beyond ``requires``.
+
+    pip on the VM installs what ``get_requires_for_build_*`` returns before it builds: the view
+    holds those too when they are installed here; when one is not, the step sees this whole
+    environment (as before views), never fewer packages than pip would give it.
+    """
+    if static is None or not asked - set(requires):
+        return static
+    return make_view(sorted(set(requires) | asked), into)
 
 
 def missing_module_hint(output: str, requires: list[str]) -> str:
@@ -204,16 +241,16 @@ def build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: list
 def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[str]) -> None:
     """The sdist, then a wheel from it, with the backend installed here (no network).
 
-    What ``python -m build --no-isolation --skip-dependency-check`` does, without starting an
-    interpreter for the frontend: each backend hook still runs in a fresh process of its own
-    (PEP 517), seeing only ``requires`` where :func:`make_view` can make a view
-    of them, and no dependency-check hook runs (a backend missing something at build time still
-    fails, with its own message in the error).
+    What ``python -m build --no-isolation`` does, without starting an interpreter for the
+    frontend: each backend hook runs in a fresh process of its own (PEP 517) that sees only the
+    build requirements where :func:`make_view` can make a view of them: ``requires``, then, for
+    each step, what the backend's ``get_requires_for_build_*`` hook asks for (:func:`widened_view`).
     """
     import build as pypa_build
 
     with tempfile.TemporaryDirectory(prefix="kfp-spot-build-") as tmp:
-        view = make_view(requires, Path(tmp) / "view")
+        static = make_view(requires, Path(tmp) / "view")
+        current = [static]
 
         def run_hook(
             cmd: Sequence[str],
@@ -221,29 +258,47 @@ def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[
             extra_environ: Mapping[str, str] | None = None,
         ) -> None:
             hook = Path(cmd[-2]).name if len(cmd) >= 2 else "hook"
-            argv, view_env = hook_command(list(cmd), view)
-            step_env = {**env, **(extra_environ or {}), **view_env}
+            step_env = {**env, **(extra_environ or {}), **hook_env(current[0])}
             what = f"the build backend's {hook} hook"
-            _run_step(argv, cwd, step_env, what, requires if view is not None else None)
+            _run_step(cmd, cwd, step_env, what, requires if current[0] is not None else None)
+
+        def step(source: Path, distribution: Literal["sdist", "wheel"]) -> Path:
+            builder = pypa_build.ProjectBuilder(source, runner=run_hook)
+            current[0] = static
+            if static is not None:
+                asked = builder.get_requires_for_build(distribution)
+                current[0] = widened_view(
+                    requires, asked, static, static.with_name(f"view-{distribution}")
+                )
+            return Path(builder.build(distribution, outdir))
 
         try:
-            sdist = Path(pypa_build.ProjectBuilder(project, runner=run_hook).build("sdist", outdir))
-            unpacked = unpack_sdist(sdist, Path(tmp) / "sdist")
-            pypa_build.ProjectBuilder(unpacked, runner=run_hook).build("wheel", outdir)
+            sdist = step(project, "sdist")
+            step(unpack_sdist(sdist, Path(tmp) / "sdist"), "wheel")
         except pypa_build.BuildBackendException as exc:  # a hook failed; ours says how
             if isinstance(exc.exception, BuildError):
                 raise exc.exception from None
-            fix = ""
-            if view is not None and type(exc.exception).__name__ == "BackendUnavailable":
-                declared = ", ".join(requires) or "none declared"
-                fix = (
-                    f" It is not among the build requirements ({declared}), the only packages "
-                    "pip on the training VM builds with: add its distribution to [build-system] "
-                    "requires in pyproject.toml."
-                )
+            fix = _unavailable_backend_fix(exc.exception, current[0], requires)
             raise BuildError("source", f"the build failed: {exc}{fix}") from None
         except pypa_build.BuildException as exc:  # the frontend's: e.g. an unreadable build table
             raise BuildError("source", f"the build failed: {exc}") from None
+
+
+def _unavailable_backend_fix(error: BaseException, view: Path | None, requires: list[str]) -> str:
+    """The fix for a backend a view's hook could not import (empty when it is not that)."""
+    if view is None or type(error).__name__ != "BackendUnavailable":
+        return ""
+    backend = getattr(error, "backend_name", None) or ""
+    top = backend.split(":")[0].split(".")[0]
+    if getattr(error, "backend_path", None) or not top:
+        return missing_module_hint(getattr(error, "traceback", "") or "", requires)
+    if (view / top).exists() or (view / f"{top}.py").exists():
+        return missing_module_hint(getattr(error, "traceback", "") or "", requires)
+    return (
+        f" It is not among the build requirements ({', '.join(requires) or 'none declared'}), "
+        "the only packages pip on the training VM builds with: add its distribution to "
+        "[build-system] requires in pyproject.toml."
+    )
 
 
 def unpack_sdist(sdist: Path, into: Path) -> Path:

@@ -145,7 +145,10 @@ def test_invalid_pyproject(project, staging):
 
 def test_build_failure_shows_the_build_output(project, staging):
     (project / "setup.py").write_text("raise SystemExit('setup.py refuses to run')\n")
-    hook_failed = r"the build failed \(the build backend's build_sdist hook, exit 1\)"
+    # setup.py first runs when the backend is asked what it needs to build the sdist
+    hook_failed = (
+        r"the build failed \(the build backend's get_requires_for_build_sdist hook, exit 1\)"
+    )
     with pytest.raises(BuildError, match=rf"(?s){hook_failed}.*refuses to run"):
         prepare_package(str(project), str(staging))
 

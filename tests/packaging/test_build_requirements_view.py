@@ -3,6 +3,7 @@ installed here; what the project does not declare neither helps nor shapes its a
 
 import tarfile
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def _project(root: Path, requires: list[str], setup_py: str = "") -> Path:
     return root
 
 
-def _plugin(root: Path) -> Path:
+def _plugin(root: Path, *, record: bool = True) -> Path:
     """An installed setuptools plugin: an egg_info writer that leaves probe.txt in the metadata."""
     info = root / "kfpspot_probe_plugin-1.0.dist-info"
     info.mkdir(parents=True)
@@ -44,7 +45,8 @@ def _plugin(root: Path) -> Path:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[egg_info.writers]\nprobe.txt = kfpspot_probe:write\n")
     files = ["kfpspot_probe.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt"))]
-    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
+    if record:
+        (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
     return root
 
 
@@ -91,3 +93,36 @@ def test_a_backend_the_project_does_not_require_is_named_with_the_fix(tmp_path):
     assert "Backend 'setuptools.build_meta' is not available" in message
     assert "not among the build requirements (none declared)" in message
     assert "[build-system] requires" in message
+
+
+def test_what_the_backend_asks_for_at_build_time_is_there_as_pip_would_install_it(tmp_path):
+    # setuptools asks for setup_requires through get_requires_for_build_*; pip installs them
+    project = tmp_path / "legacy"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    (project / "probed.py").write_text("VALUE = 1\n")
+    (project / "setup.py").write_text(
+        "import importlib.util\n"
+        "from setuptools import setup\n"
+        "summary = 'unseen'\n"
+        "if importlib.util.find_spec('yaml'):\n"
+        "    import yaml\n"
+        "    summary = yaml.safe_load('x: seen')['x']\n"
+        "setup(name='probed', version='1.0', py_modules=['probed'], description=summary,\n"
+        "      setup_requires=['PyYAML'])\n"
+    )
+    built = run_build(project, tmp_path / "out")
+    with zipfile.ZipFile(built.wheel) as wheel:
+        assert "Summary: seen" in wheel.read("probed-1.0.dist-info/METADATA").decode()
+
+
+def test_a_requirement_without_a_record_of_its_files_builds_in_this_environment(
+    tmp_path, monkeypatch
+):
+    site = _plugin(tmp_path / "site", record=False)  # what was installed is unknown: no view
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    built = run_build(_project(tmp_path / "a", ["setuptools>=61", PLUGIN]), tmp_path / "out")
+    assert "probe.txt" in _sdist_names(built)
