@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 _BUILD_TIMEOUT_S = 600
 
 # Run by every hook in a view (first on its PYTHONPATH), as pip's isolated builds do: out go this
-# interpreter's site directories and what their .pth files put on sys.path; in goes the view,
+# interpreter's site directories and what their .pth files put on sys.path, and, unlike pip, what
+# those .pth files imported or hooked into the import system (editable installs' finders, the
+# namespace packages of -nspkg.pth files), which the VM does not have either; in goes the view,
 # its own .pth files read. The interpreter, sys.prefix and sysconfig stay this environment's.
 _SITECUSTOMIZE = """\
 import os, site, sys
@@ -57,8 +59,28 @@ if _view:
         _sites.append(site.getusersitepackages())
     for _dir in _sites:
         site.addsitedir(_dir, known_paths=set())
-    _added = {os.path.normcase(p) for p in sys.path[len(_before):] + _sites}
-    sys.path[:] = [p for p in _before if os.path.normcase(p) not in _added]
+    _gone = {os.path.normcase(p) for p in sys.path[len(_before):] + _sites}
+    _roots = tuple(g.rstrip(os.sep) + os.sep for g in _gone)
+
+    def _outside(path):
+        path = os.path.normcase(str(path))
+        return path not in _gone and not path.startswith(_roots)
+
+    sys.path[:] = [p for p in _before if _outside(p) and (os.path.isdir(p) or os.path.isfile(p))]
+    _drop = []
+    for _name, _module in list(sys.modules.items()):
+        try:
+            _where = [getattr(_module, "__file__", None) or "", *getattr(_module, "__path__", ())]
+        except (KeyError, TypeError, AttributeError):
+            _where = []
+        if any(w and not _outside(w) for w in _where):
+            _drop.append(_name)
+    for _name in _drop:
+        del sys.modules[_name]
+    _std = ("_frozen_importlib", "_frozen_importlib_external", "zipimport")
+    sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "__module__", "") in _std]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if getattr(h, "__module__", "") in _std]
+    sys.path_importer_cache.clear()
     site.addsitedir(_view)
 """
 

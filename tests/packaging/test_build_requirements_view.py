@@ -126,3 +126,12 @@ def test_a_requirement_without_a_record_of_its_files_builds_in_this_environment(
     monkeypatch.setenv("PYTHONPATH", str(site))
     built = run_build(_project(tmp_path / "a", ["setuptools>=61", PLUGIN]), tmp_path / "out")
     assert "probe.txt" in _sdist_names(built)
+
+
+@pytest.mark.parametrize("module", ["google.protobuf", "kfp_spot"])
+def test_what_this_environment_hooks_into_imports_is_not_there_either(tmp_path, module):
+    # google: a namespace package a -nspkg.pth file imports at start-up; kfp_spot: installed here
+    # in editable mode (an import hook on sys.meta_path) or as a package. pip on the VM has neither.
+    setup_py = f"import {module}\nfrom setuptools import setup\nsetup()\n"
+    with pytest.raises(BuildError, match=r"No module named '(google|kfp_spot)'"):
+        run_build(_project(tmp_path / "a", ["setuptools>=61"], setup_py), tmp_path / "out")
