@@ -253,7 +253,14 @@ def test_a_rerun_launcher_adopts_the_job_in_the_second_region_and_cancels_it_the
         emu.set_spot_capacity(REGIONS[0], available=False, refusal="QUOTA")
         first = _start(emu, trainer_package, task_dir)
         try:
-            _wait(lambda: _jobs(emu) == [(REGIONS[1], "JOB_STATE_RUNNING")])
+            # Killed once it has recorded the job: the emulator may run it before the launcher
+            # has read the create's answer, and a kill in between leaves no gcp_resources.
+            _wait(
+                lambda: (
+                    _jobs(emu) == [(REGIONS[1], "JOB_STATE_RUNNING")]
+                    and (task_dir / "gcp_resources").exists()
+                )
+            )
             first.send_signal(signal.SIGKILL)
             first.communicate(timeout=60)
         finally:
