@@ -164,12 +164,17 @@ def make_view(requires: list[str], into: Path) -> Path | None:
         into.mkdir(parents=True)
         for name, target in sorted(links.items()):
             os.symlink(target, into / name, target_is_directory=target.is_dir())
-        (into.parent / f"{into.name}-site").mkdir()
-        (into.parent / f"{into.name}-site" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+        _site_dir(into).mkdir()
+        (_site_dir(into) / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     except OSError as exc:
         log.info("the build sees this environment: no view of its requirements (%s)", exc)
         return None
     return into
+
+
+def _site_dir(view: Path) -> Path:
+    """Where ``view``'s ``sitecustomize.py`` is: beside it, so the view itself holds none."""
+    return view.with_name(f"{view.name}-site")
 
 
 def hook_env(view: Path | None) -> dict[str, str]:
@@ -177,24 +182,26 @@ def hook_env(view: Path | None) -> dict[str, str]:
     if view is None:
         return {}
     return {
-        "PYTHONPATH": str(view.parent / f"{view.name}-site"),
+        "PYTHONPATH": str(_site_dir(view)),
         "PYTHONNOUSERSITE": "1",
         "KFP_SPOT_BUILD_VIEW": str(view),
     }
 
 
-def widened_view(
-    requires: list[str], asked: set[str], static: Path | None, into: Path
-) -> Path | None:
+def widened_view(requires: list[str], asked: set[str], static: Path, into: Path) -> Path | None:
     """The view for a build step whose backend asked for ``asked`` beyond ``requires``.
 
     pip on the VM installs what ``get_requires_for_build_*`` returns before it builds: the view
     holds those too when they are installed here; when one is not, the step sees this whole
     environment (as before views), never fewer packages than pip would give it.
     """
-    if static is None or not asked - set(requires):
+    if not asked - set(requires):
         return static
     return make_view(sorted(set(requires) | asked), into)
+
+
+def _declared(requires: list[str]) -> str:
+    return ", ".join(requires) or "none declared"
 
 
 def missing_module_hint(output: str, requires: list[str]) -> str:
@@ -205,7 +212,7 @@ def missing_module_hint(output: str, requires: list[str]) -> str:
             module = line.split(marker, 1)[1].strip().strip("'\"").split(".")[0]
             return (
                 f"\nThe build imported {module!r}, which none of its build requirements "
-                f"({', '.join(requires) or 'none declared'}) provides: pip on the training VM "
+                f"({_declared(requires)}) provides: pip on the training VM "
                 "builds the wheel with only those installed. Add the distribution that provides "
                 "it to [build-system] requires in pyproject.toml."
             )
@@ -312,12 +319,12 @@ def _unavailable_backend_fix(error: BaseException, view: Path | None, requires: 
         return ""
     backend = getattr(error, "backend_name", None) or ""
     top = backend.split(":")[0].split(".")[0]
-    if getattr(error, "backend_path", None) or not top:
-        return missing_module_hint(getattr(error, "traceback", "") or "", requires)
-    if (view / top).exists() or (view / f"{top}.py").exists():
+    in_tree = bool(getattr(error, "backend_path", None))
+    if in_tree or not top or (view / top).exists() or (view / f"{top}.py").exists():
+        # the backend is there: something it imports is not
         return missing_module_hint(getattr(error, "traceback", "") or "", requires)
     return (
-        f" It is not among the build requirements ({', '.join(requires) or 'none declared'}), "
+        f" It is not among the build requirements ({_declared(requires)}), "
         "the only packages pip on the training VM builds with: add its distribution to "
         "[build-system] requires in pyproject.toml."
     )
