@@ -6,10 +6,11 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
   prepare_package's import check) hold what the prebuilt image holds plus what the package URIs
   install, nothing else, as on Vertex AI. The image's documented libraries (its profile in
   :mod:`kfp_spot.executors`) and the packages' declared requirements come from this machine's
-  site-packages through an allowlisted *view*: a directory of symlinks to exactly those
-  distributions and their own dependencies, named in the venv's ``.pth``. Everything else
-  installed here (kfp, kfp_spot, the Google Cloud SDK) is not importable, so a job that imports
-  what its image and packages do not provide fails here as it would on the VM. A declared
+  site-packages through an allowlisted *view* (:mod:`kfp_spot.siteview`): a directory of symlinks
+  to exactly those distributions and their own dependencies, named in the venv's ``.pth``.
+  Everything else installed here (kfp, kfp_spot, the Google Cloud SDK, the other parts of the
+  ``google`` namespace) is not importable, so a job that imports what its image and packages do
+  not provide fails here as it would on the VM. A declared
   requirement this machine does not have (or not in a version that satisfies it) is installed by
   pip from the package index, as on the VM. Symlinks instead of installs keep environment creation
   under a few seconds with NumPy and scikit-learn in the image.
@@ -28,8 +29,9 @@ wheel built without isolation is kept under ``<cache>/wheels`` by the sdist's sh
 interpreter and the build requirements' versions: the job's environment and the evaluation's
 install the same sdist, and prepare_package built its wheel already (:func:`remember_wheel`).
 
-Why one module: the two kinds of environment share the cache key, the wheel build, the install and
-the host index; the allowlisted view is the reason this module exists and is about half of it.
+Why one module: the two kinds of environment share the cache key, the wheel build and the install;
+what goes into an executor-image environment's view is decided here, the view itself is made by
+:mod:`kfp_spot.siteview`, which the build hooks' views share.
 """
 
 from __future__ import annotations
@@ -43,25 +45,23 @@ import hashlib
 import logging
 import os
 import shutil
-import site
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tempfile
 import time
 import venv
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from kfp_spot import executors, fs
+from kfp_spot import executors, fs, siteview
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,14 +111,6 @@ def fetch(uri: str, dest_dir: str | os.PathLike[str]) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     filesystem.get(path, str(dest))
     return dest
-
-
-def _host_site_dirs() -> list[str]:
-    dirs = list(site.getsitepackages())
-    purelib = sysconfig.get_paths()["purelib"]
-    if purelib not in dirs:
-        dirs.append(purelib)
-    return [d for d in dirs if os.path.isdir(d)]
 
 
 def _env_python(env_dir: Path) -> Path:
@@ -183,7 +175,7 @@ def _builds_here(sdist: Path) -> bool:
 
 
 def _host_has_full_kfp_spot() -> bool:
-    return _has_full_kfp_spot(tuple(_host_site_dirs()), _host_fingerprint())
+    return _has_full_kfp_spot(tuple(siteview.site_dirs()), _host_fingerprint())
 
 
 @functools.lru_cache(maxsize=4)
@@ -251,7 +243,7 @@ def package_env(
             local = [p for p in local if p not in skipped]
         # The environment links into this interpreter's site-packages, so it belongs to this
         # host environment as much as to the packages: another venv sharing the cache gets its own.
-        identity = [sys.version, sys.prefix, *_host_site_dirs()]
+        identity = [sys.version, sys.prefix, *siteview.site_dirs()]
         if image is not None:
             identity += ["image", image.uri, *image.packages, *provided]
             identity += map(str, _host_fingerprint())
@@ -305,7 +297,7 @@ def _create_host_view(env_dir: Path, packages: Sequence[Path], wheel_cache: Path
     purelib = site_packages_of(python)
     # addsitedir appends the host's site-packages after the env's own (the package's files win)
     # and also runs the .pth files there, which editable installs of the host rely on.
-    lines = [f"import site; site.addsitedir({d!r})" for d in _host_site_dirs()]
+    lines = [f"import site; site.addsitedir({d!r})" for d in siteview.site_dirs()]
     Path(purelib, "_kfp_spot_host.pth").write_text("\n".join(lines) + "\n")
     if any(not p.name.endswith(".whl") and not _builds_here(p) for p in packages):
         # isolated where it must be
@@ -466,131 +458,21 @@ def _python_ok(requires_python: str, python: str) -> bool:
 
 def _host_fingerprint() -> tuple[int, ...]:
     # A site-packages directory's mtime changes when a distribution is added or removed.
-    return tuple(os.stat(d).st_mtime_ns for d in _host_site_dirs())
-
-
-@dataclass(frozen=True)
-class _HostIndex:
-    dists: dict[str, importlib_metadata.Distribution]
-    owners: dict[tuple[str, ...], frozenset[str]]  # directory -> distributions with files there
-    files: dict[str, list[tuple[str, ...]]]  # distribution -> its files (RECORDs are long)
+    return tuple(os.stat(d).st_mtime_ns for d in siteview.site_dirs())
 
 
 def _files_of(dist: importlib_metadata.Distribution) -> list[tuple[str, ...]]:
-    out = []
-    files = dist.files
-    if files is None:  # no RECORD: its metadata directory and declared top-level names
-        top = (dist.read_text("top_level.txt") or "").split()
-        meta_dir = Path(str(getattr(dist, "_path", ""))).name
-        return [(name,) for name in [*top, meta_dir] if name]
-    for file in files:
-        parts = PurePosixPath(str(file)).parts
-        if parts and parts[0] not in ("..", "/") and "__pycache__" not in parts:
-            out.append(parts)
-    return out
+    """``dist``'s installed files, as :func:`kfp_spot.siteview.link` takes them.
 
-
-@functools.lru_cache(maxsize=4)
-def _host_index(dirs: tuple[str, ...], fingerprint: tuple[int, ...]) -> _HostIndex:
-    del fingerprint  # part of the cache key only: a changed site-packages gets a new index
-    dists: dict[str, importlib_metadata.Distribution] = {}
-    owners: dict[tuple[str, ...], set[str]] = {}
-    files: dict[str, list[tuple[str, ...]]] = {}
-    for dist in importlib_metadata.distributions(path=list(dirs)):
-        name = canonicalize_name(dist.metadata["Name"] or "")
-        if not name or name in dists:
-            continue  # the first one on the path is the one imported
-        dists[name] = dist
-        files[name] = _files_of(dist)
-        for parts in files[name]:
-            for depth in range(1, len(parts)):
-                owners.setdefault(parts[:depth], set()).add(name)
-    return _HostIndex(dists, {k: frozenset(v) for k, v in owners.items()}, files)
-
-
-def _marker_ok(req: Requirement, extras: Iterable[str]) -> bool:
-    if req.marker is None:
-        return True
-    return any(req.marker.evaluate({"extra": e}) for e in (*extras, ""))
-
-
-def host_closure(
-    requirements: Iterable[str], index: _HostIndex | None = None, *, check_versions: bool = True
-) -> tuple[set[str], list[str]]:
-    """Distributions installed here that ``requirements`` need, transitively.
-
-    Args:
-        requirements: PEP 508 strings.
-        index: this host's distributions (default: computed).
-        check_versions: a top-level requirement whose installed version does not satisfy its
-            specifier counts as missing (pip installs the right one); transitive requirements
-            are taken as installed (pip resolved them here).
-
-    Returns:
-        ``(canonical names present here, requirement strings missing here)``.
+    Without a ``RECORD`` (an old install), its top-level names and its metadata directory, each
+    linked whole: the image has the distribution, whatever its files are.
     """
-    index = index or _host_index(tuple(_host_site_dirs()), _host_fingerprint())
-    queue: list[tuple[str, bool]] = [(text, check_versions) for text in requirements]
-    found: set[str] = set()
-    done: set[tuple[str, tuple[str, ...]]] = set()
-    missing: list[str] = []
-    while queue:
-        text, check = queue.pop()
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if not _marker_ok(req, ()):
-            continue
-        name = canonicalize_name(req.name)
-        extras = tuple(sorted(req.extras))
-        dist = index.dists.get(name)
-        if dist is None or (
-            check and req.specifier and not req.specifier.contains(dist.version, prereleases=True)
-        ):
-            missing.append(text)
-            continue
-        if (name, extras) in done:
-            continue
-        done.add((name, extras))
-        found.add(name)
-        for sub in dist.requires or []:
-            try:
-                sub_req = Requirement(sub)
-            except InvalidRequirement:
-                continue
-            if _marker_ok(sub_req, extras):
-                queue.append((sub, False))
-    return found, sorted(set(missing))
-
-
-def link_view(view: Path, names: set[str], index: _HostIndex) -> None:
-    """Symlink exactly the distributions ``names`` of this host into ``view``.
-
-    A top-level entry (``numpy/``, ``six.py``, ``numpy-2.4.dist-info/``) is linked whole when
-    every distribution with files in it is allowed; a shared one (the ``google/`` namespace) is a
-    real directory whose entries are linked by the same rule, so a namespace package exposes only
-    its allowed parts.
-    """
-    linked: set[tuple[str, ...]] = set()
-    for name in sorted(names):
-        dist = index.dists[name]
-        base = Path(str(dist.locate_file("")))
-        for parts in index.files[name]:
-            depth = 1
-            while depth < len(parts) and not index.owners.get(parts[:depth], frozenset()) <= names:
-                depth += 1
-            prefix = parts[:depth]
-            if any(prefix[:i] in linked for i in range(1, depth + 1)):
-                continue
-            source = base.joinpath(*prefix)
-            if not os.path.lexists(source):
-                continue
-            target = view.joinpath(*prefix)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not os.path.lexists(target):
-                target.symlink_to(source)
-            linked.add(prefix)
+    files = siteview.recorded_files(dist)
+    if files is not None:
+        return files
+    top = (dist.read_text("top_level.txt") or "").split()
+    meta_dir = Path(str(getattr(dist, "_path", ""))).name
+    return [(name,) for name in [*top, meta_dir] if name]
 
 
 def create_image_env(
@@ -635,17 +517,19 @@ def create_image_env(
                     f"{meta.requires_python!r}"
                 )
         own = {canonicalize_name(m.name) for m in metas}
-        index = _host_index(tuple(_host_site_dirs()), _host_fingerprint())
-        allowed, _ = host_closure([*image.package_names, *provided], index, check_versions=False)
+        installed = siteview.Installed()
+        profile = [*image.package_names, *provided]
+        allowed = siteview.closure(profile, installed, check_versions=False).found
         declared = [r for m in metas for r in m.requires if _requirement_name(r) not in own]
-        wanted, _ = host_closure(declared, index)
-        allowed |= wanted
-        allowed -= own  # the packages' own files, never the host's copy
+        allowed.update(siteview.closure(declared, installed).found)
+        for name in own:  # the packages' own files, never the host's copy
+            allowed.pop(name, None)
         venv.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=False).create(env_dir)
         python = _env_python(env_dir)
         view = env_dir / _VIEW
-        view.mkdir()
-        link_view(view, allowed, index)
+        missing = siteview.link(view, [(d, _files_of(d)) for d in allowed.values()])
+        if missing:
+            log.debug("not installed here, so not in the view: %s", ", ".join(map(str, missing)))
         # After the env's own site-packages: an installed package wins over the view's copy.
         Path(site_packages_of(python), "_kfp_spot_image.pth").write_text(
             f"import site; site.addsitedir({str(view)!r})\n"

@@ -25,8 +25,9 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
         "foundations",
         frozenset({"kfp_spot", "fs", "version", "artifacts", "executors", "machines", "yamldocs"}),
     ),
-    # Environments: package venvs and the runtime image (Vertex's submission checks the image).
-    ("environments", frozenset({"envcache", "image"})),
+    # Environments: package venvs, views of installed distributions, the runtime image (Vertex's
+    # submission checks the image).
+    ("environments", frozenset({"envcache", "image", "siteview"})),
     # The contracts: Vertex AI's rules and limits; every file format of a checkpoint root.
     ("contracts", frozenset({"vertex", "checkpoints"})),
     # Reading against a contract: a component's inputs, what a checkpoint root holds.

@@ -8,13 +8,15 @@ writer, a file finder) shapes the archives, though the build cache's key knows n
 (transformers' ``kernels`` dependency is one: a third of a second per hook, to write nothing).
 
 :func:`make_view` links the files the build requirements' installed distributions list in their
-``RECORD`` into one directory; each hook starts with a ``sitecustomize`` that takes this
-interpreter's site directories off ``sys.path`` and puts the view on it (pip's isolated builds do
-the same with their own environment), so the standard library and the view are all it imports
-from. What the backend asks for at build time (``get_requires_for_build_*``) joins the view when
-it is installed here. Where a view cannot be made (a requirement or what the backend asks for is
-not installed, a distribution has no ``RECORD``, the file system refuses symbolic links) the
-build sees this environment, as before, and says so in the log.
+``RECORD`` into one directory (:mod:`kfp_spot.siteview`, as the emulator's job environments do:
+of a namespace such as ``google/`` only the requirements' parts); each hook starts with a
+``sitecustomize`` that takes this interpreter's site directories off ``sys.path`` and puts the
+view on it (pip's isolated builds do the same with their own environment), so the standard
+library and the view are all it imports from. What the backend asks for at build time
+(``get_requires_for_build_*``) joins the view when it is installed here. Where a view cannot be
+made (a requirement or what the backend asks for is not installed, a distribution has no
+``RECORD`` or lists a file that is not there, the file system refuses symbolic links) the build
+sees this environment, as before, and says so in the log.
 
 :func:`build_here` runs the hooks so (the backend is installed here: no network);
 :func:`build_isolated` leaves a backend that is not installed here to ``python -m build``, whose
@@ -30,13 +32,10 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
-from importlib import metadata as importlib_metadata
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
+from kfp_spot import siteview
 from kfp_spot.packaging.archives import UnsafeMemberError, extract_member
 from kfp_spot.packaging.errors import BuildError
 
@@ -85,85 +84,34 @@ if _view:
 """
 
 
-def requirement_closure(requires: list[str]) -> list[importlib_metadata.Distribution] | None:
-    """The installed distributions ``requires`` needs, their own requirements included.
-
-    Markers are evaluated for this interpreter, extras as requested. None when a requirement is
-    unreadable or not installed here (the build then runs as it would have without a view).
-    """
-    found: dict[str, importlib_metadata.Distribution] = {}
-    extras_done: set[tuple[str, str]] = set()
-    todo: list[tuple[str, str]] = [(text, "") for text in requires]
-    while todo:
-        text, extra = todo.pop()
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            return None
-        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
-            continue
-        name = canonicalize_name(req.name)
-        if name not in found:
-            try:
-                found[name] = importlib_metadata.distribution(req.name)
-            except importlib_metadata.PackageNotFoundError:
-                return None
-            todo.extend((dep, "") for dep in found[name].requires or [])
-        for wanted in req.extras:
-            if (name, wanted) not in extras_done:
-                extras_done.add((name, wanted))
-                todo.extend((dep, wanted) for dep in found[name].requires or [])
-    return list(found.values())
-
-
-def _top_level_entries(dist: importlib_metadata.Distribution) -> dict[str, Path] | None:
-    """The first path components of ``dist``'s installed files, located; None when unknown.
-
-    Only a ``RECORD`` says what was installed (an ``.egg-info``'s ``SOURCES.txt`` lists the
-    sources it was built from); a listed entry that is not there makes the list untrustworthy.
-    """
-    if dist.read_text("RECORD") is None:
-        return None
-    entries: dict[str, Path] = {}
-    for file in dist.files or []:
-        path = PurePosixPath(str(file))
-        if path.is_absolute() or not path.parts or path.parts[0] in ("..", "__pycache__"):
-            continue  # scripts and data outside the site directory; bytecode stays beside it
-        top = path.parts[0]
-        target = Path(str(dist.locate_file(top)))
-        if not (target.exists() or target.is_symlink()):
-            return None
-        entries[top] = target
-    return entries
-
-
 def make_view(requires: list[str], into: Path) -> Path | None:
     """Link the distributions ``requires`` needs into ``into``; returns it, or None (see module).
 
-    Each top-level package, module, ``.pth`` file and ``.dist-info`` directory of those
-    distributions becomes a symbolic link in ``into`` (made) to where it is installed.
+    The installed files of those distributions, as their ``RECORD`` lists them, are linked by
+    :func:`kfp_spot.siteview.link`, looked up on this interpreter's ``sys.path``.
     """
-    closure = requirement_closure(requires)
-    if closure is None:
-        log.info("the build sees this environment: a build requirement is not installed here")
+    needed = siteview.closure(requires, siteview.Installed(sys.path), check_versions=False)
+    if needed.missing or needed.unreadable:
+        log.info(
+            "the build sees this environment: %s not installed here",
+            ", ".join(needed.unreadable + needed.missing),
+        )
         return None
-    links: dict[str, Path] = {}
-    for dist in closure:
-        entries = _top_level_entries(dist)
-        if entries is None:
+    listed = []
+    for dist in needed.found.values():
+        files = siteview.recorded_files(dist)
+        if files is None:
             log.info(
                 "the build sees this environment: no RECORD of what %s installed",
                 dist.metadata["Name"],
             )
             return None
-        for name, target in entries.items():
-            if links.setdefault(name, target) != target:
-                log.info("the build sees this environment: two requirements install %s", name)
-                return None
+        listed.append((dist, files))
     try:
-        into.mkdir(parents=True)
-        for name, target in sorted(links.items()):
-            os.symlink(target, into / name, target_is_directory=target.is_dir())
+        missing = siteview.link(into, listed)
+        if missing:
+            log.info("the build sees this environment: %s is listed but not installed", missing[0])
+            return None
         _site_dir(into).mkdir()
         (_site_dir(into) / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     except OSError as exc:

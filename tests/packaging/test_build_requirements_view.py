@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from kfp_spot.packaging.backend import requirement_closure
 from kfp_spot.packaging.build import run_build
 from kfp_spot.packaging.errors import BuildError
 
@@ -79,13 +78,6 @@ def test_a_setup_py_importing_an_undeclared_module_fails_naming_it_and_the_fix(t
     assert built.wheel.name == "probed-1.0-py3-none-any.whl"
 
 
-def test_the_closure_follows_requirements_and_is_none_for_what_is_not_installed():
-    names = {d.metadata["Name"].lower() for d in requirement_closure(["build"]) or []}
-    assert {"build", "packaging", "pyproject_hooks"} <= {n.replace("-", "_") for n in names}
-    assert requirement_closure(["setuptools", "kfp-spot-no-such-distribution"]) is None
-    assert requirement_closure(["not a requirement ["]) is None
-
-
 def test_a_backend_the_project_does_not_require_is_named_with_the_fix(tmp_path):
     with pytest.raises(BuildError) as raised:
         run_build(_project(tmp_path / "a", []), tmp_path / "out")
@@ -126,6 +118,20 @@ def test_a_requirement_without_a_record_of_its_files_builds_in_this_environment(
     monkeypatch.setenv("PYTHONPATH", str(site))
     built = run_build(_project(tmp_path / "a", ["setuptools>=61", PLUGIN]), tmp_path / "out")
     assert "probe.txt" in _sdist_names(built)
+
+
+def test_of_a_shared_namespace_the_build_sees_only_its_requirements_part(tmp_path):
+    # protobuf installs into google/, as the Google Cloud libraries installed here do
+    setup_py = (
+        "import google.protobuf\nimport google.api_core\nfrom setuptools import setup\nsetup()\n"
+    )
+    with pytest.raises(BuildError, match=r"No module named 'google.api_core'"):
+        run_build(
+            _project(tmp_path / "a", ["setuptools>=61", "protobuf"], setup_py), tmp_path / "o"
+        )
+    declared = ["setuptools>=61", "protobuf", "google-api-core"]
+    built = run_build(_project(tmp_path / "b", declared, setup_py), tmp_path / "out-b")
+    assert built.wheel.name == "probed-1.0-py3-none-any.whl"
 
 
 @pytest.mark.parametrize("module", ["google.protobuf", "kfp_spot"])
