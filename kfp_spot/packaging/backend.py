@@ -35,6 +35,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from kfp_spot import siteview
 from kfp_spot.packaging.archives import UnsafeMemberError, extract_member
 from kfp_spot.packaging.errors import BuildError
@@ -215,19 +218,26 @@ def build_isolated(project: Path, outdir: Path, env: dict[str, str], unmet: list
     _run_step(cmd, project, env, what)
 
 
-def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[str]) -> None:
+def build_here(
+    project: Path, outdir: Path, env: dict[str, str], requires: list[str]
+) -> dict[str, str]:
     """The sdist, then a wheel from it, with the backend installed here (no network).
 
     What ``python -m build --no-isolation`` does, without starting an interpreter for the
     frontend: each backend hook runs in a fresh process of its own (PEP 517) that sees only the
     build requirements where :func:`make_view` can make a view of them: ``requires``, then, for
     each step, what the backend's ``get_requires_for_build_*`` hook asks for (:func:`widened_view`).
+
+    Returns:
+        What the backend asked for beyond ``requires``: canonical name -> the version installed
+        here ("" where none is; empty where no view was made and nothing was asked).
     """
     import build as pypa_build
 
     with tempfile.TemporaryDirectory(prefix="kfp-spot-build-") as tmp:
         static = make_view(requires, Path(tmp) / "view")
         current = [static]
+        asked_for: dict[str, str] = {}
 
         def run_hook(
             cmd: Sequence[str],
@@ -244,6 +254,7 @@ def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[
             current[0] = static
             if static is not None:
                 asked = builder.get_requires_for_build(distribution)
+                asked_for.update(installed_versions(asked - set(requires)))
                 current[0] = widened_view(
                     requires, asked, static, static.with_name(f"view-{distribution}")
                 )
@@ -259,6 +270,22 @@ def build_here(project: Path, outdir: Path, env: dict[str, str], requires: list[
             raise BuildError("source", f"the build failed: {exc}{fix}") from None
         except pypa_build.BuildException as exc:  # the frontend's: e.g. an unreadable build table
             raise BuildError("source", f"the build failed: {exc}") from None
+    return asked_for
+
+
+def installed_versions(requirements: set[str]) -> dict[str, str]:
+    """Canonical name -> the version installed here ("" where none is) of each requirement."""
+    installed = siteview.Installed(sys.path)
+    out = {}
+    for text in requirements:
+        try:
+            name = Requirement(text).name
+        except InvalidRequirement:
+            out[text] = ""  # not a requirement pip could install either
+            continue
+        dist = installed.get(name)
+        out[canonicalize_name(name)] = "" if dist is None else dist.version
+    return out
 
 
 def _unavailable_backend_fix(error: BaseException, view: Path | None, requires: list[str]) -> str:

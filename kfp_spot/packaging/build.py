@@ -8,8 +8,9 @@ gives the same bytes and therefore the same sha256.
 
 Given a cache directory, :func:`run_build` keeps the normalized archives under
 ``<cache>/builds/<key>``, the key being :func:`build_key` (every file of the tree, this
-interpreter, the versions of ``build`` and of the build backend): the same source built again with
-the same tools is copied from there instead of built. Isolated builds (a backend that is not
+interpreter, the versions of ``build``, of the build requirements and of what they require), with
+what the backend asked for at build time and its versions beside them: the same source built
+again with the same tools is copied from there instead of built. Isolated builds (a backend that is not
 installed here) are never kept: their backend's version is the index's choice.
 """
 
@@ -19,11 +20,13 @@ import email.parser
 import gzip
 import hashlib
 import io
+import json
 import logging
 import os
 import shutil
 import sys
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
@@ -32,7 +35,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from kfp_spot import fs
+from kfp_spot import fs, siteview
 from kfp_spot.packaging import backend
 from kfp_spot.packaging.errors import BuildError
 
@@ -48,7 +51,9 @@ SOURCE_DATE_EPOCH = 315532800
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _DEFAULT_BACKEND_REQUIRES = ("setuptools>=40.8.0",)
 # 2: hooks see only the build requirements (backend.make_view); a tree that built before may not.
-_BUILD_CACHE_FORMAT = "kfp-spot-build/2"
+# 3: the key covers the requirements' own requirements; an entry records what the backend asked for.
+_BUILD_CACHE_FORMAT = "kfp-spot-build/3"
+_ASKED = "asked.json"  # in a cache entry: what the backend asked for -> the version it got
 
 
 @dataclass(frozen=True)
@@ -145,10 +150,11 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
             log.info("the same source was built before with the same tools: %s", key)
             return cached
     env = {"SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH), "PYTHONHASHSEED": "0"}
+    asked: dict[str, str] = {}
     if unmet:
         backend.build_isolated(project, outdir, env, unmet)
     else:
-        backend.build_here(project, outdir, env, requires)
+        asked = backend.build_here(project, outdir, env, requires)
     sdists = sorted(outdir.glob("*.tar.gz"))
     wheels = sorted(outdir.glob("*.whl"))
     if len(sdists) != 1 or len(wheels) != 1:
@@ -159,7 +165,7 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
     normalize_wheel(wheels[0])
     built = BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet))
     if cache_dir is not None and key:
-        _store_build(cache_dir / "builds", key, built)
+        _store_build(cache_dir / "builds", key, built, asked)
     return built
 
 
@@ -167,8 +173,10 @@ def build_key(project: Path, requires: list[str]) -> str:
     """What a build of ``project`` depends on, as a digest: every file, the builders' versions.
 
     Each file's path, content and executable bit (symlinks by their target), this interpreter,
-    the versions of ``build`` and of every build requirement installed here, and the fixed
-    ``SOURCE_DATE_EPOCH``; never modification times, which the normalized archives do not hold.
+    the versions of ``build``, of every build requirement installed here and of what they
+    require in turn, and the fixed ``SOURCE_DATE_EPOCH``; never modification times, which the
+    normalized archives do not hold. What the backend asks for at build time is known only
+    once it runs: a cache entry records it (:func:`_cached_build` checks it).
     """
     digest = hashlib.sha256()
 
@@ -182,6 +190,9 @@ def build_key(project: Path, requires: list[str]) -> str:
         except (InvalidRequirement, importlib_metadata.PackageNotFoundError):
             installed = ""
         add("builder", name, installed)
+    needed = siteview.closure(requires, siteview.Installed(sys.path), check_versions=False)
+    for name, dist in sorted(needed.found.items()):
+        add("needed", name, dist.version)
     for path in sorted(project.rglob("*"), key=lambda p: p.relative_to(project).parts):
         relative = path.relative_to(project).as_posix()
         if path.is_symlink():
@@ -195,22 +206,33 @@ def build_key(project: Path, requires: list[str]) -> str:
 
 
 def _cached_build(entry: Path, outdir: Path) -> BuiltFiles | None:
-    """The archives of an earlier build from ``entry``, copied into ``outdir``; None: no hit."""
+    """The archives of an earlier build from ``entry``, copied into ``outdir``; None: no hit.
+
+    A hit also needs what the backend asked for then installed here in the same versions now.
+    """
     try:
         sdists, wheels = sorted(entry.glob("*.tar.gz")), sorted(entry.glob("*.whl"))
         if len(sdists) != 1 or len(wheels) != 1:
             return None
+        asked = json.loads((entry / _ASKED).read_text())
+        now = backend.installed_versions(set(asked))
+        if now != asked:
+            log.info("built before with %s, which is now %s: building again", asked, now)
+            return None
         outdir.mkdir(parents=True, exist_ok=True)
         copies = [Path(shutil.copyfile(p, outdir / p.name)) for p in (sdists[0], wheels[0])]
-    except OSError:
+    except (OSError, ValueError):
         return None
     return BuiltFiles(copies[0], copies[1], isolated=False)
 
 
-def _store_build(builds: Path, key: str, built: BuiltFiles) -> None:
+def _store_build(builds: Path, key: str, built: BuiltFiles, asked: dict[str, str]) -> None:
     """Keep ``built`` under ``builds/key``; the entry appears whole (a rename) or not at all."""
     try:
-        fs.keep_copies(builds, key, [built.sdist, built.wheel])
+        with tempfile.TemporaryDirectory(prefix="kfp-spot-asked-") as tmp:
+            record = Path(tmp) / _ASKED
+            record.write_text(json.dumps(asked, sort_keys=True))
+            fs.keep_copies(builds, key, [built.sdist, built.wheel, record])
     except OSError as exc:
         log.info("build not cached under %s: %s", builds, exc)
 

@@ -4,6 +4,8 @@ byte what a build gives; any change to the tree is a new build."""
 import hashlib
 import os
 import shutil
+import tarfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -24,8 +26,9 @@ def test_a_rebuild_of_the_same_source_comes_from_the_cache_with_the_same_bytes(p
     cache = tmp_path / "cache"
     first = run_build(_fresh(project, tmp_path / "t1"), tmp_path / "one", cache_dir=cache)
     (entry,) = (cache / "builds").iterdir()
-    kept = {p.name: p.read_bytes() for p in entry.iterdir()}
+    kept = {p.name: p.read_bytes() for p in entry.iterdir() if p.name != "asked.json"}
     assert kept == {p.name: p.read_bytes() for p in (first.sdist, first.wheel)}
+    assert (entry / "asked.json").read_text() == "{}"  # setuptools asks for nothing more here
     uncached = run_build(_fresh(project, tmp_path / "t2"), tmp_path / "two")
     assert _digests((uncached.sdist, uncached.wheel)) == _digests((first.sdist, first.wheel))
     # What a hit returns is the kept copy: marked here, so the test sees it was not rebuilt.
@@ -84,3 +87,82 @@ def test_prepare_package_hands_its_wheel_to_the_environments_that_install_its_sd
     # Without a cache it is built, and the build is the wheel prepare_package checked.
     (rebuilt,) = envcache.build_wheels([sdist], tmp_path / "uncached")
     assert rebuilt.name == kept.name
+
+
+def _install_probe_plugin(site: Path, version: str) -> None:
+    """A setuptools plugin, installed in ``site`` at ``version``: it writes its version into the
+    sdist's metadata (an ``egg_info`` writer), as setuptools-scm writes the project's."""
+    for old in site.glob("kfpspot_probe_plugin-*.dist-info"):
+        shutil.rmtree(old)
+    info = site / f"kfpspot_probe_plugin-{version}.dist-info"
+    info.mkdir(parents=True)
+    (site / "kfpspot_probe.py").write_text(
+        f"def write(cmd, basename, filename):\n    cmd.write_file('probe', filename, {version!r})\n"
+    )
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: kfpspot-probe-plugin\nVersion: {version}\n"
+    )
+    (info / "entry_points.txt").write_text("[egg_info.writers]\nprobe.txt = kfpspot_probe:write\n")
+    files = ["kfpspot_probe.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt"))]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
+
+
+def _probe(sdist: Path) -> str:
+    with tarfile.open(sdist) as archive:
+        (member,) = [m for m in archive.getmembers() if m.name.endswith(".egg-info/probe.txt")]
+        handle = archive.extractfile(member)
+        assert handle is not None
+        return handle.read().decode()
+
+
+def test_what_the_backend_asked_for_in_another_version_is_built_again(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))  # installed, as this interpreter sees it
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    project = tmp_path / "legacy"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    (project / "probed.py").write_text("VALUE = 1\n")
+    (project / "setup.py").write_text(
+        textwrap.dedent("""\
+            from setuptools import setup
+            setup(name="probed", version="1.0", py_modules=["probed"],
+                  setup_requires=["kfpspot-probe-plugin"])
+            """)
+    )
+    cache = tmp_path / "cache"
+    _install_probe_plugin(site, "1.0")
+    first = run_build(_fresh(project, tmp_path / "t1"), tmp_path / "one", cache_dir=cache)
+    assert _probe(first.sdist) == "1.0"
+    (entry,) = (cache / "builds").iterdir()
+    assert (entry / "asked.json").read_text() == '{"kfpspot-probe-plugin": "1.0"}'
+    again = run_build(_fresh(project, tmp_path / "t2"), tmp_path / "two", cache_dir=cache)
+    assert again.sdist.read_bytes() == first.sdist.read_bytes()
+    _install_probe_plugin(site, "2.0")  # the tree and its declared requirements unchanged
+    upgraded = run_build(_fresh(project, tmp_path / "t3"), tmp_path / "three", cache_dir=cache)
+    assert _probe(upgraded.sdist) == "2.0"
+
+
+def test_the_key_follows_what_the_build_requirements_require_in_turn(
+    project, tmp_path, monkeypatch
+):
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+
+    def install(name: str, version: str, requires: str = "") -> None:
+        for old in site.glob(f"{name.replace('-', '_')}-*.dist-info"):
+            shutil.rmtree(old)
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        extra = f"Requires-Dist: {requires}\n" if requires else ""
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{extra}"
+        )
+
+    install("kfpspot-probe-backend", "1.0", "kfpspot-probe-helper")
+    install("kfpspot-probe-helper", "1.0")
+    key = build_key(project, ["kfpspot-probe-backend"])
+    install("kfpspot-probe-helper", "1.1")  # the backend's own requirement, upgraded
+    assert build_key(project, ["kfpspot-probe-backend"]) != key
