@@ -10,8 +10,8 @@ Given a cache directory, :func:`run_build` keeps the normalized archives under
 ``<cache>/builds/<key>``, the key being :func:`build_key` (every file of the tree, this
 interpreter, the versions of ``build``, of the build requirements and of what they require), with
 what the backend asked for at build time and its versions beside them: the same source built
-again with the same tools is copied from there instead of built. Isolated builds (a backend that is not
-installed here) are never kept: their backend's version is the index's choice.
+again with the same tools is copied from there instead of built. Isolated builds (a backend that
+is not installed here) are never kept: their backend's version is the index's choice.
 """
 
 from __future__ import annotations
