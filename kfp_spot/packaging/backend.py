@@ -16,7 +16,7 @@ library and the view are all it imports from. What the backend asks for at build
 (``get_requires_for_build_*``) joins the view when it is installed here. Where a view cannot be
 made (a requirement or what the backend asks for is not installed, a distribution has no
 ``RECORD`` or lists a file that is not there, the file system refuses symbolic links) the build
-sees this environment, as before, and says so in the log.
+sees this environment, as before, and warns that it is laxer there than pip on the VM.
 
 :func:`build_here` runs the hooks so (the backend is installed here: no network);
 :func:`build_isolated` leaves a backend that is not installed here to ``python -m build``, whose
@@ -95,32 +95,35 @@ def make_view(requires: list[str], into: Path) -> Path | None:
     """
     needed = siteview.closure(requires, siteview.Installed(sys.path), check_versions=False)
     if needed.missing or needed.unreadable:
-        log.info(
-            "the build sees this environment: %s not installed here",
-            ", ".join(needed.unreadable + needed.missing),
-        )
+        _no_view(f"{', '.join(needed.unreadable + needed.missing)} not installed here")
         return None
     listed = []
     for dist in needed.found.values():
         files = siteview.recorded_files(dist)
         if files is None:
-            log.info(
-                "the build sees this environment: no RECORD of what %s installed",
-                dist.metadata["Name"],
-            )
+            _no_view(f"no RECORD of what {dist.metadata['Name']} installed")
             return None
         listed.append((dist, files))
     try:
         missing = siteview.link(into, listed)
         if missing:
-            log.info("the build sees this environment: %s is listed but not installed", missing[0])
+            _no_view(f"{missing[0]} is listed in a RECORD but not installed")
             return None
         _site_dir(into).mkdir()
         (_site_dir(into) / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     except OSError as exc:
-        log.info("the build sees this environment: no view of its requirements (%s)", exc)
+        _no_view(f"no view of its requirements: {exc}")
         return None
     return into
+
+
+def _no_view(reason: str) -> None:
+    """Say that a build step sees this whole environment (a warning: it is laxer than the VM)."""
+    log.warning(
+        "the build sees this whole environment, not only its build requirements (%s): a module "
+        "it imports without declaring it is found here, but not by pip's build on the training VM",
+        reason,
+    )
 
 
 def _site_dir(view: Path) -> Path:

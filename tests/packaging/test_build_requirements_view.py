@@ -1,6 +1,7 @@
 """A build sees what pip on the training VM gives it: the declared build requirements, nothing else
 installed here; what the project does not declare neither helps nor shapes its archives."""
 
+import logging
 import tarfile
 import textwrap
 import zipfile
@@ -111,13 +112,19 @@ def test_what_the_backend_asks_for_at_build_time_is_there_as_pip_would_install_i
 
 
 def test_a_requirement_without_a_record_of_its_files_builds_in_this_environment(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, caplog
 ):
     site = _plugin(tmp_path / "site", record=False)  # what was installed is unknown: no view
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", str(site))
-    built = run_build(_project(tmp_path / "a", ["setuptools>=61", PLUGIN]), tmp_path / "out")
+    with caplog.at_level(logging.WARNING, logger="kfp_spot.packaging.backend"):
+        built = run_build(_project(tmp_path / "a", ["setuptools>=61", PLUGIN]), tmp_path / "out")
     assert "probe.txt" in _sdist_names(built)
+    assert (
+        f"sees this whole environment, not only its build requirements (no RECORD of what {PLUGIN}"
+        in caplog.text
+    )
+    assert "not by pip's build on the training VM" in caplog.text
 
 
 def test_of_a_shared_namespace_the_build_sees_only_its_requirements_part(tmp_path):
