@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kfp_spot.packaging import prepare_package
 from kfp_spot.packaging.build import backend_requires, build_key, run_build
+from tests.packaging.probe_plugin import PLUGIN, install_plugin, legacy_project
 
 
 def _fresh(project: Path, dest: Path) -> Path:
@@ -89,24 +90,6 @@ def test_prepare_package_hands_its_wheel_to_the_environments_that_install_its_sd
     assert rebuilt.name == kept.name
 
 
-def _install_probe_plugin(site: Path, version: str) -> None:
-    """A setuptools plugin, installed in ``site`` at ``version``: it writes its version into the
-    sdist's metadata (an ``egg_info`` writer), as setuptools-scm writes the project's."""
-    for old in site.glob("kfpspot_probe_plugin-*.dist-info"):
-        shutil.rmtree(old)
-    info = site / f"kfpspot_probe_plugin-{version}.dist-info"
-    info.mkdir(parents=True)
-    (site / "kfpspot_probe.py").write_text(
-        f"def write(cmd, basename, filename):\n    cmd.write_file('probe', filename, {version!r})\n"
-    )
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: kfpspot-probe-plugin\nVersion: {version}\n"
-    )
-    (info / "entry_points.txt").write_text("[egg_info.writers]\nprobe.txt = kfpspot_probe:write\n")
-    files = ["kfpspot_probe.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt"))]
-    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
-
-
 def _probe(sdist: Path) -> str:
     with tarfile.open(sdist) as archive:
         (member,) = [m for m in archive.getmembers() if m.name.endswith(".egg-info/probe.txt")]
@@ -119,28 +102,23 @@ def test_what_the_backend_asked_for_in_another_version_is_built_again(tmp_path, 
     site = tmp_path / "site"
     monkeypatch.syspath_prepend(str(site))  # installed, as this interpreter sees it
     monkeypatch.setenv("PYTHONPATH", str(site))
-    project = tmp_path / "legacy"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-    )
-    (project / "probed.py").write_text("VALUE = 1\n")
-    (project / "setup.py").write_text(
-        textwrap.dedent("""\
+    project = legacy_project(
+        tmp_path / "legacy",
+        textwrap.dedent(f"""\
             from setuptools import setup
             setup(name="probed", version="1.0", py_modules=["probed"],
-                  setup_requires=["kfpspot-probe-plugin"])
-            """)
+                  setup_requires=["{PLUGIN}"])
+            """),
     )
     cache = tmp_path / "cache"
-    _install_probe_plugin(site, "1.0")
+    install_plugin(site, "1.0")
     first = run_build(_fresh(project, tmp_path / "t1"), tmp_path / "one", cache_dir=cache)
     assert _probe(first.sdist) == "1.0"
     (entry,) = (cache / "builds").iterdir()
-    assert (entry / "asked.json").read_text() == '{"kfpspot-probe-plugin": "1.0"}'
+    assert (entry / "asked.json").read_text() == f'{{"{PLUGIN}": "1.0"}}'
     again = run_build(_fresh(project, tmp_path / "t2"), tmp_path / "two", cache_dir=cache)
     assert again.sdist.read_bytes() == first.sdist.read_bytes()
-    _install_probe_plugin(site, "2.0")  # the tree and its declared requirements unchanged
+    install_plugin(site, "2.0")  # the tree and its declared requirements unchanged
     upgraded = run_build(_fresh(project, tmp_path / "t3"), tmp_path / "three", cache_dir=cache)
     assert _probe(upgraded.sdist) == "2.0"
 

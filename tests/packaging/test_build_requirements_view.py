@@ -11,8 +11,7 @@ import pytest
 
 from kfp_spot.packaging.build import run_build
 from kfp_spot.packaging.errors import BuildError
-
-PLUGIN = "kfpspot-probe-plugin"
+from tests.packaging.probe_plugin import PLUGIN, install_plugin, legacy_project
 
 
 def _project(root: Path, requires: list[str], setup_py: str = "") -> Path:
@@ -35,28 +34,13 @@ def _project(root: Path, requires: list[str], setup_py: str = "") -> Path:
     return root
 
 
-def _plugin(root: Path, *, record: bool = True) -> Path:
-    """An installed setuptools plugin: an egg_info writer that leaves probe.txt in the metadata."""
-    info = root / "kfpspot_probe_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (root / "kfpspot_probe.py").write_text(
-        "def write(cmd, basename, filename):\n    cmd.write_file('probe', filename, 'seen')\n"
-    )
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[egg_info.writers]\nprobe.txt = kfpspot_probe:write\n")
-    files = ["kfpspot_probe.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt"))]
-    if record:
-        (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
-    return root
-
-
 def _sdist_names(built) -> set[str]:
     with tarfile.open(built.sdist) as archive:
         return {Path(name).name for name in archive.getnames()}
 
 
 def test_an_installed_plugin_shapes_the_archives_only_when_declared(tmp_path, monkeypatch):
-    site = _plugin(tmp_path / "site")
+    site = install_plugin(tmp_path / "site")
     monkeypatch.syspath_prepend(str(site))  # installed, as this interpreter sees it
     monkeypatch.setenv("PYTHONPATH", str(site))  # and as every process started here would
     undeclared = run_build(_project(tmp_path / "a", ["setuptools>=61"]), tmp_path / "out-a")
@@ -90,13 +74,8 @@ def test_a_backend_the_project_does_not_require_is_named_with_the_fix(tmp_path):
 
 def test_what_the_backend_asks_for_at_build_time_is_there_as_pip_would_install_it(tmp_path):
     # setuptools asks for setup_requires through get_requires_for_build_*; pip installs them
-    project = tmp_path / "legacy"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-    )
-    (project / "probed.py").write_text("VALUE = 1\n")
-    (project / "setup.py").write_text(
+    project = legacy_project(
+        tmp_path / "legacy",
         "import importlib.util\n"
         "from setuptools import setup\n"
         "summary = 'unseen'\n"
@@ -104,7 +83,7 @@ def test_what_the_backend_asks_for_at_build_time_is_there_as_pip_would_install_i
         "    import yaml\n"
         "    summary = yaml.safe_load('x: seen')['x']\n"
         "setup(name='probed', version='1.0', py_modules=['probed'], description=summary,\n"
-        "      setup_requires=['PyYAML'])\n"
+        "      setup_requires=['PyYAML'])\n",
     )
     built = run_build(project, tmp_path / "out")
     with zipfile.ZipFile(built.wheel) as wheel:
@@ -114,7 +93,7 @@ def test_what_the_backend_asks_for_at_build_time_is_there_as_pip_would_install_i
 def test_a_requirement_without_a_record_of_its_files_builds_in_this_environment(
     tmp_path, monkeypatch, caplog
 ):
-    site = _plugin(tmp_path / "site", record=False)  # what was installed is unknown: no view
+    site = install_plugin(tmp_path / "site", record=False)  # what was installed is unknown: no view
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", str(site))
     with caplog.at_level(logging.WARNING, logger="kfp_spot.packaging.backend"):
