@@ -184,15 +184,12 @@ def build_key(project: Path, requires: list[str]) -> str:
         digest.update(("\0".join(parts) + "\n").encode("utf-8", "surrogateescape"))
 
     add(_BUILD_CACHE_FORMAT, sys.version, sys.executable, str(SOURCE_DATE_EPOCH))
-    for name in ["build", *sorted(requires)]:
-        try:
-            installed = importlib_metadata.version(Requirement(name).name)
-        except (InvalidRequirement, importlib_metadata.PackageNotFoundError):
-            installed = ""
-        add("builder", name, installed)
-    needed = siteview.closure(requires, siteview.Installed(sys.path), check_versions=False)
+    tools = ["build", *sorted(requires)]
+    for text in tools:
+        add("builder", text)
+    needed = siteview.closure(tools, siteview.Installed(sys.path), check_versions=False)
     for name, dist in sorted(needed.found.items()):
-        add("needed", name, dist.version)
+        add("installed", name, dist.version)
     for path in sorted(project.rglob("*"), key=lambda p: p.relative_to(project).parts):
         relative = path.relative_to(project).as_posix()
         if path.is_symlink():
