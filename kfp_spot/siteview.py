@@ -4,7 +4,7 @@ A *view* is a directory of symbolic links to exactly the installed files of a se
 distributions: put on ``sys.path`` it makes them importable and nothing else installed here. Two
 parts of kfp-spot make one, with the same rules: the executor-image environments of
 :mod:`kfp_spot.envcache` (a job sees what its prebuilt image and its packages provide, as on
-Vertex AI) and the build hooks of :mod:`kfp_spot.packaging.backend` (a build sees its
+Vertex AI) and the build hooks of :mod:`kfp_spot.buildview` (a build sees its
 ``[build-system] requires``, as pip's isolated build on the training VM does).
 
 - :func:`closure`: the distributions some PEP 508 requirements need here, their own requirements

@@ -20,14 +20,25 @@ from tests.test_import_cycles import TREES, import_graph, modules
 # Bottom up. Each floor may import its own and the floors below it, never one above.
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     # Plumbing and tables every floor may use: paths and storage, the version, the artifact
-    # protocol, the executor images' and machine types' tables.
+    # protocol, unpacking archives safely, the executor images' and machine types' tables.
     (
         "foundations",
-        frozenset({"kfp_spot", "fs", "version", "artifacts", "executors", "machines", "yamldocs"}),
+        frozenset(
+            {
+                "kfp_spot",
+                "fs",
+                "version",
+                "artifacts",
+                "archives",
+                "executors",
+                "machines",
+                "yamldocs",
+            }
+        ),
     ),
-    # Environments: package venvs, views of installed distributions, the runtime image (Vertex's
-    # submission checks the image).
-    ("environments", frozenset({"envcache", "image", "siteview"})),
+    # Environments: package venvs, views of installed distributions and the build hooks that see
+    # only them, the runtime image (Vertex's submission checks the image).
+    ("environments", frozenset({"envcache", "image", "siteview", "buildview"})),
     # The contracts: Vertex AI's rules and limits; every file format of a checkpoint root.
     ("contracts", frozenset({"vertex", "checkpoints"})),
     # Reading against a contract: a component's inputs, what a checkpoint root holds.

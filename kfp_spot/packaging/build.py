@@ -35,7 +35,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from kfp_spot import fs, siteview
+from kfp_spot import buildview, fs, siteview
 from kfp_spot.packaging import backend
 from kfp_spot.packaging.errors import BuildError
 
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 SOURCE_DATE_EPOCH = 315532800
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _DEFAULT_BACKEND_REQUIRES = ("setuptools>=40.8.0",)
-# 2: hooks see only the build requirements (backend.make_view); a tree that built before may not.
+# 2: hooks see only the build requirements (buildview.make_view); a tree that built before may not.
 # 3: the key covers the requirements' own requirements; an entry records what the backend asked for.
 _BUILD_CACHE_FORMAT = "kfp-spot-build/3"
 _ASKED = "asked.json"  # in a cache entry: what the backend asked for -> the version it got
@@ -212,7 +212,7 @@ def _cached_build(entry: Path, outdir: Path) -> BuiltFiles | None:
         if len(sdists) != 1 or len(wheels) != 1:
             return None
         asked = json.loads((entry / _ASKED).read_text())
-        now = backend.installed_versions(set(asked))
+        now = buildview.installed_versions(set(asked))
         if now != asked:
             log.info("built before with %s, which is now %s: building again", asked, now)
             return None

@@ -30,7 +30,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from kfp_spot import fs, vertex
-from kfp_spot.packaging.archives import UnsafeMemberError, extract_member
+from kfp_spot.archives import UnsafeMemberError, extract_member
 from kfp_spot.packaging.errors import MissingProjectFileError, PackagingError, SourceError
 
 PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")

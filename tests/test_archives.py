@@ -1,6 +1,6 @@
 """Tar members unpacked by the ``data`` filter's rules, with or without this Python's filter.
 
-The runtime image's Python (Debian's 3.11.2) has no extraction filters; kfp_spot.packaging.archives
+The runtime image's Python (Debian's 3.11.2) has no extraction filters; kfp_spot.archives
 applies the same rules there. Each member here is judged by the fallback and by the standard
 library's ``tarfile.data_filter``, and the two must agree.
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kfp_spot.packaging import archives
-from kfp_spot.packaging.archives import UnsafeMemberError, checked_member, extract_member
+from kfp_spot import archives
+from kfp_spot.archives import UnsafeMemberError, checked_member, extract_member
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _member(name: str, kind: bytes = tarfile.REGTYPE, mode: int = 0o644, link: str = ""):

@@ -16,10 +16,14 @@ import os
 import tarfile
 from pathlib import Path
 
-__all__ = ["UnsafeMemberError", "checked_member", "extract_member"]
+__all__ = ["ArchiveError", "UnsafeMemberError", "checked_member", "extract_member", "unpack_sdist"]
 
 
-class UnsafeMemberError(ValueError):
+class ArchiveError(ValueError):
+    """An archive cannot be unpacked (the message says why)."""
+
+
+class UnsafeMemberError(ArchiveError):
     """A tar member the ``data`` filter refuses (the message names it and why)."""
 
 
@@ -82,3 +86,25 @@ def checked_member(member: tarfile.TarInfo, dest: Path) -> tarfile.TarInfo:
     # The archive's owners are not this machine's: what is written belongs to whoever unpacks.
     out.uid, out.gid, out.uname, out.gname = os.getuid(), os.getgid(), "", ""
     return out
+
+
+def unpack_sdist(sdist: Path, into: Path) -> Path:
+    """Unpack the source distribution ``sdist`` into ``into``; returns its top-level directory.
+
+    ``into`` is made if missing; every member is written by the ``data`` filter's rules.
+
+    Raises:
+        ArchiveError: it is not a readable tar archive, a member is refused
+            (:class:`UnsafeMemberError`), or it does not hold exactly one top-level directory.
+    """
+    try:
+        into.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(sdist) as archive:
+            for member in archive:
+                extract_member(archive, member, into)
+    except (tarfile.TarError, OSError) as exc:
+        raise ArchiveError(str(exc)) from None
+    tops = [p for p in into.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise ArchiveError("it does not hold one top-level directory")
+    return tops[0]
