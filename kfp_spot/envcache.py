@@ -23,15 +23,17 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
   kfp-spot is installed (both provide ``kfp_spot``; the full one is a superset).
 
 Source distributions are built into wheels with this interpreter, then installed: without network
-when their build backend is installed here, else in an isolated environment with the backend from
-the package index, as pip on the training VM builds them (a hatchling or poetry project too). A
-wheel built without isolation is kept under ``<cache>/wheels`` by the sdist's sha256, this
-interpreter and the build requirements' versions: the job's environment and the evaluation's
-install the same sdist, and prepare_package built its wheel already (:func:`remember_wheel`).
+when their build backend is installed here, each hook seeing only the sdist's build requirements
+(:class:`kfp_spot.buildview.Hooks`: a ``setup.py`` that imports an undeclared module fails here as
+on the VM), else in an isolated environment with the backend from the package index, as pip on
+the training VM builds them (a hatchling or poetry project too). A wheel built here is kept under
+``<cache>/wheels`` by the sdist's sha256, this interpreter and the build requirements' versions:
+the job's environment and the evaluation's install the same sdist, and prepare_package built its
+wheel already (:func:`remember_wheel`).
 
 Why one module: the two kinds of environment share the cache key, the wheel build and the install;
 what goes into an executor-image environment's view is decided here, the view itself is made by
-:mod:`kfp_spot.siteview`, which the build hooks' views share.
+:mod:`kfp_spot.siteview`, which the build hooks' views (:mod:`kfp_spot.buildview`) share.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from kfp_spot import executors, fs, siteview
+from kfp_spot import archives, buildview, executors, fs, siteview
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -87,7 +89,7 @@ def job_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
 _READY = ".kfp-spot-ready"
 _VIEW = "view"
 _WHEELS = "wheels"  # under the cache dir: wheels built here, by their sdist (build_wheels)
-_WHEEL_CACHE_FORMAT = "1"
+_WHEEL_CACHE_FORMAT = "2"  # 2: hooks see only the build requirements (1 saw this environment)
 PIP_TIMEOUT_S = 900
 _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
 _LIGHT_SKIPPED_BY = "kfp-spot"  # the full distribution, a superset of the light one
@@ -401,11 +403,14 @@ def build_wheels(
 ) -> list[Path]:
     """Wheels for ``packages``: wheels as they are, sdists built with this interpreter.
 
-    With ``cache_dir``, the wheel of an sdist built here before (by this function or
+    An sdist whose build backend is installed here is built without network, each hook seeing
+    only its build requirements (:class:`kfp_spot.buildview.Hooks`), as pip's isolated build on
+    the VM does; any other by pip in an isolated environment from the package index. With
+    ``cache_dir``, the wheel of an sdist built here before (by this function or
     :func:`remember_wheel`) with the same interpreter and build tools is taken from there.
 
     Raises:
-        PackageInstallError: an sdist does not build (pip's output is in the message).
+        PackageInstallError: an sdist does not build (the build's output is in the message).
     """
     out: list[Path] = []
     sdists = [p for p in packages if not p.name.endswith(".whl")]
@@ -422,27 +427,45 @@ def build_wheels(
             log.info("%s was built into %s before", sdist.name, cached.name)
             built[sdist] = cached
             continue
-        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
-        isolation = ["--no-build-isolation"] if here else []
-        cmd += ["--no-deps", *isolation, "--wheel-dir", str(dest), str(sdist)]
-        # Requires-Python is judged against the Python the package runs on, not this one's
-        cmd.insert(cmd.index("--no-deps"), "--ignore-requires-python")
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            raise PackageInstallError(f"{sdist.name} did not build in {PIP_TIMEOUT_S} s") from exc
-        wheels = sorted(dest.glob("*.whl"))
-        if proc.returncode != 0 or len(wheels) != 1:
-            raise PackageInstallError(
-                f"pip could not install {sdist.name}: building it failed (exit "
-                f"{proc.returncode}):\n{proc.stdout}{proc.stderr}"
-            )
-        built[sdist] = wheels[0]
+        wheel = _build_here(sdist, dest) if here else _build_isolated(sdist, dest)
+        built[sdist] = wheel
         if entry is not None:
-            _store_wheel(entry.parent, entry.name, wheels[0])
+            _store_wheel(entry.parent, entry.name, wheel)
     for package in packages:
         out.append(built.get(package, package))
     return out
+
+
+def _build_here(sdist: Path, dest: Path) -> Path:
+    """The wheel of ``sdist`` built into ``dest`` with the backend installed here."""
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-wheel-") as tmp:
+        try:
+            project = archives.unpack_sdist(sdist, Path(tmp) / "sdist")
+            return buildview.Hooks(_sdist_build_requires(sdist), Path(tmp), {}).build(
+                project, "wheel", dest
+            )
+        except archives.ArchiveError as exc:
+            raise PackageInstallError(f"{sdist.name} cannot be unpacked: {exc}") from None
+        except buildview.HookError as exc:
+            raise PackageInstallError(f"{sdist.name} did not build into a wheel: {exc}") from None
+
+
+def _build_isolated(sdist: Path, dest: Path) -> Path:
+    """The wheel of ``sdist`` built into ``dest`` by pip, its backend from the package index."""
+    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check"]
+    # Requires-Python is judged against the Python the package runs on, not this one's
+    cmd += ["--ignore-requires-python", "--no-deps", "--wheel-dir", str(dest), str(sdist)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise PackageInstallError(f"{sdist.name} did not build in {PIP_TIMEOUT_S} s") from exc
+    wheels = sorted(dest.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        raise PackageInstallError(
+            f"pip could not install {sdist.name}: building it failed (exit "
+            f"{proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+    return wheels[0]
 
 
 def _python_ok(requires_python: str, python: str) -> bool:

@@ -226,23 +226,64 @@ def test_an_sdist_whose_backend_this_host_lacks_is_built_isolated_as_on_the_vm(
         calls.append(cmd)
         dest = cmd[cmd.index("--wheel-dir") + 1]
         name = cmd[-1].rsplit("/", 1)[-1].split("-")[0]
-        (tmp_path / "out").mkdir(exist_ok=True)
         open(f"{dest}/{name}-0.1-py3-none-any.whl", "w").close()
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
+    built_here = []
+
+    def build_here(sdist, dest):
+        built_here.append(sdist.name)
+        wheel = dest / f"{sdist.name.split('-')[0]}-0.1-py3-none-any.whl"
+        wheel.touch()
+        return wheel
+
     monkeypatch.setattr(envcache.subprocess, "run", run)
+    monkeypatch.setattr(envcache, "_build_here", build_here)
     here = _sdist(tmp_path, "here", ["setuptools>=40"])
     elsewhere = _sdist(tmp_path, "elsewhere", ["surely-not-installed-backend>=1"])
     legacy = tmp_path / "legacy-0.1.tar.gz"  # no pyproject.toml: setuptools
     with tarfile.open(legacy, "w:gz"):
         pass
     envcache.build_wheels([here, elsewhere, legacy], tmp_path / "out")
-    isolated = {cmd[-1].rsplit("/", 1)[-1]: "--no-build-isolation" not in cmd for cmd in calls}
-    assert isolated == {
-        "here-0.1.tar.gz": False,
-        "elsewhere-0.1.tar.gz": True,
-        "legacy-0.1.tar.gz": False,
-    }
+    assert built_here == ["here-0.1.tar.gz", "legacy-0.1.tar.gz"]
+    assert [cmd[-1].rsplit("/", 1)[-1] for cmd in calls] == ["elsewhere-0.1.tar.gz"]
+    assert "--no-build-isolation" not in calls[0]
+
+
+def _setup_py_sdist(tmp_path, requires):
+    """A setup.py project (``sneaky``) whose setup.py imports NumPy, installed here."""
+    project = tmp_path / f"src-{len(requires)}" / "sneaky-0.1"
+    (project / "sneaky").mkdir(parents=True)
+    (project / "sneaky" / "__init__.py").write_text("X = 1\n")
+    (project / "pyproject.toml").write_text(
+        f"[build-system]\nrequires = {json.dumps(requires)}\n"
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    (project / "setup.py").write_text(
+        "import numpy\nfrom setuptools import setup\n"
+        'setup(name="sneaky", version="0.1", packages=["sneaky"])\n'
+    )
+    sdist = tmp_path / f"sneaky-{len(requires)}" / "sneaky-0.1.tar.gz"
+    sdist.parent.mkdir()
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(project, arcname=project.name)
+    return sdist
+
+
+def test_an_sdist_built_here_sees_only_its_build_requirements_as_on_the_vm(tmp_path):
+    """pip on the VM builds it with only ``[build-system] requires`` installed: a setup.py that
+    imports an undeclared module fails there, so it fails here too, naming the module and the
+    fix, although NumPy is installed here (the emulator's job built it and ran)."""
+    undeclared = _setup_py_sdist(tmp_path, ["setuptools>=61"])
+    with pytest.raises(envcache.PackageInstallError) as refused:
+        envcache.build_wheels([undeclared], tmp_path / "out", tmp_path / "cache")
+    message = str(refused.value)
+    assert message.startswith("sneaky-0.1.tar.gz did not build into a wheel")
+    assert "The build imported 'numpy', which none of its build requirements" in message
+    assert "Add the distribution that provides it to [build-system] requires" in message
+    declared = _setup_py_sdist(tmp_path, ["setuptools>=61", "numpy"])
+    (wheel,) = envcache.build_wheels([declared], tmp_path / "out2", tmp_path / "cache")
+    assert zipfile.ZipFile(wheel).read("sneaky/__init__.py") == b"X = 1\n"
 
 
 def test_the_wheel_of_an_sdist_is_built_once_per_sdist_interpreter_and_build_tools(tmp_path):
