@@ -11,11 +11,14 @@ writer, a file finder) shapes the archives.
 the requirements' parts); each hook starts with a ``sitecustomize`` that takes this interpreter's
 site directories off ``sys.path`` and puts the view on it (pip's isolated builds do the same with
 their own environment), so the standard library and the view are all it imports from. What the
-backend asks for at build time (``get_requires_for_build_*``) joins the view when it is installed
-here. Where a view cannot be made (a requirement or what the backend asks for is not installed, a
-distribution has no ``RECORD`` or lists a file that is not there, the file system refuses symbolic
-links) the build sees this environment and a warning says that it is laxer there than pip on the
-VM.
+backend asks for at build time (``get_requires_for_build_*``) joins the view. :func:`unmet` is the
+one rule for what pip would install instead (not installed here, or not in a version that
+satisfies the requirement): a declared requirement so is the caller's to see before it builds
+here, an asked-for one ends the build (:class:`UnmetBuildRequirementsError`); either way the build
+then runs isolated, from the package index, as pip's does. Where a view cannot be made (a
+distribution has no ``RECORD`` or lists a file that is not there, the file system refuses
+symbolic links) the build sees this environment and a warning says that it is laxer there than
+pip on the VM.
 
 :class:`Hooks` runs a project's hooks so, each in a fresh process (PEP 517), through PyPA build's
 API: prepare_package's builds (:mod:`kfp_spot.packaging.backend`) and the wheels the emulator's
@@ -29,7 +32,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +49,31 @@ HOOK_TIMEOUT_S = 600
 
 class HookError(Exception):
     """A build step failed or timed out; the message says which, with the end of its output."""
+
+
+class UnmetBuildRequirementsError(Exception):
+    """The backend asked at build time for what is not installed here, as pip would install it.
+
+    The build must run isolated, its environment from the package index (as pip's on the VM).
+
+    Attributes:
+        requirements: what is not satisfied here (see :func:`unmet`).
+    """
+
+    def __init__(self, requirements: list[str]):
+        super().__init__(", ".join(requirements))
+        self.requirements = requirements
+
+
+def unmet(requirements: Iterable[str]) -> list[str]:
+    """The build requirements this interpreter does not satisfy, which pip would install.
+
+    One that is not PEP 508, is not installed, is installed in a version its specifier refuses,
+    or needs (through the requirements of what is installed) a distribution that is not
+    installed; a requirement whose marker excludes this interpreter is left out.
+    """
+    needed = siteview.closure(requirements, siteview.Installed(sys.path), check_versions=True)
+    return sorted({*needed.unreadable, *needed.missing})
 
 
 # Run by every hook in a view (first on its PYTHONPATH), as pip's isolated builds do: out go this
@@ -254,6 +282,8 @@ class Hooks:
         Raises:
             HookError: a hook failed (the fix is in the message where it is a missing module or
                 backend), or the frontend refused the project (an unreadable build table).
+            UnmetBuildRequirementsError: the backend asked for a requirement :func:`unmet`
+                finds unsatisfied here (the hooks of the view are not run then).
         """
         import build as pypa_build
 
@@ -262,6 +292,9 @@ class Hooks:
         try:
             if self.static is not None:
                 asked = builder.get_requires_for_build(distribution)
+                lacking = unmet(asked)
+                if lacking:
+                    raise UnmetBuildRequirementsError(lacking)
                 self.asked_for.update(installed_versions(asked - set(self.requires)))
                 self.view = widened_view(
                     self.requires,

@@ -160,20 +160,7 @@ def _builds_here(sdist: Path) -> bool:
     Otherwise pip builds it in an isolated environment with its backend from the package index,
     as pip on the training VM does: a hatchling, flit or poetry project is no error.
     """
-    for text in _sdist_build_requires(sdist):
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            return False
-        if req.marker is not None and not req.marker.evaluate():
-            continue
-        try:
-            installed = importlib_metadata.version(req.name)
-        except importlib_metadata.PackageNotFoundError:
-            return False
-        if req.specifier and not req.specifier.contains(installed, prereleases=True):
-            return False
-    return True
+    return not buildview.unmet(_sdist_build_requires(sdist))
 
 
 def _host_has_full_kfp_spot() -> bool:
@@ -427,7 +414,15 @@ def build_wheels(
             log.info("%s was built into %s before", sdist.name, cached.name)
             built[sdist] = cached
             continue
-        wheel = _build_here(sdist, dest) if here else _build_isolated(sdist, dest)
+        wheel = None
+        if here:
+            try:
+                wheel = _build_here(sdist, dest)
+            except buildview.UnmetBuildRequirementsError as exc:
+                log.info("%s asks for %s at build time: building it isolated", sdist.name, exc)
+                entry = None  # its environment came from the package index: never kept
+        if wheel is None:
+            wheel = _build_isolated(sdist, dest)
         built[sdist] = wheel
         if entry is not None:
             _store_wheel(entry.parent, entry.name, wheel)

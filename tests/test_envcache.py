@@ -322,3 +322,34 @@ def test_an_sdist_built_isolated_is_never_kept(tmp_path, monkeypatch):
         envcache.build_wheels([elsewhere], tmp_path / out, tmp_path / "cache")
     assert len(calls) == 2 and all("--no-build-isolation" not in cmd for cmd in calls)
     assert not (tmp_path / "cache" / "wheels").exists()
+
+
+def test_an_sdist_whose_backend_asks_for_what_is_not_installed_here_is_built_isolated(
+    tmp_path, monkeypatch
+):
+    """pip on the VM installs what ``setup_requires`` names; the installed PyYAML is too new."""
+    project = tmp_path / "src" / "asks-0.1"
+    project.mkdir(parents=True)
+    (project / "asks.py").write_text("X = 1\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    (project / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "setup(name='asks', version='0.1', py_modules=['asks'], setup_requires=['PyYAML<1'])\n"
+    )
+    sdist = tmp_path / "asks-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(project, arcname=project.name)
+    isolated = []
+
+    def build_isolated(sdist, dest):
+        isolated.append(sdist.name)
+        wheel = dest / "asks-0.1-py3-none-any.whl"
+        wheel.write_bytes(b"isolated")
+        return wheel
+
+    monkeypatch.setattr(envcache, "_build_isolated", build_isolated)
+    (wheel,) = envcache.build_wheels([sdist], tmp_path / "out", tmp_path / "cache")
+    assert isolated == ["asks-0.1.tar.gz"] and wheel.read_bytes() == b"isolated"
+    assert not (tmp_path / "cache" / "wheels").exists()  # from the package index: never kept

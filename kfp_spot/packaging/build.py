@@ -29,11 +29,8 @@ import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
-
-from packaging.requirements import InvalidRequirement, Requirement
 
 from kfp_spot import buildview, fs, siteview
 from kfp_spot.packaging import backend
@@ -93,27 +90,6 @@ def backend_requires(project: Path) -> list[str]:
     return list(build_system.get("requires", _DEFAULT_BACKEND_REQUIRES))
 
 
-def unmet_requirements(requirements: list[str]) -> list[str]:
-    """Which of ``requirements`` the running interpreter does not satisfy."""
-    unmet = []
-    for text in requirements:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            unmet.append(text)
-            continue
-        if req.marker is not None and not req.marker.evaluate():
-            continue
-        try:
-            installed = importlib_metadata.version(req.name)
-        except importlib_metadata.PackageNotFoundError:
-            unmet.append(text)
-            continue
-        if req.specifier and not req.specifier.contains(installed, prereleases=True):
-            unmet.append(text)
-    return unmet
-
-
 def tool_tables(project: Path) -> dict[str, Any]:
     """The ``[tool]`` tables of the project's pyproject.toml (empty when absent)."""
     tables = _pyproject(project).get("tool") or {}
@@ -129,7 +105,9 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
     """Build an sdist and a wheel from it, and normalize both.
 
     Without network when the build backend is installed here (``--no-isolation``); otherwise
-    ``build`` makes an isolated environment, which needs the package index.
+    ``build`` makes an isolated environment, which needs the package index. So it does when the
+    backend asks at build time for what is not installed here (or not in a version that
+    satisfies it), as pip on the VM would install it.
 
     Args:
         project: the project tree.
@@ -142,7 +120,7 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
         BuildError: the build failed; the message ends with the build's output.
     """
     requires = backend_requires(project)
-    unmet = unmet_requirements(requires)
+    unmet = buildview.unmet(requires)
     key = build_key(project, requires) if cache_dir is not None and not unmet else ""
     if cache_dir is not None and key:
         cached = _cached_build(cache_dir / "builds" / key, outdir)
@@ -151,10 +129,15 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
             return cached
     env = {"SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH), "PYTHONHASHSEED": "0"}
     asked: dict[str, str] = {}
+    if not unmet:
+        try:
+            asked = backend.build_here(project, outdir, env, requires)
+        except buildview.UnmetBuildRequirementsError as exc:
+            unmet = exc.requirements
+            for made in [*outdir.glob("*.tar.gz"), *outdir.glob("*.whl")]:
+                made.unlink()  # the sdist built before the backend asked
     if unmet:
         backend.build_isolated(project, outdir, env, unmet)
-    else:
-        asked = backend.build_here(project, outdir, env, requires)
     sdists = sorted(outdir.glob("*.tar.gz"))
     wheels = sorted(outdir.glob("*.whl"))
     if len(sdists) != 1 or len(wheels) != 1:
@@ -164,7 +147,7 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
     normalize_sdist(sdists[0])
     normalize_wheel(wheels[0])
     built = BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet))
-    if cache_dir is not None and key:
+    if cache_dir is not None and key and not built.isolated:
         _store_build(cache_dir / "builds", key, built, asked)
     return built
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kfp_spot.packaging import backend
 from kfp_spot.packaging.build import run_build
 from kfp_spot.packaging.errors import BuildError
 from tests.packaging.probe_plugin import PLUGIN, install_plugin, legacy_project
@@ -127,3 +128,34 @@ def test_what_this_environment_hooks_into_imports_is_not_there_either(tmp_path, 
     setup_py = f"import {module}\nfrom setuptools import setup\nsetup()\n"
     with pytest.raises(BuildError, match=r"No module named '(google|kfp_spot)'"):
         run_build(_project(tmp_path / "a", ["setuptools>=61"], setup_py), tmp_path / "out")
+
+
+def test_what_the_backend_asks_for_in_a_version_not_installed_here_builds_isolated(
+    tmp_path, monkeypatch
+):
+    """pip on the VM installs a ``setup_requires`` the installed version does not satisfy; the
+    build used to go on with the installed one. It now runs isolated, as for a declared
+    requirement that is not met, and nothing of the first attempt is left in the output."""
+    # asked for by the wheel's hook only: the sdist is built first, here, then dropped
+    project = legacy_project(
+        tmp_path / "legacy",
+        "import sys\n"
+        "from setuptools import setup\n"
+        "asks = ['PyYAML<1'] if 'get_requires_for_build_wheel' in sys.orig_argv else []\n"
+        "setup(name='probed', version='1.0', py_modules=['probed'], setup_requires=asks)\n",
+    )
+    isolated = []
+
+    class Isolated(Exception):
+        pass
+
+    def build_isolated(project, outdir, env, unmet):
+        isolated.append((unmet, sorted(p.name for p in outdir.glob("*"))))
+        raise Isolated
+
+    monkeypatch.setattr(backend, "build_isolated", build_isolated)
+    out = tmp_path / "out"
+    with pytest.raises(Isolated):
+        run_build(project, out, tmp_path / "cache")
+    assert isolated == [(["PyYAML<1"], [])]
+    assert not (tmp_path / "cache" / "builds").exists()
