@@ -28,6 +28,7 @@ raises :class:`HookError`, which each caller turns into its own error.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 HOOK_TIMEOUT_S = 600
 """Seconds one hook (or ``python -m build``) may take."""
+
+ASKED_RECORD = "asked.json"
+"""In a build cache's entry: what the backend asked for at build time -> the version it got."""
 
 
 class HookError(Exception):
@@ -342,3 +346,30 @@ def _unavailable_backend_fix(error: BaseException, view: Path | None, requires: 
         "the only packages pip on the training VM builds with: add its distribution to "
         "[build-system] requires in pyproject.toml."
     )
+
+
+def record_asked(directory: Path, asked: Mapping[str, str]) -> Path:
+    """Write :data:`ASKED_RECORD` (``asked``: :attr:`Hooks.asked_for`) into ``directory``."""
+    record = directory / ASKED_RECORD
+    record.write_text(json.dumps(dict(asked), sort_keys=True))
+    return record
+
+
+def asked_unchanged(entry: Path) -> bool:
+    """Whether what the backend asked for in the build kept in ``entry`` is installed the same now.
+
+    The same versions, as :data:`ASKED_RECORD` has them; False also for a missing or unreadable
+    record. A cache's key is made before the build, so it cannot hold these: a build cache
+    checks them on every hit (an upgraded setuptools plugin writes other archives).
+    """
+    try:
+        asked = json.loads((entry / ASKED_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(asked, dict):
+        return False
+    now = installed_versions(set(asked))
+    if now != asked:
+        log.info("%s was built with %s, which is now %s: building again", entry, asked, now)
+        return False
+    return True

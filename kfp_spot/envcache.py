@@ -89,7 +89,9 @@ def job_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
 _READY = ".kfp-spot-ready"
 _VIEW = "view"
 _WHEELS = "wheels"  # under the cache dir: wheels built here, by their sdist (build_wheels)
-_WHEEL_CACHE_FORMAT = "2"  # 2: hooks see only the build requirements (1 saw this environment)
+# 2: hooks see only the build requirements (1 saw this environment); 3: entries record what the
+# backend asked for at build time (buildview.ASKED_RECORD)
+_WHEEL_CACHE_FORMAT = "3"
 PIP_TIMEOUT_S = 900
 _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
 _LIGHT_SKIPPED_BY = "kfp-spot"  # the full distribution, a superset of the light one
@@ -355,30 +357,44 @@ def _wheel_key(sdist: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
-def remember_wheel(cache_dir: str | os.PathLike[str], sdist: Path, wheel: Path) -> None:
+def remember_wheel(
+    cache_dir: str | os.PathLike[str], sdist: Path, wheel: Path, asked: Mapping[str, str]
+) -> None:
     """Keep ``wheel``, built here from ``sdist``, for :func:`build_wheels` under ``cache_dir``.
 
     prepare_package builds the wheel of the sdist it stages (to check it); the job's and the
     evaluation's environments, which install that sdist, then take the wheel from here instead
-    of building it again. Storage errors leave the cache as it was (the wheel is built later).
+    of building it again. ``asked``: what the backend asked for at build time and the versions
+    it got (:attr:`kfp_spot.buildview.Hooks.asked_for`). Storage errors leave the cache as it
+    was (the wheel is built later).
     """
     if _builds_here(sdist):
-        _store_wheel(Path(cache_dir) / _WHEELS, _wheel_key(sdist), wheel)
+        _store_wheel(Path(cache_dir) / _WHEELS, _wheel_key(sdist), wheel, asked)
 
 
-def _store_wheel(wheels: Path, key: str, wheel: Path) -> None:
-    """``wheel`` under ``wheels/key``; the entry appears whole (a rename) or not at all."""
+def _store_wheel(wheels: Path, key: str, wheel: Path, asked: Mapping[str, str]) -> None:
+    """``wheel`` and what its build asked for under ``wheels/key``; whole (a rename) or not."""
     try:
-        fs.keep_copies(wheels, key, [wheel])
+        with tempfile.TemporaryDirectory(prefix="kfp-spot-asked-") as tmp:
+            record = buildview.record_asked(Path(tmp), asked)
+            fs.keep_copies(wheels, key, [wheel, record])
     except OSError as exc:
         log.info("wheel %s not cached under %s: %s", wheel.name, wheels, exc)
 
 
 def _cached_wheel(entry: Path, dest: Path) -> Path | None:
-    """The wheel kept in ``entry``, copied into ``dest``; None: no (whole) entry there."""
+    """The wheel kept in ``entry``, copied into ``dest``; None: no (whole) entry there.
+
+    A hit also needs what the backend asked for then installed here in the same versions now
+    (:func:`kfp_spot.buildview.asked_unchanged`); an entry that fails it is dropped, so the
+    wheel built instead takes its place.
+    """
     try:
         found = sorted(entry.glob("*.whl"))
         if len(found) != 1:
+            return None
+        if not buildview.asked_unchanged(entry):
+            shutil.rmtree(entry, ignore_errors=True)
             return None
         return Path(shutil.copyfile(found[0], dest / found[0].name))
     except OSError:
@@ -414,10 +430,11 @@ def build_wheels(
             log.info("%s was built into %s before", sdist.name, cached.name)
             built[sdist] = cached
             continue
-        wheel = None
+        wheel: Path | None = None
+        asked: dict[str, str] = {}
         if here:
             try:
-                wheel = _build_here(sdist, dest)
+                wheel, asked = _build_here(sdist, dest)
             except buildview.UnmetBuildRequirementsError as exc:
                 log.info("%s asks for %s at build time: building it isolated", sdist.name, exc)
                 entry = None  # its environment came from the package index: never kept
@@ -425,20 +442,22 @@ def build_wheels(
             wheel = _build_isolated(sdist, dest)
         built[sdist] = wheel
         if entry is not None:
-            _store_wheel(entry.parent, entry.name, wheel)
+            _store_wheel(entry.parent, entry.name, wheel, asked)
     for package in packages:
         out.append(built.get(package, package))
     return out
 
 
-def _build_here(sdist: Path, dest: Path) -> Path:
-    """The wheel of ``sdist`` built into ``dest`` with the backend installed here."""
+def _build_here(sdist: Path, dest: Path) -> tuple[Path, dict[str, str]]:
+    """The wheel of ``sdist`` built into ``dest`` with the backend installed here.
+
+    With what the backend asked for at build time (:attr:`kfp_spot.buildview.Hooks.asked_for`).
+    """
     with tempfile.TemporaryDirectory(prefix="kfp-spot-wheel-") as tmp:
         try:
             project = archives.unpack_sdist(sdist, Path(tmp) / "sdist")
-            return buildview.Hooks(_sdist_build_requires(sdist), Path(tmp), {}).build(
-                project, "wheel", dest
-            )
+            hooks = buildview.Hooks(_sdist_build_requires(sdist), Path(tmp), {})
+            return hooks.build(project, "wheel", dest), hooks.asked_for
         except archives.ArchiveError as exc:
             raise PackageInstallError(f"{sdist.name} cannot be unpacked: {exc}") from None
         except buildview.HookError as exc:

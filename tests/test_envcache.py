@@ -235,7 +235,7 @@ def test_an_sdist_whose_backend_this_host_lacks_is_built_isolated_as_on_the_vm(
         built_here.append(sdist.name)
         wheel = dest / f"{sdist.name.split('-')[0]}-0.1-py3-none-any.whl"
         wheel.touch()
-        return wheel
+        return wheel, {}
 
     monkeypatch.setattr(envcache.subprocess, "run", run)
     monkeypatch.setattr(envcache, "_build_here", build_here)

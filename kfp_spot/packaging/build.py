@@ -28,7 +28,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,6 @@ _DEFAULT_BACKEND_REQUIRES = ("setuptools>=40.8.0",)
 # 2: hooks see only the build requirements (buildview.make_view); a tree that built before may not.
 # 3: the key covers the requirements' own requirements; an entry records what the backend asked for.
 _BUILD_CACHE_FORMAT = "kfp-spot-build/3"
-_ASKED = "asked.json"  # in a cache entry: what the backend asked for -> the version it got
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,8 @@ class BuiltFiles:
     sdist: Path
     wheel: Path
     isolated: bool
+    asked: dict[str, str] = field(default_factory=dict)
+    """What the backend asked for at build time -> the version installed (a build here)."""
 
 
 def sha256_of(path: Path) -> str:
@@ -146,9 +147,9 @@ def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> Bui
         )
     normalize_sdist(sdists[0])
     normalize_wheel(wheels[0])
-    built = BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet))
+    built = BuiltFiles(sdists[0], wheels[0], isolated=bool(unmet), asked=asked)
     if cache_dir is not None and key and not built.isolated:
-        _store_build(cache_dir / "builds", key, built, asked)
+        _store_build(cache_dir / "builds", key, built)
     return built
 
 
@@ -188,30 +189,30 @@ def build_key(project: Path, requires: list[str]) -> str:
 def _cached_build(entry: Path, outdir: Path) -> BuiltFiles | None:
     """The archives of an earlier build from ``entry``, copied into ``outdir``; None: no hit.
 
-    A hit also needs what the backend asked for then installed here in the same versions now.
+    A hit also needs what the backend asked for then installed here in the same versions now
+    (:func:`kfp_spot.buildview.asked_unchanged`); an entry that fails it is dropped, so the
+    build made instead takes its place.
     """
     try:
         sdists, wheels = sorted(entry.glob("*.tar.gz")), sorted(entry.glob("*.whl"))
         if len(sdists) != 1 or len(wheels) != 1:
             return None
-        asked = json.loads((entry / _ASKED).read_text())
-        now = buildview.installed_versions(set(asked))
-        if now != asked:
-            log.info("built before with %s, which is now %s: building again", asked, now)
+        if not buildview.asked_unchanged(entry):
+            shutil.rmtree(entry, ignore_errors=True)
             return None
+        asked = json.loads((entry / buildview.ASKED_RECORD).read_text())
         outdir.mkdir(parents=True, exist_ok=True)
         copies = [Path(shutil.copyfile(p, outdir / p.name)) for p in (sdists[0], wheels[0])]
     except (OSError, ValueError):
         return None
-    return BuiltFiles(copies[0], copies[1], isolated=False)
+    return BuiltFiles(copies[0], copies[1], isolated=False, asked=asked)
 
 
-def _store_build(builds: Path, key: str, built: BuiltFiles, asked: dict[str, str]) -> None:
+def _store_build(builds: Path, key: str, built: BuiltFiles) -> None:
     """Keep ``built`` under ``builds/key``; the entry appears whole (a rename) or not at all."""
     try:
         with tempfile.TemporaryDirectory(prefix="kfp-spot-asked-") as tmp:
-            record = Path(tmp) / _ASKED
-            record.write_text(json.dumps(asked, sort_keys=True))
+            record = buildview.record_asked(Path(tmp), built.asked)
             fs.keep_copies(builds, key, [built.sdist, built.wheel, record])
     except OSError as exc:
         log.info("build not cached under %s: %s", builds, exc)

@@ -403,7 +403,7 @@ def prepare_package(
         builds = Path(build_cache_dir) if build_cache_dir is not None else None
         built = _build.run_build(tree.path, work / "dist", cache_dir=builds)
         if builds is not None and not built.isolated:  # the wheel the job's env would build
-            envcache.remember_wheel(builds, built.sdist, built.wheel)
+            envcache.remember_wheel(builds, built.sdist, built.wheel, built.asked)
         facts = _build.wheel_facts(built.wheel)
         module = python_module or tree.python_module
         if not module:

@@ -79,8 +79,8 @@ def test_prepare_package_hands_its_wheel_to_the_environments_that_install_its_sd
     info = prepare_package(str(project), str(tmp_path / "stage"), build_cache_dir=cache)
     sdist = Path(info.uri)
     (entry,) = (cache / "wheels").iterdir()
-    (kept,) = entry.iterdir()
-    assert kept.name.endswith(".whl")
+    (kept,) = entry.glob("*.whl")
+    assert (entry / "asked.json").read_text() == "{}"  # setuptools asks for nothing more here
     kept.write_bytes(b"the wheel prepare_package built")  # marked: a rebuild would not say so
     (wheel,) = envcache.build_wheels([sdist], tmp_path / "out", cache)
     assert wheel.read_bytes() == b"the wheel prepare_package built"
@@ -121,6 +121,9 @@ def test_what_the_backend_asked_for_in_another_version_is_built_again(tmp_path, 
     install_plugin(site, "2.0")  # the tree and its declared requirements unchanged
     upgraded = run_build(_fresh(project, tmp_path / "t3"), tmp_path / "three", cache_dir=cache)
     assert _probe(upgraded.sdist) == "2.0"
+    # the stale entry gave way: the next build with 2.0 is a hit, not another build
+    (entry,) = (cache / "builds").iterdir()
+    assert (entry / "asked.json").read_text() == f'{{"{PLUGIN}": "2.0"}}'
 
 
 def test_the_key_follows_what_the_build_requirements_require_in_turn(
@@ -144,3 +147,39 @@ def test_the_key_follows_what_the_build_requirements_require_in_turn(
     key = build_key(project, ["kfpspot-probe-backend"])
     install("kfpspot-probe-helper", "1.1")  # the backend's own requirement, upgraded
     assert build_key(project, ["kfpspot-probe-backend"]) != key
+
+
+def test_a_kept_wheel_whose_build_asked_for_another_version_is_built_again(tmp_path, monkeypatch):
+    """The wheel of an sdist a job installs, kept by the emulator's environments, records what its
+    build asked for (a setup_requires) as the build cache's entries do: an upgraded plugin
+    builds it again, and the new wheel takes the entry's place."""
+    from kfp_spot import envcache
+
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    project = legacy_project(
+        tmp_path / "src" / "probed-1.0",
+        textwrap.dedent(f"""\
+            from setuptools import setup
+            setup(name="probed", version="1.0", py_modules=["probed"],
+                  setup_requires=["{PLUGIN}"])
+            """),
+    )
+    sdist = tmp_path / "probed-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        archive.add(project, arcname=project.name)
+    cache = tmp_path / "cache"
+    install_plugin(site, "1.0")
+    (first,) = envcache.build_wheels([sdist], tmp_path / "one", cache)
+    (entry,) = (cache / "wheels").iterdir()
+    assert (entry / "asked.json").read_text() == f'{{"{PLUGIN}": "1.0"}}'
+    (kept,) = entry.glob("*.whl")
+    kept.write_bytes(b"kept")  # marked: a rebuild would not give these bytes
+    (again,) = envcache.build_wheels([sdist], tmp_path / "two", cache)
+    assert again.read_bytes() == b"kept"
+    install_plugin(site, "2.0")  # the sdist and its declared requirements unchanged
+    (upgraded,) = envcache.build_wheels([sdist], tmp_path / "three", cache)
+    assert upgraded.read_bytes() != b"kept" and upgraded.name == first.name
+    (entry,) = (cache / "wheels").iterdir()
+    assert (entry / "asked.json").read_text() == f'{{"{PLUGIN}": "2.0"}}'
