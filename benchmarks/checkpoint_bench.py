@@ -72,6 +72,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import hostref  # noqa: E402 - the host's speed now, printed beside the figures
+
 from kfp_spot import checkpoints  # noqa: E402
 from kfp_spot.checkpoints import checksum  # noqa: E402
 from kfp_spot.trainer import CheckpointManager, snapshot, young_daly  # noqa: E402
@@ -1017,6 +1019,7 @@ def main() -> int:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, workdir {workdir}; "
         f"CRC32C by {checksum.implementation()}"
     )
+    print(hostref.line())
     try:
         if cmd in ("throughput", "all"):
             checksums(args.mib)
@@ -1030,6 +1033,7 @@ def main() -> int:
             restart(workdir, args.restart_repeats, args.restart_mib)
         if cmd in ("goodput", "all"):
             goodput(workdir, args)
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end; {hostref.line()}")
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

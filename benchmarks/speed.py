@@ -23,7 +23,9 @@ Prints, medians first and the method beside each figure (nothing here is a test)
    ``kfp-spot`` processes, wall time each.
 
 The machine's load average is printed with each part: on a busy machine every wall figure grows
-(CPU times much less), so compare figures measured together.
+(CPU times much less), so compare figures measured together. So is the host's speed, at the
+start and the end (``benchmarks/hostref.py``: fixed work, timed): the same VM kind is slower in
+some hours than in others, with the load average unchanged.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import hostref  # the host's speed now, printed beside the figures
 from import_times import ENTRY_MODULES, FLOOR  # one list of the runtime entry modules
 
 PYTHON = sys.executable
@@ -293,12 +296,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(f"{PYTHON}; load {load()}")
+    print(hostref.line())
     if args.only in (None, "imports"):
         imports(args.import_runs)
     if args.only in (None, "run"):
         demo_runs(args.runs, args.compare)
     if args.only in (None, "list"):
         jobs_list(args.list_runs)
+    print(f"load {load()}; {hostref.line()}")
 
 
 if __name__ == "__main__":
