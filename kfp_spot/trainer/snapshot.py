@@ -2,8 +2,9 @@
 
 The training loop waits for the copy (an async save's whole stall); the background writer then
 writes from the copy while the loop goes on. Where the copy's CRC32C is computed is a policy
-(:func:`hash_in_stall`): in the background, or in the stall as the copy goes
-(:func:`copy_and_hash`) when the loop keeps every core busy and the checksum runs at memory speed.
+(:func:`hash_in_stall`): in the background, or in the stall when the loop keeps every core busy
+and the checksum runs at memory speed; there, as the copy goes (:func:`copy_and_hash`) or after
+it, whichever a process measured faster (:class:`HashPlacement`), else in the background again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints.buffers import PAGE
@@ -50,6 +52,51 @@ def hash_in_stall(
         and cores > 0
         and cpu_seconds >= BUSY * cores * wall_seconds
     )
+
+
+Placement = Literal["separate", "fused", "background"]
+"""Where a busy loop's snapshot is checksummed: in the stall after the copy (``separate``), in
+the stall as the copy goes (``fused``, :func:`copy_and_hash`), or by the background writer."""
+
+
+@dataclass
+class HashPlacement:
+    """Where a busy loop's saves checksum their snapshot, learned from two of them.
+
+    Checksumming each piece right after copying it reads it from the core's cache, but copies in
+    pieces, and a piece never gets the non-temporal stores that ``memcpy`` uses for one large
+    copy. Which wins is the machine's: on one 2-core x86_64 VM copy-and-hash of 256 MiB took
+    25-34 ms against 39-46 ms for the copy and then the checksum; on another, whose whole copy
+    took 22 ms and a copy in pieces of any size up to 64 MiB 37-41 ms, it took 49-54 ms against
+    39 ms, and a NumPy loop on both cores lost less to each save with the checksum in the
+    background (60 ms) than in the stall (64 ms after the copy, 70-90 ms as it went;
+    benchmarks/checkpoint_bench.py ``stall``). So the first save that checksums in the stall
+    does it after the copy, the next as the copy goes, each timed; from then on the faster of
+    the two where it is the fused one, else the background writer (as before the stall took
+    the checksum, and as on a loop that leaves a core idle).
+
+    Attributes:
+        separate: seconds of the stall copying, then checksumming (None: not measured yet).
+        fused: seconds of the stall copying and checksumming piece by piece (None: not yet).
+    """
+
+    separate: float | None = None
+    fused: float | None = None
+
+    def next(self) -> Placement:
+        """Where the next busy save checksums its snapshot."""
+        if self.separate is None:
+            return "separate"
+        if self.fused is None:
+            return "fused"
+        return "fused" if self.fused < self.separate else "background"
+
+    def record(self, placement: Placement, seconds: float) -> None:
+        """A stall that checksummed as ``placement`` took ``seconds`` (a reused buffer's)."""
+        if placement == "separate":
+            self.separate = seconds
+        elif placement == "fused":
+            self.fused = seconds
 
 
 def cores() -> int:
@@ -150,7 +197,7 @@ def copy_and_hash(dst: memoryview, src: memoryview, crc: int) -> int:
 
 
 def take(
-    files: Mapping[str, Any], pool: Mapping[str, Any], *, hash_now: bool
+    files: Mapping[str, Any], pool: Mapping[str, Any], *, hash_now: bool, fused: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``files`` copied into snapshot buffers, and the buffers to keep for the next save.
 
@@ -159,7 +206,8 @@ def take(
     same, else a new one (a large one page-aligned, :func:`kfp_spot.checkpoints.aligned_buffer`,
     in small pages: its first touch is here, where small pages fault in with less CPU). With
     ``hash_now`` each copy comes back as a :class:`~kfp_spot.checkpoints.Hashed` (its CRC32C
-    computed here, right after the copy), else as a one-part payload.
+    computed here: into a reused buffer as the copy goes where ``fused``, else after the copy),
+    else as a one-part payload.
     """
     kept: dict[str, Any] = {}
     out: dict[str, Any] = {}
@@ -182,10 +230,12 @@ def take(
         crc = 0
         for view in views:
             into = target[offset : offset + view.nbytes]
-            if hash_now and not fresh:
+            if hash_now and fused and not fresh:
                 crc = copy_and_hash(into, view, crc)
             else:
                 copy_into(into, view, fresh=fresh)
+                if hash_now and not fresh:
+                    crc = checkpoints.crc32c(into, crc)
             offset += view.nbytes
         kept[name] = buf
         if hash_now and fresh:

@@ -128,6 +128,7 @@ class StepWriter:
         self._cpu_clock = cpu_clock
         self._cores = snapshot.cores()
         self._last_snapshot: tuple[float, float] | None = None  # (CPU time, clock) at the last
+        self._placement = snapshot.HashPlacement()  # where a busy loop's saves checksum
         self._pool: dict[str, Any] = {}  # async snapshot buffers by file name, reused
         self._settled: set[str] = set()  # the names whose kept buffer is settled_buffer's
         self._settle_failed = False
@@ -161,18 +162,27 @@ class StepWriter:
         A large buffer is page-aligned, so the background write hands it to the disk without
         the page cache's copy. When the loop kept every core busy since the last snapshot and
         the checksum runs at memory speed (:func:`.snapshot.hash_in_stall`) each copy is
-        checksummed here too.
+        checksummed here too, where this process measured that cheaper
+        (:class:`.snapshot.HashPlacement`).
         """
         now = (self._cpu_clock(), self._clock())
         last, self._last_snapshot = self._last_snapshot, now
-        hash_now = last is not None and snapshot.hash_in_stall(
+        busy = last is not None and snapshot.hash_in_stall(
             now[0] - last[0],
             now[1] - last[1],
             self._cores,
             memory_speed=checksum.streams_at_memory_speed(),
         )
+        placement = self._placement.next() if busy else "background"
+        hash_now = placement != "background"
         before = self._pool
-        out, self._pool = snapshot.take(files, before, hash_now=hash_now)
+        started = time.perf_counter()
+        out, self._pool = snapshot.take(
+            files, before, hash_now=hash_now, fused=placement == "fused"
+        )
+        reused = bool(self._pool) and all(b is before.get(n) for n, b in self._pool.items())
+        if hash_now and reused:  # a new buffer's first copy says nothing of the next ones
+            self._placement.record(placement, time.perf_counter() - started)
         self._settled = {n for n in self._settled if self._pool.get(n) is before.get(n)}
         return out
 

@@ -262,10 +262,53 @@ def test_the_snapshot_keeps_its_buffers_for_the_next_save() -> None:
     assert pool3["w.bin"] is not pool["w.bin"]  # a new size: a new buffer
 
 
+def test_a_busy_loops_checksum_placement_is_measured_then_the_faster_one_kept() -> None:
+    placement = snapshot.HashPlacement()
+    assert placement.next() == "separate"  # first: copy, then checksum
+    placement.record("separate", 0.039)
+    assert placement.next() == "fused"  # then: as the copy goes
+    placement.record("fused", 0.052)
+    # the fused copy lost (in pieces, no non-temporal stores): back to the background writer
+    assert [placement.next() for _ in range(3)] == ["background"] * 3
+    placement.record("background", 0.001)  # not a stall's time: nothing learned
+    assert placement == snapshot.HashPlacement(separate=0.039, fused=0.052)
+    won = snapshot.HashPlacement(separate=0.045, fused=0.030)
+    assert [won.next() for _ in range(3)] == ["fused"] * 3
+
+
+@pytest.mark.usefixtures("memory_speed_crc32c")
+@pytest.mark.parametrize(
+    ("learned", "hashed"),
+    [
+        (snapshot.HashPlacement(separate=0.045, fused=0.030), True),
+        (snapshot.HashPlacement(separate=0.039, fused=0.052), False),
+    ],
+)
+def test_a_busy_loop_keeps_the_placement_its_process_measured(
+    tmp_path: Path, learned: snapshot.HashPlacement, hashed: bool
+) -> None:
+    clocks = _Clocks(64.0)
+    writer = step_writer(tmp_path, clock=clocks.wall, cpu_clock=clocks.cpu)
+    state = np.random.default_rng(0).random((checkpoints.DIRECT_MIN_BYTES // 8) + 3)
+    for step in (1, 2):
+        clocks.advance(1.0)
+        if step == 2:
+            writer._placement = learned  # as two earlier busy saves left it
+        taken = writer.snapshot({"w.bin": state})
+        assert isinstance(taken["w.bin"], checkpoints.Hashed) is (hashed and step == 2)
+        writer.start(step, taken, {}, clocks.wall())
+        writer.wait()
+        checkpoints.verify(str(tmp_path), step)
+
+
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=4), seed=st.integers(0, 2**16))
-def test_a_snapshot_hashed_as_it_is_copied_holds_the_state_and_its_crc32c(
-    sizes: list[int], seed: int
+@given(
+    sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+    fused=st.booleans(),
+)
+def test_a_snapshot_hashed_in_the_stall_holds_the_state_and_its_crc32c(
+    sizes: list[int], seed: int, fused: bool
 ) -> None:
     # pieces of 1000 bytes: parts shorter than one, several, and not a multiple of one
     rng = np.random.default_rng(seed)
@@ -274,7 +317,7 @@ def test_a_snapshot_hashed_as_it_is_copied_holds_the_state_and_its_crc32c(
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(snapshot, "_HASH_PIECE", 1000)
         _, pool = snapshot.take({"w.bin": parts}, {}, hash_now=False)
-        taken, _ = snapshot.take({"w.bin": parts}, pool, hash_now=True)  # a reused buffer
+        taken, _ = snapshot.take({"w.bin": parts}, pool, hash_now=True, fused=fused)  # reused
     hashed = taken["w.bin"]
     assert isinstance(hashed, checkpoints.Hashed)
     assert bytes(hashed.data) == whole
