@@ -19,8 +19,9 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
   ``kfp-spot-trainer`` wheel is skipped, as the full kfp-spot is a superset of it.
 - **Host-view environments** (no image: tools and tests that need this machine's libraries)
   see all of this machine's site-packages through a ``.pth`` file; only the packages are
-  installed into them. The light ``kfp-spot-trainer`` wheel is skipped there when the full
-  kfp-spot is installed (both provide ``kfp_spot``; the full one is a superset).
+  installed into them (their sdists built into wheels as for the other kind). The light
+  ``kfp-spot-trainer`` wheel is skipped there when the full kfp-spot is installed (both provide
+  ``kfp_spot``; the full one is a superset).
 
 Source distributions are built into wheels with this interpreter, then installed: without network
 when their build backend is installed here, each hook seeing only the sdist's build requirements
@@ -290,17 +291,11 @@ def _create_host_view(env_dir: Path, packages: Sequence[Path], wheel_cache: Path
     # and also runs the .pth files there, which editable installs of the host rely on.
     lines = [f"import site; site.addsitedir({d!r})" for d in siteview.site_dirs()]
     Path(purelib, "_kfp_spot_host.pth").write_text("\n".join(lines) + "\n")
-    if any(not p.name.endswith(".whl") and not _builds_here(p) for p in packages):
-        # isolated where it must be
-        packages = build_wheels(packages, env_dir / "wheels", wheel_cache)
+    # each sdist built into a wheel as for the image environments: as pip on the VM builds it
+    packages = build_wheels(packages, env_dir / "wheels", wheel_cache)
     if packages:
         log.info("installing %s into %s", ", ".join(p.name for p in packages), env_dir)
-        _pip(
-            python,
-            ["--no-build-isolation", *map(str, packages)],
-            ", ".join(p.name for p in packages),
-            env_dir,
-        )
+        _pip(python, list(map(str, packages)), ", ".join(p.name for p in packages), env_dir)
     (env_dir / _READY).write_text(sys.version)
 
 

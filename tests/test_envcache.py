@@ -324,6 +324,14 @@ def test_an_sdist_built_isolated_is_never_kept(tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "wheels").exists()
 
 
+def test_a_host_view_environment_builds_an_sdist_as_the_image_environments_do(tmp_path):
+    """Tools' and tests' environments see this machine's libraries, but their packages' builds
+    still see only the build requirements: pip installed such an sdist without isolation."""
+    undeclared = _setup_py_sdist(tmp_path, ["setuptools>=61"])
+    with pytest.raises(envcache.PackageInstallError, match="The build imported 'numpy'"):
+        envcache.package_env([str(undeclared)], tmp_path / "cache")
+
+
 def test_an_sdist_whose_backend_asks_for_what_is_not_installed_here_is_built_isolated(
     tmp_path, monkeypatch
 ):
