@@ -355,21 +355,22 @@ def record_asked(directory: Path, asked: Mapping[str, str]) -> Path:
     return record
 
 
-def asked_unchanged(entry: Path) -> bool:
-    """Whether what the backend asked for in the build kept in ``entry`` is installed the same now.
+def asked_unchanged(entry: Path) -> dict[str, str] | None:
+    """What the backend asked for in the build kept in ``entry``, if installed the same now.
 
-    The same versions, as :data:`ASKED_RECORD` has them; False also for a missing or unreadable
-    record. A cache's key is made before the build, so it cannot hold these: a build cache
-    checks them on every hit (an upgraded setuptools plugin writes other archives).
+    The record (:data:`ASKED_RECORD`) when every version in it is the one installed here now;
+    None where one differs, or the record is missing or unreadable. A cache's key is made before
+    the build, so it cannot hold these: a build cache checks them on every hit (an upgraded
+    setuptools plugin writes other archives).
     """
     try:
         asked = json.loads((entry / ASKED_RECORD).read_text())
     except (OSError, ValueError):
-        return False
+        return None
     if not isinstance(asked, dict):
-        return False
+        return None
     now = installed_versions(set(asked))
     if now != asked:
         log.info("%s was built with %s, which is now %s: building again", entry, asked, now)
-        return False
-    return True
+        return None
+    return now

@@ -388,7 +388,7 @@ def _cached_wheel(entry: Path, dest: Path) -> Path | None:
         found = sorted(entry.glob("*.whl"))
         if len(found) != 1:
             return None
-        if not buildview.asked_unchanged(entry):
+        if buildview.asked_unchanged(entry) is None:
             shutil.rmtree(entry, ignore_errors=True)
             return None
         return Path(shutil.copyfile(found[0], dest / found[0].name))

@@ -20,7 +20,6 @@ import email.parser
 import gzip
 import hashlib
 import io
-import json
 import logging
 import os
 import shutil
@@ -197,10 +196,10 @@ def _cached_build(entry: Path, outdir: Path) -> BuiltFiles | None:
         sdists, wheels = sorted(entry.glob("*.tar.gz")), sorted(entry.glob("*.whl"))
         if len(sdists) != 1 or len(wheels) != 1:
             return None
-        if not buildview.asked_unchanged(entry):
+        asked = buildview.asked_unchanged(entry)
+        if asked is None:
             shutil.rmtree(entry, ignore_errors=True)
             return None
-        asked = json.loads((entry / buildview.ASKED_RECORD).read_text())
         outdir.mkdir(parents=True, exist_ok=True)
         copies = [Path(shutil.copyfile(p, outdir / p.name)) for p in (sdists[0], wheels[0])]
     except (OSError, ValueError):
