@@ -228,17 +228,16 @@ def take(
         target = memoryview(buf).cast("B")
         offset = 0
         crc = 0
+        as_copied = hash_now and fused and not fresh  # checksummed piece by piece, in the cache
         for view in views:
             into = target[offset : offset + view.nbytes]
-            if hash_now and fused and not fresh:
+            if as_copied:
                 crc = copy_and_hash(into, view, crc)
             else:
                 copy_into(into, view, fresh=fresh)
-                if hash_now and not fresh:
-                    crc = checkpoints.crc32c(into, crc)
             offset += view.nbytes
         kept[name] = buf
-        if hash_now and fresh:
+        if hash_now and not as_copied:
             crc = checkpoints.crc32c(buf)
         out[name] = checkpoints.Hashed(buf, crc) if hash_now else (buf,)
     return out, kept
