@@ -125,9 +125,11 @@ def _json(kind: type) -> Callable[[str], Any]:
     )
 
     def parse(text: str) -> Any:
+        from kfp_spot.vertex.values import loads_unique_keys  # a key twice: ValueError
+
         try:
-            value = json.loads(text)
-        except ValueError as exc:  # often the shell ate the quotes: say what to write
+            value = loads_unique_keys(text)
+        except json.JSONDecodeError as exc:  # often the shell ate the quotes: say what to write
             raise ValueError(f"{exc}; write {form}, quoted as a whole for the shell") from None
         if not isinstance(value, kind):
             raise ValueError(f"expected {form}")
@@ -136,13 +138,9 @@ def _json(kind: type) -> Callable[[str], Any]:
     return parse
 
 
-def _integer(text: str) -> int:
-    return int(text.strip())
-
-
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "String": str,
-    "Integer": _integer,
+    "Integer": lambda text: int(text.strip()),
     "Float": float,
     "Boolean": _boolean,
     "List": _json(list),

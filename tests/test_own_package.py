@@ -197,6 +197,17 @@ def test_a_python_module_in_the_pyproject_that_is_no_module_name_is_refused(regr
             """line 1 column 1 (char 0); write a JSON list such as '["--steps", "40"]', quoted""",
         ),
         ({"check_import": "yes"}, "parameter check_import is of type Boolean; 'yes'"),
+        (  # json.loads keeps the last: the gate would hold ">=0.1" alone, silently
+            {"thresholds": '{"rmse": "<=0.5", "rmse": ">=0.1"}'},
+            """parameter thresholds is of type Dict; '{"rmse": "<=0.5", "rmse": ">=0.1"}' """
+            """is not one (key 'rmse' is given twice ("<=0.5" and ">=0.1"); a JSON object holds """
+            "each key once: give it once)",
+        ),
+        (
+            {"evaluation_params": '{"split": {"a": 1, "a": 2}}'},
+            """parameter evaluation_params is of type Dict; '{"split": {"a": 1, "a": 2}}' is not """
+            "one (key 'a' is given twice (1 and 2)",
+        ),
         ({"treshold": "{}"}, "the pipeline has no parameter 'treshold'; valid: "),
         # the gate is read after training: a bound that is no bound must not cost the run
         ({"thresholds": '{"mse": "<="}'}, "thresholds['mse']: '<=' is not a bound; use "),

@@ -473,6 +473,31 @@ def loads_bounded(text: str, limit: int = MAX_NESTING) -> Any:
         raise InvalidValueError(f"is not valid JSON ({exc})") from None
 
 
+def loads_unique_keys(text: str) -> Any:
+    """``json.loads`` refusing an object that names a key twice.
+
+    ``json.loads`` keeps the last value silently: ``{"rmse": "<=0.5", "rmse": ">=0.1"}`` would
+    gate on ``>=0.1`` alone, locally and in the PipelineJob a submission sends.
+
+    Raises:
+        json.JSONDecodeError: not JSON.
+        ValueError: a key given twice, naming it and both values.
+    """
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        value: dict[str, Any] = {}
+        for key, item in pairs:
+            if key in value:
+                raise ValueError(
+                    f"key {key!r} is given twice ({json.dumps(value[key])} and "
+                    f"{json.dumps(item)}); a JSON object holds each key once: give it once"
+                )
+            value[key] = item
+        return value
+
+    return json.loads(text, object_pairs_hook=unique)
+
+
 def check_text(value: Any) -> None:
     r"""Refuse strings (anywhere in lists and dicts) that are not valid Unicode text.
 
