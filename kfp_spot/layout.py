@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kfp_spot import checkpoints, fs
+from kfp_spot.checkpoints.paths import list_names
 
 KFP_SPOT = "kfp-spot"
 """``<root>/step-<n>/`` directories with manifests (written by kfp_spot.trainer)."""
@@ -46,6 +47,45 @@ class CheckpointLayout:
         shown = ", ".join(self.names[:_SHOWN])
         more = len(self.names) - _SHOWN
         return f"{shown} and {more} more" if more > 0 else shown
+
+
+_RUN_ROOTS = (("job", "checkpoints"), ("checkpoints",))
+"""Where a checkpoint root sits under a directory one may give instead of it: a ``kfp-spot run``
+directory (``<run>/job/checkpoints``) or a job's ``base_output_directory``
+(``<base>/checkpoints``)."""
+
+
+def misplaced_root(root: str, names: tuple[str, ...] = (), step_input: str = "") -> str:
+    """Where the checkpoint root is when ``root`` is a directory near it, else ``""``.
+
+    ``root`` given as one step's own directory (``.../step-40``, which holds the step's manifest)
+    or as the directory above the root (a ``kfp-spot run`` directory, a job's base output
+    directory) holds no ``step-<n>`` directory itself: said plainly, rather than as a foreign
+    layout or an empty checkpoint.
+
+    Args:
+        root: the directory given as a checkpoint root (local or ``gs://``).
+        names: its entries, when known (listed otherwise).
+        step_input: the input that picks a step, when the reader has one (``step``).
+    """
+    names = names or tuple(list_names(root))
+    if checkpoints.MANIFEST_NAME in names:
+        try:
+            parent, step = checkpoints.parse_step_dir(root)
+        except ValueError:
+            return ""
+        pick = f" with {step_input}={step}" if step_input else f" (step {step} is there)"
+        return (
+            f"{root} is itself the directory of step {step}, not a checkpoint root: give the "
+            f"directory above it, {parent}{pick}"
+        )
+    for parts in _RUN_ROOTS:
+        if parts[0] not in names:
+            continue
+        inner = fs.join(root.rstrip("/"), *parts)
+        if checkpoints.list_steps(inner):
+            return f"{root} holds its checkpoints in {inner}: give that directory"
+    return ""
 
 
 def inspect_layout(root: str) -> CheckpointLayout:

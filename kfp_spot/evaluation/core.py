@@ -26,7 +26,7 @@ from kfp_spot.evaluation.selection import (
     select_step,
 )
 from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
-from kfp_spot.layout import EMPTY, EXPECTED, KFP_SPOT, inspect_layout
+from kfp_spot.layout import EMPTY, EXPECTED, KFP_SPOT, inspect_layout, misplaced_root
 from kfp_spot.validation.component_inputs import check_input
 from kfp_spot.vertex.storage import check_checkpoint_uri
 
@@ -212,6 +212,11 @@ def _parse_confusion_matrix(entry_point: str, value: Any) -> ConfusionMatrix:
 
 
 def _foreign_error(root: str, found: Any) -> EvaluationInputError:
+    misplaced = misplaced_root(root, found.names, step_input="step")
+    if misplaced:  # a step's own directory, or a run's: not a trainer's own layout
+        return EvaluationInputError(
+            "checkpoint", f"no kfp-spot checkpoint under {root}: expected {EXPECTED}; {misplaced}"
+        )
     return EvaluationInputError(
         "checkpoint",
         f"no kfp-spot checkpoint under {root}: expected {EXPECTED}, found {found.found()}. "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 
 from kfp_spot import checkpoints, fs
+from kfp_spot.layout import misplaced_root
 from kfp_spot.vertex.storage import directory_placeholders
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,9 @@ def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
         raise checkpoints.CheckpointError(f"{source_root!r} does not exist; expected {valid}")
     manifest = checkpoints.latest(source_root, check_hashes=True)
     if manifest is None:
+        misplaced = "" if checkpoints.list_steps(source_root) else misplaced_root(source_root)
+        if misplaced:  # a step's own directory, or a run's: say where the steps are
+            raise checkpoints.CheckpointError(f"{misplaced}; expected {valid}")
         why = (
             "has step directories but none verifies (all torn or corrupt)"
             if checkpoints.list_steps(source_root)

@@ -138,3 +138,29 @@ def test_the_launcher_records_the_layout_and_warns_when_nothing_was_committed(
     caplog.clear()
     assert outputs(tmp_path / "nothing")["layout"] == "empty"
     assert "(found nothing: the directory is empty or does not exist)" in caplog.text
+
+
+@pytest.mark.parametrize("given", ["step", "run"])
+def test_a_step_or_run_directory_given_as_the_checkpoint_names_the_root_not_a_foreign_layout(
+    tmp_path, foreign_package, env_cache, given
+):
+    # evaluate_checkpoint's checkpoint_uri given as .../step-3 or as the kfp-spot run directory:
+    # allow_foreign_layout would score it unverified; the checkpoint root is what was meant
+    from tests.evaluation.conftest import write_checkpoint
+
+    root = tmp_path / "run" / "job" / "checkpoints"
+    write_checkpoint(root, 3, 0.5)
+    uri = root / "step-3" if given == "step" else tmp_path / "run"
+    with pytest.raises(EvaluationInputError) as info:
+        evaluate(str(uri), [foreign_package.uri], cache_dir=env_cache)
+    where = (
+        f"{uri} is itself the directory of step 3, not a checkpoint root: give the directory "
+        f"above it, {root} with step=3"
+        if given == "step"
+        else f"{uri} holds its checkpoints in {root}: give that directory"
+    )
+    assert str(info.value) == (
+        f"checkpoint: no kfp-spot checkpoint under {uri}: expected step-<n>/manifest.json "
+        f"directories (the layout kfp_spot.trainer writes); {where}"
+    )
+    assert info.value.field == "checkpoint"

@@ -297,6 +297,30 @@ def test_resume_from_without_a_committed_step_is_refused(package, outputs, tmp_p
     assert checkpoints.list_steps(outputs["checkpoint"].uri) == []  # nothing seeded
 
 
+@pytest.mark.parametrize("given", ["step", "run"])
+def test_resume_from_a_step_or_run_directory_names_the_checkpoint_root(
+    package, outputs, tmp_path, given
+):
+    # continue_training's checkpoint_uri given as .../step-7 or as the kfp-spot run directory
+    from kfp_spot.trainer import CheckpointManager
+
+    root = tmp_path / "run" / "job" / "checkpoints"
+    with CheckpointManager(str(root), handle_signals=False, record_attempts=False) as ckpt:
+        ckpt.save(7, {"w": b"weights"})
+    uri = root / "step-7" if given == "step" else tmp_path / "run"
+    with RecordingServer() as server:
+        error = _refused(server, package, outputs, resume_from=FakeArtifact(uri=str(uri)))
+    assert error.field == "resume_from"
+    expected = (
+        f"{uri} is itself the directory of step 7, not a checkpoint root: give the directory "
+        f"above it, {root} (step 7 is there)"
+        if given == "step"
+        else f"{uri} holds its checkpoints in {root}: give that directory"
+    )
+    assert expected in str(error)
+    assert "never checkpointed" not in str(error)
+
+
 def test_resume_from_an_unsupported_scheme_is_refused(package, outputs):
     with RecordingServer() as server:
         error = _refused(server, package, outputs, resume_from=FakeArtifact(uri="s3://b/ckpt"))
