@@ -389,6 +389,10 @@ class CheckpointManager:
             metrics: small JSON facts (loss, accuracy) kept in the manifest.
             blocking: wait for the write; default: not when ``async_save`` is on.
 
+        A step this manager committed or restored already is not written again (its commit
+        would be removed first, and ``maybe_save``'s metrics with it): the loop's final
+        ``save(step, state)`` after ``maybe_save`` committed ``step`` keeps that commit.
+
         Returns:
             The committed manifest, or None when the write goes on in the background (or this
             replica is not the writer).

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, Manifest
@@ -179,6 +179,10 @@ class Saver:
                 self.interval.steps,
             )
         self._writer.wait()  # one write at a time, in step order; snapshot buffers free after it
+        if step == self._writer.last_committed:
+            committed = self._committed(step, blocking)
+            if committed is not False:
+                return committed
         files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
         metadata = {
             "state": index,
@@ -198,6 +202,23 @@ class Saver:
         self._writer.start(step, snapshot, metadata, t0)
         self._record_stall(stall, write=self._writer.last_duration)
         return None
+
+    def _committed(self, step: int, blocking: bool | None) -> Manifest | Literal[False] | None:
+        """The save of ``step`` when this run committed (or restored) it already: not written.
+
+        Writing it again would first remove its commit, so a rewrite killed or failed half-way
+        would leave no copy of the step (with ``keep_last=1``, none of the run), and the loop's
+        final ``save(step, state)`` after ``maybe_save(step, ..., metrics=...)`` committed that
+        step would drop the metrics ``best:<metric>`` ranks it by. False when its manifest is
+        gone (it is written again).
+        """
+        try:
+            manifest = checkpoints.read_manifest(self._writer.root, step)
+        except storage_errors(CheckpointError):  # gone, or unreadable now: write it again
+            return False
+        log.info("step %d is already committed; not writing it again", step)
+        self.last_requested = step
+        return manifest if blocking or (blocking is None and not self.async_save) else None
 
     def save_directory(
         self, step: int, source: str, *, metrics: Mapping[str, Any] | None = None

@@ -102,6 +102,30 @@ def test_retention_keeps_last_and_best(tmp_path: Path) -> None:
     assert minimise.committed_steps() == [2, 4, 5]
 
 
+def test_the_documented_final_save_keeps_the_committed_step_and_its_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/trainer.md's loop: maybe_save(step, ..., metrics=...) each step, then save(step, state)
+    # after it. The final step is committed already: rewriting it dropped its metrics (so
+    # best:loss skipped the best step) and first removed its commit (a rewrite killed half-way,
+    # here a failing one, left no copy of the step: with keep_last=1, none of the run).
+    with _manager(tmp_path, interval=1, keep_last=1) as ckpt:
+        for step in range(1, 4):
+            ckpt.maybe_save(step, lambda step=step: {"x": step}, metrics={"loss": 1.0 / step})
+        assert ckpt.save(3, {"x": 3}).metadata["metrics"] == {"loss": 1.0 / 3}
+    assert checkpoints.read_manifest(str(tmp_path), 3).metadata["metrics"] == {"loss": 1.0 / 3}
+
+    def failing_write(*args: object, **kwargs: object) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(checkpoints, "write_step", failing_write)
+    with _manager(tmp_path, keep_last=1, save_retries=0) as resumed:
+        restored = resumed.restore()
+        assert restored is not None and restored.step == 3
+        resumed.save(3, restored.state)  # a resumed attempt with nothing left to train
+    assert [m.step for m in checkpoints.committed_steps(str(tmp_path))] == [3]
+
+
 def test_keep_best_never_ranks_a_nan_metric_above_the_best(tmp_path: Path) -> None:
     ckpt = _manager(tmp_path, keep_last=1, keep_best=1, best_metric="loss", best_mode="min")
     for step, loss in {1: float("nan"), 2: 0.3, 3: 0.8, 4: float("inf"), 5: 0.9}.items():
