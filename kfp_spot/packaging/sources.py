@@ -54,7 +54,11 @@ _IGNORED_NAMES = {
     ".ruff_cache",
     ".ipynb_checkpoints",
     ".DS_Store",
+    "__MACOSX",  # the AppleDouble copies a zip made by macOS Finder holds beside the folder
 }
+_APPLE_DOUBLE_MAGIC = b"\x00\x05\x16\x07"
+"""How an AppleDouble file (``._NAME``, the extended attributes macOS's tar and zip store
+beside ``NAME``) starts."""
 LOCAL_RUNS_DIR = "kfp-spot-runs"
 """Where ``kfp-spot run`` puts its run directories by default (in the working directory)."""
 # Never part of a package at its top: build outputs, and the local runs of `kfp-spot run --source .`
@@ -123,9 +127,25 @@ def is_archive(name: str) -> bool:
     return name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
+def _is_apple_double(path: Path) -> bool:
+    """Whether ``path`` is macOS metadata (``._NAME``, AppleDouble), not a file of the source.
+
+    macOS's tar stores a file's extended attributes as ``._NAME`` beside it, and its unzip-less
+    copies keep them: binary, so a ``._train.py`` would fail the package's compile check.
+    """
+    if not path.name.startswith("._") or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(_APPLE_DOUBLE_MAGIC)) == _APPLE_DOUBLE_MAGIC
+    except OSError:  # unreadable: the copy says so
+        return False
+
+
 def _ignore(root: str) -> Callable[[str, list[str]], set[str]]:
     def ignore(directory: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n in _IGNORED_NAMES or n.endswith(_IGNORED_SUFFIXES)}
+        skipped |= {n for n in names if _is_apple_double(Path(directory, n))}
         if os.path.abspath(directory) == os.path.abspath(root):
             skipped |= {n for n in names if n in _IGNORED_TOP_LEVEL}
         return skipped
@@ -271,7 +291,9 @@ def _extract(archive: Path, dest: Path, label: str) -> Path:
         raise SourceError(
             "source", f"{label} is not a readable {archive.name.split('.', 1)[-1]} archive: {exc}"
         ) from exc
-    entries = [p for p in dest.iterdir() if p.name not in _IGNORED_NAMES]
+    entries = [
+        p for p in dest.iterdir() if p.name not in _IGNORED_NAMES and not _is_apple_double(p)
+    ]
     if len(entries) == 1 and entries[0].is_dir():
         return entries[0]  # the usual <name>-<version>/ top folder
     return dest

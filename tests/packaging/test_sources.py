@@ -1,5 +1,6 @@
 """Every source kind: project dir, bare package dir, script, local and gs:// archives."""
 
+import io
 import shutil
 import subprocess
 import tarfile
@@ -79,6 +80,40 @@ def test_tar_gz_archive_builds_the_same_package_as_its_directory(built, project,
     archive = tmp_path / "src.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(project, arcname="tiny-src")
+    from_archive = prepare_package(str(archive), str(tmp_path / "stage"))
+    assert from_archive.source_kind == "project+archive"
+    assert from_archive.sha256 == built.sha256
+
+
+_APPLE_DOUBLE = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        "
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_an_archive_made_on_a_mac_builds_the_same_package(built, project, tmp_path, kind):
+    # Finder's Compress puts __MACOSX/ beside the folder; macOS's tar stores ._NAME AppleDouble
+    # files (extended attributes) beside each file. Neither is the source: the top folder is
+    # entered and the package holds the same files, not "no project file".
+    archive = tmp_path / f"src.{kind}"
+    meta = [("__MACOSX/tiny-src/._pyproject.toml", _APPLE_DOUBLE), ("._tiny-src", _APPLE_DOUBLE)]
+    meta += [
+        (f"tiny-src/{p.parent.relative_to(project).as_posix()}/._{p.name}", _APPLE_DOUBLE)
+        for p in sorted(project.rglob("*.py"))
+    ]
+    files = [
+        (f"tiny-src/{p.relative_to(project).as_posix()}", p.read_bytes())
+        for p in sorted(project.rglob("*"))
+        if p.is_file()
+    ]
+    if kind == "zip":
+        with zipfile.ZipFile(archive, "w") as zf:
+            for name, data in [*files, *meta]:
+                zf.writestr(name.replace("/./", "/"), data)
+    else:
+        with tarfile.open(archive, "w:gz") as tf:
+            for name, data in [*files, *meta]:
+                member = tarfile.TarInfo(name.replace("/./", "/"))
+                member.size = len(data)
+                tf.addfile(member, io.BytesIO(data))
     from_archive = prepare_package(str(archive), str(tmp_path / "stage"))
     assert from_archive.source_kind == "project+archive"
     assert from_archive.sha256 == built.sha256
