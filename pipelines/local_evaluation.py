@@ -33,12 +33,12 @@ def check_evaluation_module(
     """
     from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT
 
-    path = Path(source)
+    path, bare = _modules_base(Path(source))
     given = arguments.get("evaluation_entry_point")
     if isinstance(given, str) and given:
         module = given.partition(":")[0]
         top = module.split(".")[0]
-        if path.is_dir() and _holds(path, top) and not _holds(path, module):
+        if path.is_dir() and _holds(path, top, bare) and not _holds(path, module, bare):
             raise LocalRunError(
                 f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
                 f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
@@ -53,7 +53,7 @@ def check_evaluation_module(
         return
     module = default.partition(":")[0]
     if path.is_dir():
-        held = _holds(path, module)
+        held = _holds(path, module, bare)
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
     if held and path.is_dir():
@@ -86,12 +86,28 @@ def _check_code(directory: Path, entry: str) -> None:
         raise LocalRunError(f"evaluation_entry_point: {missing}")
 
 
-def _holds(directory: Path, module: str) -> bool:
+def _modules_base(path: Path) -> tuple[Path, str]:
+    """Where the source's modules are looked up, and the one package there when it is bare.
+
+    A bare package (an ``__init__.py``, no project file) is built as the package named after its
+    directory: ``trainer/evaluate.py`` is ``trainer.evaluate``, looked up from the parent, which
+    holds nothing else of the package.
+    """
+    from kfp_spot.packaging.sources import PROJECT_FILES
+
+    if not (path / "__init__.py").is_file() or any((path / f).exists() for f in PROJECT_FILES):
+        return path, ""
+    return path.resolve().parent, path.resolve().name
+
+
+def _holds(directory: Path, module: str, bare: str = "") -> bool:
     """Whether source ``directory`` holds ``module`` (at its top or under ``src/``).
 
     A module file of any suffix counts (an extension the build compiles), and so does a folder
-    (a package, namespace packages too).
+    (a package, namespace packages too). ``bare``: the one package a bare package's parent holds.
     """
+    if bare and module.split(".")[0] != bare:
+        return False
     relative = Path(*module.split("."))
     for base in source_roots(directory):
         where = base / relative

@@ -142,6 +142,29 @@ def test_a_package_left_on_the_examples_evaluation_entry_point_is_refused_before
     assert local_run.check_evaluation_module(tmp_path / "x.py", named, spot_training) is None
 
 
+def test_a_bare_package_is_its_own_package_for_the_evaluation_entry_point(tmp_path):
+    # A bare package directory is built as the package named after it: trainer/evaluate.py is
+    # trainer.evaluate, the default entry point (refused as missing before), and a typo of one
+    # of its modules is refused before the run, as for a project (it failed after training).
+    source = tmp_path / "trainer"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("print('training')\n")
+    (source / "evaluate.py").write_text("def evaluate(d, p):\n    return {}\n")
+    assert local_run.check_evaluation_module(source, {}, spot_training) is None
+    typo = {"evaluation_entry_point": "trainer.evalaute:evaluate"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.check_evaluation_module(source, typo, spot_training)
+    assert str(info.value) == (
+        f"evaluation_entry_point: trainer.evalaute:evaluate: module 'trainer.evalaute' is not in "
+        f"{source}, which holds its package 'trainer'; name a module of the package "
+        "(MODULE:FUNCTION)"
+    )
+    (source / "evaluate.py").unlink()  # the default's module is gone: refused, as before
+    with pytest.raises(local.LocalRunError, match="is not in"):
+        local_run.check_evaluation_module(source, {}, spot_training)
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
