@@ -19,8 +19,19 @@ from kfp_spot import envcache
 from kfp_spot.evaluation import runner
 from kfp_spot.evaluation.entry_point import environ_for
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
+from kfp_spot.vertex.signals import cancel_on_signals
 
 log = logging.getLogger(__name__)
+
+
+def _stopped(signum: int) -> SystemExit:
+    """What SIGTERM/SIGINT raise while the entry point runs: ``subprocess.run`` then kills it.
+
+    SIGTERM's default ended this process at once and left the entry point running, an orphan,
+    after the task was stopped (a local run interrupted with ``kill`` or ``timeout``).
+    """
+    log.warning("signal %d: stopping the evaluation's process", signum)
+    return SystemExit(128 + signum)
 
 
 def run_entry_point(
@@ -48,9 +59,10 @@ def run_entry_point(
         # the installed packages only, as in the image; not this machine's own settings
         env = environ_for(python, entry_point, envcache.job_environ())
         try:
-            proc = subprocess.run(
-                cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
-            )
+            with cancel_on_signals(_stopped):  # the process must not outlive the task
+                proc = subprocess.run(
+                    cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
+                )
         except subprocess.TimeoutExpired as exc:
             raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
         for line in proc.stdout.splitlines():

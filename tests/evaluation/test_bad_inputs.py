@@ -184,3 +184,51 @@ def test_checkpoint_uri_a_task_cannot_read_is_refused_naming_the_valid_forms(
         "bucket name" in str(caught.value)
     )
     assert not (tmp_path / "never-created").exists()
+
+
+def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path):
+    # The evaluate_checkpoint task stopped with SIGTERM (a local run interrupted with kill or
+    # timeout stops its task so) died at once and left the entry point's process running.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    pid_file = tmp_path / "entry-point.pid"
+    fake_python = tmp_path / "python"  # stands in for the package environment's interpreter
+    fake_python.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 120\n")
+    fake_python.chmod(0o755)
+    task = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from kfp_spot.evaluation import invoke
+        invoke.environ_for = lambda python, entry_point, base: dict(base)
+        python, where = Path({str(fake_python)!r}), Path({str(tmp_path)!r})
+        invoke.run_entry_point(python, "m:f", where, {{}}, None)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", task])
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        entry_point = int(pid_file.read_text())
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(entry_point, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(entry_point, signal.SIGKILL)
+            pytest.fail("the entry point's process outlived the stopped evaluation")
+        assert status == 128 + signal.SIGTERM
+    finally:
+        if process.poll() is None:
+            process.kill()
