@@ -380,8 +380,15 @@ def logs(
 ) -> None:
     """Print the logs of a job, per attempt and replica (from --state-dir's files when stopped)."""
     saved = _saved_logs(Path(state_dir), job_name, attempt, replica) if not endpoint else None
-    if saved is not None and not _serving(state_dir):
+    stopped = not endpoint and (Path(state_dir) / "logs").is_dir() and not _serving(state_dir)
+    if saved is not None and stopped:
         entries, name = saved, job_name
+    elif stopped:  # no emulator holds the dir to ask: its files are all there is
+        known = sorted(p.name for p in (Path(state_dir) / "logs").iterdir() if p.is_dir())
+        raise click.ClickException(
+            f"{job_name} has no logs in {state_dir}, whose emulator has stopped; the jobs there: "
+            f"{', '.join(known) or 'none'}"
+        )
     else:
         base = _endpoint(endpoint, state_dir)
         name = _job_name(base, job_name)

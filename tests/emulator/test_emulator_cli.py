@@ -342,6 +342,15 @@ def test_saved_logs_of_an_attempt_the_job_never_had_is_an_error(tmp_path):
     assert result.output == (
         f"kfp-spot: error: 123 has no attempt 2 in {tmp_path}: it has attempts 1..1\n"
     )
+    # a job the stopped emulator's dir does not hold: not "cannot reach the emulator" (the
+    # endpoint file a run leaves behind) nor "no emulator endpoint"
+    (tmp_path / "endpoint").write_text("http://127.0.0.1:9\n")
+    result = CliRunner().invoke(main, ["emulator", "logs", "124", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert " ".join(result.output.split()) == (
+        f"kfp-spot: error: 124 has no logs in {tmp_path}, whose emulator has stopped; the jobs "
+        "there: 123"
+    )
 
 
 def test_a_misspelt_machine_type_in_capacity_is_refused(tmp_path):
