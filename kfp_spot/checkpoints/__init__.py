@@ -24,6 +24,8 @@ The modules, each imported here (``from kfp_spot.checkpoints import X`` works fo
 - :mod:`~kfp_spot.checkpoints.paths`: step directories and listings;
 - :mod:`~kfp_spot.checkpoints.verify`: reading a step back, verified;
 - :mod:`~kfp_spot.checkpoints.write`: writing and committing a step, deleting one;
+- :mod:`~kfp_spot.checkpoints.ranking`: which way a recorded metric ranks steps (``rmse``:
+  smaller is better), for ``keep_best`` and ``best:<metric>`` alike;
 - :mod:`~kfp_spot.checkpoints.attempts`: attempt records (:class:`AttemptRecord`, the one
   definition the trainer writes and the launcher, reports and accounting read).
 
@@ -62,6 +64,7 @@ from kfp_spot.checkpoints.manifest import (
     seal,
 )
 from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir, storage_errors
+from kfp_spot.checkpoints.ranking import default_mode, smaller_is_better
 from kfp_spot.checkpoints.state import (
     BUILTIN_SUFFIXES,
     STATE_FORMAT,
@@ -116,6 +119,7 @@ __all__ = [
     "committed_steps",
     "crc32c",
     "crc32c_b64",
+    "default_mode",
     "delete_step",
     "files_of",
     "is_state_key",
@@ -128,6 +132,7 @@ __all__ = [
     "read_manifest",
     "read_verified",
     "seal",
+    "smaller_is_better",
     "step_dir",
     "storage_errors",
     "verify",

@@ -21,8 +21,8 @@ from typing import Any
 
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
+from kfp_spot.checkpoints.ranking import smaller_is_better
 from kfp_spot.evaluation.errors import EvaluationInputError
-from kfp_spot.evaluation.thresholds import smaller_is_better
 
 _BEST_RE = re.compile(r"^best:([^:]+?)(?::(max|min))?$")
 _STEP_HELP = '"latest", a step number like "40", or "best:<metric>[:max|:min]"'

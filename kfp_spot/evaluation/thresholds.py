@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kfp_spot.checkpoints.ranking import smaller_is_better
 from kfp_spot.evaluation.errors import EvaluationInputError
 
 _OPS = {
@@ -27,12 +28,6 @@ _OPS = {
     "==": operator.eq,
 }
 _BOUND_RE = re.compile(r"^\s*(>=|<=|==|>|<)?\s*([^<>=\s][^\s]*)\s*$")
-# Names where smaller is better (also best:<metric>'s default direction): ending in one of these,
-# or holding one as a word (``rmse_val``, ``mse-test``, ``loss/valid``).
-_MIN_SUFFIXES = ("loss", "error", "err", "mse", "mae", "rmse", "perplexity")
-_MIN_WORDS = frozenset(
-    {*_MIN_SUFFIXES, "mape", "smape", "msle", "rmsle", "nll", "wer", "cer", "ppl"}
-)
 _VALID = 'a number (meaning >=) or a string like ">=0.9", "<=0.5", ">0", "==1"'
 
 
@@ -52,12 +47,6 @@ class Threshold:
 
     def __str__(self) -> str:
         return f"{self.metric} {self.op} {self.bound:g}"
-
-
-def smaller_is_better(metric: str) -> bool:
-    """Whether the metric's name says a smaller value is better (``rmse``, ``loss_val``)."""
-    name = metric.lower()
-    return name.endswith(_MIN_SUFFIXES) or not _MIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", name))
 
 
 def _implicit(field: str, metric: str, bound: object, value: float) -> Threshold:

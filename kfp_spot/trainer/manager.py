@@ -20,6 +20,7 @@ from typing import Any
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, Manifest
 from kfp_spot.checkpoints.paths import check_step
+from kfp_spot.checkpoints.ranking import default_mode
 from kfp_spot.trainer import failpoints
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval
@@ -65,7 +66,9 @@ class CheckpointManager:
         keep_last: committed steps to keep (newest); None keeps all.
         keep_best: additionally keep this many best steps by ``best_metric``.
         best_metric: metric name (from ``save(..., metrics=)``) that ranks steps for ``keep_best``.
-        best_mode: ``"max"`` or ``"min"``.
+        best_mode: ``"max"`` or ``"min"``; default: what the metric's name says, as for the
+            evaluation's ``best:<metric>`` (``"min"`` for ``rmse``, ``val_loss``, ...; else
+            ``"max"``).
         async_save: snapshot the state in the caller (a copy of its mutable buffers into
             buffers kept between saves) and write it in a background thread.
         allow_pickle: allow pickle-based adapters (scikit-learn estimators) when saving and
@@ -100,7 +103,7 @@ class CheckpointManager:
         keep_last: int | None = 3,
         keep_best: int = 0,
         best_metric: str | None = None,
-        best_mode: str = "max",
+        best_mode: str | None = None,
         async_save: bool = False,
         allow_pickle: bool = False,
         save_retries: int = 2,
@@ -114,6 +117,8 @@ class CheckpointManager:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = checkpoint_root(root)
+        if best_mode is None:  # as best:<metric> ranks: keep_best must keep the best, not worst
+            best_mode = default_mode(best_metric) if isinstance(best_metric, str) else "max"
         check_retention(keep_last, keep_best, best_metric, best_mode)
         if not isinstance(heartbeat_seconds, (int, float)) or not heartbeat_seconds > 0:
             raise ValueError(f"heartbeat_seconds must be > 0, got {heartbeat_seconds!r}")

@@ -126,6 +126,26 @@ def test_the_documented_final_save_keeps_the_committed_step_and_its_metrics(
     assert [m.step for m in checkpoints.committed_steps(str(tmp_path))] == [3]
 
 
+@pytest.mark.parametrize(
+    ("metric", "kept"), [("rmse", [2, 4]), ("val_loss", [2, 4]), ("accuracy", [3, 4])]
+)
+def test_keep_best_ranks_a_metric_as_its_name_says_without_best_mode(
+    tmp_path: Path, metric: str, kept: list[int]
+) -> None:
+    # keep_best=1, best_metric="rmse" kept the worst step (rmse 0.9) and deleted the best
+    # (0.1): best_mode defaulted to "max" whatever the name, where best:rmse minimises it.
+    ckpt = _manager(tmp_path, keep_last=1, keep_best=1, best_metric=metric)
+    for step, value in {1: 0.5, 2: 0.1, 3: 0.9, 4: 0.3}.items():
+        ckpt.save(step, {"x": step}, metrics={metric: value})
+    assert ckpt.committed_steps() == kept
+    explicit = _manager(
+        tmp_path / "max", keep_last=1, keep_best=1, best_metric=metric, best_mode="max"
+    )
+    for step, value in {1: 0.5, 2: 0.1, 3: 0.9, 4: 0.3}.items():
+        explicit.save(step, {"x": step}, metrics={metric: value})
+    assert explicit.committed_steps() == [3, 4]  # an explicit mode is kept
+
+
 def test_keep_best_never_ranks_a_nan_metric_above_the_best(tmp_path: Path) -> None:
     ckpt = _manager(tmp_path, keep_last=1, keep_best=1, best_metric="loss", best_mode="min")
     for step, loss in {1: float("nan"), 2: 0.3, 3: 0.8, 4: float("inf"), 5: 0.9}.items():

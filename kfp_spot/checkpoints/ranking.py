@@ -1,0 +1,26 @@
+"""Which way a metric recorded with a checkpoint step ranks: smaller or larger is better.
+
+One rule for every reader of a root's metrics: the trainer's ``keep_best`` retention, the
+evaluation's ``best:<metric>`` and its thresholds. No kfp import: it ships in the
+kfp-spot-trainer wheel.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Names where smaller is better: ending in one of these, or holding one as a word (``rmse_val``,
+# ``mse-test``, ``loss/valid``).
+MIN_SUFFIXES = ("loss", "error", "err", "mse", "mae", "rmse", "perplexity")
+MIN_WORDS = frozenset({*MIN_SUFFIXES, "mape", "smape", "msle", "rmsle", "nll", "wer", "cer", "ppl"})
+
+
+def smaller_is_better(metric: str) -> bool:
+    """Whether the metric's name says a smaller value is better (``rmse``, ``loss_val``)."""
+    name = metric.lower()
+    return name.endswith(MIN_SUFFIXES) or not MIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", name))
+
+
+def default_mode(metric: str) -> str:
+    """``"min"`` for a metric whose name says smaller is better, else ``"max"``."""
+    return "min" if smaller_is_better(metric) else "max"
