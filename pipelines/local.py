@@ -41,7 +41,6 @@ from kfp_spot import checkpoints, envcache, executors, fs
 from kfp_spot.accounting import region_of_job
 from kfp_spot.drill import CheckpointPreemptionDrill
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.packaging.sources import LOCAL_RUNS_DIR
 from kfp_spot.pipelines.local_arguments import (
     ENDPOINT_PARAMETER,
     ENDPOINT_STAND_IN,
@@ -66,6 +65,14 @@ from kfp_spot.pipelines.local_result import (
     only_metrics,
     summarize,
 )
+from kfp_spot.pipelines.local_rundir import (
+    RUN_DIR_ENTRIES,
+    RUN_DIR_WRITES,
+    check_unused,
+    claim_default_run_dir,
+    default_run_dir,
+    run_dir_or_default,
+)
 from kfp_spot.progress import LocalRunProgress, emulator_jobs
 from kfp_spot.reports import preload_timeline, write_report
 
@@ -79,48 +86,15 @@ __all__ = [
     "RUN_DIR_WRITES",
     "LocalRunError",
     "LocalRunResult",
+    "claim_default_run_dir",
     "default_run_dir",
     "load",
     "parameters",
     "parse_arguments",
     "run",
+    "run_dir_or_default",
     "summarize",
 ]
-
-RUN_DIR_ENTRIES = ("run.json", "emulator", "job/checkpoints", "pipeline_root")
-"""What only a run writes into its directory: a directory holding one already holds a run."""
-RUN_DIR_WRITES = ("job", "logs", "staging", "report.md", "report.png")
-"""What else a run writes into its directory: files of these names there would be overwritten."""
-
-
-def default_run_dir() -> Path:
-    """``kfp-spot-runs/<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``, ... when that one exists."""
-    base = Path(LOCAL_RUNS_DIR) / time.strftime("%Y%m%d-%H%M%S")
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
-
-
-def _check_unused(run_dir: Path) -> None:
-    """Refuse a directory an earlier run wrote into, or holding files a run would overwrite.
-
-    Its emulator would list the earlier jobs as this run's and its checkpoint directory would
-    make this run's training resume from the earlier run's step (other code, other arguments).
-    """
-    used = [name for name in RUN_DIR_ENTRIES if (run_dir / name).exists()]
-    if used:
-        raise LocalRunError(
-            f"run_dir: {run_dir} already holds a run (its {', '.join(used)}); a run starts in "
-            f"a new or empty directory: give another run directory (--run-dir) or remove it"
-        )
-    taken = [name for name in RUN_DIR_WRITES if (run_dir / name).exists()]
-    if taken:
-        raise LocalRunError(
-            f"run_dir: {run_dir} holds {', '.join(taken)}, which a run writes (yours would be "
-            f"overwritten); a run starts in a new or empty directory: give another (--run-dir)"
-        )
 
 
 def _region_names(value: Any) -> list[str]:
@@ -218,14 +192,15 @@ def run(
             raise LocalRunError(f"regions: {exc}") from None
         if "location" in pipeline.component_spec.inputs:
             arguments.setdefault("location", arguments["regions"][0])
-    run_dir = Path(run_dir if run_dir is not None else default_run_dir()).resolve()
-    # Refuse bad arguments, and what a launch, evaluate or deploy task would, before starting.
-    check_tasks(pipeline, run_arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
-    _check_unused(run_dir)
-    try:  # every task and the emulator's jobs build their environments there
-        envcache.writable_cache_dir()
-    except ValueError as exc:
-        raise LocalRunError(str(exc)) from None
+    with run_dir_or_default(None if run_dir is None else Path(run_dir)) as chosen:
+        run_dir = chosen.resolve()  # a default one, claimed: removed again when refused here
+        # Refuse bad arguments, and what a launch, evaluate or deploy task would, before starting.
+        check_tasks(pipeline, run_arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
+        check_unused(run_dir)
+        try:  # every task and the emulator's jobs build their environments there
+            envcache.writable_cache_dir()
+        except ValueError as exc:
+            raise LocalRunError(str(exc)) from None
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

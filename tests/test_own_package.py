@@ -683,6 +683,23 @@ def test_the_default_run_directory_is_a_new_one_each_time(tmp_path, monkeypatch)
     assert second.parent == first.parent == Path("kfp-spot-runs")
 
 
+def test_runs_started_in_one_second_claim_distinct_default_directories(tmp_path, monkeypatch):
+    # Both found kfp-spot-runs/<time> free: the second was refused for the first one's logs/
+    # (a directory it was never given), or shared it. Each claims its own, made at once.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(local.time, "strftime", lambda form: "20260101-120000")
+    first, second = local.claim_default_run_dir(), local.claim_default_run_dir()
+    assert (first.name, second.name) == ("20260101-120000", "20260101-120000-2")
+    assert first.is_dir() and second.is_dir() and not any(second.iterdir())
+    # a run refused before it starts leaves no directory behind
+    result = CliRunner().invoke(cli_main, ["run", "--param", "treshold={}"])
+    assert result.exit_code == 2 and "no parameter 'treshold'" in result.output
+    assert sorted(p.name for p in (tmp_path / "kfp-spot-runs").iterdir()) == [
+        "20260101-120000",
+        "20260101-120000-2",
+    ]
+
+
 def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
     result = CliRunner().invoke(
         cli_main, ["run", "--run-dir", str(tmp_path), "--param", "treshold={}"]

@@ -188,37 +188,37 @@ def run(
 
     freeze_at_exit()  # kfp, the emulator's GAPIC types, matplotlib: exit without collecting them
 
-    if run_dir is None:
-        run_dir = local.default_run_dir()
-    params = vertex_options["params"]
-    console = Console()
-    try:
-        parameters = local.parse_arguments(
-            local_run.pipeline_to_run(template), _parse_pairs(params, "--param")
-        )
-        refused = {  # source: trained with the example's settings; api_endpoint: ignored
-            "source": "a local run takes the package with --source PATH (and its [tool.kfp-spot])",
-            "api_endpoint": "a local run starts its own emulator and points the tasks at it",
-        }
-        for name in sorted(refused.keys() & parameters.keys()):
-            raise click.UsageError(f"--param {name}=... is for --vertex; {refused[name]}")
-        result = local_run.run_local(
-            run_dir,
-            source=source or local_run.EXAMPLE_SOURCE,
-            parameters=parameters,
-            preemptions=preemptions,
-            grace_period=grace_period,
-            template=template,
-            progress=console.event,
-            status=None if verbose else console.status,
-            verbose=verbose,
-            regions=regions,
-        )
-    except local.LocalRunError as exc:
-        raise click.UsageError(str(exc)) from None
-    finally:
-        console.clear()
-    click.echo(local_run.summarize(result))
+    with local.run_dir_or_default(run_dir) as run_dir:  # a default one: this run's alone
+        params = vertex_options["params"]
+        console = Console()
+        try:
+            parameters = local.parse_arguments(
+                local_run.pipeline_to_run(template), _parse_pairs(params, "--param")
+            )
+            refused = {  # source: trained with the example's settings; api_endpoint: ignored
+                "source": "a local run takes the package with --source PATH (and its "
+                "[tool.kfp-spot])",
+                "api_endpoint": "a local run starts its own emulator and points the tasks at it",
+            }
+            for name in sorted(refused.keys() & parameters.keys()):
+                raise click.UsageError(f"--param {name}=... is for --vertex; {refused[name]}")
+            result = local_run.run_local(
+                run_dir,
+                source=source or local_run.EXAMPLE_SOURCE,
+                parameters=parameters,
+                preemptions=preemptions,
+                grace_period=grace_period,
+                template=template,
+                progress=console.event,
+                status=None if verbose else console.status,
+                verbose=verbose,
+                regions=regions,
+            )
+        except local.LocalRunError as exc:
+            raise click.UsageError(str(exc)) from None
+        finally:
+            console.clear()
+        click.echo(local_run.summarize(result))
     if not result.succeeded:
         raise SystemExit(1)
 
