@@ -69,15 +69,19 @@ def is_chief(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Metrics as plain JSON values (NumPy scalars become Python numbers); ValueError otherwise."""
+    """Metrics as plain JSON values (NumPy scalars: numbers; arrays: lists); else ValueError."""
     if metrics is None:
         return {}
     if not isinstance(metrics, Mapping):
         raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
     out = {}
     for name, value in metrics.items():
-        if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
-            value = value.item()  # numpy scalar or 0-d array
+        if isinstance(value, (list, dict)):
+            pass
+        elif callable(getattr(value, "tolist", None)):  # a numpy (or torch) scalar or array
+            value = value.tolist()  # an array of any size: a list (.item() took size 1 only)
+        elif callable(getattr(value, "item", None)):
+            value = value.item()
         try:
             json.dumps(value, allow_nan=True)
         except (TypeError, ValueError):

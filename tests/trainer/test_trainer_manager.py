@@ -146,6 +146,15 @@ def test_keep_best_ranks_a_metric_as_its_name_says_without_best_mode(
     assert explicit.committed_steps() == [3, 4]  # an explicit mode is kept
 
 
+def test_metrics_may_be_numpy_arrays_of_any_size(tmp_path: Path) -> None:
+    # A per-class loss array stopped the training with numpy's "can only convert an array of
+    # size 1 to a Python scalar", naming no metric: it is kept as a list, as evaluate()'s are.
+    with _manager(tmp_path) as ckpt:
+        ckpt.save(1, {"x": 1}, metrics={"loss": np.float32(0.5), "per_class": np.array([1, 2])})
+    metrics = checkpoints.read_manifest(str(tmp_path), 1).metadata["metrics"]
+    assert metrics == {"loss": 0.5, "per_class": [1, 2]}
+
+
 def test_keep_best_never_ranks_a_nan_metric_above_the_best(tmp_path: Path) -> None:
     ckpt = _manager(tmp_path, keep_last=1, keep_best=1, best_metric="loss", best_mode="min")
     for step, loss in {1: float("nan"), 2: 0.3, 3: 0.8, 4: float("inf"), 5: 0.9}.items():
