@@ -37,7 +37,14 @@ def check_evaluation_module(
     given = arguments.get("evaluation_entry_point")
     if isinstance(given, str) and given:
         module = given.partition(":")[0]
-        top = module.split(".")[0]
+        top, _, inner = module.partition(".")
+        src_layout = not bare and not (path / "src" / "__init__.py").exists()
+        if top == "src" and inner and src_layout and _holds(path / "src", inner):
+            raise LocalRunError(  # src/ of a src layout is a folder, not a package
+                f"evaluation_entry_point: {given}: src/ is the source layout's folder, not a "
+                f"package (the build installs what is inside it): name the module "
+                f"{inner}:{given.partition(':')[2]}"
+            )
         if path.is_dir() and _holds(path, top, bare) and not _holds(path, module, bare):
             raise LocalRunError(
                 f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "

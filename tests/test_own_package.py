@@ -165,6 +165,25 @@ def test_a_bare_package_is_its_own_package_for_the_evaluation_entry_point(tmp_pa
         local_run.check_evaluation_module(source, {}, spot_training)
 
 
+def test_an_entry_point_named_by_its_src_path_is_refused_before_the_run(regressor, tmp_path):
+    # src.regressor.metrics passed the check (src/regressor/metrics.py is there) and failed the
+    # evaluation after the whole training: "No module named 'src'".
+    source = tmp_path / "src-layout"
+    shutil.copytree(regressor, source)
+    (source / "src").mkdir()
+    (source / "regressor").rename(source / "src" / "regressor")
+    given = {"evaluation_entry_point": "src.regressor.metrics:evaluate"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.check_evaluation_module(source, given, spot_training)
+    assert str(info.value) == (
+        "evaluation_entry_point: src.regressor.metrics:evaluate: src/ is the source layout's "
+        "folder, not a package (the build installs what is inside it): name the module "
+        "regressor.metrics:evaluate"
+    )
+    ours = {"evaluation_entry_point": "regressor.metrics:evaluate"}
+    assert local_run.check_evaluation_module(source, ours, spot_training) is None
+
+
 def test_params_are_parsed_per_the_declared_type_of_the_compiled_spec():
     parsed = local.parse_arguments(
         spot_training,
