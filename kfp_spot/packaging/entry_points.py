@@ -95,6 +95,12 @@ def check_entry_point(
                 if in_source
                 else f"the package holds {parts[0]!r} but not this module"
             )
+            inner = ".".join(parts[1:])
+            if parts[0] == "src" and inner and _module_file(facts.files, inner):
+                why = (  # src/ of a src layout is a folder: the build installs what is in it
+                    f"src/ is the source layout's folder, not a package: name the module "
+                    f"{inner}:{function}"
+                )
             raise PackagingError(
                 "source",
                 f"{FIELD} {entry_point!r}: module {module!r} is not in the built package "

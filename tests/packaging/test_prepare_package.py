@@ -204,6 +204,25 @@ def test_an_entry_point_the_built_package_cannot_serve_is_refused_before_the_tra
     assert not (tmp_path / "stage").exists()
 
 
+def test_an_entry_point_named_by_its_src_path_names_the_module_to_give(project, tmp_path):
+    # src.tinytrainer.evaluate was "in the source but the build leaves it out (list it in the
+    # build's packages ...)": src/ of a src layout is a folder, never a package to list.
+    (project / "src").mkdir()
+    (project / "tinytrainer").rename(project / "src" / "tinytrainer")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('packages = ["tinytrainer"]', 'package-dir = {"" = "src"}')
+        + '\n[tool.kfp-spot]\nevaluation-entry-point = "src.tinytrainer.evaluate:evaluate"\n'
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert (
+        "module 'src.tinytrainer.evaluate' is not in the built package tiny-trainer 1.2.3: src/ "
+        "is the source layout's folder, not a package: name the module "
+        "tinytrainer.evaluate:evaluate; the evaluation would fail after the training"
+    ) in str(info.value)
+
+
 def test_an_entry_point_of_a_dependency_or_bound_by_an_import_is_left_to_the_evaluation(
     project, tmp_path
 ):
