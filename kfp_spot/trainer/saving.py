@@ -180,7 +180,7 @@ class Saver:
             )
         self._writer.wait()  # one write at a time, in step order; snapshot buffers free after it
         if step == self._writer.last_committed:
-            committed = self._committed(step, blocking)
+            committed = self._committed(step, blocking, metrics)
             if committed is not False:
                 return committed
         files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
@@ -203,20 +203,34 @@ class Saver:
         self._record_stall(stall, write=self._writer.last_duration)
         return None
 
-    def _committed(self, step: int, blocking: bool | None) -> Manifest | Literal[False] | None:
+    def _committed(
+        self, step: int, blocking: bool | None, metrics: Mapping[str, Any]
+    ) -> Manifest | Literal[False] | None:
         """The save of ``step`` when this run committed (or restored) it already: not written.
 
         Writing it again would first remove its commit, so a rewrite killed or failed half-way
         would leave no copy of the step (with ``keep_last=1``, none of the run), and the loop's
         final ``save(step, state)`` after ``maybe_save(step, ..., metrics=...)`` committed that
         step would drop the metrics ``best:<metric>`` ranks it by. False when its manifest is
-        gone (it is written again).
+        gone (it is written again). ``metrics`` given now that differ from the commit's are
+        not recorded, and the log says so.
         """
         try:
             manifest = checkpoints.read_manifest(self._writer.root, step)
         except storage_errors(CheckpointError):  # gone, or unreadable now: write it again
             return False
-        log.info("step %d is already committed; not writing it again", step)
+        kept = manifest.metadata.get("metrics") or {}
+        if metrics and dict(metrics) != kept:
+            log.warning(
+                "step %d is already committed (with metrics %s): not writing it again, so the "
+                "metrics given now (%s) are not recorded; give them to the maybe_save or save "
+                "that commits the step",
+                step,
+                kept,
+                dict(metrics),
+            )
+        else:
+            log.info("step %d is already committed; not writing it again", step)
         self.last_requested = step
         return manifest if blocking or (blocking is None and not self.async_save) else None
 

@@ -522,3 +522,14 @@ def test_async_snapshot_of_a_large_array_is_exact(tmp_path: Path) -> None:
         ckpt.save(1, {"w": weights})
         weights[:] = 0.0
     assert _manager(tmp_path).restore().state["w"].tobytes() == expected
+
+
+def test_metrics_given_to_the_save_of_a_committed_step_are_named_as_not_recorded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with _manager(tmp_path, interval=1) as ckpt:
+        ckpt.maybe_save(2, lambda: {"x": 2}, metrics={"loss": 0.5})
+        with caplog.at_level(logging.WARNING):
+            kept = ckpt.save(2, {"x": 2}, metrics={"accuracy": 0.9})
+    assert kept is not None and kept.metadata["metrics"] == {"loss": 0.5}
+    assert "already committed" in caplog.text and "'accuracy': 0.9" in caplog.text
