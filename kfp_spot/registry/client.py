@@ -7,6 +7,7 @@ credentials, reached through the config file ``kfp_spot/registry/context.json``)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,8 +92,44 @@ def registry_client(
     host = check_host(host)
     if config_file is None and not is_artifact_registry(host):
         config_file = CONTEXT_FILE
+    else:
+        _check_config_file(config_file)
     # Artifact Registry hosts load Google default credentials here.
     return _call(host, RegistryClient, host, auth=auth, config_file=config_file)
+
+
+def _check_config_file(config_file: str | None) -> None:
+    """Refuse a config file RegistryClient would fail on with a bare JSON error or a traceback.
+
+    The client reads it as a JSON object of URL templates (strings it fills in with
+    ``str.format_map``); anything else surfaced as ``Expecting value: line 1 column 1`` (no file
+    named) or an ``AttributeError`` deep inside ``kfp.registry``.
+
+    Raises:
+        ValueError: naming the file and what is wrong with it.
+    """
+    if config_file is None:
+        return
+    try:
+        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"invalid config file {config_file}: cannot read it ({exc})") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(
+            f"invalid config file {config_file}: not JSON ({exc}); expected an object of "
+            f"RegistryClient URL templates such as {CONTEXT_FILE}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"invalid config file {config_file}: expected a JSON object of RegistryClient URL "
+            f"templates (as in {CONTEXT_FILE}), not a {type(data).__name__}"
+        )
+    for key, value in data.items():
+        if not isinstance(value, str):
+            raise ValueError(
+                f"invalid config file {config_file}: {key!r} must be a string (a URL template "
+                f"such as '{{host}}/{{package_name}}/{{tag}}'), not {json.dumps(value)}"
+            )
 
 
 def _describe(host: str, exc: requests.RequestException) -> RegistryError:

@@ -305,3 +305,26 @@ def test_list_tags_refuses_an_invalid_package_name_before_asking(package):
     # ("no route") or 400 after a request. The host is unreachable: no request may be made.
     with pytest.raises(ValueError, match=r"invalid package"):
         registry.list_tags("http://127.0.0.1:1/p/r", package)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("not json", r"not JSON"),
+        ("[]", r"expected a JSON object .* not a list"),
+        ('{"upload_url": 5}', r"'upload_url' must be a string .* not 5"),
+        ('{"upload_url": {"x": 1}}', r"'upload_url' must be a string"),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_it(server, tmp_path: Path, content, needle):
+    # RegistryClient itself answered "Expecting value: line 1 column 1 (char 0)" (no file named)
+    # or an AttributeError traceback from inside kfp.registry.
+    config = tmp_path / "ctx.json"
+    config.write_text(content)
+    with pytest.raises(ValueError, match=rf"invalid config file .*ctx\.json: {needle}"):
+        registry.list_packages(server.repository_url(), config_file=str(config))
+    result = CliRunner().invoke(
+        main, ["tags", "--host", server.repository_url(), "--config-file", str(config)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "ctx.json" in result.output
