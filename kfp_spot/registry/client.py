@@ -258,8 +258,8 @@ def pull(
         The path written (bytes exactly as uploaded).
 
     Raises:
-        ValueError: for an invalid host, package, tag or version, or an output that is a
-            directory.
+        ValueError: for an invalid host, package, tag, version or config file, or an output
+            that is a directory or cannot be written.
         RegistryError: when the registry has no such template or cannot be reached.
     """
     try:
@@ -282,7 +282,13 @@ def pull(
             f"invalid output {str(output)!r}: it is a directory; give the file to write, "
             f"e.g. {str(output / default_name)!r}"
         )
-    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(
+            f"invalid output {str(output)!r}: cannot create its folder ({exc.strerror}: "
+            f"{exc.filename})"
+        ) from exc
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:
         progress(f"downloading {package} from {host} ...")
@@ -298,6 +304,10 @@ def pull(
             file_name=str(partial),
         )
         partial.replace(output)
+    except OSError as exc:  # not the registry's: _call turns its failures into RegistryError
+        raise ValueError(
+            f"invalid output {str(output)!r}: cannot write it ({exc.strerror}: {exc.filename})"
+        ) from exc
     finally:
         partial.unlink(missing_ok=True)
     return output

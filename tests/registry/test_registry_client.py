@@ -328,3 +328,17 @@ def test_a_bad_config_file_is_one_line_naming_it(server, tmp_path: Path, content
     )
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "ctx.json" in result.output
+
+
+def test_pull_to_an_output_that_cannot_be_made_is_one_line_naming_it(server, template, tmp_path):
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match=r"invalid output .*a-file/t\.yaml.*cannot create"):
+        registry.pull(host, "tiny-add", tag="1", output=blocker / "t.yaml")
+    result = CliRunner().invoke(
+        main, ["pull", "tiny-add", "--host", host, "--tag", "1", "-o", str(blocker / "t.yaml")]
+    )
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "a-file" in result.output
