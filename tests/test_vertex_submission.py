@@ -72,7 +72,7 @@ def test_bad_submission_arguments_are_named(kwargs, needle, template):
         "template_path": template,
         "project": "my-project-123",
         "location": "us-central1",
-        "pipeline_root": "gs://b/r",
+        "pipeline_root": "gs://bkt/r",
     } | kwargs
     template = args.pop("template_path")
     with pytest.raises(pipeline_job.SubmissionError, match=needle):
@@ -164,7 +164,15 @@ def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_crede
         "launch_spot_job": ["--param", f"container_image_uri={PUSHED_IMAGE}"],
         "deploy_spot_endpoint": ["--param", "artifact_uri=gs://my-bucket/model"],
     }.get(path.parent.name, [])
-    args = ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+    args = [
+        "submit",
+        str(path),
+        "--dry-run",
+        "--project",
+        "my-proj",
+        "--pipeline-root",
+        "gs://bkt/r",
+    ]
     result = _cli([*args, *extra])
     assert result.exit_code == 0, result.stderr
     request = json.loads(result.stdout)
@@ -175,7 +183,7 @@ def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_crede
     )
     body = request["body"]
     assert body["displayName"] == spec["pipelineInfo"]["name"]
-    assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://b/r"
+    assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://bkt/r"
     assert body["pipelineSpec"]["inline"] == str(path)
     # project/location are parameters only where the template declares them.
     declared = pipeline_job.template_parameters(spec)
@@ -199,7 +207,7 @@ def test_dry_run_shows_every_field_it_would_send(no_credentials):
             "--location",
             "europe-west4",
             "--pipeline-root",
-            "gs://b/r",
+            "gs://bkt/r",
             "--service-account",
             "runner@my-project-123.iam.gserviceaccount.com",
             "--label",
@@ -239,7 +247,7 @@ def test_a_real_submit_with_a_required_parameter_unset_is_refused_before_sending
     """The dry run warns and shows the request; a real submit sent it and Vertex AI refused
     it after the round trip (here: the credentials lookup first). Now it is one line, offline."""
     path = catalog.pipeline_path("spot_training")
-    result = _cli(["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://b/r"])
+    result = _cli(["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://bkt/r"])
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
@@ -272,6 +280,9 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
             "parameter replica_count is of type Integer; 'two' is not one",
         ),
         (["--pipeline-root", "/tmp/root"], "pipeline_root '/tmp/root' must be a gs://"),
+        # Vertex AI writes the run there: a bucket that cannot exist, as staging_uri's is.
+        (["--pipeline-root", "gs://My_Bucket/r"], "'My_Bucket' is not a Cloud Storage bucket"),
+        (["--pipeline-root", "gs:///tmp/root"], "'' is not a Cloud Storage bucket name"),
         (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
         (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),
         (["--location", "mars"], "location"),
@@ -314,7 +325,7 @@ def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
             "--project",
             "my-proj",
             "--pipeline-root",
-            "gs://b/r",
+            "gs://bkt/r",
             "--param",
             "source=gs://b/s.tar.gz",
             "--param",
@@ -375,7 +386,7 @@ def test_required_project_and_location_set_by_the_flags_are_not_reported_missing
         project="my-project-123",
         location="europe-west4",
         parameter_values={"source": "gs://b/s"},
-        pipeline_root="gs://b/root",
+        pipeline_root="gs://bkt/root",
     )
     assert submission.parameter_values == {
         "source": "gs://b/s",
@@ -384,7 +395,7 @@ def test_required_project_and_location_set_by_the_flags_are_not_reported_missing
     }
     assert submission.warnings == ()
     unset = pipeline_job.prepare_submission(
-        path, project="my-project-123", location="europe-west4", pipeline_root="gs://b/root"
+        path, project="my-project-123", location="europe-west4", pipeline_root="gs://bkt/root"
     )
     assert unset.warnings == (
         f"{path} needs source (set with --param NAME=VALUE); Vertex AI "
@@ -411,7 +422,15 @@ def test_without_location_the_templates_own_region_is_kept(tmp_path, no_credenti
 
     path = tmp_path / "eu.yaml"
     compiler.Compiler().compile(eu, str(path))
-    base = ["submit", str(path), "--dry-run", "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+    base = [
+        "submit",
+        str(path),
+        "--dry-run",
+        "--project",
+        "my-proj",
+        "--pipeline-root",
+        "gs://bkt/r",
+    ]
     for extra, region in (
         ([], "europe-west4"),
         (["--param", "location=asia-east1"], "asia-east1"),
@@ -470,7 +489,7 @@ def test_a_template_with_a_platform_spec_is_refused_in_one_line_not_a_traceback(
     text = catalog.pipeline_path("evaluate_checkpoint").read_text()
     path.write_text(text + "---\nplatforms:\n  kubernetes:\n    deploymentSpec:\n      {}\n")
     for dry in (["--dry-run"], []):
-        args = ["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://b/r"]
+        args = ["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://bkt/r"]
         result = _cli([*args, *dry])
         assert result.exit_code == 2, result.stderr
         lines = result.stderr.strip().splitlines()

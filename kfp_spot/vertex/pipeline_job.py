@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kfp_spot.vertex import regions, template_refs, values
+from kfp_spot.vertex import regions, storage, template_refs, values
 from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
@@ -117,12 +117,19 @@ def validate_submission(
         raise SubmissionError(str(exc)) from None
     # Without one the SDK sends the template's own (@dsl.pipeline(pipeline_root=...)).
     root = pipeline_root if pipeline_root is not None else spec.get("defaultPipelineRoot") or None
-    if root is not None and not (str(root).startswith("gs://") and len(str(root)) > len("gs://")):
+    if root is not None:
         own = "" if pipeline_root is not None else " (the template's own, defaultPipelineRoot)"
-        raise SubmissionError(
-            f"pipeline_root {root!r}{own} must be a gs://BUCKET/PATH URI on Vertex AI Pipelines"
-            + (own and ": pass --pipeline-root gs://BUCKET/PATH")
-        )
+        fix = own and ": pass --pipeline-root gs://BUCKET/PATH"
+        if not (str(root).startswith("gs://") and len(str(root)) > len("gs://")):
+            raise SubmissionError(
+                f"pipeline_root {root!r}{own} must be a gs://BUCKET/PATH URI on Vertex AI "
+                f"Pipelines{fix}"
+            )
+        # As staging_uri is: Vertex AI writes the run's artifacts there, under a real bucket.
+        try:
+            storage.check_bucket(str(root)[len("gs://") :].partition("/")[0])
+        except values.InvalidValueError as exc:
+            raise SubmissionError(f"pipeline_root {root!r}{own}: {exc}{fix}") from None
     return spec
 
 

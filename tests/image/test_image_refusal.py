@@ -37,7 +37,7 @@ SUBMIT = [
     "--project",
     "my-project-123",
     "--pipeline-root",
-    "gs://b/r",
+    "gs://bkt/r",
     "--param",
     "source=gs://b/src.tar.gz",
 ]
@@ -77,7 +77,7 @@ def test_a_source_checkouts_runtime_image_is_refused_with_the_fix():
             COMMITTED,
             project="my-project-123",
             location="us-central1",
-            pipeline_root="gs://b/r",
+            pipeline_root="gs://bkt/r",
             parameter_values={"source": "gs://b/src.tar.gz"},
             api_endpoint=server.endpoint,
             credentials=AnonymousCredentials(),

@@ -73,7 +73,7 @@ def templates(tmp_path_factory):
 
 
 def _submit(path, *extra):
-    args = ["submit", str(path), "--project", "my-proj-123", "--pipeline-root", "gs://b/root"]
+    args = ["submit", str(path), "--project", "my-proj-123", "--pipeline-root", "gs://bkt/root"]
     return CliRunner().invoke(main, [*args, "--skip-image-check", *extra])
 
 
