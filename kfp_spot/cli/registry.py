@@ -82,8 +82,15 @@ def push(
     _registry_call(registry.check_template, template)  # before its images are read
     _warn_of_unpullable_images(template)
     _warn_of_cached_tasks(template)
-    click.echo(f"kfp-spot: uploading {template} to {host} ...", err=True)
-    result = _registry_call(registry.push, template, host, version, tags, config_file=config_file)
+    result = _registry_call(
+        registry.push,
+        template,
+        host,
+        version,
+        tags,
+        config_file=config_file,
+        progress=lambda message: click.echo(f"kfp-spot: {message}", err=True),
+    )
     click.echo(f"{result.package} {result.version} tags: {', '.join(result.tags)}")
 
 

@@ -170,6 +170,7 @@ def push(
     *,
     config_file: str | None = None,
     auth: Any = None,
+    progress: Callable[[str], None] | None = None,
 ) -> PushResult:
     """Upload a compiled pipeline template, tagged ``version`` and ``latest``.
 
@@ -180,6 +181,7 @@ def push(
         tags: the tags to set; default ``(version, "latest")``.
         config_file: see :func:`registry_client`.
         auth: see :func:`registry_client`.
+        progress: told ``uploading TEMPLATE to HOST ...`` once every argument is checked.
 
     Returns:
         The package name (the template's pipeline name), its ``sha256:`` version and the tags.
@@ -198,6 +200,8 @@ def push(
     for tag in (version, *tag_list):
         _check_tag_arg(tag)
     client = registry_client(host, config_file=config_file, auth=auth)
+    if progress is not None:
+        progress(f"uploading {path} to {check_host(host)} ...")
     package, digest = _call(host, client.upload_pipeline, str(path), tags=list(tag_list))
     return PushResult(package, digest, tag_list)
 

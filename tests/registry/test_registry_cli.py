@@ -97,6 +97,26 @@ def test_a_pull_refused_for_its_arguments_says_nothing_of_downloading(tmp_path, 
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--version", "sha256:abc"], "tag 'sha256:abc'"),
+        (["--tag", "no/slash"], "tag 'no/slash'"),
+        (["--version", ""], "tag ''"),
+    ],
+)
+def test_a_push_refused_for_its_arguments_says_nothing_of_uploading(template: Path, args, needle):
+    # As pull: the tags are checked before anything is sent, so "uploading ..." was a false
+    # report of an upload that never started.
+    result = CliRunner().invoke(
+        main, ["push", str(template), *args, "--host", "http://127.0.0.1:1/p/r"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "uploading" not in result.output
+    errors = [line for line in result.output.splitlines() if "error:" in line]
+    assert len(errors) == 1 and needle in errors[0], result.output
+
+
 def test_bad_host_is_one_line_and_exit_2(template: Path):
     result = CliRunner().invoke(main, ["push", str(template), "--host", "not-a-url"])
     assert result.exit_code == 2
