@@ -1,5 +1,7 @@
 """`kfp-spot run --vertex` builds a real PipelineJob from the compiled spec and sends it."""
 
+import re
+
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
@@ -497,3 +499,72 @@ def test_a_template_with_a_platform_spec_is_refused_in_one_line_not_a_traceback(
     with pytest.raises(pipeline_job.SubmissionError, match="platform spec"):
         pipeline_job.prepare_submission(path, project="my-proj", location="us-central1")
     assert local.load(path).platform_spec.platforms["kubernetes"] is not None
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_or_refusing_api_is_one_line_not_a_traceback(gcs_emulator, template, pushed):
+    """requests' ConnectionError (nothing listening) and the API's error answer (here a 404 from
+    a server that serves no pipelineJobs) came out of `submit` as bare tracebacks."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    class NotFound(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = b'{"error": {"code": 404, "message": "no pipelineJobs here"}}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    Thread(target=server.serve_forever, daemon=True).start()
+    refusing = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for n, (endpoint, needle) in enumerate(
+            (
+                (f"http://127.0.0.1:{_closed_port()}", "cannot reach http://127.0.0.1:"),
+                (refusing, f"{refusing} refused the PipelineJob: 404 .*no pipelineJobs here"),
+            )
+        ):
+            result = CliRunner().invoke(
+                main,
+                [
+                    "submit",
+                    str(template),
+                    "--project",
+                    "my-project-123",
+                    # A new bucket and a service account: the SDK asks the GCS emulator only
+                    # (of a bucket that exists it asks Resource Manager, out of reach here).
+                    "--pipeline-root",
+                    f"gs://kfp-spot-unreachable-root-{n}/r",
+                    "--service-account",
+                    "runner@my-project-123.iam.gserviceaccount.com",
+                    "--api-endpoint",
+                    endpoint,
+                    "--param",
+                    "source=gs://bkt/src.tar.gz",
+                ],
+            )
+            assert result.exit_code == 1, result.output
+            assert not isinstance(result.exception, Exception) or isinstance(
+                result.exception, SystemExit
+            ), result.exception
+            (error,) = [line for line in result.output.splitlines() if "error:" in line]
+            assert re.search(needle, error), error
+    finally:
+        server.shutdown()

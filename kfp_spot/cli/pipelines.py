@@ -338,7 +338,12 @@ def _submit_to_vertex(
         )
     except (pipeline_job.SubmissionError, TemplateTaskError) as exc:
         raise click.UsageError(str(exc)) from exc
-    except (UnpublishedImageError, ImageRecordsError, pipeline_job.NoCredentialsError) as exc:
+    except (
+        UnpublishedImageError,
+        ImageRecordsError,
+        pipeline_job.NoCredentialsError,
+        pipeline_job.SubmitFailedError,
+    ) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(name)
 

@@ -34,6 +34,13 @@ class NoCredentialsError(RuntimeError):
     """No usable Google Cloud credentials; the message says how to log in."""
 
 
+class SubmitFailedError(RuntimeError):
+    """The API did not take the PipelineJob: unreachable, or it answered with an error.
+
+    The message names the endpoint and the API's answer (its status and reason).
+    """
+
+
 @dataclass(frozen=True)
 class PipelineSubmission:
     """A checked submission: what :func:`dry_run` shows and :func:`submit_pipeline` sends."""
@@ -323,6 +330,8 @@ def submit_pipeline(
         kfp_spot.image.UnpublishedImageError: the template names an image Vertex AI could not
             pull, with the one-line fix. Nothing is sent.
         NoCredentialsError: no Google Cloud login was found (says how to log in).
+        SubmitFailedError: the API could not be reached or refused the job (names the
+            endpoint and the API's answer, in one line).
     """
     submission = prepare_submission(
         template_path,
@@ -337,6 +346,8 @@ def submit_pipeline(
         complete=True,
     )
     check_submission_images(submission, check_images, image_records)
+    import requests
+    from google.api_core import exceptions as api_exceptions
     from google.auth import exceptions as auth_exceptions
     from google.cloud import aiplatform
 
@@ -364,4 +375,14 @@ def submit_pipeline(
         raise NoCredentialsError(
             f"no usable Google Cloud credentials ({reason.rstrip('.')}): {AUTH_FIX}"
         ) from None
+    except requests.RequestException as exc:  # the REST transport's: nothing answered
+        where = api_endpoint or f"Vertex AI in {location}"
+        raise SubmitFailedError(
+            f"cannot reach {where} to create the PipelineJob ({type(exc).__name__}): is it "
+            "running, and is the network up? Nothing was created"
+        ) from exc
+    except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
+        where = api_endpoint or f"Vertex AI in {location}"
+        reason = " ".join(str(exc).split())[:800]
+        raise SubmitFailedError(f"{where} refused the PipelineJob: {reason}") from exc
     return str(job.resource_name)
