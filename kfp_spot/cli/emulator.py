@@ -46,6 +46,22 @@ def _seconds_list(
     return tuple(out)
 
 
+def _replica_name(value: str) -> str:
+    """``value`` when it is a replica's name as Vertex gives it, else the option's error."""
+    from kfp_spot.emulator.policy import REPLICA_NAME
+
+    if REPLICA_NAME.match(value) is None:
+        raise click.BadParameter(
+            f"{value!r} is not a replica name; Vertex names replicas workerpoolP-I (pool P in "
+            "0..3, index I), e.g. workerpool0-0 (the primary) or workerpool1-0"
+        )
+    return value
+
+
+def _replica(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else _replica_name(value)
+
+
 def _vm_offsets(
     ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 ) -> dict[str, tuple[float, ...]]:
@@ -54,7 +70,7 @@ def _vm_offsets(
         replica, sep, offsets = item.partition("=")
         if not sep or not replica.strip() or not offsets.strip():
             raise click.BadParameter(f"{item!r}: write REPLICA=S1[,S2...], e.g. workerpool1-0=5,20")
-        out[replica.strip()] = _seconds_list(ctx, param, offsets)
+        out[_replica_name(replica.strip())] = _seconds_list(ctx, param, offsets)
     return out
 
 
@@ -318,6 +334,14 @@ def _saved_logs(
             if replica is None or path.stem == replica:
                 text = path.read_bytes().decode("utf-8", "replace")
                 entries.append({"attempt": number, "replica": path.stem, "text": text})
+    # The emulator is stopped, so no replica is still to start: one that left no log never ran.
+    ran = sorted({p.stem for n, paths in found.items() if attempt in (None, n) for p in paths})
+    if replica is not None and not entries and ran:
+        raise click.ClickException(
+            f"{job} has no replica {replica} in {state_dir}"
+            + (f" (attempt {attempt})" if attempt is not None else "")
+            + f": it has {', '.join(ran)}"
+        )
     return entries
 
 
@@ -354,6 +378,7 @@ _state_option = click.option(
 @click.argument("job_name")
 @click.option(
     "--replica",
+    callback=_replica,
     help="Preempt only this replica's VM, e.g. workerpool1-0: a worker is replaced while the "
     "others keep running; the primary's (workerpool0-0) preempts the attempt.",
 )
@@ -372,7 +397,7 @@ def preempt(job_name: str, replica: str | None, endpoint: str | None, state_dir:
 @emulator.command()
 @click.argument("job_name")
 @click.option("--attempt", type=click.IntRange(min=1), help="Only this attempt (1-based).")
-@click.option("--replica", help="Only this replica, e.g. workerpool0-0.")
+@click.option("--replica", callback=_replica, help="Only this replica, e.g. workerpool0-0.")
 @_endpoint_option
 @_state_option
 def logs(

@@ -311,13 +311,25 @@ def test_an_endpoint_that_is_not_http_host_port_is_a_usage_error(endpoint):
     assert len(result.output.splitlines()) == 1
 
 
-def test_a_replica_name_reaches_the_logs_query_as_one_value(emulator):
-    name = f"{PARENT}/customJobs/1"
-    result = CliRunner().invoke(
-        main, ["emulator", "logs", name, "--replica", "x&y=1", "--endpoint", emulator.endpoint]
+@pytest.mark.parametrize("command", ["logs", "preempt"])
+@pytest.mark.parametrize("replica", ["x&y=1", "bogus", "workerpool4-0", "workerpool0-01"])
+def test_a_replica_that_is_no_replica_name_is_a_usage_error(command, replica):
+    # It was sent as it was: `logs --replica bogus` printed "no logs yet" and exited 0, as if
+    # the replica were still to start; no Vertex replica is ever called that.
+    args = ["emulator", command, f"{PARENT}/customJobs/1", "--replica", replica]
+    result = CliRunner().invoke(main, [*args, "--endpoint", "http://127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert f"{replica!r} is not a replica name; Vertex names replicas workerpoolP-I" in (
+        result.output
     )
-    assert result.exit_code == 1
-    assert "does not exist" in result.output, result.output
+    assert len(result.output.splitlines()) == 1
+
+
+def test_start_refuses_a_vm_drill_of_no_replica_as_a_usage_error(tmp_path):
+    args = ["emulator", "start", "--state-dir", str(tmp_path), "--preempt-vm-at", "worker9-0=1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "'worker9-0' is not a replica name" in result.output
 
 
 def test_logs_of_an_attempt_the_job_never_had_is_an_error_not_silence(emulator, make_job, api):
@@ -351,6 +363,21 @@ def test_saved_logs_of_an_attempt_the_job_never_had_is_an_error(tmp_path):
         f"kfp-spot: error: 124 has no logs in {tmp_path}, whose emulator has stopped; the jobs "
         "there: 123"
     )
+
+
+def test_saved_logs_of_a_replica_the_job_never_ran_is_an_error(tmp_path):
+    # A stopped emulator starts no replica: "no logs yet" (exit 0) said one might still come.
+    folder = tmp_path / "logs" / "123" / "attempt-1"
+    folder.mkdir(parents=True)
+    (folder / "workerpool0-0.log").write_text("step 0\n")
+    args = ["emulator", "logs", "123", "--state-dir", str(tmp_path)]
+    result = CliRunner().invoke(main, [*args, "--replica", "workerpool1-0"])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"kfp-spot: error: 123 has no replica workerpool1-0 in {tmp_path}: it has workerpool0-0\n"
+    )
+    result = CliRunner().invoke(main, [*args, "--replica", "workerpool0-0"])
+    assert result.output == "==> attempt 1 workerpool0-0 <==\nstep 0\n"
 
 
 def test_a_misspelt_machine_type_in_capacity_is_refused(tmp_path):
