@@ -13,6 +13,7 @@ client commands share one way to find a running emulator (``--endpoint`` checked
 from __future__ import annotations
 
 import json
+import math
 import signal
 import threading
 import urllib.error
@@ -25,6 +26,20 @@ from typing import Any
 import click
 
 DEFAULT_STATE_DIR = "kfp-spot-runs/emulator"
+
+
+class _Seconds(click.FloatRange):
+    """A finite number of seconds in a range.
+
+    FloatRange lets nan and inf through (no bound refuses nan), which then failed as the
+    emulator's error (exit 1) naming its parameter, not the option.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
 
 
 def _seconds_list(
@@ -40,6 +55,8 @@ def _seconds_list(
             raise click.BadParameter(
                 f"{part!r} is not a number of seconds; write e.g. 5,12.5,30"
             ) from None
+        if not math.isfinite(seconds):
+            raise click.BadParameter(f"{part!r} is not a finite number of seconds")
         if seconds < 0:
             raise click.BadParameter(f"{part} is negative; offsets are seconds >= 0")
         out.append(seconds)
@@ -133,7 +150,7 @@ def emulator() -> None:
     "--grace-period",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=_Seconds(min=0),
     help="Seconds between SIGTERM and SIGKILL at a preemption.",
 )
 @click.option(
@@ -143,7 +160,7 @@ def emulator() -> None:
 )
 @click.option(
     "--preempt-every",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_Seconds(min=0, min_open=True),
     help="Mean seconds between random preemptions (after the --preempt-at list).",
 )
 @click.option("--seed", type=int, help="Seed for random preemptions (reproducible).")
@@ -156,14 +173,14 @@ def emulator() -> None:
 )
 @click.option(
     "--preempt-vm-every",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_Seconds(min=0, min_open=True),
     help="Mean seconds between random preemptions of each VM (one clock per VM; --seed).",
 )
 @click.option(
     "--vm-downtime",
     default=0.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=_Seconds(min=0),
     help="Seconds a preempted worker's VM is away (not billed) before its replacement starts.",
 )
 @click.option("--capacity", callback=_capacity, help="Simulated VMs: N per type, or TYPE=N,...")
@@ -179,7 +196,7 @@ def emulator() -> None:
     "--stockout-seconds",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=_Seconds(min=0),
     help="Seconds a Spot job waits for Spot capacity its region has none of before it FAILS "
     "(code 8, STOCKOUT).",
 )

@@ -386,3 +386,24 @@ def test_a_misspelt_machine_type_in_capacity_is_refused(tmp_path):
     with pytest.raises(EmulatorError, match="'n1-standrad-4' is not a machine type"):
         Emulator(tmp_path / "state", capacity={"n1-standrad-4": 2, "*": 1})
     Emulator(tmp_path / "state", capacity={"n1-standard-4": 2, "*": 1})  # known types: taken
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--grace-period", "nan"],
+        ["--preempt-every", "inf"],
+        ["--preempt-vm-every", "nan"],
+        ["--vm-downtime", "inf"],
+        ["--stockout-seconds", "1e400"],
+        ["--preempt-at", "1,nan"],
+        ["--preempt-vm-at", "workerpool1-0=inf"],
+    ],
+)
+def test_a_non_finite_number_of_seconds_is_the_options_usage_error(tmp_path, option):
+    # FloatRange took nan and inf; the emulator then refused them as its own error (exit 1),
+    # naming its parameter (grace_period, preempt_at[1]) instead of the option.
+    result = CliRunner().invoke(main, ["emulator", "start", "--state-dir", str(tmp_path), *option])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option[0]}'" in result.output
+    assert "is not a finite number of seconds" in result.output
