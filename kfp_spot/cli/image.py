@@ -81,8 +81,18 @@ def build(
     click.echo(f"kfp-spot: done in {time.monotonic() - started:.0f} s", err=True)
 
 
+def _destination(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from kfp_spot.image import ImageBuildError
+    from kfp_spot.image.build import check_push_destination
+
+    try:  # a mistyped reference: the argument's error (exit 2), before any engine is asked
+        return check_push_destination(value)
+    except ImageBuildError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @image.command()
-@click.argument("destination")
+@click.argument("destination", callback=_destination)
 @click.option("--source", default=RUNTIME_IMAGE, show_default=True, help="The local image to push.")
 @click.option(
     "--tls-verify/--no-tls-verify",

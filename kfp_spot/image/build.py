@@ -39,7 +39,12 @@ from kfp_spot.image.wheels import (
     wheel_content_digest,
     wheel_requirements,
 )
-from kfp_spot.version import RUNTIME_IMAGE, __version__
+from kfp_spot.version import (
+    RUNTIME_IMAGE,
+    RuntimeImageError,
+    __version__,
+    check_image_reference,
+)
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +281,33 @@ def build_image(
     return BuildResult(images, reused)
 
 
+def check_push_destination(destination: str) -> str:
+    """``destination`` when an image can be pushed there and compiled against: ``HOST/PATH:TAG``.
+
+    The rule ``kfp-spot compile --base-image`` and ``KFP_SPOT_RUNTIME_IMAGE`` apply
+    (:func:`kfp_spot.version.check_image_reference`): a push to a reference they refuse (an
+    upper-case path, a tag without a path) left an image no template could name. A digest is
+    what a push answers, not where it goes.
+
+    Raises:
+        ImageBuildError: naming the destination and an example.
+    """
+    example = f"'us-central1-docker.pkg.dev/PROJECT/REPO/kfp-spot:{__version__}'"
+    try:
+        check_image_reference(destination, "destination")
+    except RuntimeImageError:
+        raise ImageBuildError(
+            f"destination {destination!r} is not a registry reference HOST/PATH:TAG (lowercase "
+            f"host and path), such as {example}"
+        ) from None
+    if "@" in destination:
+        raise ImageBuildError(
+            f"destination {destination!r} names a digest: push to a tag, HOST/PATH:TAG, such as "
+            f"{example} (the push records the digest the registry answers)"
+        )
+    return destination
+
+
 def push_image(
     destination: str,
     *,
@@ -299,12 +331,7 @@ def push_image(
         ImageBuildError: the destination is not a registry reference, the source image was not
             built from this kfp-spot version or is not linux/amd64, or the push failed.
     """
-    _host, slash, rest = destination.partition("/")
-    if not slash or ":" not in rest or any(c.isspace() for c in destination):
-        raise ImageBuildError(
-            f"destination {destination!r} is not a registry reference HOST/PATH:TAG, such as "
-            f"'us-central1-docker.pkg.dev/PROJECT/REPO/kfp-spot:{__version__}'"
-        )
+    check_push_destination(destination)
     engine = engine or detect_engine()
     version = engine.label(source, VERSION_LABEL)
     if version is None:

@@ -81,11 +81,32 @@ def test_an_unknown_engine_is_named(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "destination", ["kfp-spot:0.1.0", "us-docker.pkg.dev/p/r/kfp-spot", "host/p/x :1"]
+    "destination",
+    [
+        "kfp-spot:0.1.0",
+        "us-docker.pkg.dev/p/r/kfp-spot",
+        "host/p/x :1",
+        # Taken before, though `compile --base-image` and KFP_SPOT_RUNTIME_IMAGE refuse them:
+        # the pushed image could be named by no template.
+        "us-central1-docker.pkg.dev/MyProject/r/kfp-spot:0.1.0",
+        "us-central1-docker.pkg.dev/p/r/kfp-spot:a/b",
+    ],
 )
 def test_push_refuses_a_destination_that_is_not_a_registry_reference(destination):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
     with pytest.raises(image.ImageBuildError, match="is not a registry reference"):
         image.push_image(destination, engine=image.Engine("podman"))
+    result = CliRunner().invoke(main, ["image", "push", destination])
+    assert result.exit_code == 2, result.output  # the argument's error, before any engine runs
+    assert "is not a registry reference HOST/PATH:TAG" in result.output
+
+
+def test_push_to_a_digest_is_refused_naming_the_tag_form():
+    with pytest.raises(image.ImageBuildError, match="names a digest: push to a tag"):
+        image.push_image(f"us-docker.pkg.dev/p/r/kfp-spot@sha256:{'a' * 64}")
 
 
 def test_push_refuses_an_image_that_was_not_built(engine):
