@@ -288,6 +288,9 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
         (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
         (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),
         (["--location", "mars"], "location"),
+        # `--location "$REGION"` with REGION unset: it ran in the template's region silently.
+        (["--location", ""], "--location: is empty: give a Vertex AI region"),
+        (["--location", " "], "--location: is empty"),
     ],
 )
 def test_a_bad_argument_is_one_line_before_anything_is_built(extra, needle, no_credentials):

@@ -287,6 +287,12 @@ def _submit_to_vertex(
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
+    if location is not None and not location.strip():  # `--location "$REGION"`, REGION unset
+        raise click.BadParameter(
+            "is empty: give a Vertex AI region such as us-central1, or leave --location out for "
+            "the template's own region",
+            param_hint="--location",
+        )
     template = template or catalog.pipeline_path("spot_training")
     try:
         pipeline = local.load(template)  # once: the parameters and the default gate read it
