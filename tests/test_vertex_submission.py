@@ -287,6 +287,11 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
         (["--pipeline-root", "gs:///tmp/root"], "'' is not a Cloud Storage bucket name"),
         (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
         (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),
+        # Google Cloud's limit, which CustomJobs, Models and Endpoints were held to already.
+        (
+            [f"--label=k{i}=v" for i in range(65)],
+            "labels: 65 labels; a PipelineJob takes at most 64",
+        ),
         (["--location", "mars"], "location"),
         # `--location "$REGION"` with REGION unset: it ran in the template's region silently.
         (["--location", ""], "--location: is empty: give a Vertex AI region"),
