@@ -576,3 +576,31 @@ def test_an_unreachable_or_refusing_api_is_one_line_not_a_traceback(gcs_emulator
             assert re.search(needle, error), error
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [("p" * 113, False), ("p" * 114, True), ("p" * 128, True), ("1st-team", True)],
+)
+def test_a_pipeline_name_that_makes_no_valid_job_id_is_one_line(
+    tmp_path, no_credentials, name, refused
+):
+    """KFP compiles names of up to 128 characters, starting with a digit too; the SDK makes the
+    job ID NAME-YYYYMMDDHHMMSS, which Vertex AI takes only up to 128 characters, starting with a
+    letter: PipelineJob() raised ValueError, a traceback even for --dry-run."""
+    import yaml
+
+    spec = yaml.safe_load(catalog.pipeline_path("evaluate_checkpoint").read_text())
+    spec["pipelineInfo"]["name"] = name
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    args = ["submit", str(path), "--project", "my-proj", "--pipeline-root", "gs://bkt/r"]
+    for dry in (["--dry-run"], []):
+        result = _cli([*args, *dry])
+        if not refused:
+            assert "pipeline name" not in result.stderr, result.stderr
+            continue
+        assert result.exit_code == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert f"pipeline name '{name}' ({len(name)} characters) makes a PipelineJob ID" in line
+        assert "at most 113 characters" in line and "Traceback" not in result.stderr
