@@ -34,6 +34,22 @@ def test_a_bad_region_is_refused_before_the_run_starts(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("vertex", [[], ["--vertex", "--project", "my-proj", "--dry-run"]])
+def test_regions_given_both_as_option_and_param_is_refused_not_one_dropped(tmp_path, vertex):
+    # --regions silently replaced --param regions=[...] (locally and in the submitted request).
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    args = ["run", *vertex, "--regions", "us-central1", "--param", 'regions=["asia-east1"]']
+    if not vertex:
+        args += ["--run-dir", str(tmp_path / "run")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "--regions and --param regions=... both set the pipeline's regions" in result.output
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_run_fails_over_to_the_next_region_and_resumes_from_its_checkpoint(tmp_path):
     result = local_run.run_local(
         tmp_path / "run",

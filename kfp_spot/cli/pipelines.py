@@ -147,6 +147,13 @@ def run(
     own logs go to RUN_DIR/logs/ (pipeline.log and one file per task); a failed task's error is
     shown. Exits 1 when the pipeline does not succeed.
     """
+    if regions is not None and any(
+        p.partition("=")[0] == "regions" for p in vertex_options["params"]
+    ):
+        # One would silently replace the other (--regions won), as a --param given twice would.
+        raise click.UsageError(
+            "--regions and --param regions=... both set the pipeline's regions: give one"
+        )
     if vertex:  # the emulator's drill and the local run's files: silently ignored before
         ctx = click.get_current_context()
         local_only = [
