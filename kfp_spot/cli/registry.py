@@ -82,6 +82,7 @@ def push(
     _registry_call(registry.check_template, template)  # before its images are read
     _warn_of_unpullable_images(template)
     _warn_of_cached_tasks(template)
+    _warn_of_platform_spec(template)
     result = _registry_call(
         registry.push,
         template,
@@ -108,6 +109,30 @@ def _warn_of_unpullable_images(template: Path) -> None:
         click.echo(
             f"kfp-spot: warning: {exc} (a run made from this template on Vertex AI, e.g. in its "
             "console, would fail pulling the image)",
+            err=True,
+        )
+
+
+def _warn_of_platform_spec(template: Path) -> None:
+    """Say so when the template holds a platform spec after its pipeline spec.
+
+    `kfp-spot submit` refuses such a template (Vertex AI Pipelines takes the pipeline spec
+    alone; the SDK's loader reads one document), and a run made from a registry goes through no
+    submit; a local run (`kfp-spot run --template`) still takes it, so the upload goes on.
+    """
+    from kfp_spot.vertex.pipeline_job import SubmissionError, read_template_documents
+
+    try:
+        documents, _ = read_template_documents(template)
+    except SubmissionError:
+        return
+    if len(documents) > 1:
+        click.echo(
+            f"kfp-spot: warning: {template}: holds {len(documents)} YAML documents (after the "
+            "pipeline spec, a platform spec such as kfp-kubernetes adds); Vertex AI Pipelines "
+            "takes the pipeline spec alone: `kfp-spot submit` refuses this template and the "
+            "Vertex AI SDK cannot load it (a local run takes it); compile the pipeline without "
+            "platform-specific settings for Vertex AI",
             err=True,
         )
 

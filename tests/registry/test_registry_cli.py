@@ -228,3 +228,18 @@ def test_a_broken_template_is_refused_and_latest_keeps_the_good_one(
         (line,) = refused.stderr.strip().splitlines()
         assert line.startswith(f"kfp-spot: error: template {broken}: ") and needle in line
         assert cli("tags", "tiny-add", "--host", host).stdout == before
+
+
+def test_push_warns_of_a_platform_spec_submit_would_refuse(tmp_path: Path, template: Path):
+    # `kfp-spot submit` refuses a template with a second YAML document; push took it silently.
+    two = tmp_path / "two.yaml"
+    two.write_text(template.read_text() + "---\nplatforms:\n  kubernetes: {}\n")
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "registry") as server:
+        result = CliRunner().invoke(main, ["push", str(two), "--host", server.repository_url()])
+        assert result.exit_code == 0, result.output
+        warnings = [line for line in result.output.splitlines() if "2 YAML documents" in line]
+        assert len(warnings) == 1 and "`kfp-spot submit` refuses this template" in warnings[0]
+        plain = CliRunner().invoke(main, ["push", str(template), "--host", server.repository_url()])
+        assert "YAML documents" not in plain.output
