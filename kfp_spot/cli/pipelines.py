@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from kfp_spot.cli.pairs import parse_pairs, regions_option
+
 DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's
 
 
@@ -91,7 +93,7 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "--regions",
     default=None,
     metavar="A,B",
-    callback=lambda ctx, param, value: _regions(value),
+    callback=lambda ctx, param, value: regions_option(value),
     help="Regions to run Spot jobs in, in order (the pipeline's regions parameter). Locally, with "
     "--preemptions N, the emulator takes A's Spot capacity away after the N-th preemption, so "
     "the launch fails over to B from its last checkpoint.",
@@ -200,7 +202,7 @@ def run(
         console = Console()
         try:
             parameters = local.parse_arguments(
-                local_run.pipeline_to_run(template), _parse_pairs(params, "--param")
+                local_run.pipeline_to_run(template), parse_pairs(params, "--param")
             )
             refused = {  # source: trained with the example's settings; api_endpoint: ignored
                 "source": "a local run takes the package with --source PATH (and its "
@@ -242,34 +244,6 @@ def submit(template: Path, **vertex_options: Any) -> None:
     _submit_to_vertex(template, **vertex_options)
 
 
-def _regions(value: str | None) -> list[str] | None:
-    """``--regions A,B`` as checked regions; a bad one is a one-line error naming the option."""
-    if value is None:
-        return None
-    from kfp_spot.pipelines.local_regions import RegionsError, parse_regions
-
-    try:
-        return list(parse_regions(value))
-    except RegionsError as exc:
-        raise click.BadParameter(str(exc), param_hint="--regions") from None
-
-
-def _parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
-    """``NAME=VALUE`` items as a mapping; a name given twice is refused, not the last one kept."""
-    pairs: dict[str, str] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
-        if name in pairs:
-            raise click.BadParameter(
-                f"{name} is given twice ({pairs[name]!r} and {raw!r}); give each name once",
-                param_hint=option,
-            )
-        pairs[name] = raw
-    return pairs
-
-
 def _submit_to_vertex(
     template: Path | None,
     *,
@@ -303,7 +277,7 @@ def _submit_to_vertex(
     template = template or catalog.pipeline_path("spot_training")
     try:
         pipeline = local.load(template)  # once: the parameters and the default gate read it
-        values = local.parse_arguments(pipeline, _parse_pairs(params, "--param"))
+        values = local.parse_arguments(pipeline, parse_pairs(params, "--param"))
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
     if not location:  # the template's own region (its default, or --param), else ours
@@ -320,7 +294,7 @@ def _submit_to_vertex(
         "pipeline_root": pipeline_root,
         "service_account": service_account,
         "enable_caching": enable_caching,
-        "labels": _parse_pairs(labels, "--label"),
+        "labels": parse_pairs(labels, "--label"),
     }
     try:
         arguments["parameter_values"] = values

@@ -12,7 +12,6 @@ line with the command that fixes it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, cast
 
 from kfp_spot.vertex import regions, storage, template_refs, values
 from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
+from kfp_spot.vertex.pipeline_parameters import check_job_id
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
 
@@ -141,33 +141,6 @@ def validate_submission(
     return spec
 
 
-# The PipelineJob ID the SDK makes: the pipeline name, '-', a %Y%m%d%H%M%S timestamp; Vertex AI
-# takes IDs of [a-z][-a-z0-9]{0,127} (aiplatform's _VALID_NAME_PATTERN).
-_JOB_ID = re.compile(r"[a-z][-a-z0-9]{0,127}")
-_TIMESTAMP = "-YYYYMMDDHHMMSS"
-
-
-def _check_job_id(name: str, template: str) -> None:
-    """Refuse a pipeline name the SDK would turn into an ID Vertex AI refuses.
-
-    KFP takes names of up to 128 characters starting with a digit or letter; the SDK adds 15
-    characters and needs a letter first, and raised ValueError (a traceback) inside
-    ``PipelineJob()``, for a dry run too.
-
-    Raises:
-        SubmissionError: naming the template, the name and what would be valid.
-    """
-    sanitized = re.sub("[^-0-9a-z]+", "-", name.lower()).strip("-")
-    if name and _JOB_ID.fullmatch(sanitized + "0" * len(_TIMESTAMP)) is None:
-        limit = 128 - len(_TIMESTAMP)
-        raise SubmissionError(
-            f"template {template}: pipeline name {name!r} ({len(name)} characters) makes a "
-            f"PipelineJob ID '{sanitized}{_TIMESTAMP}' Vertex AI refuses: the name must start "
-            f"with a letter and hold at most {limit} characters; rename it with "
-            "@dsl.pipeline(name=...)"
-        )
-
-
 def prepare_submission(
     template_path: str | Path,
     *,
@@ -192,7 +165,7 @@ def prepare_submission(
     """
     spec = validate_submission(template_path, project, location, pipeline_root)
     template = str(template_path)
-    _check_job_id(template_refs.pipeline_name(spec) or "", template)
+    check_job_id(template_refs.pipeline_name(spec) or "", template)
     if service_account:
         try:
             values.check_service_account(service_account)

@@ -6,6 +6,7 @@ a local run reads the same template parameters.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,3 +91,30 @@ def check_parameters(
     if complete and (missing or required_artifacts):
         raise SubmissionError(f"{warnings[0]}; nothing was sent")
     return warnings
+
+
+# The PipelineJob ID the SDK makes: the pipeline name, '-', a %Y%m%d%H%M%S timestamp; Vertex AI
+# takes IDs of [a-z][-a-z0-9]{0,127} (aiplatform's _VALID_NAME_PATTERN).
+_JOB_ID = re.compile(r"[a-z][-a-z0-9]{0,127}")
+_TIMESTAMP = "-YYYYMMDDHHMMSS"
+
+
+def check_job_id(name: str, template: str) -> None:
+    """Refuse a pipeline name the SDK would turn into an ID Vertex AI refuses.
+
+    KFP takes names of up to 128 characters starting with a digit or letter; the SDK adds 15
+    characters and needs a letter first, and raised ValueError (a traceback) inside
+    ``PipelineJob()``, for a dry run too.
+
+    Raises:
+        SubmissionError: naming the template, the name and what would be valid.
+    """
+    sanitized = re.sub("[^-0-9a-z]+", "-", name.lower()).strip("-")
+    if name and _JOB_ID.fullmatch(sanitized + "0" * len(_TIMESTAMP)) is None:
+        limit = 128 - len(_TIMESTAMP)
+        raise SubmissionError(
+            f"template {template}: pipeline name {name!r} ({len(name)} characters) makes a "
+            f"PipelineJob ID '{sanitized}{_TIMESTAMP}' Vertex AI refuses: the name must start "
+            f"with a letter and hold at most {limit} characters; rename it with "
+            "@dsl.pipeline(name=...)"
+        )

@@ -1,0 +1,37 @@
+"""Option values of ``kfp-spot run`` and ``submit``: ``NAME=VALUE`` pairs and ``--regions``.
+
+``--param`` and ``--label`` pairs, and ``--regions A,B``, read into what they mean; a bad one is
+the option's one-line error.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+def regions_option(value: str | None) -> list[str] | None:
+    """``--regions A,B`` as checked regions; a bad one is a one-line error naming the option."""
+    if value is None:
+        return None
+    from kfp_spot.pipelines.local_regions import RegionsError, parse_regions
+
+    try:
+        return list(parse_regions(value))
+    except RegionsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--regions") from None
+
+
+def parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
+    """``NAME=VALUE`` items as a mapping; a name given twice is refused, not the last one kept."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+        if name in pairs:
+            raise click.BadParameter(
+                f"{name} is given twice ({pairs[name]!r} and {raw!r}); give each name once",
+                param_hint=option,
+            )
+        pairs[name] = raw
+    return pairs
