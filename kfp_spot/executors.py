@@ -99,6 +99,10 @@ _FRAMEWORKS = {  # name prefix -> (framework, its PyPI distribution)
     "scikit-learn": ("scikit-learn", "scikit-learn"),
     "xgboost": ("XGBoost", "xgboost"),
 }
+_LAST_OF_FAMILY = {  # image family -> (its last version, the family Google publishes after it)
+    "pytorch-cpu": ((1, 4), "pytorch-xla"),
+}
+"""Families Google stopped publishing: a newer version's name is no image, not a newer image."""
 _URI = re.compile(
     r"(?P<host>[a-z0-9.-]+)/(?P<repo>[a-z0-9._-]+/[a-z0-9._-]+)/(?P<image>[a-z0-9._-]+)"
     r"(?::(?P<tag>[A-Za-z0-9._-]+))?(?:@(?P<digest>\S+))?"
@@ -196,7 +200,7 @@ def inferred_profile(name: str, allow_unknown: bool = False) -> ExecutorProfile 
     With ``allow_unknown`` any other name gets an empty profile (Python 3.10, no packages).
     """
     match = _GOOGLE_NAME.fullmatch(name)
-    if match is None:
+    if match is None or _past_its_family(name):
         if not allow_unknown:
             return None
         return ExecutorProfile(name, "unknown", "", "3.10", "unknown", datetime.date.max, ())
@@ -219,6 +223,25 @@ def inferred_profile(name: str, allow_unknown: bool = False) -> ExecutorProfile 
     accelerator = newest.accelerator if newest else match["kind"].upper()
     return ExecutorProfile(
         name, framework, version, python, accelerator, datetime.date.max, tuple(packages)
+    )
+
+
+def _past_its_family(name: str) -> str:
+    """What Google publishes instead, when ``name`` is a version after its family's last; else "".
+
+    ``pytorch-cpu.2-4`` reads as a newer PyTorch image but names none: Vertex AI fails the job
+    when it pulls the image, after the package was staged.
+    """
+    match = _GOOGLE_NAME.fullmatch(name)
+    last = _LAST_OF_FAMILY.get(match["family"]) if match else None
+    if match is None or last is None:
+        return ""
+    (major, minor), successor = last
+    if (int(match["major"]), int(match["minor"])) <= (major, minor):
+        return ""
+    return (
+        f"there is no {match['family']} image after {major}.{minor}: its successors are "
+        f"{successor}.X-Y images ({_suggest(successor + '.')})"
     )
 
 
@@ -257,6 +280,11 @@ def profile(uri: str, *, allow_unknown: bool | None = None) -> ExecutorProfile:
     found = profiles().get(match["image"]) or inferred_profile(
         match["image"], _allow_unknown() if allow_unknown is None else allow_unknown
     )
+    if found is None and (instead := _past_its_family(match["image"])):
+        raise ExecutorImageError(
+            f"{match['image']!r} is not a prebuilt training image; {instead} (the full list: "
+            "docs/packaging.md)"
+        )
     if found is None:
         raise ExecutorImageError(
             f"{match['image']!r} is not a prebuilt training image; images of that kind: "

@@ -87,12 +87,27 @@ def test_anything_else_is_refused_with_the_valid_form(uri, message):
     assert executors.executor_image_problem(uri)
 
 
+@pytest.mark.parametrize("image", ["pytorch-cpu.2-4", "pytorch-cpu.1-13.py310"])
+def test_a_version_after_the_last_of_its_family_is_refused_naming_the_successors(image):
+    # Google's CPU PyTorch images are pytorch-xla after pytorch-cpu.1-4: 'pytorch-cpu.2-4' reads
+    # as a newer image, but Vertex AI would fail the job pulling it, after the package is staged
+    uri = f"us-{TRAINING}/{image}:latest"
+    with pytest.raises(
+        executors.ExecutorImageError,
+        match=r"no pytorch-cpu image after 1\.4.*"
+        r"pytorch-xla\.2-4\.py310",
+    ):
+        executors.profile(uri)
+    assert "pytorch-xla" in executors.executor_image_problem(uri)
+    assert executors.profile(f"us-{TRAINING}/pytorch-cpu.1-4:latest").documented
+
+
 @pytest.mark.parametrize(
     ("image", "framework", "python", "package"),
     [
         ("sklearn-cpu.1-7", "scikit-learn", "3.10", "scikit-learn==1.7.*"),
         ("tf-cpu.2-18.py311", "TensorFlow", "3.11", "tensorflow==2.18.*"),
-        ("pytorch-cpu.2-4", "PyTorch", "3.10", "torch==2.4.*"),
+        ("pytorch-xla.2-5.py311", "PyTorch", "3.11", "torch==2.5.*"),
         ("xgboost-cpu.2-2", "XGBoost", "3.10", "xgboost==2.2.*"),
         ("ray-cpu.2-47.py311", "ray", "3.11", None),
     ],
