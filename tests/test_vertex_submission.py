@@ -339,7 +339,7 @@ def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
             "--param",
             "source=gs://b/s.tar.gz",
             "--param",
-            "checkpoint_uri=gs://b/ckpt",
+            "checkpoint_uri=gs://bkt/ckpt",
         ]
     )
     assert result.exit_code == 1, result.stderr

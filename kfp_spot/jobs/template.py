@@ -46,6 +46,7 @@ from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
 from kfp_spot.jobs.template_steps import (
     check_evaluate_task,
+    check_imported_checkpoint,
     check_loop_output_directory,
     check_prepare_task,
     check_staging_input,
@@ -308,6 +309,8 @@ def check_template_launches(
         cached = cached_task_warning(task) if enable_caching is None else None
         if cached:
             warnings.append(cached)
+        if task.call in (EVALUATE_CALL, LAUNCH_CALL):
+            check_imported_checkpoint(task, local=False)
         if task.call in (EVALUATE_CALL, PREPARE_CALL):
             _check_task(task, project=project, location=location, local=False)
             if task.call == PREPARE_CALL:
@@ -377,6 +380,8 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
         if task.call == PREPARE_CALL:
             check_staging_input(task)  # a local run reads local paths: no more than that
             continue
+        if task.call in (EVALUATE_CALL, LAUNCH_CALL):
+            check_imported_checkpoint(task, local=True)
         if task.call == LAUNCH_CALL:
             check_loop_output_directory(task)
         if task.call == EVALUATE_CALL or not task.unknown:  # an evaluation reads what is known

@@ -146,3 +146,57 @@ def check_loop_output_directory(task: TemplateTask) -> None:
         "another runs): leave it empty (each iteration then writes next to its own outputs) or "
         "build one per iteration from the loop item"
     )
+
+
+_IMPORTED_CHECKPOINT = {  # the checkpoint a task reads when a dsl.importer gives it
+    "evaluate_checkpoint": "checkpoint",
+    "launch_spot_job": "resume_from",
+}
+
+
+def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
+    """A checkpoint directory a ``dsl.importer`` gives the task, where its URI is known now.
+
+    The evaluate_checkpoint and continue_training pipelines import an earlier run's checkpoint
+    directory by its URI: an empty one, or a local path sent to Vertex AI (whose tasks cannot
+    read this machine's files), failed only in the task, after the package was built.
+
+    Args:
+        task: an evaluate_checkpoint or launch_spot_job task.
+        local: a local run (it reads local paths, which must exist); else a submission.
+
+    Raises:
+        TemplateTaskError: naming the task, the input and the pipeline parameter it comes from.
+    """
+    import os
+
+    from kfp_spot.vertex.storage import CHECKPOINT_URI_FORM, check_checkpoint_uri
+    from kfp_spot.vertex.values import InvalidValueError
+
+    name = _IMPORTED_CHECKPOINT.get(task.component, "")
+    uri, parameter = task.import_uris.get(name, (UNKNOWN, ""))
+    if uri is UNKNOWN:
+        return
+    given = f" (the dsl.importer's URI, from --param {parameter})" if parameter else ""
+    where = f"task {task.path!r}: {task.component} input '{name}'{given}"
+    form = "gs://BUCKET/PATH or /gcs/BUCKET/PATH" if not local else CHECKPOINT_URI_FORM
+    if not isinstance(uri, str) or not uri.strip():
+        raise TemplateTaskError(
+            f"{where}: {uri!r} is empty; give the checkpoint directory of an earlier run "
+            f"(.../checkpoints: {form})"
+        )
+    try:
+        check_checkpoint_uri(uri.strip())
+    except InvalidValueError as exc:
+        raise TemplateTaskError(f"{where}: {exc}") from None
+    plain = not uri.startswith(("gs://", "file://", "/gcs/"))
+    if plain and not local:
+        raise TemplateTaskError(
+            f"{where}: {uri!r} is a path on this machine, which a task on Vertex AI Pipelines "
+            f"cannot read; give {form}"
+        )
+    if plain and not os.path.isdir(uri):
+        raise TemplateTaskError(
+            f"{where}: {uri!r} is not a directory here; give the checkpoint directory of an "
+            "earlier run (.../checkpoints)"
+        )

@@ -47,6 +47,9 @@ class TemplateTask:
     loop: str = ""  # the innermost dsl.ParallelFor it is in (its path), "" when none
     # its artifact inputs a dsl.importer makes without reimport: the same artifact every run
     imported: frozenset[str] = frozenset()
+    # its artifact inputs a dsl.importer makes (with reimport too) -> (the URI it imports, as
+    # known now or UNKNOWN; the pipeline parameter that URI is passed down from, or "")
+    import_uris: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
     @property
     def component(self) -> str:
@@ -122,7 +125,9 @@ def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Ite
     origin = {name: name for name in env}
     # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
     none: frozenset[str] = frozenset()
-    yield from _walk(root.get("dag") or {}, env, origin, none, none, "", components, executors, "")
+    yield from _walk(
+        root.get("dag") or {}, env, origin, none, none, "", components, executors, "", {}
+    )
 
 
 def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
@@ -144,6 +149,7 @@ def _task(
     from_pipeline: dict[str, str],
     loop: str,
     imported: frozenset[str],
+    import_uris: dict[str, tuple[Any, str]],
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
     command = " ".join(str(part) for part in (container or {}).get("command") or [])
@@ -160,6 +166,7 @@ def _task(
         from_pipeline=from_pipeline,
         loop=loop,
         imported=imported,
+        import_uris=import_uris,
     )
 
 
@@ -173,6 +180,51 @@ def _imported(
         if (source.get("taskOutputArtifact") or {}).get("producerTask") in importers
         or source.get("componentInputArtifact") in imported
     )
+
+
+def _importer_uris(
+    dag: Mapping[str, Any],
+    components: Mapping[str, Any],
+    executors: Mapping[str, Any],
+    env: Mapping[str, Any],
+    origin: Mapping[str, str],
+) -> dict[str, tuple[Any, str]]:
+    """Each importer task of the DAG -> (the URI it imports, its pipeline parameter or "")."""
+    found: dict[str, tuple[Any, str]] = {}
+    for name, task in (dag.get("tasks") or {}).items():
+        component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
+        spec = (executors.get(component.get("executorLabel", "")) or {}).get("importer")
+        if not isinstance(spec, dict):
+            continue
+        uri = spec.get("artifactUri") or {}
+        if "constant" in uri:
+            found[name] = (uri["constant"], "")
+            continue
+        parameters = (task.get("inputs") or {}).get("parameters") or {}
+        given = parameters.get(uri.get("runtimeParameter", ""))
+        found[name] = (
+            (_value(given, env), _passed_down({"uri": given}, origin).get("uri", ""))
+            if isinstance(given, dict)
+            else (UNKNOWN, "")
+        )
+    return found
+
+
+def _import_uris(
+    inputs: Mapping[str, Any],
+    given: Mapping[str, tuple[Any, str]],
+    importers: Mapping[str, tuple[Any, str]],
+) -> dict[str, tuple[Any, str]]:
+    """The artifact inputs from an importer of the DAG, or given to it from one -> its URI."""
+    out = {}
+    for name, source in (inputs.get("artifacts") or {}).items():
+        producer = str((source.get("taskOutputArtifact") or {}).get("producerTask", ""))
+        passed = str(source.get("componentInputArtifact", ""))
+        if producer in importers:
+            out[name] = importers[producer]
+        elif passed in given:
+            out[name] = given[passed]
+    return out
 
 
 def _importers(
@@ -208,12 +260,15 @@ def _walk(
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
     loop: str,
+    import_uris: Mapping[str, tuple[Any, str]],
 ) -> Iterator[TemplateTask]:
     importers = _importers(dag, components, executors)
+    uris = _importer_uris(dag, components, executors, env, origin)
     for name, task in (dag.get("tasks") or {}).items():
         component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
         inputs = task.get("inputs") or {}
         from_importer = _imported(inputs, imported, importers)
+        its_uris = _import_uris(inputs, import_uris, uris)
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
         values = _interpolated({**_defaults(component), **given})
         passed = _passed_down(inputs.get("parameters") or {}, origin)
@@ -233,6 +288,7 @@ def _walk(
                 components,
                 executors,
                 inner,
+                its_uris,
             )
             continue
         found = _task(
@@ -245,6 +301,7 @@ def _walk(
             passed,
             loop,
             from_importer,
+            its_uris,
         )
         if found is not None:
             yield found

@@ -541,3 +541,67 @@ def test_a_pipeline_without_parameters_submits_and_runs_locally(tmp_path):
     # Locally it is refused for what it is (no api_endpoint to point at the emulator), in one line.
     with pytest.raises(local.LocalRunError, match="the pipeline has no 'api_endpoint' parameter"):
         local.run(str(path), run_dir=tmp_path / "run", progress=None)
+
+
+SHIPPED = {
+    name: ROOT / "pipelines" / name / "pipeline.yaml"
+    for name in ("evaluate_checkpoint", "continue_training")
+}
+IMPORTED_INPUT = {
+    "evaluate_checkpoint": "task 'evaluate-checkpoint': evaluate_checkpoint input 'checkpoint'",
+    "continue_training": "task 'launch-spot-job': launch_spot_job input 'resume_from'",
+}
+
+
+@pytest.mark.parametrize("pipeline", sorted(SHIPPED))
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("", "is empty"),
+        ("/Users/me/run/job/checkpoints", "a path on this machine"),
+        ("s3://bkt/checkpoints", "not a location a task can read checkpoints from"),
+    ],
+)
+def test_an_imported_checkpoint_vertex_cannot_read_is_refused_at_submission(pipeline, value, why):
+    # The checkpoint these pipelines import by its URI was read only in the task, after the
+    # package was built: an empty URI or this machine's path failed there, on Vertex AI.
+    line = _one_error_line(
+        _submit(
+            SHIPPED[pipeline],
+            "--dry-run",
+            "--param",
+            "source=gs://bkt/src.tar.gz",
+            "--param",
+            f"checkpoint_uri={value}",
+        )
+    )
+    assert IMPORTED_INPUT[pipeline] in line and "--param checkpoint_uri" in line, line
+    assert why in line, line
+
+
+@pytest.mark.parametrize("pipeline", sorted(SHIPPED))
+def test_an_imported_checkpoint_on_cloud_storage_is_accepted_at_submission(pipeline):
+    result = _submit(
+        SHIPPED[pipeline],
+        "--dry-run",
+        "--param",
+        "source=gs://bkt/src.tar.gz",
+        "--param",
+        "checkpoint_uri=gs://bkt/run/checkpoints",
+    )
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("pipeline", sorted(SHIPPED))
+def test_a_local_run_refuses_an_imported_checkpoint_that_is_no_directory_here(pipeline, tmp_path):
+    import yaml
+
+    from kfp_spot.jobs.template import check_local_launches
+
+    spec = yaml.safe_load(SHIPPED[pipeline].read_text())
+    arguments = {"source": str(tmp_path), "api_endpoint": "http://127.0.0.1:1"}
+    for value, why in (("", "is empty"), (str(tmp_path / "nope"), "is not a directory here")):
+        with pytest.raises(TemplateTaskError, match=why) as refused:
+            check_local_launches(spec, {**arguments, "checkpoint_uri": value})
+        assert IMPORTED_INPUT[pipeline] in str(refused.value)
+    check_local_launches(spec, {**arguments, "checkpoint_uri": str(tmp_path)})
