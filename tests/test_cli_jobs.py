@@ -63,6 +63,17 @@ def test_describe_rejects_a_malformed_name_with_exit_2():
     assert "projects/PROJECT/locations/LOCATION/customJobs/ID" in result.output
 
 
+def test_describe_in_another_location_than_the_jobs_is_refused_not_answered(emulator_with_job):
+    # Vertex AI answers for a job only at its own region's endpoint: the emulator, one endpoint
+    # for every region, answered it, so the command now refuses what the cloud would.
+    emu, name = emulator_with_job
+    args = ["jobs", "describe", name, "--api-endpoint", emu.endpoint, "--location"]
+    result = CliRunner().invoke(main, [*args, "europe-west4"])
+    assert result.exit_code == 2, result.output
+    assert "is in 'us-central1'" in result.output and "--location" in result.output
+    assert CliRunner().invoke(main, [*args, "us-central1"]).exit_code == 0
+
+
 def test_describe_of_an_unknown_job_is_one_clear_error(emulator_with_job):
     emu, name = emulator_with_job
     missing = name.rsplit("/", 1)[0] + "/999"

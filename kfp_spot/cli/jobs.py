@@ -53,6 +53,13 @@ def describe(name: str, location: str | None, api_endpoint: str) -> None:
         api_endpoint,
         location_from="NAME" if location is None else "--location",
     )
+    if location is not None and location != in_name:
+        raise click.BadParameter(
+            f"{location!r}, but the job {name!r} is in {in_name!r}: Vertex AI answers for a "
+            "job only at its own region's endpoint; leave --location out, or give "
+            f"--location {in_name}",
+            param_hint="--location",
+        )
     job = api.get(name)
     click.echo(json.dumps(job, indent=2))
 
