@@ -36,7 +36,18 @@ def to_jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return to_jsonable(value.tolist())
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        keys: dict[str, Any] = {}
+        for key, item in value.items():
+            text = str(key)
+            if text in keys:  # JSON's keys are text: 1 and "1" would be one, one value lost
+                raise TypeError(
+                    f"keys {keys[text]!r} and {key!r} are the same key in JSON, {text!r}: give "
+                    "each value one name"
+                )
+            keys[text] = key
+            out[text] = to_jsonable(item)
+        return out
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     raise TypeError(f"{type(value).__name__} value {value!r} is not a number, list or mapping")

@@ -232,3 +232,14 @@ def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_result_whose_keys_collide_as_json_text_is_refused_not_one_value_dropped():
+    # JSON's keys are text: {1: 0.5, "1": 0.9} became one metric "1", the other value lost
+    from kfp_spot.evaluation.runner import to_jsonable
+
+    with pytest.raises(TypeError, match=r"keys 1 and '1' are the same key in JSON, '1'"):
+        to_jsonable({1: 0.5, "1": 0.9})
+    with pytest.raises(TypeError, match="same key"):
+        to_jsonable({"per_class": {0: 0.5, "0": 0.7}})
+    assert to_jsonable({"per_class": {0: 0.5, 1: 0.7}}) == {"per_class": {"0": 0.5, "1": 0.7}}
