@@ -45,7 +45,6 @@ from kfp_spot.pipelines.local_arguments import (
     ENDPOINT_PARAMETER,
     ENDPOINT_STAND_IN,
     LocalRunError,
-    check_run_options,
     check_runs_locally,
     check_tasks,
     load,
@@ -54,6 +53,7 @@ from kfp_spot.pipelines.local_arguments import (
     run_arguments,
     vertex_callers,
 )
+from kfp_spot.pipelines.local_drill import check_run_options
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, failover_drill
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -152,8 +152,9 @@ def run(
             ``kfp-spot-runs/<timestamp>``); new or empty: one an earlier run wrote into is
             refused.
         preemptions: how many times the drill preempts a running attempt (each after it
-            committed a new checkpoint).
-        grace_period: seconds between SIGTERM and SIGKILL at a preemption.
+            committed a new checkpoint): 0 to 6 (``local_drill.PREEMPTIONS``).
+        grace_period: seconds between SIGTERM and SIGKILL at a preemption: 0.5 to 120
+            (``local_drill.GRACE_PERIOD``).
         progress: receives a line as each task starts and ends, as each attempt of a CustomJob
             starts and ends, and, when a task fails, its name, log and error; None: nothing.
         status: receives a live status text a few times a second while tasks run, and ``""``

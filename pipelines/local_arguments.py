@@ -285,23 +285,6 @@ def check_types(inputs: Mapping[str, Any], values: Mapping[str, Any]) -> None:
             ) from None
 
 
-def check_run_options(preemptions: Any, grace_period: Any) -> None:
-    """Refuse a drill a local run could not carry out, before anything starts.
-
-    Raises:
-        LocalRunError: naming ``preemptions`` or ``grace_period`` and what is valid.
-    """
-    if isinstance(preemptions, bool) or not isinstance(preemptions, int) or preemptions < 0:
-        raise LocalRunError(f"preemptions: must be a whole number >= 0, got {preemptions!r}")
-    from kfp_spot.trainer.preemption import is_grace_period
-
-    if not is_grace_period(grace_period):
-        raise LocalRunError(
-            f"grace_period: must be a number of seconds >= 0 (SIGTERM to SIGKILL), got "
-            f"{grace_period!r}"
-        )
-
-
 # Where the emulator will listen, for the checks made before it starts (never contacted).
 ENDPOINT_STAND_IN = "http://127.0.0.1:8080"
 

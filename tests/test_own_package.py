@@ -679,10 +679,13 @@ def test_a_local_run_takes_its_package_from_source_not_a_param(tmp_path, regress
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"preemptions": -1}, "preemptions: must be a whole number >= 0, got -1"),
-        ({"preemptions": 1.5}, "preemptions: must be a whole number >= 0, got 1.5"),
-        ({"grace_period": float("nan")}, "grace_period: must be a number of seconds >= 0"),
-        ({"grace_period": -2}, "grace_period: must be a number of seconds >= 0"),
+        ({"preemptions": -1}, "preemptions: must be a whole number from 0 to 6, got -1"),
+        ({"preemptions": 1.5}, "preemptions: must be a whole number from 0 to 6, got 1.5"),
+        # as kfp-spot run --preemptions: the Python API is no more lenient than the CLI
+        ({"preemptions": 9}, "preemptions: must be a whole number from 0 to 6, got 9"),
+        ({"grace_period": float("nan")}, "grace_period: must be a number of seconds from 0.5 to"),
+        ({"grace_period": -2}, "grace_period: must be a number of seconds from 0.5 to 120"),
+        ({"grace_period": 600}, "grace_period: must be a number of seconds from 0.5 to 120"),
     ],
 )
 def test_a_drill_that_cannot_be_run_is_refused_before_anything_starts(

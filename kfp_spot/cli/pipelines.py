@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from kfp_spot.cli.pairs import parse_pairs, regions_option
+from kfp_spot.pipelines.local_drill import GRACE_PERIOD, PREEMPTIONS
 
 DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's
 
@@ -84,7 +85,7 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--preemptions",
-    type=click.IntRange(0, 6),
+    type=click.IntRange(*PREEMPTIONS),
     default=1,
     show_default=True,
     help="How many times the emulator takes the Spot VM back (each after a new checkpoint).",
@@ -100,7 +101,7 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--grace-period",
-    type=click.FloatRange(0.5, 120),
+    type=click.FloatRange(*GRACE_PERIOD),
     default=10.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL at a preemption.",
