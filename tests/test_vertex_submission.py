@@ -81,6 +81,23 @@ def test_bad_submission_arguments_are_named(kwargs, needle, template):
         pipeline_job.submit_pipeline(template, **args)
 
 
+def _submit_argv(template, root: str, endpoint: str, *extra: str) -> list[str]:
+    """`kfp-spot submit TEMPLATE` to ``endpoint``, into a new bucket with a service account."""
+    return [
+        "submit",
+        str(template),
+        "--project",
+        "my-project-123",
+        "--pipeline-root",
+        root,
+        "--service-account",
+        "runner@my-project-123.iam.gserviceaccount.com",
+        "--api-endpoint",
+        endpoint,
+        *extra,
+    ]
+
+
 def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator, template, pushed):
     from click.testing import CliRunner
 
@@ -89,22 +106,15 @@ def test_cli_submit_sends_parameters_parsed_as_json(gcs_emulator, template, push
     with RecordingServer() as server:
         result = CliRunner().invoke(
             main,
-            [
-                "submit",
-                str(template),
-                "--project",
-                "my-project-123",
-                "--pipeline-root",
+            _submit_argv(
+                template,
                 "gs://kfp-spot-cli-root/r",
-                "--service-account",
-                "runner@my-project-123.iam.gserviceaccount.com",
-                "--api-endpoint",
                 server.endpoint,
                 "--param",
                 "source=gs://b/src.tar.gz",
                 "--param",
                 'thresholds={"accuracy": ">=0.9"}',
-            ],
+            ),
         )
     assert result.exit_code == 0, result.output
     (post,) = [r for r in server.requests if r["method"] == "POST"]
@@ -549,24 +559,12 @@ def test_an_unreachable_or_refusing_api_is_one_line_not_a_traceback(gcs_emulator
                 (refusing, f"{refusing} refused the PipelineJob: 404 .*no pipelineJobs here"),
             )
         ):
+            # A new bucket and a service account: the SDK asks the GCS emulator only (of a
+            # bucket that exists it asks Resource Manager, out of reach here).
+            root = f"gs://kfp-spot-unreachable-root-{n}/r"
             result = CliRunner().invoke(
                 main,
-                [
-                    "submit",
-                    str(template),
-                    "--project",
-                    "my-project-123",
-                    # A new bucket and a service account: the SDK asks the GCS emulator only
-                    # (of a bucket that exists it asks Resource Manager, out of reach here).
-                    "--pipeline-root",
-                    f"gs://kfp-spot-unreachable-root-{n}/r",
-                    "--service-account",
-                    "runner@my-project-123.iam.gserviceaccount.com",
-                    "--api-endpoint",
-                    endpoint,
-                    "--param",
-                    "source=gs://bkt/src.tar.gz",
-                ],
+                _submit_argv(template, root, endpoint, "--param", "source=gs://bkt/src.tar.gz"),
             )
             assert result.exit_code == 1, result.output
             assert not isinstance(result.exception, Exception) or isinstance(
