@@ -81,6 +81,19 @@ def test_bad_submission_arguments_are_named(kwargs, needle, template):
         pipeline_job.submit_pipeline(template, **args)
 
 
+def _dry_run_argv(path) -> list[str]:
+    """`kfp-spot submit PATH --dry-run` for project my-proj, its root in a bucket that can exist."""
+    return [
+        "submit",
+        str(path),
+        "--dry-run",
+        "--project",
+        "my-proj",
+        "--pipeline-root",
+        "gs://bkt/r",
+    ]
+
+
 def _submit_argv(template, root: str, endpoint: str, *extra: str) -> list[str]:
     """`kfp-spot submit TEMPLATE` to ``endpoint``, into a new bucket with a service account."""
     return [
@@ -176,16 +189,7 @@ def test_dry_run_of_every_committed_template_needs_no_credentials(path, no_crede
         "launch_spot_job": ["--param", f"container_image_uri={PUSHED_IMAGE}"],
         "deploy_spot_endpoint": ["--param", "artifact_uri=gs://my-bucket/model"],
     }.get(path.parent.name, [])
-    args = [
-        "submit",
-        str(path),
-        "--dry-run",
-        "--project",
-        "my-proj",
-        "--pipeline-root",
-        "gs://bkt/r",
-    ]
-    result = _cli([*args, *extra])
+    result = _cli([*_dry_run_argv(path), *extra])
     assert result.exit_code == 0, result.stderr
     request = json.loads(result.stdout)
     assert request["method"] == "POST"
@@ -442,15 +446,7 @@ def test_without_location_the_templates_own_region_is_kept(tmp_path, no_credenti
 
     path = tmp_path / "eu.yaml"
     compiler.Compiler().compile(eu, str(path))
-    base = [
-        "submit",
-        str(path),
-        "--dry-run",
-        "--project",
-        "my-proj",
-        "--pipeline-root",
-        "gs://bkt/r",
-    ]
+    base = _dry_run_argv(path)
     for extra, region in (
         ([], "europe-west4"),
         (["--param", "location=asia-east1"], "asia-east1"),
