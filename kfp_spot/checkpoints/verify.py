@@ -63,6 +63,17 @@ def _open_local(path: str, what: str, missing: str | None = None) -> int:
     return fd
 
 
+def _no_such_step(root: str, step: int) -> str:
+    """That ``root`` has no directory for ``step``, with the steps it has (an error path only)."""
+    try:
+        steps = list_steps(root)
+    except OSError:
+        steps = []
+    shown = ", ".join(map(str, steps[-10:])) if steps else ""
+    has = f"its steps: {'..., ' if len(steps) > 10 else ''}{shown}" if steps else "no step there"
+    return f"step {step} does not exist under {root} ({has})"
+
+
 def read_manifest(root: str, step: int) -> Manifest:
     """Read and check the manifest of ``step`` (seal, fields, ranges, the step it names).
 
@@ -74,7 +85,12 @@ def read_manifest(root: str, step: int) -> Manifest:
     missing = f"step {step} under {root} has no {MANIFEST_NAME} (torn or still being written)"
     local = fs.to_local_path(uri)
     if local is not None:
-        fd = _open_local(local, what, missing)
+        try:
+            fd = _open_local(local, what, missing)
+        except StepNotCommittedError:
+            if not os.path.isdir(os.path.dirname(local)):
+                raise StepNotCommittedError(_no_such_step(root, step)) from None
+            raise
         try:
             size = os.fstat(fd).st_size
             if size > MAX_MANIFEST_BYTES:
@@ -91,6 +107,9 @@ def read_manifest(root: str, step: int) -> Manifest:
             with filesystem.open(path, "rb") as handle:
                 data = handle.read(MAX_MANIFEST_BYTES + 1)
         except FileNotFoundError as exc:
+            folder = path.rsplit("/", 1)[0]
+            if not (filesystem.exists(folder) or filesystem.isdir(folder)):
+                raise StepNotCommittedError(_no_such_step(root, step)) from exc
             raise StepNotCommittedError(missing) from exc
         except (IsADirectoryError, NotADirectoryError) as exc:
             raise CheckpointCorruptError(missing) from exc

@@ -67,6 +67,14 @@ def test_layout_and_records_on_gcs(gs_root: str) -> None:
     assert checkpoints.latest(gs_root).step == 3
 
 
+def test_a_step_that_does_not_exist_on_gcs_is_named_so(gs_root: str) -> None:
+    with CheckpointManager(gs_root, interval="1", handle_signals=False) as ckpt:
+        ckpt.maybe_save(2, {"step": 2})
+    with pytest.raises(CheckpointCorruptError) as missing:
+        load_checkpoint(checkpoints.step_dir(gs_root, 999))
+    assert str(missing.value) == f"step 999 does not exist under {gs_root} (its steps: 2)"
+
+
 def test_async_save_on_gcs(gs_root: str) -> None:
     with CheckpointManager(gs_root, async_save=True, handle_signals=False) as ckpt:
         w = np.ones(10_000)

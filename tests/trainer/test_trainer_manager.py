@@ -533,3 +533,19 @@ def test_metrics_given_to_the_save_of_a_committed_step_are_named_as_not_recorded
             kept = ckpt.save(2, {"x": 2}, metrics={"accuracy": 0.9})
     assert kept is not None and kept.metadata["metrics"] == {"loss": 0.5}
     assert "already committed" in caplog.text and "'accuracy': 0.9" in caplog.text
+
+
+def test_a_step_that_does_not_exist_is_named_so_with_the_steps_there(tmp_path: Path) -> None:
+    # load_checkpoint(".../step-999") said the step had no manifest.json "(torn or still being
+    # written)", as of a step directory whose writer stopped, though there was no such step
+    from kfp_spot.trainer import load_checkpoint
+
+    ckpt = _manager(tmp_path)
+    for step in (3, 5):
+        ckpt.save(step, {"a": step}, blocking=True)
+    with pytest.raises(checkpoints.CheckpointCorruptError) as missing:
+        load_checkpoint(str(tmp_path / "step-999"))
+    assert str(missing.value) == f"step 999 does not exist under {tmp_path} (its steps: 3, 5)"
+    (tmp_path / "step-7").mkdir()  # a step whose writer stopped before its manifest: as before
+    with pytest.raises(checkpoints.CheckpointCorruptError, match=r"torn or still being written"):
+        load_checkpoint(str(tmp_path / "step-7"))
