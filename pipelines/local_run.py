@@ -58,12 +58,23 @@ EXAMPLE_ARGUMENTS: dict[str, Any] = {
 }
 """What the bundled example trainer is run with (a short run; a digits classifier's gate)."""
 NO_GATE = (
-    "no quality gate: every evaluation passes and the model is promoted; set one with "
-    """--param thresholds='{"METRIC": ">=BOUND"}' on a metric your evaluate() returns"""
+    "no quality gate: every evaluation passes (a pipeline that promotes on the gate promotes "
+    """every model); set one with --param thresholds='{"METRIC": ">=BOUND"}' on a metric your """
+    "evaluate() returns"
 )
 """What a run without thresholds says before it starts."""
 TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evaluation_entry_point"}
 """``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
+
+
+def _launches(pipeline: Any) -> bool:
+    """Whether ``pipeline`` has a launch_spot_job task (sub-DAGs too): something to preempt."""
+    from google.protobuf import json_format
+
+    from kfp_spot.jobs.template_walk import LAUNCH_CALL, template_tasks
+
+    spec = json_format.MessageToDict(pipeline.pipeline_spec)
+    return any(task.call == LAUNCH_CALL for task in template_tasks(spec, {}))
 
 
 def _tool_config(pyproject: str, tables: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -316,6 +327,11 @@ def run_local(
     _check_outside(Path(run_dir), source)
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
+    if progress is not None and preemptions and not _launches(pipeline):
+        progress(
+            f"note: --preemptions {preemptions} does nothing here: the pipeline launches no "
+            "CustomJob (its evaluation scores a checkpoint that exists)"
+        )
     if progress is not None:
         for warning in [*_unmet_pins(source, arguments, pipeline), *_raw_dirs(source, arguments)]:
             progress(f"warning: {warning}")

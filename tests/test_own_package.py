@@ -1312,3 +1312,24 @@ def test_package_uris_text_that_is_not_a_json_list_is_an_input_error_before_subm
         _launch(_Package(metadata), tmp_path)
     assert info.value.field == "package"
     assert "\n" not in str(info.value)
+
+
+def test_preemptions_asked_of_a_pipeline_that_launches_nothing_are_said_to_do_nothing(
+    tmp_path, regressor
+):
+    # The evaluate_checkpoint template trains nothing: --preemptions 2 was ignored in silence,
+    # and the no-gate note spoke of promoting the model, which that pipeline does not do.
+    events: list[str] = []
+    with pytest.raises(local.LocalRunError, match="checkpoint_uri"):  # refused after the notes
+        local_run.run_local(
+            tmp_path / "run",
+            source=regressor,
+            template=ROOT / "pipelines" / "evaluate_checkpoint" / "pipeline.yaml",
+            parameters={"checkpoint_uri": ""},
+            preemptions=2,
+            progress=events.append,
+        )
+    assert "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob" in (
+        " ".join(events)
+    ), events
+    assert not any("the model is promoted" in event for event in events), events
