@@ -130,12 +130,13 @@ def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
         raise checkpoints.CheckpointError(f"{source_root!r} does not exist; expected {valid}")
     manifest = checkpoints.latest(source_root, check_hashes=True)
     if manifest is None:
-        misplaced = "" if checkpoints.list_steps(source_root) else misplaced_root(source_root)
+        has_steps = bool(checkpoints.list_steps(source_root))
+        misplaced = "" if has_steps else misplaced_root(source_root)
         if misplaced:  # a step's own directory, or a run's: say where the steps are
             raise checkpoints.CheckpointError(f"{misplaced}; expected {valid}")
         why = (
             "has step directories but none verifies (all torn or corrupt)"
-            if checkpoints.list_steps(source_root)
+            if has_steps
             else "holds no committed step (the run it came from never checkpointed)"
         )
         raise checkpoints.CheckpointError(f"{source_root!r} {why}; expected {valid}")
