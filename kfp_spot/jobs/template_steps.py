@@ -174,10 +174,11 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
     from kfp_spot.vertex.values import InvalidValueError
 
     name = _IMPORTED_CHECKPOINT.get(task.component, "")
-    uri, parameter = task.import_uris.get(name, (UNKNOWN, ""))
-    if uri is UNKNOWN:
+    made = task.imports.get(name)
+    if made is None or made.uri is UNKNOWN:
         return
-    given = f" (the dsl.importer's URI, from --param {parameter})" if parameter else ""
+    uri = made.uri
+    given = f" (the dsl.importer's URI, from --param {made.parameter})" if made.parameter else ""
     where = f"task {task.path!r}: {task.component} input '{name}'{given}"
     form = "gs://BUCKET/PATH or /gcs/BUCKET/PATH" if not local else CHECKPOINT_URI_FORM
     if not isinstance(uri, str) or not uri.strip():

@@ -32,6 +32,15 @@ UNKNOWN = object()  # a value known only at run time
 
 
 @dataclass(frozen=True)
+class ImporterInput:
+    """What a ``dsl.importer`` gives a task's artifact input."""
+
+    uri: Any  # the URI it imports, as known before the run, or UNKNOWN
+    parameter: str  # the pipeline parameter that URI is passed down from, or ""
+    reimport: bool  # a new artifact each run (else the same one, by its URI)
+
+
+@dataclass(frozen=True)
 class TemplateTask:
     """One task to check (a launch, evaluate or deploy): where it is, its inputs, how it runs."""
 
@@ -45,11 +54,13 @@ class TemplateTask:
     # or the submission's), for the inputs that are one
     from_pipeline: dict[str, str] = field(default_factory=dict)
     loop: str = ""  # the innermost dsl.ParallelFor it is in (its path), "" when none
-    # its artifact inputs a dsl.importer makes without reimport: the same artifact every run
-    imported: frozenset[str] = frozenset()
-    # its artifact inputs a dsl.importer makes (with reimport too) -> (the URI it imports, as
-    # known now or UNKNOWN; the pipeline parameter that URI is passed down from, or "")
-    import_uris: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # its artifact inputs a dsl.importer makes -> what that importer imports
+    imports: dict[str, ImporterInput] = field(default_factory=dict)
+
+    @property
+    def imported(self) -> frozenset[str]:
+        """Its artifact inputs a dsl.importer makes without reimport: the same artifact each run."""
+        return frozenset(name for name, made in self.imports.items() if not made.reimport)
 
     @property
     def component(self) -> str:
@@ -125,9 +136,7 @@ def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Ite
     origin = {name: name for name in env}
     # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
     none: frozenset[str] = frozenset()
-    yield from _walk(
-        root.get("dag") or {}, env, origin, none, none, "", components, executors, "", {}
-    )
+    yield from _walk(root.get("dag") or {}, env, origin, none, {}, "", components, executors, "")
 
 
 def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
@@ -148,8 +157,7 @@ def _task(
     executors: Mapping[str, Any],
     from_pipeline: dict[str, str],
     loop: str,
-    imported: frozenset[str],
-    import_uris: dict[str, tuple[Any, str]],
+    imports: dict[str, ImporterInput],
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
     command = " ".join(str(part) for part in (container or {}).get("command") or [])
@@ -165,57 +173,45 @@ def _task(
         cached=cached,
         from_pipeline=from_pipeline,
         loop=loop,
-        imported=imported,
-        import_uris=import_uris,
+        imports=imports,
     )
 
 
-def _imported(
-    inputs: Mapping[str, Any], imported: frozenset[str], importers: frozenset[str]
-) -> frozenset[str]:
-    """The artifact inputs from an importer (``importers``: its DAG's) or one its DAG was given."""
-    return frozenset(
-        name
-        for name, source in (inputs.get("artifacts") or {}).items()
-        if (source.get("taskOutputArtifact") or {}).get("producerTask") in importers
-        or source.get("componentInputArtifact") in imported
-    )
-
-
-def _importer_uris(
+def _importers(
     dag: Mapping[str, Any],
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
     env: Mapping[str, Any],
     origin: Mapping[str, str],
-) -> dict[str, tuple[Any, str]]:
-    """Each importer task of the DAG -> (the URI it imports, its pipeline parameter or "")."""
-    found: dict[str, tuple[Any, str]] = {}
+) -> dict[str, ImporterInput]:
+    """Each importer task of the DAG -> what it imports."""
+    found: dict[str, ImporterInput] = {}
     for name, task in (dag.get("tasks") or {}).items():
         component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
         spec = (executors.get(component.get("executorLabel", "")) or {}).get("importer")
         if not isinstance(spec, dict):
             continue
+        reimport = bool(spec.get("reimport"))
         uri = spec.get("artifactUri") or {}
         if "constant" in uri:
-            found[name] = (uri["constant"], "")
+            found[name] = ImporterInput(uri["constant"], "", reimport)
             continue
         parameters = (task.get("inputs") or {}).get("parameters") or {}
         given = parameters.get(uri.get("runtimeParameter", ""))
-        found[name] = (
-            (_value(given, env), _passed_down({"uri": given}, origin).get("uri", ""))
-            if isinstance(given, dict)
-            else (UNKNOWN, "")
-        )
+        if not isinstance(given, dict):
+            found[name] = ImporterInput(UNKNOWN, "", reimport)
+            continue
+        parameter = _passed_down({"uri": given}, origin).get("uri", "")
+        found[name] = ImporterInput(_value(given, env), parameter, reimport)
     return found
 
 
-def _import_uris(
+def _imports(
     inputs: Mapping[str, Any],
-    given: Mapping[str, tuple[Any, str]],
-    importers: Mapping[str, tuple[Any, str]],
-) -> dict[str, tuple[Any, str]]:
-    """The artifact inputs from an importer of the DAG, or given to it from one -> its URI."""
+    given: Mapping[str, ImporterInput],
+    importers: Mapping[str, ImporterInput],
+) -> dict[str, ImporterInput]:
+    """The artifact inputs from an importer (``importers``: its DAG's) or one its DAG was given."""
     out = {}
     for name, source in (inputs.get("artifacts") or {}).items():
         producer = str((source.get("taskOutputArtifact") or {}).get("producerTask", ""))
@@ -225,19 +221,6 @@ def _import_uris(
         elif passed in given:
             out[name] = given[passed]
     return out
-
-
-def _importers(
-    dag: Mapping[str, Any], components: Mapping[str, Any], executors: Mapping[str, Any]
-) -> frozenset[str]:
-    """The DAG's importer tasks that reuse the artifact of the same URI (no ``reimport``)."""
-    found = set()
-    for name, task in (dag.get("tasks") or {}).items():
-        component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
-        spec = (executors.get(component.get("executorLabel", "")) or {}).get("importer")
-        if isinstance(spec, dict) and not spec.get("reimport"):
-            found.add(name)
-    return frozenset(found)
 
 
 def _passed_down(given: Mapping[str, Any], origin: Mapping[str, str]) -> dict[str, str]:
@@ -255,20 +238,17 @@ def _walk(
     env: Mapping[str, Any],
     origin: Mapping[str, str],
     available: frozenset[str],
-    imported: frozenset[str],
+    imports: Mapping[str, ImporterInput],
     prefix: str,
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
     loop: str,
-    import_uris: Mapping[str, tuple[Any, str]],
 ) -> Iterator[TemplateTask]:
-    importers = _importers(dag, components, executors)
-    uris = _importer_uris(dag, components, executors, env, origin)
+    importers = _importers(dag, components, executors, env, origin)
     for name, task in (dag.get("tasks") or {}).items():
         component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
         inputs = task.get("inputs") or {}
-        from_importer = _imported(inputs, imported, importers)
-        its_uris = _import_uris(inputs, import_uris, uris)
+        from_importer = _imports(inputs, imports, importers)
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
         values = _interpolated({**_defaults(component), **given})
         passed = _passed_down(inputs.get("parameters") or {}, origin)
@@ -288,7 +268,6 @@ def _walk(
                 components,
                 executors,
                 inner,
-                its_uris,
             )
             continue
         found = _task(
@@ -301,7 +280,6 @@ def _walk(
             passed,
             loop,
             from_importer,
-            its_uris,
         )
         if found is not None:
             yield found
