@@ -363,6 +363,62 @@ def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
     assert "gcloud auth application-default login" in lines[0]
 
 
+@pytest.fixture
+def sign_in_unreachable(tmp_path, monkeypatch, no_credentials):
+    """A service account key whose token service does not answer (a laptop offline)."""
+    import json
+    import socket
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    with socket.socket() as closed:  # bound, never listening: a connection is refused at once
+        closed.bind(("127.0.0.1", 0))
+        info = {
+            "type": "service_account",
+            "project_id": "my-proj",
+            "private_key_id": "1",
+            "private_key": pem,
+            "client_email": "runner@my-proj.iam.gserviceaccount.com",
+            "client_id": "1",
+            "token_uri": f"http://127.0.0.1:{closed.getsockname()[1]}/token",
+        }
+        key_file = tmp_path / "key.json"
+        key_file.write_text(json.dumps(info))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
+        yield
+
+
+def test_offline_a_real_submit_fails_at_once_in_one_line(sign_in_unreachable):
+    """The SDK would retry the token for 120 s in its bucket check, then log a traceback."""
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    result = _cli(
+        [
+            "submit",
+            str(path),
+            "--project",
+            "my-proj",
+            "--pipeline-root",
+            "gs://bkt/r",
+            "--param",
+            "source=gs://b/s.tar.gz",
+            "--param",
+            "checkpoint_uri=gs://bkt/ckpt",
+        ]
+    )
+    assert result.exit_code == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("kfp-spot: error: cannot reach Google's sign-in service"), lines
+    assert "Nothing was sent" in lines[0]
+
+
 def test_a_template_without_project_or_location_parameters_submits(gcs_emulator):
     """evaluate_checkpoint declares neither: they are not sent as parameters."""
     path = catalog.pipeline_path("evaluate_checkpoint")

@@ -22,17 +22,7 @@ from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionErr
 from kfp_spot.vertex.pipeline_parameters import check_job_id
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
-
-AUTH_FIX = (
-    "run `gcloud auth application-default login` (or point GOOGLE_APPLICATION_CREDENTIALS at a "
-    "service account key file)"
-)
-
-_CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-
-
-class NoCredentialsError(RuntimeError):
-    """No usable Google Cloud credentials; the message says how to log in."""
+from kfp_spot.vertex.signin import NoCredentialsError as NoCredentialsError
 
 
 class SubmitFailedError(RuntimeError):
@@ -357,6 +347,8 @@ def submit_pipeline(
     from google.auth import exceptions as auth_exceptions
     from google.cloud import aiplatform
 
+    from kfp_spot.vertex import signin
+
     init_kwargs: dict[str, Any] = {"project": project, "location": location}
     if api_endpoint:
         init_kwargs |= {"api_endpoint": api_endpoint, "api_transport": "rest"}
@@ -366,20 +358,17 @@ def submit_pipeline(
 
             credentials = AnonymousCredentials()
     try:
-        if credentials is None:
-            # Looked up here, not left to the SDK: its global config may still hold another
-            # run's credentials, and a missing login must be this one line, not a traceback.
-            import google.auth
-
-            credentials, _ = google.auth.default(scopes=[_CLOUD_PLATFORM])
-        init_kwargs["credentials"] = credentials
+        # Looked up and refreshed here, not left to the SDK: its global config may still hold
+        # another run's credentials, and a missing login or network is one line at once.
+        init_kwargs["credentials"] = signin.ready(credentials)
         aiplatform.init(**init_kwargs)
-        job = _pipeline_job(submission, credentials)
+        job = _pipeline_job(submission, init_kwargs["credentials"])
         job.submit(service_account=submission.service_account)
-    except (auth_exceptions.DefaultCredentialsError, auth_exceptions.RefreshError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except signin.SignInUnreachableError as exc:
+        raise SubmitFailedError(str(exc)) from None
+    except auth_exceptions.GoogleAuthError as exc:  # a token that stopped refreshing mid-way
         raise NoCredentialsError(
-            f"no usable Google Cloud credentials ({reason.rstrip('.')}): {AUTH_FIX}"
+            f"Google Cloud credentials failed ({exc}): {signin.AUTH_FIX}"
         ) from None
     except requests.RequestException as exc:  # the REST transport's: nothing answered
         where = api_endpoint or f"Vertex AI in {location}"
@@ -390,5 +379,7 @@ def submit_pipeline(
     except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
         where = api_endpoint or f"Vertex AI in {location}"
         reason = " ".join(str(exc).split())[:800]
+        if isinstance(exc, api_exceptions.ServiceUnavailable):  # no route, no DNS, or down
+            raise SubmitFailedError(f"cannot reach {where}: {reason}") from exc
         raise SubmitFailedError(f"{where} refused the PipelineJob: {reason}") from exc
     return str(job.resource_name)
