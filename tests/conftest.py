@@ -266,3 +266,46 @@ def gs_bucket(gcs_emulator: str) -> str:
     one would repoint gcsfs under the tests that use the first (tests/test_suite_fixtures.py).
     """
     return f"gs://{TEST_BUCKET}"
+
+
+@pytest.fixture
+def no_google_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Google login on this machine: ADC points nowhere, no gcloud config, no metadata server."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "nowhere.json"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+
+@pytest.fixture
+def sign_in_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_google_login: None
+) -> Iterator[None]:
+    """A login on file (a service account key) whose token service does not answer: offline."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    with socket.socket() as closed:  # bound, never listening: a connection is refused at once
+        closed.bind(("127.0.0.1", 0))
+        info = {
+            "type": "service_account",
+            "project_id": "my-proj",
+            "private_key_id": "1",
+            "private_key": pem,
+            "client_email": "runner@my-proj.iam.gserviceaccount.com",
+            "client_id": "1",
+            "token_uri": f"http://127.0.0.1:{closed.getsockname()[1]}/token",
+        }
+        key_file = tmp_path / "key.json"
+        key_file.write_text(json.dumps(info))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
+        yield

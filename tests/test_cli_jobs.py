@@ -306,3 +306,23 @@ def test_a_bad_project_or_location_is_refused_before_any_request(args, option, s
     assert result.output.startswith(f"kfp-spot: error: Invalid value for {option}: "), result.output
     assert says in result.output
     assert "cannot reach" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("login", "expected"),
+    [
+        ("no_google_login", "no usable Google Cloud credentials"),
+        ("sign_in_unreachable", "cannot reach Google's sign-in service"),
+    ],
+)
+def test_jobs_list_on_vertex_without_a_usable_login_is_one_line(login, expected, request):
+    request.getfixturevalue(login)
+    result = CliRunner().invoke(
+        main, ["jobs", "list", "--project", "my-proj", "--location", "us-central1"]
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert expected in lines[0], lines
+    if login == "no_google_login":
+        assert "--api-endpoint" in lines[0]  # the emulator needs no login

@@ -153,17 +153,12 @@ COMMITTED_TEMPLATES = [e.default_path() for e in catalog.PIPELINES + catalog.COM
 
 
 @pytest.fixture
-def no_credentials(tmp_path, monkeypatch):
-    """No Google login on this machine: ADC points nowhere, no gcloud config, no metadata server.
+def no_credentials(tmp_path, monkeypatch, no_google_login):
+    """No Google login on this machine (``no_google_login``).
 
     The committed templates' image counts as pushed (a team's `kfp-spot image push`), so the image
     check passes and the rest of the submission is what is tested.
     """
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "nowhere.json"))
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
-    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
     monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))
     remember(ImageRecord(RUNTIME_IMAGE, "pushed", __version__, "sha256:1d"))
 
@@ -363,39 +358,7 @@ def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
     assert "gcloud auth application-default login" in lines[0]
 
 
-@pytest.fixture
-def sign_in_unreachable(tmp_path, monkeypatch, no_credentials):
-    """A service account key whose token service does not answer (a laptop offline)."""
-    import json
-    import socket
-
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    with socket.socket() as closed:  # bound, never listening: a connection is refused at once
-        closed.bind(("127.0.0.1", 0))
-        info = {
-            "type": "service_account",
-            "project_id": "my-proj",
-            "private_key_id": "1",
-            "private_key": pem,
-            "client_email": "runner@my-proj.iam.gserviceaccount.com",
-            "client_id": "1",
-            "token_uri": f"http://127.0.0.1:{closed.getsockname()[1]}/token",
-        }
-        key_file = tmp_path / "key.json"
-        key_file.write_text(json.dumps(info))
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
-        yield
-
-
-def test_offline_a_real_submit_fails_at_once_in_one_line(sign_in_unreachable):
+def test_offline_a_real_submit_fails_at_once_in_one_line(sign_in_unreachable, no_credentials):
     """The SDK would retry the token for 120 s in its bucket check, then log a traceback."""
     path = catalog.pipeline_path("evaluate_checkpoint")
     result = _cli(

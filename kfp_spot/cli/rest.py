@@ -30,10 +30,7 @@ _RESOURCE = re.compile(
 """A resource's name; Vertex AI's project IDs and numbers, regions and ids fit its parts."""
 _SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60.0
-NO_CREDENTIALS = (
-    "no Google credentials for Vertex AI ({}); run `gcloud auth application-default login`, "
-    "or pass --api-endpoint for the emulator"
-)
+FOR_THE_EMULATOR = "; for the emulator, pass --api-endpoint"
 
 
 def status_name(code: int | None) -> str:
@@ -75,14 +72,16 @@ class RestApi:
         if endpoint.local:
             session = requests.Session()
         else:
-            import google.auth
-            from google.auth import exceptions as auth_exceptions
             from google.auth.transport.requests import AuthorizedSession
 
-            try:
-                credentials, _ = google.auth.default(scopes=list(_SCOPES))
-            except auth_exceptions.GoogleAuthError as exc:
-                raise click.ClickException(NO_CREDENTIALS.format(exc)) from exc
+            from kfp_spot.vertex import signin
+
+            try:  # refreshed now: offline, one line instead of "no credentials" on the request
+                credentials = signin.ready()
+            except signin.NoCredentialsError as exc:
+                raise click.ClickException(f"{exc}{FOR_THE_EMULATOR}") from None
+            except signin.SignInUnreachableError as exc:
+                raise click.ClickException(str(exc)) from None
             session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
         from kfp_spot.vertex.client import USER_AGENT
 
@@ -104,8 +103,10 @@ class RestApi:
             raise click.ClickException(
                 f"{path.split('?', 1)[0]}: no answer in {TIMEOUT_SECONDS:.0f} s"
             ) from None
-        except auth_exceptions.GoogleAuthError as exc:
-            raise click.ClickException(NO_CREDENTIALS.format(exc)) from exc
+        except auth_exceptions.GoogleAuthError as exc:  # a token that stopped refreshing
+            raise click.ClickException(
+                f"Google Cloud credentials failed ({exc}){FOR_THE_EMULATOR}"
+            ) from None
         if response.status_code >= 400:
             error = _error_message(response)
             # The resource the error is about, not the request URL with its query string;
