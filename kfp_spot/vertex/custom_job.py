@@ -624,7 +624,7 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
     if spec.HasField("reservation_affinity"):
         _check_reservation(spec.reservation_affinity, f"{where}.reservationAffinity")
     if spec.gpu_partition_size:
-        _check_gpu_partition(name, acc, f"{where}.gpuPartitionSize")
+        _check_gpu_partition(name, acc, spec.gpu_partition_size, f"{where}.gpuPartitionSize")
     if acc in machines.TPU_POD_ACCELERATORS and spot:
         raise _tpu_pod_spot(where, f"acceleratorType {acc} is a TPU Pod")
     machine = machines.machine_type(name)
@@ -706,8 +706,19 @@ MIG_ACCELERATORS = frozenset(
 )
 
 
-def _check_gpu_partition(machine_type: str, acc: str, where: str) -> None:
+# MachineSpec.gpu_partition_size names a MIG partition "[compute]g.[memory]gb" (GKE's multi-instance
+# GPU page, which the API reference points to): a MIG GPU has seven compute units.
+GPU_PARTITION_SIZE = re.compile(r"[1-7]g\.[1-9][0-9]*gb")
+
+
+def _check_gpu_partition(machine_type: str, acc: str, size: str, where: str) -> None:
     """``gpuPartitionSize``: "must be a value supported by the requested accelerator" (MIG GPUs)."""
+    if GPU_PARTITION_SIZE.fullmatch(size) is None:
+        raise InvalidJobSpecError(
+            where,
+            f"{show(size)} is not a GPU partition size: write [compute]g.[memory]gb with 1-7 "
+            "compute units, as the GPU offers them, e.g. '1g.10gb' or '3g.40gb' (A100 80GB)",
+        )
     known = machines.machine_type(machine_type)
     gpu = acc or (known.accelerator_type if known is not None else "")
     if known is None and not acc:

@@ -1,0 +1,59 @@
+"""CustomJob fields whose form or required parts Vertex AI documents, through the real GAPIC client.
+
+A job the emulator accepts here would be refused by Vertex AI on its first real run: each case is
+a 400 naming the field, and the well-formed value next to it is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.api_core import exceptions
+from google.cloud.aiplatform_v1.types import CustomJob
+
+PARENT = "projects/demo-project/locations/us-central1"
+
+
+def _machine(body, **spec):
+    body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] = spec
+
+
+def _partition(size):
+    return lambda body: _machine(body, machineType="a2-highgpu-1g", gpuPartitionSize=size)
+
+
+REFUSED = [
+    # (case id, edit of a good body, the field Vertex names, fragment of the message)
+    ("partition not a size", _partition("banana"), "gpu_partition_size", "[compute]g.[memory]gb"),
+    ("partition of 8 compute units", _partition("8g.80gb"), "gpu_partition_size", "'1g.10gb'"),
+]
+
+ACCEPTED = [
+    ("partition of an A100", _partition("1g.5gb")),
+    ("partition of 7 compute units", _partition("7g.40gb")),
+]
+
+
+def _create(gapic, body):
+    return gapic.create_custom_job(parent=PARENT, custom_job=CustomJob.from_json(json.dumps(body)))
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "fragment"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
+)
+def test_a_field_vertex_refuses_is_a_400_naming_it(gapic, make_job, edit, field, fragment):
+    body = make_job("--steps", "1")
+    edit(body)
+    with pytest.raises(exceptions.BadRequest) as caught:
+        _create(gapic, body)
+    message = caught.value.message
+    assert f"{field};" in message, message
+    assert fragment in message, message
+
+
+@pytest.mark.parametrize("edit", [c[1] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_the_well_formed_value_is_accepted(gapic, make_job, edit):
+    body = make_job("--steps", "1", strategy="STANDARD")
+    edit(body)
+    assert _create(gapic, body).name
