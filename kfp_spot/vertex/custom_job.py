@@ -313,6 +313,7 @@ def _validate(
         )
     _check_resources(spec, target)
     _check_nfs_mounts(spec, pools)
+    _check_lustre_mounts(pools)
     _check_flex_start_fields(spec)
 
 
@@ -354,6 +355,24 @@ def _check_nfs_mounts(spec: Any, pools: list[Any]) -> None:
                     "server (projects/PROJECT_NUMBER/global/networks/NETWORK), or set "
                     "pscInterfaceConfig",
                 )
+
+
+def _check_lustre_mounts(pools: list[Any]) -> None:
+    """Lustre mounts (``WorkerPoolSpec.lustreMounts``): every field given.
+
+    Each field of a ``LustreMount`` is "Required" in the API reference.
+    """
+    for index, pool in enumerate(pools):
+        for i, mount in enumerate(pool.lustre_mounts):
+            where = f"jobSpec.workerPoolSpecs[{index}].lustreMounts[{i}]"
+            for name, camel, what in (
+                ("instance_ip", "instanceIp", "the Lustre instance's IP address"),
+                ("volume_handle", "volumeHandle", "the Lustre volume's unique identifier"),
+                ("filesystem", "filesystem", "the Lustre file system's name"),
+                ("mount_point", "mountPoint", "the directory under /mnt/lustre/ to mount it at"),
+            ):
+                if not getattr(mount, name):
+                    raise InvalidJobSpecError(f"{where}.{camel}", f"is required: {what}")
 
 
 def _check_resources(spec: Any, target: Target) -> None:

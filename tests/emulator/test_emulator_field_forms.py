@@ -13,10 +13,19 @@ from google.api_core import exceptions
 from google.cloud.aiplatform_v1.types import CustomJob
 
 PARENT = "projects/demo-project/locations/us-central1"
+POOL0 = "job_spec.worker_pool_specs[0]"
+_LUSTRE = {"instanceIp": "10.0.0.2", "volumeHandle": "v", "filesystem": "lfs", "mountPoint": "d"}
 
 
 def _machine(body, **spec):
     body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] = spec
+
+
+def _lustre(mount):
+    def edit(body):
+        body["jobSpec"]["workerPoolSpecs"][0]["lustreMounts"] = [mount]
+
+    return edit
 
 
 def _partition(size):
@@ -27,11 +36,37 @@ REFUSED = [
     # (case id, edit of a good body, the field Vertex names, fragment of the message)
     ("partition not a size", _partition("banana"), "gpu_partition_size", "[compute]g.[memory]gb"),
     ("partition of 8 compute units", _partition("8g.80gb"), "gpu_partition_size", "'1g.10gb'"),
+    (
+        "lustre without instanceIp",
+        _lustre({**_LUSTRE, "instanceIp": ""}),
+        f"{POOL0}.lustre_mounts[0].instance_ip",
+        "required",
+    ),
+    ("lustre mount empty", _lustre({}), f"{POOL0}.lustre_mounts[0].instance_ip", "required"),
+    (
+        "lustre without volumeHandle",
+        _lustre({**_LUSTRE, "volumeHandle": ""}),
+        f"{POOL0}.lustre_mounts[0].volume_handle",
+        "required",
+    ),
+    (
+        "lustre without filesystem",
+        _lustre({**_LUSTRE, "filesystem": ""}),
+        f"{POOL0}.lustre_mounts[0].filesystem",
+        "required",
+    ),
+    (
+        "lustre without mountPoint",
+        _lustre({**_LUSTRE, "mountPoint": ""}),
+        f"{POOL0}.lustre_mounts[0].mount_point",
+        "required",
+    ),
 ]
 
 ACCEPTED = [
     ("partition of an A100", _partition("1g.5gb")),
     ("partition of 7 compute units", _partition("7g.40gb")),
+    ("lustre mount whole", _lustre(_LUSTRE)),
 ]
 
 
