@@ -32,6 +32,7 @@ from typing import Any, cast
 
 from kfp_spot import executors, machines
 from kfp_spot.vertex.regions import check_region
+from kfp_spot.vertex.resource_ids import MODEL_NAME, MODEL_NAME_FORM
 from kfp_spot.vertex.storage import check_output_uri, check_package_uri, service_uri
 from kfp_spot.vertex.values import (
     BOOT_DISK_TYPES,
@@ -416,6 +417,13 @@ def _check_resources(spec: Any, target: Target) -> None:
                 f"jobSpec.{camel}",
                 f"{value!r} not found: {target.name} has no Vertex AI Experiments (leave it "
                 "empty; the job's metrics still reach its outputs)",
+            )
+    for i, model in enumerate(spec.models):
+        # CustomJobSpec.models: "Format: projects/{project}/locations/{location}/models/{model}",
+        # with "@2" or "@golden" for a version.
+        if MODEL_NAME.fullmatch(model) is None:
+            raise InvalidJobSpecError(
+                f"jobSpec.models[{i}]", f"{show(model)} is not a Model name: {MODEL_NAME_FORM}"
             )
     # The module docstring's "checked for their form only": a service account and a network.
     if spec.service_account:

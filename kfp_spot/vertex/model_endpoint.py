@@ -30,6 +30,7 @@ from kfp_spot import executors
 from kfp_spot.vertex.autoscaling import check_autoscaling_metric_specs
 from kfp_spot.vertex.custom_job import InvalidJobSpecError, Target, check_machine_spec
 from kfp_spot.vertex.resource_ids import (
+    MODEL_NAME,
     check_deployed_model_id,
     check_endpoint_id,
     check_model_id,
@@ -70,11 +71,8 @@ __all__ = [
     "location_of",
 ]
 
-_PARENT = r"projects/[^/]+/locations/[^/]+"
-# projects/P/locations/L/models/ID[@VERSION]: groups parent, id, version.
-MODEL_NAME = re.compile(rf"({_PARENT})/models/([^/:@]+)(?:@([^/:@]+))?")
 # projects/P/locations/L/endpoints/ID: groups parent, id.
-ENDPOINT_NAME = re.compile(rf"({_PARENT})/endpoints/([^/:@]+)")
+ENDPOINT_NAME = re.compile(r"(projects/[^/]+/locations/[^/]+)/endpoints/([^/:@]+)")
 # Deployed model ids are int64s, written in decimal.
 _DEPLOYED_MODEL_ID = re.compile(r"[1-9][0-9]{0,18}")
 

@@ -3,7 +3,8 @@
 Each is the last part of the resource name, given in the create request: a Model's ``modelId``
 (``models:upload``), an Endpoint's ``endpointId`` (a query parameter of endpoint create) and a
 DeployedModel's ``id`` (``:deployModel``). Empty: the service picks one. A Model's
-``versionAliases`` name a version the same way (``models/ID@ALIAS``). Each rule raises the floor's
+``versionAliases`` name a version the same way (``models/ID@ALIAS``), and a Model's resource name
+(``MODEL_NAME``) is made of them. Each rule raises the floor's
 :class:`~kfp_spot.vertex.values.InvalidFieldError` naming the request field and the form.
 
 Pure: no I/O and no GAPIC client.
@@ -18,11 +19,17 @@ from kfp_spot.vertex.values import InvalidFieldError, show
 
 __all__ = [
     "DEFAULT_ALIAS",
+    "MODEL_NAME",
+    "MODEL_NAME_FORM",
     "check_deployed_model_id",
     "check_endpoint_id",
     "check_model_id",
     "check_version_aliases",
 ]
+
+# projects/P/locations/L/models/ID[@VERSION]: groups parent, id, version (a version ID or alias).
+MODEL_NAME = re.compile(r"(projects/[^/]+/locations/[^/]+)/models/([^/:@]+)(?:@([^/:@]+))?")
+MODEL_NAME_FORM = "projects/PROJECT/locations/LOCATION/models/MODEL[@VERSION_ID_OR_ALIAS]"
 
 # UploadModelRequest.model_id: "up to 63 characters, and valid characters are [a-z0-9_-]. The first
 # character cannot be a number or hyphen."

@@ -28,6 +28,13 @@ def _lustre(mount):
     return edit
 
 
+def _spec(key, value):
+    def edit(body):
+        body["jobSpec"][key] = value
+
+    return edit
+
+
 def _partition(size):
     return lambda body: _machine(body, machineType="a2-highgpu-1g", gpuPartitionSize=size)
 
@@ -61,12 +68,21 @@ REFUSED = [
         f"{POOL0}.lustre_mounts[0].mount_point",
         "required",
     ),
+    ("model not a name", _spec("models", ["my-model"]), "job_spec.models[0]", "models/MODEL"),
+    (
+        "model name with a stray part",
+        _spec("models", [f"{PARENT}/models/1", f"{PARENT}/models/1/versions/2"]),
+        "job_spec.models[1]",
+        "models/MODEL",
+    ),
 ]
 
 ACCEPTED = [
     ("partition of an A100", _partition("1g.5gb")),
     ("partition of 7 compute units", _partition("7g.40gb")),
     ("lustre mount whole", _lustre(_LUSTRE)),
+    ("model by name", _spec("models", [f"{PARENT}/models/123"])),
+    ("model versions", _spec("models", [f"{PARENT}/models/1@golden", f"{PARENT}/models/9@2"])),
 ]
 
 
