@@ -50,6 +50,7 @@ from kfp_spot.vertex.values import (
     check_kms_key_name,
     check_label,
     check_metadata_context_name,
+    check_network_attachment,
     check_network_name,
     check_persistent_resource_id,
     check_reservation_name,
@@ -433,6 +434,11 @@ def _check_resources(spec: Any, target: Target) -> None:
     for i, name in enumerate(spec.reserved_ip_ranges):
         _check_field(f"jobSpec.reservedIpRanges[{i}]", check_reserved_ip_range, name)
     if spec.HasField("psc_interface_config"):
+        attachment = spec.psc_interface_config.network_attachment
+        if attachment:
+            _check_field(
+                "jobSpec.pscInterfaceConfig.networkAttachment", check_network_attachment, attachment
+            )
         for i, peering in enumerate(spec.psc_interface_config.dns_peering_configs):
             where = f"jobSpec.pscInterfaceConfig.dnsPeeringConfigs[{i}]"
             for name, camel in (

@@ -331,6 +331,30 @@ def check_network_name(value: Any) -> None:
         )
 
 
+# PscInterfaceConfig.networkAttachment: the full name of a Compute Engine network attachment,
+# projects/{project}/regions/{region}/networkAttachments/{name} (earlier references: its name
+# "within the region and user project", which the service still takes). Names follow RFC 1035.
+NETWORK_ATTACHMENT = re.compile(
+    rf"(?:projects/{_PROJECT}/regions/{_LOCATION}/networkAttachments/)?"
+    r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
+)
+NETWORK_ATTACHMENT_FORM = "projects/PROJECT_NUMBER/regions/REGION/networkAttachments/NAME"
+
+
+def check_network_attachment(value: Any) -> None:
+    """Refuse a string that names no network attachment (``PscInterfaceConfig``).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if not isinstance(value, str) or NETWORK_ATTACHMENT.fullmatch(value) is None:
+        raise InvalidValueError(
+            f"{show(value)} is not a network attachment: {NETWORK_ATTACHMENT_FORM}, e.g. "
+            "'projects/12345/regions/us-central1/networkAttachments/my-na', or its NAME alone "
+            "(1-63 lowercase letters, digits and hyphens, starting with a letter)"
+        )
+
+
 RFC3339_FORM = "an RFC 3339 time such as 2026-01-31T12:00:00Z or 2026-01-31T12:00:00.5+02:00"
 _RFC3339 = re.compile(
     r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2})"  # date and time

@@ -75,6 +75,21 @@ REFUSED = [
         "job_spec.models[1]",
         "models/MODEL",
     ),
+    (
+        "network attachment of no possible form",
+        _spec("pscInterfaceConfig", {"networkAttachment": "My_Attachment"}),
+        "job_spec.psc_interface_config.network_attachment",
+        "networkAttachments",
+    ),
+    (
+        "network attachment named in a zone",
+        _spec(
+            "pscInterfaceConfig",
+            {"networkAttachment": "projects/123/zones/us-central1-a/networkAttachments/na"},
+        ),
+        "job_spec.psc_interface_config.network_attachment",
+        "networkAttachments",
+    ),
 ]
 
 ACCEPTED = [
@@ -83,6 +98,14 @@ ACCEPTED = [
     ("lustre mount whole", _lustre(_LUSTRE)),
     ("model by name", _spec("models", [f"{PARENT}/models/123"])),
     ("model versions", _spec("models", [f"{PARENT}/models/1@golden", f"{PARENT}/models/9@2"])),
+    ("network attachment by name", _spec("pscInterfaceConfig", {"networkAttachment": "my-na"})),
+    (
+        "network attachment by full name",
+        _spec(
+            "pscInterfaceConfig",
+            {"networkAttachment": "projects/12345/regions/us-central1/networkAttachments/my-na"},
+        ),
+    ),
 ]
 
 
