@@ -76,6 +76,7 @@ REQUEST_FIELD_INPUTS = {
     "endpoint.encryptionSpec": "encryption_spec_key_name",
     "deployedModel": "deployed_model_display_name",
     "deployedModel.model": "uploaded_model",
+    "deployedModel.serviceAccount": "service_account",
     rules.DEDICATED_RESOURCES: "machine_type",
     f"{rules.DEDICATED_RESOURCES}.machineSpec.acceleratorType": "accelerator_type",
     f"{rules.DEDICATED_RESOURCES}.machineSpec.acceleratorCount": "accelerator_count",
@@ -248,6 +249,7 @@ def _check(
             },
         )
         rules.check_dedicated_resources(deployed.dedicated_resources, target)
+        rules.check_deployed_service_account(deployed.service_account)
         rules.check_traffic_split(request.traffic_split)
         # the model first: it is uploaded before the endpoint is made
         model = _model(request, target, check_files) if request.artifact_uri else None

@@ -36,6 +36,7 @@ from kfp_spot.vertex.resource_ids import (
     check_model_id,
     check_version_aliases,
 )
+from kfp_spot.vertex.serving_access import check_deployed_service_account
 from kfp_spot.vertex.serving_container import check_container_spec
 from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
@@ -59,6 +60,7 @@ __all__ = [
     "check_artifact_uri",
     "check_dedicated_resources",
     "check_deployed_model",
+    "check_deployed_service_account",
     "check_display_name",
     "check_encryption_spec",
     "check_endpoint",
@@ -302,6 +304,7 @@ def check_deployed_model(deployed: Any, target: Target) -> None:
             f"{pb.model!r} is not a Model name projects/P/locations/L/models/ID[@VERSION]",
         )
     check_deployed_model_id(pb.id)
+    check_deployed_service_account(pb.service_account)
     if pb.WhichOneof("prediction_resources") != "dedicated_resources":
         raise InvalidFieldError(
             DEDICATED_RESOURCES,

@@ -113,6 +113,12 @@ BAD = [
         "serving_container_ports",
     ),
     (
+        {"service_account": "trainer"},  # no email: the container could run as no one
+        "deployedModel.serviceAccount",
+        "deployed_model.service_account",
+        "service_account",
+    ),
+    (
         {"endpoint_display_name": "e" * 129},
         "endpoint.displayName",
         "endpoint.display_name",
@@ -153,6 +159,7 @@ def _through_the_api(serving: Any, model_dir: Any, inputs: dict[str, Any]) -> An
         endpoint=serving.endpoint(),
         deployed_model=DeployedModel(
             model=serving.upload(model_dir),
+            service_account=inputs.get("service_account", ""),
             dedicated_resources={
                 "machine_spec": {
                     "machine_type": deploy["machine_type"],
