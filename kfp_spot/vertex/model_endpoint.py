@@ -36,7 +36,7 @@ from kfp_spot.vertex.resource_ids import (
     check_model_id,
     check_version_aliases,
 )
-from kfp_spot.vertex.serving_access import check_deployed_service_account
+from kfp_spot.vertex.serving_access import check_deployed_service_account, check_endpoint_network
 from kfp_spot.vertex.serving_container import check_container_spec
 from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
@@ -229,7 +229,7 @@ def check_artifact_files(
 
 
 def check_endpoint(endpoint: Any, field: str = "endpoint", location: str | None = None) -> None:
-    """An Endpoint to create: display name, labels, CMEK key; deployed models are output only.
+    """An Endpoint to create: display name, labels, CMEK key, network; no deployed models yet.
 
     ``location``, when given, is the endpoint's region: a CMEK key must be in it.
 
@@ -239,6 +239,7 @@ def check_endpoint(endpoint: Any, field: str = "endpoint", location: str | None 
     check_display_name(endpoint.display_name, f"{field}.displayName")
     check_labels(dict(endpoint.labels), f"{field}.labels")
     check_encryption_spec(endpoint, field, location)
+    check_endpoint_network(_raw(endpoint), field)
     if len(endpoint.deployed_models) or len(endpoint.traffic_split):
         raise InvalidFieldError(
             f"{field}.deployedModels",

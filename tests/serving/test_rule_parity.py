@@ -263,3 +263,38 @@ def test_the_floor_and_the_emulator_name_the_same_field_for_rules_without_an_inp
     [details] = by_api.value.details
     [violation] = details["fieldViolations"]
     assert violation["field"] == api_field
+
+
+VPC = "projects/12345/global/networks/my-vpc"
+PSC = {"enable_private_service_connect": True, "project_allowlist": ["test-proj"]}
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "fragment"),
+    [
+        ({"network": "my-vpc"}, "projects/PROJECT_NUMBER/global/networks/NETWORK"),
+        ({"network": VPC, "private_service_connect_config": PSC}, "not both"),
+    ],
+    ids=["network not a full name", "network and private service connect"],
+)
+def test_an_endpoint_vertex_refuses_is_refused_naming_the_network(serving, endpoint, fragment):
+    new = Endpoint(display_name="e", **endpoint)
+    with pytest.raises(InvalidFieldError) as by_floor:
+        rules.check_endpoint(new)
+    assert by_floor.value.field == "endpoint.network"
+
+    with pytest.raises(exceptions.BadRequest) as by_api:
+        serving.endpoints.create_endpoint(parent=PARENT, endpoint=new)
+    [details] = by_api.value.details
+    [violation] = details["fieldViolations"]
+    assert violation["field"] == "endpoint.network" and fragment in by_api.value.message
+
+
+@pytest.mark.parametrize(
+    "endpoint", [{"network": VPC}, {"private_service_connect_config": PSC}], ids=["vpc", "psc"]
+)
+def test_an_endpoint_on_one_network_path_is_created(serving, endpoint):
+    created = serving.endpoints.create_endpoint(
+        parent=PARENT, endpoint=Endpoint(display_name="e", **endpoint)
+    ).result(timeout=30)
+    assert created.name.startswith("projects/")
