@@ -1,7 +1,8 @@
 """The rules Vertex AI applies to a Model's ``containerSpec``, checked locally.
 
 The serving image (a prebuilt prediction image, or a custom container given as a valid image
-reference), its environment variable names and its ports: a Model upload breaking one is refused
+reference), its environment variable names, its ports and gRPC ports, and its deployment timeout
+("Limit for deployment timeout is 2 hours"): a Model upload breaking one is refused
 with a 400 naming the field, so the deployer and the emulator refuse it before any replica
 starts (the emulator started a container of an unusable reference, and failed only then).
 
@@ -21,10 +22,12 @@ from kfp_spot.vertex.values import (
     show,
 )
 
-__all__ = ["MAX_PORT", "check_container_spec"]
+__all__ = ["MAX_DEPLOYMENT_TIMEOUT_S", "MAX_PORT", "check_container_spec"]
 
 MAX_PORT = 65535
-"""``containerSpec.ports[].containerPort``: a port number, 1 to 65535."""
+"""``containerSpec.ports[].containerPort`` (and ``grpcPorts``): a port number, 1 to 65535."""
+MAX_DEPLOYMENT_TIMEOUT_S = 2 * 3600
+"""``containerSpec.deploymentTimeout``: "Limit for deployment timeout is 2 hours"."""
 
 
 def check_container_spec(model: Any, field: str) -> executors.PredictionImage | None:
@@ -62,10 +65,27 @@ def check_container_spec(model: Any, field: str) -> executors.PredictionImage | 
                 f"{show(var.name)} is not a valid variable name: letters, digits and '_', "
                 "not starting with a digit",
             )
-    for port in spec.ports:
-        if not 1 <= port.container_port <= MAX_PORT:
-            raise InvalidFieldError(
-                f"{where}.ports",
-                f"containerPort {port.container_port} is not a port number: 1 to {MAX_PORT}",
-            )
+    for name, ports in (("ports", spec.ports), ("grpcPorts", spec.grpc_ports)):
+        for port in ports:
+            if not 1 <= port.container_port <= MAX_PORT:
+                raise InvalidFieldError(
+                    f"{where}.{name}",
+                    f"containerPort {port.container_port} is not a port number: 1 to {MAX_PORT}",
+                )
+    _check_deployment_timeout(model, f"{where}.deploymentTimeout")
     return image
+
+
+def _check_deployment_timeout(model: Any, field: str) -> None:
+    pb = getattr(type(model), "pb", None)
+    spec = (pb(model) if callable(pb) else model).container_spec  # the raw Duration
+    if not spec.HasField("deployment_timeout"):
+        return
+    timeout = spec.deployment_timeout
+    seconds = timeout.seconds + timeout.nanos / 1e9
+    if not 0 <= seconds <= MAX_DEPLOYMENT_TIMEOUT_S:
+        raise InvalidFieldError(
+            field,
+            f"is {seconds:g}s; a deployment timeout is at most 2 hours "
+            f"({MAX_DEPLOYMENT_TIMEOUT_S}s) and never negative",
+        )

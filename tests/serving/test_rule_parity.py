@@ -298,3 +298,49 @@ def test_an_endpoint_on_one_network_path_is_created(serving, endpoint):
         parent=PARENT, endpoint=Endpoint(display_name="e", **endpoint)
     ).result(timeout=30)
     assert created.name.startswith("projects/")
+
+
+@pytest.mark.parametrize(
+    ("container", "api_field", "fragment"),
+    [
+        ({"grpc_ports": [{"container_port": 0}]}, "grpc_ports", "1 to 65535"),
+        ({"grpc_ports": [{"container_port": 70000}]}, "grpc_ports", "1 to 65535"),
+        ({"deployment_timeout": "7201s"}, "deployment_timeout", "at most 2 hours"),
+        ({"deployment_timeout": "-1s"}, "deployment_timeout", "never negative"),
+    ],
+    ids=["grpc port 0", "grpc port 70000", "deployment timeout over 2 h", "negative timeout"],
+)
+def test_a_serving_container_vertex_refuses_is_refused_naming_the_field(
+    serving, sklearn_model_dir, container, api_field, fragment
+):
+    model = Model(
+        display_name="m",
+        artifact_uri=str(sklearn_model_dir),
+        container_spec={"image_uri": SKLEARN_IMAGE, **container},
+    )
+    with pytest.raises(InvalidFieldError) as by_floor:
+        rules.check_model(model, EMULATOR)
+    assert by_floor.value.field.startswith("model.containerSpec.")
+
+    with pytest.raises(exceptions.BadRequest) as by_api:
+        serving.models.upload_model(parent=PARENT, model=model)
+    [details] = by_api.value.details
+    [violation] = details["fieldViolations"]
+    assert violation["field"] == f"model.container_spec.{api_field}"
+    assert fragment in by_api.value.message
+
+
+def test_a_two_hour_deployment_timeout_and_a_grpc_port_are_accepted(serving, sklearn_model_dir):
+    op = serving.models.upload_model(
+        parent=PARENT,
+        model=Model(
+            display_name="m",
+            artifact_uri=str(sklearn_model_dir),
+            container_spec={
+                "image_uri": SKLEARN_IMAGE,
+                "deployment_timeout": "7200s",
+                "grpc_ports": [{"container_port": 8500}],
+            },
+        ),
+    )
+    assert op.result(timeout=30).model
