@@ -52,7 +52,9 @@ from kfp_spot.vertex.values import (
     check_metadata_context_name,
     check_network_attachment,
     check_network_name,
+    check_network_short_name,
     check_persistent_resource_id,
+    check_project_id,
     check_reservation_name,
     check_reserved_ip_range,
     check_service_account,
@@ -453,6 +455,9 @@ def _check_resources(spec: Any, target: Target) -> None:
                     f"{where}.domain",
                     f"{show(peering.domain)} must end with a dot, e.g. 'my-internal-domain.corp.'",
                 )
+            # "The project ID hosting the Cloud DNS managed zone"; "The VPC network name".
+            _check_field(f"{where}.targetProject", check_project_id, peering.target_project)
+            _check_field(f"{where}.targetNetwork", check_network_short_name, peering.target_network)
 
 
 def _check_labels(labels: Any) -> None:

@@ -308,6 +308,15 @@ def check_reserved_ip_range(value: Any) -> None:
     _check_resource_id(value, "the name of a reserved IP range such as 'vertex-ai-ip-range'")
 
 
+def check_network_short_name(value: Any) -> None:
+    """Refuse a string that is not a VPC network's own name (``DnsPeeringConfig.targetNetwork``).
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    _check_resource_id(value, "a VPC network's name such as 'my-vpc' (not its full name)")
+
+
 # CustomJobSpec.network: projects/{project}/global/networks/{network} (a project number in the
 # API's example; a project ID is taken too: Shared VPC hosts are often named by ID). A network's
 # own name follows Compute Engine's rule for resource names (RFC 1035: lowercase, 1-63).

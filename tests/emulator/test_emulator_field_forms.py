@@ -14,6 +14,7 @@ from google.cloud.aiplatform_v1.types import CustomJob
 
 PARENT = "projects/demo-project/locations/us-central1"
 POOL0 = "job_spec.worker_pool_specs[0]"
+_PEERING = {"domain": "corp.", "targetProject": "dns-host-1", "targetNetwork": "shared-vpc"}
 _LUSTRE = {"instanceIp": "10.0.0.2", "volumeHandle": "v", "filesystem": "lfs", "mountPoint": "d"}
 
 
@@ -90,6 +91,21 @@ REFUSED = [
         "job_spec.psc_interface_config.network_attachment",
         "networkAttachments",
     ),
+    (
+        "DNS peering into no project",
+        _spec("pscInterfaceConfig", {"dnsPeeringConfigs": [{**_PEERING, "targetProject": "P 1"}]}),
+        "job_spec.psc_interface_config.dns_peering_configs[0].target_project",
+        "project ID",
+    ),
+    (
+        "DNS peering into a network's full name",
+        _spec(
+            "pscInterfaceConfig",
+            {"dnsPeeringConfigs": [{**_PEERING, "targetNetwork": "projects/1/global/networks/n"}]},
+        ),
+        "job_spec.psc_interface_config.dns_peering_configs[0].target_network",
+        "not its full name",
+    ),
 ]
 
 ACCEPTED = [
@@ -106,6 +122,7 @@ ACCEPTED = [
             {"networkAttachment": "projects/12345/regions/us-central1/networkAttachments/my-na"},
         ),
     ),
+    ("DNS peering", _spec("pscInterfaceConfig", {"dnsPeeringConfigs": [_PEERING]})),
 ]
 
 
