@@ -335,22 +335,24 @@ def test_dry_run_in_a_checkout_still_refuses_an_image_nobody_pushed(tmp_path, mo
     assert "could not pull" in result.stderr and result.stdout == ""
 
 
+def _evaluation_submit_argv() -> list[str]:
+    """A real (not dry-run) `kfp-spot submit` of evaluate_checkpoint, every argument valid."""
+    return [
+        "submit",
+        str(catalog.pipeline_path("evaluate_checkpoint")),
+        "--project",
+        "my-proj",
+        "--pipeline-root",
+        "gs://bkt/r",
+        "--param",
+        "source=gs://b/s.tar.gz",
+        "--param",
+        "checkpoint_uri=gs://bkt/ckpt",
+    ]
+
+
 def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
-    path = catalog.pipeline_path("evaluate_checkpoint")
-    result = _cli(
-        [
-            "submit",
-            str(path),
-            "--project",
-            "my-proj",
-            "--pipeline-root",
-            "gs://bkt/r",
-            "--param",
-            "source=gs://b/s.tar.gz",
-            "--param",
-            "checkpoint_uri=gs://bkt/ckpt",
-        ]
-    )
+    result = _cli(_evaluation_submit_argv())
     assert result.exit_code == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -360,21 +362,7 @@ def test_without_credentials_a_real_submit_says_how_to_log_in(no_credentials):
 
 def test_offline_a_real_submit_fails_at_once_in_one_line(sign_in_unreachable, no_credentials):
     """The SDK would retry the token for 120 s in its bucket check, then log a traceback."""
-    path = catalog.pipeline_path("evaluate_checkpoint")
-    result = _cli(
-        [
-            "submit",
-            str(path),
-            "--project",
-            "my-proj",
-            "--pipeline-root",
-            "gs://bkt/r",
-            "--param",
-            "source=gs://b/s.tar.gz",
-            "--param",
-            "checkpoint_uri=gs://bkt/ckpt",
-        ]
-    )
+    result = _cli(_evaluation_submit_argv())
     assert result.exit_code == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, lines
