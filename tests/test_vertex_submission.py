@@ -290,10 +290,16 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
             ["--param", "replica_count=two"],
             "parameter replica_count is of type Integer; 'two' is not one",
         ),
-        (["--pipeline-root", "/tmp/root"], "pipeline_root '/tmp/root' must be a gs://"),
+        (
+            ["--pipeline-root", "/tmp/root"],
+            "pipeline_root: '/tmp/root' is not a Cloud Storage URI: give gs://BUCKET/PATH",
+        ),
+        (["--pipeline-root", "/gcs/bkt/r"], "'/gcs/bkt/r' is not a Cloud Storage URI"),
         # Vertex AI writes the run there: a bucket that cannot exist, as staging_uri's is.
         (["--pipeline-root", "gs://My_Bucket/r"], "'My_Bucket' is not a Cloud Storage bucket"),
-        (["--pipeline-root", "gs:///tmp/root"], "'' is not a Cloud Storage bucket name"),
+        # The storage rules' own words, not an empty bucket name cut out of the URI.
+        (["--pipeline-root", "gs:///tmp/root"], "pipeline_root: 'gs:///tmp/root' names no bucket"),
+        (["--pipeline-root", "gs://"], "pipeline_root: 'gs://' names no bucket"),
         (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
         (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),
         # Google Cloud's limit, which CustomJobs, Models and Endpoints were held to already.
@@ -486,8 +492,8 @@ def test_a_template_with_a_local_pipeline_root_of_its_own_is_refused_naming_it(
         assert result.exit_code == 2, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(
-            "kfp-spot: error: pipeline_root '/home/me/pipeline_root' (the template's own, "
-            "defaultPipelineRoot) must be a gs://BUCKET/PATH URI on Vertex AI Pipelines: pass "
+            "kfp-spot: error: pipeline_root (the template's own, defaultPipelineRoot): "
+            "'/home/me/pipeline_root' is not a Cloud Storage URI: give gs://BUCKET/PATH; pass "
             "--pipeline-root gs://BUCKET/PATH"
         ), lines
     result = _cli([*base, "--dry-run", "--pipeline-root", "gs://team-bucket/root"])

@@ -117,17 +117,11 @@ def validate_submission(
     root = pipeline_root if pipeline_root is not None else spec.get("defaultPipelineRoot") or None
     if root is not None:
         own = "" if pipeline_root is not None else " (the template's own, defaultPipelineRoot)"
-        fix = own and ": pass --pipeline-root gs://BUCKET/PATH"
-        if not (str(root).startswith("gs://") and len(str(root)) > len("gs://")):
-            raise SubmissionError(
-                f"pipeline_root {root!r}{own} must be a gs://BUCKET/PATH URI on Vertex AI "
-                f"Pipelines{fix}"
-            )
-        # As staging_uri is: Vertex AI writes the run's artifacts there, under a real bucket.
-        try:
-            storage.check_bucket(str(root)[len("gs://") :].partition("/")[0])
+        fix = own and "; pass --pipeline-root gs://BUCKET/PATH"
+        try:  # Vertex AI Pipelines writes the run's artifacts there, under a real bucket
+            storage.check_gcs_uri(str(root))
         except values.InvalidValueError as exc:
-            raise SubmissionError(f"pipeline_root {root!r}{own}: {exc}{fix}") from None
+            raise SubmissionError(f"pipeline_root{own}: {exc}{fix}") from None
     return spec
 
 

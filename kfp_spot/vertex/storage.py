@@ -154,6 +154,20 @@ def _check_gcs(uri: str, *, local_paths: bool, form: str = OUTPUT_URI_FORM) -> N
     check_bucket(bucket)
 
 
+def check_gcs_uri(uri: str, form: str = "gs://BUCKET/PATH") -> None:
+    """Refuse anything but a ``gs://`` URI of a valid bucket, where only Cloud Storage will do.
+
+    A pipeline run's root is one: Vertex AI Pipelines writes its artifacts there, and neither a
+    local path nor the ``/gcs/`` form names a place it can write.
+
+    Raises:
+        InvalidValueError: naming the value and ``form``, the valid form.
+    """
+    if not uri.startswith("gs://"):
+        raise InvalidValueError(f"{show(uri)} is not a Cloud Storage URI: give {form}")
+    _check_gcs(uri, local_paths=False, form=form)
+
+
 def check_not_scheme_typo(value: str, form: str = OUTPUT_URI_FORM) -> None:
     """Refuse a URI missing its ``//`` (``gs:/BUCKET/PATH``, ``gs:``), read as a local path.
 
