@@ -45,7 +45,7 @@ SPOT_TRAINING = (
         (["jobs", "describe", "customJobs/1"], "projects/PROJECT/locations/LOCATION"),
         (
             ["jobs", "list", "--project", "local-project", "--api-endpoint", "ftp://x"],
-            "api_endpoint",
+            "Invalid value for --api-endpoint: 'ftp://x' has scheme 'ftp'",
         ),
         (["emulator", "start", "--port", "-1"], "--port"),
         (  # was exit 1, as if the emulator had failed, for a misspelt machine type

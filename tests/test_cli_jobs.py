@@ -200,6 +200,27 @@ def test_a_malformed_resource_name_is_refused_before_any_request(args):
     assert "Invalid value for NAME" in result.output and "/ID (PROJECT: " in result.output
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jobs", "list", "--project", "my-project"],
+        ["jobs", "describe", "projects/my-project/locations/us-central1/customJobs/1"],
+        ["endpoint", "list", "--project", "my-project"],
+        ["endpoint", "describe", "projects/my-project/locations/us-central1/endpoints/1"],
+    ],
+)
+def test_an_api_endpoint_that_is_no_url_or_host_is_refused_naming_the_flag(args):
+    """`--api-endpoint notaurl` was taken as https://notaurl and asked for Google credentials."""
+    result = CliRunner().invoke(main, [*args, "--api-endpoint", "notaurl"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(
+        "kfp-spot: error: Invalid value for --api-endpoint: 'notaurl' is neither a URL nor a "
+        "domain name or IP address; expected http://HOST:PORT for the local emulator"
+    ), line
+    assert "credentials" not in line
+
+
 @pytest.mark.parametrize("command", ["jobs", "endpoint"])
 def test_a_bad_location_in_the_name_is_blamed_on_the_name(command):
     collection = "customJobs" if command == "jobs" else "endpoints"

@@ -308,6 +308,11 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
             "labels: 65 labels; a PipelineJob takes at most 64",
         ),
         (["--location", "mars"], "location"),
+        # Shown as the request URL "notaurl/v1/projects/..." by a dry run; now refused.
+        (
+            ["--api-endpoint", "notaurl"],
+            "Invalid value for '--api-endpoint': 'notaurl' is neither a URL nor a domain name",
+        ),
         # `--location "$REGION"` with REGION unset: it ran in the template's region silently.
         (["--location", ""], "--location: is empty: give a Vertex AI region"),
         (["--location", " "], "--location: is empty"),
@@ -322,6 +327,28 @@ def test_a_bad_argument_is_one_line_before_anything_is_built(extra, needle, no_c
         assert len(lines) == 1 and lines[0].startswith("kfp-spot: error: "), lines
         assert needle in lines[0]
         assert result.stdout == ""
+
+
+def test_the_dry_run_url_is_the_endpoint_the_submit_would_reach(no_credentials):
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    where = {"project": "my-proj", "location": "europe-west4", "pipeline_root": "gs://bkt/r"}
+    given = {"checkpoint_uri": "gs://bkt/ckpt", "source": "gs://bkt/src.tar.gz"}
+    submission = pipeline_job.prepare_submission(path, **where, parameter_values=given)
+    for endpoint, base in [
+        ("eu.example.com:8443/", "https://eu.example.com:8443"),
+        ("http://127.0.0.1:9", "http://127.0.0.1:9"),
+        (None, "https://europe-west4-aiplatform.googleapis.com"),
+    ]:
+        url = pipeline_job.dry_run(submission, api_endpoint=endpoint)["url"]
+        assert url.startswith(f"{base}/v1/projects/my-proj/locations/europe-west4/"), url
+    for call in (
+        lambda: pipeline_job.dry_run(submission, api_endpoint="notaurl"),
+        lambda: pipeline_job.submit_pipeline(
+            path, **where, parameter_values=given, api_endpoint="notaurl", check_images=False
+        ),
+    ):
+        with pytest.raises(pipeline_job.SubmissionError, match="api_endpoint: 'notaurl' is "):
+            call()
 
 
 def test_a_misspelled_param_lists_the_valid_names(no_credentials):

@@ -1,10 +1,12 @@
-"""Option values of ``kfp-spot run`` and ``submit``: ``NAME=VALUE`` pairs and ``--regions``.
+"""Option values of ``kfp-spot run`` and ``submit``: pairs, ``--regions``, ``--api-endpoint``.
 
-``--param`` and ``--label`` pairs, and ``--regions A,B``, read into what they mean; a bad one is
-the option's one-line error.
+``--param`` and ``--label`` pairs, ``--regions A,B`` and the API endpoint, read into what they
+mean; a bad one is the option's one-line error.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -19,6 +21,18 @@ def regions_option(value: str | None) -> list[str] | None:
         return list(parse_regions(value))
     except RegionsError as exc:
         raise click.BadParameter(str(exc), param_hint="--regions") from None
+
+
+def endpoint_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """``--api-endpoint`` as given, or a one-line error naming the option and the valid forms."""
+    from kfp_spot.vertex.client import is_emulator_endpoint
+    from kfp_spot.vertex.values import InvalidFieldError
+
+    try:
+        is_emulator_endpoint(value or "")
+    except InvalidFieldError as exc:
+        raise click.BadParameter(exc.reason, ctx=ctx, param=param) from None
+    return value
 
 
 def parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kfp_spot.cli.pairs import parse_pairs, regions_option
+from kfp_spot.cli.pairs import endpoint_option, parse_pairs, regions_option
 from kfp_spot.pipelines.local_drill import GRACE_PERIOD, PREEMPTIONS
 
 DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's
@@ -34,7 +34,9 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "per the parameter's declared type: text as is, numbers, true/false, JSON lists and "
             "objects; an unknown NAME is an error listing the valid ones.",
         ),
-        click.option("--api-endpoint", default=None, help="Another Vertex AI API endpoint."),
+        click.option(
+            "--api-endpoint", callback=endpoint_option, help="Another Vertex AI API endpoint."
+        ),
         click.option(
             "--label",
             "labels",

@@ -181,8 +181,9 @@ def api_for(location: str, api_endpoint: str, *, location_from: str = "--locatio
     try:
         return RestApi(resolve_endpoint(location, api_endpoint))
     except InvalidFieldError as exc:
-        hint = location_from if exc.field == "location" else f"--{exc.field.replace('_', '-')}"
-        raise click.BadParameter(str(exc), param_hint=hint) from exc
+        if exc.field == "location":
+            raise click.BadParameter(str(exc), param_hint=location_from) from exc
+        raise click.BadParameter(exc.reason, param_hint=f"--{exc.field.replace('_', '-')}") from exc
 
 
 def resource_location(name: str, collection: str) -> str:

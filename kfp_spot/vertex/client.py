@@ -83,6 +83,14 @@ def _host_and_port(api_endpoint: str, netloc: str) -> str:
     return shown if port is None else f"{shown}:{port}"
 
 
+def _qualified(host: str) -> bool:
+    """Whether a bare ``host[:port]`` names a server: a dotted domain, an IP address or a port."""
+    if host.startswith("["):  # an IPv6 address
+        return True
+    name, _, port = host.partition(":")
+    return "." in name or bool(port)
+
+
 def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
     """The service endpoint for ``location``, or the one ``api_endpoint`` names.
 
@@ -113,6 +121,8 @@ def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
         if "/" in rest or "?" in rest or "#" in rest:
             raise _bad(api_endpoint, "has a path; give the host alone")
         host = _host_and_port(api_endpoint, rest)
+        if not _qualified(host):  # `notaurl`: a typo or a word, sent as https://notaurl
+            raise _bad(api_endpoint, "is neither a URL nor a domain name or IP address")
         return Endpoint(host, f"https://{host}", local=False)
     if scheme not in ("http", "https"):
         raise _bad(api_endpoint, f"has scheme {scheme!r}; use http or https")

@@ -184,6 +184,16 @@ def prepare_submission(
     )
 
 
+def _endpoint(location: str, api_endpoint: str | None) -> Any:
+    """The checked :class:`~kfp_spot.vertex.client.Endpoint`; a malformed one names the field."""
+    from kfp_spot.vertex.client import resolve_endpoint
+
+    try:
+        return resolve_endpoint(location, api_endpoint or "")
+    except values.InvalidFieldError as exc:
+        raise SubmissionError(str(exc)) from None
+
+
 def _pipeline_job(submission: PipelineSubmission, credentials: Any) -> Any:
     """The SDK's PipelineJob for ``submission`` (its constructor loads and checks the spec)."""
     from google.cloud import aiplatform
@@ -252,7 +262,7 @@ def dry_run(
         "schemaVersion": spec.get("schemaVersion"),
         "taskCaching": _task_caching(spec),
     }
-    base = (api_endpoint or f"https://{submission.location}-aiplatform.googleapis.com").rstrip("/")
+    base = _endpoint(submission.location, api_endpoint).base_url
     parent = f"projects/{submission.project}/locations/{submission.location}"
     return {
         "method": "POST",
@@ -335,6 +345,7 @@ def submit_pipeline(
         labels=labels,
         complete=True,
     )
+    endpoint = _endpoint(location, api_endpoint)
     check_submission_images(submission, check_images, image_records)
     import requests
     from google.api_core import exceptions as api_exceptions
@@ -345,12 +356,13 @@ def submit_pipeline(
 
     init_kwargs: dict[str, Any] = {"project": project, "location": location}
     if api_endpoint:
-        init_kwargs |= {"api_endpoint": api_endpoint, "api_transport": "rest"}
-        if credentials is None and api_endpoint.startswith("http://"):
+        init_kwargs |= {"api_endpoint": endpoint.api_endpoint, "api_transport": "rest"}
+        if credentials is None and endpoint.local:
             # Plain HTTP is a local endpoint (a recorder or proxy on loopback): no Google login.
             from google.auth.credentials import AnonymousCredentials
 
             credentials = AnonymousCredentials()
+    where = endpoint.base_url if api_endpoint else f"Vertex AI in {location}"
     try:
         # Looked up and refreshed here, not left to the SDK: its global config may still hold
         # another run's credentials, and a missing login or network is one line at once.
@@ -365,13 +377,11 @@ def submit_pipeline(
             f"Google Cloud credentials failed ({exc}): {signin.AUTH_FIX}"
         ) from None
     except requests.RequestException as exc:  # the REST transport's: nothing answered
-        where = api_endpoint or f"Vertex AI in {location}"
         raise SubmitFailedError(
             f"cannot reach {where} to create the PipelineJob ({type(exc).__name__}): is it "
             "running, and is the network up? Nothing was created"
         ) from exc
     except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
-        where = api_endpoint or f"Vertex AI in {location}"
         reason = " ".join(str(exc).split())[:800]
         if isinstance(exc, api_exceptions.ServiceUnavailable):  # no route, no DNS, or down
             raise SubmitFailedError(f"cannot reach {where}: {reason}") from exc

@@ -29,6 +29,8 @@ def test_http_host_and_port_is_the_emulator(host, port):
 
 @given(hostnames, st.one_of(st.none(), ports), st.booleans())
 def test_https_or_bare_hosts_are_vertex_endpoints(host, port, with_scheme):
+    if not with_scheme and port is None and "." not in host:
+        host += ".example.com"  # a bare word is refused (below)
     netloc = host if port is None else f"{host}:{port}"
     endpoint = resolve_endpoint("us-central1", f"https://{netloc}" if with_scheme else netloc)
     assert not endpoint.local
@@ -65,6 +67,9 @@ def test_any_text_is_an_endpoint_or_named(text):
         ("http://user:pw@host:1", "credentials"),
         ("http://host_name:1", "not a host name"),
         ("http://127.0.0.1:8080\n", "whitespace"),
+        # A word given bare was sent to https://notaurl: a URL that cannot be meant.
+        ("notaurl", "neither a URL nor a domain name or IP address"),
+        ("localhost", "neither a URL nor a domain name"),
     ],
 )
 def test_bad_endpoints_say_what_is_wrong(bad, why):
@@ -72,6 +77,11 @@ def test_bad_endpoints_say_what_is_wrong(bad, why):
         resolve_endpoint("us-central1", bad)
     assert info.value.field == "api_endpoint"
     assert why in str(info.value)
+
+
+@pytest.mark.parametrize("good", ["localhost:8443", "10.0.0.1", "[::1]", "https://proxy"])
+def test_a_bare_host_with_a_port_an_address_or_a_scheme_is_taken(good):
+    assert resolve_endpoint("us-central1", good).base_url.startswith("https://")
 
 
 def test_the_default_endpoint_needs_a_vertex_region():
