@@ -226,6 +226,14 @@ class Launcher:
                     strategy, region = decision.strategy, decision.region or self.order[0]
                     log.info("resubmitting on %s in %s: %s", strategy, region, decision.reason)
                 step, copied = self.storage.carry(subs, region)
+                if not subs and step is not None and not self.request.resume_from:
+                    # As on Vertex AI, but said: a user who meant a fresh run sees why it is not.
+                    log.info(
+                        "resuming from step %d, already committed in %s: this "
+                        "base_output_directory was used before (give a new one for a fresh run)",
+                        step,
+                        self.storage.checkpoints(region),
+                    )
                 token = uuid.uuid4().hex
                 self._fresh.add(token)
                 subs.append(

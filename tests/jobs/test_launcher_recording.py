@@ -444,3 +444,31 @@ def test_reattach_cancels_an_unfinished_job_a_later_one_superseded(package, outp
         assert _launch(server, package, outputs) == "SUCCEEDED"
         assert server.cancels() == [f"/v1/{older}:cancel"]  # one job at a time per directory
         assert len(server.created()) == 2
+
+
+def test_a_base_directory_used_before_says_the_job_resumes_from_its_step(
+    package, outputs, task_dir, caplog
+):
+    """Reusing a base_output_directory resumes its newest step, as on Vertex AI; the launch now
+    says so, naming the step and the directory, so a user who meant a fresh run sees why."""
+    import logging
+
+    ckpt = str(task_dir / "custom_job" / "checkpoints")
+    checkpoints.write_step(ckpt, 7, {"w": b"x"})
+    caplog.set_level(logging.INFO, logger="kfp_spot.jobs.launcher")
+    with RecordingServer() as server:
+        assert _launch(server, package, outputs) == "SUCCEEDED"
+    lines = [r.getMessage() for r in caplog.records if r.name == "kfp_spot.jobs.launcher"]
+    assert (
+        f"resuming from step 7, already committed in {ckpt}: this base_output_directory was used "
+        "before (give a new one for a fresh run)"
+    ) in lines, lines
+
+
+def test_a_fresh_base_directory_says_nothing_of_resuming(package, outputs, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="kfp_spot.jobs.launcher")
+    with RecordingServer() as server:
+        assert _launch(server, package, outputs) == "SUCCEEDED"
+    assert "resuming from step" not in caplog.text
