@@ -41,7 +41,10 @@ def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator, tem
             # creates the bucket on the GCS emulator and asks no other Google service.
             pipeline_root="gs://kfp-spot-vertex-root/root",
             service_account="runner@my-project-123.iam.gserviceaccount.com",
-            parameter_values={"source": "gs://kfp-spot-test/src.tar.gz", "project": "p-1"},
+            parameter_values={
+                "source": "gs://kfp-spot-test/src.tar.gz",
+                "project": "other-project-1",
+            },
             api_endpoint=server.endpoint,
             credentials=AnonymousCredentials(),
             image_records=PUSHED,
@@ -56,7 +59,7 @@ def test_submission_sends_the_compiled_template_and_parameters(gcs_emulator, tem
     assert runtime["gcsOutputDirectory"] == "gs://kfp-spot-vertex-root/root"
     assert body["serviceAccount"] == "runner@my-project-123.iam.gserviceaccount.com"
     assert runtime["parameterValues"]["source"] == "gs://kfp-spot-test/src.tar.gz"
-    assert runtime["parameterValues"]["project"] == "p-1"
+    assert runtime["parameterValues"]["project"] == "other-project-1"
     assert name.startswith("projects/my-project-123/locations/europe-west4/pipelineJobs/")
 
 
@@ -349,6 +352,32 @@ def test_the_dry_run_url_is_the_endpoint_the_submit_would_reach(no_credentials):
     ):
         with pytest.raises(pipeline_job.SubmissionError, match="api_endpoint: 'notaurl' is "):
             call()
+
+
+def test_a_project_or_location_parameter_only_gcpcs_ops_read_is_checked(tmp_path, no_credentials):
+    """A team's pipeline passes its `project` and `location` parameters to GCPC's ops alone:
+    `--param project=My_Project` was sent as it was, and the run failed in its first op."""
+    from google_cloud_pipeline_components.v1.model import ModelGetOp
+    from kfp import compiler, dsl
+
+    @dsl.pipeline(name="team-get")
+    def team(project: str, location: str = "us-central1"):
+        ModelGetOp(project=project, location=location, model_name="123")
+
+    path = tmp_path / "team.yaml"
+    compiler.Compiler().compile(team, str(path))
+    base = ["submit", str(path), "--project", "my-proj", "--location", "europe-west4"]
+    base += ["--pipeline-root", "gs://bkt/r", "--dry-run"]
+    for given, needle in [
+        ("project=My_Project", "parameter 'project': expected a Google Cloud project ID"),
+        ("location=mars", "parameter 'location': 'mars' is not a Vertex AI region"),
+    ]:
+        result = _cli([*base, "--param", given])
+        assert result.exit_code == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"kfp-spot: error: {needle}"), line
+    result = _cli([*base, "--param", "project=example.com:my-team", "--param", "location=us-east1"])
+    assert result.exit_code == 0, result.stderr
 
 
 def test_a_misspelled_param_lists_the_valid_names(no_credentials):

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_spot.vertex import values
+from kfp_spot.vertex import regions, values
 
 # The JSON types of a compiled spec's parameter types (parameterType).
 _PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
@@ -53,7 +53,8 @@ def check_parameters(
 
     Raises:
         SubmissionError: a name the template does not declare, listing the valid ones, a value
-            of the wrong type, or with ``complete`` a required input left unset.
+            of the wrong type, a ``project`` that is no project ID or number or a ``location``
+            that is no region, or with ``complete`` a required input left unset.
     """
     declared = template_parameters(spec)
     for name, value in parameter_values.items():
@@ -69,6 +70,13 @@ def check_parameters(
             raise SubmissionError(
                 f"parameter {name!r} is a {kind} in {template}, got {values.show(value)}"
             )
+    for name, rule in (("project", values.check_project_id), ("location", regions.check_region)):
+        value = parameter_values.get(name)  # GCPC's ops read them as such, unchecked till the run
+        if name in declared and isinstance(value, str):
+            try:
+                rule(value)
+            except values.InvalidValueError as exc:
+                raise SubmissionError(f"parameter {name!r}: {exc}") from None
     warnings = []
     missing = [
         name
