@@ -153,16 +153,33 @@ def _ignore(root: str) -> Callable[[str, list[str]], set[str]]:
     return ignore
 
 
-def check_links(src: Path, label: str) -> None:
-    """Refuse a symbolic link under ``src`` that leaves it, is broken, or loops back.
+def _special_kind(path: Path) -> str | None:
+    """What ``path`` (followed if a link) is when it is neither a file nor a folder, else None."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # gone or unreadable: the copy says so
+        return None
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return None
 
-    Links inside the tree are followed by the copy (their target's content is packaged); one
-    that points outside would package a file the source does not hold, so it is an error, as it
-    is in an archive. Ignored folders (``.venv``, ``.git``, ...) are not looked at: they are never
-    copied.
+
+def check_links(src: Path, label: str) -> None:
+    """Refuse a link under ``src`` that leaves it, is broken or loops back, and a special file.
+
+    A special file (a named pipe, a socket, a device) has no content to package. Links inside
+    the tree are followed by the copy (their target's content is packaged); one that points
+    outside would package a file the source does not hold, so it is an error, as it is in an
+    archive. Ignored folders (``.venv``, ``.git``, ...) are not looked at: they are never copied.
 
     Raises:
-        SourceError: naming the link and its target.
+        SourceError: naming the link and its target, or the special file.
     """
     root = Path(os.path.realpath(src))
     ignore = _ignore(str(src))
@@ -171,23 +188,35 @@ def check_links(src: Path, label: str) -> None:
         dirs[:] = [d for d in dirs if d not in skipped]
         for name in [*dirs, *files]:
             path = Path(directory, name)
-            if name in skipped or not path.is_symlink():
+            if name in skipped:
                 continue
             rel = path.relative_to(src).as_posix()
-            target = os.readlink(path)
-            real = Path(os.path.realpath(path))
-            if not real.is_relative_to(root):
+            if path.is_symlink():
+                _check_link(path, rel, root, label)
+            kind = _special_kind(path)  # a link's target: the copy follows it
+            if kind:
                 raise SourceError(
                     "source",
-                    f"{label} holds a link that leaves the source tree: {rel} -> {target}; "
-                    "copy the file into the source instead (links outside are never packaged)",
+                    f"{label} holds {rel}, {kind}: special files cannot be packaged; remove it "
+                    "or move it out of the source",
                 )
-            if not real.exists():
-                raise SourceError("source", f"{label} holds a broken link: {rel} -> {target}")
-            if real.is_dir() and Path(os.path.realpath(directory)).is_relative_to(real):
-                raise SourceError(
-                    "source", f"{label} holds a link to its own parent folder: {rel} -> {target}"
-                )
+
+
+def _check_link(path: Path, rel: str, root: Path, label: str) -> None:
+    target = os.readlink(path)
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(root):
+        raise SourceError(
+            "source",
+            f"{label} holds a link that leaves the source tree: {rel} -> {target}; "
+            "copy the file into the source instead (links outside are never packaged)",
+        )
+    if not real.exists():
+        raise SourceError("source", f"{label} holds a broken link: {rel} -> {target}")
+    if real.is_dir() and Path(os.path.realpath(path.parent)).is_relative_to(real):
+        raise SourceError(
+            "source", f"{label} holds a link to its own parent folder: {rel} -> {target}"
+        )
 
 
 def _copy_tree(src: Path, dest: Path, label: str | None = None) -> None:

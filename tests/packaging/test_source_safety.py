@@ -76,6 +76,25 @@ def test_broken_and_looping_links_are_refused(tmp_path, staging):
         prepare_package(str(loop), str(staging))
 
 
+def test_a_named_pipe_in_the_source_is_one_line_naming_it(tmp_path, staging):
+    """A FIFO left in a source folder was reported as the copy's raw list of tuples."""
+    project = write_project(tmp_path / "src")
+    os.mkfifo(project / "tinytrainer" / "pipe")
+    with pytest.raises(SourceError) as info:
+        prepare_package(str(project), str(staging))
+    assert str(info.value) == (
+        f"source: {project} holds tinytrainer/pipe, a named pipe (FIFO): special files cannot be "
+        "packaged; remove it or move it out of the source"
+    )
+    # A link to it inside the tree is followed by the copy: refused alike, by the link's name.
+    os.remove(project / "tinytrainer" / "pipe")
+    (project / ".venv").mkdir()  # never copied itself
+    os.mkfifo(project / ".venv" / "pipe")
+    (project / "tinytrainer" / "alias").symlink_to(project / ".venv" / "pipe")
+    with pytest.raises(SourceError, match=r"holds tinytrainer/alias, a named pipe \(FIFO\)"):
+        prepare_package(str(project), str(staging))
+
+
 def test_links_inside_the_tree_and_in_ignored_folders_are_fine(tmp_path, secret):
     project = write_project(tmp_path / "src")
     (project / "tinytrainer" / "alias.py").symlink_to(project / "tinytrainer" / "task.py")
