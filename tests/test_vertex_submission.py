@@ -304,11 +304,11 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
         (["--pipeline-root", "gs:///tmp/root"], "pipeline_root: 'gs:///tmp/root' names no bucket"),
         (["--pipeline-root", "gs://"], "pipeline_root: 'gs://' names no bucket"),
         (["--service-account", "runner"], "service_account: 'runner' is not a service account"),
-        (["--label", "Team=ml"], "labels: label key 'Team' is invalid"),
+        (["--label", "Team=ml"], "labels.Team: label key 'Team' is invalid"),
         # Google Cloud's limit, which CustomJobs, Models and Endpoints were held to already.
         (
             [f"--label=k{i}=v" for i in range(65)],
-            "labels: 65 labels; a PipelineJob takes at most 64",
+            "labels: has 65 labels; at most 64",
         ),
         (["--location", "mars"], "location"),
         # Shown as the request URL "notaurl/v1/projects/..." by a dry run; now refused.

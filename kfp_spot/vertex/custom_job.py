@@ -39,16 +39,16 @@ from kfp_spot.vertex.values import (
     INT32_MAX,
     MAX_BOOT_DISK_GB,
     MAX_DISPLAY_NAME,
-    MAX_LABELS,
     MAX_PACKAGE_URIS,
     MAX_WORKER_POOLS,
     MIN_BOOT_DISK_GB,
     RESERVATION_NAME_KEY,
     TPU_TOPOLOGY,
+    InvalidFieldError,
     InvalidValueError,
     check_image_reference,
     check_kms_key_name,
-    check_label,
+    check_labels,
     check_metadata_context_name,
     check_network_attachment,
     check_network_name,
@@ -267,7 +267,10 @@ def _validate(
             "displayName",
             f"is {len(pb.display_name)} characters long; at most {MAX_DISPLAY_NAME} are allowed",
         )
-    _check_labels(pb.labels)
+    try:
+        check_labels(pb.labels)
+    except InvalidFieldError as exc:
+        raise InvalidJobSpecError(exc.field, exc.reason) from None
     if pb.HasField("encryption_spec"):
         key_region = _check_field(
             "encryptionSpec.kmsKeyName", check_kms_key_name, pb.encryption_spec.kms_key_name
@@ -458,16 +461,6 @@ def _check_resources(spec: Any, target: Target) -> None:
             # "The project ID hosting the Cloud DNS managed zone"; "The VPC network name".
             _check_field(f"{where}.targetProject", check_project_id, peering.target_project)
             _check_field(f"{where}.targetNetwork", check_network_short_name, peering.target_network)
-
-
-def _check_labels(labels: Any) -> None:
-    if len(labels) > MAX_LABELS:
-        raise InvalidJobSpecError("labels", f"has {len(labels)} labels; at most {MAX_LABELS}")
-    for key, value in labels.items():
-        try:
-            check_label(key, value)
-        except InvalidValueError as exc:
-            raise InvalidJobSpecError(f"labels.{key}", str(exc)) from None
 
 
 def _check_scheduling(spec: Any) -> bool:

@@ -42,11 +42,10 @@ from kfp_spot.vertex.storage import check_output_uri
 from kfp_spot.vertex.values import (
     INT32_MAX,
     MAX_DISPLAY_NAME,
-    MAX_LABELS,
     InvalidFieldError,
     InvalidValueError,
     check_kms_key_name,
-    check_label,
+    check_labels,
 )
 
 __all__ = [
@@ -65,7 +64,6 @@ __all__ = [
     "check_encryption_spec",
     "check_endpoint",
     "check_endpoint_id",
-    "check_labels",
     "check_model",
     "check_model_id",
     "check_replica_counts",
@@ -109,21 +107,6 @@ def check_display_name(name: Any, field: str) -> None:
         raise InvalidFieldError(
             field, f"is {len(name)} characters long; at most {MAX_DISPLAY_NAME} are allowed"
         )
-
-
-def check_labels(labels: Mapping[Any, Any], field: str) -> None:
-    """A resource's labels: at most 64, each key and value in Google Cloud's label form.
-
-    Raises:
-        InvalidFieldError: ``field`` (too many) or ``field.KEY`` (a bad label).
-    """
-    if len(labels) > MAX_LABELS:
-        raise InvalidFieldError(field, f"has {len(labels)} labels; at most {MAX_LABELS}")
-    for key, value in labels.items():
-        try:
-            check_label(key, value)
-        except InvalidValueError as exc:
-            raise InvalidFieldError(f"{field}.{key}", str(exc)) from None
 
 
 def check_artifact_uri(uri: str, target: Target, field: str = "model.artifactUri") -> None:

@@ -155,15 +155,10 @@ def prepare_submission(
             values.check_service_account(service_account)
         except values.InvalidValueError as exc:
             raise SubmissionError(f"service_account: {exc}") from None
-    if len(labels or {}) > values.MAX_LABELS:  # as each CustomJob's, Model's and Endpoint's
-        raise SubmissionError(
-            f"labels: {len(labels or {})} labels; a PipelineJob takes at most {values.MAX_LABELS}"
-        )
-    for key, value in (labels or {}).items():
-        try:
-            values.check_label(key, value)
-        except values.InvalidValueError as exc:
-            raise SubmissionError(f"labels: {exc}") from None
+    try:  # as each CustomJob's, Model's and Endpoint's
+        values.check_labels(labels or {})
+    except values.InvalidFieldError as exc:
+        raise SubmissionError(str(exc)) from None
     given = dict(parameter_values or {})
     declared = template_parameters(spec)
     for name, value in (("project", project), ("location", location)):

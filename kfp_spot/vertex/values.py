@@ -17,6 +17,7 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 # Vertex AI's limits on a CustomJob.
@@ -160,6 +161,23 @@ def check_label(key: Any, value: Any) -> None:
             f"label {key}={show(value)} is invalid: values hold at most 63 lowercase letters, "
             "digits, '_' or '-' (international letters included)"
         )
+
+
+def check_labels(labels: Mapping[Any, Any], field: str = "labels") -> None:
+    """A resource's labels (CustomJob, PipelineJob, Model, Endpoint): at most 64, each valid.
+
+    The one rule for every resource's labels, in one message form.
+
+    Raises:
+        InvalidFieldError: ``field`` (too many) or ``field.KEY`` (a bad label).
+    """
+    if len(labels) > MAX_LABELS:
+        raise InvalidFieldError(field, f"has {len(labels)} labels; at most {MAX_LABELS}")
+    for key, value in labels.items():
+        try:
+            check_label(key, value)
+        except InvalidValueError as exc:
+            raise InvalidFieldError(f"{field}.{key}", str(exc)) from None
 
 
 def _is_label_text(text: str) -> bool:

@@ -325,3 +325,49 @@ def test_vertex_limits_have_one_home():
             if needle in p.read_text()
         ]
         assert copies == ["kfp_spot/vertex/values.py"], needle
+
+
+# -- labels: one rule, one message, for every resource ------------------------------------------
+
+
+def _label_refusals(labels):
+    """What a CustomJob, a PipelineJob submission, a Model and an Endpoint say of ``labels``."""
+    from google.cloud.aiplatform_v1.types import CustomJob, Endpoint, Model
+
+    from kfp_spot.pipelines import catalog
+    from kfp_spot.vertex import model_endpoint, pipeline_job
+
+    said = []
+    with pytest.raises(vertex.InvalidJobSpecError) as custom:  # labels come before the pools
+        vertex.validate_custom_job(CustomJob(display_name="train", labels=labels))
+    said.append(str(custom.value))
+    with pytest.raises(pipeline_job.SubmissionError) as submission:
+        pipeline_job.prepare_submission(
+            catalog.pipeline_path("evaluate_checkpoint"),
+            project="my-proj",
+            location="us-central1",
+            labels=labels,
+        )
+    said.append(str(submission.value))
+    for check, resource in (
+        (model_endpoint.check_model, Model(display_name="m", labels=labels)),
+        (model_endpoint.check_endpoint, Endpoint(display_name="e", labels=labels)),
+    ):
+        with pytest.raises(vertex.InvalidFieldError) as refused:
+            check(resource, *([vertex.EMULATOR] if check is model_endpoint.check_model else []))
+        said.append(str(refused.value).split(".", 1)[1])  # model.labels... -> labels...
+    return said
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ({f"k{i}": "v" for i in range(65)}, "labels: has 65 labels; at most 64"),
+        ({"Team": "ml"}, "labels.Team: label key 'Team' is invalid: keys start with a lowercase"),
+    ],
+)
+def test_every_resource_refuses_bad_labels_in_the_same_words(labels, message):
+    """A PipelineJob's labels had their own count and message ('65 labels; a PipelineJob takes
+    at most 64'), beside the CustomJob's and the Model's and Endpoint's."""
+    for said in _label_refusals(labels):
+        assert said.startswith(message), said
