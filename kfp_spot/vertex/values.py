@@ -512,16 +512,21 @@ def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
 
 
 def loads_bounded(text: str, limit: int = MAX_NESTING) -> Any:
-    """``json.loads`` after :func:`check_nesting` (so deep text fails clearly, not recursively).
+    """:func:`loads_unique_keys` after :func:`check_nesting` (deep text fails clearly).
+
+    A component's JSON text input refuses a key given twice as ``--param`` does, in its words:
+    a pipeline parameter means one thing wherever it is read.
 
     Raises:
-        InvalidValueError: too deep, or not JSON.
+        InvalidValueError: too deep, not JSON, or an object naming a key twice.
     """
     check_nesting(text, limit)
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return loads_unique_keys(text)
+    except json.JSONDecodeError as exc:
         raise InvalidValueError(f"is not valid JSON ({exc})") from None
+    except ValueError as exc:  # a key given twice
+        raise InvalidValueError(str(exc)) from None
 
 
 def loads_unique_keys(text: str) -> Any:

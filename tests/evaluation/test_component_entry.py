@@ -133,6 +133,13 @@ def test_a_gate_and_params_given_as_json_text_are_read_as_the_launch_reads_them(
         ({"fallback_to_previous": "yes"}, "fallback_to_previous: expected true or false"),
         ({"thresholds": "accuracy>=0.9"}, "thresholds: is not valid JSON"),
         ({"thresholds": ["accuracy"]}, "thresholds: expected a dict"),
+        # The last value was kept silently (a gate on >=0.1 alone), where --param refuses it.
+        (
+            {"thresholds": '{"accuracy": ">=0.9", "accuracy": ">=0.1"}'},
+            """thresholds: key 'accuracy' is given twice (">=0.9" and ">=0.1"); a JSON object """
+            "holds each key once: give it once",
+        ),
+        ({"params": '{"a": 1, "b": {"c": 1, "c": 2}}'}, "params: key 'c' is given twice (1 and 2)"),
     ],
 )
 def test_a_bad_parameter_is_one_line_naming_it(ckpt, package, tmp_path, given, needle):

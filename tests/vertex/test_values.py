@@ -195,6 +195,20 @@ def test_brackets_inside_json_strings_do_not_count():
     ]
 
 
+def test_a_key_twice_is_refused_in_a_components_json_as_in_a_param():
+    """One pipeline parameter, one meaning: a task read the last value, `--param` refused it."""
+    from kfp_spot.pipelines import catalog, local
+
+    text = '{"mse": "<=0.5", "mse": ">=0.1"}'
+    with pytest.raises(InvalidValueError) as component:
+        vertex.loads_bounded(text)
+    pipeline = local.load(catalog.pipeline_path("spot_training"))
+    with pytest.raises(local.LocalRunError) as param:
+        local.parse_arguments(pipeline, {"thresholds": text})
+    assert str(component.value) in str(param.value)
+    assert str(component.value).startswith("""key 'mse' is given twice ("<=0.5" and ">=0.1")""")
+
+
 def test_text_must_be_encodable():
     vertex.check_text({"ok": ["fine", "ünïcode ✓"]})
     for bad in ("\ud800", ["a", "\udfff"], {"\ud800": "x"}):
