@@ -169,7 +169,14 @@ class _RegistryHandler(BaseHTTPRequestHandler):
         if "content" not in fields:
             raise _error(400, "INVALID_ARGUMENT", "upload has no 'content' file part")
         raw_tags = fields.get("tags", b"").decode("utf-8", "replace")
-        tags = [t.strip() for t in raw_tags.split(",") if t.strip()]
+        tags = raw_tags.split(",") if raw_tags else []  # each one checked as it is, as a tag
+        if "" in tags:  # `a,,b`: dropping it would leave a tag the client asked for unset
+            raise _error(
+                400,
+                "INVALID_ARGUMENT",
+                f"tags {raw_tags!r}: tag {tags.index('') + 1} of {len(tags)} is empty; give "
+                "each tag once, separated by single commas (e.g. 'v1,latest')",
+            )
         package, version = store.upload(repo, fields["content"], tags)
         log.info("uploaded %s/%s %s tags=%s", repo.resource, package, version, tags)
         raise _Reply(200, f"{package}/{version}".encode(), "text/plain; charset=utf-8")

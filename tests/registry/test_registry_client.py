@@ -251,6 +251,24 @@ def test_an_invalid_tag_in_an_upload_stores_nothing(server, template):
     assert registry.list_packages(server.repository_url()) == []
 
 
+@pytest.mark.parametrize(
+    ("tags", "which"), [(["a", "", "b"], "tag 2 of 3"), (["a", ""], "tag 2 of 2"), ([""], None)]
+)
+def test_an_empty_tag_in_an_upload_is_refused_naming_it_not_dropped(server, template, tags, which):
+    """`a,,b` tagged a and b and dropped the empty one without a word; [""] sends no tags."""
+    client = registry.registry_client(server.repository_url())
+    if which is None:  # the client sends "" for no tags: an upload that sets none
+        client.upload_pipeline(str(template), tags=tags)
+        assert registry.list_tags(server.repository_url(), "tiny-add") == []
+        return
+    with pytest.raises(requests.HTTPError) as exc_info:
+        client.upload_pipeline(str(template), tags=tags)
+    assert exc_info.value.response.status_code == 400
+    message = exc_info.value.response.json()["error"]["message"]
+    assert message.startswith(f"tags {','.join(tags)!r}: {which} is empty"), message
+    assert registry.list_packages(server.repository_url()) == []
+
+
 def test_concurrent_pushes_all_land(server, template, template_v2):
     from concurrent.futures import ThreadPoolExecutor
 
