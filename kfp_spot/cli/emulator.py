@@ -297,9 +297,19 @@ def _endpoint(endpoint: str | None, state_dir: str) -> str:
         return _checked_endpoint(
             path.read_text(errors="replace").strip(), f"the endpoint file {path}"
         )
+    if path.is_dir():
+        found = f"{path} is a directory, not the endpoint file a running emulator writes"
+    elif path.exists():
+        found = f"{path} is not a regular file, not the endpoint file a running emulator writes"
+    elif not Path(state_dir).is_dir():
+        found = f"{state_dir} " + (
+            "is not a directory" if Path(state_dir).exists() else "does not exist"
+        )
+    else:
+        found = f"{path} is missing"
     raise click.UsageError(
         f"no emulator endpoint: pass --endpoint http://127.0.0.1:PORT, set "
-        f"KFP_SPOT_EMULATOR_ENDPOINT, or --state-dir of a running emulator ({path} is missing)"
+        f"KFP_SPOT_EMULATOR_ENDPOINT, or --state-dir of a running emulator ({found})"
     )
 
 

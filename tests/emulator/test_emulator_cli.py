@@ -311,6 +311,31 @@ def test_an_endpoint_that_is_not_http_host_port_is_a_usage_error(endpoint):
     assert len(result.output.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("make", "found"),
+    [
+        (lambda d: (d / "endpoint").mkdir(), "{d}/endpoint is a directory, not the endpoint file"),
+        (lambda d: os.mkfifo(d / "endpoint"), "{d}/endpoint is not a regular file"),
+        (lambda d: None, "{d}/endpoint is missing"),
+        (lambda d: d.rmdir(), "{d} does not exist"),
+    ],
+)
+def test_a_state_dir_without_an_endpoint_file_says_what_is_there(tmp_path, make, found):
+    # A directory named `endpoint` was reported as a missing file.
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    make(state_dir)
+    result = CliRunner().invoke(
+        main,
+        ["emulator", "jobs", "--state-dir", str(state_dir)],
+        env={"KFP_SPOT_EMULATOR_ENDPOINT": ""},
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("kfp-spot: error: no emulator endpoint: pass --endpoint "), line
+    assert f"({found.format(d=state_dir)}" in line, line
+
+
 @pytest.mark.parametrize("command", ["logs", "preempt"])
 @pytest.mark.parametrize("replica", ["x&y=1", "bogus", "workerpool4-0", "workerpool0-01"])
 def test_a_replica_that_is_no_replica_name_is_a_usage_error(command, replica):
