@@ -6,6 +6,7 @@ kfp; two `kfp-spot run` processes (slow) check the whole: a successful run and a
 """
 
 import io
+import json
 import logging
 import os
 import re
@@ -398,6 +399,17 @@ def test_failure_lines_name_the_task_its_log_and_its_own_error(tmp_path):
     ]
 
 
+def test_a_failed_pipeline_that_names_no_failed_task_still_has_a_failure_line():
+    monitor = RunMonitor([].append, clock_fn=FakeClock())
+    monitor.on_task_event(TaskEvent("started", "say-hello"))
+    monitor.on_task_event(TaskEvent("finished", "say-hello"))
+    assert monitor.failure_lines() == []
+    monitor.on_task_event(TaskEvent("pipeline_finished", "tiny", ok=False))
+    assert monitor.failure_lines() == [
+        "pipeline FAILED, though no task did: kfp.local's reason is in pipeline.log"
+    ]
+
+
 # --- Console ----------------------------------------------------------------------------------
 
 
@@ -506,6 +518,50 @@ def test_a_kfp_local_run_is_split_into_task_logs_and_its_failure_is_shown(tmp_pa
     assert "Executing task 'fail-loudly'" in (tmp_path / "logs" / "pipeline.log").read_text()
     out, err = capsys.readouterr()
     assert "KFP Executor" not in out + err  # the executor logs went to the files only
+
+
+def _loop_item_in_a_list_pipeline():
+    """A pipeline kfp.local cannot run (Vertex AI can): a loop item's field inside a list."""
+    from kfp import dsl
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def show(words: list) -> str:
+        return " ".join(words)
+
+    @dsl.pipeline(name="Loop In A List")
+    def loop_in_a_list():
+        with dsl.ParallelFor(items=[{"lr": "0.1"}, {"lr": "0.01"}]) as config:
+            show(words=["--lr", config.lr])
+
+    return loop_in_a_list
+
+
+def test_a_pipeline_kfp_local_fails_before_any_task_is_shown_with_kfp_locals_reason(tmp_path):
+    from kfp import local
+
+    events: list[str] = []
+    local.init(
+        local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(tmp_path / "root"),
+        raise_on_error=False,
+    )
+    with LocalRunProgress(tmp_path / "logs", progress=events.append) as shown:
+        _loop_item_in_a_list_pipeline()()
+        assert shown.report_failures()
+    failure = [e for e in events[1:] if not e.startswith("[")]
+    assert re.fullmatch(r"for-loop-2-iteration-\d FAILED before it ran: kfp.local.*", failure[0])
+    assert "pipelinechannel--loop-item-param-1-subvar-lr' not found" in failure[1]
+
+
+def test_a_local_run_kfp_local_could_not_run_is_a_failed_run(tmp_path):
+    from kfp_spot.pipelines import local as spot_local
+
+    result = spot_local.run(
+        _loop_item_in_a_list_pipeline(), {}, run_dir=tmp_path / "run", preemptions=0, progress=None
+    )
+    assert not result.succeeded
+    assert result.outcome_text == "PIPELINE_FAILED"
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["outcome"] == "PIPELINE_FAILED"
 
 
 # --- `kfp-spot run` end to end (slow) ---------------------------------------------------------

@@ -3,8 +3,10 @@
 kfp.local has no callback API; it announces each task through the root logger
 (``kfp/local/task_dispatcher.py``, ``orchestrator/*.py``, ``pipeline_orchestrator.py`` in kfp 2.x):
 ``Executing task 'NAME'``, ``Task 'NAME' finished with status SUCCESS|FAILURE``,
-``Skipping task NAME: ...``, ``Skipping conditional task NAME (...)``, ``Task NAME cache hit ...``
-and ``Pipeline 'NAME' finished with status ...`` (names and statuses in ANSI colours).
+``Skipping task NAME: ...``, ``Skipping conditional task NAME (...)``, ``Task NAME cache hit ...``,
+``Task NAME failed with exception: ...`` (kfp.local could not start it: a loop iteration whose
+inputs it cannot resolve) and ``Pipeline 'NAME' finished with status ...`` (names and statuses
+in ANSI colours).
 :class:`TaskEventFilter` sits on the root logger as a filter: kfp.local swaps the root's handlers
 for every task but leaves its filters alone, and a filter sees each record in the thread that
 logs it, before any handler writes it. ``tests/test_run_output.py`` runs a small pipeline through
@@ -22,7 +24,7 @@ from typing import Any, Literal
 
 from kfp_spot.progress.capture import strip_ansi
 
-EventKind = Literal["started", "finished", "skipped", "cached", "pipeline_finished"]
+EventKind = Literal["started", "finished", "skipped", "cached", "errored", "pipeline_finished"]
 
 _NAME = r"(?P<q>['\"])(?P<name>.+?)(?P=q)"
 _PATTERNS: list[tuple[EventKind, re.Pattern[str]]] = [
@@ -30,6 +32,7 @@ _PATTERNS: list[tuple[EventKind, re.Pattern[str]]] = [
     ("finished", re.compile(rf"^Task {_NAME} finished with status (?P<status>[A-Z_]+)")),
     ("skipped", re.compile(r"^Skipping (?:conditional )?task (?P<name>\S+?):? (?P<detail>.+)$")),
     ("cached", re.compile(r"^Task (?P<name>\S+) cache hit\b")),
+    ("errored", re.compile(r"^Task (?P<name>\S+) failed with exception: (?P<error>.*)$", re.S)),
     (
         "pipeline_finished",
         re.compile(rf"^Pipeline {_NAME} finished with status (?P<status>[A-Z_]+)"),
@@ -44,10 +47,12 @@ class TaskEvent:
     """One thing kfp.local said about a task (or, for ``pipeline_finished``, the pipeline).
 
     Attributes:
-        kind: ``started``, ``finished``, ``skipped``, ``cached`` or ``pipeline_finished``.
+        kind: ``started``, ``finished``, ``skipped``, ``cached``, ``errored`` or
+            ``pipeline_finished``.
         name: the task's (or pipeline's) name.
-        ok: for ``finished`` and ``pipeline_finished``, whether the status was SUCCESS.
-        detail: for ``skipped``, kfp.local's reason.
+        ok: for ``finished`` and ``pipeline_finished``, whether the status was SUCCESS; False
+            for ``errored``.
+        detail: for ``skipped``, kfp.local's reason; for ``errored``, its error.
     """
 
     kind: EventKind
@@ -63,6 +68,8 @@ def parse(message: str) -> TaskEvent | None:
         match = pattern.match(text)
         if match:
             groups = match.groupdict()
+            if kind == "errored":
+                return TaskEvent(kind, groups["name"], ok=False, detail=groups["error"].strip())
             detail = (groups.get("detail") or "").strip().strip("()")
             return TaskEvent(
                 kind, groups["name"], ok=groups.get("status", "SUCCESS") == "SUCCESS", detail=detail

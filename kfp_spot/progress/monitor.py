@@ -55,6 +55,7 @@ class TaskRecord:
         ended: monotonic time it ended (None while it runs).
         status: where it is.
         log: its own log file, when it has one.
+        error: kfp.local's own error, for a task it could not start (no log of its own).
     """
 
     name: str
@@ -62,6 +63,7 @@ class TaskRecord:
     ended: float | None = None
     status: TaskStatus = TaskStatus.RUNNING
     log: Path | None = None
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ class RunMonitor:
         self._steps: dict[str, int | None] = {}  # each job's newest committed step
         self._settled: set[str] = set()  # jobs whose step was read once they had ended
         self.groups: dict[str, tuple[str, ...]] = {}  # sub-DAG -> the tasks in it
+        self.pipeline_failed = False  # kfp.local said the pipeline FAILED
 
     def watch(
         self,
@@ -177,7 +180,11 @@ class RunMonitor:
         elif event.kind == "cached":
             self.tasks[name] = TaskRecord(name, now, now, TaskStatus.CACHED, log)
             self._emit(f"{name} cached: not run again")
+        elif event.kind == "errored":  # kfp.local could not start it: no process, no log
+            self.tasks[name] = TaskRecord(name, now, now, TaskStatus.FAILED, error=event.detail)
+            self._emit(f"{name} FAILED before it ran")
         elif event.kind == "pipeline_finished":
+            self.pipeline_failed = not event.ok
             self.poll()
             took = seconds(now - self._start)
             self._emit(f"pipeline {'succeeded in' if event.ok else 'FAILED after'} {took}")
@@ -187,9 +194,17 @@ class RunMonitor:
         return [t for t in self.tasks.values() if t.status is TaskStatus.FAILED]
 
     def failure_lines(self, limit: int = 20) -> list[str]:
-        """For each failed task: its name, its log and what it printed about the error."""
+        """For each failed task: its name, its log and what it printed about the error.
+
+        A task kfp.local could not start has its error instead; a failed pipeline that names no
+        failed task still gets a line: a failed run is never shown as a clean one.
+        """
         lines: list[str] = []
         for task in self.failed_tasks():
+            if task.error:
+                lines.append(f"{task.name} FAILED before it ran: kfp.local could not start it:")
+                lines += [f"  | {line}" for line in task.error.splitlines()[-limit:]]
+                continue
             where = f"; its log: {task.log}" if task.log else ""
             lines.append(f"{task.name} FAILED{where}")
             own: list[str] = []
@@ -197,6 +212,10 @@ class RunMonitor:
                 own = task_output(task.log.read_text(encoding="utf-8", errors="replace"))
             excerpt = error_excerpt(own, limit) if own else ["(it printed nothing)"]
             lines += [f"  | {line}" for line in excerpt]
+        if not lines and self.pipeline_failed:
+            lines.append(
+                "pipeline FAILED, though no task did: kfp.local's reason is in pipeline.log"
+            )
         return lines
 
     # jobs -------------------------------------------------------------------------------------
