@@ -29,6 +29,7 @@ COMPONENT_OF = {
 }
 
 UNKNOWN = object()  # a value known only at run time
+CHANNEL_PREFIX = "pipelinechannel--"  # KFP's name for a task input a channel is passed through
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,16 @@ class TemplateTask:
 
     @property
     def unknown(self) -> list[str]:
-        """The inputs known only at run time, sorted (empty: every one is known now)."""
-        return sorted(name for name, value in self.parameters.items() if value is UNKNOWN)
+        """The component's inputs known only at run time, sorted (empty: every one is known now).
+
+        KFP's channel inputs (``pipelinechannel--...``, what an f-string or a list holding a loop
+        item is built from) are not the component's: the input built from one is named instead.
+        """
+        return sorted(
+            name
+            for name, value in self.parameters.items()
+            if value is UNKNOWN and not name.startswith(CHANNEL_PREFIX)
+        )
 
 
 def _defaults(component: Mapping[str, Any]) -> dict[str, Any]:

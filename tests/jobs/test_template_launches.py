@@ -477,6 +477,18 @@ def test_a_sweep_whose_launches_share_one_output_directory_is_refused_before_the
     assert "not checked before the run: args, base_output_directory" in result.stderr
 
 
+def test_a_launch_left_for_the_run_is_named_by_its_own_inputs_only(tmp_path):
+    """`args=["--lr", lr]` compiles to `args` plus a KFP channel input the task is given: the
+    warning named that channel (`pipelinechannel--lrs-loop-item`) as if it were a launch input."""
+    result = _submit(_compile_sweep(tmp_path, "own"), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert (
+        "task 'for-loop-1/condition-2/launch-spot-job' (launch_spot_job) not checked before the "
+        "run: args known only at run time"
+    ) in result.stderr
+    assert "pipelinechannel" not in result.stderr
+
+
 def _compile_imported_evaluation(tmp_path, name, cached=True, reimport=False):
     """A team evaluates a checkpoint directory of an earlier run, imported by its URI."""
 
