@@ -245,9 +245,12 @@ def test_dry_run_shows_every_field_it_would_send(no_credentials):
     assert body["pipelineSpec"]["inline"] == str(path)
     assert all(body["pipelineSpec"]["taskCaching"].values())  # --enable-caching: every task
     # source (required) and the gate are set; the launch's executor image (the default, past its
-    # end of availability) is announced as the launcher would announce it.
+    # end of availability) is announced as the launcher would announce it, and each task
+    # --enable-caching would replay.
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
-    assert all("executor image" in line for line in warnings), warnings
+    assert all(
+        "executor image" in line or "is cached by --enable-caching" in line for line in warnings
+    ), warnings
 
 
 def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):

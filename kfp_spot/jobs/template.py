@@ -296,7 +296,8 @@ def check_template_launches(
         enable_caching: the submission's caching override (None: each task's own setting).
 
     Returns:
-        Warnings: a prepare-package, launch or deploy task left cacheable, a prepare-package
+        Warnings: a prepare-package, launch or deploy task left cacheable (or made cacheable by
+        ``enable_caching``), a prepare-package
         task's ``requirements`` its executor image's versions do not satisfy, or a launch or deploy
         task with a project or location baked in
         that is not the submission's; a launch or deploy task not checked, and why.
@@ -306,7 +307,10 @@ def check_template_launches(
     """
     warnings: list[str] = []
     for task in template_tasks(spec, arguments):
-        cached = cached_task_warning(task) if enable_caching is None else None
+        # --enable-caching caches every task, --disable-caching none
+        cached = (
+            None if enable_caching is False else cached_task_warning(task, bool(enable_caching))
+        )
         if cached:
             warnings.append(cached)
         if task.call in (EVALUATE_CALL, LAUNCH_CALL):

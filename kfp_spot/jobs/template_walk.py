@@ -294,15 +294,16 @@ def _walk(
             yield found
 
 
-def cached_task_warning(task: TemplateTask) -> str | None:
+def cached_task_warning(task: TemplateTask, forced: bool = False) -> str | None:
     """What a cached prepare-package, launch, deploy or imported evaluation would replay, or None.
 
     On Vertex AI Pipelines a task left cacheable with the same inputs as an earlier run is
     skipped and its outputs replayed: the package of a source changed under the same URI, a
     launch's outcome without training, an endpoint that may be gone, the metrics of a checkpoint
     directory imported by its URI (the same artifact each run) before it gained steps.
+    ``forced``: the submission's ``--enable-caching`` caches it, whatever it was compiled with.
     """
-    if not task.cached:
+    if not (task.cached or forced):
         return None
     if task.call == EVALUATE_CALL:
         if "checkpoint" not in task.imported:
@@ -323,6 +324,11 @@ def cached_task_warning(task: TemplateTask) -> str | None:
         )
     else:
         replay = "a rerun with the same inputs replays the earlier outcome without training"
+    if forced:
+        return (
+            f"task {task.path!r} ({task.component}) is cached by --enable-caching: {replay}; "
+            "submit without --enable-caching"
+        )
     return (
         f"task {task.path!r} ({task.component}) is cached: {replay}; compile it with "
         ".set_caching_options(False), or submit with --disable-caching"

@@ -129,6 +129,23 @@ def test_a_valid_user_pipeline_submits_with_warnings_for_what_waits_for_the_run(
     assert result.exit_code == 0 and "is cached" not in result.stderr, result.stderr
 
 
+def test_enable_caching_says_which_launches_it_would_replay(templates):
+    """--enable-caching caches every task, those compiled with caching off too: a rerun replays
+    the launch's outcome without training. Before, the flag silenced every cached-task warning."""
+    result = _submit(templates["good"], "--dry-run", "--enable-caching")
+    assert result.exit_code == 0, result.output
+    for path, component in (
+        ("prepare-package", "prepare_package"),
+        ("condition-1/launch-spot-job", "launch_spot_job"),
+        ("condition-1/for-loop-2/launch-spot-job-2", "launch_spot_job"),  # compiled uncached
+    ):
+        assert f"task {path!r} ({component}) is cached by --enable-caching: " in result.stderr
+    assert "replays the earlier outcome without training; submit without --enable-caching" in (
+        result.stderr
+    )
+    assert "evaluate-checkpoint" not in result.stderr  # a launch's checkpoint is new each run
+
+
 @pytest.mark.parametrize(
     ("param", "value"),
     [("source", "./my_project"), ("source", "/Users/me/proj"), ("source", "src.tar.gz")],
