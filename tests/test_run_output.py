@@ -551,6 +551,11 @@ def test_a_pipeline_kfp_local_fails_before_any_task_is_shown_with_kfp_locals_rea
     failure = [e for e in events[1:] if not e.startswith("[")]
     assert re.fullmatch(r"for-loop-2-iteration-\d FAILED before it ran: kfp.local.*", failure[0])
     assert "pipelinechannel--loop-item-param-1-subvar-lr' not found" in failure[1]
+    assert failure[2] == (
+        "  kfp.local cannot pass a dsl.ParallelFor item's field ('lr') inside an f-string, a list "
+        "or a dict (Vertex AI Pipelines can): pass the field to an input of its own, or build the "
+        "value in a component of yours"
+    )
 
 
 def test_a_local_run_kfp_local_could_not_run_is_a_failed_run(tmp_path):

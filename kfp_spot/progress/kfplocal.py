@@ -110,6 +110,26 @@ class TaskEventFilter(logging.Filter):
             root.removeFilter(self)
 
 
+# kfp.local's error for a loop item's field inside an f-string, a list or a dict (kfp 2.17:
+# kfp/local/io.py looks the field's channel up among the parent's inputs, where it is not).
+_LOOP_FIELD = re.compile(
+    r"Parent pipeline input argument '(?:pipelinechannel--)?loop-item-param-\d+-subvar-"
+    r"(?P<field>\w+)' not found"
+)
+
+
+def errored_hint(error: str) -> str | None:
+    """What to do about kfp.local's error for a task it could not start, when it is a known one."""
+    match = _LOOP_FIELD.search(error)
+    if match is None:
+        return None
+    return (
+        f"kfp.local cannot pass a dsl.ParallelFor item's field ({match['field']!r}) inside an "
+        "f-string, a list or a dict (Vertex AI Pipelines can): pass the field to an input of "
+        "its own, or build the value in a component of yours"
+    )
+
+
 def dag_tasks(pipeline_spec: Any) -> dict[str, tuple[str, ...]]:
     """The tasks inside each sub-DAG (e.g. a ``dsl.If``'s ``condition-1``) of a pipeline.
 

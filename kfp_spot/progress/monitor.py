@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.progress.console import clock
-from kfp_spot.progress.kfplocal import TaskEvent, error_excerpt, task_output
+from kfp_spot.progress.kfplocal import TaskEvent, error_excerpt, errored_hint, task_output
 
 _TERMINAL_JOB_STATES = {
     "JOB_STATE_SUCCEEDED",
@@ -204,6 +204,8 @@ class RunMonitor:
             if task.error:
                 lines.append(f"{task.name} FAILED before it ran: kfp.local could not start it:")
                 lines += [f"  | {line}" for line in task.error.splitlines()[-limit:]]
+                hint = errored_hint(task.error)
+                lines += [f"  {hint}"] if hint else []
                 continue
             where = f"; its log: {task.log}" if task.log else ""
             lines.append(f"{task.name} FAILED{where}")
