@@ -103,8 +103,13 @@ _NON_FINITE = ("nan", "inf", "-inf")
 
 
 def _outcome(value: object) -> Outcome | None:
-    """The pipeline's ``outcome`` output (launch_spot_job's), None when it gave none."""
-    return None if value is None else Outcome(str(value))
+    """The pipeline's ``outcome`` output (launch_spot_job's), None when it gave none.
+
+    An ``outcome`` of the pipeline's own that is no launch outcome (``"shipped"``, a list of
+    them) is not the launch's: None, as when the pipeline has none.
+    """
+    known = isinstance(value, str) and value in {outcome.value for outcome in Outcome}
+    return Outcome(value) if known else None
 
 
 def _gate(value: object) -> bool | None:

@@ -569,6 +569,31 @@ def test_a_local_run_kfp_local_could_not_run_is_a_failed_run(tmp_path):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["outcome"] == "PIPELINE_FAILED"
 
 
+def test_a_pipeline_output_named_outcome_of_its_own_does_not_end_the_run_in_a_traceback(tmp_path):
+    """A team's pipeline whose `outcome` output is no launch outcome ("shipped") ended the run,
+    after it succeeded, in `ValueError: 'shipped' is not a valid Outcome`, with no run.json."""
+    from typing import NamedTuple
+
+    from kfp import dsl
+
+    from kfp_spot.pipelines import local as spot_local
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def verdict() -> str:
+        return "shipped"
+
+    class Outputs(NamedTuple):
+        outcome: str
+
+    @dsl.pipeline(name="Has Outcome")
+    def has_outcome() -> Outputs:
+        return Outputs(outcome=verdict().output)
+
+    result = spot_local.run(has_outcome, {}, run_dir=tmp_path / "run", preemptions=0, progress=None)
+    assert result.succeeded
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["outcome"] == "SUCCEEDED"
+
+
 # --- `kfp-spot run` end to end (slow) ---------------------------------------------------------
 
 
