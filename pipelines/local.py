@@ -62,7 +62,7 @@ from kfp_spot.pipelines.local_result import (
     _outcome,
     evaluated_checkpoint,
     evaluated_metrics,
-    only_metrics,
+    metrics_output,
     summarize,
 )
 from kfp_spot.pipelines.local_rundir import (
@@ -283,7 +283,7 @@ def run(
             for row in emu.serving_ledger(name)["lives"]
         ]
     outputs = task.outputs if task is not None else {}
-    metrics_artifact = outputs.get("metrics", only_metrics(outputs))
+    metrics_artifact = metrics_output(outputs)
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
     if not metrics:  # a task after the evaluation failed: the pipeline gave no outputs
         metrics = evaluated_metrics(run_dir / "pipeline_root")

@@ -156,8 +156,16 @@ def evaluated_checkpoint(metrics: Mapping[str, Any], asked: object = None) -> di
     return {"uri": uri, "step": None if whole else step}
 
 
-def only_metrics(outputs: Mapping[str, Any]) -> Any:
-    """The pipeline's one Metrics output when it has exactly one (None otherwise)."""
+def metrics_output(outputs: Mapping[str, Any]) -> Any:
+    """The artifact whose metadata the run shows as the evaluation's metrics, or None.
+
+    The pipeline's output named ``metrics`` when it is an artifact (evaluate_checkpoint's), else
+    its one Metrics output when it has exactly one: an output of that name of another type (a
+    line of text) is the pipeline's own, not metrics.
+    """
+    named = outputs.get("metrics")
+    if isinstance(getattr(named, "metadata", None), dict):
+        return named
     found = [v for v in outputs.values() if getattr(v, "schema_title", "") == "system.Metrics"]
     return found[0] if len(found) == 1 else None
 

@@ -594,6 +594,35 @@ def test_a_pipeline_output_named_outcome_of_its_own_does_not_end_the_run_in_a_tr
     assert json.loads((tmp_path / "run" / "run.json").read_text())["outcome"] == "SUCCEEDED"
 
 
+def test_pipeline_outputs_named_metrics_and_passed_of_another_type_are_left_out(tmp_path):
+    """A team's `metrics` output that is text (a summary line) ended the run, after it
+    succeeded, in `AttributeError: 'str' object has no attribute 'metadata'`, with no run.json."""
+    from typing import NamedTuple
+
+    from kfp import dsl
+
+    from kfp_spot.pipelines import local as spot_local
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def summary() -> str:
+        return "accuracy=0.9"
+
+    class Outputs(NamedTuple):
+        metrics: str
+        passed: str
+
+    @dsl.pipeline(name="Text Metrics")
+    def text_metrics() -> Outputs:
+        line = summary().output
+        return Outputs(metrics=line, passed=line)
+
+    result = spot_local.run(
+        text_metrics, {}, run_dir=tmp_path / "run", preemptions=0, progress=None
+    )
+    assert result.succeeded and result.metrics == {} and result.passed is None
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["outcome"] == "SUCCEEDED"
+
+
 # --- `kfp-spot run` end to end (slow) ---------------------------------------------------------
 
 
