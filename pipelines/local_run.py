@@ -206,7 +206,8 @@ def spot_training_arguments(
 
     ``declared``: the parameters of a template of the user's own, which need not be
     spot_training's: what the run adds by itself (the source, its ``[tool.kfp-spot]`` settings,
-    the example's arguments, the empty gate) goes only to the ones it declares.
+    the example's arguments, the empty gate) goes only to the ones it declares, and to none of
+    a template that declares no ``source`` (it trains none).
 
     Raises:
         LocalRunError: as :func:`package_arguments`; or a template that declares no ``source``
@@ -224,7 +225,10 @@ def spot_training_arguments(
                 f"the template has no 'source' parameter to take the training source {source}; "
                 f"valid: {', '.join(sorted(declared))} (set them with --param NAME=VALUE)"
             )
-        arguments = {k: v for k, v in arguments.items() if k in declared}
+        # A template without `source` trains no source: nothing of the (default) example's
+        # arguments, gate included, is its own; its parameters keep their defaults.
+        taken = declared if "source" in declared else set()
+        arguments = {k: v for k, v in arguments.items() if k in taken}
     if "source" in arguments and Path(source).is_dir():  # else refused once the run started
         problem = source_directory_problem(Path(source), str(source))
         if problem:

@@ -882,6 +882,34 @@ def test_kfp_spot_run_runs_a_template_of_your_own_with_its_own_parameter_names(t
     assert "PIPELINE_FAILED" not in result.output and result.exit_code == 0, result.output
 
 
+@dsl.component(base_image="python:3.11")
+def _gate_of(thresholds: dict) -> str:
+    import json
+
+    return json.dumps(thresholds)
+
+
+@dsl.pipeline(name="team-gate")
+def _team_gate(code: str = "gs://b/src.tar.gz", thresholds: dict = {"rmse": "<=0.2"}) -> str:  # noqa: B006
+    """A team's own template with a gate of its own, and no `source`: it trains no source."""
+    return _gate_of(thresholds=thresholds).output
+
+
+def test_a_template_without_source_keeps_its_own_gate_not_the_bundled_examples(tmp_path):
+    """Without --source the run is the bundled example's: its accuracy gate replaced the
+    template's own `thresholds` default, though the template trains no source at all."""
+    from kfp import compiler
+
+    template = tmp_path / "team.yaml"
+    compiler.Compiler().compile(_team_gate, str(template))
+    run_dir = tmp_path / "run"
+    args = ["run", "--template", str(template), "--run-dir", str(run_dir), "--preemptions", "0"]
+    result = CliRunner().invoke(cli_main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads((run_dir / "run.json").read_text())["thresholds"] == {"rmse": "<=0.2"}
+    assert "no quality gate" not in result.output
+
+
 def test_a_source_the_template_cannot_take_is_named_with_the_valid_parameters(tmp_path):
     from kfp import compiler
 
