@@ -67,14 +67,18 @@ TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evalua
 """``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
 
 
-def _launches(pipeline: Any) -> bool:
-    """Whether ``pipeline`` has a launch_spot_job task (sub-DAGs too): something to preempt."""
+def _nothing_to_preempt(pipeline: Any, preemptions: int) -> str | None:
+    """The note for preemptions asked of a pipeline without a launch_spot_job task, or None."""
     from google.protobuf import json_format
 
-    from kfp_spot.jobs.template_walk import LAUNCH_CALL, template_tasks
+    from kfp_spot.jobs.template_walk import EVALUATE_CALL, LAUNCH_CALL, template_tasks
 
     spec = json_format.MessageToDict(pipeline.pipeline_spec)
-    return any(task.call == LAUNCH_CALL for task in template_tasks(spec, {}))
+    calls = {task.call for task in template_tasks(spec, {})}  # sub-DAGs too
+    if not preemptions or LAUNCH_CALL in calls:
+        return None
+    why = " (its evaluation scores a checkpoint that exists)" if EVALUATE_CALL in calls else ""
+    return f"--preemptions {preemptions} does nothing here: the pipeline launches no CustomJob{why}"
 
 
 def _tool_config(pyproject: str, tables: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -331,11 +335,8 @@ def run_local(
     _check_outside(Path(run_dir), source)
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
-    if progress is not None and preemptions and not _launches(pipeline):
-        progress(
-            f"note: --preemptions {preemptions} does nothing here: the pipeline launches no "
-            "CustomJob (its evaluation scores a checkpoint that exists)"
-        )
+    if progress is not None and (idle := _nothing_to_preempt(pipeline, preemptions)):
+        progress(f"note: {idle}")
     if progress is not None:
         for warning in [*_unmet_pins(source, arguments, pipeline), *_raw_dirs(source, arguments)]:
             progress(f"warning: {warning}")

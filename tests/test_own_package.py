@@ -1357,7 +1357,22 @@ def test_preemptions_asked_of_a_pipeline_that_launches_nothing_are_said_to_do_no
             preemptions=2,
             progress=events.append,
         )
-    assert "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob" in (
-        " ".join(events)
-    ), events
+    assert (
+        "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob (its "
+        "evaluation scores a checkpoint that exists)"
+    ) in events, events
     assert not any("the model is promoted" in event for event in events), events
+
+
+def test_the_note_on_preemptions_speaks_of_an_evaluation_only_where_there_is_one(tmp_path):
+    # A team's template that neither launches nor evaluates was told "its evaluation scores a
+    # checkpoint that exists".
+    from kfp import compiler
+
+    template = tmp_path / "team.yaml"
+    compiler.Compiler().compile(_team_gate, str(template))
+    events: list[str] = []
+    local_run.run_local(tmp_path / "run", template=template, preemptions=2, progress=events.append)
+    assert "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob" in (
+        events
+    ), events
