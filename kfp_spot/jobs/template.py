@@ -47,6 +47,7 @@ from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
 from kfp_spot.jobs.template_steps import (
     check_evaluate_task,
     check_imported_checkpoint,
+    check_imported_package,
     check_loop_output_directory,
     check_prepare_task,
     check_staging_input,
@@ -315,6 +316,7 @@ def check_template_launches(
             warnings.append(cached)
         if task.call in (EVALUATE_CALL, LAUNCH_CALL):
             check_imported_checkpoint(task, local=False)
+            check_imported_package(task)
         if task.call in (EVALUATE_CALL, PREPARE_CALL):
             _check_task(task, project=project, location=location, local=False)
             if task.call == PREPARE_CALL:

@@ -201,3 +201,27 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
             f"{where}: {uri!r} is not a directory here; give the checkpoint directory of an "
             "earlier run (.../checkpoints)"
         )
+
+
+def check_imported_package(task: TemplateTask) -> None:
+    """A package a ``dsl.importer`` gives a launch or evaluation bound for Vertex AI, by its URI.
+
+    The task installs the artifact's URI (unless its metadata lists ``package_uris``), which on
+    Vertex AI must be in Cloud Storage: a path of this machine failed only in the task.
+
+    Raises:
+        TemplateTaskError: naming the task, the input and the pipeline parameter it comes from.
+    """
+    from kfp_spot.vertex.storage import check_package_uri, service_uri
+    from kfp_spot.vertex.values import InvalidValueError
+
+    made = task.imports.get("package")
+    if made is None or not isinstance(made.uri, str) or "package_uris" in made.metadata_keys:
+        return
+    given = f" (the dsl.importer's URI, from --param {made.parameter})" if made.parameter else ""
+    try:
+        check_package_uri(service_uri(made.uri.strip()), local_paths=False)
+    except InvalidValueError as exc:
+        raise TemplateTaskError(
+            f"task {task.path!r}: {task.component} input 'package'{given}: {exc}"
+        ) from None

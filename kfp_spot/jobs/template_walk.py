@@ -39,6 +39,7 @@ class ImporterInput:
     uri: Any  # the URI it imports, as known before the run, or UNKNOWN
     parameter: str  # the pipeline parameter that URI is passed down from, or ""
     reimport: bool  # a new artifact each run (else the same one, by its URI)
+    metadata_keys: frozenset[str] = frozenset()  # the keys of the metadata it gives the artifact
 
 
 @dataclass(frozen=True)
@@ -201,17 +202,19 @@ def _importers(
         if not isinstance(spec, dict):
             continue
         reimport = bool(spec.get("reimport"))
+        metadata = spec.get("metadata")
+        keys = frozenset(metadata) if isinstance(metadata, dict) else frozenset()
         uri = spec.get("artifactUri") or {}
         if "constant" in uri:
-            found[name] = ImporterInput(uri["constant"], "", reimport)
+            found[name] = ImporterInput(uri["constant"], "", reimport, keys)
             continue
         parameters = (task.get("inputs") or {}).get("parameters") or {}
         given = parameters.get(uri.get("runtimeParameter", ""))
         if not isinstance(given, dict):
-            found[name] = ImporterInput(UNKNOWN, "", reimport)
+            found[name] = ImporterInput(UNKNOWN, "", reimport, keys)
             continue
         parameter = _passed_down({"uri": given}, origin).get("uri", "")
-        found[name] = ImporterInput(_value(given, env), parameter, reimport)
+        found[name] = ImporterInput(_value(given, env), parameter, reimport, keys)
     return found
 
 

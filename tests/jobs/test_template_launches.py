@@ -7,6 +7,7 @@ running pipeline is refused at submission, naming the task and the input, with o
 """
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -634,3 +635,49 @@ def test_a_local_run_refuses_an_imported_checkpoint_that_is_no_directory_here(pi
             check_local_launches(spec, {**arguments, "checkpoint_uri": value})
         assert IMPORTED_INPUT[pipeline] in str(refused.value)
     check_local_launches(spec, {**arguments, "checkpoint_uri": str(tmp_path)})
+
+
+def _compile_imported_package(tmp_path, name, uri, metadata=None):
+    """A team imports a package built elsewhere by its URI, trains on it and evaluates it."""
+
+    @dsl.pipeline(name="imported-package")
+    def imported_package(sdist: str = uri):
+        package = dsl.importer(
+            artifact_uri=sdist, artifact_class=dsl.Artifact, metadata=metadata or {}
+        )
+        train = YAMLS["launch_spot_job"](package=package.output).set_caching_options(False)
+        EvaluateCheckpointOp(checkpoint=train.outputs["checkpoint"], package=package.output)
+
+    path = tmp_path / f"{name}.yaml"
+    compiler.Compiler().compile(imported_package, str(path))
+    return path
+
+
+def test_a_package_imported_from_a_path_of_this_machine_is_refused_at_submission(tmp_path):
+    """The launch (and the evaluation) read the imported package on Vertex AI, which cannot read
+    this machine's files: before, submit let it through and the launch task failed in the run."""
+    line = _one_error_line(
+        _submit(
+            _compile_imported_package(tmp_path, "local", "/home/me/dist/t-0.1.tar.gz"), "--dry-run"
+        )
+    )
+    assert re.search(
+        r"task '(launch-spot-job|evaluate-checkpoint)': (launch_spot_job|evaluate_checkpoint) "
+        r"input 'package' \(the dsl.importer's URI, from --param sdist\): "
+        r"'/home/me/dist/t-0.1.tar.gz' is a local path: Vertex AI reads packages from Cloud "
+        r"Storage only",
+        line,
+    ), line
+    for fine in (
+        _compile_imported_package(tmp_path, "gcs", "gs://my-bucket/dist/t-0.1.tar.gz"),
+        _compile_imported_package(tmp_path, "fuse", "/gcs/my-bucket/dist/t-0.1.tar.gz"),
+        # the launcher installs the package_uris the artifact's metadata lists, not its URI
+        _compile_imported_package(
+            tmp_path,
+            "listed",
+            "/home/me/dist",
+            metadata={"package_uris": ["gs://my-bucket/dist/t-0.1.tar.gz"]},
+        ),
+    ):
+        result = _submit(fine, "--dry-run")
+        assert result.exit_code == 0, result.output
