@@ -190,13 +190,16 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
         check_checkpoint_uri(uri.strip())
     except InvalidValueError as exc:
         raise TemplateTaskError(f"{where}: {exc}") from None
-    plain = not uri.startswith(("gs://", "file://", "/gcs/"))
+    # A file:// URL names a path as a plain one does: the task's container on Vertex AI has
+    # only what Cloud Storage's FUSE mount (/gcs/) shows of this machine's files: nothing.
+    path = uri[len("file://") :] if uri.startswith("file://") else uri
+    plain = not path.startswith(("gs://", "/gcs/"))
     if plain and not local:
         raise TemplateTaskError(
             f"{where}: {uri!r} is a path on this machine, which a task on Vertex AI Pipelines "
             f"cannot read; give {form}"
         )
-    if plain and not os.path.isdir(uri):
+    if plain and not os.path.isdir(path):
         raise TemplateTaskError(
             f"{where}: {uri!r} is not a directory here; give the checkpoint directory of an "
             "earlier run (.../checkpoints)"

@@ -589,6 +589,8 @@ IMPORTED_INPUT = {
     [
         ("", "is empty"),
         ("/Users/me/run/job/checkpoints", "a path on this machine"),
+        # the same as a file:// URL: the task's container has no such directory (was accepted)
+        ("file:///Users/me/run/job/checkpoints", "a path on this machine"),
         ("s3://bkt/checkpoints", "not a location a task can read checkpoints from"),
     ],
 )
@@ -610,14 +612,17 @@ def test_an_imported_checkpoint_vertex_cannot_read_is_refused_at_submission(pipe
 
 
 @pytest.mark.parametrize("pipeline", sorted(SHIPPED))
-def test_an_imported_checkpoint_on_cloud_storage_is_accepted_at_submission(pipeline):
+@pytest.mark.parametrize(
+    "uri", ["gs://bkt/run/checkpoints", "/gcs/bkt/run/checkpoints", "file:///gcs/bkt/run/ckpt"]
+)
+def test_an_imported_checkpoint_on_cloud_storage_is_accepted_at_submission(pipeline, uri):
     result = _submit(
         SHIPPED[pipeline],
         "--dry-run",
         "--param",
         "source=gs://bkt/src.tar.gz",
         "--param",
-        "checkpoint_uri=gs://bkt/run/checkpoints",
+        f"checkpoint_uri={uri}",
     )
     assert result.exit_code == 0, result.output
 
