@@ -399,6 +399,17 @@ def test_failure_lines_name_the_task_its_log_and_its_own_error(tmp_path):
     ]
 
 
+def test_kfp_locals_error_for_a_task_that_had_started_keeps_the_tasks_log(tmp_path):
+    log = tmp_path / "launch-spot-job.log"
+    log.write_text(TASK_LOG)
+    monitor = RunMonitor([].append, clock_fn=FakeClock())
+    monitor.on_task_event(TaskEvent("started", "launch-spot-job"), log)
+    monitor.on_task_event(TaskEvent("errored", "launch-spot-job", ok=False, detail="boom"))
+    lines = monitor.failure_lines()
+    assert lines[0] == f"launch-spot-job FAILED; its log: {log}"
+    assert lines[-2:] == ["  kfp.local's own error:", "  | boom"]
+
+
 def test_a_failed_pipeline_that_names_no_failed_task_still_has_a_failure_line():
     monitor = RunMonitor([].append, clock_fn=FakeClock())
     monitor.on_task_event(TaskEvent("started", "say-hello"))

@@ -180,9 +180,12 @@ class RunMonitor:
         elif event.kind == "cached":
             self.tasks[name] = TaskRecord(name, now, now, TaskStatus.CACHED, log)
             self._emit(f"{name} cached: not run again")
-        elif event.kind == "errored":  # kfp.local could not start it: no process, no log
-            self.tasks[name] = TaskRecord(name, now, now, TaskStatus.FAILED, error=event.detail)
-            self._emit(f"{name} FAILED before it ran")
+        elif event.kind == "errored":  # kfp.local raised for it: before it started, mostly
+            started = self.tasks.get(name)
+            task = started or TaskRecord(name, now)
+            task.ended, task.status, task.error = now, TaskStatus.FAILED, event.detail
+            self.tasks[name] = task
+            self._emit(f"{name} FAILED" if started else f"{name} FAILED before it ran")
         elif event.kind == "pipeline_finished":
             self.pipeline_failed = not event.ok
             self.poll()
@@ -201,19 +204,20 @@ class RunMonitor:
         """
         lines: list[str] = []
         for task in self.failed_tasks():
-            if task.error:
+            if task.error and task.log is None:
                 lines.append(f"{task.name} FAILED before it ran: kfp.local could not start it:")
-                lines += [f"  | {line}" for line in task.error.splitlines()[-limit:]]
-                hint = errored_hint(task.error)
-                lines += [f"  {hint}"] if hint else []
-                continue
-            where = f"; its log: {task.log}" if task.log else ""
-            lines.append(f"{task.name} FAILED{where}")
-            own: list[str] = []
-            if task.log is not None and task.log.is_file():
-                own = task_output(task.log.read_text(encoding="utf-8", errors="replace"))
-            excerpt = error_excerpt(own, limit) if own else ["(it printed nothing)"]
-            lines += [f"  | {line}" for line in excerpt]
+            else:
+                where = f"; its log: {task.log}" if task.log else ""
+                lines.append(f"{task.name} FAILED{where}")
+                own: list[str] = []
+                if task.log is not None and task.log.is_file():
+                    own = task_output(task.log.read_text(encoding="utf-8", errors="replace"))
+                excerpt = error_excerpt(own, limit) if own else ["(it printed nothing)"]
+                lines += [f"  | {line}" for line in excerpt]
+                lines += ["  kfp.local's own error:"] if task.error else []
+            lines += [f"  | {line}" for line in task.error.splitlines()[-limit:]]
+            hint = errored_hint(task.error)
+            lines += [f"  {hint}"] if hint else []
         if not lines and self.pipeline_failed:
             lines.append(
                 "pipeline FAILED, though no task did: kfp.local's reason is in pipeline.log"
