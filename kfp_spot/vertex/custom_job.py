@@ -530,6 +530,9 @@ def _check_disk(spec: Any, where: str) -> None:
         )
 
 
+_UNESCAPED_APOSTROPHE = re.compile(r"(?<!\\)'")
+
+
 def _check_env(env: Any, where: str) -> None:
     for i, var in enumerate(env):
         if not is_env_name(var.name):
@@ -537,6 +540,15 @@ def _check_env(env: Any, where: str) -> None:
                 f"{where}.env[{i}].name",
                 f"{show(var.name)} is not a valid variable name: letters, digits and '_', "
                 "not starting with a digit",
+            )
+        # Vertex AI's own 400 (field env[i].value), met by users passing a Python repr such as
+        # "['a', 'b']": JSON's double quotes, or \' where the value needs one, go through.
+        if _UNESCAPED_APOSTROPHE.search(var.value):
+            raise InvalidJobSpecError(
+                f"{where}.env[{i}].value",
+                f"Env vars cannot contain any unescaped apostrophe character ' "
+                f"({var.name}={show(var.value)}): write it as \\' or pass JSON, whose strings "
+                "are in double quotes",
             )
 
 

@@ -36,12 +36,26 @@ def _spec(key, value):
     return edit
 
 
+def _env(value):
+    def edit(body):
+        spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+        spec["env"] = [{"name": "OK", "value": "1"}, {"name": "CLASSES", "value": value}]
+
+    return edit
+
+
 def _partition(size):
     return lambda body: _machine(body, machineType="a2-highgpu-1g", gpuPartitionSize=size)
 
 
 REFUSED = [
     # (case id, edit of a good body, the field Vertex names, fragment of the message)
+    (
+        "env value with an apostrophe",
+        _env("['cat', 'dog']"),  # str() of a Python list
+        f"{POOL0}.python_package_spec.env[1].value",
+        "unescaped apostrophe",
+    ),
     ("partition not a size", _partition("banana"), "gpu_partition_size", "[compute]g.[memory]gb"),
     ("partition of 8 compute units", _partition("8g.80gb"), "gpu_partition_size", "'1g.10gb'"),
     (
@@ -109,6 +123,8 @@ REFUSED = [
 ]
 
 ACCEPTED = [
+    ("env value in JSON", _env('["cat", "dog"]')),
+    ("env value with an escaped apostrophe", _env("o\\'brien")),
     ("partition of an A100", _partition("1g.5gb")),
     ("partition of 7 compute units", _partition("7g.40gb")),
     ("lustre mount whole", _lustre(_LUSTRE)),

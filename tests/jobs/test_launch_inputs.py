@@ -103,6 +103,7 @@ CASES = {
     "bad label": ({"labels": {"Team": "x"}}, "labels", "lowercase letter"),
     "labels with newline": ({"labels": {"team": "a\n"}}, "labels", "lowercase letters"),
     "env name": ({"env": {"1BAD": "x"}}, "env", "not starting with a digit"),
+    "env value a Python repr": ({"env": {"CLASSES": "['a', 'b']"}}, "env", "apostrophe"),
     "full pools": (
         {
             "worker_pool_specs": [
