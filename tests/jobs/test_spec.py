@@ -46,7 +46,7 @@ def test_replicas_are_one_chief_and_the_rest_workers(replicas):
     st.dictionaries(
         st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True),
         # any text Vertex AI takes: an unescaped apostrophe it refuses (test_launch_inputs)
-        st.text(st.characters(exclude_characters="'"), max_size=20),
+        st.text(st.characters(exclude_categories=("Cs",), exclude_characters="'"), max_size=20),
         max_size=5,
     )
 )
