@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.packaging.imports import source_roots
+from kfp_spot.packaging.runnable import shadow_reason
 from kfp_spot.pipelines.local import LocalRunError
 
 
@@ -37,6 +38,9 @@ def check_evaluation_module(
     given = arguments.get("evaluation_entry_point")
     if isinstance(given, str) and given:
         module = given.partition(":")[0]
+        shadowed = shadow_reason(module)
+        if shadowed:
+            raise LocalRunError(f"evaluation_entry_point: {given}: {shadowed}")
         top, _, inner = module.partition(".")
         src_layout = not bare and not (path / "src" / "__init__.py").exists()
         if top == "src" and inner and src_layout and _holds(path / "src", inner):

@@ -12,6 +12,7 @@ from typing import Any
 
 from kfp_spot.evaluation.errors import EvaluationInputError
 from kfp_spot.packaging.imports import bound_names, functions, module_file, parse, source_roots
+from kfp_spot.packaging.runnable import shadow_reason
 from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
 
 DEFAULT_ENTRY_POINT = "trainer.evaluate:evaluate"
@@ -66,13 +67,17 @@ def entry_point_for(given: Any, package_uris: Any) -> tuple[Any, str]:
 
 
 def check_entry_point(entry_point: Any) -> None:
-    """Check that ``entry_point`` reads as ``module:function`` (it is imported later).
+    """Check that ``entry_point`` reads as ``module:function`` that can be imported (later).
 
     Raises:
-        EvaluationInputError: naming ``entry_point`` and the form it must have.
+        EvaluationInputError: naming ``entry_point`` and the form it must have, or the
+            standard module its module's name is (which the import would find instead).
     """
     if not is_entry_point(entry_point):
         raise EvaluationInputError("entry_point", f"{entry_point!r} is not {ENTRY_POINT_FORM}")
+    shadowed = shadow_reason(entry_point.partition(":")[0])
+    if shadowed:
+        raise EvaluationInputError("entry_point", f"{entry_point!r}: {shadowed}")
 
 
 def missing_function(directory: Path, entry_point: str) -> str | None:

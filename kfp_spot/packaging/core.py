@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
-from kfp_spot.packaging import outputdirs, trainer_dist
+from kfp_spot.packaging import imports, outputdirs, runnable, trainer_dist
 from kfp_spot.packaging.entry_points import check_entry_point, declared_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
@@ -171,6 +171,7 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
             f"(it holds: {shown or 'no Python modules'}); `python -m {python_module}` would fail "
             "on the training VM",
         )
+    _check_runs(wheel, facts, python_module)
     top = python_module.split(".")[0]
     for name in facts.files:
         if not name.endswith(".py") or name.split("/")[0] not in (top, f"{top}.py"):
@@ -186,6 +187,35 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
             ) from exc
         except ValueError as exc:  # e.g. null bytes
             raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc
+
+
+def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> None:
+    """Refuse a module ``python -m`` on the VM would not run, or that would run nothing there.
+
+    Raises:
+        ModuleNotInPackageError: its top-level name is a standard module's.
+        PackagingError: naming ``python_module``, when it only defines functions.
+    """
+    shadowed = runnable.shadow_reason(python_module)
+    if shadowed:
+        raise ModuleNotInPackageError(
+            "python_module", f"{python_module!r} would not run on the training VM: {shadowed}"
+        )
+    path = next((f for f in _module_files(python_module) if f in facts.files), None)
+    if path is None:
+        return  # an extension module
+    try:
+        tree = imports.parse(_build.read_wheel_file(wheel, path), path)
+    except (SyntaxError, ValueError):
+        return  # the compile check names its line
+    listed = next((f for f in facts.files if f.endswith(".dist-info/entry_points.txt")), None)
+    scripts = {}
+    if listed is not None:
+        text = _build.read_wheel_file(wheel, listed).decode("utf-8", "replace")
+        scripts = runnable.console_scripts(text)
+    idle = runnable.idle_reason(python_module, path, tree, scripts)
+    if idle:
+        raise PackagingError("python_module", idle)
 
 
 def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kfp_spot.packaging import build as _build
-from kfp_spot.packaging import imports
+from kfp_spot.packaging import imports, runnable
 from kfp_spot.packaging.errors import PackagingError
 from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_archive, is_entry_point, materialize
 
@@ -33,6 +33,11 @@ def declared_entry_point(project: Path) -> str:
     value = _build.tool_config(project).get("evaluation-entry-point", "")
     if value != "" and not is_entry_point(value):
         raise PackagingError("source", f"{FIELD} {value!r} is not {ENTRY_POINT_FORM}")
+    shadowed = runnable.shadow_reason(str(value).partition(":")[0]) if value else None
+    if shadowed:
+        raise PackagingError(
+            "source", f"{FIELD} {value!r}: {shadowed}; the evaluation would fail after the training"
+        )
     return str(value)
 
 

@@ -1,0 +1,117 @@
+"""A job module that `python -m` on the training VM would not run, or that would run nothing.
+
+Vertex AI runs `python -m <python_module>` after pip installs the package into site-packages:
+a module named like a standard one is Python's own there, and a module that only defines its
+console script's `main()` defines it and exits 0. Both jobs "succeed" without training.
+"""
+
+import textwrap
+
+import pytest
+
+from kfp_spot.evaluation import EvaluationInputError
+from kfp_spot.evaluation.entry_point import check_entry_point
+from kfp_spot.packaging import PackagingError
+from tests.prepare import prepare_package
+
+TRAIN = """\
+import argparse
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=3)
+    log.info("training %d steps", parser.parse_args().steps)
+"""
+
+
+@pytest.mark.parametrize("name", ["random", "test"])
+def test_a_script_named_like_a_standard_module_is_refused(tmp_path, name):
+    script = tmp_path / f"{name}.py"
+    script.write_text(TRAIN + '\n\nif __name__ == "__main__":\n    main()\n')
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(script), str(tmp_path / "stage"))
+    assert info.value.field == "python_module"
+    message = str(info.value)
+    assert f"Vertex AI `import {name}` finds Python's own {name}" in message
+    assert f"'trainer.{name}' places it at trainer/{name}.py" in message
+    assert not (tmp_path / "stage").exists()
+
+
+def test_the_same_script_placed_in_a_package_is_accepted(tmp_path):
+    script = tmp_path / "random.py"
+    script.write_text(TRAIN + '\n\nif __name__ == "__main__":\n    main()\n')
+    info = prepare_package(str(script), str(tmp_path / "stage"), python_module="trainer.random")
+    assert info.python_module == "trainer.random"
+
+
+def _console_script_project(root, cli: str):
+    package = root / "src" / "digitfit"
+    package.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """\
+            [build-system]
+            requires = ["setuptools>=77"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "digitfit"
+            version = "0.3.0"
+
+            [project.scripts]
+            digitfit-train = "digitfit.cli:main"
+
+            [tool.kfp-spot]
+            python-module = "digitfit.cli"
+            """
+        )
+    )
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(cli)
+    return root
+
+
+def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path):
+    project = _console_script_project(tmp_path / "proj", TRAIN)
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.value.field == "python_module"
+    message = str(info.value)
+    assert "only defines main() and never calls it" in message
+    assert "would train nothing and succeed" in message
+    assert "the console script digitfit-train calls digitfit.cli:main" in message
+    assert 'end it with `if __name__ == "__main__": main()`' in message
+    assert not (tmp_path / "stage").exists()
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        '\n\nif __name__ == "__main__":\n    main()\n',
+        "\n\nmain()\n",
+        "\n\nresult = main()\n",
+    ],
+)
+def test_a_module_that_calls_its_function_is_accepted(tmp_path, ending):
+    project = _console_script_project(tmp_path / "proj", TRAIN + ending)
+    info = prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.python_module == "digitfit.cli"
+
+
+def test_an_evaluation_entry_point_in_a_standard_module_is_refused(tmp_path):
+    with pytest.raises(EvaluationInputError, match=r"Python's own random") as info:
+        check_entry_point("random:evaluate")
+    assert info.value.field == "entry_point"
+    project = _console_script_project(tmp_path / "proj", TRAIN + "\n\nmain()\n")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + 'evaluation-entry-point = "test.scoring:evaluate"\n'
+    )
+    with pytest.raises(PackagingError, match=r"Python's own test") as refused:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert refused.value.field == "source"
+    assert "the evaluation would fail after the training" in str(refused.value)
