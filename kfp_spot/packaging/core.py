@@ -194,12 +194,18 @@ def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> No
 
     Raises:
         ModuleNotInPackageError: its top-level name is a standard module's.
-        PackagingError: naming ``python_module``, when it only defines functions.
+        PackagingError: naming ``source``, when the package installs another module named like
+            a standard one; naming ``python_module``, when it only defines functions.
     """
     shadowed = runnable.shadow_reason(python_module)
     if shadowed:
         raise ModuleNotInPackageError(
             "python_module", f"{python_module!r} would not run on the training VM: {shadowed}"
+        )
+    shown = runnable.shadowed_files(facts.files)
+    if shown:
+        raise PackagingError(
+            "source", runnable.shadowed_files_reason(shown, f"{facts.name} {facts.version}")
         )
     path = next((f for f in _module_files(python_module) if f in facts.files), None)
     if path is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import configparser
 import sys
+from collections.abc import Sequence
 
 from kfp_spot.packaging import imports
 
@@ -41,6 +42,39 @@ def shadow_reason(module: str) -> str | None:
         f"sys.path: on Vertex AI `import {module}` finds Python's own {top}, never this "
         f"package's; rename {top!r} (a script: a python_module such as 'trainer.{top}' places it "
         f"at trainer/{top}.py)"
+    )
+
+
+def shadowed_files(files: Sequence[str]) -> list[str]:
+    """The top-level modules and packages of a wheel's ``files`` named like standard modules.
+
+    Each as the wheel holds it (``tokenize.py``, ``test/``), sorted.
+    """
+    out = set()
+    for name in files:
+        top, _, rest = name.partition("/")
+        if top.endswith((".dist-info", ".data")):
+            continue
+        if rest:
+            shown = f"{top}/"
+        elif top.endswith((".py", ".so", ".pyd")):
+            shown = top
+        else:
+            continue
+        if stdlib_shadow(top.split(".")[0]):
+            out.add(shown)
+    return sorted(out)
+
+
+def shadowed_files_reason(shown: Sequence[str], package: str) -> str:
+    """Why a package's ``shown`` modules (:func:`shadowed_files`) are never imported."""
+    names = ", ".join(shown)
+    first = shown[0].rstrip("/").split(".")[0]
+    return (
+        f"the built package {package} installs {names} at its top level, named like a module "
+        f"of Python's standard library, which comes first on sys.path: on Vertex AI `import "
+        f"{first}` finds Python's own {first}, never this package's; rename it, or move it into "
+        "the package's own folder"
     )
 
 

@@ -115,3 +115,23 @@ def test_an_evaluation_entry_point_in_a_standard_module_is_refused(tmp_path):
         prepare_package(str(project), str(tmp_path / "stage"))
     assert refused.value.field == "source"
     assert "the evaluation would fail after the training" in str(refused.value)
+
+
+def test_a_helper_module_named_like_a_standard_module_is_refused(tmp_path):
+    # train.py's `import tokenize` gets Python's own tokenize on the VM, not the project's.
+    project = _console_script_project(tmp_path / "proj", TRAIN + "\n\nmain()\n")
+    (project / "src" / "tokenize.py").write_text("def words(text):\n    return text.split()\n")
+    pyproject = project / "pyproject.toml"
+    setuptools = (
+        '[tool.setuptools]\npackage-dir = {"" = "src"}\npackages = ["digitfit"]\n'
+        'py-modules = ["tokenize"]\n\n'
+    )
+    pyproject.write_text(
+        pyproject.read_text().replace("[tool.kfp-spot]", setuptools + "[tool.kfp-spot]")
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.value.field == "source"
+    message = str(info.value)
+    assert "digitfit 0.3.0 installs tokenize.py at its top level" in message
+    assert "`import tokenize` finds Python's own tokenize" in message
