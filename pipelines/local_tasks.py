@@ -22,8 +22,10 @@ import contextlib
 import os
 import queue
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -139,15 +141,35 @@ def _replace_python_executable(full_command: list[str], new_executable: str) -> 
     executor input's values were changed too: a source under ``.../lib/python3.13/site-packages``
     (an installed kfp-spot's example) or a folder ``python3-work`` became a path that does not
     exist. Only the word ``python3`` in the shell command, before the component's code, is the
-    interpreter; the code and the arguments after it are left as they are.
+    interpreter; the code and the arguments after it are left as they are. In the shell command
+    it is started as :func:`_shell_python` says.
     """
     out = []
     replace = True
     for element in full_command:
-        out.append(_PYTHON3.sub(lambda _: new_executable, element) if replace else element)
+        if element == "python3" and replace:  # the program itself: a path, no shell text
+            out.append(new_executable)
+            continue
+        out.append(
+            _PYTHON3.sub(lambda _: _shell_python(new_executable), element) if replace else element
+        )
         if all(mark in element for mark in _USER_CODE_AFTER):
             replace = False  # what follows: the component's code, then its arguments
     return out
+
+
+def _shell_python(executable: str) -> str:
+    """``executable`` as a task's shell command starts it: quoted, ``-P`` where Python has it.
+
+    Quoted: a venv may live under ``~/My Projects``. ``-P`` (3.11): ``python -m
+    kfp.dsl.executor_main`` puts the directory the run was started from first on the task's
+    ``sys.path``: a ``tokenize.py`` or ``random.py`` of the project there (``cd my-project &&
+    kfp-spot run --source .``) replaced the standard module in every task, which failed before
+    its first line, and a module there was importable by a task's code. On Vertex AI a task's
+    container holds none of that folder.
+    """
+    quoted = shlex.quote(executable)
+    return f"{quoted} -P" if sys.version_info >= (3, 11) else quoted
 
 
 _PYTHON_STANDIN = Standin(

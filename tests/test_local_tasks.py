@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -136,3 +137,36 @@ def test_only_the_commands_own_python3_becomes_this_interpreter(tmp_path):
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path))
     with local_tasks.tasks_end_with_the_run():
         assert echo(text=given).output == given
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python has -P from 3.11")
+def test_a_task_does_not_import_the_modules_of_the_folder_the_run_started_in(tmp_path, monkeypatch):
+    # `cd my-project && kfp-spot run --source .` with a tokenize.py there: every task imported
+    # it instead of Python's own (inspect imports tokenize) and failed before its first line.
+    # A task's container on Vertex AI holds none of that folder.
+    from kfp import local
+
+    from tests.local_echo import echo
+
+    project = tmp_path / "my project"
+    project.mkdir()
+    (project / "tokenize.py").write_text("raise SystemExit('the project tokenize.py imported')\n")
+    monkeypatch.chdir(project)
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
+    with local_tasks.tasks_end_with_the_run():
+        assert echo(text="ran").output == "ran"
+
+
+def test_the_interpreter_may_live_in_a_folder_whose_name_has_spaces(tmp_path, capsys):
+    # A venv under "~/My Projects": its python was put unquoted into the task's shell command.
+    folder = tmp_path / "My Projects" / "bin"
+    folder.mkdir(parents=True)
+    python = folder / "python"
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    with local_tasks.tasks_end_with_the_run():
+        command = subprocess_task_handler.replace_python_executable(
+            ["sh", "-ec", "exec python3 -c 'print(6 * 7)'"], str(python)
+        )
+        assert subprocess_task_handler.run_local_subprocess(command) == 0
+    assert "42" in capsys.readouterr().out
