@@ -534,6 +534,14 @@ def adapter_for(key: str, value: Any) -> Adapter:
     for adapter in _ORDER:
         if adapter.matches(value):
             return adapter
+    from kfp_spot.trainer.state_hints import unstored_item
+
+    item = unstored_item(key, value)
+    if item:
+        raise StateEncodingError(
+            f"{item} (a dict or list in a state is stored as exact JSON: numbers, strings, "
+            "bools, None and lists and dicts of them; or as an .npz: a dict of NumPy arrays only)"
+        )
     raise StateEncodingError(
         f"state[{key!r}] is a {type(value).__module__}.{type(value).__qualname__}, which no "
         "adapter stores (bytes, numpy arrays or dicts of them, RNGs, torch tensors/state dicts, "

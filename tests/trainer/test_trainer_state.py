@@ -133,6 +133,30 @@ def test_object_arrays_and_non_finite_json_are_refused() -> None:
         adapters.encode_state({"nan": float("nan")})
 
 
+@pytest.mark.parametrize(
+    ("hparams", "named"),
+    [
+        ({"lr": 0.1, "hidden": (64, 32)}, r"state\['hparams'\]\['hidden'\] is a tuple.*use a list"),
+        ({"lr": np.float32(0.1)}, r"\['lr'\] is a numpy\.float32: use a Python value"),
+        ({"clip": float("inf")}, r"\['clip'\] is inf, which JSON does not hold"),
+        ({"lr": 0.1, 3: "x"}, r"state\['hparams'\] has the key 3 \(int\)"),
+        ({"w": np.zeros(2), "step": 3}, r"\['w'\] is a NumPy array among values that are not"),
+        ({"layer1": {"W": np.zeros(2)}}, r"\['layer1'\] is a dict of NumPy arrays inside"),
+        ({"sched": {"milestones": [1, {2, 3}]}}, r"\['milestones'\]\[1\] is a set"),
+    ],
+)
+def test_a_dict_no_adapter_stores_names_the_item_at_fault(
+    tmp_path: Path, hparams: dict[Any, Any], named: str
+) -> None:
+    # "state['hparams'] is a builtins.dict, which no adapter stores" said nothing of which of
+    # a hyper-parameter dict's values was the matter, while dicts are stored.
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    with pytest.raises(adapters.StateEncodingError, match=named) as info:
+        ckpt.save(1, {"w": np.zeros(3), "hparams": hparams})
+    assert "builtins.dict" not in str(info.value)
+    assert ckpt.restore() is None  # nothing committed
+
+
 def test_sklearn_estimator_round_trips(tmp_path: Path) -> None:
     from sklearn.linear_model import SGDClassifier
 

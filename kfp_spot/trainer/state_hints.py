@@ -1,0 +1,105 @@
+"""Why a dict or list in a training state is stored by no adapter: the item at fault, and the fix.
+
+A state value that is a dict or a list is stored as exact JSON (numbers, strings, bools, None,
+and lists and dicts of them) or, a dict of NumPy arrays only, as an ``.npz``. A hyper-parameter
+dict holding one tuple, one ``numpy.float32`` or one ``inf`` is neither: the refusal names that
+item by its path (``state['hparams']['hidden']``), not the whole dict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
+def _is_array(value: Any) -> bool:
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ == "ndarray"
+
+
+def _is_numpy_scalar(value: Any) -> bool:
+    kind = type(value)
+    return kind.__module__ == "numpy" and hasattr(value, "item") and not _is_array(value)
+
+
+def _items(value: Any, path: str, in_list: bool = False) -> Iterator[tuple[str, Any, bool]]:
+    """Each item of ``value`` with its path and whether a list holds it, depth first."""
+    yield path, value, in_list
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _items(item, f"{path}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _items(item, f"{path}[{index}]", True)
+
+
+def _fix(path: str, value: Any, in_list: bool) -> str | None:
+    """What is wrong with one item for exact JSON, and what would be stored; None when fine."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"{path} is {value!r}, which JSON does not hold (finite numbers only)"
+    if isinstance(value, dict):
+        bad = next((k for k in value if not isinstance(k, str)), None)
+        if bad is not None:
+            return (
+                f"{path} has the key {bad!r} ({_type_name(bad)}); JSON's keys are strings: "
+                "use str keys"
+            )
+        return None
+    if isinstance(value, list):
+        return None
+    if isinstance(value, tuple):
+        return f"{path} is a tuple, which JSON would give back as a list: use a list"
+    if _is_numpy_scalar(value):
+        return f"{path} is a {_type_name(value)}: use a Python value ({path}.item())"
+    if _is_array(value) and in_list:
+        return (
+            f"{path} is a NumPy array in a list: only a dict of arrays is stored (an .npz); "
+            "name them ({'w0': ..., 'w1': ...})"
+        )
+    if _is_array(value):
+        return (
+            f"{path} is a NumPy array among values that are not: only a dict of arrays alone "
+            "is stored (an .npz); give the arrays a state key of their own"
+        )
+    return f"{path} is a {_type_name(value)}, which neither JSON nor an .npz stores"
+
+
+def unstored_item(key: str, value: Any) -> str | None:
+    """Why the dict or list ``state[key]`` is stored by no adapter, or None for other values."""
+    if not isinstance(value, (dict, list, tuple)):
+        return None
+    root = f"state[{key!r}]"
+    if isinstance(value, dict) and value and all(_is_array(v) for v in value.values()):
+        bad = next((k for k in value if not isinstance(k, str)), None)
+        if bad is not None:
+            return f"{root} has the key {bad!r} ({_type_name(bad)}): an .npz's names are strings"
+    for path, item, in_list in _items(value, root):
+        if (
+            isinstance(item, dict)
+            and path != root
+            and item
+            and all(_is_array(v) for v in item.values())
+        ):
+            return (
+                f"{path} is a dict of NumPy arrays inside another value: only one level is "
+                "stored as an .npz; give it a state key of its own, or flatten its names "
+                "('layer1/W')"
+            )
+        found = _fix(path, item, in_list)
+        if found:
+            return found
+    return None
