@@ -53,8 +53,10 @@ def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | Non
         ValueError: neither is set, ``root`` is not a non-empty string, or it is (or lies
             under) a local file (the message says which).
     """
+    env = os.environ if environ is None else environ
+    given = root is not None
     if root is None:
-        root = (os.environ if environ is None else environ).get(CHECKPOINT_DIR_ENV)
+        root = env.get(CHECKPOINT_DIR_ENV)
         if not root:
             raise ValueError(
                 f"root: no checkpoint root given and ${CHECKPOINT_DIR_ENV} is not set; pass "
@@ -65,7 +67,37 @@ def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | Non
     _refuse_scheme_typo(root, "root")
     mapped = fs.mounted_path(root.rstrip("/"))
     _refuse_file(mapped, root, "root")
+    if given:
+        _warn_off_the_job(mapped, env.get(CHECKPOINT_DIR_ENV))
     return mapped
+
+
+def _warn_off_the_job(root: str, job_dir: str | None) -> None:
+    """Warn of a local root outside the job's checkpoint directory, in a job that has one.
+
+    A folder of the VM's disk goes with the VM at a preemption (Vertex AI restarts the job on new
+    VMs), and the launcher and the evaluation read ``$AIP_CHECKPOINT_DIR``: such a root resumes
+    nothing on Vertex AI, although a folder of this machine, ``/tmp/ckpt``, outlives a local
+    attempt.
+    """
+    local = fs.to_local_path(root)
+    if not job_dir or local is None or local.startswith(f"{fs.GCS_MOUNT_ROOT}/"):
+        return
+    job = fs.to_local_path(fs.mounted_path(job_dir.rstrip("/")))
+    if job is not None and (local == job or local.startswith(job.rstrip("/") + "/")):
+        return
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "checkpoint root %s is a folder of this VM's disk outside $%s (%s): a preemption "
+        "takes it with the VM, so the next attempt resumes nothing, and the launcher and "
+        "evaluate_checkpoint look for checkpoints in $%s; leave the root unset (or pass that "
+        "directory, or a gs:// URI)",
+        root,
+        CHECKPOINT_DIR_ENV,
+        job_dir,
+        CHECKPOINT_DIR_ENV,
+    )
 
 
 _FORMS = "gs://BUCKET/PATH or a local path"

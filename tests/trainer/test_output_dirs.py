@@ -201,3 +201,25 @@ def test_a_root_that_is_or_lies_under_a_file_is_refused_before_any_save(
     assert afile.read_bytes() == b"data"  # nothing written over it
     # A directory still to be created, under one that exists, is fine.
     assert checkpoint_root(str(tmp_path / "new" / "ck")) == str(tmp_path / "new" / "ck")
+
+
+def test_a_root_on_the_vms_disk_outside_the_jobs_checkpoint_dir_is_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `--checkpoint-dir /tmp/ckpt` in a job: the emulator's attempts all saw this machine's
+    # /tmp and resumed, while on Vertex AI a preemption takes the VM's disk, and the launcher
+    # and the evaluation found no checkpoint in $AIP_CHECKPOINT_DIR.
+    job = tmp_path / "job" / "checkpoints"
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", f"{job}/")
+    with caplog.at_level("WARNING", logger="kfp_spot.trainer"):
+        for fine in (None, str(job), str(job / "sub"), f"file://{job}"):
+            CheckpointManager(fine, handle_signals=False).close()
+        assert caplog.records == []
+        elsewhere = tmp_path / "ckpt"
+        with CheckpointManager(str(elsewhere), handle_signals=False) as ckpt:
+            ckpt.save(1, {"w": [1.0]})
+    warned = [r.getMessage() for r in caplog.records if "VM's disk" in r.getMessage()]
+    assert len(warned) == 1
+    assert f"checkpoint root {elsewhere} is a folder of this VM's disk outside " in warned[0]
+    assert "the next attempt resumes nothing" in warned[0]
+    assert "$AIP_CHECKPOINT_DIR" in warned[0]
