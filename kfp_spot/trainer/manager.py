@@ -130,6 +130,7 @@ class CheckpointManager:
         self.best_metric = best_metric
         self.best_mode = best_mode
         self.notice = notice or PreemptionNotice(grace_period)
+        self._displaced_told = False
         self.grace_period = self.notice.grace_period
         self.cleanup = CleanupHooks(self.notice)  # run after the save on a notice: on_preemption
         self._handle_signals = handle_signals
@@ -365,11 +366,30 @@ class CheckpointManager:
         """
         step = check_step(step)  # as save checks it, here on every step, saved or not
         failpoints.hit("step", step)
+        if not self._displaced_told and self.notice.installed:
+            self._tell_displaced()
         if self.notice.requested:
             saved = self._saver.final_save(step, state, metrics, self.notice)
             self.cleanup.run()  # the user's cleanup, after the save, in the grace period left
             return saved
         return self._saver.maybe_save(step, state, metrics)
+
+    def _tell_displaced(self) -> None:
+        """Warn once when the preemption notice's handler was replaced after it was installed."""
+        moved = self.notice.displaced()
+        if not moved:
+            return
+        self._displaced_told = True
+        for name, now in moved.items():
+            log.warning(
+                "the %s handler CheckpointManager installed was replaced (now %s): the "
+                "preemption notice no longer reaches it, so nothing is saved on the notice and "
+                "the steps since the last save are lost at each preemption. Leave the signal to "
+                "the manager, or set your own handler before creating it (it is called after "
+                "kfp-spot's)",
+                name,
+                now,
+            )
 
     def save(
         self,

@@ -167,6 +167,21 @@ class PreemptionNotice:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
+    def displaced(self) -> dict[str, str]:
+        """The signals (by name) whose handler was set back to ignore or to the default action.
+
+        The program or a library it imports did it after the notice was installed
+        (``signal.signal(SIGTERM, SIG_IGN)``): the notice never arrives. A handler of its own
+        may call the one it replaced (Lightning's does), so only these two are sure. Empty when
+        not installed.
+        """
+        out = {}
+        for signum in self._previous:
+            current = signal.getsignal(signum)
+            if current in (signal.SIG_IGN, signal.SIG_DFL):
+                out[signal.Signals(signum).name] = _describe(current)
+        return out
+
     def uninstall(self) -> None:
         """Put back the handlers that were installed before."""
         for signum, previous in self._previous.items():
@@ -199,3 +214,10 @@ class PreemptionNotice:
         previous = self._previous.get(signum)
         if callable(previous):
             previous(signum, frame)
+
+
+def _describe(handler: object) -> str:
+    """SIG_IGN or SIG_DFL as a person reads it."""
+    if handler == signal.SIG_IGN:
+        return "ignored: SIG_IGN, so SIGKILL ends the process after the grace period"
+    return "the default action: SIG_DFL, which ends the process at once"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,36 @@ def test_the_notice_and_the_log_use_the_jobs_grace_period(
     assert PreemptionNotice(grace_period=5.0).grace_period == 5.0
     monkeypatch.delenv(GRACE_PERIOD_VAR)
     assert PreemptionNotice().grace_period == 30.0
+
+
+def test_a_handler_set_over_the_managers_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A trainer (or a framework it imports) that sets its own SIGTERM handler after the manager
+    # never got the notice: no save on it, the attempt killed after the grace period, silently.
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        warn = caplog.at_level("WARNING", logger="kfp_spot.trainer")
+        with warn, CheckpointManager(str(tmp_path), interval="100") as ckpt:
+            ckpt.maybe_save(1, {"w": [1.0]})
+            assert caplog.records == []
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for step in (2, 3):
+                ckpt.maybe_save(step, {"w": [1.0]})
+        warned = [r.getMessage() for r in caplog.records if "was replaced" in r.getMessage()]
+        assert len(warned) == 1
+        assert (
+            "the SIGTERM handler CheckpointManager installed was replaced (now ignored"
+            in (warned[0])
+        )
+        assert "nothing is saved on the notice" in warned[0]
+        caplog.clear()
+        warn = caplog.at_level("WARNING", logger="kfp_spot.trainer")
+        with warn, CheckpointManager(str(tmp_path / "chained"), interval="100") as ckpt:
+            managers = signal.getsignal(signal.SIGTERM)
+            assert callable(managers)
+            signal.signal(signal.SIGTERM, lambda signum, frame: managers(signum, frame))
+            ckpt.maybe_save(1, {"w": [1.0]})  # a handler of its own, which may call the manager's
+        assert not [r for r in caplog.records if "was replaced" in r.getMessage()]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
