@@ -189,6 +189,15 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
             raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc
 
 
+def _console_scripts(wheel: Path, facts: _build.WheelFacts) -> dict[str, str]:
+    """The wheel's console scripts, name -> ``module:function``."""
+    listed = next((f for f in facts.files if f.endswith(".dist-info/entry_points.txt")), None)
+    if listed is None:
+        return {}
+    text = _build.read_wheel_file(wheel, listed).decode("utf-8", "replace")
+    return runnable.console_scripts(text)
+
+
 def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> None:
     """Refuse a module ``python -m`` on the VM would not run, or that would run nothing there.
 
@@ -214,12 +223,7 @@ def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> No
         tree = imports.parse(_build.read_wheel_file(wheel, path), path)
     except (SyntaxError, ValueError):
         return  # the compile check names its line
-    listed = next((f for f in facts.files if f.endswith(".dist-info/entry_points.txt")), None)
-    scripts = {}
-    if listed is not None:
-        text = _build.read_wheel_file(wheel, listed).decode("utf-8", "replace")
-        scripts = runnable.console_scripts(text)
-    idle = runnable.idle_reason(python_module, path, tree, scripts)
+    idle = runnable.idle_reason(python_module, path, tree, _console_scripts(wheel, facts))
     if idle:
         raise PackagingError("python_module", idle)
 
@@ -448,11 +452,17 @@ def prepare_package(
             module = _default_module(facts.files) or ""
         if not module:
             modules = _modules_in(facts.files)
+            scripts = _console_scripts(built.wheel, facts)
+            hint = "".join(
+                f"; its console script {name} calls {target}: python-module = "
+                f'"{target.partition(":")[0].strip()}" runs that module'
+                for name, target in list(scripts.items())[:1]
+            )
             raise PackagingError(
                 "python_module",
                 f"cannot tell which module of {facts.name} the job runs (modules: "
                 f"{', '.join(modules[:20]) or 'none'}); pass python_module or set "
-                "[tool.kfp-spot] python-module in pyproject.toml",
+                f"[tool.kfp-spot] python-module in pyproject.toml{hint}",
             )
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")

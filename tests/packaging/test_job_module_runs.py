@@ -135,3 +135,17 @@ def test_a_helper_module_named_like_a_standard_module_is_refused(tmp_path):
     message = str(info.value)
     assert "digitfit 0.3.0 installs tokenize.py at its top level" in message
     assert "`import tokenize` finds Python's own tokenize" in message
+
+
+def test_a_package_with_no_job_module_named_points_at_its_console_script(tmp_path):
+    # No *.task module and no [tool.kfp-spot] python-module: the console script says which.
+    project = _console_script_project(tmp_path / "proj", TRAIN + "\n\nmain()\n")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('python-module = "digitfit.cli"\n', ""))
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.value.field == "python_module"
+    assert (
+        'its console script digitfit-train calls digitfit.cli:main: python-module = "digitfit.cli"'
+        in str(info.value)
+    )
