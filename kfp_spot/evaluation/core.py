@@ -186,6 +186,11 @@ def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], Conf
             raise EvaluationError(
                 f"{entry_point} returned metric {key!r} = {shown}, which is not a number"
                 + (" a metric can hold (a float: at most about 1.8e308)" if huge else "")
+                + (
+                    ": a bool; return float(...) of it (1.0 or 0.0) to report or gate on it"
+                    if isinstance(value, bool)
+                    else ""
+                )
             )
         metrics[key] = float(value)
     return metrics, matrix

@@ -152,6 +152,16 @@ def test_entry_point_returning_a_non_number(ckpt, package, env_cache):
         run(ckpt, package, env_cache, params={"return": "text"})
 
 
+def test_entry_point_returning_a_bool_says_to_give_it_as_a_number(ckpt, package, env_cache):
+    # True is an int to Python, so "which is not a number" alone read as a contradiction.
+    with pytest.raises(EvaluationError) as info:
+        run(ckpt, package, env_cache, params={"return": "bool"})
+    assert str(info.value) == (
+        f"{ENTRY} returned metric 'converged' = True, which is not a number: a bool; return "
+        "float(...) of it (1.0 or 0.0) to report or gate on it"
+    )
+
+
 def test_entry_point_returning_a_metric_without_a_name(ckpt, package, env_cache):
     with pytest.raises(EvaluationError, match=r"returned a metric with an empty name \(' '\)"):
         run(ckpt, package, env_cache, params={"return": "unnamed"})
