@@ -39,6 +39,7 @@ from kfp_spot.vertex.values import (
     INT32_MAX,
     MAX_BOOT_DISK_GB,
     MAX_DISPLAY_NAME,
+    MAX_ENV_VARS,
     MAX_PACKAGE_URIS,
     MAX_WORKER_POOLS,
     MIN_BOOT_DISK_GB,
@@ -534,6 +535,13 @@ _UNESCAPED_APOSTROPHE = re.compile(r"(?<!\\)'")
 
 
 def _check_env(env: Any, where: str) -> None:
+    if len(env) > MAX_ENV_VARS:
+        raise InvalidJobSpecError(
+            f"{where}.env",
+            f"has {len(env)} variables; Vertex AI takes at most {MAX_ENV_VARS} (the ones "
+            "kfp-spot adds, such as KFP_SPOT_RESUME_FROM, count too): pass settings as "
+            "arguments or in a file instead",
+        )
     for i, var in enumerate(env):
         if not is_env_name(var.name):
             raise InvalidJobSpecError(

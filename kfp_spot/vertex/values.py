@@ -23,6 +23,7 @@ from typing import Any
 # Vertex AI's limits on a CustomJob.
 MAX_PACKAGE_URIS = 100  # pythonPackageSpec.packageUris: the trainer plus its dependencies
 MAX_WORKER_POOLS = 4  # primary, workers, parameter servers, evaluators
+MAX_ENV_VARS = 100  # containerSpec.env, pythonPackageSpec.env: "Maximum limit is 100."
 MAX_DISPLAY_NAME = 128
 MAX_LABELS = 64
 INT32_MAX = 2**31 - 1  # the largest value of an int32 field (replica counts, ...)

@@ -175,6 +175,12 @@ BAD = [
         "python_package_spec.env[0].name",
         "not a valid variable name",
     ),
+    (  # ContainerSpec.env and PythonPackageSpec.env: "Maximum limit is 100."
+        "101 env variables",
+        _python(env=[{"name": f"V{i}", "value": "v"} for i in range(101)]),
+        "python_package_spec.env",
+        "at most 100",
+    ),
     (
         "relative output dir",
         _with(["jobSpec", "baseOutputDirectory"], {"outputUriPrefix": "out/dir"}),

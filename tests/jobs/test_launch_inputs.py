@@ -208,6 +208,11 @@ CASES = {
         "region_buckets",
         "not one of the launch's regions",
     ),
+    "more variables than a job takes": (  # PythonPackageSpec.env: "Maximum limit is 100."
+        {"env": {f"SETTING_{i}": "x" for i in range(101)}},
+        "env",
+        "at most 100",
+    ),
     "a region bucket that is no URI": (
         {"regions": ["us-central1", "europe-west4"], "region_buckets": {"europe-west4": "eu/x"}},
         "region_buckets",
