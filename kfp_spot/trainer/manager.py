@@ -157,6 +157,7 @@ class CheckpointManager:
             allow_pickle=bool(allow_pickle),
             heartbeat_seconds=heartbeat_seconds,
             clock=clock,
+            ranked=best_metric if keep_best else None,
         )
         self._entered = False
         self._stopped = False

@@ -40,6 +40,7 @@ class Saver:
         allow_pickle: allow pickle-based adapters when encoding.
         heartbeat_seconds: rewrite the attempt record at most this often from :meth:`maybe_save`.
         clock: monotonic clock.
+        ranked: the metric ``keep_best`` ranks steps by, whose values must be numbers; or None.
     """
 
     def __init__(
@@ -53,8 +54,10 @@ class Saver:
         allow_pickle: bool,
         heartbeat_seconds: float,
         clock: Callable[[], float],
+        ranked: str | None = None,
     ) -> None:
         self.interval = interval
+        self.ranked = ranked
         self.is_writer = is_writer
         self.async_save = async_save
         self.allow_pickle = allow_pickle
@@ -167,6 +170,7 @@ class Saver:
         """See :meth:`kfp_spot.trainer.CheckpointManager.save`."""
         step = check_step(step)
         metrics = clean_metrics(metrics)
+        check_ranked(metrics, self.ranked)
         if not self.is_writer:
             self.last_requested = step
             return None
@@ -245,8 +249,10 @@ class Saver:
             self.last_requested = step
             return None
         t0 = self._clock()
+        cleaned = clean_metrics(metrics)
+        check_ranked(cleaned, self.ranked)
         metadata = directory.layout_metadata(
-            clean_metrics(metrics), self._recorder.attempt_id if self._recorder else None
+            cleaned, self._recorder.attempt_id if self._recorder else None
         )
         root = self._writer.root
         with directory.mapped_files(source, checkpoints.step_dir(root, step)) as files:
@@ -260,3 +266,23 @@ class Saver:
         self._policy.record_save(stall, self._clock(), write=write)
         if self._recorder is not None:
             self._recorder.stalled(stall)
+
+
+def check_ranked(metrics: Mapping[str, Any], ranked: str | None) -> None:
+    """Refuse a value of the metric ``keep_best`` ranks by that is not a number.
+
+    Such a step never ranks among the best, so retention would delete the best steps as the run
+    goes on, silently (a metric formatted for a log, ``f"{auc:.4f}"``, is a string).
+
+    Raises:
+        ValueError: naming the metric, its value and what to give instead.
+    """
+    if ranked is None or ranked not in metrics:
+        return
+    value = metrics[ranked]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(
+            f"metrics[{ranked!r}] = {value!r} is a {type(value).__name__}, not a number: "
+            f"keep_best ranks steps by {ranked!r}, and a step whose value is no number never "
+            "ranks, so the best steps would be deleted; give it as a number (float(...))"
+        )

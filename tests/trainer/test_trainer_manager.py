@@ -162,6 +162,25 @@ def test_keep_best_never_ranks_a_nan_metric_above_the_best(tmp_path: Path) -> No
     assert ckpt.committed_steps() == [2, 5]  # the best (0.3) and the newest
 
 
+def test_keep_best_refuses_a_metric_that_is_no_number_instead_of_deleting_the_best(
+    tmp_path: Path,
+) -> None:
+    # metrics={"val/auc": f"{auc:.4f}"}, formatted for a log: no step ranked, and retention
+    # deleted the best step (0.95) as the run went on, silently.
+    ckpt = _manager(tmp_path, keep_last=1, keep_best=1, best_metric="val/auc", interval="1")
+    ckpt.save(1, {"x": 1}, metrics={"val/auc": np.float32(0.91), "note": "warm-up"})
+    with pytest.raises(ValueError) as info:
+        ckpt.maybe_save(2, {"x": 2}, metrics={"val/auc": "0.95"})
+    assert str(info.value) == (
+        "metrics['val/auc'] = '0.95' is a str, not a number: keep_best ranks steps by "
+        "'val/auc', and a step whose value is no number never ranks, so the best steps would be "
+        "deleted; give it as a number (float(...))"
+    )
+    assert ckpt.committed_steps() == [1]
+    ckpt.save(2, {"x": 2}, metrics={"val/auc": float("nan")})  # a number: it never ranks
+    assert ckpt.committed_steps() == [1, 2]
+
+
 def test_retention_removes_old_torn_steps(tmp_path: Path) -> None:
     (tmp_path / "step-1").mkdir(parents=True)
     (tmp_path / "step-1" / "x.json").write_text("1")  # a killed save, never committed
