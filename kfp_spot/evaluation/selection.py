@@ -241,6 +241,25 @@ def _select_best(
                 if metric_of(m.metadata, k) is not None
             }
         )
+        unranked = next(
+            (
+                (m.step, table[request.metric])
+                for m in reversed(committed)
+                for table in (m.metadata.get("metrics"), m.metadata)
+                if isinstance(table, Mapping)
+                and request.metric in table
+                and not isinstance(table[request.metric], (int, float))
+            ),
+            None,
+        )
+        if unranked is not None:  # recorded, but as no number: text formatted for a log, say
+            raise EvaluationInputError(
+                "step",
+                f"best:{request.metric}: the committed steps under {root} record "
+                f"{request.metric!r}, but as no number (step {unranked[0]}: {unranked[1]!r}), "
+                "so none ranks; record it as a number (save(..., metrics={"
+                f"{request.metric!r}: float(...)}})) or evaluate a step by number",
+            )
         raise EvaluationInputError(
             "step",
             f"best:{request.metric}: no committed step under {root} records {request.metric!r} "

@@ -6,6 +6,7 @@ import pytest
 
 from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation import EvaluationError, EvaluationInputError, evaluate
+from tests.evaluation.conftest import write_checkpoint
 
 ENTRY = "tinytrainer.evaluate:evaluate"
 
@@ -67,6 +68,21 @@ def test_best_by_a_metric_no_manifest_records(ckpt, package, env_cache):
         EvaluationInputError, match=r"records 'f1' .*\(recorded metrics: accuracy, loss\)$"
     ):
         run(ckpt, package, env_cache, step="best:f1")
+
+
+def test_best_by_a_metric_recorded_as_text_says_so(tmp_path, package, env_cache):
+    # metrics={"val/auc": f"{auc:.4f}"} (a trainer without keep_best): "no committed step records
+    # 'val/auc' (recorded metrics: none)" denied what the manifests plainly hold.
+    root = tmp_path / "run" / "checkpoints"
+    for step, auc in ((10, "0.91"), (20, "0.95")):
+        write_checkpoint(root, step, 0.5, metrics={"val/auc": auc})
+    with pytest.raises(EvaluationInputError) as info:
+        run(root, package, env_cache, step="best:val/auc")
+    assert str(info.value) == (
+        f"step: best:val/auc: the committed steps under {root} record 'val/auc', but as no number "
+        "(step 20: '0.95'), so none ranks; record it as a number (save(..., metrics={'val/auc': "
+        "float(...)})) or evaluate a step by number"
+    )
 
 
 def test_no_checkpoint_at_all(tmp_path, package, env_cache):
