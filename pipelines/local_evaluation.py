@@ -41,6 +41,7 @@ def check_evaluation_module(
         shadowed = shadow_reason(module)
         if shadowed:
             raise LocalRunError(f"evaluation_entry_point: {given}: {shadowed}")
+        _check_not_the_job(Path(source), given, arguments)
         top, _, inner = module.partition(".")
         src_layout = not bare and not (path / "src" / "__init__.py").exists()
         if top == "src" and inner and src_layout and _holds(path / "src", inner):
@@ -76,6 +77,36 @@ def check_evaluation_module(
             "under [tool.kfp-spot] in its pyproject.toml, or --param "
             "evaluation_entry_point=MODULE:FUNCTION"
         )
+
+
+def _check_not_the_job(source: Path, entry: str, arguments: Mapping[str, Any]) -> None:
+    """Refuse an entry point in the job's own module when importing that module runs the job.
+
+    The job's module is ``python_module``, else a script's name, else the project's
+    ``[tool.kfp-spot] python-module``.
+    """
+    from kfp_spot.packaging import build, runnable
+    from kfp_spot.packaging.imports import module_file, parse
+
+    module = entry.partition(":")[0]
+    job = arguments.get("python_module")
+    if source.is_file() and source.suffix == ".py":
+        job = job or source.stem
+        found = [source] if module == job else []
+    else:
+        if not job and source.is_dir():
+            job = build.tool_config(source).get("python-module")
+        parts = module.split(".")
+        found = [p for b in source_roots(source) if (p := module_file(b, parts)) is not None]
+        found = found if module == job else []
+    for path in found[:1]:
+        try:
+            tree = parse(path.read_bytes(), str(path))
+        except (OSError, SyntaxError, ValueError):
+            return
+        reason = runnable.import_reason(module, str(path), tree)
+        if reason:
+            raise LocalRunError(f"evaluation_entry_point: {entry}: {reason}")
 
 
 def _check_code(directory: Path, entry: str) -> None:

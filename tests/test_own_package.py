@@ -1376,3 +1376,39 @@ def test_the_note_on_preemptions_speaks_of_an_evaluation_only_where_there_is_one
     assert "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob" in (
         events
     ), events
+
+
+TOP_LEVEL_SCRIPT = """\
+import argparse
+
+def evaluate(checkpoint_dir, params):
+    return {"ok": 1.0}
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=20)
+args = parser.parse_args()
+print("training", args.steps)
+"""
+
+
+def test_an_entry_point_in_a_script_that_trains_at_import_is_refused_before_it_runs(tmp_path):
+    # The evaluation imports the script for evaluate(): its top-level argparse read the
+    # evaluator's arguments and the run failed after the whole training ("unrecognized
+    # arguments: toptrain:evaluate ...").
+    script = tmp_path / "toptrain.py"
+    script.write_text(TOP_LEVEL_SCRIPT)
+    entry = {"evaluation_entry_point": "toptrain:evaluate", "requirements": []}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=script, parameters=entry, progress=None)
+    assert str(info.value) == (
+        f"evaluation_entry_point: toptrain:evaluate: 'toptrain' is the job's module ({script}), "
+        'whose top level runs the job (line 7) with no `if __name__ == "__main__":`: the '
+        "evaluation imports it and would run the training again; put the training under "
+        '`if __name__ == "__main__":` (or the entry point in a module of its own)'
+    )
+    assert not (tmp_path / "run").exists()
+    guarded = TOP_LEVEL_SCRIPT.replace("parser = ", 'if __name__ == "__main__":\n    parser = ')
+    guarded = guarded.replace("\nparser.", "\n    parser.").replace("\nargs", "\n    args")
+    script.write_text(guarded.replace('\nprint("', '\n    print("'))
+    pipeline = local.load(spot_training)
+    local_run.check_evaluation_module(script, entry, pipeline)  # no error

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import imports, outputdirs, runnable, trainer_dist
-from kfp_spot.packaging.entry_points import check_entry_point, declared_entry_point
+from kfp_spot.packaging.entry_points import FIELD, check_entry_point, declared_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
     ModuleSyntaxError,
@@ -226,6 +226,21 @@ def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> No
     idle = runnable.idle_reason(python_module, path, tree, _console_scripts(wheel, facts))
     if idle:
         raise PackagingError("python_module", idle)
+
+
+def _check_imported_job(wheel: Path, facts: _build.WheelFacts, entry_point: str) -> None:
+    """Refuse an evaluation entry point in the job's module when importing it runs the job."""
+    module = entry_point.partition(":")[0]
+    path = next((f for f in _module_files(module) if f in facts.files), None)
+    if path is None:
+        return
+    try:
+        tree = imports.parse(_build.read_wheel_file(wheel, path), path)
+    except (SyntaxError, ValueError):
+        return
+    reason = runnable.import_reason(module, path, tree)
+    if reason:
+        raise PackagingError("source", f"{FIELD} {entry_point!r}: {reason}")
 
 
 def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:
@@ -469,6 +484,8 @@ def prepare_package(
         check_module(built.wheel, facts, module)
         if entry_point:
             check_entry_point(built.wheel, facts, entry_point, tree.path)
+            if entry_point.partition(":")[0] == module:
+                _check_imported_job(built.wheel, facts, entry_point)
         light = None
         if include_kfp_spot and _wants_kfp_spot(built.wheel, facts):
             if len(extras) + 2 > MAX_PACKAGE_URIS:

@@ -154,3 +154,31 @@ def idle_reason(module: str, path: str, tree: ast.Module, scripts: dict[str, str
         f"`python -m {module}`, which Vertex AI runs, would train nothing and succeed{via}; "
         f'end it with `if __name__ == "__main__": {entry}()`'
     )
+
+
+def _tests_name(statement: ast.stmt) -> bool:
+    """Whether a top-level ``if`` reads ``__name__`` (``if __name__ == "__main__":``)."""
+    return isinstance(statement, ast.If) and any(
+        isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(statement.test)
+    )
+
+
+def import_reason(module: str, path: str, tree: ast.Module) -> str | None:
+    """Why importing the job's own ``module`` for the evaluation would run the job, or None.
+
+    A module with no ``if __name__ == "__main__":`` runs the same code when imported as when
+    ``python -m`` runs it: the evaluation, importing it for its entry point, would train again
+    (its argument parser reading the evaluator's arguments, first of all).
+    """
+    own = imports.bound_names(tree)
+    if own is None or any(_tests_name(statement) for statement in tree.body):
+        return None
+    running = next((s for s in tree.body if _may_run(s, own)), None)
+    if running is None:
+        return None
+    return (
+        f"{module!r} is the job's module ({path}), whose top level runs the job (line "
+        f'{running.lineno}) with no `if __name__ == "__main__":`: the evaluation imports it '
+        "and would run the training again; put the training under `if __name__ == "
+        '"__main__":` (or the entry point in a module of its own)'
+    )

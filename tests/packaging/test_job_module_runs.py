@@ -149,3 +149,20 @@ def test_a_package_with_no_job_module_named_points_at_its_console_script(tmp_pat
         'its console script digitfit-train calls digitfit.cli:main: python-module = "digitfit.cli"'
         in str(info.value)
     )
+
+
+def test_a_declared_entry_point_in_a_job_module_that_trains_at_import_is_refused(tmp_path):
+    project = _console_script_project(tmp_path / "proj", TRAIN + "\n\nmain()\n\n")
+    cli = project / "src" / "digitfit" / "cli.py"
+    cli.write_text(cli.read_text() + "def evaluate(checkpoint_dir, params):\n    return {}\n")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + 'evaluation-entry-point = "digitfit.cli:evaluate"\n'
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert info.value.field == "source"
+    assert "'digitfit.cli' is the job's module (digitfit/cli.py), whose top level runs the job" in (
+        str(info.value)
+    )
+    assert "the evaluation imports it and would run the training again" in str(info.value)
