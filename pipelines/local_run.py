@@ -355,10 +355,16 @@ def run_local(
 
 
 def _raw_dirs(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
-    """What the prepare-package task will warn of: ``AIP_*_DIR`` read raw (a directory source)."""
+    """What the prepare-package task will warn of: ``AIP_*_DIR`` read raw (a directory or script).
+
+    A script is read as the module of its own name, from its folder (the module the package
+    makes of it, wherever ``python_module`` places it, is the same code).
+    """
     from kfp_spot.packaging import outputdirs
 
     path = Path(source)
+    if "source" in arguments and path.is_file() and path.suffix == ".py":
+        return outputdirs.warnings_for(path.parent, path.stem)
     if "source" not in arguments or not path.is_dir():
         return []
     given = arguments.get("python_module")
