@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -187,6 +188,29 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
             ) from exc
         except ValueError as exc:  # e.g. null bytes
             raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc
+
+
+LARGE_PACKAGE_BYTES = 64 * 2**20
+"""A package installing more than this is warned of: each VM installs it at each start."""
+
+
+def _large_package(wheel: Path, facts: _build.WheelFacts) -> list[str]:
+    """A warning when the package installs more than :data:`LARGE_PACKAGE_BYTES`.
+
+    It names the largest files: a data set beside the code, packaged with it, most often.
+    """
+    with zipfile.ZipFile(wheel) as zf:
+        sizes = sorted(((i.file_size, i.filename) for i in zf.infolist()), reverse=True)
+    total = sum(size for size, _ in sizes)
+    if total <= LARGE_PACKAGE_BYTES:
+        return []
+    largest = ", ".join(f"{name} ({size / 2**20:.0f} MiB)" for size, name in sizes[:3])
+    return [
+        f"{facts.name} {facts.version} installs {total / 2**20:.0f} MiB, the largest files "
+        f"{largest}: every VM of the job downloads and installs it at each start, after each "
+        "preemption too, and so does the evaluation; keep data sets in Cloud Storage and read "
+        "them at run time"
+    ]
 
 
 def _console_scripts(wheel: Path, facts: _build.WheelFacts) -> dict[str, str]:
@@ -504,6 +528,7 @@ def prepare_package(
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(tree.path, module),
+            *_large_package(built.wheel, facts),
         ]:
             print(f"kfp-spot: warning: {warning}", file=sys.stderr, flush=True)
         if check_import:

@@ -166,3 +166,19 @@ def test_a_declared_entry_point_in_a_job_module_that_trains_at_import_is_refused
         str(info.value)
     )
     assert "the evaluation imports it and would run the training again" in str(info.value)
+
+
+def test_a_package_that_carries_a_data_set_is_warned_of(tmp_path, capsys):
+    # A 150 MB data file beside the code was packaged without a word: each VM of the job
+    # downloads and installs it at every start, after each preemption too.
+    package = tmp_path / "mlp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text(TRAIN + '\n\nif __name__ == "__main__":\n    main()\n')
+    with (package / "train.bin").open("wb") as handle:
+        handle.truncate(65 * 2**20)  # zeros: large installed, small compressed
+    prepare_package(str(package), str(tmp_path / "stage"), python_module="mlp.task")
+    err = capsys.readouterr().err
+    assert "kfp-spot: warning: mlp 0.0.0+src" in err
+    assert "installs 65 MiB, the largest files mlp/train.bin (65 MiB)" in err
+    assert "keep data sets in Cloud Storage" in err
