@@ -488,6 +488,16 @@ def _python_ok(requires_python: str, python: str) -> bool:
     return any(spec.contains(f"{python}.{patch}", prereleases=True) for patch in range(0, 30))
 
 
+def python_refusal(meta: WheelMeta, image: executors.ExecutorProfile) -> str | None:
+    """Why pip on ``image`` refuses the package ``meta`` describes for its Python, or None."""
+    if _python_ok(meta.requires_python, image.python):
+        return None
+    return (
+        f"package {meta.name!r} requires a different Python: {image.python} (the Python of "
+        f"{image.image}) not in {meta.requires_python!r}"
+    )
+
+
 def _host_fingerprint() -> tuple[int, ...]:
     # A site-packages directory's mtime changes when a distribution is added or removed.
     return tuple(os.stat(d).st_mtime_ns for d in siteview.site_dirs())
@@ -542,12 +552,9 @@ def create_image_env(
         wheels = build_wheels(packages, Path(tmp), wheel_cache)
         metas = [wheel_meta(w) for w in wheels]
         for meta in metas:
-            if not _python_ok(meta.requires_python, image.python):
-                raise PackageInstallError(
-                    f"pip could not install {meta.path.name}: package {meta.name!r} requires a "
-                    f"different Python: {image.python} (the Python of {image.image}) not in "
-                    f"{meta.requires_python!r}"
-                )
+            refused = python_refusal(meta, image)
+            if refused:
+                raise PackageInstallError(f"pip could not install {meta.path.name}: {refused}")
         own = {canonicalize_name(m.name) for m in metas}
         installed = siteview.Installed()
         profile = [*image.package_names, *provided]

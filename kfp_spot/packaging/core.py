@@ -190,6 +190,8 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
             raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc
 
 
+PYTHON_FIX = "widen its requires-python, or pass an executor_image_uri whose Python it takes"
+
 LARGE_PACKAGE_BYTES = 64 * 2**20
 """A package installing more than this is warned of: each VM installs it at each start."""
 
@@ -506,6 +508,13 @@ def prepare_package(
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
+        refused = envcache.python_refusal(
+            envcache.wheel_meta(built.wheel), executors.profile(executor_image_uri)
+        )
+        if refused:  # pip on the VM refuses it, once the job's VMs have started
+            raise PackagingError(
+                "source", f"{refused}: pip would refuse it on the training VM; {PYTHON_FIX}"
+            )
         if entry_point:
             check_entry_point(built.wheel, facts, entry_point, tree.path)
             if entry_point.partition(":")[0] == module:

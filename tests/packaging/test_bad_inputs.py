@@ -297,8 +297,12 @@ def test_unknown_executor_image_is_refused_before_building(project, staging):
         )
 
 
-def test_a_package_refusing_the_images_python_fails_the_import_check(project, staging):
-    # sklearn-cpu.1-6 runs Python 3.10: pip on the VM would refuse this package.
+@pytest.mark.parametrize("check_import", [True, False])
+def test_a_package_refusing_the_images_python_is_refused_before_it_is_staged(
+    project, staging, check_import
+):
+    # sklearn-cpu.1-6 runs Python 3.10: pip on the VM would refuse this package. Without
+    # check_import it was staged, and the job failed once its VMs had started.
     pyproject = project / "pyproject.toml"
     pyproject.write_text(
         pyproject.read_text().replace(
@@ -306,9 +310,12 @@ def test_a_package_refusing_the_images_python_fails_the_import_check(project, st
         )
     )
     with pytest.raises(
-        ImportCheckError, match=r"requires a different Python: 3.10 .* not in '>=3.11'"
-    ):
-        prepare_package(str(project), str(staging), check_import=True)
+        PackagingError, match=r"requires a different Python: 3.10 .* not in '>=3.11'"
+    ) as info:
+        prepare_package(str(project), str(staging), check_import=check_import)
+    assert info.value.field == "source"
+    assert "pip would refuse it on the training VM; widen its requires-python" in str(info.value)
+    assert not staging.exists() or not any(staging.iterdir())
 
 
 def test_a_staging_bucket_name_no_bucket_can_have_is_refused_before_any_request(project):
