@@ -1,16 +1,20 @@
 """Whether ``python -m MODULE`` on the training VM runs the package's module, and runs anything.
 
 Vertex AI starts a Python package job with ``python -m <python_module>`` once pip has installed
-the package into site-packages. Two layouts pass every import check and still train nothing there:
+the package into site-packages. These layouts pass every import check and still go wrong there:
 
 - a module whose top-level name is a standard module's (a script ``random.py``, a package
   ``test``): the standard library comes before site-packages on ``sys.path``, so ``python -m
   random`` runs Python's own ``random`` (and exits 0), and ``test.task`` is looked for in Python's
-  regression tests. The evaluation imports its entry point's module the same way
-  (:func:`stdlib_shadow`);
+  regression tests. The evaluation imports its entry point's module the same way, and the job's
+  own ``import tokenize`` of a helper ``tokenize.py`` gets Python's (:func:`shadow_reason`,
+  :func:`shadowed_files`);
 - a module that only defines its entry function, as the target of a console script does
   (``[project.scripts] fit = "digitfit.cli:main"``), and never calls it: ``python -m`` runs the
-  definitions and the job succeeds without training (:func:`idle_functions`).
+  definitions and the job succeeds without training (:func:`idle_reason`);
+- an evaluation entry point in the job's module when that module runs the job at its top level,
+  without ``if __name__ == "__main__":``: importing it for the evaluation trains again
+  (:func:`import_reason`).
 """
 
 from __future__ import annotations
