@@ -19,6 +19,7 @@ import pytest
 from kfp_spot import executors
 from kfp_spot.packaging import prepare_package
 from kfp_spot.packaging.imagepins import unmet_pins
+from tests.local_prechecks import warnings_before_the_run
 
 TRAINING = "us-docker.pkg.dev/vertex-ai/training/"
 TORCH_2_4 = TRAINING + "pytorch-xla.2-4.py310:latest"
@@ -144,26 +145,13 @@ def test_prepare_package_is_quiet_when_the_image_satisfies_it(tmp_path, capsys):
 
 @pytest.mark.parametrize(("dependency", "warned"), [("torch>=2.5", True), ("torch>=2.4", False)])
 def test_a_local_run_says_it_before_it_starts(tmp_path, dependency, warned):
-    from kfp_spot.pipelines.local_run import LocalRunError, run_local
-
     source = write_package(tmp_path / "pkg", [dependency])
-    used = tmp_path / "used-run"  # refused once the run's own checks start: nothing runs
-    used.mkdir()
-    (used / "report.md").write_text("an earlier run\n")
-    lines: list[str] = []
-    with pytest.raises(LocalRunError, match="run_dir"):
-        run_local(
-            used,
-            source=source,
-            parameters={"executor_image_uri": TORCH_2_4},
-            progress=lines.append,
-        )
-    shown = [line for line in lines if line.startswith("warning: ")]
+    shown = warnings_before_the_run(tmp_path, source, {"executor_image_uri": TORCH_2_4})
     if warned:
-        assert len(shown) == 1, lines
+        assert len(shown) == 1, shown
         assert "'torch>=2.5' is not satisfied by executor image pytorch-xla.2-4.py310" in shown[0]
     else:
-        assert shown == [], lines
+        assert shown == []
 
 
 def test_submit_warns_of_a_scripts_requirements(monkeypatch, tmp_path):

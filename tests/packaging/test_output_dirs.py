@@ -7,9 +7,8 @@ lost with the VM: promote-model then finds no model after the whole training.
 
 from pathlib import Path
 
-import pytest
-
 from kfp_spot.packaging import outputdirs, prepare_package
+from tests.local_prechecks import warnings_before_the_run
 from tests.packaging.tiny import write_project
 
 RAW = """\
@@ -61,22 +60,10 @@ def test_the_job_module_is_found_as_the_package_would_name_it(tmp_path: Path):
 def test_a_local_run_of_a_script_warns_before_it_starts(tmp_path: Path):
     # The warning was only in prepare-package's log for a script source: the run said nothing,
     # and np.save(os.environ["AIP_MODEL_DIR"] + ...) worked here and wrote to 'gs:' on the VM.
-    from kfp_spot.pipelines.local_run import LocalRunError, run_local
-
     script = tmp_path / "code" / "fit model.py"
     script.parent.mkdir()
     script.write_text(RAW)
-    used = tmp_path / "used-run"  # refused once the run's own checks start: nothing runs
-    used.mkdir()
-    (used / "report.md").write_text("an earlier run\n")
-    lines: list[str] = []
-    with pytest.raises(LocalRunError, match="run_dir"):
-        run_local(
-            used,
-            source=script,
-            parameters={"python_module": "fit.task", "evaluation_entry_point": "fit.task:ev"},
-            progress=lines.append,
-        )
-    shown = [line for line in lines if line.startswith("warning: ")]
-    assert len(shown) == 1, lines
+    parameters = {"python_module": "fit.task", "evaluation_entry_point": "fit.task:ev"}
+    shown = warnings_before_the_run(tmp_path, script, parameters)
+    assert len(shown) == 1, shown
     assert shown[0].startswith("warning: fit model.py, line 7 reads AIP_MODEL_DIR by name")
