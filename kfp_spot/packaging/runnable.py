@@ -114,9 +114,27 @@ def idle_functions(tree: ast.Module) -> list[str]:
     own = imports.bound_names(tree)
     if not defined or own is None:
         return []
-    if any(_may_run(statement, own) for statement in tree.body):
+    if any(_may_run(statement, own) or _calls(statement) for statement in tree.body):
         return []
     return defined
+
+
+_NO_WORK_CALLS = frozenset({"logging.getLogger", "getLogger"})
+"""Calls a module's top level makes without doing its job: a logger looked up by name."""
+
+
+def _calls(statement: ast.stmt) -> bool:
+    """Whether a top-level assignment calls anything but a logger lookup.
+
+    A refusal must never stop a job that runs: ``history = mylib.train()`` or
+    ``main.main(standalone_mode=False)`` call no name of the module's own, yet they train.
+    """
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+        return False  # definitions and imports run nothing; any other statement may_run says
+    return any(
+        isinstance(node, ast.Call) and ast.unparse(node.func) not in _NO_WORK_CALLS
+        for node in ast.walk(statement.value)
+    )
 
 
 def console_scripts(entry_points_txt: str) -> dict[str, str]:

@@ -94,6 +94,9 @@ def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path):
         '\n\nif __name__ == "__main__":\n    main()\n',
         "\n\nmain()\n",
         "\n\nresult = main()\n",
+        # work through another module's function or an attribute: no own name is called
+        "\n\nsteps = argparse.ArgumentParser().parse_known_args()\n",
+        "\n\nresult = main.__call__()\n",
     ],
 )
 def test_a_module_that_calls_its_function_is_accepted(tmp_path, ending):
