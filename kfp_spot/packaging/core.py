@@ -7,6 +7,7 @@ URIs, stage by content, add the trainer wheel) run in order on the same facts; t
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import logging
@@ -224,6 +225,23 @@ def _console_scripts(wheel: Path, facts: _build.WheelFacts) -> dict[str, str]:
     return runnable.console_scripts(text)
 
 
+def _module_tree(
+    wheel: Path, facts: _build.WheelFacts, module: str
+) -> tuple[str, ast.Module] | None:
+    """``module``'s file in ``wheel`` and its syntax tree.
+
+    None for a module with no source file there (an extension module) or one that does not
+    parse (the compile check names its line).
+    """
+    path = next((f for f in _module_files(module) if f in facts.files), None)
+    if path is None:
+        return None
+    try:
+        return path, imports.parse(_build.read_wheel_file(wheel, path), path)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> None:
     """Refuse a module ``python -m`` on the VM would not run, or that would run nothing there.
 
@@ -242,13 +260,10 @@ def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> No
         raise PackagingError(
             "source", runnable.shadowed_files_reason(shown, f"{facts.name} {facts.version}")
         )
-    path = next((f for f in _module_files(python_module) if f in facts.files), None)
-    if path is None:
-        return  # an extension module
-    try:
-        tree = imports.parse(_build.read_wheel_file(wheel, path), path)
-    except (SyntaxError, ValueError):
-        return  # the compile check names its line
+    found = _module_tree(wheel, facts, python_module)
+    if found is None:
+        return
+    path, tree = found
     idle = runnable.idle_reason(python_module, path, tree, _console_scripts(wheel, facts))
     if idle:
         raise PackagingError("python_module", idle)
@@ -257,13 +272,10 @@ def _check_runs(wheel: Path, facts: _build.WheelFacts, python_module: str) -> No
 def _check_imported_job(wheel: Path, facts: _build.WheelFacts, entry_point: str) -> None:
     """Refuse an evaluation entry point in the job's module when importing it runs the job."""
     module = entry_point.partition(":")[0]
-    path = next((f for f in _module_files(module) if f in facts.files), None)
-    if path is None:
+    found = _module_tree(wheel, facts, module)
+    if found is None:
         return
-    try:
-        tree = imports.parse(_build.read_wheel_file(wheel, path), path)
-    except (SyntaxError, ValueError):
-        return
+    path, tree = found
     reason = runnable.import_reason(module, path, tree)
     if reason:
         raise PackagingError("source", f"{FIELD} {entry_point!r}: {reason}")
