@@ -28,7 +28,6 @@ _RESOURCE = re.compile(
     r"projects/[a-z0-9][a-z0-9.:-]*/locations/([a-z0-9][a-z0-9-]*)/([A-Za-z]+)/[A-Za-z0-9_-]+"
 )
 """A resource's name; Vertex AI's project IDs and numbers, regions and ids fit its parts."""
-_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_SECONDS = 60.0
 FOR_THE_EMULATOR = "; for the emulator, pass --api-endpoint"
 
@@ -104,8 +103,10 @@ class RestApi:
                 f"{path.split('?', 1)[0]}: no answer in {TIMEOUT_SECONDS:.0f} s"
             ) from None
         except auth_exceptions.GoogleAuthError as exc:  # a token that stopped refreshing
+            from kfp_spot.vertex import signin
+
             raise click.ClickException(
-                f"Google Cloud credentials failed ({exc}){FOR_THE_EMULATOR}"
+                str(signin.failed(exc, f"{signin.AUTH_FIX}{FOR_THE_EMULATOR}"))
             ) from None
         if response.status_code >= 400:
             error = _error_message(response)

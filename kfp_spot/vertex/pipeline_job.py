@@ -368,9 +368,7 @@ def submit_pipeline(
     except signin.SignInUnreachableError as exc:
         raise SubmitFailedError(str(exc)) from None
     except auth_exceptions.GoogleAuthError as exc:  # a token that stopped refreshing mid-way
-        raise NoCredentialsError(
-            f"Google Cloud credentials failed ({exc}): {signin.AUTH_FIX}"
-        ) from None
+        raise signin.failed(exc) from None
     except requests.RequestException as exc:  # the REST transport's: nothing answered
         raise SubmitFailedError(
             f"cannot reach {where} to create the PipelineJob ({type(exc).__name__}): is it "

@@ -31,6 +31,11 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
 
 
+def failed(exc: BaseException, hint: str = AUTH_FIX) -> NoCredentialsError:
+    """The error for credentials that stopped working after :func:`ready` (a token mid-way)."""
+    return NoCredentialsError(f"Google Cloud credentials failed ({exc}): {hint}")
+
+
 def ready(credentials: Any = None) -> Any:
     """``credentials`` (default: application default credentials), holding a current token.
 
