@@ -9,8 +9,6 @@ from typing import Any
 
 import click
 
-from kfp_spot.version import __version__
-
 HOST_ENV = "KFP_SPOT_REGISTRY"
 
 _host_option = click.option(
@@ -60,9 +58,10 @@ def _registry_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @click.option(
     "--version",
     "version",
-    default=__version__,
-    show_default=True,
-    help="Version tag for the template (the template is also tagged 'latest').",
+    default=None,
+    metavar="VERSION",
+    help="Your pipeline's version (e.g. 1.2.0), set as a tag beside 'latest' (default: only "
+    "'latest'; the registry names every upload by its sha256 either way).",
 )
 @click.option(
     "--tag",
@@ -72,13 +71,17 @@ def _registry_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 )
 @_config_option
 def push(
-    template: Path, host: str, version: str, extra_tags: tuple[str, ...], config_file: str | None
+    template: Path,
+    host: str,
+    version: str | None,
+    extra_tags: tuple[str, ...],
+    config_file: str | None,
 ) -> None:
-    """Upload a compiled pipeline TEMPLATE to a registry, tagged VERSION and latest."""
+    """Upload a compiled pipeline TEMPLATE to a registry, tagged latest (and VERSION if given)."""
     from kfp_spot import registry
 
     host = _checked_host(host)
-    tags = tuple(dict.fromkeys((version, "latest", *extra_tags)))
+    tags = tuple(dict.fromkeys((*(() if version is None else (version,)), "latest", *extra_tags)))
     _registry_call(registry.check_template, template)  # before its images are read
     _warn_of_unpullable_images(template)
     _warn_of_cached_tasks(template)
@@ -93,6 +96,12 @@ def push(
         progress=lambda message: click.echo(f"kfp-spot: {message}", err=True),
     )
     click.echo(f"{result.package} {result.version} tags: {', '.join(result.tags)}")
+    if version is None and not extra_tags:
+        click.echo(
+            f"kfp-spot: tagged 'latest' only: pull this upload by {result.version}, or push it "
+            "again with --version VERSION (e.g. 1.2.0) to tag it with your pipeline's version",
+            err=True,
+        )
 
 
 def _warn_of_unpullable_images(template: Path) -> None:

@@ -165,20 +165,22 @@ def _call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 def push(
     template_path: str | Path,
     host: str,
-    version: str,
+    version: str | None = None,
     tags: tuple[str, ...] | list[str] | None = None,
     *,
     config_file: str | None = None,
     auth: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> PushResult:
-    """Upload a compiled pipeline template, tagged ``version`` and ``latest``.
+    """Upload a compiled pipeline template, tagged ``latest`` (and ``version`` when given).
 
     Args:
         template_path: the compiled pipeline YAML.
         host: the repository URL.
-        version: a human version (for example the package version ``0.1.0``); becomes a tag.
-        tags: the tags to set; default ``(version, "latest")``.
+        version: the pipeline's own version (for example ``1.2.0``), a tag beside ``latest``;
+            None sets no version tag (the upload is still named by its ``sha256:`` version).
+        tags: the tags to set; default ``(version, "latest")``, or ``("latest",)`` without a
+            version.
         config_file: see :func:`registry_client`.
         auth: see :func:`registry_client`.
         progress: told ``uploading TEMPLATE to HOST ...`` once every argument is checked.
@@ -196,8 +198,11 @@ def push(
     if not path.is_file():
         raise FileNotFoundError(f"template {path} does not exist (compile it first)")
     check_template(path)
-    tag_list = tuple(tags) if tags is not None else (version, "latest")
-    for tag in (version, *tag_list):
+    if tags is not None:
+        tag_list = tuple(tags)
+    else:
+        tag_list = ("latest",) if version is None else (version, "latest")
+    for tag in ((version,) if version is not None else ()) + tag_list:
         _check_tag_arg(tag)
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:

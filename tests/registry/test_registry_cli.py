@@ -243,3 +243,46 @@ def test_push_warns_of_a_platform_spec_submit_would_refuse(tmp_path: Path, templ
         assert len(warnings) == 1 and "`kfp-spot submit` refuses this template" in warnings[0]
         plain = CliRunner().invoke(main, ["push", str(template), "--host", server.repository_url()])
         assert "YAML documents" not in plain.output
+
+
+def test_push_without_version_tags_latest_only_and_leaves_the_teams_version_tags(
+    tmp_path: Path, template: Path, template_v2: Path
+):
+    # kfp-spot's own version (0.1.0) was the default --version: a team's push without it moved
+    # their own 0.1.0 tag to a template that is not their 0.1.0.
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url("team", "templates")
+        first = CliRunner().invoke(
+            main, ["push", str(template), "--host", host, "--version", "0.1.0"]
+        )
+        assert first.exit_code == 0, first.output
+        result = CliRunner().invoke(main, ["push", str(template_v2), "--host", host])
+        assert result.exit_code == 0, result.output
+        digest = "sha256:" + hashlib.sha256(template_v2.read_bytes()).hexdigest()
+        assert result.stdout == f"tiny-add {digest} tags: latest\n"
+        hints = [line for line in result.stderr.splitlines() if "--version" in line]
+        assert len(hints) == 1 and "tagged 'latest' only" in hints[0], result.stderr
+        listed = CliRunner().invoke(main, ["tags", "tiny-add", "--host", host])
+        old = "sha256:" + hashlib.sha256(template.read_bytes()).hexdigest()
+        assert [line.split() for line in listed.stdout.splitlines()] == [
+            ["0.1.0", old],
+            ["latest", digest],
+        ]
+        tagged = CliRunner().invoke(
+            main, ["push", str(template_v2), "--host", host, "--version", "0.2.0"]
+        )
+        assert tagged.stdout == f"tiny-add {digest} tags: 0.2.0, latest\n"
+        assert "tagged 'latest' only" not in tagged.stderr
+
+
+def test_push_from_python_without_a_version_sets_latest_only(tmp_path: Path, template: Path):
+    from kfp_spot import registry
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url()
+        result = registry.push(template, host)
+        assert result.tags == ("latest",)
+        assert [t.tag for t in registry.list_tags(host, "tiny-add")] == ["latest"]
