@@ -207,7 +207,8 @@ def pull(
         config_file=config_file,
         progress=lambda message: click.echo(f"kfp-spot: {message}", err=True),
     )
-    click.echo(str(path))
+    if path.is_file():  # not after the template itself, on a stream such as /dev/stdout
+        click.echo(str(path))
 
 
 @click.command()

@@ -8,7 +8,9 @@ credentials, reached through the config file ``kfp_spot/registry/context.json``)
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,24 +303,33 @@ def pull(
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:
         progress(f"downloading {package} from {host} ...")
-    # Download next to the target and rename: a failed pull never leaves a partial template.
-    partial = output.with_name(f".{output.name}.partial")
-    try:
-        _call(
-            host,
-            client.download_pipeline,
-            package,
-            version=version,
-            tag=tag,
-            file_name=str(partial),
-        )
-        partial.replace(output)
-    except OSError as exc:  # not the registry's: _call turns its failures into RegistryError
-        raise ValueError(
-            f"invalid output {str(output)!r}: cannot write it ({exc.strerror}: {exc.filename})"
-        ) from exc
-    finally:
-        partial.unlink(missing_ok=True)
+    # Download next to the file and rename it into place: a failed pull never leaves a partial
+    # template. A symlink keeps pointing where it did (its target is replaced), and a stream
+    # (a FIFO, /dev/stdout) is written to: renaming over it would put a file in its place.
+    stream = output.exists() and not output.is_file()
+    final = Path(os.path.realpath(output))
+    with tempfile.TemporaryDirectory() as scratch:
+        partial = (Path(scratch) if stream else final.parent) / f".{final.name}.partial"
+        try:
+            _call(
+                host,
+                client.download_pipeline,
+                package,
+                version=version,
+                tag=tag,
+                file_name=str(partial),
+            )
+            if stream:
+                with open(output, "wb") as sink:
+                    sink.write(partial.read_bytes())
+            else:
+                partial.replace(final)
+        except OSError as exc:  # not the registry's: _call turns its failures into RegistryError
+            raise ValueError(
+                f"invalid output {str(output)!r}: cannot write it ({exc.strerror}: {exc.filename})"
+            ) from exc
+        finally:
+            partial.unlink(missing_ok=True)
     return output
 
 

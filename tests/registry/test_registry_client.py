@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -360,3 +362,37 @@ def test_pull_to_an_output_that_cannot_be_made_is_one_line_naming_it(server, tem
     )
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "a-file" in result.output
+
+
+def test_pull_into_a_symlink_replaces_its_target_and_keeps_the_link(server, template, tmp_path):
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    (tmp_path / "shared").mkdir()
+    target = tmp_path / "shared" / "current.yaml"
+    target.write_text("old\n")
+    link = tmp_path / "current.yaml"
+    link.symlink_to(target)
+    assert registry.pull(host, "tiny-add", tag="1", output=link) == link
+    assert link.is_symlink() and target.read_bytes() == template.read_bytes()
+    assert os.listdir(tmp_path / "shared") == ["current.yaml"]
+
+
+def test_pull_into_a_stream_writes_to_it_and_leaves_it_a_stream(server, template, tmp_path):
+    # `-o /dev/stdout` (a pipe) was renamed over: the download replaced the device node (as root,
+    # /dev/stdout itself) with a regular file and the reader got nothing.
+    host = server.repository_url()
+    registry.push(template, host, "1")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = CliRunner().invoke(main, ["pull", "tiny-add", "--host", host, "-o", str(fifo)])
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert received == [template.read_bytes()]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and sorted(os.listdir(tmp_path)) == [
+        "pipe",
+        "registry",
+    ]
+    assert result.stdout == ""  # the path would follow the template on a stream like stdout
