@@ -30,7 +30,7 @@ from kfp_spot.registry.store import (
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
-_HOST_RE = re.compile(r"https?://[^/\s]+/[^/\s]+/[^/\s]+")
+_HOST_RE = re.compile(r"https?://[^/\s?#]+/[^/\s?#]+/[^/\s?#]+", re.IGNORECASE)
 
 
 class RegistryError(Exception):
@@ -60,18 +60,36 @@ def is_artifact_registry(host: str) -> bool:
 
 
 def check_host(host: str) -> str:
-    """Validate a registry host (``http(s)://SERVER/PROJECT/REPO``); returns it without a slash.
+    """Validate a registry host (``http(s)://SERVER/PROJECT/REPO``); returns it normalised.
+
+    The scheme and server are lowercased (they are case-insensitive; ``kfp.registry`` and
+    :func:`is_artifact_registry` match Artifact Registry's hosts in lowercase) and a trailing
+    slash is dropped.
 
     Raises:
-        ValueError: naming the host and the expected form.
+        ValueError: naming the host and the expected form: a query or fragment (the client
+            appends ``/PACKAGE/TAG`` to the URL), or Artifact Registry over plain ``http``.
     """
     stripped = (host or "").rstrip("/")
     if _HOST_RE.fullmatch(stripped) is None:
+        if "?" in stripped or "#" in stripped:
+            raise ValueError(
+                f"invalid registry host {host!r}: a repository URL has no query or fragment "
+                "(the client appends /PACKAGE/TAG to it); give http(s)://SERVER/PROJECT/REPO"
+            )
         raise ValueError(
             f"invalid registry host {host!r}: expected https://LOCATION-kfp.pkg.dev/PROJECT/REPO "
             "or http://127.0.0.1:PORT/PROJECT/REPO (a local `kfp-spot registry serve`)"
         )
-    return stripped
+    scheme, _, rest = stripped.partition("://")
+    server, _, path = rest.partition("/")
+    normalised = f"{scheme.lower()}://{server.lower()}/{path}"
+    if normalised.startswith("http://") and is_artifact_registry(f"https{normalised[4:]}"):
+        raise ValueError(
+            f"invalid registry host {host!r}: Artifact Registry takes https only (a template "
+            f"and credentials are never sent in clear text); use https{normalised[4:]}"
+        )
+    return normalised
 
 
 def registry_client(

@@ -51,3 +51,26 @@ def test_the_server_answers_an_encoded_newline_with_400(tmp_path):
             error = response.json()["error"]
             assert error["status"] == "INVALID_ARGUMENT"
             assert "\\n" in error["message"]
+
+
+def test_a_host_with_a_query_or_fragment_is_refused_saying_why():
+    # It was taken, and the client appended /PACKAGE/TAG after the query: every later call
+    # went to a URL no registry serves.
+    for host in ("http://127.0.0.1:1/p/r?x=1", "http://127.0.0.1:1/p/r#top"):
+        with pytest.raises(ValueError, match="has no query or fragment"):
+            client.check_host(host)
+
+
+def test_artifact_registry_over_http_is_refused_naming_the_https_url():
+    # It was taken as a non-Artifact-Registry host: the template went out in clear text, with
+    # the local registry's URL templates and no credentials.
+    with pytest.raises(ValueError, match=r"https only.*use https://us-central1-kfp\.pkg\.dev/p/r$"):
+        client.check_host("http://us-central1-kfp.pkg.dev/p/r")
+
+
+def test_the_scheme_and_server_are_matched_without_regard_to_case():
+    # KFP's client took an uppercase Artifact Registry host as Artifact Registry while kfp-spot
+    # gave it the local registry's URL templates.
+    host = client.check_host("HTTPS://US-Central1-KFP.pkg.dev/my-proj/My-Repo/")
+    assert host == "https://us-central1-kfp.pkg.dev/my-proj/My-Repo"
+    assert client.is_artifact_registry(host)
