@@ -8,7 +8,6 @@ docs/registry.md.
 
 from kfp_spot.registry.client import (
     PushResult,
-    RegistryError,
     TagInfo,
     check_host,
     check_template,
@@ -20,6 +19,7 @@ from kfp_spot.registry.client import (
     registry_client,
 )
 from kfp_spot.registry.server import CONTEXT_FILE, RegistryServer, RegistryServerError
+from kfp_spot.registry.transport import RegistryError
 
 __all__ = [
     "CONTEXT_FILE",

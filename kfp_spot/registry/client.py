@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import google.auth.exceptions
-import requests
-
 from kfp_spot.registry.server import CONTEXT_FILE
 from kfp_spot.registry.store import (
     VERSION_PREFIX,
@@ -27,14 +24,11 @@ from kfp_spot.registry.store import (
     check_tag,
     check_version,
 )
+from kfp_spot.registry.transport import call
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
 _HOST_RE = re.compile(r"https?://[^/\s?#]+/[^/\s?#]+/[^/\s?#]+", re.IGNORECASE)
-
-
-class RegistryError(Exception):
-    """A registry operation failed; the message names the host and what the registry said."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +109,7 @@ def registry_client(
     else:
         _check_config_file(config_file)
     # Artifact Registry hosts load Google default credentials here.
-    return _call(host, RegistryClient, host, auth=auth, config_file=config_file)
+    return call(host, RegistryClient, host, auth=auth, config_file=config_file)
 
 
 def _check_config_file(config_file: str | None) -> None:
@@ -150,36 +144,6 @@ def _check_config_file(config_file: str | None) -> None:
                 f"invalid config file {config_file}: {key!r} must be a string (a URL template "
                 f"such as '{{host}}/{{package_name}}/{{tag}}'), not {json.dumps(value)}"
             )
-
-
-def _describe(host: str, exc: requests.RequestException) -> RegistryError:
-    response = getattr(exc, "response", None)
-    if response is None:
-        return RegistryError(f"cannot reach the registry at {host}: {exc}")
-    try:
-        message = response.json()["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        text = " ".join(response.text.split())  # one line, whatever the body holds
-        if text.startswith("<"):  # an HTML error page: not a registry, or a proxy in front
-            text = f"{response.reason} (an HTML page, not a registry's answer)"
-        message = text[:500] or response.reason
-    return RegistryError(
-        f"registry {host} answered {response.status_code} to {response.request.method} "
-        f"{response.url}: {message}"
-    )
-
-
-def _call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn``; transport, HTTP and credential failures become one RegistryError."""
-    try:
-        return fn(*args, **kwargs)
-    except requests.RequestException as exc:
-        raise _describe(registry_host, exc) from exc
-    except google.auth.exceptions.GoogleAuthError as exc:
-        raise RegistryError(
-            f"no usable Google credentials for {registry_host}: {exc} (run `gcloud auth "
-            "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS)"
-        ) from exc
 
 
 def push(
@@ -227,7 +191,7 @@ def push(
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:
         progress(f"uploading {path} to {check_host(host)} ...")
-    package, digest = _call(host, client.upload_pipeline, str(path), tags=list(tag_list))
+    package, digest = call(host, client.upload_pipeline, str(path), tags=list(tag_list))
     return PushResult(package, digest, tag_list)
 
 
@@ -329,7 +293,7 @@ def pull(
     with tempfile.TemporaryDirectory() as scratch:
         partial = (Path(scratch) if stream else final.parent) / f".{final.name}.partial"
         try:
-            _call(
+            call(
                 host,
                 client.download_pipeline,
                 package,
@@ -342,7 +306,7 @@ def pull(
                     sink.write(partial.read_bytes())
             else:
                 partial.replace(final)
-        except OSError as exc:  # not the registry's: _call turns its failures into RegistryError
+        except OSError as exc:  # not the registry's: call turns its failures into RegistryError
             raise ValueError(
                 f"invalid output {str(output)!r}: cannot write it ({exc.strerror}: {exc.filename})"
             ) from exc
@@ -366,7 +330,7 @@ def list_tags(
     except RegistryStoreError as exc:
         raise ValueError(exc.message) from exc
     client = registry_client(host, config_file=config_file, auth=auth)
-    rows = _call(host, client.list_tags, package)
+    rows = call(host, client.list_tags, package)
     out = []
     for row in rows or []:
         name = str(row.get("name", "")).rsplit("/tags/", 1)[-1]
@@ -377,5 +341,5 @@ def list_tags(
 def list_packages(host: str, *, config_file: str | None = None, auth: Any = None) -> list[str]:
     """The package (pipeline) names in the repository, sorted."""
     client = registry_client(host, config_file=config_file, auth=auth)
-    rows = _call(host, client.list_packages)
+    rows = call(host, client.list_packages)
     return sorted(str(row.get("name", "")).rsplit("/packages/", 1)[-1] for row in rows or [])

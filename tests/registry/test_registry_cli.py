@@ -286,3 +286,28 @@ def test_push_from_python_without_a_version_sets_latest_only(tmp_path: Path, tem
         result = registry.push(template, host)
         assert result.tags == ("latest",)
         assert [t.tag for t in registry.list_tags(host, "tiny-add")] == ["latest"]
+
+
+def test_an_unreachable_registry_is_one_line_naming_the_cause(tmp_path: Path, template: Path):
+    # urllib3's "HTTPConnectionPool(...): Max retries exceeded ... (Caused by ...)" was the
+    # message; and https:// to the local (http) server said only "WRONG_VERSION_NUMBER".
+    from kfp_spot.registry import RegistryServer
+
+    refused = CliRunner().invoke(main, ["tags", "--host", "http://127.0.0.1:1/team/templates"])
+    assert refused.exit_code == 1
+    (line,) = refused.output.splitlines()
+    assert line == (
+        "kfp-spot: error: cannot reach the registry at http://127.0.0.1:1/team/templates: "
+        "Connection refused (no server listens there: is `kfp-spot registry serve` running on "
+        "that port?)"
+    )
+    with RegistryServer(tmp_path / "registry") as server:
+        https = "https" + server.repository_url("team", "templates")[4:]
+        result = CliRunner().invoke(main, ["push", str(template), "--host", https])
+    assert result.exit_code == 1
+    (line,) = [line for line in result.output.splitlines() if "error:" in line]
+    assert "Max retries" not in line and "Pool" not in line, line
+    assert line.endswith(
+        f"(no https server answered there; a local `kfp-spot registry serve` speaks http: "
+        f"{server.repository_url('team', 'templates')})"
+    ), line

@@ -313,7 +313,7 @@ def test_upload_of_broken_yaml_is_refused_in_one_line_naming_where(server, tmp_p
     # The registry's own answer, to a client that uploads it without asking push().
     client = registry.registry_client(server.repository_url())
     with pytest.raises(registry.RegistryError) as caught:
-        registry.client._call(server.repository_url(), client.upload_pipeline, str(broken))
+        registry.transport.call(server.repository_url(), client.upload_pipeline, str(broken))
     message = str(caught.value)
     assert "\n" not in message
     assert re.search(r"not YAML: .* at line 2, column 1", message), message
