@@ -24,7 +24,7 @@ from kfp_spot.registry.store import (
     check_tag,
     check_version,
 )
-from kfp_spot.registry.transport import call
+from kfp_spot.registry.transport import RegistryError, call
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
@@ -306,6 +306,8 @@ def pull(
                     sink.write(partial.read_bytes())
             else:
                 partial.replace(final)
+        except RegistryError as exc:
+            raise _with_names(host, client, exc, package, tag) from exc
         except OSError as exc:  # not the registry's: call turns its failures into RegistryError
             raise ValueError(
                 f"invalid output {str(output)!r}: cannot write it ({exc.strerror}: {exc.filename})"
@@ -330,7 +332,10 @@ def list_tags(
     except RegistryStoreError as exc:
         raise ValueError(exc.message) from exc
     client = registry_client(host, config_file=config_file, auth=auth)
-    rows = call(host, client.list_tags, package)
+    try:
+        rows = call(host, client.list_tags, package)
+    except RegistryError as exc:
+        raise _with_names(host, client, exc, package, None) from exc
     out = []
     for row in rows or []:
         name = str(row.get("name", "")).rsplit("/tags/", 1)[-1]
@@ -338,8 +343,39 @@ def list_tags(
     return sorted(out, key=lambda t: t.tag)
 
 
+def _names(rows: Any, kind: str) -> list[str]:
+    return sorted(str(row.get("name", "")).rsplit(f"/{kind}/", 1)[-1] for row in rows or [])
+
+
+def _with_names(
+    host: str, client: Any, exc: RegistryError, package: str, tag: str | None
+) -> RegistryError:
+    """A registry's 404 for ``package`` or its ``tag``, with the names it does hold.
+
+    A pipeline is filed under its compiled name (``Fraud Model`` becomes ``fraud-model``) and
+    tags are matched case by case, so a near miss is the common 404; the names the repository
+    holds show it at once. Anything else, or a listing that fails, keeps the error as it was.
+    """
+    if exc.status != 404:
+        return exc
+    try:
+        packages = _names(call(host, client.list_packages), "packages")
+        if package in packages:
+            if tag is None:
+                return exc
+            found, held, kind = tag, _names(call(host, client.list_tags, package), "tags"), "tags"
+        else:
+            found, held, kind = package, packages, "packages"
+    except RegistryError:
+        return exc
+    if found in held:
+        return exc
+    shown = ", ".join(held[:20]) + (f", ... ({len(held)} in all)" if len(held) > 20 else "")
+    owner = f"{package}'s" if kind == "tags" else "the repository's"
+    return RegistryError(f"{exc}; {owner} {kind}: {shown or 'none'}", exc.status)
+
+
 def list_packages(host: str, *, config_file: str | None = None, auth: Any = None) -> list[str]:
     """The package (pipeline) names in the repository, sorted."""
     client = registry_client(host, config_file=config_file, auth=auth)
-    rows = call(host, client.list_packages)
-    return sorted(str(row.get("name", "")).rsplit("/packages/", 1)[-1] for row in rows or [])
+    return _names(call(host, client.list_packages), "packages")

@@ -15,7 +15,14 @@ import requests
 
 
 class RegistryError(Exception):
-    """A registry operation failed; the message names the host and what the registry said."""
+    """A registry operation failed; the message names the host and what the registry said.
+
+    ``status`` is the registry's HTTP status, None when it was not reached.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -63,7 +70,8 @@ def _describe(host: str, exc: requests.RequestException) -> RegistryError:
         message = text[:500] or response.reason
     return RegistryError(
         f"registry {host} answered {response.status_code} to {response.request.method} "
-        f"{response.url}: {message}"
+        f"{response.url}: {message}",
+        response.status_code,
     )
 
 

@@ -311,3 +311,33 @@ def test_an_unreachable_registry_is_one_line_naming_the_cause(tmp_path: Path, te
         f"(no https server answered there; a local `kfp-spot registry serve` speaks http: "
         f"{server.repository_url('team', 'templates')})"
     ), line
+
+
+def test_a_package_or_tag_not_found_names_the_ones_the_repository_holds(
+    tmp_path: Path, template: Path
+):
+    # A pipeline is filed under its compiled name and tags match case by case: "tiny_add" or
+    # "V1.0" only said "not found", and the user had to list the repository to see why.
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url("team", "templates")
+        pushed = CliRunner().invoke(
+            main, ["push", str(template), "--host", host, "--version", "V1.0"]
+        )
+        assert pushed.exit_code == 0, pushed.output
+        out = str(tmp_path / "t.yaml")
+        for args, ending in [
+            (["pull", "tiny_add", "-o", out], "; the repository's packages: tiny-add"),
+            (["tags", "tiny_add"], "; the repository's packages: tiny-add"),
+            (["pull", "tiny-add", "--tag", "v1.0", "-o", out], "; tiny-add's tags: V1.0, latest"),
+        ]:
+            result = CliRunner().invoke(main, [*args, "--host", host])
+            assert result.exit_code == 1, result.output
+            (line,) = [line for line in result.output.splitlines() if "error:" in line]
+            assert "not found" in line and line.endswith(ending), line
+        missing_version = "sha256:" + "0" * 64
+        result = CliRunner().invoke(
+            main, ["pull", "tiny-add", "--version", missing_version, "-o", out, "--host", host]
+        )
+        assert result.exit_code == 1 and result.output.rstrip().endswith("not found"), result.output
