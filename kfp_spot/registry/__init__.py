@@ -9,15 +9,13 @@ docs/registry.md.
 from kfp_spot.registry.client import (
     PushResult,
     TagInfo,
-    check_host,
     check_template,
-    is_artifact_registry,
     list_packages,
     list_tags,
     pull,
     push,
-    registry_client,
 )
+from kfp_spot.registry.hosts import check_host, is_artifact_registry, registry_client
 from kfp_spot.registry.server import CONTEXT_FILE, RegistryServer, RegistryServerError
 from kfp_spot.registry.transport import RegistryError
 

@@ -7,16 +7,14 @@ credentials, reached through the config file ``kfp_spot/registry/context.json``)
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kfp_spot.registry.server import CONTEXT_FILE
+from kfp_spot.registry.hosts import check_host, registry_client
 from kfp_spot.registry.store import (
     VERSION_PREFIX,
     RegistryStoreError,
@@ -25,10 +23,6 @@ from kfp_spot.registry.store import (
     check_version,
 )
 from kfp_spot.registry.transport import RegistryError, call
-
-# The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
-_AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
-_HOST_RE = re.compile(r"https?://[^/\s?#]+/[^/\s?#]+/[^/\s?#]+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -46,104 +40,6 @@ class TagInfo:
 
     tag: str
     version: str  # sha256:<hex>
-
-
-def is_artifact_registry(host: str) -> bool:
-    """Whether ``host`` is an Artifact Registry KFP repository URL."""
-    return _AR_HOST_RE.fullmatch(host.rstrip("/")) is not None
-
-
-def check_host(host: str) -> str:
-    """Validate a registry host (``http(s)://SERVER/PROJECT/REPO``); returns it normalised.
-
-    The scheme and server are lowercased (they are case-insensitive; ``kfp.registry`` and
-    :func:`is_artifact_registry` match Artifact Registry's hosts in lowercase) and a trailing
-    slash is dropped.
-
-    Raises:
-        ValueError: naming the host and the expected form: a query or fragment (the client
-            appends ``/PACKAGE/TAG`` to the URL), or Artifact Registry over plain ``http``.
-    """
-    stripped = (host or "").rstrip("/")
-    if _HOST_RE.fullmatch(stripped) is None:
-        if "?" in stripped or "#" in stripped:
-            raise ValueError(
-                f"invalid registry host {host!r}: a repository URL has no query or fragment "
-                "(the client appends /PACKAGE/TAG to it); give http(s)://SERVER/PROJECT/REPO"
-            )
-        raise ValueError(
-            f"invalid registry host {host!r}: expected https://LOCATION-kfp.pkg.dev/PROJECT/REPO "
-            "or http://127.0.0.1:PORT/PROJECT/REPO (a local `kfp-spot registry serve`)"
-        )
-    scheme, _, rest = stripped.partition("://")
-    server, _, path = rest.partition("/")
-    normalised = f"{scheme.lower()}://{server.lower()}/{path}"
-    if normalised.startswith("http://") and is_artifact_registry(f"https{normalised[4:]}"):
-        raise ValueError(
-            f"invalid registry host {host!r}: Artifact Registry takes https only (a template "
-            f"and credentials are never sent in clear text); use https{normalised[4:]}"
-        )
-    return normalised
-
-
-def registry_client(
-    host: str, *, config_file: str | None = None, auth: Any = None
-) -> Any:  # kfp.registry.RegistryClient (kfp is imported lazily: runtime code stays kfp-free)
-    """A ``kfp.registry.RegistryClient`` for ``host``.
-
-    Args:
-        host: the repository URL.
-        config_file: a RegistryClient config file; default: none for Artifact Registry (the
-            client's own context), ``kfp_spot/registry/context.json`` for any other host.
-        auth: passed to the client; None uses Google default credentials on Artifact Registry and
-            nothing elsewhere.
-
-    Returns:
-        The client.
-    """
-    from kfp.registry import RegistryClient
-
-    host = check_host(host)
-    if config_file is None and not is_artifact_registry(host):
-        config_file = CONTEXT_FILE
-    else:
-        _check_config_file(config_file)
-    # Artifact Registry hosts load Google default credentials here.
-    return call(host, RegistryClient, host, auth=auth, config_file=config_file)
-
-
-def _check_config_file(config_file: str | None) -> None:
-    """Refuse a config file RegistryClient would fail on with a bare JSON error or a traceback.
-
-    The client reads it as a JSON object of URL templates (strings it fills in with
-    ``str.format_map``); anything else surfaced as ``Expecting value: line 1 column 1`` (no file
-    named) or an ``AttributeError`` deep inside ``kfp.registry``.
-
-    Raises:
-        ValueError: naming the file and what is wrong with it.
-    """
-    if config_file is None:
-        return
-    try:
-        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"invalid config file {config_file}: cannot read it ({exc})") from exc
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(
-            f"invalid config file {config_file}: not JSON ({exc}); expected an object of "
-            f"RegistryClient URL templates such as {CONTEXT_FILE}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"invalid config file {config_file}: expected a JSON object of RegistryClient URL "
-            f"templates (as in {CONTEXT_FILE}), not a {type(data).__name__}"
-        )
-    for key, value in data.items():
-        if not isinstance(value, str):
-            raise ValueError(
-                f"invalid config file {config_file}: {key!r} must be a string (a URL template "
-                f"such as '{{host}}/{{package_name}}/{{tag}}'), not {json.dumps(value)}"
-            )
 
 
 def push(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from kfp_spot.registry import RegistryServer, client
+from kfp_spot.registry import RegistryServer, client, hosts
 from kfp_spot.registry.store import RegistryStoreError, check_id, check_tag, check_version
 
 HEX = "a" * 64
@@ -31,11 +31,11 @@ def test_versions_and_tags_are_matched_whole():
 
 
 def test_client_checks_refuse_a_trailing_newline_before_any_request():
-    assert client.check_host("http://127.0.0.1:1/p/r/") == "http://127.0.0.1:1/p/r"
+    assert hosts.check_host("http://127.0.0.1:1/p/r/") == "http://127.0.0.1:1/p/r"
     with pytest.raises(ValueError, match="invalid registry host"):
-        client.check_host("http://127.0.0.1:1/p/r\n")
-    assert client.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo")
-    assert not client.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo\n")
+        hosts.check_host("http://127.0.0.1:1/p/r\n")
+    assert hosts.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo")
+    assert not hosts.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo\n")
     # Port 1 has no server: these fail on the check, never on a connection.
     with pytest.raises(ValueError, match="invalid package"):
         client.pull("http://127.0.0.1:1/p/r", "pkg\n")
@@ -58,19 +58,19 @@ def test_a_host_with_a_query_or_fragment_is_refused_saying_why():
     # went to a URL no registry serves.
     for host in ("http://127.0.0.1:1/p/r?x=1", "http://127.0.0.1:1/p/r#top"):
         with pytest.raises(ValueError, match="has no query or fragment"):
-            client.check_host(host)
+            hosts.check_host(host)
 
 
 def test_artifact_registry_over_http_is_refused_naming_the_https_url():
     # It was taken as a non-Artifact-Registry host: the template went out in clear text, with
     # the local registry's URL templates and no credentials.
     with pytest.raises(ValueError, match=r"https only.*use https://us-central1-kfp\.pkg\.dev/p/r$"):
-        client.check_host("http://us-central1-kfp.pkg.dev/p/r")
+        hosts.check_host("http://us-central1-kfp.pkg.dev/p/r")
 
 
 def test_the_scheme_and_server_are_matched_without_regard_to_case():
     # KFP's client took an uppercase Artifact Registry host as Artifact Registry while kfp-spot
     # gave it the local registry's URL templates.
-    host = client.check_host("HTTPS://US-Central1-KFP.pkg.dev/my-proj/My-Repo/")
+    host = hosts.check_host("HTTPS://US-Central1-KFP.pkg.dev/my-proj/My-Repo/")
     assert host == "https://us-central1-kfp.pkg.dev/my-proj/My-Repo"
-    assert client.is_artifact_registry(host)
+    assert hosts.is_artifact_registry(host)
