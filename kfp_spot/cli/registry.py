@@ -96,6 +96,13 @@ def push(
         progress=lambda message: click.echo(f"kfp-spot: {message}", err=True),
     )
     click.echo(f"{result.package} {result.version} tags: {', '.join(result.tags)}")
+    for tag, before in result.moved:
+        click.echo(
+            f"kfp-spot: warning: tag {tag!r} of {result.package} moved to this upload from "
+            f"{before}, another template (`kfp-spot pull {result.package} --version {before}` "
+            "still gets that one); give each change of a pipeline its own --version",
+            err=True,
+        )
     if version is None and not extra_tags:
         click.echo(
             f"kfp-spot: tagged 'latest' only: pull this upload by {result.version}, or push it "

@@ -32,6 +32,8 @@ class PushResult:
     package: str
     version: str  # sha256:<hex>
     tags: tuple[str, ...]
+    moved: tuple[tuple[str, str], ...] = ()
+    """Each tag but ``latest`` that named another version before: (tag, that sha256 version)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def push(
     path = Path(template_path)
     if not path.is_file():
         raise FileNotFoundError(f"template {path} does not exist (compile it first)")
-    check_template(path)
+    package = check_template(path)
     if tags is not None:
         tag_list = tuple(tags)
     else:
@@ -87,11 +89,35 @@ def push(
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:
         progress(f"uploading {path} to {check_host(host)} ...")
+    before = _tag_versions(host, client, package)
     package, digest = call(host, client.upload_pipeline, str(path), tags=list(tag_list))
-    return PushResult(package, digest, tag_list)
+    moved = tuple(
+        (tag, before[tag])
+        for tag in tag_list
+        if tag != "latest" and before.get(tag, digest) != digest
+    )
+    return PushResult(package, digest, tag_list, moved)
 
 
-def check_template(template_path: str | Path) -> None:
+def _tag_versions(host: str, client: Any, package: str) -> dict[str, str]:
+    """Tag -> sha256 version of ``package`` before an upload; {} when none or not listable.
+
+    A release's tag (``1.2.0``) moves as ``latest`` does when an upload claims it, in Artifact
+    Registry as here; :func:`push` reports it, as the listing tells, and never stops for it.
+    """
+    try:
+        rows = call(host, client.list_tags, package)
+    except RegistryError:  # no such package yet (404), or a listing the caller may not make
+        return {}
+    return {
+        str(row.get("name", "")).rsplit("/tags/", 1)[-1]: str(row.get("version", "")).rsplit(
+            "/versions/", 1
+        )[-1]
+        for row in rows or []
+    }
+
+
+def check_template(template_path: str | Path) -> str:
     """Refuse what is not a compiled pipeline a run could start from, before it is uploaded.
 
     :func:`push` (and so ``kfp-spot push``) runs it first: a push moves ``latest``, and a
@@ -100,17 +126,22 @@ def check_template(template_path: str | Path) -> None:
     YAML, not a compiled spec or without a pipeline name (the package it is filed under) is one
     line, not a traceback.
 
+    Returns:
+        The template's pipeline name, the package a registry files it under.
+
     Raises:
         ValueError: (``SubmissionError``) naming the template and what is wrong with it.
     """
     from kfp_spot.vertex.pipeline_job import read_template
     from kfp_spot.vertex.template_refs import pipeline_name
 
-    if not pipeline_name(read_template(template_path)):
+    name = pipeline_name(read_template(template_path))
+    if not name:
         raise ValueError(
             f"template {template_path}: has no pipelineInfo.name, the package a registry files "
             "it under (`kfp-spot compile` writes it)"
         )
+    return name
 
 
 def _check_tag_arg(tag: str) -> None:

@@ -341,3 +341,29 @@ def test_a_package_or_tag_not_found_names_the_ones_the_repository_holds(
             main, ["pull", "tiny-add", "--version", missing_version, "-o", out, "--host", host]
         )
         assert result.exit_code == 1 and result.output.rstrip().endswith("not found"), result.output
+
+
+def test_a_push_that_moves_a_version_tag_says_which_template_it_named(
+    tmp_path: Path, template: Path, template_v2: Path
+):
+    # Re-pushing a changed pipeline under a released --version moved that tag without a word:
+    # everyone pulling 1.0.0 got a different template from then on.
+    from kfp_spot.registry import RegistryServer
+
+    old = "sha256:" + hashlib.sha256(template.read_bytes()).hexdigest()
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url("team", "templates")
+        args = ["--host", host, "--version", "1.0.0", "--tag", "stable"]
+        first = CliRunner().invoke(main, ["push", str(template), *args])
+        assert first.exit_code == 0 and "warning" not in first.stderr, first.output
+        moved = CliRunner().invoke(main, ["push", str(template_v2), *args])
+        assert moved.exit_code == 0, moved.output
+        warnings = [line for line in moved.stderr.splitlines() if "warning:" in line]
+        assert [w.split("warning: ", 1)[1].split(" moved")[0] for w in warnings] == [
+            "tag '1.0.0' of tiny-add",
+            "tag 'stable' of tiny-add",
+        ], moved.stderr  # never 'latest', which moves on every push
+        assert all(f"from {old}, another template" in w for w in warnings)
+        assert f"`kfp-spot pull tiny-add --version {old}` still gets that one" in warnings[0]
+        again = CliRunner().invoke(main, ["push", str(template_v2), *args])
+        assert again.exit_code == 0 and "warning" not in again.stderr, again.output
