@@ -167,8 +167,22 @@ class Repository:
     def _package_dir(self, package: str) -> Path:
         return self.path / check_id("package", package)
 
+    def _require_repository(self) -> Path:
+        """The repository folder; NOT_FOUND before the first push to it.
+
+        Artifact Registry answers so for a repository never created: a misspelt PROJECT/REPO is
+        not an empty repository.
+        """
+        if not self.path.is_dir():
+            raise _not_found(
+                f"repository {self.resource} not found (the local registry makes a repository "
+                "at the first push to it; check PROJECT/REPO in the host)"
+            )
+        return self.path
+
     def _require_package(self, package: str) -> Path:
-        folder = self._package_dir(package)
+        folder = self._package_dir(package)  # an invalid name is refused first
+        self._require_repository()
         if not (folder / "package.json").is_file():
             raise _not_found(f"package {package!r} not found in {self.resource}")
         return folder
@@ -176,9 +190,8 @@ class Repository:
     # -- reads ---------------------------------------------------------------------------------
     def package_names(self) -> list[str]:
         """Every package of the repository, sorted."""
-        if not self.path.is_dir():
-            return []
-        return sorted(p.name for p in self.path.iterdir() if (p / "package.json").is_file())
+        folder = self._require_repository()
+        return sorted(p.name for p in folder.iterdir() if (p / "package.json").is_file())
 
     def get_package(self, package: str) -> dict[str, Any]:
         """The Package resource."""

@@ -161,7 +161,9 @@ def test_registry_failure_is_exit_1_with_the_registrys_reason(tmp_path: Path):
             ["pull", "absent", "--host", server.repository_url(), "-o", str(tmp_path / "a.yaml")],
         )
     assert result.exit_code == 1
-    assert "package 'absent' not found" in result.output
+    assert "repository projects/local/locations/local/repositories/templates not found" in (
+        result.output
+    )
     assert os.listdir(tmp_path) == ["root"]
 
 

@@ -129,10 +129,32 @@ def test_default_context_needs_no_config_file(server, template: Path, tmp_path: 
     assert Path(out).read_bytes() == template.read_bytes()
 
 
+def _holds_nothing(host: str) -> None:
+    """The repository was never made: nothing was ever stored in it."""
+    with pytest.raises(registry.RegistryError, match=r"answered 404 .* repository .* not found"):
+        registry.list_packages(host)
+
+
 def test_repositories_are_separate(server, template: Path):
     registry.push(template, server.repository_url("p", "one"), "1")
     assert registry.list_packages(server.repository_url("p", "one")) == ["tiny-add"]
-    assert registry.list_packages(server.repository_url("p", "two")) == []
+    _holds_nothing(server.repository_url("p", "two"))
+
+
+def test_a_repository_never_pushed_to_is_not_found_as_on_artifact_registry(server, template):
+    # A misspelt PROJECT/REPO listed as an empty repository (exit 0, no output): the team took
+    # its templates for gone. Artifact Registry answers 404 for a repository never created.
+    result = CliRunner().invoke(main, ["tags", "--host", server.repository_url("team", "tmpl")])
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.endswith(
+        "repository projects/team/locations/local/repositories/tmpl not found (the local "
+        "registry makes a repository at the first push to it; check PROJECT/REPO in the host)"
+    ), line
+    registry.push(template, server.repository_url("team", "tmpl"))
+    registry.list_packages(server.repository_url("team", "tmpl"))
+    with pytest.raises(registry.RegistryError, match=r"repository .*/tpl not found"):
+        registry.list_tags(server.repository_url("team", "tpl"), "tiny-add")
 
 
 def test_upload_of_a_non_template_is_refused_with_the_reason(server, tmp_path: Path):
@@ -144,7 +166,7 @@ def test_upload_of_a_non_template_is_refused_with_the_reason(server, tmp_path: P
     client = RegistryClient(host=server.repository_url(), config_file=CONTEXT_FILE)
     with pytest.raises(requests.HTTPError, match="400"):
         client.upload_pipeline(str(bogus), tags=["1"])
-    assert registry.list_packages(server.repository_url()) == []
+    _holds_nothing(server.repository_url())
 
 
 def test_push_of_a_template_referring_to_nothing_leaves_latest_on_the_good_one(
@@ -250,7 +272,7 @@ def test_an_invalid_tag_in_an_upload_stores_nothing(server, template):
     with pytest.raises(requests.HTTPError) as exc_info:
         client.upload_pipeline(str(template), tags=["ok", "sha256:nope"])
     assert exc_info.value.response.status_code == 400
-    assert registry.list_packages(server.repository_url()) == []
+    _holds_nothing(server.repository_url())
 
 
 @pytest.mark.parametrize(
@@ -268,7 +290,7 @@ def test_an_empty_tag_in_an_upload_is_refused_naming_it_not_dropped(server, temp
     assert exc_info.value.response.status_code == 400
     message = exc_info.value.response.json()["error"]["message"]
     assert message.startswith(f"tags {','.join(tags)!r}: {which} is empty"), message
-    assert registry.list_packages(server.repository_url()) == []
+    _holds_nothing(server.repository_url())
 
 
 def test_concurrent_pushes_all_land(server, template, template_v2):

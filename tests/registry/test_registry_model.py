@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import requests
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -36,6 +37,7 @@ class RegistryModel(RuleBasedStateMachine):
         self.server = RegistryServer(self.tmp / "root").start()
         self.versions: dict[str, dict[str, bytes]] = {}  # package -> version -> content
         self.tags: dict[str, dict[str, str]] = {}  # package -> tag -> version
+        self.made = False  # a repository exists from its first upload on
 
     @property
     def client(self):
@@ -56,6 +58,7 @@ class RegistryModel(RuleBasedStateMachine):
         path.write_bytes(content)
         name, version = self.client.upload_pipeline(str(path), tags=tags)
         assert (name, version) == (package, version_of(content))
+        self.made = True
         self.versions.setdefault(package, {})[version] = content
         for tag in tags:
             self.tags.setdefault(package, {})[tag] = version
@@ -101,6 +104,10 @@ class RegistryModel(RuleBasedStateMachine):
     @invariant()
     def registry_matches_the_model(self):
         host = self.server.repository_url("p", "r")
+        if not self.made:
+            with pytest.raises(registry.RegistryError, match=r"repository .* not found"):
+                registry.list_packages(host)
+            return
         assert registry.list_packages(host) == sorted(self.versions)
         for package, versions in self.versions.items():
             listed = [v["name"].rsplit("/", 1)[-1] for v in self.client.list_versions(package)]
