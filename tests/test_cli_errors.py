@@ -89,7 +89,7 @@ _TASK = b"pipelineInfo: {name: x}\ncomponents: {comp-train: {executorLabel: exec
         # A tab where YAML wants spaces: libyaml's parser takes it, but KFP and the Vertex AI SDK
         # read templates with PyYAML's own, which refuses it; so does every check here.
         (b"pipelineInfo: {name: x}\nroot:\t{dag: {tasks: {}}}\n", "not YAML"),
-        (b"", "not a compiled pipeline or component spec"),
+        (b"", "the file is empty"),
         (b"- 1\n- 2\n", "not a compiled pipeline or component spec"),
         (b"pipelineInfo: {name: x}\n", "not a compiled pipeline or component spec"),
         (b"root: {dag: 5}\npipelineInfo: {name: x}\n", "not a compiled pipeline KFP can load"),

@@ -148,7 +148,9 @@ def _check_tag_arg(tag: str) -> None:
     try:
         check_tag(tag)
     except RegistryStoreError as exc:
-        raise ValueError(exc.message) from exc
+        several = "," in tag and all(p.strip() for p in tag.split(","))
+        hint = "; give each tag on its own (`--tag a --tag b`)" if several else ""
+        raise ValueError(exc.message + hint) from exc
 
 
 def pull(

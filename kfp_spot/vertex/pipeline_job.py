@@ -79,6 +79,10 @@ def read_template_documents(template_path: str | Path) -> tuple[list[Any], str]:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         reason = " ".join(str(exc).split())  # one line: YAML's errors span several
         raise SubmissionError(f"template {template_path}: not YAML ({reason})") from None
+    if not text.strip():  # what a failed compile or an interrupted copy leaves behind
+        raise SubmissionError(
+            f"template {template_path}: the file is empty (`kfp-spot compile` writes templates)"
+        )
     spec = documents[0] if documents else None
     if not isinstance(spec, dict) or not isinstance(spec.get("root"), dict):
         raise SubmissionError(

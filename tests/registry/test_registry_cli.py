@@ -369,3 +369,18 @@ def test_a_push_that_moves_a_version_tag_says_which_template_it_named(
         assert f"`kfp-spot pull tiny-add --version {old}` still gets that one" in warnings[0]
         again = CliRunner().invoke(main, ["push", str(template_v2), *args])
         assert again.exit_code == 0 and "warning" not in again.stderr, again.output
+
+
+def test_an_empty_template_and_a_comma_list_of_tags_say_what_they_are(tmp_path, template):
+    # An empty file (a failed compile) was "not a compiled pipeline or component spec", and
+    # `--tag prod,stable` only "invalid tag": each now says what it is and what to do.
+    empty = tmp_path / "pipeline.yaml"
+    empty.write_text("\n")
+    host = "http://127.0.0.1:1/team/templates"
+    result = CliRunner().invoke(main, ["push", str(empty), "--host", host])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"kfp-spot: error: template {empty}: the file is empty ")
+    result = CliRunner().invoke(main, ["push", str(template), "--host", host, "--tag", "a,b"])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert "invalid tag 'a,b'" in line and "give each tag on its own (`--tag a --tag b`)" in line
