@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from kfp_spot.cli.pairs import endpoint_option, parse_pairs, regions_option
+from kfp_spot.cli.registry import TemplateFile
 from kfp_spot.pipelines.local_drill import GRACE_PERIOD, PREEMPTIONS
 
 DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's
@@ -110,7 +111,7 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--template",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=TemplateFile(),
     default=None,
     help="A compiled pipeline YAML, e.g. pulled from a registry (default: the built-in "
     "spot_training). --source goes to its 'source' parameter; one of your own with other "
@@ -236,7 +237,7 @@ def run(
 
 
 @click.command()
-@click.argument("template", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("template", type=TemplateFile())
 @_vertex_options
 def submit(template: Path, **vertex_options: Any) -> None:
     """Submit a compiled pipeline TEMPLATE to Vertex AI Pipelines.

@@ -384,3 +384,18 @@ def test_an_empty_template_and_a_comma_list_of_tags_say_what_they_are(tmp_path, 
     assert result.exit_code == 2
     (line,) = result.output.splitlines()
     assert "invalid tag 'a,b'" in line and "give each tag on its own (`--tag a --tag b`)" in line
+
+
+@pytest.mark.parametrize("command", [["submit"], ["run", "--template"]])
+def test_a_registry_url_for_a_template_is_told_the_pull_that_fetches_it(command):
+    # The Vertex AI SDK takes a template's registry URL, so teams give it here too; it was
+    # "File '...' does not exist".
+    url = "https://us-central1-kfp.pkg.dev/proj/repo/fraud-model/1.2.0"
+    result = CliRunner().invoke(main, [*command, url])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert (
+        f"{url!r} is a URL, not a file: pull the template first with `kfp-spot pull fraud-model "
+        "--host https://us-central1-kfp.pkg.dev/proj/repo --tag 1.2.0 -o fraud-model.yaml`, "
+        "then give fraud-model.yaml"
+    ) in line, line
