@@ -252,7 +252,7 @@ def pull(
 @_host_option
 @_config_option
 def tags(package: str | None, host: str, config_file: str | None) -> None:
-    """List the tags of PACKAGE (or, without PACKAGE, the packages in the repository)."""
+    """List the tags of PACKAGE and its untagged versions (without PACKAGE: the packages)."""
     from kfp_spot import registry
 
     host = _checked_host(host)
@@ -261,9 +261,12 @@ def tags(package: str | None, host: str, config_file: str | None) -> None:
             click.echo(name)
         return
     rows = _registry_call(registry.list_tags, host, package, config_file=config_file)
-    width = max((len(r.tag) for r in rows), default=3)
+    untagged = _registry_call(registry.list_untagged, host, package, config_file=config_file)
+    width = max((len(r.tag) for r in rows), default=1)
     for row in rows:
         click.echo(f"{row.tag:<{width}}  {row.version}")
+    for version, uploaded in untagged:  # pushed without a version tag, and latest moved on
+        click.echo(f"{'-':<{width}}  {version}  untagged, uploaded {uploaded}")
 
 
 @click.group(name="registry")

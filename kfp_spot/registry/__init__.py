@@ -12,6 +12,7 @@ from kfp_spot.registry.client import (
     check_template,
     list_packages,
     list_tags,
+    list_untagged,
     pull,
     push,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "is_artifact_registry",
     "list_packages",
     "list_tags",
+    "list_untagged",
     "pull",
     "push",
     "registry_client",

@@ -272,6 +272,27 @@ def list_tags(
     return sorted(out, key=lambda t: t.tag)
 
 
+def list_untagged(
+    host: str, package: str, *, config_file: str | None = None, auth: Any = None
+) -> list[tuple[str, str]]:
+    """The versions of ``package`` no tag names, oldest first: (``sha256:`` version, upload time).
+
+    An upload pushed without a version tag is named by its digest alone once ``latest`` moves
+    on; :func:`list_tags` no longer shows it, this does.
+
+    Raises:
+        ValueError: for an invalid host or package name.
+        RegistryError: when the registry has no such package or cannot be reached.
+    """
+    tagged = {t.version for t in list_tags(host, package, config_file=config_file, auth=auth)}
+    client = registry_client(host, config_file=config_file, auth=auth)
+    rows = [
+        (str(row.get("name", "")).rsplit("/versions/", 1)[-1], str(row.get("createTime", "")))
+        for row in call(host, client.list_versions, package) or []
+    ]
+    return sorted(((v, t) for v, t in rows if v not in tagged), key=lambda row: (row[1], row[0]))
+
+
 def _names(rows: Any, kind: str) -> list[str]:
     return sorted(str(row.get("name", "")).rsplit(f"/{kind}/", 1)[-1] for row in rows or [])
 

@@ -399,3 +399,22 @@ def test_a_registry_url_for_a_template_is_told_the_pull_that_fetches_it(command)
         "--host https://us-central1-kfp.pkg.dev/proj/repo --tag 1.2.0 -o fraud-model.yaml`, "
         "then give fraud-model.yaml"
     ) in line, line
+
+
+def test_tags_lists_the_uploads_no_tag_names_any_more(tmp_path, template, template_v2):
+    # Pushed without --version, an upload is named by its digest alone once latest moves on:
+    # `kfp-spot tags` showed nothing of it, so the earlier pipeline seemed gone.
+    from kfp_spot import registry
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path / "registry") as server:
+        host = server.repository_url("team", "templates")
+        first = registry.push(template, host)
+        second = registry.push(template_v2, host)
+        listed = CliRunner().invoke(main, ["tags", "tiny-add", "--host", host])
+        assert listed.exit_code == 0, listed.output
+        lines = listed.stdout.splitlines()
+        assert lines[0].split() == ["latest", second.version]
+        assert lines[1].startswith(f"-       {first.version}  untagged, uploaded 20"), lines
+        assert len(lines) == 2
+        assert [v for v, _ in registry.list_untagged(host, "tiny-add")] == [first.version]
