@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,12 @@ def serve(host: str, port: int, root: Path) -> None:
     with server:
         # The first stdout line is the base URL (scripts read it to learn a port chosen with 0).
         click.echo(f"kfp-spot registry listening on {server.url}")
+        if host in ("0.0.0.0", ""):  # every interface: no address another machine can use
+            click.echo(
+                f"  other machines:  http://{socket.getfqdn()}:{server.port}/PROJECT/REPO "
+                "(this machine's name; 0.0.0.0 is no address to connect to)",
+                err=True,
+            )
         click.echo(
             f"  repository URLs: {server.url}/PROJECT/REPO, e.g. {server.repository_url()}\n"
             f"  state:           {server.root}\n"

@@ -418,3 +418,37 @@ def test_tags_lists_the_uploads_no_tag_names_any_more(tmp_path, template, templa
         assert lines[1].startswith(f"-       {first.version}  untagged, uploaded 20"), lines
         assert len(lines) == 2
         assert [v for v, _ in registry.list_untagged(host, "tiny-add")] == [first.version]
+
+
+def test_serving_on_every_interface_names_the_url_other_machines_use(tmp_path: Path):
+    # `--host 0.0.0.0` (sharing with a team) printed only http://0.0.0.0:PORT/... URLs, which
+    # no other machine can connect to.
+    import socket
+
+    proc = subprocess.Popen(
+        [
+            KFP_SPOT,
+            "registry",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--root",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    port = first.strip().rsplit(":", 1)[-1]
+    assert first.startswith("kfp-spot registry listening on http://0.0.0.0:"), first
+    assert (
+        f"  other machines:  http://{socket.getfqdn()}:{port}/PROJECT/REPO (this machine's name; "
+        "0.0.0.0 is no address to connect to)\n"
+    ) in proc.stderr.read()
