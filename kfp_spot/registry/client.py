@@ -89,7 +89,7 @@ def push(
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:
         progress(f"uploading {path} to {check_host(host)} ...")
-    before = _tag_versions(host, client, package)
+    before = _tag_versions(host, client, package) if set(tag_list) - {"latest"} else {}
     package, digest = call(host, client.upload_pipeline, str(path), tags=list(tag_list))
     moved = tuple(
         (tag, before[tag])

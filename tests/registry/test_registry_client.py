@@ -418,3 +418,15 @@ def test_pull_into_a_stream_writes_to_it_and_leaves_it_a_stream(server, template
         "registry",
     ]
     assert result.stdout == ""  # the path would follow the template on a stream like stdout
+
+
+def test_a_push_of_latest_alone_makes_no_listing_call(server, template, caplog):
+    # Only a tag other than latest can be reported as moved; the default push lists nothing.
+    import logging
+
+    host = server.repository_url()
+    with caplog.at_level(logging.INFO, logger="kfp_spot.registry.server"):
+        registry.push(template, host)
+        assert not [r for r in caplog.messages if "/tags" in r]
+        registry.push(template, host, "1.0.0")
+        assert [r for r in caplog.messages if '"GET ' in r and "/tags" in r]
