@@ -1,9 +1,9 @@
 """Pipeline templates in a registry: a local KFP template registry and push/pull helpers.
 
 ``RegistryServer`` speaks the protocol ``kfp.registry.RegistryClient`` uses against Artifact
-Registry's KFP format and keeps its state on disk; :func:`push`, :func:`pull`, :func:`list_tags`
-and :func:`list_packages` work against it and against Artifact Registry alike. See
-docs/registry.md.
+Registry's KFP format and keeps its state on disk; :func:`push`, :func:`pull`, :func:`list_tags`,
+:func:`list_untagged` and :func:`list_packages` work against it and against Artifact Registry
+alike. See docs/registry.md.
 """
 
 from kfp_spot.registry.client import (
