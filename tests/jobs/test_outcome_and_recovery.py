@@ -32,34 +32,58 @@ def _job(state, code=0, message="", started=True):
     return job
 
 
+_REPLICA_FAILED = "The replica workerpool0-0 exited with a non-zero status of 1."
+_QUOTA = "Quota exceeded for custom_model_training_cpus"
+
+
+# The message is what the task's log and job_report say after the outcome: the job's own error,
+# or, where the service gave none, a sentence saying what happened.
 @pytest.mark.parametrize(
-    ("job", "outcome"),
+    ("job", "outcome", "message"),
     [
-        (_job(JobState.JOB_STATE_SUCCEEDED), Outcome.SUCCEEDED),
-        (_job(JobState.JOB_STATE_FAILED, 8, "STOCKOUT: preempted"), Outcome.PREEMPTED_EXHAUSTED),
-        (_job(JobState.JOB_STATE_FAILED, 8, "STOCKOUT", started=False), Outcome.CAPACITY),
+        (_job(JobState.JOB_STATE_SUCCEEDED), Outcome.SUCCEEDED, ""),
         (
-            _job(JobState.JOB_STATE_FAILED, 8, "Quota exceeded for custom_model_training_cpus"),
+            _job(JobState.JOB_STATE_FAILED, 8, "STOCKOUT: preempted"),
+            Outcome.PREEMPTED_EXHAUSTED,
+            "STOCKOUT: preempted",
+        ),
+        (
+            _job(JobState.JOB_STATE_FAILED, 8, "STOCKOUT", started=False),
             Outcome.CAPACITY,
+            "STOCKOUT",
         ),
-        (_job(JobState.JOB_STATE_EXPIRED), Outcome.CAPACITY),
+        (_job(JobState.JOB_STATE_FAILED, 8, _QUOTA), Outcome.CAPACITY, _QUOTA),
         (
-            _job(
-                JobState.JOB_STATE_FAILED,
-                3,
-                "The replica workerpool0-0 exited with a non-zero status of 1.",
-            ),
-            Outcome.USER_ERROR,
+            _job(JobState.JOB_STATE_EXPIRED),
+            Outcome.CAPACITY,
+            "the job expired waiting for capacity",
         ),
-        (_job(JobState.JOB_STATE_FAILED, 7, "Permission denied on bucket"), Outcome.USER_ERROR),
-        (_job(JobState.JOB_STATE_CANCELLED), Outcome.CANCELLED),
-        (_job(JobState.JOB_STATE_FAILED, 4, "Job timed out"), Outcome.TIMEOUT),
-        (_job(JobState.JOB_STATE_FAILED, 13, "Internal error occurred"), Outcome.SERVICE_ERROR),
+        (
+            _job(JobState.JOB_STATE_EXPIRED, 0, "no capacity in 2 h"),
+            Outcome.CAPACITY,
+            "no capacity in 2 h",
+        ),
+        (_job(JobState.JOB_STATE_FAILED, 3, _REPLICA_FAILED), Outcome.USER_ERROR, _REPLICA_FAILED),
+        (
+            _job(JobState.JOB_STATE_FAILED, 7, "Permission denied on bucket"),
+            Outcome.USER_ERROR,
+            "Permission denied on bucket",
+        ),
+        (_job(JobState.JOB_STATE_CANCELLED), Outcome.CANCELLED, "the job was cancelled"),
+        (_job(JobState.JOB_STATE_PAUSED), Outcome.CANCELLED, "the job was paused"),
+        (_job(JobState.JOB_STATE_CANCELLED, 1, "CANCELED"), Outcome.CANCELLED, "CANCELED"),
+        (_job(JobState.JOB_STATE_FAILED, 4, "Job timed out"), Outcome.TIMEOUT, "Job timed out"),
+        (
+            _job(JobState.JOB_STATE_FAILED, 13, "Internal error occurred"),
+            Outcome.SERVICE_ERROR,
+            "Internal error occurred",
+        ),
+        (_job(JobState.JOB_STATE_FAILED, 13), Outcome.SERVICE_ERROR, "the job failed with code 13"),
     ],
 )
-def test_classify(job, outcome):
-    assert classify(job).outcome == outcome
-    assert classify(job).message == job.error.message or not job.error.message
+def test_classify(job, outcome, message):
+    got = classify(job)
+    assert (got.outcome, got.message) == (outcome, message)
 
 
 def test_only_terminal_jobs_are_classified():
