@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,14 +74,32 @@ def test_a_late_worker_catches_up_from_the_updates_then_restores_when_they_are_g
 
 
 def test_a_waiting_worker_is_woken_by_the_next_round():
-    coord = _coordinator()
-    coord.sync("workerpool1-0", 0, wait=0)
+    # The round opens only once the worker waits in its long poll (not merely once its thread
+    # started: it may not have run yet, and then it finds the round open and waits for nothing).
+    # sync reads the clock for its deadline, then, holding the lock, for the time left right
+    # before it waits: once that second read happened, open_round (which takes the lock) runs
+    # while the worker waits.
+    waiting = threading.Event()
+    reads = []
+
+    def clock() -> float:
+        if threading.current_thread() is thread:
+            reads.append(None)
+            if len(reads) == 2:
+                waiting.set()
+        return time.monotonic()
+
     answers = []
-    thread = threading.Thread(target=lambda: answers.append(coord.sync("workerpool1-0", 0, 30)))
+    thread = threading.Thread(
+        target=lambda: answers.append(coord.sync("workerpool1-0", 0, 600)), daemon=True
+    )
+    coord = Coordinator(0, chunks=6, member_timeout=30.0, clock=clock)
+    coord.sync("workerpool1-0", 0, wait=0)  # joins
     thread.start()
+    assert waiting.wait(60), "the worker never reached its wait"
     coord.open_round("d0")
-    thread.join(30)
-    assert answers and answers[0]["action"] == "work"
+    thread.join(60)  # woken, not timed out: its poll lasts 600 s
+    assert answers == [{"action": "work", "step": 1, "chunks": [1, 3, 5], "digest": "d0"}]
 
 
 def test_the_sum_of_chunks_does_not_depend_on_who_computed_them():
