@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from recording_server import RecordingServer
+from recording_server import RecordingServer, Script
 
 from kfp_spot import checkpoints
 from kfp_spot.jobs.backend import EmulatorBackend, VertexBackend, backend_for
@@ -167,24 +167,30 @@ def test_vertex_polls_quickly_after_a_change_and_at_gcpcs_pace_in_a_steady_runni
 
 
 def test_the_launcher_waits_on_vertex_by_that_schedule():
+    # Vertex's schedule, read through the real client from a server showing one state per GET.
     from google.cloud.aiplatform_v1 import CustomJob, JobState
 
     from kfp_spot.jobs.service import JobService
 
-    states = [JobState.JOB_STATE_PENDING] * 3 + [JobState.JOB_STATE_RUNNING] * 4
-    states.append(JobState.JOB_STATE_SUCCEEDED)
+    states = ["JOB_STATE_PENDING"] * 3 + ["JOB_STATE_RUNNING"] * 4 + ["JOB_STATE_SUCCEEDED"]
     now, slept = [0.0], []
 
-    class Client:
-        def get_custom_job(self, name, timeout):
-            return CustomJob(name=name, state=states.pop(0))
-
-    def sleep(seconds):
+    def sleep(seconds):  # virtual time: the real client, the real GETs
         slept.append(seconds)
         now[0] += seconds
 
     vertex = backend_for(resolve_endpoint("us-central1"))
-    service = JobService(vertex.endpoint, client=Client(), sleep=sleep, clock=lambda: now[0])
-    assert service.wait(JOB, vertex.poll).state == JobState.JOB_STATE_SUCCEEDED
+    with RecordingServer(default=Script(states)) as server:
+        service = JobService(
+            resolve_endpoint("us-central1", server.endpoint), sleep=sleep, clock=lambda: now[0]
+        )
+        created = service.client.create_custom_job(
+            parent="projects/local-project/locations/us-central1",
+            custom_job=CustomJob(display_name="waited"),
+        )
+        done = service.wait(created.name, vertex.poll)
+        gets = [r for r in server.requests if r.method == "GET"]
+    assert done.state == JobState.JOB_STATE_SUCCEEDED and done.name == created.name
+    assert len(gets) == len(states)  # one GET per state, none after the end
     # 30 s while PENDING, then 5 s right after RUNNING was seen
     assert slept == [30.0, 30.0, 30.0, 5.0, 5.0, 5.0, 5.0]
