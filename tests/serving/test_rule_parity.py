@@ -343,4 +343,7 @@ def test_a_two_hour_deployment_timeout_and_a_grpc_port_are_accepted(serving, skl
             },
         ),
     )
-    assert op.result(timeout=30).model
+    # Accepted and kept: the model read back has both values (the edges Vertex AI allows).
+    stored = serving.models.get_model(name=op.result(timeout=30).model)
+    assert stored.container_spec.deployment_timeout.total_seconds() == 7200
+    assert [p.container_port for p in stored.container_spec.grpc_ports] == [8500]
