@@ -64,7 +64,9 @@ def test_every_component_input_is_a_row_or_a_launch_setting():
 def test_each_row_is_read_as_the_type_the_signature_declares(row):
     parameter = _signature()[row.name]
     assert parameter.annotation in (SIGNATURE_TYPES[row.kind].__name__, SIGNATURE_TYPES[row.kind])
-    assert parameter.default == row.default or isinstance(row.default, tuple)
+    # The table keeps list defaults as tuples (immutable); the signature declares them as lists.
+    default = list(row.default) if isinstance(row.default, tuple) else row.default
+    assert parameter.default == default
 
 
 def test_artifact_rows_come_from_an_input_artifact():
