@@ -46,6 +46,7 @@ def test_the_emulator_stored_a_spot_custom_job(demo_run):
     # Reopen the emulator on the run's state: what it stored, read back through the real client.
     with Emulator(run_dir / "emulator") as emu:
         client = job_client(emu.endpoint)
+        assert result.job_names, "the run names no CustomJob: nothing below would be checked"
         for name in result.job_names:
             job = client.get_custom_job(name=name)
             assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT

@@ -238,7 +238,10 @@ def test_every_difference_in_the_input_lists_is_explained(gcpc_parameters, our_i
 
 
 def test_shared_inputs_have_gcpcs_types_and_defaults(gcpc_parameters, our_inputs):
-    for name in set(gcpc_parameters) & set(our_inputs):
+    shared = set(gcpc_parameters) & set(our_inputs)
+    # the job settings both take (an empty intersection would check nothing below)
+    assert {"project", "location", "worker_pool_specs", "timeout", "labels", "network"} <= shared
+    for name in shared:
         theirs, mine = gcpc_parameters[name], our_inputs[name]
         assert mine["parameterType"] == theirs["parameterType"], name
         if name in DIFFERENT_DEFAULTS:
