@@ -64,6 +64,7 @@ from kfp_spot.pipelines.local_result import (
     evaluated_metrics,
     metrics_output,
     summarize,
+    warning_lines,
 )
 from kfp_spot.pipelines.local_rundir import (
     RUN_DIR_ENTRIES,
@@ -94,6 +95,7 @@ __all__ = [
     "run",
     "run_dir_or_default",
     "summarize",
+    "warning_lines",
 ]
 
 
@@ -170,7 +172,8 @@ def run(
             launch fails over. None: the pipeline's own.
 
     Returns:
-        The gathered result; also written to ``<run_dir>/run.json``.
+        The gathered result; also written to ``<run_dir>/run.json``. Its ``warnings`` are the
+        ``kfp-spot: warning:`` lines the tasks printed into their logs (``warning_lines``).
 
     Raises:
         LocalRunError: the pipeline or an argument cannot be run locally (before anything ran).
@@ -282,6 +285,7 @@ def run(
             for name in emu.serving_endpoints()
             for row in emu.serving_ledger(name)["lives"]
         ]
+    warnings = [{"text": text, "tasks": list(tasks)} for text, tasks in shown.monitor.warnings()]
     outputs = task.outputs if task is not None else {}
     metrics_artifact = metrics_output(outputs)
     metrics = dict(metrics_artifact.metadata) if metrics_artifact is not None else {}
@@ -319,6 +323,7 @@ def run(
         thresholds=_thresholds(pipeline, args),
         serving=serving,
         evaluated_checkpoint=evaluated,
+        warnings=warnings,
         artifacts={
             **_training_dirs(checkpoint_root),
             "pipeline_root": str(run_dir / "pipeline_root"),

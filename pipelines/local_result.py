@@ -38,7 +38,9 @@ class LocalRunResult:
     A run that launched no CustomJob trained nothing: ``checkpoint_uri`` is empty (no checkpoint
     root, attempt records or model of its own), ``preemptions`` None, and
     ``evaluated_checkpoint`` names the checkpoint it evaluated (``uri``, ``step``; None when it
-    evaluated none), which ``run.json`` holds only then.
+    evaluated none), which ``run.json`` holds only then. ``warnings`` are the ``kfp-spot:
+    warning:`` lines the tasks printed into their logs (``text``, and ``tasks``, the tasks that
+    printed it), each once: :func:`warning_lines` shows them.
     """
 
     run_dir: str
@@ -60,6 +62,7 @@ class LocalRunResult:
     regions: list[str] = field(default_factory=list)
     job_regions: dict[str, str] = field(default_factory=dict)
     evaluated_checkpoint: dict[str, Any] | None = None
+    warnings: list[dict[str, Any]] = field(default_factory=list)
     summary: accounting.Summary | None = None
     serving_summary: accounting.ServingSummary | None = None
     region_summary: accounting.RegionSummary | None = None
@@ -249,3 +252,17 @@ def summarize(result: LocalRunResult) -> str:
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)
+
+
+def warning_lines(result: LocalRunResult) -> list[str]:
+    """The warnings the run's tasks printed, a line each naming the tasks (``kfp-spot run``'s end).
+
+    A task prints them into its log, among hundreds of kfp.local's lines that a person reads only
+    when something failed: a package over 64 MiB, an executor image past its end of availability
+    or a requirement its version does not meet would otherwise go unseen.
+    """
+    return [
+        f"kfp-spot: warning: {', '.join(w['tasks'])}: {w['text']}"
+        for w in result.warnings
+        if isinstance(w, dict) and w.get("text")
+    ]

@@ -28,6 +28,7 @@ from kfp_spot.pipelines.local_result import (
     _gate,
     _outcome,
     summarize,
+    warning_lines,
 )
 from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
@@ -49,6 +50,7 @@ __all__ = [
     "run_local",
     "spot_training_arguments",
     "summarize",
+    "warning_lines",
 ]
 
 EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"

@@ -21,7 +21,14 @@ import pytest
 
 from kfp_spot.progress import Console, JobView, LocalRunProgress, OutputCapture, RunMonitor
 from kfp_spot.progress.capture import task_log_name
-from kfp_spot.progress.kfplocal import TaskEvent, dag_tasks, error_excerpt, parse, task_output
+from kfp_spot.progress.kfplocal import (
+    TaskEvent,
+    dag_tasks,
+    error_excerpt,
+    parse,
+    task_output,
+    task_warnings,
+)
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 EXAMPLE_TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trainer"
@@ -408,6 +415,56 @@ def test_kfp_locals_error_for_a_task_that_had_started_keeps_the_tasks_log(tmp_pa
     lines = monitor.failure_lines()
     assert lines[0] == f"launch-spot-job FAILED; its log: {log}"
     assert lines[-2:] == ["  kfp.local's own error:", "  | boom"]
+
+
+PACKAGE_LOG = """\
+10:00:00.000 - INFO - Executing task 'prepare-package'
+10:00:00.001 - INFO - Streamed logs:
+
+    [KFP Executor 2026-01-01 10:00:00,050 INFO]: building regressor (project)
+    kfp-spot: warning: executor image sklearn-cpu.1-6 reached its end of availability
+    kfp-spot: warning: regressor 0.3.0 installs 65 MiB, the largest files regressor/table.bin
+    kfp-spot: warning: executor image sklearn-cpu.1-6 reached its end of availability
+    [KFP Executor 2026-01-01 10:00:00,100 INFO]: package regressor 0.3.0 staged
+
+10:00:01.000 - INFO - Task 'prepare-package' finished with status SUCCESS
+10:00:01.001 - WARNING - kfp-spot: warning: not the task's: kfp.local's own record
+"""
+
+
+def test_task_warnings_are_the_warning_lines_the_task_printed_each_once():
+    assert task_warnings(PACKAGE_LOG) == [
+        "executor image sklearn-cpu.1-6 reached its end of availability",
+        "regressor 0.3.0 installs 65 MiB, the largest files regressor/table.bin",
+    ]
+    assert task_warnings(TASK_LOG) == []
+
+
+def test_the_monitor_gathers_each_tasks_warnings_once_naming_every_task_that_printed_it(tmp_path):
+    package, launch = tmp_path / "prepare-package.log", tmp_path / "launch-spot-job.log"
+    package.write_text(PACKAGE_LOG)
+    launch.write_text(
+        PACKAGE_LOG.replace("prepare-package", "launch-spot-job").replace("installs", "takes")
+    )
+    monitor = RunMonitor([].append, clock_fn=FakeClock())
+    for name, log in (("prepare-package", package), ("launch-spot-job", launch)):
+        monitor.on_task_event(TaskEvent("started", name), log)
+        monitor.on_task_event(TaskEvent("finished", name))
+    monitor.on_task_event(TaskEvent("started", "quiet"), tmp_path / "missing.log")
+    assert monitor.warnings() == [
+        (
+            "executor image sklearn-cpu.1-6 reached its end of availability",
+            ("prepare-package", "launch-spot-job"),
+        ),
+        (
+            "regressor 0.3.0 installs 65 MiB, the largest files regressor/table.bin",
+            ("prepare-package",),
+        ),
+        (
+            "regressor 0.3.0 takes 65 MiB, the largest files regressor/table.bin",
+            ("launch-spot-job",),
+        ),
+    ]
 
 
 def test_a_failed_pipeline_that_names_no_failed_task_still_has_a_failure_line():

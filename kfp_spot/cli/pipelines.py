@@ -232,6 +232,8 @@ def run(
         finally:
             console.clear()
         click.echo(local_run.summarize(result))
+        for line in local_run.warning_lines(result):  # shown last: the tasks' logs hold them
+            click.echo(line, err=True)
     if not result.succeeded:
         raise SystemExit(1)
 

@@ -193,6 +193,29 @@ def task_output(log_text: str) -> list[str]:
     return own
 
 
+WARNING_PREFIX = "kfp-spot: warning: "
+"""How kfp-spot's runtime starts a warning line on a task's stderr (prepare_package, launcher)."""
+
+
+def task_warnings(log_text: str) -> list[str]:
+    """The ``kfp-spot: warning:`` lines a task printed, from a task log the capture wrote.
+
+    Their text after the prefix, in order, each once, from every execution in the log; kfp.local's
+    own records are not the task's. Where the run shows them again at its end, as a task's log is
+    a place a person reads only when something went wrong.
+    """
+    found: list[str] = []
+    for line in log_text.splitlines():
+        if _RECORD.match(line):
+            continue
+        text = (line[len(_INDENT) :] if line.startswith(_INDENT) else line).rstrip()
+        if text.startswith(WARNING_PREFIX):
+            warning = text[len(WARNING_PREFIX) :].strip()
+            if warning and warning not in found:
+                found.append(warning)
+    return found
+
+
 _TRACEBACK = "Traceback (most recent call last):"
 _EXECUTOR_LOG = re.compile(r"^\[KFP Executor [^\]]*\]: ")  # a component's log record
 _CHAINED = (

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.progress.console import clock
-from kfp_spot.progress.kfplocal import TaskEvent, error_excerpt, errored_hint, task_output
+from kfp_spot.progress.kfplocal import (
+    TaskEvent,
+    error_excerpt,
+    errored_hint,
+    task_output,
+    task_warnings,
+)
 
 _TERMINAL_JOB_STATES = {
     "JOB_STATE_SUCCEEDED",
@@ -223,6 +229,24 @@ class RunMonitor:
                 "pipeline FAILED, though no task did: kfp.local's reason is in pipeline.log"
             )
         return lines
+
+    def warnings(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Each ``kfp-spot: warning:`` line the tasks printed, once, with the tasks that did.
+
+        In the order the tasks started (a warning printed by several, such as an executor
+        image's notice by prepare-package and the launch, names them all), read from their logs.
+        """
+        found: dict[str, list[str]] = {}
+        with self._lock:
+            tasks = list(self.tasks.values())
+        for task in tasks:
+            if task.log is None or not task.log.is_file():
+                continue
+            for text in task_warnings(task.log.read_text(encoding="utf-8", errors="replace")):
+                names = found.setdefault(text, [])
+                if task.name not in names:
+                    names.append(task.name)
+        return [(text, tuple(names)) for text, names in found.items()]
 
     # jobs -------------------------------------------------------------------------------------
 
