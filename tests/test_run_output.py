@@ -245,12 +245,35 @@ def test_error_excerpt_keeps_the_line_naming_the_field_before_a_quoted_traceback
         "ModuleNotFoundError: No module named 'sklearn'",
         "Declare what it imports in the package's dependencies.",
     ]
-    assert error_excerpt(own) == [own[1], *own[-2:]]
+    assert error_excerpt(own) == own[1:]  # with the frame naming the user's file and line
     printed = ["Epoch 1:", *own[2:]]  # the task's own output before a crash: not an error line
     assert error_excerpt(printed) == own[-2:]
     # A component that logs its error (for the task's console) and then exits with it: once.
     logged = ["[KFP Executor 2026-12-03 15:28:06,047 ERROR]: " + own[1], *own[2:]]
-    assert error_excerpt(logged + own[1:]) == [own[1], *own[-2:]]
+    assert error_excerpt(logged + own[1:]) == own[1:]
+
+
+def test_an_evaluate_that_raised_is_shown_once_with_the_frames_of_the_users_code():
+    # Before: the excerpt began at the logged copy's last line ("ZeroDivisionError: ...") and
+    # went on with the whole message again, without the step that failed in front.
+    message = [
+        "evaluate_checkpoint: evaluation with regressor.metrics:evaluate failed (exit 4):",
+        "regressor.metrics:evaluate raised:",
+        "Traceback (most recent call last):",
+        '  File "/site/kfp_spot/evaluation/runner.py", line 124, in main',
+        "    result = function(checkpoint_dir, params)",
+        '  File "/env/regressor/metrics.py", line 12, in evaluate',
+        "    1 / 0",
+        "ZeroDivisionError: division by zero",
+    ]
+    own = [
+        "[KFP Executor 2026-12-05 06:32:15,461 INFO]: evaluating /run/job/checkpoints step 6",
+        *[f"eval batch {i}" for i in range(200)],  # what the user's evaluate() printed
+        "[KFP Executor 2026-12-05 06:32:17,435 ERROR]: " + message[0],
+        *message[1:],
+        *message,
+    ]
+    assert error_excerpt(own) == message
 
 
 def test_error_excerpt_without_a_traceback_is_the_last_lines_and_long_ones_are_elided():

@@ -229,18 +229,23 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
 
     From the line that names the exception that ended the task (the last of a chain of Python
     tracebacks) to the end: the error message, which may itself quote a log holding another
-    traceback (as the launcher's error quotes the replica's last lines). A one-line error whose
-    message quotes a traceback after its first line (``python_module: ... does not import ...:``
-    and the import's traceback) keeps that first line: it names the field at fault. Without a
+    traceback (as the launcher's error quotes the replica's last lines). An error message that
+    quotes a traceback after its first lines (``python_module: ... does not import ...:``, or
+    ``evaluation with M:F failed (exit 4):`` and ``M:F raised:``, then the traceback of the
+    user's code) is kept whole: its first line names the field or step at fault, the traceback's
+    last frames the user's file and line; logged and then raised, it is shown once. Without a
     traceback, the last ``limit`` lines.
     """
     lines = list(lines)
     start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
-    intro = _EXECUTOR_LOG.sub("", lines[start - 1]) if start else None
-    if intro is not None and not _introduces_a_quote(intro):
-        intro = None
+    intro = _quoting_intro(lines, start) if start else []
     if start is None:
         excerpt = lines[-limit:]
+    elif intro:
+        quoted = lines[start:]
+        if intro[0] in quoted:  # a task that logged its error and then raised it: say it once
+            quoted = quoted[: quoted.index(intro[0])]
+        excerpt = [*intro, *quoted]
     else:
         while True:
             i = start + 1
@@ -251,14 +256,35 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
                 break
             start = chained
         excerpt = lines[i:] or lines[start:]
-        if intro is not None:  # a task that logged its error and then raised it: say it once
-            excerpt = [intro, *excerpt[: excerpt.index(intro) if intro in excerpt else None]]
     if len(excerpt) > limit:
         head = max(1, limit // 4)
         tail = limit - head - 1
         left_out = len(excerpt) - head - tail
         excerpt = [*excerpt[:head], f"... ({left_out} lines left out)", *excerpt[-tail:]]
     return excerpt
+
+
+_INTRO_LINES = 3
+"""How many lines of an error message may come before the traceback it quotes."""
+
+
+def _quoting_intro(lines: list[str], traceback: int) -> list[str]:
+    """The lines of an error message that go on with the traceback at ``traceback``; [] if none.
+
+    Each ends with a colon, and the first says what failed (``field: ...:``); a log record's
+    prefix is left out.
+    """
+    intro: list[str] = []
+    for line in reversed(lines[max(0, traceback - _INTRO_LINES) : traceback]):
+        text = _EXECUTOR_LOG.sub("", line).rstrip()
+        if not text.endswith(":") or text.startswith(("[", " ")):
+            break
+        intro.insert(0, text)
+        if _EXECUTOR_LOG.match(line):  # a log record starts the message
+            break
+    while intro and not _introduces_a_quote(intro[0]):
+        intro.pop(0)
+    return intro
 
 
 def _introduces_a_quote(line: str) -> bool:
