@@ -74,7 +74,7 @@ from kfp_spot.pipelines.local_rundir import (
     default_run_dir,
     run_dir_or_default,
 )
-from kfp_spot.progress import LocalRunProgress, emulator_jobs
+from kfp_spot.progress import LocalRunProgress, emulator_jobs, replica_output
 from kfp_spot.reports import preload_timeline, write_report
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def run(
             with (
                 gcp_placeholders_as_text(),  # GCPC placeholders left in a task: the launcher's
                 tasks_end_with_the_run(),  # an interrupt sent to this process alone stops the task
-                shown.watching(emulator_jobs(emu), newest_step),
+                shown.watching(emulator_jobs(emu), newest_step, replica_output(emu.state_dir)),
                 drill,
                 disrupted,
             ):

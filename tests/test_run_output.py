@@ -19,7 +19,14 @@ from pathlib import Path
 import click
 import pytest
 
-from kfp_spot.progress import Console, JobView, LocalRunProgress, OutputCapture, RunMonitor
+from kfp_spot.progress import (
+    Console,
+    JobView,
+    LocalRunProgress,
+    OutputCapture,
+    RunMonitor,
+    replica_output,
+)
 from kfp_spot.progress.capture import task_log_name
 from kfp_spot.progress.kfplocal import (
     TaskEvent,
@@ -350,6 +357,33 @@ def test_monitor_tells_task_and_attempt_events_once_each_in_order():
         "[1:13] launch-spot-job succeeded in 1:13",
     ]
     assert statuses[-1] == ""  # nothing runs any more
+
+
+def test_the_status_ends_with_the_last_line_the_running_attempt_printed(tmp_path):
+    # A trainer that checkpoints once an epoch showed "no checkpoint yet" for the whole epoch:
+    # its own progress, in its log in the emulator's state dir, was nowhere on the console.
+    name = "projects/local-project/locations/l/customJobs/123"
+    log = tmp_path / "emulator" / "logs" / "123" / "attempt-2" / "workerpool0-0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("loading data\n\x1b[32mepoch 1/50\x1b[0m\n 12%|#2  | 6/50\r 14%|#4  | 7/50\r")
+    jobs: list[JobView] = []
+    statuses: list[str] = []
+    monitor = RunMonitor([].append, statuses.append, clock_fn=FakeClock())
+    monitor.watch(lambda: list(jobs), lambda name: None, replica_output(tmp_path / "emulator"))
+    monitor.on_task_event(TaskEvent("started", "launch-spot-job"))
+    attempts = (_row(1, end="PREEMPTED"), _row(2, billable=4.2))
+    jobs.append(JobView(name, "JOB_STATE_RUNNING", attempts))
+    monitor.poll()
+    monitor.refresh()
+    assert statuses[-1] == (
+        "[0:00] launch-spot-job | attempt 2 running for 4.2 s | no checkpoint yet | 14%|#4 | 7/50"
+    )
+    log.write_text("x" * 200 + "\n\n")
+    monitor.refresh()
+    assert statuses[-1].endswith(" | " + "x" * 77 + "...")
+    log.unlink()  # the attempt has not printed yet: the status as before
+    monitor.refresh()
+    assert statuses[-1].endswith("| no checkpoint yet")
 
 
 def test_monitor_names_the_job_once_there_are_several_and_an_attempt_that_never_ran():

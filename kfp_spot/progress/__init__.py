@@ -9,7 +9,12 @@
 
 from kfp_spot.progress.capture import OutputCapture
 from kfp_spot.progress.console import Console
-from kfp_spot.progress.localrun import LocalRunProgress, emulator_jobs, latest_step
+from kfp_spot.progress.localrun import (
+    LocalRunProgress,
+    emulator_jobs,
+    latest_step,
+    replica_output,
+)
 from kfp_spot.progress.monitor import JobView, RunMonitor
 
 __all__ = [
@@ -20,4 +25,5 @@ __all__ = [
     "RunMonitor",
     "emulator_jobs",
     "latest_step",
+    "replica_output",
 ]

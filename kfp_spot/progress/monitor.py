@@ -115,6 +115,8 @@ class RunMonitor:
         jobs: returns the jobs now, oldest first (None when they cannot be read right now).
         checkpoint_step: returns the newest committed checkpoint step of the job named, or None
             (each job has its own checkpoint directory: a pipeline may launch several).
+        output: returns the last line the job's running attempt (job name, attempt number)
+            printed, or None; the status shows it (a trainer's own progress: ``epoch 3 ...``).
         clock_fn: the monotonic clock.
     """
 
@@ -125,12 +127,14 @@ class RunMonitor:
         *,
         jobs: Callable[[], Sequence[JobView] | None] | None = None,
         checkpoint_step: Callable[[str], int | None] | None = None,
+        output: Callable[[str, int], str | None] | None = None,
         clock_fn: Callable[[], float] = time.monotonic,
     ) -> None:
         self._event = event
         self._status = status
         self._jobs = jobs
         self._checkpoint_step = checkpoint_step
+        self._output = output
         self._clock = clock_fn
         self._start = clock_fn()
         self._lock = threading.RLock()
@@ -147,11 +151,13 @@ class RunMonitor:
         self,
         jobs: Callable[[], Sequence[JobView] | None],
         checkpoint_step: Callable[[str], int | None] | None = None,
+        output: Callable[[str, int], str | None] | None = None,
     ) -> None:
         """Start following ``jobs``; the jobs there now are not this run's and are ignored."""
         with self._lock:
             self._jobs = jobs
             self._checkpoint_step = checkpoint_step
+            self._output = output
             self._baseline = None
             self.poll()
 
@@ -306,7 +312,11 @@ class RunMonitor:
     # status -----------------------------------------------------------------------------------
 
     def status_text(self) -> str:
-        """The live status: elapsed time, running tasks, the job's attempt, the checkpoint."""
+        """The live status: elapsed time, running tasks, the job's attempt, the checkpoint.
+
+        Then the last line the running attempt printed, when there is one: a trainer that
+        checkpoints once an epoch shows its progress between the commits.
+        """
         with self._lock:
             now = self._clock()
             running = [t for t in self.tasks.values() if t.status is TaskStatus.RUNNING]
@@ -318,7 +328,17 @@ class RunMonitor:
                 parts.append(_job_status(active[-1], len(self._seen) > 1))
                 step = self._steps.get(active[-1].name)
                 parts.append("no checkpoint yet" if step is None else f"checkpoint step {step}")
+                printed = self._printed(active[-1])
+                if printed:
+                    parts.append(printed)
             return " | ".join(parts)
+
+    def _printed(self, job: JobView) -> str | None:
+        """The last line the job's running attempt printed (None: none, or no ``output``)."""
+        running = [r for r in job.attempts if r.get("startTime") and not r.get("endReason")]
+        if self._output is None or not running:
+            return None
+        return self._output(job.name, int(running[-1].get("attempt", 0)))
 
     def refresh(self) -> None:
         """Hand the current status text to the status receiver (``""`` when no task runs)."""
