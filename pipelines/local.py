@@ -328,6 +328,7 @@ def run(
             **_training_dirs(checkpoint_root),
             "pipeline_root": str(run_dir / "pipeline_root"),
             "emulator_state": str(run_dir / "emulator"),
+            **_training_logs(run_dir / "emulator", jobs),
             "logs": str(shown.log_dir),
         },
         started=started,
@@ -348,6 +349,18 @@ def _training_dirs(checkpoint_root: str) -> dict[str, str]:
         return {}
     base = checkpoint_root.rstrip("/").rsplit("/", 1)[0]
     return {"checkpoints": checkpoint_root, "model": fs.join(base, "model")}
+
+
+def _training_logs(state_dir: Path, jobs: list[str]) -> dict[str, str]:
+    """Where the newest CustomJob's replicas' output is (``attempt-<n>/<replica>.log``).
+
+    What the training printed goes there, not into the tasks' logs: the run names the folder.
+    """
+    from kfp_spot.emulator.statedir import job_log_dir
+
+    return (
+        {"training_logs": str(job_log_dir(state_dir, jobs[-1].rsplit("/", 1)[-1]))} if jobs else {}
+    )
 
 
 def _short_drill(done: list[int], asked: int, interrupted: bool) -> str:

@@ -1059,6 +1059,29 @@ def test_a_warning_prepare_package_printed_in_its_log_ends_the_runs_console(regr
     ]
 
 
+@pytest.mark.slow
+def test_the_summary_names_where_the_training_printed(regressor, tmp_path):
+    # What the trainer prints goes to its replica's log in the emulator's state dir, not to
+    # the tasks' logs under logs/: the summary named neither that folder nor the file.
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run",
+        source=regressor,
+        training_args=["--steps", "12", "--step-seconds", "0.1"],
+        preemptions=1,
+        progress=events.append,
+    )
+    assert result.succeeded, events
+    folder = Path(result.artifacts["training_logs"])
+    assert folder.parent.parent == tmp_path / "run" / "emulator"
+    assert folder.name == result.job_names[-1].rsplit("/", 1)[-1]
+    resumed = (folder / "attempt-2" / "workerpool0-0.log").read_text()
+    assert "regressor resuming from step" in resumed  # the trainer's own print
+    assert f"  training_logs   {folder}\n" in local.summarize(result) + "\n"
+    logs = (tmp_path / "run" / "logs").glob("*.log")
+    assert not any("regressor resuming from step" in log.read_text() for log in logs)
+
+
 FOREIGN_TRAINER = """\
 import argparse, os
 from kfp_spot.trainer import add_output_dir_arguments, resolve_output_dirs

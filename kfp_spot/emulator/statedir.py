@@ -11,9 +11,14 @@ import fcntl
 from pathlib import Path
 
 
+def job_log_dir(root: Path, job_id: str) -> Path:
+    """The folder of a job's logs under the state dir ``root``: one folder per attempt."""
+    return Path(root) / "logs" / job_id
+
+
 def attempt_log_dir(root: Path, job_id: str, attempt: int) -> Path:
     """The folder of one attempt's replica logs under the state dir ``root``."""
-    return Path(root) / "logs" / job_id / f"attempt-{attempt}"
+    return job_log_dir(root, job_id) / f"attempt-{attempt}"
 
 
 def saved_logs(root: Path, job_id: str) -> dict[int, list[Path]] | None:
@@ -22,7 +27,7 @@ def saved_logs(root: Path, job_id: str) -> dict[int, list[Path]] | None:
     Reads the files only (no lock is taken): what a stopped emulator left. None when the job has
     no log folder there.
     """
-    folder = Path(root) / "logs" / job_id
+    folder = job_log_dir(root, job_id)
     if not folder.is_dir():
         return None
     numbers = sorted(int(p.name[8:]) for p in folder.glob("attempt-*") if p.name[8:].isdigit())
