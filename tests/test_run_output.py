@@ -283,6 +283,24 @@ def test_an_evaluate_that_raised_is_shown_once_with_the_frames_of_the_users_code
     assert error_excerpt(own) == message
 
 
+def test_an_error_logged_and_then_exited_with_is_shown_once_without_the_tasks_info_lines():
+    # Before: the last 20 lines, so the executor's "Looking for component ..." records came
+    # first and the one error twice (its log record, then the task's exit message).
+    error = (
+        "evaluate_checkpoint: checkpoint: no kfp-spot checkpoint under /run/job/checkpoints: "
+        "expected step-<n>/manifest.json directories, found ckpt-0.pkl"
+    )
+    own = [
+        "[KFP Executor 2026-12-05 06:36:58,473 INFO]: Looking for component `evaluate_checkpoint`",
+        '[KFP Executor 2026-12-05 06:36:58,473 INFO]: Loading KFP component "evaluate_checkpoint"',
+        f"[KFP Executor 2026-12-05 06:36:58,600 ERROR]: {error}",
+        error,
+    ]
+    assert error_excerpt(own) == [error]
+    two_lines = [*own[:2], f"{own[2]}:", "  the detail", f"{error}:", "  the detail"]
+    assert error_excerpt(two_lines) == [f"{error}:", "  the detail"]
+
+
 def test_error_excerpt_without_a_traceback_is_the_last_lines_and_long_ones_are_elided():
     lines = [f"line {i}" for i in range(100)]
     assert error_excerpt(lines, limit=5) == lines[-5:]

@@ -234,13 +234,14 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
     ``evaluation with M:F failed (exit 4):`` and ``M:F raised:``, then the traceback of the
     user's code) is kept whole: its first line names the field or step at fault, the traceback's
     last frames the user's file and line; logged and then raised, it is shown once. Without a
-    traceback, the last ``limit`` lines.
+    traceback: from the last error the task logged (``[KFP Executor ... ERROR]:``), once when the
+    task then exited with it, else the last ``limit`` lines.
     """
     lines = list(lines)
     start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
     intro = _quoting_intro(lines, start) if start else []
     if start is None:
-        excerpt = lines[-limit:]
+        excerpt = _logged_error(lines) or lines[-limit:]
     elif intro:
         quoted = lines[start:]
         if intro[0] in quoted:  # a task that logged its error and then raised it: say it once
@@ -262,6 +263,25 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
         left_out = len(excerpt) - head - tail
         excerpt = [*excerpt[:head], f"... ({left_out} lines left out)", *excerpt[-tail:]]
     return excerpt
+
+
+_LOGGED_ERROR = re.compile(r"^\[KFP Executor [^\]]* (?:ERROR|CRITICAL)\]: ")
+
+
+def _logged_error(lines: list[str]) -> list[str]:
+    """From the last error record the task logged to the end, the message once; [] if none.
+
+    A component that logs its error and exits with it (``SystemExit(message)``, no traceback)
+    printed the message twice, after its own INFO records.
+    """
+    at = next((i for i in reversed(range(len(lines))) if _LOGGED_ERROR.match(lines[i])), None)
+    if at is None:
+        return []
+    first = _LOGGED_ERROR.sub("", lines[at])
+    rest = lines[at + 1 :]
+    if first in rest:  # logged, then exited with: say it once
+        rest = rest[: rest.index(first)]
+    return [first, *rest]
 
 
 _INTRO_LINES = 3
