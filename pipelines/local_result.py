@@ -236,11 +236,7 @@ def summarize(result: LocalRunResult) -> str:
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
     )
-    gate = "not evaluated" if result.passed is None else "passed" if result.passed else "failed"
-    if result.passed is not None and result.thresholds:
-        bounds = sorted(result.thresholds.items())
-        gate += " (" + ", ".join(f"{k} {v}" for k, v in bounds) + ")"
-    lines.append(f"quality gate:       {gate}")
+    lines.append(f"quality gate:       {_gate_text(result, shown)}")
     serving = result.serving_summary
     if serving is not None:
         lines += [
@@ -252,6 +248,38 @@ def summarize(result: LocalRunResult) -> str:
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)
+
+
+def _gate_text(result: LocalRunResult, values: Mapping[str, float]) -> str:
+    """The gate's verdict, its bounds, and for a failed gate the bounds the metrics missed.
+
+    ``failed: val/loss=4.31 is not <=0.001 (held: accuracy@5 >=0.9)``: with several bounds, a
+    person should not have to work out from the evaluation line which one failed.
+    """
+    if result.passed is None:
+        return "not evaluated"
+    verdict = "passed" if result.passed else "failed"
+    if not result.thresholds:
+        return verdict
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(result.thresholds.items()))
+    if result.passed:
+        return f"{verdict} ({listed})"
+    from kfp_spot.evaluation.errors import EvaluationInputError
+    from kfp_spot.evaluation.thresholds import parse_thresholds
+
+    try:
+        bounds = parse_thresholds(result.thresholds)
+    except EvaluationInputError:  # the evaluation refused them: it said why
+        return f"{verdict} ({listed})"
+    missed = [t for t in bounds if t.metric in values and not t.check(values[t.metric])]
+    if not missed:  # a metric the evaluation did not return: its error says so
+        return f"{verdict} ({listed})"
+    held = [f"{t.metric} {t.op}{t.bound:g}" for t in bounds if t not in missed]
+    text = "; ".join(
+        f"{t.metric}={values[t.metric]:.4g} is not {t.op}{t.bound:g}"
+        for t in sorted(missed, key=str)
+    )
+    return f"{verdict}: {text}" + (f" (held: {', '.join(sorted(held))})" if held else "")
 
 
 def warning_lines(result: LocalRunResult) -> list[str]:

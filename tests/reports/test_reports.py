@@ -498,7 +498,29 @@ def test_the_printout_shows_the_nan_metric_that_failed_the_gate(tmp_path: Path):
     )
     summary = local_run.summarize(result)
     assert "evaluation:         loss=0.5, ratio=-inf, score=nan\n" in summary
-    assert "quality gate:       failed (score >=0.5)\n" in summary
+    assert "quality gate:       failed: score=nan is not >=0.5\n" in summary
+
+
+def test_the_printout_of_a_failed_gate_names_the_bound_the_metrics_missed(tmp_path: Path):
+    # Before: "failed (accuracy@5 >=0.9, val/loss <=0.001)", and which one failed was left to
+    # the reader to work out from the evaluation's line.
+    from kfp_spot.pipelines import local_run
+
+    result = _jobless_result(
+        tmp_path,
+        outcome=Outcome.SUCCEEDED,
+        metrics={"val/loss": 4.3111, "accuracy@5": 0.93, "checkpoint_uri": "/c"},
+        passed=False,
+        thresholds={"val/loss": "<=0.001", "accuracy@5": 0.9},
+    )
+    summary = local_run.summarize(result)
+    assert (
+        "quality gate:       failed: val/loss=4.311 is not <=0.001 (held: accuracy@5 >=0.9)\n"
+    ) in summary
+    result.metrics = {"accuracy@5": 0.93}  # no val/loss: the evaluation's error says so
+    assert "quality gate:       failed (accuracy@5 0.9, val/loss <=0.001)\n" in (
+        local_run.summarize(result)
+    )
 
 
 def test_serving_replicas_have_their_own_section_fed_by_the_accounting(tmp_path: Path):
