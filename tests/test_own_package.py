@@ -1045,7 +1045,7 @@ def test_a_warning_prepare_package_printed_in_its_log_ends_the_runs_console(regr
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    large = "regressor 0.3.0 installs 65 MiB, the largest files regressor/table.bin (65 MiB)"
+    large = "regressor 0.3.0 installs 65 MiB, the largest file regressor/table.bin (65 MiB)"
     warning = f"kfp-spot: warning: prepare-package: {large}"
     last = proc.stderr.splitlines()[-3:]  # after the pipeline's end, printed with the summary
     assert any(line.startswith(warning) for line in last), proc.stderr

@@ -207,12 +207,14 @@ def _large_package(wheel: Path, facts: _build.WheelFacts) -> list[str]:
     total = sum(size for size, _ in sizes)
     if total <= LARGE_PACKAGE_BYTES:
         return []
-    largest = ", ".join(f"{name} ({size / 2**20:.0f} MiB)" for size, name in sizes[:3])
+    # The files that make it large: not the code beside them ("train.py (0 MiB)")
+    large = [(size, name) for size, name in sizes[:3] if size >= 2**20] or sizes[:1]
+    largest = ", ".join(f"{name} ({size / 2**20:.0f} MiB)" for size, name in large)
     return [
-        f"{facts.name} {facts.version} installs {total / 2**20:.0f} MiB, the largest files "
-        f"{largest}: every VM of the job downloads and installs it at each start, after each "
-        "preemption too, and so does the evaluation; keep data sets in Cloud Storage and read "
-        "them at run time"
+        f"{facts.name} {facts.version} installs {total / 2**20:.0f} MiB, the largest "
+        f"{'files' if len(large) > 1 else 'file'} {largest}: every VM of the job downloads "
+        "and installs it at each start, after each preemption too, and so does the "
+        "evaluation; keep data sets in Cloud Storage and read them at run time"
     ]
 
 

@@ -183,5 +183,11 @@ def test_a_package_that_carries_a_data_set_is_warned_of(tmp_path, capsys):
     prepare_package(str(package), str(tmp_path / "stage"), python_module="mlp.task")
     err = capsys.readouterr().err
     assert "kfp-spot: warning: mlp 0.0.0+src" in err
-    assert "installs 65 MiB, the largest files mlp/train.bin (65 MiB)" in err
+    assert "installs 65 MiB, the largest file mlp/train.bin (65 MiB): every VM" in err
+    assert "(0 MiB)" not in err  # the code beside it is not what makes it large
+    with (package / "labels.bin").open("wb") as handle:
+        handle.truncate(2 * 2**20)
+    prepare_package(str(package), str(tmp_path / "stage2"), python_module="mlp.task")
+    err = capsys.readouterr().err
+    assert "the largest files mlp/train.bin (65 MiB), mlp/labels.bin (2 MiB): every VM" in err
     assert "keep data sets in Cloud Storage" in err
