@@ -1120,6 +1120,33 @@ def test_a_drill_that_could_not_preempt_says_why(regressor, tmp_path):
     ], events
 
 
+@pytest.mark.slow
+def test_a_drill_cut_short_by_a_failed_training_does_not_advise_training_longer(
+    regressor, tmp_path
+):
+    # Before: after the trainer's traceback, "save more often or train longer to see a
+    # preemption", advice about the drill for a training that crashed at its start.
+    source = tmp_path / "crashes"
+    shutil.copytree(regressor, source)
+    train = source / "regressor" / "train.py"
+    train.write_text(
+        train.read_text().replace(
+            "    x, y = dataset()\n", "    raise FileNotFoundError('/data/train.csv')\n", 1
+        )
+    )
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run", source=source, preemptions=1, progress=events.append
+    )
+    assert not result.succeeded
+    assert "  | FileNotFoundError: /data/train.csv" in events, events
+    notes = [e for e in events if e.startswith("note: the job was preempted")]
+    assert notes == [
+        "note: the job was preempted 0 of the 1 time(s) asked: the training failed (above) "
+        "before a new checkpoint to preempt after"
+    ], events
+
+
 def _processes_naming(text: str) -> list[int]:
     """Processes whose command line holds ``text`` (Linux /proc)."""
     found = []
