@@ -481,6 +481,31 @@ def test_failure_lines_name_the_task_its_log_and_its_own_error(tmp_path):
     ]
 
 
+def test_a_replica_killed_by_a_signal_is_said_to_be_in_words(tmp_path):
+    # A replica the OOM killer ends leaves no traceback: its log stops mid-way and the error
+    # said only "exited with a non-zero status of 137".
+    log = tmp_path / "launch-spot-job.log"
+    log.write_text(
+        TASK_LOG.replace("status 2", "status 137 (Vertex's wording: a non-zero status)")
+        .replace(
+            "USER_ERROR: the replica exited with",
+            "USER_ERROR: The replica workerpool0-0 exited with a non-zero status of 137. With",
+        )
+        .replace("error: argument --epochs: must be an integer >= 1", "loading 40 GB into memory")
+    )
+    monitor = RunMonitor([].append, clock_fn=FakeClock())
+    monitor.on_task_event(TaskEvent("started", "launch-spot-job"), log)
+    monitor.on_task_event(TaskEvent("finished", "launch-spot-job", ok=False))
+    lines = monitor.failure_lines()
+    assert lines[-2:] == [
+        "  | loading 40 GB into memory",
+        "  status 137 is 128+9: the process was killed by SIGKILL (most often out of memory: "
+        "the kernel's OOM killer)",
+    ]
+    log.write_text(TASK_LOG)  # status 2: the trainer's own exit, said by its own output
+    assert not any("is 128+" in line for line in monitor.failure_lines())
+
+
 def test_kfp_locals_error_for_a_task_that_had_started_keeps_the_tasks_log(tmp_path):
     log = tmp_path / "launch-spot-job.log"
     log.write_text(TASK_LOG)

@@ -130,6 +130,39 @@ def errored_hint(error: str) -> str | None:
     )
 
 
+_EXIT_STATUS = re.compile(r"exited with a non-zero status of (?P<status>\d+)")
+_SIGNAL_CAUSES = {
+    "SIGKILL": "most often out of memory: the kernel's OOM killer",
+    "SIGSEGV": "a crash in native code (a C extension, a GPU library)",
+    "SIGABRT": "native code aborted (a failed assertion in a C/C++ library)",
+    "SIGBUS": "a crash in native code, or shared memory (/dev/shm) too small",
+}
+
+
+def exit_status_hint(lines: Sequence[str]) -> str | None:
+    """What a replica's exit status over 128 means (killed by signal ``status - 128``), or None.
+
+    ``exited with a non-zero status of 137`` is a process killed by SIGKILL: its log ends
+    mid-line, with no traceback to say so.
+    """
+    import signal
+
+    for line in lines:
+        match = _EXIT_STATUS.search(line)
+        if match is None or not 128 < int(match["status"]) < 128 + 65:
+            continue
+        number = int(match["status"]) - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            return None
+        cause = _SIGNAL_CAUSES.get(name)
+        return f"status {match['status']} is 128+{number}: the process was killed by {name}" + (
+            f" ({cause})" if cause else ""
+        )
+    return None
+
+
 def dag_tasks(pipeline_spec: Any) -> dict[str, tuple[str, ...]]:
     """The tasks inside each sub-DAG (e.g. a ``dsl.If``'s ``condition-1``) of a pipeline.
 

@@ -21,6 +21,7 @@ from kfp_spot.progress.kfplocal import (
     TaskEvent,
     error_excerpt,
     errored_hint,
+    exit_status_hint,
     task_output,
     task_warnings,
 )
@@ -226,6 +227,8 @@ class RunMonitor:
                     own = task_output(task.log.read_text(encoding="utf-8", errors="replace"))
                 excerpt = error_excerpt(own, limit) if own else ["(it printed nothing)"]
                 lines += [f"  | {line}" for line in excerpt]
+                killed = exit_status_hint(excerpt)
+                lines += [f"  {killed}"] if killed else []
                 lines += ["  kfp.local's own error:"] if task.error else []
             lines += [f"  | {line}" for line in task.error.splitlines()[-limit:]]
             hint = errored_hint(task.error)
