@@ -404,6 +404,28 @@ def test_the_status_ends_with_the_last_line_the_running_attempt_printed(tmp_path
     assert statuses[-1].endswith("| no checkpoint yet")
 
 
+def test_a_task_without_a_job_shows_the_last_line_it_printed_in_the_status(tmp_path):
+    # An evaluate() that scores for minutes showed "[3:10] evaluate-checkpoint" and nothing
+    # else: what it printed went to the task's log only.
+    log = tmp_path / "evaluate-checkpoint.log"
+    started = TASK_LOG.split("    [KFP Executor 2026-01-01 10:00:00,100 INFO]")[0]
+    log.write_text(started)  # kfp.local's record and the executor's input: nothing of its own
+    statuses: list[str] = []
+    monitor = RunMonitor([].append, statuses.append, clock_fn=FakeClock())
+    monitor.on_task_event(TaskEvent("started", "evaluate-checkpoint"), log)
+    assert statuses[-1] == "[0:00] evaluate-checkpoint"
+    log.write_text(
+        started
+        + "    [KFP Executor 2026-01-01 10:00:00,100 INFO]: evaluating /c step 6\n"
+        + "    eval batch 299/1000\n    \x1b[1meval batch 300/1000\x1b[0m\n"
+    )
+    monitor.refresh()
+    assert statuses[-1] == "[0:00] evaluate-checkpoint | eval batch 300/1000"
+    log.write_text(started + "    [KFP Executor 2026-01-01 10:00:00,100 INFO]: evaluating /c\n")
+    monitor.refresh()
+    assert statuses[-1] == "[0:00] evaluate-checkpoint | evaluating /c"  # without the prefix
+
+
 def test_monitor_names_the_job_once_there_are_several_and_an_attempt_that_never_ran():
     events: list[str] = []
     monitor = RunMonitor(events.append, clock_fn=FakeClock())

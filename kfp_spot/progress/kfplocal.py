@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from kfp_spot.progress.capture import strip_ansi
@@ -38,6 +40,7 @@ _PATTERNS: list[tuple[EventKind, re.Pattern[str]]] = [
         re.compile(rf"^Pipeline {_NAME} finished with status (?P<status>[A-Z_]+)"),
     ),
 ]
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x1f\x7f]")
 _RECORD = re.compile(r"^\d{2}:\d{2}:\d{2}\.\d{3} - [A-Z]+ - ")  # kfp.local's log format
 _INDENT = "    "  # kfp.local indents what a task's process prints
 
@@ -247,6 +250,39 @@ def task_warnings(log_text: str) -> list[str]:
             if warning and warning not in found:
                 found.append(warning)
     return found
+
+
+OUTPUT_CHARS = 80
+"""How much of a last printed line the live status shows."""
+_TAIL_BYTES = 4096
+
+
+def last_printed_line(path: Path, *, task_log: bool = False) -> str | None:
+    """The last line printed into the file at ``path``, for the live status; None: none yet.
+
+    Read from its end; a progress bar's carriage return ends a line too; colours and control
+    characters are left out and the line is cut to :data:`OUTPUT_CHARS`. ``task_log``: a task's
+    log the capture writes, where only the task's own lines count (kfp.local indents them),
+    not kfp.local's records or the executor's dump of its input, and a component's log record
+    is shown without its prefix.
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:  # not there yet, or cleaned up
+        return None
+    for raw in reversed(re.split(r"[\r\n]", tail)):
+        if task_log:
+            if not raw.startswith(_INDENT) or raw[len(_INDENT) :][:1].isspace():
+                continue  # kfp.local's record, or the executor input's JSON
+            raw = _EXECUTOR_LOG.sub("", raw[len(_INDENT) :])
+            if raw.strip() in ("{", "}") or raw.endswith("Got executor_input:"):
+                continue
+        line = " ".join(_CONTROL.sub("", raw).split())
+        if line:
+            return line if len(line) <= OUTPUT_CHARS else line[: OUTPUT_CHARS - 3] + "..."
+    return None
 
 
 _TRACEBACK = "Traceback (most recent call last):"

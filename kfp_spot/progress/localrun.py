@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -20,8 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from kfp_spot.progress.capture import OutputCapture
-from kfp_spot.progress.console import plain
-from kfp_spot.progress.kfplocal import TaskEvent, TaskEventFilter, dag_tasks
+from kfp_spot.progress.kfplocal import TaskEvent, TaskEventFilter, dag_tasks, last_printed_line
 from kfp_spot.progress.monitor import JobView, RunMonitor
 
 if TYPE_CHECKING:
@@ -44,33 +42,17 @@ def emulator_jobs(emu: Emulator) -> Callable[[], list[JobView] | None]:
     return jobs
 
 
-OUTPUT_CHARS = 80
-"""How much of the last line a replica printed the status shows."""
-_TAIL_BYTES = 4096
-
-
 def replica_output(state_dir: str | os.PathLike[str]) -> Callable[[str, int], str | None]:
     """An ``output`` source for :class:`RunMonitor`: the last line a job's attempt printed.
 
     Read from the end of the primary replica's log in the emulator's state dir (``logs/<job
-    id>/attempt-<n>/workerpool0-0.log``); a progress bar's carriage return ends a line too. Control
-    characters and colours are left out, and the line is cut to :data:`OUTPUT_CHARS`.
+    id>/attempt-<n>/workerpool0-0.log``), by :func:`~kfp_spot.progress.kfplocal.last_printed_line`.
     """
     from kfp_spot.emulator.statedir import attempt_log_dir
 
     def output(job_name: str, attempt: int) -> str | None:
-        log = attempt_log_dir(Path(state_dir), job_name.rsplit("/", 1)[-1], attempt)
-        try:
-            with open(log / "workerpool0-0.log", "rb") as handle:
-                handle.seek(max(0, handle.seek(0, os.SEEK_END) - _TAIL_BYTES))
-                tail = handle.read().decode("utf-8", errors="replace")
-        except OSError:  # not there yet (the replica is starting), or cleaned up
-            return None
-        lines = [" ".join(plain(line).split()) for line in re.split(r"[\r\n]", tail)]
-        last = next((line for line in reversed(lines) if line), "")
-        if len(last) > OUTPUT_CHARS:
-            last = last[: OUTPUT_CHARS - 3] + "..."
-        return last or None
+        folder = attempt_log_dir(Path(state_dir), job_name.rsplit("/", 1)[-1], attempt)
+        return last_printed_line(folder / "workerpool0-0.log")
 
     return output
 

@@ -22,6 +22,7 @@ from kfp_spot.progress.kfplocal import (
     error_excerpt,
     errored_hint,
     exit_status_hint,
+    last_printed_line,
     task_output,
     task_warnings,
 )
@@ -318,7 +319,8 @@ class RunMonitor:
         """The live status: elapsed time, running tasks, the job's attempt, the checkpoint.
 
         Then the last line the running attempt printed, when there is one: a trainer that
-        checkpoints once an epoch shows its progress between the commits.
+        checkpoints once an epoch shows its progress between the commits; without a job, the
+        last line the newest running task printed (an ``evaluate()`` that scores for minutes).
         """
         with self._lock:
             now = self._clock()
@@ -332,8 +334,11 @@ class RunMonitor:
                 step = self._steps.get(active[-1].name)
                 parts.append("no checkpoint yet" if step is None else f"checkpoint step {step}")
                 printed = self._printed(active[-1])
-                if printed:
-                    parts.append(printed)
+            else:  # a task of its own (a long evaluate(), a build): what it printed last
+                log = running[-1].log
+                printed = last_printed_line(log, task_log=True) if log is not None else None
+            if printed:
+                parts.append(printed)
             return " | ".join(parts)
 
     def _printed(self, job: JobView) -> str | None:
