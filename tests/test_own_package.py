@@ -1147,6 +1147,34 @@ def test_a_drill_cut_short_by_a_failed_training_does_not_advise_training_longer(
     ], events
 
 
+@pytest.mark.slow
+def test_a_trainers_traceback_followed_by_many_lines_is_still_shown(regressor, tmp_path):
+    # Before: the run showed the replica's last 20 lines, here an exit handler's chatter (as a
+    # DataLoader's workers or an experiment tracker print after the error): the cause was lost.
+    source = tmp_path / "chatty"
+    shutil.copytree(regressor, source)
+    train = source / "regressor" / "train.py"
+    train.write_text(
+        train.read_text().replace(
+            "    x, y = dataset()\n",
+            "    import atexit\n"
+            "    chatter = '\\n'.join(f'tracker: syncing {i}' for i in range(40))\n"
+            "    atexit.register(lambda: print(chatter))\n"
+            "    x, y = dataset()\n"
+            "    raise KeyError('label_column')\n",
+            1,
+        )
+    )
+    events: list[str] = []
+    result = local_run.run_local(
+        tmp_path / "run", source=source, preemptions=0, progress=events.append
+    )
+    assert not result.succeeded
+    assert "  | tracker: syncing 39" in events, events
+    assert events.index("  | tracker: syncing 39") < events.index("  | KeyError: 'label_column'")
+    assert "  |     raise KeyError('label_column')" in events, events
+
+
 def _processes_naming(text: str) -> list[int]:
     """Processes whose command line holds ``text`` (Linux /proc)."""
     found = []

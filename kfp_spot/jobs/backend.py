@@ -30,6 +30,36 @@ from kfp_spot.vertex.client import Endpoint
 log = logging.getLogger(__name__)
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_IGNORED = "Exception ignored in"
+
+
+def traceback_before(output: list[str], window: int) -> list[str]:
+    """The last frame and exception of the traceback that ended a process, if before ``window``.
+
+    ``window``: where the shown last lines begin; [] when they hold the exception. A trainer's
+    traceback may be followed by more lines than are shown: a DataLoader's workers' ``Exception
+    ignored in ...`` tracebacks, an experiment tracker's closing lines. The cause is the last
+    traceback not introduced by ``Exception ignored in``.
+    """
+    starts = [
+        i
+        for i, line in enumerate(output)
+        if line.startswith(_TRACEBACK)
+        and not any(o.startswith(_IGNORED) for o in output[max(0, i - 2) : i])
+    ]
+    if not starts:
+        return []
+    end = starts[-1] + 1
+    while end < len(output) and (not output[end].strip() or output[end][:1].isspace()):
+        end += 1  # the stack frames
+    if end >= len(output) or end >= window:
+        return []  # the shown lines hold its exception
+    frames = output[starts[-1] + 1 : end]
+    last_frame = max((i for i, f in enumerate(frames) if f.lstrip().startswith("File ")), default=0)
+    return [*frames[last_frame:], output[end]]
+
+
 @dataclass(frozen=True)
 class Backend(abc.ABC):
     """What the launcher needs from the place its jobs run.
@@ -174,9 +204,16 @@ class EmulatorBackend(Backend):
         for entry in entries:
             if int(entry.get("attempt") or 0) != last:
                 continue
-            text = "\n".join(str(entry.get("text") or "").rstrip().splitlines()[-lines:])
+            output = str(entry.get("text") or "").rstrip().splitlines()
+            text = "\n".join(output[-lines:])
             if text:
                 parts.append(f"--- {entry.get('replica')} (attempt {last}), last lines ---\n{text}")
+            cause = traceback_before(output, len(output) - lines)
+            if cause:
+                parts.append(
+                    f"--- {entry.get('replica')} (attempt {last}), its traceback, further up ---\n"
+                    + "\n".join(cause)
+                )
         return "\n".join(parts)
 
     def observe(

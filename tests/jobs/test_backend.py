@@ -8,7 +8,7 @@ import pytest
 from recording_server import RecordingServer, Script
 
 from kfp_spot import checkpoints
-from kfp_spot.jobs.backend import EmulatorBackend, VertexBackend, backend_for
+from kfp_spot.jobs.backend import EmulatorBackend, VertexBackend, backend_for, traceback_before
 from kfp_spot.jobs.strategy import Strategy
 from kfp_spot.jobs.watch import AttemptWatcher
 from kfp_spot.vertex.client import resolve_endpoint
@@ -39,6 +39,32 @@ def test_vertex_has_no_ledger_and_points_at_the_jobs_logs():
         "the replicas' logs are in Cloud Logging: "
         "https://console.cloud.google.com/ai/platform/locations/us-central1/training/42?project=local-project"
     )
+
+
+TRAINER_CRASH = [
+    "epoch 1 loss=0.4",
+    "Traceback (most recent call last):",
+    '  File "<frozen runpy>", line 198, in _run_module_as_main',
+    '  File "/env/trainer/task.py", line 40, in main',
+    "    batch = next(loader)",
+    "KeyError: 'label_column'",
+    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>",
+    "Traceback (most recent call last):",
+    '  File "/env/torch/utils/data/dataloader.py", line 1479, in __del__',
+    "AssertionError: can only test a child process",
+    *[f"tracker: syncing {i}" for i in range(30)],
+]
+
+
+def test_the_traceback_that_ended_a_replica_is_found_above_its_last_lines():
+    # The workers' "Exception ignored in" traceback came later; the trainer's is the cause.
+    assert traceback_before(TRAINER_CRASH, len(TRAINER_CRASH) - 20) == [
+        '  File "/env/trainer/task.py", line 40, in main',
+        "    batch = next(loader)",
+        "KeyError: 'label_column'",
+    ]
+    assert traceback_before(TRAINER_CRASH[:10], 0) == []  # the shown lines hold it
+    assert traceback_before(TRAINER_CRASH[:1] + TRAINER_CRASH[10:], 5) == []  # no traceback
 
 
 def test_the_emulator_backend_reads_the_ledger_and_survives_its_absence():
