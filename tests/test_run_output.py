@@ -301,6 +301,22 @@ def test_an_error_logged_and_then_exited_with_is_shown_once_without_the_tasks_in
     assert error_excerpt(two_lines) == [f"{error}:", "  the detail"]
 
 
+def test_an_error_without_a_traceback_is_shown_without_the_tasks_progress_records():
+    # Before: the last 20 lines, so a package that does not build was told after eight lines
+    # of "Looking for component", "Building sdist..." and the image's warning.
+    error = "source: regressor/data.py line 12: invalid syntax (the built package would fail)"
+    own = [
+        "[KFP Executor 2026-12-05 06:47:45,861 INFO]: Looking for component `prepare_package`",
+        "kfp-spot: warning: executor image sklearn-cpu.1-6 reached its end of availability",
+        "[KFP Executor 2026-12-05 06:47:46,185 INFO]: building syn (project)",
+        "[KFP Executor 2026-12-05 06:47:47,152 INFO]: Building wheel...",
+        "[KFP Executor 2026-12-05 06:47:47,152 WARNING]: the build printed a warning",
+        error,
+    ]
+    assert error_excerpt(own) == own[-2:]
+    assert error_excerpt(own[:4]) == own[:4]  # nothing but progress: what there is
+
+
 def test_error_excerpt_without_a_traceback_is_the_last_lines_and_long_ones_are_elided():
     lines = [f"line {i}" for i in range(100)]
     assert error_excerpt(lines, limit=5) == lines[-5:]

@@ -304,13 +304,15 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
     user's code) is kept whole: its first line names the field or step at fault, the traceback's
     last frames the user's file and line; logged and then raised, it is shown once. Without a
     traceback: from the last error the task logged (``[KFP Executor ... ERROR]:``), once when the
-    task then exited with it, else the last ``limit`` lines.
+    task then exited with it, else the last ``limit`` lines but the task's progress records
+    (``[KFP Executor ... INFO]:``) and its warnings (shown at the run's end).
     """
     lines = list(lines)
     start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
     intro = _quoting_intro(lines, start) if start else []
     if start is None:
-        excerpt = _logged_error(lines) or lines[-limit:]
+        said = [line for line in lines if not _PROGRESS.match(line)]  # not the error
+        excerpt = _logged_error(lines) or (said or lines)[-limit:]
     elif intro:
         quoted = lines[start:]
         if intro[0] in quoted:  # a task that logged its error and then raised it: say it once
@@ -334,6 +336,7 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
     return excerpt
 
 
+_PROGRESS = re.compile(r"^\[KFP Executor [^\]]* (?:INFO|DEBUG)\]: |^kfp-spot: warning: ")
 _LOGGED_ERROR = re.compile(r"^\[KFP Executor [^\]]* (?:ERROR|CRITICAL)\]: ")
 
 
