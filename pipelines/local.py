@@ -181,6 +181,7 @@ def run(
     from kfp import local
 
     from kfp_spot.emulator import ApiError, Emulator, EmulatorError
+    from kfp_spot.emulator.statedir import job_log_dir
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
     from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
@@ -215,7 +216,8 @@ def run(
     started = time.time()
     shown = LocalRunProgress(run_dir / "logs", progress=progress, status=status, verbose=verbose)
     with shown, Emulator(run_dir / "emulator", grace_period=grace_period) as emu:
-        shown.event(f"emulator listening on {emu.endpoint}")
+        replicas = job_log_dir(emu.state_dir, "<job id>") / "attempt-<n>"
+        shown.event(f"emulator listening on {emu.endpoint}; the training's output: {replicas}/")
         preload_timeline()  # the report's imports, while the tasks run
         shown.name_groups(pipeline.pipeline_spec)
         args = run_arguments(pipeline, arguments or {}, run_dir, emu.endpoint)

@@ -1080,6 +1080,9 @@ def test_the_summary_names_where_the_training_printed(regressor, tmp_path):
     assert f"  training_logs   {folder}\n" in local.summarize(result) + "\n"
     logs = (tmp_path / "run" / "logs").glob("*.log")
     assert not any("regressor resuming from step" in log.read_text() for log in logs)
+    # said before the training starts too, for a `tail -f` of a long one
+    said = f"; the training's output: {folder.parent}/<job id>/attempt-<n>/"
+    assert any(e.startswith("emulator listening on ") and e.endswith(said) for e in events)
 
 
 FOREIGN_TRAINER = """\
