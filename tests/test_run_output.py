@@ -28,14 +28,8 @@ from kfp_spot.progress import (
     replica_output,
 )
 from kfp_spot.progress.capture import task_log_name
-from kfp_spot.progress.kfplocal import (
-    TaskEvent,
-    dag_tasks,
-    error_excerpt,
-    parse,
-    task_output,
-    task_warnings,
-)
+from kfp_spot.progress.kfplocal import TaskEvent, dag_tasks, parse
+from kfp_spot.progress.taskoutput import error_excerpt, task_output, task_warnings
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 EXAMPLE_TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trainer"

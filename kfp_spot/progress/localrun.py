@@ -19,8 +19,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from kfp_spot.progress.capture import OutputCapture
-from kfp_spot.progress.kfplocal import TaskEvent, TaskEventFilter, dag_tasks, last_printed_line
+from kfp_spot.progress.kfplocal import TaskEvent, TaskEventFilter, dag_tasks
 from kfp_spot.progress.monitor import JobView, RunMonitor
+from kfp_spot.progress.taskoutput import last_printed_line
 
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
@@ -46,7 +47,8 @@ def replica_output(state_dir: str | os.PathLike[str]) -> Callable[[str, int], st
     """An ``output`` source for :class:`RunMonitor`: the last line a job's attempt printed.
 
     Read from the end of the primary replica's log in the emulator's state dir (``logs/<job
-    id>/attempt-<n>/workerpool0-0.log``), by :func:`~kfp_spot.progress.kfplocal.last_printed_line`.
+    id>/attempt-<n>/workerpool0-0.log``), by
+    :func:`~kfp_spot.progress.taskoutput.last_printed_line`.
     """
     from kfp_spot.emulator.statedir import attempt_log_dir
 

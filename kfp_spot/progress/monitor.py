@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.progress.console import clock
-from kfp_spot.progress.kfplocal import (
-    TaskEvent,
+from kfp_spot.progress.kfplocal import TaskEvent, errored_hint
+from kfp_spot.progress.taskoutput import (
     error_excerpt,
-    errored_hint,
     exit_status_hint,
     last_printed_line,
     task_output,
