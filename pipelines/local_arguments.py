@@ -329,13 +329,32 @@ def vertex_callers(pipeline: Any) -> list[str]:
     ]
 
 
+def _loop_shared(pipeline: Any) -> set[str]:
+    """The parameters passed as ``base_output_directory`` to a launch in a ``dsl.ParallelFor``.
+
+    Filled in, one directory would serve every iteration (refused by ``check_tasks``); left to
+    the pipeline's default, each iteration of an empty one writes next to its own outputs.
+    """
+    from google.protobuf import json_format
+
+    from kfp_spot.jobs.template_walk import LAUNCH_CALL, template_tasks
+
+    tasks = template_tasks(json_format.MessageToDict(pipeline.pipeline_spec), {})
+    return {
+        task.from_pipeline["base_output_directory"]
+        for task in tasks
+        if task.call == LAUNCH_CALL and task.loop and "base_output_directory" in task.from_pipeline
+    }
+
+
 def run_arguments(
     pipeline: Any, arguments: Mapping[str, Any], run_dir: Path, endpoint: str
 ) -> dict[str, Any]:
     """``arguments`` checked against the pipeline's inputs, with what a local run fills in.
 
-    ``project``, ``location``, ``base_output_directory`` and ``staging_uri`` when declared and
-    not given; ``api_endpoint`` always set to ``endpoint`` when declared.
+    ``project``, ``location``, ``base_output_directory`` (unless a launch in a ``dsl.ParallelFor``
+    takes it) and ``staging_uri`` when declared and not given; ``api_endpoint`` always set to
+    ``endpoint`` when declared.
 
     Raises:
         LocalRunError: an unknown parameter, a required one not given (no default and not
@@ -365,7 +384,7 @@ def run_arguments(
         "base_output_directory": str(run_dir / "job"),
         "staging_uri": str(run_dir / "staging"),
     }
-    out = {k: v for k, v in filled.items() if k in inputs}
+    out = {k: v for k, v in filled.items() if k in inputs and k not in _loop_shared(pipeline)}
     out.update(arguments)
     if ENDPOINT_PARAMETER in inputs:
         out[ENDPOINT_PARAMETER] = endpoint

@@ -346,10 +346,11 @@ def _regressor_with(regressor: Path, source: Path, old: str, new: str) -> Path:
     return source
 
 
-def _refused_before_the_run(pipeline, tmp_path) -> str:
+def _refused_before_the_run(pipeline, tmp_path, **arguments) -> str:
     """The one-line refusal of a local run of ``pipeline``, which created nothing."""
+    arguments = {"source": str(tmp_path), **arguments}
     with pytest.raises(local.LocalRunError) as info:
-        local.run(pipeline, {"source": str(tmp_path)}, run_dir=tmp_path / "run", progress=None)
+        local.run(pipeline, arguments, run_dir=tmp_path / "run", progress=None)
     assert not (tmp_path / "run").exists()  # no emulator, no package, no training
     return str(info.value)
 
@@ -816,10 +817,10 @@ def test_a_required_parameter_of_your_own_pipeline_left_unset_is_named_before_th
     assert not run_dir.exists()
 
 
-def test_a_sweep_given_the_runs_one_output_directory_is_refused_before_the_run(tmp_path):
-    """The run fills one base_output_directory for the whole pipeline: passed to every launch
-    of a dsl.ParallelFor, all but the first iteration failed after packaging and training
-    started. Now the run refuses it before anything starts, naming the task and the input."""
+def test_a_sweep_given_one_output_directory_is_refused_before_the_run(tmp_path):
+    """One base_output_directory given for the whole pipeline: passed to every launch of a
+    dsl.ParallelFor, all but the first iteration failed after packaging and training started.
+    Now the run refuses it before anything starts, naming the task and the input."""
 
     @dsl.pipeline
     def sweep(source: str, api_endpoint: str = "", base_output_directory: str = ""):
@@ -832,7 +833,7 @@ def test_a_sweep_given_the_runs_one_output_directory_is_refused_before_the_run(t
                 api_endpoint=api_endpoint,
             )
 
-    refusal = _refused_before_the_run(sweep, tmp_path)
+    refusal = _refused_before_the_run(sweep, tmp_path, base_output_directory="/tmp/one-for-all")
     assert refusal.startswith(
         "task 'for-loop-2/launch-spot-job': launch_spot_job input 'base_output_directory': "
     )
