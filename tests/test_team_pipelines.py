@@ -43,3 +43,100 @@ def test_a_sweeps_output_directory_given_by_hand_is_still_refused(sweep, tmp_pat
     arguments = local_arguments.run_arguments(sweep, given, tmp_path, "http://e")
     with pytest.raises(local_arguments.LocalRunError, match="the same in every iteration"):
         local_arguments.check_tasks(sweep, arguments)
+
+
+# GCPC's placeholders a team passes to run the job as, in and encrypted like the PipelineJob
+# (google_cloud_pipeline_components._placeholders), which Vertex AI Pipelines fills in.
+RUN_AS_PIPELINE = {
+    "service_account": "{{$.pipeline_service_account}}",
+    "network": "{{$.pipeline_network}}",
+    "encryption_spec_key_name": "{{$.pipeline_encryption_key_name}}",
+}
+IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
+
+
+def test_gcpc_placeholders_of_the_pipeline_run_pass_a_submission(tmp_path):
+    """The dry run refused `encryption_spec_key_name=ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER`
+    as no key name (and would have the others), though Vertex AI Pipelines fills them in."""
+    from google_cloud_pipeline_components import _placeholders
+
+    from kfp_spot.jobs.template import check_template_launches
+    from kfp_spot.vertex import pipeline_job
+
+    assert RUN_AS_PIPELINE == {
+        "service_account": _placeholders.SERVICE_ACCOUNT_PLACEHOLDER,
+        "network": _placeholders.NETWORK_PLACEHOLDER,
+        "encryption_spec_key_name": _placeholders.ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER,
+    }
+
+    @dsl.pipeline
+    def team(gcp_project: str = _placeholders.PROJECT_ID_PLACEHOLDER):
+        VENDORED["launch_spot_job"](
+            project=gcp_project,
+            container_image_uri=IMAGE,
+            base_output_directory="gs://team-bucket/out",
+            tensorboard="projects/1/locations/us-central1/tensorboards/2",  # needs an account
+            **RUN_AS_PIPELINE,
+        )
+
+    from kfp import compiler
+
+    path = tmp_path / "team.yaml"
+    compiler.Compiler().compile(team, str(path))
+    spec = pipeline_job.read_template(path)
+    check_template_launches(spec, project="my-proj-123", location="us-central1", arguments={})
+
+
+def _request(tmp_path, api_endpoint):
+    from types import SimpleNamespace
+
+    from kfp_spot.jobs.entry import build_request
+
+    return build_request(
+        project="my-proj-123",
+        location="us-central1",
+        container_image_uri=IMAGE,
+        checkpoint=SimpleNamespace(uri=str(tmp_path / "checkpoint")),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+        api_endpoint=api_endpoint,
+        **RUN_AS_PIPELINE,
+    )
+
+
+def test_gcpc_placeholders_of_the_pipeline_run_mean_none_on_the_emulator(tmp_path):
+    inputs = _request(tmp_path, "http://127.0.0.1:8080").inputs
+    assert (inputs.service_account, inputs.network, inputs.encryption_spec_key_name) == ("",) * 3
+
+
+def test_gcpc_placeholders_of_the_pipeline_run_unfilled_for_vertex_ai_are_refused(tmp_path):
+    from kfp_spot.jobs.inputs import LaunchInputError
+
+    with pytest.raises(LaunchInputError, match="only Vertex AI Pipelines fills in") as info:
+        _request(tmp_path, "")
+    assert info.value.field in RUN_AS_PIPELINE
+
+
+def _deployer(tmp_path, api_endpoint):
+    from kfp_spot.serving.deploy import Deployer
+    from kfp_spot.serving.entry import build_request
+
+    request = build_request(
+        project="my-proj-123",
+        location="us-central1",
+        artifact_uri="gs://team-bucket/model",
+        service_account=RUN_AS_PIPELINE["service_account"],
+        encryption_spec_key_name=RUN_AS_PIPELINE["encryption_spec_key_name"],
+        gcp_resources=str(tmp_path / "gcp_resources"),
+        api_endpoint=api_endpoint,
+    )
+    return Deployer(request, check_files=False)
+
+
+def test_a_deploy_given_the_pipeline_runs_account_and_key_settles_them_as_the_launch(tmp_path):
+    from kfp_spot.serving.deploy import DeployInputError
+
+    request = _deployer(tmp_path, "http://127.0.0.1:8080").request
+    assert (request.service_account, request.encryption_spec_key_name) == ("", "")
+    with pytest.raises(DeployInputError, match="only Vertex AI Pipelines fills in") as info:
+        _deployer(tmp_path, "")
+    assert info.value.field == "service_account"

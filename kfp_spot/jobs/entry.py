@@ -169,7 +169,7 @@ def build_request(**inputs: Any) -> LaunchRequest:
         emulator = is_emulator_endpoint(api_endpoint)
     resolved = {
         name: checked(name, pipeline_context.resolve, name, read.text(name), emulator=emulator)
-        for name in ("project", "location", "persistent_resource_id")
+        for name in pipeline_context.RESOLVED_INPUTS
     }
     resume = inputs.get("resume_from")
     resume_uri = str(getattr(resume, "uri", "") or "") if resume is not None else ""

@@ -70,6 +70,7 @@ _RUN_TIME_ROOT = "gs://pipeline-root/run"
 _LOCAL_RUN_ROOT = "/pipeline-root/run"  # a local run's artifacts are local paths
 _RESOURCE_ID = "1234567890"  # of a model or an endpoint another task makes
 _PACKAGE_URI = "gs://pipeline-root/run/prepare-package/package.tar.gz"
+_RUN_SERVICE_ACCOUNT = "pipeline-runner@pipeline-project.iam.gserviceaccount.com"
 _PACKAGE_MODULE = "trainer.task"  # the package's metadata names it at run time
 
 
@@ -131,6 +132,10 @@ def _filled(task: TemplateTask, project: str, location: str) -> dict[str, Any]:
         pipeline_context.PROJECT_ID_PLACEHOLDER: project,
         pipeline_context.LOCATION_PLACEHOLDER: location,
         pipeline_context.PERSISTENT_RESOURCE_ID_PLACEHOLDER: "",
+        # the run's own (checked, never sent); its network and key: none
+        pipeline_context.SERVICE_ACCOUNT_PLACEHOLDER: _RUN_SERVICE_ACCOUNT,
+        pipeline_context.NETWORK_PLACEHOLDER: "",
+        pipeline_context.ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER: "",
     }
     return {
         name: fills.get(value, value) if isinstance(value, str) else value

@@ -396,7 +396,7 @@ class Deployer:
             # GCPC's placeholders reach us unresolved outside Vertex AI Pipelines: settled per
             # target, as the launcher settles them (local-project/us-central1 on the emulator).
             emulator = is_emulator_endpoint(request.api_endpoint)
-            for name in ("project", "location"):
+            for name in ("project", "location", "service_account", "encryption_spec_key_name"):
                 value = check_input(
                     DeployInputError,
                     name,

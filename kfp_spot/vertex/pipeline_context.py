@@ -13,7 +13,14 @@ input                    sent to the local emulator          sent to Vertex AI
 project                  ``local-project``                   refused: give a project
 location                 ``us-central1``                     refused: give a region
 persistent_resource_id   ``""`` (none)                       ``""`` (none), as Vertex does
+service_account          ``""`` (the emulator has none)      refused: give one, or empty
+network                  ``""`` (likewise)                   refused: give one, or empty
+encryption_spec_key_name ``""`` (likewise)                   refused: give one, or empty
 ======================== =================================== ====================================
+
+A team may pass the last three (GCPC's ``SERVICE_ACCOUNT_PLACEHOLDER``, ``NETWORK_PLACEHOLDER``,
+``ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER``) to run the job as, in and encrypted like the
+PipelineJob; Vertex AI Pipelines fills them in (empty where the PipelineJob sets none).
 
 A launch that reaches Vertex AI from outside Vertex AI Pipelines never guesses a project or a
 region: a silent ``us-central1`` is how an EU pipeline ended up training in the US.
@@ -70,8 +77,23 @@ _RESOLUTION = {
         "",
         "the pipeline's persistent resource",
     ),
+    "service_account": (SERVICE_ACCOUNT_PLACEHOLDER, "", None, "the pipeline's service account"),
+    "network": (NETWORK_PLACEHOLDER, "", None, "the pipeline's VPC network"),
+    "encryption_spec_key_name": (
+        ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER,
+        "",
+        None,
+        "the pipeline's Cloud KMS key",
+    ),
 }
-_EXAMPLES = {"project": "'my-project'", "location": "'europe-west4'"}
+RESOLVED_INPUTS = tuple(_RESOLUTION)  # the inputs whose GCPC placeholder :func:`resolve` settles
+_EXAMPLES = {
+    "project": "'my-project'",
+    "location": "'europe-west4'",
+    "service_account": "'trainer@my-project.iam.gserviceaccount.com', or empty for the default",
+    "network": "'projects/123456789012/global/networks/my-vpc', or empty for none",
+    "encryption_spec_key_name": "'projects/P/locations/REGION/keyRings/R/cryptoKeys/K', or empty",
+}
 
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"
 
@@ -85,13 +107,14 @@ def resolve(name: str, value: str, *, emulator: bool) -> str:
     """The value of input ``name`` once its unresolved GCPC placeholder (if any) is settled.
 
     Args:
-        name: ``project``, ``location`` or ``persistent_resource_id``.
+        name: one of :data:`RESOLVED_INPUTS` (``project``, ``location``, ...).
         value: what the task received (resolved by Vertex AI Pipelines, or the placeholder text).
         emulator: whether the job goes to the local emulator (see the module's table).
 
     Raises:
-        InvalidValueError: the placeholder of ``project`` or ``location`` reached a launch bound
-            for Vertex AI: only Vertex AI Pipelines knows what it stands for.
+        InvalidValueError: the placeholder of ``project``, ``location``, ``service_account``,
+            ``network`` or ``encryption_spec_key_name`` reached a call bound for Vertex AI: only
+            Vertex AI Pipelines knows what it stands for.
     """
     placeholder, local, on_vertex, meaning = _RESOLUTION[name]
     if value != placeholder:
