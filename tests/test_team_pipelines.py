@@ -140,3 +140,66 @@ def test_a_deploy_given_the_pipeline_runs_account_and_key_settles_them_as_the_la
     with pytest.raises(DeployInputError, match="only Vertex AI Pipelines fills in") as info:
         _deployer(tmp_path, "")
     assert info.value.field == "service_account"
+
+
+def _machine_sweep(machines_default):
+    @dsl.pipeline
+    def sweep(machines: list = machines_default, api_endpoint: str = ""):
+        with dsl.ParallelFor(["n1-standard-4", "n1-standrd-8"]) as written:
+            VENDORED["launch_spot_job"](
+                container_image_uri=IMAGE,
+                machine_type=written,
+                base_output_directory=f"gs://team-bucket/sweep/{written}",
+                api_endpoint=api_endpoint,
+            )
+        with dsl.ParallelFor(machines) as given:
+            VENDORED["launch_spot_job"](
+                container_image_uri=IMAGE,
+                machine_type=given,
+                api_endpoint=api_endpoint,
+            )
+
+    return sweep
+
+
+def _spec(pipeline):
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(pipeline.pipeline_spec)
+
+
+def test_a_sweep_over_items_known_before_the_run_checks_each_iteration():
+    """A launch in a dsl.ParallelFor over machine types was 'not checked before the run', so a
+    misspelt one passed `kfp-spot submit` and the local run's checks, to fail in its iteration."""
+    from kfp_spot.jobs.template import (
+        TemplateTaskError,
+        check_local_launches,
+        check_template_launches,
+    )
+
+    spec = _spec(_machine_sweep(["n1-standard-4"]))
+    where = {"project": "my-proj-123", "location": "us-central1"}
+    warnings = check_template_launches(spec, **where, arguments={"machines": ["e2-standrd-2"]})
+    assert [w for w in warnings if "not checked" in w] == []
+    typos = [w for w in warnings if "not in kfp-spot's machine table" in w]
+    shown = {(w.split("'")[1], w.split("machineType ")[1].split()[0]) for w in typos}
+    assert shown == {
+        ("for-loop-2/launch-spot-job", "'n1-standrd-8'"),  # the items written into the pipeline
+        ("for-loop-3/launch-spot-job-2", "'e2-standrd-2'"),  # the submission's parameter
+    }
+    with pytest.raises(TemplateTaskError, match="n1-standrd-8"):  # the emulator runs none such
+        check_local_launches(spec, {"api_endpoint": "http://127.0.0.1:8080"})
+
+
+def test_a_sweep_over_a_loop_items_field_is_still_left_to_the_run():
+    from kfp_spot.jobs.template import check_template_launches
+
+    @dsl.pipeline
+    def sweep():
+        with dsl.ParallelFor([{"machine": "n1-standard-4"}]) as config:
+            VENDORED["launch_spot_job"](container_image_uri=IMAGE, machine_type=config.machine)
+
+    warnings = check_template_launches(
+        _spec(sweep), project="my-proj-123", location="us-central1", arguments={}
+    )
+    assert any("not checked before the run: machine_type known only" in w for w in warnings)

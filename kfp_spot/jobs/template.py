@@ -8,29 +8,28 @@ Vertex AI rules), so a value the launcher would refuse inside the running pipeli
 before the PipelineJob is created, in the same words, prefixed by the task. What is known only at
 run time is not guessed at:
 
-- a task whose inputs come from another task's outputs or a ``dsl.ParallelFor`` item is not
-  checked (its other inputs could only be judged together with those), but for a launch's
-  ``base_output_directory`` that is the same in every iteration of its loop, refused;
+- a task whose inputs come from another task's outputs or a loop item's field is not checked
+  (its other inputs could only be judged together with those); one in a ``dsl.ParallelFor`` over
+  items written into the template or given as a parameter is checked with each item; a launch's
+  ``base_output_directory`` that is the same in every iteration of its loop is refused;
 - a ``package`` artifact another task makes stands in as a ``gs://`` package (its own form is
   checked when it is made); one the run itself would have to be given (a component's YAML
   submitted alone) is missing, as a PipelineJob's parameters cannot pass it; ``resume_from`` is
   left out (it is read at run time);
-- the pipeline's project, region and persistent resource (GCPC's placeholders) are the
-  submission's, as Vertex AI Pipelines fills them in.
+- GCPC's placeholders are filled in as Vertex AI Pipelines would: the submission's project and
+  region, no persistent resource, network or key, a stand-in service account.
 
 A launch task left cacheable (KFP's default for a task) gets a warning: a rerun with the same
 inputs would replay the earlier outcome without training. An evaluate_checkpoint task's
 ``thresholds``, ``step`` and ``entry_point`` are read with the evaluation's own parsers
 (:mod:`kfp_spot.evaluation`), since it reads them only after the training was paid for. A
 deploy_spot_endpoint task (machine type, replica counts, traffic split, serving image, labels,
-...) goes through the deployer's own reader and checks
-(:func:`kfp_spot.serving.entry.build_request`, :class:`kfp_spot.serving.deploy.Deployer`)
-without listing the model directory, which the run makes: its ``model`` stands in as a
-directory under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource names in
-its project and location. A prepare_package task's ``source`` and ``staging_uri`` must be
-Cloud Storage (``gs://`` or ``/gcs/``): its container cannot read the submitting machine's paths;
-an empty ``source`` is refused (an empty ``staging_uri`` means next to the outputs). Those two
-kinds of task are checked in :mod:`kfp_spot.jobs.template_steps`.
+...) goes through the deployer's own reader and checks (:class:`kfp_spot.serving.deploy.Deployer`)
+without listing the model directory, which the run makes: its ``model`` stands in as a directory
+under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource names. A
+prepare_package task's ``source`` and ``staging_uri`` must be Cloud Storage (``gs://`` or
+``/gcs/``): its container cannot read the submitting machine's paths; an empty ``source`` is
+refused (an empty ``staging_uri`` means next to the outputs). Both are in ``template_steps``.
 """
 
 from __future__ import annotations
@@ -132,7 +131,6 @@ def _filled(task: TemplateTask, project: str, location: str) -> dict[str, Any]:
         pipeline_context.PROJECT_ID_PLACEHOLDER: project,
         pipeline_context.LOCATION_PLACEHOLDER: location,
         pipeline_context.PERSISTENT_RESOURCE_ID_PLACEHOLDER: "",
-        # the run's own (checked, never sent); its network and key: none
         pipeline_context.SERVICE_ACCOUNT_PLACEHOLDER: _RUN_SERVICE_ACCOUNT,
         pipeline_context.NETWORK_PLACEHOLDER: "",
         pipeline_context.ENCRYPTION_SPEC_KMS_KEY_NAME_PLACEHOLDER: "",
@@ -303,10 +301,10 @@ def check_template_launches(
 
     Returns:
         Warnings: a prepare-package, launch or deploy task left cacheable (or made cacheable by
-        ``enable_caching``), a prepare-package
-        task's ``requirements`` its executor image's versions do not satisfy, or a launch or deploy
-        task with a project or location baked in
-        that is not the submission's; a launch or deploy task not checked, and why.
+        ``enable_caching``), a prepare-package task's ``requirements`` its executor image's
+        versions do not satisfy, or a launch or deploy task with a project or location baked in
+        that is not the submission's; a launch or deploy task not checked, and why (a task in a
+        ``dsl.ParallelFor`` over items known now is checked with each).
 
     Raises:
         TemplateTaskError: the first task the launcher (evaluation, deployer) would refuse.
@@ -333,15 +331,17 @@ def check_template_launches(
         kind = task.component
         if task.call == LAUNCH_CALL:
             check_loop_output_directory(task)
-        if task.unknown:
+        checked = task.iterations() if task.unknown else [task]  # in a loop: each iteration
+        if checked is None:
             warnings.append(
                 f"task {task.path!r} ({kind}) not checked before the run: "
                 f"{', '.join(task.unknown)} known only at run time"
             )
             continue
         with _logged_warnings() as logged:
-            _check_task(task, project=project, location=location, local=False)
-        warnings.extend(f"task {task.path!r} ({kind}): {message}" for message in logged)
+            for each in checked:
+                _check_task(each, project=project, location=location, local=False)
+        warnings.extend(f"task {task.path!r} ({kind}): {m}" for m in dict.fromkeys(logged))
         where = "deploys its model" if task.call == DEPLOY_CALL else "runs its CustomJob"
         for name, submitted in (("project", project), ("location", location)):
             given = task.parameters.get(name)
@@ -395,5 +395,6 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
             check_imported_checkpoint(task, local=True)
         if task.call == LAUNCH_CALL:
             check_loop_output_directory(task)
-        if task.call == EVALUATE_CALL or not task.unknown:  # an evaluation reads what is known
-            _check_task(task, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)
+        checked = [task] if task.call == EVALUATE_CALL or not task.unknown else task.iterations()
+        for each in checked or []:
+            _check_task(each, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # The line of a component's body that calls its runtime: what makes a task one to check.
@@ -58,6 +58,19 @@ class TemplateTask:
     loop: str = ""  # the innermost dsl.ParallelFor it is in (its path), "" when none
     # its artifact inputs a dsl.importer makes -> what that importer imports
     imports: dict[str, ImporterInput] = field(default_factory=dict)
+    # its inputs in each iteration of its loop, where the loop's items are known before the run
+    per_item: tuple[dict[str, Any], ...] = ()
+
+    def iterations(self) -> list[TemplateTask] | None:
+        """The task as each iteration of its loop runs it, or None when one is not known now.
+
+        A ``dsl.ParallelFor`` over a list written into the pipeline (or given as a parameter)
+        gives each iteration its item: ``machine_type=machine`` is known per iteration.
+        """
+        tasks = [replace(self, parameters=p, per_item=()) for p in self.per_item]
+        if not tasks or any(task.unknown for task in tasks):
+            return None
+        return tasks
 
     @property
     def imported(self) -> frozenset[str]:
@@ -245,6 +258,20 @@ def _passed_down(given: Mapping[str, Any], origin: Mapping[str, str]) -> dict[st
     return out
 
 
+def _loop_items(task: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[str, list[Any] | None]:
+    """A ``dsl.ParallelFor`` task's item channel and its items, when known before the run."""
+    iterator = task.get("parameterIterator") or {}
+    items = iterator.get("items") or {}
+    if "raw" in items:
+        try:
+            known = json.loads(items["raw"])
+        except ValueError:
+            known = None
+    else:
+        known = values.get(items.get("inputParameter", ""), UNKNOWN)
+    return str(iterator.get("itemInput", "")), known if isinstance(known, list) else None
+
+
 def _walk(
     dag: Mapping[str, Any],
     env: Mapping[str, Any],
@@ -270,17 +297,19 @@ def _walk(
             sub = component["dag"]
             iterates = "parameterIterator" in task or "artifactIterator" in task
             inner = path if iterates else loop
-            yield from _walk(
-                sub,
-                values,
-                passed,
-                artifacts,
-                from_importer,
-                f"{path}/",
-                components,
-                executors,
-                inner,
-            )
+            walk = (artifacts, from_importer, f"{path}/", components, executors, inner)
+            found_in = list(_walk(sub, values, passed, *walk))
+            channel, items = _loop_items(task, values) if iterates else ("", None)
+            if items is not None:  # each iteration's inputs, its item known
+                runs = [
+                    {t.path: t.parameters for t in _walk(sub, {**values, channel: i}, {}, *walk)}
+                    for i in items
+                ]
+                found_in = [
+                    replace(t, per_item=tuple(r[t.path] for r in runs)) if t.loop == inner else t
+                    for t in found_in
+                ]
+            yield from found_in
             continue
         found = _task(
             path,
