@@ -190,3 +190,30 @@ def test_a_cache_dir_that_cannot_be_made_is_refused_before_the_run(tmp_path):
         "be made (Not a directory): point KFP_SPOT_CACHE_DIR (else XDG_CACHE_HOME) at a writable"
     )
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--run-dir", ""],
+        ["run", "--run-dir", "  "],
+        ["emulator", "start", "--state-dir", ""],
+        ["emulator", "start", "--env-cache-dir", " "],
+        ["compile", "--output-dir", ""],
+        ["registry", "serve", "--root", ""],
+        ["pull", "-o", "", "spot-training", "--host", "http://127.0.0.1:9/p/r"],
+    ],
+)
+def test_an_empty_path_option_is_refused_not_read_as_the_working_directory(tmp_path, args):
+    # `--run-dir "$DIR"` with DIR unset: the run, the emulator's state or the YAMLs went into
+    # the working directory, beside whatever it held.
+    proc = subprocess.run(
+        [str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    option = next(a for a in args if a.startswith("-"))
+    assert lines[0].startswith(f"kfp-spot: error: Invalid value for '{option}'"), lines[0]
+    assert "is empty: give a path, or leave the option out for its default" in lines[0]
+    assert list(tmp_path.iterdir()) == []

@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 
+from kfp_spot.cli.pairs import GivenPath
+
 DEFAULT_STATE_DIR = "kfp-spot-runs/emulator"
 
 
@@ -143,7 +145,7 @@ def emulator() -> None:
     "--state-dir",
     default=DEFAULT_STATE_DIR,
     show_default=True,
-    type=click.Path(file_okay=False),
+    type=GivenPath(file_okay=False),
     help="SQLite state, logs; reuse it to resume jobs after a crash.",
 )
 @click.option(
@@ -202,7 +204,7 @@ def emulator() -> None:
 )
 @click.option(
     "--env-cache-dir",
-    type=click.Path(file_okay=False),
+    type=GivenPath(file_okay=False),
     help="Where package environments are cached (default: the shared kfp-spot cache).",
 )
 def start(

@@ -1,7 +1,8 @@
 """Option values of ``kfp-spot run`` and ``submit``: pairs, ``--regions``, ``--api-endpoint``.
 
 ``--param`` and ``--label`` pairs, ``--regions A,B`` and the API endpoint, read into what they
-mean; a bad one is the option's one-line error.
+mean; a bad one is the option's one-line error. :class:`GivenPath`, the path options a command
+writes into (``--run-dir``, ``--state-dir``, ``--output-dir``, ...), refuses empty text.
 """
 
 from __future__ import annotations
@@ -9,6 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 import click
+
+
+class GivenPath(click.Path):
+    """A path option that refuses empty or blank text instead of reading it as ``.``.
+
+    ``--run-dir "$DIR"`` with ``DIR`` unset would otherwise write the run, the emulator's state
+    or the compiled templates into the current directory.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Refuse empty or blank text, then read the path as click.Path does."""
+        if isinstance(value, str) and not value.strip():
+            self.fail(
+                f"{value!r} is empty: give a path, or leave the option out for its default",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
 
 
 def regions_option(value: str | None) -> list[str] | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kfp_spot.cli.pairs import endpoint_option, parse_pairs, regions_option
+from kfp_spot.cli.pairs import GivenPath, endpoint_option, parse_pairs, regions_option
 from kfp_spot.cli.registry import TemplateFile
 from kfp_spot.pipelines.local_drill import GRACE_PERIOD, PREEMPTIONS
 
@@ -72,7 +72,7 @@ def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.command()
 @click.option(
     "--run-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=GivenPath(file_okay=False, path_type=Path),
     default=None,
     help="Where the run keeps its outputs: a new or empty directory (default: "
     "./kfp-spot-runs/<timestamp>).",
@@ -365,7 +365,7 @@ def _default_gate_warning(pipeline: Any, values: dict[str, Any]) -> list[str]:
 @click.command(name="compile")
 @click.option(
     "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=GivenPath(file_okay=False, path_type=Path),
     default=None,
     help="Write YAMLs here instead of updating the committed files in place.",
 )

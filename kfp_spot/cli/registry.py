@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from kfp_spot.cli.pairs import GivenPath
+
 HOST_ENV = "KFP_SPOT_REGISTRY"
 
 _host_option = click.option(
@@ -215,7 +217,7 @@ def _warn_of_cached_tasks(template: Path) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=GivenPath(dir_okay=False, path_type=Path),
     default=None,
     help="Where to write the template (default: ./PACKAGE_TAG.yaml).",
 )
@@ -286,7 +288,7 @@ def registry_group() -> None:
 )
 @click.option(
     "--root",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=GivenPath(file_okay=False, path_type=Path),
     default=Path("kfp-spot-registry"),
     show_default=True,
     help="Folder that holds the registry's templates, versions and tags.",
