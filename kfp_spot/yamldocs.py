@@ -24,9 +24,12 @@ def first_document(text: str | bytes) -> Any:
     """The first YAML document of ``text`` (None for an empty one); later ones are not parsed.
 
     Raises:
-        yaml.YAMLError: the first document is not YAML.
+        yaml.YAMLError: the first document is not YAML, or is nested too deeply to read.
     """
-    return next(yaml.safe_load_all(text), None)
+    try:
+        return next(yaml.safe_load_all(text), None)
+    except RecursionError:
+        raise _too_deep() from None
 
 
 def documents(text: str | bytes, name: str | None = None) -> list[Any]:
@@ -37,7 +40,8 @@ def documents(text: str | bytes, name: str | None = None) -> list[Any]:
         name: the file it was read from, for an error's position (as PyYAML names an open file).
 
     Raises:
-        yaml.YAMLError: one of them is not YAML (never cached: each call raises it again).
+        yaml.YAMLError: one of them is not YAML, or is nested too deeply to read (never cached:
+            each call raises it again).
     """
     try:
         return list(pickle.loads(_parsed(text)))
@@ -51,4 +55,15 @@ def documents(text: str | bytes, name: str | None = None) -> list[Any]:
 @functools.lru_cache(maxsize=8)
 def _parsed(text: str | bytes) -> bytes:
     # safe_load builds only plain types (dict, list, str, bytes, numbers, dates, sets): picklable.
-    return pickle.dumps(list(yaml.safe_load_all(text)), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        return pickle.dumps(list(yaml.safe_load_all(text)), protocol=pickle.HIGHEST_PROTOCOL)
+    except RecursionError:  # PyYAML's parser recurses once per level of nesting
+        raise _too_deep() from None
+
+
+def _too_deep() -> yaml.YAMLError:
+    """The error for text nested deeper than the parser's recursion takes (``[[[[...``)."""
+    return yaml.YAMLError(
+        "nested too deeply to read (hundreds of levels of lists or mappings); "
+        "a compiled spec holds a few dozen"
+    )
