@@ -125,10 +125,11 @@ def _json(kind: type) -> Callable[[str], Any]:
     )
 
     def parse(text: str) -> Any:
-        from kfp_spot.vertex.values import loads_unique_keys  # a key twice: ValueError
+        from kfp_spot.vertex.values import check_nesting, loads_unique_keys
 
+        check_nesting(text)  # [[[[...: json's RecursionError otherwise
         try:
-            value = loads_unique_keys(text)
+            value = loads_unique_keys(text)  # a key twice: ValueError
         except json.JSONDecodeError as exc:  # often the shell ate the quotes: say what to write
             raise ValueError(f"{exc}; write {form}, quoted as a whole for the shell") from None
         if not isinstance(value, kind):
@@ -170,8 +171,10 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
             values[name] = _PARSERS[kind](text)
         except ValueError as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "not valid"
+            from kfp_spot.vertex.values import show
+
             raise LocalRunError(
-                f"parameter {name} is of type {kind}; {text!r} is not one ({reason})"
+                f"parameter {name} is of type {kind}; {show(text)} is not one ({reason})"
             ) from None
     check_values(values)
     return values

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
+_DEEP_ARGS = "training_args=" + "[" * 30 + "]" * 30
 SPOT_TRAINING = (
     Path(__file__).resolve().parents[1] / "pipelines" / "spot_training" / "pipeline.yaml"
 )
@@ -58,6 +59,15 @@ SPOT_TRAINING = (
             "without '//')",
         ),
         (["run", "--param", "staging_uri=gs://"], "staging_uri: 'gs://' names no bucket"),
+        (  # json's RecursionError traceback, and the whole value echoed in the line
+            ["run", "--param", "thresholds=" + "[" * 5000],
+            "parameter thresholds is of type Dict; '" + "[" * 74 + "...[' is not one (nests lists "
+            "and dicts more than 20 levels",
+        ),
+        (
+            ["submit", str(SPOT_TRAINING), "--project", "p-123456", "--param", _DEEP_ARGS],
+            "is not one (nests lists and dicts more than 20 levels deep",
+        ),
         (  # replaced by the run's own emulator without a word (one started apart saw nothing)
             ["run", "--param", "api_endpoint=http://127.0.0.1:8080"],
             "--param api_endpoint=... is for --vertex; a local run starts its own emulator",
