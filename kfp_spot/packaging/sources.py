@@ -317,8 +317,10 @@ def _extract(archive: Path, dest: Path, label: str) -> Path:
     except UnsafeMemberError as exc:
         raise SourceError("source", f"{label} holds an unsafe member: {exc}") from exc
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        reason = " ".join(str(exc).split())  # one line: tarfile's spans one per method tried
         raise SourceError(
-            "source", f"{label} is not a readable {archive.name.split('.', 1)[-1]} archive: {exc}"
+            "source",
+            f"{label} is not a readable {archive.name.split('.', 1)[-1]} archive: {reason}",
         ) from exc
     entries = [
         p for p in dest.iterdir() if p.name not in _IGNORED_NAMES and not _is_apple_double(p)
@@ -583,7 +585,11 @@ def materialize(
     else:
         local = Path(fs.to_local_path(source) or source)
         kind_suffix = ""
-        if not local.exists():
+        try:
+            exists = local.exists()
+        except OSError as exc:  # a name longer than the filesystem takes (ENAMETOOLONG)
+            raise SourceError("source", f"{vertex.show(source)}: {exc.strerror}") from None
+        if not exists:
             raise SourceError("source", f"{source} does not exist")
         if not os.access(local, os.R_OK) or (local.is_dir() and not os.access(local, os.X_OK)):
             raise SourceError("source", f"{source} is not readable (permission denied)")

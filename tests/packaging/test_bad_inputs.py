@@ -109,11 +109,21 @@ def test_extra_package_that_is_no_archive(project, staging):
         prepare_package(str(project), str(staging), extra_package_uris=["gs://b/dep.txt"])
 
 
-def test_unreadable_archive(tmp_path, staging):
+@pytest.mark.parametrize("content", [b"this is not gzip data", b"", bytes(range(256)) * 3])
+def test_unreadable_archive(tmp_path, staging, content):
     archive = tmp_path / "src.tar.gz"
-    archive.write_bytes(b"this is not gzip data")
-    with pytest.raises(SourceError, match=r"source: .*src\.tar\.gz is not a readable tar\.gz"):
+    archive.write_bytes(content)
+    with pytest.raises(SourceError, match=r"source: .*src\.tar\.gz is not a readable tar\.gz") as e:
         prepare_package(str(archive), str(staging))
+    # one line: tarfile's own message has a line per compression method it tried
+    assert "\n" not in str(e.value)
+
+
+def test_a_source_path_longer_than_the_filesystem_takes(staging):
+    # os.stat's ENAMETOOLONG escaped as a traceback; the error shows the path cut short
+    with pytest.raises(SourceError, match=r"^source: 'xxxx.*\.\.\.x': File name too long$") as e:
+        prepare_package("x" * 5000, str(staging))
+    assert len(str(e.value)) < 200
 
 
 def test_archive_escaping_its_directory(tmp_path, staging):
