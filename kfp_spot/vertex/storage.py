@@ -152,6 +152,10 @@ def _check_gcs(uri: str, *, local_paths: bool, form: str = OUTPUT_URI_FORM) -> N
     if not bucket:
         raise InvalidValueError(f"{show(uri)} names no bucket: give {form}")
     check_bucket(bucket)
+    if "\r" in rest or "\n" in rest:  # a URI read from a CRLF file: `$(cat uri.txt)` keeps \r
+        raise InvalidValueError(
+            f"{show(uri)} holds a line break, which Cloud Storage object names cannot: give {form}"
+        )
 
 
 def check_gcs_uri(uri: str, form: str = "gs://BUCKET/PATH") -> None:

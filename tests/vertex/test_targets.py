@@ -25,6 +25,7 @@ from kfp_spot.vertex import (
     validate_custom_job,
     validate_for_submission,
 )
+from kfp_spot.vertex.storage import check_gcs_uri
 from tests.emulator.test_validation import job
 
 
@@ -81,6 +82,19 @@ def test_vertex_ai_takes_cloud_storage_only(uri, why):
     check_output_uri("gs://my-bucket/job", local_paths=False)
     with pytest.raises(InvalidValueError, match=why):
         check_output_uri(uri, local_paths=False)
+
+
+@pytest.mark.parametrize(
+    "uri", ["gs://my-bucket/run\r", "gs://my-bucket/a\nb", "gs://my-bucket/\r\n"]
+)
+@pytest.mark.parametrize("local_paths", [False, True])  # the emulator takes no more than Vertex AI
+def test_a_line_break_in_a_cloud_storage_uri_is_refused(uri, local_paths):
+    # Object names cannot hold CR or LF; a URI read from a CRLF file (`$(cat uri.txt)`) keeps \r
+    for check in (check_output_uri, check_package_uri):
+        with pytest.raises(InvalidValueError, match="holds a line break, which Cloud Storage"):
+            check(uri, local_paths=local_paths)
+    with pytest.raises(InvalidValueError, match="holds a line break"):
+        check_gcs_uri(uri)
 
 
 @pytest.mark.parametrize("bucket", ["my-bucket", "a1b", "logs_2024", "example.com.data", "a" * 63])
