@@ -130,6 +130,31 @@ def test_an_empty_stdin_to_predict_says_no_instances_were_given():
 
 
 @pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        # json's RecursionError ended the command with a traceback
+        ("[" * 30000, "Invalid value for --instances: nests lists and dicts more than 100 levels"),
+        # json keeps the last "instances" silently: the first list was never sent
+        (
+            '{"instances": [1], "instances": [2]}',
+            "Invalid value for --instances: key 'instances' is given twice ([1] and [2])",
+        ),
+        ("[1", "Invalid value for --instances: not JSON: "),
+    ],
+)
+@pytest.mark.parametrize("stdin", [False, True])
+def test_predict_instances_that_are_no_request_are_one_line(text, needle, stdin):
+    name = "projects/local-project/locations/us-central1/endpoints/1"
+    args = ["endpoint", "predict", name, "--api-endpoint", "http://127.0.0.1:9"]
+    result = CliRunner().invoke(
+        main, args if stdin else [*args, "--instances", text], input=text if stdin else ""
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert needle in line
+
+
+@pytest.mark.parametrize(
     ("args", "where"),
     [
         (["jobs", "list"], "Vertex AI in --location"),

@@ -15,6 +15,10 @@ import click
 from kfp_spot.cli.jobs import ENDPOINT_HELP
 from kfp_spot.cli.rest import RestApi, api_for, dig, parent_of, resource_location
 
+PREDICT_NESTING = 100
+"""How deeply ``--instances`` may nest: far past any instance (an image's is 3 levels), short of
+the recursion of Python's JSON parser, whose RecursionError would end the command."""
+
 
 def _api(location: str, api_endpoint: str) -> RestApi:
     return api_for(location, api_endpoint)
@@ -88,10 +92,15 @@ def predict(name: str, instances_text: str, api_endpoint: str) -> None:
             'no instances were given on stdin (pipe a JSON list or {"instances": [...]}, '
             "or pass --instances)"
         )
+    from kfp_spot.vertex.values import check_nesting, loads_unique_keys
+
     try:
-        body = json.loads(text)
-    except ValueError as exc:
+        check_nesting(text, PREDICT_NESTING)  # [[[[...: json's RecursionError otherwise
+        body = loads_unique_keys(text)  # {"instances": [...], "instances": [...]} is refused
+    except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--instances") from exc
+    except ValueError as exc:  # too deep, or a key given twice
+        raise click.BadParameter(str(exc), param_hint="--instances") from None
     parameters = None
     if isinstance(body, dict):
         parameters = body.get("parameters")

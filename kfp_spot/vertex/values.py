@@ -506,10 +506,13 @@ def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
         InvalidValueError: naming the limit.
     """
     if nesting_depth(value, limit) > limit:
-        raise InvalidValueError(
-            f"nests lists and dicts more than {limit} levels deep; no input needs more than 5 "
-            "(a WorkerPoolSpec: pools, pool, containerSpec, env, variable)"
+        why = (  # the inputs' own bound; another caller's (a prediction's instances) is its own
+            "; no input needs more than 5 (a WorkerPoolSpec: pools, pool, containerSpec, env, "
+            "variable)"
+            if limit == MAX_NESTING
+            else ""
         )
+        raise InvalidValueError(f"nests lists and dicts more than {limit} levels deep{why}")
 
 
 def loads_bounded(text: str, limit: int = MAX_NESTING) -> Any:
