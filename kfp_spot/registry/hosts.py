@@ -15,6 +15,7 @@ from typing import Any
 
 from kfp_spot.registry.server import CONTEXT_FILE
 from kfp_spot.registry.transport import call
+from kfp_spot.vertex.values import check_nesting, loads_unique_keys
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
@@ -98,14 +99,17 @@ def _check_config_file(config_file: str | None) -> None:
     if config_file is None:
         return
     try:
-        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
+        text = Path(config_file).read_text(encoding="utf-8")
+        check_nesting(text, limit=2)  # [[[[...: json's RecursionError otherwise
+        data = loads_unique_keys(text)  # a template given twice: the last would win silently
     except OSError as exc:
         raise ValueError(f"invalid config file {config_file}: cannot read it ({exc})") from exc
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError; too deep, a key twice
+        not_json = isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError))
         raise ValueError(
-            f"invalid config file {config_file}: not JSON ({exc}); expected an object of "
-            f"RegistryClient URL templates such as {CONTEXT_FILE}"
-        ) from exc
+            f"invalid config file {config_file}: {f'not JSON ({exc})' if not_json else exc}; "
+            f"expected an object of RegistryClient URL templates such as {CONTEXT_FILE}"
+        ) from None
     if not isinstance(data, dict):
         raise ValueError(
             f"invalid config file {config_file}: expected a JSON object of RegistryClient URL "

@@ -356,6 +356,9 @@ def test_list_tags_refuses_an_invalid_package_name_before_asking(package):
         ("[]", r"expected a JSON object .* not a list"),
         ('{"upload_url": 5}', r"'upload_url' must be a string .* not 5"),
         ('{"upload_url": {"x": 1}}', r"'upload_url' must be a string"),
+        # json's RecursionError traceback; the last of two templates won silently
+        ("[" * 30000, r"nests lists and dicts more than 2 levels deep; expected an object"),
+        ('{"a": "x", "a": "y"}', r"key 'a' is given twice \(\"x\" and \"y\"\)"),
     ],
 )
 def test_a_bad_config_file_is_one_line_naming_it(server, tmp_path: Path, content, needle):
