@@ -265,6 +265,11 @@ class RegistryServer:
         """
         if not 0 <= int(port) <= 65535:
             raise RegistryServerError(f"port must be 0..65535, got {port}")
+        if not host.strip():  # "" binds every interface: the templates served to the network
+            raise RegistryServerError(
+                f"host {host!r} names no interface; give one, e.g. 127.0.0.1 (or 0.0.0.0 to "
+                "serve every interface on purpose)"
+            )
         try:
             self.store = RegistryStore(root)
             self._lock_file = open(self.store.root / LOCK_NAME, "a+b")  # noqa: SIM115 (held open)

@@ -179,6 +179,21 @@ def test_serve_on_a_taken_port_is_one_line_and_exit_1(tmp_path: Path):
     assert f"cannot listen on 127.0.0.1:{taken.port}" in result.output
 
 
+@pytest.mark.parametrize("host", ["", "  "])
+def test_serve_on_an_empty_host_is_refused_not_every_interface(tmp_path: Path, host):
+    # ("", port) binds every interface: the templates were served to the whole network
+    result = CliRunner().invoke(
+        main, ["registry", "serve", "--host", host, "--port", "0", "--root", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line == (
+        f"kfp-spot: error: host {host!r} names no interface; give one, e.g. 127.0.0.1 (or "
+        "0.0.0.0 to serve every interface on purpose)"
+    )
+    assert not (tmp_path / "r").exists()
+
+
 def test_push_warns_of_an_image_vertex_could_not_pull(tmp_path: Path, monkeypatch):
     """A run made from a registry template (the Vertex AI console) skips `kfp-spot submit`'s
     image check: the push says when the template's image was never pushed nor released."""
