@@ -229,3 +229,21 @@ def test_an_empty_path_option_is_refused_not_read_as_the_working_directory(tmp_p
     assert lines[0].startswith(f"kfp-spot: error: Invalid value for '{option}'"), lines[0]
     assert "is empty: give a path, or leave the option out for its default" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dry_run", [["--dry-run"], []])
+def test_a_region_only_kfp_spot_extra_regions_allows_is_one_line_when_the_sdk_refuses_it(
+    dry_run,
+):
+    # The way the location error points to: aiplatform.init and PipelineJob then refused the
+    # region with a ValueError traceback (their own list), dry run or not, nothing sent.
+    env = dict(os.environ, KFP_SPOT_EXTRA_REGIONS="mars-central9")
+    args = ["submit", str(SPOT_TRAINING), "--project", "p-123456", "--location", "mars-central9"]
+    args += ["--pipeline-root", "gs://my-bucket/root", "--skip-image-check", *dry_run]
+    proc = subprocess.run(
+        [str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("kfp-spot: error: location: google-cloud-aiplatform "), line
+    assert "submits to no region 'mars-central9' (KFP_SPOT_EXTRA_REGIONS lets" in line
