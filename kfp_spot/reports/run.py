@@ -312,6 +312,8 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ReportError(f"{path} is not readable JSON: {exc}") from exc
+    except RecursionError:  # [[[[...: json's parser recurses once per level
+        raise ReportError(f"{path} is not readable JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise ReportError(f"{path} must hold a JSON object")
     return run_from_json(run_dir, doc)

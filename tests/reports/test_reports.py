@@ -288,6 +288,7 @@ def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
     [
         (None, "has no run.json"),
         ("{oops", "not readable JSON"),
+        ("[" * 30000, "not readable JSON: nested too deeply"),  # json's RecursionError before
         ("[]", "must hold a JSON object"),
         ('{"ledger": []}', "'outcome' must be a non-empty string"),
         ('{"outcome": "X", "ledger": {}}', "'ledger' must be a list"),
