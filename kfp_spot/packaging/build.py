@@ -84,10 +84,41 @@ def project_table(project: Path) -> dict[str, Any]:
     return dict(table) if isinstance(table, dict) else {}
 
 
+def _table(value: Any, name: str, example: str) -> dict[str, Any]:
+    """``value`` (``[name]`` of pyproject.toml) as a table; anything but a table is refused.
+
+    Raises:
+        BuildError: naming the key, what it holds and what a table of it looks like.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BuildError(
+            "source",
+            f"pyproject.toml's {name} is {type(value).__name__} {value!r}, not a table: write "
+            f"[{name}] with keys under it ({example})",
+        )
+    return dict(value)
+
+
 def backend_requires(project: Path) -> list[str]:
-    """The build-system requirements of ``project`` (setuptools' default when undeclared)."""
-    build_system = _pyproject(project).get("build-system") or {}
-    return list(build_system.get("requires", _DEFAULT_BACKEND_REQUIRES))
+    """The build-system requirements of ``project`` (setuptools' default when undeclared).
+
+    Raises:
+        BuildError: ``[build-system]`` is no table or its ``requires`` no list of strings (read
+            letter by letter before, each letter a requirement).
+    """
+    build_system = _table(
+        _pyproject(project).get("build-system"), "build-system", 'requires = ["setuptools>=77"]'
+    )
+    requires = build_system.get("requires", _DEFAULT_BACKEND_REQUIRES)
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise BuildError(
+            "source",
+            f"pyproject.toml's [build-system] requires is {requires!r}, not a list of strings: "
+            'write requires = ["setuptools>=77"]',
+        )
+    return list(requires)
 
 
 def tool_tables(project: Path) -> dict[str, Any]:
@@ -97,8 +128,14 @@ def tool_tables(project: Path) -> dict[str, Any]:
 
 
 def tool_config(project: Path) -> dict[str, Any]:
-    """The ``[tool.kfp-spot]`` table of the project's pyproject.toml (empty when absent)."""
-    return dict(tool_tables(project).get("kfp-spot") or {})
+    """The ``[tool.kfp-spot]`` table of the project's pyproject.toml (empty when absent).
+
+    Raises:
+        BuildError: ``tool.kfp-spot`` is no table (``kfp-spot = "trainer.task"`` under [tool]).
+    """
+    return _table(
+        tool_tables(project).get("kfp-spot"), "tool.kfp-spot", 'python-module = "trainer.task"'
+    )
 
 
 def run_build(project: Path, outdir: Path, cache_dir: Path | None = None) -> BuiltFiles:

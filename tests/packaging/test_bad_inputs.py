@@ -371,3 +371,37 @@ def test_a_staging_uri_missing_its_slashes_is_not_a_local_folder(
         prepare_package(str(project), given)
     assert "gs://BUCKET/PATH" in str(caught.value) or "bucket name" in str(caught.value)
     assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (  # a TypeError traceback
+            lambda text: "[tool]\nkfp-spot = 3\n\n" + text,
+            "pyproject.toml's tool.kfp-spot is int 3, not a table: write [tool.kfp-spot] with keys",
+        ),
+        (  # a ValueError traceback from dict("trainer.task")
+            lambda text: '[tool]\nkfp-spot = "tinytrainer.task"\n\n' + text,
+            "pyproject.toml's tool.kfp-spot is str 'tinytrainer.task', not a table",
+        ),
+        (  # read letter by letter: "the build backend needs e, g, i, n, ..."
+            lambda text: text.replace('requires = ["setuptools>=61"]', 'requires = "setuptools"'),
+            "pyproject.toml's [build-system] requires is 'setuptools', not a list of strings: "
+            'write requires = ["setuptools>=77"]',
+        ),
+        (  # an AttributeError traceback
+            lambda text: (
+                'build-system = "setuptools"\n' + text.replace("[build-system]", "[tool.other]", 1)
+            ),
+            "pyproject.toml's build-system is str 'setuptools', not a table: write [build-system]",
+        ),
+    ],
+)
+def test_a_pyproject_key_that_is_not_a_table_is_named(project, staging, edit, needle):
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(edit(pyproject.read_text()))
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(staging))
+    assert str(info.value).startswith("source: ")
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
