@@ -181,11 +181,12 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
         source = _build.read_wheel_file(wheel, name)
         try:
             compile(source, name, "exec", dont_inherit=True)
-        except SyntaxError as exc:
+        except SyntaxError as exc:  # a null byte has no line
+            where = f"{name} line {exc.lineno}" if exc.lineno else name
             raise ModuleSyntaxError(
                 "source",
-                f"{name} line {exc.lineno}: {exc.msg} (the built package "
-                f"{facts.name} {facts.version} would fail to import it)",
+                f"{where}: {exc.msg} (the built package {facts.name} {facts.version} would fail "
+                "to import it)",
             ) from exc
         except ValueError as exc:  # e.g. null bytes
             raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc

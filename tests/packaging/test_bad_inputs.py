@@ -72,6 +72,16 @@ def test_syntax_error_elsewhere_in_the_package(project, staging):
         prepare_package(str(project), str(staging))
 
 
+def test_a_null_byte_in_a_module_names_the_file_without_a_line(project, staging):
+    # compile() gives no line for it: the message read "tinytrainer/util.py line None: ..."
+    (project / "tinytrainer" / "util.py").write_bytes(b"x = 1\x00\n")
+    with pytest.raises(ModuleSyntaxError) as info:
+        prepare_package(str(project), str(staging))
+    assert str(info.value).startswith(
+        "source: tinytrainer/util.py: source code string cannot contain null bytes"
+    ), str(info.value)
+
+
 def test_module_not_in_the_package(project, staging):
     with pytest.raises(ModuleNotInPackageError, match=r"'tinytrainer.train' is not in the built"):
         prepare_package(str(project), str(staging), python_module="tinytrainer.train")
