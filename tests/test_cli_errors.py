@@ -53,6 +53,18 @@ SPOT_TRAINING = (
             ["emulator", "start", "--capacity", "n1-standrd-4=2"],
             "Invalid value for '--capacity': capacity: 'n1-standrd-4' is not a machine type",
         ),
+        (  # the last count won silently
+            ["emulator", "start", "--capacity", "n1-standard-4=1,n1-standard-4=2"],
+            "Invalid value for '--capacity': n1-standard-4 is given twice (1 and 2)",
+        ),
+        (  # was exit 1 from the emulator, not naming the option
+            ["emulator", "start", "--capacity", "0"],
+            "Invalid value for '--capacity': capacity must be an integer >= 1",
+        ),
+        (  # no limit at all, silently (`--capacity "$N"` with N unset)
+            ["emulator", "start", "--capacity", ""],
+            "Invalid value for '--capacity': is empty: give VMs per machine type as N",
+        ),
         (  # staged into a folder named "gs:" in the working directory, and the run went on
             ["run", "--param", "staging_uri=gs:/my-bucket/staging"],
             "prepare_package input staging_uri: 'gs:/my-bucket/staging' is not a URI (gs: "

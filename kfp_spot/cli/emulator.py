@@ -96,22 +96,29 @@ def _vm_offsets(
 def _capacity(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> int | dict[str, int] | None:
-    if not value:
+    form = "give VMs per machine type as N, or TYPE=N[,TYPE=N...] (e.g. n1-standard-4=2,*=1)"
+    if value is None:
         return None
+    if not value.strip():  # `--capacity "$N"` with N unset: no limit at all, silently
+        raise click.BadParameter(f"is empty: {form}; leave --capacity out for no limit")
+    out: int | dict[str, int]
     if value.isdigit():
-        return int(value)
-    out: dict[str, int] = {}
-    for part in value.split(","):
-        key, sep, count = part.partition("=")
-        if not sep or not count.isdigit() or int(count) < 1:
-            raise click.BadParameter(
-                f"{part!r}: give VMs per machine type as N, or TYPE=N[,TYPE=N...] "
-                "(e.g. n1-standard-4=2,*=1)"
-            )
-        out[key.strip()] = int(count)
+        out = int(value)
+    else:
+        out = {}
+        for part in value.split(","):
+            key, sep, count = part.partition("=")
+            if not sep or not count.isdigit() or int(count) < 1:
+                raise click.BadParameter(f"{part!r}: {form}")
+            if key.strip() in out:  # the last one would win silently
+                raise click.BadParameter(
+                    f"{key.strip()} is given twice ({out[key.strip()]} and {count}); give each "
+                    "machine type once"
+                )
+            out[key.strip()] = int(count)
     from kfp_spot.emulator.emulator import EmulatorError, check_capacity
 
-    try:  # a misspelt machine type: the option's error (exit 2), not the emulator's (exit 1)
+    try:  # a misspelt machine type, 0 VMs: the option's error (exit 2), not the emulator's (1)
         check_capacity(out)
     except EmulatorError as err:
         raise click.BadParameter(str(err)) from None
