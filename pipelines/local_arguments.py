@@ -333,11 +333,7 @@ def vertex_callers(pipeline: Any) -> list[str]:
 
 
 def _loop_shared(pipeline: Any) -> set[str]:
-    """The parameters passed as ``base_output_directory`` to a launch in a ``dsl.ParallelFor``.
-
-    Filled in, one directory would serve every iteration (refused by ``check_tasks``); left to
-    the pipeline's default, each iteration of an empty one writes next to its own outputs.
-    """
+    """Parameters a ``dsl.ParallelFor``'s launch takes as ``base_output_directory`` (one each)."""
     from google.protobuf import json_format
 
     from kfp_spot.jobs.template_walk import LAUNCH_CALL, template_tasks
@@ -356,8 +352,9 @@ def run_arguments(
     """``arguments`` checked against the pipeline's inputs, with what a local run fills in.
 
     ``project``, ``location``, ``base_output_directory`` (unless a launch in a ``dsl.ParallelFor``
-    takes it) and ``staging_uri`` when declared and not given; ``api_endpoint`` always set to
-    ``endpoint`` when declared.
+    takes it: one directory would serve every iteration, which ``check_tasks`` refuses, where an
+    empty one lets each write next to its own outputs) and ``staging_uri`` when declared and not
+    given; ``api_endpoint`` always set to ``endpoint`` when declared.
 
     Raises:
         LocalRunError: an unknown parameter, a required one not given (no default and not

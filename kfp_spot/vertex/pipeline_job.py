@@ -115,10 +115,9 @@ def validate_submission(
     spec = cast("dict[str, Any]", documents[0])
     try:
         regions.check_parent(project, location)
+        regions.check_sdk_region(location)
     except values.InvalidFieldError as exc:
         raise SubmissionError(str(exc)) from None
-    if location not in regions.VERTEX_REGIONS:  # one KFP_SPOT_EXTRA_REGIONS allows
-        _check_sdk_region(location)
     # Without one the SDK sends the template's own (@dsl.pipeline(pipeline_root=...)).
     root = pipeline_root if pipeline_root is not None else spec.get("defaultPipelineRoot") or None
     if root is not None:
@@ -129,20 +128,6 @@ def validate_submission(
         except values.InvalidValueError as exc:
             raise SubmissionError(f"pipeline_root{own}: {exc}{fix}") from None
     return spec
-
-
-def _check_sdk_region(location: str) -> None:
-    """Refuse a region the installed SDK's own list lacks (its bare ValueError: a traceback)."""
-    from google.cloud.aiplatform import utils, version
-
-    try:
-        utils.validate_region(location)
-    except ValueError:
-        raise SubmissionError(
-            f"location: google-cloud-aiplatform {version.__version__} submits to no region "
-            f"{location!r} ({regions.EXTRA_REGIONS_ENV} lets kfp-spot's own checks take it): "
-            "upgrade google-cloud-aiplatform, or give another --location"
-        ) from None
 
 
 def prepare_submission(

@@ -137,3 +137,27 @@ def check_parent(project: object, location: object) -> str:
         except InvalidValueError as exc:
             raise InvalidFieldError(name, str(exc)) from None
     return f"projects/{project}/locations/{location}"
+
+
+def check_sdk_region(location: str) -> None:
+    """Refuse a region the installed Vertex AI SDK cannot submit to (one only extras allow).
+
+    The SDK keeps its own list of regions and refuses any other with a bare ``ValueError``; a
+    region :data:`EXTRA_REGIONS_ENV` adds passes kfp-spot's own checks but not the SDK's.
+
+    Raises:
+        InvalidFieldError: naming ``location`` and the way out.
+    """
+    if location in VERTEX_REGIONS:
+        return
+    from google.cloud.aiplatform import utils, version
+
+    try:
+        utils.validate_region(location)
+    except ValueError:
+        raise InvalidFieldError(
+            "location",
+            f"google-cloud-aiplatform {version.__version__} submits to no region {location!r} "
+            f"({EXTRA_REGIONS_ENV} lets kfp-spot's own checks take it): upgrade "
+            "google-cloud-aiplatform, or give another --location",
+        ) from None
