@@ -111,7 +111,9 @@ def backend_requires(project: Path) -> list[str]:
     build_system = _table(
         _pyproject(project).get("build-system"), "build-system", 'requires = ["setuptools>=77"]'
     )
-    requires = build_system.get("requires", _DEFAULT_BACKEND_REQUIRES)
+    requires = build_system.get("requires")
+    if requires is None:
+        return list(_DEFAULT_BACKEND_REQUIRES)
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         raise BuildError(
             "source",
