@@ -10,6 +10,7 @@ import itertools
 import re
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -93,3 +94,29 @@ def test_every_command_and_option_in_the_readme_table_exists(span, commands, opt
     for option in sorted(options):
         takes = [c for c, text in helps.items() if option in set(_OPTION.findall(text))]
         assert takes, f"README `{span}`: {option} is not an option of {sorted(helps)}"
+
+
+def _all_commands() -> list[tuple[str, ...]]:
+    """Every command ``kfp-spot`` has: the top-level ones and each group's subcommands."""
+    found: list[tuple[str, ...]] = []
+    context = click.Context(main)
+    for name in main.list_commands(context):  # the lazy group loads a command when asked
+        command = main.get_command(context, name)
+        if isinstance(command, click.Group):
+            found += [(name, sub) for sub in command.list_commands(click.Context(command))]
+        else:
+            found.append((name,))
+    assert len(found) >= 12, found
+    return found
+
+
+def test_every_command_has_a_row_in_the_readme_table():
+    named = {command for _, commands, _ in MENTIONS for command in commands}
+    named |= {
+        command
+        for cells in _table_rows()
+        for span in re.findall(r"`kfp-spot ([^`]+)`", cells[0])
+        for command in _commands(_words(span)[0])
+    }
+    missing = [" ".join(c) for c in _all_commands() if c not in named]
+    assert not missing, f"README's Command line table names no row for: kfp-spot {missing}"
