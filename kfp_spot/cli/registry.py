@@ -277,6 +277,24 @@ def registry_group() -> None:
     """Run a local pipeline-template registry (Artifact Registry's KFP protocol)."""
 
 
+def machine_name() -> str:
+    """This machine's name as other machines reach it: its FQDN, unless that is a loopback name.
+
+    ``socket.getfqdn()`` answers with the first name of the address the host name resolves to,
+    which is ``localhost`` where /etc/hosts maps the host name to 127.0.0.1 (many VMs and
+    containers): no other machine reaches this one by that name, so the host name is used then.
+    """
+    for name in (socket.getfqdn(), socket.gethostname()):
+        if name and not _is_loopback_name(name):
+            return name
+    return socket.gethostname() or "localhost"
+
+
+def _is_loopback_name(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.split(".", 1)[0] in ("localhost", "ip6-localhost", "ip6-loopback")
+
+
 @registry_group.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
@@ -312,7 +330,7 @@ def serve(host: str, port: int, root: Path) -> None:
         click.echo(f"kfp-spot registry listening on {server.url}")
         if host in ("0.0.0.0", ""):  # every interface: no address another machine can use
             click.echo(
-                f"  other machines:  http://{socket.getfqdn()}:{server.port}/PROJECT/REPO "
+                f"  other machines:  http://{machine_name()}:{server.port}/PROJECT/REPO "
                 "(this machine's name; 0.0.0.0 is no address to connect to)",
                 err=True,
             )

@@ -438,7 +438,7 @@ def test_tags_lists_the_uploads_no_tag_names_any_more(tmp_path, template, templa
 def test_serving_on_every_interface_names_the_url_other_machines_use(tmp_path: Path):
     # `--host 0.0.0.0` (sharing with a team) printed only http://0.0.0.0:PORT/... URLs, which
     # no other machine can connect to.
-    import socket
+    from kfp_spot.cli.registry import machine_name
 
     proc = subprocess.Popen(
         [
@@ -464,6 +464,28 @@ def test_serving_on_every_interface_names_the_url_other_machines_use(tmp_path: P
     port = first.strip().rsplit(":", 1)[-1]
     assert first.startswith("kfp-spot registry listening on http://0.0.0.0:"), first
     assert (
-        f"  other machines:  http://{socket.getfqdn()}:{port}/PROJECT/REPO (this machine's name; "
+        f"  other machines:  http://{machine_name()}:{port}/PROJECT/REPO (this machine's name; "
         "0.0.0.0 is no address to connect to)\n"
     ) in proc.stderr.read()
+
+
+@pytest.mark.parametrize(
+    ("fqdn", "hostname", "named"),
+    [
+        ("vm.example.com", "vm", "vm.example.com"),
+        ("localhost", "vm", "vm"),  # /etc/hosts maps the host name to 127.0.0.1, as on many VMs
+        ("localhost.localdomain", "build-7", "build-7"),
+        ("ip6-localhost", "vm", "vm"),
+    ],
+)
+def test_serve_on_every_interface_names_this_machine_not_localhost(
+    monkeypatch, fqdn, hostname, named
+):
+    """`other machines:` must be a name another machine can reach: never `localhost`."""
+    import socket
+
+    from kfp_spot.cli.registry import machine_name
+
+    monkeypatch.setattr(socket, "getfqdn", lambda *a: fqdn)
+    monkeypatch.setattr(socket, "gethostname", lambda: hostname)
+    assert machine_name() == named
