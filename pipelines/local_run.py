@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kfp_spot.packaging.sources import (
     LOCAL_RUNS_DIR,
+    bare_package_module_problem,
     requirements_problem,
     source_directory_problem,
 )
@@ -249,9 +250,14 @@ def spot_training_arguments(
     if thresholds is not None:
         arguments["thresholds"] = thresholds
     arguments.update(parameters or {})
-    if arguments.get("requirements") and "source" in arguments and Path(source).is_dir():
-        problem = requirements_problem(Path(source), str(source), arguments["requirements"])
-        if problem:  # refused now, not by the prepare-package task once the run started
+    if "source" in arguments and Path(source).is_dir():  # refused now, not once the run started
+        unset = "" if declared is None or "python_module" in declared else "-"  # a template's own
+        module = arguments.get("python_module", unset)
+        if problem := bare_package_module_problem(Path(source), module):
+            raise LocalRunError(f"python_module: {problem} (--param python_module=...)")
+        if problem := requirements_problem(
+            Path(source), str(source), arguments.get("requirements") or []
+        ):
             raise LocalRunError(f"requirements: {problem}")
     return arguments
 

@@ -165,6 +165,27 @@ def test_a_bare_package_is_its_own_package_for_the_evaluation_entry_point(tmp_pa
         local_run.check_evaluation_module(source, {}, spot_training)
 
 
+def test_a_bare_package_without_its_module_is_refused_before_the_run(tmp_path):
+    # prepare_package needs python_module for a bare package without __main__.py; the run found
+    # that out only once its prepare-package task ran, after the entry point's own check passed.
+    source = tmp_path / "digitsclf"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("print('training')\n")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.spot_training_arguments(source)
+    assert str(info.value) == (
+        f"python_module: required for the bare package directory {source}: the module the job "
+        "runs, e.g. digitsclf.task (--param python_module=...)"
+    )
+    given = {"python_module": "digitsclf.task"}
+    assert local_run.spot_training_arguments(source, parameters=given)["python_module"] == (
+        "digitsclf.task"
+    )
+    (source / "__main__.py").write_text("")  # python -m digitsclf: nothing more to name
+    assert "python_module" not in local_run.spot_training_arguments(source)
+
+
 def test_an_entry_point_named_by_its_src_path_is_refused_before_the_run(regressor, tmp_path):
     # src.regressor.metrics passed the check (src/regressor/metrics.py is there) and failed the
     # evaluation after the whole training: "No module named 'src'".

@@ -409,14 +409,10 @@ def _from_module_dir(
             f"{src} is a package directory but {package!r} is not a valid Python package name",
         )
     if not python_module:
-        if (src / "__main__.py").exists():
-            python_module = package
-        else:
-            raise PackagingError(
-                "python_module",
-                f"required for the bare package directory {src}: the module the job runs, "
-                f"e.g. {package}.task",
-            )
+        problem = bare_package_module_problem(src, python_module)
+        if problem:
+            raise PackagingError("python_module", problem)
+        python_module = package
     if python_module.split(".")[0] != package:
         raise PackagingError(
             "python_module",
@@ -488,6 +484,21 @@ def requirements_problem(src: Path, label: str, requirements: Sequence[str]) -> 
             "pyproject.toml/setup.py instead"
         )
     return None
+
+
+def bare_package_module_problem(src: Path, python_module: str) -> str | None:
+    """Why a bare package directory ``src`` needs ``python_module`` and lacks it, or None.
+
+    Shared by prepare_package and the local run, which refuses it before the run starts.
+    """
+    if python_module or (src / "__main__.py").exists():
+        return None
+    if any((src / f).is_file() for f in PROJECT_FILES) or not (src / "__init__.py").is_file():
+        return None  # a project names its module in pyproject.toml; a non-package: refused else
+    return (
+        f"required for the bare package directory {src}: the module the job runs, "
+        f"e.g. {src.name}.task"
+    )
 
 
 def _classify_dir(
