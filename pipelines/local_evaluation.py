@@ -71,11 +71,17 @@ def check_evaluation_module(
     if held and path.is_dir():
         _check_code(path, default)
     if not held:
+        where = (  # a script or a bare package has no pyproject.toml to name it in
+            f"--param evaluation_entry_point={arguments.get('python_module') or path.stem}:FUNCTION"
+            if path.suffix == ".py"
+            else f"--param evaluation_entry_point={bare}.MODULE:FUNCTION"
+            if bare
+            else 'evaluation-entry-point = "MODULE:FUNCTION" under [tool.kfp-spot] in its '
+            "pyproject.toml, or --param evaluation_entry_point=MODULE:FUNCTION"
+        )
         raise LocalRunError(
             f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
-            f'example\'s) is not in {source}: set evaluation-entry-point = "MODULE:FUNCTION" '
-            "under [tool.kfp-spot] in its pyproject.toml, or --param "
-            "evaluation_entry_point=MODULE:FUNCTION"
+            f"example's) is not in {source}: set {where}"
         )
 
 

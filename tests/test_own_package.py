@@ -165,6 +165,26 @@ def test_a_bare_package_is_its_own_package_for_the_evaluation_entry_point(tmp_pa
         local_run.check_evaluation_module(source, {}, spot_training)
 
 
+def test_a_source_without_a_pyproject_is_not_told_to_name_its_entry_point_there(tmp_path):
+    # A script or a bare package has no pyproject.toml: the message named a file the user does
+    # not have; it names the --param to set, with the module the source becomes.
+    script = tmp_path / "boost.py"
+    script.write_text("def evaluate(d, p):\n    return {}\n")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.check_evaluation_module(script, {}, spot_training)
+    assert str(info.value).endswith(
+        f"is not in {script}: set --param evaluation_entry_point=boost:FUNCTION"
+    )
+    package = tmp_path / "digitsclf"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.check_evaluation_module(package, {}, spot_training)
+    assert str(info.value).endswith(
+        f"is not in {package}: set --param evaluation_entry_point=digitsclf.MODULE:FUNCTION"
+    )
+
+
 def test_a_bare_package_without_its_module_is_refused_before_the_run(tmp_path):
     # prepare_package needs python_module for a bare package without __main__.py; the run found
     # that out only once its prepare-package task ran, after the entry point's own check passed.
