@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kfp_spot.packaging.sources import (
     LOCAL_RUNS_DIR,
     bare_package_module_problem,
+    requirements_file_note,
     requirements_problem,
     source_directory_problem,
 )
@@ -343,9 +344,10 @@ def run_local(
     _check_outside(Path(run_dir), source)
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
-    if progress is not None and (idle := _nothing_to_preempt(pipeline, preemptions)):
-        progress(f"note: {idle}")
     if progress is not None:
+        unread = requirements_file_note(Path(source), arguments.get("requirements") or [])
+        for note in [n for n in (_nothing_to_preempt(pipeline, preemptions), unread) if n]:
+            progress(f"note: {note}")
         for warning in [*_unmet_pins(source, arguments, pipeline), *_raw_dirs(source, arguments)]:
             progress(f"warning: {warning}")
     return run_pipeline(

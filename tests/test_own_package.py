@@ -185,6 +185,29 @@ def test_a_source_without_a_pyproject_is_not_told_to_name_its_entry_point_there(
     )
 
 
+def test_a_requirements_txt_beside_a_script_or_bare_package_is_named_as_unread(tmp_path):
+    # A script or a bare package gets its dependencies from `requirements` only: a
+    # requirements.txt beside it went unread without a word, and the evaluation failed after
+    # the whole training for want of what it lists. The run's note gives the value to pass.
+    from kfp_spot.packaging.sources import requirements_file_note
+
+    package = tmp_path / "digitsclf"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    assert requirements_file_note(package, []) is None
+    listed = tmp_path / "requirements.txt"
+    listed.write_text("# mine\nscikit-learn>=1.3  # the model\n\n-r more.txt\nnumpy\n")
+    assert requirements_file_note(package, []) == (
+        f"{listed} is not read: a script or a bare package declares its dependencies with the "
+        """requirements parameter: --param requirements='["scikit-learn>=1.3", "numpy"]'"""
+    )
+    (tmp_path / "task.py").write_text("")
+    assert requirements_file_note(tmp_path / "task.py", []) is not None
+    assert requirements_file_note(package, ["numpy"]) is None  # given: nothing to say
+    (package / "pyproject.toml").write_text("")  # a project declares its own
+    assert requirements_file_note(package, []) is None
+
+
 def test_a_bare_package_without_its_module_is_refused_before_the_run(tmp_path):
     # prepare_package needs python_module for a bare package without __main__.py; the run found
     # that out only once its prepare-package task ran, after the entry point's own check passed.

@@ -501,6 +501,29 @@ def bare_package_module_problem(src: Path, python_module: str) -> str | None:
     )
 
 
+def requirements_file_note(src: Path, requirements: Sequence[str]) -> str | None:
+    """A note naming a ``requirements.txt`` beside a script or a bare package, which is not read.
+
+    Such a source gets its dependencies from ``requirements`` only (pip on the VM installs what
+    the package declares), so the file's lines are shown as the value to pass.
+    """
+    if requirements or not src.exists() or any((src / f).is_file() for f in PROJECT_FILES):
+        return None
+    if src.is_file():
+        folders = [src.parent] if src.suffix == ".py" else []
+    else:
+        folders = [src, src.parent] if (src / "__init__.py").is_file() else []
+    for found in (f / "requirements.txt" for f in folders):
+        if found.is_file():
+            lines = found.read_text(encoding="utf-8", errors="replace").splitlines()
+            named = [r for r in (line.split("#")[0].strip() for line in lines) if r and r[0] != "-"]
+            return (
+                f"{found} is not read: a script or a bare package declares its dependencies with "
+                f"the requirements parameter: --param requirements='{json.dumps(named)}'"
+            )
+    return None
+
+
 def _classify_dir(
     src: Path,
     workdir: Path,
