@@ -1018,13 +1018,22 @@ def test_a_pipeline_with_a_container_component_is_refused_in_one_line_before_it_
 def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions(
     regressor, tmp_path
 ):
+    # with a data file packaged beside the code: prepare-package warns on its stderr, which a
+    # local run keeps in the task's log among kfp.local's hundreds of lines: the console ends
+    # with it (this run shows it, not a run of its own: each costs the suite ~20 s)
+    source = tmp_path / "with-data"
+    shutil.copytree(regressor, source)
+    with (source / "pyproject.toml").open("a") as handle:
+        handle.write('\n[tool.setuptools.package-data]\nregressor = ["*.bin"]\n')
+    with (source / "regressor" / "table.bin").open("wb") as handle:
+        handle.truncate(65 * 2**20)  # over the 64 MiB a package is warned of
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [
             str(KFP_SPOT),
             "run",
             "--source",
-            str(regressor),
+            str(source),
             "--param",
             f"thresholds={json.dumps(MSE_GATE)}",
             "--preemptions",
@@ -1052,6 +1061,17 @@ def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions
     assert [r["endReason"] for r in record["ledger"]] == ["PREEMPTED", "PREEMPTED", "SUCCEEDED"]
     launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
     assert "regressor.train" in launch_log
+    large = "regressor 0.3.0 installs 65 MiB, the largest file regressor/table.bin (65 MiB)"
+    warning = f"kfp-spot: warning: prepare-package: {large}"
+    last = proc.stderr.splitlines()[-3:]  # after the pipeline's end, printed with the summary
+    assert any(line.startswith(warning) for line in last), proc.stderr
+    assert [line for line in proc.stderr.splitlines() if large in line] == [
+        line for line in last if large in line
+    ]  # once: not among the progress lines
+    assert large in (run_dir / "logs" / "prepare-package.log").read_text()  # still in its log
+    assert [w["tasks"] for w in record["warnings"] if w["text"].startswith(large)] == [
+        ["prepare-package"]
+    ]
 
 
 @pytest.mark.slow
@@ -1079,49 +1099,6 @@ def test_a_run_that_fails_after_the_evaluation_still_shows_what_it_measured(regr
     assert result.passed is True and "quality gate:       passed\n" in text
     assert f"note: {local_run.NO_GATE}" in events, events
     assert json.loads((tmp_path / "run" / "run.json").read_text())["metrics"]["r2"] > 0
-
-
-@pytest.mark.slow
-def test_a_warning_prepare_package_printed_in_its_log_ends_the_runs_console(regressor, tmp_path):
-    # a data file packaged beside the code: prepare-package warns on its stderr, which a local
-    # run keeps in the task's log among kfp.local's hundreds of lines: the console ends with it
-    source = tmp_path / "with-data"
-    shutil.copytree(regressor, source)
-    with (source / "pyproject.toml").open("a") as handle:
-        handle.write('\n[tool.setuptools.package-data]\nregressor = ["*.bin"]\n')
-    with (source / "regressor" / "table.bin").open("wb") as handle:
-        handle.truncate(65 * 2**20)  # over the 64 MiB a package is warned of
-    run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            str(KFP_SPOT),
-            "run",
-            "--source",
-            str(source),
-            "--param",
-            'training_args=["--steps", "4", "--step-seconds", "0"]',
-            "--preemptions",
-            "0",
-            "--run-dir",
-            str(run_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    large = "regressor 0.3.0 installs 65 MiB, the largest file regressor/table.bin (65 MiB)"
-    warning = f"kfp-spot: warning: prepare-package: {large}"
-    last = proc.stderr.splitlines()[-3:]  # after the pipeline's end, printed with the summary
-    assert any(line.startswith(warning) for line in last), proc.stderr
-    assert [line for line in proc.stderr.splitlines() if large in line] == [
-        line for line in last if large in line
-    ]  # once: not among the progress lines
-    assert large in (run_dir / "logs" / "prepare-package.log").read_text()  # still in its log
-    record = json.loads((run_dir / "run.json").read_text())
-    assert [w["tasks"] for w in record["warnings"] if w["text"].startswith(large)] == [
-        ["prepare-package"]
-    ]
 
 
 @pytest.mark.slow
