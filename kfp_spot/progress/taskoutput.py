@@ -193,7 +193,7 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
     return excerpt
 
 
-_PROGRESS = re.compile(r"^\[KFP Executor [^\]]* (?:INFO|DEBUG)\]: |^kfp-spot: warning: ")
+_PROGRESS = re.compile(r"^\[KFP Executor [^\]]* (?:INFO|DEBUG)\]: |^" + re.escape(WARNING_PREFIX))
 _LOGGED_ERROR = re.compile(r"^\[KFP Executor [^\]]* (?:ERROR|CRITICAL)\]: ")
 
 

@@ -109,12 +109,18 @@ def _tag_versions(host: str, client: Any, package: str) -> dict[str, str]:
         rows = call(host, client.list_tags, package)
     except RegistryError:  # no such package yet (404), or a listing the caller may not make
         return {}
-    return {
-        str(row.get("name", "")).rsplit("/tags/", 1)[-1]: str(row.get("version", "")).rsplit(
-            "/versions/", 1
-        )[-1]
+    return {row.tag: row.version for row in _tag_infos(rows)}
+
+
+def _tag_infos(rows: Any) -> list[TagInfo]:
+    """RegistryClient's tag rows (``name`` .../tags/TAG, ``version`` .../versions/sha256:...)."""
+    return [
+        TagInfo(
+            str(row.get("name", "")).rsplit("/tags/", 1)[-1],
+            str(row.get("version", "")).rsplit("/versions/", 1)[-1],
+        )
         for row in rows or []
-    }
+    ]
 
 
 def check_template(template_path: str | Path) -> str:
@@ -265,11 +271,7 @@ def list_tags(
         rows = call(host, client.list_tags, package)
     except RegistryError as exc:
         raise _with_names(host, client, exc, package, None) from exc
-    out = []
-    for row in rows or []:
-        name = str(row.get("name", "")).rsplit("/tags/", 1)[-1]
-        out.append(TagInfo(name, str(row.get("version", "")).rsplit("/versions/", 1)[-1]))
-    return sorted(out, key=lambda t: t.tag)
+    return sorted(_tag_infos(rows), key=lambda t: t.tag)
 
 
 def list_untagged(
