@@ -20,7 +20,8 @@ from tests.test_import_cycles import TREES, import_graph, modules
 # Bottom up. Each floor may import its own and the floors below it, never one above.
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     # Plumbing and tables every floor may use: paths and storage, the version, the artifact
-    # protocol, unpacking archives safely, the executor images' and machine types' tables.
+    # protocol, unpacking archives safely, the executor images' and machine types' tables, reading
+    # a traceback out of a process's output.
     (
         "foundations",
         frozenset(
@@ -33,6 +34,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
                 "executors",
                 "machines",
                 "yamldocs",
+                "tracebacks",
             }
         ),
     ),

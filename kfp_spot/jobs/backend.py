@@ -23,14 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kfp_spot import accounting
+from kfp_spot import accounting, tracebacks
 from kfp_spot.jobs.service import PollPolicy, RetryBudget
 from kfp_spot.vertex.client import Endpoint
 
 log = logging.getLogger(__name__)
 
 
-_TRACEBACK = "Traceback (most recent call last):"
 _IGNORED = "Exception ignored in"
 
 
@@ -45,14 +44,12 @@ def traceback_before(output: list[str], window: int) -> list[str]:
     starts = [
         i
         for i, line in enumerate(output)
-        if line.startswith(_TRACEBACK)
+        if line.startswith(tracebacks.HEADER)
         and not any(o.startswith(_IGNORED) for o in output[max(0, i - 2) : i])
     ]
     if not starts:
         return []
-    end = starts[-1] + 1
-    while end < len(output) and (not output[end].strip() or output[end][:1].isspace()):
-        end += 1  # the stack frames
+    end = tracebacks.frames_end(output, starts[-1])
     if end >= len(output) or end >= window:
         return []  # the shown lines hold its exception
     frames = output[starts[-1] + 1 : end]

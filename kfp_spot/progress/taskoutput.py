@@ -15,6 +15,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from kfp_spot import tracebacks
+
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x1f\x7f]")
 _RECORD = re.compile(r"^\d{2}:\d{2}:\d{2}\.\d{3} - [A-Z]+ - ")  # kfp.local's log format
 _INDENT = "    "  # kfp.local indents what a task's process prints
@@ -142,7 +144,6 @@ def last_printed_line(path: Path, *, task_log: bool = False) -> str | None:
     return None
 
 
-_TRACEBACK = "Traceback (most recent call last):"
 _EXECUTOR_LOG = re.compile(r"^\[KFP Executor [^\]]*\]: ")  # a component's log record
 _CHAINED = (
     "During handling of the above exception, another exception occurred:",
@@ -165,7 +166,7 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
     (``[KFP Executor ... INFO]:``) and its warnings (shown at the run's end).
     """
     lines = list(lines)
-    start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
+    start = next((i for i, line in enumerate(lines) if line.startswith(tracebacks.HEADER)), None)
     intro = _quoting_intro(lines, start) if start else []
     if start is None:
         said = [line for line in lines if not _PROGRESS.match(line)]  # not the error
@@ -177,9 +178,7 @@ def error_excerpt(lines: Sequence[str], limit: int = 20) -> list[str]:
         excerpt = [*intro, *quoted]
     else:
         while True:
-            i = start + 1
-            while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
-                i += 1  # the stack frames
+            i = tracebacks.frames_end(lines, start)
             chained = _next_chained(lines, i)
             if chained is None:
                 break
@@ -249,6 +248,6 @@ def _next_chained(lines: list[str], after: int) -> int | None:
             j = i + 1
             while j < len(lines) and not lines[j].strip():
                 j += 1
-            if j < len(lines) and lines[j].startswith(_TRACEBACK):
+            if j < len(lines) and lines[j].startswith(tracebacks.HEADER):
                 return j
     return None
