@@ -264,7 +264,9 @@ def tags(package: str | None, host: str, config_file: str | None) -> None:
             click.echo(name)
         return
     rows = _registry_call(registry.list_tags, host, package, config_file=config_file)
-    untagged = _registry_call(registry.list_untagged, host, package, config_file=config_file)
+    untagged = _registry_call(
+        registry.list_untagged, host, package, config_file=config_file, tags=rows
+    )
     width = max((len(r.tag) for r in rows), default=1)
     for row in rows:
         click.echo(f"{row.tag:<{width}}  {row.version}")

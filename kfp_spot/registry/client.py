@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,18 +275,26 @@ def list_tags(
 
 
 def list_untagged(
-    host: str, package: str, *, config_file: str | None = None, auth: Any = None
+    host: str,
+    package: str,
+    *,
+    config_file: str | None = None,
+    auth: Any = None,
+    tags: Sequence[TagInfo] | None = None,
 ) -> list[tuple[str, str]]:
     """The versions of ``package`` no tag names, oldest first: (``sha256:`` version, upload time).
 
     An upload pushed without a version tag is named by its digest alone once ``latest`` moves
-    on; :func:`list_tags` no longer shows it, this does.
+    on; :func:`list_tags` no longer shows it, this does. ``tags``: what :func:`list_tags` just
+    answered, when the caller has it (the registry is then asked once for the tags, not twice).
 
     Raises:
         ValueError: for an invalid host or package name.
         RegistryError: when the registry has no such package or cannot be reached.
     """
-    tagged = {t.version for t in list_tags(host, package, config_file=config_file, auth=auth)}
+    if tags is None:
+        tags = list_tags(host, package, config_file=config_file, auth=auth)
+    tagged = {t.version for t in tags}
     client = registry_client(host, config_file=config_file, auth=auth)
     rows = [
         (str(row.get("name", "")).rsplit("/versions/", 1)[-1], str(row.get("createTime", "")))

@@ -433,3 +433,25 @@ def test_a_push_of_latest_alone_makes_no_listing_call(server, template, caplog):
         assert not [r for r in caplog.messages if "/tags" in r]
         registry.push(template, host, "1.0.0")
         assert [r for r in caplog.messages if '"GET ' in r and "/tags" in r]
+
+
+def test_kfp_spot_tags_asks_the_registry_for_the_tags_once(
+    server, template: Path, template_v2: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # `kfp-spot tags PACKAGE` listed the tags, then list_untagged listed them again to know
+    # which versions they name: two round trips to Artifact Registry for one listing.
+    host = server.repository_url("team", "templates")
+    registry.push(template, host)
+    registry.push(template_v2, host)
+    asked: list[str] = []
+    real = RegistryClient.list_tags
+
+    def counted(self: RegistryClient, package_name: str) -> object:
+        asked.append(package_name)
+        return real(self, package_name)
+
+    monkeypatch.setattr(RegistryClient, "list_tags", counted)
+    listed = CliRunner().invoke(main, ["tags", "tiny-add", "--host", host])
+    assert listed.exit_code == 0, listed.output
+    assert asked == ["tiny-add"]
+    assert len(listed.stdout.splitlines()) == 2  # latest, and the upload latest moved away from
