@@ -13,6 +13,8 @@ from typing import Any
 import google.auth.exceptions
 import requests
 
+from kfp_spot.vertex.signin import AUTH_FIX
+
 
 class RegistryError(Exception):
     """A registry operation failed; the message names the host and what the registry said.
@@ -83,6 +85,5 @@ def call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise _describe(registry_host, exc) from exc
     except google.auth.exceptions.GoogleAuthError as exc:
         raise RegistryError(
-            f"no usable Google credentials for {registry_host}: {exc} (run `gcloud auth "
-            "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS)"
+            f"no usable Google credentials for {registry_host} ({exc}): {AUTH_FIX}"
         ) from exc

@@ -22,6 +22,7 @@ import kfp_spot.registry as registry
 from kfp_spot.cli import main
 from kfp_spot.registry import CONTEXT_FILE, RegistryServer, RegistryServerError
 from kfp_spot.registry.server import _parse_multipart
+from kfp_spot.vertex.signin import AUTH_FIX
 
 
 def _sha(path: Path) -> str:
@@ -263,8 +264,10 @@ def test_multipart_parser_is_byte_exact(content: bytes, tags: str):
 def test_artifact_registry_without_credentials_is_one_clear_error(monkeypatch, tmp_path):
     # No network: google.auth fails on the missing key file before any request is made.
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
-    with pytest.raises(registry.RegistryError, match="no usable Google credentials"):
+    with pytest.raises(registry.RegistryError, match="no usable Google credentials") as caught:
         registry.list_tags("https://us-central1-kfp.pkg.dev/proj/repo", "tiny-add")
+    (line,) = str(caught.value).splitlines()
+    assert line.endswith(f": {AUTH_FIX}")  # the same fix Vertex AI submissions give
 
 
 def test_an_invalid_tag_in_an_upload_stores_nothing(server, template):
