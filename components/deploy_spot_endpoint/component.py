@@ -105,7 +105,8 @@ def deploy_spot_endpoint(
             ``projects/P/locations/L/keyRings/R/cryptoKeys/K`` in ``location`` (empty: Google's).
         api_endpoint: Empty for Vertex AI; ``http://127.0.0.1:PORT`` for the local emulator.
         timeout_seconds: Longest wait for one operation (upload, endpoint, deploy).
-        poll_interval_seconds: Seconds between operation polls; 0 picks (quick locally).
+        poll_interval_seconds: Seconds between operation polls; 0 picks (quick locally). Against
+            Vertex AI at least 5: each poll counts against the API quota.
 
     Returns:
         The deployed model's ID (output ``Output``).

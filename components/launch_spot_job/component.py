@@ -154,7 +154,7 @@ def launch_spot_job(
         api_endpoint: The JobService endpoint; empty for Vertex AI, ``http://127.0.0.1:PORT`` for
             the local emulator.
         poll_interval_seconds: Seconds between state polls; 0 picks (quick locally, gentle on
-            Vertex AI).
+            Vertex AI). Against Vertex AI at least 5: each poll counts against the API quota.
 
     Returns:
         The outcome (output ``Output``): ``SUCCEEDED``, or with ``fail_on_incomplete=False`` also

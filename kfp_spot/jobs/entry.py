@@ -34,7 +34,7 @@ from kfp_spot.layout import FOREIGN, inspect_layout
 from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
 from kfp_spot.validation.inputs import freeze_at_exit, report_input_errors
 from kfp_spot.vertex import pipeline_context
-from kfp_spot.vertex.client import is_emulator_endpoint
+from kfp_spot.vertex.client import check_poll_interval, is_emulator_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,8 @@ def build_request(**inputs: Any) -> LaunchRequest:
             "poll_interval_seconds",
             f"expected 0 (automatic) to {MAX_POLL_INTERVAL_SECONDS:g} seconds, got {poll:g}",
         )
+    with inputs_of(LaunchInputError):
+        check_poll_interval(poll, api_endpoint)
     return LaunchRequest(
         inputs=job_inputs,
         base_output_directory=base,

@@ -18,9 +18,10 @@ from kfp_spot.serving.deploy import (
     DeployRequest,
     DeployResult,
 )
-from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults
+from kfp_spot.validation.component_inputs import InputReader, dataclass_defaults, inputs_of
 from kfp_spot.validation.inputs import report_input_errors
 from kfp_spot.vertex import pipeline_context
+from kfp_spot.vertex.client import check_poll_interval
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,17 @@ def build_request(**inputs: Any) -> DeployRequest:
         encryption_spec_key_name=read.text("encryption_spec_key_name"),
         api_endpoint=read.text("api_endpoint"),
         timeout_seconds=read.number("timeout_seconds"),  # more than 0: checked with the request
-        poll_interval_seconds=read.number("poll_interval_seconds", minimum=0),
+        poll_interval_seconds=_poll_interval(read),
         run_key=str(getattr(endpoint_out, "uri", "") or gcp_resources),
         gcp_resources_path=gcp_resources,
     )
+
+
+def _poll_interval(read: InputReader) -> float:
+    """``poll_interval_seconds``, no shorter than Vertex AI's quota allows (the emulator: any)."""
+    seconds = read.number("poll_interval_seconds", minimum=0)
+    with inputs_of(DeployInputError):
+        return check_poll_interval(seconds, read.text("api_endpoint"))
 
 
 def set_outputs(

@@ -143,6 +143,33 @@ def is_emulator_endpoint(api_endpoint: str) -> bool:
     return bool(api_endpoint) and resolve_endpoint("", api_endpoint).local
 
 
+VERTEX_MIN_POLL_SECONDS = 5.0
+"""The shortest fixed poll interval a component takes against Vertex AI: the Vertex AI SDK's own
+first wait on a job. Every poll is a read counted against the project's quota of resource
+management requests (600 a minute per region by default), which every pipeline there shares: at
+5 s one wait makes 12 a minute."""
+
+
+def check_poll_interval(seconds: float, api_endpoint: str) -> float:
+    """``seconds``, checked as a component's ``poll_interval_seconds`` for ``api_endpoint``.
+
+    0 means the component's own schedule; against the local emulator any interval goes, against
+    Vertex AI at least :data:`VERTEX_MIN_POLL_SECONDS`.
+
+    Raises:
+        InvalidFieldError: naming ``poll_interval_seconds`` for a shorter one against Vertex AI
+            (or naming ``api_endpoint`` when it is malformed).
+    """
+    if 0 < seconds < VERTEX_MIN_POLL_SECONDS and not is_emulator_endpoint(api_endpoint):
+        raise values.InvalidFieldError(
+            "poll_interval_seconds",
+            f"{seconds:g} s is too often against Vertex AI: give 0 (a gentle schedule of its own) "
+            f"or at least {VERTEX_MIN_POLL_SECONDS:g} s; every poll is a read counted against the "
+            "project's quota of 600 resource management requests a minute in the region",
+        )
+    return seconds
+
+
 def make_client(client_class: Callable[..., ClientT], endpoint: Endpoint) -> ClientT:
     """A GAPIC client of ``client_class`` for ``endpoint`` (REST + anonymous for plain HTTP).
 
