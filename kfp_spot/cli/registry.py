@@ -297,6 +297,19 @@ def _is_loopback_name(name: str) -> bool:
     return lowered.split(".", 1)[0] in ("localhost", "ip6-localhost", "ip6-loopback")
 
 
+def _project_repo(value: str) -> tuple[str, str]:
+    """``PROJECT/REPO`` of ``--repository``, each part checked as the registry checks it."""
+    from kfp_spot.registry.store import RegistryStoreError, check_id
+
+    project, slash, repo = value.partition("/")
+    try:
+        if not slash or "/" in repo:
+            raise click.BadParameter(f"{value!r} is not PROJECT/REPO", param_hint="--repository")
+        return check_id("project", project), check_id("repository", repo)
+    except RegistryStoreError as exc:
+        raise click.BadParameter(exc.message, param_hint="--repository") from exc
+
+
 @registry_group.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
@@ -313,17 +326,29 @@ def _is_loopback_name(name: str) -> bool:
     show_default=True,
     help="Folder that holds the registry's templates, versions and tags.",
 )
-def serve(host: str, port: int, root: Path) -> None:
+@click.option(
+    "--repository",
+    "repositories",
+    multiple=True,
+    default=("local/templates",),
+    show_default=True,
+    metavar="PROJECT/REPO",
+    help="A repository to create if it is not there yet (repeat for more). As on Artifact "
+    "Registry, a push to a repository never created is refused.",
+)
+def serve(host: str, port: int, root: Path, repositories: tuple[str, ...]) -> None:
     """Serve templates from ROOT until interrupted (Ctrl-C or SIGTERM)."""
     import logging
 
     from kfp_spot.registry import CONTEXT_FILE, RegistryServer, RegistryServerError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    named = [_project_repo(r) for r in repositories]
     try:
         server = RegistryServer(root, host=host, port=port)
     except RegistryServerError as exc:
         raise click.ClickException(str(exc)) from exc
+    urls = [server.repository_url(project, repo) for project, repo in named]
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -332,14 +357,15 @@ def serve(host: str, port: int, root: Path) -> None:
         click.echo(f"kfp-spot registry listening on {server.url}")
         if host in ("0.0.0.0", ""):  # every interface: no address another machine can use
             click.echo(
-                f"  other machines:  http://{machine_name()}:{server.port}/PROJECT/REPO "
+                f"  other machines:  http://{machine_name()}:{server.port}/"
+                f"{named[0][0]}/{named[0][1]} "
                 "(this machine's name; 0.0.0.0 is no address to connect to)",
                 err=True,
             )
         click.echo(
-            f"  repository URLs: {server.url}/PROJECT/REPO, e.g. {server.repository_url()}\n"
-            f"  state:           {server.root}\n"
-            f"  RegistryClient:  RegistryClient(host='{server.repository_url()}', "
+            "".join(f"  repository URL:  {url}\n" for url in urls)
+            + f"  state:           {server.root}\n"
+            f"  RegistryClient:  RegistryClient(host='{urls[0]}', "
             f"config_file='{CONTEXT_FILE}')\n"
             "  Ctrl-C stops it.",
             err=True,

@@ -311,8 +311,12 @@ class RegistryServer:
         return f"http://{host}:{self.port}"
 
     def repository_url(self, project: str = "local", repo: str = "templates") -> str:
-        """The RegistryClient ``host`` of one repository: ``http://HOST:PORT/PROJECT/REPO``."""
-        repository = self.store.repository(project, repo)
+        """The RegistryClient ``host`` of one repository: ``http://HOST:PORT/PROJECT/REPO``.
+
+        The repository is created if it is not there yet (as ``gcloud artifacts repositories
+        create`` makes one on Artifact Registry): a push to one never created is refused.
+        """
+        repository = self.store.create_repository(project, repo)
         return f"{self.url}/{repository.project}/{repository.repo}"
 
     def start(self) -> RegistryServer:

@@ -168,15 +168,17 @@ class Repository:
         return self.path / check_id("package", package)
 
     def _require_repository(self) -> Path:
-        """The repository folder; NOT_FOUND before the first push to it.
+        """The repository folder; NOT_FOUND for a repository never created, to read or to push to.
 
-        Artifact Registry answers so for a repository never created: a misspelt PROJECT/REPO is
-        not an empty repository.
+        Artifact Registry answers so: a misspelt PROJECT/REPO is not an empty repository, and a
+        push does not create one (``gcloud artifacts repositories create`` does).
         """
         if not self.path.is_dir():
             raise _not_found(
-                f"repository {self.resource} not found (the local registry makes a repository "
-                "at the first push to it; check PROJECT/REPO in the host)"
+                f"repository {self.resource} not found: check PROJECT/REPO in the host, or create "
+                f"it (`kfp-spot registry serve --repository {self.project}/{self.repo}`; on "
+                f"Artifact Registry `gcloud artifacts repositories create {self.repo} "
+                "--repository-format=kfp --location=LOCATION`)"
             )
         return self.path
 
@@ -304,6 +306,12 @@ class RegistryStore:
             self.root, check_id("project", project), check_id("repository", repo), location
         )
 
+    def create_repository(self, project: str, repo: str) -> Repository:
+        """Create the repository ``project/repo`` if it is not there yet; returns it."""
+        repository = self.repository(project, repo)
+        repository.path.mkdir(parents=True, exist_ok=True)
+        return repository
+
     # -- writes ----------------------------------------------------------------------------------
     def upload(self, repo: Repository, content: bytes, tags: list[str]) -> tuple[str, str]:
         """Store a template and point ``tags`` at it (moving them if they pointed elsewhere).
@@ -320,6 +328,7 @@ class RegistryStore:
         package = pipeline_name(content)
         tags = [check_tag(t) for t in tags]
         hex_digest = hashlib.sha256(content).hexdigest()
+        repo._require_repository()  # a push creates no repository, as on Artifact Registry
         with self._lock:
             folder = repo._package_dir(package)
             now = _now()

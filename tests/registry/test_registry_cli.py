@@ -23,10 +23,22 @@ KFP_SPOT = shutil.which("kfp-spot", path=str(Path(sys.executable).parent)) or "k
 
 
 @contextmanager
-def serve(root: Path) -> Iterator[str]:
-    """Run `kfp-spot registry serve --port 0` and yield its base URL."""
+def serve(root: Path, repository: str = "team/templates") -> Iterator[str]:
+    """Run `kfp-spot registry serve --port 0 --repository REPOSITORY`; yield its base URL."""
     proc = subprocess.Popen(
-        [KFP_SPOT, "registry", "serve", "--host", "127.0.0.1", "--port", "0", "--root", str(root)],
+        [
+            KFP_SPOT,
+            "registry",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--root",
+            str(root),
+            "--repository",
+            repository,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,7 +170,14 @@ def test_registry_failure_is_exit_1_with_the_registrys_reason(tmp_path: Path):
     with RegistryServer(tmp_path / "root") as server:
         result = CliRunner().invoke(
             main,
-            ["pull", "absent", "--host", server.repository_url(), "-o", str(tmp_path / "a.yaml")],
+            [
+                "pull",
+                "absent",
+                "--host",
+                f"{server.url}/local/templates",
+                "-o",
+                str(tmp_path / "a.yaml"),
+            ],
         )
     assert result.exit_code == 1
     assert "repository projects/local/locations/local/repositories/templates not found" in (
@@ -464,7 +483,7 @@ def test_serving_on_every_interface_names_the_url_other_machines_use(tmp_path: P
     port = first.strip().rsplit(":", 1)[-1]
     assert first.startswith("kfp-spot registry listening on http://0.0.0.0:"), first
     assert (
-        f"  other machines:  http://{machine_name()}:{port}/PROJECT/REPO (this machine's name; "
+        f"  other machines:  http://{machine_name()}:{port}/local/templates (this machine's name; "
         "0.0.0.0 is no address to connect to)\n"
     ) in proc.stderr.read()
 
@@ -489,3 +508,36 @@ def test_serve_on_every_interface_names_this_machine_not_localhost(
     monkeypatch.setattr(socket, "getfqdn", lambda *a: fqdn)
     monkeypatch.setattr(socket, "gethostname", lambda: hostname)
     assert machine_name() == named
+
+
+def test_serve_creates_the_repositories_it_is_given_and_a_push_creates_none(
+    tmp_path: Path, template: Path
+):
+    # The local registry made a repository at the first push to any PROJECT/REPO, where
+    # Artifact Registry refuses a push to one never created: a typo worked here and failed there.
+    from kfp_spot.registry import RegistryServer
+
+    with serve(tmp_path / "root", "team/templates") as url:
+        assert cli("push", str(template), "--host", f"{url}/team/templates").returncode == 0
+        typo = cli("push", str(template), "--host", f"{url}/team/templtes")
+        assert typo.returncode == 1, typo.stderr
+        assert (
+            "repository projects/team/locations/local/repositories/templtes not found: check "
+            "PROJECT/REPO in the host, or create it (`kfp-spot registry serve --repository "
+            "team/templtes`;"
+        ) in typo.stderr
+    with RegistryServer(tmp_path / "root") as server:  # the repository outlives the server
+        assert server.store.repository("team", "templates").path.is_dir()
+        assert not server.store.repository("local", "templates").path.exists()
+    for bad, says in [
+        ("team", "'team' is not PROJECT/REPO"),
+        ("team/a/b", "'team/a/b' is not PROJECT/REPO"),
+        ("team!/templates", "invalid project 'team!'"),
+        ("team/", "invalid repository ''"),
+    ]:
+        # --host '' is refused too, after --repository: a repository let through cannot hang
+        # the test in a server that serves until interrupted.
+        serve_args = ["serve", "--host", "", "--root", str(tmp_path / "r"), "--repository", bad]
+        refused = CliRunner().invoke(main, ["registry", *serve_args])
+        assert refused.exit_code == 2, refused.output
+        assert "--repository" in refused.output and says in refused.output, refused.output

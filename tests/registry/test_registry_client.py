@@ -131,7 +131,12 @@ def test_default_context_needs_no_config_file(server, template: Path, tmp_path: 
 
 
 def _holds_nothing(host: str) -> None:
-    """The repository was never made: nothing was ever stored in it."""
+    """Nothing was ever stored in the repository (created, as ``repository_url`` makes it)."""
+    assert registry.list_packages(host) == []
+
+
+def _never_created(host: str) -> None:
+    """The repository does not exist: Artifact Registry's 404."""
     with pytest.raises(registry.RegistryError, match=r"answered 404 .* repository .* not found"):
         registry.list_packages(host)
 
@@ -140,22 +145,30 @@ def test_repositories_are_separate(server, template: Path):
     registry.push(template, server.repository_url("p", "one"), "1")
     assert registry.list_packages(server.repository_url("p", "one")) == ["tiny-add"]
     _holds_nothing(server.repository_url("p", "two"))
+    _never_created(f"{server.url}/p/three")  # a push to p/one made no other repository
 
 
 def test_a_repository_never_pushed_to_is_not_found_as_on_artifact_registry(server, template):
     # A misspelt PROJECT/REPO listed as an empty repository (exit 0, no output): the team took
     # its templates for gone. Artifact Registry answers 404 for a repository never created.
-    result = CliRunner().invoke(main, ["tags", "--host", server.repository_url("team", "tmpl")])
+    never = f"{server.url}/team/tmpl"  # as a user spells a URL; repository_url would create it
+    result = CliRunner().invoke(main, ["tags", "--host", never])
     assert result.exit_code == 1
     (line,) = result.output.splitlines()
     assert line.endswith(
-        "repository projects/team/locations/local/repositories/tmpl not found (the local "
-        "registry makes a repository at the first push to it; check PROJECT/REPO in the host)"
+        "repository projects/team/locations/local/repositories/tmpl not found: check "
+        "PROJECT/REPO in the host, or create it (`kfp-spot registry serve --repository "
+        "team/tmpl`; on Artifact Registry `gcloud artifacts repositories create tmpl "
+        "--repository-format=kfp --location=LOCATION`)"
     ), line
-    registry.push(template, server.repository_url("team", "tmpl"))
-    registry.list_packages(server.repository_url("team", "tmpl"))
+    # Nor does a push create it, as on Artifact Registry: the template is not stored anywhere.
+    with pytest.raises(registry.RegistryError, match=r"answered 404 .*/tmpl not found"):
+        registry.push(template, never)
+    assert not (server.root / "team").exists()
+    registry.push(template, server.repository_url("team", "tmpl"))  # created, then pushed to
+    assert registry.list_packages(never) == ["tiny-add"]
     with pytest.raises(registry.RegistryError, match=r"repository .*/tpl not found"):
-        registry.list_tags(server.repository_url("team", "tpl"), "tiny-add")
+        registry.list_tags(f"{server.url}/team/tpl", "tiny-add")
 
 
 def test_upload_of_a_non_template_is_refused_with_the_reason(server, tmp_path: Path):
