@@ -1,11 +1,19 @@
-"""Every bad command line is one clear line on stderr with exit code 2 (runs the real script)."""
+"""Every bad command line is one clear line on stderr with exit code 2.
 
-import os
+Most cases call the script's own ``main`` in the test's process (:mod:`tests.cli_in_process`: the
+same parsing, checks and printing, without a process start and its imports per case). The first
+usage error, the first template refusal per command, the empty path options, the compile and the
+source refusals run the installed ``kfp-spot`` script: a refusal is one line with no traceback and
+the right exit code from the process itself.
+"""
+
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_in_process import run_cli
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 _DEEP_ARGS = "training_args=" + "[" * 30 + "]" * 30
@@ -90,8 +98,12 @@ SPOT_TRAINING = (
         ),
     ],
 )
-def test_usage_errors_are_one_line_and_exit_2(args, needle):
-    proc = subprocess.run([str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120)
+def test_usage_errors_are_one_line_and_exit_2(args, needle, capfd, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # a default run directory would be claimed here
+    if args == ["bogus"]:  # the installed script itself
+        proc = subprocess.run([str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120)
+    else:
+        proc = run_cli(args, capfd)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -144,14 +156,19 @@ _TASK = b"pipelineInfo: {name: x}\ncomponents: {comp-train: {executorLabel: exec
     ],
 )
 @pytest.mark.parametrize("command", ["run", "submit"])
-def test_a_template_that_is_not_a_compiled_pipeline_is_one_line(tmp_path, command, content, needle):
+def test_a_template_that_is_not_a_compiled_pipeline_is_one_line(
+    tmp_path, command, content, needle, capfd
+):
     template = tmp_path / "template.yaml"
     template.write_bytes(content)
     if command == "run":
         args = ["run", "--template", str(template), "--run-dir", str(tmp_path / "run")]
     else:
         args = ["submit", str(template), "--project", "p-123456"]
-    proc = subprocess.run([str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120)
+    if content == b"a: [1\n":  # the installed script itself
+        proc = subprocess.run([str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120)
+    else:
+        proc = run_cli(args, capfd)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -195,18 +212,13 @@ def test_a_source_file_prepare_package_cannot_build_is_refused_before_the_run(tm
     assert not run_dir.exists() or not any(run_dir.iterdir())
 
 
-def test_a_cache_dir_that_cannot_be_made_is_refused_before_the_run(tmp_path):
+def test_a_cache_dir_that_cannot_be_made_is_refused_before_the_run(tmp_path, capfd, monkeypatch):
     # Before: the run started, packaged the source, then its CustomJob failed "before it ran"
     # with "[Errno 17] File exists", naming neither the cache nor the variable that chose it.
     (tmp_path / "a-file").write_text("")
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [str(KFP_SPOT), "run", "--run-dir", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "KFP_SPOT_CACHE_DIR": str(tmp_path / "a-file" / "cache")},
-    )
+    monkeypatch.setenv("KFP_SPOT_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    proc = run_cli(["run", "--run-dir", str(run_dir)], capfd)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(
@@ -245,16 +257,14 @@ def test_an_empty_path_option_is_refused_not_read_as_the_working_directory(tmp_p
 
 @pytest.mark.parametrize("dry_run", [["--dry-run"], []])
 def test_a_region_only_kfp_spot_extra_regions_allows_is_one_line_when_the_sdk_refuses_it(
-    dry_run,
+    dry_run, capfd, monkeypatch
 ):
     # The way the location error points to: aiplatform.init and PipelineJob then refused the
     # region with a ValueError traceback (their own list), dry run or not, nothing sent.
-    env = dict(os.environ, KFP_SPOT_EXTRA_REGIONS="mars-central9")
+    monkeypatch.setenv("KFP_SPOT_EXTRA_REGIONS", "mars-central9")
     args = ["submit", str(SPOT_TRAINING), "--project", "p-123456", "--location", "mars-central9"]
     args += ["--pipeline-root", "gs://my-bucket/root", "--skip-image-check", *dry_run]
-    proc = subprocess.run(
-        [str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120, env=env
-    )
+    proc = run_cli(args, capfd)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("kfp-spot: error: location: google-cloud-aiplatform "), line
