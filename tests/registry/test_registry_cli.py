@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from kfp_spot.cli import main
+from tests.cli_in_process import run_cli
 
 KFP_SPOT = shutil.which("kfp-spot", path=str(Path(sys.executable).parent)) or "kfp-spot"
 
@@ -235,6 +236,23 @@ def test_push_warns_of_an_image_vertex_could_not_pull(tmp_path: Path, monkeypatc
         assert "warning" not in again.stderr
 
 
+@pytest.fixture(scope="module")
+def good_pushed(tmp_path_factory: pytest.TempPathFactory, template: Path) -> Iterator[str]:
+    """A registry holding the good template as 1 and latest: its repository URL.
+
+    Shared by the broken-template cases (each pushes only a refused template, so 'latest' stays
+    the good one throughout); the registry served and pushed to as separate processes is
+    test_push_restart_pull_through_the_cli's.
+    """
+    from kfp_spot.registry import RegistryServer
+
+    with RegistryServer(tmp_path_factory.mktemp("broken-pushes"), port=0) as server:
+        host = server.repository_url("team", "templates")
+        pushed = CliRunner().invoke(main, ["push", str(template), "--host", host, "--version", "1"])
+        assert pushed.exit_code == 0, pushed.output
+        yield host
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
@@ -249,21 +267,22 @@ def test_push_warns_of_an_image_vertex_could_not_pull(tmp_path: Path, monkeypatc
     ],
 )
 def test_a_broken_template_is_refused_and_latest_keeps_the_good_one(
-    tmp_path: Path, template: Path, content: bytes, needle: str
+    tmp_path: Path, good_pushed: str, content: bytes, needle: str, capfd
 ):
     # Before: a non-YAML file or one KFP cannot read was a traceback; one with a dangling
     # reference was uploaded and moved 'latest' to it, so every default pull got a broken run.
     broken = tmp_path / "broken.yaml"
     broken.write_bytes(content)
-    with serve(tmp_path / "root") as url:
-        host = f"{url}/team/templates"
-        assert cli("push", str(template), "--host", host, "--version", "1").returncode == 0
-        before = cli("tags", "tiny-add", "--host", host).stdout
-        refused = cli("push", str(broken), "--host", host, "--version", "2")
-        assert refused.returncode == 2, refused.stderr
-        (line,) = refused.stderr.strip().splitlines()
-        assert line.startswith(f"kfp-spot: error: template {broken}: ") and needle in line
-        assert cli("tags", "tiny-add", "--host", host).stdout == before
+    host = good_pushed
+    before = run_cli(["tags", "tiny-add", "--host", host], capfd)
+    assert before.returncode == 0 and "latest" in before.stdout, before.stderr
+    args = ["push", str(broken), "--host", host, "--version", "2"]
+    # The first case runs the installed script itself: no traceback from the process.
+    refused = cli(*args) if content == b"a: [1\n" else run_cli(args, capfd)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(f"kfp-spot: error: template {broken}: ") and needle in line
+    assert run_cli(["tags", "tiny-add", "--host", host], capfd).stdout == before.stdout
 
 
 def test_push_warns_of_a_platform_spec_submit_would_refuse(tmp_path: Path, template: Path):
