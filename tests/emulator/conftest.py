@@ -100,38 +100,46 @@ def emulator(tmp_path: Path, env_cache: Path) -> Iterator[Emulator]:
         yield emu
 
 
+def toy_job_body(
+    toy_package: str,
+    out_dir: Path,
+    *args: str,
+    strategy: Any = "SPOT",
+    display_name: str = "toy",
+    replicas: tuple[int, ...] = (1,),
+    machine_type: str = "n1-standard-4",
+) -> dict[str, Any]:
+    """A CustomJob body (protobuf JSON) that runs ``toytrain.task`` with ``args``, writing below
+    ``out_dir`` (also for module-scoped fixtures, which cannot use ``make_job``)."""
+    pools = [
+        {
+            "machineSpec": {"machineType": machine_type},
+            "replicaCount": count,
+            "pythonPackageSpec": {
+                "executorImageUri": EXECUTOR,
+                "packageUris": [toy_package],
+                "pythonModule": "toytrain.task",
+                "args": list(args),
+            },
+        }
+        for count in replicas
+    ]
+    return {
+        "displayName": display_name,
+        "jobSpec": {
+            "workerPoolSpecs": pools,
+            "scheduling": {"strategy": strategy},
+            "baseOutputDirectory": {"outputUriPrefix": str(out_dir / "out")},
+        },
+    }
+
+
 @pytest.fixture
 def make_job(toy_package: str, tmp_path: Path) -> Callable[..., dict[str, Any]]:
     """Build a CustomJob body (protobuf JSON) that runs ``toytrain.task``."""
 
-    def make(
-        *args: str,
-        strategy: Any = "SPOT",
-        display_name: str = "toy",
-        replicas: tuple[int, ...] = (1,),
-        machine_type: str = "n1-standard-4",
-    ) -> dict[str, Any]:
-        pools = [
-            {
-                "machineSpec": {"machineType": machine_type},
-                "replicaCount": count,
-                "pythonPackageSpec": {
-                    "executorImageUri": EXECUTOR,
-                    "packageUris": [toy_package],
-                    "pythonModule": "toytrain.task",
-                    "args": list(args),
-                },
-            }
-            for count in replicas
-        ]
-        return {
-            "displayName": display_name,
-            "jobSpec": {
-                "workerPoolSpecs": pools,
-                "scheduling": {"strategy": strategy},
-                "baseOutputDirectory": {"outputUriPrefix": str(tmp_path / "out")},
-            },
-        }
+    def make(*args: str, **options: Any) -> dict[str, Any]:
+        return toy_job_body(toy_package, tmp_path, *args, **options)
 
     return make
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import signal
@@ -17,6 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from kfp_spot.cli import main
+from tests.cli_in_process import run_cli
+from tests.emulator.conftest import http, progress_lines, toy_job_body, wait_until
 
 PARENT = "projects/local-project/locations/us-central1"
 KFP_SPOT = str(Path(sys.executable).parent / "kfp-spot")
@@ -176,25 +179,70 @@ def test_start_flags_reach_the_emulator(tmp_path, env_cache, make_job, api, unti
         server.proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
-def test_a_stopped_emulator_stops_its_training_processes(
-    tmp_path, env_cache, make_job, api, until, lines, stop
-):
-    # SIGTERM: kill, a supervisor; SIGHUP: the terminal it ran in was closed. Either way the
-    # replicas (each in a session of its own, out of the terminal's reach) stop with it.
-    progress = tmp_path / "progress.txt"
-    server = Server(tmp_path / "state", env_cache)
+@dataclasses.dataclass(frozen=True)
+class StoppedRun:
+    """An emulator that ran a long job (and a failing one), then was stopped by a signal."""
+
+    state: Path
+    progress: Path  # the long job's progress file
+    exit_code: int  # the emulator's
+    failed_job: str | None  # the failing job's name, when one was run
+    failure: str  # its error message
+
+
+def _run_then_stop(tmp: Path, env_cache: Path, toy_package: str, stop: int, *, failing: bool):
+    state, progress = tmp / "state", tmp / "progress.txt"
+    server = Server(state, env_cache)
+    failed_job, failure = None, ""
     try:
-        body = make_job("--steps", "600", "--progress", str(progress))
-        status, _ = api("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
+        if failing:  # first: it fails within the long job's run
+            body = toy_job_body(toy_package, tmp, "--steps", "2", "--exit-code", "3")
+            status, job = http("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
+            assert status == 200
+            failed_job = job["name"]
+
+            def failed():
+                _, got = http("GET", f"{server.endpoint}/v1/{failed_job}")
+                return got["state"] == "JOB_STATE_FAILED" and got
+
+            failure = wait_until(failed, 60, "the job to fail")["error"]["message"]
+        body = toy_job_body(toy_package, tmp, "--steps", "600", "--progress", str(progress))
+        status, _ = http("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
         assert status == 200
-        until(lambda: any("step 5" in x for x in lines(progress)), 60, "the job to run")
+        wait_until(
+            lambda: any("step 5" in x for x in progress_lines(progress)), 60, "the job to run"
+        )
         server.proc.send_signal(stop)
-        assert server.proc.wait(timeout=30) == 0
+        exit_code = server.proc.wait(timeout=30)
     finally:
         if server.proc.poll() is None:
             server.kill()
-    replica = int(next(x for x in lines(progress) if x.endswith(" start")).split()[1])
+    return StoppedRun(state, progress, exit_code, failed_job, failure)
+
+
+@pytest.fixture(scope="module")
+def sigterm_stopped(tmp_path_factory, env_cache, toy_package) -> StoppedRun:
+    """One emulator start for two tests: a failed job's log command read after SIGTERM stopped
+    the emulator, and the training processes SIGTERM stopped with it."""
+    tmp = tmp_path_factory.mktemp("sigterm")
+    return _run_then_stop(tmp, env_cache, toy_package, signal.SIGTERM, failing=True)
+
+
+@pytest.fixture(scope="module", params=[signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def stopped(request, tmp_path_factory, env_cache, toy_package) -> StoppedRun:
+    if request.param == signal.SIGTERM:
+        return request.getfixturevalue("sigterm_stopped")
+    tmp = tmp_path_factory.mktemp("sighup")
+    return _run_then_stop(tmp, env_cache, toy_package, request.param, failing=False)
+
+
+def test_a_stopped_emulator_stops_its_training_processes(stopped):
+    # SIGTERM: kill, a supervisor; SIGHUP: the terminal it ran in was closed. Either way the
+    # replicas (each in a session of its own, out of the terminal's reach) stop with it.
+    assert stopped.exit_code == 0
+    replica = int(
+        next(x for x in progress_lines(stopped.progress) if x.endswith(" start")).split()[1]
+    )
     alive = _alive(replica)
     if alive:  # not left training by a failing test
         os.killpg(replica, signal.SIGKILL)
@@ -202,32 +250,16 @@ def test_a_stopped_emulator_stops_its_training_processes(
 
 
 def test_a_failed_jobs_log_command_works_after_the_emulator_stopped(
-    tmp_path, env_cache, make_job, api, until
+    sigterm_stopped, tmp_path, capfd, monkeypatch
 ):
     # `kfp-spot run` stops its emulator at the end; the failure names the command to read the log
-    state = tmp_path / "state"
-    server = Server(state, env_cache)
-    try:
-        body = make_job("--steps", "2", "--exit-code", "3")
-        status, job = api("POST", f"{server.endpoint}/v1/{PARENT}/customJobs", body)
-        assert status == 200
-
-        def failed():
-            _, got = api("GET", f"{server.endpoint}/v1/{job['name']}")
-            return got["state"] == "JOB_STATE_FAILED" and got
-
-        message = until(failed, 60, "the job to fail")["error"]["message"]
-        server.proc.send_signal(signal.SIGTERM)
-        assert server.proc.wait(timeout=30) == 0
-    finally:
-        if server.proc.poll() is None:
-            server.kill()
+    assert sigterm_stopped.exit_code == 0
+    message, state = sigterm_stopped.failure, sigterm_stopped.state
     command = message.split("check the logs: ", 1)[1].split(" (file ", 1)[0]
-    assert command == f"kfp-spot emulator logs {job['name']} --state-dir {state}"
-    env = {k: v for k, v in os.environ.items() if k != "KFP_SPOT_EMULATOR_ENDPOINT"}
-    out = subprocess.run(
-        [KFP_SPOT, *command.split()[1:]], env=env, capture_output=True, text=True, cwd=tmp_path
-    )
+    assert command == f"kfp-spot emulator logs {sigterm_stopped.failed_job} --state-dir {state}"
+    monkeypatch.delenv("KFP_SPOT_EMULATOR_ENDPOINT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    out = run_cli(command.split()[1:], capfd)  # the command as typed, through kfp-spot's main
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("==> attempt 1 workerpool0-0 <==\n"), out.stdout
     assert "step 0\nstep 1\n" in out.stdout  # the replica's own output
