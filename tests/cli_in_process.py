@@ -15,8 +15,13 @@ to show that a refusal is one line with no traceback from the process itself.
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import subprocess
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -32,7 +37,7 @@ def run_cli(args: list[str], capfd: pytest.CaptureFixture[str]) -> subprocess.Co
     The environment and working directory are the test's (set them with ``monkeypatch``).
     """
     capfd.readouterr()  # what the test wrote before is not the command's
-    with warnings.catch_warnings(record=True) as caught:
+    with _process_state_restored(), warnings.catch_warnings(record=True) as caught:
         warnings.resetwarnings()
         for category in _SILENT_BY_DEFAULT:
             warnings.simplefilter("ignore", category)
@@ -49,3 +54,32 @@ def run_cli(args: list[str], capfd: pytest.CaptureFixture[str]) -> subprocess.Co
     )
     code = 0 if status is None else status if isinstance(status, int) else 1
     return subprocess.CompletedProcess(["kfp-spot", *args], code, out, err)
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _process_state_restored() -> Iterator[None]:
+    """What a command may set for its own process (ending with it there) is put back after it.
+
+    The environment, the working directory, signal handlers and the root logger's set-up: the
+    refusals tested today change none of them, but a command that did would otherwise change the
+    tests that run after it in this worker.
+    """
+    environ, cwd = dict(os.environ), os.getcwd()
+    handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+    root = logging.getLogger()
+    root_handlers, root_level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        if dict(os.environ) != environ:
+            os.environ.clear()
+            os.environ.update(environ)
+        os.chdir(cwd)
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: not set from Python, nothing to put back
+                signal.signal(sig, handler)
+        root.handlers[:] = root_handlers
+        root.setLevel(root_level)
