@@ -29,8 +29,20 @@ def _wheel(tmp_path, version="0.1"):
     return path
 
 
-def test_env_sees_the_package_and_this_hosts_site_packages(tmp_path):
-    python = envcache.package_env([str(_wheel(tmp_path))], tmp_path / "cache")
+@pytest.fixture(scope="module")
+def probe_env(tmp_path_factory):
+    """probe_pkg 0.1's environment, built once in a fresh cache: (wheel, cache, its python).
+
+    Shared by the test of what the environment sees and the test that the same packages reuse
+    it: building one costs a venv and a pip install.
+    """
+    tmp = tmp_path_factory.mktemp("probe")
+    wheel = _wheel(tmp)
+    return wheel, tmp / "cache", envcache.package_env([str(wheel)], tmp / "cache")
+
+
+def test_env_sees_the_package_and_this_hosts_site_packages(probe_env):
+    _, _, python = probe_env
     code = "import probe_pkg, kfp_spot; print(probe_pkg.VERSION, kfp_spot.__file__)"
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
     version, kfp_spot_file = out.stdout.split()
@@ -40,10 +52,9 @@ def test_env_sees_the_package_and_this_hosts_site_packages(tmp_path):
     assert kfp_spot_file == kfp_spot.__file__  # the host's kfp_spot, not another copy
 
 
-def test_same_packages_reuse_one_env_other_hosts_get_their_own(tmp_path):
-    wheel = _wheel(tmp_path)
-    first = envcache.package_env([str(wheel)], tmp_path / "cache")
-    again = envcache.package_env([str(wheel)], tmp_path / "cache")
+def test_same_packages_reuse_one_env_other_hosts_get_their_own(tmp_path, probe_env):
+    wheel, cache, first = probe_env  # built by the fixture, in a cache of its own
+    again = envcache.package_env([str(wheel)], cache)
     assert first == again
     # Another interpreter environment sharing the cache must not reuse an env that points at
     # this one's site-packages.
@@ -58,7 +69,7 @@ def test_same_packages_reuse_one_env_other_hosts_get_their_own(tmp_path):
         import site
         site.addsitedir({str(here)!r})  # this project's code, seen from the other venv
         from kfp_spot import envcache
-        print(envcache.package_env([{str(wheel)!r}], {str(tmp_path / "cache")!r}))
+        print(envcache.package_env([{str(wheel)!r}], {str(cache)!r}))
         """
     )
     out = subprocess.run(
