@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 import pickle
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,22 @@ def sklearn_model_dir(tmp_path_factory) -> Path:
 
     path = tmp_path_factory.mktemp("sklearn-model")
     joblib.dump(LogisticRegression().fit(X, Y), path / "model.joblib")
+    return path
+
+
+@pytest.fixture(scope="session")
+def light_model_dir(tmp_path_factory) -> Path:
+    """A ``model.pkl`` the scikit-learn image serves without importing scikit-learn: its
+    ``predict`` sums each instance's features (a linear model with unit weights).
+
+    A replica that loads a scikit-learn model spends about a CPU-second importing scikit-learn;
+    one that loads this, a few hundredths. For the tests about what the emulator does with a
+    deployment (names, requests, preemptions, undeploys, restarts), which no model's weights
+    decide; the tests about what a model predicts serve ``sklearn_model_dir``.
+    """
+    path = tmp_path_factory.mktemp("light-model")
+    model = types.SimpleNamespace(predict=operator.methodcaller("sum", axis=1))
+    (path / "model.pkl").write_bytes(pickle.dumps(model))
     return path
 
 

@@ -1,4 +1,10 @@
-"""The emulated Model, Endpoint and Prediction APIs, through the real GAPIC clients."""
+"""The emulated Model, Endpoint and Prediction APIs, through the real GAPIC clients.
+
+Most tests share one emulator (``shared``) and the ones that only read a scikit-learn Spot
+deployment share that too (``spot_pair``): each replica that loads a scikit-learn model costs
+about a CPU-second. A test that changes a deployment (preempts, undeploys) makes its own, of
+``light_model_dir``; one that needs other emulator settings starts its own emulator.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,9 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import joblib
 import pytest
@@ -13,7 +22,7 @@ from google.api_core import exceptions
 from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
 
 from kfp_spot.emulator import Emulator
-from tests.serving.conftest import PARENT, X, make_serving, wait_for
+from tests.serving.conftest import PARENT, Serving, X, make_serving, wait_for
 
 
 def _alive(pid: int) -> bool:
@@ -26,10 +35,39 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def test_a_spot_deployment_answers_what_the_model_predicts(serving, sklearn_model_dir):
-    model = serving.upload(sklearn_model_dir)
-    endpoint = serving.endpoint()
-    dm_id = serving.deploy(model, endpoint, replicas=2)
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, env_cache: Path) -> Iterator[Serving]:
+    """One emulator (1 s grace period) for this module's tests that need no setting of their own;
+    each makes its own models and endpoints on it."""
+    state = tmp_path_factory.mktemp("shared-emulator") / "emu"
+    with Emulator(state, grace_period=1.0, env_cache_dir=env_cache) as emu:
+        yield make_serving(emu)
+
+
+@dataclass
+class SpotPair:
+    """A scikit-learn model deployed on two Spot replicas of ``shared``; no test changes it."""
+
+    serving: Serving
+    model: str
+    endpoint: str
+    dm_id: str
+
+
+@pytest.fixture(scope="module")
+def spot_pair(shared: Serving, sklearn_model_dir: Path) -> SpotPair:
+    model = shared.upload(sklearn_model_dir)
+    endpoint = shared.endpoint()
+    return SpotPair(shared, model, endpoint, shared.deploy(model, endpoint, replicas=2))
+
+
+def test_a_spot_deployment_answers_what_the_model_predicts(spot_pair, sklearn_model_dir):
+    serving, model, endpoint, dm_id = (
+        spot_pair.serving,
+        spot_pair.model,
+        spot_pair.endpoint,
+        spot_pair.dm_id,
+    )
 
     got = serving.predictions.predict(endpoint=endpoint, instances=X[:10].tolist())
     expected = joblib.load(sklearn_model_dir / "model.joblib").predict(X[:10])
@@ -50,11 +88,10 @@ def test_a_spot_deployment_answers_what_the_model_predicts(serving, sklearn_mode
     assert 0 < ledger["total"]["spotCost"] < ledger["total"]["onDemandCost"]
 
 
-def test_raw_predict_passes_the_body_and_names_the_deployed_model(serving, sklearn_model_dir):
-    endpoint = serving.endpoint()
-    dm_id = serving.deploy(serving.upload(sklearn_model_dir), endpoint, replicas=1)
+def test_raw_predict_passes_the_body_and_names_the_deployed_model(spot_pair):
+    endpoint, dm_id = spot_pair.endpoint, spot_pair.dm_id
     request = urllib.request.Request(
-        f"{serving.emu.endpoint}/v1/{endpoint}:rawPredict",
+        f"{spot_pair.serving.emu.endpoint}/v1/{endpoint}:rawPredict",
         data=json.dumps({"instances": X[:3].tolist()}).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",
@@ -66,9 +103,10 @@ def test_raw_predict_passes_the_body_and_names_the_deployed_model(serving, sklea
     assert len(body["predictions"]) == 3
 
 
-def test_a_preempted_replica_is_routed_around_unbilled_and_comes_back(serving, sklearn_model_dir):
+def test_a_preempted_replica_is_routed_around_unbilled_and_comes_back(shared, light_model_dir):
+    serving = shared
     endpoint = serving.endpoint()
-    dm_id = serving.deploy(serving.upload(sklearn_model_dir), endpoint, replicas=2)
+    dm_id = serving.deploy(serving.upload(light_model_dir), endpoint, replicas=2)
     before = {r["replica"]: r["pid"] for r in serving.emu.serving_replicas(endpoint, dm_id)}
 
     hit = serving.emu.preempt_replica(endpoint, dm_id, replica=0)
@@ -90,13 +128,13 @@ def test_a_preempted_replica_is_routed_around_unbilled_and_comes_back(serving, s
     assert next(r for r in again if (r["replica"], r["life"]) == (0, 1)) == preempted
 
 
-def test_one_replica_means_an_outage_while_it_is_preempted(tmp_path, env_cache, sklearn_model_dir):
+def test_one_replica_means_an_outage_while_it_is_preempted(tmp_path, env_cache, light_model_dir):
     with Emulator(
         tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache, serving_restart_delay=2.0
     ) as emu:
         serving = make_serving(emu)
         endpoint = serving.endpoint()
-        dm_id = serving.deploy(serving.upload(sklearn_model_dir), endpoint, replicas=1)
+        dm_id = serving.deploy(serving.upload(light_model_dir), endpoint, replicas=1)
         serving.emu.preempt_replica(endpoint, dm_id)
         with pytest.raises(exceptions.ServiceUnavailable, match="minReplicaCount >= 2"):
             serving.predictions.predict(endpoint=endpoint, instances=X[:1].tolist())
@@ -104,12 +142,12 @@ def test_one_replica_means_an_outage_while_it_is_preempted(tmp_path, env_cache, 
         assert serving.predictions.predict(endpoint=endpoint, instances=X[:1].tolist())
 
 
-def test_the_preemption_policy_reaches_spot_replicas_only(tmp_path, env_cache, sklearn_model_dir):
+def test_the_preemption_policy_reaches_spot_replicas_only(tmp_path, env_cache, light_model_dir):
     with Emulator(
         tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache, preempt_at=(0.3,)
     ) as emu:
         serving = make_serving(emu)
-        model = serving.upload(sklearn_model_dir)
+        model = serving.upload(light_model_dir)
         spot_ep, standard_ep = serving.endpoint(), serving.endpoint()
         spot = serving.deploy(model, spot_ep, replicas=1, spot=True)
         standard = serving.deploy(model, standard_ep, replicas=1, spot=False)
@@ -130,8 +168,9 @@ def test_the_preemption_policy_reaches_spot_replicas_only(tmp_path, env_cache, s
         assert "does not run on Spot" in refused.value.read().decode()
 
 
-def test_undeploy_stops_the_replicas_and_frees_the_endpoint(serving, sklearn_model_dir):
-    model = serving.upload(sklearn_model_dir)
+def test_undeploy_stops_the_replicas_and_frees_the_endpoint(shared, light_model_dir):
+    serving = shared
+    model = serving.upload(light_model_dir)
     endpoint = serving.endpoint()
     dm_id = serving.deploy(model, endpoint, replicas=2)
     pids = [r["pid"] for r in serving.emu.serving_replicas(endpoint, dm_id)]
@@ -153,7 +192,8 @@ def test_undeploy_stops_the_replicas_and_frees_the_endpoint(serving, sklearn_mod
         serving.endpoints.get_endpoint(name=endpoint)
 
 
-def test_a_cancelled_deploy_leaves_no_replica(serving, slow_model_dir):
+def test_a_cancelled_deploy_leaves_no_replica(shared, slow_model_dir):
+    serving = shared
     endpoint = serving.endpoint()
     op = serving.deploy_op(serving.upload(slow_model_dir), endpoint, replicas=1)
     wait_for(lambda: serving.emu.serving_ledger(endpoint)["lives"], what="a replica starting")
@@ -167,7 +207,8 @@ def test_a_cancelled_deploy_leaves_no_replica(serving, slow_model_dir):
     assert life["endReason"] == "CANCELLED"
 
 
-def test_a_model_that_cannot_load_fails_the_deploy_with_its_log(serving, tmp_path):
+def test_a_model_that_cannot_load_fails_the_deploy_with_its_log(shared, tmp_path):
+    serving = shared
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "model.joblib").write_bytes(b"not a model")
     endpoint = serving.endpoint()
@@ -177,11 +218,11 @@ def test_a_model_that_cannot_load_fails_the_deploy_with_its_log(serving, tmp_pat
     assert not serving.endpoints.get_endpoint(name=endpoint).deployed_models
 
 
-def test_deployments_come_back_when_the_emulator_restarts(tmp_path, env_cache, sklearn_model_dir):
+def test_deployments_come_back_when_the_emulator_restarts(tmp_path, env_cache, light_model_dir):
     with Emulator(tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache) as emu:
         serving = make_serving(emu)
         endpoint = serving.endpoint()
-        dm_id = serving.deploy(serving.upload(sklearn_model_dir), endpoint, replicas=1)
+        dm_id = serving.deploy(serving.upload(light_model_dir), endpoint, replicas=1)
     with Emulator(tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache) as emu:
         serving = make_serving(emu)
         wait_for(lambda: serving.states(endpoint, dm_id) == [("READY", 2)], what="back")
@@ -210,8 +251,9 @@ def test_deployments_come_back_when_the_emulator_restarts(tmp_path, env_cache, s
     ],
 )
 def test_deploy_requests_vertex_refuses_are_refused(
-    serving, sklearn_model_dir, change, status, field
+    shared, sklearn_model_dir, change, status, field
 ):
+    serving = shared
     resources = {
         "machine_spec": {"machine_type": "n1-standard-4"},
         "min_replica_count": 1,
@@ -228,7 +270,8 @@ def test_deploy_requests_vertex_refuses_are_refused(
         )
 
 
-def test_upload_and_traffic_rules(serving, sklearn_model_dir, tmp_path):
+def test_upload_and_traffic_rules(shared, spot_pair, sklearn_model_dir, tmp_path):
+    serving = shared
     with pytest.raises(exceptions.BadRequest, match="not a prebuilt prediction image"):
         serving.upload(
             sklearn_model_dir, "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.7-7:latest"
@@ -249,14 +292,15 @@ def test_upload_and_traffic_rules(serving, sklearn_model_dir, tmp_path):
             ),
             traffic_split={"0": 60},
         )
-    serving.deploy(serving.upload(sklearn_model_dir), endpoint, replicas=1)
+    # A deployed scikit-learn model: the emulator refuses no instances, the replica 1 of 3 features.
     with pytest.raises(exceptions.BadRequest, match="non-empty list"):
-        serving.predictions.predict(endpoint=endpoint, instances=[])
+        serving.predictions.predict(endpoint=spot_pair.endpoint, instances=[])
     with pytest.raises(exceptions.BadRequest, match="answered 400"):
-        serving.predictions.predict(endpoint=endpoint, instances=[[1.0]])  # 1 feature, not 3
+        serving.predictions.predict(endpoint=spot_pair.endpoint, instances=[[1.0]])
 
 
-def test_list_filters_by_label(serving):
+def test_list_filters_by_label(shared):
+    serving = shared
     for key in ("a", "b"):
         serving.endpoints.create_endpoint(
             parent=PARENT, endpoint=Endpoint(display_name=key, labels={"team": key})
