@@ -1,4 +1,8 @@
-"""deploy_spot_endpoint's runtime against the emulator: outputs, reattach, cancel, bad inputs."""
+"""deploy_spot_endpoint's runtime against the emulator: outputs, reattach, cancel, bad inputs.
+
+The deployments serve ``light_model_dir`` (no scikit-learn import in each replica): these tests
+are about the component's requests and outputs, not about what a model predicts.
+"""
 
 import inspect
 import json
@@ -38,9 +42,9 @@ def _deploy(serving, model_dir, out: Path, **extra):
 
 
 def test_outputs_are_gcpc_artifacts_and_the_endpoint_serves_on_spot(
-    serving, sklearn_model_dir, tmp_path
+    serving, light_model_dir, tmp_path
 ):
-    deployed, endpoint, vertex_model = _deploy(serving, sklearn_model_dir, tmp_path)
+    deployed, endpoint, vertex_model = _deploy(serving, light_model_dir, tmp_path)
     name = endpoint.metadata["resourceName"]
     assert endpoint.uri == f"{serving.emu.endpoint}/v1/{name}"
     assert vertex_model.metadata["resourceName"].endswith("@1")  # as GCPC's ModelUploadOp
@@ -52,9 +56,9 @@ def test_outputs_are_gcpc_artifacts_and_the_endpoint_serves_on_spot(
     assert serving.predictions.predict(endpoint=name, instances=X[:1].tolist()).predictions
 
 
-def test_a_retried_task_reattaches_instead_of_deploying_twice(serving, sklearn_model_dir, tmp_path):
-    first, endpoint, _ = _deploy(serving, sklearn_model_dir, tmp_path)
-    again, endpoint_again, _ = _deploy(serving, sklearn_model_dir, tmp_path)  # same output paths
+def test_a_retried_task_reattaches_instead_of_deploying_twice(serving, light_model_dir, tmp_path):
+    first, endpoint, _ = _deploy(serving, light_model_dir, tmp_path)
+    again, endpoint_again, _ = _deploy(serving, light_model_dir, tmp_path)  # same output paths
     assert again == first
     assert endpoint_again.metadata["resourceName"] == endpoint.metadata["resourceName"]
     parent = "projects/test-proj/locations/us-central1"
@@ -218,10 +222,10 @@ def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Pat
         ({"timeout_seconds": 0}, "timeout_seconds", r"more than 0 .*got 0"),
     ],
 )
-def test_bad_inputs_are_refused_before_any_call(sklearn_model_dir, tmp_path, inputs, field, says):
+def test_bad_inputs_are_refused_before_any_call(light_model_dir, tmp_path, inputs, field, says):
     kwargs = {
         "project": "test-proj",
-        "model": FakeArtifact(uri=str(sklearn_model_dir)),
+        "model": FakeArtifact(uri=str(light_model_dir)),
         "endpoint": FakeArtifact(uri=str(tmp_path / "e")),
         "vertex_model": FakeArtifact(),
         "gcp_resources": str(tmp_path / "gcp_resources"),
@@ -339,14 +343,14 @@ def test_under_kfp_local_a_bad_input_fails_the_task_in_one_line(tmp_path, capfd)
     assert "Traceback" not in out
 
 
-def test_gcpc_placeholders_are_settled_per_target(serving, sklearn_model_dir, tmp_path):
+def test_gcpc_placeholders_are_settled_per_target(serving, light_model_dir, tmp_path):
     from kfp_spot.emulator import names
     from kfp_spot.vertex.pipeline_context import LOCATION_PLACEHOLDER, PROJECT_ID_PLACEHOLDER
 
     # Nothing filled them in (no Vertex AI Pipelines): on the emulator, local-project/us-central1.
     deployed, endpoint, _ = _deploy(
         serving,
-        sklearn_model_dir,
+        light_model_dir,
         tmp_path,
         project=PROJECT_ID_PLACEHOLDER,
         location=LOCATION_PLACEHOLDER,
@@ -358,7 +362,7 @@ def test_gcpc_placeholders_are_settled_per_target(serving, sklearn_model_dir, tm
     with pytest.raises(DeployInputError, match="only Vertex AI") as refused:
         deploy_spot_endpoint(
             location="europe-west4",
-            model=FakeArtifact(uri=str(sklearn_model_dir)),
+            model=FakeArtifact(uri=str(light_model_dir)),
             endpoint=FakeArtifact(uri=str(tmp_path / "e")),
             vertex_model=FakeArtifact(),
             gcp_resources=str(tmp_path / "vertex-gcp_resources"),

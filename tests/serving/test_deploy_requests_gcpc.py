@@ -2,7 +2,8 @@
 run's system labels and the CMEK key.
 
 The requests are read where they arrive: a loopback proxy in front of the emulator records every
-request the real GAPIC clients send and forwards it unchanged.
+request the real GAPIC clients send and forwards it unchanged. The deployments serve
+``light_model_dir``: no replica needs to import scikit-learn for what these tests read.
 """
 
 from __future__ import annotations
@@ -91,13 +92,13 @@ def _deploy(recorder: Recorder, tmp_path, **inputs):
 
 
 def test_upload_and_endpoint_carry_system_labels_and_the_cmek_key(
-    serving, recorder, sklearn_model_dir, tmp_path, monkeypatch
+    serving, recorder, light_model_dir, tmp_path, monkeypatch
 ):
     monkeypatch.setenv(SYSTEM_LABELS_ENV, json.dumps(SYSTEM))
     _, endpoint, vertex_model = _deploy(
         recorder,
         tmp_path,
-        model=FakeArtifact(uri=str(sklearn_model_dir)),
+        model=FakeArtifact(uri=str(light_model_dir)),
         labels={"team": "ml"},
         encryption_spec_key_name=KEY,
     )
@@ -121,7 +122,7 @@ def test_upload_and_endpoint_carry_system_labels_and_the_cmek_key(
 
 
 def test_an_uploaded_model_is_deployed_at_the_version_it_names(
-    serving, recorder, sklearn_model_dir, tmp_path
+    serving, recorder, light_model_dir, tmp_path
 ):
     from google.cloud.aiplatform_v1.types import Model
 
@@ -129,7 +130,7 @@ def test_an_uploaded_model_is_deployed_at_the_version_it_names(
 
     model = Model(
         display_name="m",
-        artifact_uri=str(sklearn_model_dir),
+        artifact_uri=str(light_model_dir),
         container_spec={"image_uri": SKLEARN_IMAGE},
     )
     parent = "projects/test-proj/locations/us-central1"
@@ -152,11 +153,11 @@ def test_an_uploaded_model_is_deployed_at_the_version_it_names(
         (KEY.replace("us-central1", "europe-west4"), "needs a key in the resource's own region"),
     ],
 )
-def test_a_bad_cmek_key_is_refused_before_any_call(key, says, sklearn_model_dir, tmp_path):
+def test_a_bad_cmek_key_is_refused_before_any_call(key, says, light_model_dir, tmp_path):
     with pytest.raises(DeployInputError, match=says) as refused:
         deploy_spot_endpoint(
             project="test-proj",
-            model=FakeArtifact(uri=str(sklearn_model_dir)),
+            model=FakeArtifact(uri=str(light_model_dir)),
             endpoint=FakeArtifact(uri=str(tmp_path / "e")),
             vertex_model=FakeArtifact(),
             gcp_resources=str(tmp_path / "gcp_resources"),
