@@ -1,4 +1,8 @@
-"""The serving APIs behind the emulator's hardened HTTP server: names, errors, limits, envs."""
+"""The serving APIs behind the emulator's hardened HTTP server: names, errors, limits, envs.
+
+The models uploaded and deployed here are ``light_model_dir``'s (no scikit-learn import in a
+replica): these tests read what the APIs answer, not what a model predicts.
+"""
 
 from __future__ import annotations
 
@@ -37,10 +41,8 @@ def _call(emu: Any, method: str, path: str, body: bytes | None = None) -> tuple[
         return err.code, json.loads(err.read())
 
 
-def test_names_carry_the_project_number_and_either_spelling_reaches_them(
-    serving, sklearn_model_dir
-):
-    model = serving.upload(sklearn_model_dir)  # uploaded to projects/local-project/...
+def test_names_carry_the_project_number_and_either_spelling_reaches_them(serving, light_model_dir):
+    model = serving.upload(light_model_dir)  # uploaded to projects/local-project/...
     endpoint = serving.endpoint()
     assert model.startswith(f"{NUMBERED}/models/") and endpoint.startswith(f"{NUMBERED}/endpoints/")
     by_id = model.replace(NUMBERED, PARENT)
@@ -70,7 +72,7 @@ def test_names_carry_the_project_number_and_either_spelling_reaches_them(
     assert status == 200 and fetched["done"] is True and fetched["name"] == op.operation.name
 
 
-def test_serving_requests_get_the_servers_json_errors(serving, sklearn_model_dir):
+def test_serving_requests_get_the_servers_json_errors(serving, light_model_dir):
     emu = serving.emu
     status, answer = _call(emu, "GET", f"/v1/{PARENT}/endpoints?orderBy=x")
     assert status == 400 and "orderBy" in answer["error"]["message"]
@@ -114,13 +116,13 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(serving):
         conn.close()
 
 
-def test_a_tpu_pod_on_spot_names_the_deployed_models_spot_field(serving, sklearn_model_dir):
+def test_a_tpu_pod_on_spot_names_the_deployed_models_spot_field(serving, light_model_dir):
     tpu_pod = {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32}
     with pytest.raises(exceptions.BadRequest) as refused:
         serving.endpoints.deploy_model(
             endpoint=serving.endpoint(),
             deployed_model=DeployedModel(
-                model=serving.upload(sklearn_model_dir),
+                model=serving.upload(light_model_dir),
                 dedicated_resources={"machine_spec": tpu_pod, "min_replica_count": 1, "spot": True},
             ),
             traffic_split={"0": 100},
@@ -130,24 +132,44 @@ def test_a_tpu_pod_on_spot_names_the_deployed_models_spot_field(serving, sklearn
     assert "scheduling.strategy" not in refused.value.message
 
 
-def _imports(python: str, module: str) -> bool:
+def _importable(python: str, *modules: str) -> dict[str, bool]:
+    """Which of ``modules`` ``python`` imports, tried in turn in one process per environment
+    (a process each would import scikit-learn's dependencies again: a CPU-second each time)."""
+    code = (
+        "import importlib, json, sys\n"
+        "found = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except BaseException:\n"
+        "        found[name] = False\n"
+        "    else:\n"
+        "        found[name] = True\n"
+        "print(json.dumps(found))\n"
+    )
     # Run from / so that this checkout's own directory is not on the path.
-    done = subprocess.run([python, "-c", f"import {module}"], capture_output=True, cwd="/")
-    return done.returncode == 0
+    done = subprocess.run(
+        [python, "-c", code, *modules], capture_output=True, text=True, cwd="/", check=True
+    )
+    found: dict[str, bool] = json.loads(done.stdout.splitlines()[-1])
+    return found
 
 
 def test_a_serving_environment_holds_what_its_prediction_image_holds(env_cache):
     image = executors.prediction_image(executors.DEFAULT_PREDICTION_IMAGE)
     assert image is not None and image.name == "sklearn-cpu.1-6"
     sklearn = str(serving_python(image, env_cache))
-    assert _imports(sklearn, "sklearn") and _imports(sklearn, "joblib")
-    for absent in ("xgboost", "kfp_spot", "kfp", "google.cloud.aiplatform"):
-        assert not _imports(sklearn, absent), absent
+    absent = ("xgboost", "kfp_spot", "kfp", "google.cloud.aiplatform")
+    found = _importable(sklearn, "sklearn", "joblib", *absent)
+    assert found["sklearn"] and found["joblib"]
+    for name in absent:
+        assert not found[name], name
     assert serving_python(image, env_cache) == Path(sklearn)  # made once, then reused
     pytest.importorskip("xgboost")  # installed with the dev extras
     xgb = str(serving_python(executors.PREDICTION_IMAGES["xgboost-cpu.2-1"], env_cache))
-    assert _imports(xgb, "xgboost") and _imports(xgb, "sklearn")
-    assert not _imports(xgb, "kfp_spot")
+    found = _importable(xgb, "xgboost", "sklearn", "kfp_spot")
+    assert found["xgboost"] and found["sklearn"]
+    assert not found["kfp_spot"]
 
 
 def test_a_model_needing_a_library_its_image_lacks_does_not_load(serving, tmp_path):
@@ -188,9 +210,9 @@ def test_endpoint_ids_and_bodies_of_create_are_checked(serving):
         ).result(timeout=30)
 
 
-def test_list_pages_carry_opaque_tokens_tied_to_their_query(serving, sklearn_model_dir):
+def test_list_pages_carry_opaque_tokens_tied_to_their_query(serving, light_model_dir):
     """Model and Endpoint lists page as the CustomJob list does: signed tokens, one query each."""
-    models = [serving.upload(sklearn_model_dir) for _ in range(3)]
+    models = [serving.upload(light_model_dir) for _ in range(3)]
     serving.endpoint()  # the other collection is not empty either
     # The real client follows nextPageToken through every page.
     listed = [
@@ -217,13 +239,13 @@ def test_list_pages_carry_opaque_tokens_tied_to_their_query(serving, sklearn_mod
         assert violations[0]["field"] == "page_token", (what, answer)
 
 
-def test_a_model_id_vertex_refuses_is_refused_on_upload(serving, sklearn_model_dir):
+def test_a_model_id_vertex_refuses_is_refused_on_upload(serving, light_model_dir):
     """UploadModelRequest.modelId: up to 63 of [a-z0-9_-], not starting with a digit or '-'."""
 
     def upload(model_id: str) -> str:
         model = {
             "display_name": "m",
-            "artifact_uri": str(sklearn_model_dir),
+            "artifact_uri": str(light_model_dir),
             "container_spec": {"image_uri": SKLEARN_IMAGE},
         }
         request = {"parent": PARENT, "model": model, "model_id": model_id}
@@ -236,9 +258,9 @@ def test_a_model_id_vertex_refuses_is_refused_on_upload(serving, sklearn_model_d
     assert upload("_m" + "m" * 61).endswith("/models/_m" + "m" * 61)
 
 
-def test_a_deployed_model_id_vertex_refuses_is_refused_on_deploy(serving, sklearn_model_dir):
+def test_a_deployed_model_id_vertex_refuses_is_refused_on_deploy(serving, light_model_dir):
     """DeployedModel.id: "1-10 characters, and valid characters are /[0-9]/"."""
-    model, endpoint = serving.upload(sklearn_model_dir), serving.endpoint()
+    model, endpoint = serving.upload(light_model_dir), serving.endpoint()
     for bad in ("abc", "12345678901", "-1"):
         with pytest.raises(exceptions.BadRequest, match=r"deployed_model\.id; Message: .*1-10"):
             serving.endpoints.deploy_model(
@@ -255,13 +277,13 @@ def test_a_deployed_model_id_vertex_refuses_is_refused_on_deploy(serving, sklear
             )
 
 
-def test_version_aliases_are_checked_and_kept_as_vertex_keeps_them(serving, sklearn_model_dir):
+def test_version_aliases_are_checked_and_kept_as_vertex_keeps_them(serving, light_model_dir):
     """Model.versionAliases: [a-z][a-zA-Z0-9-]{0,126}[a-z0-9]; the first version is ``default``."""
 
     def upload(aliases: list[str]) -> str:
         model = {
             "display_name": "m",
-            "artifact_uri": str(sklearn_model_dir),
+            "artifact_uri": str(light_model_dir),
             "container_spec": {"image_uri": SKLEARN_IMAGE},
             "version_aliases": aliases,
         }
@@ -286,9 +308,9 @@ def test_version_aliases_are_checked_and_kept_as_vertex_keeps_them(serving, skle
     assert list(serving.models.get_model(name=upload([])).version_aliases) == ["default"]
 
 
-def test_autoscaling_metric_specs_are_checked_on_deploy(serving, sklearn_model_dir):
+def test_autoscaling_metric_specs_are_checked_on_deploy(serving, light_model_dir):
     """A utilization target is a percentage 1..100 (0: the default); a metric is named, once."""
-    model, endpoint = serving.upload(sklearn_model_dir), serving.endpoint()
+    model, endpoint = serving.upload(light_model_dir), serving.endpoint()
     cpu = "aiplatform.googleapis.com/prediction/online/cpu/utilization"
     duty = "aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle"
 
