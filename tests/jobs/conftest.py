@@ -2,12 +2,23 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 from artifacts import FakeArtifact
+from launchers import Zygote
+
+
+@pytest.fixture(scope="module")
+def launchers() -> Iterator[Zygote]:
+    """Starts the module's launcher processes (tests/jobs/launchers.py): one import of the
+    launcher for all of them. Module-scoped, so its tests run on one xdist worker and its end
+    (the zygote waited for, with its children) is counted with them."""
+    with Zygote() as zygote:
+        yield zygote
 
 
 @pytest.fixture

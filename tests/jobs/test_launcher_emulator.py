@@ -7,8 +7,6 @@ import logging
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -24,7 +22,6 @@ from tests.shared import write_sdist
 emulator_module = pytest.importorskip("kfp_spot.emulator")
 Emulator = emulator_module.Emulator
 
-HERE = os.path.dirname(__file__)
 PROJECT, LOCATION = "test-proj", "us-central1"
 
 # A trainer that checkpoints every step through kfp_spot.checkpoints, resumes from the newest
@@ -206,7 +203,7 @@ def test_timeout(tmp_path, env_cache, trainer_package, outputs):
     assert info.value.outcome.value == "TIMEOUT"
 
 
-def _start_process(emu, trainer_package, task_dir, *args):
+def _start_process(launchers, emu, trainer_package, task_dir, *args):
     inputs = {
         "project": PROJECT,
         "package": {"uri": trainer_package.uri, "metadata": trainer_package.metadata},
@@ -217,12 +214,7 @@ def _start_process(emu, trainer_package, task_dir, *args):
         "gcp_resources": str(task_dir / "gcp_resources"),
         "api_endpoint": emu.endpoint,
     }
-    return subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "launcher_process.py"), json.dumps(inputs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return launchers.start(inputs, task_dir)
 
 
 def _one_running_job(emu):
@@ -238,9 +230,9 @@ def _wait(predicate, timeout=120.0):
         time.sleep(0.05)
 
 
-def test_cancelled_by_sigterm(tmp_path, env_cache, trainer_package, task_dir):
+def test_cancelled_by_sigterm(launchers, tmp_path, env_cache, trainer_package, task_dir):
     with _emulator(tmp_path, env_cache) as emu:
-        proc = _start_process(emu, trainer_package, task_dir, "--steps", "100000")
+        proc = _start_process(launchers, emu, trainer_package, task_dir, "--steps", "100000")
         try:
             _wait(lambda: _one_running_job(emu))
             proc.send_signal(signal.SIGTERM)
@@ -252,16 +244,18 @@ def test_cancelled_by_sigterm(tmp_path, env_cache, trainer_package, task_dir):
         assert job["state"] == "JOB_STATE_CANCELLED"
 
 
-def test_sigkilled_launcher_rerun_reattaches(tmp_path, env_cache, trainer_package, task_dir):
+def test_sigkilled_launcher_rerun_reattaches(
+    launchers, tmp_path, env_cache, trainer_package, task_dir
+):
     with _emulator(tmp_path, env_cache) as emu:
-        first = _start_process(emu, trainer_package, task_dir, "--steps", "40")
+        first = _start_process(launchers, emu, trainer_package, task_dir, "--steps", "40")
         try:
             _wait(lambda: _one_running_job(emu))
             first.send_signal(signal.SIGKILL)
             first.communicate(timeout=60)
         finally:
             first.kill()
-        second = _start_process(emu, trainer_package, task_dir, "--steps", "40")
+        second = _start_process(launchers, emu, trainer_package, task_dir, "--steps", "40")
         out, err = second.communicate(timeout=300)
         assert second.returncode == 0, err
         assert json.loads(out.splitlines()[-1])["outcome"] == "SUCCEEDED"

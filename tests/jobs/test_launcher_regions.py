@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 from artifacts import FakeArtifact
-from test_launcher_emulator import HERE, PROJECT
+from test_launcher_emulator import PROJECT
 from test_launcher_emulator import trainer_package as trainer_package  # the fixture
 
 from kfp_spot import checkpoints
@@ -221,7 +219,7 @@ def test_a_job_that_waits_past_region_wait_seconds_is_given_up_for_the_next_regi
     assert not first.start_time  # given up while it waited for VMs, never ran
 
 
-def _start(emu, package, task_dir):
+def _start(launchers, emu, package, task_dir):
     inputs = {
         "project": PROJECT,
         "location": REGIONS[0],
@@ -234,15 +232,11 @@ def _start(emu, package, task_dir):
         "gcp_resources": str(task_dir / "gcp_resources"),
         "api_endpoint": emu.endpoint,
     }
-    return subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "launcher_process.py"), json.dumps(inputs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return launchers.start(inputs, task_dir)
 
 
 def test_a_rerun_launcher_adopts_the_job_in_the_second_region_and_cancels_it_there(
+    launchers,
     tmp_path,
     env_cache,
     trainer_package,
@@ -251,7 +245,7 @@ def test_a_rerun_launcher_adopts_the_job_in_the_second_region_and_cancels_it_the
     with _emulator(tmp_path, env_cache) as emu:
         # us-central1 refuses Spot creates (quota): the launch runs in europe-west4.
         emu.set_spot_capacity(REGIONS[0], available=False, refusal="QUOTA")
-        first = _start(emu, trainer_package, task_dir)
+        first = _start(launchers, emu, trainer_package, task_dir)
         try:
             # Killed once it has recorded the job: the emulator may run it before the launcher
             # has read the create's answer, and a kill in between leaves no gcp_resources.
@@ -265,18 +259,14 @@ def test_a_rerun_launcher_adopts_the_job_in_the_second_region_and_cancels_it_the
             first.communicate(timeout=60)
         finally:
             first.kill()
-        second = _start(emu, trainer_package, task_dir)
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(second.stderr), daemon=True)
-        reader.start()
+        second = _start(launchers, emu, trainer_package, task_dir)
         try:
-            _wait(lambda: any("reattaching" in line for line in lines))
+            _wait(lambda: "reattaching" in second.stderr_so_far())
             second.send_signal(signal.SIGTERM)
             second.wait(timeout=120)
         finally:
             second.kill()
-        reader.join(timeout=10)
-        assert second.returncode == 128 + signal.SIGTERM, "".join(lines)
+        assert second.returncode == 128 + signal.SIGTERM, second.stderr_so_far()
         # One CustomJob anywhere: the rerun watched it, and cancelled it in its own region.
         assert _jobs(emu) == [(REGIONS[1], "JOB_STATE_CANCELLED")]
     with open(task_dir / "gcp_resources", encoding="utf-8") as handle:

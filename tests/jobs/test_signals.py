@@ -1,20 +1,16 @@
-"""Pipeline cancellation and launcher crashes, with the launcher in its own process."""
+"""Pipeline cancellation and launcher crashes, with the launcher in its own process (forked by
+the module's ``launchers``, see tests/jobs/launchers.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 
 from recording_server import RecordingServer, Script
 
-HERE = os.path.dirname(__file__)
 
-
-def _start(server, task_dir, **extra):
+def _start(launchers, server, task_dir, **extra):
     inputs = {
         "project": "test-proj",
         "package": {"uri": "gs://bucket/p.tar.gz", "metadata": {"python_module": "trainer.task"}},
@@ -26,12 +22,7 @@ def _start(server, task_dir, **extra):
         "poll_interval_seconds": 0.05,
         **extra,
     }
-    return subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "launcher_process.py"), json.dumps(inputs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return launchers.start(inputs, task_dir)
 
 
 def _polled(server, times):
@@ -44,9 +35,9 @@ def _polled(server, times):
     return check
 
 
-def test_sigterm_cancels_the_job(task_dir):
+def test_sigterm_cancels_the_job(launchers, task_dir):
     with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
-        proc = _start(server, task_dir)
+        proc = _start(launchers, server, task_dir)
         try:
             assert server.wait_for(_polled(server, 2), timeout=60)
             proc.send_signal(signal.SIGTERM)
@@ -61,12 +52,12 @@ def test_sigterm_cancels_the_job(task_dir):
         assert job.message.state == 7  # the launcher waited until CANCELLED
 
 
-def test_a_cancel_the_service_never_answers_is_given_up_within_the_cancel_wait(task_dir):
+def test_a_cancel_the_service_never_answers_is_given_up_within_the_cancel_wait(launchers, task_dir):
     # The pod is killed ~30 s after SIGTERM: a cancel retried for Vertex's usual 10 min would
     # die unreported. Within the wait (2 s here; backoffs of 0.1, 0.2, 0.4, 0.8 and 1 s) at most
     # five tries fit, then the launch says the job may still be running.
     with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
-        proc = _start(server, task_dir, _cancel_wait_seconds=2.0)
+        proc = _start(launchers, server, task_dir, _cancel_wait_seconds=2.0)
         try:
             assert server.wait_for(_polled(server, 2), timeout=60)
             server.fail_next.extend([503] * 200)  # UNAVAILABLE from now on
@@ -82,9 +73,9 @@ def test_a_cancel_the_service_never_answers_is_given_up_within_the_cancel_wait(t
     assert "gcloud ai custom-jobs cancel" in err
 
 
-def test_sigint_cancels_the_job_too(task_dir):
+def test_sigint_cancels_the_job_too(launchers, task_dir):
     with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
-        proc = _start(server, task_dir)
+        proc = _start(launchers, server, task_dir)
         try:
             assert server.wait_for(_polled(server, 2), timeout=60)
             proc.send_signal(signal.SIGINT)
@@ -95,10 +86,10 @@ def test_sigint_cancels_the_job_too(task_dir):
         assert len(server.cancels()) == 1
 
 
-def test_sigkilled_launcher_rerun_reattaches_without_a_duplicate(task_dir):
+def test_sigkilled_launcher_rerun_reattaches_without_a_duplicate(launchers, task_dir):
     # The job runs until the test lets it finish.
     with RecordingServer(scripts=[Script(["JOB_STATE_RUNNING"])]) as server:
-        first = _start(server, task_dir)
+        first = _start(launchers, server, task_dir)
         try:
             assert server.wait_for(_polled(server, 2), timeout=60)
             first.send_signal(signal.SIGKILL)
@@ -109,7 +100,7 @@ def test_sigkilled_launcher_rerun_reattaches_without_a_duplicate(task_dir):
         (job,) = server.jobs.values()
         job.script = Script(["JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"])
         job.position = 0
-        second = _start(server, task_dir)
+        second = _start(launchers, server, task_dir)
         out, err = second.communicate(timeout=120)
         assert second.returncode == 0, err
         assert json.loads(out.splitlines()[-1])["outcome"] == "SUCCEEDED"
