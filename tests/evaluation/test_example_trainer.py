@@ -27,8 +27,11 @@ def trained(tmp_path_factory, env_cache):
         AIP_CHECKPOINT_DIR=str(root / "base" / "checkpoints"),
         AIP_MODEL_DIR=str(root / "base" / "model"),
     )
+    # The tests below read its checkpoints only: no model.joblib, which would import
+    # scikit-learn for an export nothing here reads (the pipelines' tests export it).
+    args = ["--epochs", "4", "--checkpoint-every", "1", "--no-sklearn-model"]
     subprocess.run(
-        [str(python), "-m", info.python_module, "--epochs", "4", "--checkpoint-every", "1"],
+        [str(python), "-m", info.python_module, *args],
         cwd=root,
         env=env,
         check=True,
@@ -78,24 +81,6 @@ def test_best_by_the_training_loss_the_trainer_records(trained, env_cache):
     assert result.step == best.step
 
 
-def test_the_evaluate_checkpoint_template_runs_locally_on_the_examples_checkpoint(
-    trained, tmp_path
-):
-    # it launches and deploys nothing, so it declares no api_endpoint: none is needed locally
-    _, root = trained
-    template = catalog.pipeline_path("evaluate_checkpoint")
-    run_dir = tmp_path / "run"
-    args = ["run", "--template", str(template), "--source", str(EXAMPLE), "--run-dir", str(run_dir)]
-    args += ["--param", f"checkpoint_uri={root}", "--param", 'thresholds={"accuracy": ">=0.5"}']
-    result = CliRunner().invoke(cli_main, args)
-    assert result.exit_code == 0, result.output
-    record = json.loads((run_dir / "run.json").read_text())
-    assert record["outcome"] == "SUCCEEDED" and record["passed"] is True
-    assert int(record["metrics"]["checkpoint_step"]) == checkpoints.latest(root).step
-    assert record["metrics"]["checkpoint_uri"] == root
-    assert record["job_names"] == []  # nothing was sent to the emulator
-
-
 def _evaluate_only(root: str, run_dir: Path, *params: str):
     """``kfp-spot run`` of the evaluate_checkpoint template on ``root``: no CustomJob."""
     template = catalog.pipeline_path("evaluate_checkpoint")
@@ -107,11 +92,28 @@ def _evaluate_only(root: str, run_dir: Path, *params: str):
 
 @pytest.fixture(scope="module")
 def evaluated_run(trained, tmp_path_factory):
-    """An evaluation-only run on the trained checkpoint: its run directory and what it printed."""
+    """An evaluation-only run on the trained checkpoint: its run directory and what it printed.
+
+    One pipeline run (its kfp.local tasks are processes), with a threshold so that it also
+    passes or fails: the tests below each read their part of it.
+    """
     run_dir = tmp_path_factory.mktemp("evaluated") / "run"
-    result = _evaluate_only(trained[1], run_dir)
+    result = _evaluate_only(trained[1], run_dir, 'thresholds={"accuracy": ">=0.5"}')
     assert result.exit_code == 0, result.output
     return run_dir, result.output
+
+
+def test_the_evaluate_checkpoint_template_runs_locally_on_the_examples_checkpoint(
+    trained, evaluated_run
+):
+    # it launches and deploys nothing, so it declares no api_endpoint: none is needed locally
+    _, root = trained
+    run_dir, _ = evaluated_run
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"] == "SUCCEEDED" and record["passed"] is True
+    assert int(record["metrics"]["checkpoint_step"]) == checkpoints.latest(root).step
+    assert record["metrics"]["checkpoint_uri"] == root
+    assert record["job_names"] == []  # nothing was sent to the emulator
 
 
 def test_an_evaluation_only_run_names_the_checkpoint_it_evaluated_not_a_training(
