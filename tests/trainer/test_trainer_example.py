@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from trainer_testlib import EXAMPLE, load_model, run_example_module, run_trainer, trainer_env
+from trainer_testlib import (
+    EXAMPLE,
+    load_model,
+    run_example_module,
+    run_trainer,
+    trainer_env,
+    two_epoch_run,
+)
 
 from kfp_spot import checkpoints
 from tests.shared import once_per_run
@@ -58,15 +65,16 @@ def reference(seed: int, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return _REFERENCES[seed]
 
 
-def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
-    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
-    # No model.joblib: this test is about the checkpoints, model.json and evaluate(); the export
-    # with scikit-learn is the tests' of the export below.
-    args = ["--epochs", "2", "--checkpoint-every", "20", *PER_BATCH, "--no-sklearn-model"]
-    run = run_trainer(ck, model, args)
-    assert run.returncode == 0, run.output
-    assert "starting from step 0" in run.output
-    info = json.loads((tmp_path / "model" / "model.json").read_text())
+def test_uninterrupted_run_writes_model_and_evaluates(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # No model.joblib (TWO_EPOCHS): this test is about the checkpoints, model.json and
+    # evaluate(); the export with scikit-learn is the tests' of the export below. The run is
+    # shared with a test that compares its weights; nothing here writes to it.
+    run = two_epoch_run(tmp_path_factory)
+    ck, model = run["checkpoints"], Path(run["model"])
+    assert "starting from step 0" in run["output"]
+    info = json.loads((model / "model.json").read_text())
     assert info["steps"] == 86
     # keep_last 3: the final step and the two saves before it
     assert [m.step for m in checkpoints.committed_steps(ck)] == [60, 80, 86]
@@ -80,7 +88,7 @@ def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
         from trainer.evaluate import evaluate
     finally:
         sys.path.pop(0)
-    metrics = evaluate(str(tmp_path / "ck" / "step-86"), {})
+    metrics = evaluate(f"{ck}/step-86", {})
     assert metrics["step"] == 86.0
     assert metrics["examples"] == 449.0  # the held-out quarter of 1797
     assert metrics["accuracy"] > 0.85
@@ -88,12 +96,12 @@ def test_uninterrupted_run_writes_model_and_evaluates(tmp_path: Path) -> None:
     assert cm["labels"] == list(range(10))
     assert sum(map(sum, cm["matrix"])) == 449
     assert sum(cm["matrix"][i][i] for i in range(10)) == round(metrics["accuracy"] * 449)
-    train = evaluate(str(tmp_path / "ck" / "step-86"), {"split": "train"})
+    train = evaluate(f"{ck}/step-86", {"split": "train"})
     assert train["examples"] == 1797.0 - 449.0
     with pytest.raises(ValueError, match="split"):
-        evaluate(str(tmp_path / "ck" / "step-86"), {"split": "validation"})
+        evaluate(f"{ck}/step-86", {"split": "validation"})
     with pytest.raises(ValueError, match="unknown key"):
-        evaluate(str(tmp_path / "ck" / "step-86"), {"epochs": 3})
+        evaluate(f"{ck}/step-86", {"epochs": 3})
 
 
 def _schedule(rng: random.Random, every: str, kinds: list[str]) -> list[str]:

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from kfp_spot.trainer.writer import StepWriter
+from tests.shared import once_per_run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "trainer"
@@ -102,6 +104,28 @@ def run_trainer(
         timeout=timeout,
         **extra_env,
     )
+
+
+# Two epochs of a step per minibatch (86 steps), seed 0, no scikit-learn export.
+TWO_EPOCHS = ["--epochs", "2", "--steps-per-epoch", "43", "--no-sklearn-model"]
+
+
+def two_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An uninterrupted run of TWO_EPOCHS with a checkpoint every 20 steps, made once per test
+    run: ``checkpoints`` and ``model`` (its directories, which nobody may change) and ``output``.
+
+    One test asserts what this run writes; others compare their interrupted runs' weights with
+    its model (the checkpoint interval does not change the weights).
+    """
+
+    def train(base: Path) -> dict[str, str]:
+        ck, model = str(base / "ck"), str(base / "model")
+        run = run_trainer(ck, model, [*TWO_EPOCHS, "--checkpoint-every", "20"])
+        assert run.returncode == 0, run.output
+        return {"checkpoints": ck, "model": model, "output": run.output}
+
+    result: dict[str, str] = once_per_run(tmp_path_factory, "trainer-two-epochs", train)
+    return result
 
 
 def load_model(model_dir: str) -> dict[str, bytes]:
