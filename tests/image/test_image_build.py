@@ -1,5 +1,6 @@
 """The pieces of `kfp-spot image build` that decide what goes into the image."""
 
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -20,8 +21,15 @@ MAPPED = {
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    return wheels.build_wheel(REPO, tmp_path_factory.mktemp("dist"))
+def wheel(images, tmp_path_factory) -> Path:
+    """The kfp-spot wheel the runtime image of this run was built from (a copy).
+
+    ``kfp-spot image build`` builds it into build/image/dist of the checkout, once per test run
+    (the ``images`` fixture): these tests read that wheel rather than build one more (a pip
+    process of a second or two). The copy keeps it as it was should the directory change.
+    """
+    (built,) = (REPO / "build" / "image" / "dist").glob("kfp_spot-*.whl")
+    return Path(shutil.copy(built, tmp_path_factory.mktemp("dist")))
 
 
 def test_the_wheel_the_image_installs_holds_every_file_of_the_package(wheel):
@@ -56,8 +64,6 @@ def test_the_inputs_digest_ignores_zip_timestamps_but_not_content(tmp_path, whee
     for name in wheels._WHEEL_SOURCES:
         src = REPO / name
         if src.is_dir():
-            import shutil
-
             shutil.copytree(src, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
