@@ -6,15 +6,18 @@ import itertools
 import json
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from trainer_testlib import (
     EXAMPLE,
+    TrainerRun,
     load_model,
     run_example_module,
     run_trainer,
@@ -258,54 +261,80 @@ _REPORT_SKLEARN = (
 )
 
 
-def test_an_attempt_resuming_after_the_export_exits_without_exporting_again(
-    tmp_path: Path,
-) -> None:
-    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
-    args = ["--epochs", "2", "--checkpoint-every", "1"]
-    first = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
-    assert first.returncode == 0, first.output
-    assert first.output.rstrip().endswith("sklearn imported: True")  # the export needs it
-    files = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "model").iterdir()}
-    assert set(files) == {"model.npz", "model.joblib", "model.json"}
-    # Preempted after the export, the job starts another attempt: it has nothing left to do.
-    again = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
-    assert again.returncode == 0, again.output
-    assert "resuming from step 2" in again.output
-    assert "the model of step 2 is already in" in again.output
-    assert again.output.rstrip().endswith("sklearn imported: False")
-    assert {
-        p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "model").iterdir()
-    } == files  # not written again
-    # An export cut short (model.json, written last, is missing) is done again.
-    (tmp_path / "model" / "model.json").unlink()
-    redo = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
-    assert redo.returncode == 0, redo.output
-    assert "already in" not in redo.output
-    assert json.loads((tmp_path / "model" / "model.json").read_text())["steps"] == 2
+EXPORT_ARGS = ["--epochs", "2", "--checkpoint-every", "1"]
+
+
+def _files(model_dir: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()}
+
+
+@dataclass
+class LeanThenFull:
+    """A run with --no-sklearn-model, then the same run asking for the scikit-learn model."""
+
+    base: Path  # its ck/ and model/
+    lean: TrainerRun
+    lean_files: set[str]  # model/ after the lean run
+    full: TrainerRun
+
+
+@pytest.fixture(scope="module")
+def lean_then_full(tmp_path_factory: pytest.TempPathFactory) -> LeanThenFull:
+    """The two export tests below share these runs: the second attempt's export (with
+    model.joblib) is the one the resumption test starts from, one scikit-learn export fewer than
+    each making its own. Nothing may change the directory: a test that goes on copies it.
+    """
+    base = tmp_path_factory.mktemp("export")
+    ck, model = str(base / "ck"), str(base / "model")
+    lean = run_example_module(
+        EXAMPLE, ck, model, [*EXPORT_ARGS, "--no-sklearn-model"], wrapper=_REPORT_SKLEARN
+    )
+    lean_files = {p.name for p in (base / "model").iterdir()}
+    full = run_example_module(EXAMPLE, ck, model, EXPORT_ARGS, wrapper=_REPORT_SKLEARN)
+    return LeanThenFull(base, lean, lean_files, full)
 
 
 def test_without_the_sklearn_model_the_rest_is_written_and_scikit_learn_never_imported(
-    tmp_path: Path,
+    lean_then_full: LeanThenFull,
 ) -> None:
-    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
-    args = ["--epochs", "2", "--checkpoint-every", "1"]
-    lean = run_example_module(
-        EXAMPLE, ck, model, [*args, "--no-sklearn-model"], wrapper=_REPORT_SKLEARN
-    )
+    lean, full = lean_then_full.lean, lean_then_full.full
     assert lean.returncode == 0, lean.output
     assert lean.output.rstrip().endswith("sklearn imported: False")
-    assert {p.name for p in (tmp_path / "model").iterdir()} == {"model.npz", "model.json"}
+    assert lean_then_full.lean_files == {"model.npz", "model.json"}
     # Asked for the scikit-learn model after all: that export is not whole, so it is done.
-    full = run_example_module(EXAMPLE, ck, model, args, wrapper=_REPORT_SKLEARN)
     assert full.returncode == 0, full.output
     assert "already in" not in full.output
     assert full.output.rstrip().endswith("sklearn imported: True")
-    assert {p.name for p in (tmp_path / "model").iterdir()} == {
+    assert {p.name for p in (lean_then_full.base / "model").iterdir()} == {
         "model.npz",
         "model.joblib",
         "model.json",
     }
+
+
+def test_an_attempt_resuming_after_the_export_exits_without_exporting_again(
+    lean_then_full: LeanThenFull, tmp_path: Path
+) -> None:
+    shared, exporting = lean_then_full.base, lean_then_full.full
+    assert exporting.returncode == 0, exporting.output
+    assert exporting.output.rstrip().endswith("sklearn imported: True")  # the export needs it
+    shutil.copytree(shared, tmp_path, dirs_exist_ok=True)  # the shared run stays as it was
+    ck, model = str(tmp_path / "ck"), str(tmp_path / "model")
+    files = _files(tmp_path / "model")
+    assert set(files) == {"model.npz", "model.joblib", "model.json"}
+    # Preempted after the export, the job starts another attempt: it has nothing left to do.
+    again = run_example_module(EXAMPLE, ck, model, EXPORT_ARGS, wrapper=_REPORT_SKLEARN)
+    assert again.returncode == 0, again.output
+    assert "resuming from step 2" in again.output
+    assert "the model of step 2 is already in" in again.output
+    assert again.output.rstrip().endswith("sklearn imported: False")
+    assert _files(tmp_path / "model") == files  # not written again
+    # An export cut short (model.json, written last, is missing) is done again.
+    (tmp_path / "model" / "model.json").unlink()
+    redo = run_example_module(EXAMPLE, ck, model, EXPORT_ARGS, wrapper=_REPORT_SKLEARN)
+    assert redo.returncode == 0, redo.output
+    assert "already in" not in redo.output
+    assert json.loads((tmp_path / "model" / "model.json").read_text())["steps"] == 2
 
 
 def test_every_default_the_help_states_is_the_one_the_option_takes() -> None:
