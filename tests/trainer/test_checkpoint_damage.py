@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kfp_spot import checkpoints
@@ -289,30 +289,35 @@ def test_two_damaged_steps_fall_back_to_none(root: Path) -> None:
     assert CheckpointManager(str(root), handle_signals=False).restore() is None
 
 
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@pytest.fixture(scope="module")
+def flip_root(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of ``pristine`` each bit-flip example damages and puts back (not a tree each)."""
+    return Path(shutil.copytree(pristine, tmp_path_factory.mktemp("flip") / "checkpoints"))
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     flips=st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(0, 7)), min_size=1, max_size=3)
 )
 def test_random_bit_flips_of_the_manifest_never_restore_anything_else(
-    pristine: Path, tmp_path_factory: pytest.TempPathFactory, flips: list[tuple[int, int]]
+    pristine: Path, flip_root: Path, flips: list[tuple[int, int]]
 ) -> None:
-    root = tmp_path_factory.mktemp("flip") / "checkpoints"
-    shutil.copytree(pristine, root)
-    manifest = root / "step-20" / "manifest.json"
-    data = bytearray(manifest.read_bytes())
+    original = (pristine / "step-20" / "manifest.json").read_bytes()
+    manifest = flip_root / "step-20" / "manifest.json"
+    data = bytearray(original)
     for position, bit in flips:
         data[position % len(data)] ^= 1 << bit
     manifest.write_bytes(bytes(data))
-    restored = CheckpointManager(str(root), handle_signals=False).restore()
-    if bytes(data) == (pristine / "step-20" / "manifest.json").read_bytes():  # flips cancelled
+    try:
+        restored = CheckpointManager(str(flip_root), handle_signals=False).restore()
+    finally:
+        manifest.write_bytes(original)
+    if bytes(data) == original:  # flips cancelled
         assert restored.step == 20
     else:
         _assert_is_step_10(restored)
-    shutil.rmtree(root.parent)
+    tree = sorted(p.relative_to(flip_root) for p in flip_root.rglob("*"))  # restore() only reads:
+    assert tree == sorted(p.relative_to(pristine) for p in pristine.rglob("*"))  # same next time
 
 
 def test_a_manifest_naming_pickle_runs_no_code(root: Path, tmp_path: Path) -> None:
