@@ -5,7 +5,6 @@ import pytest
 from kfp_spot.packaging import (
     MAX_PACKAGE_URIS,
     BuildError,
-    ImportCheckError,
     MissingProjectFileError,
     ModuleNotInPackageError,
     ModuleSyntaxError,
@@ -193,115 +192,6 @@ def test_a_bad_requirement_is_one_line_with_the_reason(tmp_path, staging):
         prepare_package(str(script), str(staging), requirements=["numpy>=>1"])
     assert "\n" not in str(info.value)
     assert str(info.value).startswith("requirements: 'numpy>=>1' is not a PEP 508 requirement (")
-
-
-def test_import_check_catches_a_broken_import(project, staging):
-    (project / "tinytrainer" / "task.py").write_text("import tinytrainer.missing_helper\n")
-    with pytest.raises(ImportCheckError, match=r"(?s)tinytrainer.task does not import.*missing"):
-        prepare_package(str(project), str(staging), check_import=True)
-
-
-def test_import_check_catches_an_undeclared_dependency(project, staging):
-    # scikit-learn is installed on this machine, but the package does not declare it and the
-    # PyTorch image does not hold it (the scikit-learn image would).
-    (project / "tinytrainer" / "task.py").write_text("import sklearn\n")
-    with pytest.raises(
-        ImportCheckError,
-        match=r"(?s)environment of pytorch-xla.2-3.py310.*No module named 'sklearn'"
-        r".*must be declared .* or be one of pytorch-xla.2-3.py310's libraries",
-    ):
-        prepare_package(
-            str(project),
-            str(staging),
-            check_import=True,
-            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest",
-        )
-
-
-def test_import_check_follows_a_module_the_job_imports_inside_a_function(
-    project, staging, tmp_path
-):
-    # The job parses its arguments before it loads its training module (so a usage error is
-    # quick): on the VM that module is imported all the same, and so is what it imports.
-    (project / "tinytrainer" / "task.py").write_text(
-        "def main():\n"
-        "    try:\n"
-        "        from tinytrainer import accel\n"
-        "    except ImportError:\n"
-        "        accel = None\n"
-        "    from tinytrainer import train\n"
-        "    train.run(accel)\n"
-        "\n"
-        "if __name__ == '__main__':\n"
-        "    main()\n"
-    )
-    (project / "tinytrainer" / "accel.py").write_text("import a_module_no_image_holds\n")
-    train = project / "tinytrainer" / "train.py"
-    train.write_text("import sklearn\n\ndef run(accel):\n    pass\n")
-    image = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest"
-    with pytest.raises(
-        ImportCheckError,
-        match=r"(?s)No module named 'sklearn'.*importing tinytrainer.train, which tinytrainer.task "
-        r"imports",
-    ):
-        prepare_package(str(project), str(staging), check_import=True, executor_image_uri=image)
-    # Declared-or-held imports pass; the one under try/except ImportError is left to the job.
-    train.write_text("import json\n\ndef run(accel):\n    pass\n")
-    good = tmp_path / "good"  # not the fixture's staging, which must stay free of packages
-    info = prepare_package(str(project), str(good), check_import=True, executor_image_uri=image)
-    assert info.import_checked
-
-
-def _declare_evaluation(project):
-    with (project / "pyproject.toml").open("a") as pyproject:
-        pyproject.write(
-            '\n[tool.kfp-spot]\nevaluation-entry-point = "tinytrainer.evaluate:evaluate"\n'
-        )
-
-
-def test_import_check_imports_the_evaluation_where_evaluate_checkpoint_runs_it(project, staging):
-    # The training's image (sklearn-cpu.1-6) holds scikit-learn, kfp-spot's runtime image, where
-    # evaluate_checkpoint imports the evaluation after the whole training, does not: undeclared,
-    # it would fail only then, on Vertex AI as locally.
-    pytest.importorskip("sklearn")
-    _declare_evaluation(project)
-    evaluate = project / "tinytrainer" / "evaluate.py"
-    evaluate.write_text("import sklearn\n" + evaluate.read_text())
-    with pytest.raises(ImportCheckError) as info:
-        prepare_package(str(project), str(staging), check_import=True)
-    assert info.value.field == "evaluation_entry_point"
-    message = str(info.value)
-    assert message.startswith(
-        "evaluation_entry_point: tinytrainer.evaluate does not import in kfp-spot's runtime image"
-    )
-    assert "No module named 'sklearn'" in message
-    assert "Declare what it imports in the package's dependencies." in message
-
-
-def test_import_check_passes_an_evaluation_whose_imports_are_declared(project, tmp_path):
-    _declare_evaluation(project)  # it imports numpy, which the tiny project declares
-    info = prepare_package(str(project), str(tmp_path / "stage"), check_import=True)
-    assert info.import_checked
-    assert info.evaluation_entry_point == "tinytrainer.evaluate:evaluate"
-
-
-def test_import_check_does_not_see_what_only_this_machine_has(project, staging):
-    # kfp is installed here (kfp-spot needs it) but no training image holds it: on Vertex AI the
-    # job would fail with this error, so the check fails too.
-    (project / "tinytrainer" / "task.py").write_text("import kfp_spot.trainer\nimport kfp\n")
-    with pytest.raises(ImportCheckError, match=r"(?s)sklearn-cpu.1-6.*No module named 'kfp'"):
-        prepare_package(str(project), str(staging), check_import=True)
-
-
-def test_import_check_reads_the_module_with_the_images_python(project, staging):
-    # It imports on this machine's Python (3.11+); the image's 3.10 has no tomllib.
-    (project / "tinytrainer" / "task.py").write_text("import tomllib\n")
-    with pytest.raises(
-        ImportCheckError,
-        match=r"(?s)python_module: tinytrainer.task needs a newer Python than 3.10, the Python of "
-        r".*sklearn-cpu.1-6.*tinytrainer/task.py, line 1: imports tomllib",
-    ):
-        prepare_package(str(project), str(staging), check_import=True)
 
 
 def test_unknown_executor_image_is_refused_before_building(project, staging):
