@@ -13,42 +13,20 @@ from kfp_spot.packaging import PackagingError
 from tests.prepare import prepare_package
 
 
-def run_module(info, env_cache, tmp_path):
-    python = envcache.package_env([info.uri], env_cache)
-    return subprocess.run(
-        [str(python), "-m", info.python_module],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
-def test_single_script_becomes_a_module_named_after_it(tmp_path, env_cache):
-    script = tmp_path / "train_model.py"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, env_cache):
+    """A script, a script placed at a dotted module and a bare package directory, each prepared
+    as its own package, and the python of one environment they are all installed into (one
+    environment, not one per package: each test runs its own package's module in it).
+    """
+    root = tmp_path_factory.mktemp("sources")
+    script = root / "script" / "train_model.py"
+    script.parent.mkdir()
     script.write_text("print('script ran')\n")
-    info = prepare_package(str(script), str(tmp_path / "stage"), requirements=["numpy>=1"])
-    assert info.source_kind == "script"
-    assert info.python_module == "train_model" and info.name == "train-model"
-    assert info.version.startswith("0.0.0+src")
-    assert info.requirements == ("numpy>=1",)
-    assert run_module(info, env_cache, tmp_path) == "script ran\n"
-    # Without a project file the version names the content: a changed script, a new version.
-    script.write_text("print('changed')\n")
-    changed = prepare_package(str(script), str(tmp_path / "stage"))
-    assert changed.version != info.version and changed.sha256 != info.sha256
-
-
-def test_script_placed_at_a_dotted_module(tmp_path, env_cache):
-    script = tmp_path / "whatever.py"
-    script.write_text("print(__name__, __package__)\n")
-    info = prepare_package(str(script), str(tmp_path / "stage"), python_module="trainer.task")
-    assert info.python_module == "trainer.task" and info.name == "trainer"
-    assert run_module(info, env_cache, tmp_path) == "__main__ trainer\n"
-
-
-def test_bare_package_directory_keeps_data_files(tmp_path, env_cache):
-    package = tmp_path / "mytrainer"
+    dotted = root / "dotted" / "whatever.py"
+    dotted.parent.mkdir()
+    dotted.write_text("print(__name__, __package__)\n")
+    package = root / "bare" / "mytrainer"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("")
@@ -59,9 +37,51 @@ def test_bare_package_directory_keeps_data_files(tmp_path, env_cache):
     )
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "junk.pyc").write_bytes(b"junk")
-    info = prepare_package(str(package), str(tmp_path / "stage"), python_module="mytrainer.task")
+    infos = {
+        "script": prepare_package(str(script), str(root / "stage"), requirements=["numpy>=1"]),
+        "dotted": prepare_package(str(dotted), str(root / "stage"), python_module="trainer.task"),
+        "bare": prepare_package(str(package), str(root / "stage"), python_module="mytrainer.task"),
+    }
+    python = envcache.package_env([info.uri for info in infos.values()], env_cache)
+    return infos, python
+
+
+def run_module(installed, kind, tmp_path):
+    """The output of ``python -m`` of the ``kind`` package's module, in the shared environment."""
+    infos, python = installed
+    return subprocess.run(
+        [str(python), "-m", infos[kind].python_module],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_single_script_becomes_a_module_named_after_it(tmp_path, installed):
+    info = installed[0]["script"]
+    assert info.source_kind == "script"
+    assert info.python_module == "train_model" and info.name == "train-model"
+    assert info.version.startswith("0.0.0+src")
+    assert info.requirements == ("numpy>=1",)
+    assert run_module(installed, "script", tmp_path) == "script ran\n"
+    # Without a project file the version names the content: a changed script, a new version.
+    script = tmp_path / "train_model.py"
+    script.write_text("print('changed')\n")
+    changed = prepare_package(str(script), str(tmp_path / "stage"))
+    assert changed.version != info.version and changed.sha256 != info.sha256
+
+
+def test_script_placed_at_a_dotted_module(tmp_path, installed):
+    info = installed[0]["dotted"]
+    assert info.python_module == "trainer.task" and info.name == "trainer"
+    assert run_module(installed, "dotted", tmp_path) == "__main__ trainer\n"
+
+
+def test_bare_package_directory_keeps_data_files(tmp_path, installed):
+    info = installed[0]["bare"]
     assert info.source_kind == "module" and info.name == "mytrainer"
-    assert run_module(info, env_cache, tmp_path) == "lr: 0.1\n"
+    assert run_module(installed, "bare", tmp_path) == "lr: 0.1\n"
     with tarfile.open(info.uri) as tf:
         names = tf.getnames()
     assert not any("__pycache__" in n for n in names)

@@ -3,6 +3,9 @@
 The example trainer, staged by prepare_package, trains in the environment of its executor image
 with no help from this machine's site-packages; a job importing what neither provides fails on the
 emulator as it would on Vertex AI.
+
+The packages are built through the run's build cache (:mod:`tests.prepare`): what is tested here
+is where they run, and a source another test of the run builds too is then built once.
 """
 
 import json
@@ -15,8 +18,8 @@ import pytest
 import kfp_spot
 from kfp_spot import envcache, executors, fs
 from kfp_spot.emulator import Emulator
-from kfp_spot.packaging import prepare_package
 from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
 from tests.vertex_jobs import job_client, package_job
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trainer"
