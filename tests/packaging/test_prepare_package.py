@@ -15,6 +15,7 @@ from kfp_spot import envcache, fs
 from kfp_spot.packaging import PackagingError, component_entry, prepare_package
 from kfp_spot.packaging.build import wheel_facts
 from kfp_spot.packaging.entry_points import check_entry_point
+from tests import prepare
 
 
 def sha256(path) -> str:
@@ -85,7 +86,8 @@ def test_a_damaged_staged_file_is_replaced_not_reported_as_a_hit(built, project,
     shutil.copytree(staging_of(built), staging)
     damaged = staging / "tiny-trainer" / built.sha256 / built.filename
     damaged.write_bytes(bytes(built.size))  # same size, wrong bytes
-    again = prepare_package(str(project), str(staging))
+    # the build is not what is tested here: the run's build cache has the tiny project's
+    again = prepare.prepare_package(str(project), str(staging))
     assert not again.cache_hit and again.sha256 == built.sha256
     assert sha256(damaged) == built.sha256
 
@@ -142,7 +144,9 @@ def test_the_package_names_its_evaluation_entry_point_for_a_pipeline_that_leaves
     """On Vertex AI the evaluation reads the package's own entry point from the artifact, as a
     local ``kfp-spot run`` reads it from the pyproject: the same package scores the same way."""
     assert (
-        prepare_package(str(project), str(tmp_path / "a")).metadata()["evaluation_entry_point"]
+        prepare.prepare_package(str(project), str(tmp_path / "a")).metadata()[
+            "evaluation_entry_point"
+        ]
         == ""
     )
     pyproject = project / "pyproject.toml"

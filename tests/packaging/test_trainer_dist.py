@@ -226,11 +226,13 @@ def test_a_trainer_module_needing_the_pipeline_stack_is_an_error(tmp_path):
         trainer_dist.contents(package)
 
 
+# The job module of a package that imports kfp_spot: the same source in both tests below, so the
+# run's build cache builds it once.
+USES_KFP_SPOT = "from kfp_spot.trainer import CheckpointManager\n"
+
+
 def test_prepare_package_stages_it_next_to_a_package_that_imports_kfp_spot(tmp_path):
-    project = write_project(
-        tmp_path / "src",
-        task="from kfp_spot.trainer import CheckpointManager\n",
-    )
+    project = write_project(tmp_path / "src", task=USES_KFP_SPOT)
     staging = tmp_path / "stage"
     info = prepare_package(str(project), str(staging))
     light = Path(info.kfp_spot_uri)
@@ -243,7 +245,7 @@ def test_prepare_package_stages_it_next_to_a_package_that_imports_kfp_spot(tmp_p
 
 
 def test_opt_out_and_packages_that_do_not_need_it(tmp_path):
-    project = write_project(tmp_path / "a", task="import kfp_spot.trainer\n")
+    project = write_project(tmp_path / "a", task=USES_KFP_SPOT)
     opted_out = prepare_package(str(project), str(tmp_path / "s1"), include_kfp_spot=False)
     assert opted_out.package_uris == (opted_out.uri,) and opted_out.kfp_spot_uri == ""
     plain = prepare_package(str(write_project(tmp_path / "b")), str(tmp_path / "s2"))
