@@ -75,8 +75,36 @@ def _console_script_project(root, cli: str):
     return root
 
 
+# Modules that end by calling their function (or by working through another's): each test of
+# test_a_module_that_calls_its_function_is_accepted names one as the job's module.
+ENDINGS = [
+    '\n\nif __name__ == "__main__":\n    main()\n',
+    "\n\nmain()\n",
+    "\n\nresult = main()\n",
+    # work through another module's function or an attribute: no own name is called
+    "\n\nsteps = argparse.ArgumentParser().parse_known_args()\n",
+    "\n\nresult = main.__call__()\n",
+]
+
+
+def _calls_project(root):
+    """The console-script project whose digitfit.cli never calls main(), and beside it a module
+    ``digitfit.calls_<i>`` (its own console script) per ending of :data:`ENDINGS`. The same
+    source in each test: the run's build cache builds it once, each test checks its module.
+    """
+    project = _console_script_project(root, TRAIN)
+    scripts = "".join(f'digitfit-train-{i} = "digitfit.calls_{i}:main"\n' for i in range(5))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace("\n\n[tool.kfp-spot]", f"\n{scripts}\n[tool.kfp-spot]")
+    )
+    for i, ending in enumerate(ENDINGS):
+        (project / "src" / "digitfit" / f"calls_{i}.py").write_text(TRAIN + ending)
+    return project
+
+
 def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path):
-    project = _console_script_project(tmp_path / "proj", TRAIN)
+    project = _calls_project(tmp_path / "proj")
     with pytest.raises(PackagingError) as info:
         prepare_package(str(project), str(tmp_path / "stage"))
     assert info.value.field == "python_module"
@@ -88,21 +116,12 @@ def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path):
     assert not (tmp_path / "stage").exists()
 
 
-@pytest.mark.parametrize(
-    "ending",
-    [
-        '\n\nif __name__ == "__main__":\n    main()\n',
-        "\n\nmain()\n",
-        "\n\nresult = main()\n",
-        # work through another module's function or an attribute: no own name is called
-        "\n\nsteps = argparse.ArgumentParser().parse_known_args()\n",
-        "\n\nresult = main.__call__()\n",
-    ],
-)
+@pytest.mark.parametrize("ending", ENDINGS)
 def test_a_module_that_calls_its_function_is_accepted(tmp_path, ending):
-    project = _console_script_project(tmp_path / "proj", TRAIN + ending)
-    info = prepare_package(str(project), str(tmp_path / "stage"))
-    assert info.python_module == "digitfit.cli"
+    module = f"digitfit.calls_{ENDINGS.index(ending)}"
+    project = _calls_project(tmp_path / "proj")
+    info = prepare_package(str(project), str(tmp_path / "stage"), python_module=module)
+    assert info.python_module == module
 
 
 def test_an_evaluation_entry_point_in_a_standard_module_is_refused(tmp_path):
