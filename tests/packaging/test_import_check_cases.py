@@ -5,6 +5,7 @@ it will run, before anything is staged; each failure names the module and what i
 import pytest
 
 from kfp_spot.packaging import ImportCheckError
+from tests.packaging.tiny import write_project
 from tests.prepare import prepare_package
 
 
@@ -49,12 +50,21 @@ _IMPORT_CASES = {
 PYTORCH_IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest"
 
 
-def _check_case(project, staging, module, **kwargs):
-    """prepare_package with the import check of ``tinytrainer.<module>`` in the shared package."""
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    """The tiny project with the modules of :data:`_IMPORT_CASES`. One source for the tests that
+    use it (a module fixture keeps them on one worker): the run's build cache builds it once.
+    """
+    project = write_project(tmp_path_factory.mktemp("import-cases") / "tiny")
     for name, text in _IMPORT_CASES.items():
         (project / "tinytrainer" / name).write_text(text)
+    return project
+
+
+def _check_case(cases, staging, module, **kwargs):
+    """prepare_package with the import check of ``tinytrainer.<module>`` in the shared package."""
     return prepare_package(
-        str(project),
+        str(cases),
         str(staging),
         python_module=f"tinytrainer.{module}",
         check_import=True,
@@ -62,12 +72,12 @@ def _check_case(project, staging, module, **kwargs):
     )
 
 
-def test_import_check_catches_a_broken_import(project, staging):
+def test_import_check_catches_a_broken_import(cases, staging):
     with pytest.raises(ImportCheckError, match=r"(?s)tinytrainer.broken does not import.*missing"):
-        _check_case(project, staging, "broken")
+        _check_case(cases, staging, "broken")
 
 
-def test_import_check_catches_an_undeclared_dependency(project, staging):
+def test_import_check_catches_an_undeclared_dependency(cases, staging):
     # scikit-learn is installed on this machine, but the package does not declare it and the
     # PyTorch image does not hold it (the scikit-learn image would).
     with pytest.raises(
@@ -75,21 +85,19 @@ def test_import_check_catches_an_undeclared_dependency(project, staging):
         match=r"(?s)environment of pytorch-xla.2-3.py310.*No module named 'sklearn'"
         r".*must be declared .* or be one of pytorch-xla.2-3.py310's libraries",
     ):
-        _check_case(project, staging, "needs_sklearn", executor_image_uri=PYTORCH_IMAGE)
+        _check_case(cases, staging, "needs_sklearn", executor_image_uri=PYTORCH_IMAGE)
 
 
-def test_import_check_follows_a_module_the_job_imports_inside_a_function(
-    project, staging, tmp_path
-):
+def test_import_check_follows_a_module_the_job_imports_inside_a_function(cases, staging, tmp_path):
     with pytest.raises(
         ImportCheckError,
         match=r"(?s)No module named 'sklearn'.*importing tinytrainer.train, which tinytrainer.job "
         r"imports",
     ):
-        _check_case(project, staging, "job", executor_image_uri=PYTORCH_IMAGE)
+        _check_case(cases, staging, "job", executor_image_uri=PYTORCH_IMAGE)
     # Declared-or-held imports pass; the one under try/except ImportError is left to the job.
     good = tmp_path / "good"  # not the fixture's staging, which must stay free of packages
-    info = _check_case(project, good, "job_ok", executor_image_uri=PYTORCH_IMAGE)
+    info = _check_case(cases, good, "job_ok", executor_image_uri=PYTORCH_IMAGE)
     assert info.import_checked
 
 
@@ -134,11 +142,11 @@ def test_import_check_does_not_see_what_only_this_machine_has(project, staging):
         prepare_package(str(project), str(staging), check_import=True)
 
 
-def test_import_check_reads_the_module_with_the_images_python(project, staging):
+def test_import_check_reads_the_module_with_the_images_python(cases, staging):
     # It imports on this machine's Python (3.11+); the image's 3.10 has no tomllib.
     with pytest.raises(
         ImportCheckError,
         match=r"(?s)python_module: tinytrainer.needs_tomllib needs a newer Python than 3.10, the "
         r"Python of .*sklearn-cpu.1-6.*tinytrainer/needs_tomllib.py, line 1: imports tomllib",
     ):
-        _check_case(project, staging, "needs_tomllib")
+        _check_case(cases, staging, "needs_tomllib")

@@ -87,12 +87,14 @@ ENDINGS = [
 ]
 
 
-def _calls_project(root):
+@pytest.fixture(scope="module")
+def calls_project(tmp_path_factory):
     """The console-script project whose digitfit.cli never calls main(), and beside it a module
-    ``digitfit.calls_<i>`` (its own console script) per ending of :data:`ENDINGS`. The same
-    source in each test: the run's build cache builds it once, each test checks its module.
+    ``digitfit.calls_<i>`` (its own console script) per ending of :data:`ENDINGS`. One source for
+    the tests that use it (a module fixture keeps them on one worker): the run's build cache
+    builds it once, and each test checks its own module.
     """
-    project = _console_script_project(root, TRAIN)
+    project = _console_script_project(tmp_path_factory.mktemp("calls") / "proj", TRAIN)
     scripts = "".join(f'digitfit-train-{i} = "digitfit.calls_{i}:main"\n' for i in range(5))
     pyproject = project / "pyproject.toml"
     pyproject.write_text(
@@ -103,10 +105,9 @@ def _calls_project(root):
     return project
 
 
-def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path):
-    project = _calls_project(tmp_path / "proj")
+def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path, calls_project):
     with pytest.raises(PackagingError) as info:
-        prepare_package(str(project), str(tmp_path / "stage"))
+        prepare_package(str(calls_project), str(tmp_path / "stage"))
     assert info.value.field == "python_module"
     message = str(info.value)
     assert "only defines main() and never calls it" in message
@@ -117,10 +118,9 @@ def test_a_console_script_module_that_never_calls_main_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("ending", ENDINGS)
-def test_a_module_that_calls_its_function_is_accepted(tmp_path, ending):
+def test_a_module_that_calls_its_function_is_accepted(tmp_path, calls_project, ending):
     module = f"digitfit.calls_{ENDINGS.index(ending)}"
-    project = _calls_project(tmp_path / "proj")
-    info = prepare_package(str(project), str(tmp_path / "stage"), python_module=module)
+    info = prepare_package(str(calls_project), str(tmp_path / "stage"), python_module=module)
     assert info.python_module == module
 
 
