@@ -226,13 +226,17 @@ def test_a_trainer_module_needing_the_pipeline_stack_is_an_error(tmp_path):
         trainer_dist.contents(package)
 
 
-# The job module of a package that imports kfp_spot: the same source in both tests below, so the
-# run's build cache builds it once.
-USES_KFP_SPOT = "from kfp_spot.trainer import CheckpointManager\n"
+@pytest.fixture(scope="module")
+def uses_kfp_spot(tmp_path_factory):
+    """The tiny project whose job imports kfp_spot: one source for the two tests below (a module
+    fixture keeps them on one worker), so the run's build cache builds it once.
+    """
+    root = tmp_path_factory.mktemp("uses-kfp-spot")
+    return write_project(root / "src", task="from kfp_spot.trainer import CheckpointManager\n")
 
 
-def test_prepare_package_stages_it_next_to_a_package_that_imports_kfp_spot(tmp_path):
-    project = write_project(tmp_path / "src", task=USES_KFP_SPOT)
+def test_prepare_package_stages_it_next_to_a_package_that_imports_kfp_spot(tmp_path, uses_kfp_spot):
+    project = uses_kfp_spot
     staging = tmp_path / "stage"
     info = prepare_package(str(project), str(staging))
     light = Path(info.kfp_spot_uri)
@@ -244,9 +248,8 @@ def test_prepare_package_stages_it_next_to_a_package_that_imports_kfp_spot(tmp_p
     assert again.cache_hit and again.package_uris == info.package_uris
 
 
-def test_opt_out_and_packages_that_do_not_need_it(tmp_path):
-    project = write_project(tmp_path / "a", task=USES_KFP_SPOT)
-    opted_out = prepare_package(str(project), str(tmp_path / "s1"), include_kfp_spot=False)
+def test_opt_out_and_packages_that_do_not_need_it(tmp_path, uses_kfp_spot):
+    opted_out = prepare_package(str(uses_kfp_spot), str(tmp_path / "s1"), include_kfp_spot=False)
     assert opted_out.package_uris == (opted_out.uri,) and opted_out.kfp_spot_uri == ""
     plain = prepare_package(str(write_project(tmp_path / "b")), str(tmp_path / "s2"))
     assert plain.package_uris == (plain.uri,)  # no kfp_spot import: nothing added
