@@ -10,6 +10,7 @@ is where they run, and a source another test of the run builds too is then built
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -41,7 +42,46 @@ def test_example_ships_the_light_wheel_and_passes_the_image_import_check(example
     )
 
 
-def test_example_trains_and_resumes_without_the_hosts_site_packages(example, tmp_path, env_cache):
+@pytest.fixture(scope="module")
+def emulated(example, tmp_path_factory, env_cache):
+    """Two jobs on the emulator: a package importing kfp, which is installed on this machine
+    (kfp-spot needs it) but in no training image, and the example trainer for two epochs. The
+    resume test continues that training: one first training for both tests.
+
+    Returns:
+        The failed job, the succeeded one, the failed job's log and the example's base output
+        directory.
+    """
+    tmp = tmp_path_factory.mktemp("emulated")
+    leaky = prepare_package(
+        str(write_project(tmp / "src", task="import kfp_spot.trainer\nimport kfp\n")),
+        str(tmp / "stage"),
+    )
+    with Emulator(tmp / "emulator", env_cache_dir=env_cache) as emu:
+        client = job_client(emu.endpoint)
+        parent = "projects/local-project/locations/us-central1"
+        bad = client.create_custom_job(
+            parent=parent,
+            custom_job=package_job(leaky.package_uris, leaky.python_module, base=tmp / "bad"),
+        )
+        good = client.create_custom_job(
+            parent=parent,
+            custom_job=package_job(
+                example.package_uris,
+                example.python_module,
+                base=tmp / "good",
+                args=["--epochs", "2", "--checkpoint-every", "1"],
+            ),
+        )
+        failed = emu.wait(bad.name, timeout=300)
+        succeeded = emu.wait(good.name, timeout=300)
+        log_text = "".join(entry["text"] for entry in emu.logs(bad.name))
+    return failed, succeeded, log_text, tmp / "good"
+
+
+def test_example_trains_and_resumes_without_the_hosts_site_packages(
+    example, emulated, tmp_path, env_cache
+):
     python = envcache.package_env(list(example.package_uris), env_cache, executor_image_uri=IMAGE)
     env_dir = python.parents[1]
     probe = (
@@ -59,16 +99,16 @@ def test_example_trains_and_resumes_without_the_hosts_site_packages(example, tmp
     assert seen["version"] == kfp_spot.__version__
     assert not seen["kfp"] and not seen["evaluation"]
 
+    # The first two epochs: the emulator's job, in the environment of the same image.
+    _, first, _, trained = emulated
+    assert first.state.name == "JOB_STATE_SUCCEEDED", first.error
+    shutil.copytree(trained, tmp_path / "base")  # continued here: the fixture's stays as it was
     env = dict(
         os.environ,
         AIP_CHECKPOINT_DIR=str(tmp_path / "base" / "checkpoints"),
         AIP_MODEL_DIR=str(tmp_path / "base" / "model"),
     )
     cmd = [str(python), "-m", example.python_module, "--checkpoint-every", "1"]
-    first = subprocess.run(
-        [*cmd, "--epochs", "2"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert first.returncode == 0, first.stderr
     again = subprocess.run(
         [*cmd, "--epochs", "3"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
@@ -78,38 +118,13 @@ def test_example_trains_and_resumes_without_the_hosts_site_packages(example, tmp
     assert model["steps"] == 3
 
 
-def test_on_the_emulator_a_missing_module_fails_the_job_and_the_example_succeeds(
-    example, tmp_path, env_cache
-):
-    # kfp is installed on this machine (kfp-spot needs it) but in no training image.
-    leaky = prepare_package(
-        str(write_project(tmp_path / "src", task="import kfp_spot.trainer\nimport kfp\n")),
-        str(tmp_path / "stage"),
-    )
-    with Emulator(tmp_path / "emulator", env_cache_dir=env_cache) as emu:
-        client = job_client(emu.endpoint)
-        parent = "projects/local-project/locations/us-central1"
-        bad = client.create_custom_job(
-            parent=parent,
-            custom_job=package_job(leaky.package_uris, leaky.python_module, base=tmp_path / "bad"),
-        )
-        good = client.create_custom_job(
-            parent=parent,
-            custom_job=package_job(
-                example.package_uris,
-                example.python_module,
-                base=tmp_path / "good",
-                args=["--epochs", "2"],
-            ),
-        )
-        failed = emu.wait(bad.name, timeout=300)
-        succeeded = emu.wait(good.name, timeout=300)
-        log_text = "".join(entry["text"] for entry in emu.logs(bad.name))
+def test_on_the_emulator_a_missing_module_fails_the_job_and_the_example_succeeds(emulated):
+    failed, succeeded, log_text, trained = emulated
     assert failed.state.name == "JOB_STATE_FAILED"
     assert "exited with a non-zero status of 1" in failed.error.message
     assert "ModuleNotFoundError: No module named 'kfp'" in log_text
     assert succeeded.state.name == "JOB_STATE_SUCCEEDED", succeeded.error
-    assert (tmp_path / "good" / "model" / "model.npz").is_file()
+    assert (trained / "model" / "model.npz").is_file()
 
 
 def test_mounted_path_maps_gs_uris_where_the_bucket_is_mounted(tmp_path):
