@@ -50,13 +50,16 @@ def preempt_randomly(
     every: int,
     seed: int,
     kinds: tuple[str, ...] = ("term@step", "kill@step", "kill@save-mid"),
+    runs: list[TrainerRun] | None = None,
 ) -> list[tuple[str, int, int | None]]:
     """Preempt one attempt per kind (in a seeded random order, at random steps), then finish.
 
     ``term@step`` is SIGTERM with the grace period (the run saves that step and exits 143),
     ``kill@step`` SIGKILL without notice, ``kill@save-mid`` SIGKILL in the middle of a periodic
     save (that step is left torn). A ``term@step`` attempt must have committed its step (saved on
-    the notice: nothing lost). Returns ``(failpoint, exit status, step resumed next)``.
+    the notice: nothing lost). Returns ``(failpoint, exit status, step resumed next)``; ``runs``,
+    when given, gets every attempt (the final one last), for what a caller asserts of its output.
+    Starts from what ``root`` holds: a caller can preempt the run at set points first.
     """
     rng = random.Random(seed)
     order = list(kinds)
@@ -70,6 +73,8 @@ def preempt_randomly(
             choices = list(range(start + 1, total))
         step = rng.choice(choices)
         run = run_example(name, root, model, args, failpoints=f"{kind}:{step}")
+        if runs is not None:
+            runs.append(run)
         expected = 143 if kind.startswith("term") else -9
         assert run.returncode == expected, (kind, step, run.output[-3000:])
         resumed = newest(root)
@@ -77,5 +82,7 @@ def preempt_randomly(
             assert resumed == step, (kind, step, resumed)
         events.append((f"{kind}:{step}", run.returncode, resumed))
     final = run_example(name, root, model, args)
+    if runs is not None:
+        runs.append(final)
     assert final.returncode == 0, final.output[-3000:]
     return events

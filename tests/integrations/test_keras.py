@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from tests.integrations.examples_lib import (
     uninterrupted_run,
 )
 from tests.shared import once_per_run
+from tests.trainer.trainer_testlib import TrainerRun
 
 # Keras and JAX take seconds of CPU to import: the module imports neither (every xdist worker
 # collects every module), only the tests that call Keras here do, through the ``keras`` fixture.
@@ -52,47 +54,75 @@ def uninterrupted(tmp_path_factory):
     return Path(once_per_run(tmp_path_factory, "keras-clean", run))
 
 
-# A Keras attempt is ~6 CPU-s, most of it importing Keras: the random run takes two of the three
-# kinds of preemption, and the mid-epoch test below the notice and a torn save at set steps, so
-# every kind is seen and the torn save twice.
-SPLIT_KINDS = [(18, ("kill@step", "kill@save-mid"))]
+@dataclass
+class Preempted:
+    """One run of the example preempted three times, once by each kind of preemption."""
+
+    root: Path
+    model: Path
+    noticed: TrainerRun  # term@step:27
+    position: dict[str, int]  # step 27's position.json, read before newer steps retire it
+    torn: TrainerRun  # kill@save-mid:40
+    newest_after_torn: int | None
+    events: list[tuple[str, int, int | None]]  # preempt_randomly's: kill@step at a random step
+    runs: list[TrainerRun]  # preempt_randomly's attempts: the randomly killed one, the final one
+
+
+# A Keras attempt is ~4 CPU-s, most of it importing Keras: the two tests below assert their parts
+# of one run of four attempts (a notice and a torn save at set steps, then SIGKILL at a step chosen
+# at random), not of two runs of three each. Every kind of preemption is seen.
+SEED = 18
+RANDOM_KINDS = ("kill@step",)
+
+
+@pytest.fixture(scope="module")
+def preempted(tmp_path_factory: pytest.TempPathFactory) -> Preempted:
+    """Noticed mid-epoch at step 27, killed while saving step 40, killed at a random step, then
+    run to the end. Each test asserts its part; the checks of what is overwritten later (step 27's
+    position, the newest step after the torn save) are read here as they happen."""
+    base = tmp_path_factory.mktemp("preempted")
+    root, model = base / "ckpt", base / "model"
+    noticed = run_example("keras", root, model, ARGS, failpoints="term@step:27")
+    position_file = root / "step-27" / "position.json"
+    position = json.loads(position_file.read_text()) if position_file.exists() else {}
+    torn = run_example("keras", root, model, ARGS, failpoints="kill@save-mid:40")
+    newest_after_torn = newest(root)
+    runs: list[TrainerRun] = []
+    events = preempt_randomly(
+        "keras", root, model, ARGS, total=TOTAL, every=10, seed=SEED, kinds=RANDOM_KINDS, runs=runs
+    )
+    return Preempted(root, model, noticed, position, torn, newest_after_torn, events, runs)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seed", "kinds"), SPLIT_KINDS)
-def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(
-    uninterrupted, tmp_path, seed, kinds
-):
-    root, model = tmp_path / "ckpt", tmp_path / "model"
-    events = preempt_randomly(
-        "keras", root, model, ARGS, total=TOTAL, every=10, seed=seed, kinds=kinds
-    )
+def test_preempted_at_random_points_ends_with_bitwise_the_same_weights(uninterrupted, preempted):
+    root, kinds = preempted.root, RANDOM_KINDS
     # preempt_randomly checked that each term@step attempt saved its step on the notice
-    assert [e[1] for e in events].count(143) == kinds.count("term@step")
+    assert [e[1] for e in preempted.events].count(143) == kinds.count("term@step")
     assert newest(root) == TOTAL == newest(uninterrupted / "ckpt")
     final, clean = root / f"step-{TOTAL}", uninterrupted / "ckpt" / f"step-{TOTAL}"
     assert sha256(final / "model.weights.h5") == sha256(clean / "model.weights.h5")
     assert sha256(final / "keras_state.npz") == sha256(clean / "keras_state.npz")
     records = checkpoints.read_attempt_records(str(root))
-    assert [r.exit_reason for r in records].count("preempted") >= kinds.count("term@step")
-    assert len(records) == len(kinds) + 1
+    assert [r.exit_reason for r in records].count("preempted") >= 1 + kinds.count("term@step")
+    assert len(records) == 2 + len(kinds) + 1  # the two set preemptions, the random, the final
 
 
 def test_a_mid_epoch_notice_and_a_torn_save_resume_mid_epoch_exactly(
-    keras, uninterrupted, tmp_path
+    keras, uninterrupted, preempted
 ):
-    root, model = tmp_path / "ckpt", tmp_path / "model"
-    run = run_example("keras", root, model, ARGS, failpoints="term@step:27")
+    root, model = preempted.root, preempted.model
+    run = preempted.noticed
     assert run.returncode == 143, run.output[-3000:]
-    position = json.loads((root / "step-27" / "position.json").read_text())
-    assert position == {"epoch": 1, "batch": 5, "step": 27}
+    assert preempted.position == {"epoch": 1, "batch": 5, "step": 27}
     # Resumed, it is killed in the middle of saving step 40: that step is torn, 30 is the newest.
-    torn = run_example("keras", root, model, ARGS, failpoints="kill@save-mid:40")
+    torn = preempted.torn
     assert torn.returncode == -9, torn.output[-3000:]
     assert "resuming fit from step 27: epoch 1, after batch 5" in torn.output
-    assert newest(root) == 30
-    resumed = run_example("keras", root, model, ARGS)
-    assert resumed.returncode == 0, resumed.output[-3000:]
+    assert preempted.newest_after_torn == 30
+    # The next attempt (killed later at a random step) resumed from step 30, mid-epoch.
+    resumed, final = preempted.runs[0], preempted.runs[-1]
+    assert final.returncode == 0, final.output[-3000:]
     assert "resuming fit from step 30: epoch 1, after batch 8" in resumed.output
     assert sha256(root / f"step-{TOTAL}" / "model.weights.h5") == sha256(
         uninterrupted / "ckpt" / f"step-{TOTAL}" / "model.weights.h5"
@@ -101,7 +131,7 @@ def test_a_mid_epoch_notice_and_a_torn_save_resume_mid_epoch_exactly(
         uninterrupted / "ckpt" / f"step-{TOTAL}" / "keras_state.npz"
     )
     records = checkpoints.read_attempt_records(str(root))
-    assert len(records) == 3 and records[0].exit_reason == "preempted"
+    assert len(records) == 4 and records[0].exit_reason == "preempted"
     clean_model = keras.saving.load_model(uninterrupted / "model" / "model.keras")
     model_after = keras.saving.load_model(model / "model.keras")
     for a, b in zip(clean_model.get_weights(), model_after.get_weights(), strict=True):
