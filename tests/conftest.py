@@ -173,20 +173,22 @@ def _shared_jax_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> I
     the tests' own Keras calls) reads and writes one persistent XLA compilation cache, so a
     training step is compiled once per run instead of once per attempt (seconds of CPU each).
 
-    Everything is cached (no minimum compile time or entry size). A size limit turns on JAX's
-    file lock around each read and write, so a process never reads an entry that another is
-    still writing. A cached executable is the one XLA compiled for the same program, so the
-    weights come out bit for bit the same: the Keras tests' bitwise checks compare the run that
-    compiled first with runs that read its entries. ``JAX_PLATFORMS=cpu``: this machine has
-    no accelerator, and JAX stops probing for a TPU first (about a second of wall time per
-    process). Test-only: the product sets none of these.
+    Everything is cached (no minimum compile time or entry size). No size limit: JAX needs the
+    ``filelock`` package for one, which a job's environment (the executor image's libraries and
+    the package's own, as on a VM) does not hold, so with a limit every emulator job and every
+    evaluation warned and compiled all anew. Unlocked, a process may read an entry another is
+    still writing: the truncated zlib stream fails to decompress, JAX warns and compiles it
+    itself, the same executable. A cached executable is the one XLA compiled for the same
+    program, so the weights come out bit for bit the same: the Keras tests' bitwise checks
+    compare the run that compiled first with runs that read its entries.
+    ``JAX_PLATFORMS=cpu``: this machine has no accelerator, and JAX stops probing for a TPU
+    first (about a second of wall time per process). Test-only: the product sets none of these.
     """
     values = {
         "JAX_PLATFORMS": "cpu",
         "JAX_COMPILATION_CACHE_DIR": str(run_dir(tmp_path_factory, "jax-compilation-cache")),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
-        "JAX_COMPILATION_CACHE_MAX_SIZE": str(2**30),
     }
     with pytest.MonkeyPatch.context() as patch:
         for name, value in values.items():
