@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tests.integrations.examples_lib import (
     uninterrupted_run,
 )
 from tests.shared import once_per_run
+from tests.trainer.trainer_testlib import TrainerRun
 
 # XGBoost imports scikit-learn and SciPy (a second of CPU): the module does not import it (every
 # xdist worker collects every module), only the tests that call it here, through ``xgb``.
@@ -46,48 +48,86 @@ def uninterrupted(tmp_path_factory):
     return Path(once_per_run(tmp_path_factory, "xgb-clean", run))
 
 
-# The random run takes two of the three kinds of preemption, and
-# test_resume_trains_only_the_remaining_rounds the notice and a torn save at set rounds: every
-# kind is seen, the torn save twice.
-SPLIT_KINDS = [(22, ("kill@step", "kill@save-mid"))]
+@dataclass
+class Preempted:
+    """One run of the example preempted three times, once by each kind of preemption."""
+
+    root: Path
+    model: Path
+    noticed: TrainerRun  # term@step:9
+    rounds: dict[str, int]  # step 9's rounds.json, read before newer steps retire it
+    torn: TrainerRun  # kill@save-mid:16
+    newest_after_torn: int | None
+    events: list[tuple[str, int, int | None]]  # preempt_randomly's: kill@step at a random round
+    runs: list[TrainerRun]  # preempt_randomly's attempts: the randomly killed one, the final one
+
+
+# The two tests below assert their parts of one run of four attempts (a notice and a torn save at
+# set rounds, then SIGKILL at a round chosen at random), not of two runs of three each (an attempt
+# is ~1.4 CPU-s, most of it importing XGBoost). Every kind of preemption is seen.
+SEED = 22
+RANDOM_KINDS = ("kill@step",)
+
+
+@pytest.fixture(scope="module")
+def preempted(tmp_path_factory: pytest.TempPathFactory) -> Preempted:
+    """Noticed at round 9, killed while saving round 16, killed at a random round, then run to the
+    end. Each test asserts its part; what later attempts overwrite (round 9's record, the newest
+    step after the torn save) is read here as it happens."""
+    base = tmp_path_factory.mktemp("preempted")
+    root, model = base / "ckpt", base / "model"
+    noticed = run_example("xgboost", root, model, ARGS, failpoints="term@step:9")
+    rounds_file = root / "step-9" / "rounds.json"
+    rounds = json.loads(rounds_file.read_text()) if rounds_file.exists() else {}
+    torn = run_example("xgboost", root, model, ARGS, failpoints="kill@save-mid:16")
+    newest_after_torn = newest(root)
+    runs: list[TrainerRun] = []
+    events = preempt_randomly(
+        "xgboost",
+        root,
+        model,
+        ARGS,
+        total=ROUNDS,
+        every=4,
+        seed=SEED,
+        kinds=RANDOM_KINDS,
+        runs=runs,
+    )
+    return Preempted(root, model, noticed, rounds, torn, newest_after_torn, events, runs)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seed", "kinds"), SPLIT_KINDS)
-def test_preempted_at_random_points_ends_with_bitwise_the_same_booster(
-    uninterrupted, tmp_path, seed, kinds
-):
-    root, model = tmp_path / "ckpt", tmp_path / "model"
-    events = preempt_randomly(
-        "xgboost", root, model, ARGS, total=ROUNDS, every=4, seed=seed, kinds=kinds
-    )
-    for failpoint, _, resumed in events:  # term@step: preempt_randomly checked no round was lost
+def test_preempted_at_random_points_ends_with_bitwise_the_same_booster(uninterrupted, preempted):
+    root, model, kinds = preempted.root, preempted.model, RANDOM_KINDS
+    for failpoint, _, resumed in preempted.events:  # term@step: preempt_randomly checked it
         kind, step = failpoint.rsplit(":", 1)
         if kind == "kill@step":
             assert resumed is None or resumed < int(step)
     assert sha256(model / "model.ubj") == sha256(uninterrupted / "model" / "model.ubj")
     final = root / f"step-{ROUNDS}" / "booster.ubj"
     assert sha256(final) == sha256(uninterrupted / "ckpt" / f"step-{ROUNDS}" / "booster.ubj")
-    assert len(checkpoints.read_attempt_records(str(root))) == len(kinds) + 1
+    # the two set preemptions, the random ones, the final attempt
+    assert len(checkpoints.read_attempt_records(str(root))) == 2 + len(kinds) + 1
 
 
-def test_resume_trains_only_the_remaining_rounds(xgb, uninterrupted, tmp_path):
-    root, model = tmp_path / "ckpt", tmp_path / "model"
-    assert run_example("xgboost", root, model, ARGS, failpoints="term@step:9").returncode == 143
-    assert json.loads((root / "step-9" / "rounds.json").read_text()) == {"rounds": 9}
+def test_resume_trains_only_the_remaining_rounds(xgb, uninterrupted, preempted):
+    root, model = preempted.root, preempted.model
+    assert preempted.noticed.returncode == 143, preempted.noticed.output[-3000:]
+    assert preempted.rounds == {"rounds": 9}
     # Resumed, it is killed in the middle of saving round 16: that step is torn, 12 is the newest.
-    torn = run_example("xgboost", root, model, ARGS, failpoints="kill@save-mid:16")
+    torn = preempted.torn
     assert torn.returncode == -9, torn.output[-3000:]
     assert "resuming xgboost.train after round 9 of 30" in torn.output
-    assert newest(root) == 12
-    resumed = run_example("xgboost", root, model, ARGS)
-    assert resumed.returncode == 0, resumed.output[-3000:]
+    assert preempted.newest_after_torn == 12
+    # The next attempt (killed later at a random round) resumed after round 12.
+    resumed, final = preempted.runs[0], preempted.runs[-1]
+    assert final.returncode == 0, final.output[-3000:]
     assert "resuming xgboost.train after round 12 of 30" in resumed.output
     booster = xgb.Booster(model_file=str(model / "model.ubj"))
     assert booster.num_boosted_rounds() == ROUNDS
     assert newest(root) == ROUNDS
     assert sha256(model / "model.ubj") == sha256(uninterrupted / "model" / "model.ubj")
-    assert len(checkpoints.read_attempt_records(str(root))) == 3
+    assert len(checkpoints.read_attempt_records(str(root))) == 4
 
 
 def test_sampling_is_warned_about_and_bad_rounds_refused(xgb, tmp_path, caplog):
