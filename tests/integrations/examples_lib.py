@@ -24,11 +24,55 @@ def run_example(
     )
 
 
+# A Vertex AI VM: Cloud Storage mounted at (here) $FAKE_GCS_MOUNT, no gcsfs installed.
+ON_A_VM = """
+import os, runpy, sys
+sys.modules["gcsfs"] = None
+from kfp_spot import fs
+fs.GCS_MOUNT_ROOT = os.environ["FAKE_GCS_MOUNT"]
+module = sys.argv.pop(1)
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+BUCKET = "my-bucket"
+
+# The never-preempted runs of tests/integrations/conftest.py (one per test run each).
+KERAS_ARGS = ["--epochs", "3", "--checkpoint-every", "10", "--seed", "4"]
+XGBOOST_ARGS = ["--rounds", "30", "--checkpoint-every", "4"]
+
+
+def run_on_a_vm(
+    name: str, mount: Path, args: list[str], module: str = "trainer.task"
+) -> tuple[TrainerRun, Path]:
+    """Run example ``name`` as on a Vertex AI VM: its directories are ``gs://`` URIs of a bucket
+    mounted (here) at ``mount``, and gcsfs cannot be imported (the light kfp-spot-trainer wheel
+    does not bring it). Returns the run and the job's directory below the mount, which holds the
+    checkpoints (``ckpt``) and the model (``model``)."""
+    (mount / BUCKET).mkdir(parents=True, exist_ok=True)
+    run = run_example_module(
+        REPO / "examples" / name,
+        f"gs://{BUCKET}/job/ckpt/",
+        f"gs://{BUCKET}/job/model/",
+        args,
+        module=module,
+        wrapper=ON_A_VM,
+        timeout=300,
+        FAKE_GCS_MOUNT=str(mount),
+        KERAS_BACKEND="jax",
+    )
+    return run, mount / BUCKET / "job"
+
+
 def uninterrupted_run(name: str, base: Path, args: list[str]) -> Path:
-    """Run example ``name`` once, never preempted, into ``base``/ckpt and ``base``/model."""
-    run = run_example(name, base / "ckpt", base / "model", args)
+    """Run example ``name`` once, never preempted, as on a VM (:func:`run_on_a_vm`, below
+    ``base``); returns the job's directory (``ckpt``, ``model``).
+
+    The preemption tests compare their runs with it, and test_example_output_dirs takes it as
+    the example's run through the mount: one process where there were two. Where the files go
+    does not change the weights (their bytes are compared across directories anyway).
+    """
+    run, job = run_on_a_vm(name, base / "gcs", args)
     assert run.returncode == 0, run.output[-3000:]
-    return base
+    return job
 
 
 def sha256(path: Path) -> str:

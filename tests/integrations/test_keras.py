@@ -16,13 +16,12 @@ import pytest
 
 from kfp_spot import checkpoints
 from tests.integrations.examples_lib import (
+    KERAS_ARGS,
     newest,
     preempt_randomly,
     run_example,
     sha256,
-    uninterrupted_run,
 )
-from tests.shared import once_per_run
 from tests.trainer.trainer_testlib import TrainerRun
 
 # Keras and JAX take seconds of CPU to import: the module imports neither (every xdist worker
@@ -32,7 +31,7 @@ pytestmark = pytest.mark.skipif(
     reason="Keras with its JAX backend is not installed",
 )
 
-ARGS = ["--epochs", "3", "--checkpoint-every", "10", "--seed", "4"]
+ARGS = KERAS_ARGS  # the never-preempted run's (tests/integrations/conftest.py)
 STEPS_PER_EPOCH = 22  # 1348 training rows in batches of 64
 TOTAL = 3 * STEPS_PER_EPOCH
 
@@ -44,14 +43,11 @@ def keras():
     return pytest.importorskip("keras")
 
 
-@pytest.fixture(scope="session")
-def uninterrupted(tmp_path_factory):
-    """The never-preempted run the tests compare with (read only): one per run, every worker's."""
-
-    def run(base: Path) -> str:
-        return str(uninterrupted_run("keras", base, ARGS))
-
-    return Path(once_per_run(tmp_path_factory, "keras-clean", run))
+@pytest.fixture
+def uninterrupted(keras_uninterrupted: Path) -> Path:
+    """The never-preempted run the tests compare with (read only; tests/integrations/conftest.py:
+    one per run, every worker's)."""
+    return keras_uninterrupted
 
 
 @dataclass

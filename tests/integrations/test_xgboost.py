@@ -12,13 +12,12 @@ import pytest
 
 from kfp_spot import checkpoints
 from tests.integrations.examples_lib import (
+    XGBOOST_ARGS,
     newest,
     preempt_randomly,
     run_example,
     sha256,
-    uninterrupted_run,
 )
-from tests.shared import once_per_run
 from tests.trainer.trainer_testlib import TrainerRun
 
 # XGBoost imports scikit-learn and SciPy (a second of CPU): the module does not import it (every
@@ -27,8 +26,8 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("xgboost") is None, reason="XGBoost is not installed"
 )
 
-ROUNDS = 30
-ARGS = ["--rounds", str(ROUNDS), "--checkpoint-every", "4"]
+ROUNDS = 30  # XGBOOST_ARGS' --rounds
+ARGS = XGBOOST_ARGS  # the never-preempted run's (tests/integrations/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +37,11 @@ def xgb():
     return pytest.importorskip("xgboost")
 
 
-@pytest.fixture(scope="session")
-def uninterrupted(tmp_path_factory):
-    """The never-preempted run the tests compare with (read only): one per run, every worker's."""
-
-    def run(base: Path) -> str:
-        return str(uninterrupted_run("xgboost", base, ARGS))
-
-    return Path(once_per_run(tmp_path_factory, "xgb-clean", run))
+@pytest.fixture
+def uninterrupted(xgboost_uninterrupted: Path) -> Path:
+    """The never-preempted run the tests compare with (read only; tests/integrations/conftest.py:
+    one per run, every worker's)."""
+    return xgboost_uninterrupted
 
 
 @dataclass
