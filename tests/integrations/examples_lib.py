@@ -41,7 +41,7 @@ XGBOOST_ARGS = ["--rounds", "30", "--checkpoint-every", "4"]
 
 
 def run_on_a_vm(
-    name: str, mount: Path, args: list[str], module: str = "trainer.task"
+    name: str, mount: Path, args: list[str], module: str = "trainer.task", **extra_env: str
 ) -> tuple[TrainerRun, Path]:
     """Run example ``name`` as on a Vertex AI VM: its directories are ``gs://`` URIs of a bucket
     mounted (here) at ``mount``, and gcsfs cannot be imported (the light kfp-spot-trainer wheel
@@ -57,22 +57,29 @@ def run_on_a_vm(
         wrapper=ON_A_VM,
         timeout=300,
         FAKE_GCS_MOUNT=str(mount),
-        KERAS_BACKEND="jax",
+        **{"KERAS_BACKEND": "jax", **extra_env},
     )
     return run, mount / BUCKET / "job"
 
 
 def uninterrupted_run(name: str, base: Path, args: list[str]) -> Path:
     """Run example ``name`` once, never preempted, as on a VM (:func:`run_on_a_vm`, below
-    ``base``); returns the job's directory (``ckpt``, ``model``).
+    ``base``) with an empty Keras home (:func:`keras_home_of`); returns the job's directory
+    (``ckpt``, ``model``).
 
     The preemption tests compare their runs with it, and test_example_output_dirs takes it as
     the example's run through the mount: one process where there were two. Where the files go
     does not change the weights (their bytes are compared across directories anyway).
     """
-    run, job = run_on_a_vm(name, base / "gcs", args)
+    run, job = run_on_a_vm(name, base / "gcs", args, KERAS_HOME=str(base / "keras-home"))
     assert run.returncode == 0, run.output[-3000:]
     return job
+
+
+def keras_home_of(job: Path) -> Path:
+    """The ``KERAS_HOME`` the :func:`uninterrupted_run` whose job directory is ``job`` ran with:
+    empty before it (no ``keras.json`` choosing a backend); Keras writes its config there."""
+    return job.parents[2] / "keras-home"
 
 
 def sha256(path: Path) -> str:

@@ -17,6 +17,7 @@ import pytest
 from kfp_spot import checkpoints
 from tests.integrations.examples_lib import (
     KERAS_ARGS,
+    keras_home_of,
     newest,
     preempt_randomly,
     run_example,
@@ -175,7 +176,7 @@ def test_load_step_for_evaluation_warns_about_nothing(keras, uninterrupted, comp
 @pytest.mark.skipif(
     importlib.util.find_spec("tensorflow") is not None, reason="Keras' default backend is here"
 )
-def test_without_a_chosen_backend_the_import_says_how_to_choose_one(tmp_path):
+def test_without_a_chosen_backend_the_import_says_how_to_choose_one(tmp_path, uninterrupted):
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env["KERAS_HOME"] = str(tmp_path)  # no keras.json choosing one either
     run = subprocess.run(
@@ -192,11 +193,7 @@ def test_without_a_chosen_backend_the_import_says_how_to_choose_one(tmp_path):
     )
     assert "set KERAS_BACKEND to an installed one (jax)" in last
     assert "During handling" not in run.stderr  # one error, not a chain of them
-    chosen = subprocess.run(
-        [sys.executable, "-c", "import kfp_spot.trainer.integrations.keras"],
-        capture_output=True,
-        text=True,
-        env={**env, "KERAS_BACKEND": "jax"},
-        cwd=tmp_path,
-    )
-    assert chosen.returncode == 0, chosen.stderr
+    # Choosing one as it says is enough: the never-preempted run imported this module with
+    # KERAS_BACKEND=jax from a Keras home that held no keras.json (Keras wrote its own there) and
+    # exited 0 (its fixture asserts that), so a process of its own here would only repeat that.
+    assert (keras_home_of(uninterrupted) / "keras.json").is_file()
