@@ -1,4 +1,4 @@
-"""Run the example trainers (examples/keras, examples/xgboost) as the emulator would."""
+"""Run the example trainers (examples/keras, examples/xgboost) as the emulator would, or on a VM."""
 
 from __future__ import annotations
 
