@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,6 +26,7 @@ from click.testing import CliRunner
 from kfp import components, dsl
 
 from kfp_spot.cli import main as cli_main
+from kfp_spot.components.factory import component
 from kfp_spot.pipelines import catalog, local, local_run
 from kfp_spot.pipelines.spot_training import spot_training
 from tests.own_package import write_regressor
@@ -1014,13 +1016,16 @@ def test_a_pipeline_with_a_container_component_is_refused_in_one_line_before_it_
 # --- whole runs (slow) ----------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions(
-    regressor, tmp_path
-):
-    # with a data file packaged beside the code: prepare-package warns on its stderr, which a
-    # local run keeps in the task's log among kfp.local's hundreds of lines: the console ends
-    # with it (this run shows it, not a run of its own: each costs the suite ~20 s)
+@pytest.fixture(scope="module")
+def two_preemptions(regressor, tmp_path_factory):
+    """One `kfp-spot run` of the package through two preemptions, for the tests below.
+
+    With a data file packaged beside the code: prepare-package warns on its stderr, which a
+    local run keeps in the task's log among kfp.local's hundreds of lines: the console ends
+    with it. Each whole run costs the suite ~20 s, so the summary's training_logs are checked
+    on this one too, not a run of their own.
+    """
+    tmp_path = tmp_path_factory.mktemp("two-preemptions")
     source = tmp_path / "with-data"
     shutil.copytree(regressor, source)
     with (source / "pyproject.toml").open("a") as handle:
@@ -1047,6 +1052,14 @@ def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions
         text=True,
         timeout=900,
     )
+    return run_dir, proc
+
+
+@pytest.mark.slow
+def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions(
+    two_preemptions,
+):
+    run_dir, proc = two_preemptions
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert out.startswith("outcome:            SUCCEEDED\n")
@@ -1102,28 +1115,23 @@ def test_a_run_that_fails_after_the_evaluation_still_shows_what_it_measured(regr
 
 
 @pytest.mark.slow
-def test_the_summary_names_where_the_training_printed(regressor, tmp_path):
+def test_the_summary_names_where_the_training_printed(two_preemptions):
     # What the trainer prints goes to its replica's log in the emulator's state dir, not to
     # the tasks' logs under logs/: the summary named neither that folder nor the file.
-    events: list[str] = []
-    result = local_run.run_local(
-        tmp_path / "run",
-        source=regressor,
-        training_args=["--steps", "12", "--step-seconds", "0.1"],
-        preemptions=1,
-        progress=events.append,
-    )
-    assert result.succeeded, events
-    folder = Path(result.artifacts["training_logs"])
-    assert folder.parent.parent == tmp_path / "run" / "emulator"
-    assert folder.name == result.job_names[-1].rsplit("/", 1)[-1]
+    run_dir, proc = two_preemptions
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = json.loads((run_dir / "run.json").read_text())
+    folder = Path(record["artifacts"]["training_logs"])
+    assert folder.parent.parent == run_dir / "emulator"
+    assert folder.name == record["job_names"][-1].rsplit("/", 1)[-1]
     resumed = (folder / "attempt-2" / "workerpool0-0.log").read_text()
     assert "regressor resuming from step" in resumed  # the trainer's own print
-    assert f"  training_logs   {folder}\n" in local.summarize(result) + "\n"
-    logs = (tmp_path / "run" / "logs").glob("*.log")
+    assert f"  training_logs   {folder}\n" in proc.stdout
+    logs = (run_dir / "logs").glob("*.log")
     assert not any("regressor resuming from step" in log.read_text() for log in logs)
     # said before the training starts too, for a `tail -f` of a long one
     said = f"; the training's output: {folder.parent}/<job id>/attempt-<n>/"
+    events = [line.removeprefix("kfp-spot: ") for line in proc.stderr.splitlines()]
     assert any(e.startswith("emulator listening on ") and e.endswith(said) for e in events)
 
 
@@ -1165,24 +1173,39 @@ def test_a_drill_that_could_not_preempt_says_why(regressor, tmp_path):
     ], events
 
 
-@pytest.mark.slow
-def test_a_drill_cut_short_by_a_failed_training_does_not_advise_training_longer(
-    regressor, tmp_path
-):
-    # Before: after the trainer's traceback, "save more often or train longer to see a
-    # preemption", advice about the drill for a training that crashed at its start.
+@pytest.fixture(scope="module")
+def crashed_at_start(regressor, tmp_path_factory):
+    """One run of a trainer that fails at its start, its exit handler chatting after the error
+    (as a DataLoader's workers or an experiment tracker print), with a drill asked: the run's
+    events, for the two tests below (each whole run costs the suite seconds)."""
+    tmp_path = tmp_path_factory.mktemp("crashes")
     source = tmp_path / "crashes"
     shutil.copytree(regressor, source)
     train = source / "regressor" / "train.py"
     train.write_text(
         train.read_text().replace(
-            "    x, y = dataset()\n", "    raise FileNotFoundError('/data/train.csv')\n", 1
+            "    x, y = dataset()\n",
+            "    import atexit\n"
+            "    chatter = '\\n'.join(f'tracker: syncing {i}' for i in range(40))\n"
+            "    atexit.register(lambda: print(chatter))\n"
+            "    raise FileNotFoundError('/data/train.csv')\n",
+            1,
         )
     )
     events: list[str] = []
     result = local_run.run_local(
         tmp_path / "run", source=source, preemptions=1, progress=events.append
     )
+    return result, events
+
+
+@pytest.mark.slow
+def test_a_drill_cut_short_by_a_failed_training_does_not_advise_training_longer(
+    crashed_at_start,
+):
+    # Before: after the trainer's traceback, "save more often or train longer to see a
+    # preemption", advice about the drill for a training that crashed at its start.
+    result, events = crashed_at_start
     assert not result.succeeded
     assert "  | FileNotFoundError: /data/train.csv" in events, events
     notes = [e for e in events if e.startswith("note: the job was preempted")]
@@ -1193,31 +1216,15 @@ def test_a_drill_cut_short_by_a_failed_training_does_not_advise_training_longer(
 
 
 @pytest.mark.slow
-def test_a_trainers_traceback_followed_by_many_lines_is_still_shown(regressor, tmp_path):
-    # Before: the run showed the replica's last 20 lines, here an exit handler's chatter (as a
-    # DataLoader's workers or an experiment tracker print after the error): the cause was lost.
-    source = tmp_path / "chatty"
-    shutil.copytree(regressor, source)
-    train = source / "regressor" / "train.py"
-    train.write_text(
-        train.read_text().replace(
-            "    x, y = dataset()\n",
-            "    import atexit\n"
-            "    chatter = '\\n'.join(f'tracker: syncing {i}' for i in range(40))\n"
-            "    atexit.register(lambda: print(chatter))\n"
-            "    x, y = dataset()\n"
-            "    raise KeyError('label_column')\n",
-            1,
-        )
-    )
-    events: list[str] = []
-    result = local_run.run_local(
-        tmp_path / "run", source=source, preemptions=0, progress=events.append
-    )
+def test_a_trainers_traceback_followed_by_many_lines_is_still_shown(crashed_at_start):
+    # Before: the run showed the replica's last 20 lines, here an exit handler's chatter: the
+    # cause was lost.
+    result, events = crashed_at_start
     assert not result.succeeded
     assert "  | tracker: syncing 39" in events, events
-    assert events.index("  | tracker: syncing 39") < events.index("  | KeyError: 'label_column'")
-    assert "  |     raise KeyError('label_column')" in events, events
+    error = "  | FileNotFoundError: /data/train.csv"
+    assert events.index("  | tracker: syncing 39") < events.index(error)
+    assert "  |     raise FileNotFoundError('/data/train.csv')" in events, events
 
 
 def _processes_naming(text: str) -> list[int]:
@@ -1233,22 +1240,14 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
-@pytest.mark.parametrize(
-    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
-)
-def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_its_job(
-    regressor, tmp_path, stop
-):
-    # kill -INT PID, an IDE; kill PID, timeout, a supervisor, a CI runner (SIGTERM); a closed
-    # terminal (SIGHUP): the tasks are not in the signal's process group
-    run_dir = tmp_path / "run"
+def _interrupt_run(
+    args: list[str], run_dir: Path, stop: signal.Signals, ready: Callable[[list[str]], bool]
+) -> list[str]:
+    """Start `kfp-spot run ARGS` in a session of its own, send it ``stop`` once ``ready`` says
+    so of its stderr's lines so far, and check it ends at once with exit status 1 and no process
+    of the run left behind. Returns its stderr's lines."""
     proc = subprocess.Popen(
-        [
-            *(str(KFP_SPOT), "run", "--source", str(regressor), "--run-dir", str(run_dir)),
-            *("--param", 'training_args=["--steps", "2000"]', "--preemptions", "0"),
-        ],
+        [str(KFP_SPOT), "run", *args, "--run-dir", str(run_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -1257,12 +1256,13 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
         # SIGINT, and an ignored disposition is inherited, so the run would never see it.
         preexec_fn=lambda: signal.signal(stop, signal.SIG_DFL),
     )
+    assert proc.stderr is not None
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)
     reader.start()
     deadline = time.monotonic() + 300
     seen: list[str] = []
-    while not any("attempt 1 running" in x for x in seen):
+    while not ready(seen):
         assert time.monotonic() < deadline and proc.poll() is None, seen
         with contextlib.suppress(queue.Empty):
             seen.append(lines.get(timeout=1))
@@ -1278,20 +1278,81 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
     finally:  # its own session: the tasks too, also when the run itself has ended
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
-    assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
     assert _processes_naming(str(run_dir)) == []  # no task, no replica left behind
-    # What ran is recorded, and the report can be drawn from it afterwards.
     reader.join(timeout=60)  # the rest of its output, up to its end
     while not lines.empty():
         seen.append(lines.get_nowait())
     assert any("interrupted; run.json records what ran" in x for x in seen), seen
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_its_job(
+    regressor, tmp_path
+):
+    # kill PID, timeout, a supervisor, a CI runner (SIGTERM): the tasks are not in the
+    # signal's process group. SIGINT and SIGHUP take the same way (the test below).
+    run_dir = tmp_path / "run"
+    args = ["--source", str(regressor), "--param", 'training_args=["--steps", "2000"]']
+
+    def running(seen: list[str]) -> bool:
+        return any("attempt 1 running" in x for x in seen)
+
+    _interrupt_run([*args, "--preemptions", "0"], run_dir, signal.SIGTERM, running)
+    launch_log = (run_dir / "logs" / "launch-spot-job.log").read_text()
+    assert "launch interrupted by signal 15; the CustomJob was cancelled" in launch_log
+    # What ran is recorded, and the report can be drawn from it afterwards.
     record = json.loads((run_dir / "run.json").read_text())
     assert record["outcome"] == "CANCELLED" and len(record["job_names"]) == 1
     assert [row["endReason"] for row in record["ledger"]] == ["CANCELLED"]
     report = CliRunner().invoke(cli_main, ["report", str(run_dir)])
     assert report.exit_code == 0, report.output
     assert "CANCELLED" in (run_dir / "report.md").read_text()
+
+
+# Built as kfp-spot's own components are: its Python process is the task (`exec`), so the stop
+# reaches it. KFP's own `@dsl.component` starts it as a shell's child, which outlives the stop.
+@component
+def _wait_to_be_stopped(seconds: int) -> str:
+    import time
+
+    print("waiting to be stopped", flush=True)
+    time.sleep(seconds)
+    return "never stopped"
+
+
+@dsl.pipeline(name="waits")
+def _waits(seconds: int = 600) -> str:
+    """One task that runs until it is stopped: what a run interrupted in any task shows."""
+    return _wait_to_be_stopped(seconds=seconds).output
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_sigint_and_sighup_sent_to_kfp_spot_run_alone_stop_it_as_sigterm_does(tmp_path, stop):
+    # kill -INT PID, an IDE (SIGINT); a closed terminal (SIGHUP). Each reaches the same
+    # interrupt as SIGTERM (the test above), which sends the running task SIGTERM whatever the
+    # signal (the launch's log says "signal 15"): a run of one task that waits to be stopped
+    # shows that, without a training's every task and replica (a whole run per signal).
+    from kfp import compiler
+
+    template = tmp_path / "waits.yaml"
+    compiler.Compiler().compile(_waits, str(template))
+    run_dir = tmp_path / "run"
+    args = ["--template", str(template), "--preemptions", "0"]
+    log = run_dir / "logs" / "wait-to-be-stopped.log"
+
+    def waiting(seen: list[str]) -> bool:
+        # the component's own code runs, not yet the shell that starts it: a stop sent then
+        # would show the shell's end, not the task's
+        return log.exists() and "waiting to be stopped" in log.read_text()
+
+    _interrupt_run(args, run_dir, stop, waiting)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["outcome"] == "CANCELLED" and record["job_names"] == [], record
+    assert "never stopped" not in log.read_text()
 
 
 class RegressionOutputs(NamedTuple):
