@@ -3,7 +3,10 @@
 import json
 import re
 import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from google.cloud import aiplatform_v1
@@ -15,39 +18,84 @@ from tests.vertex_jobs import job_client
 
 pytestmark = pytest.mark.slow
 
+KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
+# Anything a terminal would interpret: escape sequences, carriage returns, other C0 controls.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("run")
-    result = local_run.run_local(run_dir, preemptions=1, grace_period=5.0, progress=print)
-    return run_dir, result
+    """`kfp-spot run` of the bundled example with one preemption: its run.json is the run's
+    result (``LocalRunResult.to_json``). One whole run for what the user sees on the console
+    and for what the run did, each checked by the tests below (a run costs the suite ~10 s);
+    the Python API's own whole runs are the pulled template's and the interrupted one's."""
+    run_dir = tmp_path_factory.mktemp("cli") / "run"
+    proc = subprocess.run(
+        [
+            *(str(KFP_SPOT), "run", "--run-dir", str(run_dir)),
+            "--preemptions",
+            "1",
+            "--grace-period",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    record = run_dir / "run.json"
+    return run_dir, json.loads(record.read_text()) if record.exists() else {}, proc
+
+
+def test_a_successful_run_prints_a_few_lines_and_keeps_the_executor_logs(demo_run):
+    run_dir, _, proc = demo_run
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines() + proc.stderr.splitlines()
+    assert len(lines) <= 40, "\n".join(lines)
+    assert proc.stdout.startswith("outcome:            SUCCEEDED\n")  # the summary, on stdout
+    for task in ("prepare-package", "launch-spot-job", "evaluate-checkpoint", "promote-model"):
+        assert re.search(rf"^kfp-spot: \[\d+:\d\d\] {task} started$", proc.stderr, re.M)
+        assert re.search(rf"^kfp-spot: \[\d+:\d\d\] {task} succeeded in ", proc.stderr, re.M)
+    assert re.search(
+        r"attempt 1 preempted after [\d.]+ s; latest checkpoint: step \d+", proc.stderr
+    )
+    assert "attempt 2 running (SPOT, n1-standard-4)" in proc.stderr
+    assert "KFP Executor" not in proc.stdout + proc.stderr
+    assert not CONTROL.search((proc.stdout + proc.stderr).replace("\n", ""))
+    logs = run_dir / "logs"
+    pipeline_log = (logs / "pipeline.log").read_text()
+    assert "Executing task 'launch-spot-job'" in pipeline_log  # kfp.local's own line
+    launch_log = (logs / "launch-spot-job.log").read_text()
+    assert re.search(r"submitted projects/\d{12}/locations/us-central1/customJobs/\d+", launch_log)
+    assert "launch_spot_job: SUCCEEDED; attempts=2" in launch_log  # the launcher's line
+    assert "Executing task 'prepare-package'" not in launch_log
+    assert f"logs            {logs}" in proc.stdout
 
 
 def test_training_survives_a_preemption_and_resumes_from_a_checkpoint(demo_run):
-    _, result = demo_run
-    assert result.outcome is Outcome.SUCCEEDED
-    assert result.preemptions >= 1
-    reasons = [row["endReason"] for row in result.ledger]
+    _, result, _ = demo_run
+    assert result["outcome"] == Outcome.SUCCEEDED.value
+    assert result["preemptions"] >= 1
+    reasons = [row["endReason"] for row in result["ledger"]]
     assert reasons[0] == "PREEMPTED" and reasons[-1] == "SUCCEEDED"
-    assert result.resumed_from_steps, "no attempt resumed from a checkpoint"
-    assert min(result.resumed_from_steps) > 0
+    assert result["resumed_from_steps"], "no attempt resumed from a checkpoint"
+    assert min(result["resumed_from_steps"]) > 0
 
 
 def test_metrics_are_computed_from_the_committed_checkpoint(demo_run):
-    _, result = demo_run
-    assert result.latest_step is not None and result.latest_step > 0
-    assert int(result.metrics["checkpoint_step"]) == result.latest_step
-    assert 0.85 <= result.metrics["accuracy"] <= 1.0
-    assert result.passed is True
+    _, result, _ = demo_run
+    assert result["latest_step"] is not None and result["latest_step"] > 0
+    assert int(result["metrics"]["checkpoint_step"]) == result["latest_step"]
+    assert 0.85 <= result["metrics"]["accuracy"] <= 1.0
+    assert result["passed"] is True
 
 
 def test_the_emulator_stored_a_spot_custom_job(demo_run):
-    run_dir, result = demo_run
+    run_dir, result, _ = demo_run
     # Reopen the emulator on the run's state: what it stored, read back through the real client.
     with Emulator(run_dir / "emulator") as emu:
         client = job_client(emu.endpoint)
-        assert result.job_names, "the run names no CustomJob: nothing below would be checked"
-        for name in result.job_names:
+        assert result["job_names"], "the run names no CustomJob: nothing below would be checked"
+        for name in result["job_names"]:
             job = client.get_custom_job(name=name)
             assert job.job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
             assert job.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
@@ -58,14 +106,14 @@ def _promotion_records(run_dir):
 
 
 def test_a_passing_quality_gate_promotes_the_model(demo_run):
-    run_dir, result = demo_run
+    run_dir, result, _ = demo_run
     (record,) = _promotion_records(run_dir)
     model_dir = run_dir / "job" / "model"
     trained = {p.name: p.read_bytes() for p in model_dir.iterdir()}
     assert trained, "the job wrote no model"
     promoted = {p.name: p.read_bytes() for p in record.parent.iterdir() if p != record}
     assert promoted == trained
-    assert f'"checkpoint_step": {float(result.latest_step)}' in record.read_text()
+    assert f'"checkpoint_step": {float(result["latest_step"])}' in record.read_text()
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +165,7 @@ def test_a_template_pulled_from_the_registry_runs_locally(pulled_run):
 
 
 def test_the_run_report_matches_the_emulator_ledger(demo_run):
-    run_dir, result = demo_run
+    run_dir, result, _ = demo_run
     png = run_dir / "report.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib.image
@@ -127,7 +175,7 @@ def test_the_run_report_matches_the_emulator_ledger(demo_run):
     markdown = (run_dir / "report.md").read_text()
     # The ledger as the emulator serves it, re-read now through its own state.
     with Emulator(run_dir / "emulator") as emu:
-        rows = [row for name in result.job_names for row in emu.attempts(name)]
+        rows = [row for name in result["job_names"] for row in emu.attempts(name)]
     paid = sum(row["cost"] for row in rows)  # what each attempt's strategy paid
     on_demand = sum(row["onDemandCost"] for row in rows)
     billable = sum(row["billableSeconds"] for row in rows)
