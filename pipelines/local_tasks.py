@@ -2,14 +2,18 @@
 
 kfp.local runs each task as a child process (``kfp/local/subprocess_task_handler.py``:
 ``run_local_subprocess``, kfp 2.17) and, on Ctrl-C, leaves it running: ``Popen``'s exit gives a
-child a quarter of a second after a ``KeyboardInterrupt`` and returns. A terminal's Ctrl-C
-reaches the task too (the whole foreground process group gets it), but an interrupt sent to
+child a quarter of a second after a ``KeyboardInterrupt`` and returns. An interrupt sent to
 ``kfp-spot run`` alone (``kill -INT PID``, a supervisor, an IDE's stop button) left the launch
-task polling an emulator that had gone, for a minute, with its CustomJob never cancelled.
+task polling an emulator that had gone, for a minute, with its CustomJob never cancelled. Each
+task runs in a session of its own, so a terminal's Ctrl-C too reaches the run, not the task, and
+the run stops the task as below.
 
 While :func:`tasks_end_with_the_run` is active, a task interrupted this way gets SIGTERM (what
 Vertex AI Pipelines sends a cancelled task: the launch cancels its CustomJob and exits) and is
-waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. SIGTERM or
+waited for, at most ``TASK_STOP_SECONDS``, then killed; then the interrupt goes on. The signals go
+to the task's whole process group: KFP's ``@dsl.component`` command starts the component's
+Python as the child of one or two shells, and a SIGTERM to the outer shell alone left the
+component running, holding the output the run waited on (the run hung). SIGTERM or
 SIGHUP sent to the run interrupts it the same way (Python's default would end the process at once
 and leave the tasks and the emulator's replicas running). Each task also runs with a temporary
 directory (``TMPDIR``) of its own, removed when it ends, as a task's container on Vertex AI
@@ -53,20 +57,27 @@ def _print_pending(lines: queue.Queue[str | None]) -> None:
             print(line, end="")
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
-    """Stop an interrupted task: SIGTERM, a bounded wait, then a kill.
+def _signal_task(process: subprocess.Popen[str], signum: int) -> None:
+    """Send ``signum`` to every process of the task (its own process group)."""
+    with contextlib.suppress(ProcessLookupError):  # the whole group has ended
+        os.killpg(process.pid, signum)
 
-    Its output is still drained meanwhile by the reader thread (a full pipe would block it).
+
+def _stop(process: subprocess.Popen[str], reader: threading.Thread) -> None:
+    """Stop an interrupted task: SIGTERM to its processes, a bounded wait, then a kill.
+
+    The wait lasts until the task's output ends: every process of the task holds it (the
+    shells, the component's Python, what that started), so its end says they all have. The
+    output is drained meanwhile by ``reader`` (a full pipe would block the task).
     """
     try:
-        process.terminate()
-        process.wait(timeout=TASK_STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
+        _signal_task(process, signal.SIGTERM)
+        reader.join(timeout=TASK_STOP_SECONDS)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if reader.is_alive() or process.poll() is None:
+            _signal_task(process, signal.SIGKILL)
+        process.wait()
+        reader.join(timeout=TASK_STOP_SECONDS)  # a killed group's output ends at once
 
 
 def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
@@ -98,6 +109,7 @@ def _run_task(full_command: list[str], env: dict[str, str]) -> int:
         text=True,
         bufsize=1,
         env=env,
+        start_new_session=True,  # a process group of its own, signalled whole by _stop
     )
     assert process.stdout is not None
     lines: queue.Queue[str | None] = queue.Queue()
@@ -120,8 +132,7 @@ def _run_task(full_command: list[str], env: dict[str, str]) -> int:
         return status
     finally:
         if status is None:  # interrupted (Ctrl-C above all): the task must not outlive the run
-            _stop(process)
-            reader.join(timeout=TASK_STOP_SECONDS)  # to the end of its output: how it stopped
+            _stop(process, reader)  # to the end of its output: how it stopped
             _print_pending(lines)
         process.stdout.close()
 

@@ -26,7 +26,6 @@ from click.testing import CliRunner
 from kfp import components, dsl
 
 from kfp_spot.cli import main as cli_main
-from kfp_spot.components.factory import component
 from kfp_spot.pipelines import catalog, local, local_run
 from kfp_spot.pipelines.spot_training import spot_training
 from tests.own_package import write_regressor
@@ -1311,9 +1310,10 @@ def test_an_interrupt_sent_to_kfp_spot_run_alone_stops_the_launch_and_cancels_it
     assert "CANCELLED" in (run_dir / "report.md").read_text()
 
 
-# Built as kfp-spot's own components are: its Python process is the task (`exec`), so the stop
-# reaches it. KFP's own `@dsl.component` starts it as a shell's child, which outlives the stop.
-@component
+# A user's own lightweight component, as KFP's `@dsl.component` builds it: the task is a shell that
+# starts the component's Python as its child. A stop sent to the shell alone left that Python
+# running and the run hung on its output; the stop reaches the task's whole process group.
+@dsl.component(base_image="python:3.11-slim")
 def _wait_to_be_stopped(seconds: int) -> str:
     import time
 
