@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_spot import checkpoints
@@ -137,3 +139,52 @@ def preempt_randomly(
         runs.append(final)
     assert final.returncode == 0, final.output[-3000:]
     return events
+
+
+RANDOM_KINDS = ("kill@step",)
+"""The kind of preemption :func:`preempt_three_ways` leaves to chance (the other two are set)."""
+
+
+@dataclass
+class Preempted:
+    """One run of an example preempted three times, once by each kind of preemption."""
+
+    root: Path
+    model: Path
+    noticed: TrainerRun  # term@step at a set step
+    at_notice: dict[str, int]  # that step's record (RECORD_FILE), read before newer steps retire it
+    torn: TrainerRun  # kill@save-mid at a set step
+    newest_after_torn: int | None
+    events: list[tuple[str, int, int | None]]  # preempt_randomly's: kill@step at a random step
+    runs: list[TrainerRun]  # preempt_randomly's attempts: the randomly killed one, the final one
+
+
+def preempt_three_ways(
+    name: str,
+    base: Path,
+    args: list[str],
+    *,
+    notice: int,
+    torn: int,
+    record: str,
+    total: int,
+    every: int,
+    seed: int,
+) -> Preempted:
+    """Noticed at step ``notice``, killed while saving step ``torn``, killed at a random step
+    (``seed``), then run to the end: every kind of preemption in one run of four attempts.
+
+    What later attempts overwrite (step ``notice``'s ``record`` file, the newest step after the
+    torn save) is read as it happens, for the tests that assert their parts of the run.
+    """
+    root, model = base / "ckpt", base / "model"
+    noticed = run_example(name, root, model, args, failpoints=f"term@step:{notice}")
+    record_file = root / f"step-{notice}" / record
+    at_notice = json.loads(record_file.read_text()) if record_file.exists() else {}
+    torn_run = run_example(name, root, model, args, failpoints=f"kill@save-mid:{torn}")
+    newest_after_torn = newest(root)
+    runs: list[TrainerRun] = []
+    events = preempt_randomly(
+        name, root, model, args, total=total, every=every, seed=seed, kinds=RANDOM_KINDS, runs=runs
+    )
+    return Preempted(root, model, noticed, at_notice, torn_run, newest_after_torn, events, runs)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +15,13 @@ import pytest
 from kfp_spot import checkpoints
 from tests.integrations.examples_lib import (
     KERAS_ARGS,
+    RANDOM_KINDS,
+    Preempted,
     keras_home_of,
     newest,
-    preempt_randomly,
-    run_example,
+    preempt_three_ways,
     sha256,
 )
-from tests.trainer.trainer_testlib import TrainerRun
 
 # Keras and JAX take seconds of CPU to import: the module imports neither (every xdist worker
 # collects every module), only the tests that call Keras here do, through the ``keras`` fixture.
@@ -51,44 +49,28 @@ def uninterrupted(keras_uninterrupted: Path) -> Path:
     return keras_uninterrupted
 
 
-@dataclass
-class Preempted:
-    """One run of the example preempted three times, once by each kind of preemption."""
-
-    root: Path
-    model: Path
-    noticed: TrainerRun  # term@step:27
-    position: dict[str, int]  # step 27's position.json, read before newer steps retire it
-    torn: TrainerRun  # kill@save-mid:40
-    newest_after_torn: int | None
-    events: list[tuple[str, int, int | None]]  # preempt_randomly's: kill@step at a random step
-    runs: list[TrainerRun]  # preempt_randomly's attempts: the randomly killed one, the final one
-
-
 # A Keras attempt is ~4 CPU-s, most of it importing Keras: the two tests below assert their parts
 # of one run of four attempts (a notice and a torn save at set steps, then SIGKILL at a step chosen
 # at random), not of two runs of three each. Every kind of preemption is seen.
 SEED = 18
-RANDOM_KINDS = ("kill@step",)
 
 
 @pytest.fixture(scope="module")
 def preempted(tmp_path_factory: pytest.TempPathFactory) -> Preempted:
     """Noticed mid-epoch at step 27, killed while saving step 40, killed at a random step, then
-    run to the end. Each test asserts its part; the checks of what is overwritten later (step 27's
-    position, the newest step after the torn save) are read here as they happen."""
+    run to the end (step 27's position.json read as it happens)."""
     base = tmp_path_factory.mktemp("preempted")
-    root, model = base / "ckpt", base / "model"
-    noticed = run_example("keras", root, model, ARGS, failpoints="term@step:27")
-    position_file = root / "step-27" / "position.json"
-    position = json.loads(position_file.read_text()) if position_file.exists() else {}
-    torn = run_example("keras", root, model, ARGS, failpoints="kill@save-mid:40")
-    newest_after_torn = newest(root)
-    runs: list[TrainerRun] = []
-    events = preempt_randomly(
-        "keras", root, model, ARGS, total=TOTAL, every=10, seed=SEED, kinds=RANDOM_KINDS, runs=runs
+    return preempt_three_ways(
+        "keras",
+        base,
+        ARGS,
+        notice=27,
+        torn=40,
+        record="position.json",
+        total=TOTAL,
+        every=10,
+        seed=SEED,
     )
-    return Preempted(root, model, noticed, position, torn, newest_after_torn, events, runs)
 
 
 @pytest.mark.slow
@@ -111,7 +93,7 @@ def test_a_mid_epoch_notice_and_a_torn_save_resume_mid_epoch_exactly(
     root, model = preempted.root, preempted.model
     run = preempted.noticed
     assert run.returncode == 143, run.output[-3000:]
-    assert preempted.position == {"epoch": 1, "batch": 5, "step": 27}
+    assert preempted.at_notice == {"epoch": 1, "batch": 5, "step": 27}
     # Resumed, it is killed in the middle of saving step 40: that step is torn, 30 is the newest.
     torn = preempted.torn
     assert torn.returncode == -9, torn.output[-3000:]

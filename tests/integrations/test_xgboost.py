@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kfp_spot import checkpoints
 from tests.integrations.examples_lib import (
+    RANDOM_KINDS,
     XGBOOST_ARGS,
+    Preempted,
     newest,
-    preempt_randomly,
-    run_example,
+    preempt_three_ways,
     sha256,
 )
-from tests.trainer.trainer_testlib import TrainerRun
 
 # XGBoost imports scikit-learn and SciPy (a second of CPU): the module does not import it (every
 # xdist worker collects every module), only the tests that call it here, through ``xgb``.
@@ -44,52 +42,28 @@ def uninterrupted(xgboost_uninterrupted: Path) -> Path:
     return xgboost_uninterrupted
 
 
-@dataclass
-class Preempted:
-    """One run of the example preempted three times, once by each kind of preemption."""
-
-    root: Path
-    model: Path
-    noticed: TrainerRun  # term@step:9
-    rounds: dict[str, int]  # step 9's rounds.json, read before newer steps retire it
-    torn: TrainerRun  # kill@save-mid:16
-    newest_after_torn: int | None
-    events: list[tuple[str, int, int | None]]  # preempt_randomly's: kill@step at a random round
-    runs: list[TrainerRun]  # preempt_randomly's attempts: the randomly killed one, the final one
-
-
 # The two tests below assert their parts of one run of four attempts (a notice and a torn save at
 # set rounds, then SIGKILL at a round chosen at random), not of two runs of three each (an attempt
 # is ~1.4 CPU-s, most of it importing XGBoost). Every kind of preemption is seen.
 SEED = 22
-RANDOM_KINDS = ("kill@step",)
 
 
 @pytest.fixture(scope="module")
 def preempted(tmp_path_factory: pytest.TempPathFactory) -> Preempted:
     """Noticed at round 9, killed while saving round 16, killed at a random round, then run to the
-    end. Each test asserts its part; what later attempts overwrite (round 9's record, the newest
-    step after the torn save) is read here as it happens."""
+    end (round 9's rounds.json read as it happens)."""
     base = tmp_path_factory.mktemp("preempted")
-    root, model = base / "ckpt", base / "model"
-    noticed = run_example("xgboost", root, model, ARGS, failpoints="term@step:9")
-    rounds_file = root / "step-9" / "rounds.json"
-    rounds = json.loads(rounds_file.read_text()) if rounds_file.exists() else {}
-    torn = run_example("xgboost", root, model, ARGS, failpoints="kill@save-mid:16")
-    newest_after_torn = newest(root)
-    runs: list[TrainerRun] = []
-    events = preempt_randomly(
+    return preempt_three_ways(
         "xgboost",
-        root,
-        model,
+        base,
         ARGS,
+        notice=9,
+        torn=16,
+        record="rounds.json",
         total=ROUNDS,
         every=4,
         seed=SEED,
-        kinds=RANDOM_KINDS,
-        runs=runs,
     )
-    return Preempted(root, model, noticed, rounds, torn, newest_after_torn, events, runs)
 
 
 @pytest.mark.slow
@@ -109,7 +83,7 @@ def test_preempted_at_random_points_ends_with_bitwise_the_same_booster(uninterru
 def test_resume_trains_only_the_remaining_rounds(xgb, uninterrupted, preempted):
     root, model = preempted.root, preempted.model
     assert preempted.noticed.returncode == 143, preempted.noticed.output[-3000:]
-    assert preempted.rounds == {"rounds": 9}
+    assert preempted.at_notice == {"rounds": 9}
     # Resumed, it is killed in the middle of saving round 16: that step is torn, 12 is the newest.
     torn = preempted.torn
     assert torn.returncode == -9, torn.output[-3000:]
