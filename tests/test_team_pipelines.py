@@ -191,6 +191,27 @@ def test_a_sweep_over_items_known_before_the_run_checks_each_iteration():
         check_local_launches(spec, {"api_endpoint": "http://127.0.0.1:8080"})
 
 
+def test_a_local_run_names_every_refused_task_and_iteration_at_once():
+    """Before, the check stopped at the first refusal: a team fixed one typo, ran again, and met
+    the next; every task (and every iteration of a sweep) the run would fail at is one line."""
+    from kfp_spot.jobs.template import TemplateTaskError, check_local_launches
+
+    spec = _spec(_machine_sweep(["n1-standard-4"]))
+    arguments = {
+        "api_endpoint": "http://127.0.0.1:8080",
+        "machines": ["e2-standrd-2", "n1-standard-4", "n2-standad-8"],
+    }
+    with pytest.raises(TemplateTaskError) as info:
+        check_local_launches(spec, arguments)
+    lines = str(info.value).splitlines()
+    shown = {(line.split("'")[1], line.split("'machine_type': ")[1].split()[0]) for line in lines}
+    assert len(lines) == 3 and shown == {
+        ("for-loop-2/launch-spot-job", "'n1-standrd-8'"),
+        ("for-loop-3/launch-spot-job-2", "'e2-standrd-2'"),
+        ("for-loop-3/launch-spot-job-2", "'n2-standad-8'"),
+    }, lines
+
+
 def test_a_sweep_over_a_loop_items_field_is_still_left_to_the_run():
     from kfp_spot.jobs.template import check_template_launches
 

@@ -44,12 +44,14 @@ from typing import Any
 from kfp_spot.jobs.inputs import LaunchInputError
 from kfp_spot.jobs.template_steps import TemplateTaskError as TemplateTaskError
 from kfp_spot.jobs.template_steps import (
+    check_each,
     check_evaluate_task,
     check_imported_checkpoint,
     check_imported_package,
     check_loop_output_directory,
     check_prepare_task,
     check_staging_input,
+    placement_warnings,
     prepare_task_warnings,
 )
 from kfp_spot.jobs.template_walk import (
@@ -282,6 +284,41 @@ def _check_task(task: TemplateTask, *, project: str, location: str, local: bool)
         check_launch_task(task, project=project, location=location, local=local)
 
 
+def _submission_task(task: TemplateTask, *, project: str, location: str) -> list[str]:
+    """One task of :func:`check_template_launches` checked for a submission; its warnings.
+
+    Raises:
+        TemplateTaskError: the task (or an iteration of its loop) would be refused.
+    """
+    warnings: list[str] = []
+    if task.call in (EVALUATE_CALL, LAUNCH_CALL):
+        check_imported_checkpoint(task, local=False)
+        check_imported_package(task)
+    if task.call in (EVALUATE_CALL, PREPARE_CALL):
+        _check_task(task, project=project, location=location, local=False)
+        if task.call == PREPARE_CALL:
+            warnings.extend(
+                f"task {task.path!r} ({task.component}): {message}"
+                for message in prepare_task_warnings(task)
+            )
+        return warnings
+    kind, place = task.component, {"project": project, "location": location}
+    if task.call == LAUNCH_CALL:
+        check_loop_output_directory(task)
+    checked = task.iterations() if task.unknown else [task]  # in a loop: each iteration
+    if checked is None:
+        warnings.append(
+            f"task {task.path!r} ({kind}) not checked before the run: "
+            f"{', '.join(task.unknown)} known only at run time"
+        )
+        return warnings
+    with _logged_warnings() as logged:  # every iteration: a sweep's misspelt values together
+        check_each(checked, lambda each: _check_task(each, **place, local=False))
+    warnings.extend(f"task {task.path!r} ({kind}): {m}" for m in dict.fromkeys(logged))
+    warnings.extend(placement_warnings(task, **place))
+    return warnings
+
+
 def check_template_launches(
     spec: Mapping[str, Any],
     *,
@@ -307,65 +344,17 @@ def check_template_launches(
         ``dsl.ParallelFor`` over items known now is checked with each).
 
     Raises:
-        TemplateTaskError: the first task the launcher (evaluation, deployer) would refuse.
+        TemplateTaskError: every task the launcher (evaluation, deployer) would refuse, one line
+            each (a task's first refused input, as its component reads them).
     """
     warnings: list[str] = []
-    for task in template_tasks(spec, arguments):
-        # --enable-caching caches every task, --disable-caching none
-        cached = (
-            None if enable_caching is False else cached_task_warning(task, bool(enable_caching))
-        )
-        if cached:
-            warnings.append(cached)
-        if task.call in (EVALUATE_CALL, LAUNCH_CALL):
-            check_imported_checkpoint(task, local=False)
-            check_imported_package(task)
-        if task.call in (EVALUATE_CALL, PREPARE_CALL):
-            _check_task(task, project=project, location=location, local=False)
-            if task.call == PREPARE_CALL:
-                warnings.extend(
-                    f"task {task.path!r} ({task.component}): {message}"
-                    for message in prepare_task_warnings(task)
-                )
-            continue
-        kind = task.component
-        if task.call == LAUNCH_CALL:
-            check_loop_output_directory(task)
-        checked = task.iterations() if task.unknown else [task]  # in a loop: each iteration
-        if checked is None:
-            warnings.append(
-                f"task {task.path!r} ({kind}) not checked before the run: "
-                f"{', '.join(task.unknown)} known only at run time"
-            )
-            continue
-        with _logged_warnings() as logged:
-            for each in checked:
-                _check_task(each, project=project, location=location, local=False)
-        warnings.extend(f"task {task.path!r} ({kind}): {m}" for m in dict.fromkeys(logged))
-        where = "deploys its model" if task.call == DEPLOY_CALL else "runs its CustomJob"
-        for name, submitted in (("project", project), ("location", location)):
-            given = task.parameters.get(name)
-            if (
-                isinstance(given, str)
-                and given
-                and not given.startswith("{{$.")
-                and (given != submitted)
-            ):
-                parameter = task.from_pipeline.get(name)
-                if parameter is not None:  # the default of one of the pipeline's parameters
-                    warnings.append(
-                        f"task {task.path!r} ({kind}) {where} in {name} {given!r}, from the "
-                        f"pipeline parameter {parameter!r}, not the submission's {submitted!r}; "
-                        f"pass --param {parameter}={submitted} to run it there, or "
-                        f"--{name} {given} to submit the pipeline where it runs"
-                    )
-                    continue
-                warnings.append(
-                    f"task {task.path!r} ({kind}) {where} in {name} "
-                    f"{given!r}, baked into the template, not the submission's {submitted!r}; "
-                    f"leave {name} unset to follow the pipeline's, or pass --{name} {given} to "
-                    "submit the pipeline where it runs"
-                )
+
+    def check(task: TemplateTask) -> None:  # --enable-caching caches every task, --disable- none
+        cached = enable_caching is not False and cached_task_warning(task, bool(enable_caching))
+        warnings.extend([cached] if cached else [])
+        warnings.extend(_submission_task(task, project=project, location=location))
+
+    check_each(template_tasks(spec, arguments), check)
     return warnings
 
 
@@ -383,18 +372,26 @@ def check_local_launches(spec: Mapping[str, Any], arguments: Mapping[str, Any]) 
         arguments: the run's parameter values, ``api_endpoint`` the emulator's.
 
     Raises:
-        TemplateTaskError: the first task the run would fail at, and why.
+        TemplateTaskError: every task the run would fail at, and why, one line each.
+    """
+    check_each(template_tasks(spec, arguments), _local_task)
+
+
+def _local_task(task: TemplateTask) -> None:
+    """One task of :func:`check_local_launches`, each iteration of its loop.
+
+    Raises:
+        TemplateTaskError: every refusal of the task (of each iteration), one line each.
     """
     from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
-    for task in template_tasks(spec, arguments):
-        if task.call == PREPARE_CALL:
-            check_staging_input(task)  # a local run reads local paths: no more than that
-            continue
-        if task.call in (EVALUATE_CALL, LAUNCH_CALL):
-            check_imported_checkpoint(task, local=True)
-        if task.call == LAUNCH_CALL:
-            check_loop_output_directory(task)
-        checked = [task] if task.call == EVALUATE_CALL or not task.unknown else task.iterations()
-        for each in checked or []:
-            _check_task(each, project=LOCAL_PROJECT, location=LOCAL_LOCATION, local=True)
+    if task.call == PREPARE_CALL:
+        check_staging_input(task)  # a local run reads local paths: no more than that
+        return
+    if task.call in (EVALUATE_CALL, LAUNCH_CALL):
+        check_imported_checkpoint(task, local=True)
+    if task.call == LAUNCH_CALL:
+        check_loop_output_directory(task)
+    checked = [task] if task.call == EVALUATE_CALL or not task.unknown else task.iterations()
+    place = {"project": LOCAL_PROJECT, "location": LOCAL_LOCATION}
+    check_each(checked or [], lambda each: _check_task(each, **place, local=True))

@@ -8,13 +8,87 @@ own parsers, since it reads them only after the training was paid for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
-from kfp_spot.jobs.template_walk import UNKNOWN, TemplateTask
+from kfp_spot.jobs.template_walk import DEPLOY_CALL, UNKNOWN, TemplateTask
+
+T = TypeVar("T")
 
 
 class TemplateTaskError(ValueError):
     """A task of the template would be refused at run time; the message names it."""
+
+
+@contextlib.contextmanager
+def refused(refusals: list[str]) -> Iterator[None]:
+    """A task's refusal kept in ``refusals``, so the check goes on to the next task.
+
+    Every problem found before the run is reported at once, not one per attempt.
+    """
+    try:
+        yield
+    except TemplateTaskError as exc:
+        refusals.extend(line for line in str(exc).splitlines() if line not in refusals)
+
+
+def raise_refusals(refusals: list[str]) -> None:
+    """Raise every refusal kept by :func:`refused` as one error, one line each.
+
+    Raises:
+        TemplateTaskError: when there is one or more.
+    """
+    if refusals:
+        raise TemplateTaskError("\n".join(refusals))
+
+
+def check_each(items: Iterable[T], check: Callable[[T], None]) -> None:
+    """``check`` on every item, each refusal kept, then all of them raised together.
+
+    Raises:
+        TemplateTaskError: every item's refusal, one line each.
+    """
+    refusals: list[str] = []
+    for item in items:
+        with refused(refusals):
+            check(item)
+    raise_refusals(refusals)
+
+
+def placement_warnings(task: TemplateTask, *, project: str, location: str) -> list[str]:
+    """A launch or deploy task whose project or region is not the submission's, and the fix.
+
+    One baked into the template, or the default of a pipeline parameter (which ``--param``
+    changes): the task runs there, which may be what the team meant, so it is a warning.
+    """
+    warnings: list[str] = []
+    kind = task.component
+    where = "deploys its model" if task.call == DEPLOY_CALL else "runs its CustomJob"
+    for name, submitted in (("project", project), ("location", location)):
+        given = task.parameters.get(name)
+        if (
+            isinstance(given, str)
+            and given
+            and not given.startswith("{{$.")
+            and (given != submitted)
+        ):
+            parameter = task.from_pipeline.get(name)
+            if parameter is not None:  # the default of one of the pipeline's parameters
+                warnings.append(
+                    f"task {task.path!r} ({kind}) {where} in {name} {given!r}, from the "
+                    f"pipeline parameter {parameter!r}, not the submission's {submitted!r}; "
+                    f"pass --param {parameter}={submitted} to run it there, or "
+                    f"--{name} {given} to submit the pipeline where it runs"
+                )
+                continue
+            warnings.append(
+                f"task {task.path!r} ({kind}) {where} in {name} "
+                f"{given!r}, baked into the template, not the submission's {submitted!r}; "
+                f"leave {name} unset to follow the pipeline's, or pass --{name} {given} to "
+                "submit the pipeline where it runs"
+            )
+    return warnings
 
 
 def check_evaluate_task(task: TemplateTask) -> None:

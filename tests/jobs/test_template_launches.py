@@ -78,7 +78,8 @@ def _submit(path, *extra):
     return CliRunner().invoke(main, [*args, "--skip-image-check", *extra])
 
 
-def _one_error_line(result):
+def _error_lines(result):
+    """The refusal's lines: the first after `kfp-spot: error: `, one per refused task."""
     assert result.exit_code == 2, result.output
     # The executor image's note is printed once per process (executors._WARNED), so in a pytest
     # worker it shows only at the first submission of that image: not part of the refusal.
@@ -87,8 +88,14 @@ def _one_error_line(result):
         for line in result.stderr.strip().splitlines()
         if not line.startswith("kfp-spot: warning: executor image ")
     ]
-    assert len(lines) == 1 and lines[0].startswith("kfp-spot: error: "), lines
+    assert lines and lines[0].startswith("kfp-spot: error: "), lines
     assert result.stdout == ""
+    return lines
+
+
+def _one_error_line(result):
+    lines = _error_lines(result)
+    assert len(lines) == 1, lines
     return lines[0]
 
 
@@ -104,6 +111,26 @@ def test_a_parameter_value_flowing_into_a_launch_is_checked(templates):
     line = _one_error_line(result)
     assert "task 'condition-1/launch-spot-job': launch_spot_job input 'labels'" in line
     assert "label key 'Team' is invalid" in line
+
+
+def test_every_task_a_submission_would_refuse_is_named_at_once(templates):
+    """Before, submit stopped at the first refused task: each fix cost another round trip."""
+    result = _submit(
+        templates["good"],
+        "--dry-run",
+        "--param",
+        "source=./my_project",
+        "--param",
+        'labels={"Team": "x"}',
+    )
+    lines = _error_lines(result)
+    assert len(lines) == 2, lines
+    tasks = [line.removeprefix("kfp-spot: error: ") for line in lines]
+    (source,) = [t for t in tasks if t.startswith("task 'prepare-package': prepare_package input")]
+    assert "'source': './my_project'" in source
+    (labels,) = [t for t in tasks if t.startswith("task 'condition-1/launch-spot-job': launch_")]
+    assert "input 'labels': label key 'Team' is invalid" in labels
+    assert lines[1].endswith("(see `main submit --help`)")  # the hint once, at the end
 
 
 def test_the_local_emulator_baked_into_a_template_is_refused(templates):
@@ -662,18 +689,25 @@ def _compile_imported_package(tmp_path, name, uri, metadata=None):
 def test_a_package_imported_from_a_path_of_this_machine_is_refused_at_submission(tmp_path):
     """The launch (and the evaluation) read the imported package on Vertex AI, which cannot read
     this machine's files: before, submit let it through and the launch task failed in the run."""
-    line = _one_error_line(
+    lines = _error_lines(
         _submit(
             _compile_imported_package(tmp_path, "local", "/home/me/dist/t-0.1.tar.gz"), "--dry-run"
         )
     )
-    assert re.search(
-        r"task '(launch-spot-job|evaluate-checkpoint)': (launch_spot_job|evaluate_checkpoint) "
-        r"input 'package' \(the dsl.importer's URI, from --param sdist\): "
-        r"'/home/me/dist/t-0.1.tar.gz' is a local path: Vertex AI reads packages from Cloud "
-        r"Storage only",
-        line,
-    ), line
+    assert len(lines) == 2, lines  # both tasks that read it, named together
+    for task, component in (
+        ("launch-spot-job", "launch_spot_job"),
+        ("evaluate-checkpoint", "evaluate_checkpoint"),
+    ):
+        assert any(
+            re.search(
+                rf"task '{task}': {component} input 'package' \(the dsl.importer's URI, from "
+                r"--param sdist\): '/home/me/dist/t-0.1.tar.gz' is a local path: Vertex AI reads "
+                r"packages from Cloud Storage only",
+                line,
+            )
+            for line in lines
+        ), lines
     for fine in (
         _compile_imported_package(tmp_path, "gcs", "gs://my-bucket/dist/t-0.1.tar.gz"),
         _compile_imported_package(tmp_path, "fuse", "/gcs/my-bucket/dist/t-0.1.tar.gz"),
