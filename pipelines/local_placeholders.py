@@ -1,4 +1,4 @@
-"""Let kfp.local run tasks whose inputs are left to GCPC's pipeline placeholders.
+"""kfp.local's placeholders resolved as Vertex AI Pipelines resolves them: GCPC's, and numbers.
 
 The launch component defaults ``project``, ``location`` and ``persistent_resource_id`` to GCPC's
 placeholders (``{{$.pipeline_google_cloud_project_id}}``, ...), as GCPC's ``CustomTrainingJobOp``
@@ -26,12 +26,23 @@ that leave those inputs to their defaults the same way::
 
     with gcp_placeholders_as_text():
         spot_training(source="examples/trainer", api_endpoint=emulator.endpoint)
+
+While it is active, a number put into text (an f-string of a parameter, ``f"{epochs}"``, or a
+parameter inside a list, ``args=["--epochs", epochs]``) also reads as the KFP backend writes it,
+not as kfp.local does: a parameter value is a protobuf ``Value`` whose numbers are doubles, and
+kfp.local writes them with ``json.dumps`` (an ``int`` parameter ``3`` becomes ``"3.0"``, which
+``argparse``'s ``type=int`` refuses), where the backend writes ``strconv.FormatFloat(v, 'f', -1,
+64)`` (``"3"``; ``1e-05`` as ``"0.00001"``), so the training code gets the text it gets on Vertex
+AI. Text, booleans, lists and dicts are left to kfp.local.
 """
 
 from __future__ import annotations
 
 import contextlib
+import decimal
 import functools
+import math
+import re
 from typing import Any
 
 from kfp_spot.pipelines.local_patch import Standin
@@ -41,9 +52,41 @@ from kfp_spot.vertex.pipeline_context import GCPC_PLACEHOLDERS
 _TOKENS = {p: f"@@kfp-spot-gcpc-placeholder-{i}@@" for i, p in enumerate(GCPC_PLACEHOLDERS)}
 
 
+# kfp.local's pattern of an input or output placeholder (placeholder_utils.resolve_io_placeholders)
+_PLACEHOLDER = re.compile(r"\{\{\$\.(.*?)\}\}")
+_PARAMETER = re.compile(r"inputs\.parameters\['([^']*)'\]")  # one parameter input, by name
+
+
+def number_text(value: float) -> str:
+    """``value`` as the KFP backend puts a number into text: Go's ``FormatFloat(v, 'f', -1, 64)``.
+
+    The shortest decimal that reads back as the same double, never in exponent form: ``3.0``
+    -> ``"3"``, ``0.1`` -> ``"0.1"``, ``1e-05`` -> ``"0.00001"``.
+    """
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    text = format(decimal.Decimal(repr(value)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _numbers_as_text(executor_input: dict, command: str) -> str:
+    """Each placeholder of a number parameter in ``command`` replaced by :func:`number_text`."""
+    values = executor_input.get("inputs", {}).get("parameterValues", {})
+    for placeholder in _PLACEHOLDER.findall(command):
+        named = _PARAMETER.fullmatch(placeholder)
+        value = values.get(named.group(1)) if named else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            command = command.replace(f"{{{{$.{placeholder}}}}}", number_text(value))
+    return command
+
+
 def _passing_through(resolve: Any) -> Any:
     @functools.wraps(resolve)
     def resolve_io_placeholders(executor_input: dict, command: str) -> str:
+        command = _numbers_as_text(executor_input, command)
         for placeholder, token in _TOKENS.items():
             command = command.replace(placeholder, token)
         resolved = resolve(executor_input, command)
@@ -59,6 +102,8 @@ _STANDIN = Standin("kfp.local.placeholder_utils", "resolve_io_placeholders", _pa
 
 def gcp_placeholders_as_text() -> contextlib.AbstractContextManager[None]:
     """While active (in this process), kfp.local leaves GCPC's placeholders as they are.
+
+    And puts numbers into text as the KFP backend does (the module's docstring).
 
     Re-entrant; the last exit puts kfp.local's own function back.
     """

@@ -130,3 +130,61 @@ def test_a_pipeline_defaulting_to_the_placeholders_runs_under_kfp_local(local_ru
         assert regional(endpoint=server.endpoint, location="europe-west4").output == "SUCCEEDED"
     paths = [r.path for r in server.requests if r.method == "POST"]
     assert paths == [LOCAL_PARENT, LOCAL_PARENT.replace("us-central1", "europe-west4")]
+
+
+def _channel(name):
+    return f"{{{{$.inputs.parameters['pipelinechannel--{name}']}}}}"
+
+
+def test_a_number_put_into_text_reads_as_the_kfp_backend_writes_it():
+    """`args=["--epochs", f"{epochs}"]` with an int parameter: kfp.local wrote '3.0' (its values
+    are protobuf doubles, written by json.dumps), which argparse's type=int refuses, so the local
+    run failed where the KFP backend, writing numbers with Go's FormatFloat, passes '3'."""
+    executor_input = {
+        "inputs": {
+            "parameterValues": {
+                "pipelinechannel--epochs": 3.0,
+                "pipelinechannel--lr": 1e-05,
+                "pipelinechannel--name": "run",
+                "pipelinechannel--on": True,
+            }
+        },
+        "outputs": {"outputFile": "/run/executor_output.json"},
+    }
+    args = [
+        "--epochs",
+        _channel("epochs"),
+        f"--lr={_channel('lr')}",
+        f"{_channel('name')}-{_channel('epochs')}",
+        _channel("on"),
+    ]
+    resolved = placeholder_utils.recursively_resolve_json_dict_placeholders(
+        args,
+        executor_input_dict=executor_input,
+        pipeline_resource_name="p",
+        task_resource_name="t",
+        pipeline_root="/run",
+        pipeline_job_id="1",
+        pipeline_task_id="2",
+    )
+    assert resolved == ["--epochs", "3", "--lr=0.00001", "run-3", "true"]
+    original = placeholder_utils.resolve_io_placeholders.__wrapped__  # kfp.local's own
+    assert original(executor_input, _channel("epochs")) == "3.0"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),  # what Go's strconv.FormatFloat(v, 'f', -1, 64) writes
+    [
+        (3, "3"),
+        (3.0, "3"),
+        (-2.0, "-2"),
+        (0.1, "0.1"),
+        (2.5e-06, "0.0000025"),
+        (1e22, "10000000000000000000000"),
+        (0.30000000000000004, "0.30000000000000004"),
+    ],
+)
+def test_numbers_are_written_as_the_kfp_backend_writes_them(value, text):
+    from kfp_spot.pipelines.local_placeholders import number_text
+
+    assert number_text(value) == text
