@@ -182,6 +182,7 @@ def run(
 
     from kfp_spot.emulator import ApiError, Emulator, EmulatorError
     from kfp_spot.emulator.statedir import job_log_dir
+    from kfp_spot.pipelines.local_notes import vertex_notes
     from kfp_spot.pipelines.local_placeholders import gcp_placeholders_as_text
     from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
@@ -229,6 +230,8 @@ def run(
         notice = executors.executor_image_notice(str(image)) if image else None
         if notice:
             shown.event(f"note: {notice}")
+        for note in vertex_notes(pipeline):  # what only a run on Vertex AI would show
+            shown.event(f"note: {note}")
 
         def running_attempts() -> list[tuple[str, int]]:
             try:

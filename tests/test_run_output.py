@@ -769,6 +769,49 @@ def test_a_local_run_kfp_local_could_not_run_is_a_failed_run(tmp_path):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["outcome"] == "PIPELINE_FAILED"
 
 
+def test_a_local_run_notes_what_only_a_run_on_vertex_ai_would_show(tmp_path):
+    """A team's pipeline of the loaded launch YAML without .set_caching_options(False), named so
+    that the SDK's PipelineJob ID is refused: both passed a local run in silence (it never caches
+    and makes no PipelineJob); submitted with the SDK, the second run on Vertex AI replayed the
+    launch without training. (kfp.local fails this pipeline before any task runs: cheap.)"""
+    from kfp import components, dsl
+
+    from kfp_spot.pipelines import local as spot_local
+
+    root = Path(__file__).resolve().parents[1]
+    launch = components.load_component_from_file(
+        str(root / "components" / "launch_spot_job" / "component.yaml")
+    )
+
+    @dsl.pipeline(name="2024 Sweep")
+    def sweep(api_endpoint: str = ""):
+        with dsl.ParallelFor(items=[{"lr": "0.1"}]) as config:
+            launch(
+                container_image_uri="us-docker.pkg.dev/p/r/trainer:1",
+                args=["--lr", config.lr],
+                api_endpoint=api_endpoint,
+            )
+
+    events: list[str] = []
+    result = spot_local.run(
+        sweep, {}, run_dir=tmp_path / "run", preemptions=0, progress=events.append
+    )
+    assert not result.succeeded
+    notes = [e for e in events if e.startswith("note: ")]
+    assert (
+        "note: on Vertex AI Pipelines, task 'for-loop-2/launch-spot-job' (launch_spot_job) is "
+        "cached: a rerun with the same inputs replays the earlier outcome without training; "
+        "compile it with .set_caching_options(False)"
+    ) in " ".join(notes), notes
+    assert any(
+        n.startswith(
+            "note: pipeline name '2024-sweep' (10 characters) makes a PipelineJob ID "
+            "'2024-sweep-YYYYMMDDHHMMSS' Vertex AI refuses: the name must start with a letter"
+        )
+        for n in notes
+    ), notes
+
+
 def test_a_pipeline_output_named_outcome_of_its_own_does_not_end_the_run_in_a_traceback(tmp_path):
     """A team's pipeline whose `outcome` output is no launch outcome ("shipped") ended the run,
     after it succeeded, in `ValueError: 'shipped' is not a valid Outcome`, with no run.json."""

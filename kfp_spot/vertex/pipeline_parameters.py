@@ -107,22 +107,31 @@ _JOB_ID = re.compile(r"[a-z][-a-z0-9]{0,127}")
 _TIMESTAMP = "-YYYYMMDDHHMMSS"
 
 
+def job_id_problem(name: str) -> str | None:
+    """Why the SDK's PipelineJob ID for pipeline ``name`` is one Vertex AI refuses, or None.
+
+    KFP takes names of up to 128 characters starting with a digit or letter; the SDK adds 15
+    characters (``-YYYYMMDDHHMMSS``) and needs a letter first.
+    """
+    sanitized = re.sub("[^-0-9a-z]+", "-", name.lower()).strip("-")
+    if not name or _JOB_ID.fullmatch(sanitized + "0" * len(_TIMESTAMP)) is not None:
+        return None
+    limit = 128 - len(_TIMESTAMP)
+    return (
+        f"pipeline name {name!r} ({len(name)} characters) makes a PipelineJob ID "
+        f"'{sanitized}{_TIMESTAMP}' Vertex AI refuses: the name must start with a letter and "
+        f"hold at most {limit} characters; rename it with @dsl.pipeline(name=...)"
+    )
+
+
 def check_job_id(name: str, template: str) -> None:
     """Refuse a pipeline name the SDK would turn into an ID Vertex AI refuses.
 
-    KFP takes names of up to 128 characters starting with a digit or letter; the SDK adds 15
-    characters and needs a letter first, and raised ValueError (a traceback) inside
-    ``PipelineJob()``, for a dry run too.
+    The SDK raised ValueError (a traceback) inside ``PipelineJob()``, for a dry run too.
 
     Raises:
         SubmissionError: naming the template, the name and what would be valid.
     """
-    sanitized = re.sub("[^-0-9a-z]+", "-", name.lower()).strip("-")
-    if name and _JOB_ID.fullmatch(sanitized + "0" * len(_TIMESTAMP)) is None:
-        limit = 128 - len(_TIMESTAMP)
-        raise SubmissionError(
-            f"template {template}: pipeline name {name!r} ({len(name)} characters) makes a "
-            f"PipelineJob ID '{sanitized}{_TIMESTAMP}' Vertex AI refuses: the name must start "
-            f"with a letter and hold at most {limit} characters; rename it with "
-            "@dsl.pipeline(name=...)"
-        )
+    problem = job_id_problem(name)
+    if problem:
+        raise SubmissionError(f"template {template}: {problem}")
