@@ -45,7 +45,6 @@ from kfp_spot.pipelines.local_arguments import (
     ENDPOINT_PARAMETER,
     ENDPOINT_STAND_IN,
     LocalRunError,
-    check_runs_locally,
     check_tasks,
     load,
     parameters,
@@ -74,6 +73,7 @@ from kfp_spot.pipelines.local_rundir import (
     default_run_dir,
     run_dir_or_default,
 )
+from kfp_spot.pipelines.local_runnable import check_runs_locally
 from kfp_spot.progress import LocalRunProgress, emulator_jobs, replica_output
 from kfp_spot.reports import preload_timeline, write_report
 

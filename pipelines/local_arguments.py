@@ -69,39 +69,6 @@ def _with_inputs(pipeline: Any) -> Any:
     return pipeline
 
 
-def check_runs_locally(pipeline: Any) -> Any:
-    """Return a loaded pipeline, refusing one with a task kfp.local's SubprocessRunner cannot start.
-
-    A local run starts each task as a Python process on this machine, which only a lightweight
-    Python component (``@dsl.component``) is; a container component, such as GCPC's ops, needs
-    its own image. KFP finds out only when it reaches that task, with a traceback.
-
-    Raises:
-        LocalRunError: naming those tasks and their images.
-    """
-    from google.protobuf import json_format
-    from kfp.dsl import component_factory
-
-    spec = json_format.MessageToDict(pipeline.pipeline_spec)
-    executors = (spec.get("deploymentSpec") or {}).get("executors") or {}
-    containers = []
-    for label, executor in sorted(executors.items()):
-        container = executor.get("container")
-        if container is None:  # an importer: kfp.local runs it itself
-            continue
-        command = [*container.get("command", []), *container.get("args", [])]
-        if not any(component_factory.EXECUTOR_MODULE in str(part) for part in command):
-            name = label.removeprefix("exec-")
-            containers.append(f"{name} ({container.get('image', 'no image')})")
-    if containers:
-        raise LocalRunError(
-            f"the pipeline has tasks that run in their own container: {', '.join(containers)}; "
-            "a local run starts Python components (@dsl.component) only: run it on Vertex AI "
-            "(`kfp-spot submit`), or leave those steps out of the pipeline you run locally"
-        )
-    return pipeline
-
-
 def parameters(pipeline: Any) -> dict[str, str]:
     """The pipeline's parameters (artifact inputs left out) and their declared KFP types."""
     return {
@@ -109,6 +76,20 @@ def parameters(pipeline: Any) -> dict[str, str]:
         for name, spec in load(pipeline).component_spec.inputs.items()
         if str(spec.type) in _PARSERS
     }
+
+
+def _not_a_parameter(pipeline: Any, name: str) -> LocalRunError:
+    """The error for ``name``: an artifact input (no run is given one), or no input at all."""
+    declared = parameters(pipeline)
+    artifacts = sorted(set(load(pipeline).component_spec.inputs) - set(declared))
+    valid = ", ".join(sorted(declared))
+    return LocalRunError(  # a component's YAML run alone: `kfp-spot submit` refuses it too
+        f"the pipeline takes input artifacts ({', '.join(artifacts)}), which a run cannot be "
+        f"given: use it as a step of a pipeline of yours that makes them (its parameters: "
+        f"{valid or 'none'})"
+        if name in artifacts
+        else f"the pipeline has no parameter {name!r}; valid: {valid or 'none: it takes none'}"
+    )
 
 
 def _boolean(text: str) -> bool:
@@ -163,9 +144,7 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, text in texts.items():
         if name not in declared:
-            raise LocalRunError(
-                f"the pipeline has no parameter {name!r}; valid: {', '.join(sorted(declared))}"
-            )
+            raise _not_a_parameter(pipeline, name)
         kind = declared[name]
         try:
             values[name] = _PARSERS[kind](text)
@@ -365,11 +344,9 @@ def run_arguments(
     from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
     inputs = pipeline.component_spec.inputs
-    unknown = sorted(set(arguments) - set(inputs))
-    if unknown:
-        raise LocalRunError(
-            f"the pipeline has no parameter {unknown[0]!r}; valid: {', '.join(sorted(inputs))}"
-        )
+    declared = parameters(pipeline)
+    for name in sorted(set(arguments) - set(declared)):  # the first, in order
+        raise _not_a_parameter(pipeline, name)
     callers = [] if ENDPOINT_PARAMETER in inputs else vertex_callers(pipeline)
     if callers:
         raise LocalRunError(
@@ -389,6 +366,8 @@ def run_arguments(
     if ENDPOINT_PARAMETER in inputs:
         out[ENDPOINT_PARAMETER] = endpoint
     missing = [name for name in pipeline.required_inputs if name not in out]
+    for name in (name for name in missing if name not in declared):  # no run is given one
+        raise _not_a_parameter(pipeline, name)
     if missing:  # KFP would raise a TypeError from inside the run
         raise LocalRunError(
             f"the pipeline needs {', '.join(repr(m) for m in missing)}, which "

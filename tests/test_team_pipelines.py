@@ -224,3 +224,35 @@ def test_a_sweep_over_a_loop_items_field_is_still_left_to_the_run():
         _spec(sweep), project="my-proj-123", location="us-central1", arguments={}
     )
     assert any("not checked before the run: machine_type known only" in w for w in warnings)
+
+
+@pytest.mark.parametrize("given", [[], ["--param", "model=/runs/1/model"]])
+def test_a_component_yaml_run_alone_is_refused_for_its_input_artifacts(tmp_path, capfd, given):
+    """`kfp-spot run --template components/promote_model/component.yaml` answered "give each a
+    value (--param metrics=VALUE)", and the --param it asked for was then "no parameter 'model';
+    valid: " (an empty list): no run can be given an artifact, so say that, once."""
+    from tests.cli_in_process import run_cli
+
+    template = ROOT / "components" / "promote_model" / "component.yaml"
+    run_dir = tmp_path / "run"
+    args = ["run", "--template", str(template), "--run-dir", str(run_dir), *given]
+    result = run_cli(args, capfd)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "kfp-spot: error: the pipeline takes input artifacts (metrics, model), which a run cannot "
+        "be given: use it as a step of a pipeline of yours that makes them (its parameters: "
+        "none) (see `kfp-spot run --help`)"
+    )
+    assert not run_dir.exists()
+
+
+def test_an_unknown_parameter_of_a_pipeline_without_parameters_says_it_takes_none(tmp_path):
+    from kfp_spot.pipelines import local
+
+    @dsl.pipeline
+    def baked():
+        VENDORED["launch_spot_job"](container_image_uri="us-docker.pkg.dev/p/r/t:1")
+
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(baked, {"epochs": 3}, run_dir=tmp_path / "run", progress=None)
+    assert str(info.value) == "the pipeline has no parameter 'epochs'; valid: none: it takes none"
