@@ -4,7 +4,8 @@ A local run never caches a task and never makes a PipelineJob, so two things tha
 on Vertex AI do not show here: a prepare-package, launch or deploy task left cacheable (a
 pipeline of the loaded component YAMLs without ``.set_caching_options(False)``: the second run
 on Vertex AI replays the launch's outcome without training,
-:func:`kfp_spot.jobs.template_walk.cached_task_warnings`), and a pipeline name from which the
+:func:`kfp_spot.jobs.template_steps.run_warnings`, which also names a launch or deploy task
+given a machine of its own, which the training never gets), and a pipeline name from which the
 Vertex AI SDK makes a PipelineJob ID the service refuses
 (:func:`kfp_spot.vertex.pipeline_parameters.job_id_problem`). ``kfp-spot submit`` and ``push``
 say so too; a team that submits with the SDK itself sees it only here.
@@ -19,11 +20,11 @@ def vertex_notes(pipeline: Any) -> list[str]:
     """The notes for ``pipeline`` (a loaded pipeline: a graph or YAML component), in order."""
     from google.protobuf import json_format
 
-    from kfp_spot.jobs.template_walk import cached_task_warnings
+    from kfp_spot.jobs.template_steps import run_warnings
     from kfp_spot.vertex.pipeline_parameters import job_id_problem
 
     spec = json_format.MessageToDict(pipeline.pipeline_spec)
-    notes = [f"on Vertex AI Pipelines, {warning}" for warning in cached_task_warnings(spec)]
+    notes = [f"on Vertex AI Pipelines, {warning}" for warning in run_warnings(spec)]
     problem = job_id_problem(str(spec.get("pipelineInfo", {}).get("name", "")))
     if problem:
         notes.append(

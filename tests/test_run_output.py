@@ -790,7 +790,7 @@ def test_a_local_run_notes_what_only_a_run_on_vertex_ai_would_show(tmp_path):
                 container_image_uri="us-docker.pkg.dev/p/r/trainer:1",
                 args=["--lr", config.lr],
                 api_endpoint=api_endpoint,
-            )
+            ).set_cpu_limit("8")
 
     events: list[str] = []
     result = spot_local.run(
@@ -803,6 +803,10 @@ def test_a_local_run_notes_what_only_a_run_on_vertex_ai_would_show(tmp_path):
         "cached: a rerun with the same inputs replays the earlier outcome without training; "
         "compile it with .set_caching_options(False)"
     ) in " ".join(notes), notes
+    assert (
+        "note: on Vertex AI Pipelines, task 'for-loop-2/launch-spot-job' (launch_spot_job) sets "
+        "its own container's machine (CPU limit 8): on Vertex AI Pipelines that sizes the task"
+    ) in notes[1], notes
     assert any(
         n.startswith(
             "note: pipeline name '2024-sweep' (10 characters) makes a PipelineJob ID "

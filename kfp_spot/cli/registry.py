@@ -186,20 +186,20 @@ def _warn_of_platform_spec(template: Path) -> None:
 
 
 def _warn_of_cached_tasks(template: Path) -> None:
-    """Name each prepare-package, launch or deploy task a run from the template would cache.
+    """Name each task a run from the template would cache or give a machine it does not use.
 
     A run made from a template in a registry (the Vertex AI console) goes through no
     `kfp-spot submit` and its warnings: there a cached launch replays its outcome without
     training. A file that is no compiled spec is left to the registry to refuse.
     """
-    from kfp_spot.jobs.template_walk import cached_task_warnings
+    from kfp_spot.jobs.template_steps import run_warnings
     from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
 
     try:
         spec = read_template(template)
     except SubmissionError:
         return
-    for warning in cached_task_warnings(spec):
+    for warning in run_warnings(spec):
         click.echo(f"kfp-spot: warning: {template}: {warning}", err=True)
 
 

@@ -53,6 +53,7 @@ from kfp_spot.jobs.template_steps import (
     check_staging_input,
     placement_warnings,
     prepare_task_warnings,
+    task_machine_warning,
 )
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
@@ -351,7 +352,8 @@ def check_template_launches(
 
     def check(task: TemplateTask) -> None:  # --enable-caching caches every task, --disable- none
         cached = enable_caching is not False and cached_task_warning(task, bool(enable_caching))
-        warnings.extend([cached] if cached else [])
+        machine = task_machine_warning(task)  # the task's own, not the CustomJob's
+        warnings.extend(w for w in (cached, machine) if w)
         warnings.extend(_submission_task(task, project=project, location=location))
 
     check_each(template_tasks(spec, arguments), check)

@@ -60,6 +60,8 @@ class TemplateTask:
     imports: dict[str, ImporterInput] = field(default_factory=dict)
     # its inputs in each iteration of its loop, where the loop's items are known before the run
     per_item: tuple[dict[str, Any], ...] = ()
+    # the task's own container's machine (set_cpu_limit, set_accelerator_type, ...), as compiled
+    resources: dict[str, Any] = field(default_factory=dict)
 
     def iterations(self) -> list[TemplateTask] | None:
         """The task as each iteration of its loop runs it, or None when one is not known now.
@@ -197,6 +199,7 @@ def _task(
         from_pipeline=from_pipeline,
         loop=loop,
         imports=imports,
+        resources=dict(container.get("resources") or {}),
     )
 
 
@@ -365,9 +368,3 @@ def cached_task_warning(task: TemplateTask, forced: bool = False) -> str | None:
         f"task {task.path!r} ({task.component}) is cached: {replay}; compile it with "
         ".set_caching_options(False), or submit with --disable-caching"
     )
-
-
-def cached_task_warnings(spec: Mapping[str, Any]) -> list[str]:
-    """:func:`cached_task_warning` for every task of ``spec``, sub-DAGs too."""
-    found = (cached_task_warning(task) for task in template_tasks(spec, {}))
-    return [warning for warning in found if warning]

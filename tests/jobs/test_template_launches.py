@@ -133,6 +133,40 @@ def test_every_task_a_submission_would_refuse_is_named_at_once(templates):
     assert lines[1].endswith("(see `main submit --help`)")  # the hint once, at the end
 
 
+def test_a_launch_or_deploy_given_a_machine_of_its_own_is_pointed_out(tmp_path):
+    """A task's set_cpu_limit/set_accelerator_type sizes its own container on Vertex AI
+    Pipelines: the training's and the serving replicas' machines are the task's inputs. An
+    evaluation runs in its task, so its machine is the evaluation's: no warning."""
+
+    @dsl.pipeline(name="team-machines")
+    def machines():
+        launch = LaunchSpotJobOp(container_image_uri=IMAGE, base_output_directory="gs://my-bucket/o")
+        launch.set_cpu_limit("16").set_caching_options(False)
+        EvaluateCheckpointOp(
+            checkpoint=launch.outputs["checkpoint"], package=launch.outputs["model"]
+        ).set_cpu_limit("16")
+        YAMLS["deploy_spot_endpoint"](
+            model=launch.outputs["model"], min_replica_count=1
+        ).set_accelerator_type("NVIDIA_TESLA_T4").set_caching_options(False)
+
+    path = tmp_path / "machines.yaml"
+    compiler.Compiler().compile(machines, str(path))
+    result = _submit(path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if "own container's machine" in line]
+    assert sorted(warned) == [
+        "kfp-spot: warning: task 'deploy-spot-endpoint' (deploy_spot_endpoint) sets its own "
+        "container's machine (accelerator NVIDIA_TESLA_T4 x1): on Vertex AI Pipelines that "
+        "sizes the task that submits and watches the deployment, which uses none of it, not the "
+        "serving replicas; set the task's machine_type, accelerator_type and accelerator_count "
+        "inputs instead",
+        "kfp-spot: warning: task 'launch-spot-job' (launch_spot_job) sets its own container's "
+        "machine (CPU limit 16): on Vertex AI Pipelines that sizes the task that submits and "
+        "watches the CustomJob, which uses none of it, not the training; set the task's "
+        "machine_type, accelerator_type and accelerator_count inputs instead",
+    ], result.stderr
+
+
 def test_the_local_emulator_baked_into_a_template_is_refused(templates):
     line = _one_error_line(_submit(templates["emulator"], "--dry-run"))
     assert "input 'api_endpoint': 'http://127.0.0.1:8080' is the local emulator" in line
