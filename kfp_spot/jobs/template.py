@@ -51,6 +51,7 @@ from kfp_spot.jobs.template_steps import (
     check_loop_output_directory,
     check_prepare_task,
     check_staging_input,
+    input_refused,
     placement_warnings,
     prepare_task_warnings,
     task_machine_warning,
@@ -225,7 +226,7 @@ def check_launch_task(
                         f"{exc.message} (CustomJob field {exc.field})",
                     ) from None
     except LaunchInputError as exc:
-        raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
+        raise input_refused(task, exc.field, exc.reason) from None
 
 
 def check_deploy_task(
@@ -268,7 +269,7 @@ def check_deploy_task(
         with _environment(task.env), _quiet(local):
             Deployer(build_request(**inputs), check_files=False)
     except DeployInputError as exc:
-        raise TemplateTaskError(f"task {task.path!r}: {exc}") from None
+        raise input_refused(task, exc.field, exc.reason) from None
 
 
 def _check_task(task: TemplateTask, *, project: str, location: str, local: bool) -> None:

@@ -98,6 +98,25 @@ def placement_warnings(task: TemplateTask, *, project: str, location: str) -> li
     return warnings
 
 
+def input_refused(task: TemplateTask, field: str, reason: str) -> TemplateTaskError:
+    """The refusal of ``task``'s input ``field``, and the pipeline parameter that set it.
+
+    A team's pipeline passes its own parameters on (``project=gcp_project``): the component's
+    input is named as its component reads it, and the parameter as ``--param`` takes it, when
+    it has another name.
+    """
+    return TemplateTaskError(
+        f"task {task.path!r}: {task.component} input {field!r}{_given_by(task, field)}: {reason}"
+    )
+
+
+def _given_by(task: TemplateTask, field: str) -> str:
+    """`` (from --param NAME)`` when a pipeline parameter of another name set ``field``, else ""."""
+    name = field.split("[", 1)[0]  # thresholds['accuracy']: thresholds
+    parameter = task.from_pipeline.get(name)
+    return f" (from --param {parameter})" if parameter and parameter != name else ""
+
+
 # The compiled forms of a task's own machine (KFP 2.17 writes both), as a warning shows them.
 _RESOURCES = (
     ("resourceCpuLimit", "cpuLimit", "CPU limit"),
@@ -184,8 +203,12 @@ def check_evaluate_task(task: TemplateTask) -> None:
             parse_step(given["step"])
         if given.get("entry_point"):
             check_entry_point(given["entry_point"])
-    except EvaluationInputError as exc:
-        raise TemplateTaskError(f"task {task.path!r}: evaluate_checkpoint input {exc}") from None
+    except EvaluationInputError as exc:  # "field: reason", the field as the evaluation names it
+        reason = str(exc).removeprefix(f"{exc.field}: ")
+        raise TemplateTaskError(
+            f"task {task.path!r}: evaluate_checkpoint input {exc.field}"
+            f"{_given_by(task, exc.field)}: {reason}"
+        ) from None
 
 
 def check_staging_input(task: TemplateTask) -> None:
@@ -233,19 +256,21 @@ def check_prepare_task(task: TemplateTask) -> None:
     for name in ("source", "staging_uri"):
         value = task.parameters.get(name)
         if name == "source" and isinstance(value, str) and not value.strip():
-            raise TemplateTaskError(  # an empty staging_uri is valid: next to the outputs
-                f"task {task.path!r}: prepare_package input 'source': {value!r} is empty: there "
-                "is no package to build; pass its Cloud Storage location, gs://BUCKET/PATH (or "
-                "/gcs/BUCKET/PATH)"
+            raise input_refused(  # an empty staging_uri is valid: next to the outputs
+                task,
+                "source",
+                f"{value!r} is empty: there is no package to build; pass its Cloud Storage "
+                "location, gs://BUCKET/PATH (or /gcs/BUCKET/PATH)",
             )
         if not isinstance(value, str) or not value.strip():
             continue
         if value.strip().startswith(("gs://", "/gcs/")):
             continue
-        raise TemplateTaskError(
-            f"task {task.path!r}: prepare_package input {name!r}: {value!r} is a path on this "
-            "machine, which the task's container on Vertex AI Pipelines cannot read: upload it "
-            "and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)"
+        raise input_refused(
+            task,
+            name,
+            f"{value!r} is a path on this machine, which the task's container on Vertex AI "
+            "Pipelines cannot read: upload it and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)",
         )
 
 

@@ -140,7 +140,9 @@ def test_a_launch_or_deploy_given_a_machine_of_its_own_is_pointed_out(tmp_path):
 
     @dsl.pipeline(name="team-machines")
     def machines():
-        launch = LaunchSpotJobOp(container_image_uri=IMAGE, base_output_directory="gs://my-bucket/o")
+        launch = LaunchSpotJobOp(
+            container_image_uri=IMAGE, base_output_directory="gs://my-bucket/o"
+        )
         launch.set_cpu_limit("16").set_caching_options(False)
         EvaluateCheckpointOp(
             checkpoint=launch.outputs["checkpoint"], package=launch.outputs["model"]
@@ -165,6 +167,33 @@ def test_a_launch_or_deploy_given_a_machine_of_its_own_is_pointed_out(tmp_path):
         "watches the CustomJob, which uses none of it, not the training; set the task's "
         "machine_type, accelerator_type and accelerator_count inputs instead",
     ], result.stderr
+
+
+def test_a_refused_input_names_the_teams_own_parameter_that_set_it(tmp_path):
+    """A team passes its own parameters on (project=gcp_project): the refusal named only the
+    component's input ('project'), not the --param the user had typed."""
+
+    @dsl.pipeline(name="team-params")
+    def team(gcp_project: str, code_uri: str, step_rule: str = "latest"):
+        package = YAMLS["prepare_package"](source=code_uri).set_caching_options(False)
+        train = YAMLS["launch_spot_job"](package=package.outputs["package"], project=gcp_project)
+        train.set_caching_options(False)
+        EvaluateCheckpointOp(
+            checkpoint=train.outputs["checkpoint"],
+            package=package.outputs["package"],
+            step=step_rule,
+        )
+
+    path = tmp_path / "team.yaml"
+    compiler.Compiler().compile(team, str(path))
+    params = ["gcp_project=Bad_Proj", "code_uri=./src", "step_rule=last"]
+    result = _submit(path, "--dry-run", *[a for p in params for a in ("--param", p)])
+    lines = [line.removeprefix("kfp-spot: error: ") for line in _error_lines(result)]
+    assert sorted(line.split(": ", 2)[1] for line in lines) == [
+        "evaluate_checkpoint input step (from --param step_rule)",
+        "launch_spot_job input 'project' (from --param gcp_project)",
+        "prepare_package input 'source' (from --param code_uri)",
+    ], lines
 
 
 def test_the_local_emulator_baked_into_a_template_is_refused(templates):
