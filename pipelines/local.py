@@ -61,6 +61,7 @@ from kfp_spot.pipelines.local_result import (
     _outcome,
     evaluated_checkpoint,
     evaluated_metrics,
+    gate_thresholds,
     metrics_output,
     summarize,
     warning_lines,
@@ -327,7 +328,7 @@ def run(
         latest_step=latest.step if latest else None,
         metrics=metrics,
         passed=_gate(outputs.get("passed", metrics.get("passed"))),
-        thresholds=_thresholds(pipeline, args),
+        thresholds=gate_thresholds(pipeline, args),
         serving=serving,
         evaluated_checkpoint=evaluated,
         warnings=warnings,
@@ -386,10 +387,3 @@ def _short_drill(done: list[int], asked: int, interrupted: bool, failed: bool = 
         "checkpoint (step-<n>/manifest.json), and the training ended or failed before that; save "
         "more often or train longer to see a preemption"
     )
-
-
-def _thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``thresholds`` the run's quality gate applied: given, else the pipeline's default."""
-    spec = pipeline.component_spec.inputs.get("thresholds")
-    value = arguments.get("thresholds", spec.default if spec is not None else None)
-    return dict(value) if isinstance(value, Mapping) else {}

@@ -159,6 +159,31 @@ def evaluated_checkpoint(metrics: Mapping[str, Any], asked: object = None) -> di
     return {"uri": uri, "step": None if whole else step}
 
 
+def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``thresholds`` the run's quality gate applied, as the summary names its bounds.
+
+    Its one evaluate_checkpoint task's, as the run gives them (a team's pipeline may write them
+    into the task, ``thresholds={"f1": ">=0.8"}``, or pass a parameter of its own); else, with
+    none or several such tasks, the pipeline's ``thresholds`` parameter, given or its default.
+    """
+    from google.protobuf import json_format
+
+    from kfp_spot.jobs.template_walk import EVALUATE_CALL, template_tasks
+
+    spec = json_format.MessageToDict(pipeline.pipeline_spec)
+    gates = [t for t in template_tasks(spec, arguments) if t.call == EVALUATE_CALL]
+    value = gates[0].parameters.get("thresholds") if len(gates) == 1 else None
+    if not isinstance(value, (Mapping, str)):
+        declared = pipeline.component_spec.inputs.get("thresholds")
+        value = arguments.get("thresholds", declared.default if declared is not None else None)
+    if isinstance(value, str):  # a dict may arrive as its JSON text
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
 def metrics_output(outputs: Mapping[str, Any]) -> Any:
     """The artifact whose metadata the run shows as the evaluation's metrics, or None.
 

@@ -256,3 +256,32 @@ def test_an_unknown_parameter_of_a_pipeline_without_parameters_says_it_takes_non
     with pytest.raises(local.LocalRunError) as info:
         local.run(baked, {"epochs": 3}, run_dir=tmp_path / "run", progress=None)
     assert str(info.value) == "the pipeline has no parameter 'epochs'; valid: none: it takes none"
+
+
+def test_the_summary_names_the_bounds_of_a_gate_the_team_wrote_into_its_evaluation():
+    """A team's evaluate task with its own thresholds (written in, or from a parameter of
+    another name): the summary said `quality gate: failed` without the bound its metric missed,
+    as it read only a pipeline parameter named `thresholds`."""
+    from kfp_spot.components import EvaluateCheckpointOp, LaunchSpotJobOp
+    from kfp_spot.pipelines.local import load
+    from kfp_spot.pipelines.local_result import gate_thresholds
+
+    def team(gate):
+        @dsl.pipeline
+        def pipeline(min_f1: dict = {"f1": ">=0.8"}):  # noqa: B006 (a KFP default)
+            train = LaunchSpotJobOp(container_image_uri=IMAGE)
+            EvaluateCheckpointOp(
+                checkpoint=train.outputs["checkpoint"],
+                package=train.outputs["model"],
+                thresholds=min_f1 if gate is None else gate,
+            )
+
+        return pipeline
+
+    written = team({"val/rmse": "<=0.3"})
+    assert gate_thresholds(written, {}) == {"val/rmse": "<=0.3"}
+    assert gate_thresholds(team(None), {}) == {"f1": ">=0.8"}
+    assert gate_thresholds(team(None), {"min_f1": {"f1": ">=0.9"}}) == {"f1": ">=0.9"}
+    shipped = load(str(ROOT / "pipelines" / "spot_training" / "pipeline.yaml"))
+    assert gate_thresholds(shipped, {}) == {"accuracy": ">=0.85"}
+    assert gate_thresholds(shipped, {"thresholds": {"mse": "<=1"}}) == {"mse": "<=1"}
