@@ -39,14 +39,12 @@ AI. Text, booleans, lists and dicts are left to kfp.local.
 from __future__ import annotations
 
 import contextlib
-import decimal
 import functools
-import math
 import re
 from typing import Any
 
 from kfp_spot.pipelines.local_patch import Standin
-from kfp_spot.vertex.pipeline_context import GCPC_PLACEHOLDERS
+from kfp_spot.vertex.pipeline_context import GCPC_PLACEHOLDERS, number_text
 
 # Stand-ins kfp.local's "{{$.(...)}}" pattern does not match; swapped back after it ran.
 _TOKENS = {p: f"@@kfp-spot-gcpc-placeholder-{i}@@" for i, p in enumerate(GCPC_PLACEHOLDERS)}
@@ -55,21 +53,6 @@ _TOKENS = {p: f"@@kfp-spot-gcpc-placeholder-{i}@@" for i, p in enumerate(GCPC_PL
 # kfp.local's pattern of an input or output placeholder (placeholder_utils.resolve_io_placeholders)
 _PLACEHOLDER = re.compile(r"\{\{\$\.(.*?)\}\}")
 _PARAMETER = re.compile(r"inputs\.parameters\['([^']*)'\]")  # one parameter input, by name
-
-
-def number_text(value: float) -> str:
-    """``value`` as the KFP backend puts a number into text: Go's ``FormatFloat(v, 'f', -1, 64)``.
-
-    The shortest decimal that reads back as the same double, never in exponent form: ``3.0``
-    -> ``"3"``, ``0.1`` -> ``"0.1"``, ``1e-05`` -> ``"0.00001"``.
-    """
-    value = float(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    text = format(decimal.Decimal(repr(value)), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _numbers_as_text(executor_input: dict, command: str) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kfp_spot.vertex.pipeline_context import number_text
+
 # The line of a component's body that calls its runtime: what makes a task one to check.
 LAUNCH_CALL = "from kfp_spot.jobs.entry import launch_spot_job"
 EVALUATE_CALL = "from kfp_spot.evaluation import component_entry"
@@ -116,7 +118,12 @@ _INTERPOLATED = re.compile(r"\{\{\$\.inputs\.parameters\['([^'\]]+)'\]\}\}")
 
 
 def _text(value: Any) -> str:
-    """A parameter's value as KFP writes it into a string: text as it is, the rest as JSON."""
+    """A parameter's value as KFP writes it into a string: text as is, numbers as ``3``, JSON.
+
+    A number is written as the KFP backend writes one (``pipeline_context.number_text``).
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number_text(value)
     return value if isinstance(value, str) else json.dumps(value)
 
 

@@ -32,12 +32,17 @@ same way: the user's labels win on a clash, and a variable that is not a JSON ob
 with a warning. The merge counts the labels its caller adds afterwards (the launcher's
 ``kfp_spot_submission`` and ``kfp_spot_output``), so the job that is finally created never
 has more than Google Cloud's 64.
+
+**Numbers in text.** A pipeline parameter put into text (an f-string, a list holding it) is
+written as the KFP backend writes a protobuf number: ``number_text`` (``3``, not ``3.0``).
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -198,3 +203,18 @@ def _merged(labels: Mapping[str, str], text: str | None) -> dict[str, str]:
     merged = {str(k): str(v) for k, v in system.items()}
     merged.update(labels)
     return merged
+
+
+def number_text(value: float) -> str:
+    """``value`` as the KFP backend puts a number into text: Go's ``FormatFloat(v, 'f', -1, 64)``.
+
+    The shortest decimal that reads back as the same double, never in exponent form: ``3.0``
+    -> ``"3"``, ``0.1`` -> ``"0.1"``, ``1e-05`` -> ``"0.00001"``.
+    """
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    text = format(decimal.Decimal(repr(value)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -185,6 +185,6 @@ def test_a_number_put_into_text_reads_as_the_kfp_backend_writes_it():
     ],
 )
 def test_numbers_are_written_as_the_kfp_backend_writes_them(value, text):
-    from kfp_spot.pipelines.local_placeholders import number_text
+    from kfp_spot.vertex.pipeline_context import number_text
 
     assert number_text(value) == text

@@ -784,3 +784,24 @@ def test_a_package_imported_from_a_path_of_this_machine_is_refused_at_submission
     ):
         result = _submit(fine, "--dry-run")
         assert result.exit_code == 0, result.output
+
+
+def test_a_number_in_a_launch_input_is_checked_as_the_run_writes_it(tmp_path):
+    """`labels={"epochs": f"{epochs}"}` with an int parameter: the run's label value is '3' (the
+    KFP backend writes numbers so), but submit checked '3.0', whose '.' no label value may hold,
+    and refused a template Vertex AI runs."""
+
+    @dsl.pipeline(name="team-labels")
+    def team(epochs: int = 3):
+        YAMLS["launch_spot_job"](
+            container_image_uri=IMAGE,
+            args=["--epochs", epochs],
+            labels={"epochs": f"{epochs}"},
+            base_output_directory="gs://my-bucket/runs",
+        ).set_caching_options(False)
+
+    path = tmp_path / "labels.yaml"
+    compiler.Compiler().compile(team, str(path))
+    for given in ([], ["--param", "epochs=12"]):  # the default (3.0 in the spec) and a value
+        result = _submit(path, "--dry-run", *given)
+        assert result.exit_code == 0, result.output
