@@ -361,6 +361,10 @@ def run_arguments(
         "base_output_directory": str(run_dir / "job"),
         "staging_uri": str(run_dir / "staging"),
     }
+    for name in ("project", "location"):  # the team's own default, where it names one
+        default = getattr(inputs.get(name), "default", None)
+        if isinstance(default, str) and default.strip() and not default.startswith("{{$."):
+            del filled[name]
     out = {k: v for k, v in filled.items() if k in inputs and k not in _loop_shared(pipeline)}
     out.update(arguments)
     if ENDPOINT_PARAMETER in inputs:

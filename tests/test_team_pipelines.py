@@ -285,3 +285,42 @@ def test_the_summary_names_the_bounds_of_a_gate_the_team_wrote_into_its_evaluati
     shipped = load(str(ROOT / "pipelines" / "spot_training" / "pipeline.yaml"))
     assert gate_thresholds(shipped, {}) == {"accuracy": ">=0.85"}
     assert gate_thresholds(shipped, {"thresholds": {"mse": "<=1"}}) == {"mse": "<=1"}
+
+
+def test_a_local_run_keeps_the_region_and_project_the_team_pipeline_defaults_to(tmp_path):
+    """`location: str = "europe-west4"` was replaced with us-central1 for a local run, which then
+    refused the team's own region_buckets (and a CMEK key) of that region, valid on Vertex AI.
+    A default left to GCPC's placeholder, or empty, is still filled in."""
+
+    @dsl.pipeline
+    def team(
+        api_endpoint: str = "",
+        project: str = "team-proj-1",
+        location: str = "europe-west4",
+    ):
+        VENDORED["launch_spot_job"](
+            container_image_uri=IMAGE,
+            project=project,
+            location=location,
+            region_buckets={"europe-west4": "gs://team-eu-bucket"},
+            api_endpoint=api_endpoint,
+        )
+
+    arguments = local_arguments.run_arguments(team, {}, tmp_path, "http://127.0.0.1:8080")
+    assert "project" not in arguments and "location" not in arguments  # the defaults apply
+    local_arguments.check_tasks(team, arguments)  # not refused
+    given = local_arguments.run_arguments(team, {"location": "us-east1"}, tmp_path, "http://e")
+    assert given["location"] == "us-east1"
+
+    @dsl.pipeline
+    def left_open(
+        api_endpoint: str = "",
+        project: str = "",
+        location: str = "{{$.pipeline_google_cloud_location}}",
+    ):
+        VENDORED["launch_spot_job"](
+            container_image_uri=IMAGE, project=project, location=location, api_endpoint=api_endpoint
+        )
+
+    filled = local_arguments.run_arguments(left_open, {}, tmp_path, "http://e")
+    assert (filled["project"], filled["location"]) == ("local-project", "us-central1")
