@@ -61,6 +61,7 @@ from kfp_spot.pipelines.local_result import (
     _outcome,
     evaluated_checkpoint,
     evaluated_metrics,
+    evaluations_in,
     gate_thresholds,
     metrics_output,
     summarize,
@@ -332,6 +333,7 @@ def run(
         serving=serving,
         evaluated_checkpoint=evaluated,
         warnings=warnings,
+        evaluations=evaluations_in(run_dir / "pipeline_root"),
         artifacts={
             **_training_dirs(checkpoint_root),
             "pipeline_root": str(run_dir / "pipeline_root"),

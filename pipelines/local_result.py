@@ -40,7 +40,9 @@ class LocalRunResult:
     ``evaluated_checkpoint`` names the checkpoint it evaluated (``uri``, ``step``; None when it
     evaluated none), which ``run.json`` holds only then. ``warnings`` are the ``kfp-spot:
     warning:`` lines the tasks printed into their logs (``text``, and ``tasks``, the tasks that
-    printed it), each once: :func:`warning_lines` shows them.
+    printed it), each once: :func:`warning_lines` shows them. ``evaluations`` are the metrics
+    outputs of every task that wrote one (``task``, ``metrics``), which ``run.json`` holds when
+    there are several (a sweep's evaluations).
     """
 
     run_dir: str
@@ -63,6 +65,7 @@ class LocalRunResult:
     job_regions: dict[str, str] = field(default_factory=dict)
     evaluated_checkpoint: dict[str, Any] | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
     summary: accounting.Summary | None = None
     serving_summary: accounting.ServingSummary | None = None
     region_summary: accounting.RegionSummary | None = None
@@ -84,6 +87,8 @@ class LocalRunResult:
         doc["outcome"] = self.outcome_text
         if self.evaluated_checkpoint is None:  # a training run's record: the metrics say it
             del doc["evaluated_checkpoint"]
+        if len(self.evaluations) < 2:  # one evaluation: its figures are the metrics
+            del doc["evaluations"]
         if self.summary is not None:
             doc["accounting"] = self.summary.to_json()
         if self.serving_summary is not None:
@@ -120,11 +125,12 @@ def _gate(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
-    """The ``metrics`` output a task of the run wrote, when exactly one task wrote one.
+def evaluations_in(pipeline_root: Path) -> list[dict[str, Any]]:
+    """Each ``metrics`` output the run's tasks wrote: ``task`` (its path) and ``metrics``.
 
-    What the summary shows when a later task failed (the promotion, say): the evaluation ran
-    and its figures are in its executor output, though the pipeline returned nothing.
+    In the order of the tasks' paths under the run's root. Several for a sweep (an evaluation
+    in a ``dsl.ParallelFor``): ``run.json`` keeps them all as ``evaluations`` and the summary
+    shows each, where the pipeline returns none of them.
     """
     found: list[dict[str, Any]] = []
     for path in sorted(pipeline_root.rglob("executor_output.json")):
@@ -135,10 +141,21 @@ def evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
         outputs = doc.get("artifacts") if isinstance(doc, dict) else None
         metrics = outputs.get("metrics") if isinstance(outputs, dict) else None
         listed = metrics.get("artifacts") if isinstance(metrics, dict) else None
+        task = "/".join(path.parent.relative_to(pipeline_root).parts[1:])  # under the run's root
         for artifact in listed if isinstance(listed, list) else []:
             if isinstance(artifact, dict) and isinstance(artifact.get("metadata"), dict):
-                found.append(artifact["metadata"])
-    return dict(found[0]) if len(found) == 1 else {}
+                found.append({"task": task, "metrics": dict(artifact["metadata"])})
+    return found
+
+
+def evaluated_metrics(pipeline_root: Path) -> dict[str, Any]:
+    """The ``metrics`` output a task of the run wrote, when exactly one task wrote one.
+
+    What the summary shows when a later task failed (the promotion, say): the evaluation ran
+    and its figures are in its executor output, though the pipeline returned nothing.
+    """
+    found = evaluations_in(pipeline_root)
+    return dict(found[0]["metrics"]) if len(found) == 1 else {}
 
 
 def evaluated_checkpoint(metrics: Mapping[str, Any], asked: object = None) -> dict[str, Any] | None:
@@ -257,11 +274,19 @@ def summarize(result: LocalRunResult) -> str:
         # NaN and infinities arrive as text (artifact metadata cannot hold them as numbers)
         if (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in _NON_FINITE
     }
+    several = result.evaluations if not shown and len(result.evaluations) > 1 else []
     lines.append(
         "evaluation:         "
         + (", ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) or "-")
+        + (f" ({len(several)} evaluations, run.json's evaluations)" if several else "")
     )
-    lines.append(f"quality gate:       {_gate_text(result, shown)}")
+    lines += [f"  {e['task']}: {_metrics_text(e['metrics'])}" for e in several]
+    verdicts = [e["metrics"].get("passed") for e in several]
+    lines.append(
+        f"quality gate:       {verdicts.count(True)} of {len(several)} passed"
+        if several and result.passed is None
+        else f"quality gate:       {_gate_text(result, shown)}"
+    )
     serving = result.serving_summary
     if serving is not None:
         lines += [
@@ -273,6 +298,18 @@ def summarize(result: LocalRunResult) -> str:
     lines.append("artifacts:")
     lines += [f"  {name:<15} {path}" for name, path in result.artifacts.items()]
     return "\n".join(lines)
+
+
+def _metrics_text(metrics: Mapping[str, Any]) -> str:
+    """One evaluation's numbers as the summary shows them, its gate's verdict last."""
+    numbers = {
+        k: float(v) if isinstance(v, str) else v
+        for k, v in metrics.items()
+        if (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in _NON_FINITE
+    }
+    shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(numbers.items())) or "-"
+    passed = metrics.get("passed")
+    return shown if not isinstance(passed, bool) else f"{shown}; {'passed' if passed else 'failed'}"
 
 
 def _gate_text(result: LocalRunResult, values: Mapping[str, float]) -> str:

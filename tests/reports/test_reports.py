@@ -502,6 +502,31 @@ def test_the_printout_shows_the_nan_metric_that_failed_the_gate(tmp_path: Path):
     assert "quality gate:       failed: score=nan is not >=0.5\n" in summary
 
 
+def test_the_printout_of_a_sweep_shows_each_evaluation(tmp_path: Path):
+    """Evaluations in a dsl.ParallelFor, none returned by the pipeline: the summary said
+    `evaluation: -` and `quality gate: not evaluated` though both had run (and one failed)."""
+    from kfp_spot.pipelines import local_run
+
+    task = "for-loop-1-iteration-{}/evaluate-checkpoint"
+    sweep = [
+        {"task": task.format(0), "metrics": {"f1": 0.91, "passed": True}},
+        {"task": task.format(1), "metrics": {"f1": 0.42, "passed": False}},
+    ]
+    result = _jobless_result(
+        tmp_path, outcome=Outcome.SUCCEEDED, metrics={}, passed=None, evaluations=sweep
+    )
+    summary = local_run.summarize(result)
+    assert (
+        "evaluation:         - (2 evaluations, run.json's evaluations)\n"
+        "  for-loop-1-iteration-0/evaluate-checkpoint: f1=0.91; passed\n"
+        "  for-loop-1-iteration-1/evaluate-checkpoint: f1=0.42; failed\n"
+        "quality gate:       1 of 2 passed\n"
+    ) in summary
+    assert json.loads(json.dumps(result.to_json()))["evaluations"] == sweep
+    one = _jobless_result(tmp_path, outcome=None, metrics={}, passed=None, evaluations=sweep[:1])
+    assert "evaluations" not in one.to_json()  # its figures are the run's metrics
+
+
 def test_the_printout_of_a_failed_gate_names_the_bound_the_metrics_missed(tmp_path: Path):
     # Before: "failed (accuracy@5 >=0.9, val/loss <=0.001)", and which one failed was left to
     # the reader to work out from the evaluation's line.
