@@ -4,7 +4,7 @@ A local run never caches a task and never makes a PipelineJob, so two things tha
 on Vertex AI do not show here: a prepare-package, launch or deploy task left cacheable (a
 pipeline of the loaded component YAMLs without ``.set_caching_options(False)``: the second run
 on Vertex AI replays the launch's outcome without training,
-:func:`kfp_spot.jobs.template_steps.run_warnings`, which also names a launch or deploy task
+:func:`kfp_spot.jobs.template_warnings.run_warnings`, which also names a launch or deploy task
 given a machine of its own, which the training never gets), and a pipeline name from which the
 Vertex AI SDK makes a PipelineJob ID the service refuses
 (:func:`kfp_spot.vertex.pipeline_parameters.job_id_problem`). ``kfp-spot submit`` and ``push``
@@ -20,7 +20,7 @@ def vertex_notes(pipeline: Any) -> list[str]:
     """The notes for ``pipeline`` (a loaded pipeline: a graph or YAML component), in order."""
     from google.protobuf import json_format
 
-    from kfp_spot.jobs.template_steps import run_warnings
+    from kfp_spot.jobs.template_warnings import run_warnings
     from kfp_spot.vertex.pipeline_parameters import job_id_problem
 
     spec = json_format.MessageToDict(pipeline.pipeline_spec)

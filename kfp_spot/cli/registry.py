@@ -192,7 +192,7 @@ def _warn_of_cached_tasks(template: Path) -> None:
     `kfp-spot submit` and its warnings: there a cached launch replays its outcome without
     training. A file that is no compiled spec is left to the registry to refuse.
     """
-    from kfp_spot.jobs.template_steps import run_warnings
+    from kfp_spot.jobs.template_warnings import run_warnings
     from kfp_spot.vertex.pipeline_job import SubmissionError, read_template
 
     try:

@@ -54,7 +54,6 @@ from kfp_spot.jobs.template_steps import (
     input_refused,
     placement_warnings,
     prepare_task_warnings,
-    task_machine_warning,
 )
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
@@ -65,6 +64,7 @@ from kfp_spot.jobs.template_walk import (
     cached_task_warning,
     template_tasks,
 )
+from kfp_spot.jobs.template_warnings import task_setting_warnings
 from kfp_spot.vertex import pipeline_context
 from kfp_spot.vertex.values import InvalidFieldError
 
@@ -353,8 +353,8 @@ def check_template_launches(
 
     def check(task: TemplateTask) -> None:  # --enable-caching caches every task, --disable- none
         cached = enable_caching is not False and cached_task_warning(task, bool(enable_caching))
-        machine = task_machine_warning(task)  # the task's own, not the CustomJob's
-        warnings.extend(w for w in (cached, machine) if w)
+        warnings.extend([cached] if cached else [])
+        warnings.extend(task_setting_warnings(task))  # the task's own, not the CustomJob's
         warnings.extend(_submission_task(task, project=project, location=location))
 
     check_each(template_tasks(spec, arguments), check)

@@ -10,16 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from kfp_spot.jobs.template_walk import (
-    DEPLOY_CALL,
-    LAUNCH_CALL,
-    UNKNOWN,
-    TemplateTask,
-    cached_task_warning,
-    template_tasks,
-)
+from kfp_spot.jobs.template_walk import DEPLOY_CALL, UNKNOWN, TemplateTask
 
 T = TypeVar("T")
 
@@ -115,63 +108,6 @@ def _given_by(task: TemplateTask, field: str) -> str:
     name = field.split("[", 1)[0]  # thresholds['accuracy']: thresholds
     parameter = task.from_pipeline.get(name)
     return f" (from --param {parameter})" if parameter and parameter != name else ""
-
-
-# The compiled forms of a task's own machine (KFP 2.17 writes both), as a warning shows them.
-_RESOURCES = (
-    ("resourceCpuLimit", "cpuLimit", "CPU limit"),
-    ("resourceCpuRequest", "cpuRequest", "CPU request"),
-    ("resourceMemoryLimit", "memoryLimit", "memory limit"),
-    ("resourceMemoryRequest", "memoryRequest", "memory request"),
-)
-
-
-def task_machine_warning(task: TemplateTask) -> str | None:
-    """A launch or deploy task given a machine of its own, which the training never gets.
-
-    ``.set_accelerator_type("NVIDIA_TESLA_T4")``, ``.set_cpu_limit("8")``, ... on the task size
-    the container that submits and watches the CustomJob (or the deployment) on Vertex AI
-    Pipelines: it pays for a machine it does not use, while the training runs on the task's
-    ``machine_type``/``accelerator_type``/``accelerator_count`` inputs (the serving replicas,
-    on the deploy's). None for any other task (an evaluation runs in its task: its machine is
-    the evaluation's) or a task that sets none.
-    """
-    resources = task.resources
-    if task.call not in (LAUNCH_CALL, DEPLOY_CALL) or not resources:
-        return None
-    shown = []
-    accelerator = resources.get("accelerator") or {}
-    kind = accelerator.get("resourceType") or accelerator.get("type")
-    if kind:
-        count = accelerator.get("resourceCount") or accelerator.get("count") or 1
-        shown.append(f"accelerator {kind} x{count}")
-    for key, fallback, label in _RESOURCES:
-        value = resources.get(key) or resources.get(fallback)
-        if value:
-            shown.append(f"{label} {value}")
-    what = "the training" if task.call == LAUNCH_CALL else "the serving replicas"
-    return (
-        f"task {task.path!r} ({task.component}) sets its own container's machine "
-        f"({', '.join(shown) or 'resources'}): on Vertex AI Pipelines that sizes the task that "
-        f"submits and watches the {'CustomJob' if task.call == LAUNCH_CALL else 'deployment'}, "
-        f"which uses none of it, not {what}; set the task's machine_type, accelerator_type and "
-        "accelerator_count inputs instead"
-    )
-
-
-def run_warnings(spec: Mapping[str, Any]) -> list[str]:
-    """What a run of ``spec`` on Vertex AI Pipelines does that no local run shows, per task.
-
-    A prepare-package, launch or deploy task left cacheable (``cached_task_warning``) and a
-    launch or deploy task given a machine of its own (:func:`task_machine_warning`): what
-    ``kfp-spot push`` warns of (a console run goes through no submit) and a local run notes.
-    """
-    found = (
-        warning
-        for task in template_tasks(spec, {})
-        for warning in (cached_task_warning(task), task_machine_warning(task))
-    )
-    return [warning for warning in found if warning]
 
 
 def check_evaluate_task(task: TemplateTask) -> None:

@@ -196,6 +196,34 @@ def test_a_refused_input_names_the_teams_own_parameter_that_set_it(tmp_path):
     ], lines
 
 
+def test_a_launch_given_the_trainings_variables_on_its_own_container_is_pointed_out(tmp_path):
+    """`.set_env_variable("WANDB_API_KEY", ...)` on a launch task reaches the task's process,
+    never the CustomJob's replicas (the `env` input): the training ran without it in silence.
+    What the task itself reads (KFP_SPOT_EXTRA_REGIONS, a proxy) is not warned of."""
+
+    @dsl.pipeline(name="team-env")
+    def team():
+        launch = LaunchSpotJobOp(
+            container_image_uri=IMAGE, base_output_directory="gs://my-bucket/o"
+        )
+        launch.set_env_variable("WANDB_API_KEY", "k").set_env_variable("DATA_DIR", "/d")
+        launch.set_env_variable("KFP_SPOT_EXTRA_REGIONS", "xx-new1").set_env_variable(
+            "HTTPS_PROXY", "http://proxy:3128"
+        )
+
+    path = tmp_path / "env.yaml"
+    compiler.Compiler().compile(team, str(path))
+    result = _submit(path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if "on its own container" in line]
+    assert warned == [
+        "kfp-spot: warning: task 'launch-spot-job' (launch_spot_job) sets DATA_DIR, WANDB_API_KEY "
+        "on its own container (set_env_variable): the task that submits and watches the "
+        "CustomJob gets them, the training does not; pass the training's variables in the "
+        "task's env input (env={'DATA_DIR': ...})"
+    ], result.stderr
+
+
 def test_the_local_emulator_baked_into_a_template_is_refused(templates):
     line = _one_error_line(_submit(templates["emulator"], "--dry-run"))
     assert "input 'api_endpoint': 'http://127.0.0.1:8080' is the local emulator" in line
