@@ -24,7 +24,10 @@ def vertex_notes(pipeline: Any) -> list[str]:
     from kfp_spot.vertex.pipeline_parameters import job_id_problem
 
     spec = json_format.MessageToDict(pipeline.pipeline_spec)
-    notes = [f"on Vertex AI Pipelines, {warning}" for warning in run_warnings(spec)]
+    notes = [  # each said of Vertex AI Pipelines, once
+        w if "Vertex AI Pipelines" in w else f"on Vertex AI Pipelines, {w}"
+        for w in run_warnings(spec)
+    ]
     problem = job_id_problem(str(spec.get("pipelineInfo", {}).get("name", "")))
     if problem:
         notes.append(

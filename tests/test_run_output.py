@@ -804,8 +804,8 @@ def test_a_local_run_notes_what_only_a_run_on_vertex_ai_would_show(tmp_path):
         "compile it with .set_caching_options(False)"
     ) in " ".join(notes), notes
     assert (
-        "note: on Vertex AI Pipelines, task 'for-loop-2/launch-spot-job' (launch_spot_job) sets "
-        "its own container's machine (CPU limit 8): on Vertex AI Pipelines that sizes the task"
+        "note: task 'for-loop-2/launch-spot-job' (launch_spot_job) sets its own container's "
+        "machine (CPU limit 8): on Vertex AI Pipelines that sizes the task"
     ) in notes[1], notes
     assert any(
         n.startswith(
