@@ -230,6 +230,78 @@ def test_a_bare_package_without_its_module_is_refused_before_the_run(tmp_path):
     assert "python_module" not in local_run.spot_training_arguments(source)
 
 
+def test_every_problem_of_a_bare_package_found_before_the_run_is_one_refusal(tmp_path, capfd):
+    # A bare package without python_module and without the default evaluation module was
+    # refused for its module, then, once that was given, for its entry point: one try each.
+    from tests.cli_in_process import run_cli
+
+    source = tmp_path / "digitsclf"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("print('training')\n")
+    (source / "metrics.py").write_text("def evaluate(d, p):\n    return {}\n")
+    module = (
+        f"python_module: required for the bare package directory {source}: the module the job "
+        "runs, e.g. digitsclf.task (--param python_module=...)"
+    )
+    entry_point = (
+        "evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
+        f"(the bundled example's) is not in {source}: set --param "
+        "evaluation_entry_point=digitsclf.MODULE:FUNCTION"
+    )
+    inside = (
+        f"run_dir: {source / 'runs'} is inside the training source {source}: the run's files "
+        "would be packaged with it; give a directory outside the source or under its "
+        "kfp-spot-runs/, which is never packaged (--run-dir)"
+    )
+    with pytest.raises(local.LocalRunError) as info:  # the Python API
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value).splitlines() == [
+        "2 problems, found before the run started:",
+        f"  {module}",
+        f"  {entry_point}",
+    ]
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(source / "runs", source=source, progress=None)
+    assert str(info.value).splitlines() == [
+        "3 problems, found before the run started:",
+        f"  {module}",
+        f"  {entry_point}",
+        f"  {inside}",
+    ]
+    result = run_cli(["run", "--source", str(source), "--run-dir", str(tmp_path / "run")], capfd)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "kfp-spot: error: 2 problems, found before the run started:",
+        f"  {module}",
+        f"  {entry_point} (see `kfp-spot run --help`)",
+    ]
+    assert not (tmp_path / "run").exists() and not (source / "runs").exists()
+    # one problem left is refused as before, alone
+    given = {"python_module": "digitsclf.task"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, parameters=given, progress=None)
+    assert str(info.value) == entry_point
+
+
+def test_a_bare_package_named_no_package_name_is_refused_before_the_run(tmp_path):
+    # It was refused by prepare-package once the run had started, after the module check had
+    # suggested `--param python_module=my-trainer.task`, itself refused as no module name.
+    source = tmp_path / "my-trainer"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("print('training')\n")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
+    assert str(info.value) == (
+        f"source: {source} is a bare package directory (an __init__.py, no project file), which "
+        "is installed as the package its directory names, but 'my-trainer' is not a Python "
+        "package name (letters, digits and '_', not starting with a digit; no keyword): rename "
+        "the directory, e.g. to my_trainer"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_entry_point_named_by_its_src_path_is_refused_before_the_run(regressor, tmp_path):
     # src.regressor.metrics passed the check (src/regressor/metrics.py is there) and failed the
     # evaluation after the whole training: "No module named 'src'".

@@ -403,11 +403,9 @@ def _from_module_dir(
     src: Path, workdir: Path, python_module: str, name: str, version: str, requirements: list[str]
 ) -> ProjectTree:
     package = src.name
-    if not is_module_name(package) or "." in package:
-        raise SourceError(
-            "source",
-            f"{src} is a package directory but {package!r} is not a valid Python package name",
-        )
+    problem = bare_package_name_problem(src, str(src))
+    if problem:
+        raise SourceError("source", problem)
     if not python_module:
         problem = bare_package_module_problem(src, python_module)
         if problem:
@@ -484,6 +482,28 @@ def requirements_problem(src: Path, label: str, requirements: Sequence[str]) -> 
             "pyproject.toml/setup.py instead"
         )
     return None
+
+
+def bare_package_name_problem(src: Path, label: str) -> str | None:
+    """Why the bare package directory ``src`` cannot be built under its own name, or None.
+
+    A bare package is installed as the package its directory names, so that name must be one
+    ``import`` takes (``my-trainer`` is not). Shared by prepare_package and the local run, which
+    refuses it before the run starts. ``label``: how the message names the directory.
+    """
+    if any((src / f).is_file() for f in PROJECT_FILES) or not (src / "__init__.py").is_file():
+        return None  # a project names its own packages; a non-package is refused else
+    package = src.name
+    if is_module_name(package) and "." not in package:
+        return None
+    fixed = re.sub(r"\W", "_", package)
+    fixed = f"_{fixed}" if not fixed or fixed[0].isdigit() or keyword.iskeyword(fixed) else fixed
+    return (
+        f"{label} is a bare package directory (an __init__.py, no project file), which is "
+        f"installed as the package its directory names, but {package!r} is not a Python package "
+        f"name (letters, digits and '_', not starting with a digit; no keyword): rename the "
+        f"directory, e.g. to {fixed}"
+    )
 
 
 def bare_package_module_problem(src: Path, python_module: str) -> str | None:

@@ -96,6 +96,27 @@ def test_bare_package_needs_python_module(tmp_path):
         prepare_package(str(package), str(tmp_path / "stage"))
 
 
+@pytest.mark.parametrize(("name", "fixed"), [("my-trainer", "my_trainer"), ("2stage", "_2stage")])
+def test_a_bare_package_directory_named_no_package_name_is_refused_saying_what_to_rename(
+    tmp_path, name, fixed
+):
+    # The package is installed under its directory's name: the refusal named the name, not the
+    # fix, and the python_module it suggested (my-trainer.task) was no module name either.
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text("print('training')\n")
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(package), str(tmp_path / "stage"), python_module=f"{fixed}.task")
+    assert info.value.field == "source"
+    assert str(info.value) == (
+        f"source: {package} is a bare package directory (an __init__.py, no project file), which "
+        f"is installed as the package its directory names, but {name!r} is not a Python package "
+        "name (letters, digits and '_', not starting with a digit; no keyword): rename the "
+        f"directory, e.g. to {fixed}"
+    )
+
+
 def test_tar_gz_archive_builds_the_same_package_as_its_directory(built, project, tmp_path):
     archive = tmp_path / "src.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:

@@ -1,0 +1,283 @@
+"""``kfp-spot run``'s training source: the arguments it sets and its problems, before a run.
+
+The package's own ``[tool.kfp-spot]`` settings (a directory's or an archive's pyproject.toml),
+the bundled example's arguments and gate for the example only, and the problems of the source
+that are found before anything starts (:func:`arguments_and_problems`): the run reports them
+together (:func:`together`), so a user fixes them all before trying again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kfp_spot.packaging.sources import (
+    LOCAL_RUNS_DIR,
+    bare_package_module_problem,
+    bare_package_name_problem,
+    requirements_problem,
+    source_directory_problem,
+)
+from kfp_spot.pipelines.local import LocalRunError
+
+__all__ = [
+    "EXAMPLE_ARGUMENTS",
+    "EXAMPLE_SOURCE",
+    "TOOL_KEYS",
+    "arguments_and_problems",
+    "check_outside",
+    "package_arguments",
+    "spot_training_arguments",
+    "together",
+]
+
+EXAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "examples" / "trainer"
+EXAMPLE_ARGUMENTS: dict[str, Any] = {
+    "training_args": ["--epochs", "20", "--checkpoint-every", "3", "--step-seconds", "0.1"],
+    "thresholds": {"accuracy": ">=0.85"},
+}
+"""What the bundled example trainer is run with (a short run; a digits classifier's gate)."""
+
+TOOL_KEYS = {"python-module": "python_module", "evaluation-entry-point": "evaluation_entry_point"}
+"""``[tool.kfp-spot]`` keys of a package's pyproject.toml and the parameters they set."""
+
+
+def _tool_config(pyproject: str, tables: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``[tool.kfp-spot]``, refusing what would be ignored: a misspelt table name or key.
+
+    An ignored key would not fail here: the run would fall back to the default module or
+    evaluation entry point and fail later, the evaluation only after the whole training.
+    """
+    valid = ", ".join(TOOL_KEYS)
+    for table in tables:
+        if table != "kfp-spot" and table.replace("_", "-").lower() in ("kfp-spot", "kfpspot"):
+            raise LocalRunError(
+                f"{pyproject}: [tool.{table}] is not read; the table is [tool.kfp-spot] "
+                f"(keys: {valid})"
+            )
+    config = tables.get("kfp-spot") or {}
+    if not isinstance(config, Mapping):
+        raise LocalRunError(f"{pyproject}: [tool.kfp-spot] must be a table (keys: {valid})")
+    for key in config:
+        if key not in TOOL_KEYS:
+            near = str(key).replace("_", "-").lower()
+            hint = f"; did you mean {near!r}?" if near in TOOL_KEYS else ""
+            raise LocalRunError(
+                f"{pyproject}: [tool.kfp-spot] has no key {key!r} (its keys: {valid}){hint}"
+            )
+    return config
+
+
+def package_arguments(source: str | Path) -> dict[str, Any]:
+    """The pipeline arguments a package's own pyproject.toml sets (``[tool.kfp-spot]``).
+
+    Also the example's training arguments and gate when ``source`` is the bundled example.
+
+    Raises:
+        LocalRunError: ``source`` does not exist, is a file prepare_package does not build
+            (neither a ``.py`` script nor a source archive), or ``[tool.kfp-spot]`` has a key it
+            does not know, a value that is not text or an entry point that is not
+            ``module:function``.
+    """
+    if not isinstance(source, (str, Path)):
+        raise LocalRunError(
+            f"source: expected a path (str or pathlib.Path), got {type(source).__name__}"
+        )
+    path = Path(source)
+    if not path.exists():
+        raise LocalRunError(f"training source {source} does not exist")
+    arguments: dict[str, Any] = {}
+    if path.resolve() == EXAMPLE_SOURCE:
+        arguments.update(EXAMPLE_ARGUMENTS)
+    from kfp_spot.packaging.sources import is_archive, source_file_problem
+
+    if path.is_file() and (problem := source_file_problem(path, str(source))):
+        raise LocalRunError(f"source: {problem}")  # before the emulator starts, not in a task
+    if path.is_file() and is_archive(path.name):
+        # the archive's own pyproject.toml, found as prepare_package finds it
+        from kfp_spot.packaging import PackagingError
+        from kfp_spot.packaging.sources import materialize
+
+        with tempfile.TemporaryDirectory(prefix="kfp-spot-source-") as work:
+            try:
+                tree = materialize(str(path), Path(work))
+            except PackagingError:
+                return arguments  # prepare_package says what is wrong with it, first thing
+            if not tree.generated:
+                arguments.update(_tool_arguments(tree.path, f"{path} (its pyproject.toml)"))
+    else:
+        arguments.update(_tool_arguments(path, str(path / "pyproject.toml")))
+    return arguments
+
+
+def _tool_arguments(project: Path, label: str) -> dict[str, Any]:
+    """The arguments ``project``'s ``[tool.kfp-spot]`` sets; errors name ``label``."""
+    from kfp_spot.packaging.build import tool_tables
+
+    arguments: dict[str, Any] = {}
+    if (project / "pyproject.toml").is_file():
+        try:
+            tables = tool_tables(project)
+        except ValueError as exc:  # packaging's BuildError: "source: pyproject.toml is not ..."
+            reason = str(exc).removeprefix("source: ").removeprefix("pyproject.toml is ")
+            raise LocalRunError(f"{label}: {reason}") from None
+        config = _tool_config(label, tables)
+        for key, name in TOOL_KEYS.items():
+            value = config.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value:
+                raise LocalRunError(
+                    f"{label}: [tool.kfp-spot] {key} must be a non-empty string, got {value!r}"
+                )
+            arguments[name] = value
+    from kfp_spot.packaging.sources import MODULE_FORM, is_module_name
+
+    module = arguments.get("python_module")
+    if module is not None and not is_module_name(module):  # else refused once the run started
+        raise LocalRunError(
+            f"{label}: [tool.kfp-spot] python-module: {module!r} is not {MODULE_FORM}"
+        )
+    entry_point = arguments.get("evaluation_entry_point")
+    if entry_point is not None:  # imported only after training: a typo would cost the run
+        from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
+
+        if not is_entry_point(entry_point):
+            raise LocalRunError(
+                f"{label}: [tool.kfp-spot] evaluation-entry-point: {entry_point!r} is not "
+                f"{ENTRY_POINT_FORM}"
+            )
+    return arguments
+
+
+def spot_training_arguments(
+    source: str | Path,
+    *,
+    training_args: Sequence[str] | None = None,
+    thresholds: dict[str, Any] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    declared: set[str] | None = None,
+) -> dict[str, Any]:
+    """The pipeline arguments :func:`run_local` runs ``source`` with (see its arguments).
+
+    ``declared``: the parameters of a template of the user's own, which need not be
+    spot_training's: what the run adds by itself (the source, its ``[tool.kfp-spot]`` settings,
+    the example's arguments, the empty gate) goes only to the ones it declares, and to none of
+    a template that declares no ``source`` (it trains none).
+
+    Raises:
+        LocalRunError: as :func:`package_arguments`; or a template that declares no ``source``
+            is given a source other than the bundled example (naming its parameters); a source
+            directory prepare_package would refuse (no project file, no package, a bare
+            package whose directory name is no package name); ``training_args`` is a text
+            rather than a list; or, reported together, a bare package without
+            ``python_module`` and ``requirements`` given for a project.
+    """
+    arguments, problems = arguments_and_problems(
+        source,
+        training_args=training_args,
+        thresholds=thresholds,
+        parameters=parameters,
+        declared=declared,
+    )
+    if problems:
+        raise LocalRunError(together(problems))
+    return arguments
+
+
+def together(problems: Sequence[str]) -> str:
+    """One refusal for every problem found before a run: the problem itself when there is one.
+
+    Each problem starts with the field at fault; several are one per line, under a line that
+    counts them, so a user fixes them all before trying again.
+    """
+    if len(problems) == 1:
+        return problems[0]
+    lines = "\n".join(f"  {problem}" for problem in problems)
+    return f"{len(problems)} problems, found before the run started:\n{lines}"
+
+
+def arguments_and_problems(
+    source: str | Path,
+    *,
+    training_args: Sequence[str] | None,
+    thresholds: dict[str, Any] | None,
+    parameters: Mapping[str, Any] | None,
+    declared: set[str] | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """:func:`spot_training_arguments`' arguments, and the problems that do not stop the rest.
+
+    A problem that makes the others moot (no source, a source of no kind prepare_package
+    builds, a bare package under a name no ``import`` takes) raises at once; the others are
+    returned, so the run reports them together with its own checks.
+
+    Raises:
+        LocalRunError: as :func:`spot_training_arguments`, for the problems that make the
+            others moot.
+    """
+    arguments = {"source": str(source), **package_arguments(source)}
+    # The pipeline's default gate is the example's accuracy bound; another package's evaluate()
+    # returns its own metrics, so it is gated only on the thresholds it is given.
+    arguments.setdefault("thresholds", {})
+    if declared is not None:
+        if "source" not in declared and Path(source).resolve() != EXAMPLE_SOURCE:
+            raise LocalRunError(
+                f"the template has no 'source' parameter to take the training source {source}; "
+                f"valid: {', '.join(sorted(declared))} (set them with --param NAME=VALUE)"
+            )
+        # A template without `source` trains no source: nothing of the (default) example's
+        # arguments, gate included, is its own; its parameters keep their defaults.
+        taken = declared if "source" in declared else set()
+        arguments = {k: v for k, v in arguments.items() if k in taken}
+    if "source" in arguments and Path(source).is_dir():  # else refused once the run started
+        problem = source_directory_problem(Path(source), str(source)) or (
+            bare_package_name_problem(Path(source), str(source))
+        )
+        if problem:
+            raise LocalRunError(f"source: {problem}")
+    if training_args is not None:
+        if isinstance(training_args, (str, bytes)):  # list() would pass one per character
+            raise LocalRunError(
+                f"training_args: {training_args!r} is one text; give a list of arguments such "
+                "as ['--steps', '40']"
+            )
+        arguments["training_args"] = list(training_args)
+    if thresholds is not None:
+        arguments["thresholds"] = thresholds
+    arguments.update(parameters or {})
+    problems = []
+    if "source" in arguments and Path(source).is_dir():  # refused now, not once the run started
+        unset = "" if declared is None or "python_module" in declared else "-"  # a template's own
+        module = arguments.get("python_module", unset)
+        if problem := bare_package_module_problem(Path(source), module):
+            problems.append(f"python_module: {problem} (--param python_module=...)")
+        if problem := requirements_problem(
+            Path(source), str(source), arguments.get("requirements") or []
+        ):
+            problems.append(f"requirements: {problem}")
+    return arguments, problems
+
+
+def check_outside(run_dir: Path, source: str | Path) -> None:
+    """Refuse a run directory inside (or being) the source directory, but in its runs folder.
+
+    The run would write its emulator, checkpoints and report among the package's files, which
+    the next run's package would then hold. The source's own ``kfp-spot-runs/`` (where
+    ``kfp-spot run --source .`` puts its runs by default) is never packaged, so a run there is
+    fine.
+
+    Raises:
+        LocalRunError: naming both.
+    """
+    tree, target = Path(source).resolve(), run_dir.resolve()
+    if not tree.is_dir() or not (target == tree or tree in target.parents):
+        return
+    if (tree / LOCAL_RUNS_DIR) in target.parents:
+        return
+    raise LocalRunError(
+        f"run_dir: {run_dir} is inside the training source {source}: the run's files would be "
+        f"packaged with it; give a directory outside the source or under its {LOCAL_RUNS_DIR}/, "
+        "which is never packaged (--run-dir)"
+    )
