@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kfp_spot.packaging.sources import requirements_file_note
 from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
-from kfp_spot.pipelines.local_evaluation import check_evaluation_module
+from kfp_spot.pipelines.local_evaluation import check_evaluation_imports, check_evaluation_module
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
     LocalRunResult,
@@ -49,6 +49,7 @@ __all__ = [
     "LocalRunResult",
     "_gate",
     "_outcome",
+    "check_evaluation_imports",
     "check_evaluation_module",
     "package_arguments",
     "pipeline_to_run",
@@ -149,6 +150,7 @@ def run_local(
     )
     for check in (
         lambda: check_evaluation_module(source, arguments, pipeline),
+        lambda: check_evaluation_imports(source, arguments, pipeline),
         lambda: check_outside(Path(run_dir), source),
     ):
         try:

@@ -284,6 +284,62 @@ def test_every_problem_of_a_bare_package_found_before_the_run_is_one_refusal(tmp
     assert str(info.value) == entry_point
 
 
+def test_an_evaluation_importing_a_library_the_package_does_not_declare_is_refused_before_it_runs(
+    tmp_path,
+):
+    # The evaluation runs in kfp-spot's runtime image, not the executor image that trained: a
+    # script's evaluate() importing scikit-learn trained, then failed after the whole training.
+    script = tmp_path / "digits.py"
+    script.write_text(
+        "import numpy as np\nfrom sklearn.linear_model import SGDClassifier\n"
+        "def evaluate(d, p):\n    return {}\n"
+        "if __name__ == '__main__':\n    print(SGDClassifier())\n"
+    )
+    entry = {"evaluation_entry_point": "digits:evaluate"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=script, parameters=entry, progress=None)
+    assert str(info.value) == (
+        "evaluation_entry_point: digits:evaluate imports sklearn (digits.py, line 2; installed "
+        "here by scikit-learn), which kfp-spot's runtime image does not hold: "
+        "evaluate-checkpoint runs it there after the training, with kfp-spot and its "
+        "dependencies, the package and what the package declares, not the training's executor "
+        """image's libraries; declare scikit-learn: --param requirements='["scikit-learn"]'"""
+    )
+    assert not (tmp_path / "run").exists()
+    declared = {**entry, "requirements": ["scikit-learn"]}
+    assert (
+        local_run.check_evaluation_imports(script, {"source": "", **declared}, spot_training)
+        is None
+    )
+    # a project: named in its pyproject.toml; what the code is ready to miss is not judged, nor
+    # its own modules, nor anything once it declares what this machine lacks (pip fetches it)
+    project = tmp_path / "proj"
+    (project / "src" / "proj").mkdir(parents=True)
+    (project / "src" / "proj" / "__init__.py").write_text("")
+    (project / "src" / "proj" / "helpers.py").write_text("import sklearn.metrics\n")
+    (project / "src" / "proj" / "score.py").write_text(
+        "try:\n    import matplotlib\nexcept ImportError:\n    matplotlib = None\n"
+        "def evaluate(d, p):\n    from proj import helpers\n    return {}\n"
+    )
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "proj"\nversion = "1"\ndependencies = ["numpy"]\n'
+        '[tool.kfp-spot]\nevaluation-entry-point = "proj.score:evaluate"\n'
+    )
+    arguments = {"source": str(project), **local_run.package_arguments(project)}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.check_evaluation_imports(project, arguments, spot_training)
+    assert str(info.value).startswith(
+        "evaluation_entry_point: proj.score:evaluate imports sklearn (proj/helpers.py, line 1; "
+    )
+    assert str(info.value).endswith(
+        f"declare scikit-learn: add it to [project] dependencies in {project / 'pyproject.toml'}"
+    )
+    (project / "pyproject.toml").write_text(
+        (project / "pyproject.toml").read_text().replace('"numpy"', '"numpy", "not-here-lib>=1"')
+    )
+    assert local_run.check_evaluation_imports(project, arguments, spot_training) is None
+
+
 def test_a_bare_package_named_no_package_name_is_refused_before_the_run(tmp_path):
     # It was refused by prepare-package once the run had started, after the module check had
     # suggested `--param python_module=my-trainer.task`, itself refused as no module name.
