@@ -52,7 +52,7 @@ from kfp_spot.pipelines.local_arguments import (
     run_arguments,
     vertex_callers,
 )
-from kfp_spot.pipelines.local_drill import check_run_options
+from kfp_spot.pipelines.local_drill import check_run_options, saved_anything, short_drill
 from kfp_spot.pipelines.local_regions import RegionsError, check_regions, failover_drill
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -285,7 +285,8 @@ def run(
         states = [str(j.get("state", "")) for j in listed]
         if listed and len(drill.preempted_at_steps) < preemptions:
             failed_job = states[0] == "JOB_STATE_FAILED"  # the newest: the training failed
-            why = _short_drill(drill.preempted_at_steps, preemptions, interrupted, failed_job)
+            saved = saved_anything(root_of(listed[0]["name"]) or default_root)
+            why = short_drill(drill.preempted_at_steps, preemptions, interrupted, failed_job, saved)
             shown.event(f"note: {why}")
         roots = [root_of(name) or "" for name in jobs]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
@@ -373,19 +374,3 @@ def _training_logs(state_dir: Path, jobs: list[str]) -> dict[str, str]:
     )
 
 
-def _short_drill(done: list[int], asked: int, interrupted: bool, failed: bool = False) -> str:
-    """Why a run preempted its job fewer times than asked (``done``: the steps it preempted at).
-
-    ``failed``: the newest CustomJob failed, which the run has just shown; no advice to train
-    longer then.
-    """
-    told = f"the job was preempted {len(done)} of the {asked} time(s) asked"
-    if interrupted:  # not the drill's doing: the run was stopped before it could finish
-        return f"the run was interrupted before the preemption drill finished ({told})"
-    if failed:
-        return f"{told}: the training failed (above) before a new checkpoint to preempt after"
-    return (
-        f"{told}: the drill preempts an attempt only after it commits a new kfp_spot.trainer "
-        "checkpoint (step-<n>/manifest.json), and the training ended or failed before that; save "
-        "more often or train longer to see a preemption"
-    )

@@ -215,3 +215,26 @@ def test_an_interrupted_run_says_so_instead_of_a_short_drill(tmp_path):
         r"preempted [01] of the 2 time\(s\) asked\)",
         notes[0],
     ), notes
+
+
+def test_a_training_that_saved_nothing_is_told_to_checkpoint_not_to_train_longer(tmp_path):
+    # A trainer that never checkpoints was told "save more often or train longer to see a
+    # preemption": no length of training gives the drill a checkpoint to preempt after.
+    from kfp_spot.pipelines.local_drill import saved_anything, short_drill
+
+    root = tmp_path / "job" / "checkpoints"
+    assert not saved_anything(str(root))
+    root.mkdir(parents=True)
+    assert not saved_anything(str(root))
+    assert short_drill([], 1, interrupted=False, saved=False) == (
+        "the job was preempted 0 of the 1 time(s) asked: the drill preempts an attempt only after "
+        "it commits a new kfp_spot.trainer checkpoint (step-<n>/manifest.json), and the training "
+        "saved nothing in its checkpoint directory (AIP_CHECKPOINT_DIR): on Vertex AI each "
+        "preemption would restart it from the beginning; checkpoint with kfp_spot.trainer "
+        "(CheckpointManager, or a framework's SpotCheckpoint callback)"
+    )
+    (root / "weights.pkl").write_bytes(b"its own format")  # saved, in a layout of its own
+    assert saved_anything(str(root))
+    assert short_drill([], 1, interrupted=False, saved=True).endswith(
+        "save more often or train longer to see a preemption"
+    )
