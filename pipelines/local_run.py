@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from kfp_spot.packaging.sources import requirements_file_note
 from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
+from kfp_spot.pipelines.local_arguments import check_types, check_values
+from kfp_spot.pipelines.local_drill import check_run_options
 from kfp_spot.pipelines.local_evaluation import check_evaluation_imports, check_evaluation_module
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
@@ -27,6 +29,7 @@ from kfp_spot.pipelines.local_result import (
     summarize,
     warning_lines,
 )
+from kfp_spot.pipelines.local_rundir import check_unused
 from kfp_spot.pipelines.local_source import (
     EXAMPLE_SOURCE,
     arguments_and_problems,
@@ -152,6 +155,10 @@ def run_local(
         lambda: check_evaluation_module(source, arguments, pipeline),
         lambda: check_evaluation_imports(source, arguments, pipeline),
         lambda: check_outside(Path(run_dir), source),
+        lambda: check_unused(Path(run_dir)),
+        # local.run's own checks, which it makes again: refused with the source's problems
+        lambda: check_run_options(preemptions, grace_period),
+        lambda: _check_arguments(pipeline, arguments),
     ):
         try:
             check()
@@ -179,6 +186,12 @@ def run_local(
         disruption=disruption,
         regions=regions,
     )
+
+
+def _check_arguments(pipeline: Any, arguments: Mapping[str, Any]) -> None:
+    """The values' form, then their declared types: a value refused for one is not for both."""
+    check_values(arguments)
+    check_types(pipeline.component_spec.inputs, arguments)
 
 
 def _raw_dirs(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:

@@ -340,6 +340,31 @@ def test_an_evaluation_importing_a_library_the_package_does_not_declare_is_refus
     assert local_run.check_evaluation_imports(project, arguments, spot_training) is None
 
 
+def test_the_runs_own_refusals_come_with_the_sources_problems(tmp_path):
+    # A bad drill or gate was refused only once the source's problems were fixed: one more try.
+    source = tmp_path / "digitsclf"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("print('training')\n")
+    (source / "metrics.py").write_text("def evaluate(d, p):\n    return {}\n")
+    given = {"evaluation_entry_point": "digitsclf.metrics:evaluate"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(
+            tmp_path / "run",
+            source=source,
+            parameters=given,
+            thresholds={"mse": "<=0.1x"},
+            preemptions=7,
+            progress=None,
+        )
+    lines = str(info.value).splitlines()
+    assert lines[0] == "3 problems, found before the run started:"
+    assert lines[1].startswith("  python_module: required for the bare package directory")
+    assert lines[2] == "  preemptions: must be a whole number from 0 to 6, got 7"
+    assert lines[3].startswith("  thresholds['mse']: '<=0.1x' is not a bound"), lines
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_bare_package_named_no_package_name_is_refused_before_the_run(tmp_path):
     # It was refused by prepare-package once the run had started, after the module check had
     # suggested `--param python_module=my-trainer.task`, itself refused as no module name.
