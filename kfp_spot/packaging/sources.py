@@ -493,16 +493,26 @@ def bare_package_name_problem(src: Path, label: str) -> str | None:
     """
     if any((src / f).is_file() for f in PROJECT_FILES) or not (src / "__init__.py").is_file():
         return None  # a project names its own packages; a non-package is refused else
+    from kfp_spot.packaging.runnable import stdlib_shadow
+
     package = src.name
+    what = (
+        f"{label} is a bare package directory (an __init__.py, no project file), which is "
+        f"installed as the package its directory names, but {package!r}"
+    )
     if is_module_name(package) and "." not in package:
-        return None
+        if stdlib_shadow(package) is None:
+            return None
+        return (
+            f"{what} is the name of a module of Python's standard library, which comes first on "
+            f"sys.path: on Vertex AI `python -m {package}.MODULE` finds Python's own {package}, "
+            f"never this package; rename the directory, e.g. to {package}_trainer"
+        )
     fixed = re.sub(r"\W", "_", package)
     fixed = f"_{fixed}" if not fixed or fixed[0].isdigit() or keyword.iskeyword(fixed) else fixed
     return (
-        f"{label} is a bare package directory (an __init__.py, no project file), which is "
-        f"installed as the package its directory names, but {package!r} is not a Python package "
-        f"name (letters, digits and '_', not starting with a digit; no keyword): rename the "
-        f"directory, e.g. to {fixed}"
+        f"{what} is not a Python package name (letters, digits and '_', not starting with a "
+        f"digit; no keyword): rename the directory, e.g. to {fixed}"
     )
 
 

@@ -117,6 +117,25 @@ def test_a_bare_package_directory_named_no_package_name_is_refused_saying_what_t
     )
 
 
+def test_a_bare_package_directory_named_like_a_standard_module_is_refused_saying_to_rename_it(
+    tmp_path,
+):
+    # `python -m tokenize.task` on the VM finds Python's own tokenize: refused after the build,
+    # and the local run had suggested `python_module=tokenize.task`.
+    package = tmp_path / "tokenize"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text("print('training')\n")
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(package), str(tmp_path / "stage"), python_module="tokenize.task")
+    assert info.value.field == "source"
+    assert str(info.value).endswith(
+        "but 'tokenize' is the name of a module of Python's standard library, which comes first "
+        "on sys.path: on Vertex AI `python -m tokenize.MODULE` finds Python's own tokenize, never "
+        "this package; rename the directory, e.g. to tokenize_trainer"
+    )
+
+
 def test_tar_gz_archive_builds_the_same_package_as_its_directory(built, project, tmp_path):
     archive = tmp_path / "src.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
