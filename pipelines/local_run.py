@@ -34,6 +34,7 @@ from kfp_spot.pipelines.local_source import (
     EXAMPLE_SOURCE,
     arguments_and_problems,
     check_outside,
+    job_python_problem,
     package_arguments,
     spot_training_arguments,
     together,
@@ -54,6 +55,7 @@ __all__ = [
     "_outcome",
     "check_evaluation_imports",
     "check_evaluation_module",
+    "job_python_problem",
     "package_arguments",
     "pipeline_to_run",
     "run_local",
@@ -152,6 +154,7 @@ def run_local(
         declared=None if template is None else set(pipeline.component_spec.inputs),
     )
     for check in (
+        lambda: _refuse(job_python_problem(source, arguments, pipeline)),
         lambda: check_evaluation_module(source, arguments, pipeline),
         lambda: check_evaluation_imports(source, arguments, pipeline),
         lambda: check_outside(Path(run_dir), source),
@@ -186,6 +189,12 @@ def run_local(
         disruption=disruption,
         regions=regions,
     )
+
+
+def _refuse(problem: str | None) -> None:
+    """Raise ``problem`` as the run's refusal, when there is one."""
+    if problem:
+        raise LocalRunError(problem)
 
 
 def _check_arguments(pipeline: Any, arguments: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from kfp_spot.packaging.sources import (
     LOCAL_RUNS_DIR,
+    PROJECT_FILES,
     bare_package_module_problem,
     bare_package_name_problem,
     requirements_problem,
@@ -28,6 +29,7 @@ __all__ = [
     "TOOL_KEYS",
     "arguments_and_problems",
     "check_outside",
+    "job_python_problem",
     "package_arguments",
     "spot_training_arguments",
     "together",
@@ -195,7 +197,7 @@ def together(problems: Sequence[str]) -> str:
     """
     if len(problems) == 1:
         return problems[0]
-    lines = "\n".join(f"  {problem}" for problem in problems)
+    lines = "\n".join("  " + problem.replace("\n", "\n    ") for problem in problems)
     return f"{len(problems)} problems, found before the run started:\n{lines}"
 
 
@@ -281,3 +283,48 @@ def check_outside(run_dir: Path, source: str | Path) -> None:
         f"packaged with it; give a directory outside the source or under its {LOCAL_RUNS_DIR}/, "
         "which is never packaged (--run-dir)"
     )
+
+
+def job_python_problem(
+    source: str | Path, arguments: Mapping[str, Any], pipeline: Any
+) -> str | None:
+    """Why the job's module cannot run on its executor image's Python, read before the run.
+
+    The emulator refuses such a job only once it is submitted, after the package was built; on
+    Vertex AI it fails at its import on the VM. The module is ``python_module`` (given, or the
+    package's ``[tool.kfp-spot]``; a script's name), read with what it imports of its own
+    package, as ``check_import`` reads it (:mod:`kfp_spot.packaging.pycompat`). None when the
+    module is not known before the build (a project that names none) or the image is refused
+    elsewhere.
+    """
+    from kfp_spot import executors
+    from kfp_spot.packaging import pycompat
+    from kfp_spot.packaging.imports import module_file, source_roots
+
+    path = Path(source)
+    given = (pipeline.component_spec.inputs or {}).get("executor_image_uri")
+    uri = arguments.get("executor_image_uri") or (given.default if given else "")
+    if "source" not in arguments or not uri or not path.exists():
+        return None
+    try:
+        image = executors.profile(str(uri))
+    except executors.ExecutorImageError:
+        return None  # refused with its own message by the launch's checks
+    module = arguments.get("python_module") or ""
+    if not isinstance(module, str):
+        return None
+    if path.is_file():
+        module = module or path.stem
+        found = pycompat.file_problems(path, path.name, image.python, module)
+    elif not module:
+        return None
+    else:
+        bare = (path / "__init__.py").is_file() and not any(
+            (path / f).is_file() for f in PROJECT_FILES
+        )
+        roots = [path.resolve().parent] if bare else list(source_roots(path))
+        root = next((r for r in roots if module_file(r, module.split(".")) is not None), None)
+        found = pycompat.problems(root, module, image.python) if root is not None else []
+    if not found:
+        return None
+    return "python_module: " + pycompat.explain(found, module, image.python, image.image)

@@ -365,6 +365,38 @@ def test_the_runs_own_refusals_come_with_the_sources_problems(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_job_module_the_executor_images_python_cannot_run_is_refused_before_the_run(tmp_path):
+    # It was refused once submitted (the emulator), after the package was built; on Vertex AI it
+    # fails at its import on the VM. Now with the source's other problems, before anything starts.
+    source = tmp_path / "digitsclf"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("import tomllib\nprint('training')\n")
+    given = {"python_module": "digitsclf.task"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=source, parameters=given, progress=None)
+    lines = str(info.value).splitlines()
+    assert lines[:4] == [
+        "2 problems, found before the run started:",
+        "  python_module: digitsclf.task needs a newer Python than 3.10, the Python of "
+        "sklearn-cpu.1-6: on Vertex AI it would fail to import (this machine runs it with Python "
+        f"{sys.version_info.major}.{sys.version_info.minor}):",
+        "      digitsclf/task.py, line 1: imports tomllib, which Python 3.10 does not have (new "
+        "in 3.11)",
+        "    Write it for Python 3.10, or run it on an image with a newer Python.",
+    ]
+    assert lines[4].startswith("  evaluation_entry_point: not set") and len(lines) == 5
+    assert not (tmp_path / "run").exists()
+    # a script is its own module; an image with a newer Python runs it
+    script = tmp_path / "fit.py"
+    script.write_text("from datetime import UTC\ndef evaluate(d, p):\n    return {}\n")
+    entry = {"evaluation_entry_point": "fit:evaluate"}
+    with pytest.raises(local.LocalRunError, match=r"^python_module: fit needs a newer Python"):
+        local_run.run_local(tmp_path / "run", source=script, parameters=entry, progress=None)
+    newer = {"executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-7.py311"}
+    assert local_run.job_python_problem(script, {"source": "", **newer}, spot_training) is None
+
+
 def test_a_bare_package_named_no_package_name_is_refused_before_the_run(tmp_path):
     # It was refused by prepare-package once the run had started, after the module check had
     # suggested `--param python_module=my-trainer.task`, itself refused as no module name.
