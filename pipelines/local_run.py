@@ -29,7 +29,6 @@ from kfp_spot.pipelines.local_result import (
     summarize,
     warning_lines,
 )
-from kfp_spot.pipelines.local_rundir import check_unused
 from kfp_spot.pipelines.local_source import (
     EXAMPLE_SOURCE,
     arguments_and_problems,
@@ -158,7 +157,6 @@ def run_local(
         lambda: check_evaluation_module(source, arguments, pipeline),
         lambda: check_evaluation_imports(source, arguments, pipeline),
         lambda: check_outside(Path(run_dir), source),
-        lambda: check_unused(Path(run_dir)),
         # local.run's own checks, which it makes again: refused with the source's problems
         lambda: check_run_options(preemptions, grace_period),
         lambda: _check_arguments(pipeline, arguments),
