@@ -310,3 +310,88 @@ def _not_held(found: Mapping[str, str], declared: Sequence[str]) -> dict[str, li
         if dists and not any(canonicalize_name(d) in allowed for d in dists):
             missing[top] = dists
     return missing
+
+
+def check_threshold_metrics(
+    source: str | Path, arguments: Mapping[str, Any], pipeline: Any
+) -> None:
+    """Refuse thresholds on a metric the evaluation function surely never returns.
+
+    The gate compares only what ``evaluate()`` returns, and a threshold on any other metric
+    fails the evaluation, after the whole training. Judged only when every ``return`` of the
+    function (read statically, at its module's top level) is a dict written out with text keys
+    and no ``**``: then those keys are every metric it can return.
+
+    Raises:
+        LocalRunError: naming ``thresholds``, the metric and the metrics the function returns.
+    """
+    thresholds = arguments.get("thresholds")
+    if isinstance(thresholds, str):  # a dict may arrive as its JSON text
+        try:
+            thresholds = json.loads(thresholds)
+        except ValueError:
+            return  # the run's own checks say what a thresholds mapping is
+    entry = evaluation_entry(arguments, pipeline) if "source" in arguments else None
+    if not isinstance(thresholds, Mapping) or not thresholds or entry is None:
+        return
+    keys = _returned_keys(Path(source), entry, arguments)
+    if keys is None:
+        return
+    unknown = [str(metric) for metric in thresholds if metric not in keys]
+    if unknown:
+        listed = ", ".join(sorted(keys)) or "no metrics"
+        raise LocalRunError(
+            f"thresholds: {', '.join(map(repr, unknown))} "
+            f"{'is' if len(unknown) == 1 else 'are'} not among the metrics {entry} returns "
+            f"({listed}, read from its return statements): the evaluation would fail after the "
+            "training; gate on one of them"
+        )
+
+
+def _returned_keys(path: Path, entry: str, arguments: Mapping[str, Any]) -> set[str] | None:
+    """The metric names ``entry``'s function can return, when its returns show them all."""
+    import ast
+
+    from kfp_spot.packaging.imports import module_file, parse
+
+    module, _, function = entry.partition(":")
+    if path.is_file():
+        job = arguments.get("python_module") or path.stem
+        found = path if path.suffix == ".py" and job == module else None
+    else:
+        base, bare = _modules_base(path)
+        roots = [base] if bare else list(source_roots(base))
+        found = next(
+            (f for r in roots if (f := module_file(r, module.split("."))) is not None), None
+        )
+    if found is None:
+        return None
+    try:
+        tree = parse(found.read_bytes(), str(found))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    defined = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+    ]
+    if len(defined) != 1:
+        return None
+    returns: list[ast.Return] = []
+    pending: list[ast.AST] = list(defined[0].body)
+    while pending:  # its own returns, not those of functions or classes defined inside it
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+    keys: set[str] = set()
+    for node in returns:
+        if not isinstance(node.value, ast.Dict):
+            return None
+        for key in node.value.keys:
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                return None  # ** unpacking, or a key computed at run time
+            keys.add(key.value)
+    keys.discard("confusion_matrix")  # returned beside the metrics, not one of them
+    return keys if returns else None

@@ -20,7 +20,11 @@ from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
 from kfp_spot.pipelines.local_arguments import check_types, check_values
 from kfp_spot.pipelines.local_drill import check_run_options
-from kfp_spot.pipelines.local_evaluation import check_evaluation_imports, check_evaluation_module
+from kfp_spot.pipelines.local_evaluation import (
+    check_evaluation_imports,
+    check_evaluation_module,
+    check_threshold_metrics,
+)
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
     LocalRunResult,
@@ -54,6 +58,7 @@ __all__ = [
     "_outcome",
     "check_evaluation_imports",
     "check_evaluation_module",
+    "check_threshold_metrics",
     "job_python_problem",
     "package_arguments",
     "pipeline_to_run",
@@ -156,6 +161,7 @@ def run_local(
         lambda: _refuse(job_python_problem(source, arguments, pipeline)),
         lambda: check_evaluation_module(source, arguments, pipeline),
         lambda: check_evaluation_imports(source, arguments, pipeline),
+        lambda: check_threshold_metrics(source, arguments, pipeline),
         lambda: check_outside(Path(run_dir), source),
         # local.run's own checks, which it makes again: refused with the source's problems
         lambda: check_run_options(preemptions, grace_period),

@@ -397,6 +397,46 @@ def test_a_job_module_the_executor_images_python_cannot_run_is_refused_before_th
     assert local_run.job_python_problem(script, {"source": "", **newer}, spot_training) is None
 
 
+def test_a_gate_on_a_metric_the_evaluation_never_returns_is_refused_before_the_run(tmp_path):
+    # `thresholds={"accuracy": ...}` on a regressor's evaluate(), which returns mse and r2: the
+    # evaluation failed after the whole training ("not among what ... returned").
+    source = tmp_path / "reg"
+    source.mkdir()
+    (source / "__init__.py").write_text("")
+    (source / "task.py").write_text("print('training')\n")
+    (source / "metrics.py").write_text(
+        "def evaluate(d, p):\n"
+        "    if not d:\n"
+        "        return {'mse': 0.0, 'r2': 1.0, 'confusion_matrix': None}\n"
+        "    def helper():\n"
+        "        return 'not a dict'\n"  # an inner function's return is not evaluate()'s
+        "    return {'mse': 1.0, 'r2': 0.0}\n"
+    )
+    given = {"python_module": "reg.task", "evaluation_entry_point": "reg.metrics:evaluate"}
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(
+            tmp_path / "run",
+            source=source,
+            parameters=given,
+            thresholds={"accuracy": ">=0.9", "mse": "<=0.5"},
+            progress=None,
+        )
+    assert str(info.value) == (
+        "thresholds: 'accuracy' is not among the metrics reg.metrics:evaluate returns (mse, r2, "
+        "read from its return statements): the evaluation would fail after the training; gate "
+        "on one of them"
+    )
+    assert not (tmp_path / "run").exists()
+    arguments = {"source": str(source), **given, "thresholds": {"r2": ">=0.5"}}
+    assert local_run.check_threshold_metrics(source, arguments, spot_training) is None
+    # a return the code computes: its metrics are known only when it runs
+    (source / "metrics.py").write_text(
+        "def evaluate(d, p):\n    out = {'mse': 1.0}\n    return out\n"
+    )
+    arguments["thresholds"] = {"accuracy": ">=0.9"}
+    assert local_run.check_threshold_metrics(source, arguments, spot_training) is None
+
+
 def test_a_bare_package_named_no_package_name_is_refused_before_the_run(tmp_path):
     # It was refused by prepare-package once the run had started, after the module check had
     # suggested `--param python_module=my-trainer.task`, itself refused as no module name.
