@@ -20,11 +20,8 @@ from kfp_spot.pipelines.local import LocalRunError, load
 from kfp_spot.pipelines.local import run as run_pipeline
 from kfp_spot.pipelines.local_arguments import check_types, check_values
 from kfp_spot.pipelines.local_drill import check_run_options
-from kfp_spot.pipelines.local_evaluation import (
-    check_evaluation_imports,
-    check_evaluation_module,
-    check_threshold_metrics,
-)
+from kfp_spot.pipelines.local_evaluation import check_evaluation_module, check_threshold_metrics
+from kfp_spot.pipelines.local_evaluation_imports import check_evaluation_imports
 from kfp_spot.pipelines.local_result import (
     PIPELINE_FAILED,
     LocalRunResult,
