@@ -402,7 +402,7 @@ def _generated_version(content_root: Path, version: str) -> str:
 def _from_module_dir(
     src: Path, workdir: Path, python_module: str, name: str, version: str, requirements: list[str]
 ) -> ProjectTree:
-    package = src.name
+    package = src.resolve().name  # `--source .` names the folder it is in
     problem = bare_package_name_problem(src, str(src))
     if problem:
         raise SourceError("source", problem)
@@ -495,7 +495,7 @@ def bare_package_name_problem(src: Path, label: str) -> str | None:
         return None  # a project names its own packages; a non-package is refused else
     from kfp_spot.packaging.runnable import stdlib_shadow
 
-    package = src.name
+    package = src.resolve().name
     what = (
         f"{label} is a bare package directory (an __init__.py, no project file), which is "
         f"installed as the package its directory names, but {package!r}"
@@ -527,7 +527,7 @@ def bare_package_module_problem(src: Path, python_module: str) -> str | None:
         return None  # a project names its module in pyproject.toml; a non-package: refused else
     return (
         f"required for the bare package directory {src}: the module the job runs, "
-        f"e.g. {src.name}.task"
+        f"e.g. {src.resolve().name}.task"
     )
 
 

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -115,6 +116,22 @@ def test_a_bare_package_directory_named_no_package_name_is_refused_saying_what_t
         "name (letters, digits and '_', not starting with a digit; no keyword): rename the "
         f"directory, e.g. to {fixed}"
     )
+
+
+def test_a_bare_package_given_as_dot_is_the_package_its_folder_names(tmp_path, monkeypatch):
+    # `cd mytrainer && kfp-spot run --source .`: the name of "." is "", refused as no package
+    # name ("rename the directory, e.g. to _"), though the folder is mytrainer.
+    from kfp_spot.packaging.sources import bare_package_module_problem, bare_package_name_problem
+
+    package = tmp_path / "mytrainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text("print('training')\n")
+    monkeypatch.chdir(package)
+    assert bare_package_name_problem(Path("."), ".") is None
+    assert bare_package_module_problem(Path("."), "").endswith("e.g. mytrainer.task")
+    info = prepare_package(".", str(tmp_path / "stage"), python_module="mytrainer.task")
+    assert info.name == "mytrainer" and info.python_module == "mytrainer.task"
 
 
 def test_a_bare_package_directory_named_like_a_standard_module_is_refused_saying_to_rename_it(
