@@ -7,10 +7,11 @@ anything starts; every error is a :class:`LocalRunError` naming the template or 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from kfp_spot.pipelines.local_values import together, value_problems
 
 
 class LocalRunError(ValueError):
@@ -130,11 +131,14 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
+def parse_arguments(
+    pipeline: Any, texts: Mapping[str, str], *, check: bool = True
+) -> dict[str, Any]:
     """Command-line ``NAME=VALUE`` texts as pipeline arguments, each parsed per its declared type.
 
     ``String`` keeps the text as it is; ``Integer``, ``Float``, ``Boolean`` (``true``/``false``),
-    ``List`` and ``Dict`` (JSON) are parsed.
+    ``List`` and ``Dict`` (JSON) are parsed. ``check``: also refuse what :func:`check_values`
+    refuses (``False`` for a local run, which reports it with the source's problems).
 
     Raises:
         LocalRunError: an unknown name (the error lists the valid ones) or a value that is not
@@ -155,89 +159,21 @@ def parse_arguments(pipeline: Any, texts: Mapping[str, str]) -> dict[str, Any]:
             raise LocalRunError(
                 f"parameter {name} is of type {kind}; {show(text)} is not one ({reason})"
             ) from None
-    check_values(values)
+    if check:
+        check_values(values)
     return values
-
-
-_HOLDS = "a parameter holds text, numbers, true/false, lists and objects (JSON without null)"
-"""What a KFP pipeline parameter holds (KFP cannot send anything else, nested or not)."""
-
-
-def _not_a_value(value: Any, where: str = "") -> str | None:
-    """Why ``value`` (nested lists and dicts too) is no pipeline parameter value, else None.
-
-    KFP turns an argument into a protobuf ``Value`` as the run starts and fails there, with a
-    traceback, on anything else (``None``, a tuple, a numpy number, a key that is not text).
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        return (
-            f"{value} is not a finite number; pipeline parameters are JSON values (no infinity "
-            "or NaN)"
-        )
-    if isinstance(value, (bool, str, int, float)):
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"key {key!r}{where and f' of item {where}'} is not text; {_HOLDS}"
-            found = _not_a_value(item, f"{where}[{key!r}]")
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _not_a_value(item, f"{where}[{index}]")
-            if found is not None:
-                return found
-        return None
-    shown = "null" if value is None else f"a {type(value).__name__} ({value!r})"
-    subject = f"item {where}" if where else "the value"
-    return f"{subject} is {shown}, which a pipeline parameter cannot hold; {_HOLDS}"
 
 
 def check_values(values: Mapping[str, Any]) -> None:
     """Refuse, before anything starts, argument values a run would only fail on later.
 
-    A pipeline parameter is a JSON value without null (KFP cannot send anything else, nor an
-    infinity or NaN); and what the evaluation reads only after training must be well formed,
-    so a typo in it does not cost a whole training run: ``thresholds`` must parse as bounds,
-    ``evaluation_entry_point`` read as ``module:function`` and ``python_module`` as a module.
-
     Raises:
-        LocalRunError: naming the parameter and what would be valid.
+        LocalRunError: naming each parameter at fault and what would be valid
+            (:func:`kfp_spot.pipelines.local_values.value_problems`, one refusal).
     """
-    for name, value in values.items():
-        found = _not_a_value(value)
-        if found is not None:
-            raise LocalRunError(f"parameter {name}: {found}")
-    module = values.get("python_module")  # spot_training's; prepare_package runs after start
-    if isinstance(module, str) and module:
-        from kfp_spot.packaging.sources import MODULE_FORM, is_module_name
-
-        if not is_module_name(module):
-            raise LocalRunError(f"parameter python_module: {module!r} is not {MODULE_FORM}")
-    if "evaluation_entry_point" in values:  # spot_training's; imported after training
-        from kfp_spot.packaging.sources import ENTRY_POINT_FORM, is_entry_point
-
-        entry_point = values["evaluation_entry_point"]
-        if not is_entry_point(entry_point):
-            raise LocalRunError(
-                f"parameter evaluation_entry_point: {entry_point!r} is not {ENTRY_POINT_FORM}"
-            )
-    thresholds = values.get("thresholds")
-    if isinstance(thresholds, str):  # a dict may arrive as its JSON text
-        try:
-            thresholds = json.loads(thresholds)
-        except ValueError:
-            return  # not JSON: the evaluation says what a thresholds mapping is
-    if isinstance(thresholds, Mapping):
-        from kfp_spot.evaluation.errors import EvaluationInputError
-        from kfp_spot.evaluation.thresholds import parse_thresholds
-
-        try:
-            parse_thresholds(thresholds)
-        except EvaluationInputError as exc:
-            raise LocalRunError(str(exc)) from None
+    problems = value_problems(values)
+    if problems:
+        raise LocalRunError(together(problems))
 
 
 def check_types(inputs: Mapping[str, Any], values: Mapping[str, Any]) -> None:

@@ -34,8 +34,12 @@ def check_evaluation_module(
     Raises:
         LocalRunError: naming ``evaluation_entry_point`` and where to set it.
     """
+    from kfp_spot.packaging.sources import is_entry_point
+
     path, bare = modules_base(Path(source))
     given = arguments.get("evaluation_entry_point")
+    if isinstance(given, str) and given and not is_entry_point(given):
+        return  # its form is refused by the run's own checks
     if isinstance(given, str) and given:
         module = given.partition(":")[0]
         shadowed = shadow_reason(module)
@@ -168,10 +172,11 @@ def evaluation_entry(arguments: Mapping[str, Any], pipeline: Any) -> str | None:
     the pipeline takes no entry point or it is left empty for a template's own reasons.
     """
     from kfp_spot.evaluation.entry_point import DEFAULT_ENTRY_POINT
+    from kfp_spot.packaging.sources import is_entry_point
 
     given = arguments.get("evaluation_entry_point")
     if isinstance(given, str) and given:
-        return given
+        return given if is_entry_point(given) else None  # else refused for its form
     declared = (pipeline.component_spec.inputs or {}).get("evaluation_entry_point")
     default = getattr(declared, "default", None)
     if declared is not None and default == "":

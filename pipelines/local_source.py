@@ -22,6 +22,7 @@ from kfp_spot.packaging.sources import (
     source_directory_problem,
 )
 from kfp_spot.pipelines.local import LocalRunError
+from kfp_spot.pipelines.local_arguments import together
 
 __all__ = [
     "EXAMPLE_ARGUMENTS",
@@ -187,18 +188,6 @@ def spot_training_arguments(
     if problems:
         raise LocalRunError(together(problems))
     return arguments
-
-
-def together(problems: Sequence[str]) -> str:
-    """One refusal for every problem found before a run: the problem itself when there is one.
-
-    Each problem starts with the field at fault; several are one per line, under a line that
-    counts them, so a user fixes them all before trying again.
-    """
-    if len(problems) == 1:
-        return problems[0]
-    lines = "\n".join("  " + problem.replace("\n", "\n    ") for problem in problems)
-    return f"{len(problems)} problems, found before the run started:\n{lines}"
 
 
 def arguments_and_problems(

@@ -573,6 +573,45 @@ def test_a_bad_param_is_one_error_naming_it(texts, message):
     assert "\n" not in str(info.value)
 
 
+def test_bad_params_are_one_refusal_naming_each_and_the_module_a_path_meant():
+    # A python_module and an entry point written as paths were refused one after the other,
+    # with no word of the module meant.
+    texts = {
+        "python_module": "regressor/train.py",
+        "evaluation_entry_point": "regressor/metrics.py:evaluate",
+    }
+    with pytest.raises(local.LocalRunError) as info:
+        local.parse_arguments(spot_training, texts)
+    assert str(info.value).splitlines() == [
+        "2 problems, found before the run started:",
+        "  parameter python_module: 'regressor/train.py' is not a dotted module name like "
+        "trainer.task; did you mean 'regressor.train'?",
+        "  parameter evaluation_entry_point: 'regressor/metrics.py:evaluate' is not "
+        "module:function (e.g. trainer.evaluate:evaluate); did you mean "
+        "'regressor.metrics:evaluate'?",
+    ]
+
+
+def test_a_bad_param_comes_with_the_sources_problems_on_the_command_line(
+    tmp_path, regressor, capfd
+):
+    # The command line refused a bad --param value before it looked at the source at all.
+    from tests.cli_in_process import run_cli
+
+    args = ["run", "--source", str(regressor), "--run-dir", str(tmp_path / "run")]
+    args += ["--param", 'requirements=["pyyaml"]', "--param", 'thresholds={"mse": "<=1x"}']
+    result = run_cli(args, capfd)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == "kfp-spot: error: 2 problems, found before the run started:", lines
+    assert lines[1] == (
+        f"  requirements: {regressor} is a project with its own dependencies; declare them in "
+        "its pyproject.toml/setup.py instead"
+    )
+    assert lines[2].startswith("  thresholds['mse']: '<=1x' is not a bound") and len(lines) == 3
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_bad_gate_stops_the_run_before_anything_starts(tmp_path, regressor):
     result = CliRunner().invoke(
         cli_main,

@@ -205,8 +205,8 @@ def run(
         params = vertex_options["params"]
         console = Console()
         try:
-            parameters = local.parse_arguments(
-                local_run.pipeline_to_run(template), parse_pairs(params, "--param")
+            parameters = local.parse_arguments(  # values checked with the source's problems
+                local_run.pipeline_to_run(template), parse_pairs(params, "--param"), check=False
             )
             refused = {  # source: trained with the example's settings; api_endpoint: ignored
                 "source": "a local run takes the package with --source PATH (and its "
