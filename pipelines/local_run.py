@@ -36,6 +36,7 @@ from kfp_spot.pipelines.local_source import (
     check_outside,
     job_python_problem,
     package_arguments,
+    source_tree,
     spot_training_arguments,
     together,
 )
@@ -147,29 +148,17 @@ def run_local(
             refusal, one line each (:func:`together`).
     """
     pipeline = load(pipeline_to_run(template))
-    arguments, problems = arguments_and_problems(
+    arguments = _checked_arguments(
+        pipeline,
         source,
+        run_dir,
         training_args=training_args,
         thresholds=thresholds,
         parameters=parameters,
         declared=None if template is None else set(pipeline.component_spec.inputs),
+        preemptions=preemptions,
+        grace_period=grace_period,
     )
-    for check in (
-        lambda: _refuse(job_python_problem(source, arguments, pipeline)),
-        lambda: check_evaluation_module(source, arguments, pipeline),
-        lambda: check_evaluation_imports(source, arguments, pipeline),
-        lambda: check_threshold_metrics(source, arguments, pipeline),
-        lambda: check_outside(Path(run_dir), source),
-        # local.run's own checks, which it makes again: refused with the source's problems
-        lambda: check_run_options(preemptions, grace_period),
-        lambda: _check_arguments(pipeline, arguments),
-    ):
-        try:
-            check()
-        except LocalRunError as exc:  # each check's own refusal, gathered with the others
-            problems.append(str(exc))
-    if problems:
-        raise LocalRunError(together(problems))
     if progress is not None and "thresholds" in arguments and not arguments["thresholds"]:
         progress(f"note: {NO_GATE}")
     if progress is not None:
@@ -190,6 +179,63 @@ def run_local(
         disruption=disruption,
         regions=regions,
     )
+
+
+def _checked_arguments(
+    pipeline: Any,
+    source: str | Path,
+    run_dir: str | Path,
+    *,
+    training_args: Sequence[str] | None,
+    thresholds: dict[str, Any] | None,
+    parameters: Mapping[str, Any] | None,
+    declared: set[str] | None,
+    preemptions: int,
+    grace_period: float,
+) -> dict[str, Any]:
+    """The run's arguments, once every problem found before the run is refused together.
+
+    A source archive is checked as the folder it unpacks to, the messages naming the archive.
+
+    Raises:
+        LocalRunError: every problem, one line each (:func:`together`).
+    """
+    with source_tree(source) as (tree, shown):
+        checked = tree or source
+
+        def named(text: str) -> str:  # the archive, not the folder it was unpacked to
+            for unpacked in {str(tree.resolve()), str(tree)} if tree is not None else ():
+                text = text.replace(unpacked, shown)
+            return text
+
+        try:
+            arguments, problems = arguments_and_problems(
+                source,
+                training_args=training_args,
+                thresholds=thresholds,
+                parameters=parameters,
+                declared=declared,
+                tree=tree,
+            )
+        except LocalRunError as exc:
+            raise LocalRunError(named(str(exc))) from None
+        for check in (
+            lambda: _refuse(job_python_problem(checked, arguments, pipeline)),
+            lambda: check_evaluation_module(checked, arguments, pipeline),
+            lambda: check_evaluation_imports(checked, arguments, pipeline),
+            lambda: check_threshold_metrics(checked, arguments, pipeline),
+            lambda: check_outside(Path(run_dir), source),
+            # local.run's own checks, which it makes again: refused with the source's problems
+            lambda: check_run_options(preemptions, grace_period),
+            lambda: _check_arguments(pipeline, arguments),
+        ):
+            try:
+                check()
+            except LocalRunError as exc:  # each check's own refusal, gathered with the others
+                problems.append(str(exc))
+        if problems:
+            raise LocalRunError(named(together(problems)))
+    return arguments
 
 
 def _refuse(problem: str | None) -> None:

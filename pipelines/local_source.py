@@ -8,8 +8,9 @@ together (:func:`together`), so a user fixes them all before trying again.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "check_outside",
     "job_python_problem",
     "package_arguments",
+    "source_tree",
     "spot_training_arguments",
     "together",
 ]
@@ -197,6 +199,7 @@ def arguments_and_problems(
     thresholds: dict[str, Any] | None,
     parameters: Mapping[str, Any] | None,
     declared: set[str] | None,
+    tree: Path | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """:func:`spot_training_arguments`' arguments, and the problems that do not stop the rest.
 
@@ -204,11 +207,15 @@ def arguments_and_problems(
     builds, a bare package under a name no ``import`` takes) raises at once; the others are
     returned, so the run reports them together with its own checks.
 
+    ``tree``: the folder a source archive unpacks to (:func:`source_tree`), checked as the
+    source directory it holds.
+
     Raises:
         LocalRunError: as :func:`spot_training_arguments`, for the problems that make the
             others moot.
     """
     arguments = {"source": str(source), **package_arguments(source)}
+    checked = tree or Path(source)
     # The pipeline's default gate is the example's accuracy bound; another package's evaluate()
     # returns its own metrics, so it is gated only on the thresholds it is given.
     arguments.setdefault("thresholds", {})
@@ -222,9 +229,9 @@ def arguments_and_problems(
         # arguments, gate included, is its own; its parameters keep their defaults.
         taken = declared if "source" in declared else set()
         arguments = {k: v for k, v in arguments.items() if k in taken}
-    if "source" in arguments and Path(source).is_dir():  # else refused once the run started
-        problem = source_directory_problem(Path(source), str(source)) or (
-            bare_package_name_problem(Path(source), str(source))
+    if "source" in arguments and checked.is_dir():  # else refused once the run started
+        problem = source_directory_problem(checked, str(checked)) or (
+            bare_package_name_problem(checked, str(checked))
         )
         if problem:
             raise LocalRunError(f"source: {problem}")
@@ -239,13 +246,13 @@ def arguments_and_problems(
         arguments["thresholds"] = thresholds
     arguments.update(parameters or {})
     problems = []
-    if "source" in arguments and Path(source).is_dir():  # refused now, not once the run started
+    if "source" in arguments and checked.is_dir():  # refused now, not once the run started
         unset = "" if declared is None or "python_module" in declared else "-"  # a template's own
         module = arguments.get("python_module", unset)
-        if problem := bare_package_module_problem(Path(source), module):
+        if problem := bare_package_module_problem(checked, module):
             problems.append(f"python_module: {problem} (--param python_module=...)")
         if problem := requirements_problem(
-            Path(source), str(source), arguments.get("requirements") or []
+            checked, str(checked), arguments.get("requirements") or []
         ):
             problems.append(f"requirements: {problem}")
     return arguments, problems
@@ -317,3 +324,28 @@ def job_python_problem(
     if not found:
         return None
     return "python_module: " + pycompat.explain(found, module, image.python, image.image)
+
+
+@contextlib.contextmanager
+def source_tree(source: str | Path) -> Iterator[tuple[Path | None, str]]:
+    """The folder a local source archive unpacks to, for the checks before a run, and its name.
+
+    Yields ``(None, "")`` for any other source (a directory or a script is checked as it is) and
+    for an archive that does not unpack (prepare_package says why, first thing). Else the folder
+    (removed afterwards) and how messages name it: ``ARCHIVE's TOP/``, or the archive.
+    """
+    from kfp_spot.packaging import PackagingError
+    from kfp_spot.packaging.sources import extract_archive, is_archive
+
+    path = Path(source) if isinstance(source, (str, Path)) else None  # else refused as no path
+    if path is None or not (path.is_file() and is_archive(path.name)):
+        yield None, ""
+        return
+    with tempfile.TemporaryDirectory(prefix="kfp-spot-source-") as work:
+        dest = Path(work) / "unpacked"
+        try:
+            root: Path | None = extract_archive(path, dest, str(source))
+        except PackagingError:
+            root = None
+        shown = f"{source}'s {root.name}/" if root is not None and root != dest else str(source)
+        yield root, shown

@@ -340,6 +340,29 @@ def test_an_evaluation_importing_a_library_the_package_does_not_declare_is_refus
     assert local_run.check_evaluation_imports(project, arguments, spot_training) is None
 
 
+@pytest.mark.parametrize("kind", ["zip", "gztar"])
+def test_an_archived_bare_package_is_checked_before_the_run_as_its_folder_is(tmp_path, kind):
+    # A zip of a bare package was looked into only by prepare-package once the run had started
+    # (naming its extraction folder under /tmp), and a missing evaluation module only by the
+    # evaluation, after the whole training.
+    folder = tmp_path / "src" / "digitsclf"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "task.py").write_text("print('training')\n")
+    archive = Path(shutil.make_archive(str(tmp_path / "digitsclf"), kind, tmp_path / "src"))
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=archive, progress=None)
+    assert str(info.value).splitlines() == [
+        "2 problems, found before the run started:",
+        f"  python_module: required for the bare package directory {archive}'s digitsclf/: the "
+        "module the job runs, e.g. digitsclf.task (--param python_module=...)",
+        "  evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
+        f"(the bundled example's) is not in {archive}'s digitsclf/: set --param "
+        "evaluation_entry_point=digitsclf.MODULE:FUNCTION",
+    ]
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_runs_own_refusals_come_with_the_sources_problems(tmp_path):
     # A bad drill or gate was refused only once the source's problems were fixed: one more try.
     source = tmp_path / "digitsclf"

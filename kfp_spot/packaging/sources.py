@@ -330,6 +330,19 @@ def _extract(archive: Path, dest: Path, label: str) -> Path:
     return dest
 
 
+def extract_archive(archive: Path, dest: Path, label: str) -> Path:
+    """Unpack the local source ``archive`` into the new folder ``dest``, as prepare_package does.
+
+    Returns:
+        The folder its source is in: its single top folder, else ``dest``.
+
+    Raises:
+        SourceError: an unsafe member, a limit passed, or an archive that does not read;
+            ``label`` names it.
+    """
+    return _extract(archive, dest, label)
+
+
 def check_requirements(requirements: Sequence[str]) -> list[str]:
     """``requirements`` stripped; PackagingError naming the first that is not PEP 508."""
     out = []
