@@ -133,17 +133,34 @@ def _not_held(found: Mapping[str, str], declared: Sequence[str]) -> dict[str, li
     from kfp_spot.image.lock import runtime_profile
 
     installed = siteview.Installed()
-    allowed = set(
-        siteview.closure(runtime_profile().package_names, installed, check_versions=False).found
-    )
+    held = siteview.closure(runtime_profile().package_names, installed, check_versions=False)
     wanted = siteview.closure(declared, installed)
     if wanted.missing or wanted.unreadable:
         return {}
-    allowed.update(wanted.found)
-    providers = importlib.metadata.packages_distributions()
+    allowed = {**held.found, **wanted.found}
+    provided = {top for dist in allowed.values() for top in _tops(dist)}
+    provided.add("kfp_spot")  # the runtime image's own (an editable install lists no files)
+    unsure = [top for top in found if top not in provided]
+    if not unsure:
+        return {}
+    providers = importlib.metadata.packages_distributions()  # every distribution's: slower
     missing: dict[str, list[str]] = {}
-    for top in found:
+    for top in unsure:
         dists = sorted(set(providers.get(top, [])))
         if dists and not any(canonicalize_name(d) in allowed for d in dists):
             missing[top] = dists
     return missing
+
+
+def _tops(dist: Any) -> set[str]:
+    """The top-level modules and packages an installed distribution provides."""
+    listed = dist.read_text("top_level.txt")
+    if listed:
+        return {line.strip() for line in listed.splitlines() if line.strip()}
+    tops = set()
+    for file in dist.files or ():
+        top = file.parts[0] if file.parts else ""
+        if top.endswith((".dist-info", ".data", ".pth")) or top in ("..", "__pycache__"):
+            continue
+        tops.add(top.split(".")[0] if len(file.parts) == 1 else top)
+    return tops
