@@ -48,13 +48,13 @@ def check_evaluation_module(
         _check_not_the_job(Path(source), given, arguments)
         top, _, inner = module.partition(".")
         src_layout = not bare and not (path / "src" / "__init__.py").exists()
-        if top == "src" and inner and src_layout and _holds(path / "src", inner):
+        if top == "src" and inner and src_layout and holds(path / "src", inner):
             raise LocalRunError(  # src/ of a src layout is a folder, not a package
                 f"evaluation_entry_point: {given}: src/ is the source layout's folder, not a "
                 f"package (the build installs what is inside it): name the module "
                 f"{inner}:{given.partition(':')[2]}"
             )
-        if path.is_dir() and _holds(path, top, bare) and not _holds(path, module, bare):
+        if path.is_dir() and holds(path, top, bare) and not holds(path, module, bare):
             raise LocalRunError(
                 f"evaluation_entry_point: {given}: module {module!r} is not in {source}, which "
                 f"holds its package {top!r}; name a module of the package (MODULE:FUNCTION)"
@@ -66,7 +66,7 @@ def check_evaluation_module(
         return
     module = default.partition(":")[0]
     if path.is_dir():
-        held = _holds(path, module, bare)
+        held = holds(path, module, bare)
     else:  # a script becomes python_module; an archive is looked into by prepare_package
         held = path.suffix != ".py" or arguments.get("python_module") == module
     if held and path.is_dir():
@@ -149,7 +149,7 @@ def modules_base(path: Path) -> tuple[Path, str]:
     return path.resolve().parent, path.resolve().name
 
 
-def _holds(directory: Path, module: str, bare: str = "") -> bool:
+def holds(directory: Path, module: str, bare: str = "") -> bool:
     """Whether source ``directory`` holds ``module`` (at its top or under ``src/``).
 
     A module file of any suffix counts (an extension the build compiles), and so does a folder

@@ -34,6 +34,7 @@ from kfp_spot.pipelines.local_source import (
     EXAMPLE_SOURCE,
     arguments_and_problems,
     check_outside,
+    job_module_problem,
     job_python_problem,
     package_arguments,
     source_tree,
@@ -57,6 +58,7 @@ __all__ = [
     "check_evaluation_imports",
     "check_evaluation_module",
     "check_threshold_metrics",
+    "job_module_problem",
     "job_python_problem",
     "package_arguments",
     "pipeline_to_run",
@@ -220,6 +222,7 @@ def _checked_arguments(
         except LocalRunError as exc:
             raise LocalRunError(named(str(exc))) from None
         for check in (
+            lambda: _refuse(job_module_problem(checked, arguments)),
             lambda: _refuse(job_python_problem(checked, arguments, pipeline)),
             lambda: check_evaluation_module(checked, arguments, pipeline),
             lambda: check_evaluation_imports(checked, arguments, pipeline),

@@ -31,6 +31,7 @@ __all__ = [
     "TOOL_KEYS",
     "arguments_and_problems",
     "check_outside",
+    "job_module_problem",
     "job_python_problem",
     "package_arguments",
     "source_tree",
@@ -349,3 +350,43 @@ def source_tree(source: str | Path) -> Iterator[tuple[Path | None, str]]:
             root = None
         shown = f"{source}'s {root.name}/" if root is not None and root != dest else str(source)
         yield root, shown
+
+
+def job_module_problem(source: str | Path, arguments: Mapping[str, Any]) -> str | None:
+    """Why the source directory surely does not hold the module the job runs, or None.
+
+    prepare_package refuses it once the run has started, after the build. Judged for a bare
+    package (its modules are its directory's) and for a module whose top-level package the
+    source holds (at its top or under ``src/``), as for the evaluation entry point.
+    """
+    from kfp_spot.packaging.imports import source_roots
+    from kfp_spot.packaging.sources import is_module_name
+    from kfp_spot.pipelines.local_evaluation import holds, modules_base
+
+    module = arguments.get("python_module")
+    path = Path(source)
+    if "source" not in arguments or not isinstance(module, str) or not is_module_name(module):
+        return None
+    if not path.is_dir():
+        return None
+    base, bare = modules_base(path)
+    top = module.split(".")[0]
+    if bare and top != bare:
+        return (
+            f"python_module: {module!r} is not inside the package {bare!r} that {source} holds "
+            f"(a bare package is the package its directory names): e.g. {bare}.task"
+        )
+    if not holds(base, top, bare) or holds(base, module, bare):
+        return None
+    found = sorted(
+        ".".join(file.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for root in source_roots(base)
+        if (root / top).is_dir()
+        for file in (root / top).rglob("*.py")
+        if "__pycache__" not in file.parts
+    )
+    listed = ", ".join(found[:20]) + (", ..." if len(found) > 20 else "")
+    return (
+        f"python_module: {module!r} is not in {source}, which holds its package {top!r} "
+        f"(its modules: {listed or 'none'}); name the module the job runs"
+    )

@@ -363,6 +363,44 @@ def test_an_archived_bare_package_is_checked_before_the_run_as_its_folder_is(tmp
     assert not (tmp_path / "run").exists()
 
 
+def test_a_job_module_the_source_does_not_hold_is_refused_before_the_run(tmp_path, regressor):
+    # prepare-package refused a misspelt module only once the run had started, after the build.
+    bare = tmp_path / "digitsclf"
+    bare.mkdir()
+    (bare / "__init__.py").write_text("")
+    (bare / "task.py").write_text("print('training')\n")
+    (bare / "metrics.py").write_text("def evaluate(d, p):\n    return {}\n")
+    entry = {"evaluation_entry_point": "digitsclf.metrics:evaluate"}
+    for module, message in [
+        (
+            "digitsclf.taks",
+            f"python_module: 'digitsclf.taks' is not in {bare}, which holds its package "
+            "'digitsclf' (its modules: digitsclf, digitsclf.metrics, digitsclf.task); name the "
+            "module the job runs",
+        ),
+        (
+            "trainer.task",
+            f"python_module: 'trainer.task' is not inside the package 'digitsclf' that {bare} "
+            "holds (a bare package is the package its directory names): e.g. digitsclf.task",
+        ),
+    ]:
+        with pytest.raises(local.LocalRunError) as info:
+            local_run.run_local(
+                tmp_path / "run",
+                source=bare,
+                parameters={**entry, "python_module": module},
+                progress=None,
+            )
+        assert str(info.value) == message
+    assert not (tmp_path / "run").exists()
+    # a project's own package too; a module of a package it does not hold is not judged
+    arguments = {"source": str(regressor), "python_module": "regressor.trian"}
+    assert "'regressor.trian' is not in" in local_run.job_module_problem(regressor, arguments)
+    for fine in ("regressor.train", "othertool.cli"):
+        arguments["python_module"] = fine
+        assert local_run.job_module_problem(regressor, arguments) is None
+
+
 def test_the_runs_own_refusals_come_with_the_sources_problems(tmp_path):
     # A bad drill or gate was refused only once the source's problems were fixed: one more try.
     source = tmp_path / "digitsclf"
