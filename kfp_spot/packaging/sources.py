@@ -413,21 +413,27 @@ def _generated_version(content_root: Path, version: str) -> str:
 
 
 def _from_module_dir(
-    src: Path, workdir: Path, python_module: str, name: str, version: str, requirements: list[str]
+    src: Path,
+    workdir: Path,
+    python_module: str,
+    name: str,
+    version: str,
+    requirements: list[str],
+    label: str,
 ) -> ProjectTree:
     package = src.resolve().name  # `--source .` names the folder it is in
-    problem = bare_package_name_problem(src, str(src))
+    problem = bare_package_name_problem(src, label)
     if problem:
         raise SourceError("source", problem)
     if not python_module:
-        problem = bare_package_module_problem(src, python_module)
+        problem = bare_package_module_problem(src, python_module, label)
         if problem:
             raise PackagingError("python_module", problem)
         python_module = package
     if python_module.split(".")[0] != package:
         raise PackagingError(
             "python_module",
-            f"{python_module!r} is not inside the package {package!r} that {src} holds",
+            f"{python_module!r} is not inside the package {package!r} that {label} holds",
         )
     project = workdir / "project"
     project.mkdir(parents=True)
@@ -529,17 +535,18 @@ def bare_package_name_problem(src: Path, label: str) -> str | None:
     )
 
 
-def bare_package_module_problem(src: Path, python_module: str) -> str | None:
+def bare_package_module_problem(src: Path, python_module: str, label: str = "") -> str | None:
     """Why a bare package directory ``src`` needs ``python_module`` and lacks it, or None.
 
     Shared by prepare_package and the local run, which refuses it before the run starts.
+    ``label``: how the message names the directory (default: its path).
     """
     if python_module or (src / "__main__.py").exists():
         return None
     if any((src / f).is_file() for f in PROJECT_FILES) or not (src / "__init__.py").is_file():
         return None  # a project names its module in pyproject.toml; a non-package: refused else
     return (
-        f"required for the bare package directory {src}: the module the job runs, "
+        f"required for the bare package directory {label or src}: the module the job runs, "
         f"e.g. {src.resolve().name}.task"
     )
 
@@ -575,6 +582,7 @@ def _classify_dir(
     name: str,
     version: str,
     requirements: list[str],
+    bare_label: str = "",
 ) -> ProjectTree:
     if any((src / f).is_file() for f in PROJECT_FILES):
         problem = requirements_problem(src, label, requirements)
@@ -584,7 +592,9 @@ def _classify_dir(
         _copy_tree(src, project)
         return ProjectTree(project, "project", "", False)
     if (src / "__init__.py").is_file():
-        return _from_module_dir(src, workdir, python_module, name, version, requirements)
+        return _from_module_dir(
+            src, workdir, python_module, name, version, requirements, bare_label or label
+        )
     raise MissingProjectFileError("source", source_directory_problem(src, label))
 
 
@@ -677,7 +687,9 @@ def materialize(
         tree = _from_script(local, workdir, *args)
     elif is_archive(local.name):
         root = _extract(local, workdir / "extracted", source)
-        tree = _classify_dir(root, workdir, f"the archive {source}", *args)
+        # a bare package in it is named by the archive, not by the folder it was unpacked to
+        top = f"{source}'s {root.name}/" if root != workdir / "extracted" else ""
+        tree = _classify_dir(root, workdir, f"the archive {source}", *args, bare_label=top)
         kind_suffix += "+archive"
     else:
         raise SourceError("source", source_file_problem(local, source))

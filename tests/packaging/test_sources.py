@@ -118,6 +118,26 @@ def test_a_bare_package_directory_named_no_package_name_is_refused_saying_what_t
     )
 
 
+def test_an_archived_bare_package_is_named_by_its_archive_not_its_extraction_folder(tmp_path):
+    # The refusal named a folder under /tmp that the user never saw (and that is gone).
+    folder = tmp_path / "src" / "mytrainer"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    archive = shutil.make_archive(str(tmp_path / "mytrainer"), "zip", tmp_path / "src")
+    with pytest.raises(PackagingError) as info:
+        prepare_package(archive, str(tmp_path / "stage"))
+    assert str(info.value) == (
+        f"python_module: required for the bare package directory {archive}'s mytrainer/: the "
+        "module the job runs, e.g. mytrainer.task"
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(archive, str(tmp_path / "stage"), python_module="trainer.task")
+    assert str(info.value) == (
+        "python_module: 'trainer.task' is not inside the package 'mytrainer' that "
+        f"{archive}'s mytrainer/ holds"
+    )
+
+
 def test_a_bare_package_given_as_dot_is_the_package_its_folder_names(tmp_path, monkeypatch):
     # `cd mytrainer && kfp-spot run --source .`: the name of "." is "", refused as no package
     # name ("rename the directory, e.g. to _"), though the folder is mytrainer.
