@@ -8,6 +8,7 @@ starts.
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -42,8 +43,7 @@ def check_evaluation_imports(
     path = Path(source)
     if entry is None or not path.exists():
         return
-    module = entry.partition(":")[0]
-    found = _third_party_imports(path, module, arguments)
+    found = _third_party_imports(path, entry, arguments)
     if not found:
         return
     if path.is_dir() and not modules_base(path)[1]:  # a project: its pyproject.toml declares
@@ -76,23 +76,31 @@ def check_evaluation_imports(
     )
 
 
-def _third_party_imports(path: Path, module: str, arguments: Mapping[str, Any]) -> dict[str, str]:
-    """Top-level names of the libraries the evaluation's modules import, and where, first seen.
+def _third_party_imports(path: Path, entry: str, arguments: Mapping[str, Any]) -> dict[str, str]:
+    """Top-level names of the libraries the evaluation imports, and where, first seen.
 
-    The standard library and the source's own modules are left out; so are imports the code is
+    What runs when the evaluation imports the entry point's module and calls its function: the
+    module's top level (not its other functions, nor its ``if __name__ == "__main__":`` block),
+    the function's body, and the top level of the modules of its own package these import. The
+    standard library and the source's own modules are left out; so are imports the code is
     ready to miss and those guarded by a Python version.
     """
     from kfp_spot.packaging.imports import imported, module_file, parse, walk_own_package
 
+    module, _, function = entry.partition(":")
     own: set[str] = {module.split(".")[0]}
     found: dict[str, str] = {}
 
     def read(name: str, file: Path, label: str) -> list[str]:
+        if name.endswith(".__main__"):  # run by `python -m`, never by an import
+            return []
         try:
             tree = parse(file.read_bytes(), str(file))
         except (OSError, SyntaxError, ValueError):  # the build or the evaluation says so
             return []
-        names = imported(tree, name, file.name == "__init__.py")
+        names = imported(
+            _on_import(tree, function if name == module else ""), name, file.name == "__init__.py"
+        )
         for item in names:
             top = item.name.split(".")[0]
             if item.optional or item.version_guarded or top in own or top == "__future__":
@@ -117,6 +125,56 @@ def _third_party_imports(path: Path, module: str, arguments: Mapping[str, Any]) 
             site, module, lambda name, file: read(name, file, file.relative_to(site).as_posix())
         )
     return found
+
+
+def _on_import(tree: ast.Module, function: str) -> ast.Module:
+    """``tree`` without what importing it does not run, but for ``function``'s body.
+
+    Its functions' bodies (each runs only when called) and ``if __name__ == "__main__":``
+    blocks (only under ``python -m``) are dropped; a class body runs, its methods' do not.
+    """
+
+    class OnImport(ast.NodeTransformer):
+        def __init__(self) -> None:
+            self.depth = 0
+
+        def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST | None:
+            return self._function(node)
+
+        def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST | None:
+            return self._function(node)
+
+        def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST | None:
+            if self.depth == 0 and node.name == function:
+                return node  # the evaluation calls it: what it imports runs
+            return None
+
+        def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+            self.depth += 1
+            try:
+                return self.generic_visit(node)
+            finally:
+                self.depth -= 1
+
+        def visit_If(self, node: ast.If) -> ast.AST:
+            test = node.test
+            if (
+                isinstance(test, ast.Compare)
+                and isinstance(test.left, ast.Name)
+                and test.left.id == "__name__"
+                and any(
+                    isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators
+                )
+            ):
+                node.body = []
+            return self.generic_visit(node)
+
+    import copy
+
+    kept = ast.parse("")
+    visit = OnImport().visit
+    kept.body = [s for s in (visit(s) for s in copy.deepcopy(tree).body) if s is not None]
+    return kept
 
 
 def _not_held(found: Mapping[str, str], declared: Sequence[str]) -> dict[str, list[str]]:

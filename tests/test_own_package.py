@@ -311,6 +311,19 @@ def test_an_evaluation_importing_a_library_the_package_does_not_declare_is_refus
         local_run.check_evaluation_imports(script, {"source": "", **declared}, spot_training)
         is None
     )
+    # what importing the module for the evaluation does not run is not judged: the training's
+    # own function and the `python -m` block
+    script.write_text(
+        "def train():\n    import sklearn\n"
+        "def evaluate(d, p):\n    return {}\n"
+        "if __name__ == '__main__':\n    from sklearn import svm\n    train()\n"
+    )
+    assert (
+        local_run.check_evaluation_imports(script, {"source": "", **entry}, spot_training) is None
+    )
+    script.write_text("def evaluate(d, p):\n    import sklearn\n    return {}\n")
+    with pytest.raises(local.LocalRunError, match=r"imports sklearn \(digits.py, line 2"):
+        local_run.check_evaluation_imports(script, {"source": "", **entry}, spot_training)
     # a project: named in its pyproject.toml; what the code is ready to miss is not judged, nor
     # its own modules, nor anything once it declares what this machine lacks (pip fetches it)
     project = tmp_path / "proj"
