@@ -256,7 +256,12 @@ def _returned_keys(path: Path, entry: str, arguments: Mapping[str, Any]) -> set[
         for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
     ]
-    if len(defined) != 1:
+    rebound = any(  # `evaluate = wrap(evaluate)`: the returns are not the function's alone
+        isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        and function in {t.id for t in ast.walk(node) if isinstance(t, ast.Name)}
+        for node in tree.body
+    )
+    if len(defined) != 1 or defined[0].decorator_list or rebound:
         return None
     returns: list[ast.Return] = []
     pending: list[ast.AST] = list(defined[0].body)

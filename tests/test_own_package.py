@@ -503,11 +503,16 @@ def test_a_gate_on_a_metric_the_evaluation_never_returns_is_refused_before_the_r
     assert not (tmp_path / "run").exists()
     arguments = {"source": str(source), **given, "thresholds": {"r2": ">=0.5"}}
     assert local_run.check_threshold_metrics(source, arguments, spot_training) is None
+    arguments["thresholds"] = {"accuracy": ">=0.9"}
+    # a decorated or rebound function may return more than its own returns show
+    own = "def evaluate(d, p):\n    return {'mse': 1.0}\n"
+    for wrapped in (f"@wrap\n{own}", f"{own}evaluate = wrap(evaluate)\n"):
+        (source / "metrics.py").write_text(f"def wrap(f):\n    return f\n{wrapped}")
+        assert local_run.check_threshold_metrics(source, arguments, spot_training) is None
     # a return the code computes: its metrics are known only when it runs
     (source / "metrics.py").write_text(
         "def evaluate(d, p):\n    out = {'mse': 1.0}\n    return out\n"
     )
-    arguments["thresholds"] = {"accuracy": ">=0.9"}
     assert local_run.check_threshold_metrics(source, arguments, spot_training) is None
 
 
