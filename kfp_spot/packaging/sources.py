@@ -545,9 +545,19 @@ def bare_package_module_problem(src: Path, python_module: str, label: str = "") 
         return None
     if any((src / f).is_file() for f in PROJECT_FILES) or not (src / "__init__.py").is_file():
         return None  # a project names its module in pyproject.toml; a non-package: refused else
+    package = src.resolve().name
+    modules = sorted(
+        f"{package}.{'.'.join(p.relative_to(src).with_suffix('').parts)}"
+        for p in src.rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    )
+    if (src / "task.py").is_file() or not modules:
+        which = f"e.g. {package}.task"
+    else:  # no task module to suggest: the ones it holds
+        more = ", ..." if len(modules) > 10 else ""
+        which = f"one of its modules ({', '.join(modules[:10])}{more})"
     return (
-        f"required for the bare package directory {label or src}: the module the job runs, "
-        f"e.g. {src.resolve().name}.task"
+        f"required for the bare package directory {label or src}: the module the job runs, {which}"
     )
 
 

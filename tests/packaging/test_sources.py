@@ -173,6 +173,20 @@ def test_a_bare_package_directory_named_like_a_standard_module_is_refused_saying
     )
 
 
+def test_a_bare_package_without_a_task_module_is_told_the_modules_it_holds(tmp_path):
+    # "e.g. digits.task" named a module the package does not have.
+    from kfp_spot.packaging.sources import bare_package_module_problem
+
+    package = tmp_path / "digits"
+    (package / "models").mkdir(parents=True)
+    for name in ("__init__.py", "fit.py", "score.py", "models/__init__.py", "models/mlp.py"):
+        (package / name).write_text("")
+    assert bare_package_module_problem(package, "") == (
+        f"required for the bare package directory {package}: the module the job runs, one of "
+        "its modules (digits.fit, digits.models.mlp, digits.score)"
+    )
+
+
 def test_tar_gz_archive_builds_the_same_package_as_its_directory(built, project, tmp_path):
     archive = tmp_path / "src.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
