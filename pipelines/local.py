@@ -372,5 +372,3 @@ def _training_logs(state_dir: Path, jobs: list[str]) -> dict[str, str]:
     return (
         {"training_logs": str(job_log_dir(state_dir, jobs[-1].rsplit("/", 1)[-1]))} if jobs else {}
     )
-
-
