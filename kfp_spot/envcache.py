@@ -98,6 +98,11 @@ _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTIO
 _LIGHT_SKIPPED_BY = "kfp-spot"  # the full distribution, a superset of the light one
 _WARNED: set[str] = set()
 
+SAME_MODULE: dict[str, tuple[str, ...]] = {"xgboost": ("xgboost-cpu",)}
+"""Distributions this machine may hold an image's library under, the same import package: an
+image documents ``xgboost``, a machine (this project's test environment, a Linux laptop) may have
+``xgboost-cpu``, XGBoost without its CUDA libraries. An image environment takes either."""
+
 
 class PackageInstallError(RuntimeError):
     """Installing a package into its environment failed; the message holds pip's output."""
@@ -557,7 +562,10 @@ def create_image_env(
                 raise PackageInstallError(f"pip could not install {meta.path.name}: {refused}")
         own = {canonicalize_name(m.name) for m in metas}
         installed = siteview.Installed()
-        profile = [*image.package_names, *provided]
+        aliases = [
+            a for n in image.package_names for a in SAME_MODULE.get(canonicalize_name(n), ())
+        ]
+        profile = [*image.package_names, *aliases, *provided]
         allowed = siteview.closure(profile, installed, check_versions=False).found
         declared = [r for m in metas for r in m.requires if _requirement_name(r) not in own]
         allowed.update(siteview.closure(declared, installed).found)

@@ -128,6 +128,7 @@ def test_image_env_holds_the_profile_and_the_declared_requirements_only(tmp_path
         "numpy",  # the image's libraries
         "sklearn",
         "scipy",
+        "xgboost",  # documented as xgboost, installed here as xgboost-cpu (or xgboost on a Mac)
         "google.cloud.storage",  # one part of the google namespace ...
         "google.cloud.aiplatform",  # ... but not another that is installed here
         "kfp",  # installed here, in no training image
@@ -141,6 +142,7 @@ def test_image_env_holds_the_profile_and_the_declared_requirements_only(tmp_path
         "numpy": True,
         "sklearn": True,
         "scipy": True,
+        "xgboost": True,
         "google.cloud.storage": True,
         "google.cloud.aiplatform": False,
         "kfp": False,

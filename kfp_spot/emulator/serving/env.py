@@ -14,15 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-
 from kfp_spot import envcache
 from kfp_spot.executors import PredictionImage
-
-# Distributions this machine may hold an image library under (the same import package):
-# xgboost-cpu is xgboost without the CUDA libraries.
-_SAME_MODULE = {"xgboost": ("xgboost-cpu",)}
 
 
 def serving_python(image: PredictionImage, cache_dir: str | os.PathLike[str]) -> Path:
@@ -40,9 +33,5 @@ def serving_python(image: PredictionImage, cache_dir: str | os.PathLike[str]) ->
     """
     if not image.served_locally:
         raise ValueError(f"the local emulator does not serve {image.name}: no library profile")
-    provided = [
-        alias
-        for requirement in image.packages
-        for alias in _SAME_MODULE.get(canonicalize_name(Requirement(requirement).name), ())
-    ]
-    return envcache.package_env([], cache_dir, profile=image.profile, provided=provided)
+    # xgboost installed here as xgboost-cpu counts too (envcache.SAME_MODULE)
+    return envcache.package_env([], cache_dir, profile=image.profile)
