@@ -285,12 +285,14 @@ def start(
 
 def _checked_endpoint(url: str, source: str) -> str:
     """``url`` without a trailing ``/`` when it is ``http(s)://HOST[:PORT]``, else a usage error."""
-    parsed = urllib.parse.urlsplit(url.strip())
-    try:
-        parsed.port  # noqa: B018 - raises on a port that is not a number in 0..65535
+    try:  # urlsplit raises on a malformed [IPv6] host, `.port` on a port out of 0..65535
+        parsed = urllib.parse.urlsplit(url.strip())
+        parsed.port  # noqa: B018
     except ValueError:
-        parsed = parsed._replace(netloc="")
-    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path.strip("/"):
+        parsed = urllib.parse.SplitResult("", "", "", "", "")
+    # A query or fragment would swallow the path each command appends to the endpoint.
+    extra = parsed.path.strip("/") or "?" in url or "#" in url
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or extra:
         raise click.UsageError(
             f"{source}: {url!r} is not an emulator endpoint; give http://HOST:PORT, "
             "e.g. http://127.0.0.1:8080 (what `kfp-spot emulator start` prints)"
@@ -381,15 +383,34 @@ def _saved_logs(
     return entries
 
 
-def _job_name(base: str, job: str) -> str:
-    """Full resource name of ``job`` (a name or a bare numeric id)."""
+def _checked_job(job: str) -> str:
+    """``job`` when it is a CustomJob's full name or a bare numeric id, else a usage error.
+
+    The name goes into the URL's path as it is: a space or a non-ASCII character in it was the
+    HTTP client's traceback, and ``..`` or ``?`` would name another path.
+    """
+    if job.isascii() and job.isdigit():
+        return job
     if "/" in job:
-        return job.strip("/")
-    if not job.isdigit():
-        raise click.BadParameter(
-            f"{job!r}: give projects/P/locations/L/customJobs/ID or the numeric ID",
-            param_hint="JOB_NAME",
-        )
+        from kfp_spot.cli.rest import RESOURCE
+
+        match = RESOURCE.fullmatch(job.strip("/"))
+        if match is not None and match.group(2) == "customJobs":
+            return job.strip("/")
+    raise click.BadParameter(
+        f"{job!r}: give projects/P/locations/L/customJobs/ID or the numeric ID",
+        param_hint="JOB_NAME",
+    )
+
+
+def _job_arg(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    return _checked_job(value)
+
+
+def _job_name(base: str, job: str) -> str:
+    """Full resource name of ``job`` (a name or a bare numeric id, checked by ``_checked_job``)."""
+    if "/" in job:
+        return job
     for item in _call("GET", f"{base}/emulator/v1/customJobs").get("customJobs", []):
         name = str(item["name"])
         if name.rsplit("/", 1)[-1] == job:
@@ -411,7 +432,7 @@ _state_option = click.option(
 
 
 @emulator.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_arg)
 @click.option(
     "--replica",
     callback=_replica,
@@ -431,7 +452,7 @@ def preempt(job_name: str, replica: str | None, endpoint: str | None, state_dir:
 
 
 @emulator.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_arg)
 @click.option("--attempt", type=click.IntRange(min=1), help="Only this attempt (1-based).")
 @click.option("--replica", callback=_replica, help="Only this replica, e.g. workerpool0-0.")
 @_endpoint_option
@@ -469,7 +490,7 @@ def logs(
 
 
 @emulator.command()
-@click.argument("job_name")
+@click.argument("job_name", callback=_job_arg)
 @click.option("--json", "as_json", is_flag=True, help="Print the ledger rows as JSON.")
 @_endpoint_option
 @_state_option

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from kfp_spot.vertex.client import Endpoint
 
-_RESOURCE = re.compile(
+RESOURCE = re.compile(
     r"projects/[a-z0-9][a-z0-9.:-]*/locations/([a-z0-9][a-z0-9-]*)/([A-Za-z]+)/[A-Za-z0-9_-]+"
 )
 """A resource's name; Vertex AI's project IDs and numbers, regions and ids fit its parts."""
@@ -193,7 +193,7 @@ def resource_location(name: str, collection: str) -> str:
     Every part is checked, not only the shape: a ``?`` or ``#`` in the ID would reach the service
     as a query string or be dropped as a URL fragment, and describe another resource.
     """
-    match = _RESOURCE.fullmatch(name)
+    match = RESOURCE.fullmatch(name)
     if match is None or match.group(2) != collection:
         raise click.BadParameter(
             f"{name!r} is not projects/PROJECT/locations/LOCATION/{collection}/ID (PROJECT: a "

@@ -149,7 +149,7 @@ def test_cli_arguments_are_checked():
     assert result.exit_code == 2 and "TYPE=N" in result.output
     result = runner.invoke(main, ["emulator", "preempt", "123", "--endpoint", "http://127.0.0.1:9"])
     assert result.exit_code == 1 and "cannot reach the emulator" in result.output
-    result = runner.invoke(main, ["emulator", "logs", "x", "--state-dir", "/nonexistent"])
+    result = runner.invoke(main, ["emulator", "logs", "123", "--state-dir", "/nonexistent"])
     assert result.exit_code == 2 and "--endpoint" in result.output
 
 
@@ -333,7 +333,18 @@ def test_an_environment_cache_that_cannot_be_made_is_one_clear_error_at_start(tm
     )
 
 
-@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://x", "http://h:99999", "http://h:1/v1"])
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "notaurl",
+        "ftp://x",
+        "http://h:99999",
+        "http://h:1/v1",
+        "http://[::1",  # urlsplit's ValueError traceback
+        "http://h:1?x=1",  # the query swallowed the path each command appends
+        "http://h:1#",
+    ],
+)
 def test_an_endpoint_that_is_not_http_host_port_is_a_usage_error(endpoint):
     result = CliRunner().invoke(
         main, ["emulator", "jobs"], env={"KFP_SPOT_EMULATOR_ENDPOINT": endpoint}
@@ -366,6 +377,30 @@ def test_a_state_dir_without_an_endpoint_file_says_what_is_there(tmp_path, make,
     (line,) = result.output.splitlines()
     assert line.startswith("kfp-spot: error: no emulator endpoint: pass --endpoint "), line
     assert f"({found.format(d=state_dir)}" in line, line
+
+
+@pytest.mark.parametrize("command", ["logs", "preempt", "attempts"])
+@pytest.mark.parametrize(
+    "job",
+    [
+        f"{PARENT}/customJobs/\u00e9",  # the HTTP client's UnicodeEncodeError traceback
+        f"{PARENT}/customJobs/1 2",  # http.client's InvalidURL traceback
+        "projects/../../../etc",  # another path of the emulator
+        f"{PARENT}/customJobs/1?replica=x",
+        f"{PARENT}/models/1",
+        "",
+    ],
+)
+def test_a_job_name_that_is_no_custom_job_name_is_a_usage_error(command, job, tmp_path):
+    (tmp_path / "logs" / "etc").mkdir(parents=True)  # a stopped emulator's state dir
+    for where in (["--endpoint", "http://127.0.0.1:1"], ["--state-dir", str(tmp_path)]):
+        result = CliRunner().invoke(main, ["emulator", command, job, *where])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(
+            f"kfp-spot: error: Invalid value for JOB_NAME: {job!r}: give "
+            "projects/P/locations/L/customJobs/ID or the numeric ID"
+        ), result.output
+        assert len(result.output.splitlines()) == 1
 
 
 @pytest.mark.parametrize("command", ["logs", "preempt"])
