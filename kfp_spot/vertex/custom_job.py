@@ -27,6 +27,7 @@ import enum
 import functools
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -534,6 +535,22 @@ def _check_disk(spec: Any, where: str) -> None:
 _UNESCAPED_APOSTROPHE = re.compile(r"(?<!\\)'")
 
 
+def _check_no_nul(values: Any, field: Callable[[int], str]) -> None:
+    """Refuse a NUL character in a process's arguments or environment; ``field(i)`` names one.
+
+    The kernel takes each argument and environment string up to its first NUL, so no container or
+    process can be started with one: the replica never runs (the emulator's process start raised,
+    a VM's container runtime fails with ``invalid argument``). Refused before a VM is paid for.
+    """
+    for i, value in enumerate(values):
+        if "\x00" in value:
+            raise InvalidJobSpecError(
+                field(i),
+                f"{show(value)} holds a NUL character (\\x00), which no process can be given "
+                "in its arguments or environment; remove it",
+            )
+
+
 def _check_env(env: Any, where: str) -> None:
     if len(env) > MAX_ENV_VARS:
         raise InvalidJobSpecError(
@@ -542,6 +559,7 @@ def _check_env(env: Any, where: str) -> None:
             "kfp-spot adds, such as KFP_SPOT_RESUME_FROM, count too): pass settings as "
             "arguments or in a file instead",
         )
+    _check_no_nul([var.value for var in env], lambda i: f"{where}.env[{i}].value")
     for i, var in enumerate(env):
         if not is_env_name(var.name):
             raise InvalidJobSpecError(
@@ -566,6 +584,8 @@ def _check_container(spec: Any, where: str) -> None:
             f"{where}.imageUri", "is required, e.g. 'us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG'"
         )
     _check_field(f"{where}.imageUri", check_image_reference, spec.image_uri)
+    _check_no_nul(spec.command, lambda i: f"{where}.command[{i}]")
+    _check_no_nul(spec.args, lambda i: f"{where}.args[{i}]")
     _check_env(spec.env, where)
 
 
@@ -604,6 +624,7 @@ def _check_python(spec: Any, where: str, target: Target) -> None:
             f"{show(spec.python_module)} is not a Python module name; give a dotted name such as "
             "'trainer.task'",
         )
+    _check_no_nul(spec.args, lambda i: f"{where}.args[{i}]")
     _check_env(spec.env, where)
 
 

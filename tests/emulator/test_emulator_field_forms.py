@@ -56,6 +56,20 @@ REFUSED = [
         f"{POOL0}.python_package_spec.env[1].value",
         "unescaped apostrophe",
     ),
+    (  # the replica's start raised, and the job FAILED as "internal error in the emulator"
+        "env value with a NUL",
+        _env("a\x00b"),
+        f"{POOL0}.python_package_spec.env[1].value",
+        "holds a NUL character",
+    ),
+    (
+        "argument with a NUL",
+        lambda body: body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"].append(
+            "\x00"
+        ),
+        f"{POOL0}.python_package_spec.args[2]",
+        "holds a NUL character",
+    ),
     ("partition not a size", _partition("banana"), "gpu_partition_size", "[compute]g.[memory]gb"),
     ("partition of 8 compute units", _partition("8g.80gb"), "gpu_partition_size", "'1g.10gb'"),
     (

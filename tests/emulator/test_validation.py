@@ -320,6 +320,21 @@ def _k80(pb):
 _NAME_KEY = "compute.googleapis.com/reservation-name"
 
 
+def _python_spec(pb):
+    return pb.job_spec.worker_pool_specs[0].python_package_spec
+
+
+def _container(**fields):
+    def edit(pb):
+        pool = pb.job_spec.worker_pool_specs[0]
+        pool.ClearField("python_package_spec")
+        pool.container_spec.image_uri = "us-docker.pkg.dev/p/r/i:1"
+        for name, values in fields.items():
+            getattr(pool.container_spec, name).extend(values)
+
+    return edit
+
+
 @pytest.mark.parametrize(
     ("edit", "field", "words"),
     [
@@ -355,6 +370,28 @@ _NAME_KEY = "compute.googleapis.com/reservation-name"
             _nfs(path="share", network="projects/123/global/networks/vpc"),
             "jobSpec.workerPoolSpecs[0].nfsMounts[0].path",
             "'/'",
+        ),
+        # No process can be given a NUL: the emulator's replica start raised ("internal error in
+        # the emulator"), a VM's container runtime fails; refused before a VM is paid for.
+        (
+            lambda pb: _python_spec(pb).args.extend(["--a", "x\x00y"]),
+            "jobSpec.workerPoolSpecs[0].pythonPackageSpec.args[1]",
+            "holds a NUL character",
+        ),
+        (
+            lambda pb: _python_spec(pb).env.add(name="A", value="\x00"),
+            "jobSpec.workerPoolSpecs[0].pythonPackageSpec.env[0].value",
+            "holds a NUL character",
+        ),
+        (
+            _container(command=["python", "-c\x00"]),
+            "jobSpec.workerPoolSpecs[0].containerSpec.command[1]",
+            "holds a NUL character",
+        ),
+        (
+            _container(args=["\x00"]),
+            "jobSpec.workerPoolSpecs[0].containerSpec.args[0]",
+            "holds a NUL character",
         ),
     ],
 )

@@ -104,6 +104,8 @@ CASES = {
     "labels with newline": ({"labels": {"team": "a\n"}}, "labels", "lowercase letters"),
     "env name": ({"env": {"1BAD": "x"}}, "env", "not starting with a digit"),
     "env value a Python repr": ({"env": {"CLASSES": "['a', 'b']"}}, "env", "apostrophe"),
+    "env value with a NUL": ({"env": {"A": "x\x00"}}, "env", "holds a NUL character"),
+    "argument with a NUL": ({"args": ["--name", "\x00"]}, "args", "holds a NUL character"),
     "full pools": (
         {
             "worker_pool_specs": [

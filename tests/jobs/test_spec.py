@@ -43,8 +43,10 @@ def test_replicas_are_one_chief_and_the_rest_workers(replicas):
 
 
 # Any text Vertex AI takes as an env value: valid Unicode, no unescaped apostrophe (which it
-# refuses, tests/jobs/test_launch_inputs.py).
-_ENV_VALUE = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="'"), max_size=12)
+# refuses, tests/jobs/test_launch_inputs.py), no NUL (which no process can be given).
+_ENV_VALUE = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="'\x00"), max_size=12
+)
 
 
 @given(
@@ -196,7 +198,7 @@ _PLAIN_MACHINES = sorted(
 @given(
     machine=st.sampled_from(_PLAIN_MACHINES),
     replicas=st.integers(1, 16),
-    args=st.lists(st.text(max_size=12), max_size=4),
+    args=st.lists(st.text(st.characters(exclude_characters="\x00"), max_size=12), max_size=4),
     env=st.dictionaries(
         st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), _ENV_VALUE, max_size=3
     ),
