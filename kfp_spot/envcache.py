@@ -113,10 +113,17 @@ def fetch(uri: str, dest_dir: str | os.PathLike[str]) -> Path:
 
     Raises:
         FileNotFoundError: naming the URI when there is nothing there.
+        IsADirectoryError: naming the URI when it is a directory (the copy's own error named a
+            folder of the download cache, not the URI given).
     """
     filesystem, path = fs.filesystem(uri)
     if not filesystem.exists(path):
         raise FileNotFoundError(f"package URI {uri!r} does not exist")
+    if filesystem.isdir(path):
+        raise IsADirectoryError(
+            f"package URI {uri!r} is a directory: give the package file in it (an sdist "
+            "NAME-VERSION.tar.gz or a wheel)"
+        )
     dest = Path(dest_dir) / path.rstrip("/").rsplit("/", 1)[-1]
     dest.parent.mkdir(parents=True, exist_ok=True)
     filesystem.get(path, str(dest))

@@ -374,3 +374,17 @@ def test_an_sdist_whose_backend_asks_for_what_is_not_installed_here_is_built_iso
     (wheel,) = envcache.build_wheels([sdist], tmp_path / "out", tmp_path / "cache")
     assert isolated == ["asks-0.1.tar.gz"] and wheel.read_bytes() == b"isolated"
     assert not (tmp_path / "cache" / "wheels").exists()  # from the package index: never kept
+
+
+@pytest.mark.parametrize("form", ["{}", "file://{}"])
+def test_a_package_uri_that_is_a_directory_is_named_as_given(tmp_path, form):
+    # The copy's own error named a folder of the download cache the user never gave:
+    # "[Errno 2] No such file or directory: '<cache>/download-xyz/0/dist'".
+    (tmp_path / "dist").mkdir()
+    uri = form.format(tmp_path / "dist")
+    with pytest.raises(IsADirectoryError) as info:
+        envcache.fetch(uri, tmp_path / "download")
+    assert str(info.value) == (
+        f"package URI {uri!r} is a directory: give the package file in it (an sdist "
+        "NAME-VERSION.tar.gz or a wheel)"
+    )

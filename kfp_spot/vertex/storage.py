@@ -249,6 +249,11 @@ def _check_storage_uri(uri: str, *, local_paths: bool, verb: str) -> None:
         _check_gcs(uri, local_paths=local_paths)
         return
     if local_paths and (uri.startswith("file:///") or (os.path.isabs(uri) and "://" not in uri)):
+        if "\x00" in uri:  # no file system has such a path: the replicas' start raised
+            raise InvalidValueError(
+                f"{show(uri)} holds a NUL character (\\x00), which no path can: give "
+                f"{EMULATOR_OUTPUT_FORM}"
+            )
         return
     if uri.startswith(GCS_FUSE_ROOT):
         raise InvalidValueError(

@@ -70,6 +70,12 @@ REFUSED = [
         f"{POOL0}.python_package_spec.args[2]",
         "holds a NUL character",
     ),
+    (  # the replicas' start raised: "internal error in the emulator"
+        "local output directory with a NUL",
+        _spec("baseOutputDirectory", {"outputUriPrefix": "/tmp/o\x00ut"}),
+        "job_spec.base_output_directory.output_uri_prefix",
+        "holds a NUL character",
+    ),
     ("partition not a size", _partition("banana"), "gpu_partition_size", "[compute]g.[memory]gb"),
     ("partition of 8 compute units", _partition("8g.80gb"), "gpu_partition_size", "'1g.10gb'"),
     (

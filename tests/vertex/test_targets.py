@@ -97,6 +97,15 @@ def test_a_line_break_in_a_cloud_storage_uri_is_refused(uri, local_paths):
         check_gcs_uri(uri)
 
 
+@pytest.mark.parametrize("uri", ["/tmp/o\x00ut", "file:///tmp/pkg\x00.tar.gz", "/\x00"])
+def test_a_nul_in_a_local_path_is_refused(uri):
+    # No file system has such a path: the emulator accepted it, then FAILED the job as
+    # "internal error in the emulator: ValueError('embedded null byte')" as its replicas started.
+    for check in (check_output_uri, check_package_uri):
+        with pytest.raises(InvalidValueError, match=r"holds a NUL character \(\\x00\), which no "):
+            check(uri, local_paths=True)
+
+
 @pytest.mark.parametrize("bucket", ["my-bucket", "a1b", "logs_2024", "example.com.data", "a" * 63])
 def test_valid_bucket_names(bucket):
     check_bucket(bucket)
