@@ -94,6 +94,17 @@ def test_serving_requests_get_the_servers_json_errors(serving, light_model_dir):
         "Invalid JSON payload received. Unknown name \"bogus\" at 'model': Cannot find field."
     )
     assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == "model"
+    # A NUL in a local artifactUri was a 500: listing the directory raised ValueError.
+    upload = {
+        "model": {
+            "displayName": "m",
+            "artifactUri": "/tmp/mo\u0000del",
+            "containerSpec": {"imageUri": SKLEARN_IMAGE},
+        }
+    }
+    status, answer = _call(emu, "POST", f"/v1/{PARENT}/models:upload", json.dumps(upload).encode())
+    assert status == 400 and "holds a NUL character" in answer["error"]["message"]
+    assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == "model.artifact_uri"
     status, answer = _call(emu, "POST", f"/v1/{endpoint}:predict", b'{"instances": [[1]], "x": 1}')
     assert status == 400 and 'Unknown name "x"' in answer["error"]["message"]
     status, answer = _call(emu, "POST", f"/v1/{endpoint}:predict", b'{"instances": NaN}')
