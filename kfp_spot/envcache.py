@@ -222,7 +222,9 @@ def package_env(
             :func:`create_image_env`).
 
     Returns:
-        Path of the environment's python.
+        Absolute path of the environment's python (a relative ``cache_dir`` is resolved against
+        the working directory now: the caller starts it in another one, a job's replica in its
+        own working directory).
 
     Raises:
         FileNotFoundError: a package URI names nothing.
@@ -233,7 +235,7 @@ def package_env(
     if executor_image_uri is not None and profile is not None:
         raise ValueError("give executor_image_uri or profile, not both")
     image = executors.profile(executor_image_uri) if executor_image_uri is not None else profile
-    cache = Path(cache_dir)
+    cache = Path(cache_dir).absolute()
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
         local = [fetch(uri, Path(tmp) / str(i)) for i, uri in enumerate(package_uris)]

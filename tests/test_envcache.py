@@ -79,6 +79,16 @@ def test_same_packages_reuse_one_env_other_hosts_get_their_own(tmp_path, probe_e
     assert out.stdout.strip() != str(first)
 
 
+def test_a_relative_cache_dir_gives_an_absolute_python(probe_env, monkeypatch):
+    # The emulator starts a replica's python in the replica's own working directory: a relative
+    # path (from `--env-cache-dir relcache`) failed every job with "No such file or directory:
+    # 'relcache/envs/.../bin/python'".
+    wheel, cache, first = probe_env
+    monkeypatch.chdir(cache.parent)
+    python = envcache.package_env([str(wheel)], cache.name)  # the fixture's environment
+    assert python.is_absolute() and python == first
+
+
 SKLEARN = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 PYTORCH = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-3.py310:latest"
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import sqlite3
 import threading
 import time
@@ -513,7 +514,7 @@ class AttemptRunner:
                     f"The replica {replica.name} exited with a non-zero status of "
                     f"{code}. To find out more about why your job exited please check "
                     f"the logs: kfp-spot emulator logs {job_name} --state-dir "
-                    f"{ctx.state_dir.path} (file {replica.log_path})",
+                    f"{shlex.quote(str(ctx.state_dir.path))} (file {replica.log_path})",
                 ),
             )
         return False

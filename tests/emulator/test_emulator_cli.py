@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import os
 import queue
+import shlex
 import signal
 import socket
 import sqlite3
@@ -191,7 +192,8 @@ class StoppedRun:
 
 
 def _run_then_stop(tmp: Path, env_cache: Path, toy_package: str, stop: int, *, failing: bool):
-    state, progress = tmp / "state", tmp / "progress.txt"
+    # A space in the state dir: the failed job's log command is copied into a shell as it is.
+    state, progress = tmp / "state dir", tmp / "progress.txt"
     server = Server(state, env_cache)
     failed_job, failure = None, ""
     try:
@@ -256,10 +258,13 @@ def test_a_failed_jobs_log_command_works_after_the_emulator_stopped(
     assert sigterm_stopped.exit_code == 0
     message, state = sigterm_stopped.failure, sigterm_stopped.state
     command = message.split("check the logs: ", 1)[1].split(" (file ", 1)[0]
-    assert command == f"kfp-spot emulator logs {sigterm_stopped.failed_job} --state-dir {state}"
+    assert command == (
+        f"kfp-spot emulator logs {sigterm_stopped.failed_job} --state-dir {shlex.quote(str(state))}"
+    )
     monkeypatch.delenv("KFP_SPOT_EMULATOR_ENDPOINT", raising=False)
     monkeypatch.chdir(tmp_path)
-    out = run_cli(command.split()[1:], capfd)  # the command as typed, through kfp-spot's main
+    # The command as a shell reads it, through kfp-spot's main.
+    out = run_cli(shlex.split(command)[1:], capfd)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("==> attempt 1 workerpool0-0 <==\n"), out.stdout
     assert "step 0\nstep 1\n" in out.stdout  # the replica's own output

@@ -21,10 +21,10 @@ from google.api_core import exceptions
 from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
 
 from kfp_spot import executors
-from kfp_spot.emulator import names
+from kfp_spot.emulator import Emulator, names
 from kfp_spot.emulator.server import MAX_BODY
 from kfp_spot.emulator.serving.env import serving_python
-from tests.serving.conftest import PARENT, SKLEARN_IMAGE, X, Y
+from tests.serving.conftest import PARENT, SKLEARN_IMAGE, X, Y, make_serving
 
 NUMBER = names.project_number("local-project")
 NUMBERED = f"projects/{NUMBER}/locations/us-central1"
@@ -355,3 +355,18 @@ def test_autoscaling_metric_specs_are_checked_on_deploy(serving, light_model_dir
     request_count = "aiplatform.googleapis.com/prediction/online/request_count"
     done = deploy([{"metric_name": cpu}, {"metric_name": request_count, "target": 600}])
     assert done.result(timeout=120).deployed_model.id
+
+
+def test_an_emulator_on_a_relative_state_dir_serves_its_models(
+    tmp_path, env_cache, light_model_dir, monkeypatch
+):
+    # `kfp-spot emulator start`'s default state dir is relative (kfp-spot-runs/emulator): the
+    # replica, started in a working directory of its own, read AIP_STORAGE_URI relative to it
+    # and every deploy of a prebuilt image failed ("the model directory ... contains nothing").
+    monkeypatch.chdir(tmp_path)
+    with Emulator("state", grace_period=1.0, env_cache_dir=env_cache) as emu:
+        serving = make_serving(emu)
+        endpoint = serving.endpoint()
+        serving.deploy(serving.upload(light_model_dir), endpoint, replicas=1)
+        got = serving.predictions.predict(endpoint=endpoint, instances=X[:2].tolist())
+    assert list(got.predictions) == pytest.approx(X[:2].sum(axis=1).tolist())
