@@ -56,6 +56,7 @@ from kfp_spot.vertex.values import (
     check_network_name,
     check_network_short_name,
     check_persistent_resource_id,
+    check_process_text,
     check_project_id,
     check_reservation_name,
     check_reserved_ip_range,
@@ -536,19 +537,9 @@ _UNESCAPED_APOSTROPHE = re.compile(r"(?<!\\)'")
 
 
 def _check_no_nul(values: Any, field: Callable[[int], str]) -> None:
-    """Refuse a NUL character in a process's arguments or environment; ``field(i)`` names one.
-
-    The kernel takes each argument and environment string up to its first NUL, so no container or
-    process can be started with one: the replica never runs (the emulator's process start raised,
-    a VM's container runtime fails with ``invalid argument``). Refused before a VM is paid for.
-    """
+    """:func:`check_process_text` on each of ``values``; ``field(i)`` names the i-th."""
     for i, value in enumerate(values):
-        if "\x00" in value:
-            raise InvalidJobSpecError(
-                field(i),
-                f"{show(value)} holds a NUL character (\\x00), which no process can be given "
-                "in its arguments or environment; remove it",
-            )
+        _check_field(field(i), check_process_text, value)
 
 
 def _check_env(env: Any, where: str) -> None:

@@ -18,6 +18,7 @@ from kfp_spot.vertex.values import (
     InvalidFieldError,
     InvalidValueError,
     check_image_reference,
+    check_process_text,
     is_env_name,
     show,
 )
@@ -31,7 +32,7 @@ MAX_DEPLOYMENT_TIMEOUT_S = 2 * 3600
 
 
 def check_container_spec(model: Any, field: str) -> executors.PredictionImage | None:
-    """A Model's serving container: image, environment variable names, ports.
+    """A Model's serving container: image, environment variables, command and args, ports.
 
     Args:
         model: a ``google.cloud.aiplatform_v1.types.Model`` (proto-plus) or its raw protobuf.
@@ -65,6 +66,18 @@ def check_container_spec(model: Any, field: str) -> executors.PredictionImage | 
                 f"{show(var.name)} is not a valid variable name: letters, digits and '_', "
                 "not starting with a digit",
             )
+    # A NUL reached the replica's start, which raised: the deployment never ended.
+    for name, values in (
+        ("command", spec.command),
+        ("args", spec.args),
+        ("env", [var.value for var in spec.env]),
+    ):
+        for i, value in enumerate(values):
+            try:
+                check_process_text(value)
+            except InvalidValueError as exc:
+                suffix = f"[{i}].value" if name == "env" else f"[{i}]"
+                raise InvalidFieldError(f"{where}.{name}{suffix}", str(exc)) from None
     for name, ports in (("ports", spec.ports), ("grpcPorts", spec.grpc_ports)):
         for port in ports:
             if not 1 <= port.container_port <= MAX_PORT:

@@ -136,6 +136,23 @@ def is_module_name(name: Any) -> bool:
     return isinstance(name, str) and PYTHON_MODULE.fullmatch(name) is not None
 
 
+def check_process_text(value: str) -> None:
+    """Refuse a NUL character in what a process is given: an argument, a command, an env value.
+
+    The kernel takes each argument and environment string up to its first NUL, so no process or
+    container can be started with one: the replica could never run (a container runtime fails
+    with ``invalid argument``; the emulator's process start raised).
+
+    Raises:
+        InvalidValueError: naming the value.
+    """
+    if "\x00" in value:
+        raise InvalidValueError(
+            f"{show(value)} holds a NUL character (\\x00), which no process can be given in its "
+            "arguments or environment; remove it"
+        )
+
+
 def is_env_name(name: Any) -> bool:
     """Whether ``name`` is an environment variable name (letters, digits, ``_``; no digit first)."""
     return isinstance(name, str) and ENV_NAME.fullmatch(name) is not None

@@ -105,6 +105,17 @@ def test_serving_requests_get_the_servers_json_errors(serving, light_model_dir):
     status, answer = _call(emu, "POST", f"/v1/{PARENT}/models:upload", json.dumps(upload).encode())
     assert status == 400 and "holds a NUL character" in answer["error"]["message"]
     assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == "model.artifact_uri"
+    # One in its container's env was taken, and its deploy never ended (the replica's start
+    # raised in the deployment's thread).
+    upload["model"].update(
+        artifactUri="/tmp/model",
+        containerSpec={"imageUri": SKLEARN_IMAGE, "env": [{"name": "A", "value": "\u0000"}]},
+    )
+    status, answer = _call(emu, "POST", f"/v1/{PARENT}/models:upload", json.dumps(upload).encode())
+    assert status == 400 and "holds a NUL character" in answer["error"]["message"]
+    assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == (
+        "model.container_spec.env[0].value"
+    )
     status, answer = _call(emu, "POST", f"/v1/{endpoint}:predict", b'{"instances": [[1]], "x": 1}')
     assert status == 400 and 'Unknown name "x"' in answer["error"]["message"]
     status, answer = _call(emu, "POST", f"/v1/{endpoint}:predict", b'{"instances": NaN}')

@@ -123,6 +123,24 @@ def test_models_and_endpoints():
         "model.labels.Team": Model(
             display_name="m", labels={"Team": "a"}, container_spec={"image_uri": "c"}
         ),
+        # No process can be given a NUL: the replica's start raised and the deploy never ended.
+        "model.containerSpec.env[1].value": Model(
+            display_name="m",
+            artifact_uri="/abs/model",
+            container_spec={
+                "image_uri": SKLEARN,
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "\x00"}],
+            },
+        ),
+        "model.containerSpec.args[0]": Model(
+            display_name="m",
+            artifact_uri="/abs/model",
+            container_spec={"image_uri": SKLEARN, "args": ["a\x00"]},
+        ),
+        "model.containerSpec.command[1]": Model(
+            display_name="m",
+            container_spec={"image_uri": "us-docker.pkg.dev/p/r/i:1", "command": ["s", "\x00"]},
+        ),
     }
     for field, model in cases.items():
         assert _refused(rules.check_model, model, EMULATOR).field == field
