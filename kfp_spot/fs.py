@@ -103,6 +103,10 @@ def list_names(uri: str, timeout: float | None = None) -> list[str]:
         entries = sync(fs.loop, fs._ls, path, detail=False, timeout=timeout)
     else:
         entries = fs.ls(path, detail=False)
+    if [str(p).rstrip("/") for p in entries] == [path.rstrip("/")]:
+        # fsspec lists a file as itself: a model "directory" that is its model.joblib passed
+        # as holding one file named like it.
+        raise NotADirectoryError(f"{uri} is a file, not a directory")
     return [str(p).rstrip("/").rsplit("/", 1)[-1] for p in entries]
 
 

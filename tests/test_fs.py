@@ -1,6 +1,8 @@
 import os
 import threading
 
+import pytest
+
 from kfp_spot import fs
 
 
@@ -37,3 +39,13 @@ def test_atomic_write_concurrent_writers_never_mix(tmp_path):
 def test_atomic_write_file_url(tmp_path):
     fs.atomic_write(f"file://{tmp_path}/x.txt", "hi")
     assert (tmp_path / "x.txt").read_text() == "hi"
+
+
+@pytest.mark.parametrize("form", ["{}", "file://{}"])
+def test_listing_a_file_is_not_a_directory(tmp_path, form):
+    # fsspec lists a file as itself: a Model's artifactUri naming its model.pkl passed the
+    # upload's check as a directory holding one file of that name.
+    (tmp_path / "model.pkl").write_bytes(b"x")
+    with pytest.raises(NotADirectoryError, match="is a file, not a directory"):
+        fs.list_names(form.format(tmp_path / "model.pkl"))
+    assert fs.list_names(form.format(tmp_path)) == ["model.pkl"]

@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ REQUEST_FIELD_INPUTS = {
     "model.containerSpec": "serving_container_image_uri",
     "model.containerSpec.imageUri": "serving_container_image_uri",
     "model.containerSpec.env": "serving_container_env",
+    "model.containerSpec.command": "serving_container_command",
+    "model.containerSpec.args": "serving_container_args",
     "model.containerSpec.ports": "serving_container_ports",
     "model.encryptionSpec": "encryption_spec_key_name",
     "endpoint": "endpoint_display_name",
@@ -115,7 +118,7 @@ class DeployInputError(ValueError):
 
 def input_error(exc: InvalidFieldError) -> DeployInputError:
     """A floor rule's refusal (a request field) as the error of the input that set the field."""
-    parts = exc.field.split(".")
+    parts = re.sub(r"\[\d+\]", "", exc.field).split(".")  # env[1].value: the env input's
     name = exc.field
     for n in range(len(parts), 0, -1):
         hit = REQUEST_FIELD_INPUTS.get(".".join(parts[:n]))
@@ -332,7 +335,11 @@ def _files(uri: str) -> list[str]:
     """The names of the files in the model directory ``uri``."""
     try:
         return fs.list_names(uri, timeout=STORAGE_TIMEOUT_SECONDS)
-    except (FileNotFoundError, NotADirectoryError):
+    except NotADirectoryError:
+        raise DeployInputError(
+            "model", f"the model directory {uri!r} is a file: give the directory that holds it"
+        ) from None
+    except FileNotFoundError:
         raise DeployInputError("model", f"the model directory {uri!r} does not exist") from None
     except (OSError, asyncio.TimeoutError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -220,6 +220,9 @@ def _sigterm_the_deploy(serving: Any, proc: subprocess.Popen[str], tmp_path: Pat
         ({"timeout_seconds": -1}, "timeout_seconds", "more than 0"),
         # 0 would time out the first operation at once, leaving an empty endpoint behind.
         ({"timeout_seconds": 0}, "timeout_seconds", r"more than 0 .*got 0"),
+        # No process can be given a NUL: the emulator's deploy of such a model never ended.
+        ({"serving_container_env": {"A": "\x00"}}, "serving_container_env", "NUL character"),
+        ({"serving_container_args": ["\x00"]}, "serving_container_args", "NUL character"),
     ],
 )
 def test_bad_inputs_are_refused_before_any_call(light_model_dir, tmp_path, inputs, field, says):
@@ -245,6 +248,20 @@ def test_a_model_directory_the_image_cannot_serve_is_named(tmp_path):
         deploy_spot_endpoint(
             project="test-proj",
             model=FakeArtifact(uri=str(tmp_path / "model")),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp"),
+            api_endpoint="http://127.0.0.1:9",
+        )
+
+
+def test_a_model_that_is_a_file_not_its_directory_is_named(tmp_path, light_model_dir):
+    # fsspec lists a file as itself, so the model file passed as a directory holding one file
+    # of its name ("exactly one of: [model.joblib, model.pkl]; it holds ['model.pkl']").
+    with pytest.raises(DeployInputError, match="is a file: give the directory that holds it"):
+        deploy_spot_endpoint(
+            project="test-proj",
+            model=FakeArtifact(uri=str(light_model_dir / "model.pkl")),
             endpoint=FakeArtifact(uri=str(tmp_path / "e")),
             vertex_model=FakeArtifact(),
             gcp_resources=str(tmp_path / "gcp"),
