@@ -3,10 +3,17 @@
 ``kfp.registry.RegistryClient`` lets ``requests`` and ``google.auth`` errors through; their text is
 urllib3's (``HTTPConnectionPool(...): Max retries exceeded ... (Caused by ...)``). :func:`call`
 turns them into a :class:`RegistryError` naming the host and the cause a user can act on.
+
+The client sends through ``requests``' module-level functions with no timeout, so a server that
+takes the connection and never answers (a stuck registry, another service on the port) held
+``kfp-spot tags``, ``pull`` and ``push`` forever. :func:`call` gives the requests it makes a
+connect and a read timeout (a context variable that a wrapper of ``requests.api.request`` reads:
+other requests of the process, and other threads, are left as they were).
 """
 
 from __future__ import annotations
 
+import contextvars
 import ssl
 from typing import Any
 
@@ -25,6 +32,33 @@ class RegistryError(Exception):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+CONNECT_TIMEOUT_S = 30.0
+"""Seconds to connect to a registry (Artifact Registry answers in well under one)."""
+READ_TIMEOUT_S = 120.0
+"""Seconds a registry may go without sending a byte of its answer before a call gives up."""
+
+_TIMEOUT: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "kfp_spot_registry_timeout", default=None
+)
+_BOUNDED: list[Any] = []  # the wrapper of requests.api.request, once installed
+
+
+def _bound_requests() -> None:
+    """Wrap ``requests.api.request`` (once) to apply :data:`_TIMEOUT` where it is set."""
+    if _BOUNDED:
+        return
+    unbounded = requests.api.request
+
+    def request(method: str, url: str, **kwargs: Any) -> requests.Response:
+        timeout = _TIMEOUT.get()
+        if timeout is not None:
+            kwargs.setdefault("timeout", timeout)
+        return unbounded(method, url, **kwargs)
+
+    requests.api.request = request  # type: ignore[assignment]  # its stub: the full signature
+    _BOUNDED.append(request)
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -78,7 +112,13 @@ def _describe(host: str, exc: requests.RequestException) -> RegistryError:
 
 
 def call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn``; transport, HTTP and credential failures become one RegistryError."""
+    """Call ``fn``; transport, HTTP and credential failures become one RegistryError.
+
+    Each request ``fn`` sends gives up after :data:`CONNECT_TIMEOUT_S` without a connection or
+    :data:`READ_TIMEOUT_S` without a byte of the answer.
+    """
+    _bound_requests()
+    token = _TIMEOUT.set((CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
     try:
         return fn(*args, **kwargs)
     except requests.RequestException as exc:
@@ -87,3 +127,5 @@ def call(registry_host: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise RegistryError(
             f"no usable Google credentials for {registry_host} ({exc}): {AUTH_FIX}"
         ) from exc
+    finally:
+        _TIMEOUT.reset(token)

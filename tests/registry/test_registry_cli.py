@@ -7,6 +7,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -560,3 +561,28 @@ def test_serve_creates_the_repositories_it_is_given_and_a_push_creates_none(
         refused = CliRunner().invoke(main, ["registry", *serve_args])
         assert refused.exit_code == 2, refused.output
         assert "--repository" in refused.output and says in refused.output, refused.output
+
+
+@pytest.mark.parametrize("command", ["tags", "pull"])
+def test_a_registry_that_never_answers_is_given_up_on(command, tmp_path, capfd, monkeypatch):
+    # kfp.registry sends with no timeout: a server that takes the connection and never answers
+    # (a stuck registry, another service on that port) held the command forever.
+    from kfp_spot.registry import transport
+
+    monkeypatch.setattr(transport, "READ_TIMEOUT_S", 0.5)
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        host = f"http://127.0.0.1:{silent.getsockname()[1]}/team/templates"
+        args = [
+            command,
+            *(["pipeline", "-o", str(tmp_path / "t.yaml")] if command == "pull" else []),
+        ]
+        result = run_cli([*args, "--host", host], capfd)
+    finally:
+        silent.close()
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"kfp-spot: error: cannot reach the registry at {host}: timed out (the registry did not "
+        "answer in time)"
+    )
+    assert not (tmp_path / "t.yaml").exists()
