@@ -5,6 +5,7 @@ See docs/image.md.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,25 @@ def _engine(name: str | None) -> Engine:
         return image.detect_engine(name)
     except image.ImageBuildError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+# An image reference as podman and docker take it: [HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST], the
+# path in lowercase (an empty --tag was built as an image with no name; `UP:1` failed only inside
+# the engine's build).
+_LOCAL_REFERENCE = re.compile(
+    r"(?:[a-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+
+
+def _reference(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``value`` when it is an image reference (None: the option was left out)."""
+    if value is None or _LOCAL_REFERENCE.fullmatch(value):
+        return value
+    raise click.BadParameter(
+        f"{value!r} is not an image reference [HOST/]PATH[:TAG] (lowercase path), such as "
+        f"{RUNTIME_IMAGE!r}" + ("; leave the option out for its default" if not value else "")
+    )
 
 
 _engine_option = click.option(
@@ -47,10 +67,17 @@ def image() -> None:
     show_default=True,
     help="The kfp-spot source checkout to build from.",
 )
-@click.option("--tag", default=RUNTIME_IMAGE, show_default=True, help="The image's reference.")
+@click.option(
+    "--tag",
+    default=RUNTIME_IMAGE,
+    show_default=True,
+    callback=_reference,
+    help="The image's reference.",
+)
 @click.option(
     "--base-image",
     default=None,
+    callback=_reference,
     help="A Python 3.11 image to build on (default: podman a debootstrap'd Debian bookworm, "
     "docker python:3.11-slim).",
 )
@@ -93,7 +120,13 @@ def _destination(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 @image.command()
 @click.argument("destination", callback=_destination)
-@click.option("--source", default=RUNTIME_IMAGE, show_default=True, help="The local image to push.")
+@click.option(
+    "--source",
+    default=RUNTIME_IMAGE,
+    show_default=True,
+    callback=_reference,
+    help="The local image to push.",
+)
 @click.option(
     "--tls-verify/--no-tls-verify",
     default=True,

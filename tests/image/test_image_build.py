@@ -110,6 +110,30 @@ def test_push_refuses_a_destination_that_is_not_a_registry_reference(destination
     assert "is not a registry reference HOST/PATH:TAG" in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        # An empty tag was built as an image of no name (`building  with podman`); `UP:1` failed
+        # only inside the engine; an empty base image built on python:3.11-slim, silently.
+        (["build", "--tag", ""], "--tag"),
+        (["build", "--tag", "Kfp-Spot:1"], "--tag"),
+        (["build", "--base-image", ""], "--base-image"),
+        (["build", "--base-image", "python 3.11"], "--base-image"),
+        (["push", "us-docker.pkg.dev/p/r/kfp-spot:1", "--source", ""], "--source"),
+    ],
+)
+def test_an_image_option_that_is_no_image_reference_is_refused_before_any_engine(args, option):
+    from click.testing import CliRunner
+
+    from kfp_spot.cli import main
+
+    result = CliRunner().invoke(main, ["image", *args], env={"KFP_SPOT_CONTAINER_ENGINE": "none"})
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"kfp-spot: error: Invalid value for '{option}': "), line
+    assert "is not an image reference [HOST/]PATH[:TAG]" in line
+
+
 def test_push_to_a_digest_is_refused_naming_the_tag_form():
     with pytest.raises(image.ImageBuildError, match="names a digest: push to a tag"):
         image.push_image(f"us-docker.pkg.dev/p/r/kfp-spot@sha256:{'a' * 64}")
