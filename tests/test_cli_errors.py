@@ -73,6 +73,14 @@ SPOT_TRAINING = (
             ["emulator", "start", "--capacity", ""],
             "Invalid value for '--capacity': is empty: give VMs per machine type as N",
         ),
+        (  # no drill at all, silently (`--preempt-at "$TIMES"` with TIMES unset)
+            ["emulator", "start", "--preempt-at", ""],
+            "Invalid value for '--preempt-at': is empty: write e.g. 5,12.5,30",
+        ),
+        (  # the emulator's error (exit 1), naming no option
+            ["emulator", "start", "--host", " "],
+            "Invalid value for '--host': is empty: name an interface, e.g. 127.0.0.1",
+        ),
         (  # staged into a folder named "gs:" in the working directory, and the run went on
             ["run", "--param", "staging_uri=gs:/my-bucket/staging"],
             "prepare_package input staging_uri: 'gs:/my-bucket/staging' is not a URI (gs: "

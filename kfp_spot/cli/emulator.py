@@ -47,8 +47,10 @@ class _Seconds(click.FloatRange):
 def _seconds_list(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> tuple[float, ...]:
-    if not value:
+    if value is None:
         return ()
+    if not value.strip():  # `--preempt-at "$TIMES"` with TIMES unset: no drill, silently
+        raise click.BadParameter("is empty: write e.g. 5,12.5,30, or leave the option out")
     out = []
     for part in value.split(","):
         try:
@@ -145,8 +147,16 @@ def emulator() -> None:
     """Run and drive the local Vertex AI CustomJob emulator."""
 
 
+def _host(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.strip():  # was the emulator's error (exit 1), naming no option
+        raise click.BadParameter("is empty: name an interface, e.g. 127.0.0.1")
+    return value
+
+
 @emulator.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, callback=_host, help="Interface to bind."
+)
 @click.option("--port", default=0, type=click.IntRange(0, 65535), help="Port (0: a free one).")
 @click.option(
     "--state-dir",
