@@ -94,6 +94,11 @@ def _get_operation(api: CustomJobApi, req: Request) -> str:
     return str(json_format.MessageToJson(api.get_operation(req.params["name"]), indent=None))
 
 
+def _wait_operation(api: CustomJobApi, req: Request) -> str:
+    req.query.duration("timeout")
+    return _get_operation(api, req)
+
+
 def _delete_operation(api: CustomJobApi, req: Request) -> dict[str, Any]:
     api.delete_operation(req.params["name"])
     return {}
@@ -193,7 +198,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
         f"{OPS}/{_OPERATION}:wait",
-        _get_operation,
+        _wait_operation,
         ("timeout",),
         ("name", "timeout"),
         permission=f"{_JOBS}.get",

@@ -162,6 +162,12 @@ class Query:
         """A string parameter ("" when absent)."""
         return self.values.get(name, "")
 
+    def duration(self, name: str) -> None:
+        """Refuse a parameter that is not a protobuf Duration (``3.5s``); absent is fine."""
+        value = self.values.get(name, "")
+        if value:
+            _check_duration(name, value)
+
     def int32(self, name: str) -> int:
         """An int32 parameter (0 when absent)."""
         value = self.values.get(name, "")
@@ -388,12 +394,42 @@ def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
     doc = decode_json(raw, "*")
     if not isinstance(doc, dict):
         raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
-    for key in doc:
-        if _snake(key) not in fields:
+    for key, value in doc.items():
+        name = _snake(key)
+        if name not in fields:
             raise ApiError(
                 "INVALID_ARGUMENT",
                 f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
                 "field.",
                 key,
             )
+        # The fields such bodies repeat: a name (and replica) is a string, a timeout a Duration.
+        if name == "timeout" and isinstance(value, str):
+            _check_duration(name, value)
+        elif not isinstance(value, str):
+            kind = (
+                "type.googleapis.com/google.protobuf.Duration"
+                if name == "timeout"
+                else ("TYPE_STRING")
+            )
+            raise ApiError(
+                "INVALID_ARGUMENT",
+                f"Invalid value at '{name}' ({kind}), {json.dumps(value)}",
+                name,
+            )
     return doc
+
+
+def _check_duration(name: str, value: str) -> None:
+    """Refuse ``value`` for the Duration field ``name`` unless it is protobuf JSON (``3.5s``)."""
+    from google.protobuf import duration_pb2
+
+    try:
+        duration_pb2.Duration().FromJsonString(value)
+    except ValueError:
+        raise ApiError(
+            "INVALID_ARGUMENT",
+            f"Invalid value at '{name}' (type.googleapis.com/google.protobuf.Duration), "
+            f"{json.dumps(value)}",
+            name,
+        ) from None

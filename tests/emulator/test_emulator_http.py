@@ -110,6 +110,27 @@ def test_head_answers_like_get_without_a_body(emu):
         (request("GET", f"/v1/{PARENT}/customJobs?pageSize=4294967296"), 400, "TYPE_INT32"),
         (request("GET", f"/v1/{PARENT}/customJobs?" + "&".join(["a=1"] * 100)), 400, "more than"),
         (request("POST", f"/v1/{PARENT}/customJobs/1:cancel", body=b'{"force": 1}'), 400, "force"),
+        # Body fields were checked by name only: a wrong type or a malformed Duration passed.
+        (
+            request("POST", f"/v1/{PARENT}/customJobs/1:cancel", body=b'{"name": 5}'),
+            400,
+            "Invalid value at 'name' (TYPE_STRING), 5",
+        ),
+        (
+            request("POST", f"/v1/{PARENT}/operations/1:wait", body=b'{"timeout": "soon"}'),
+            400,
+            "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), \"soon\"",
+        ),
+        (
+            request("POST", f"/v1/{PARENT}/operations/1:wait", body=b'{"timeout": 5}'),
+            400,
+            "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), 5",
+        ),
+        (
+            request("POST", f"/v1/{PARENT}/endpoints/1/operations/2:wait?timeout=x"),
+            400,
+            "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), \"x\"",
+        ),
     ],
     ids=[
         "bad request line",
@@ -124,6 +145,10 @@ def test_head_answers_like_get_without_a_body(emu):
         "pageSize past int32",
         "too many parameters",
         "unknown body field on cancel",
+        "name not a string",
+        "timeout not a duration",
+        "timeout a number",
+        "timeout query parameter not a duration",
     ],
 )
 def test_malformed_requests_get_json_4xx(emu, raw, status, fragment):

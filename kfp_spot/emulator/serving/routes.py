@@ -124,6 +124,11 @@ def _get_operation(api: ServingService, req: Request) -> str:
     return _operation_json(api.get_operation(req.params["name"]))
 
 
+def _wait_operation(api: ServingService, req: Request) -> str:
+    req.query.duration("timeout")
+    return _get_operation(api, req)
+
+
 def _cancel_operation(api: ServingService, req: Request) -> dict[str, Any]:
     api.cancel_operation(req.params["name"])
     return {}
@@ -186,7 +191,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
         f"{OPS}/{_OPERATION}:wait",
-        _get_operation,
+        _wait_operation,
         ("timeout",),
         ("name", "timeout"),
         permission=_OP_GET,
