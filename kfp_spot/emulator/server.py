@@ -302,6 +302,13 @@ class Handler(BaseHTTPRequestHandler):
                 "custom_job",
                 code=411,
             )
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(set(lengths)) > 1:  # which one frames the body? (RFC 9112: an unrecoverable error)
+            return ApiError(
+                "INVALID_ARGUMENT",
+                f"Content-Length is given {len(lengths)} times with different values "
+                f"({', '.join(map(repr, lengths))}); send it once",
+            )
         text = self.headers.get("Content-Length")
         if text is None:
             return None

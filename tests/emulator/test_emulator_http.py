@@ -104,6 +104,14 @@ def test_head_answers_like_get_without_a_body(emu):
             411,
             "Content-Length",
         ),
+        (  # the first one framed the body, the rest of it read as the next request
+            request(
+                "POST", f"/v1/{PARENT}/customJobs", "Content-Length: 2\r\nContent-Length: 9\r\n"
+            )
+            + b"{}",
+            400,
+            "Content-Length is given 2 times with different values ('2', '9')",
+        ),
         (request("GET", f"/v1/{PARENT}/customJobs?orderBy=createTime"), 400, "orderBy"),
         (request("GET", f"/v1/{PARENT}/customJobs?filter=a&filter=b"), 400, "Multiple values"),
         (request("GET", f"/v1/{PARENT}/customJobs?pageSize=1e3"), 400, "TYPE_INT32"),
@@ -139,6 +147,7 @@ def test_head_answers_like_get_without_a_body(emu):
         "150 headers",
         "Content-Length not a number",
         "chunked body",
+        "two Content-Lengths",
         "unknown query parameter",
         "repeated parameter",
         "pageSize not an int",
