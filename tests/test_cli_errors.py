@@ -96,6 +96,35 @@ SPOT_TRAINING = (
             ["submit", str(SPOT_TRAINING), "--project", "p-123456", "--param", _DEEP_ARGS],
             "is not one (nests lists and dicts more than 20 levels deep",
         ),
+        # A shell passes an undecodable byte ($'\xff') as a lone surrogate: protobuf's ParseError
+        # and the HTTP client's UnicodeEncodeError tracebacks.
+        (
+            [
+                "submit",
+                str(SPOT_TRAINING),
+                "--project",
+                "p-123456",
+                "--param",
+                'thresholds={"acc\udcff": ">=0.9"}',
+            ],
+            "parameter 'thresholds': 'acc\\udcff' is not valid Unicode text (a lone surrogate)",
+        ),
+        *(
+            (
+                [
+                    group,
+                    "list",
+                    "--project",
+                    "local-project",
+                    "--api-endpoint",
+                    "http://127.0.0.1:9",
+                    "--filter",
+                    'display_name="\udcff"',
+                ],
+                "Invalid value for '--filter': 'display_name=\"\\udcff\"' is not valid Unicode",
+            )
+            for group in ("jobs", "endpoint")
+        ),
         (  # replaced by the run's own emulator without a word (one started apart saw nothing)
             ["run", "--param", "api_endpoint=http://127.0.0.1:8080"],
             "--param api_endpoint=... is for --vertex; a local run starts its own emulator",

@@ -13,7 +13,7 @@ import sys
 import click
 
 from kfp_spot.cli.jobs import ENDPOINT_HELP
-from kfp_spot.cli.rest import RestApi, api_for, dig, parent_of, resource_location
+from kfp_spot.cli.rest import RestApi, api_for, dig, parent_of, resource_location, text_option
 
 PREDICT_NESTING = 100
 """How deeply ``--instances`` may nest: far past any instance (an image's is 3 levels), short of
@@ -38,7 +38,7 @@ def endpoint() -> None:
 @click.option("--project", required=True, help="Google Cloud project ID or number.")
 @click.option("--location", default="us-central1", show_default=True)
 @click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="--location"))
-@click.option("--filter", "filter_", default="", help='e.g. labels.team="ml"')
+@click.option("--filter", "filter_", default="", callback=text_option, help='e.g. labels.team="ml"')
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
     """One line per endpoint: name, deployed models (Spot or standard, replicas), display name."""

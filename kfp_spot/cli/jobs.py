@@ -10,7 +10,7 @@ import json
 
 import click
 
-from kfp_spot.cli.rest import api_for, dig, parent_of, resource_location
+from kfp_spot.cli.rest import api_for, dig, parent_of, resource_location, text_option
 
 ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in {where})."
 """The --api-endpoint help; ``{where}`` says which location the command's default region is."""
@@ -25,7 +25,9 @@ def jobs() -> None:
 @click.option("--project", required=True, help="Google Cloud project ID or number.")
 @click.option("--location", default="us-central1", show_default=True)
 @click.option("--api-endpoint", default="", help=ENDPOINT_HELP.format(where="--location"))
-@click.option("--filter", "filter_", default="", help='e.g. state="JOB_STATE_RUNNING"')
+@click.option(
+    "--filter", "filter_", default="", callback=text_option, help='e.g. state="JOB_STATE_RUNNING"'
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: int) -> None:
     """One line per CustomJob: name, state, strategy, display name."""

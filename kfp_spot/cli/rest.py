@@ -149,6 +149,21 @@ class RestApi:
             params["pageToken"] = str(token)
 
 
+def text_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``value`` when it is valid Unicode text, else the option's usage error.
+
+    A shell passes an undecodable byte as a lone surrogate, which the HTTP client failed to
+    encode with a traceback.
+    """
+    from kfp_spot.vertex.values import InvalidValueError, check_text
+
+    try:
+        check_text(value)
+    except InvalidValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
 def parent_of(project: str, location: str) -> str:
     """``projects/PROJECT/locations/LOCATION``, checked as ``kfp-spot submit`` checks them.
 

@@ -53,8 +53,9 @@ def check_parameters(
 
     Raises:
         SubmissionError: a name the template does not declare, listing the valid ones, a value
-            of the wrong type, a ``project`` that is no project ID or number or a ``location``
-            that is no region, or with ``complete`` a required input left unset.
+            of the wrong type or holding text that is no valid Unicode, a ``project`` that is no
+            project ID or number or a ``location`` that is no region, or with ``complete`` a
+            required input left unset.
     """
     declared = template_parameters(spec)
     for name, value in parameter_values.items():
@@ -70,6 +71,10 @@ def check_parameters(
             raise SubmissionError(
                 f"parameter {name!r} is a {kind} in {template}, got {values.show(value)}"
             )
+        try:  # text that is no UTF-8 (a shell's undecodable byte) failed as protobuf's traceback
+            values.check_text(value)
+        except values.InvalidValueError as exc:
+            raise SubmissionError(f"parameter {name!r}: {exc}") from None
     for name, rule in (("project", values.check_project_id), ("location", regions.check_region)):
         value = parameter_values.get(name)  # GCPC's ops read them as such, unchecked till the run
         if name in declared and isinstance(value, str):
