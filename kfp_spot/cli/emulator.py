@@ -302,7 +302,8 @@ def _checked_endpoint(url: str, source: str) -> str:
         parsed = urllib.parse.SplitResult("", "", "", "", "")
     # A query or fragment would swallow the path each command appends to the endpoint.
     extra = parsed.path.strip("/") or "?" in url or "#" in url
-    if parsed.scheme not in ("http", "https") or not parsed.hostname or extra:
+    # Not ASCII (an undecodable byte from the shell, too): the HTTP client's encoding traceback.
+    if not url.isascii() or parsed.scheme not in ("http", "https") or not parsed.hostname or extra:
         raise click.UsageError(
             f"{source}: {url!r} is not an emulator endpoint; give http://HOST:PORT, "
             "e.g. http://127.0.0.1:8080 (what `kfp-spot emulator start` prints)"

@@ -348,6 +348,7 @@ def test_an_environment_cache_that_cannot_be_made_is_one_clear_error_at_start(tm
         "http://[::1",  # urlsplit's ValueError traceback
         "http://h:1?x=1",  # the query swallowed the path each command appends
         "http://h:1#",
+        "http://\udcff:1",  # a shell's undecodable byte: http.client's UnicodeEncodeError
     ],
 )
 def test_an_endpoint_that_is_not_http_host_port_is_a_usage_error(endpoint):
