@@ -300,6 +300,8 @@ def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
             '{"outcome": "X", "ledger": [{"startTime": "noon"}]}',
             r"ledger\[0\]\.startTime must be a time",
         ),
+        # Named 'job_names', a field the file did not hold.
+        ('{"outcome": "X", "job_name": 5}', "'job_name' must be a string, got 5"),
         (
             '{"outcome": "X", "evaluated_checkpoint": {"uri": "/c", "step": "2"}}',
             r"'evaluated_checkpoint' must be an object with 'uri' \(a non-empty string\) and "
