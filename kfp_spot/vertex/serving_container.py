@@ -67,17 +67,20 @@ def check_container_spec(model: Any, field: str) -> executors.PredictionImage | 
                 "not starting with a digit",
             )
     # A NUL reached the replica's start, which raised: the deployment never ended.
+    # The routes reach the replica as AIP_PREDICT_ROUTE and AIP_HEALTH_ROUTE.
     for name, values in (
         ("command", spec.command),
         ("args", spec.args),
         ("env", [var.value for var in spec.env]),
+        ("predictRoute", [spec.predict_route]),
+        ("healthRoute", [spec.health_route]),
     ):
         for i, value in enumerate(values):
             try:
                 check_process_text(value)
             except InvalidValueError as exc:
-                suffix = f"[{i}].value" if name == "env" else f"[{i}]"
-                raise InvalidFieldError(f"{where}.{name}{suffix}", str(exc)) from None
+                suffix = {"env": f"[{i}].value", "command": f"[{i}]", "args": f"[{i}]"}
+                raise InvalidFieldError(f"{where}.{name}{suffix.get(name, '')}", str(exc)) from None
     for name, ports in (("ports", spec.ports), ("grpcPorts", spec.grpc_ports)):
         for port in ports:
             if not 1 <= port.container_port <= MAX_PORT:

@@ -141,6 +141,11 @@ def test_models_and_endpoints():
             display_name="m",
             container_spec={"image_uri": "us-docker.pkg.dev/p/r/i:1", "command": ["s", "\x00"]},
         ),
+        "model.containerSpec.predictRoute": Model(  # the replica's AIP_PREDICT_ROUTE
+            display_name="m",
+            artifact_uri="/abs/model",
+            container_spec={"image_uri": SKLEARN, "predict_route": "/p\x00"},
+        ),
     }
     for field, model in cases.items():
         assert _refused(rules.check_model, model, EMULATOR).field == field
