@@ -315,12 +315,10 @@ def _validate(
         where = f"jobSpec.workerPoolSpecs[{index}]"
         _check_pool(pool, where, index, spot, known_machines_only, target)
     if spec.HasField("base_output_directory"):
-        _check_field(
-            "jobSpec.baseOutputDirectory.outputUriPrefix",
-            check_output_uri,
-            spec.base_output_directory.output_uri_prefix,
-            local_paths=target.local_output_paths,
-        )
+        prefix = spec.base_output_directory.output_uri_prefix
+        where = "jobSpec.baseOutputDirectory.outputUriPrefix"
+        _check_field(where, check_output_uri, prefix, local_paths=target.local_output_paths)
+        _check_field(where, check_process_text, prefix)  # AIP_MODEL_DIR and its siblings
     _check_resources(spec, target)
     _check_nfs_mounts(spec, pools)
     _check_lustre_mounts(pools)

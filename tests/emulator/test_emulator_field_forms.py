@@ -70,6 +70,12 @@ REFUSED = [
         f"{POOL0}.python_package_spec.args[2]",
         "holds a NUL character",
     ),
+    (  # it reaches the replicas as AIP_MODEL_DIR, ...: "internal error in the emulator"
+        "Cloud Storage output directory with a NUL",
+        _spec("baseOutputDirectory", {"outputUriPrefix": "gs://my-bucket/o\x00ut"}),
+        "job_spec.base_output_directory.output_uri_prefix",
+        "holds a NUL character",
+    ),
     (  # the replicas' start raised: "internal error in the emulator"
         "local output directory with a NUL",
         _spec("baseOutputDirectory", {"outputUriPrefix": "/tmp/o\x00ut"}),
