@@ -403,18 +403,21 @@ def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
                 "field.",
                 key,
             )
-        # The fields such bodies repeat: a name (and replica) is a string, a timeout a Duration.
-        if name == "timeout" and isinstance(value, str):
+        # The request fields such bodies repeat: a name is a string, a timeout a Duration (the
+        # emulator's own fields, such as replica or available, are its handlers' to check).
+        if name == "timeout":
+            if not isinstance(value, str):
+                raise ApiError(
+                    "INVALID_ARGUMENT",
+                    "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), "
+                    f"{json.dumps(value)}",
+                    name,
+                )
             _check_duration(name, value)
-        elif not isinstance(value, str):
-            kind = (
-                "type.googleapis.com/google.protobuf.Duration"
-                if name == "timeout"
-                else ("TYPE_STRING")
-            )
+        elif name == "name" and not isinstance(value, str):
             raise ApiError(
                 "INVALID_ARGUMENT",
-                f"Invalid value at '{name}' ({kind}), {json.dumps(value)}",
+                f"Invalid value at 'name' (TYPE_STRING), {json.dumps(value)}",
                 name,
             )
     return doc

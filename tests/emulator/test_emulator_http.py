@@ -139,6 +139,15 @@ def test_head_answers_like_get_without_a_body(emu):
             400,
             "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), \"x\"",
         ),
+        (  # a serving replica is named by its index: the body's number reaches the handler
+            request(
+                "POST",
+                f"/emulator/v1/{PARENT}/endpoints/1/deployedModels/2:preempt",
+                body=b'{"replica": 0}',
+            ),
+            404,
+            "does not exist",
+        ),
     ],
     ids=[
         "bad request line",
@@ -158,6 +167,7 @@ def test_head_answers_like_get_without_a_body(emu):
         "timeout not a duration",
         "timeout a number",
         "timeout query parameter not a duration",
+        "serving replica by index",
     ],
 )
 def test_malformed_requests_get_json_4xx(emu, raw, status, fragment):
