@@ -176,10 +176,7 @@ class Emulator:
         downtime = _check_seconds("vm_downtime", vm_downtime)
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise EmulatorError(f"seed must be an integer, got {seed!r}")
-        # Absolute: paths below it reach processes started in other working directories (a
-        # serving replica's AIP_STORAGE_URI, a container's mount), which read a relative one
-        # from there; `kfp-spot emulator start`'s default state dir is relative.
-        self.state_dir = Path(state_dir).absolute()
+        self.state_dir = Path(state_dir).absolute()  # replicas run elsewhere: AIP_STORAGE_URI
         self.host = host
         self.port = port
         self.grace_period = _check_seconds("grace_period", grace_period)

@@ -321,3 +321,35 @@ def parse_message(doc: Any, message_cls: Any, field: str) -> Any:
             text += " Set only one field of that oneof."
         raise ApiError("INVALID_ARGUMENT", text, where) from None
     return message
+
+
+def check_request_field(name: str, value: Any) -> None:
+    """Refuse a request field a body or query repeats: ``name`` a string, ``timeout`` a Duration.
+
+    As Google's front end refuses them (``Invalid value at 'timeout' (...Duration), "soon"``),
+    before the resource is looked up; other fields are their handlers' to check (the emulator's
+    own, such as ``replica`` or ``available``).
+
+    Raises:
+        ApiError: INVALID_ARGUMENT naming the field.
+    """
+    if name == "name" and not isinstance(value, str):
+        kind = "TYPE_STRING"
+    elif name == "timeout" and not _is_duration(value):
+        kind = "type.googleapis.com/google.protobuf.Duration"
+    else:
+        return
+    raise ApiError(
+        "INVALID_ARGUMENT", f"Invalid value at '{name}' ({kind}), {json.dumps(value)}", name
+    )
+
+
+def _is_duration(value: Any) -> bool:
+    """Whether ``value`` is a protobuf Duration in JSON (``3.5s``)."""
+    from google.protobuf import duration_pb2
+
+    try:
+        duration_pb2.Duration().FromJsonString(value)
+    except (ValueError, TypeError, AttributeError):  # not such text, or no text at all
+        return False
+    return True

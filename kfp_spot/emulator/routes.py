@@ -34,7 +34,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from kfp_spot.emulator import names
-from kfp_spot.emulator.errors import ApiError, decode_json
+from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
 from kfp_spot.emulator.jobs import CustomJobApi, message_json, preempt_replica
 from kfp_spot.emulator.routing import (
     OPS,
@@ -95,7 +95,8 @@ def _get_operation(api: CustomJobApi, req: Request) -> str:
 
 
 def _wait_operation(api: CustomJobApi, req: Request) -> str:
-    req.query.duration("timeout")
+    if req.query.text("timeout"):  # as a body's timeout, a protobuf Duration
+        check_request_field("timeout", req.query.text("timeout"))
     return _get_operation(api, req)
 
 

@@ -39,7 +39,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import parse_qs
 
-from kfp_spot.emulator.errors import ApiError, decode_json
+from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
 from kfp_spot.emulator.scope import check_scope
 from kfp_spot.vertex.values import INT32_MAX
 
@@ -161,12 +161,6 @@ class Query:
     def text(self, name: str) -> str:
         """A string parameter ("" when absent)."""
         return self.values.get(name, "")
-
-    def duration(self, name: str) -> None:
-        """Refuse a parameter that is not a protobuf Duration (``3.5s``); absent is fine."""
-        value = self.values.get(name, "")
-        if value:
-            _check_duration(name, value)
 
     def int32(self, name: str) -> int:
         """An int32 parameter (0 when absent)."""
@@ -395,44 +389,12 @@ def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
     for key, value in doc.items():
-        name = _snake(key)
-        if name not in fields:
+        if _snake(key) not in fields:
             raise ApiError(
                 "INVALID_ARGUMENT",
                 f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
                 "field.",
                 key,
             )
-        # The request fields such bodies repeat: a name is a string, a timeout a Duration (the
-        # emulator's own fields, such as replica or available, are its handlers' to check).
-        if name == "timeout":
-            if not isinstance(value, str):
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), "
-                    f"{json.dumps(value)}",
-                    name,
-                )
-            _check_duration(name, value)
-        elif name == "name" and not isinstance(value, str):
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"Invalid value at 'name' (TYPE_STRING), {json.dumps(value)}",
-                name,
-            )
+        check_request_field(_snake(key), value)
     return doc
-
-
-def _check_duration(name: str, value: str) -> None:
-    """Refuse ``value`` for the Duration field ``name`` unless it is protobuf JSON (``3.5s``)."""
-    from google.protobuf import duration_pb2
-
-    try:
-        duration_pb2.Duration().FromJsonString(value)
-    except ValueError:
-        raise ApiError(
-            "INVALID_ARGUMENT",
-            f"Invalid value at '{name}' (type.googleapis.com/google.protobuf.Duration), "
-            f"{json.dumps(value)}",
-            name,
-        ) from None

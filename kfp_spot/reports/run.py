@@ -331,8 +331,7 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         raise ReportError(f"{RUN_FILE}: 'outcome' must be a non-empty string, got {outcome!r}")
     job_names = doc.get("job_names")
     if job_names is None:
-        job_name = doc.get("job_name")
-        if job_name is not None and not isinstance(job_name, str):  # named as the file has it
+        if not isinstance(job_name := doc.get("job_name") or "", str):  # named as the file has it
             raise ReportError(f"{RUN_FILE}: 'job_name' must be a string, got {job_name!r}")
         job_names = [job_name] if job_name else []
     if not isinstance(job_names, list) or not all(isinstance(j, str) for j in job_names):

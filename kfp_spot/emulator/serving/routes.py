@@ -26,7 +26,7 @@ from typing import Any
 from google.cloud.aiplatform_v1.types import ListEndpointsResponse, ListModelsResponse
 from google.protobuf import json_format
 
-from kfp_spot.emulator.errors import ApiError, decode_json
+from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
 from kfp_spot.emulator.jobs import list_json, message_json
 from kfp_spot.emulator.routing import OPS, PARENT, V1, Reply, Request, Route, object_body
 from kfp_spot.emulator.serving.api import ServingService
@@ -125,7 +125,8 @@ def _get_operation(api: ServingService, req: Request) -> str:
 
 
 def _wait_operation(api: ServingService, req: Request) -> str:
-    req.query.duration("timeout")
+    if req.query.text("timeout"):  # as a body's timeout, a protobuf Duration
+        check_request_field("timeout", req.query.text("timeout"))
     return _get_operation(api, req)
 
 
