@@ -464,7 +464,9 @@ def preempt(job_name: str, replica: str | None, endpoint: str | None, state_dir:
 
 @emulator.command()
 @click.argument("job_name", callback=_job_arg)
-@click.option("--attempt", type=click.IntRange(min=1), help="Only this attempt (1-based).")
+@click.option(  # the emulator reads it as an int32: a larger one was its 400, exit 1
+    "--attempt", type=click.IntRange(1, 2**31 - 1), help="Only this attempt (1-based)."
+)
 @click.option("--replica", callback=_replica, help="Only this replica, e.g. workerpool0-0.")
 @_endpoint_option
 @_state_option

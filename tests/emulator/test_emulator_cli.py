@@ -423,6 +423,16 @@ def test_a_replica_that_is_no_replica_name_is_a_usage_error(command, replica):
     assert len(result.output.splitlines()) == 1
 
 
+def test_an_attempt_past_int32_is_a_usage_error():
+    # The emulator reads attempt as an int32: its 400 was the command's error, exit 1.
+    args = ["emulator", "logs", "1", "--attempt", str(2**31), "--endpoint", "http://127.0.0.1:1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--attempt': 2147483648 is not in the range 1<=x<=2147483647" in (
+        result.output
+    )
+
+
 def test_start_refuses_a_vm_drill_of_no_replica_as_a_usage_error(tmp_path):
     args = ["emulator", "start", "--state-dir", str(tmp_path), "--preempt-vm-at", "worker9-0=1"]
     result = CliRunner().invoke(main, args)
