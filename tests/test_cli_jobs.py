@@ -57,6 +57,27 @@ def test_list_and_describe_show_the_spot_job(emulator_with_job):
     assert doc["jobSpec"]["scheduling"]["strategy"] == "SPOT"
 
 
+def test_a_display_name_with_a_newline_or_tab_stays_on_its_jobs_line(emulator_with_job):
+    # Vertex AI takes any text as a display name; written raw, it split the job's line in two
+    # and added a column to the tab-separated output.
+    emu, first = emulator_with_job
+    client = make_job_client(resolve_endpoint("us-central1", emu.endpoint))
+    job = client.get_custom_job(name=first)
+    job.display_name = "two\nlines\tand a tab"
+    second = client.create_custom_job(parent=PARENT, custom_job=job).name
+    runner = CliRunner()
+    listed = runner.invoke(
+        main, ["jobs", "list", "--project", "cli-project", "--api-endpoint", emu.endpoint]
+    )
+    held = runner.invoke(main, ["emulator", "jobs", "--endpoint", emu.endpoint])
+    for result, sep in ((listed, "\t"), (held, "  ")):
+        assert result.exit_code == 0, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 2, result.output
+        (line,) = [x for x in lines if x.startswith(second + sep)]
+        assert line.endswith(f"{sep}two\\nlines\\tand a tab"), line
+
+
 def test_describe_rejects_a_malformed_name_with_exit_2():
     result = CliRunner().invoke(main, ["jobs", "describe", "customJobs/1"])
     assert result.exit_code == 2

@@ -535,6 +535,8 @@ def attempts(job_name: str, as_json: bool, endpoint: str | None, state_dir: str)
 @_state_option
 def jobs(endpoint: str | None, state_dir: str) -> None:
     """List every job the emulator holds."""
+    from kfp_spot.cli.rest import one_line
+
     base = _endpoint(endpoint, state_dir)
     for item in _call("GET", f"{base}/emulator/v1/customJobs").get("customJobs", []):
-        click.echo(f"{item['name']}  {item['state']}  {item.get('displayName', '')}")
+        click.echo(f"{item['name']}  {item['state']}  {one_line(item.get('displayName', ''))}")

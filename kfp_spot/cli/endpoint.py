@@ -13,7 +13,15 @@ import sys
 import click
 
 from kfp_spot.cli.jobs import ENDPOINT_HELP
-from kfp_spot.cli.rest import RestApi, api_for, dig, parent_of, resource_location, text_option
+from kfp_spot.cli.rest import (
+    RestApi,
+    api_for,
+    dig,
+    one_line,
+    parent_of,
+    resource_location,
+    text_option,
+)
 
 PREDICT_NESTING = 100
 """How deeply ``--instances`` may nest: far past any instance (an image's is 3 levels), short of
@@ -54,7 +62,9 @@ def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: i
             f", {split.get(d.get('id'), 0)}%)"
             for d in dig(item, "deployedModels", default=[])
         )
-        click.echo(f"{item.get('name', '')}\t{models or '-'}\t{item.get('displayName', '')}")
+        click.echo(
+            f"{item.get('name', '')}\t{models or '-'}\t{one_line(item.get('displayName', ''))}"
+        )
         if count >= limit:
             break
 

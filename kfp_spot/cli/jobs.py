@@ -10,7 +10,14 @@ import json
 
 import click
 
-from kfp_spot.cli.rest import api_for, dig, parent_of, resource_location, text_option
+from kfp_spot.cli.rest import (
+    api_for,
+    dig,
+    one_line,
+    parent_of,
+    resource_location,
+    text_option,
+)
 
 ENDPOINT_HELP = "http://127.0.0.1:PORT for the local emulator (default: Vertex AI in {where})."
 """The --api-endpoint help; ``{where}`` says which location the command's default region is."""
@@ -36,7 +43,9 @@ def list_(project: str, location: str, api_endpoint: str, filter_: str, limit: i
     for count, job in enumerate(api.pages(f"{parent}/customJobs", "customJobs", filter_), 1):
         state = dig(job, "state", default="JOB_STATE_UNSPECIFIED")
         strategy = dig(job, "jobSpec", "scheduling", "strategy", default="STRATEGY_UNSPECIFIED")
-        click.echo(f"{job.get('name', '')}\t{state}\t{strategy}\t{job.get('displayName', '')}")
+        click.echo(
+            f"{job.get('name', '')}\t{state}\t{strategy}\t{one_line(job.get('displayName', ''))}"
+        )
         if count >= limit:
             break
 

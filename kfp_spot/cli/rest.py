@@ -219,6 +219,17 @@ def resource_location(name: str, collection: str) -> str:
     return match.group(1)
 
 
+def one_line(text: Any) -> str:
+    """``text`` for one field of a line: control characters (a newline, a tab) escaped.
+
+    A display name may hold any text; written raw, one with a newline or a tab broke the
+    one-line-per-resource output scripts read.
+    """
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text)
+    )
+
+
 def dig(value: Any, *path: str, default: Any = None) -> Any:
     """``value[path[0]][path[1]]...``, or ``default`` where a field is absent.
 
