@@ -26,10 +26,14 @@ def load(pipeline: Any) -> Any:
             ``pipeline`` is neither.
     """
     if isinstance(pipeline, (str, Path)):
-        from kfp_spot.vertex.pipeline_job import SubmissionError, read_template_documents
+        from kfp_spot.vertex.pipeline_job import (
+            SubmissionError,
+            missing_file_reason,
+            read_template_documents,
+        )
 
         if not Path(pipeline).is_file():
-            what = "is a directory" if Path(pipeline).is_dir() else "does not exist"
+            what = missing_file_reason(pipeline)
             raise LocalRunError(f"pipeline template {pipeline} {what}; give a compiled YAML file")
         try:
             documents, text = read_template_documents(pipeline)  # the first a compiled spec

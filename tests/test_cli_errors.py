@@ -7,6 +7,7 @@ source refusals run the installed ``kfp-spot`` script: a refusal is one line wit
 the right exit code from the process itself.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -306,3 +307,16 @@ def test_a_region_only_kfp_spot_extra_regions_allows_is_one_line_when_the_sdk_re
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("kfp-spot: error: location: google-cloud-aiplatform "), line
     assert "submits to no region 'mars-central9' (KFP_SPOT_EXTRA_REGIONS lets" in line
+
+
+@pytest.mark.parametrize("command", ["submit", "push"])
+def test_a_template_that_is_a_fifo_is_not_said_to_be_missing(tmp_path, command, capfd):
+    # "template t.yaml: no such file (compile it first)", for a file that is there.
+    fifo = tmp_path / "t.yaml"
+    os.mkfifo(fifo)
+    where = ["--project", "p-123456"] if command == "submit" else ["--host", "http://h:1/p/r"]
+    proc = run_cli([command, str(fifo), *where], capfd)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{fifo} is not a regular file" in line and "give " in line, line
+    assert "does not exist" not in line and "no such file" not in line, line

@@ -58,6 +58,15 @@ def read_template(template_path: str | Path) -> dict[str, Any]:
     return cast("dict[str, Any]", documents[0])
 
 
+def missing_file_reason(path: str | Path) -> str:
+    """Why ``path``, which is no regular file, cannot be read as a template (for a message)."""
+    if Path(path).is_dir():
+        return "is a directory"
+    if Path(path).exists():  # a FIFO or a device was said not to exist
+        return "is not a regular file"
+    return "does not exist"
+
+
 def read_template_documents(template_path: str | Path) -> tuple[list[Any], str]:
     """Every YAML document of a template, the first a checked compiled spec, and its text.
 
@@ -72,7 +81,9 @@ def read_template_documents(template_path: str | Path) -> tuple[list[Any], str]:
     from kfp_spot import yamldocs
 
     if not Path(template_path).is_file():
-        raise SubmissionError(f"template {template_path}: no such file (compile it first)")
+        reason = missing_file_reason(template_path)
+        hint = "compile it first" if reason == "does not exist" else "give the compiled YAML file"
+        raise SubmissionError(f"template {template_path} {reason} ({hint})")
     try:
         text = Path(template_path).read_text(encoding="utf-8")
         documents = yamldocs.documents(text, name=str(template_path))
