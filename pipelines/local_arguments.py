@@ -26,18 +26,14 @@ def load(pipeline: Any) -> Any:
             ``pipeline`` is neither.
     """
     if isinstance(pipeline, (str, Path)):
-        from kfp_spot.vertex.pipeline_job import (
-            SubmissionError,
-            missing_file_reason,
-            read_template_documents,
-        )
+        from kfp_spot.vertex import pipeline_job
 
         if not Path(pipeline).is_file():
-            what = missing_file_reason(pipeline)
+            what = pipeline_job.missing_file_reason(pipeline)
             raise LocalRunError(f"pipeline template {pipeline} {what}; give a compiled YAML file")
-        try:
-            documents, text = read_template_documents(pipeline)  # the first a compiled spec
-        except SubmissionError as exc:  # before KFP is imported: a bad template fails fast
+        try:  # the first document a compiled spec; before KFP is imported: a bad one fails fast
+            documents, text = pipeline_job.read_template_documents(pipeline)
+        except pipeline_job.SubmissionError as exc:
             raise LocalRunError(str(exc)) from None
         from google.protobuf import json_format
         from kfp.pipeline_spec import pipeline_spec_pb2
