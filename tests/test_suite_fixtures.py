@@ -23,7 +23,8 @@ def test_only_the_root_conftest_starts_a_gcs_emulator():
     starters = sorted(
         path.relative_to(TESTS).as_posix()
         for path in TESTS.rglob("*.py")
-        if path != Path(__file__).resolve() and "create_server(" in path.read_text(encoding="utf-8")
+        if path != Path(__file__).resolve()
+        and "gcp_storage_emulator" in path.read_text(encoding="utf-8")
     )
     assert starters == ["conftest.py"]
 
