@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -70,6 +71,12 @@ class Saver:
         self._last_heartbeat = clock()
         self._warned_wait = False
         self._announced_notice = False
+        self._ranked_seen = False  # a save recorded the metric keep_best ranks by
+        self._ranked_told = False
+        # One save at a time: saves from two threads interleaved their files, their retention
+        # deleted each other's steps mid-write (committed with files missing) and joined a
+        # thread not started yet.
+        self._lock = threading.RLock()
 
     def restart(self, records: Iterable[checkpoints.AttemptRecord]) -> None:
         """Start the interval over, learning the preemption rate from earlier attempt records."""
@@ -168,9 +175,21 @@ class Saver:
         blocking: bool | None = None,
     ) -> Manifest | None:
         """See :meth:`kfp_spot.trainer.CheckpointManager.save`."""
+        with self._lock:
+            return self._save(step, state, metrics=metrics, blocking=blocking)
+
+    def _save(
+        self,
+        step: int,
+        state: Mapping[str, Any],
+        *,
+        metrics: Mapping[str, Any] | None,
+        blocking: bool | None,
+    ) -> Manifest | None:
         step = check_step(step)
         metrics = clean_metrics(metrics)
         check_ranked(metrics, self.ranked)
+        self._tell_unranked(metrics)
         if not self.is_writer:
             self.last_requested = step
             return None
@@ -242,6 +261,12 @@ class Saver:
         self, step: int, source: str, *, metrics: Mapping[str, Any] | None = None
     ) -> Manifest | None:
         """See :meth:`kfp_spot.trainer.CheckpointManager.save_directory`."""
+        with self._lock:
+            return self._save_directory(step, source, metrics=metrics)
+
+    def _save_directory(
+        self, step: int, source: str, *, metrics: Mapping[str, Any] | None
+    ) -> Manifest | None:
         from kfp_spot.trainer.integrations import directory
 
         step = check_step(step)
@@ -251,6 +276,7 @@ class Saver:
         t0 = self._clock()
         cleaned = clean_metrics(metrics)
         check_ranked(cleaned, self.ranked)
+        self._tell_unranked(cleaned)
         metadata = directory.layout_metadata(
             cleaned, self._recorder.attempt_id if self._recorder else None
         )
@@ -261,6 +287,28 @@ class Saver:
             manifest = self._writer.write(step, files, metadata, t0)
         self._record_stall(self._clock() - t0)
         return manifest
+
+    def _tell_unranked(self, metrics: Mapping[str, Any]) -> None:
+        """Warn once when saves record metrics but not the one ``keep_best`` ranks by.
+
+        A step without it never ranks, so retention keeps only the last steps and deletes the
+        best ones as the run goes on, silently: a misspelt name (``val_acc`` for
+        ``val_accuracy``) must not look like a working ``keep_best``.
+        """
+        if self.ranked is None or self._ranked_seen:
+            return
+        if self.ranked in metrics:
+            self._ranked_seen = True
+        elif metrics and not self._ranked_told:
+            self._ranked_told = True
+            log.warning(
+                "keep_best ranks steps by best_metric=%r, which this save's metrics do not "
+                "hold (they hold %s): a step without it never ranks, so only the last steps "
+                "are kept and the best ones are deleted. Check the name, or pass it with the "
+                "saves it should rank",
+                self.ranked,
+                ", ".join(repr(name) for name in metrics),
+            )
 
     def _record_stall(self, stall: float, write: float | None = None) -> None:
         self._policy.record_save(stall, self._clock(), write=write)

@@ -361,10 +361,11 @@ class StepWriter:
         if threading.current_thread() is not self._worker:
             # Deleting old steps (freeing a large file takes tens of ms) is no part of the save:
             # it goes on beside the next training steps.
-            self._janitor = threading.Thread(
+            janitor = threading.Thread(
                 target=self._retain, args=(step,), name="kfp-spot-retention", daemon=True
             )
-            self._janitor.start()
+            janitor.start()
+            self._janitor = janitor  # started before it is seen: join_retention may join it
         else:
             self._retain(step)  # already in the background writer
         return manifest

@@ -568,3 +568,48 @@ def test_a_step_that_does_not_exist_is_named_so_with_the_steps_there(tmp_path: P
     (tmp_path / "step-7").mkdir()  # a step whose writer stopped before its manifest: as before
     with pytest.raises(checkpoints.CheckpointCorruptError, match=r"torn or still being written"):
         load_checkpoint(str(tmp_path / "step-7"))
+
+
+def test_keep_best_warns_when_saves_record_other_metrics_than_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # best_metric="val_acc" with saves recording "val_accuracy": no step ever ranked, so the best
+    # step (2) was deleted like any other, without a word.
+    ckpt = _manager(tmp_path, keep_last=2, keep_best=1, best_metric="val_acc")
+    with caplog.at_level(logging.WARNING, logger="kfp_spot.trainer"):
+        for step in range(1, 5):
+            ckpt.save(step, {"x": step}, metrics={"val_accuracy": 0.9 if step == 2 else 0.1})
+    told = [r.getMessage() for r in caplog.records if "best_metric='val_acc'" in r.getMessage()]
+    assert len(told) == 1 and "'val_accuracy'" in told[0]
+    caplog.clear()
+    ranked = _manager(tmp_path / "ok", keep_last=1, keep_best=1, best_metric="acc")
+    with caplog.at_level(logging.WARNING, logger="kfp_spot.trainer"):
+        ranked.save(1, {"x": 1}, metrics={"acc": 0.5})
+        ranked.save(2, {"x": 2}, metrics={"loss": 0.5})  # recorded on some saves only: fine
+    assert not [r for r in caplog.records if "best_metric" in r.getMessage()]
+
+
+def test_saves_from_two_threads_commit_only_whole_steps(tmp_path: Path) -> None:
+    # Two threads saving through one manager interleaved their writes: one's retention deleted
+    # the other's step mid-write (committed with a file missing) or joined a retention thread
+    # not started yet (RuntimeError from inside the library).
+    ckpt = _manager(tmp_path, keep_last=2)
+    errors: list[BaseException] = []
+
+    def run(first: int) -> None:
+        try:
+            for step in range(first, 60, 2):
+                ckpt.save(step, {"w": np.full(64, step), "meta": {"step": step}})
+        except Exception as exc:  # noqa: BLE001 - the test reports any error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(first,)) for first in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for step in ckpt.committed_steps():
+        restored = ckpt.restore(step=step)
+        assert restored is not None and int(restored.state["w"][0]) == step
+    assert ckpt.committed_steps() == [58, 59]
