@@ -531,12 +531,18 @@ def allowed(*, allow_pickle: bool = False) -> dict[str, str]:
 
 def adapter_for(key: str, value: Any) -> Adapter:
     """The first adapter that takes ``value``; raises StateEncodingError naming ``key``."""
-    for adapter in _ORDER:
-        if adapter.matches(value):
-            return adapter
-    from kfp_spot.trainer.state_hints import unstored_item
+    try:
+        for adapter in _ORDER:
+            if adapter.matches(value):
+                return adapter
+        from kfp_spot.trainer.state_hints import unstored_item
 
-    item = unstored_item(key, value)
+        item = unstored_item(key, value)
+    except RecursionError:  # a dict or list that holds itself, or one nested thousands deep
+        raise StateEncodingError(
+            f"state[{key!r}] holds itself (a dict or list that refers to itself) or is nested "
+            "too deeply to store; save a copy without the cycle, or flatten it"
+        ) from None
     if item:
         raise StateEncodingError(
             f"{item} (a dict or list in a state is stored as exact JSON: numbers, strings, "
@@ -614,10 +620,18 @@ def _check_file_name(key: str, name: str, folded: dict[str, str]) -> None:
             f"state key {key!r} cannot be used: its file would be {name!r}, which is the "
             f"checkpoint's {MANIFEST_NAME!r} or holds a backslash or NUL; rename the key"
         )
-    if len(name.encode("utf-8", "surrogatepass")) > _MAX_NAME_BYTES:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"state key {key!r} is not valid Unicode (it holds a lone surrogate, as a name "
+            "decoded with errors='surrogateescape' does): Cloud Storage's object names are "
+            "UTF-8, and a local disk's file name would not match it; rename the key"
+        ) from None
+    if len(name.encode("utf-8")) > _MAX_NAME_BYTES:
         raise ValueError(
             f"state key {key[:40]!r}... is too long: its file name would be "
-            f"{len(name.encode('utf-8', 'surrogatepass'))} bytes, over the {_MAX_NAME_BYTES} "
+            f"{len(name.encode('utf-8'))} bytes, over the {_MAX_NAME_BYTES} "
             "file systems allow; use a shorter key"
         )
     import unicodedata

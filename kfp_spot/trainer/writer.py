@@ -84,10 +84,12 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
             value = value.item()
         try:
             json.dumps(value, allow_nan=True)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # Recursion: nested thousands deep
+            import reprlib  # only for this message: importing the trainer stays light
+
             raise ValueError(
-                f"metrics[{name!r}] = {value!r} is not a JSON value (number, string, bool, None, "
-                "or lists/dicts of them)"
+                f"metrics[{name!r}] = {reprlib.repr(value)} is not a JSON value (number, string, "
+                "bool, None, or lists/dicts of them, nested less than a thousand deep)"
             ) from None
         out[str(name)] = value
     return out

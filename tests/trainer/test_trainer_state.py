@@ -119,6 +119,46 @@ def test_state_keys_that_some_disk_cannot_hold_are_refused_before_writing() -> N
         adapters.encode_state({})
 
 
+@pytest.mark.parametrize("key", ["\ud800", "w\udc80"])
+def test_a_state_key_that_is_no_valid_unicode_is_refused_before_anything_is_removed(
+    tmp_path: Path, key: str
+) -> None:
+    # A lone surrogate (a name read with surrogateescape) failed in the middle of the write
+    # (UnicodeEncodeError) after the step's earlier commit had been removed, or ("\udc80") was
+    # written locally as a byte no Cloud Storage object name holds.
+    CheckpointManager(str(tmp_path), handle_signals=False).save(1, {"w": np.ones(2)})
+    fresh = CheckpointManager(str(tmp_path), handle_signals=False)  # has not restored step 1
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        fresh.save(1, {"a": 1, key: 2})
+    restored = fresh.restore()
+    assert restored is not None and restored.step == 1 and list(restored.state) == ["w"]
+
+
+def _holds_itself() -> dict[str, Any]:
+    cycle: dict[str, Any] = {"lr": 0.1}
+    cycle["self"] = cycle
+    return cycle
+
+
+def _nested(depth: int) -> list[Any]:
+    out: list[Any] = []
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
+@pytest.mark.parametrize("value", [_holds_itself(), _nested(5000)])
+def test_a_value_that_holds_itself_or_nests_thousands_deep_is_named_not_a_recursion_error(
+    tmp_path: Path, value: Any
+) -> None:
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    with pytest.raises(adapters.StateEncodingError, match=r"state\['hparams'\] holds itself"):
+        ckpt.save(1, {"w": np.zeros(2), "hparams": value})
+    with pytest.raises(ValueError, match=r"metrics\['m'\] = .* is not a JSON value"):
+        ckpt.save(1, {"w": np.zeros(2)}, metrics={"m": value})
+    assert ckpt.restore() is None
+
+
 def test_numpy_scalars_keep_their_type() -> None:
     for value in (np.float32(1.5), np.int64(-3), np.bool_(True), np.complex64(1 + 2j)):
         back, adapter = _round_trip(value)
