@@ -20,6 +20,16 @@ DEFAULT_MTBP: float | None = None
 MIN_MTBP = 1.0
 """The smallest mean time between preemptions ``auto`` assumes (s)."""
 
+_MTBP_RULE = "mtbp must be a number of seconds > 0 (e.g. 3600) or None, got {!r}"
+
+
+def _is_seconds(value: object) -> bool:
+    """Whether ``value`` is a finite number of seconds > 0 (not a bool, not a string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and value > 0
+
+
 _SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
 _UNIT = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -117,12 +127,8 @@ class SaveInterval:
             raise ValueError(f"steps must be an int >= 1, got {self.steps!r}")
         if self.seconds is not None and not self.seconds > 0:
             raise ValueError(f"seconds must be > 0, got {self.seconds!r}")
-        if self.mtbp is not None and (
-            not isinstance(self.mtbp, (int, float))
-            or isinstance(self.mtbp, bool)
-            or not self.mtbp > 0
-        ):
-            raise ValueError(f"mtbp must be > 0 seconds or None, got {self.mtbp!r}")
+        if self.mtbp is not None and not _is_seconds(self.mtbp):
+            raise ValueError(_MTBP_RULE.format(self.mtbp))
 
     @classmethod
     def parse(cls, spec: str | int | SaveInterval, *, mtbp: float | None = None) -> SaveInterval:
@@ -133,13 +139,18 @@ class SaveInterval:
         """
         if isinstance(spec, SaveInterval):
             return spec
+        if mtbp is not None and not _is_seconds(mtbp):
+            raise ValueError(_MTBP_RULE.format(mtbp))
         hint = None if mtbp is None else float(mtbp)
         if isinstance(spec, int) and not isinstance(spec, bool):
-            return cls(steps=spec, mtbp=hint)
-        text = str(spec).strip().lower()
+            if spec >= 1:
+                return cls(steps=spec, mtbp=hint)
+            text = ""  # 0 or fewer steps: refused below, naming the interval
+        else:
+            text = str(spec).strip().lower()
         if text == "auto":
             return cls(auto=True, mtbp=hint)
-        if text.isdigit() and int(text) >= 1:
+        if text.isdecimal() and int(text) >= 1:  # isdigit() takes "²", which int() refuses
             return cls(steps=int(text), mtbp=hint)
         match = _SECONDS_RE.fullmatch(text)
         if match and float(match.group(1)) > 0:

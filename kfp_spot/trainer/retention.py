@@ -14,14 +14,23 @@ def check_retention(
     keep_last: int | None, keep_best: int, best_metric: str | None, best_mode: str
 ) -> None:
     """Raise ValueError naming the first retention argument that is invalid."""
-    if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
+    if keep_last is not None and (not _is_count(keep_last) or keep_last < 1):
         raise ValueError(f"keep_last must be an int >= 1 or None (keep all), got {keep_last!r}")
-    if not isinstance(keep_best, int) or keep_best < 0:
+    if not _is_count(keep_best) or keep_best < 0:
         raise ValueError(f"keep_best must be an int >= 0, got {keep_best!r}")
+    if best_metric is not None and not isinstance(best_metric, str):
+        raise ValueError(
+            f"best_metric must be the name (a str) of a metric given to save(..., metrics=...), "
+            f"got {best_metric!r}"
+        )
     if keep_best and not best_metric:
         raise ValueError("best_metric: keep_best > 0 needs the name of the metric to rank by")
     if best_mode not in ("max", "min"):
         raise ValueError(f"best_mode must be 'max' or 'min', got {best_mode!r}")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is no count
 
 
 def _rankable(value: object) -> bool:

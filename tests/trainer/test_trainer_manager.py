@@ -292,6 +292,13 @@ def test_arguments_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ({"grace_period": float("inf")}, "grace_period must be a number of seconds >= 0"),
         ({"grace_period": float("nan")}, "grace_period must be a number of seconds >= 0"),
         ({"grace_period": True}, "grace_period must be a number of seconds >= 0"),
+        # True was taken for 1, a string mtbp raised float()'s own message, an infinite one
+        # made auto save once and never again, a metric named by a number never ranked.
+        ({"keep_last": True}, "keep_last must be an int >= 1"),
+        ({"keep_best": True, "best_metric": "acc"}, "keep_best must be an int >= 0"),
+        ({"keep_best": 1, "best_metric": 3}, "best_metric must be the name"),
+        ({"mtbp": "1h"}, "mtbp must be a number of seconds > 0"),
+        ({"mtbp": float("inf")}, "mtbp must be a number of seconds > 0"),
     ]:
         with pytest.raises(ValueError, match=field):
             CheckpointManager(str(tmp_path), **kwargs)

@@ -282,7 +282,7 @@ def test_interval_parse(spec, expected: SaveInterval) -> None:
     assert SaveInterval.parse(spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["0", "-5", "soon", "10 parsecs", "0s", "", True])
+@pytest.mark.parametrize("spec", ["0", "-5", "soon", "10 parsecs", "0s", "", True, 0, -5, "\u00b2"])
 def test_interval_parse_rejects(spec) -> None:
     with pytest.raises(ValueError, match="interval"):
         SaveInterval.parse(spec)
