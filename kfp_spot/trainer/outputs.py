@@ -104,16 +104,37 @@ _FORMS = "gs://BUCKET/PATH or a local path"
 
 
 def _refuse_scheme_typo(value: str, what: str) -> None:
-    """Refuse ``gs:/BUCKET/PATH`` (or ``gs://`` alone), which would be a local folder ``gs:``.
+    """Refuse what would be a local folder named like a scheme, or a ``gs://`` without a bucket.
 
-    On the VM that folder is lost at the first preemption: every attempt would train from zero.
+    ``gs:/BUCKET/PATH``, and a URI of another scheme than ``gs://`` or ``file://`` (``s3://``,
+    ``GS://``), are read as local paths whose first folder is ``gs:``, ``s3:``: on the VM that
+    folder is lost at the first preemption, so every attempt would train from zero.
     """
     text = value.strip()
+    scheme, slashes, rest = text.partition("://")
+    if slashes and _is_scheme(scheme) and scheme != "file":
+        if scheme != "gs":  # s3://, gcs://, GS://: read as a local folder "s3:" on the VM
+            raise ValueError(
+                f"{what}: {value!r} is a {scheme}:// URI, which is read as a local folder named "
+                f"{scheme + ':'!r} (lost with the VM at a preemption): Vertex AI's storage is "
+                f"Cloud Storage; give {_FORMS}"
+            )
+        if not rest.split("/", 1)[0]:  # "gs://" alone, "gs:///path"
+            raise ValueError(f"{what}: {value!r} names no bucket; give {_FORMS}")
     if text.rstrip("/") == "gs:":  # "gs://" alone
         raise ValueError(f"{what}: {value!r} names no bucket; give {_FORMS}")
     typo = fs.scheme_typo(text)
     if typo is not None:
         raise ValueError(f"{what}: {value!r} {typo}; give {_FORMS}")
+
+
+def _is_scheme(text: str) -> bool:
+    """Whether ``text`` is a URI scheme (RFC 3986: a letter, then letters, digits, ``+-.``)."""
+    return (
+        text[:1].isascii()
+        and text[:1].isalpha()
+        and all(c.isascii() and (c.isalnum() or c in "+-.") for c in text)
+    )
 
 
 def _refuse_file(path: str, value: str, what: str) -> None:

@@ -155,7 +155,19 @@ def test_a_gs_root_saves_and_restores_through_the_mount_without_gcsfs(tmp_path: 
     assert (bucket / "foreign" / "step-7" / "model.ckpt").read_bytes() == b"framework"
 
 
-@pytest.mark.parametrize("given", ["gs:/my-bucket/run/checkpoints", "gs:my-bucket/ck", "gs://"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        "gs:/my-bucket/run/checkpoints",
+        "gs:my-bucket/ck",
+        "gs://",
+        # Other schemes were local folders "s3:", "GS:" too; "gs:///ck" names no bucket.
+        "s3://my-bucket/ck",
+        "GS://my-bucket/ck",
+        "gcs://my-bucket/ck",
+        "gs:///ck",
+    ],
+)
 def test_a_gs_uri_missing_its_slashes_is_refused_not_written_to_a_local_gs_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
 ) -> None:
