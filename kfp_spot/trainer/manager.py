@@ -214,6 +214,7 @@ class CheckpointManager:
         if self._entered:
             return self
         self._entered = True
+        self._saver.closed = False
         if self._handle_signals:
             self.notice.install()
         records = checkpoints.read_attempt_records(self.root)
@@ -259,6 +260,7 @@ class CheckpointManager:
                 self.notice.uninstall()
             self._writer.release_buffers()
             self._entered = False
+            self._saver.closed = True  # a save after this is written before it returns
         if failed is not None:
             raise failed
 
@@ -413,7 +415,8 @@ class CheckpointManager:
             step: the number of steps completed (>= 0).
             state: name -> value (see :mod:`kfp_spot.trainer.adapters`).
             metrics: small JSON facts (loss, accuracy) kept in the manifest.
-            blocking: wait for the write; default: not when ``async_save`` is on.
+            blocking: wait for the write; default: not when ``async_save`` is on, unless the
+                manager was closed (nothing would wait for the background write).
 
         A step this manager committed or restored already is not written again (its commit
         would be removed first, and ``maybe_save``'s metrics with it): the loop's final

@@ -71,6 +71,7 @@ class Saver:
         self._last_heartbeat = clock()
         self._warned_wait = False
         self._announced_notice = False
+        self.closed = False  # the manager was closed: saves are written before they return
         self._ranked_seen = False  # a save recorded the metric keep_best ranks by
         self._ranked_told = False
         # One save at a time: saves from two threads interleaved their files, their retention
@@ -202,6 +203,10 @@ class Saver:
                 self.interval.steps,
             )
         self._writer.wait()  # one write at a time, in step order; snapshot buffers free after it
+        if blocking is None:
+            # After close() nothing waits for a background write: the process would exit with
+            # the step half-written (the run's last save, made after the with block, lost).
+            blocking = not self.async_save or self.closed
         if step == self._writer.last_committed:
             committed = self._committed(step, blocking, metrics)
             if committed is not False:
@@ -214,8 +219,6 @@ class Saver:
             "attempt_id": self._recorder.attempt_id if self._recorder else None,
         }
         self.last_requested = step
-        if blocking is None:
-            blocking = not self.async_save
         if blocking:
             manifest = self._writer.write(step, files, metadata, t0)
             self._record_stall(self._clock() - t0)
@@ -227,7 +230,7 @@ class Saver:
         return None
 
     def _committed(
-        self, step: int, blocking: bool | None, metrics: Mapping[str, Any]
+        self, step: int, blocking: bool, metrics: Mapping[str, Any]
     ) -> Manifest | Literal[False] | None:
         """The save of ``step`` when this run committed (or restored) it already: not written.
 
@@ -255,7 +258,7 @@ class Saver:
         else:
             log.info("step %d is already committed; not writing it again", step)
         self.last_requested = step
-        return manifest if blocking or (blocking is None and not self.async_save) else None
+        return manifest if blocking else None
 
     def save_directory(
         self, step: int, source: str, *, metrics: Mapping[str, Any] | None = None

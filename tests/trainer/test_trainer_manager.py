@@ -620,3 +620,18 @@ def test_saves_from_two_threads_commit_only_whole_steps(tmp_path: Path) -> None:
         restored = ckpt.restore(step=step)
         assert restored is not None and int(restored.state["w"][0]) == step
     assert ckpt.committed_steps() == [58, 59]
+
+
+def test_an_async_managers_save_after_close_is_committed_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    # The run's last save written after the with block went to a background thread nothing
+    # waited for: the process exited with the step half-written, and no error was raised.
+    with _manager(tmp_path, async_save=True, interval=1) as ckpt:
+        ckpt.maybe_save(1, {"w": np.ones(4)})
+    manifest = ckpt.save(2, {"w": np.full(4, 2.0)})
+    assert manifest is not None and manifest.step == 2
+    assert [m.step for m in checkpoints.committed_steps(str(tmp_path))][-1] == 2
+    with ckpt:  # entered again: async as configured
+        assert ckpt.save(3, {"w": np.full(4, 3.0)}) is None
+    assert ckpt.restore() is not None and ckpt.last_committed_step == 3
