@@ -106,6 +106,14 @@ def test_sampling_is_warned_about_and_bad_rounds_refused(xgb, tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         SpotCheckpoint(10, str(tmp_path), params={"subsample": 0.8})
     assert "subsample < 1: XGBoost samples differently after a resume" in caplog.text
+    # Parameters as xgb.train takes them too: the scikit-learn API's get_xgb_params() (None
+    # for a default) raised float()'s TypeError, a list of pairs an AttributeError.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        SpotCheckpoint(10, str(tmp_path), params=xgb.XGBClassifier().get_xgb_params())
+        SpotCheckpoint(10, str(tmp_path), params=[("colsample_bytree", 0.5), ("eta", 0.3)])
+    assert caplog.text.count("XGBoost samples differently") == 1
+    assert "colsample_bytree < 1" in caplog.text
     with pytest.raises(ValueError, match="num_boost_round must be an int >= 1"):
         SpotCheckpoint(0, str(tmp_path))
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kfp_spot.trainer import adapters
@@ -46,6 +46,27 @@ BOOSTER_FILE = "booster.ubj"
 """The booster file of a step (``xgb.Booster(model_file=step_dir/BOOSTER_FILE)``)."""
 
 _SAMPLING = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode")
+
+
+def _sampling(params: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> list[str]:
+    """The row/column sampling parameters below 1 in ``params``, as ``xgb.train`` takes them.
+
+    A dict or a list of pairs; a value of None is unset, as XGBoost reads it (the scikit-learn
+    API's ``get_xgb_params()`` gives None for every parameter left at its default), and a value
+    that is not a number is XGBoost's to refuse.
+    """
+    pairs = params.items() if isinstance(params, Mapping) else (params or ())
+    found = []
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or pair[0] not in _SAMPLING:
+            continue
+        try:
+            below = float(pair[1]) < 1.0
+        except (TypeError, ValueError):
+            continue
+        if below and pair[0] not in found:
+            found.append(pair[0])
+    return found
 
 
 def _register_adapter() -> None:
@@ -94,7 +115,8 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
             grace period left (errors logged, never raised).
         exit_on_preemption: after saving on a notice, leave the process with status 143 instead
             of returning the partial booster from ``xgb.train``.
-        params: the training parameters, to warn when row/column sampling makes a resumed run
+        params: the training parameters (a dict or a list of pairs, as ``xgb.train`` takes
+            them), to warn when row/column sampling makes a resumed run
             differ from an uninterrupted one.
         manager: a :class:`~kfp_spot.trainer.CheckpointManager` to use instead.
 
@@ -113,7 +135,7 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
         mtbp: float | None = None,
         on_preemption: Hooks = None,
         exit_on_preemption: bool = True,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
         manager: CheckpointManager | None = None,
     ) -> None:
         super().__init__()
@@ -138,7 +160,7 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
         self._booster: xgboost.Booster | None = None
         self._start_round = 0
         self._round = 0
-        sampling = [k for k in _SAMPLING if float((params or {}).get(k, 1.0)) < 1.0]
+        sampling = _sampling(params)
         if sampling:
             log.warning(
                 "%s < 1: XGBoost samples differently after a resume, so a preempted run ends "
