@@ -12,12 +12,14 @@ its public methods; the work itself already lives in the four modules above.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from kfp_spot import checkpoints
+from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointError, Manifest
 from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.checkpoints.ranking import default_mode
@@ -36,6 +38,16 @@ log = logging.getLogger(__name__)
 
 PREEMPTED_EXIT_CODE = 143
 """Exit status of a process that stopped on a preemption notice (128 + SIGTERM)."""
+
+_OPEN_ROOTS: dict[str, int] = {}
+"""Checkpoint roots of this process's started writing managers -> how many are open on each."""
+_OPEN_LOCK = threading.Lock()
+
+
+def _root_key(root: str) -> str:
+    """One spelling of a root for :data:`_OPEN_ROOTS` (a local one resolved)."""
+    local = fs.to_local_path(root)
+    return os.path.realpath(local) if local is not None else root.rstrip("/")
 
 
 class CheckpointManager:
@@ -161,6 +173,7 @@ class CheckpointManager:
         )
         self._entered = False
         self._stopped = False
+        self._open_key: str | None = None  # this manager's entry in _OPEN_ROOTS, while started
 
     # Settings the parts own (one copy each), read here.
     @property
@@ -215,6 +228,8 @@ class CheckpointManager:
             return self
         self._entered = True
         self._saver.closed = False
+        if self.writer:
+            self._register_open()
         if self._handle_signals:
             self.notice.install()
         records = checkpoints.read_attempt_records(self.root)
@@ -261,8 +276,36 @@ class CheckpointManager:
             self._writer.release_buffers()
             self._entered = False
             self._saver.closed = True  # a save after this is written before it returns
+            self._unregister_open()
         if failed is not None:
             raise failed
+
+    def _register_open(self) -> None:
+        """Count this manager open on its root; warn when another of this process is too."""
+        key = _root_key(self.root)
+        with _OPEN_LOCK:
+            others = _OPEN_ROOTS.get(key, 0)
+            _OPEN_ROOTS[key] = others + 1
+            self._open_key = key
+        if others:
+            log.warning(
+                "another CheckpointManager of this process is open on %s: each one's keep_last "
+                "deletes the other's steps, and a step number both save is overwritten by the "
+                "later save. Use one manager (the integrations take it as manager=), or give "
+                "each its own root",
+                self.root,
+            )
+
+    def _unregister_open(self) -> None:
+        key, self._open_key = self._open_key, None
+        if key is None:
+            return
+        with _OPEN_LOCK:
+            left = _OPEN_ROOTS.get(key, 1) - 1
+            if left > 0:
+                _OPEN_ROOTS[key] = left
+            else:
+                _OPEN_ROOTS.pop(key, None)
 
     # -- reading -----------------------------------------------------------------------------
     def committed_steps(self) -> list[int]:

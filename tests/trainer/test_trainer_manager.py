@@ -635,3 +635,28 @@ def test_an_async_managers_save_after_close_is_committed_before_it_returns(
     with ckpt:  # entered again: async as configured
         assert ckpt.save(3, {"w": np.full(4, 3.0)}) is None
     assert ckpt.restore() is not None and ckpt.last_committed_step == 3
+
+
+def test_a_second_manager_open_on_the_same_root_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two managers writing one root (a framework callback and the loop's own, say) deleted each
+    # other's steps through keep_last and overwrote a step number both saved, without a word.
+    def told() -> list[str]:
+        return [
+            r.getMessage() for r in caplog.records if "another CheckpointManager" in r.getMessage()
+        ]
+
+    with caplog.at_level(logging.WARNING, logger="kfp_spot.trainer"):
+        with _manager(tmp_path):
+            pass
+        with _manager(tmp_path):  # one after the other: fine
+            assert told() == []
+            with _manager(tmp_path / "." / ""), _manager(tmp_path / "other"):
+                pass
+            assert len(told()) == 1 and str(tmp_path) in told()[0]
+            with _manager(tmp_path, writer=False):  # a replica that only restores
+                pass
+        with _manager(tmp_path):
+            pass
+    assert len(told()) == 1
