@@ -26,7 +26,7 @@ from kfp_spot.checkpoints.ranking import default_mode
 from kfp_spot.trainer import failpoints
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval
-from kfp_spot.trainer.outputs import checkpoint_root
+from kfp_spot.trainer.outputs import check_writable, checkpoint_root
 from kfp_spot.trainer.preemption import PreemptionNotice
 from kfp_spot.trainer.restore import Restored, decode_step, newest_verified
 from kfp_spot.trainer.retention import apply_retention, check_retention
@@ -223,9 +223,16 @@ class CheckpointManager:
             self.close(error=f"{type(exc).__name__}: {exc}")
 
     def start(self) -> CheckpointManager:
-        """Install the preemption handler, read earlier attempts, write the attempt record."""
+        """Install the preemption handler, read earlier attempts, write the attempt record.
+
+        Raises:
+            ValueError: this process writes checkpoints and cannot create or write in the
+                (local) root.
+        """
         if self._entered:
             return self
+        if self.writer:  # before anything is written: no save could land there
+            check_writable(self.root)
         self._entered = True
         self._saver.closed = False
         if self.writer:

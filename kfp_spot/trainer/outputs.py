@@ -157,6 +157,49 @@ def _refuse_file(path: str, value: str, what: str) -> None:
         raise ValueError(f"{what}: {value!r} {where} (a file?); give a directory to write in")
 
 
+def check_writable(root: str, what: str = "root") -> None:
+    """Refuse a local checkpoint root this process can neither create nor write in.
+
+    Every save there would fail, each after its retries, and a periodic save that fails only
+    logs: a run would train for hours without one checkpoint. The folders it creates to find
+    out are removed again (the first save creates them); a ``gs://`` root is left to its first
+    write.
+
+    Raises:
+        ValueError: naming the root and why (permission denied, read-only file system).
+    """
+    local = fs.to_local_path(root)
+    if local is None:
+        return
+    import errno
+
+    created = []
+    here = local
+    while not os.path.lexists(here) and os.path.dirname(here) != here:
+        created.append(here)
+        here = os.path.dirname(here)
+    try:
+        os.makedirs(local, exist_ok=True)
+    except OSError as exc:
+        refused = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR)
+        if exc.errno not in refused:
+            raise
+        reason = f"cannot be created: {exc.strerror}"
+    else:
+        writable = os.access(local, os.W_OK | os.X_OK)
+        for folder in created:  # innermost first; one another process wrote in stays
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+        if writable:
+            return
+        reason = "is not writable by this process (permissions, or a read-only file system)"
+    raise ValueError(
+        f"{what}: {root!r} {reason}; give a directory this process can write checkpoints in"
+    )
+
+
 def _directory(
     given: str | None, variable: str, what: str, option: str, env: Mapping[str, str]
 ) -> str:

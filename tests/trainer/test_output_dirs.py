@@ -235,3 +235,23 @@ def test_a_root_on_the_vms_disk_outside_the_jobs_checkpoint_dir_is_warned_of(
     assert f"checkpoint root {elsewhere} is a folder of this VM's disk outside " in warned[0]
     assert "the next attempt resumes nothing" in warned[0]
     assert "$AIP_CHECKPOINT_DIR" in warned[0]
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="no sysfs to refuse a directory")
+def test_a_root_no_save_could_write_is_refused_when_the_manager_starts() -> None:
+    # Every save failed after its retries and maybe_save only logged it: the run trained
+    # without one checkpoint. sysfs refuses a new directory even to root.
+    ckpt = CheckpointManager("/sys/kfp-spot-checkpoints", handle_signals=False)
+    with pytest.raises(ValueError, match=r"^root: '/sys/kfp-spot-checkpoints' cannot be created"):
+        ckpt.start()
+    with pytest.raises(ValueError, match="cannot be created"), ckpt:
+        pass
+    reader = CheckpointManager("/sys/kfp-spot-checkpoints", handle_signals=False, writer=False)
+    with reader:  # a replica that only restores writes nothing
+        assert reader.restore() is None
+
+
+def test_starting_a_manager_leaves_no_folder_it_made_to_check_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "run" / "checkpoints"
+    with CheckpointManager(str(root), handle_signals=False, record_attempts=False):
+        assert list(tmp_path.iterdir()) == []  # the first save creates them
