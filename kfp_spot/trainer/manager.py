@@ -508,8 +508,8 @@ class CheckpointManager:
         """
         self._writer.wait()
 
-    def _apply_retention(self) -> None:
-        apply_retention(
+    def _apply_retention(self) -> list[int]:
+        return apply_retention(
             self.root,
             keep_last=self.keep_last,
             keep_best=self.keep_best,

@@ -44,14 +44,17 @@ def apply_retention(
     keep_best: int = 0,
     best_metric: str | None = None,
     best_mode: str = "max",
-) -> None:
+) -> list[int]:
     """Delete the committed steps the policy does not keep, and torn steps older than the newest.
 
     ``keep_last=None`` keeps everything. A torn step newer than every committed one is left alone:
     it may be a save still being written.
+
+    Returns:
+        The committed steps deleted.
     """
     if keep_last is None:
-        return
+        return []
     manifests = checkpoints.committed_steps(root)
     committed = [m.step for m in manifests]
     keep = set(committed[-keep_last:])
@@ -63,8 +66,12 @@ def apply_retention(
         ranked.sort(key=lambda m: m.metadata["metrics"][metric], reverse=best_mode == "max")
         keep.update(m.step for m in ranked[:keep_best])
     newest = committed[-1] if committed else None
+    removed = []
     for step in checkpoints.list_steps(root):
         torn_and_old = step not in committed and newest is not None and step < newest
         if (step in committed and step not in keep) or torn_and_old:
             checkpoints.delete_step(root, step)
             log.debug("retention: removed step %d", step)
+            if step in committed:
+                removed.append(step)
+    return removed

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from kfp_spot import checkpoints
@@ -107,7 +107,8 @@ class StepWriter:
         save_retries: extra attempts at a write that failed on a storage error.
         grace_period: seconds of the preemption grace period (a slower save is warned about).
         recorder: the attempt record told of each commit, or None.
-        retain: deletes the steps retention does not keep; storage errors are logged.
+        retain: deletes the steps retention does not keep (returns the committed ones it
+            deleted); storage errors are logged.
         clock: monotonic clock.
         cpu_clock: the process's CPU time, every thread (how busy the loop keeps the cores).
     """
@@ -119,7 +120,7 @@ class StepWriter:
         save_retries: int,
         grace_period: float,
         recorder: AttemptRecorder | None,
-        retain: Callable[[], None],
+        retain: Callable[[], Collection[int] | None],
         clock: Callable[[], float],
         cpu_clock: Callable[[], float] = time.process_time,
     ) -> None:
@@ -147,6 +148,7 @@ class StepWriter:
         self._hurried = False
         self._durations: list[float] = []  # full save time (what a final save needs)
         self._warned_grace = False
+        self._warned_removed = False
 
     @property
     def last_duration(self) -> float | None:
@@ -374,9 +376,21 @@ class StepWriter:
 
     def _retain(self, step: int) -> None:
         try:
-            self._retain_fn()
+            removed = self._retain_fn()
         except storage_errors() as exc:  # the step is committed; old ones go next time
             log.warning("retention after step %d failed: %s", step, exc)
+            return
+        if removed and step in removed and not self._warned_removed:
+            self._warned_removed = True
+            log.warning(
+                "checkpoint step %d was deleted right after its commit: keep_last keeps the "
+                "highest step numbers, and %s holds higher ones (an earlier run's, or the step "
+                "count went back, as a per-epoch counter does), which a restore would return "
+                "instead. Pass the run's own step count (a global step), restore before "
+                "training, or give this run a root of its own",
+                step,
+                self.root,
+            )
 
     def _warn_if_slow(self, duration: float) -> None:
         if duration > self.grace_period and not self._warned_grace:

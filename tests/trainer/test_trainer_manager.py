@@ -660,3 +660,33 @@ def test_a_second_manager_open_on_the_same_root_is_warned_of(
         with _manager(tmp_path):
             pass
     assert len(told()) == 1
+
+
+def test_a_save_retention_deletes_at_once_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A run that did not restore, in a root an earlier run left steps 8-10 in (or a step count
+    # that went back, a per-epoch counter): keep_last kept the higher numbers and deleted each
+    # new save as soon as it was committed, silently; a restore returned the old step 10.
+    with _manager(tmp_path, keep_last=2) as old:
+        for step in (8, 9, 10):
+            old.save(step, {"x": step})
+    with (
+        caplog.at_level(logging.WARNING, logger="kfp_spot.trainer"),
+        _manager(tmp_path, keep_last=2) as fresh,
+    ):
+        fresh.save(1, {"x": 1})
+        fresh.save(2, {"x": 2})
+        fresh.wait()
+    told = [r.getMessage() for r in caplog.records if "deleted right after" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith("checkpoint step 1 was deleted")
+    assert str(tmp_path) in told[0]
+    caplog.clear()
+    with (
+        caplog.at_level(logging.WARNING, logger="kfp_spot.trainer"),
+        _manager(tmp_path / "new", keep_last=2) as ckpt,
+    ):
+        for step in (1, 2, 3):
+            ckpt.save(step, {"x": step})
+        ckpt.wait()
+    assert not [r for r in caplog.records if "deleted right after" in r.getMessage()]
