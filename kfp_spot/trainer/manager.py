@@ -70,9 +70,10 @@ class CheckpointManager:
     error.
 
     Args:
-        root: checkpoint root (local path, ``file://`` or ``gs://``); defaults to
-            ``$AIP_CHECKPOINT_DIR``. A ``gs://`` root is used through its Cloud Storage FUSE
-            path (``/gcs/BUCKET/...``) where the bucket is mounted, as on Vertex AI's VMs.
+        root: checkpoint root (local path, a ``pathlib.Path`` too, ``file://`` or ``gs://``);
+            defaults to ``$AIP_CHECKPOINT_DIR``. A ``gs://`` root is used through its Cloud
+            Storage FUSE path (``/gcs/BUCKET/...``) where the bucket is mounted, as on Vertex
+            AI's VMs.
         interval: ``"N"``/N (steps), ``"30s"`` (seconds), ``"auto"`` (Young-Daly) or a
             :class:`SaveInterval`.
         keep_last: committed steps to keep (newest); None keeps all.
@@ -109,7 +110,7 @@ class CheckpointManager:
 
     def __init__(
         self,
-        root: str | None = None,
+        root: str | os.PathLike[str] | None = None,
         *,
         interval: str | int | SaveInterval = "auto",
         keep_last: int | None = 3,

@@ -42,11 +42,19 @@ class OutputDirs(NamedTuple):
     model_dir: str
 
 
-def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | None = None) -> str:
+def as_text(value: object) -> object:
+    """A path-like value (a ``pathlib.Path``) as its ``str``; anything else as it is."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def checkpoint_root(
+    root: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> str:
     """The checkpoint root to use: ``root``, else ``$AIP_CHECKPOINT_DIR``; mapped to the mount.
 
     Args:
-        root: a local path, ``file://`` URL or ``gs://`` URI; None reads the variable.
+        root: a local path (``str`` or ``pathlib.Path``), ``file://`` URL or ``gs://`` URI;
+            None reads the variable.
         environ: the environment to read (default ``os.environ``).
 
     Raises:
@@ -55,6 +63,7 @@ def checkpoint_root(root: str | None = None, *, environ: Mapping[str, str] | Non
     """
     env = os.environ if environ is None else environ
     given = root is not None
+    root = as_text(root)  # type: ignore[assignment]  # a pathlib.Path is a path too
     if root is None:
         root = env.get(CHECKPOINT_DIR_ENV)
         if not root:
@@ -201,10 +210,16 @@ def check_writable(root: str, what: str = "root") -> None:
 
 
 def _directory(
-    given: str | None, variable: str, what: str, option: str, env: Mapping[str, str]
+    given: str | os.PathLike[str] | None,
+    variable: str,
+    what: str,
+    option: str,
+    env: Mapping[str, str],
 ) -> str:
-    value = given or env.get(variable)
-    if not value or not value.strip():
+    value = as_text(given) or env.get(variable)
+    if not isinstance(value, str) or not value.strip():
+        if value and not isinstance(value, str):
+            raise ValueError(f"{what} directory ({option}): a path or URI, got {value!r}")
         raise ValueError(
             f"no {what} directory: set {variable} (Vertex AI sets it for a job with a base output "
             f"directory) or pass {option}"
@@ -216,8 +231,8 @@ def _directory(
 
 
 def output_dirs(
-    checkpoint_dir: str | None = None,
-    model_dir: str | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
 ) -> OutputDirs:

@@ -28,6 +28,11 @@ from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 
 log = logging.getLogger(__name__)
 
+_REMOVED_AT_ONCE = (
+    "checkpoint step %d was deleted right after its commit: %s holds higher steps (an earlier "
+    "run's, or the step count went back, as a per-epoch counter does), which keep_last keeps "
+    "and a restore returns; pass the run's own step count, restore first, or use another root"
+)
 _BACKGROUND_NICE = 10
 """How much lower the background writer's priority is than the loop's (nice values)."""
 
@@ -85,7 +90,7 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
         try:
             json.dumps(value, allow_nan=True)
         except (TypeError, ValueError, RecursionError):  # Recursion: nested thousands deep
-            import reprlib  # only for this message: importing the trainer stays light
+            import reprlib  # only for this message
 
             raise ValueError(
                 f"metrics[{name!r}] = {reprlib.repr(value)} is not a JSON value (number, string, "
@@ -107,8 +112,7 @@ class StepWriter:
         save_retries: extra attempts at a write that failed on a storage error.
         grace_period: seconds of the preemption grace period (a slower save is warned about).
         recorder: the attempt record told of each commit, or None.
-        retain: deletes the steps retention does not keep (returns the committed ones it
-            deleted); storage errors are logged.
+        retain: deletes the steps retention does not keep, returns the committed ones it did.
         clock: monotonic clock.
         cpu_clock: the process's CPU time, every thread (how busy the loop keeps the cores).
     """
@@ -368,8 +372,8 @@ class StepWriter:
             janitor = threading.Thread(
                 target=self._retain, args=(step,), name="kfp-spot-retention", daemon=True
             )
-            janitor.start()
-            self._janitor = janitor  # started before it is seen: join_retention may join it
+            janitor.start()  # before join_retention can see it
+            self._janitor = janitor
         else:
             self._retain(step)  # already in the background writer
         return manifest
@@ -379,18 +383,10 @@ class StepWriter:
             removed = self._retain_fn()
         except storage_errors() as exc:  # the step is committed; old ones go next time
             log.warning("retention after step %d failed: %s", step, exc)
-            return
+            removed = None
         if removed and step in removed and not self._warned_removed:
             self._warned_removed = True
-            log.warning(
-                "checkpoint step %d was deleted right after its commit: keep_last keeps the "
-                "highest step numbers, and %s holds higher ones (an earlier run's, or the step "
-                "count went back, as a per-epoch counter does), which a restore would return "
-                "instead. Pass the run's own step count (a global step), restore before "
-                "training, or give this run a root of its own",
-                step,
-                self.root,
-            )
+            log.warning(_REMOVED_AT_ONCE, step, self.root)
 
     def _warn_if_slow(self, duration: float) -> None:
         if duration > self.grace_period and not self._warned_grace:

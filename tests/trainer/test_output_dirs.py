@@ -255,3 +255,17 @@ def test_starting_a_manager_leaves_no_folder_it_made_to_check_the_root(tmp_path:
     root = tmp_path / "run" / "checkpoints"
     with CheckpointManager(str(root), handle_signals=False, record_attempts=False):
         assert list(tmp_path.iterdir()) == []  # the first save creates them
+
+
+def test_a_pathlib_path_is_taken_as_the_path_it_is(tmp_path: Path) -> None:
+    # Refused as "root must be a non-empty path or URI, got PosixPath(...)", and output_dirs
+    # raised AttributeError ('PosixPath' object has no attribute 'strip') from inside.
+    with CheckpointManager(tmp_path / "ck", handle_signals=False) as ckpt:
+        ckpt.save(1, {"x": 1})
+    assert ckpt.root == str(tmp_path / "ck")
+    assert output_dirs(tmp_path / "c", tmp_path / "m") == (str(tmp_path / "c"), str(tmp_path / "m"))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "model.bin").write_bytes(b"w")
+    directory.commit_directory(tmp_path / "d", 3, source=str(tmp_path / "src"))
+    found = directory.latest_directory(tmp_path / "d")
+    assert found is not None and found.step == 3

@@ -36,7 +36,7 @@ from typing import Any
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
 from kfp_spot.checkpoints.paths import check_step, stat_remote
-from kfp_spot.trainer.outputs import checkpoint_root
+from kfp_spot.trainer.outputs import as_text, checkpoint_root
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +242,7 @@ def commit_directory(
         ValueError: ``step`` is invalid, or there are no files to commit.
     """
     step = check_step(step)
+    root = as_text(root)  # type: ignore[assignment]  # a pathlib.Path is a path too
     if not isinstance(root, str) or not root.strip():
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
     root = _root(root)
