@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 StateLike = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
+MANY_FILES = 256
+"""More state keys (one file each) than this are warned about once: a dict of arrays is one file."""
+
 
 class Saver:
     """Decides when to save and saves; see :class:`~kfp_spot.trainer.CheckpointManager`.
@@ -74,6 +77,7 @@ class Saver:
         self.closed = False  # the manager was closed: saves are written before they return
         self._ranked_seen = False  # a save recorded the metric keep_best ranks by
         self._ranked_told = False
+        self._told_many = False  # a state of more than MANY_FILES keys was warned about
         # One save at a time: saves from two threads interleaved their files, their retention
         # deleted each other's steps mid-write (committed with files missing) and joined a
         # thread not started yet.
@@ -212,6 +216,16 @@ class Saver:
             if committed is not False:
                 return committed
         files, index = adapters.encode_state(state, allow_pickle=self.allow_pickle)
+        if len(files) > MANY_FILES and not self._told_many:
+            self._told_many = True
+            log.warning(
+                "the state has %d keys, and each is a file of its own: a save writes %d files "
+                "(one upload each on gs://), which a save on the preemption notice may not "
+                "finish in time; put small arrays under one key as a dict of arrays, which is "
+                "stored as one .npz ({'params': {'layer1/W': ..., ...}})",
+                len(files),
+                len(files),
+            )
         metadata = {
             "state": index,
             checkpoints.STATE_FORMAT_KEY: checkpoints.STATE_FORMAT,

@@ -690,3 +690,22 @@ def test_a_save_retention_deletes_at_once_is_warned_of(
             ckpt.save(step, {"x": step})
         ckpt.wait()
     assert not [r for r in caplog.records if "deleted right after" in r.getMessage()]
+
+
+def test_a_state_of_many_small_keys_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A model's parameters given one key each: hundreds of files per save (one upload each on
+    # gs://), which a save on the notice may not finish, where one dict of arrays is one .npz.
+    from kfp_spot.trainer.saving import MANY_FILES
+
+    params = {f"layer{i}": np.ones(2) for i in range(MANY_FILES + 1)}
+    ckpt = _manager(tmp_path, keep_last=1)
+    with caplog.at_level(logging.WARNING, logger="kfp_spot.trainer"):
+        ckpt.save(1, params)
+        ckpt.save(2, params)
+        ckpt.save(3, {"params": params})  # one .npz
+    told = [r.getMessage() for r in caplog.records if "each is a file of its own" in r.getMessage()]
+    assert len(told) == 1 and f"{MANY_FILES + 1} keys" in told[0]
+    restored = ckpt.restore()
+    assert restored is not None and len(restored.state["params"]) == MANY_FILES + 1
