@@ -195,7 +195,9 @@ def check_writable(root: str, what: str = "root") -> None:
             raise
         reason = f"cannot be created: {exc.strerror}"
     else:
-        writable = os.access(local, os.W_OK | os.X_OK)
+        # Cloud Storage FUSE decides writes itself, whatever mode bits it shows: not judged.
+        fuse = local.startswith(f"{fs.GCS_MOUNT_ROOT}/")
+        writable = fuse or os.access(local, os.W_OK | os.X_OK)
         for folder in created:  # innermost first; one another process wrote in stays
             try:
                 os.rmdir(folder)
