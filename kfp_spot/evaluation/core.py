@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from kfp_spot.checkpoints import CheckpointError
 from kfp_spot.evaluation.entry_point import check_entry_point, entry_point_for
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.invoke import run_entry_point
+from kfp_spot.evaluation.metric_values import as_metadata
 from kfp_spot.evaluation.selection import (
     Selection,
     materialize_step,
@@ -106,7 +106,7 @@ class EvaluationResult:
 
     def metrics_metadata(self) -> dict[str, Any]:
         """The Metrics artifact's metadata: the metrics plus what was evaluated and the verdict."""
-        out: dict[str, Any] = {k: _finite_or_text(v) for k, v in self.metrics.items()}
+        out: dict[str, Any] = {k: as_metadata(v) for k, v in self.metrics.items()}
         out.update(
             checkpoint_step=self.step,
             checkpoint_manifest_sha256=self.manifest_digest,
@@ -125,11 +125,6 @@ class EvaluationResult:
             "annotationSpecs": [{"displayName": label} for label in self.confusion_matrix.labels],
             "rows": [{"row": list(row)} for row in self.confusion_matrix.matrix],
         }
-
-
-def _finite_or_text(value: float) -> float | str:
-    # Artifact metadata is JSON/protobuf Struct: NaN and infinities do not survive it as numbers.
-    return value if math.isfinite(value) else str(value)
 
 
 def _check_inputs(

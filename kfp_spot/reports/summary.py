@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kfp_spot import accounting
 from kfp_spot.accounting import EndReason, RegionSummary, ServingSummary, Summary, usd
+from kfp_spot.evaluation.metric_values import as_number
 from kfp_spot.reports.run import RunData
 
 
@@ -328,11 +329,9 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
 
 def _metric_lines(run: RunData) -> list[str]:
     """The evaluation metrics' table (none without numeric metrics)."""
-    numeric = {
-        k: v
-        for k, v in run.metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
+    # NaN and infinities are kept as text ("nan"): a NaN loss is why a gate failed, so it shows.
+    values = {k: as_number(v) for k, v in run.metrics.items()}
+    numeric = {k: v for k, v in values.items() if v is not None}
     if not numeric:
         return []
     lines = ["", "## Evaluation metrics", "", "| Metric | Value |", "| --- | --- |"]

@@ -125,3 +125,35 @@ def test_a_final_save_without_metrics_is_not_marked_as_deleted_by_retention(tmp_
     labels = {ln.get_label(): len(ln.get_xdata()) for ln in metric_ax.lines}
     assert "commit whose train_loss\nretention deleted" not in labels
     assert labels["commit saved without train_loss"] == 1
+
+
+@pytest.mark.parametrize("evaluated_only", [False, True])
+def test_a_nan_or_infinite_evaluation_metric_is_listed_not_dropped(tmp_path: Path, evaluated_only):
+    # The evaluation keeps a NaN or infinite metric as text ("nan"): artifact metadata holds no
+    # such number. A NaN loss is why a gate failed; report.md left it out of its table.
+    from kfp_spot.reports import render_markdown, run_from_json, summarize
+
+    doc: dict[str, Any] = {
+        "outcome": "SUCCEEDED",
+        "metrics": {
+            "val_loss": "nan",
+            "r2": "-inf",
+            "accuracy": 0.5,
+            "checkpoint_step": 3,
+            "checkpoint_uri": "gs://b/ckpt",
+            "passed": False,
+        },
+    }
+    if evaluated_only:
+        doc["evaluated_checkpoint"] = {"uri": "gs://b/ckpt", "step": 3}
+    run = run_from_json(tmp_path, doc)
+    markdown = render_markdown(run, summarize(run))
+    table = markdown.split("## Evaluation metrics", 1)[1]
+    rows = re.findall(r"^\| (\S+) \| (\S+) \|$", table, re.MULTILINE)
+    assert rows[2:] == [
+        ("accuracy", "0.5"),
+        ("checkpoint_step", "3"),
+        ("r2", "-inf"),
+        ("val_loss", "nan"),
+    ], table
+    assert "| Quality gate | failed |" in markdown
