@@ -15,14 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kfp_spot.evaluation.component import component_entry
-    from kfp_spot.evaluation.core import (
-        ConfusionMatrix,
-        EvaluationResult,
-        ThresholdCheck,
-        evaluate,
-    )
+    from kfp_spot.evaluation.core import EvaluationResult, ThresholdCheck, evaluate
     from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
     from kfp_spot.evaluation.report import render as render_report
+    from kfp_spot.evaluation.result import ConfusionMatrix
     from kfp_spot.evaluation.selection import StepRequest, parse_step
     from kfp_spot.evaluation.thresholds import Threshold, parse_thresholds
 
@@ -44,7 +40,7 @@ __all__ = [
 # name -> (module, attribute)
 _HOMES = {
     "component_entry": ("component", "component_entry"),
-    "ConfusionMatrix": ("core", "ConfusionMatrix"),
+    "ConfusionMatrix": ("result", "ConfusionMatrix"),
     "EvaluationResult": ("core", "EvaluationResult"),
     "ThresholdCheck": ("core", "ThresholdCheck"),
     "evaluate": ("core", "evaluate"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,10 @@ from kfp_spot.evaluation.entry_point import check_entry_point, entry_point_for
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
 from kfp_spot.evaluation.invoke import run_entry_point
 from kfp_spot.evaluation.metric_values import as_metadata
+from kfp_spot.evaluation.result import (
+    ConfusionMatrix,
+    parse_result,
+)
 from kfp_spot.evaluation.selection import (
     Selection,
     materialize_step,
@@ -32,26 +35,8 @@ from kfp_spot.vertex.storage import check_checkpoint_uri
 
 log = logging.getLogger(__name__)
 
-CONFUSION_MATRIX_KEY = "confusion_matrix"
-# Facts the evaluator adds to the Metrics artifact; a metric of the same name would be ambiguous.
-RESERVED_METRICS = (
-    "checkpoint_step",
-    "checkpoint_manifest_sha256",
-    "checkpoint_uri",
-    "checkpoint_layout",
-    "checkpoint_verified",
-    "passed",
-)
 FOREIGN_INPUT = "allow_foreign_layout"
 """The input that evaluates a directory without kfp-spot manifests as it is."""
-
-
-@dataclass(frozen=True)
-class ConfusionMatrix:
-    """A confusion matrix: ``matrix[i][j]`` counts true ``labels[i]`` predicted as ``labels[j]``."""
-
-    labels: tuple[str, ...]
-    matrix: tuple[tuple[float, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -152,63 +137,6 @@ def _check_inputs(
     except (TypeError, ValueError) as exc:
         raise EvaluationInputError("params", f"must be JSON-serialisable: {exc}") from exc
     return checkpoint_uri.strip().rstrip("/"), uris, dict(params)
-
-
-def _parse_result(entry_point: str, result: Any) -> tuple[dict[str, float], ConfusionMatrix | None]:
-    if not isinstance(result, dict):
-        raise EvaluationError(
-            f"{entry_point} returned {type(result).__name__}; it must return a dict of metric "
-            "name -> number (optionally with 'confusion_matrix')"
-        )
-    metrics: dict[str, float] = {}
-    matrix = None
-    for key, value in result.items():
-        if key == CONFUSION_MATRIX_KEY:
-            matrix = _parse_confusion_matrix(entry_point, value)
-            continue
-        if not key.strip():
-            raise EvaluationError(
-                f"{entry_point} returned a metric with an empty name ({key!r}); name each metric"
-            )
-        if key in RESERVED_METRICS:
-            raise EvaluationError(
-                f"{entry_point} returned a metric named {key!r}, which the evaluator reports "
-                "itself; rename it"
-            )
-        huge = isinstance(value, int) and abs(value) > sys.float_info.max  # beyond a float
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or huge:
-            shown = f"an integer of {len(str(abs(value)))} digits" if huge else repr(value)
-            raise EvaluationError(
-                f"{entry_point} returned metric {key!r} = {shown}, which is not a number"
-                + (" a metric can hold (a float: at most about 1.8e308)" if huge else "")
-                + (
-                    ": a bool; return float(...) of it (1.0 or 0.0) to report or gate on it"
-                    if isinstance(value, bool)
-                    else ""
-                )
-            )
-        metrics[key] = float(value)
-    return metrics, matrix
-
-
-def _parse_confusion_matrix(entry_point: str, value: Any) -> ConfusionMatrix:
-    problem = (
-        f"{entry_point} returned a malformed {CONFUSION_MATRIX_KEY!r}: expected "
-        '{"labels": [n names], "matrix": [n rows of n numbers]}'
-    )
-    if not isinstance(value, dict) or "labels" not in value or "matrix" not in value:
-        raise EvaluationError(problem)
-    labels, rows = value["labels"], value["matrix"]
-    if not isinstance(labels, list) or not isinstance(rows, list) or len(rows) != len(labels):
-        raise EvaluationError(problem)
-    if len(set(map(str, labels))) != len(labels):
-        raise EvaluationError(f"{problem} (labels repeat)")
-    for row in rows:
-        if not isinstance(row, list) or len(row) != len(labels):
-            raise EvaluationError(problem)
-        if any(isinstance(c, bool) or not isinstance(c, (int, float)) for c in row):
-            raise EvaluationError(problem)
-    return ConfusionMatrix(tuple(map(str, labels)), tuple(tuple(row) for row in rows))
 
 
 def _foreign_error(root: str, found: Any) -> EvaluationInputError:
@@ -341,7 +269,7 @@ def evaluate(
         started = time.monotonic()
         raw = run_entry_point(python, entry_point, local_dir, params_dict, timeout_s, hint)
         seconds = time.monotonic() - started
-    metrics, matrix = _parse_result(entry_point, raw)
+    metrics, matrix = parse_result(entry_point, raw)
     checks = []
     for threshold in wanted:
         if threshold.metric not in metrics:

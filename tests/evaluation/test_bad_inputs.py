@@ -269,3 +269,57 @@ def test_a_result_whose_keys_collide_as_json_text_is_refused_not_one_value_dropp
     with pytest.raises(TypeError, match="same key"):
         to_jsonable({"per_class": {0: 0.5, "0": 0.7}})
     assert to_jsonable({"per_class": {0: 0.5, 1: 0.7}}) == {"per_class": {"0": 0.5, "1": 0.7}}
+
+
+def _result_error(result):
+    """The error the evaluator gives for ``result`` returned by the entry point (in-process)."""
+    from kfp_spot.evaluation.result import parse_result
+
+    with pytest.raises(EvaluationError) as info:
+        parse_result(ENTRY, result)
+    return str(info.value)
+
+
+def test_every_value_that_is_no_metric_is_named_at_once_with_what_to_return():
+    # Before, the first one only: a user fixed it, waited for the whole evaluation again, and
+    # met the next. A nested dict, None and a list each say what to return instead.
+    lines = _result_error(
+        {"val": {"mse": 0.1}, "auc": None, "per_class": [0.9, 0.8], "accuracy": 0.9}
+    ).splitlines()
+    assert lines == [
+        f"{ENTRY} returned metric 'val' = {{'mse': 0.1}}, which is not a number: a mapping; "
+        "return each number in it as a metric of its own name (e.g. 'val/mse')",
+        f"{ENTRY} returned metric 'auc' = None, which is not a number: None; return a number "
+        "(float('nan') for one that could not be computed: it is reported, and fails any "
+        "threshold on it)",
+        f"{ENTRY} returned metric 'per_class' = [0.9, 0.8], which is not a number: a list; return "
+        "one number per metric (e.g. its mean, or one metric per item)",
+    ]
+
+
+def test_an_entry_point_returning_none_is_asked_whether_it_lacks_a_return():
+    assert _result_error(None) == (
+        f"{ENTRY} returned None (does it end without a return?); it must return a dict of "
+        "metric name -> number (optionally with 'confusion_matrix')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cell", "shown"),
+    [(math.nan, "nan"), (math.inf, "inf"), (10**400, "an integer of 401 digits")],
+    ids=["nan", "inf", "huge"],
+)
+def test_a_confusion_matrix_cell_that_is_no_finite_number_is_refused_naming_it(cell, shown):
+    # kfp.local wrote it into the ClassificationMetrics metadata as bare NaN/Infinity, which the
+    # KFP backend's launcher on Vertex AI refuses: the task failed there after its whole work.
+    error = _result_error(
+        {
+            "accuracy": 0.5,
+            "confusion_matrix": {"labels": ["cat", "dog"], "matrix": [[5, 0], [cell, 7]]},
+        }
+    )
+    assert error.endswith(
+        f": matrix[1][0] (true 'dog', predicted 'cat') is {shown}; every cell must be a finite "
+        "number (a count, or a rate), as ClassificationMetrics metadata on Vertex AI Pipelines "
+        "must hold"
+    ), error
