@@ -10,9 +10,31 @@ from __future__ import annotations
 import re
 
 # Names where smaller is better: ending in one of these, or holding one as a word (``rmse_val``,
-# ``mse-test``, ``loss/valid``).
-MIN_SUFFIXES = ("loss", "error", "err", "mse", "mae", "rmse", "perplexity")
-MIN_WORDS = frozenset({*MIN_SUFFIXES, "mape", "smape", "msle", "rmsle", "nll", "wer", "cer", "ppl"})
+# ``mse-test``, ``loss/valid``). Frameworks' own loss names among them: Keras's
+# ``sparse_categorical_crossentropy``, ``kl_divergence``, ``hinge``, ``logcosh``, ``huber``;
+# XGBoost's ``poisson-nloglik``, ``gamma-deviance``, ``mphe``; scikit-learn's
+# ``mean_poisson_deviance``, ``brier_score``.
+MIN_SUFFIXES = (
+    "loss",
+    "error",
+    "err",
+    "mse",
+    "mae",
+    "rmse",
+    "perplexity",
+    "crossentropy",
+    "divergence",
+    "deviance",
+    "nloglik",
+    "hinge",
+)
+MIN_WORDS = frozenset(
+    {
+        *MIN_SUFFIXES,
+        *("mape", "smape", "msle", "rmsle", "nll", "wer", "cer", "ppl"),
+        *("kld", "logcosh", "huber", "mphe", "brier"),
+    }
+)
 
 
 def smaller_is_better(metric: str) -> bool:

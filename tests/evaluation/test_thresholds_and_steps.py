@@ -67,10 +67,26 @@ def test_anything_else_is_refused_or_parsed_to_a_number(text):
         ("best:mape", "best", None, "mape", "min"),
         ("best:r2_val", "best", None, "r2_val", "max"),
         ("best:errand_rate", "best", None, "errand_rate", "max"),  # a word, not a suffix
+        # Frameworks' own loss names: best: picked the step with the largest loss.
+        ("best:val_sparse_categorical_crossentropy", "best", None, None, "min"),
+        ("best:binary_crossentropy", "best", None, None, "min"),
+        ("best:kl_divergence", "best", None, None, "min"),
+        ("best:kld", "best", None, None, "min"),
+        ("best:squared_hinge", "best", None, None, "min"),
+        ("best:logcosh", "best", None, None, "min"),
+        ("best:huber", "best", None, None, "min"),
+        ("best:validation_0-poisson-nloglik", "best", None, None, "min"),
+        ("best:validation_1-gamma-deviance", "best", None, None, "min"),
+        ("best:validation_0-mphe", "best", None, None, "min"),
+        ("best:mean_poisson_deviance", "best", None, None, "min"),
+        ("best:brier_score", "best", None, None, "min"),
+        ("best:cosine_similarity", "best", None, None, "max"),
+        ("best:validation_0-aucpr", "best", None, None, "max"),
     ],
 )
 def test_step_forms(text, kind, step, metric, mode):
     request = parse_step(text)
+    metric = text.removeprefix("best:").partition(":")[0] if metric is None else metric
     assert (request.kind, request.step, request.metric) == (kind, step, metric)
     if kind == "best":
         assert request.mode == mode
@@ -107,7 +123,12 @@ def test_best_by_a_metric_nobody_recorded_lists_only_the_trainings_metrics(tmp_p
 
 @pytest.mark.parametrize(
     ("metric", "bound", "fix"),
-    [("rmse", 0.2, "<=0.2"), ("val_loss", "0.3", "<=0.3"), ("mae_test", 5, "<=5")],
+    [
+        ("rmse", 0.2, "<=0.2"),
+        ("val_loss", "0.3", "<=0.3"),
+        ("mae_test", 5, "<=5"),
+        ("val_categorical_crossentropy", 0.4, "<=0.4"),
+    ],
 )
 def test_a_bound_without_operator_on_a_smaller_is_better_metric_is_refused(metric, bound, fix):
     # Before: {"rmse": 0.2} meant rmse >= 0.2, a gate that passed only the worse models.
