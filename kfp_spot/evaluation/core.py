@@ -7,7 +7,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,46 @@ def _check_inputs(
     except (TypeError, ValueError) as exc:
         raise EvaluationInputError("params", f"must be JSON-serialisable: {exc}") from exc
     return checkpoint_uri.strip().rstrip("/"), uris, dict(params)
+
+
+def _meant(name: str, returned: Iterable[str]) -> str:
+    """A returned metric's name close to ``name`` (its prefix, its case, a typo); else ``""``."""
+    import difflib
+
+    returned = list(returned)
+    lowered = name.lower()
+    close = [r for r in returned if r.lower().startswith(lowered) or lowered.startswith(r.lower())]
+    close = close or difflib.get_close_matches(name, returned, n=1)
+    return close[0] if close else ""
+
+
+def check_thresholds(
+    entry_point: str, wanted: Sequence[Threshold], metrics: Mapping[str, float]
+) -> list[ThresholdCheck]:
+    """Each threshold held against the metric it names.
+
+    Raises:
+        EvaluationInputError: naming ``thresholds``, every metric they name that the entry point
+            did not return (a close name it did return suggested), and what it returned, with
+            the values, which the failed evaluation outputs nowhere else.
+    """
+    missing = list(dict.fromkeys(t.metric for t in wanted if t.metric not in metrics))
+    if missing:
+        names = ", ".join(map(repr, missing))
+        returned = ", ".join(f"{k}={v:.6g}" for k, v in sorted(metrics.items()))
+        meant = [
+            f"{close!r}" + (f" for {name!r}" if len(missing) > 1 else "")
+            for name in missing
+            if (close := _meant(name, metrics))
+        ]
+        raise EvaluationInputError(
+            "thresholds",
+            f"{'metric' if len(missing) == 1 else 'metrics'} {names} "
+            f"{'is' if len(missing) == 1 else 'are'} not among what {entry_point} returned "
+            f"({returned or 'no metrics'})"
+            + (f"; did you mean {', '.join(meant)}?" if meant else ""),
+        )
+    return [ThresholdCheck(t, metrics[t.metric], t.check(metrics[t.metric])) for t in wanted]
 
 
 def _foreign_error(root: str, found: Any) -> EvaluationInputError:
@@ -270,16 +310,7 @@ def evaluate(
         raw = run_entry_point(python, entry_point, local_dir, params_dict, timeout_s, hint)
         seconds = time.monotonic() - started
     metrics, matrix = parse_result(entry_point, raw)
-    checks = []
-    for threshold in wanted:
-        if threshold.metric not in metrics:
-            raise EvaluationInputError(
-                "thresholds",
-                f"metric {threshold.metric!r} is not among what {entry_point} returned "
-                f"({', '.join(sorted(metrics)) or 'no metrics'})",
-            )
-        value = metrics[threshold.metric]
-        checks.append(ThresholdCheck(threshold, value, threshold.check(value)))
+    checks = check_thresholds(entry_point, wanted, metrics)
     return EvaluationResult(
         checkpoint_uri=root,
         step=manifest.step if manifest else -1,

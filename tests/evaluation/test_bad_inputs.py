@@ -5,7 +5,7 @@ import math
 import pytest
 
 from kfp_spot.checkpoints import CheckpointError
-from kfp_spot.evaluation import EvaluationError, EvaluationInputError, evaluate
+from kfp_spot.evaluation import EvaluationError, EvaluationInputError, evaluate, parse_thresholds
 from tests.evaluation.conftest import write_checkpoint
 
 ENTRY = "tinytrainer.evaluate:evaluate"
@@ -323,3 +323,31 @@ def test_a_confusion_matrix_cell_that_is_no_finite_number_is_refused_naming_it(c
         "number (a count, or a rate), as ClassificationMetrics metadata on Vertex AI Pipelines "
         "must hold"
     ), error
+
+
+def test_thresholds_on_metrics_not_returned_are_named_at_once_with_what_was_returned():
+    # Before: the first one only, and the returned values nowhere (the failed task outputs no
+    # metrics), after the whole evaluation.
+    from kfp_spot.evaluation.core import check_thresholds
+
+    returned = {"accuracy": 0.93, "val_mse": 0.01, "r2": float("nan")}
+    with pytest.raises(EvaluationInputError) as info:
+        check_thresholds(
+            ENTRY,
+            parse_thresholds({"acc": 0.9, "f1": ">=0.5", "r2": 0.5, "val_mae": "<=3"}),
+            returned,
+        )
+    assert str(info.value) == (
+        f"thresholds: metrics 'acc', 'f1', 'val_mae' are not among what {ENTRY} returned "
+        "(accuracy=0.93, r2=nan, val_mse=0.01); did you mean 'accuracy' for 'acc', 'val_mse' for "
+        "'val_mae'?"
+    )
+    with pytest.raises(EvaluationInputError) as info:
+        check_thresholds(ENTRY, parse_thresholds({"Accuracy": 0.9}), returned)
+    assert str(info.value).endswith(
+        "(accuracy=0.93, r2=nan, val_mse=0.01); did you mean 'accuracy'?"
+    )
+    checks = check_thresholds(ENTRY, parse_thresholds({"accuracy": 0.95, "r2": 0.5}), returned)
+    first = checks[0]
+    assert (str(first.threshold), first.value, first.passed) == ("accuracy >= 0.95", 0.93, False)
+    assert not checks[1].passed  # NaN never passes
