@@ -188,11 +188,20 @@ def select_step(
         manifest, local = load(target)
         return Selection(manifest, local, rule)
     except CheckpointCorruptError as exc:
+        committed = _committed_list(root)
+        if committed == "none":  # neither a step number nor the fallback would find one
+            raise CheckpointCorruptError(
+                f"the {'latest' if request.kind == 'latest' else 'requested'} checkpoint "
+                f"step-{target} under {root} is torn or corrupted: {exc}. No step there is "
+                "committed (none has a sealed manifest.json: the job stopped before its first "
+                "save completed, or its code wrote step directories without committing them): "
+                "nothing to evaluate"
+            ) from exc
         if not fallback_to_previous:
             raise CheckpointCorruptError(
                 f"the {'latest' if request.kind == 'latest' else 'requested'} checkpoint "
                 f"step-{target} under {root} is torn or corrupted: {exc}. Committed steps: "
-                f'{_committed_list(root)}. Evaluate one of them with step="N", or set '
+                f'{committed}. Evaluate one of them with step="N", or set '
                 "fallback_to_previous to use the newest earlier one."
             ) from exc
         skipped = [(target, str(exc))]

@@ -145,3 +145,32 @@ def test_a_bound_without_operator_still_means_at_least_elsewhere():
     ]
     (explicit,) = parse_thresholds({"rmse": "<=0.2"})
     assert (explicit.op, explicit.bound) == ("<=", 0.2)
+
+
+@pytest.mark.parametrize("step", ["latest", "5"])
+@pytest.mark.parametrize("fallback", [False, True])
+def test_a_root_with_no_committed_step_says_so_instead_of_asking_for_one(tmp_path, step, fallback):
+    # Before: "Committed steps: none. Evaluate one of them with step="N", or set
+    # fallback_to_previous", advice that cannot work when no step was ever committed.
+    from kfp_spot.checkpoints import CheckpointCorruptError
+    from kfp_spot.evaluation.selection import materialize_step, select_step
+
+    root = tmp_path / "ckpt"
+    for n in (5, 10):  # step directories a job wrote without committing them
+        (root / f"step-{n}").mkdir(parents=True)
+        (root / f"step-{n}" / "w.bin").write_bytes(b"x")
+    with pytest.raises(CheckpointCorruptError) as info:
+        select_step(
+            str(root),
+            parse_step(step),
+            latest_hint=None,
+            fallback_to_previous=fallback,
+            load=lambda n: materialize_step(str(root), n, tmp_path),
+        )
+    text = str(info.value)
+    assert text.endswith(
+        "No step there is committed (none has a sealed manifest.json: the job stopped before its "
+        "first save completed, or its code wrote step directories without committing them): "
+        "nothing to evaluate"
+    ), text
+    assert "fallback_to_previous" not in text and 'step="N"' not in text
