@@ -67,6 +67,10 @@ def run_entry_point(
             raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
         for line in proc.stdout.splitlines():
             log.info("evaluate: %s", line)
+        # Its warnings (a library's, warnings.warn, logging) go to stderr: kept in the task's
+        # log whatever the outcome, not only the last lines of a failure.
+        for line in proc.stderr.splitlines():
+            log.info("evaluate (stderr): %s", line)
         tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
         if proc.returncode == runner.EXIT_ENTRY_POINT:  # the runner's line names the field
             raise EvaluationInputError("entry_point", tail.removeprefix("entry_point: ") + hint)

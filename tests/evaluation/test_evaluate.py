@@ -56,6 +56,23 @@ def test_params_reach_the_entry_point(ckpt, package, env_cache):
     assert result.metrics["accuracy"] == pytest.approx(0.45)
 
 
+def test_what_the_entry_point_writes_to_stderr_reaches_the_log_when_it_succeeds(
+    ckpt, package, env_cache, caplog
+):
+    # Before: stderr was read only for a failure's last lines; a library's warnings (a metric
+    # ill-defined, a deprecation) were dropped from a run that succeeded.
+    with caplog.at_level("INFO", logger="kfp_spot.evaluation.invoke"):
+        result = run(ckpt, package, env_cache, params={"warn": True})
+    assert result.metrics["accuracy"] == pytest.approx(0.9)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(
+        line.startswith("evaluate (stderr): ")
+        and line.endswith("UserWarning: the held-out split has 3 examples")
+        for line in lines
+    ), lines
+    assert "evaluate: evaluating step 30 from " in "\n".join(lines)
+
+
 def test_torn_latest_checkpoint_is_an_error_that_says_so(ckpt, package, env_cache):
     (ckpt / "step-30" / "manifest.json").unlink()
     with pytest.raises(CheckpointCorruptError, match=r"latest checkpoint step-30 .* torn"):

@@ -45,6 +45,10 @@ def evaluate(checkpoint_dir, params):
     with open(os.path.join(checkpoint_dir, "model.json")) as handle:
         model = json.load(handle)
     print(f"evaluating step {model['step']} from {checkpoint_dir}")
+    if params.get("warn"):  # a library's warning, on stderr
+        import warnings
+
+        warnings.warn("the held-out split has 3 examples", stacklevel=1)
     if params.get("fail"):
         raise RuntimeError("the evaluation data set is missing")
     if "exit" in params:  # as a script's habit: sys.exit(status)
