@@ -116,8 +116,8 @@ def value_problems(values: Mapping[str, Any]) -> list[str]:
 
         try:
             parse_thresholds(thresholds)
-        except EvaluationInputError as exc:
-            problems.append(str(exc))
+        except EvaluationInputError as exc:  # a line per bad bound: each a problem of its own
+            problems.extend(str(exc).splitlines())
     return problems
 
 

@@ -671,6 +671,19 @@ def test_bad_params_are_one_refusal_naming_each_and_the_module_a_path_meant():
     ]
 
 
+def test_every_bad_bound_of_the_gate_is_a_problem_of_its_own():
+    texts = {"thresholds": '{"accuracy": "=>0.9", "mse": 0.1}'}
+    with pytest.raises(local.LocalRunError) as info:
+        local.parse_arguments(spot_training, texts)
+    assert str(info.value).splitlines() == [
+        "2 problems, found before the run started:",
+        "  thresholds['accuracy']: '=>0.9' is not a bound; use a number (meaning >=) or a string "
+        'like ">=0.9", "<=0.5", ">0", "==1"',
+        "  thresholds['mse']: 0.1 has no operator, and a bound without one means >=, but a "
+        'smaller mse is better: write "<=0.1" (or ">=0.1" if at least that is meant)',
+    ]
+
+
 def test_a_bad_param_comes_with_the_sources_problems_on_the_command_line(
     tmp_path, regressor, capfd
 ):

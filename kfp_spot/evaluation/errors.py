@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class EvaluationInputError(ValueError):
     """An input of the evaluation is invalid.
@@ -13,6 +15,15 @@ class EvaluationInputError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(f"{field}: {message}")
         self.field = field
+
+    @classmethod
+    def several(cls, field: str, errors: Sequence[EvaluationInputError]) -> EvaluationInputError:
+        """One error for every problem found in ``field``: a line each, naming its own field."""
+        if len(errors) == 1:
+            return errors[0]
+        error = cls(field, "")
+        error.args = ("\n".join(map(str, errors)),)
+        return error
 
 
 class EvaluationError(RuntimeError):

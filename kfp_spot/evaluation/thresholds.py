@@ -80,24 +80,38 @@ def parse_thresholds(thresholds: Mapping[str, Any] | None) -> list[Threshold]:
         raise EvaluationInputError(
             "thresholds", f"must be a mapping of metric -> bound, got {type(thresholds).__name__}"
         )
-    out = []
+    out: list[Threshold] = []
+    problems: list[EvaluationInputError] = []
     for metric, bound in thresholds.items():
-        if not isinstance(metric, str) or not metric.strip():
-            raise EvaluationInputError("thresholds", f"metric name {metric!r} is empty")
-        field = f"thresholds[{metric!r}]"
-        if isinstance(bound, bool):
-            raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
-        if isinstance(bound, (int, float)):
-            if not math.isfinite(bound):
-                raise EvaluationInputError(field, f"{bound} is not a bound; use {_VALID}")
-            out.append(_implicit(field, metric, bound, float(bound)))
-            continue
-        if not isinstance(bound, str):
-            raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
-        match = _BOUND_RE.fullmatch(bound)
-        value = _number(match.group(2)) if match else None
-        if match is None or value is None:
-            raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
-        op = match.group(1)
-        out.append(Threshold(metric, op, value) if op else _implicit(field, metric, bound, value))
+        try:
+            out.append(_parse_one(metric, bound))
+        except EvaluationInputError as exc:  # every bad bound named at once, not one per run
+            problems.append(exc)
+    if problems:
+        raise EvaluationInputError.several("thresholds", problems)
     return out
+
+
+def _parse_one(metric: Any, bound: Any) -> Threshold:
+    """One metric's bound.
+
+    Raises:
+        EvaluationInputError: naming the metric, when its bound is not valid.
+    """
+    if not isinstance(metric, str) or not metric.strip():
+        raise EvaluationInputError("thresholds", f"metric name {metric!r} is empty")
+    field = f"thresholds[{metric!r}]"
+    if isinstance(bound, bool):
+        raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+    if isinstance(bound, (int, float)):
+        if not math.isfinite(bound):
+            raise EvaluationInputError(field, f"{bound} is not a bound; use {_VALID}")
+        return _implicit(field, metric, bound, float(bound))
+    if not isinstance(bound, str):
+        raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+    match = _BOUND_RE.fullmatch(bound)
+    value = _number(match.group(2)) if match else None
+    if match is None or value is None:
+        raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+    op = match.group(1)
+    return Threshold(metric, op, value) if op else _implicit(field, metric, bound, value)

@@ -174,3 +174,18 @@ def test_a_root_with_no_committed_step_says_so_instead_of_asking_for_one(tmp_pat
         "nothing to evaluate"
     ), text
     assert "fallback_to_previous" not in text and 'step="N"' not in text
+
+
+def test_every_bad_bound_is_named_at_once():
+    # Before: the first only; the next surfaced on the next try (on Vertex AI, after a training).
+    with pytest.raises(EvaluationInputError) as caught:
+        parse_thresholds({"accuracy": "=>0.9", "f1": ">=0.5", "val_mse": 0.1, "r2": [0.9]})
+    assert caught.value.field == "thresholds"
+    assert str(caught.value).splitlines() == [
+        "thresholds['accuracy']: '=>0.9' is not a bound; use a number (meaning >=) or a string "
+        'like ">=0.9", "<=0.5", ">0", "==1"',
+        "thresholds['val_mse']: 0.1 has no operator, and a bound without one means >=, but a "
+        'smaller val_mse is better: write "<=0.1" (or ">=0.1" if at least that is meant)',
+        "thresholds['r2']: [0.9] is not a bound; use a number (meaning >=) or a string like "
+        '">=0.9", "<=0.5", ">0", "==1"',
+    ]
