@@ -14,7 +14,7 @@ from typing import Any
 from kfp_spot import accounting
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.reports import run_from_json
-from kfp_spot.reports.run import evaluated_text
+from kfp_spot.reports.evaluations import evaluated_text
 from kfp_spot.reports.summary import NO_TRAINING, percent, preemptions_text
 from kfp_spot.reports.summary import summarize as summarize_run
 

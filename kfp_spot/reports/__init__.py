@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kfp_spot import fs
-from kfp_spot.reports.run import CheckpointSave, ReportError, RunData, load_run, run_from_json
+from kfp_spot.reports.run import CheckpointSave, RunData, load_run, run_from_json
+from kfp_spot.reports.runfile import ReportError
 from kfp_spot.reports.summary import RunSummary, render_markdown, summarize
 from kfp_spot.reports.timeline import (
     MATPLOTLIB_MODULES,

@@ -21,17 +21,13 @@ from typing import Any
 from kfp_spot import accounting, checkpoints, fs
 from kfp_spot.accounting import Attempt, ReplicaLife
 from kfp_spot.checkpoints import AttemptRecord
+from kfp_spot.reports.evaluations import Evaluation, evaluated_text, evaluations_of
+from kfp_spot.reports.runfile import RUN_FILE, ReportError
 
 log = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
-
 DEFAULT_METRIC = "loss"
 """The metric a report charts when a checkpoint records it (:func:`chart_metric`)."""
-
-
-class ReportError(Exception):
-    """A run directory cannot be reported on; the message names the file and field."""
 
 
 @dataclass(frozen=True)
@@ -70,28 +66,6 @@ class CommitMark:
     resumed_from: bool
 
 
-def evaluated_text(doc: Mapping[str, Any]) -> str:
-    """The checkpoint ``run.json``'s ``evaluated_checkpoint`` names, as reports say it ("": none).
-
-    Its ``step`` null: a directory scored whole, or unknown when the evaluation gave no metrics.
-    """
-    raw = doc.get("evaluated_checkpoint")
-    if raw is None:
-        return ""
-    uri, step = (raw.get("uri"), raw.get("step")) if isinstance(raw, dict) else (None, None)
-    if not uri or not isinstance(uri, str) or type(step) not in (int, type(None)):
-        raise ReportError(
-            f"{RUN_FILE}: 'evaluated_checkpoint' must be an object with 'uri' (a non-empty "
-            f"string) and 'step' (an integer or null), got {raw!r}"
-        )
-    if step is not None:
-        return f"step {step} of {uri}"
-    scored = isinstance(doc.get("metrics"), dict) and "checkpoint_step" in doc["metrics"]
-    if scored:
-        return f"the whole directory of {uri}"
-    return f"{uri}, step unknown (the evaluation gave no metrics)"
-
-
 @dataclass
 class RunData:
     """Everything a report shows about one run.
@@ -109,6 +83,7 @@ class RunData:
         regions: the order of regions the launch was given (``run.json``'s ``regions``; the first
             is the home region), empty when it was given none.
         evaluated: what a run that launched no CustomJob evaluated (:func:`evaluated_text`).
+        evaluations: each task's evaluation, when several tasks evaluated (a sweep).
     """
 
     run_dir: Path
@@ -128,6 +103,7 @@ class RunData:
     job_regions: dict[str, str] = field(default_factory=dict)
     regions: list[str] = field(default_factory=list)
     evaluated: str = ""
+    evaluations: list[Evaluation] = field(default_factory=list)
 
     @property
     def job_name(self) -> str:
@@ -397,4 +373,5 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         job_regions=dict(job_regions),
         regions=list(regions),
         evaluated=evaluated_text(doc),
+        evaluations=evaluations_of(doc),
     )

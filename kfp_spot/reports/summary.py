@@ -132,6 +132,14 @@ def _gate(passed: object) -> str:
     return "-"
 
 
+def _run_gate(run: RunData) -> str:
+    """The run's gate; for a sweep the pipeline returns no verdict of, each evaluation's count."""
+    several = run.evaluations if len(run.evaluations) > 1 else []
+    if run.passed is None and several:
+        return f"{sum(e.passed is True for e in several)} of {len(several)} passed"
+    return _gate(run.passed)
+
+
 def _final(value: float | None) -> str:
     return "-" if value is None else f"{value:.6g}"
 
@@ -256,7 +264,7 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
         f"| Resumed from | {', '.join(f'step {s}' for s in summary.resumed_from) or '-'} |",
         f"| Latest step | {'-' if summary.latest_step is None else summary.latest_step} |",
         f"| Final {_cell(run.metric_name)} | {_final(summary.final_loss)} |",
-        f"| Quality gate | {_gate(run.passed)} |",
+        f"| Quality gate | {_run_gate(run)} |",
         "",
     ]
     if timeline:
@@ -333,9 +341,27 @@ def _metric_lines(run: RunData) -> list[str]:
     values = {k: as_number(v) for k, v in run.metrics.items()}
     numeric = {k: v for k, v in values.items() if v is not None}
     if not numeric:
-        return []
+        return _sweep_lines(run)
     lines = ["", "## Evaluation metrics", "", "| Metric | Value |", "| --- | --- |"]
     return lines + [f"| {_cell(k)} | {v:.6g} |" for k, v in sorted(numeric.items())]
+
+
+def _sweep_lines(run: RunData) -> list[str]:
+    """A sweep's evaluations, a row each (its task, every metric, its gate); none for one."""
+    if len(run.evaluations) < 2:
+        return []
+    rows = [
+        (e, {k: n for k, v in e.metrics.items() if (n := as_number(v)) is not None})
+        for e in run.evaluations
+    ]
+    names = sorted({name for _, numbers in rows for name in numbers})
+    lines = ["", "## Evaluation metrics", ""]
+    lines.append("| Task | " + "".join(f"{_cell(n)} | " for n in names) + "Quality gate |")
+    lines.append("| --- " * (len(names) + 2) + "|")
+    for evaluation, numbers in rows:
+        cells = "".join(f"{numbers[n]:.6g} | " if n in numbers else "- | " for n in names)
+        lines.append(f"| {_cell(evaluation.task)} | {cells}{_gate(evaluation.passed)} |")
+    return lines
 
 
 def _evaluation_only(run: RunData, summary: RunSummary) -> str:
@@ -354,7 +380,7 @@ def _evaluation_only(run: RunData, summary: RunSummary) -> str:
         f"| Finished | {_when(run.finished)} |",
         f"| Training | {NO_TRAINING} |",
         f"| Evaluated | {_cell(run.evaluated)} |",
-        f"| Quality gate | {_gate(run.passed)} |",
+        f"| Quality gate | {_run_gate(run)} |",
     ]
     if summary.serving is not None:
         lines += ["", *_serving_lines(summary.serving)]

@@ -157,3 +157,41 @@ def test_a_nan_or_infinite_evaluation_metric_is_listed_not_dropped(tmp_path: Pat
         ("val_loss", "nan"),
     ], table
     assert "| Quality gate | failed |" in markdown
+
+
+def test_a_sweeps_evaluations_are_each_in_report_md_with_the_gate_count(tmp_path: Path):
+    # run.json keeps a sweep's evaluations as `evaluations` (the pipeline returns none of them):
+    # the printed summary showed each and "N of M passed"; report.md showed no metric and "-".
+    from kfp_spot.reports import ReportError, render_markdown, run_from_json, summarize
+
+    doc: dict[str, Any] = {
+        "outcome": "SUCCEEDED",
+        "metrics": {},
+        "evaluations": [
+            {
+                "task": "for-loop-1-iteration-0/evaluate-checkpoint",
+                "metrics": {
+                    "accuracy": 0.91,
+                    "val_loss": "nan",
+                    "checkpoint_step": 20,
+                    "passed": True,
+                },
+            },
+            {
+                "task": "for-loop-1-iteration-1/evaluate-checkpoint",
+                "metrics": {"accuracy": 0.62, "checkpoint_step": 20, "passed": False},
+            },
+        ],
+    }
+    run = run_from_json(tmp_path, doc)
+    markdown = render_markdown(run, summarize(run))
+    assert "| Quality gate | 1 of 2 passed |" in markdown
+    table = markdown.split("## Evaluation metrics", 1)[1].strip().splitlines()
+    assert table == [
+        "| Task | accuracy | checkpoint_step | val_loss | Quality gate |",
+        "| --- | --- | --- | --- | --- |",
+        "| for-loop-1-iteration-0/evaluate-checkpoint | 0.91 | 20 | nan | passed |",
+        "| for-loop-1-iteration-1/evaluate-checkpoint | 0.62 | 20 | - | failed |",
+    ]
+    with pytest.raises(ReportError, match=r"run.json: 'evaluations' must be a list of objects"):
+        run_from_json(tmp_path, {**doc, "evaluations": [{"task": "t", "metrics": [1]}]})
