@@ -11,9 +11,11 @@ import json
 import logging
 import subprocess
 import tempfile
+import threading
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kfp_spot import envcache
 from kfp_spot.evaluation import runner
@@ -32,6 +34,54 @@ def _stopped(signum: int) -> SystemExit:
     """
     log.warning("signal %d: stopping the evaluation's process", signum)
     return SystemExit(128 + signum)
+
+
+def _pump(stream: IO[str], form: str, kept: deque[str] | None = None) -> None:
+    """Log each line of ``stream`` as it comes (``form`` % line); the last ones go in ``kept``."""
+    for line in stream:
+        line = line.rstrip("\n")
+        log.info(form, line)
+        if kept is not None:
+            kept.append(line)
+
+
+def _run_logged(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float | None, entry_point: str
+) -> tuple[int, list[str]]:
+    """Run ``cmd``, logging its stdout and stderr lines as they come: its status and stderr.
+
+    A long evaluation's progress is in the task's log while it runs, not only once it ended;
+    stderr (a library's warnings, ``warnings.warn``, logging) is logged whatever the outcome.
+    The process is killed when this is interrupted (SIGTERM, SIGINT) or times out.
+
+    Raises:
+        EvaluationError: it did not finish in ``timeout_s`` seconds.
+    """
+    stderr: deque[str] = deque(maxlen=30)  # what a failure shows: its traceback's end
+    with subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = [
+            threading.Thread(target=_pump, args=(proc.stdout, "evaluate: %s"), daemon=True),
+            threading.Thread(
+                target=_pump, args=(proc.stderr, "evaluate (stderr): %s", stderr), daemon=True
+            ),
+        ]
+        for pump in pumps:
+            pump.start()
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            for pump in pumps:
+                pump.join()
+    return returncode, list(stderr)
 
 
 def run_entry_point(
@@ -58,24 +108,14 @@ def run_entry_point(
         cmd += [str(params_path), str(result_path)]
         # the installed packages only, as in the image; not this machine's own settings
         env = environ_for(python, entry_point, envcache.job_environ())
-        try:
-            with cancel_on_signals(_stopped):  # the process must not outlive the task
-                proc = subprocess.run(
-                    cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
-                )
-        except subprocess.TimeoutExpired as exc:
-            raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
-        for line in proc.stdout.splitlines():
-            log.info("evaluate: %s", line)
-        # Its warnings (a library's, warnings.warn, logging) go to stderr: kept in the task's
-        # log whatever the outcome, not only the last lines of a failure.
-        for line in proc.stderr.splitlines():
-            log.info("evaluate (stderr): %s", line)
-        tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
-        if proc.returncode == runner.EXIT_ENTRY_POINT:  # the runner's line names the field
+        env["PYTHONUNBUFFERED"] = "1"  # its prints reach the log as it makes them
+        with cancel_on_signals(_stopped):  # the process must not outlive the task
+            returncode, stderr = _run_logged(cmd, cwd, env, timeout_s, entry_point)
+        tail = "\n".join(stderr).strip()
+        if returncode == runner.EXIT_ENTRY_POINT:  # the runner's line names the field
             raise EvaluationInputError("entry_point", tail.removeprefix("entry_point: ") + hint)
-        if proc.returncode != 0:
+        if returncode != 0:
             raise EvaluationError(
-                f"evaluation with {entry_point} failed (exit {proc.returncode}):\n{tail}"
+                f"evaluation with {entry_point} failed (exit {returncode}):\n{tail}"
             )
         return json.loads(result_path.read_text())

@@ -73,6 +73,33 @@ def test_what_the_entry_point_writes_to_stderr_reaches_the_log_when_it_succeeds(
     assert "evaluate: evaluating step 30 from " in "\n".join(lines)
 
 
+def test_a_long_evaluations_output_reaches_the_log_while_it_runs(
+    ckpt, package, env_cache, tmp_path
+):
+    # Before: its output was logged only once the process ended (and a print without flush sat
+    # in its buffer): a slow evaluation showed nothing in the task's log while it ran. This one
+    # ends only once its line was logged: without streaming it runs into the timeout.
+    import logging
+
+    release = tmp_path / "release"
+
+    class Release(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "evaluate: still evaluating":
+                release.touch()
+
+    logger = logging.getLogger("kfp_spot.evaluation.invoke")
+    handler, level = Release(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        result = run(ckpt, package, env_cache, params={"wait_for": str(release)}, timeout_s=60)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert release.exists() and result.metrics["accuracy"] == pytest.approx(0.9)
+
+
 def test_torn_latest_checkpoint_is_an_error_that_says_so(ckpt, package, env_cache):
     (ckpt / "step-30" / "manifest.json").unlink()
     with pytest.raises(CheckpointCorruptError, match=r"latest checkpoint step-30 .* torn"):

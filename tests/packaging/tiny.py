@@ -45,6 +45,12 @@ def evaluate(checkpoint_dir, params):
     with open(os.path.join(checkpoint_dir, "model.json")) as handle:
         model = json.load(handle)
     print(f"evaluating step {model['step']} from {checkpoint_dir}")
+    if params.get("wait_for"):  # a long evaluation: it ends when the file given appears
+        import time
+
+        print("still evaluating")  # no flush, as a script prints
+        while not os.path.exists(params["wait_for"]):
+            time.sleep(0.01)
     if params.get("warn"):  # a library's warning, on stderr
         import warnings
 
