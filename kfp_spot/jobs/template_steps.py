@@ -140,7 +140,8 @@ def check_evaluate_task(task: TemplateTask) -> None:
         if given.get("entry_point"):
             check_entry_point(given["entry_point"])
     except EvaluationInputError as exc:  # "field: reason", the field as the evaluation names it
-        reason = str(exc).removeprefix(f"{exc.field}: ")
+        # one line per task: several bad bounds (a line each) joined
+        reason = "; ".join(str(exc).removeprefix(f"{exc.field}: ").splitlines())
         raise TemplateTaskError(
             f"task {task.path!r}: evaluate_checkpoint input {exc.field}"
             f"{_given_by(task, exc.field)}: {reason}"

@@ -833,3 +833,26 @@ def test_a_number_in_a_launch_input_is_checked_as_the_run_writes_it(tmp_path):
     for given in ([], ["--param", "epochs=12"]):  # the default (3.0 in the spec) and a value
         result = _submit(path, "--dry-run", *given)
         assert result.exit_code == 0, result.output
+
+
+def test_an_evaluate_task_with_several_bad_bounds_is_still_one_line_naming_each():
+    from kfp_spot.jobs.template_steps import check_evaluate_task
+    from kfp_spot.jobs.template_walk import TemplateTask
+
+    task = TemplateTask(
+        path="condition-1/evaluate-checkpoint",
+        call="evaluate",
+        parameters={"thresholds": {"accuracy": "=>0.9", "val_loss": 0.1}},
+        artifacts=frozenset(),
+        env={},
+        cached=True,
+    )
+    with pytest.raises(TemplateTaskError) as info:
+        check_evaluate_task(task)
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith(
+        "task 'condition-1/evaluate-checkpoint': evaluate_checkpoint input thresholds: "
+        "thresholds['accuracy']: '=>0.9' is not a bound; "
+    ), text
+    assert "; thresholds['val_loss']: 0.1 has no operator" in text
