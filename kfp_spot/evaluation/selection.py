@@ -96,12 +96,15 @@ def metric_of(metadata: Mapping[str, Any], metric: str) -> float | None:
     if metric != checkpoints.STATE_FORMAT_KEY:
         tables.insert(0, metadata)
     for table in tables:
-        if isinstance(table, Mapping) and metric in table:
-            value = table[metric]
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if number and not math.isnan(value):
-                return float(value)
+        if isinstance(table, Mapping) and metric in table and _ranks(value := table[metric]):
+            return float(value)
     return None
+
+
+def _ranks(value: Any) -> bool:
+    """Whether a recorded value ranks: a finite number, as for the trainer's ``keep_best``."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value)
 
 
 def materialize_step(root: str, step: int, workdir: Path) -> tuple[Manifest, Path]:
@@ -257,17 +260,25 @@ def _select_best(
                 for table in (m.metadata.get("metrics"), m.metadata)
                 if isinstance(table, Mapping)
                 and request.metric in table
-                and not isinstance(table[request.metric], (int, float))
+                and not _ranks(table[request.metric])
             ),
             None,
         )
-        if unranked is not None:  # recorded, but as no number: text formatted for a log, say
+        if unranked is not None:  # recorded, but as no number (text formatted for a log) or NaN
+            value = unranked[1]
+            finite = isinstance(value, (int, float)) and not isinstance(value, bool)
             raise EvaluationInputError(
                 "step",
                 f"best:{request.metric}: the committed steps under {root} record "
-                f"{request.metric!r}, but as no number (step {unranked[0]}: {unranked[1]!r}), "
-                "so none ranks; record it as a number (save(..., metrics={"
-                f"{request.metric!r}: float(...)}})) or evaluate a step by number",
+                f"{request.metric!r}, but as no {'finite ' if finite else ''}number (step "
+                f"{unranked[0]}: {value!r}), so none ranks; "
+                + (
+                    "a NaN or infinite value never does (as for the trainer's keep_best): "
+                    "evaluate a step by number"
+                    if finite
+                    else "record it as a number (save(..., metrics={"
+                    f"{request.metric!r}: float(...)}})) or evaluate a step by number"
+                ),
             )
         raise EvaluationInputError(
             "step",

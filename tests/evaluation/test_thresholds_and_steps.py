@@ -189,3 +189,36 @@ def test_every_bad_bound_is_named_at_once():
         "thresholds['r2']: [0.9] is not a bound; use a number (meaning >=) or a string like "
         '">=0.9", "<=0.5", ">0", "==1"',
     ]
+
+
+def test_best_passes_over_an_infinite_value_as_keep_best_does(tmp_path):
+    # A step that logged accuracy=inf (a division by an empty split) was "best:accuracy", the
+    # one step the trainer's keep_best never ranks among the best.
+    from kfp_spot.evaluation.selection import select_step
+
+    root = str(tmp_path / "ckpt")
+    for step, accuracy in ((1, 0.5), (2, math.inf), (3, 0.8)):
+        checkpoints.write_step(
+            root, step, {"m": b"x"}, metadata={"metrics": {"accuracy": accuracy}}
+        )
+
+    def best(metric):
+        return select_step(
+            root,
+            parse_step(f"best:{metric}"),
+            latest_hint=None,
+            fallback_to_previous=False,
+            load=lambda step: (checkpoints.read_manifest(root, step), tmp_path),
+        )
+
+    assert best("accuracy").manifest.step == 3
+    only = str(tmp_path / "only")
+    checkpoints.write_step(only, 4, {"m": b"x"}, metadata={"metrics": {"val_loss": -math.inf}})
+    root = only
+    with pytest.raises(EvaluationInputError) as caught:
+        best("val_loss")
+    assert str(caught.value) == (
+        f"step: best:val_loss: the committed steps under {only} record 'val_loss', but as no "
+        "finite number (step 4: -inf), so none ranks; a NaN or infinite value never does (as for "
+        "the trainer's keep_best): evaluate a step by number"
+    )
