@@ -106,10 +106,6 @@ class LocalRunResult:
         return self.summary
 
 
-_NON_FINITE = ("nan", "inf", "-inf")
-"""How the evaluation's metrics record a NaN or infinite value."""
-
-
 def _outcome(value: object) -> Outcome | None:
     """The pipeline's ``outcome`` output (launch_spot_job's), None when it gave none.
 
@@ -268,12 +264,8 @@ def summarize(result: LocalRunResult) -> str:
     if evaluated:
         lines.append(f"evaluated:          {evaluated}")
     lines += _region_lines(result)
-    shown = {
-        k: float(v) if isinstance(v, str) else v
-        for k, v in result.metrics.items()
-        # NaN and infinities arrive as text (artifact metadata cannot hold them as numbers)
-        if (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in _NON_FINITE
-    }
+    # NaN and infinities arrive as text (artifact metadata cannot hold them as numbers)
+    shown = _numbers(result.metrics)
     several = result.evaluations if not shown and len(result.evaluations) > 1 else []
     lines.append(
         "evaluation:         "
@@ -300,13 +292,17 @@ def summarize(result: LocalRunResult) -> str:
     return "\n".join(lines)
 
 
+def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """An evaluation's metrics that are numbers, as the evaluation keeps them (NaN as text)."""
+    from kfp_spot.evaluation.metric_values import as_number
+
+    values = {k: as_number(v) for k, v in metrics.items()}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _metrics_text(metrics: Mapping[str, Any]) -> str:
     """One evaluation's numbers as the summary shows them, its gate's verdict last."""
-    numbers = {
-        k: float(v) if isinstance(v, str) else v
-        for k, v in metrics.items()
-        if (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in _NON_FINITE
-    }
+    numbers = _numbers(metrics)
     shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(numbers.items())) or "-"
     passed = metrics.get("passed")
     return shown if not isinstance(passed, bool) else f"{shown}; {'passed' if passed else 'failed'}"
