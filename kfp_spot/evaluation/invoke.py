@@ -58,8 +58,14 @@ def _run_logged(
         EvaluationError: it did not finish in ``timeout_s`` seconds.
     """
     stderr: deque[str] = deque(maxlen=30)  # what a failure shows: its traceback's end
-    with subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    with subprocess.Popen(  # bytes no text holds replaced: a pump must never stop reading
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         pumps = [

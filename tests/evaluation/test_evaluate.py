@@ -100,6 +100,13 @@ def test_a_long_evaluations_output_reaches_the_log_while_it_runs(
     assert release.exists() and result.metrics["accuracy"] == pytest.approx(0.9)
 
 
+def test_output_that_is_no_text_does_not_stop_the_evaluation(ckpt, package, env_cache):
+    # Undecodable bytes must not stop the reading of its output: the process would block on a
+    # full pipe, and the evaluation with it.
+    result = run(ckpt, package, env_cache, params={"bytes": True}, timeout_s=60)
+    assert result.metrics["accuracy"] == pytest.approx(0.9)
+
+
 def test_torn_latest_checkpoint_is_an_error_that_says_so(ckpt, package, env_cache):
     (ckpt / "step-30" / "manifest.json").unlink()
     with pytest.raises(CheckpointCorruptError, match=r"latest checkpoint step-30 .* torn"):

@@ -51,6 +51,10 @@ def evaluate(checkpoint_dir, params):
         print("still evaluating")  # no flush, as a script prints
         while not os.path.exists(params["wait_for"]):
             time.sleep(0.01)
+    if params.get("bytes"):  # what no text holds, then more than a pipe's buffer
+        import sys
+
+        sys.stdout.buffer.write(b"\\xff\\xfe not text\\n" * 20000)
     if params.get("warn"):  # a library's warning, on stderr
         import warnings
 
