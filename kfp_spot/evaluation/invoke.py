@@ -68,15 +68,14 @@ def _run_logged(
         errors="replace",
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
-        pumps = [
-            threading.Thread(target=_pump, args=(proc.stdout, "evaluate: %s"), daemon=True),
-            threading.Thread(
-                target=_pump, args=(proc.stderr, "evaluate (stderr): %s", stderr), daemon=True
-            ),
-        ]
-        for pump in pumps:
-            pump.start()
-        try:
+        pumps: list[threading.Thread] = []
+        try:  # from here on a signal kills the process: it may come before the pumps run
+            for stream, form, kept in (
+                (proc.stdout, "evaluate: %s", None),
+                (proc.stderr, "evaluate (stderr): %s", stderr),
+            ):
+                pumps.append(threading.Thread(target=_pump, args=(stream, form, kept), daemon=True))
+                pumps[-1].start()
             returncode = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
             proc.kill()
@@ -86,7 +85,8 @@ def _run_logged(
             raise
         finally:
             for pump in pumps:
-                pump.join()
+                if pump.ident is not None:  # started
+                    pump.join()
     return returncode, list(stderr)
 
 

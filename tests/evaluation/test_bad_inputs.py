@@ -212,9 +212,13 @@ def test_checkpoint_uri_a_task_cannot_read_is_refused_naming_the_valid_forms(
     assert not (tmp_path / "never-created").exists()
 
 
-def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path):
+@pytest.mark.parametrize("stopped", ["while it waits", "before its output is read"])
+def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path, stopped):
     # The evaluate_checkpoint task stopped with SIGTERM (a local run interrupted with kill or
     # timeout stops its task so) died at once and left the entry point's process running.
+    # "before its output is read": the signal comes as the task starts the threads that log the
+    # entry point's output (on a busy machine, after the entry point started), which once
+    # left it waiting for the entry point to end on its own.
     import os
     import signal
     import subprocess
@@ -232,6 +236,17 @@ def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path):
         from kfp_spot.evaluation import invoke
         invoke.environ_for = lambda python, entry_point, base: dict(base)
         python, where = Path({str(fake_python)!r}), Path({str(tmp_path)!r})
+        if {stopped == "before its output is read"!r}:
+            import os, signal, threading, time
+
+            class Stopped(threading.Thread):
+                def start(self):
+                    while not Path({str(pid_file)!r}).exists():
+                        time.sleep(0.01)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    super().start()
+
+            invoke.threading = type("T", (), {{"Thread": Stopped}})
         invoke.run_entry_point(python, "m:f", where, {{}}, None)
         """
     )
@@ -242,7 +257,8 @@ def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         entry_point = int(pid_file.read_text())
-        process.send_signal(signal.SIGTERM)
+        if stopped == "while it waits":  # else the task has signalled itself
+            process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=30)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
