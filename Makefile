@@ -38,7 +38,7 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 # pytest with 4 workers, 260 s with 5 and 247 s with 6; 5 keeps room for a machine busy with
 # other work). With 2 859 tests, 5 workers took 340-378 s with both cores ~95% busy throughout:
 # only less CPU shortens it now, not more workers (3 195 tests took 255-279 s once tests sharing
-# one expensive run were given one, about 520 s of CPU against 750). Each worker has its own session and module
+# one expensive run were given one, about 520 s of CPU against 750; 3 389 tests 265-281 s). Each worker has its own session and module
 # fixtures; what is expensive to make is made once per run under a file lock (tests/shared.py), and
 # --dist loadgroup keeps the tests sharing a module fixture on one worker (tests/conftest.py);
 # --durations lists the slowest tests, where the suite's time goes.
