@@ -14,7 +14,7 @@ from typing import Any
 from kfp_spot import accounting
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.reports import run_from_json
-from kfp_spot.reports.evaluations import evaluated_text
+from kfp_spot.reports.evaluations import Evaluation, evaluated_text, gate_count
 from kfp_spot.reports.summary import NO_TRAINING, percent, preemptions_text
 from kfp_spot.reports.summary import summarize as summarize_run
 
@@ -273,9 +273,8 @@ def summarize(result: LocalRunResult) -> str:
         + (f" ({len(several)} evaluations, run.json's evaluations)" if several else "")
     )
     lines += [f"  {e['task']}: {_metrics_text(e['metrics'])}" for e in several]
-    verdicts = [e["metrics"].get("passed") for e in several]
     lines.append(
-        f"quality gate:       {verdicts.count(True)} of {len(several)} passed"
+        f"quality gate:       {gate_count([Evaluation(e['task'], e['metrics']) for e in several])}"
         if several and result.passed is None
         else f"quality gate:       {_gate_text(result, shown)}"
     )

@@ -7,7 +7,7 @@ which ``report.md`` lists as the printed summary does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,11 @@ class Evaluation:
         """Its quality gate's verdict; None when its metrics hold none."""
         value = self.metrics.get("passed")
         return value if isinstance(value, bool) else None
+
+
+def gate_count(evaluations: Sequence[Evaluation]) -> str:
+    """A sweep's quality gate, as the printout and ``report.md`` say it: ``N of M passed``."""
+    return f"{sum(e.passed is True for e in evaluations)} of {len(evaluations)} passed"
 
 
 def evaluations_of(doc: Mapping[str, Any]) -> list[Evaluation]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kfp_spot import accounting
 from kfp_spot.accounting import EndReason, RegionSummary, ServingSummary, Summary, usd
 from kfp_spot.evaluation.metric_values import as_number
+from kfp_spot.reports.evaluations import gate_count
 from kfp_spot.reports.run import RunData
 
 
@@ -136,7 +137,7 @@ def _run_gate(run: RunData) -> str:
     """The run's gate; for a sweep the pipeline returns no verdict of, each evaluation's count."""
     several = run.evaluations if len(run.evaluations) > 1 else []
     if run.passed is None and several:
-        return f"{sum(e.passed is True for e in several)} of {len(several)} passed"
+        return gate_count(several)
     return _gate(run.passed)
 
 
