@@ -141,14 +141,17 @@ def parse_arguments(
     refuses (``False`` for a local run, which reports it with the source's problems).
 
     Raises:
-        LocalRunError: an unknown name (the error lists the valid ones) or a value that is not
-            of the parameter's type.
+        LocalRunError: every unknown name (each error lists the valid ones) and every value
+            that is not of its parameter's type (with ``check``, every value
+            :func:`check_values` refuses too), one refusal a line each.
     """
     declared = parameters(pipeline)
     values: dict[str, Any] = {}
+    problems: list[str] = []  # every name and value at fault, one refusal
     for name, text in texts.items():
         if name not in declared:
-            raise _not_a_parameter(pipeline, name)
+            problems.append(str(_not_a_parameter(pipeline, name)))
+            continue
         kind = declared[name]
         try:
             values[name] = _PARSERS[kind](text)
@@ -156,11 +159,13 @@ def parse_arguments(
             reason = str(exc).splitlines()[0] if str(exc) else "not valid"
             from kfp_spot.vertex.values import show
 
-            raise LocalRunError(
+            problems.append(
                 f"parameter {name} is of type {kind}; {show(text)} is not one ({reason})"
-            ) from None
+            )
     if check:
-        check_values(values)
+        problems.extend(value_problems(values))
+    if problems:
+        raise LocalRunError(together(problems))
     return values
 
 

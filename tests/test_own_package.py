@@ -671,6 +671,19 @@ def test_bad_params_are_one_refusal_naming_each_and_the_module_a_path_meant():
     ]
 
 
+def test_unknown_names_and_bad_types_are_one_refusal_with_the_values_problems():
+    # An unknown --param name was refused alone, before the types and values of the others
+    # were looked at: a user fixed one, ran again and met the next.
+    texts = {"epochz": "3", "replica_count": "ten", "python_module": "regressor/train.py"}
+    with pytest.raises(local.LocalRunError) as info:
+        local.parse_arguments(spot_training, texts)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "3 problems, found before the run started:"
+    assert lines[1].startswith("  the pipeline has no parameter 'epochz'; valid: ")
+    assert lines[2].startswith("  parameter replica_count is of type Integer; 'ten' is not one")
+    assert lines[3].startswith("  parameter python_module: 'regressor/train.py' is not a dotted")
+
+
 def test_every_bad_bound_of_the_gate_is_a_problem_of_its_own():
     texts = {"thresholds": '{"accuracy": "=>0.9", "mse": 0.1}'}
     with pytest.raises(local.LocalRunError) as info:
