@@ -12,6 +12,7 @@ its public methods; the work itself already lives in the four modules above.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -48,6 +49,25 @@ def _root_key(root: str) -> str:
     """One spelling of a root for :data:`_OPEN_ROOTS` (a local one resolved)."""
     local = fs.to_local_path(root)
     return os.path.realpath(local) if local is not None else root.rstrip("/")
+
+
+_NUMPY_BOOLS = {("numpy", "bool"), ("numpy", "bool_")}  # NumPy 2's name, and NumPy 1's
+
+
+def _check_flag(name: str, value: object) -> None:
+    """Refuse a switch that is not True or False (``"false"`` from a config is truthy).
+
+    NumPy's bool and the ints 0 and 1 are taken as what they say.
+
+    Raises:
+        ValueError: naming the argument and the value given.
+    """
+    kind = type(value)
+    if isinstance(value, bool) or (kind.__module__, kind.__name__) in _NUMPY_BOOLS:
+        return
+    if isinstance(value, int) and value in (0, 1):
+        return
+    raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 class CheckpointManager:
@@ -133,8 +153,24 @@ class CheckpointManager:
         if best_mode is None:  # as best:<metric> ranks: keep_best must keep the best, not worst
             best_mode = default_mode(best_metric) if isinstance(best_metric, str) else "max"
         check_retention(keep_last, keep_best, best_metric, best_mode)
-        if not isinstance(heartbeat_seconds, (int, float)) or not heartbeat_seconds > 0:
-            raise ValueError(f"heartbeat_seconds must be > 0, got {heartbeat_seconds!r}")
+        if (
+            not isinstance(heartbeat_seconds, (int, float))
+            or isinstance(heartbeat_seconds, bool)
+            or not 0 < heartbeat_seconds < math.inf
+        ):  # inf: a record never rewritten, so a killed attempt's end is read from its start
+            raise ValueError(
+                "heartbeat_seconds must be a number of seconds > 0 (record_attempts=False "
+                f"writes no attempt record), got {heartbeat_seconds!r}"
+            )
+        for flag, given in (
+            ("async_save", async_save),
+            ("allow_pickle", allow_pickle),
+            ("handle_signals", handle_signals),
+            ("record_attempts", record_attempts),
+        ):
+            _check_flag(flag, given)
+        if writer is not None:
+            _check_flag("writer", writer)
         if not isinstance(save_retries, int) or isinstance(save_retries, bool) or save_retries < 0:
             raise ValueError(f"save_retries must be an int >= 0, got {save_retries!r}")
         parsed_interval = SaveInterval.parse(interval, mtbp=mtbp)
@@ -166,7 +202,7 @@ class CheckpointManager:
             parsed_interval,
             recorder=self._recorder,
             is_writer=is_writer,
-            async_save=async_save,
+            async_save=bool(async_save),
             allow_pickle=bool(allow_pickle),
             heartbeat_seconds=heartbeat_seconds,
             clock=clock,

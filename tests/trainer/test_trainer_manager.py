@@ -299,9 +299,22 @@ def test_arguments_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ({"keep_best": 1, "best_metric": 3}, "best_metric must be the name"),
         ({"mtbp": "1h"}, "mtbp must be a number of seconds > 0"),
         ({"mtbp": float("inf")}, "mtbp must be a number of seconds > 0"),
+        # A config's "false" is truthy: it turned async saving on; an infinite heartbeat left
+        # the attempt record unwritten after the first save, and True meant every second.
+        ({"async_save": "false"}, "async_save must be True or False, got 'false'"),
+        ({"allow_pickle": "no"}, "allow_pickle must be True or False"),
+        ({"handle_signals": None}, "handle_signals must be True or False"),
+        ({"record_attempts": 2}, "record_attempts must be True or False"),
+        ({"writer": "chief"}, "writer must be True or False"),
+        ({"heartbeat_seconds": float("inf")}, "heartbeat_seconds must be a number of seconds"),
+        ({"heartbeat_seconds": True}, "heartbeat_seconds must be a number of seconds"),
     ]:
         with pytest.raises(ValueError, match=field):
             CheckpointManager(str(tmp_path), **kwargs)
+    # what a switch may also be: NumPy's bool and the ints 0 and 1
+    np = pytest.importorskip("numpy")
+    manager = CheckpointManager(str(tmp_path), async_save=np.bool_(True), allow_pickle=0)
+    assert manager.async_save is True
 
 
 class _Clock:
