@@ -116,6 +116,20 @@ def test_step_dir_and_parse_round_trip(tmp_path: Path) -> None:
         checkpoints.step_dir(str(tmp_path), -1)
 
 
+def test_a_step_has_one_directory_name(tmp_path: Path) -> None:
+    # step-0003 (and step-٣, a non-ASCII digit) were read as step 3: restoring the folder a user
+    # named decoded step-3's files instead, and a root holding both listed step 3 twice.
+    root = str(tmp_path)
+    checkpoints.write_step(root, 3, FILES)
+    for name in ("step-0003", "step-03", "step-\u0663"):
+        (tmp_path / name).mkdir()
+        with pytest.raises(ValueError, match=r"without leading zeros, e\.g\. step-40"):
+            checkpoints.parse_step_dir(str(tmp_path / name))
+    (tmp_path / "step-0").mkdir()
+    assert checkpoints.list_steps(root) == [0, 3]
+    assert checkpoints.parse_step_dir(str(tmp_path / "step-0")) == (root, 0)
+
+
 def test_attempt_records_round_trip(tmp_path: Path) -> None:
     root = str(tmp_path)
     assert checkpoints.read_attempt_records(root) == []

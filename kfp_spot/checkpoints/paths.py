@@ -9,7 +9,9 @@ from typing import Any
 
 from kfp_spot import fs
 
-STEP_RE = re.compile(r"^step-(\d+)$")
+STEP_RE = re.compile(r"^step-(0|[1-9][0-9]*)$")
+"""A step's directory name as :func:`step_dir` writes it: ASCII digits, no leading zero, so one
+step has one name (``step-0003`` or ``step-٣`` is someone else's folder, never step 3's)."""
 
 
 def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...]:
@@ -111,7 +113,10 @@ def parse_step_dir(path: str) -> tuple[str, int]:
     root, _, name = stripped.rpartition("/")
     match = STEP_RE.fullmatch(name)
     if not match or not root:
-        raise ValueError(f"{path!r} is not a checkpoint step directory (<root>/step-<n>)")
+        raise ValueError(
+            f"{path!r} is not a checkpoint step directory (<root>/step-<n>, n a whole number "
+            "written without leading zeros, e.g. step-40)"
+        )
     return root, int(match.group(1))
 
 
