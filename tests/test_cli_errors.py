@@ -275,7 +275,7 @@ def test_a_cache_dir_that_cannot_be_made_is_refused_before_the_run(tmp_path, cap
         ["emulator", "start", "--env-cache-dir", " "],
         ["compile", "--output-dir", ""],
         ["registry", "serve", "--root", ""],
-        ["pull", "-o", "", "spot-training", "--host", "http://127.0.0.1:9/p/r"],
+        ["pull", "-o", "", "spot-training", "--host", "http://127.0.0.1:9/my-project/r"],
     ],
 )
 def test_an_empty_path_option_is_refused_not_read_as_the_working_directory(tmp_path, args):
@@ -314,7 +314,9 @@ def test_a_template_that_is_a_fifo_is_not_said_to_be_missing(tmp_path, command, 
     # "template t.yaml: no such file (compile it first)", for a file that is there.
     fifo = tmp_path / "t.yaml"
     os.mkfifo(fifo)
-    where = ["--project", "p-123456"] if command == "submit" else ["--host", "http://h:1/p/r"]
+    where = (
+        ["--project", "p-123456"] if command == "submit" else ["--host", "http://h:1/my-project/r"]
+    )
     proc = run_cli([command, str(fifo), *where], capfd)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()

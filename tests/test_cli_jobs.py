@@ -344,7 +344,7 @@ def test_an_endpoint_answering_html_is_one_line_that_says_so(html_server):
         "found (an HTML page, not the API's JSON error: is --api-endpoint a Vertex AI API endpoint "
         "or the emulator?)\n"
     )
-    result = CliRunner().invoke(main, ["tags", "--host", f"{html_server}/p/r"])
+    result = CliRunner().invoke(main, ["tags", "--host", f"{html_server}/my-project/r"])
     assert result.exit_code == 1
     assert len(result.output.splitlines()) == 1 and result.output.startswith("kfp-spot: error:")
     assert result.output.endswith("File not found (an HTML page, not a registry's answer)\n")

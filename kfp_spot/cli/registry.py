@@ -299,13 +299,13 @@ def _is_loopback_name(name: str) -> bool:
 
 def _project_repo(value: str) -> tuple[str, str]:
     """``PROJECT/REPO`` of ``--repository``, each part checked as the registry checks it."""
-    from kfp_spot.registry.store import RegistryStoreError, check_id
+    from kfp_spot.registry.store import RegistryStoreError, check_project, check_repository
 
     project, slash, repo = value.partition("/")
     try:
         if not slash or "/" in repo:
             raise click.BadParameter(f"{value!r} is not PROJECT/REPO", param_hint="--repository")
-        return check_id("project", project), check_id("repository", repo)
+        return check_project(project), check_repository(repo)
     except RegistryStoreError as exc:
         raise click.BadParameter(exc.message, param_hint="--repository") from exc
 
@@ -330,7 +330,7 @@ def _project_repo(value: str) -> tuple[str, str]:
     "--repository",
     "repositories",
     multiple=True,
-    default=("local/templates",),
+    default=("local-project/templates",),
     show_default=True,
     metavar="PROJECT/REPO",
     help="A repository to create if it is not there yet (repeat for more). As on Artifact "
@@ -365,7 +365,8 @@ def serve(host: str, port: int, root: Path, repositories: tuple[str, ...]) -> No
         click.echo(
             "".join(f"  repository URL:  {url}\n" for url in urls)
             + f"  state:           {server.root}\n"
-            f"  RegistryClient:  RegistryClient(host='{urls[0]}', "
+            + "".join(f"  not served:      {line}\n" for line in server.store.unserved_folders())
+            + f"  RegistryClient:  RegistryClient(host='{urls[0]}', "
             f"config_file='{CONTEXT_FILE}')\n"
             "  Ctrl-C stops it.",
             err=True,

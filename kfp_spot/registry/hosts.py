@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.registry.server import CONTEXT_FILE
+from kfp_spot.registry.store import RegistryStoreError, check_project, check_repository
 from kfp_spot.registry.transport import call
 from kfp_spot.vertex.values import check_nesting, loads_unique_keys
 
@@ -36,7 +37,8 @@ def check_host(host: str) -> str:
 
     Raises:
         ValueError: naming the host and the expected form: a query or fragment (the client
-            appends ``/PACKAGE/TAG`` to the URL), or Artifact Registry over plain ``http``.
+            appends ``/PACKAGE/TAG`` to the URL), Artifact Registry over plain ``http``, or a
+            PROJECT or REPO Artifact Registry would refuse (a project ID, a repository ID).
     """
     stripped = (host or "").rstrip("/")
     if _HOST_RE.fullmatch(stripped) is None:
@@ -57,6 +59,13 @@ def check_host(host: str) -> str:
             f"invalid registry host {host!r}: Artifact Registry takes https only (a template "
             f"and credentials are never sent in clear text); use https{normalised[4:]}"
         )
+    project, _, repo = path.partition("/")
+    try:
+        check_project(project)
+        check_repository(repo)
+    except RegistryStoreError as exc:
+        # Artifact Registry has no such repository, and the local registry takes none either.
+        raise ValueError(f"invalid registry host {host!r}: {exc.message}") from None
     return normalised
 
 

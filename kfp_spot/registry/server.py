@@ -310,7 +310,7 @@ class RegistryServer:
         host = cast(str, self._httpd.server_address[0])  # AF_INET: (host, port)
         return f"http://{host}:{self.port}"
 
-    def repository_url(self, project: str = "local", repo: str = "templates") -> str:
+    def repository_url(self, project: str = "local-project", repo: str = "templates") -> str:
         """The RegistryClient ``host`` of one repository: ``http://HOST:PORT/PROJECT/REPO``.
 
         The repository is created if it is not there yet (as ``gcloud artifacts repositories

@@ -31,6 +31,13 @@ from typing import Any, cast
 import yaml
 
 from kfp_spot import fs, yamldocs
+from kfp_spot.vertex.values import (
+    ARTIFACT_REPOSITORY_ID_FORM,
+    PROJECT_ID_FORM,
+    InvalidValueError,
+    check_artifact_repository_id,
+    check_project_id,
+)
 
 VERSION_PREFIX = "sha256:"
 # Project, repository, package and tag ids: one safe path segment each (matched whole: a
@@ -68,6 +75,28 @@ def check_id(kind: str, value: str) -> str:
             "starting with a letter or digit"
         )
     return value
+
+
+def check_project(value: str) -> str:
+    """Return ``value`` when Artifact Registry takes it as a repository's project; 400 otherwise.
+
+    The local registry takes no project Artifact Registry would refuse: a repository made
+    locally under ``local`` or ``My_Team`` would have no counterpart there to push to.
+    """
+    try:
+        return check_project_id(value)  # one safe path segment: no '/', no '..'
+    except InvalidValueError:
+        raise _invalid(f"invalid project {value!r}: expected {PROJECT_ID_FORM}") from None
+
+
+def check_repository(value: str) -> str:
+    """Return ``value`` when it is an Artifact Registry repository ID; 400 otherwise."""
+    try:
+        return check_id("repository", check_artifact_repository_id(value))
+    except InvalidValueError:
+        raise _invalid(
+            f"invalid repository {value!r}: expected {ARTIFACT_REPOSITORY_ID_FORM}"
+        ) from None
 
 
 def check_version(value: str) -> str:
@@ -162,7 +191,7 @@ class Repository:
     @property
     def path(self) -> Path:
         """The repository folder."""
-        return self.root / check_id("project", self.project) / check_id("repository", self.repo)
+        return self.root / check_project(self.project) / check_repository(self.repo)
 
     def _package_dir(self, package: str) -> Path:
         return self.path / check_id("package", package)
@@ -302,9 +331,26 @@ class RegistryStore:
 
     def repository(self, project: str, repo: str, location: str = "local") -> Repository:
         """The repository ``project/repo`` (validated; it need not exist yet)."""
-        return Repository(
-            self.root, check_id("project", project), check_id("repository", repo), location
-        )
+        return Repository(self.root, check_project(project), check_repository(repo), location)
+
+    def unserved_folders(self) -> list[str]:
+        """The repository folders of the root that no request reaches, one line each with why.
+
+        A root an older kfp-spot wrote may hold repositories under names Artifact Registry
+        refuses (``local/templates``, the default then): they stay on disk, untouched, and each
+        is named with the move that serves it again rather than left looking lost.
+        """
+        lines = []
+        for project in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for repo in sorted(r for r in project.iterdir() if r.is_dir()):
+                try:
+                    self.repository(project.name, repo.name)
+                except RegistryStoreError as exc:
+                    lines.append(
+                        f"{repo} is not served ({exc.message}); move it to "
+                        f"{self.root}/PROJECT/REPO to serve it"
+                    )
+        return lines
 
     def create_repository(self, project: str, repo: str) -> Repository:
         """Create the repository ``project/repo`` if it is not there yet; returns it."""

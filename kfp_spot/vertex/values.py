@@ -94,6 +94,13 @@ RESERVATION_NAME = re.compile(
     r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?(?:/reservationBlocks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?)?"
 )
 RESERVATION_FORM = "projects/PROJECT/zones/ZONE/reservations/RESERVATION"
+# Artifact Registry repository IDs, as gcloud checks one before it creates the repository: a
+# lowercase letter, then lowercase letters, digits or '-', ending with a letter or digit.
+ARTIFACT_REPOSITORY_ID = re.compile(r"[a-z](?:[a-z0-9-]*[a-z0-9])?")
+ARTIFACT_REPOSITORY_ID_FORM = (
+    "an Artifact Registry repository ID: lowercase letters, digits or hyphens, starting with a "
+    "letter and ending with a letter or digit (e.g. 'templates')"
+)
 _DURATION = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,9}))?(s|m|h|d)?")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
@@ -216,6 +223,17 @@ def check_project_id(value: Any) -> str:
     ):
         return value
     raise InvalidValueError(f"expected {PROJECT_ID_FORM}, got {show(value)}")
+
+
+def check_artifact_repository_id(value: Any) -> str:
+    """Return ``value`` when it is an Artifact Registry repository ID.
+
+    Raises:
+        InvalidValueError: naming the valid form.
+    """
+    if isinstance(value, str) and ARTIFACT_REPOSITORY_ID.fullmatch(value) is not None:
+        return value
+    raise InvalidValueError(f"expected {ARTIFACT_REPOSITORY_ID_FORM}, got {show(value)}")
 
 
 # A container image reference, as Docker's distribution/reference grammar reads one (what any

@@ -39,7 +39,7 @@ def test_push_warns_of_a_launch_a_console_run_would_replay_from_cache(tmp_path: 
         return path
 
     with RegistryServer(tmp_path / "reg", port=0) as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         result = CliRunner().invoke(main, ["push", str(compiled(True)), "--host", host])
         assert result.exit_code == 0, result.output
         assert (
@@ -75,7 +75,7 @@ def test_push_warns_of_a_launch_given_a_machine_of_its_own(tmp_path: Path, monke
     path = tmp_path / "team-gpu.yaml"
     compiler.Compiler().compile(team_gpu, str(path))
     with RegistryServer(tmp_path / "reg", port=0) as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         result = CliRunner().invoke(main, ["push", str(path), "--host", host])
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0] == (

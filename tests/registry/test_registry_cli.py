@@ -25,7 +25,7 @@ KFP_SPOT = shutil.which("kfp-spot", path=str(Path(sys.executable).parent)) or "k
 
 
 @contextmanager
-def serve(root: Path, repository: str = "team/templates") -> Iterator[str]:
+def serve(root: Path, repository: str = "my-team/templates") -> Iterator[str]:
     """Run `kfp-spot registry serve --port 0 --repository REPOSITORY`; yield its base URL."""
     proc = subprocess.Popen(
         [
@@ -71,13 +71,15 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 def test_push_restart_pull_through_the_cli(tmp_path: Path, template: Path):
     root = tmp_path / "root"
     with serve(root) as url:
-        pushed = cli("push", str(template), "--host", f"{url}/team/templates", "--version", "0.3.0")
+        pushed = cli(
+            "push", str(template), "--host", f"{url}/my-team/templates", "--version", "0.3.0"
+        )
         assert pushed.returncode == 0, pushed.stderr
         digest = "sha256:" + hashlib.sha256(template.read_bytes()).hexdigest()
         assert pushed.stdout.split() == ["tiny-add", digest, "tags:", "0.3.0,", "latest"]
 
     with serve(root) as url:  # a restarted server on another port serves the same templates
-        host = f"{url}/team/templates"
+        host = f"{url}/my-team/templates"
         listed = cli("tags", "tiny-add", "--host", host)
         assert listed.returncode == 0, listed.stderr
         assert [line.split() for line in listed.stdout.splitlines()] == [
@@ -102,7 +104,15 @@ def test_push_restart_pull_through_the_cli(tmp_path: Path, template: Path):
 )
 def test_a_pull_refused_for_its_arguments_says_nothing_of_downloading(tmp_path, args, needle):
     result = CliRunner().invoke(
-        main, ["pull", *args, "--host", "http://127.0.0.1:1/p/r", "--output", str(tmp_path / "t")]
+        main,
+        [
+            "pull",
+            *args,
+            "--host",
+            "http://127.0.0.1:1/my-project/r",
+            "--output",
+            str(tmp_path / "t"),
+        ],
     )
     assert result.exit_code == 2, result.output
     assert "downloading" not in result.output
@@ -123,7 +133,7 @@ def test_a_push_refused_for_its_arguments_says_nothing_of_uploading(template: Pa
     # As pull: the tags are checked before anything is sent, so "uploading ..." was a false
     # report of an upload that never started.
     result = CliRunner().invoke(
-        main, ["push", str(template), *args, "--host", "http://127.0.0.1:1/p/r"]
+        main, ["push", str(template), *args, "--host", "http://127.0.0.1:1/my-project/r"]
     )
     assert result.exit_code == 2, result.output
     assert "uploading" not in result.output
@@ -140,7 +150,7 @@ def test_bad_host_is_one_line_and_exit_2(template: Path):
 
 def test_missing_template_is_exit_2(tmp_path: Path):
     result = CliRunner().invoke(
-        main, ["push", str(tmp_path / "none.yaml"), "--host", "http://127.0.0.1:1/p/r"]
+        main, ["push", str(tmp_path / "none.yaml"), "--host", "http://127.0.0.1:1/my-project/r"]
     )
     assert result.exit_code == 2
     assert "does not exist" in result.output
@@ -149,7 +159,16 @@ def test_missing_template_is_exit_2(tmp_path: Path):
 def test_pull_with_tag_and_version_is_exit_2():
     result = CliRunner().invoke(
         main,
-        ["pull", "x", "--host", "http://127.0.0.1:1/p/r", "--tag", "a", "--version", "sha256:0"],
+        [
+            "pull",
+            "x",
+            "--host",
+            "http://127.0.0.1:1/my-project/r",
+            "--tag",
+            "a",
+            "--version",
+            "sha256:0",
+        ],
     )
     assert result.exit_code == 2
     assert "either --tag or --version" in result.output
@@ -176,13 +195,13 @@ def test_registry_failure_is_exit_1_with_the_registrys_reason(tmp_path: Path):
                 "pull",
                 "absent",
                 "--host",
-                f"{server.url}/local/templates",
+                f"{server.url}/local-project/templates",
                 "-o",
                 str(tmp_path / "a.yaml"),
             ],
         )
     assert result.exit_code == 1
-    assert "repository projects/local/locations/local/repositories/templates not found" in (
+    assert "repository projects/local-project/locations/local/repositories/templates not found" in (
         result.output
     )
     assert os.listdir(tmp_path) == ["root"]
@@ -226,7 +245,7 @@ def test_push_warns_of_an_image_vertex_could_not_pull(tmp_path: Path, monkeypatc
     monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))  # no image records
     committed = catalog.pipeline_path("spot_training")
     with RegistryServer(tmp_path / "reg", port=0) as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         result = CliRunner().invoke(main, ["push", str(committed), "--host", host])
         assert result.exit_code == 0, result.output
         assert "warning:" in result.stderr and "which Vertex AI could not pull" in result.stderr
@@ -248,7 +267,7 @@ def good_pushed(tmp_path_factory: pytest.TempPathFactory, template: Path) -> Ite
     from kfp_spot.registry import RegistryServer
 
     with RegistryServer(tmp_path_factory.mktemp("broken-pushes"), port=0) as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         pushed = CliRunner().invoke(main, ["push", str(template), "--host", host, "--version", "1"])
         assert pushed.exit_code == 0, pushed.output
         yield host
@@ -309,7 +328,7 @@ def test_push_without_version_tags_latest_only_and_leaves_the_teams_version_tags
     from kfp_spot.registry import RegistryServer
 
     with RegistryServer(tmp_path / "registry") as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         first = CliRunner().invoke(
             main, ["push", str(template), "--host", host, "--version", "0.1.0"]
         )
@@ -349,23 +368,23 @@ def test_an_unreachable_registry_is_one_line_naming_the_cause(tmp_path: Path, te
     # message; and https:// to the local (http) server said only "WRONG_VERSION_NUMBER".
     from kfp_spot.registry import RegistryServer
 
-    refused = CliRunner().invoke(main, ["tags", "--host", "http://127.0.0.1:1/team/templates"])
+    refused = CliRunner().invoke(main, ["tags", "--host", "http://127.0.0.1:1/my-team/templates"])
     assert refused.exit_code == 1
     (line,) = refused.output.splitlines()
     assert line == (
-        "kfp-spot: error: cannot reach the registry at http://127.0.0.1:1/team/templates: "
+        "kfp-spot: error: cannot reach the registry at http://127.0.0.1:1/my-team/templates: "
         "Connection refused (no server listens there: is `kfp-spot registry serve` running on "
         "that port?)"
     )
     with RegistryServer(tmp_path / "registry") as server:
-        https = "https" + server.repository_url("team", "templates")[4:]
+        https = "https" + server.repository_url("my-team", "templates")[4:]
         result = CliRunner().invoke(main, ["push", str(template), "--host", https])
     assert result.exit_code == 1
     (line,) = [line for line in result.output.splitlines() if "error:" in line]
     assert "Max retries" not in line and "Pool" not in line, line
     assert line.endswith(
         f"(no https server answered there; a local `kfp-spot registry serve` speaks http: "
-        f"{server.repository_url('team', 'templates')})"
+        f"{server.repository_url('my-team', 'templates')})"
     ), line
 
 
@@ -377,7 +396,7 @@ def test_a_package_or_tag_not_found_names_the_ones_the_repository_holds(
     from kfp_spot.registry import RegistryServer
 
     with RegistryServer(tmp_path / "registry") as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         pushed = CliRunner().invoke(
             main, ["push", str(template), "--host", host, "--version", "V1.0"]
         )
@@ -408,7 +427,7 @@ def test_a_push_that_moves_a_version_tag_says_which_template_it_named(
 
     old = "sha256:" + hashlib.sha256(template.read_bytes()).hexdigest()
     with RegistryServer(tmp_path / "registry") as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         args = ["--host", host, "--version", "1.0.0", "--tag", "stable"]
         first = CliRunner().invoke(main, ["push", str(template), *args])
         assert first.exit_code == 0 and "warning" not in first.stderr, first.output
@@ -430,7 +449,7 @@ def test_an_empty_template_and_a_comma_list_of_tags_say_what_they_are(tmp_path, 
     # `--tag prod,stable` only "invalid tag": each now says what it is and what to do.
     empty = tmp_path / "pipeline.yaml"
     empty.write_text("\n")
-    host = "http://127.0.0.1:1/team/templates"
+    host = "http://127.0.0.1:1/my-team/templates"
     result = CliRunner().invoke(main, ["push", str(empty), "--host", host])
     assert result.exit_code == 2
     assert result.output.startswith(f"kfp-spot: error: template {empty}: the file is empty ")
@@ -444,13 +463,13 @@ def test_an_empty_template_and_a_comma_list_of_tags_say_what_they_are(tmp_path, 
 def test_a_registry_url_for_a_template_is_told_the_pull_that_fetches_it(command):
     # The Vertex AI SDK takes a template's registry URL, so teams give it here too; it was
     # "File '...' does not exist".
-    url = "https://us-central1-kfp.pkg.dev/proj/repo/fraud-model/1.2.0"
+    url = "https://us-central1-kfp.pkg.dev/my-proj/repo/fraud-model/1.2.0"
     result = CliRunner().invoke(main, [*command, url])
     assert result.exit_code == 2
     (line,) = result.output.splitlines()
     assert (
         f"{url!r} is a URL, not a file: pull the template first with `kfp-spot pull fraud-model "
-        "--host https://us-central1-kfp.pkg.dev/proj/repo --tag 1.2.0 -o fraud-model.yaml`, "
+        "--host https://us-central1-kfp.pkg.dev/my-proj/repo --tag 1.2.0 -o fraud-model.yaml`, "
         "then give fraud-model.yaml"
     ) in line, line
 
@@ -462,7 +481,7 @@ def test_tags_lists_the_uploads_no_tag_names_any_more(tmp_path, template, templa
     from kfp_spot.registry import RegistryServer
 
     with RegistryServer(tmp_path / "registry") as server:
-        host = server.repository_url("team", "templates")
+        host = server.repository_url("my-team", "templates")
         first = registry.push(template, host)
         second = registry.push(template_v2, host)
         listed = CliRunner().invoke(main, ["tags", "tiny-add", "--host", host])
@@ -503,8 +522,8 @@ def test_serving_on_every_interface_names_the_url_other_machines_use(tmp_path: P
     port = first.strip().rsplit(":", 1)[-1]
     assert first.startswith("kfp-spot registry listening on http://0.0.0.0:"), first
     assert (
-        f"  other machines:  http://{machine_name()}:{port}/local/templates (this machine's name; "
-        "0.0.0.0 is no address to connect to)\n"
+        f"  other machines:  http://{machine_name()}:{port}/local-project/templates (this "
+        "machine's name; 0.0.0.0 is no address to connect to)\n"
     ) in proc.stderr.read()
 
 
@@ -537,23 +556,28 @@ def test_serve_creates_the_repositories_it_is_given_and_a_push_creates_none(
     # Artifact Registry refuses a push to one never created: a typo worked here and failed there.
     from kfp_spot.registry import RegistryServer
 
-    with serve(tmp_path / "root", "team/templates") as url:
-        assert cli("push", str(template), "--host", f"{url}/team/templates").returncode == 0
-        typo = cli("push", str(template), "--host", f"{url}/team/templtes")
+    with serve(tmp_path / "root", "my-team/templates") as url:
+        assert cli("push", str(template), "--host", f"{url}/my-team/templates").returncode == 0
+        typo = cli("push", str(template), "--host", f"{url}/my-team/templtes")
         assert typo.returncode == 1, typo.stderr
         assert (
-            "repository projects/team/locations/local/repositories/templtes not found: check "
+            "repository projects/my-team/locations/local/repositories/templtes not found: check "
             "PROJECT/REPO in the host, or create it (`kfp-spot registry serve --repository "
-            "team/templtes`;"
+            "my-team/templtes`;"
         ) in typo.stderr
     with RegistryServer(tmp_path / "root") as server:  # the repository outlives the server
-        assert server.store.repository("team", "templates").path.is_dir()
-        assert not server.store.repository("local", "templates").path.exists()
+        assert server.store.repository("my-team", "templates").path.is_dir()
+        assert not server.store.repository("local-project", "templates").path.exists()
     for bad, says in [
         ("team", "'team' is not PROJECT/REPO"),
         ("team/a/b", "'team/a/b' is not PROJECT/REPO"),
         ("team!/templates", "invalid project 'team!'"),
-        ("team/", "invalid repository ''"),
+        ("my-team/", "invalid repository ''"),
+        # Artifact Registry's rules: a project ID (6-30 characters), a repository ID in lowercase
+        ("team/templates", "invalid project 'team'"),
+        ("my-team/Templates", "invalid repository 'Templates'"),
+        ("my-team/templates-", "invalid repository 'templates-'"),
+        ("my-team/t.v2", "invalid repository 't.v2'"),
     ]:
         # --host '' is refused too, after --repository: a repository let through cannot hang
         # the test in a server that serves until interrupted.
@@ -572,7 +596,7 @@ def test_a_registry_that_never_answers_is_given_up_on(command, tmp_path, capfd, 
     monkeypatch.setattr(transport, "READ_TIMEOUT_S", 0.5)
     silent = socket.create_server(("127.0.0.1", 0))
     try:
-        host = f"http://127.0.0.1:{silent.getsockname()[1]}/team/templates"
+        host = f"http://127.0.0.1:{silent.getsockname()[1]}/my-team/templates"
         args = [
             command,
             *(["pipeline", "-o", str(tmp_path / "t.yaml")] if command == "pull" else []),

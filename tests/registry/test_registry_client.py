@@ -110,9 +110,9 @@ def test_new_upload_moves_latest_and_keeps_old_versions(server, template, templa
 def test_registry_survives_a_restart(tmp_path: Path, template: Path):
     root = tmp_path / "registry"
     with RegistryServer(root) as first:
-        pushed = registry.push(template, first.repository_url("p", "r"), "1.0.0")
+        pushed = registry.push(template, first.repository_url("my-project", "r"), "1.0.0")
     with RegistryServer(root) as second:  # a new process would see the same: state is on disk
-        host = second.repository_url("p", "r")
+        host = second.repository_url("my-project", "r")
         assert {t.tag for t in registry.list_tags(host, "tiny-add")} == {"1.0.0", "latest"}
         pulled = registry.pull(host, "tiny-add", version=pushed.version, output=tmp_path / "x.yaml")
         assert pulled.read_bytes() == template.read_bytes()
@@ -121,7 +121,7 @@ def test_registry_survives_a_restart(tmp_path: Path, template: Path):
 def test_default_context_needs_no_config_file(server, template: Path, tmp_path: Path):
     if os.path.exists(kfp_registry_client.LOCAL_REGISTRY_CONTEXT):
         pytest.skip("a user registry context overrides KFP's default context on this machine")
-    host = server.repository_url("p", "r")
+    host = server.repository_url("my-project", "r")
     client = RegistryClient(host=host)  # no config file, no auth
     package, version = client.upload_pipeline(str(template), tags="latest")
     assert [t["name"].rsplit("/", 1)[-1] for t in client.list_tags(package)] == ["latest"]
@@ -142,33 +142,33 @@ def _never_created(host: str) -> None:
 
 
 def test_repositories_are_separate(server, template: Path):
-    registry.push(template, server.repository_url("p", "one"), "1")
-    assert registry.list_packages(server.repository_url("p", "one")) == ["tiny-add"]
-    _holds_nothing(server.repository_url("p", "two"))
-    _never_created(f"{server.url}/p/three")  # a push to p/one made no other repository
+    registry.push(template, server.repository_url("my-project", "one"), "1")
+    assert registry.list_packages(server.repository_url("my-project", "one")) == ["tiny-add"]
+    _holds_nothing(server.repository_url("my-project", "two"))
+    _never_created(f"{server.url}/my-project/three")  # a push to one made no other
 
 
 def test_a_repository_never_pushed_to_is_not_found_as_on_artifact_registry(server, template):
     # A misspelt PROJECT/REPO listed as an empty repository (exit 0, no output): the team took
     # its templates for gone. Artifact Registry answers 404 for a repository never created.
-    never = f"{server.url}/team/tmpl"  # as a user spells a URL; repository_url would create it
+    never = f"{server.url}/my-team/tmpl"  # as a user spells a URL; repository_url would create it
     result = CliRunner().invoke(main, ["tags", "--host", never])
     assert result.exit_code == 1
     (line,) = result.output.splitlines()
     assert line.endswith(
-        "repository projects/team/locations/local/repositories/tmpl not found: check "
+        "repository projects/my-team/locations/local/repositories/tmpl not found: check "
         "PROJECT/REPO in the host, or create it (`kfp-spot registry serve --repository "
-        "team/tmpl`; on Artifact Registry `gcloud artifacts repositories create tmpl "
+        "my-team/tmpl`; on Artifact Registry `gcloud artifacts repositories create tmpl "
         "--repository-format=kfp --location=LOCATION`)"
     ), line
     # Nor does a push create it, as on Artifact Registry: the template is not stored anywhere.
     with pytest.raises(registry.RegistryError, match=r"answered 404 .*/tmpl not found"):
         registry.push(template, never)
-    assert not (server.root / "team").exists()
-    registry.push(template, server.repository_url("team", "tmpl"))  # created, then pushed to
+    assert not (server.root / "my-team").exists()
+    registry.push(template, server.repository_url("my-team", "tmpl"))  # created, then pushed to
     assert registry.list_packages(never) == ["tiny-add"]
     with pytest.raises(registry.RegistryError, match=r"repository .*/tpl not found"):
-        registry.list_tags(f"{server.url}/team/tpl", "tiny-add")
+        registry.list_tags(f"{server.url}/my-team/tpl", "tiny-add")
 
 
 def test_upload_of_a_non_template_is_refused_with_the_reason(server, tmp_path: Path):
@@ -223,7 +223,7 @@ def test_pull_of_a_missing_tag_names_it_and_writes_nothing(server, template, tmp
     ],
 )
 def test_push_validates_its_arguments(template, kwargs, message):
-    args = {"host": "http://127.0.0.1:1/p/r", "version": "1.0"} | kwargs
+    args = {"host": "http://127.0.0.1:1/my-project/r", "version": "1.0"} | kwargs
     with pytest.raises(ValueError, match=message):
         registry.push(template, args["host"], args["version"])
 
@@ -256,8 +256,8 @@ def test_a_root_that_cannot_be_made_is_one_clear_error_naming_it(tmp_path: Path)
 
 
 def test_artifact_registry_hosts_use_the_clients_own_context():
-    assert registry.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo")
-    assert not registry.is_artifact_registry("http://127.0.0.1:8787/proj/repo")
+    assert registry.is_artifact_registry("https://us-central1-kfp.pkg.dev/my-proj/repo")
+    assert not registry.is_artifact_registry("http://127.0.0.1:8787/my-proj/repo")
 
 
 @settings(max_examples=50, deadline=None)
@@ -278,7 +278,7 @@ def test_artifact_registry_without_credentials_is_one_clear_error(monkeypatch, t
     # No network: google.auth fails on the missing key file before any request is made.
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
     with pytest.raises(registry.RegistryError, match="no usable Google credentials") as caught:
-        registry.list_tags("https://us-central1-kfp.pkg.dev/proj/repo", "tiny-add")
+        registry.list_tags("https://us-central1-kfp.pkg.dev/my-proj/repo", "tiny-add")
     (line,) = str(caught.value).splitlines()
     assert line.endswith(f": {AUTH_FIX}")  # the same fix Vertex AI submissions give
 
@@ -324,7 +324,7 @@ def test_concurrent_pushes_all_land(server, template, template_v2):
 def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(server, template):
     host = server.repository_url()
     registry.push(template, host, "1")
-    tag_file = server.root / "local" / "templates" / "tiny-add" / "tags" / "latest.json"
+    tag_file = server.root / "local-project" / "templates" / "tiny-add" / "tags" / "latest.json"
     tag_file.write_text("{truncated")
     with pytest.raises(registry.RegistryError, match=r"answered 500.*unreadable"):
         registry.list_tags(host, "tiny-add")
@@ -362,7 +362,7 @@ def test_list_tags_refuses_an_invalid_package_name_before_asking(package):
     # As pull does: a name the registry can never hold is a usage error, not the server's 404
     # ("no route") or 400 after a request. The host is unreachable: no request may be made.
     with pytest.raises(ValueError, match=r"invalid package"):
-        registry.list_tags("http://127.0.0.1:1/p/r", package)
+        registry.list_tags("http://127.0.0.1:1/my-project/r", package)
 
 
 @pytest.mark.parametrize(
@@ -456,7 +456,7 @@ def test_kfp_spot_tags_asks_the_registry_for_the_tags_once(
 ):
     # `kfp-spot tags PACKAGE` listed the tags, then list_untagged listed them again to know
     # which versions they name: two round trips to Artifact Registry for one listing.
-    host = server.repository_url("team", "templates")
+    host = server.repository_url("my-team", "templates")
     registry.push(template, host)
     registry.push(template_v2, host)
     asked: list[str] = []

@@ -31,21 +31,24 @@ def test_versions_and_tags_are_matched_whole():
 
 
 def test_client_checks_refuse_a_trailing_newline_before_any_request():
-    assert hosts.check_host("http://127.0.0.1:1/p/r/") == "http://127.0.0.1:1/p/r"
+    assert hosts.check_host("http://127.0.0.1:1/my-project/r/") == "http://127.0.0.1:1/my-project/r"
     with pytest.raises(ValueError, match="invalid registry host"):
-        hosts.check_host("http://127.0.0.1:1/p/r\n")
-    assert hosts.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo")
-    assert not hosts.is_artifact_registry("https://us-central1-kfp.pkg.dev/proj/repo\n")
+        hosts.check_host("http://127.0.0.1:1/my-project/r\n")
+    assert hosts.is_artifact_registry("https://us-central1-kfp.pkg.dev/my-proj/repo")
+    assert not hosts.is_artifact_registry("https://us-central1-kfp.pkg.dev/my-proj/repo\n")
     # Port 1 has no server: these fail on the check, never on a connection.
     with pytest.raises(ValueError, match="invalid package"):
-        client.pull("http://127.0.0.1:1/p/r", "pkg\n")
+        client.pull("http://127.0.0.1:1/my-project/r", "pkg\n")
     with pytest.raises(ValueError, match="invalid version"):
-        client.pull("http://127.0.0.1:1/p/r", "pkg", version=f"sha256:{HEX}\n")
+        client.pull("http://127.0.0.1:1/my-project/r", "pkg", version=f"sha256:{HEX}\n")
 
 
 def test_the_server_answers_an_encoded_newline_with_400(tmp_path):
     with RegistryServer(tmp_path / "root") as server:
-        for path in ("/local/templates%0A/packages", "/local/templates/packages/pkg%0A"):
+        for path in (
+            "/local-project/templates%0A/packages",
+            "/local-project/templates/packages/pkg%0A",
+        ):
             response = requests.get(server.url + path, timeout=10)
             assert response.status_code == 400, path
             error = response.json()["error"]
@@ -56,7 +59,7 @@ def test_the_server_answers_an_encoded_newline_with_400(tmp_path):
 def test_a_host_with_a_query_or_fragment_is_refused_saying_why():
     # It was taken, and the client appended /PACKAGE/TAG after the query: every later call
     # went to a URL no registry serves.
-    for host in ("http://127.0.0.1:1/p/r?x=1", "http://127.0.0.1:1/p/r#top"):
+    for host in ("http://127.0.0.1:1/my-project/r?x=1", "http://127.0.0.1:1/my-project/r#top"):
         with pytest.raises(ValueError, match="has no query or fragment"):
             hosts.check_host(host)
 
@@ -64,13 +67,74 @@ def test_a_host_with_a_query_or_fragment_is_refused_saying_why():
 def test_artifact_registry_over_http_is_refused_naming_the_https_url():
     # It was taken as a non-Artifact-Registry host: the template went out in clear text, with
     # the local registry's URL templates and no credentials.
-    with pytest.raises(ValueError, match=r"https only.*use https://us-central1-kfp\.pkg\.dev/p/r$"):
-        hosts.check_host("http://us-central1-kfp.pkg.dev/p/r")
+    with pytest.raises(
+        ValueError, match=r"https only.*use https://us-central1-kfp\.pkg\.dev/my-project/r$"
+    ):
+        hosts.check_host("http://us-central1-kfp.pkg.dev/my-project/r")
 
 
 def test_the_scheme_and_server_are_matched_without_regard_to_case():
     # KFP's client took an uppercase Artifact Registry host as Artifact Registry while kfp-spot
     # gave it the local registry's URL templates.
-    host = hosts.check_host("HTTPS://US-Central1-KFP.pkg.dev/my-proj/My-Repo/")
-    assert host == "https://us-central1-kfp.pkg.dev/my-proj/My-Repo"
+    host = hosts.check_host("HTTPS://US-Central1-KFP.pkg.dev/my-proj/my-repo/")
+    assert host == "https://us-central1-kfp.pkg.dev/my-proj/my-repo"
     assert hosts.is_artifact_registry(host)
+
+
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [
+        ("https://us-central1-kfp.pkg.dev/My_Project/templates", "invalid project 'My_Project'"),
+        ("https://us-central1-kfp.pkg.dev/proj/templates", "invalid project 'proj'"),
+        ("https://us-central1-kfp.pkg.dev/my-project/Templates", "invalid repository 'Templates'"),
+        ("https://us-central1-kfp.pkg.dev/my-project/my_repo", "invalid repository 'my_repo'"),
+        ("https://us-central1-kfp.pkg.dev/my-project/1repo", "invalid repository '1repo'"),
+        ("http://127.0.0.1:1/local/templates", "invalid project 'local'"),
+        ("http://127.0.0.1:1/my-project/repo-", "invalid repository 'repo-'"),
+    ],
+)
+def test_a_project_or_repository_artifact_registry_refuses_is_refused_before_any_request(
+    host, says
+):
+    # Taken: the local registry made such a repository, and a team's URL that worked here was
+    # refused by Artifact Registry (after credentials were loaded and the template sent).
+    with pytest.raises(ValueError, match=f"invalid registry host .*{says}: expected"):
+        hosts.check_host(host)
+    with pytest.raises(ValueError, match=says):  # port 1: a request would fail otherwise
+        client.list_tags(host, "pkg")
+
+
+def test_artifact_registrys_project_and_repository_forms_are_taken():
+    for host in (
+        "https://us-central1-kfp.pkg.dev/my-project/templates",
+        "https://europe-west4-kfp.pkg.dev/123456789012/r",
+        "http://127.0.0.1:1/example.com:my-project/team-templates-2",
+    ):
+        assert hosts.check_host(host) == host
+
+
+def test_the_server_refuses_a_project_or_repository_artifact_registry_refuses(tmp_path):
+    with RegistryServer(tmp_path / "root") as server:
+        for path, says in [
+            ("/local/templates/packages", "invalid project 'local'"),
+            ("/my-project/Templates/packages", "invalid repository 'Templates'"),
+            ("/v1/projects/local/locations/local/repositories/t/packages", "project 'local'"),
+        ]:
+            response = requests.get(server.url + path, timeout=10)
+            assert response.status_code == 400, path
+            assert says in response.json()["error"]["message"], path
+        with pytest.raises(RegistryStoreError, match="invalid project 'team'"):
+            server.repository_url("team", "templates")
+        assert not (server.root / "team").exists()
+
+
+def test_a_repository_an_older_version_made_under_a_refused_name_is_named_not_lost(tmp_path):
+    # The old default, local/templates: its templates stayed on disk but no URL reached them.
+    old = tmp_path / "root" / "local" / "templates"
+    (old / "tiny-add").mkdir(parents=True)
+    with RegistryServer(tmp_path / "root") as server:
+        server.repository_url()  # the default now: local-project/templates
+        (line,) = server.store.unserved_folders()
+    assert line.startswith(f"{old} is not served (invalid project 'local': expected")
+    assert line.endswith(f"move it to {tmp_path / 'root'}/PROJECT/REPO to serve it")
+    assert (old / "tiny-add").is_dir()

@@ -37,7 +37,7 @@ class RegistryModel(RuleBasedStateMachine):
         self.versions: dict[str, dict[str, bytes]] = {}  # package -> version -> content
         self.tags: dict[str, dict[str, str]] = {}  # package -> tag -> version
         # Created once, as `gcloud artifacts repositories create` makes one; a restart keeps it.
-        self.host = self.server.repository_url("p", "r")
+        self.host = self.server.repository_url("my-project", "r")
 
     @property
     def client(self):
@@ -99,7 +99,7 @@ class RegistryModel(RuleBasedStateMachine):
     def restart(self):
         self.server.stop()
         self.server = RegistryServer(self.tmp / "root").start()
-        self.host = f"{self.server.url}/p/r"  # not created again: the restart kept it
+        self.host = f"{self.server.url}/my-project/r"  # not created again: the restart kept it
 
     @invariant()
     def registry_matches_the_model(self):
