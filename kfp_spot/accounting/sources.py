@@ -91,13 +91,17 @@ def ledger_attempts(
 def row_cost(row: Mapping[str, Any], where: str, strategy: str) -> AttemptCost | None:
     """The cost fields of a ledger row (``spotCost``, ``onDemandCost``, ``cost``); None without.
 
+    A row that carries one of the two prices and not the other (written by hand, cut short) is
+    unpriced too: the missing one read as 0 showed a Spot attempt that cost nothing, or savings
+    below zero, where the cost is unknown.
+
     Raises:
         AccountingError: a cost field that is not a number (the message names it).
     """
-    if row.get("spotCost") is None and row.get("onDemandCost") is None:
-        return None
-    spot_usd = number(row, "spotCost", where)
+    spot_usd = number(row, "spotCost", where)  # a field given is a number, or it is named
     on_demand_usd = number(row, "onDemandCost", where)
+    if any(row.get(key) in (None, "") for key in ("spotCost", "onDemandCost")):
+        return None
     spot = is_spot(strategy)
     paid = number(row, "cost", where, default=spot_usd if spot else on_demand_usd)
     return AttemptCost(spot_usd, on_demand_usd, paid, on_demand_usd - paid, spot)

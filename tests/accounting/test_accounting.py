@@ -392,3 +392,17 @@ def test_a_bad_serving_field_is_named():
         accounting.serving_lives([_life(0, 1, "PREEMPTED", 1.0) | {"billableSeconds": "long"}])
     with pytest.raises(AccountingError, match=r"serving\[0\] must be an object"):
         accounting.serving_lives(["row"])
+
+
+@pytest.mark.parametrize("missing", ["spotCost", "onDemandCost"])
+@pytest.mark.parametrize("strategy", ["SPOT", "STANDARD"])
+def test_a_ledger_row_with_one_price_of_two_is_unpriced_not_free(missing, strategy):
+    # The missing one was read as 0: a Spot attempt cost $0 and saved 100%, an on-demand one
+    # showed savings below zero, where the row does not say what the attempt cost.
+    row = _row(1, "SUCCEEDED", 3600.0, strategy=strategy, spotCost=0.1, onDemandCost=0.5)
+    for absent in (None, ""):
+        (attempt,) = ledger_attempts([{**row, missing: absent}], default_job="j")
+        assert attempt.cost is None
+        assert account(ledger=[attempt]).costs is None  # the report says "unknown"
+    (priced,) = ledger_attempts([row], default_job="j")
+    assert priced.cost is not None and priced.cost.on_demand_usd == 0.5
