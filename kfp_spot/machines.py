@@ -143,6 +143,28 @@ def accelerator(name: str) -> Accelerator | None:
     return _load()[1].get(name)
 
 
+def unpriced(machine: str, accelerator_type: str = "", accelerator_count: int = 0) -> str | None:
+    """What the table cannot price of one replica (for a message), or None when it prices it all.
+
+    :func:`hourly_price` adds nothing for an accelerator the table lacks, and a machine priced
+    per accelerator (``cloud-tpu``) costs nothing alone: priced so, a TPU v4 Pod slice or a GPU
+    missing from the table would show a cost too low, down to zero.
+    """
+    mt = machine_type(machine)
+    if mt is None:
+        return f"no price for machine type {machine!r}"
+    if mt.accelerator_type:  # built in: its price is the machine's
+        return None
+    attached = accelerator_count > 0 and bool(accelerator_type)
+    if attached and accelerator(accelerator_type) is None:
+        return f"no price for accelerator {accelerator_type!r} (on {machine})"
+    if not attached and mt.on_demand_usd_per_hour == 0:
+        return (
+            f"no price for machine type {machine!r} without accelerators (priced per accelerator)"
+        )
+    return None
+
+
 def hourly_price(
     machine: str, accelerator_type: str = "", accelerator_count: int = 0, *, spot: bool
 ) -> float:

@@ -107,18 +107,19 @@ def hourly_rates(pools: Iterable[Pool]) -> Rates:
     (``kfp_spot.machines.hourly_price``). Pools with no replicas cost nothing.
 
     Raises:
-        UnknownPriceError: a machine type the table does not know.
+        UnknownPriceError: a machine type the table does not know, or an accelerator it has no
+            price for (``machines.unpriced``): such a pool is never priced as if it cost less.
     """
     spot = on_demand = 0.0
     for pool in pools:
         if pool.replica_count <= 0:
             continue
         args = (pool.machine_type, pool.accelerator_type, pool.accelerator_count)
-        try:
-            spot += machines.hourly_price(*args, spot=True) * pool.replica_count
-            on_demand += machines.hourly_price(*args, spot=False) * pool.replica_count
-        except ValueError as exc:
-            raise UnknownPriceError(f"no price for machine type {pool.machine_type!r}") from exc
+        problem = machines.unpriced(*args)
+        if problem is not None:
+            raise UnknownPriceError(problem)
+        spot += machines.hourly_price(*args, spot=True) * pool.replica_count
+        on_demand += machines.hourly_price(*args, spot=False) * pool.replica_count
     return Rates(spot, on_demand)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -406,3 +407,29 @@ def test_a_ledger_row_with_one_price_of_two_is_unpriced_not_free(missing, strate
         assert account(ledger=[attempt]).costs is None  # the report says "unknown"
     (priced,) = ledger_attempts([row], default_job="j")
     assert priced.cost is not None and priced.cost.on_demand_usd == 0.5
+
+
+@pytest.mark.parametrize(
+    ("pool", "says"),
+    [
+        (
+            Pool("cloud-tpu", "TPU_V4_POD", 32),
+            "no price for accelerator 'TPU_V4_POD' (on cloud-tpu)",
+        ),
+        (Pool("n1-standard-8", "NVIDIA_NEW_GPU", 1), "no price for accelerator 'NVIDIA_NEW_GPU'"),
+        (Pool("cloud-tpu"), "no price for machine type 'cloud-tpu' without accelerators"),
+        (Pool("no-such-machine"), "no price for machine type 'no-such-machine'"),
+    ],
+)
+def test_a_pool_the_table_cannot_price_whole_has_no_rates_not_lower_ones(pool, says):
+    # They were priced without the accelerator: a TPU v4 Pod slice cost $0 an hour, and a GPU
+    # missing from the table cost what the bare VM does.
+    with pytest.raises(accounting.UnknownPriceError, match=re.escape(says)):
+        hourly_rates([Pool("n1-standard-4"), pool])
+    # Priced whole: built-in accelerators, attached ones the table lists, TPU v3 per core.
+    for priced in (
+        Pool("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1),
+        Pool("n1-standard-8", "NVIDIA_TESLA_T4", 2),
+        Pool("cloud-tpu", "TPU_V3", 8),
+    ):
+        assert hourly_rates([priced]).on_demand_usd_per_hour > 0
