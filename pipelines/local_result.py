@@ -240,7 +240,8 @@ def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list
         "latest checkpoint:  "
         + ("none committed" if result.latest_step is None else f"step {result.latest_step}"),
         f"billable time:      {summary.billable_seconds:.1f} s",
-        f"cost:               {accounting.describe_cost(summary.costs)}",
+        f"cost:               "
+        f"{accounting.describe_cost(summary.costs, summary.cost_unknown_reason)}",
         f"goodput:            {goodput}",
     ]
 

@@ -13,6 +13,7 @@ docs/reports.md.
 
 from kfp_spot.accounting.fields import AccountingError, parse_time
 from kfp_spot.accounting.model import (
+    UNKNOWN_PRICE,
     Attempt,
     Costs,
     EndReason,
@@ -63,6 +64,7 @@ from kfp_spot.accounting.sources import (
 __all__ = [
     "SPOT_DISCOUNT_RANGE",
     "SPOT_PRICE_NOTE",
+    "UNKNOWN_PRICE",
     "AccountingError",
     "Attempt",
     "AttemptCost",

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kfp_spot import machines
 from kfp_spot.accounting.fields import enum_member
 from kfp_spot.accounting.pricing import AttemptCost, is_spot, spot_range
 
@@ -230,6 +231,23 @@ class Summary:
     costs: Costs | None = None
 
     @property
+    def cost_unknown_reason(self) -> str:
+        """Why ``costs`` is None, for a message: not every cause is a machine the table lacks."""
+        unpriced = [a for a in self.attempts if a.cost is None]
+        missing = sorted(
+            {a.machine_type for a in unpriced if machines.machine_type(a.machine_type) is None}
+            - {""}
+        )
+        if missing:
+            return f"no price for machine type {', '.join(map(repr, missing))} in {PRICE_TABLE}"
+        carried = {
+            Source.LEDGER: "the billing ledger does not price them",
+            Source.ATTEMPT_RECORDS: "the trainer's attempt records name no machine",
+            Source.JOB_TIMESTAMPS: "the jobs' start and end times name no machine",
+        }[self.source]
+        return f"no price for {len(unpriced)} of {self.attempt_count} attempts ({carried})"
+
+    @property
     def attempt_count(self) -> int:
         """How many attempts."""
         return len(self.attempts)
@@ -326,10 +344,17 @@ def usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.6f}"
 
 
-def describe_cost(costs: Costs | None) -> str:
-    """One line: what was paid (Spot part an estimate, with its range), on-demand, savings."""
+PRICE_TABLE = "kfp_spot/data/machines.csv"
+UNKNOWN_PRICE = f"a machine type has no price in {PRICE_TABLE}"
+
+
+def describe_cost(costs: Costs | None, unknown: str = UNKNOWN_PRICE) -> str:
+    """One line: what was paid (Spot part an estimate, with its range), on-demand, savings.
+
+    ``unknown``: why the cost is unknown when ``costs`` is None (``Summary.cost_unknown_reason``).
+    """
     if costs is None:
-        return "cost unknown (a machine type has no price in kfp_spot/data/machines.csv)"
+        return f"cost unknown ({unknown})"
     text = f"{usd(costs.paid_usd)}"
     if costs.spot_estimated:
         low, high = usd(costs.paid_low_usd), usd(costs.paid_high_usd)

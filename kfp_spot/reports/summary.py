@@ -150,13 +150,20 @@ def _cell(value: object) -> str:
 
 
 def _cost_rows(summary: Summary) -> list[str]:
-    return _cost_rows_of(summary.costs, summary.billable_seconds, "the run")
+    return _cost_rows_of(
+        summary.costs, summary.billable_seconds, "the run", summary.cost_unknown_reason
+    )
 
 
-def _cost_rows_of(costs: accounting.Costs | None, billable: float, payer: str) -> list[str]:
+def _cost_rows_of(
+    costs: accounting.Costs | None,
+    billable: float,
+    payer: str,
+    unknown: str = accounting.UNKNOWN_PRICE,
+) -> list[str]:
     if costs is None:
         return [
-            "| Cost | unknown: a machine type has no price in kfp_spot/data/machines.csv |",
+            f"| Cost | unknown: {unknown} |",
             f"| Billable time | {seconds(billable)} |",
         ]
     rows = [f"| Cost (what {payer} paid) | {usd(costs.paid_usd)} |"]

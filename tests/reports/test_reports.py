@@ -598,3 +598,37 @@ def test_a_bad_serving_row_names_the_field(tmp_path: Path):
     )
     with pytest.raises(ReportError, match=r"serving\[0\]\.billableSeconds must be a number"):
         write_report(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            lambda doc: [r.update(machineType="x9-mega-1", spotCost=None) for r in doc["ledger"]],
+            "no price for machine type 'x9-mega-1' in kfp_spot/data/machines.csv",
+        ),
+        # The machine is priced; the rows carry no cost (one of two prices, or none at all).
+        (
+            lambda doc: [r.pop("onDemandCost") for r in doc["ledger"]],
+            "no price for 2 of 2 attempts (the billing ledger does not price them)",
+        ),
+        (
+            lambda doc: doc.pop("ledger"),
+            "no price for 2 of 2 attempts (the trainer's attempt records name no machine)",
+        ),
+    ],
+)
+def test_an_unknown_cost_says_why_not_always_that_a_machine_has_no_price(tmp_path, change, reason):
+    # Every unknown cost said "a machine type has no price in kfp_spot/data/machines.csv", also
+    # for n1-standard-4, which has one: a run whose ledger or records did not price it.
+    attempts = [
+        Attempt(1, 100, [0.5], "PREEMPTED", 0.1, 1.0),
+        Attempt(1, 50, [], "SUCCEEDED", 0.1, 1.0),
+    ]
+    doc = build_run(tmp_path, attempts)
+    change(doc)
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    markdown = write_report(tmp_path).markdown.read_text()
+    assert table_value(markdown, "Cost") == f"unknown: {reason}"
+    summary = load_run(tmp_path).account()
+    assert summary.costs is None and summary.cost_unknown_reason == reason
