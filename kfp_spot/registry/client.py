@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kfp_spot.registry.hosts import check_host, registry_client
+from kfp_spot.registry.hosts import check_host, is_artifact_registry, registry_client
 from kfp_spot.registry.store import (
+    MAX_TEMPLATE_BYTES,
     VERSION_PREFIX,
     RegistryStoreError,
     check_id,
@@ -72,13 +73,22 @@ def push(
 
     Raises:
         FileNotFoundError: when the template does not exist.
-        ValueError: for an invalid host, version or tag, or a template a run could not start
-            from (:func:`check_template`: the upload would move ``latest`` to it).
+        ValueError: for an invalid host, version or tag, a template larger than the local
+            registry takes, or a template a run could not start from (:func:`check_template`:
+            the upload would move ``latest`` to it).
         RegistryError: when the registry refuses the upload or cannot be reached.
     """
     path = Path(template_path)
     if not path.is_file():
         raise FileNotFoundError(f"template {path} does not exist (compile it first)")
+    size = path.stat().st_size
+    if size > MAX_TEMPLATE_BYTES and not is_artifact_registry(check_host(host)):
+        # Said before the template is read: parsing tens of MB of YAML takes minutes, then
+        # the local registry refused the upload with 413.
+        raise ValueError(
+            f"template {path} is {size} bytes; the local registry takes templates of at most "
+            f"{MAX_TEMPLATE_BYTES} bytes"
+        )
     package = check_template(path)
     if tags is not None:
         tag_list = tuple(tags)

@@ -138,3 +138,14 @@ def test_a_repository_an_older_version_made_under_a_refused_name_is_named_not_lo
     assert line.startswith(f"{old} is not served (invalid project 'local': expected")
     assert line.endswith(f"move it to {tmp_path / 'root'}/PROJECT/REPO to serve it")
     assert (old / "tiny-add").is_dir()
+
+
+def test_a_template_larger_than_the_local_registry_takes_is_refused_before_it_is_read(
+    tmp_path, monkeypatch
+):
+    # It was parsed first (minutes for tens of MB of YAML), then refused by the server with 413.
+    monkeypatch.setattr(client, "MAX_TEMPLATE_BYTES", 64)
+    big = tmp_path / "big.yaml"
+    big.write_text("not: [a, template" + " " * 100)  # never parsed: no YAML error
+    with pytest.raises(ValueError, match=r"big\.yaml is 117 bytes; the local registry takes .* 64"):
+        client.push(big, "http://127.0.0.1:1/my-project/r")  # port 1: never contacted
