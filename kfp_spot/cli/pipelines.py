@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from kfp_spot.cli.pairs import GivenPath, endpoint_option, parse_pairs, regions_option
-from kfp_spot.cli.registry import TemplateFile
+from kfp_spot.cli.pairs import GivenPath, TemplateFile, endpoint_option, parse_pairs, regions_option
 from kfp_spot.pipelines.local_drill import GRACE_PERIOD, PREEMPTIONS
 
 DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's

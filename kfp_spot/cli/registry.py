@@ -34,35 +34,6 @@ _config_option = click.option(
 )
 
 
-class TemplateFile(click.Path):
-    """A compiled template's file; a registry URL in its place is told how to pull it first.
-
-    The Vertex AI SDK takes a template's registry URL for a run; `kfp-spot run` and `submit`
-    check a file before anything is sent, so the URL gets the `kfp-spot pull` that fetches it.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(exists=True, dir_okay=False, path_type=Path)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """The file's path; a URL fails with the pull that fetches it."""
-        text = str(value)
-        if text.lower().startswith(("http://", "https://")):
-            scheme, _, rest = text.rstrip("/").partition("://")
-            parts = rest.split("/")
-            if len(parts) == 5:  # SERVER/PROJECT/REPO/PACKAGE/TAG (or sha256: version)
-                ref = parts[4]
-                which = "--version" if ref.startswith("sha256:") else "--tag"
-                pull_it = (
-                    f"`kfp-spot pull {parts[3]} --host {scheme}://{'/'.join(parts[:3])} "
-                    f"{which} {ref} -o {parts[3]}.yaml`, then give {parts[3]}.yaml"
-                )
-            else:
-                pull_it = "`kfp-spot pull PACKAGE --host REPOSITORY_URL --tag TAG`, then the file"
-            self.fail(f"{text!r} is a URL, not a file: pull the template first with {pull_it}")
-        return super().convert(value, param, ctx)
-
-
 def _checked_host(host: str) -> str:
     from kfp_spot.registry import check_host
 

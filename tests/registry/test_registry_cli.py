@@ -474,6 +474,18 @@ def test_a_registry_url_for_a_template_is_told_the_pull_that_fetches_it(command)
     ) in line, line
 
 
+@pytest.mark.parametrize("command", [["submit"], ["run", "--template"]])
+def test_a_registry_url_of_a_repository_artifact_registry_refuses_says_so_not_pull_it(command):
+    # It was told the `kfp-spot pull` that fetches it, which then failed on the host.
+    url = "https://us-central1-kfp.pkg.dev/proj/Templates/fraud-model/1.2.0"
+    result = CliRunner().invoke(main, [*command, url])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert f"{url!r} is a URL, not a file, and invalid registry host" in line, line
+    assert "invalid project 'proj': expected a Google Cloud project ID" in line
+    assert "kfp-spot pull" not in line
+
+
 def test_tags_lists_the_uploads_no_tag_names_any_more(tmp_path, template, template_v2):
     # Pushed without --version, an upload is named by its digest alone once latest moves on:
     # `kfp-spot tags` showed nothing of it, so the earlier pipeline seemed gone.
