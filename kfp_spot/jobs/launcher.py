@@ -51,6 +51,7 @@ from kfp_spot.jobs.recovery import (
     region_of,
     save_state,
     state_uri,
+    waiting_since,
 )
 from kfp_spot.jobs.regions import Site, Sites
 from kfp_spot.jobs.report import build_report, pools_of
@@ -115,7 +116,8 @@ class Launcher:
         self.resumed_from: checkpoints.Manifest | None = None
         self._fresh: set[str] = set()  # submission tokens this process made (known not created)
         self._leaving: Classified | None = None  # leave_region's verdict on the watched job
-        self._last_running = 0.0  # when the watched job was last seen RUNNING
+        self._waiting_since: float | None = None  # since when the watched job waits for VMs
+        self._created_at = 0.0  # when the watched job was submitted
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -263,7 +265,8 @@ class Launcher:
                 backend=site.backend,
                 checkpoint_root=self.storage.checkpoints(site.region),
             )
-            self._leaving, self._last_running = None, current.submitted_at
+            self._leaving, self._waiting_since = None, None
+            self._created_at = current.submitted_at
             job = site.service.wait(
                 current.job_name, self.poll, on_poll=self.watcher.poll, stop=self._stop_waiting
             )
@@ -314,16 +317,20 @@ class Launcher:
 
     def _stop_waiting(self, job: CustomJob) -> bool:
         """Stop waiting on ``job``: to leave its region, or past the deadline (_abandon_spot)."""
-        running = state_name(job.state) == "JOB_STATE_RUNNING"
         now = self.clock()
-        if running:
-            self._last_running = now
+        self._waiting_since = waiting_since(
+            running=state_name(job.state) == "JOB_STATE_RUNNING",
+            ever_ran=bool(job.start_time),
+            last_running=self._waiting_since,
+            created_at=self._created_at,
+            now=now,
+        )
         self._leaving = leave_region(
             self.request.policy,
             regions=len(self.order),
             strategy=strategy_of(job),
             preempted=self.watcher.preempted,
-            waiting_seconds=0.0 if running else now - self._last_running,
+            waiting_seconds=now - self._waiting_since,
         )
         return self._leaving is not None or self._abandon_spot(job)
 

@@ -311,6 +311,31 @@ def leave_region(
     return None
 
 
+def waiting_since(
+    *, running: bool, ever_ran: bool, last_running: float | None, created_at: float, now: float
+) -> float:
+    """Since when the watched job has waited for VMs, for ``region_wait_seconds`` (pure).
+
+    Args:
+        running: whether the job is RUNNING now.
+        ever_ran: whether it was RUNNING at some time (``startTime`` is set).
+        last_running: when this launcher last saw it RUNNING (None: not yet).
+        created_at: when it was submitted.
+        now: the current time.
+
+    A job RUNNING now waits for nothing. One this launcher saw RUNNING has waited since then. One
+    that never ran has waited since it was created. One that ran but was never seen RUNNING here
+    (a restarted launcher reattaching to a job that is restarting after a preemption) stopped
+    running at a moment nobody recorded: its wait counts from now, as counting from its create
+    would give up a job that may have been running until a moment ago.
+    """
+    if running:
+        return now
+    if last_running is not None:
+        return last_running
+    return now if ever_ran else created_at
+
+
 @dataclass
 class LaunchState:
     """What a restarted launcher needs to carry on: the run it belongs to and its submissions."""
