@@ -451,6 +451,7 @@ def test_monitor_names_the_job_once_there_are_several_and_an_attempt_that_never_
     assert events == [
         "[0:00]   CustomJob 1 submitted",
         "[0:00]   attempt 1 cancelled before it ran",
+        "[0:00]   CustomJob 1 failed",
         "[0:00]   CustomJob 2 submitted",
         "[0:00]   CustomJob 2: attempt 1 running (SPOT, n1-standard-4)",
     ]
@@ -936,4 +937,48 @@ def test_monitor_says_where_a_job_went_when_the_launch_moved_regions():
         "[0:00]   CustomJob 1 submitted",
         "[0:00]   CustomJob 2 submitted",
         "[0:00]   CustomJob 3 submitted in europe-west4",
+    ]
+
+
+def test_a_job_that_ends_without_success_says_why_before_the_launch_moves_on():
+    # A stockout failed the job in the first region and the next one was submitted in the second,
+    # with nothing on the console between: the service's words are what says why.
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    first = "projects/local-project/locations/us-central1/customJobs/1"
+    second = "projects/local-project/locations/europe-west4/customJobs/2"
+    stockout = "Resources are insufficient in region: us-central1.\nPlease try a different region."
+    jobs: list[JobView] = []
+    monitor.watch(lambda: jobs)
+    monitor.poll()  # the jobs there before the run: none
+    jobs = [JobView(first, "JOB_STATE_RUNNING", (_row(1),))]
+    monitor.poll()
+    jobs = [
+        JobView(first, "JOB_STATE_FAILED", (_row(1, end="PREEMPTED", billable=2),), stockout),
+        JobView(second, "JOB_STATE_RUNNING", (_row(1),)),
+    ]
+    monitor.poll()
+    monitor.poll()  # said once
+    assert events[2:] == [
+        "[0:00]   attempt 1 preempted after 2.0 s",
+        "[0:00]   CustomJob 1 failed: Resources are insufficient in region: us-central1. "
+        "Please try a different region.",
+        "[0:00]   CustomJob 2 submitted in europe-west4",
+        "[0:00]   CustomJob 2: attempt 1 running (SPOT, n1-standard-4)",
+    ]
+
+
+def test_a_job_whose_code_failed_is_said_by_its_attempt_line_only():
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    name = "projects/local-project/locations/l/customJobs/1"
+    jobs: list[JobView] = []
+    monitor.watch(lambda: jobs)
+    monitor.poll()  # the jobs there before the run: none
+    jobs = [JobView(name, "JOB_STATE_FAILED", (_row(1, end="FAILED"),), "replica exited 1")]
+    monitor.poll()
+    assert events == [
+        "[0:00]   CustomJob 1 submitted",
+        "[0:00]   attempt 1 running (SPOT, n1-standard-4)",
+        "[0:00]   attempt 1 FAILED after 0.0 s",
     ]

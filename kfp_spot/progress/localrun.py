@@ -34,7 +34,12 @@ def emulator_jobs(emu: Emulator) -> Callable[[], list[JobView] | None]:
     def jobs() -> list[JobView] | None:
         try:
             return [
-                JobView(job["name"], str(job.get("state", "")), tuple(emu.attempts(job["name"])))
+                JobView(
+                    job["name"],
+                    str(job.get("state", "")),
+                    tuple(emu.attempts(job["name"])),
+                    str((job.get("error") or {}).get("message", "")),
+                )
                 for job in reversed(emu.list_jobs())
             ]
         except (ApiError, EmulatorError, sqlite3.Error):  # stopped or restarting: look again later

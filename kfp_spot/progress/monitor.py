@@ -33,6 +33,12 @@ _TERMINAL_JOB_STATES = {
     "JOB_STATE_EXPIRED",
     "JOB_STATE_PARTIALLY_SUCCEEDED",
 }
+# The job's own end, said once (a success is said by its last attempt's line).
+_JOB_ENDS = {
+    "JOB_STATE_FAILED": "failed",
+    "JOB_STATE_CANCELLED": "cancelled",
+    "JOB_STATE_EXPIRED": "expired",
+}
 _ATTEMPT_ENDS = {
     "SUCCEEDED": "succeeded",
     "PREEMPTED": "preempted",
@@ -82,11 +88,13 @@ class JobView:
         state: e.g. ``JOB_STATE_RUNNING``.
         attempts: its ledger rows (``attempt``, ``startTime``, ``endReason``, ``billableSeconds``,
             ``machineType``, ``strategy``), as the emulator serves them.
+        error: the service's words for a job that ended without success (``error.message``).
     """
 
     name: str
     state: str
     attempts: tuple[Mapping[str, Any], ...] = ()
+    error: str = ""
 
     @property
     def short(self) -> str:
@@ -304,6 +312,15 @@ class RunMonitor:
                 if reason != "FAILED" and step is not None:
                     text += f"; latest checkpoint: step {step}"
                 self._emit(f"  {who}{text}")
+        # Why the launch moves on (to another region, to STANDARD) or gives up: the job's end
+        # (the service's words: a stockout, a cancel). A job whose code failed was said by its
+        # attempt's FAILED line, and the failing task's error shows the message.
+        ending = _JOB_ENDS.get(job.state)
+        code_failed = bool(job.attempts) and job.attempts[-1].get("endReason") == "FAILED"
+        if ending and not code_failed and self._once(job, 0, "job"):
+            said = " ".join(job.error.split())
+            said = said if len(said) <= 200 else said[:197] + "..."
+            self._emit(f"  CustomJob {job.short} {ending}" + (f": {said}" if said else ""))
 
     def _once(self, job: JobView, attempt: int, what: str) -> bool:
         key = (job.name, attempt, what)
