@@ -968,6 +968,20 @@ def test_a_job_that_ends_without_success_says_why_before_the_launch_moves_on():
     ]
 
 
+def test_a_cancelled_job_is_said_without_the_code_name_as_its_reason():
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
+    name = "projects/local-project/locations/l/customJobs/1"
+    jobs: list[JobView] = []
+    monitor.watch(lambda: jobs)
+    monitor.poll()  # the jobs there before the run: none
+    jobs = [
+        JobView(name, "JOB_STATE_CANCELLED", (_row(1, start=False, end="CANCELLED"),), "CANCELED")
+    ]
+    monitor.poll()
+    assert events[-1] == "[0:00]   CustomJob 1 cancelled"
+
+
 def test_a_job_whose_code_failed_is_said_by_its_attempt_line_only():
     events: list[str] = []
     monitor = RunMonitor(events.append, clock_fn=FakeClock())

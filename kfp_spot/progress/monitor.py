@@ -319,6 +319,8 @@ class RunMonitor:
         code_failed = bool(job.attempts) and job.attempts[-1].get("endReason") == "FAILED"
         if ending and not code_failed and self._once(job, 0, "job"):
             said = " ".join(job.error.split())
+            if said.upper() in ("CANCELED", "CANCELLED"):  # a cancel's code name says no more
+                said = ""
             said = said if len(said) <= 200 else said[:197] + "..."
             self._emit(f"  CustomJob {job.short} {ending}" + (f": {said}" if said else ""))
 
