@@ -311,9 +311,23 @@ class Launcher:
         return True
 
     def _held(self, site: Site, base: str, mine: CustomJob | None) -> Classified | None:
-        """A USER_ERROR when another launch's live job writes to ``base`` (:mod:`sharing`)."""
+        """A USER_ERROR when another launch's live job writes to ``base`` (:mod:`sharing`).
+
+        Looked for in ``site``'s region and in every other region of the launch whose jobs
+        write to ``base`` too: another launch that failed over there still writes to it.
+        """
         own = {sub.token for sub in self.state.submissions} if self.state else set()
-        return sharing.check(site.service, site.parent, base, mine=mine, own_tokens=own)
+        regions = [site.region] + [
+            region
+            for region in self.order
+            if region != site.region and self.storage.base(region) == base
+        ]
+        for region in regions:
+            where = self.sites.get(region)
+            held = sharing.check(where.service, where.parent, base, mine=mine, own_tokens=own)
+            if held is not None:
+                return held
+        return None
 
     def _stop_waiting(self, job: CustomJob) -> bool:
         """Stop waiting on ``job``: to leave its region, or past the deadline (_abandon_spot)."""

@@ -1,16 +1,17 @@
 """One live launch per output directory: launches that share one resume from each other's steps.
 
-A launch's jobs write their checkpoints under its base output directory, and every attempt
-resumes from the newest step there. Two launches given the same directory at once (the same
-``base_output_directory`` passed to every iteration of a ``ParallelFor``) would each train on top
-of the other's steps, with nothing to say so. So every job the launcher creates carries a label
-naming its base output directory (:data:`~kfp_spot.jobs.service.OUTPUT_LABEL`, a digest: label
-values hold 63 characters), and before it creates one the launcher lists the jobs with that label
-in the region: a job of another launch that has not ended holds the directory, and this launch
-fails, naming it. Two launches that start together both find the directory free and both create;
-each then lists again, and the one whose job was created later (on a tie: the larger name) gives
-way: it cancels its job and fails. The jobs of the same launch (its resubmissions, a restarted
-launcher's) are its own: they share the directory by design, one after the other.
+A launch's jobs write their checkpoints under its base output directory, and every attempt resumes
+from the newest step there. Two launches given the same directory at once (the same
+``base_output_directory`` passed to every iteration of a ``ParallelFor``) would each train on top of
+the other's steps, with nothing to say so. So every job the launcher creates carries a label naming
+its base output directory (:data:`~kfp_spot.jobs.service.OUTPUT_LABEL`, a digest: label values hold
+63 characters), and before it creates one the launcher lists the jobs with that label in the region,
+and in every other region of the launch whose jobs write there (another launch may have failed over
+to one): a job of another launch that has not ended holds the directory, and this launch fails,
+naming it. Two launches that start together both find the directory free and both create; each then
+lists again, and the one whose job was created later (on a tie: the larger name) gives way: it
+cancels its job and fails. The jobs of the same launch (its resubmissions, a restarted launcher's)
+are its own: they share the directory by design, one after the other.
 
 :func:`holder` is the policy (pure); :func:`check` lists; the launcher cancels.
 """

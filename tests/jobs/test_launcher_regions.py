@@ -272,3 +272,48 @@ def test_a_rerun_launcher_adopts_the_job_in_the_second_region_and_cancels_it_the
     with open(task_dir / "gcp_resources", encoding="utf-8") as handle:
         (resource,) = json.load(handle)["resources"]
     assert f"/locations/{REGIONS[1]}/customJobs/" in resource["resourceUri"]
+
+
+def test_a_directory_held_by_a_launch_in_another_region_is_not_shared(
+    tmp_path, env_cache, trainer_package
+):
+    """A launch that failed over to europe-west4 still writes to its base directory: a second
+    launch given that directory, starting in us-central1, fails naming its job and creates
+    nothing, as it would had both been in one region (listing us-central1 alone found none)."""
+    from test_launcher_emulator import _outputs_in
+
+    base, release = str(tmp_path / "shared"), tmp_path / "release"
+    with _emulator(tmp_path, env_cache) as emu:
+        first: dict = {}
+
+        def launch_first() -> None:
+            first["outcome"] = launch_spot_job(
+                project=PROJECT,
+                location=REGIONS[1],
+                package=trainer_package,
+                args=["--steps", "3", "--hold", str(release)],
+                api_endpoint=emu.endpoint,
+                base_output_directory=base,
+                **_outputs_in(tmp_path / "a"),
+            )
+
+        thread = threading.Thread(target=launch_first, daemon=True)
+        thread.start()
+        _wait(lambda: checkpoints.list_steps(f"{base}/checkpoints") or not thread.is_alive())
+        (job,) = emu.list_jobs()
+        with pytest.raises(LaunchFailedError) as info:
+            _launch(
+                emu,
+                trainer_package,
+                _outputs_in(tmp_path / "b"),
+                "--steps",
+                "3",
+                base_output_directory=base,
+            )
+        jobs = _jobs(emu)
+        release.touch()
+        thread.join(timeout=120)
+    assert info.value.outcome.value == "USER_ERROR"
+    assert f"is in use by CustomJob {job['name']} of another launch" in str(info.value)
+    assert jobs == [(REGIONS[1], "JOB_STATE_RUNNING")]  # nothing created in us-central1
+    assert first == {"outcome": "SUCCEEDED"}
