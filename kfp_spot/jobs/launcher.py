@@ -322,12 +322,8 @@ class Launcher:
             for region in self.order
             if region != site.region and self.storage.base(region) == base
         ]
-        for region in regions:
-            where = self.sites.get(region)
-            held = sharing.check(where.service, where.parent, base, mine=mine, own_tokens=own)
-            if held is not None:
-                return held
-        return None
+        places = [(self.sites.get(r).service, self.sites.get(r).parent) for r in regions]
+        return sharing.check(places, base, mine=mine, own_tokens=own)
 
     def _stop_waiting(self, job: CustomJob) -> bool:
         """Stop waiting on ``job``: to leave its region, or past the deadline (_abandon_spot)."""

@@ -79,20 +79,29 @@ def held_message(base_output_directory: str, job_name: str) -> str:
 
 
 def check(
-    service: JobService,
-    parent: str,
+    places: Sequence[tuple[JobService, str]],
     base_output_directory: str,
     *,
     mine: CustomJob | None,
     own_tokens: Collection[str],
 ) -> Classified | None:
-    """Whether another launch holds ``base_output_directory`` in ``parent``'s region.
+    """Whether another launch holds ``base_output_directory`` in any of ``places``.
+
+    Args:
+        places: ``(service, parent)`` of each region to look in (``mine``'s own first); their
+            jobs are judged together, ``mine`` by its create time as listed in its region.
+        base_output_directory: the directory.
+        mine: see :func:`holder`.
+        own_tokens: see :func:`holder`.
 
     Returns:
-        A USER_ERROR naming the :func:`holder` (see it for ``mine`` and ``own_tokens``), or None.
+        A USER_ERROR naming the :func:`holder`, or None.
     """
     label = output_label(base_output_directory)
-    other = holder(service.labelled(parent, OUTPUT_LABEL, label), mine=mine, own_tokens=own_tokens)
+    jobs = [
+        job for service, parent in places for job in service.labelled(parent, OUTPUT_LABEL, label)
+    ]
+    other = holder(jobs, mine=mine, own_tokens=own_tokens)
     if other is None:
         return None
     return Classified(Outcome.USER_ERROR, held_message(base_output_directory, other.name))

@@ -128,3 +128,31 @@ def test_a_directory_whose_earlier_job_ended_is_taken_and_resumed_from(package, 
         server.jobs[other].message.state = 4  # SUCCEEDED
         assert _launch(server, package, outputs) == "SUCCEEDED"
         assert len(server.created()) == 1
+
+
+class _Listing:
+    """A JobService's label listing: the jobs it holds, whatever the filter."""
+
+    def __init__(self, *jobs: CustomJob) -> None:
+        self.jobs = list(jobs)
+
+    def labelled(self, parent: str, key: str, value: str) -> list[CustomJob]:
+        return [job for job in self.jobs if job.name.startswith(parent + "/")]
+
+
+def test_regions_are_judged_together_mine_by_its_time_as_listed_in_its_own_region():
+    # Mine, created first in us-central1, and another launch's job created after it in
+    # europe-west4: mine goes on, though the create's answer carried no create time.
+    europe = "projects/test-proj/locations/europe-west4"
+    mine = _job("1", "JOB_STATE_QUEUED", "ours", 0)
+    theirs = CustomJob(
+        name=f"{europe}/customJobs/2",
+        state="JOB_STATE_QUEUED",
+        labels={SUBMISSION_LABEL: "theirs", OUTPUT_LABEL: "x"},
+        create_time=T0 + timedelta(seconds=1),
+    )
+    answer = CustomJob(name=mine.name, state="JOB_STATE_QUEUED", labels=mine.labels)
+    places = [(_Listing(mine), PARENT), (_Listing(theirs), europe)]
+    assert sharing.check(places, "/base", mine=answer, own_tokens={"ours"}) is None
+    held = sharing.check(places, "/base", mine=None, own_tokens={"ours"})  # before a create
+    assert held is not None and theirs.name in held.message
