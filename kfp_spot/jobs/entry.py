@@ -27,7 +27,7 @@ from kfp_spot.jobs.launcher import (
     LaunchResult,
 )
 from kfp_spot.jobs.outcome import Outcome
-from kfp_spot.jobs.recovery import RecoveryPolicy, parse_region_policy
+from kfp_spot.jobs.recovery import RecoveryPolicy, RegionPolicy, parse_region_policy
 from kfp_spot.jobs.service import KFP_SPOT_LABELS
 from kfp_spot.jobs.strategy import FALLBACK_STRATEGIES
 from kfp_spot.layout import FOREIGN, inspect_layout
@@ -249,6 +249,37 @@ def check_regional_inputs(inputs: JobInputs, order: tuple[str, ...]) -> None:
             )
 
 
+def idle_region_settings(policy: RecoveryPolicy, location: str) -> list[str]:
+    """What a launch with one region was told about leaving it, which it cannot do (pure).
+
+    ``region_policy=EAGER`` and ``region_wait_seconds`` say when to go on to the next region;
+    with one region (``regions`` empty or of one) there is none, and they change nothing.
+
+    Returns:
+        One notice per such input, naming it (empty when each is at its default or there are
+        several regions).
+    """
+    order = policy.order(location)
+    if len(order) > 1:
+        return []
+    one = f"the launch has one region ({order[0]}; regions lists {len(policy.regions)})"
+    notices = []
+    if policy.region_policy is RegionPolicy.EAGER:
+        notices.append(
+            f"launch_spot_job input 'region_policy': EAGER has no effect: {one}, so a preemption "
+            "leaves it for none; the service restarts the job in place. List the regions to go "
+            "on to in regions"
+        )
+    if policy.region_wait_seconds:
+        notices.append(
+            f"launch_spot_job input 'region_wait_seconds': {policy.region_wait_seconds:g} has no "
+            f"effect: {one}, so a job waiting for Spot VMs is not given up for another. List "
+            "the regions to go on to in regions, or set deadline_seconds to move a waiting Spot "
+            "job to fallback_strategy"
+        )
+    return notices
+
+
 def check_region_buckets(
     buckets: dict[str, str], order: tuple[str, ...], *, emulator: bool
 ) -> None:
@@ -303,6 +334,8 @@ def launch_spot_job(**inputs: Any) -> str:
         fail_on_incomplete = read.boolean("fail_on_incomplete")
         launcher = Launcher(request)
         launcher.prepare()  # every input checked (resume_from too) before any API call
+    for notice in idle_region_settings(request.policy, request.inputs.location):
+        print(f"kfp-spot: warning: {notice}", file=sys.stderr, flush=True)
     try:
         result = launcher.run()
     except LaunchInterruptedError as exc:

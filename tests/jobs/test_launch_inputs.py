@@ -473,3 +473,31 @@ def test_the_created_job_never_carries_more_than_64_labels(package, outputs, mon
         (body,) = server.created()
     assert len(body["labels"]) == 64
     assert {"kfp_spot_submission", "kfp_spot_output"} <= set(body["labels"])
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"region_policy": "eager"}, ["region_policy"]),
+        ({"region_wait_seconds": 600, "regions": ["us-central1"]}, ["region_wait_seconds"]),
+        (
+            {"region_policy": "EAGER", "region_wait_seconds": 60},
+            ["region_policy", "region_wait_seconds"],
+        ),
+        ({"region_wait_seconds": 600, "regions": ["us-central1", "europe-west4"]}, []),
+        ({}, []),
+    ],
+)
+def test_region_settings_that_cannot_act_with_one_region_are_warned_of(
+    package, outputs, capsys, given, named
+):
+    # EAGER or a region wait with one region left nothing to go on to: they did nothing, silently.
+    with RecordingServer() as server:
+        launch_spot_job(**_inputs(server.endpoint, package, outputs, **given))
+    warnings = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("kfp-spot: warning: launch_spot_job input 'region")
+    ]
+    assert [line.split("'")[1] for line in warnings] == named
+    assert all("has no effect" in line and "regions" in line for line in warnings)
