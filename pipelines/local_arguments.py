@@ -113,12 +113,25 @@ def _json(kind: type) -> Callable[[str], Any]:
         try:
             value = loads_unique_keys(text)  # a key twice: ValueError
         except json.JSONDecodeError as exc:  # often the shell ate the quotes: say what to write
-            raise ValueError(f"{exc}; write {form}, quoted as a whole for the shell") from None
+            written = _as_json(text) if kind is list else ""
+            raise ValueError(
+                f"{exc}; write {written or form}, quoted as a whole for the shell"
+            ) from None
         if not isinstance(value, kind):
             raise ValueError(f"expected {form}")
         return value
 
     return parse
+
+
+def _as_json(text: str) -> str:
+    """``it as a JSON list: '["a", "b"]'`` for a list written as ``a,b`` (or one bare item)."""
+    if text.lstrip().startswith(("[", "{")):
+        return ""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items) or any(set(item) & set("\"' \t\n") for item in items):
+        return ""  # `--steps 40` is two arguments, not one: the general example says how
+    return f"it as a JSON list: '{json.dumps(items)}'"
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {

@@ -684,6 +684,26 @@ def test_unknown_names_and_bad_types_are_one_refusal_with_the_values_problems():
     assert lines[3].startswith("  parameter python_module: 'regressor/train.py' is not a dotted")
 
 
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [  # a list written as the shell would take it: shown as the JSON it means
+        (
+            "us-central1,europe-west4",
+            """write it as a JSON list: '["us-central1", "europe-west4"]'""",
+        ),
+        ("us-central1", """write it as a JSON list: '["us-central1"]'"""),
+        # two arguments in one item, an empty item: the general example, not a wrong guess
+        ("--steps 40", """write a JSON list such as '["--steps", "40"]'"""),
+        ("a,,b", """write a JSON list such as '["--steps", "40"]'"""),
+    ],
+)
+def test_a_list_written_with_commas_is_shown_as_the_json_it_means(text, written):
+    # --param regions=us-central1,europe-west4 was answered with an unrelated example.
+    with pytest.raises(local.LocalRunError) as info:
+        local.parse_arguments(spot_training, {"regions": text})
+    assert written + ", quoted as a whole for the shell" in str(info.value)
+
+
 def test_every_bad_bound_of_the_gate_is_a_problem_of_its_own():
     texts = {"thresholds": '{"accuracy": "=>0.9", "mse": 0.1}'}
     with pytest.raises(local.LocalRunError) as info:
