@@ -313,6 +313,11 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
             [f"--label=k{i}=v" for i in range(65)],
             "labels: has 65 labels; at most 64",
         ),
+        # Vertex AI Pipelines sets this key on every run and drops the value given.
+        (
+            ["--label", "vertex-ai-pipelines-run-billing-id=team-a"],
+            "labels.vertex-ai-pipelines-run-billing-id: is reserved by Vertex AI Pipelines",
+        ),
         (["--location", "mars"], "location"),
         # Shown as the request URL "notaurl/v1/projects/..." by a dry run; now refused.
         (

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from kfp_spot.vertex import regions, storage, template_refs, values
 from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
-from kfp_spot.vertex.pipeline_parameters import check_job_id
+from kfp_spot.vertex.pipeline_parameters import check_job_id, check_job_labels
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
 from kfp_spot.vertex.signin import NoCredentialsError as NoCredentialsError
@@ -171,10 +171,7 @@ def prepare_submission(
             values.check_service_account(service_account)
         except values.InvalidValueError as exc:
             raise SubmissionError(f"service_account: {exc}") from None
-    try:  # as each CustomJob's, Model's and Endpoint's
-        values.check_labels(labels or {})
-    except values.InvalidFieldError as exc:
-        raise SubmissionError(str(exc)) from None
+    check_job_labels(labels or {})
     given = dict(parameter_values or {})
     declared = template_parameters(spec)
     for name, value in (("project", project), ("location", location)):

@@ -1,5 +1,7 @@
 """A compiled pipeline's parameters against a submission's values: names, types, completeness.
 
+Also the PipelineJob's own fields made from the template and the flags: its ID and its labels.
+
 :mod:`kfp_spot.vertex.pipeline_job` checks every submission with it (and re-exports its names);
 a local run reads the same template parameters.
 """
@@ -140,3 +142,26 @@ def check_job_id(name: str, template: str) -> None:
     problem = job_id_problem(name)
     if problem:
         raise SubmissionError(f"template {template}: {problem}")
+
+
+# PipelineJob.labels (the API reference): "Note there is some reserved label key for Vertex AI
+# Pipelines. - vertex-ai-pipelines-run-billing-id, user set value will get overrided."
+RESERVED_LABELS = ("vertex-ai-pipelines-run-billing-id",)
+
+
+def check_job_labels(labels: Mapping[str, str]) -> None:
+    """Refuse PipelineJob labels Vertex AI refuses, or replaces: a label given is a label kept.
+
+    Raises:
+        SubmissionError: ``labels``/``labels.KEY``: too many, a malformed one, or a reserved key.
+    """
+    try:  # as each CustomJob's, Model's and Endpoint's
+        values.check_labels(labels)
+    except values.InvalidFieldError as exc:
+        raise SubmissionError(str(exc)) from None
+    for key in RESERVED_LABELS:
+        if key in labels:
+            raise SubmissionError(
+                f"labels.{key}: is reserved by Vertex AI Pipelines, which sets it on every run "
+                f"and replaces the value given ({values.show(labels[key])}): use another key"
+            )
