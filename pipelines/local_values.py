@@ -19,12 +19,25 @@ def _not_a_value(value: Any, where: str = "") -> str | None:
     """Why ``value`` (nested lists and dicts too) is no pipeline parameter value, else None.
 
     KFP turns an argument into a protobuf ``Value`` as the run starts and fails there, with a
-    traceback, on anything else (``None``, a tuple, a numpy number, a key that is not text).
+    traceback, on anything else (``None``, a tuple, a numpy number, a key that is not text). A
+    ``Value``'s number is a double: an integer it cannot hold exactly would reach a run on Vertex
+    AI Pipelines changed (or fail protobuf, beyond a double's range), so it is refused too.
     """
     if isinstance(value, float) and not math.isfinite(value):
         return (
             f"{value} is not a finite number; pipeline parameters are JSON values (no infinity "
             "or NaN)"
+        )
+    if isinstance(value, int) and not isinstance(value, bool) and _as_double(value) != value:
+        from kfp_spot.vertex.values import show
+
+        shown = f"item {where} ({show(value, 40)})" if where else show(value, 40)
+        kept = _as_double(value)
+        return (
+            f"{shown} is an integer a double cannot hold: a run on Vertex AI Pipelines is given "
+            "its parameters as protobuf Values, whose numbers are doubles, and would get "
+            f"{'none (out of range)' if kept is None else int(kept)}; integers up to 2**53 "
+            "are exact: pass a larger one as text"
         )
     if isinstance(value, (bool, str, int, float)):
         return None
@@ -45,6 +58,14 @@ def _not_a_value(value: Any, where: str = "") -> str | None:
     shown = "null" if value is None else f"a {type(value).__name__} ({value!r})"
     subject = f"item {where}" if where else "the value"
     return f"{subject} is {shown}, which a pipeline parameter cannot hold; {_HOLDS}"
+
+
+def _as_double(value: int) -> float | None:
+    """``value`` as the double a protobuf ``Value`` holds; None beyond a double's range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def together(problems: Sequence[str]) -> str:
@@ -72,9 +93,10 @@ def value_problems(values: Mapping[str, Any]) -> list[str]:
     """What is wrong with argument values a run would only fail on later, one line each.
 
     A pipeline parameter is a JSON value without null (KFP cannot send anything else, nor an
-    infinity or NaN); and what the evaluation reads only after training must be well formed,
-    so a typo in it does not cost a whole training run: ``thresholds`` must parse as bounds,
-    ``evaluation_entry_point`` read as ``module:function`` and ``python_module`` as a module.
+    infinity or NaN, nor an integer a double cannot hold exactly); and what the evaluation reads
+    only after training must be well formed, so a typo in it does not cost a whole training run:
+    ``thresholds`` must parse as bounds, ``evaluation_entry_point`` read as ``module:function``
+    and ``python_module`` as a module.
 
     Returns:
         Each problem, naming the parameter at fault and what would be valid; empty when none.

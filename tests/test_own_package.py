@@ -625,6 +625,16 @@ def test_a_python_module_in_the_pyproject_that_is_no_module_name_is_refused(regr
         ({"thresholds": '{"mse": ">= 0.9x"}'}, "thresholds['mse']: '>= 0.9x' is not a bound"),
         ({"thresholds": '{"mse": -1e400}'}, "parameter thresholds: -inf is not a finite number"),
         ({"evaluation_params": '{"alpha": NaN}'}, "parameter evaluation_params: nan is not a"),
+        (  # a protobuf Value's number is a double: Vertex AI would run with ...992
+            {"max_resubmissions": "9007199254740993"},
+            "parameter max_resubmissions: 9007199254740993 is an integer a double cannot hold: ",
+        ),
+        (
+            {"evaluation_params": '{"seed": 12345678901234567891}'},
+            "parameter evaluation_params: item ['seed'] (12345678901234567891) is an integer a "
+            "double cannot hold: a run on Vertex AI Pipelines is given its parameters as protobuf "
+            "Values, whose numbers are doubles, and would get 12345678901234567168",
+        ),
         (  # KFP cannot send a null: it would stop the run with a traceback once it started
             {"training_args": '["--steps", null]'},
             "parameter training_args: item [1] is null, which a pipeline parameter cannot hold; "
@@ -650,6 +660,13 @@ def test_a_bad_param_is_one_error_naming_it(texts, message):
         local.parse_arguments(spot_training, texts)
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)
+
+
+def test_an_integer_a_double_holds_exactly_is_a_valid_param_however_large():
+    # Only an integer the double would change is refused; 2**60 reaches the task as is.
+    assert local.parse_arguments(spot_training, {"max_resubmissions": str(2**60)}) == {
+        "max_resubmissions": 2**60
+    }
 
 
 def test_bad_params_are_one_refusal_naming_each_and_the_module_a_path_meant():

@@ -313,6 +313,11 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
             [f"--label=k{i}=v" for i in range(65)],
             "labels: has 65 labels; at most 64",
         ),
+        # Beyond a double's range: protobuf's OverflowError, a traceback, even for a dry run.
+        (
+            ["--param", 'evaluation_params={"seed": 1' + "0" * 400 + "}"],
+            "parameter evaluation_params: item ['seed'] (1000",
+        ),
         # Vertex AI Pipelines sets this key on every run and drops the value given.
         (
             ["--label", "vertex-ai-pipelines-run-billing-id=team-a"],
