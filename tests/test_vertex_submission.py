@@ -680,3 +680,46 @@ def test_a_pipeline_name_that_makes_no_valid_job_id_is_one_line(
         (line,) = result.stderr.strip().splitlines()
         assert f"pipeline name '{name}' ({len(name)} characters) makes a PipelineJob ID" in line
         assert "at most 113 characters" in line and "Traceback" not in result.stderr
+
+
+def test_without_a_pipeline_root_the_submission_warns_of_the_sdks_new_bucket(no_credentials):
+    """The SDK made up gs://PROJECT-vertex-pipelines-REGION-<random>/ and created that bucket,
+    another one for each process that submits; the dry run showed it without a word."""
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    args = ["submit", str(path), "--dry-run", "--project", "my-proj", "--location", "us-central1"]
+    result = _cli(args)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: no pipeline root (no --pipeline-root, and the template has none of its own): "
+        "the Vertex AI SDK makes one up, "
+        "gs://my-proj-vertex-pipelines-us-central1-<random>/output_artifacts/"
+    ) in result.stderr
+    result = _cli([*args, "--pipeline-root", "gs://bkt/r"])
+    assert result.exit_code == 0 and "no pipeline root" not in result.stderr, result.stderr
+
+
+def test_a_domain_scoped_project_without_a_pipeline_root_is_refused_naming_it(no_credentials):
+    """A domain-scoped project's ':' made the SDK's bucket name one Cloud Storage refuses."""
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    args = ["submit", str(path), "--dry-run", "--project", "example.com:my-proj"]
+    result = _cli(args)
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "kfp-spot: error: pipeline_root: none given (no --pipeline-root, and the template has "
+        "none of its own), and the one the Vertex AI SDK makes up for project "
+        "'example.com:my-proj', gs://example.com:my-proj-vertex-pipelines-us-central1-<random>/"
+    ), lines
+    assert _cli([*args, "--pipeline-root", "gs://bkt/r"]).exit_code == 0
+
+
+def test_the_default_root_is_the_one_the_installed_sdk_makes():
+    from google.cloud.aiplatform.utils import gcs_utils
+
+    from kfp_spot.vertex.pipeline_parameters import sdk_default_root
+
+    for project, location in [("my-proj", "us-central1"), ("a" * 30, "northamerica-northeast1")]:
+        salt = gcs_utils._DEFAULT_STAGING_BUCKET_SALT
+        assert sdk_default_root(project, location, salt) == (
+            gcs_utils.generate_gcs_directory_for_pipeline_artifacts(project, location)
+        )

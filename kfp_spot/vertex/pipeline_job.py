@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kfp_spot.vertex import regions, storage, template_refs, values
+from kfp_spot.vertex import pipeline_parameters, regions, storage, template_refs, values
 from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
-from kfp_spot.vertex.pipeline_parameters import check_job_id, check_job_labels
+from kfp_spot.vertex.pipeline_parameters import check_job_id
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
 from kfp_spot.vertex.signin import NoCredentialsError as NoCredentialsError
@@ -171,13 +171,15 @@ def prepare_submission(
             values.check_service_account(service_account)
         except values.InvalidValueError as exc:
             raise SubmissionError(f"service_account: {exc}") from None
-    check_job_labels(labels or {})
+    pipeline_parameters.check_job_labels(labels or {})
     given = dict(parameter_values or {})
     declared = template_parameters(spec)
     for name, value in (("project", project), ("location", location)):
         if name in declared:  # filled first: a required `project` that --project sets is set
             given.setdefault(name, value)
     warnings = check_parameters(spec, given, template, complete)
+    if not (pipeline_root or spec.get("defaultPipelineRoot")):
+        warnings.append(pipeline_parameters.check_default_root(project, location))
     return PipelineSubmission(
         template_path=Path(template_path),
         project=project,

@@ -1,6 +1,7 @@
 """A compiled pipeline's parameters against a submission's values: names, types, completeness.
 
-Also the PipelineJob's own fields made from the template and the flags: its ID and its labels.
+Also the PipelineJob's own fields made from the template and the flags: its ID, its labels and
+the pipeline root the SDK makes up when none is given.
 
 :mod:`kfp_spot.vertex.pipeline_job` checks every submission with it (and re-exports its names);
 a local run reads the same template parameters.
@@ -12,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_spot.vertex import regions, values
+from kfp_spot.vertex import regions, storage, values
 
 # The JSON types of a compiled spec's parameter types (parameterType).
 _PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
@@ -165,3 +166,41 @@ def check_job_labels(labels: Mapping[str, str]) -> None:
                 f"labels.{key}: is reserved by Vertex AI Pipelines, which sets it on every run "
                 f"and replaces the value given ({values.show(labels[key])}): use another key"
             )
+
+
+def sdk_default_root(project: str, location: str, salt: str = "<random>") -> str:
+    """The pipeline root the SDK makes up for a run given none, with ``salt`` for its random part.
+
+    aiplatform's ``gcs_utils.generate_gcs_directory_for_pipeline_artifacts``: the bucket
+    ``PROJECT-vertex-pipelines-REGION-SALT`` cut to 63 characters, ``SALT`` a UUID drawn once per
+    process (``_DEFAULT_STAGING_BUCKET_SALT``); ``PipelineJob.submit`` creates the bucket when it
+    does not exist and grants the run's service account access to it.
+    """
+    bucket = f"{project}-vertex-pipelines-{location}-{salt}"[:63].rstrip("-")
+    return f"gs://{bucket}/output_artifacts/"
+
+
+def check_default_root(project: str, location: str) -> str:
+    """A warning for a submission without a pipeline root: where the SDK would put the run.
+
+    Raises:
+        SubmissionError: the bucket the SDK would make for ``project`` is no bucket name (a
+            domain-scoped project's ``example.com:`` prefix), so the run could not be written.
+    """
+    sample = sdk_default_root(project, location, salt="0" * 36)  # a UUID's length and characters
+    try:
+        storage.check_gcs_uri(sample)
+    except values.InvalidValueError:
+        raise SubmissionError(
+            f"pipeline_root: none given (no --pipeline-root, and the template has none of its "
+            f"own), and the one the Vertex AI SDK makes up for project {project!r}, "
+            f"{sdk_default_root(project, location)}, names no valid Cloud Storage bucket (3-63 "
+            "lowercase letters, digits, '-', '_' or '.'); pass --pipeline-root gs://BUCKET/PATH"
+        ) from None
+    return (
+        "no pipeline root (no --pipeline-root, and the template has none of its own): the Vertex "
+        f"AI SDK makes one up, {sdk_default_root(project, location)}, and creates that bucket, "
+        "its random part drawn anew by each process that submits (another bucket for each "
+        "`kfp-spot submit`); pass --pipeline-root gs://BUCKET/PATH to keep the runs' artifacts "
+        "in one place"
+    )
