@@ -17,7 +17,8 @@ run time is not guessed at:
   submitted alone) is missing, as a PipelineJob's parameters cannot pass it; ``resume_from`` is
   left out (it is read at run time);
 - GCPC's placeholders are filled in as Vertex AI Pipelines would: the submission's project and
-  region, no persistent resource, network or key, a stand-in service account.
+  region, no persistent resource, network or key, a stand-in service account; the task's
+  environment holds the run's billing label, which the launch and the deploy add to their labels.
 
 A launch task left cacheable (KFP's default for a task) gets a warning: a rerun with the same
 inputs would replay the earlier outcome without training. An evaluate_checkpoint task's
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 from collections.abc import Iterator, Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -54,6 +54,7 @@ from kfp_spot.jobs.template_steps import (
     input_refused,
     placement_warnings,
     prepare_task_warnings,
+    task_environment,
 )
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
@@ -75,21 +76,6 @@ _RESOURCE_ID = "1234567890"  # of a model or an endpoint another task makes
 _PACKAGE_URI = "gs://pipeline-root/run/prepare-package/package.tar.gz"
 _RUN_SERVICE_ACCOUNT = "pipeline-runner@pipeline-project.iam.gserviceaccount.com"
 _PACKAGE_MODULE = "trainer.task"  # the package's metadata names it at run time
-
-
-@contextlib.contextmanager
-def _environment(env: Mapping[str, str]) -> Iterator[None]:
-    """The task's own environment (``KFP_SPOT_EXTRA_REGIONS``, ...) while it is checked."""
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @contextlib.contextmanager
@@ -213,7 +199,7 @@ def check_launch_task(
         root = _root(task, local)
         inputs["checkpoint"] = SimpleNamespace(uri=f"{root}/checkpoint")
         inputs["gcp_resources"] = f"{root}/gcp_resources"
-        with _environment(task.env), _quiet(local):
+        with task_environment(task.env, on_vertex=not local), _quiet(local):
             request = build_request(**inputs)
             request.inputs.base_output_directory = request.base_output_directory
             job = build_custom_job(request.inputs, target=EMULATOR if local else VERTEX_AI)
@@ -266,7 +252,7 @@ def check_deploy_task(
             _check_api_endpoint(inputs, local)
         except InvalidFieldError as exc:
             raise DeployInputError(exc.field, exc.reason) from None
-        with _environment(task.env), _quiet(local):
+        with task_environment(task.env, on_vertex=not local), _quiet(local):
             Deployer(build_request(**inputs), check_files=False)
     except DeployInputError as exc:
         raise input_refused(task, exc.field, exc.reason) from None

@@ -9,12 +9,34 @@ own parsers, since it reads them only after the training was paid for.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from kfp_spot.jobs.template_walk import DEPLOY_CALL, UNKNOWN, TemplateTask
+from kfp_spot.vertex import pipeline_context
 
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def task_environment(env: Mapping[str, str], *, on_vertex: bool) -> Iterator[None]:
+    """The task's own environment (``KFP_SPOT_EXTRA_REGIONS``, ...) while it is checked.
+
+    ``on_vertex``: with what Vertex AI Pipelines adds, the run's system labels, which the launch
+    and the deploy put on what they create, counted against Google Cloud's 64 labels.
+    """
+    env = pipeline_context.run_environment(env) if on_vertex else env
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class TemplateTaskError(ValueError):

@@ -12,6 +12,7 @@ from typing import Any
 
 from kfp_spot import fs
 from kfp_spot.serving.deploy import (
+    DEPLOYMENT_LABEL,
     Deployer,
     DeployInputError,
     DeployInterruptedError,
@@ -96,7 +97,14 @@ def build_request(**inputs: Any) -> DeployRequest:
         spot=read.boolean("spot"),
         service_account=read.text("service_account"),
         # The pipeline run's system labels too, as GCPC's ModelUploadOp and EndpointCreateOp.
-        labels=pipeline_context.merge_system_labels(read.string_map("labels"), os.environ),
+        labels=read.checked(  # too many with the run's: input 'labels', not a traceback
+            "labels",
+            pipeline_context.merge_system_labels,
+            read.string_map("labels"),
+            os.environ,
+            added=len([DEPLOYMENT_LABEL]),  # on the Model, beside these
+            what="Model",
+        ),
         encryption_spec_key_name=read.text("encryption_spec_key_name"),
         api_endpoint=read.text("api_endpoint"),
         timeout_seconds=read.number("timeout_seconds"),  # more than 0: checked with the request

@@ -101,6 +101,19 @@ _EXAMPLES = {
 }
 
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"
+# The label Vertex AI Pipelines puts on every run (PipelineJob.labels reserves its key and
+# overrides a value given) and hands each task in SYSTEM_LABELS_ENV, e.g.
+# {"vertex-ai-pipelines-run-billing-id": "8717761889699889152"}.
+RUN_BILLING_LABEL = "vertex-ai-pipelines-run-billing-id"
+
+
+def run_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """A task's environment ``env`` as Vertex AI Pipelines gives it, with the run's system labels.
+
+    What a check before the run sees in place of the run's own: the billing label with a
+    stand-in ID (a task's own ``SYSTEM_LABELS_ENV`` wins), so the labels it counts are the run's.
+    """
+    return {SYSTEM_LABELS_ENV: json.dumps({RUN_BILLING_LABEL: "1234567890123456789"}), **env}
 
 
 def is_placeholder(value: object) -> bool:
@@ -159,7 +172,7 @@ def template_location(
 
 
 def merge_system_labels(
-    labels: Mapping[str, str], environ: Mapping[str, str], *, added: int = 0
+    labels: Mapping[str, str], environ: Mapping[str, str], *, added: int = 0, what: str = "job"
 ) -> dict[str, str]:
     """``labels`` with the pipeline run's system labels added, as GCPC's launcher merges them.
 
@@ -168,6 +181,8 @@ def merge_system_labels(
         environ: the task's environment (``VERTEX_AI_PIPELINES_RUN_LABELS`` is read from it).
         added: how many labels the caller puts on the job after this merge (the launcher's
             submission and output labels): counted against the limit of :data:`MAX_LABELS`.
+        what: what carries the labels, for the message (the launcher's job, the deployer's
+            Model).
 
     Returns:
         The system labels updated with ``labels``; ``labels`` alone when the variable is unset or
@@ -181,9 +196,10 @@ def merge_system_labels(
     total = len(merged) + added
     if total > MAX_LABELS:
         system = len(merged) - len(labels)
+        own = f", {added} kfp-spot's own" if added else ""
         raise InvalidValueError(
-            f"the job would carry {total} labels ({len(labels)} given, {system} of the pipeline "
-            f"run's {SYSTEM_LABELS_ENV}, {added} kfp-spot's own); Google Cloud allows at most "
+            f"the {what} would carry {total} labels ({len(labels)} given, {system} of the pipeline "
+            f"run's {SYSTEM_LABELS_ENV}{own}); Google Cloud allows at most "
             f"{MAX_LABELS}: give at most {max(MAX_LABELS - system - added, 0)}"
         )
     return merged

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kfp_spot.vertex import regions, storage, values
+from kfp_spot.vertex import pipeline_context, regions, storage, values
 
 # The JSON types of a compiled spec's parameter types (parameterType).
 _PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
@@ -147,7 +147,7 @@ def check_job_id(name: str, template: str) -> None:
 
 # PipelineJob.labels (the API reference): "Note there is some reserved label key for Vertex AI
 # Pipelines. - vertex-ai-pipelines-run-billing-id, user set value will get overrided."
-RESERVED_LABELS = ("vertex-ai-pipelines-run-billing-id",)
+RESERVED_LABELS = (pipeline_context.RUN_BILLING_LABEL,)
 
 
 def check_job_labels(labels: Mapping[str, str]) -> None:

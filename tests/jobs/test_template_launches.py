@@ -6,6 +6,7 @@ running pipeline is refused at submission, naming the task and the input, with o
 ``--dry-run``.
 """
 
+import json
 import os
 import re
 from pathlib import Path
@@ -856,3 +857,35 @@ def test_an_evaluate_task_with_several_bad_bounds_is_still_one_line_naming_each(
         "thresholds['accuracy']: '=>0.9' is not a bound; "
     ), text
     assert "; thresholds['val_loss']: 0.1 has no operator" in text
+
+
+def _labels(count):
+    return "labels=" + json.dumps({f"k{i}": "v" for i in range(count)})
+
+
+def test_a_launchs_labels_count_the_runs_billing_label_and_kfp_spots_own(templates):
+    """On Vertex AI the job also carries the run's billing label (VERTEX_AI_PIPELINES_RUN_LABELS)
+    and kfp-spot's two: 62 labels passed the submission and failed the launch inside the run."""
+    line = _one_error_line(_submit(templates["good"], "--dry-run", "--param", _labels(62)))
+    assert "task 'condition-1/launch-spot-job': launch_spot_job input 'labels': the job " in line
+    assert (
+        "carry 65 labels (62 given, 1 of the pipeline run's VERTEX_AI_PIPELINES_RUN_LABELS, 2 "
+        "kfp-spot's own); Google Cloud allows at most 64: give at most 61"
+    ) in line
+    result = _submit(templates["good"], "--dry-run", "--param", _labels(61))
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_deploys_labels_count_the_runs_billing_label(serving):
+    """The Model also carries the run's billing label and kfp-spot's deployment label: 63 labels
+    passed the submission and failed the deploy inside the run."""
+    result = _submit(serving["good"], "--dry-run", "--param", "serving_" + _labels(63))
+    line = _one_error_line(result)
+    assert (
+        "task 'deploy-spot-endpoint': deploy_spot_endpoint input 'labels' (from --param "
+        "serving_labels): the Model would carry 65 labels (63 given, 1 of the pipeline run's "
+        "VERTEX_AI_PIPELINES_RUN_LABELS, 1 kfp-spot's own); Google Cloud allows at most 64: give "
+        "at most 62"
+    ) in line
+    result = _submit(serving["good"], "--dry-run", "--param", "serving_" + _labels(62))
+    assert result.exit_code == 0, result.stderr

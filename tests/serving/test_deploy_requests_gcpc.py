@@ -179,3 +179,22 @@ def test_the_emulator_refuses_a_key_outside_the_resources_region(serving):
     )
     with pytest.raises(exceptions.BadRequest, match=r"encryption_spec\.kms_key_name"):
         serving.endpoints.create_endpoint(parent=PARENT, endpoint=endpoint)
+
+
+def test_labels_too_many_with_the_runs_are_the_labels_input_not_a_traceback(
+    light_model_dir, tmp_path, monkeypatch
+):
+    """64 labels and the run's billing label: merging them raised a bare InvalidValueError, a
+    traceback ending the deploy task on Vertex AI, where the input refused should be named."""
+    monkeypatch.setenv(SYSTEM_LABELS_ENV, json.dumps(SYSTEM))
+    with pytest.raises(DeployInputError, match="2 of the pipeline run's VERTEX_AI") as refused:
+        deploy_spot_endpoint(
+            project="test-proj",
+            model=FakeArtifact(uri=str(light_model_dir)),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp_resources"),
+            api_endpoint="http://127.0.0.1:9",  # nothing listens: any call would fail otherwise
+            labels={f"k{i}": "v" for i in range(64)},
+        )
+    assert refused.value.field == "labels"
