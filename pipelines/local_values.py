@@ -7,7 +7,6 @@ form it cannot use; reported together (:func:`together`), one line per problem.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,22 +22,11 @@ def _not_a_value(value: Any, where: str = "") -> str | None:
     ``Value``'s number is a double: an integer it cannot hold exactly would reach a run on Vertex
     AI Pipelines changed (or fail protobuf, beyond a double's range), so it is refused too.
     """
-    if isinstance(value, float) and not math.isfinite(value):
-        return (
-            f"{value} is not a finite number; pipeline parameters are JSON values (no infinity "
-            "or NaN)"
-        )
-    if isinstance(value, int) and not isinstance(value, bool) and _as_double(value) != value:
-        from kfp_spot.vertex.values import show
+    from kfp_spot.vertex.values import number_problem
 
-        shown = f"item {where} ({show(value, 40)})" if where else show(value, 40)
-        kept = _as_double(value)
-        return (
-            f"{shown} is an integer a double cannot hold: a run on Vertex AI Pipelines is given "
-            "its parameters as protobuf Values, whose numbers are doubles, and would get "
-            f"{'none (out of range)' if kept is None else int(kept)}; integers up to 2**53 "
-            "are exact: pass a larger one as text"
-        )
+    found = number_problem(value, where)  # no inf/NaN; no integer a double would change
+    if found is not None:
+        return found
     if isinstance(value, (bool, str, int, float)):
         return None
     if isinstance(value, dict):
@@ -58,14 +46,6 @@ def _not_a_value(value: Any, where: str = "") -> str | None:
     shown = "null" if value is None else f"a {type(value).__name__} ({value!r})"
     subject = f"item {where}" if where else "the value"
     return f"{subject} is {shown}, which a pipeline parameter cannot hold; {_HOLDS}"
-
-
-def _as_double(value: int) -> float | None:
-    """``value`` as the double a protobuf ``Value`` holds; None beyond a double's range."""
-    try:
-        return float(value)
-    except OverflowError:
-        return None
 
 
 def together(problems: Sequence[str]) -> str:

@@ -723,3 +723,31 @@ def test_the_default_root_is_the_one_the_installed_sdk_makes():
         assert sdk_default_root(project, location, salt) == (
             gcs_utils.generate_gcs_directory_for_pipeline_artifacts(project, location)
         )
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [
+        # protobuf refused to serialize it: a traceback from dry_run and from a real submit
+        ({"evaluation_params": {"alpha": float("nan")}}, "nan is not a finite number"),
+        # sent as 9007199254740992.0, silently
+        (
+            {"max_resubmissions": 2**53 + 1},
+            "9007199254740993 is an integer a double cannot hold: ",
+        ),
+        ({"training_args": ["--seed", 10**400]}, "item [1] (1000000000"),
+    ],
+)
+def test_the_python_api_refuses_a_number_a_protobuf_value_cannot_carry(given, needle):
+    path = catalog.pipeline_path("spot_training")
+    with pytest.raises(pipeline_job.SubmissionError) as refused:
+        pipeline_job.prepare_submission(
+            path,
+            project="my-proj",
+            location="us-central1",
+            pipeline_root="gs://bkt/r",
+            parameter_values={"source": "gs://bkt/s.tar.gz", **given},
+        )
+    (name,) = given
+    assert str(refused.value).startswith(f"parameter {name!r}: ")
+    assert needle in str(refused.value)

@@ -56,7 +56,9 @@ def check_parameters(
 
     Raises:
         SubmissionError: a name the template does not declare, listing the valid ones, a value
-            of the wrong type or holding text that is no valid Unicode, a ``project`` that is no
+            of the wrong type or holding text that is no valid Unicode or a number a protobuf
+            ``Value`` cannot carry as it is (:func:`~kfp_spot.vertex.values.number_problem`), a
+            ``project`` that is no
             project ID or number or a ``location`` that is no region, or with ``complete`` a
             required input left unset.
     """
@@ -76,6 +78,7 @@ def check_parameters(
             )
         try:  # text that is no UTF-8 (a shell's undecodable byte) failed as protobuf's traceback
             values.check_text(value)
+            values.check_numbers(value)  # NaN: protobuf's traceback; 2**53 + 1: changed silently
         except values.InvalidValueError as exc:
             raise SubmissionError(f"parameter {name!r}: {exc}") from None
     for name, rule in (("project", values.check_project_id), ("location", regions.check_region)):

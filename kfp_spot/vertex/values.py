@@ -617,3 +617,51 @@ def check_text(value: Any) -> None:
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
+
+
+def number_problem(value: Any, where: str = "") -> str | None:
+    """Why the number ``value`` (not nested) cannot be a pipeline parameter's as it is, else None.
+
+    A run on Vertex AI Pipelines is given its parameters as protobuf ``Value``s, whose numbers
+    are doubles: JSON has no infinity or NaN (protobuf refuses to send them), and an integer a
+    double cannot hold exactly would reach the tasks changed. ``where``: the item's path in a
+    list or object (``['seed']``), for the message.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return (
+            f"{value} is not a finite number; pipeline parameters are JSON values (no infinity "
+            "or NaN)"
+        )
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    try:
+        kept: int | None = int(float(value))
+    except OverflowError:  # beyond a double's range
+        kept = None
+    if kept == value:
+        return None
+    shown = f"item {where} ({show(value, 40)})" if where else show(value, 40)
+    return (
+        f"{shown} is an integer a double cannot hold: a run on Vertex AI Pipelines is given its "
+        "parameters as protobuf Values, whose numbers are doubles, and would get "
+        f"{'none (out of range)' if kept is None else kept}; integers up to 2**53 are exact: "
+        "pass a larger one as text"
+    )
+
+
+def check_numbers(value: Any) -> None:
+    """Refuse a number, anywhere in lists and dicts, :func:`number_problem` refuses.
+
+    Raises:
+        InvalidValueError: naming the first such number (and its item).
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        problem = number_problem(item, where)
+        if problem is not None:
+            raise InvalidValueError(problem)
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}[{k!r}]") for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
