@@ -7,6 +7,11 @@ Layout under the root (one folder per Artifact Registry repository)::
     <root>/<project>/<repo>/<package>/versions/<hex>.json   version record (times, size)
     <root>/<project>/<repo>/<package>/tags/<tag>.json       {"version": "sha256:<hex>", ...}
 
+Tags are case-sensitive (``Latest`` and ``latest`` are two tags), disks are not all so (macOS's and
+Windows' by default): a tag's file name spells each upper-case letter as ``^`` and the letter in
+lower case (``^latest.json`` for ``Latest``), so no two tags share a file on any disk. A file
+named with upper-case letters, as an older version wrote them, is still read as that tag.
+
 Every file is written to a temporary name and renamed into place, and a version exists only once
 its record is in place (the content is written first), so a crash never leaves a half-written
 template visible. Nothing is cached in memory: a restarted server sees exactly what is on disk.
@@ -112,6 +117,34 @@ def check_tag(value: str) -> str:
     if value.startswith(VERSION_PREFIX):
         raise _invalid(f"invalid tag {value!r}: a tag must not start with {VERSION_PREFIX!r}")
     return check_id("tag", value)
+
+
+def tag_file_stem(tag: str) -> str:
+    """The file name of ``tag`` without ``.json``: the same letters on a case-insensitive disk.
+
+    An upper-case letter is ``^`` and the letter in lower case (``^latest`` for ``Latest``); ``^``
+    is no character of a tag, so :func:`tag_of_file_stem` reads every name back unchanged.
+    """
+    return "".join(f"^{c.lower()}" if "A" <= c <= "Z" else c for c in tag)
+
+
+def tag_of_file_stem(stem: str) -> str:
+    """The tag whose file is ``stem.json`` (an upper-case letter left as is: an older file)."""
+    return re.sub(r"\^([a-z])", lambda m: m.group(1).upper(), stem)
+
+
+def _tag_path(folder: Path, tag: str) -> Path:
+    """The file of ``tag`` in the package ``folder``: where it is or will be written.
+
+    A file an older version named with the tag's upper-case letters keeps being that tag's, on a
+    disk that tells the cases apart (its exact name must be listed: on one that does not,
+    ``LATEST.json`` would find ``latest.json``).
+    """
+    tags = folder / "tags"
+    legacy = f"{tag}.json"
+    if tag != tag.lower() and tags.is_dir() and legacy in os.listdir(tags):
+        return tags / legacy
+    return tags / f"{tag_file_stem(tag)}.json"
 
 
 def _now() -> str:
@@ -245,7 +278,7 @@ class Repository:
             return {}
         out = {}
         for path in sorted(folder.glob("*.json")):
-            out[path.stem] = check_version(_read_json(path)["version"])
+            out[tag_of_file_stem(path.stem)] = check_version(_read_json(path)["version"])
         return out
 
     def _version_hexes(self, package: str) -> list[str]:
@@ -395,7 +428,7 @@ class RegistryStore:
 
     @staticmethod
     def _put_tag(folder: Path, tag: str, hex_digest: str) -> None:
-        path = folder / "tags" / f"{tag}.json"
+        path = _tag_path(folder, tag)
         now = _now()
         created = _read_json(path).get("createTime", now) if path.is_file() else now
         _write_json(
@@ -436,7 +469,7 @@ class RegistryStore:
         with self._lock:
             folder = repo._require_package(package)
             hex_digest = self._version_of_body(repo, package, version_name)
-            present = (folder / "tags" / f"{tag}.json").is_file()
+            present = _tag_path(folder, tag).is_file()
             if present and not exists:
                 raise RegistryStoreError(
                     409, "ALREADY_EXISTS", f"tag {tag!r} of package {package!r} already exists"
@@ -450,7 +483,7 @@ class RegistryStore:
         """Delete ``tag`` (the version stays)."""
         check_tag(tag)
         with self._lock:
-            path = repo._require_package(package) / "tags" / f"{tag}.json"
+            path = _tag_path(repo._require_package(package), tag)
             if not path.is_file():
                 raise _not_found(f"tag {tag!r} of package {package!r} not found")
             path.unlink()
@@ -473,7 +506,7 @@ class RegistryStore:
                     "delete or move the tags first, or pass force=true",
                 )
             for tag in tagged:
-                (folder / "tags" / f"{tag}.json").unlink()
+                _tag_path(folder, tag).unlink()
             # Record first: without it the version no longer exists, whatever else remains.
             (folder / "versions" / f"{hex_digest}.json").unlink()
             (folder / "versions" / f"{hex_digest}.yaml").unlink(missing_ok=True)
