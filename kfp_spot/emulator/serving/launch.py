@@ -1,16 +1,17 @@
 """How one serving replica of a deployed model is started: its command line and environment.
 
 A prebuilt prediction image runs :data:`PREDICTOR` in the image's cached serving environment; a
-custom container runs under the local container runtime with the host's network. Either way the
-replica gets Vertex's ``AIP_*`` variables and, when the model has artifacts, a local copy of
-them (``AIP_STORAGE_URI``), made once per deployed model.
+custom container runs under the local container runtime, its port published on this machine's
+loopback (:func:`container_command`). Either way the replica gets Vertex's ``AIP_*`` variables
+and, when the model has artifacts, a local copy of them (``AIP_STORAGE_URI``), made once per
+deployed model.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,19 +83,41 @@ def replica_launch(
     if runtime is None:
         raise RuntimeError(f"no container runtime (docker or podman): {containers.no_runtime()}")
     env = {**aip, **user}
+    mount = local_copy if model.artifact_uri else None
 
     def container(port: int) -> list[str]:
-        cmd = [runtime, "run", "--rm", "--network=host"]
-        if model.artifact_uri:
-            cmd += ["-v", f"{local_copy}:{local_copy}:ro"]
-        for key, value in {**env, "AIP_HTTP_PORT": str(port)}.items():
-            cmd += ["-e", f"{key}={value}"]
-        if spec.command:
-            cmd += ["--entrypoint", spec.command[0], spec.image_uri, *spec.command[1:]]
-        else:
-            cmd.append(spec.image_uri)
-        return cmd + list(spec.args)
+        return container_command(runtime, spec, env, port, mount)
 
     return ReplicaLaunch(
         container, vmenv.process_env(os.environ, {}, {}), health_route, predict_route
     )
+
+
+def container_command(
+    runtime: str, spec: Any, env: Mapping[str, str], port: int, artifacts: Path | None
+) -> list[str]:
+    """The ``docker run`` / ``podman run`` command line of a custom serving container's replica.
+
+    Its ``port`` is published on this machine's ``127.0.0.1`` (``-p``), not shared through the
+    host network: on a Mac the engine runs containers in a Linux VM whose host network is the
+    VM's (Docker Desktop's, unless its host networking is turned on; podman machine's always), so
+    a port opened there never reached the emulator's health checks. Published, the server must
+    listen on ``0.0.0.0`` in the container, as Vertex AI requires of a custom container.
+
+    Args:
+        runtime: path of ``docker`` or ``podman``.
+        spec: the Model's ``ModelContainerSpec``.
+        env: the replica's variables (Vertex's ``AIP_*`` and the spec's own).
+        port: the port it listens on (``AIP_HTTP_PORT``), in the container and here.
+        artifacts: the local copy of the model's artifacts, mounted read-only at the same path.
+    """
+    cmd = [runtime, "run", "--rm", "-p", f"127.0.0.1:{port}:{port}"]
+    if artifacts is not None:
+        cmd += ["-v", f"{artifacts}:{artifacts}:ro"]
+    for key, value in {**env, "AIP_HTTP_PORT": str(port)}.items():
+        cmd += ["-e", f"{key}={value}"]
+    if spec.command:
+        cmd += ["--entrypoint", spec.command[0], spec.image_uri, *spec.command[1:]]
+    else:
+        cmd.append(spec.image_uri)
+    return cmd + list(spec.args)
