@@ -46,11 +46,13 @@ def _alive_in_ps(pid: int, mark: str) -> bool:
     """Whether ``pid`` lives (no zombie) with ``mark`` in its environment, as ``ps -E`` shows."""
     try:
         shown = subprocess.run(
-            [*PS_ENVIRONMENT, str(pid)], capture_output=True, text=True, timeout=10, check=False
+            [*PS_ENVIRONMENT, str(pid)], capture_output=True, timeout=10, check=False
         ).stdout.split()
     except (OSError, subprocess.TimeoutExpired):  # no ps, or one that hangs: leave it alone
         return False
-    return bool(shown) and not shown[0].startswith("Z") and mark in shown[1:]
+    # Bytes, not text: ps may print the environment's bytes as the process got them, and one
+    # variable that is not UTF-8 (a Latin-1 path) must not stop a restart with UnicodeDecodeError.
+    return bool(shown) and not shown[0].startswith(b"Z") and mark.encode() in shown[1:]
 
 
 def stop_orphans(processes: Sequence[Mapping[str, Any]], grace_period: float) -> int:

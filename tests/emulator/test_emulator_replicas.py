@@ -74,7 +74,8 @@ def test_clean_stop_and_restart_carries_the_job_on(
 
 _BSD_PS = f"""#!{sys.executable}
 # macOS's `ps -E -ww -o stat= -o command= -p PID`, from Linux's /proc: the process's state, its
-# command line, then its environment, one line; nothing and exit 1 when there is no such process.
+# command line, then its environment, one line, as their bytes (what BSD ps may print of one that
+# is not UTF-8); nothing and exit 1 when there is no such process.
 import pathlib, sys
 if sys.argv[1:-1] != {list(orphans.PS_ENVIRONMENT[1:])!r}:
     sys.exit("ps: unexpected arguments " + repr(sys.argv[1:]))
@@ -84,7 +85,7 @@ try:
     words = [w for f in ("cmdline", "environ") for w in (proc / f).read_bytes().split(b"\\0")]
 except OSError:
     sys.exit(1)
-print(state, b" ".join(w for w in words if w).decode(errors="replace"))
+sys.stdout.buffer.write(state.encode() + b" " + b" ".join(w for w in words if w) + b"\\n")
 """
 
 
@@ -97,7 +98,8 @@ def test_where_there_is_no_proc_an_orphan_is_told_by_its_environment_as_ps_shows
     (tmp_path / "ps").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     mark = f"{replicas.TOKEN_VAR}=0123abcd"
-    env = {**os.environ, replicas.TOKEN_VAR: "0123abcd"}
+    # A variable that is not UTF-8 (a Latin-1 path) is shown as its bytes.
+    env = {**os.environ, replicas.TOKEN_VAR: "0123abcd", "KFP_SPOT_TEST_PATH": "/caf\udce9"}
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
         assert orphans._alive_in_ps(orphan.pid, mark)
