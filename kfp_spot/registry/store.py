@@ -7,10 +7,11 @@ Layout under the root (one folder per Artifact Registry repository)::
     <root>/<project>/<repo>/<package>/versions/<hex>.json   version record (times, size)
     <root>/<project>/<repo>/<package>/tags/<tag>.json       {"version": "sha256:<hex>", ...}
 
-Tags are case-sensitive (``Latest`` and ``latest`` are two tags), disks are not all so (macOS's and
-Windows' by default): a tag's file name spells each upper-case letter as ``^`` and the letter in
-lower case (``^latest.json`` for ``Latest``), so no two tags share a file on any disk. A file
-named with upper-case letters, as an older version wrote them, is still read as that tag.
+Ids are case-sensitive (``Latest`` and ``latest`` are two tags), disks are not all so (macOS's and
+Windows' by default): the file or folder of a project, repository, package or tag spells each
+upper-case letter as ``^`` and the letter in lower case (``tags/^latest.json`` for ``Latest``), so
+no two ids share one on any disk. One named with upper-case letters, as an older version wrote
+them, is still read as that id.
 
 Every file is written to a temporary name and renamed into place, and a version exists only once
 its record is in place (the content is written first), so a crash never leaves a half-written
@@ -119,32 +120,36 @@ def check_tag(value: str) -> str:
     return check_id("tag", value)
 
 
-def tag_file_stem(tag: str) -> str:
-    """The file name of ``tag`` without ``.json``: the same letters on a case-insensitive disk.
+def file_stem(name: str) -> str:
+    """The file or folder name of an id: the same letters on a case-insensitive disk.
 
     An upper-case letter is ``^`` and the letter in lower case (``^latest`` for ``Latest``); ``^``
-    is no character of a tag, so :func:`tag_of_file_stem` reads every name back unchanged.
+    is no character of an id, so :func:`name_of_file_stem` reads every name back unchanged.
     """
-    return "".join(f"^{c.lower()}" if "A" <= c <= "Z" else c for c in tag)
+    return "".join(f"^{c.lower()}" if "A" <= c <= "Z" else c for c in name)
 
 
-def tag_of_file_stem(stem: str) -> str:
-    """The tag whose file is ``stem.json`` (an upper-case letter left as is: an older file)."""
+def name_of_file_stem(stem: str) -> str:
+    """The id whose file is ``stem`` (an upper-case letter left as is: an older file's)."""
     return re.sub(r"\^([a-z])", lambda m: m.group(1).upper(), stem)
 
 
-def _tag_path(folder: Path, tag: str) -> Path:
-    """The file of ``tag`` in the package ``folder``: where it is or will be written.
+def _entry(parent: Path, name: str, suffix: str = "") -> Path:
+    """Where the id ``name`` is (or will be written) in ``parent``: ``file_stem(name) + suffix``.
 
-    A file an older version named with the tag's upper-case letters keeps being that tag's, on a
+    An entry an older version named with the id's upper-case letters keeps being that id's, on a
     disk that tells the cases apart (its exact name must be listed: on one that does not,
     ``LATEST.json`` would find ``latest.json``).
     """
-    tags = folder / "tags"
-    legacy = f"{tag}.json"
-    if tag != tag.lower() and tags.is_dir() and legacy in os.listdir(tags):
-        return tags / legacy
-    return tags / f"{tag_file_stem(tag)}.json"
+    legacy = f"{name}{suffix}"
+    if name != name.lower() and parent.is_dir() and legacy in os.listdir(parent):
+        return parent / legacy
+    return parent / f"{file_stem(name)}{suffix}"
+
+
+def _tag_path(folder: Path, tag: str) -> Path:
+    """The file of ``tag`` in the package ``folder``."""
+    return _entry(folder / "tags", tag, ".json")
 
 
 def _now() -> str:
@@ -227,7 +232,7 @@ class Repository:
         return self.root / check_project(self.project) / check_repository(self.repo)
 
     def _package_dir(self, package: str) -> Path:
-        return self.path / check_id("package", package)
+        return _entry(self.path, check_id("package", package))
 
     def _require_repository(self) -> Path:
         """The repository folder; NOT_FOUND for a repository never created, to read or to push to.
@@ -255,7 +260,9 @@ class Repository:
     def package_names(self) -> list[str]:
         """Every package of the repository, sorted."""
         folder = self._require_repository()
-        return sorted(p.name for p in folder.iterdir() if (p / "package.json").is_file())
+        return sorted(
+            name_of_file_stem(p.name) for p in folder.iterdir() if (p / "package.json").is_file()
+        )
 
     def get_package(self, package: str) -> dict[str, Any]:
         """The Package resource."""
@@ -278,7 +285,7 @@ class Repository:
             return {}
         out = {}
         for path in sorted(folder.glob("*.json")):
-            out[tag_of_file_stem(path.stem)] = check_version(_read_json(path)["version"])
+            out[name_of_file_stem(path.stem)] = check_version(_read_json(path)["version"])
         return out
 
     def _version_hexes(self, package: str) -> list[str]:
