@@ -21,8 +21,9 @@ import re
 import shutil
 import stat
 import tarfile
+import unicodedata
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,13 +177,15 @@ def check_links(src: Path, label: str) -> None:
     A special file (a named pipe, a socket, a device) has no content to package. Links inside
     the tree are followed by the copy (their target's content is packaged); one that points
     outside would package a file the source does not hold, so it is an error, as it is in an
-    archive. Ignored folders (``.venv``, ``.git``, ...) are not looked at: they are never copied.
+    archive. Two paths that differ only in case are refused too (:func:`case_collision`).
+    Ignored folders (``.venv``, ``.git``, ...) are not looked at: they are never copied.
 
     Raises:
-        SourceError: naming the link and its target, or the special file.
+        SourceError: naming the link and its target, the special file, or the two paths.
     """
     root = Path(os.path.realpath(src))
     ignore = _ignore(str(src))
+    seen: list[str] = []
     for directory, dirs, files in os.walk(src):
         skipped = ignore(directory, [*dirs, *files])
         dirs[:] = [d for d in dirs if d not in skipped]
@@ -191,6 +194,7 @@ def check_links(src: Path, label: str) -> None:
             if name in skipped:
                 continue
             rel = path.relative_to(src).as_posix()
+            seen.append(rel)
             if path.is_symlink():
                 _check_link(path, rel, root, label)
             kind = _special_kind(path)  # a link's target: the copy follows it
@@ -200,6 +204,44 @@ def check_links(src: Path, label: str) -> None:
                     f"{label} holds {rel}, {kind}: special files cannot be packaged; remove it "
                     "or move it out of the source",
                 )
+    _refuse_case_collision(case_collision(seen), label)
+
+
+def case_collision(paths: Iterable[str]) -> tuple[str, str] | None:
+    """The first two of ``paths`` (``/``-separated) that are one path on a case-insensitive disk.
+
+    macOS's and Windows' disks ignore case and Unicode normalization by default: unpacked or
+    checked out there, ``trainer/Model.py`` and ``trainer/model.py`` (or the folders ``Trainer/``
+    and ``trainer/``) become one, and the package built there silently lacks one of them. Folders
+    count as the paths of their files do; the same path twice is no collision. None without any.
+    """
+    seen: dict[str, str] = {}
+    for path in paths:
+        found = _fold_in(seen, path)
+        if found is not None:
+            return found
+    return None
+
+
+def _fold_in(seen: dict[str, str], path: str) -> tuple[str, str] | None:
+    """Add ``path`` and its folders to ``seen`` (folded -> as given); the collision it makes."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    for end in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:end])
+        other = seen.setdefault(unicodedata.normalize("NFC", prefix).casefold(), prefix)
+        if other != prefix:
+            return other, prefix
+    return None
+
+
+def _refuse_case_collision(found: tuple[str, str] | None, label: str) -> None:
+    if found is not None:
+        raise SourceError(
+            "source",
+            f"{label} holds {found[0]} and {found[1]}, which differ only in case or Unicode "
+            "form: on a case-insensitive disk (macOS, Windows) they are one, and a package "
+            "built there would lack one of them; rename one",
+        )
 
 
 def _check_link(path: Path, rel: str, root: Path, label: str) -> None:
@@ -285,10 +327,12 @@ def _check_zip(zf: zipfile.ZipFile, label: str) -> None:
         total += info.file_size  # zipfile never inflates a member past its recorded size
         if total > MAX_ARCHIVE_BYTES:
             raise _too_big(label, f"more than {MAX_ARCHIVE_BYTES // 2**20} MiB")
+    _refuse_case_collision(case_collision(info.filename for info in members), label)
 
 
 def _safe_tar_members(tf: tarfile.TarFile, label: str) -> Iterator[tarfile.TarInfo]:
     count = total = 0
+    seen: dict[str, str] = {}
     while (member := tf.next()) is not None:
         count += 1
         total += max(member.size, 0) if member.isfile() else 0
@@ -296,6 +340,7 @@ def _safe_tar_members(tf: tarfile.TarFile, label: str) -> Iterator[tarfile.TarIn
             raise _too_big(label, f"more than {MAX_ARCHIVE_MEMBERS} members")
         if total > MAX_ARCHIVE_BYTES:
             raise _too_big(label, f"more than {MAX_ARCHIVE_BYTES // 2**20} MiB")
+        _refuse_case_collision(_fold_in(seen, member.name), label)  # before it is written
         yield member
 
 

@@ -227,3 +227,59 @@ def test_the_local_runs_folder_is_never_packaged(tmp_path, secret):
     with tarfile.open(with_runs.uri) as tf:
         assert not any(sources.LOCAL_RUNS_DIR in n for n in tf.getnames())
     assert with_runs.sha256 == plain.sha256  # the same package, byte for byte
+
+
+@pytest.mark.parametrize(
+    ("paths", "found"),
+    [
+        (["t/model.py", "t/Model.py"], ("t/model.py", "t/Model.py")),
+        (["Trainer/a.py", "trainer/b.py"], ("Trainer", "trainer")),
+        (["t/caf\u00e9.py", "t/cafe\u0301.py"], ("t/caf\u00e9.py", "t/cafe\u0301.py")),
+        (["t/", "t/a.py", "./t/a.py", "t/a.py"], None),  # the same paths again, folders
+        (["t/a.py", "t/b.py", "u/A.py"], None),
+    ],
+)
+def test_case_collision_finds_paths_a_case_insensitive_disk_makes_one(paths, found):
+    assert sources.case_collision(paths) == found
+
+
+def test_a_tar_with_two_files_differing_only_in_case_is_refused(tmp_path, staging, monkeypatch):
+    # Unpacked on a Mac the second would overwrite the first, and the staged sdist lack it.
+    members, data = _project_members("t-1")
+    other = tarfile.TarInfo("t-1/t/Task.py")
+    data[other.name] = b"print(2)\n"
+    other.size = len(data[other.name])
+    archive = _tar_with(tmp_path / "t-1.tar.gz", [*members, other], data)
+    written: list[str] = []
+    real_extract = tarfile.TarFile.extract
+
+    def spy(self, member, *args, **kwargs):
+        written.append(member.name if isinstance(member, tarfile.TarInfo) else member)
+        return real_extract(self, member, *args, **kwargs)
+
+    monkeypatch.setattr(tarfile.TarFile, "extract", spy)
+    with pytest.raises(
+        SourceError,
+        match=r"t-1.tar.gz holds t-1/t/task.py and t-1/t/Task.py, which differ only in case "
+        r"or Unicode form: on a case-insensitive disk \(macOS, Windows\) they are one",
+    ):
+        prepare_package(str(archive), str(staging))
+    assert "t-1/t/Task.py" not in written  # refused before it was written
+
+
+def test_a_zip_with_two_folders_differing_only_in_case_is_refused(tmp_path, staging):
+    archive = tmp_path / "t-1.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("t-1/pyproject.toml", '[project]\nname = "t"\nversion = "1"\n')
+        zf.writestr("t-1/t/__init__.py", "")
+        zf.writestr("t-1/T/task.py", "print(1)\n")
+    with pytest.raises(SourceError, match=r"t-1.zip holds t-1/t and t-1/T, which differ only"):
+        prepare_package(str(archive), str(staging))
+
+
+def test_a_project_with_two_files_differing_only_in_case_is_refused(tmp_path, staging):
+    project = write_project(tmp_path / "src")
+    (project / "tinytrainer" / "README.txt").write_text("a")
+    (project / "tinytrainer" / "readme.txt").write_text("b")
+    with pytest.raises(SourceError, match=r"README.txt and .*readme.txt|readme.txt and .*README"):
+        prepare_package(str(project), str(staging))
