@@ -58,8 +58,13 @@ def _print_pending(lines: queue.Queue[str | None]) -> None:
 
 
 def _signal_task(process: subprocess.Popen[str], signum: int) -> None:
-    """Send ``signum`` to every process of the task (its own process group)."""
-    with contextlib.suppress(ProcessLookupError):  # the whole group has ended
+    """Send ``signum`` to every process of the task (its own process group).
+
+    A group that has ended is left: Linux says so with ``ESRCH``, macOS with ``EPERM`` while
+    the task's process has exited and is not yet reaped (its kernel skips zombies, and finds no
+    member it may signal); the task's own processes are always ours to signal.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
 
 

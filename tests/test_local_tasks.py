@@ -5,9 +5,11 @@ name at each task (else the stand-in is never called and an interrupted run leav
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -170,3 +172,26 @@ def test_the_interpreter_may_live_in_a_folder_whose_name_has_spaces(tmp_path, ca
         )
         assert subprocess_task_handler.run_local_subprocess(command) == 0
     assert "42" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(os, "WNOWAIT"), reason="needs waitid(WNOWAIT) to keep a zombie")
+def test_stopping_a_task_that_just_ended_is_quiet_where_the_group_answers_eperm(monkeypatch):
+    # macOS answers killpg on a group whose processes have exited, not yet reaped, with EPERM
+    # (Linux with success): a Ctrl-C right as a task ends must not turn into a PermissionError.
+    process = subprocess.Popen(
+        [sys.executable, "-c", "pass"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    reader = threading.Thread(target=process.stdout.read)
+    reader.start()
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie
+    sent = []
+
+    def macos_killpg(pgid, signum):
+        sent.append(signum)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(local_tasks.os, "killpg", macos_killpg)
+    local_tasks._stop(process, reader)
+    assert sent == [signal.SIGTERM]
+    assert process.returncode == 0
+    process.stdout.close()
