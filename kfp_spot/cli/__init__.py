@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
-from typing import Any
+from pathlib import PurePath
+from typing import Any, TextIO
 
 import click
 
@@ -32,6 +34,48 @@ _COMMANDS = {
     "submit": "kfp_spot.cli.pipelines:submit",
     "tags": "kfp_spot.cli.registry:tags",
 }
+
+
+_PYTHON_SUPPORT_NOTICE = ("api_core", "_python_version_support.py")
+"""Where Google's client libraries warn that this Python is past their support."""
+
+
+def one_python_support_notice() -> None:
+    """Show Google's notice that this Python is past its libraries' support once, as one line.
+
+    Each of Google's client libraries (google-api-core, the aiplatform SDK and each of its API
+    versions, ...) warns on import with a two-line FutureWarning: on a Python they no longer
+    support (3.10, as of late 2026) a command printed some twenty lines of them before its own
+    output, and a one-line error became many. The first is shown; the others say the same of
+    other packages. Every other warning is shown as before.
+    """
+    previous = warnings.showwarning
+    if getattr(previous, "kfp_spot_notice", False):  # installed already (main run again)
+        return
+    said = False
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        nonlocal said
+        if issubclass(category, FutureWarning) and (
+            PurePath(filename).parts[-2:] == _PYTHON_SUPPORT_NOTICE
+        ):
+            if not said:
+                said = True
+                click.echo(
+                    f"kfp-spot: note: {message} (and so for Google's other libraries)", err=True
+                )
+            return
+        previous(message, category, filename, lineno, file, line)
+
+    show.kfp_spot_notice = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 class _OneLineErrors(click.Group):
@@ -62,6 +106,7 @@ class _OneLineErrors(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        one_python_support_notice()
         if standalone_mode is False:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
