@@ -8,10 +8,10 @@ Layout under the root (one folder per Artifact Registry repository)::
     <root>/<project>/<repo>/<package>/tags/<tag>.json       {"version": "sha256:<hex>", ...}
 
 Ids are case-sensitive (``Latest`` and ``latest`` are two tags), disks are not all so (macOS's and
-Windows' by default): the file or folder of a project, repository, package or tag spells each
-upper-case letter as ``^`` and the letter in lower case (``tags/^latest.json`` for ``Latest``), so
-no two ids share one on any disk. One named with upper-case letters, as an older version wrote
-them, is still read as that id.
+Windows' by default): the file or folder of a package or tag (projects and repositories are lower
+case only, as Artifact Registry's IDs) spells each upper-case letter as ``^`` and the letter in
+lower case (``tags/^latest.json`` for ``Latest``), so no two ids share one on any disk. One named
+with upper-case letters, as an older version wrote them, is still read as that id.
 
 Every file is written to a temporary name and renamed into place, and a version exists only once
 its record is in place (the content is written first), so a crash never leaves a half-written
