@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -12,7 +13,11 @@ from kfp_spot import fs, vertex
 from kfp_spot.artifacts import Artifact
 from kfp_spot.validation.inputs import report_input_errors
 
+log = logging.getLogger(__name__)
+
 RECORD_NAME = "PROMOTION.json"
+SOURCE_KEY = "source"
+"""The promoted model's metadata key holding the URI it was copied from (always that URI)."""
 _URI_FORM = "a gs:// URI or a local path"
 
 
@@ -131,12 +136,41 @@ def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -
         dst_fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         with src_fs.open(path, "rb") as reader, dst_fs.open(target, "wb") as writer:
             writer.write(reader.read())
-    record = {"source": model_uri, "promoted_at": time.time(), "evidence": dict(evidence)}
+    record = {SOURCE_KEY: model_uri, "promoted_at": time.time(), "evidence": dict(evidence)}
     fs.atomic_write(
         fs.join(destination_uri, RECORD_NAME),
         json.dumps(record, indent=1, sort_keys=True, default=str),
     )
     return destination_uri
+
+
+def promoted_metadata(model_uri: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """The promoted model artifact's metadata: ``source`` (the model's URI) and the metrics.
+
+    ``source`` always names the model that was copied, as downstream steps trace it. A metric
+    of that name is kept as ``metric_source`` (``metric_metric_source`` if that is taken too,
+    and so on), never dropped, and a warning names the key it went to; ``PROMOTION.json``
+    keeps every metric under ``evidence`` with its own name.
+    """
+    out: dict[str, Any] = {SOURCE_KEY: model_uri}
+    clashing = SOURCE_KEY in evidence
+    for key, value in evidence.items():
+        if key != SOURCE_KEY:
+            out[key] = value
+    if clashing:
+        renamed = f"metric_{SOURCE_KEY}"
+        while renamed in out:
+            renamed = f"metric_{renamed}"
+        out[renamed] = evidence[SOURCE_KEY]
+        log.warning(
+            "promote_model: the metrics hold a key %r, which the promoted model's metadata keeps "
+            "for the model's URI; the metric is published as %r (PROMOTION.json keeps it as %r "
+            "under 'evidence')",
+            SOURCE_KEY,
+            renamed,
+            SOURCE_KEY,
+        )
+    return out
 
 
 def component_entry(model: Artifact, metrics: Artifact, promoted_model: Artifact) -> str:
@@ -150,5 +184,5 @@ def component_entry(model: Artifact, metrics: Artifact, promoted_model: Artifact
             raise PromotionInputError("metrics", "expected a Metrics artifact with metadata")
         evidence = dict(evidence)
         promote(getattr(model, "uri", ""), getattr(promoted_model, "uri", ""), evidence)
-    promoted_model.metadata.update({"source": model.uri, **evidence})
+    promoted_model.metadata.update(promoted_metadata(model.uri, evidence))
     return promoted_model.uri

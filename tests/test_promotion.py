@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from kfp_spot.promotion import RECORD_NAME, PromotionInputError, promote
+from kfp_spot.promotion import RECORD_NAME, PromotionInputError, component_entry, promote
 
 
 @pytest.fixture
@@ -99,3 +100,18 @@ def test_a_link_loop_in_the_model_is_named_and_nothing_is_written(model_dir, tmp
     assert info.value.field == "model"
     assert "a link back to" in str(info.value) and "back" in str(info.value)
     assert not (tmp_path / "promoted").exists()
+
+
+def test_a_metric_named_source_leaves_the_model_uri_in_the_metadata(model_dir, tmp_path, caplog):
+    metrics = SimpleNamespace(metadata={"source": 0.5, "metric_source": 1.0, "accuracy": 0.9})
+    promoted = SimpleNamespace(uri=str(tmp_path / "promoted"), metadata={})
+    component_entry(SimpleNamespace(uri=str(model_dir)), metrics, promoted)
+    assert promoted.metadata == {
+        "source": str(model_dir),
+        "metric_source": 1.0,
+        "metric_metric_source": 0.5,
+        "accuracy": 0.9,
+    }
+    assert "published as 'metric_metric_source'" in caplog.text
+    record = json.loads((tmp_path / "promoted" / RECORD_NAME).read_text())
+    assert record["source"] == str(model_dir) and record["evidence"]["source"] == 0.5
