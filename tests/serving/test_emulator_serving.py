@@ -19,7 +19,7 @@ from pathlib import Path
 import joblib
 import pytest
 from google.api_core import exceptions
-from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
+from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
 
 from kfp_spot.emulator import Emulator
 from tests.serving.conftest import PARENT, Serving, X, make_serving, wait_for
@@ -216,6 +216,27 @@ def test_a_model_that_cannot_load_fails_the_deploy_with_its_log(shared, tmp_path
     with pytest.raises(exceptions.GoogleAPICallError, match="cannot load the model"):
         op.result(timeout=60)
     assert not serving.endpoints.get_endpoint(name=endpoint).deployed_models
+
+
+def test_a_stored_model_the_upload_now_refuses_fails_its_deploy_naming_the_field(
+    shared, light_model_dir
+):
+    # A model stored by an older emulator, before a NUL in an env value was refused on upload:
+    # its replica's start raised in the pool's thread and the deploy never ended.
+    serving = shared
+    model = serving.upload(light_model_dir)
+    store = serving.emu.service.serving.store
+    model_id = model.rsplit("/", 1)[1]
+    old = Model.pb()()
+    old.ParseFromString(store.get("models", model_id).spec)
+    old.container_spec.env.add(name="OLD", value="a\x00b")
+    store.update_spec("models", model_id, old.SerializeToString())
+    endpoint = serving.endpoint()
+    op = serving.deploy_op(model, endpoint, replicas=1)
+    with pytest.raises(exceptions.BadRequest, match=r"model\.containerSpec\.env\[0\]\.value"):
+        op.result(timeout=60)
+    assert not serving.endpoints.get_endpoint(name=endpoint).deployed_models
+    assert not serving.emu.serving_ledger(endpoint)["lives"]  # no replica was started
 
 
 def test_deployments_come_back_when_the_emulator_restarts(tmp_path, env_cache, light_model_dir):

@@ -32,6 +32,7 @@ from kfp_spot.emulator.serving.catalog import (
 )
 from kfp_spot.emulator.serving.launch import replica_launch
 from kfp_spot.emulator.serving.pool import PoolIdentity, PoolSettings, ReplicaPool
+from kfp_spot.vertex.values import InvalidFieldError
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,13 @@ class Deployments:
                 env_cache_dir=self.env_cache_dir,
                 container_runtime=self.container_runtime,
             )
+        except InvalidFieldError as err:  # stored by an older emulator, refused on upload now
+            self._deploy_failed(
+                dm_id,
+                f"The model {dm.model} breaks a rule of its upload: {err}; upload it again with "
+                "that field corrected and deploy the new model",
+            )
+            return
         except (OSError, ValueError, RuntimeError) as err:
             self._deploy_failed(dm_id, f"The deployed model could not be prepared: {err}")
             return

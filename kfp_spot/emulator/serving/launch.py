@@ -5,6 +5,11 @@ custom container runs under the local container runtime, its port published on t
 loopback (:func:`container_command`). Either way the replica gets Vertex's ``AIP_*`` variables
 and, when the model has artifacts, a local copy of them (``AIP_STORAGE_URI``), made once per
 deployed model.
+
+The stored Model is checked again, by today's rules, before anything of it reaches a replica: a
+model stored by an older emulator whose container spec or artifact URI the upload now refuses
+(a NUL character in an env value) fails its deployment with the refused field, as its upload
+would be refused now, rather than its replica's start.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from kfp_spot.emulator import containers, vmenv
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.env import serving_python
 from kfp_spot.emulator.serving.pool import ReplicaLaunch
+from kfp_spot.vertex.custom_job import EMULATOR
+from kfp_spot.vertex.model_endpoint import check_artifact_uri
+from kfp_spot.vertex.serving_container import check_container_spec
 
 PREDICTOR = Path(__file__).resolve().parent / "predictor.py"  # run as a file, never imported
 
@@ -47,8 +55,13 @@ def replica_launch(
         OSError: the artifacts could not be copied.
         RuntimeError: the serving environment could not be made, or a custom container and
             no container runtime.
-        ValueError: the emulator does not serve the model's prebuilt image.
+        ValueError: the emulator does not serve the model's prebuilt image, or the stored model
+            breaks a rule its upload is checked by now
+            (:class:`~kfp_spot.vertex.values.InvalidFieldError`, naming the field).
     """
+    check_container_spec(model, "model")
+    if model.artifact_uri:
+        check_artifact_uri(model.artifact_uri, EMULATOR, "model.artifactUri")
     spec = model.container_spec
     endpoint_id = dep.endpoint_id
     predict_route = spec.predict_route or (

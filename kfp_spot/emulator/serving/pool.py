@@ -264,7 +264,9 @@ class ReplicaPool:
     def _main(self) -> None:
         try:
             self._loop()
-        except (OSError, sqlite3.Error) as err:  # a replica that cannot start: never hang
+        # A replica that cannot start fails its deployment, never hangs it: ValueError is what
+        # a process start raises for a value no process can be given (a NUL character).
+        except (OSError, ValueError, sqlite3.Error) as err:
             log.exception("deployed model %s: replicas failed", self.identity.deployed_model_id)
             if not self._reported:
                 self._fail(f"The replicas could not be started: {err}")
