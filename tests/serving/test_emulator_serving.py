@@ -252,6 +252,38 @@ def test_deployments_come_back_when_the_emulator_restarts(tmp_path, env_cache, l
         assert reasons == ["EMULATOR_RESTARTED", None]
 
 
+def test_a_deployed_model_that_cannot_come_back_stays_deployed_until_undeployed(
+    tmp_path, env_cache, light_model_dir
+):
+    # It was ended instead: the endpoint's traffic split named a model it no longer had, and
+    # its successful deploy operation was rewritten into an error.
+    with Emulator(tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache) as emu:
+        serving = make_serving(emu)
+        model = serving.upload(light_model_dir)
+        endpoint = serving.endpoint()
+        dm_id = serving.deploy(model, endpoint, replicas=1)
+        store = emu.service.serving.store
+        model_id = model.rsplit("/", 1)[1]
+        stored = Model.pb()()
+        stored.ParseFromString(store.get("models", model_id).spec)
+        stored.container_spec.env.add(name="OLD", value="a\x00b")  # as an older emulator kept it
+        store.update_spec("models", model_id, stored.SerializeToString())
+    with Emulator(tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache) as emu:
+        serving = make_serving(emu)
+        (replica,) = wait_for(
+            lambda: [r for r in emu.serving_replicas(endpoint, dm_id) if r["state"] == "FAILED"],
+            what="the replica reported FAILED",
+        )
+        assert "model.containerSpec.env[0].value" in replica["error"]
+        got = serving.endpoints.get_endpoint(name=endpoint)
+        assert [d.id for d in got.deployed_models] == [dm_id]
+        assert dict(got.traffic_split) == {dm_id: 100}
+        with pytest.raises(exceptions.ServiceUnavailable, match="could not be brought back"):
+            serving.predictions.predict(endpoint=endpoint, instances=X[:1].tolist())
+        serving.endpoints.undeploy_model(endpoint=endpoint, deployed_model_id=dm_id).result(30)
+        assert not serving.endpoints.get_endpoint(name=endpoint).deployed_models
+
+
 @pytest.mark.parametrize(
     ("change", "status", "field"),
     [

@@ -90,7 +90,9 @@ class ServingService:
         )
         self.models = ModelApi(self.catalog)
         self.endpoints = EndpointApi(self.catalog, self.deployments, container_runtime)
-        self.predictions = PredictionApi(self.catalog, self.deployments.pool)
+        self.predictions = PredictionApi(
+            self.catalog, self.deployments.pool, self.deployments.failure
+        )
 
     # lifecycle --------------------------------------------------------------------------------
 

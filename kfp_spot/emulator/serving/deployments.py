@@ -4,6 +4,13 @@
 deployed model and moves a deployment through its states (``DEPLOYING`` -> ``DEPLOYED`` ->
 ``UNDEPLOYING`` -> ``GONE``), finishing the deploy or undeploy operation in the same
 transaction as the endpoint's new traffic split. The API modules validate requests and call it.
+
+A deployed model whose replicas cannot be brought back after an emulator restart (its stored
+model now refused, its model server failing to start) stays on its endpoint, as a DeployedModel
+stays until it is undeployed, with no replica: its deploy operation keeps its answer, its
+replicas are reported ``FAILED`` with the reason (:meth:`Deployments.failure`), and it can be
+undeployed. Ending it instead left the endpoint's traffic split naming a model it no longer
+had, which no undeploy of the others could then satisfy.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ class Deployments:
         self.container_runtime = container_runtime
         self._pools: dict[str, ReplicaPool] = {}
         self._cancelling: set[str] = set()  # deploys whose cancel is stopping their replicas
+        self._failures: dict[str, str] = {}  # deployed models that could not be brought back
         self._lock = threading.RLock()
         self._stopping = False
 
@@ -102,6 +110,10 @@ class Deployments:
     def pool(self, dm_id: str) -> ReplicaPool | None:
         """The replicas of deployed model ``dm_id`` (None while they are being prepared)."""
         return self._pools.get(dm_id)
+
+    def failure(self, dm_id: str) -> str | None:
+        """Why deployed model ``dm_id`` has no replica since the emulator started (None: it has)."""
+        return self._failures.get(dm_id)
 
     def ready_count(self, dm_id: str) -> int:
         """How many replicas of ``dm_id`` answer now."""
@@ -208,8 +220,18 @@ class Deployments:
         assert dep is not None
         with self._lock:
             pool = self._pools.pop(dm_id, None)
+            if dep.state == st.DEPLOYED:  # brought back after a restart: it stays deployed
+                self._failures[dm_id] = message
         if pool is not None:
             threading.Thread(target=pool.stop, args=("FAILED", 0.0), daemon=True).start()
+        if dep.state == st.DEPLOYED:
+            log.warning(
+                "deployed model %s could not be brought back (it has no replica until it is "
+                "undeployed): %s",
+                dm_id,
+                message,
+            )
+            return
         op = self._operation(dep)
         op.done = True
         op.error.code = code
@@ -241,6 +263,7 @@ class Deployments:
         """Stop an undeploying model's replicas, then apply its endpoint's remaining split."""
         with self._lock:
             pool = self._pools.pop(dm_id, None)
+            self._failures.pop(dm_id, None)
         if pool is not None:
             pool.stop("UNDEPLOYED")
         dep = self.store.deployment(dm_id)
@@ -315,12 +338,15 @@ class Deployments:
         return {"deployedModelId": dm_id, **which}
 
     def replica_status(self, endpoint_name: str, dm_id: str) -> list[dict[str, Any]]:
-        """The replicas of a deployed model right now (PREPARING before their processes)."""
+        """The replicas of a deployed model right now.
+
+        PREPARING before their processes; FAILED, with an ``error``, when they could not be
+        brought back after an emulator restart.
+        """
         dep, pool = self._live(endpoint_name, dm_id)
         if pool is not None:
             return pool.status()
         count = self.catalog.dm_pb(dep).dedicated_resources.min_replica_count
-        return [
-            {"replica": i, "life": 0, "state": "PREPARING", "port": None, "pid": None}
-            for i in range(count)
-        ]
+        failure = self._failures.get(dm_id)
+        state = {"state": "FAILED", "error": failure} if failure else {"state": "PREPARING"}
+        return [{"replica": i, "life": 0, **state, "port": None, "pid": None} for i in range(count)]

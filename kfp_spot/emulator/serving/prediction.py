@@ -33,12 +33,19 @@ class PredictionApi:
     Args:
         catalog: the serving resources (store, lookups and views).
         pool: the replica pool of a deployed model (None while it is being prepared).
+        failure: why a deployed model has no replica since the emulator started (None: it has).
     """
 
-    def __init__(self, catalog: Catalog, pool: Callable[[str], ReplicaPool | None]) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        pool: Callable[[str], ReplicaPool | None],
+        failure: Callable[[str], str | None] = lambda _dm_id: None,
+    ) -> None:
         self.catalog = catalog
         self.store = catalog.store
         self.pool = pool
+        self.failure = failure
         self._conns = threading.local()
 
     def predict(self, endpoint_name: str, raw: bytes) -> dict[str, Any]:
@@ -179,6 +186,13 @@ class PredictionApi:
                     f"{answer[:500].decode('utf-8', 'replace')}",
                 )
             return status, answer, ctype
+        failure = self.failure(dep.id)
+        if failure:
+            raise ApiError(
+                "UNAVAILABLE",
+                f"deployed model {dep.id} has no replica: it could not be brought back when the "
+                f"emulator started ({failure}); undeploy it and deploy a model that serves",
+            )
         raise ApiError(
             "UNAVAILABLE",
             f"no replica of deployed model {dep.id} is ready to serve (preempted or restarting; "
