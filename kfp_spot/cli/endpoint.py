@@ -113,6 +113,13 @@ def predict(name: str, instances_text: str, api_endpoint: str) -> None:
         raise click.BadParameter(str(exc), param_hint="--instances") from None
     parameters = None
     if isinstance(body, dict):
+        unknown = sorted(set(body) - {"instances", "parameters"})
+        if unknown:  # a misspelt "parameters" was dropped without a word
+            raise click.BadParameter(
+                f"unknown key {', '.join(map(repr, unknown))} in the request; expected "
+                '{"instances": [...]}, with "parameters" if the model takes any',
+                param_hint="--instances",
+            )
         parameters = body.get("parameters")
         body = body.get("instances")
     if not isinstance(body, list) or not body:

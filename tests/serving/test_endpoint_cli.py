@@ -65,3 +65,22 @@ def test_errors_are_one_line(serving):
         ],
     )
     assert not_json.exit_code == 2 and "not JSON" in not_json.output
+
+
+def test_a_misspelt_key_of_the_request_is_named_not_dropped():
+    # {"instances": ..., "paramters": ...} was sent without its parameters, without a word.
+    result = CliRunner().invoke(
+        main,
+        [
+            "endpoint",
+            "predict",
+            "projects/local-project/locations/us-central1/endpoints/1",
+            "--instances",
+            '{"instances": [[1]], "paramters": {"k": 1}}',
+            "--api-endpoint",
+            "http://127.0.0.1:9",  # never reached
+        ],
+    )
+    assert result.exit_code == 2
+    assert "unknown key 'paramters'" in result.output and "--instances" in result.output
+    assert len(result.output.strip().splitlines()) == 1
