@@ -25,6 +25,13 @@ from kfp_spot.emulator import Emulator
 from tests.serving.conftest import PARENT, Serving, X, make_serving, wait_for
 
 
+def catalog_id(store, dm_id: str) -> str:
+    """The ID of the model deployment ``dm_id`` serves."""
+    dm = DeployedModel.pb()()
+    dm.ParseFromString(store.deployment(dm_id).spec)
+    return dm.model.rsplit("/", 1)[1]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -207,6 +214,21 @@ def test_a_cancelled_deploy_leaves_no_replica(shared, slow_model_dir):
     assert life["endReason"] == "CANCELLED"
 
 
+def test_a_model_being_deployed_cannot_be_deleted(shared, slow_model_dir):
+    # Its delete was accepted: the deploy went on serving a model that was gone, and after an
+    # emulator restart the deployment's thread died on the missing model.
+    serving = shared
+    model = serving.upload(slow_model_dir)
+    endpoint = serving.endpoint()
+    op = serving.deploy_op(model, endpoint, replicas=1)
+    with pytest.raises(exceptions.BadRequest, match=r"being deployed to .*endpoints/"):
+        serving.models.delete_model(name=model)
+    serving.endpoints.cancel_operation(request={"name": op.operation.name})
+    with pytest.raises(exceptions.GoogleAPICallError, match="CANCELLED"):
+        op.result(timeout=60)
+    serving.models.delete_model(name=model).result(timeout=30)  # nothing deploys it now
+
+
 def test_a_model_that_cannot_load_fails_the_deploy_with_its_log(shared, tmp_path):
     serving = shared
     (tmp_path / "bad").mkdir()
@@ -268,6 +290,10 @@ def test_a_deployed_model_that_cannot_come_back_stays_deployed_until_undeployed(
         stored.ParseFromString(store.get("models", model_id).spec)
         stored.container_spec.env.add(name="OLD", value="a\x00b")  # as an older emulator kept it
         store.update_spec("models", model_id, stored.SerializeToString())
+        other = serving.deploy(serving.upload(light_model_dir), serving.endpoint(), replicas=1)
+        other_endpoint = f"{PARENT}/endpoints/{store.deployment(other).endpoint_id}"
+        # Deleted under it (an older emulator accepted deleting a model being deployed).
+        store.mark_deleted("models", catalog_id(store, other))
     with Emulator(tmp_path / "emu", grace_period=1.0, env_cache_dir=env_cache) as emu:
         serving = make_serving(emu)
         (replica,) = wait_for(
@@ -275,6 +301,13 @@ def test_a_deployed_model_that_cannot_come_back_stays_deployed_until_undeployed(
             what="the replica reported FAILED",
         )
         assert "model.containerSpec.env[0].value" in replica["error"]
+        (gone,) = wait_for(
+            lambda: [
+                r for r in emu.serving_replicas(other_endpoint, other) if r["state"] == "FAILED"
+            ],
+            what="the replica of the model deleted under it reported FAILED",
+        )
+        assert "model is missing" in gone["error"] and "does not exist" in gone["error"]
         got = serving.endpoints.get_endpoint(name=endpoint)
         assert [d.id for d in got.deployed_models] == [dm_id]
         assert dict(got.traffic_split) == {dm_id: 100}

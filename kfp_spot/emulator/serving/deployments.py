@@ -131,10 +131,15 @@ class Deployments:
         assert dep is not None
         dm = self.catalog.dm_pb(dep)
         try:
+            model = self.catalog.model_pb(self.catalog.model_row(dm.model))
+        except ApiError as err:  # gone from the store (deleting a deployed model is refused)
+            self._deploy_failed(dm_id, f"The deployed model's model is missing: {err.message}")
+            return
+        try:
             launch = replica_launch(
                 dep,
                 dm,
-                self.catalog.model_pb(self.catalog.model_row(dm.model)),
+                model,
                 local_copy=self.root / "models" / dep.id,
                 env_cache_dir=self.env_cache_dir,
                 container_runtime=self.container_runtime,

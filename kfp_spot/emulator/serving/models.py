@@ -38,6 +38,7 @@ from kfp_spot.emulator.serving.catalog import (
 )
 from kfp_spot.vertex.custom_job import EMULATOR
 from kfp_spot.vertex.model_endpoint import (
+    MODEL_NAME,
     check_artifact_files,
     check_model,
     check_model_id,
@@ -117,14 +118,25 @@ class ModelApi:
         )
 
     def delete_model(self, name: str) -> Any:
-        """Delete a model that no endpoint serves; a done operation."""
+        """Delete a model that no endpoint serves or is being deployed to; a done operation.
+
+        As Vertex AI's "can't be deleted because it's deployed or being deployed": a model
+        deleted while its deploy ran left the deployment serving a model that was gone.
+        """
         row = self.catalog.model_row(name)
         pb = self.catalog.model_pb(row)
-        if pb.deployed_models:
-            where = ", ".join(f"{r.endpoint} ({r.deployed_model_id})" for r in pb.deployed_models)
+        live = [
+            (f"{row.parent}/endpoints/{dep.endpoint_id}", dep.id)
+            for dep in self.store.deployments()  # deploying, deployed or undeploying
+            if (served := MODEL_NAME.fullmatch(self.catalog.dm_pb(dep).model)) is not None
+            and served.group(2) == row.id
+        ]
+        if live:
+            where = ", ".join(f"{endpoint} ({dm_id})" for endpoint, dm_id in live)
             raise ApiError(
                 "FAILED_PRECONDITION",
-                f"Model {pb.name} is deployed to {where}; undeploy it before deleting it",
+                f"Model {pb.name} is deployed or being deployed to {where}; undeploy it before "
+                "deleting it (a deploy in progress: cancel its operation)",
                 "name",
             )
         self.store.mark_deleted("models", row.id)
