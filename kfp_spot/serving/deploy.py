@@ -360,6 +360,11 @@ def _status_name(exc: api_exceptions.GoogleAPICallError) -> str:
         return str(exc.code or "")
 
 
+READ_RETRY_SECONDS = 60.0
+"""How long a read (a get, a list, an operation's poll) rides out transient errors: an
+emulator restarted in the middle of a deploy is answering again well within it."""
+
+
 def _transient(exc: BaseException) -> bool:
     if not isinstance(exc, Exception):
         return False
@@ -425,7 +430,9 @@ class Deployer:
         self._resources: list[dict[str, str]] = []
         interval = request.poll_interval_seconds
         self.poll = interval if interval > 0 else (0.2 if self.api.local else 10.0)
-        self._read = retries.Retry(predicate=_transient, initial=0.2, maximum=5.0, timeout=60.0)
+        self._read = retries.Retry(
+            predicate=_transient, initial=0.2, maximum=5.0, timeout=READ_RETRY_SECONDS
+        )
 
     @property
     def models(self) -> ModelServiceClient:
@@ -502,6 +509,12 @@ class Deployer:
             return fn(*args, **kwargs)
         except api_exceptions.GoogleAPICallError as exc:
             raise DeployFailedError(f"{what}: {_status_name(exc)} {exc.message}") from exc
+        except api_exceptions.RetryError as exc:  # was the retry's own message, a URL and a pool
+            raise DeployFailedError(
+                f"{what}: no answer from {self.api.base_url} within {READ_RETRY_SECONDS:g} s "
+                "(is api_endpoint right, and, for the emulator, is it running?); last error: "
+                f"{type(exc.cause).__name__}: {' '.join(str(exc.cause).split())[:200]}"
+            ) from exc
 
     def _labelled(self, lister: Callable[..., Any]) -> Any | None:
         """The resource of this run (label ``kfp_spot_deployment``), checked client-side too."""

@@ -385,3 +385,27 @@ def test_gcpc_placeholders_are_settled_per_target(serving, light_model_dir, tmp_
             gcp_resources=str(tmp_path / "vertex-gcp_resources"),
         )
     assert refused.value.field == "project"
+
+
+def test_an_api_endpoint_that_does_not_answer_is_named(light_model_dir, tmp_path, monkeypatch):
+    # After the reads' retries ran out the task ended with api_core's RetryError: the retry's
+    # own message, the request URL with its query string and urllib3's connection pool.
+    from kfp_spot.serving import deploy
+    from kfp_spot.serving.entry import build_request
+    from tests.conftest import free_port
+
+    monkeypatch.setattr(deploy, "READ_RETRY_SECONDS", 0.5)
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    request = build_request(
+        model=FakeArtifact(uri=str(light_model_dir)),
+        endpoint=FakeArtifact(uri=str(tmp_path / "endpoint")),
+        vertex_model=FakeArtifact(),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+        api_endpoint=url,
+        project="my-project",
+    )
+    with pytest.raises(deploy.DeployFailedError) as info:
+        deploy.Deployer(request, sleep=lambda _s: None).run()
+    message = str(info.value)
+    assert f"no answer from {url} within 0.5 s" in message and "is it running?" in message
+    assert "\n" not in message
