@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -110,6 +111,21 @@ def _model_files(model_uri: str) -> list[str]:
     return files
 
 
+def _strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float as its text (``"nan"``, ``"inf"``), nested too.
+
+    ``PROMOTION.json`` is read by registries and tools in other languages, whose JSON has no
+    ``NaN`` or ``Infinity``; the evaluation writes such a metric's metadata the same way.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {key: _strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(item) for item in value]
+    return value
+
+
 def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -> str:
     """Copy the model directory to ``destination_uri`` and write a promotion record beside it.
 
@@ -139,7 +155,7 @@ def promote(model_uri: str, destination_uri: str, evidence: Mapping[str, Any]) -
     record = {SOURCE_KEY: model_uri, "promoted_at": time.time(), "evidence": dict(evidence)}
     fs.atomic_write(
         fs.join(destination_uri, RECORD_NAME),
-        json.dumps(record, indent=1, sort_keys=True, default=str),
+        json.dumps(_strict_json(record), indent=1, sort_keys=True, default=str, allow_nan=False),
     )
     return destination_uri
 

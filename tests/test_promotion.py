@@ -115,3 +115,16 @@ def test_a_metric_named_source_leaves_the_model_uri_in_the_metadata(model_dir, t
     assert "published as 'metric_metric_source'" in caplog.text
     record = json.loads((tmp_path / "promoted" / RECORD_NAME).read_text())
     assert record["source"] == str(model_dir) and record["evidence"]["source"] == 0.5
+
+
+def test_the_record_is_strict_json_when_a_metric_is_not_finite(model_dir, tmp_path):
+    # NaN and Infinity were written as bare tokens, which JSON outside Python refuses.
+    target = tmp_path / "promoted"
+    evidence = {"auc": float("nan"), "loss": float("inf"), "per_class": {"a": float("-inf")}}
+    promote(str(model_dir), str(target), evidence)
+
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+
+    record = json.loads((target / RECORD_NAME).read_text(), parse_constant=refuse)
+    assert record["evidence"] == {"auc": "nan", "loss": "inf", "per_class": {"a": "-inf"}}
