@@ -322,9 +322,37 @@ def _model(request: DeployRequest, target: vertex.Target, check_files: bool = Tr
         try:
             rules.check_artifact_files(uri, _files(uri), image)
         except InvalidFieldError as exc:
-            hint = "write the model with joblib.dump(model, 'model.joblib') into AIP_MODEL_DIR"
+            hint = _layout_hint(uri, image.artifacts)
             raise DeployInputError("model", f"{exc.reason} ({hint})", exc.field) from None
     return model
+
+
+def _layout_hint(uri: str, artifacts: tuple[str, ...]) -> str:
+    """What to do about a model directory without the one file its image loads.
+
+    A model saved one level down (``AIP_MODEL_DIR/model/model.joblib``, a common slip) is
+    named with the directory to give instead; a directory of more than a few entries is not
+    searched (one listing each).
+    """
+    try:
+        entries = _files(uri)
+    except DeployInputError:
+        entries = []
+    present = [name for name in artifacts if name in entries]
+    if len(present) > 1:
+        return f"keep one of {' and '.join(present)}: the image loads exactly one"
+    for entry in entries if len(entries) <= 3 else []:
+        try:
+            inner = fs.list_names(fs.join(uri, entry), timeout=STORAGE_TIMEOUT_SECONDS)
+        except (OSError, asyncio.TimeoutError):  # a file, or unreachable: no hint from it
+            continue
+        found = [name for name in artifacts if name in inner]
+        if len(found) == 1:
+            return f"{found[0]} is in {entry}/: give that directory, {fs.join(uri, entry)}"
+    return (
+        f"save the model as {' or '.join(artifacts)} directly in AIP_MODEL_DIR, e.g. "
+        "joblib.dump(model, os.path.join(os.environ['AIP_MODEL_DIR'], 'model.joblib'))"
+    )
 
 
 #: How long the check of a gs:// model directory waits for Cloud Storage, retries included.

@@ -409,3 +409,36 @@ def test_an_api_endpoint_that_does_not_answer_is_named(light_model_dir, tmp_path
     message = str(info.value)
     assert f"no answer from {url} within 0.5 s" in message and "is it running?" in message
     assert "\n" not in message
+
+
+def test_a_model_saved_one_level_down_names_the_directory_to_give(tmp_path):
+    # The hint was always the same joblib line, whatever the directory held.
+    (tmp_path / "job" / "model").mkdir(parents=True)
+    (tmp_path / "job" / "model" / "model.pkl").write_bytes(b"x")
+    with pytest.raises(DeployInputError) as info:
+        deploy_spot_endpoint(
+            project="test-proj",
+            model=FakeArtifact(uri=str(tmp_path / "job")),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp"),
+            api_endpoint="http://127.0.0.1:9",
+        )
+    assert f"model.pkl is in model/: give that directory, {tmp_path / 'job' / 'model'}" in str(
+        info.value
+    )
+
+
+def test_a_model_directory_with_two_loadable_files_says_to_keep_one(tmp_path):
+    (tmp_path / "model").mkdir()
+    for name in ("model.joblib", "model.pkl"):
+        (tmp_path / "model" / name).write_bytes(b"x")
+    with pytest.raises(DeployInputError, match=r"keep one of model\.joblib and model\.pkl"):
+        deploy_spot_endpoint(
+            project="test-proj",
+            model=FakeArtifact(uri=str(tmp_path / "model")),
+            endpoint=FakeArtifact(uri=str(tmp_path / "e")),
+            vertex_model=FakeArtifact(),
+            gcp_resources=str(tmp_path / "gcp"),
+            api_endpoint="http://127.0.0.1:9",
+        )
