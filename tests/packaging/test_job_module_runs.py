@@ -190,23 +190,28 @@ def test_a_declared_entry_point_in_a_job_module_that_trains_at_import_is_refused
     assert "the evaluation imports it and would run the training again" in str(info.value)
 
 
-def test_a_package_that_carries_a_data_set_is_warned_of(tmp_path, capsys):
+def test_a_package_that_carries_a_data_set_is_warned_of(tmp_path, capsys, monkeypatch):
     # A 150 MB data file beside the code was packaged without a word: each VM of the job
     # downloads and installs it at every start, after each preemption too.
+    from kfp_spot.packaging import core
+
+    assert core.LARGE_PACKAGE_BYTES == 64 * 2**20
+    # The rule at a smaller size: building and zipping 65 MiB twice cost the suite 20 s.
+    monkeypatch.setattr(core, "LARGE_PACKAGE_BYTES", 4 * 2**20)
     package = tmp_path / "mlp"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "task.py").write_text(TRAIN + '\n\nif __name__ == "__main__":\n    main()\n')
     with (package / "train.bin").open("wb") as handle:
-        handle.truncate(65 * 2**20)  # zeros: large installed, small compressed
+        handle.truncate(5 * 2**20)  # zeros: large installed, small compressed
     prepare_package(str(package), str(tmp_path / "stage"), python_module="mlp.task")
     err = capsys.readouterr().err
     assert "kfp-spot: warning: mlp 0.0.0+src" in err
-    assert "installs 65 MiB, the largest file mlp/train.bin (65 MiB): every VM" in err
+    assert "installs 5 MiB, the largest file mlp/train.bin (5 MiB): every VM" in err
     assert "(0 MiB)" not in err  # the code beside it is not what makes it large
     with (package / "labels.bin").open("wb") as handle:
         handle.truncate(2 * 2**20)
     prepare_package(str(package), str(tmp_path / "stage2"), python_module="mlp.task")
     err = capsys.readouterr().err
-    assert "the largest files mlp/train.bin (65 MiB), mlp/labels.bin (2 MiB): every VM" in err
+    assert "the largest files mlp/train.bin (5 MiB), mlp/labels.bin (2 MiB): every VM" in err
     assert "keep data sets in Cloud Storage" in err
