@@ -319,25 +319,22 @@ def _model(request: DeployRequest, target: vertex.Target, check_files: bool = Tr
         model.encryption_spec.kms_key_name = request.encryption_spec_key_name
     image = rules.check_model(model, target, location=request.location)
     if check_files and image is not None and image.artifacts:
+        entries = _files(uri)
         try:
-            rules.check_artifact_files(uri, _files(uri), image)
+            rules.check_artifact_files(uri, entries, image)
         except InvalidFieldError as exc:
-            hint = _layout_hint(uri, image.artifacts)
+            hint = _layout_hint(uri, entries, image.artifacts)
             raise DeployInputError("model", f"{exc.reason} ({hint})", exc.field) from None
     return model
 
 
-def _layout_hint(uri: str, artifacts: tuple[str, ...]) -> str:
-    """What to do about a model directory without the one file its image loads.
+def _layout_hint(uri: str, entries: list[str], artifacts: tuple[str, ...]) -> str:
+    """What to do about a model directory, listing ``entries``, without the one file it loads.
 
     A model saved one level down (``AIP_MODEL_DIR/model/model.joblib``, a common slip) is
     named with the directory to give instead; a directory of more than a few entries is not
     searched (one listing each).
     """
-    try:
-        entries = _files(uri)
-    except DeployInputError:
-        entries = []
     present = [name for name in artifacts if name in entries]
     if len(present) > 1:
         return f"keep one of {' and '.join(present)}: the image loads exactly one"
