@@ -22,6 +22,7 @@ from kfp_spot.progress.taskoutput import (
     error_excerpt,
     exit_status_hint,
     last_printed_line,
+    one_line,
     task_output,
     task_warnings,
 )
@@ -318,10 +319,9 @@ class RunMonitor:
         ending = _JOB_ENDS.get(job.state)
         code_failed = bool(job.attempts) and job.attempts[-1].get("endReason") == "FAILED"
         if ending and not code_failed and self._once(job, 0, "job"):
-            said = " ".join(job.error.split())
+            said = one_line(job.error, 200)
             if said.upper() in ("CANCELED", "CANCELLED"):  # a cancel's code name says no more
                 said = ""
-            said = said if len(said) <= 200 else said[:197] + "..."
             self._emit(f"  CustomJob {job.short} {ending}" + (f": {said}" if said else ""))
 
     def _once(self, job: JobView, attempt: int, what: str) -> bool:

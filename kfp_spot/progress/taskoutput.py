@@ -138,10 +138,16 @@ def last_printed_line(path: Path, *, task_log: bool = False) -> str | None:
             raw = _EXECUTOR_LOG.sub("", raw[len(_INDENT) :])
             if raw.strip() in ("{", "}") or raw.endswith("Got executor_input:"):
                 continue
-        line = " ".join(_CONTROL.sub("", raw).split())
+        line = one_line(_CONTROL.sub("", raw), OUTPUT_CHARS)
         if line:
-            return line if len(line) <= OUTPUT_CHARS else line[: OUTPUT_CHARS - 3] + "..."
+            return line
     return None
+
+
+def one_line(text: str, chars: int) -> str:
+    """``text`` on one line (each run of whitespace a space), cut to ``chars`` with ``...``."""
+    line = " ".join(text.split())
+    return line if len(line) <= chars else line[: chars - 3] + "..."
 
 
 _EXECUTOR_LOG = re.compile(r"^\[KFP Executor [^\]]*\]: ")  # a component's log record
