@@ -331,7 +331,7 @@ class Launcher:
         self._waiting_since = waiting_since(
             running=state_name(job.state) == "JOB_STATE_RUNNING",
             ever_ran=bool(job.start_time),
-            last_running=self._waiting_since,
+            before=self._waiting_since,
             created_at=self._created_at,
             now=now,
         )

@@ -312,14 +312,15 @@ def leave_region(
 
 
 def waiting_since(
-    *, running: bool, ever_ran: bool, last_running: float | None, created_at: float, now: float
+    *, running: bool, ever_ran: bool, before: float | None, created_at: float, now: float
 ) -> float:
     """Since when the watched job has waited for VMs, for ``region_wait_seconds`` (pure).
 
     Args:
         running: whether the job is RUNNING now.
         ever_ran: whether it was RUNNING at some time (``startTime`` is set).
-        last_running: when this launcher last saw it RUNNING (None: not yet).
+        before: this function's answer at the launcher's previous poll of the job (None: the
+            first poll): the last time it was seen RUNNING, or when its wait was first counted.
         created_at: when it was submitted.
         now: the current time.
 
@@ -331,8 +332,8 @@ def waiting_since(
     """
     if running:
         return now
-    if last_running is not None:
-        return last_running
+    if before is not None:
+        return before
     return now if ever_ran else created_at
 
 
