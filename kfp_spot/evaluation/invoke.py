@@ -21,7 +21,7 @@ from kfp_spot import envcache
 from kfp_spot.evaluation import runner
 from kfp_spot.evaluation.entry_point import environ_for
 from kfp_spot.evaluation.errors import EvaluationError, EvaluationInputError
-from kfp_spot.vertex.signals import cancel_on_signals
+from kfp_spot.vertex.signals import cancel_on_signals, held
 
 log = logging.getLogger(__name__)
 
@@ -58,35 +58,42 @@ def _run_logged(
         EvaluationError: it did not finish in ``timeout_s`` seconds.
     """
     stderr: deque[str] = deque(maxlen=30)  # what a failure shows: its traceback's end
-    with subprocess.Popen(  # bytes no text holds replaced: a pump must never stop reading
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-    ) as proc:
+    pumps: list[threading.Thread] = []
+    proc: subprocess.Popen[str] | None = None
+    try:  # from here on a signal kills the process: it may come before the pumps run
+        with held():  # one that comes as it starts is raised once the process is ours to kill
+            proc = subprocess.Popen(  # bytes no text holds replaced: a pump must always read
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+            )
         assert proc.stdout is not None and proc.stderr is not None
-        pumps: list[threading.Thread] = []
-        try:  # from here on a signal kills the process: it may come before the pumps run
-            for stream, form, kept in (
-                (proc.stdout, "evaluate: %s", None),
-                (proc.stderr, "evaluate (stderr): %s", stderr),
-            ):
-                pumps.append(threading.Thread(target=_pump, args=(stream, form, kept), daemon=True))
-                pumps[-1].start()
-            returncode = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
+        for stream, form, kept in (
+            (proc.stdout, "evaluate: %s", None),
+            (proc.stderr, "evaluate (stderr): %s", stderr),
+        ):
+            pumps.append(threading.Thread(target=_pump, args=(stream, form, kept), daemon=True))
+            pumps[-1].start()
+        returncode = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        assert proc is not None
+        proc.kill()
+        raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
+    except BaseException:
+        if proc is not None:
             proc.kill()
-            raise EvaluationError(f"{entry_point} did not finish in {timeout_s} s") from exc
-        except BaseException:
-            proc.kill()
-            raise
-        finally:
-            for pump in pumps:
-                if pump.ident is not None:  # started
-                    pump.join()
+        raise
+    finally:
+        for pump in pumps:
+            if pump.ident is not None:  # started
+                pump.join()
+        if proc is not None:
+            with proc:  # closes its pipes and reaps it
+                pass
     return returncode, list(stderr)
 
 

@@ -39,6 +39,8 @@ class _Delivery:
     def __init__(self) -> None:
         self.error: BaseException | None = None
         self.dropped = False
+        self.holding = False  # inside held(): the error waits for the block's end
+        self.held = False  # the error came while holding and is not raised yet
 
 
 _active: list[_Delivery] = []  # the innermost block last (main thread only)
@@ -87,6 +89,9 @@ def cancel_on_signals(
             log.warning("signal %d again: already cancelling", signum)
             return
         delivery.error = error(signum)
+        if delivery.holding:
+            delivery.held = True
+            return
         raise delivery.error
 
     previous_hook = sys.unraisablehook
@@ -108,3 +113,26 @@ def cancel_on_signals(
         sys.unraisablehook = previous_hook
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Inside :func:`cancel_on_signals`: a signal arriving in this block is raised as it ends.
+
+    For a step that must not be cut in the middle: ``subprocess.Popen`` interrupted after its
+    fork raises with the child running and no handle to stop it, so the child outlived the task.
+    Outside a ``cancel_on_signals`` block, or in another thread, it does nothing.
+    """
+    if not _active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    delivery = _active[-1]
+    delivery.holding = True
+    try:
+        yield
+    finally:
+        delivery.holding = False
+        if delivery.held:  # raised even over the block's own error: the task was stopped
+            delivery.held = False
+            assert delivery.error is not None
+            raise delivery.error

@@ -212,13 +212,15 @@ def test_checkpoint_uri_a_task_cannot_read_is_refused_naming_the_valid_forms(
     assert not (tmp_path / "never-created").exists()
 
 
-@pytest.mark.parametrize("stopped", ["while it waits", "before its output is read"])
+@pytest.mark.parametrize("stopped", ["while it waits", "before its output is read", "as it starts"])
 def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path, stopped):
     # The evaluate_checkpoint task stopped with SIGTERM (a local run interrupted with kill or
     # timeout stops its task so) died at once and left the entry point's process running.
     # "before its output is read": the signal comes as the task starts the threads that log the
     # entry point's output (on a busy machine, after the entry point started), which once
-    # left it waiting for the entry point to end on its own.
+    # left it waiting for the entry point to end on its own. "as it starts": the signal comes
+    # inside subprocess.Popen, after its fork (on a busy machine, as the child writes its pid),
+    # which raised with no handle on the child and left it running.
     import os
     import signal
     import subprocess
@@ -247,6 +249,17 @@ def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path, stopped):
                     super().start()
 
             invoke.threading = type("T", (), {{"Thread": Stopped}})
+        if {stopped == "as it starts"!r}:
+            import os, signal, subprocess, time
+
+            class Interrupted(subprocess.Popen):
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    while not Path({str(pid_file)!r}).exists():
+                        time.sleep(0.01)
+                    os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before we return
+
+            subprocess.Popen = Interrupted
         invoke.run_entry_point(python, "m:f", where, {{}}, None)
         """
     )
@@ -257,7 +270,7 @@ def test_a_stopped_evaluation_ends_its_entry_points_process(tmp_path, stopped):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         entry_point = int(pid_file.read_text())
-        if stopped == "while it waits":  # else the task has signalled itself
+        if stopped == "while it waits":  # else the task signals itself
             process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=30)
         deadline = time.monotonic() + 10

@@ -92,3 +92,28 @@ def test_the_handlers_and_hook_are_restored(monkeypatch):
         pass
     assert sys.unraisablehook is hook
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_inside_a_held_block_is_raised_as_the_block_ends():
+    # subprocess.Popen cut after its fork leaves a child no one can stop: the launch of a
+    # process is held, and the signal raised once the caller has the handle
+    done: list[str] = []
+    with pytest.raises(LaunchInterruptedError) as caught, cancel_on_signals():
+        with signals.held():
+            signal.raise_signal(signal.SIGTERM)
+            done.append("held")
+        done.append("after")
+    assert caught.value.signum == signal.SIGTERM
+    assert done == ["held"]
+
+
+def test_a_held_signal_wins_over_the_blocks_own_error_and_held_alone_does_nothing():
+    with pytest.raises(LaunchInterruptedError), cancel_on_signals(), signals.held():
+        signal.raise_signal(signal.SIGINT)
+        raise OSError("the process could not start")
+    with signals.held():  # outside cancel_on_signals: nothing to hold
+        pass
+    with pytest.raises(LaunchInterruptedError), cancel_on_signals():  # the block is reusable
+        with signals.held():
+            pass
+        signal.raise_signal(signal.SIGTERM)
