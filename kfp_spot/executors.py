@@ -63,6 +63,7 @@ __all__ = [
     "prediction_image",
     "profile",
     "profiles",
+    "table_reviewed",
     "warn_executor_image",
 ]
 
@@ -160,12 +161,33 @@ class ExecutorProfile:
 
 
 @functools.cache
+def _table_text(table: str) -> str:
+    return resources.files("kfp_spot").joinpath(table.removeprefix("kfp_spot/")).read_text("utf-8")
+
+
+def _table_rows(table: str) -> csv.DictReader[str]:
+    text = _table_text(table)
+    return csv.DictReader(io.StringIO("".join(ln for ln in text.splitlines(True) if ln[:1] != "#")))
+
+
+def table_reviewed(table: str = TABLE) -> datetime.date:
+    """The day ``table`` was last compared with Google's list (its ``# reviewed:`` line).
+
+    ``table``: :data:`TABLE`, the training images. An end of availability is a fact as of that
+    review: a default image must be available then unless no image of its framework was (the
+    tests hold the defaults to that).
+    """
+    found = re.search(r"^# reviewed: (\d{4}-\d{2}-\d{2})$", _table_text(table), re.MULTILINE)
+    if found is None:
+        raise ValueError(f"{table} has no '# reviewed: YYYY-MM-DD' line")
+    return datetime.date.fromisoformat(found[1])
+
+
+@functools.cache
 def profiles() -> dict[str, ExecutorProfile]:
     """Every prebuilt training image by name, in the order Google lists them."""
-    text = resources.files("kfp_spot").joinpath(TABLE.removeprefix("kfp_spot/")).read_text("utf-8")
-    rows = csv.DictReader(io.StringIO("".join(ln for ln in text.splitlines(True) if ln[:1] != "#")))
     out = {}
-    for row in rows:
+    for row in _table_rows(TABLE):
         out[row["image"]] = ExecutorProfile(
             image=row["image"],
             framework=row["framework"],

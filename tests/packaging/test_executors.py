@@ -151,19 +151,6 @@ def test_the_end_of_availability_is_announced_before_and_after_it():
     assert notice("python:3.11") is None  # refused, not warned about
 
 
-def test_the_default_image_says_where_it_stands():
-    default = executors.profile(executors.DEFAULT_EXECUTOR_IMAGE)
-    assert default.documented
-    header = executors.resources.files("kfp_spot").joinpath("data/executor_images.csv")
-    text = header.read_text("utf-8")
-    if default.past_availability():
-        # No current image could be confirmed: the table says so, and the console shows it.
-        assert "could not be confirmed" in text
-        assert "reached its documented end" in executors.executor_image_notice(
-            executors.DEFAULT_EXECUTOR_IMAGE
-        )
-
-
 def test_any_name_in_googles_repository_is_accepted_when_the_user_says_so(monkeypatch):
     uri = f"us-{TRAINING}/custom-trainer:latest"
     assert executors.executor_image_problem(uri)
