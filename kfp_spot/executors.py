@@ -25,7 +25,10 @@ prebuilt prediction images, ``{us,europe,asia}-docker.pkg.dev/vertex-ai/predicti
 is served by that image's HTTP server, which loads the model file from the artifact directory;
 any other image is the user's own container. The list (:data:`PREDICTION_IMAGES`) is the
 scikit-learn and XGBoost images of the Vertex AI SDK's ``aiplatform.constants.prediction``
-(google-cloud-aiplatform 1.165) with the files each loads (the "exporting model artifacts" page);
+(google-cloud-aiplatform 1.165) with the files each loads (the "exporting model artifacts" page)
+and each one's documented end of availability (``kfp_spot/data/prediction_images.csv``, whose
+header names the source page and when it was read; :func:`warn_prediction_image` shows an image
+past or near it on the console when a model is uploaded with it);
 TensorFlow and PyTorch images are known by name, but the local emulator does not serve them. Each
 served image has a profile (:attr:`PredictionImage.profile`) like a training image's, so a
 serving replica's environment is made the way a package job's is
@@ -61,10 +64,12 @@ __all__ = [
     "executor_image_problem",
     "inferred_profile",
     "prediction_image",
+    "prediction_image_notice",
     "profile",
     "profiles",
     "table_reviewed",
     "warn_executor_image",
+    "warn_prediction_image",
 ]
 
 # No image Google documents as available today could be confirmed where this table was updated
@@ -77,8 +82,12 @@ ALLOW_UNKNOWN_ENV = "KFP_SPOT_ALLOW_UNKNOWN_EXECUTOR_IMAGE"
 EXPIRY_NOTICE_DAYS = 60
 TABLE = "kfp_spot/data/executor_images.csv"
 """The table of prebuilt training images, as messages name it."""
+PREDICTION_TABLE = "kfp_spot/data/prediction_images.csv"
+"""The table of the prebuilt prediction images the emulator serves, with their dates."""
 IMAGES_PAGE = "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers"
 """Google's list of prebuilt training images, where the table was read."""
+PREDICTION_IMAGES_PAGE = "https://cloud.google.com/vertex-ai/docs/predictions/pre-built-containers"
+"""Google's list of prebuilt prediction images."""
 REGISTRY_HOSTS = ("us-docker.pkg.dev", "europe-docker.pkg.dev", "asia-docker.pkg.dev")
 REPOSITORY = "vertex-ai/training"
 PREDICTION_REPOSITORY = "vertex-ai/prediction"
@@ -173,9 +182,9 @@ def _table_rows(table: str) -> csv.DictReader[str]:
 def table_reviewed(table: str = TABLE) -> datetime.date:
     """The day ``table`` was last compared with Google's list (its ``# reviewed:`` line).
 
-    ``table``: :data:`TABLE`, the training images. An end of availability is a fact as of that
-    review: a default image must be available then unless no image of its framework was (the
-    tests hold the defaults to that).
+    ``table``: :data:`TABLE` (training) or :data:`PREDICTION_TABLE`. An end of availability is
+    a fact as of that review: a default image must be available then unless no image of its
+    framework was (the tests hold the defaults to that).
     """
     found = re.search(r"^# reviewed: (\d{4}-\d{2}-\d{2})$", _table_text(table), re.MULTILINE)
     if found is None:
@@ -376,7 +385,10 @@ def warn_executor_image(uri: str, stream: TextIO | None = None) -> str | None:
     stderr is what a KFP task's console shows (Vertex AI Pipelines' task logs, ``kfp.local``'s
     output). Returns the notice, or None when there is nothing to say.
     """
-    notice = executor_image_notice(uri)
+    return _warn(executor_image_notice(uri), stream)
+
+
+def _warn(notice: str | None, stream: TextIO | None) -> str | None:
     if notice and notice not in _WARNED:
         _WARNED.add(notice)
         print(f"kfp-spot: warning: {notice}", file=stream or sys.stderr, flush=True)
@@ -404,10 +416,6 @@ _PREDICTION_PACKAGES = {
         "threadpoolctl",
     ),
 }
-_PREDICTION_VERSIONS = {
-    "sklearn": ("1.6", "1.5", "1.4", "1.3", "1.2", "1.0", "0.24", "0.23", "0.22", "0.20"),
-    "xgboost": ("2.1", "2.0", "1.7", "1.6", "1.5", "1.4", "1.3", "1.2", "1.1", "0.90", "0.82"),
-}
 # The model files each served image loads; exactly one must be in the artifact directory.
 _PREDICTION_ARTIFACTS = {
     "sklearn": ("model.joblib", "model.pkl"),
@@ -428,6 +436,8 @@ class PredictionImage:
         packages: the libraries the image holds (what a model file may import when loaded), as
             PEP 508 requirements; empty for the images the emulator does not serve.
         artifacts: the model files it loads, exactly one of which must be in the directory.
+        end_of_availability: the documented date after which Vertex AI creates no new endpoint
+            with it (``date.max`` when the table does not list the image).
     """
 
     name: str
@@ -435,6 +445,7 @@ class PredictionImage:
     version: str
     packages: tuple[str, ...]
     artifacts: tuple[str, ...]
+    end_of_availability: datetime.date = datetime.date.max
 
     @property
     def uri(self) -> str:
@@ -450,9 +461,8 @@ class PredictionImage:
     def profile(self) -> ExecutorProfile:
         """What the image holds, as a profile ``kfp_spot.envcache.create_image_env`` takes.
 
-        Google documents neither the Python version nor an end of availability of the
-        prediction images: the profile leaves the first empty (a serving environment installs
-        no packages that could ask for one) and the second open.
+        The profile leaves the Python version empty (a serving environment installs no packages
+        that could ask for one) and carries the documented end of availability.
         """
         return ExecutorProfile(
             image=self.name,
@@ -460,7 +470,7 @@ class PredictionImage:
             version=self.version,
             python="",
             accelerator=self.name.split("-", 1)[1].split(".", 1)[0].upper(),
-            end_of_availability=datetime.date.max,
+            end_of_availability=self.end_of_availability,
             packages=self.packages,
             repository=PREDICTION_REPOSITORY,
         )
@@ -468,13 +478,17 @@ class PredictionImage:
 
 def _prediction_images() -> dict[str, PredictionImage]:
     out = {}
-    for framework, versions in _PREDICTION_VERSIONS.items():
-        for version in versions:
-            name = f"{framework}-cpu.{version.replace('.', '-')}"
-            packages = tuple(p.format(version=version) for p in _PREDICTION_PACKAGES[framework])
-            out[name] = PredictionImage(
-                name, framework, version, packages, _PREDICTION_ARTIFACTS[framework]
-            )
+    for row in _table_rows(PREDICTION_TABLE):
+        framework, version = row["framework"], row["version"]
+        packages = tuple(p.format(version=version) for p in _PREDICTION_PACKAGES[framework])
+        out[row["image"]] = PredictionImage(
+            row["image"],
+            framework,
+            version,
+            packages,
+            _PREDICTION_ARTIFACTS[framework],
+            datetime.date.fromisoformat(row["end_of_availability"]),
+        )
     return out
 
 
@@ -517,3 +531,40 @@ def prediction_image(uri: str) -> PredictionImage | None:
         + ", ".join(PREDICTION_IMAGES[n].uri for n in shown)
         + " (or give your own container image)"
     )
+
+
+def prediction_image_notice(uri: str, today: datetime.date | None = None) -> str | None:
+    """What a user must know about the prediction image ``uri``, or None.
+
+    A prebuilt prediction image past or within :data:`EXPIRY_NOTICE_DAYS` of its documented end
+    of availability, after which "you can no longer create new endpoints using this version"
+    and Vertex AI "might delete existing endpoints that use this version"
+    (https://docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/framework-support-policy).
+    None for a custom container, an image without a documented date, or one
+    :func:`prediction_image` refuses (its error says why).
+    """
+    try:
+        image = prediction_image(uri)
+    except PredictionImageError:
+        return None
+    if image is None or image.end_of_availability == datetime.date.max:
+        return None
+    days = (image.end_of_availability - (today or datetime.date.today())).days
+    if days < 0:
+        return (
+            f"prediction image {image.name} reached its documented end of availability on "
+            f"{image.end_of_availability}: Vertex AI creates no new endpoint with it and may "
+            f"delete endpoints that use it; pick a current image from {PREDICTION_IMAGES_PAGE}"
+        )
+    if days <= EXPIRY_NOTICE_DAYS:
+        return (
+            f"prediction image {image.name} reaches its documented end of availability on "
+            f"{image.end_of_availability} ({days} days): move to a newer one "
+            f"({PREDICTION_IMAGES_PAGE})"
+        )
+    return None
+
+
+def warn_prediction_image(uri: str, stream: TextIO | None = None) -> str | None:
+    """Print :func:`prediction_image_notice` of ``uri`` once per process on ``stream`` (stderr)."""
+    return _warn(prediction_image_notice(uri), stream)

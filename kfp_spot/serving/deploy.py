@@ -522,6 +522,8 @@ class Deployer:
             DeployFailedError: the service refused or failed a step (its message).
             DeployInterruptedError: after cancelling (and if need be undeploying) on a signal.
         """
+        if self.request.artifact_uri:  # a model uploaded here with that image: stderr
+            executors.warn_prediction_image(self.request.serving_container_image_uri)
         with cancel_on_signals(DeployInterruptedError):
             recorded = self._recorded()
             model = self._model(recorded)

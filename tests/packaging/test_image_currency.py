@@ -69,3 +69,13 @@ def test_the_default_training_image_is_available_at_the_review_if_any_of_its_kin
     assert "could not be confirmed" in executors._table_text(executors.TABLE)
     notice = executors.executor_image_notice(executors.DEFAULT_EXECUTOR_IMAGE, reviewed)
     assert notice and "reached its documented end of availability" in notice
+
+
+def test_the_default_prediction_image_is_available_at_the_review():
+    reviewed = executors.table_reviewed(executors.PREDICTION_TABLE)
+    default = executors.prediction_image(executors.DEFAULT_PREDICTION_IMAGE)
+    assert default is not None and default.served_locally
+    assert default.end_of_availability >= reviewed, (default.name, default.end_of_availability)
+    kin = [i for i in executors.PREDICTION_IMAGES.values() if i.framework == default.framework]
+    assert default.end_of_availability == max(i.end_of_availability for i in kin)
+    assert executors.prediction_image_notice(executors.DEFAULT_PREDICTION_IMAGE, reviewed) is None

@@ -442,3 +442,39 @@ def test_a_model_directory_with_two_loadable_files_says_to_keep_one(tmp_path):
             gcp_resources=str(tmp_path / "gcp"),
             api_endpoint="http://127.0.0.1:9",
         )
+
+
+def test_a_model_uploaded_with_an_expired_prebuilt_image_is_warned_about(
+    light_model_dir, tmp_path, monkeypatch, capsys
+):
+    # After its documented end of availability Vertex AI creates no new endpoint with the image:
+    # the deploy says so on the task's console before its first call.
+    from kfp_spot import executors
+    from kfp_spot.serving import deploy
+    from kfp_spot.serving.entry import build_request
+    from tests.conftest import free_port
+
+    reviewed = executors.table_reviewed(executors.PREDICTION_TABLE)
+    expired = next(
+        i
+        for i in executors.PREDICTION_IMAGES.values()
+        if i.framework == "sklearn" and i.end_of_availability < reviewed
+    )
+    monkeypatch.setattr(deploy, "READ_RETRY_SECONDS", 0.5)
+    monkeypatch.setattr(executors, "_WARNED", set())
+    request = build_request(
+        model=FakeArtifact(uri=str(light_model_dir)),
+        endpoint=FakeArtifact(uri=str(tmp_path / "endpoint")),
+        vertex_model=FakeArtifact(),
+        gcp_resources=str(tmp_path / "gcp_resources"),
+        api_endpoint=f"http://127.0.0.1:{free_port()}",  # nothing listens there
+        project="my-project",
+        serving_container_image_uri=expired.uri,
+    )
+    with pytest.raises(deploy.DeployFailedError):
+        deploy.Deployer(request, sleep=lambda _s: None).run()
+    err = capsys.readouterr().err
+    assert (
+        f"kfp-spot: warning: prediction image {expired.name} reached its documented end of "
+        f"availability on {expired.end_of_availability}"
+    ) in err

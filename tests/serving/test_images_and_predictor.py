@@ -1,9 +1,14 @@
 """Prebuilt prediction images and the artifact layouts their servers load."""
 
+import datetime
+import io
+
 import pytest
 
 from kfp_spot import executors
 from kfp_spot.emulator.serving import predictor
+
+_REVIEWED = executors.table_reviewed(executors.PREDICTION_TABLE)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +36,37 @@ def test_prebuilt_images_are_recognised(uri, framework, served):
 def test_images_vertex_does_not_offer_are_refused(uri, says):
     with pytest.raises(executors.PredictionImageError, match=says):
         executors.prediction_image(uri)
+
+
+def test_the_end_of_availability_of_a_prediction_image_is_announced_before_and_after_it():
+    # The documented dates of Google's list (kfp_spot/data/prediction_images.csv).
+    uri = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"
+    image = executors.prediction_image(uri)
+    eoa = image.end_of_availability
+    assert image.profile.end_of_availability == eoa  # the serving environment's log says it too
+    notice = executors.prediction_image_notice
+    assert notice(uri, eoa - datetime.timedelta(days=executors.EXPIRY_NOTICE_DAYS + 1)) is None
+    assert f"reaches its documented end of availability on {eoa} (10 days)" in notice(
+        uri, eoa - datetime.timedelta(days=10)
+    )
+    after = notice(uri, eoa + datetime.timedelta(days=1))
+    assert (
+        f"prediction image sklearn-cpu.1-5 reached its documented end of availability on {eoa}"
+        in after
+    )
+    assert "creates no new endpoint" in after and "predictions/pre-built-containers" in after
+    assert notice("us-central1-docker.pkg.dev/p/repo/server:1") is None  # own container
+    assert notice("europe-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest") is None
+
+
+def test_an_expired_prediction_image_is_announced_on_the_console_once():
+    expired = [i for i in executors.PREDICTION_IMAGES.values() if i.end_of_availability < _REVIEWED]
+    assert expired  # Google's list holds versions it no longer serves
+    err = io.StringIO()
+    notice = executors.warn_prediction_image(expired[0].uri, stream=err)
+    assert notice and err.getvalue() == f"kfp-spot: warning: {notice}\n"
+    executors.warn_prediction_image(expired[0].uri, stream=err)
+    assert err.getvalue().count("kfp-spot: warning:") == 1
 
 
 def test_custom_containers_are_not_prebuilt():
