@@ -61,6 +61,18 @@ class StateEncodingError(TypeError):
     """A state value has no adapter, or its bytes cannot be decoded by the adapter named."""
 
 
+class _Refused(StateEncodingError):
+    """A built-in adapter's refusal of part of a value: ``where`` below the state key, and why.
+
+    :func:`encode_state` names the item as ``state['key']<where>``.
+    """
+
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(f"{where} {why}".strip())
+        self.where = where
+        self.why = why
+
+
 class Chunks(tuple[Buffer, ...]):
     """A file's content as consecutive buffers, written one after the other without joining.
 
@@ -140,7 +152,8 @@ def _module_loaded(name: str) -> Any:
 
 # -- bytes -------------------------------------------------------------------------------------
 def _is_bytes(value: Any) -> bool:
-    return isinstance(value, (bytes, bytearray, memoryview))
+    # Not numpy.bytes_ (a bytes subclass): the numpy-scalar adapter gives its type back.
+    return isinstance(value, (bytes, bytearray, memoryview)) and not _is_numpy_scalar(value)
 
 
 def _encode_bytes(value: Any) -> Buffer:
@@ -164,11 +177,7 @@ def _encode_ndarray(value: Any) -> Chunks:
     """
     import numpy as np
 
-    if value.dtype.hasobject:
-        raise StateEncodingError(
-            "numpy arrays of Python objects cannot be checkpointed without pickle; "
-            "store a numeric array or use the 'sklearn'/'bytes' adapters"
-        )
+    _check_array("", value)
     if not (value.flags.c_contiguous or value.flags.f_contiguous):
         value = np.ascontiguousarray(value)
     header = io.BytesIO()
@@ -182,6 +191,28 @@ def _encode_ndarray(value: Any) -> Chunks:
         return Chunks((header.getvalue(),))
     # ravel(order="A") of a contiguous array is a view in its memory order: no copy.
     return Chunks((header.getvalue(), memoryview(value.ravel(order="A").view(np.uint8))))
+
+
+def _check_array(where: str, value: Any) -> None:
+    """Refuse an array whose ``.npy`` file would not give back the same value."""
+    import numpy as np
+
+    if value.dtype.hasobject:
+        raise _Refused(
+            where,
+            "is a numpy array of Python objects, which cannot be checkpointed without pickle; "
+            "store a numeric array or use the 'sklearn'/'bytes' adapters",
+        )
+    kind = type(value)
+    # A memmap is restored as the ndarray it maps; any other subclass would lose what it adds
+    # (a masked array its mask, a numpy.matrix its `*` as a matrix product).
+    if kind is not np.ndarray and kind is not np.memmap:
+        raise _Refused(
+            where,
+            f"is a {kind.__module__}.{kind.__qualname__}, a subclass of numpy.ndarray that a "
+            ".npy file would give back as a plain ndarray (a masked array loses its mask, a "
+            "matrix its `*` product); store numpy.asarray(value) (and a mask under its own key)",
+        )
 
 
 def _decode_ndarray(data: Buffer) -> Any:
@@ -214,6 +245,13 @@ def _is_numpy_scalar(value: Any) -> bool:
 def _encode_numpy_scalar(value: Any) -> Chunks:
     import numpy as np
 
+    if isinstance(value, (np.str_, np.bytes_)) and value[-1:] in ("\0", b"\0"):
+        # A string scalar read from an array drops its trailing NULs: b"a\0" would come back b"a".
+        raise _Refused(
+            "",
+            f"is a numpy.{type(value).__name__} ending in NUL, which NumPy gives back without "
+            "its trailing NULs; store it as a Python str or bytes",
+        )
     return _encode_ndarray(np.asarray(value))
 
 
@@ -229,12 +267,34 @@ def _is_ndarray_dict(value: Any) -> bool:
     )
 
 
+_MAX_MEMBER_BYTES = 0xFFFF - len(".npy")
+"""The longest key of a dict of arrays: a zip member's name is at most 65535 bytes."""
+
+
+def _check_member_key(key: str) -> None:
+    """Refuse a key of a dict of arrays that its ``.npz`` member name would not give back."""
+    if "\0" in key:  # zipfile cuts a member's name at its first NUL when it reads it back
+        raise _Refused(f"[{key!r}]", "is a key holding NUL, which an .npz name cannot hold")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _Refused(
+            f"[{key!r}]",
+            "is a key that is not valid Unicode (a lone surrogate): an .npz name is UTF-8",
+        ) from None
+    if size > _MAX_MEMBER_BYTES:
+        raise _Refused(
+            f"[{key[:40]!r}...]",
+            f"is a key of {size} bytes, over the {_MAX_MEMBER_BYTES} an .npz name holds",
+        )
+
+
 def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
     import numpy as np
 
     for key, array in value.items():
-        if array.dtype.hasobject:
-            raise StateEncodingError(f"array {key!r} holds Python objects; it needs pickle")
+        _check_member_key(key)
+        _check_array(f"[{key!r}]", array)
     import zipfile
 
     # What np.savez writes, without passing the keys as its keyword arguments: a key named
@@ -243,15 +303,28 @@ def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for key, array in value.items():
             with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
     return buf.getvalue()
 
 
 def _decode_ndarray_dict(data: Buffer) -> dict[str, Any]:
+    """Each member ``<key>.npy`` by its exact name.
+
+    Not through ``numpy.load``'s NpzFile: it looks ``npz["a.npy"]`` up as the member ``a.npy``
+    (the key ``a``'s), so of the keys ``a`` and ``a.npy`` both came back as ``a``'s array.
+    """
+    import zipfile
+
     import numpy as np
 
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        return {key: npz[key] for key in npz.files}
+    out = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for name in archive.namelist():
+            if not name.endswith(".npy"):
+                raise ValueError(f"the .npz member {name!r} is not a .npy file")
+            with archive.open(name) as member:
+                out[name[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+    return out
 
 
 def _is_generator(value: Any) -> bool:
@@ -444,17 +517,21 @@ def _decode_pickle(data: Buffer) -> Any:
 
 
 # -- JSON --------------------------------------------------------------------------------------
+_JSON_SCALARS = frozenset((type(None), bool, int, str))
+
+
 def _json_exact(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, str)):
+    # Exact types: JSON gives back a subclass (an IntEnum, numpy.float64, numpy.str_, an
+    # OrderedDict) as its base type, a silent change the restoring code would not expect.
+    kind = type(value)
+    if kind in _JSON_SCALARS:
         return True
-    if isinstance(value, int):
-        return True
-    if isinstance(value, float):
+    if kind is float:
         return math.isfinite(value)  # JSON has no NaN/inf
-    if isinstance(value, list):
+    if kind is list:
         return all(_json_exact(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_exact(v) for k, v in value.items())
+    if kind is dict:
+        return all(type(k) is str and _json_exact(v) for k, v in value.items())
     return False
 
 
@@ -543,6 +620,8 @@ def adapter_for(key: str, value: Any) -> Adapter:
             f"state[{key!r}] holds itself (a dict or list that refers to itself) or is nested "
             "too deeply to store; save a copy without the cycle, or flatten it"
         ) from None
+    if item and not isinstance(value, (dict, list, tuple)):
+        raise StateEncodingError(item)
     if item:
         raise StateEncodingError(
             f"{item} (a dict or list in a state is stored as exact JSON: numbers, strings, "
@@ -600,7 +679,10 @@ def encode_state(
             )
         name = f"{key}{adapter.suffix}"
         _check_file_name(key, name, folded)
-        files[name] = adapter.encode(value)
+        try:
+            files[name] = adapter.encode(value)
+        except _Refused as exc:
+            raise StateEncodingError(f"state[{key!r}]{exc.where} {exc.why}") from None
         index[key] = {"file": name, "adapter": adapter.name}
     return files, index
 

@@ -43,28 +43,36 @@ def _items(value: Any, path: str, in_list: bool = False) -> Iterator[tuple[str, 
             yield from _items(item, f"{path}[{index}]", True)
 
 
+_JSON_TYPES = (bool, int, float, str, dict, list)
+
+
 def _fix(path: str, value: Any, in_list: bool) -> str | None:
     """What is wrong with one item for exact JSON, and what would be stored; None when fine."""
-    if value is None or isinstance(value, (bool, int, str)):
+    kind = type(value)
+    if value is None or kind in (bool, int, str, list):
         return None
-    if isinstance(value, float):
+    if kind is float:
         if math.isfinite(value):
             return None
         return f"{path} is {value!r}, which JSON does not hold (finite numbers only)"
-    if isinstance(value, dict):
-        bad = next((k for k in value if not isinstance(k, str)), None)
+    if kind is dict:
+        bad = next((k for k in value if type(k) is not str), None)
         if bad is not None:
             return (
                 f"{path} has the key {bad!r} ({_type_name(bad)}); JSON's keys are strings: "
                 "use str keys"
             )
         return None
-    if isinstance(value, list):
-        return None
     if isinstance(value, tuple):
         return f"{path} is a tuple, which JSON would give back as a list: use a list"
     if _is_numpy_scalar(value):
         return f"{path} is a {_type_name(value)}: use a Python value ({path}.item())"
+    base = next((base for base in _JSON_TYPES if isinstance(value, base)), None)
+    if base is not None:  # an IntEnum, an OrderedDict, a str subclass
+        return (
+            f"{path} is a {_type_name(value)}, which JSON would give back as a plain "
+            f"{base.__name__}: use {base.__name__}({path})"
+        )
     if _is_array(value) and in_list:
         return (
             f"{path} is a NumPy array in a list: only a dict of arrays is stored (an .npz); "
@@ -78,11 +86,26 @@ def _fix(path: str, value: Any, in_list: bool) -> str | None:
     return f"{path} is a {_type_name(value)}, which neither JSON nor an .npz stores"
 
 
+def _scalar_fix(root: str, value: Any) -> str | None:
+    """Why a number or string that is a state value of its own is not stored, or None."""
+    if type(value) is float:
+        return (
+            f"{root} is {value!r}, which JSON does not hold (finite numbers only); "
+            f"numpy.float64({root}) is stored exactly (and given back as a numpy.float64)"
+        )
+    if isinstance(value, _JSON_TYPES[:4]):
+        return _fix(root, value, False)
+    return None
+
+
 def unstored_item(key: str, value: Any) -> str | None:
-    """Why the dict or list ``state[key]`` is stored by no adapter, or None for other values."""
-    if not isinstance(value, (dict, list, tuple)):
-        return None
+    """Why ``state[key]`` (a dict, a list or a number) is stored by no adapter, or None.
+
+    None for other values, which the caller names by their type.
+    """
     root = f"state[{key!r}]"
+    if not isinstance(value, (dict, list, tuple)):
+        return _scalar_fix(root, value)
     if isinstance(value, dict) and value and all(_is_array(v) for v in value.values()):
         bad = next((k for k in value if not isinstance(k, str)), None)
         if bad is not None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import importlib.util
 import io
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +107,76 @@ def test_dict_of_arrays_keeps_keys_that_are_savez_arguments() -> None:
     assert adapter == "numpy-dict"
     assert list(back) == list(value)
     assert all(back[k].tobytes() == v.tobytes() for k, v in value.items())
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.text(st.characters(codec="utf-8"), max_size=6), min_size=1, max_size=3, unique=True)
+)
+def test_dict_of_arrays_gives_each_key_its_own_array(names: list[str]) -> None:
+    # numpy.load's NpzFile looks npz["a.npy"] up as the member "a.npy", the key "a"'s: of the
+    # keys "a" and "a.npy" both came back with a's array.
+    keys = [*names, *(f"{name}.npy" for name in names if f"{name}.npy" not in names)]
+    value = {key: np.full(2, index, dtype=np.int16) for index, key in enumerate(keys)}
+    try:
+        back, adapter = _round_trip(value)
+    except adapters.StateEncodingError as exc:  # an .npz name cannot hold NUL
+        bad = next(key for key in keys if "\x00" in key)
+        assert f"state['v'][{bad!r}] is a key holding NUL" in str(exc)
+        return
+    assert adapter == "numpy-dict"
+    assert list(back) == keys
+    assert all(back[key].tobytes() == array.tobytes() for key, array in value.items())
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (
+            lambda: {"lr": [np.float64(0.1)]},
+            r"state\['v'\]\['lr'\]\[0\] is a numpy\.float64: use a Python",
+        ),
+        (lambda: {"name": np.str_("mlp")}, r"\['name'\] is a numpy\.str_: use a Python value"),
+        (
+            lambda: {"level": _Level.LOW},
+            r"\['level'\] is a .*_Level, which JSON would give back as a plain int",
+        ),
+        (lambda: _Level.LOW, r"state\['v'\] is a .*_Level, .* plain int: use int\(state\['v'\]\)"),
+        (lambda: collections.OrderedDict(lr=0.1), r"is a collections\.OrderedDict, .* plain dict"),
+        (lambda: float("inf"), r"state\['v'\] is inf, which JSON does not hold.*numpy\.float64"),
+        (
+            lambda: np.ma.array([1, 2], mask=[0, 1]),
+            r"state\['v'\] is a numpy\.ma\.MaskedArray, a subclass",
+        ),
+        (lambda: {"w": np.matrix([[1.0]])}, r"state\['v'\]\['w'\] is a numpy\.matrix, a subclass"),
+        (
+            lambda: {"w": np.array([None])},
+            r"state\['v'\]\['w'\] is a numpy array of Python objects",
+        ),
+        (lambda: np.bytes_(b"ab\x00"), r"numpy\.bytes_ ending in NUL"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_a_value_restore_would_change_is_refused_naming_it(
+    make: Callable[[], Any], named: str
+) -> None:
+    # Stored as JSON or .npy, each came back as another type (an int, a float, a dict, a plain
+    # ndarray without its mask) or another value, without a word.
+    with pytest.raises(adapters.StateEncodingError, match=named):
+        adapters.encode_state({"v": make()})
+
+
+def test_numpy_byte_strings_and_memmaps_come_back_as_they_were(tmp_path: Path) -> None:
+    back, adapter = _round_trip(np.bytes_(b"a\x00b"))
+    assert (adapter, type(back), back) == ("numpy-scalar", np.bytes_, b"a\x00b")
+    mapped = np.lib.format.open_memmap(tmp_path / "m.npy", mode="w+", dtype=">f4", shape=(3,))
+    mapped[:] = 1.5
+    back, _ = _round_trip(mapped)  # the array it maps, as a plain ndarray
+    assert type(back) is np.ndarray and back.dtype == ">f4" and back.tolist() == [1.5] * 3
 
 
 def test_state_keys_that_some_disk_cannot_hold_are_refused_before_writing() -> None:
