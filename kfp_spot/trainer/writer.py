@@ -12,6 +12,7 @@ The snapshot itself (the copy, and where its checksum is computed) is :mod:`.sna
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -351,7 +352,10 @@ class StepWriter:
                         checkpoints.delete_step(self.root, step)
                     except storage_errors() as cleanup:
                         log.warning("could not remove the failed step %d: %s", step, cleanup)
-                    raise
+                    named = self._named_failure(step, exc)
+                    if named is None:
+                        raise
+                    raise named from exc
                 delay = 0.5 * 2**attempt
                 log.warning(
                     "checkpoint of step %d failed (%s); writing it again in %.1fs", step, exc, delay
@@ -377,6 +381,37 @@ class StepWriter:
         else:
             self._retain(step)  # already in the background writer
         return manifest
+
+    def _named_failure(self, step: int, exc: BaseException) -> OSError | None:
+        """``exc`` (an OSError with an errno) again, saying which step and root, and what is kept.
+
+        A bare ``[Errno 28] No space left on device`` named neither the checkpoint nor whether
+        the steps committed before were still there. None for other errors (gcsfs's name the
+        object already).
+        """
+        if not isinstance(exc, OSError) or exc.errno is None:
+            return None
+        kept = self.last_committed
+        hint = {
+            errno.ENOSPC: "the disk is full: free space on it, or save less state",
+            errno.EDQUOT: "the disk quota is used up: free space, or save less state",
+            errno.EROFS: "the file system is read-only",
+            errno.EACCES: "permission denied",
+        }.get(exc.errno, exc.strerror or str(exc))
+        message = (
+            f"checkpoint of step {step} under {self.root} failed "
+            f"{self.save_retries + 1} time(s), and is not committed: {hint} "
+            f"({exc.strerror}); "
+            + (
+                "the steps committed before it, if any, are kept"
+                if kept is None
+                else f"the steps committed before it are kept (the newest, step {kept})"
+            )
+        )
+        try:
+            return type(exc)(exc.errno, message, exc.filename)
+        except TypeError:  # a subclass with another constructor
+            return None
 
     def _retain(self, step: int) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -124,6 +125,34 @@ def test_the_documented_final_save_keeps_the_committed_step_and_its_metrics(
         assert restored is not None and restored.step == 3
         resumed.save(3, restored.state)  # a resumed attempt with nothing left to train
     assert [m.step for m in checkpoints.committed_steps(str(tmp_path))] == [3]
+
+
+def test_a_save_on_a_full_disk_names_the_step_and_the_root_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bare "[Errno 28] No space left on device" named neither the checkpoint nor what was
+    # left of the run's steps.
+    write_step = checkpoints.write_step
+
+    def full_after_one_file(root: str, step: int, files: dict, **kwargs: object) -> object:
+        def after_file(name: str) -> None:
+            if step == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        return write_step(root, step, files, metadata=kwargs.get("metadata"), after_file=after_file)
+
+    monkeypatch.setattr(checkpoints, "write_step", full_after_one_file)
+    with _manager(tmp_path, save_retries=1) as ckpt:
+        ckpt.save(1, _state(1))
+        with pytest.raises(OSError) as info:
+            ckpt.save(2, _state(2))
+        ckpt.maybe_save(2, lambda: _state(2))  # a periodic save logs it, training goes on
+    assert info.value.errno == errno.ENOSPC
+    message = str(info.value)
+    assert f"checkpoint of step 2 under {tmp_path} failed 2 time(s)" in message
+    assert "the disk is full" in message and "kept (the newest, step 1)" in message
+    assert sorted(os.listdir(tmp_path)) == ["_attempts", "step-1"]  # nothing half-written
+    assert _manager(tmp_path).restore().step == 1
 
 
 @pytest.mark.parametrize(
