@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -14,6 +15,9 @@ from hypothesis import strategies as st
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError
+
+verify_module = importlib.import_module("kfp_spot.checkpoints.verify")  # the name is a function
+
 
 FILES = {"weights.bin": b"\x00\x01" * 1000, "nested/opt.json": b'{"lr": 0.1}'}
 
@@ -43,6 +47,52 @@ def test_manifest_is_the_commit(tmp_path: Path) -> None:
     assert checkpoints.latest(root).step == 1
     with pytest.raises(CheckpointCorruptError, match=r"no manifest\.json"):
         checkpoints.verify(root, 2)
+
+
+def test_latest_finds_the_step_a_writer_committed_while_retention_removed_the_listed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # keep_last=1 beside a reader (the progress display, an evaluation): the writer commits
+    # step 2 and deletes step 1 between the reader's listing and its read. latest() said there
+    # was no checkpoint at all, while one was committed.
+    root = str(tmp_path)
+    checkpoints.write_step(root, 1, FILES)
+    list_steps = verify_module.list_steps
+
+    def listing_then_the_writer_moves_on(where: str) -> list[int]:
+        steps = list_steps(where)
+        if steps == [1]:
+            checkpoints.write_step(root, 2, FILES)
+            checkpoints.delete_step(root, 1)
+        return steps
+
+    monkeypatch.setattr(verify_module, "list_steps", listing_then_the_writer_moves_on)
+    found = checkpoints.latest(root)
+    assert found is not None and found.step == 2
+
+
+def test_latest_finds_a_step_it_saw_uncommitted_once_retention_removed_the_older(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The reader lists [1, 2] while step 2 is written; the writer commits it and deletes step 1
+    # before the reader gets to it: both listed steps fail, one is committed.
+    root = str(tmp_path)
+    checkpoints.write_step(root, 1, FILES)
+    (tmp_path / "step-2").mkdir()  # being written
+    verify = verify_module.verify
+
+    def reader_behind_the_writer(where: str, step: int, **kwargs: object) -> object:
+        try:
+            return verify(where, step, **kwargs)
+        finally:
+            if step == 2 and (tmp_path / "step-1").exists():
+                checkpoints.write_step(root, 2, FILES)
+                checkpoints.delete_step(root, 1)
+
+    monkeypatch.setattr(verify_module, "verify", reader_behind_the_writer)
+    found = checkpoints.latest(root)
+    assert found is not None and found.step == 2
+    assert "WARNING" not in caplog.text  # no damage anywhere
 
 
 @pytest.mark.parametrize(

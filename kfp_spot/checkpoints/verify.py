@@ -282,11 +282,43 @@ def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
     another process, or left by a writer that stopped) is logged at DEBUG; a damaged one (its
     manifest or a file fails its check) at WARNING, with the reason.
     """
-    for step in reversed(list_steps(root)):
-        try:
-            return verify(root, step, check_hashes=check_hashes)
-        except StepNotCommittedError as exc:
-            log.debug("skipping checkpoint: %s", exc)
-        except CheckpointCorruptError as exc:
-            log.warning("skipping checkpoint: %s", exc)
+    steps = list_steps(root)
+    damaged: set[int] = set()
+    for _ in range(_RELISTS + 1):
+        gone = False
+        for step in reversed(steps):
+            if step in damaged:
+                continue
+            try:
+                return verify(root, step, check_hashes=check_hashes)
+            except StepNotCommittedError as exc:
+                log.debug("skipping checkpoint: %s", exc)
+                gone = True
+            except CheckpointCorruptError as exc:
+                if _removed(root, step):  # retention deleted it as it was read: no damage
+                    log.debug("skipping checkpoint removed while read: %s", exc)
+                    gone = True
+                else:
+                    log.warning("skipping checkpoint: %s", exc)
+                    damaged.add(step)
+        # A writer's keep_last deletes a step (its manifest first) right after committing a
+        # newer one: the reader saw the newer one before its commit and the older one after.
+        if not gone:
+            return None
+        steps = list_steps(root)
     return None
+
+
+def _removed(root: str, step: int) -> bool:
+    """Whether ``step`` has no manifest now (read after one of its files failed its check)."""
+    try:
+        read_manifest(root, step)
+    except StepNotCommittedError:
+        return True
+    except CheckpointCorruptError:
+        return False
+    return False
+
+
+_RELISTS = 3
+"""How many times :func:`latest` lists again when a step it listed was uncommitted or removed."""
