@@ -57,6 +57,9 @@ def checkpoint_root(
             None reads the variable.
         environ: the environment to read (default ``os.environ``).
 
+    Returns:
+        The root; a relative local path made absolute against the working directory now.
+
     Raises:
         ValueError: neither is set, ``root`` is not a non-empty string, or it is (or lies
             under) a local file (the message says which).
@@ -75,6 +78,10 @@ def checkpoint_root(
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
     _refuse_scheme_typo(root, "root")
     mapped = fs.mounted_path(root.rstrip("/"))
+    if "://" not in mapped and not os.path.isabs(mapped):
+        # Resolved once, here: a relative root followed the training code's later chdir (or a
+        # background save's, after it), and split the run's steps and records between folders.
+        mapped = os.path.abspath(mapped)
     _refuse_file(mapped, root, "root")
     if given:
         _warn_off_the_job(mapped, env.get(CHECKPOINT_DIR_ENV))

@@ -191,7 +191,7 @@ def test_a_windows_drive_is_a_local_path_not_a_uri_missing_its_slashes(
     # A laptop on Windows trains locally into C:/...: one letter and a colon is a drive.
     monkeypatch.chdir(tmp_path)
     assert fs.scheme_without_slashes(given) is None
-    assert checkpoint_root(given) == given.rstrip("/")
+    assert checkpoint_root(given) == os.path.abspath(given.rstrip("/"))  # relative on POSIX
     env = {"AIP_CHECKPOINT_DIR": given, "AIP_MODEL_DIR": str(tmp_path / "model")}
     assert output_dirs(environ=env).checkpoint_dir == given
 
@@ -269,3 +269,23 @@ def test_a_pathlib_path_is_taken_as_the_path_it_is(tmp_path: Path) -> None:
     directory.commit_directory(tmp_path / "d", 3, source=str(tmp_path / "src"))
     found = directory.latest_directory(tmp_path / "d")
     assert found is not None and found.step == 3
+
+
+def test_a_relative_root_stays_where_it_was_when_the_loop_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The root stayed relative: after the training code's chdir (here, before the background
+    # write of step 1 even ran) steps and attempt records went to another folder, and the next
+    # attempt, started where the first was, resumed from an older step or from nothing.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    with CheckpointManager("ck dir", handle_signals=False, async_save=True) as ckpt:
+        assert ckpt.root == str(tmp_path / "run" / "ck dir")
+        ckpt.save(1, {"x": 1})
+        os.chdir(tmp_path / "elsewhere")
+        ckpt.save(2, {"x": 2})
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    monkeypatch.chdir(tmp_path / "run")
+    restored = CheckpointManager("ck dir", handle_signals=False).restore()
+    assert restored is not None and restored.step == 2
