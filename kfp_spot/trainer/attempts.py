@@ -14,12 +14,16 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import AttemptRecord, ExitReason, storage_errors
 
 log = logging.getLogger(__name__)
+
+_WRITER_CHECKS = 3
+"""At how many heartbeats an attempt looks for another process writing to its root."""
 
 __all__ = ["AttemptRecorder", "storage_errors"]
 
@@ -61,13 +65,29 @@ class AttemptRecorder:
             grace_period=grace_period,
         )
         self._started = False
+        # Other processes' records still open when this attempt started -> their updated_time
+        # then; a later heartbeat checks whether any is still being updated (a live writer).
+        self._open_elsewhere: dict[str, float] = {}
+        self._checks_left = _WRITER_CHECKS
 
-    def start(self, first_step: int) -> None:
-        """Write the opening record; ``first_step`` is the step the attempt resumes from."""
+    def start(self, first_step: int, earlier: Iterable[AttemptRecord] = ()) -> None:
+        """Write the opening record; ``first_step`` is the step the attempt resumes from.
+
+        ``earlier``: the root's records read before this one was written; those of other
+        processes not closed yet are watched for a writer alive beside this one.
+        """
         with self._lock:
             self._update(first_step=int(first_step))
             self._started = True
             self._write()
+            own = (self.record.host, self.record.pid)
+            self._open_elsewhere = {
+                r.attempt_id: r.updated_time or r.start_time
+                for r in earlier
+                if r.end_time is None
+                and r.attempt_id != self.attempt_id
+                and (r.host, r.pid) != own  # this process: its managers are counted apart
+            }
 
     def resumed(self, step: int, *, write: bool = True) -> None:
         """Record that the attempt resumed from checkpoint ``step``."""
@@ -112,6 +132,43 @@ class AttemptRecorder:
         with self._lock:
             if self._started and self.record.end_time is None:
                 self._write()
+        self._check_other_writers()
+
+    def _check_other_writers(self) -> None:
+        """Warn once when an attempt open at this one's start has updated its record since.
+
+        An attempt killed without notice never updates its record again, so one that does is a
+        process writing checkpoints to this root now: a second training run, or a replica that
+        is not the chief. Each one's ``keep_last`` deletes the other's steps, and a step both
+        save is overwritten by the later save. Checked at the first few heartbeats only, so it
+        costs a few reads of ``_attempts`` per attempt; a writer started after this one finds
+        this one the same way.
+        """
+        if not self._open_elsewhere or self._checks_left <= 0:
+            return
+        self._checks_left -= 1
+        try:
+            records = checkpoints.read_attempt_records(self.root)
+        except storage_errors() as exc:
+            log.debug("could not read attempt records to look for other writers: %s", exc)
+            return
+        for other in records:
+            then = self._open_elsewhere.get(other.attempt_id)
+            now = other.updated_time
+            if then is not None and other.end_time is None and now is not None and now > then:
+                self._open_elsewhere = {}
+                log.warning(
+                    "another process is writing checkpoints to %s now (attempt %s, host %s, "
+                    "pid %s, which has updated its attempt record since this attempt started): "
+                    "each one's keep_last deletes the other's steps, and a step number both save "
+                    "is overwritten by the later save. Give each run its own root; with several "
+                    "replicas only the chief (RANK=0) writes",
+                    self.root,
+                    other.attempt_id,
+                    other.host,
+                    other.pid,
+                )
+                return
 
     def preemption_noticed(self, when: float) -> None:
         """Note the wall time the preemption notice arrived."""

@@ -279,7 +279,7 @@ class CheckpointManager:
         records = checkpoints.read_attempt_records(self.root)
         self._saver.restart(records)
         if self._recorder is not None:  # restore() may have run before start()
-            self._recorder.start(self._writer.last_committed or 0)
+            self._recorder.start(self._writer.last_committed or 0, records)
         log.info(
             "checkpoints: %s, interval %s, grace period %gs%s",
             self.root,

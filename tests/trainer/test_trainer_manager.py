@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +155,30 @@ def test_a_save_on_a_full_disk_names_the_step_and_the_root_and_loses_nothing(
     assert "the disk is full" in message and "kept (the newest, step 1)" in message
     assert sorted(os.listdir(tmp_path)) == ["_attempts", "step-1"]  # nothing half-written
     assert _manager(tmp_path).restore().step == 1
+
+
+def test_another_process_writing_to_the_root_is_warned_of_and_a_dead_one_is_not(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two training runs on one root (or a replica that thinks it is the chief) delete each
+    # other's steps and overwrite the steps both save, and nothing said so.
+    root = str(tmp_path)
+    started = time.time() - 60
+    alive, killed = (
+        checkpoints.AttemptRecord(f"x-{host}", started, host=host, pid=7, updated_time=started)
+        for host in ("vm-alive", "vm-killed")  # both open: neither wrote its end
+    )
+    for record in (alive, killed):
+        checkpoints.write_attempt_record(root, record)
+    with _manager(tmp_path, interval=1, heartbeat_seconds=1e-6) as ckpt:
+        ckpt.maybe_save(1, lambda: {"x": 1})  # a heartbeat: nobody else updated a record
+        assert "another process" not in caplog.text
+        checkpoints.write_attempt_record(root, dataclasses.replace(alive, updated_time=time.time()))
+        ckpt.maybe_save(2, lambda: {"x": 2})
+        ckpt.maybe_save(3, lambda: {"x": 3})
+    warnings = [r.getMessage() for r in caplog.records if "another process" in r.getMessage()]
+    assert len(warnings) == 1
+    assert f"writing checkpoints to {root} now (attempt x-vm-alive, host vm-alive" in warnings[0]
 
 
 @pytest.mark.parametrize(
