@@ -63,7 +63,13 @@ from kfp_spot.checkpoints.manifest import (
     files_of,
     seal,
 )
-from kfp_spot.checkpoints.paths import list_steps, parse_step_dir, step_dir, storage_errors
+from kfp_spot.checkpoints.paths import (
+    explained_storage_error,
+    list_steps,
+    parse_step_dir,
+    step_dir,
+    storage_errors,
+)
 from kfp_spot.checkpoints.ranking import default_mode, smaller_is_better
 from kfp_spot.checkpoints.state import (
     BUILTIN_SUFFIXES,
@@ -121,6 +127,7 @@ __all__ = [
     "crc32c_b64",
     "default_mode",
     "delete_step",
+    "explained_storage_error",
     "files_of",
     "is_state_key",
     "latest",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -35,6 +36,31 @@ def storage_errors(*also: type[BaseException]) -> tuple[type[BaseException], ...
         if isinstance(kind, type) and issubclass(kind, BaseException):
             found.append(kind)
     return tuple(found)
+
+
+_CAUSES = {
+    errno.ENOSPC: "the disk is full: free space on it, or save less state",
+    errno.EDQUOT: "the disk quota is used up: free space, or save less state",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+}
+
+
+def explained_storage_error(exc: BaseException, what: str, after: str) -> OSError | None:
+    """``exc`` (an OSError with an errno) again, of its type and errno, saying what failed.
+
+    A bare ``[Errno 28] No space left on device`` names neither the checkpoint nor what is
+    left: the message becomes ``<what>: <the cause in words> (<strerror>); <after>``. None for
+    other errors (gcsfs's name the object already), which the caller raises as they are.
+    """
+    if not isinstance(exc, OSError) or exc.errno is None:
+        return None
+    cause = _CAUSES.get(exc.errno, exc.strerror or str(exc))
+    message = f"{what}: {cause} ({exc.strerror}); {after}"
+    try:
+        return type(exc)(exc.errno, message, exc.filename)
+    except TypeError:  # a subclass with a constructor of its own
+        return None
 
 
 MAX_STEP = 2**53 - 1

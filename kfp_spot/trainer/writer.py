@@ -8,11 +8,14 @@ and the write, which needs little CPU, takes what they leave. Whoever waits for 
 next save, the save on a preemption notice, ``close``) first gives it the loop's priority back.
 
 The snapshot itself (the copy, and where its checksum is computed) is :mod:`.snapshot`'s.
+
+Why one module: the retries, the background writer and the buffers it writes from share one
+lock and one order of steps (a commit, then its retention, then the next write); split apart,
+each part would reach into the others' state.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -383,35 +386,16 @@ class StepWriter:
         return manifest
 
     def _named_failure(self, step: int, exc: BaseException) -> OSError | None:
-        """``exc`` (an OSError with an errno) again, saying which step and root, and what is kept.
-
-        A bare ``[Errno 28] No space left on device`` named neither the checkpoint nor whether
-        the steps committed before were still there. None for other errors (gcsfs's name the
-        object already).
-        """
-        if not isinstance(exc, OSError) or exc.errno is None:
-            return None
+        """``exc`` again, saying which step and root failed and that older steps are kept."""
         kept = self.last_committed
-        hint = {
-            errno.ENOSPC: "the disk is full: free space on it, or save less state",
-            errno.EDQUOT: "the disk quota is used up: free space, or save less state",
-            errno.EROFS: "the file system is read-only",
-            errno.EACCES: "permission denied",
-        }.get(exc.errno, exc.strerror or str(exc))
-        message = (
-            f"checkpoint of step {step} under {self.root} failed "
-            f"{self.save_retries + 1} time(s), and is not committed: {hint} "
-            f"({exc.strerror}); "
-            + (
-                "the steps committed before it, if any, are kept"
-                if kept is None
-                else f"the steps committed before it are kept (the newest, step {kept})"
-            )
+        return checkpoints.explained_storage_error(
+            exc,
+            f"checkpoint of step {step} under {self.root} failed {self.save_retries + 1} "
+            "time(s), and is not committed",
+            "the steps committed before it, if any, are kept"
+            if kept is None
+            else f"the steps committed before it are kept (the newest, step {kept})",
         )
-        try:
-            return type(exc)(exc.errno, message, exc.filename)
-        except TypeError:  # a subclass with another constructor
-            return None
 
     def _retain(self, step: int) -> None:
         try:
