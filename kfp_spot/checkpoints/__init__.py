@@ -82,6 +82,7 @@ from kfp_spot.checkpoints.state import (
 from kfp_spot.checkpoints.verify import (
     committed_steps,
     latest,
+    newest_of,
     read_manifest,
     read_verified,
     verify,
@@ -133,6 +134,7 @@ __all__ = [
     "latest",
     "list_steps",
     "new_buffer",
+    "newest_of",
     "parse_attempt_records",
     "parse_step_dir",
     "read_attempt_records",

@@ -12,8 +12,8 @@ import hashlib
 import logging
 import os
 import stat
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from kfp_spot import fs
 from kfp_spot.checkpoints.buffers import new_buffer
@@ -29,6 +29,7 @@ from kfp_spot.checkpoints.paths import list_steps, stat_remote, step_dir
 from kfp_spot.checkpoints.state import check_state_index
 
 log = logging.getLogger("kfp_spot.checkpoints")
+T = TypeVar("T")
 
 
 class StepNotCommittedError(CheckpointCorruptError):
@@ -282,6 +283,28 @@ def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
     another process, or left by a writer that stopped) is logged at DEBUG; a damaged one (its
     manifest or a file fails its check) at WARNING, with the reason.
     """
+    return newest_of(root, lambda step: verify(root, step, check_hashes=check_hashes))
+
+
+def newest_of(
+    root: str,
+    read: Callable[[int], T],
+    *,
+    skipping: str = "skipping checkpoint",
+    logger: logging.Logger = log,
+    uncommitted: int = logging.DEBUG,
+) -> T | None:
+    """``read(step)`` of the newest step under ``root`` it succeeds for, or None.
+
+    ``read`` raises :class:`CheckpointCorruptError` for a step it cannot use: one without its
+    manifest (:class:`StepNotCommittedError`) is logged at level ``uncommitted``, a damaged one
+    at WARNING, each as ``<skipping>: <why>``. Against a writer whose ``keep_last`` deletes a step
+    (its manifest first) right after committing a newer one, a reader can see the newer step
+    before its commit and the older one after its removal: when every step fails and one of
+    them was uncommitted or removed, the steps are listed again (at most :data:`_RELISTS`
+    times). A file missing from a step whose manifest is gone by then is such a removal, not
+    damage.
+    """
     steps = list_steps(root)
     damaged: set[int] = set()
     for _ in range(_RELISTS + 1):
@@ -290,19 +313,17 @@ def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
             if step in damaged:
                 continue
             try:
-                return verify(root, step, check_hashes=check_hashes)
+                return read(step)
             except StepNotCommittedError as exc:
-                log.debug("skipping checkpoint: %s", exc)
+                logger.log(uncommitted, "%s: %s", skipping, exc)
                 gone = True
             except CheckpointCorruptError as exc:
-                if _removed(root, step):  # retention deleted it as it was read: no damage
-                    log.debug("skipping checkpoint removed while read: %s", exc)
+                if _removed(root, step):
+                    logger.debug("%s: removed while read: %s", skipping, exc)
                     gone = True
                 else:
-                    log.warning("skipping checkpoint: %s", exc)
+                    logger.warning("%s: %s", skipping, exc)
                     damaged.add(step)
-        # A writer's keep_last deletes a step (its manifest first) right after committing a
-        # newer one: the reader saw the newer one before its commit and the older one after.
         if not gone:
             return None
         steps = list_steps(root)
@@ -321,4 +342,4 @@ def _removed(root: str, step: int) -> bool:
 
 
 _RELISTS = 3
-"""How many times :func:`latest` lists again when a step it listed was uncommitted or removed."""
+"""How many times :func:`newest_of` lists again when a step it listed was uncommitted or removed."""

@@ -9,7 +9,6 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
-from kfp_spot.checkpoints.verify import StepNotCommittedError
 from kfp_spot.trainer import adapters
 from kfp_spot.trainer.adapters import StateEncodingError
 
@@ -63,14 +62,13 @@ def newest_verified(root: str, *, allow_pickle: bool) -> Restored | None:
     committed (no manifest: an earlier attempt stopped while writing it) with an INFO line, a
     damaged one with a warning that says why.
     """
-    for candidate in reversed(checkpoints.list_steps(root)):
-        try:
-            return decode_step(root, candidate, allow_pickle=allow_pickle)
-        except StepNotCommittedError as exc:
-            log.info("not restoring checkpoint: %s", exc)
-        except CheckpointCorruptError as exc:
-            log.warning("not restoring checkpoint: %s", exc)
-    return None
+    return checkpoints.newest_of(
+        root,
+        lambda step: decode_step(root, step, allow_pickle=allow_pickle),
+        skipping="not restoring checkpoint",
+        logger=log,
+        uncommitted=logging.INFO,
+    )
 
 
 def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:

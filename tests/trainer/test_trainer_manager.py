@@ -28,6 +28,7 @@ from kfp_spot.trainer import (
     is_chief,
     load_checkpoint,
 )
+from kfp_spot.trainer import restore as restore_module
 
 
 def _manager(root: Path, **kwargs) -> CheckpointManager:
@@ -179,6 +180,30 @@ def test_another_process_writing_to_the_root_is_warned_of_and_a_dead_one_is_not(
     warnings = [r.getMessage() for r in caplog.records if "another process" in r.getMessage()]
     assert len(warnings) == 1
     assert f"writing checkpoints to {root} now (attempt x-vm-alive, host vm-alive" in warnings[0]
+
+
+def test_a_replica_restoring_while_the_chief_saves_with_keep_last_finds_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A replica that is not the chief restores as the chief commits step 2 and its keep_last=1
+    # deletes step 1: step 2 was read before its commit, step 1 after its removal, and the
+    # replica started from step 0 beside a chief at step 2.
+    chief = _manager(tmp_path, keep_last=1)
+    chief.save(1, _state(1))
+    (tmp_path / "step-2").mkdir()  # the chief is writing it
+    decode_step = restore_module.decode_step
+
+    def replica_behind_the_chief(root: str, step: int, **kwargs: bool) -> object:
+        try:
+            return decode_step(root, step, **kwargs)
+        finally:
+            if step == 2 and chief.committed_steps() == [1]:
+                chief.save(2, _state(2))
+                chief.wait()  # retention included
+
+    monkeypatch.setattr(restore_module, "decode_step", replica_behind_the_chief)
+    restored = _manager(tmp_path, writer=False).restore()
+    assert restored is not None and restored.step == 2
 
 
 @pytest.mark.parametrize(
