@@ -98,14 +98,35 @@ def _scalar_fix(root: str, value: Any) -> str | None:
     return None
 
 
+def _is_array_like(value: Any) -> bool:
+    """An array of another library (JAX, CuPy, a framework's tensor) that NumPy converts."""
+    return (
+        hasattr(type(value), "__array__")
+        and type(value).__module__.split(".")[0] != "numpy"
+        and not isinstance(value, (dict, list, tuple, str, bytes))
+    )
+
+
+def _array_like(path: str, value: Any) -> str:
+    return (
+        f"{path} is a {_type_name(value)}, not a NumPy array: store numpy.asarray({path}) "
+        "(which copies it to host memory), or register an Adapter for it"
+    )
+
+
 def unstored_item(key: str, value: Any) -> str | None:
     """Why ``state[key]`` (a dict, a list or a number) is stored by no adapter, or None.
 
     None for other values, which the caller names by their type.
     """
     root = f"state[{key!r}]"
+    if _is_array_like(value):
+        return _array_like(root, value)
     if not isinstance(value, (dict, list, tuple)):
         return _scalar_fix(root, value)
+    for path, item, _ in _items(value, root):  # first: beside NumPy arrays, it is the fault
+        if _is_array_like(item):
+            return _array_like(path, item)
     if isinstance(value, dict) and value and all(_is_array(v) for v in value.values()):
         bad = next((k for k in value if not isinstance(k, str)), None)
         if bad is not None:

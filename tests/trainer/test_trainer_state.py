@@ -246,6 +246,13 @@ def test_object_arrays_and_non_finite_json_are_refused() -> None:
         adapters.encode_state({"nan": float("nan")})
 
 
+class _DeviceArray:
+    """An array of another library (a JAX array, a Keras variable): NumPy converts it."""
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.zeros(2)
+
+
 @pytest.mark.parametrize(
     ("hparams", "named"),
     [
@@ -256,6 +263,9 @@ def test_object_arrays_and_non_finite_json_are_refused() -> None:
         ({"w": np.zeros(2), "step": 3}, r"\['w'\] is a NumPy array among values that are not"),
         ({"layer1": {"W": np.zeros(2)}}, r"\['layer1'\] is a dict of NumPy arrays inside"),
         ({"sched": {"milestones": [1, {2, 3}]}}, r"\['milestones'\]\[1\] is a set"),
+        # a JAX array beside NumPy ones: the NumPy array was named as the one at fault
+        ({"w": np.zeros(2), "b": _DeviceArray()}, r"\['b'\] is a .*_DeviceArray, not a NumPy"),
+        ({"layers": [_DeviceArray()]}, r"\['layers'\]\[0\] is a .*: store numpy\.asarray"),
     ],
 )
 def test_a_dict_no_adapter_stores_names_the_item_at_fault(
