@@ -95,6 +95,11 @@ def _scalar_fix(root: str, value: Any) -> str | None:
         )
     if isinstance(value, _JSON_TYPES[:4]):
         return _fix(root, value, False)
+    if type(value) is complex:
+        return (
+            f"{root} is {value!r}, which JSON does not hold; numpy.complex128({root}) is "
+            "stored exactly (and given back as a numpy.complex128)"
+        )
     return None
 
 

@@ -158,6 +158,8 @@ class _Level(enum.IntEnum):
             r"state\['v'\]\['w'\] is a numpy array of Python objects",
         ),
         (lambda: np.bytes_(b"ab\x00"), r"numpy\.bytes_ ending in NUL"),
+        (lambda: {"\ud800": np.zeros(1)}, r"\['\\ud800'\] is a key that is not valid Unicode"),
+        (lambda: 1 + 2j, r"state\['v'\] is \(1\+2j\), .*numpy\.complex128"),
     ],
 )
 @pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
