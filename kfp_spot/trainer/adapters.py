@@ -606,15 +606,20 @@ def allowed(*, allow_pickle: bool = False) -> dict[str, str]:
     return {a.name: a.suffix for a in _REGISTRY.values() if allow_pickle or not a.pickle}
 
 
+def taker(value: Any) -> Adapter | None:
+    """The first adapter that takes ``value``, or None."""
+    return next((adapter for adapter in _ORDER if adapter.matches(value)), None)
+
+
 def adapter_for(key: str, value: Any) -> Adapter:
     """The first adapter that takes ``value``; raises StateEncodingError naming ``key``."""
     try:
-        for adapter in _ORDER:
-            if adapter.matches(value):
-                return adapter
+        adapter = taker(value)
+        if adapter is not None:
+            return adapter
         from kfp_spot.trainer.state_hints import unstored_item
 
-        item = unstored_item(key, value)
+        item = unstored_item(key, value, lambda inner: getattr(taker(inner), "name", None))
     except RecursionError:  # a dict or list that holds itself, or one nested thousands deep
         raise StateEncodingError(
             f"state[{key!r}] holds itself (a dict or list that refers to itself) or is nested "

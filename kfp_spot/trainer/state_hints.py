@@ -9,7 +9,7 @@ item by its path (``state['hparams']['hidden']``), not the whole dict.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -46,7 +46,13 @@ def _items(value: Any, path: str, in_list: bool = False) -> Iterator[tuple[str, 
 _JSON_TYPES = (bool, int, float, str, dict, list)
 
 
-def _fix(path: str, value: Any, in_list: bool) -> str | None:
+def _nobody(value: Any) -> str | None:
+    return None
+
+
+def _fix(
+    path: str, value: Any, in_list: bool, stored_alone: Callable[[Any], str | None] = _nobody
+) -> str | None:
     """What is wrong with one item for exact JSON, and what would be stored; None when fine."""
     kind = type(value)
     if value is None or kind in (bool, int, str, list):
@@ -82,6 +88,12 @@ def _fix(path: str, value: Any, in_list: bool) -> str | None:
         return (
             f"{path} is a NumPy array among values that are not: only a dict of arrays alone "
             "is stored (an .npz); give the arrays a state key of their own"
+        )
+    adapter = stored_alone(value)
+    if adapter is not None and adapter != "json":  # an RNG, an estimator, a Booster
+        return (
+            f"{path} is a {_type_name(value)}, which the {adapter!r} adapter stores as a "
+            "state value of its own, not inside a dict or list: give it a state key of its own"
         )
     return f"{path} is a {_type_name(value)}, which neither JSON nor an .npz stores"
 
@@ -119,10 +131,13 @@ def _array_like(path: str, value: Any) -> str:
     )
 
 
-def unstored_item(key: str, value: Any) -> str | None:
+def unstored_item(
+    key: str, value: Any, stored_alone: Callable[[Any], str | None] = _nobody
+) -> str | None:
     """Why ``state[key]`` (a dict, a list or a number) is stored by no adapter, or None.
 
-    None for other values, which the caller names by their type.
+    None for other values, which the caller names by their type. ``stored_alone``: the name of
+    the adapter that stores a value as a state value of its own, or None.
     """
     root = f"state[{key!r}]"
     if _is_array_like(value):
@@ -148,7 +163,7 @@ def unstored_item(key: str, value: Any) -> str | None:
                 "stored as an .npz; give it a state key of its own, or flatten its names "
                 "('layer1/W')"
             )
-        found = _fix(path, item, in_list)
+        found = _fix(path, item, in_list, stored_alone)
         if found:
             return found
     return None

@@ -268,6 +268,11 @@ class _DeviceArray:
         # a JAX array beside NumPy ones: the NumPy array was named as the one at fault
         ({"w": np.zeros(2), "b": _DeviceArray()}, r"\['b'\] is a .*_DeviceArray, not a NumPy"),
         ({"layers": [_DeviceArray()]}, r"\['layers'\]\[0\] is a .*: store numpy\.asarray"),
+        # an RNG kept with the step counter: the adapter that stores it wants a key of its own
+        (
+            {"rng": np.random.default_rng(0), "step": 3},
+            r"\['rng'\] is a .*Generator, which the 'numpy-generator' adapter stores as a state",
+        ),
     ],
 )
 def test_a_dict_no_adapter_stores_names_the_item_at_fault(
