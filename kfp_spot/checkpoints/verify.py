@@ -307,6 +307,7 @@ def newest_of(
     """
     steps = list_steps(root)
     damaged: set[int] = set()
+    told: set[int] = set()  # uncommitted steps logged once, however often they are listed
     for _ in range(_RELISTS + 1):
         gone = False
         for step in reversed(steps):
@@ -315,7 +316,10 @@ def newest_of(
             try:
                 return read(step)
             except StepNotCommittedError as exc:
-                logger.log(uncommitted, "%s: %s", skipping, exc)
+                logger.log(
+                    uncommitted if step not in told else logging.DEBUG, "%s: %s", skipping, exc
+                )
+                told.add(step)
                 gone = True
             except CheckpointCorruptError as exc:
                 if _removed(root, step):

@@ -206,6 +206,19 @@ def test_a_replica_restoring_while_the_chief_saves_with_keep_last_finds_its_step
     assert restored is not None and restored.step == 2
 
 
+def test_a_root_holding_only_a_torn_step_is_told_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A first attempt killed in its first save: the restore looks again for a commit a writer
+    # may have made meanwhile, but says once that the step was never committed.
+    (tmp_path / "step-1").mkdir()
+    (tmp_path / "step-1" / "x.json").write_text("1")
+    with caplog.at_level(logging.INFO):
+        assert _manager(tmp_path).restore() is None
+    told = [r for r in caplog.records if "not restoring checkpoint: step 1" in r.getMessage()]
+    assert [r.levelno for r in told] == [logging.INFO]
+
+
 @pytest.mark.parametrize(
     ("metric", "kept"), [("rmse", [2, 4]), ("val_loss", [2, 4]), ("accuracy", [3, 4])]
 )
