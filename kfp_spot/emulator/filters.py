@@ -1,16 +1,29 @@
-"""The ``filter`` of ``customJobs.list``: the fields and operators Vertex AI documents (AIP-160).
+"""The queries of Vertex AI's list methods: their ``filter`` grammars, ``orderBy``, ``readMask``.
 
-What ``projects.locations.customJobs.list`` documents, and all this accepts:
+Each list method documents its own filter fields, and a field another method documents is refused
+(a 400 naming what is accepted), as on Vertex:
 
-- ``display_name``: ``=``, ``!=`` and ``:`` (a wildcard match: ``display_name:"my_job_*"``;
-  ``display_name:*`` tests that it is set);
-- ``state``: ``=`` and ``!=`` with a ``JobState`` name (``state="JOB_STATE_SUCCEEDED"``);
-- ``create_time``: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` with an RFC 3339 time;
-- ``labels``: ``labels.KEY=VALUE`` (and ``!=``), ``labels.KEY:*`` / ``labels:KEY`` (the key
-  exists) and ``labels.KEY:"v*"`` (a wildcard match of the value);
+- ``customJobs.list`` (:data:`CUSTOM_JOBS`): ``display_name`` with ``=``, ``!=`` and ``:`` (a
+  wildcard match: ``display_name:"my_job_*"``; ``display_name:*`` tests that it is set);
+  ``state`` with ``=`` and ``!=`` and a ``JobState`` name; ``create_time`` with ``=``, ``!=``,
+  ``<``, ``<=``, ``>``, ``>=`` and an RFC 3339 time; ``labels.KEY=VALUE`` (and ``!=``),
+  ``labels.KEY:*`` / ``labels:KEY`` (the key exists) and ``labels.KEY:"v*"`` (a wildcard match of
+  the value). https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.customJobs/list
+- ``models.list`` (:data:`MODELS`) and ``endpoints.list`` (:data:`ENDPOINTS`): ``model`` /
+  ``endpoint`` (the resource ID) and ``display_name`` with ``=`` and ``!=``; ``labels.KEY=VALUE``
+  (and ``!=``), ``labels.KEY:*`` / ``labels:KEY``; ``base_model_name`` with ``=`` only. No
+  ``state``, no ``create_time``, no wildcard.
+  https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/list and
+  https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints/list
 
-combined with ``AND`` (or juxtaposition), ``OR``, ``NOT`` / ``-`` and parentheses. As AIP-160
-says, ``OR`` binds tighter than ``AND``: ``a AND b OR c`` is ``a AND (b OR c)``.
+Field names in snake_case or camelCase (``displayName``), as the Model and Endpoint pages say;
+terms combined with ``AND`` (or juxtaposition), ``OR``, ``NOT`` / ``-`` and parentheses. As
+AIP-160 says, ``OR`` binds tighter than ``AND``: ``a AND b OR c`` is ``a AND (b OR c)``.
+
+``orderBy`` (:func:`compile_order`; models and endpoints only: ``ListCustomJobsRequest`` has no
+such field) is ``display_name``, ``create_time`` or ``update_time``, each optionally followed by
+``desc``, separated by commas. ``readMask`` (:func:`field_mask`) is field paths separated by
+commas.
 
 Parsing and evaluation are bounded: a filter is at most ``MAX_LENGTH`` characters and nests at
 most ``MAX_DEPTH`` levels of parentheses and negations; conjunctions and disjunctions are flat
@@ -25,10 +38,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import JobState
+from google.protobuf import field_mask_pb2
 
 from kfp_spot.vertex.values import InvalidValueError, rfc3339_seconds
 
-__all__ = ["MAX_DEPTH", "MAX_LENGTH", "FilterError", "Record", "compile_filter"]
+__all__ = [
+    "CUSTOM_JOBS",
+    "ENDPOINTS",
+    "MAX_DEPTH",
+    "MAX_LENGTH",
+    "MODELS",
+    "ORDER_FIELDS",
+    "FilterError",
+    "Grammar",
+    "Record",
+    "compile_filter",
+    "compile_order",
+    "field_mask",
+    "masked",
+    "sort_by",
+]
 
 MAX_LENGTH = 8192
 MAX_DEPTH = 32
@@ -37,22 +66,90 @@ _TOKEN = re.compile(
     r"""'(?P<sq>(?:[^'\\]|\\.)*)'|(?P<word>[^\s()=<>!:"']+))"""
 )
 _STATES = frozenset(JobState.__members__)
-FIELDS = ("display_name", "state", "create_time", "labels.KEY")
 _COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+_EQUALITY = ("=", "!=")
+# camelCase spellings of the fields (the Model and Endpoint pages: "both snake_case and camelCase
+# are supported").
+_SNAKE = {
+    "displayName": "display_name",
+    "createTime": "create_time",
+    "baseModelName": "base_model_name",
+    "updateTime": "update_time",
+}
 
 
 class FilterError(ValueError):
     """The filter cannot be parsed; the message says where and what is accepted."""
 
 
+@dataclass(frozen=True)
+class Grammar:
+    """The filter one list method documents: its fields and the operators each takes.
+
+    Attributes:
+        method: the method, as errors name it (``models.list``).
+        fields: field -> operators; ``labels`` is the map (``labels.KEY`` takes its operators,
+            ``:`` testing the key, ``labels:KEY`` too), and ``:`` on a field other than
+            ``labels`` is a wildcard match.
+        label_wildcards: whether ``labels.KEY:"v*"`` matches values (else ``:`` on a label only
+            tests that the key exists, ``labels.KEY:*``).
+        id_field: the field that is the resource's ID (``model``, ``endpoint``), if any.
+    """
+
+    method: str
+    fields: Mapping[str, tuple[str, ...]]
+    label_wildcards: bool = False
+    id_field: str = ""
+
+    def names(self) -> str:
+        """The fields, as an error lists them."""
+        return ", ".join("labels.KEY" if f == "labels" else f for f in self.fields)
+
+
+CUSTOM_JOBS = Grammar(
+    "customJobs.list",
+    {
+        "display_name": (*_EQUALITY, ":"),
+        "state": _EQUALITY,
+        "create_time": _COMPARISONS,
+        "labels": (*_EQUALITY, ":"),
+    },
+    label_wildcards=True,
+)
+MODELS = Grammar(
+    "models.list",
+    {
+        "model": _EQUALITY,
+        "display_name": _EQUALITY,
+        "labels": (*_EQUALITY, ":"),
+        "base_model_name": ("=",),
+    },
+    id_field="model",
+)
+ENDPOINTS = Grammar(
+    "endpoints.list",
+    {
+        "endpoint": _EQUALITY,
+        "display_name": _EQUALITY,
+        "labels": (*_EQUALITY, ":"),
+        "base_model_name": ("=",),
+    },
+    id_field="endpoint",
+)
+# The fields orderBy takes on models.list and endpoints.list.
+ORDER_FIELDS = ("display_name", "create_time", "update_time")
+
+
 @dataclass
 class Record:
-    """What a filter sees of a job."""
+    """What a filter sees of a resource (a job, a model, an endpoint)."""
 
     state: str
     display_name: str
     labels: Mapping[str, str]
     create_time: float
+    id: str = ""
+    base_model_name: str = ""
 
 
 Predicate = Callable[[Record], bool]
@@ -104,47 +201,62 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-def _term(name: str, op: str, value: str) -> Predicate:
-    if name in ("display_name", "displayName"):
-        if op == ":":
-            match = _wildcard(value)
-            return lambda r: match(r.display_name)
-        if op not in ("=", "!="):
-            raise FilterError('display_name takes =, != or : (a wildcard, display_name:"job_*")')
-        compare = _ORDER[op]
-        return lambda r: compare(r.display_name, value)
-    if name == "state":
-        if op not in ("=", "!="):
-            raise FilterError('state takes = or !=, e.g. state="JOB_STATE_RUNNING"')
-        if value not in _STATES:
-            raise FilterError(f"{value!r} is not a job state; e.g. JOB_STATE_RUNNING")
-        compare = _ORDER[op]
-        return lambda r: compare(r.state, value)
-    if name in ("create_time", "createTime"):
-        if op not in _COMPARISONS:
-            raise FilterError("create_time takes =, !=, <, <=, > or >=")
-        when = _time(value)
-        compare = _ORDER[op]
-        return lambda r: compare(r.create_time, when)
-    if name == "labels" and op == ":":
+def _operators(ops: tuple[str, ...]) -> str:
+    return ", ".join(ops[:-1]) + " or " + ops[-1] if len(ops) > 1 else ops[0]
+
+
+def _term(grammar: Grammar, name: str, op: str, value: str) -> Predicate:
+    field = _SNAKE.get(name, name)
+    if field == "labels" and op == ":" and "labels" in grammar.fields:
         return lambda r: value in r.labels
-    if name.startswith("labels.") and len(name) > len("labels."):
-        key = name[len("labels.") :]
+    if field.startswith("labels.") and len(field) > len("labels.") and "labels" in grammar.fields:
+        key = field[len("labels.") :]
         if op == ":":
+            if value != "*" and not grammar.label_wildcards:
+                raise FilterError(
+                    f"labels.{key}:{value} is not offered by {grammar.method}: ':' on a label "
+                    f"tests that the key exists (labels.{key}:*)"
+                )
             match = _wildcard(value)
             return lambda r: key in r.labels and (value == "*" or match(r.labels[key]))
-        if op not in ("=", "!="):
-            raise FilterError(f"labels.{key} takes =, != or : (labels.{key}:* tests the key)")
+        ops = grammar.fields["labels"]
+        if op not in ops:
+            raise FilterError(
+                f"labels.{key} takes {_operators(ops)} in {grammar.method} "
+                f"(labels.{key}:* tests the key)"
+            )
         compare = _ORDER[op]
         return lambda r: compare(r.labels.get(key), value)
-    raise FilterError(f"cannot filter on {name!r}; fields: {', '.join(FIELDS)}")
+    ops = grammar.fields.get(field) if field != "labels" else None
+    if ops is None:
+        raise FilterError(
+            f"cannot filter on {name!r} in {grammar.method}; fields: {grammar.names()}"
+        )
+    if op not in ops:
+        example = {
+            "display_name": ' (a wildcard, display_name:"job_*")' if ":" in ops else "",
+            "state": ', e.g. state="JOB_STATE_RUNNING"',
+        }.get(field, "")
+        raise FilterError(f"{field} takes {_operators(ops)} in {grammar.method}{example}")
+    if field == "display_name" and op == ":":
+        match = _wildcard(value)
+        return lambda r: match(r.display_name)
+    if field == "state" and value not in _STATES:
+        raise FilterError(f"{value!r} is not a job state; e.g. JOB_STATE_RUNNING")
+    compare = _ORDER[op]
+    if field == "create_time":
+        when = _time(value)
+        return lambda r: compare(r.create_time, when)
+    attribute = "id" if field == grammar.id_field else field
+    return lambda r: compare(getattr(r, attribute), value)
 
 
 class _Parser:
     """Recursive descent, the recursion bounded by ``MAX_DEPTH``."""
 
-    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+    def __init__(self, tokens: list[tuple[str, str]], grammar: Grammar) -> None:
         self.tokens = tokens
+        self.grammar = grammar
         self.pos = 0
         self.depth = 0
 
@@ -202,22 +314,101 @@ class _Parser:
         kind = self.peek()
         if kind not in ("word", "str"):
             raise FilterError(f"expected a value after {name}{op}")
-        return _term(name, op, self.take(kind, "a value"))
+        return _term(self.grammar, name, op, self.take(kind, "a value"))
 
 
-def compile_filter(text: str) -> Predicate:
+def compile_filter(text: str, grammar: Grammar = CUSTOM_JOBS) -> Predicate:
     """Compile a list filter into a predicate on :class:`Record`.
+
+    Args:
+        text: the ``filter`` query parameter.
+        grammar: the list method's (:data:`CUSTOM_JOBS`, :data:`MODELS`, :data:`ENDPOINTS`).
 
     Raises:
         FilterError: the filter is malformed, too long or too deep, or names a field or operator
-            that ``customJobs.list`` does not offer.
+            that the method does not offer.
     """
     if len(text) > MAX_LENGTH:
         raise FilterError(f"is {len(text)} characters long; at most {MAX_LENGTH} are accepted")
     if not text.strip():
         return lambda r: True
-    parser = _Parser(_tokens(text))
+    parser = _Parser(_tokens(text), grammar)
     predicate = parser.conjunction()
     if parser.pos != len(parser.tokens):
         raise FilterError(f"unexpected {parser.tokens[parser.pos][1]!r} in the filter")
     return predicate
+
+
+def compile_order(text: str, fields: tuple[str, ...] = ORDER_FIELDS) -> list[tuple[str, bool]]:
+    """The ``orderBy`` of ``models.list`` / ``endpoints.list``: ``[(field, descending), ...]``.
+
+    ``display_name, create_time desc``: fields separated by commas, each ascending unless
+    followed by ``desc`` (the pages' words: "Use "desc" after a field name for descending";
+    https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/list).
+
+    Raises:
+        FilterError: an empty item, a field not in ``fields``, or a word other than ``desc``.
+    """
+    order: list[tuple[str, bool]] = []
+    if not text.strip():
+        return order
+    if len(text) > MAX_LENGTH:
+        raise FilterError(f"is {len(text)} characters long; at most {MAX_LENGTH} are accepted")
+    for item in text.split(","):
+        words = item.split()
+        if not words or words[0] not in fields or words[1:] not in ([], ["desc"]):
+            raise FilterError(
+                f"{item.strip()!r} is not a field to order by; give {', '.join(fields)}, each "
+                "optionally followed by desc, separated by commas (e.g. display_name, "
+                "create_time desc)"
+            )
+        order.append((words[0], bool(words[1:])))
+    return order
+
+
+def sort_by(items: list[Any], order: list[tuple[str, bool]]) -> list[Any]:
+    """``items`` (protobuf messages) in ``order`` (:func:`compile_order`); ties keep their order.
+
+    Timestamps compare as timestamps, strings as strings.
+    """
+    out = list(items)
+    for field, descending in reversed(order):  # stable sorts, the last key first
+        out.sort(key=lambda pb, f=field: _sort_key(getattr(pb, f)), reverse=descending)
+    return out
+
+
+def _sort_key(value: Any) -> Any:
+    return value.ToNanoseconds() if hasattr(value, "ToNanoseconds") else value
+
+
+def field_mask(text: str, descriptor: Any) -> Any | None:
+    """The ``readMask`` query parameter as a FieldMask of ``descriptor``'s message.
+
+    Paths in camelCase, as the JSON mapping writes them, or snake_case, separated by commas;
+    None (every field) for none or ``*``.
+
+    Raises:
+        FilterError: a path names a field the message does not have.
+    """
+    paths = [p.strip() for p in text.split(",") if p.strip()]
+    if not paths or paths == ["*"]:
+        return None
+    mask = field_mask_pb2.FieldMask()
+    for path in paths:
+        mask.paths.append(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), path))
+    if not mask.IsValidForDescriptor(descriptor):
+        article = "an" if descriptor.name[0] in "AEIOU" else "a"
+        raise FilterError(
+            f"{text!r} names a field {article} {descriptor.name} does not have; give "
+            f"{descriptor.name} field paths separated by commas, e.g. displayName,labels"
+        )
+    return mask
+
+
+def masked(pb: Any, mask: Any | None) -> Any:
+    """``pb`` with only the fields of ``mask`` (:func:`field_mask`; None: ``pb`` itself)."""
+    if mask is None:
+        return pb
+    out = type(pb)()
+    mask.MergeMessage(pb, out)
+    return out

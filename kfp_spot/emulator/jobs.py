@@ -35,7 +35,7 @@ from google.cloud.aiplatform_v1.types import (
     Scheduling,
 )
 from google.longrunning import operations_pb2
-from google.protobuf import empty_pb2, field_mask_pb2, json_format
+from google.protobuf import empty_pb2, json_format
 
 from kfp_spot.emulator import billing, containers, filters, names, replicas
 from kfp_spot.emulator.answers import AnswerCache
@@ -105,20 +105,10 @@ def _parent(parent: str) -> names.Parent:
 
 def _field_mask(text: str) -> Any | None:
     """The ``readMask`` query parameter as a FieldMask of CustomJob, None for every field."""
-    paths = [p.strip() for p in text.split(",") if p.strip()]
-    if not paths or paths == ["*"]:
-        return None
-    mask = field_mask_pb2.FieldMask()
-    for path in paths:  # camelCase as the JSON mapping writes it, or snake_case
-        mask.paths.append(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), path))
-    if not mask.IsValidForDescriptor(_CUSTOM_JOB.DESCRIPTOR):
-        raise ApiError(
-            "INVALID_ARGUMENT",
-            f"readMask {text!r} names a field a CustomJob does not have; give CustomJob field "
-            "paths separated by commas, e.g. displayName,state,jobSpec.scheduling",
-            "read_mask",
-        )
-    return mask
+    try:
+        return filters.field_mask(text, _CUSTOM_JOB.DESCRIPTOR)
+    except filters.FilterError as err:
+        raise ApiError("INVALID_ARGUMENT", f"readMask: {err}", "read_mask") from None
 
 
 def preempt_replica(body: Any) -> str | None:
@@ -288,7 +278,7 @@ class CustomJobApi:
             token = self._tokens.issue(page[-1].seq, query_key) if more else ""
             if mask is not None:
                 masked = [
-                    self._masked(self.to_proto(self._scanned(scan, b.id)), mask) for b in page
+                    filters.masked(self.to_proto(self._scanned(scan, b.id)), mask) for b in page
                 ]
                 return list_json(ListCustomJobsResponse, "custom_jobs", masked, token, int_enums)
             texts = []
@@ -545,14 +535,6 @@ class CustomJobApi:
 
     def _answer_json(self, row: JobRow, int_enums: bool) -> str:
         return message_json(self.to_proto(row), int_enums)
-
-    @staticmethod
-    def _masked(pb: Any, mask: Any | None) -> Any:
-        if mask is None:
-            return pb
-        out = _CUSTOM_JOB()
-        mask.MergeMessage(pb, out)
-        return out
 
 
 def _fill_defaults(pb: Any) -> None:

@@ -1,11 +1,15 @@
-"""The list filter: Vertex's documented grammar, AIP-160 precedence, and bounded work."""
+"""The list queries: each method's documented filter grammar, AIP-160 precedence, bounded work,
+``orderBy`` and ``readMask``."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pytest
+from google.cloud.aiplatform_v1.types import Model
 
+from kfp_spot.emulator import filters
 from kfp_spot.emulator.filters import MAX_DEPTH, MAX_LENGTH, FilterError, Record, compile_filter
 
 T0 = datetime(2026, 5, 18, tzinfo=timezone.utc).timestamp()
@@ -98,3 +102,104 @@ def test_length_is_bounded_and_long_flat_filters_evaluate_without_recursion():
     assert len(wide_and) < MAX_LENGTH and len(wide_or) < MAX_LENGTH
     assert matching(wide_and) == set(JOBS)
     assert matching(wide_or) == {"other"}
+
+
+# models.list and endpoints.list document their own fields: the resource ID, display_name with
+# = and != (no wildcard), labels, base_model_name with = only; no state, no create_time.
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/list
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints/list
+MODELS = {
+    "1234": Record("", "mine", {"team": "a", "env": "prod"}, T0, id="1234"),
+    "5678": Record("", "theirs", {"team": "b"}, T0 + 10, id="5678"),
+}
+
+
+@pytest.mark.parametrize("grammar", [filters.MODELS, filters.ENDPOINTS])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{id}=1234", {"1234"}),
+        ("{id}!=1234", {"5678"}),
+        ('displayName="mine"', {"1234"}),  # "both snake_case and camelCase are supported"
+        ('display_name!="mine"', {"5678"}),
+        ('labels.team="b"', {"5678"}),
+        ("labels.env:*", {"1234"}),
+        ("labels:team", {"1234", "5678"}),
+        ('baseModelName="text-bison"', set()),  # no model here is tuned from a base model
+        ('NOT display_name="mine" OR labels.env:*', {"1234", "5678"}),
+    ],
+)
+def test_the_model_and_endpoint_grammar(grammar, text, expected):
+    predicate = compile_filter(text.format(id=grammar.id_field), grammar)
+    assert {name for name, record in MODELS.items() if predicate(record)} == expected
+
+
+@pytest.mark.parametrize("grammar", [filters.MODELS, filters.ENDPOINTS])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        # the customJobs.list fields the Model and Endpoint lists do not document
+        ('state="JOB_STATE_RUNNING"', "cannot filter on 'state' in {method}"),
+        ('create_time>"2026-01-01T00:00:00Z"', "cannot filter on 'create_time' in {method}"),
+        ('display_name:"m*"', "display_name takes = or != in {method}"),
+        ('labels.team:"a*"', "is not offered by {method}"),
+        ('base_model_name!="x"', "base_model_name takes = in {method}"),
+        ("{id}>1", "{id} takes = or != in {method}"),
+        ("{other}=1", "cannot filter on '{other}' in {method}"),  # the other collection's ID
+    ],
+)
+def test_what_the_model_and_endpoint_lists_do_not_offer_is_refused(grammar, text, fragment):
+    other = "endpoint" if grammar is filters.MODELS else "model"
+    names = {"id": grammar.id_field, "other": other, "method": grammar.method}
+    with pytest.raises(FilterError, match=re.escape(fragment.format(**names))):
+        compile_filter(text.format(**names), grammar)
+
+
+def test_custom_jobs_keep_their_own_fields():
+    with pytest.raises(FilterError, match=r"cannot filter on 'model' in customJobs\.list"):
+        compile_filter("model=1")
+    with pytest.raises(FilterError, match="cannot filter on 'base_model_name'"):
+        compile_filter('base_model_name="x"')
+
+
+@pytest.mark.parametrize(
+    ("text", "order"),
+    [
+        ("", []),
+        ("display_name", [("display_name", False)]),
+        ("display_name, create_time desc", [("display_name", False), ("create_time", True)]),
+        ("update_time desc", [("update_time", True)]),
+    ],
+)
+def test_order_by_takes_the_documented_fields(text, order):
+    assert filters.compile_order(text) == order
+
+
+@pytest.mark.parametrize(
+    "text", ["name", "display_name asc", "create_time desc desc", "display_name,", "labels"]
+)
+def test_order_by_refuses_what_is_not_documented(text):
+    with pytest.raises(FilterError, match="not a field to order by"):
+        filters.compile_order(text)
+
+
+def test_sort_by_orders_by_each_key_in_turn_and_keeps_ties_in_their_order():
+    def model(name: str, display: str, seconds: int) -> Model:
+        pb = Model.pb()(name=name, display_name=display)
+        pb.create_time.FromSeconds(seconds)
+        return pb
+
+    pbs = [model("a", "x", 3), model("b", "y", 1), model("c", "x", 2), model("d", "x", 2)]
+    names = lambda order: [pb.name for pb in filters.sort_by(pbs, order)]  # noqa: E731
+    assert names(filters.compile_order("display_name, create_time desc")) == ["a", "c", "d", "b"]
+    assert names(filters.compile_order("create_time")) == ["b", "c", "d", "a"]
+    assert names([]) == ["a", "b", "c", "d"]
+
+
+def test_a_read_mask_names_fields_of_the_listed_message():
+    pb = Model.pb()(name="n", display_name="d", labels={"a": "b"})
+    mask = filters.field_mask("displayName,labels", Model.pb().DESCRIPTOR)
+    assert filters.masked(pb, mask) == Model.pb()(display_name="d", labels={"a": "b"})
+    assert filters.field_mask("*", Model.pb().DESCRIPTOR) is None
+    with pytest.raises(FilterError, match="a Model does not have"):
+        filters.field_mask("jobSpec", Model.pb().DESCRIPTOR)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -18,7 +19,8 @@ from urllib.parse import urlsplit
 import joblib
 import pytest
 from google.api_core import exceptions
-from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint
+from google.cloud.aiplatform_v1.types import DeployedModel, Endpoint, Model
+from google.protobuf import field_mask_pb2
 
 from kfp_spot import executors
 from kfp_spot.emulator import Emulator, names
@@ -74,9 +76,12 @@ def test_names_carry_the_project_number_and_either_spelling_reaches_them(serving
 
 def test_serving_requests_get_the_servers_json_errors(serving, light_model_dir):
     emu = serving.emu
-    status, answer = _call(emu, "GET", f"/v1/{PARENT}/endpoints?orderBy=x")
-    assert status == 400 and "orderBy" in answer["error"]["message"]
-    assert "accepted: filter, page_size, page_token" in answer["error"]["message"]
+    status, answer = _call(emu, "GET", f"/v1/{PARENT}/endpoints?colour=x")
+    assert status == 400 and "colour" in answer["error"]["message"]
+    assert (
+        "accepted: filter, page_size, page_token, order_by, read_mask"
+        in (answer["error"]["message"])
+    )
     status, answer = _call(emu, "GET", f"/v1/{PARENT}/endpoints?pageSize=ten")
     assert status == 400 and answer["error"]["message"] == (
         "Invalid value at 'page_size' (TYPE_INT32), \"ten\""
@@ -381,3 +386,95 @@ def test_an_emulator_on_a_relative_state_dir_serves_its_models(
         serving.deploy(serving.upload(light_model_dir), endpoint, replicas=1)
         got = serving.predictions.predict(endpoint=endpoint, instances=X[:2].tolist())
     assert list(got.predictions) == pytest.approx(X[:2].sum(axis=1).tolist())
+
+
+# projects.locations.models.list and endpoints.list: each its own filter fields (no state, no
+# create_time, no wildcard; the resource's ID), orderBy and readMask, as the API reference has
+# them: https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/list,
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints/list
+
+
+def test_the_sdks_model_list_orders_on_the_service_and_refuses_what_vertex_does(
+    serving, light_model_dir
+):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    for name in ("b", "c", "a"):
+        serving.models.upload_model(
+            parent=PARENT,
+            model=Model(
+                display_name=name,
+                artifact_uri=str(light_model_dir),
+                container_spec={"image_uri": SKLEARN_IMAGE},
+            ),
+        ).result(timeout=30)
+    aiplatform.init(
+        project="local-project",
+        location="us-central1",
+        api_endpoint=serving.emu.endpoint,
+        api_transport="rest",
+        credentials=AnonymousCredentials(),
+    )
+    # Model.list sends order_by to the service (it was "Unknown name orderBy").
+    assert [m.display_name for m in aiplatform.Model.list(order_by="display_name")] == [
+        "a",
+        "b",
+        "c",
+    ]
+    newest = [m.display_name for m in aiplatform.Model.list(order_by="create_time desc")]
+    assert newest == ["a", "c", "b"]
+    [model] = aiplatform.Model.list(filter='displayName="c"')
+    assert [m.display_name for m in aiplatform.Model.list(filter=f"model={model.name}")] == ["c"]
+    # customJobs.list's fields are not the Model list's: they were accepted (and matched nothing).
+    for text, refused in [
+        ('state="JOB_STATE_SUCCEEDED"', "cannot filter on 'state' in models.list"),
+        ('create_time>"2020-01-01T00:00:00Z"', "cannot filter on 'create_time'"),
+        ('display_name:"a*"', "display_name takes = or != in models.list"),
+    ]:
+        with pytest.raises(exceptions.BadRequest, match=re.escape(refused)):
+            aiplatform.Model.list(filter=text)
+    with pytest.raises(exceptions.BadRequest, match="not a field to order by"):
+        aiplatform.Model.list(order_by="name")
+
+
+def test_endpoint_lists_take_read_mask_order_by_and_the_endpoint_id(serving):
+    made = [
+        serving.endpoints.create_endpoint(
+            parent=PARENT, endpoint=Endpoint(display_name=name, labels={"team": name})
+        ).result(timeout=30)
+        for name in ("y", "x", "z")
+    ]
+    listed = serving.endpoints.list_endpoints(
+        request={
+            "parent": PARENT,
+            "order_by": "display_name desc",
+            "read_mask": field_mask_pb2.FieldMask(paths=["display_name"]),
+        }
+    )
+    assert [e.display_name for e in listed] == ["z", "y", "x"]
+    assert all(not e.name and not e.labels for e in listed)  # only what the mask names
+    endpoint_id = made[1].name.rsplit("/", 1)[1]
+    found = serving.endpoints.list_endpoints(
+        request={"parent": PARENT, "filter": f"endpoint={endpoint_id}"}
+    )
+    assert [e.display_name for e in found] == ["x"]
+    status, answer = _call(serving.emu, "GET", f"/v1/{PARENT}/endpoints?readMask=jobSpec")
+    assert status == 400 and "an Endpoint does not have" in answer["error"]["message"]
+    assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == "read_mask"
+    # A token is tied to its order as to its filter: another order is another query.
+    status, first = _call(
+        serving.emu, "GET", f"/v1/{PARENT}/endpoints?pageSize=1&orderBy=create_time"
+    )
+    assert status == 200 and [e["displayName"] for e in first["endpoints"]] == ["y"]
+    token = first["nextPageToken"]
+    status, answer = _call(
+        serving.emu, "GET", f"/v1/{PARENT}/endpoints?pageSize=1&pageToken={token}"
+    )
+    assert status == 400 and "another query" in answer["error"]["message"]
+    status, second = _call(
+        serving.emu,
+        "GET",
+        f"/v1/{PARENT}/endpoints?pageSize=1&orderBy=create_time&pageToken={token}",
+    )
+    assert status == 200 and [e["displayName"] for e in second["endpoints"]] == ["x"]

@@ -33,7 +33,7 @@ from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.policy import PreemptionPolicy
 from kfp_spot.emulator.serving import store as st
-from kfp_spot.emulator.serving.catalog import Catalog, canonical
+from kfp_spot.emulator.serving.catalog import Catalog, ListQuery, canonical
 from kfp_spot.emulator.serving.deployments import Deployments
 from kfp_spot.emulator.serving.endpoints import EndpointApi
 from kfp_spot.emulator.serving.models import ModelApi
@@ -115,11 +115,9 @@ class ServingService:
         """The Model ``name`` (``@1`` or ``@`` one of its version aliases accepted)."""
         return self.models.get_model(name)
 
-    def list_models(
-        self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
-    ) -> tuple[list[Any], str]:
-        """A page of the parent's models, newest first, and the next page token."""
-        return self.models.list_models(parent, filter_text, page_size, page_token)
+    def list_models(self, parent: str, query: ListQuery | None = None) -> tuple[list[Any], str]:
+        """A page of the parent's models (newest first unless ordered) and the next page token."""
+        return self.models.list_models(parent, query or ListQuery())
 
     def delete_model(self, name: str) -> Any:
         """Delete a model that no endpoint serves; a done operation."""
@@ -135,11 +133,9 @@ class ServingService:
         """The Endpoint ``name`` with its deployed models and traffic split."""
         return self.endpoints.get_endpoint(name)
 
-    def list_endpoints(
-        self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
-    ) -> tuple[list[Any], str]:
-        """A page of the parent's endpoints, newest first, and the next page token."""
-        return self.endpoints.list_endpoints(parent, filter_text, page_size, page_token)
+    def list_endpoints(self, parent: str, query: ListQuery | None = None) -> tuple[list[Any], str]:
+        """A page of the parent's endpoints (newest first unless ordered) and the next token."""
+        return self.endpoints.list_endpoints(parent, query or ListQuery())
 
     def delete_endpoint(self, name: str) -> Any:
         """Delete an endpoint without deployed models; a done operation."""

@@ -4,23 +4,26 @@
   ``MODEL_NAME``/``ENDPOINT_NAME`` patterns;
 - :func:`parse_request`: a decoded JSON body as a request message, refused as Vertex refuses it;
 - :func:`new_operation` and :func:`stamp`: long-running operation shells and timestamps;
-- :func:`rule_refusal` (a floor rule's refusal as Vertex's 400) and :func:`page` (list filters
-  and page tokens);
+- :func:`rule_refusal` (a floor rule's refusal as Vertex's 400) and :func:`page` (a list's
+  :class:`ListQuery`: its filter, order, read mask and page tokens);
 - :class:`Catalog`: the models, endpoints and deployed models of the store, found by name and
   viewed as protos.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import (
     DeleteOperationMetadata,
     DeployedModel,
     DeployedModelRef,
+    Endpoint,
     Model,
 )
 from google.longrunning import operations_pb2
@@ -42,6 +45,7 @@ __all__ = [
     "ENDPOINT_NAME",
     "MODEL_NAME",
     "Catalog",
+    "ListQuery",
     "canonical",
     "new_operation",
     "page",
@@ -106,26 +110,64 @@ def rule_refusal(err: InvalidFieldError, request_cls: Any) -> ApiError:
     return rule_error(err.field, err.reason, request_cls.pb().DESCRIPTOR)
 
 
+# What each serving list filters with, and the message its readMask names paths of.
+_LISTED = {
+    "models": (filters.MODELS, Model.pb()),
+    "endpoints": (filters.ENDPOINTS, Endpoint.pb()),
+}
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """The query parameters of ``models.list`` / ``endpoints.list`` (``ListModelsRequest``).
+
+    Attributes:
+        filter: the method's filter (:data:`kfp_spot.emulator.filters.MODELS` and ``ENDPOINTS``).
+        page_size: 0 for the default (100); at most 1000 are returned.
+        page_token: a token this query's previous page returned.
+        order_by: ``display_name, create_time desc`` (``filters.compile_order``).
+        read_mask: the fields to return (``displayName,labels``); "" for all.
+    """
+
+    filter: str = ""
+    page_size: int = 0
+    page_token: str = ""
+    order_by: str = ""
+    read_mask: str = ""
+
+
 def page(
+    table: str,
     pbs: list[Any],
-    filter_text: str,
-    page_size: int,
-    page_token: str,
+    query: ListQuery,
     *,
     tokens: PageTokens,
     query_key: str,
 ) -> tuple[list[Any], str]:
-    """The page of ``pbs`` (Models or Endpoints) a list request asks for, and the next token.
+    """The page of ``pbs`` (``table``'s Models or Endpoints) ``query`` asks for, and the next token.
 
-    Tokens are signed and tied to ``query_key`` (the collection, parent and filter), as the
-    CustomJob list's are.
+    Filtered by the method's own grammar and ordered by ``orderBy`` (both as
+    ``projects.locations.models.list`` / ``endpoints.list`` document them), newest first
+    otherwise; only the ``readMask`` fields are returned. Tokens are signed and tied to
+    ``query_key`` (the collection, parent, filter and order), as the CustomJob list's are.
     """
+    grammar, message = _LISTED[table]
     try:
-        predicate = filters.compile_filter(filter_text or "")
+        predicate = filters.compile_filter(query.filter or "", grammar)
     except filters.FilterError as err:
         raise ApiError("INVALID_ARGUMENT", f"filter: {err}", "filter") from None
-    if page_size < 0:
-        raise ApiError("INVALID_ARGUMENT", f"pageSize is {page_size}; it must be >= 0", "page_size")
+    try:
+        order = filters.compile_order(query.order_by)
+    except filters.FilterError as err:
+        raise ApiError("INVALID_ARGUMENT", f"orderBy: {err}", "order_by") from None
+    if query.page_size < 0:
+        raise ApiError(
+            "INVALID_ARGUMENT", f"pageSize is {query.page_size}; it must be >= 0", "page_size"
+        )
+    try:
+        mask = filters.field_mask(query.read_mask, message.DESCRIPTOR)
+    except filters.FilterError as err:
+        raise ApiError("INVALID_ARGUMENT", f"readMask: {err}", "read_mask") from None
     matching = [
         pb
         for pb in pbs
@@ -135,14 +177,16 @@ def page(
                 pb.display_name,
                 dict(pb.labels),
                 pb.create_time.ToNanoseconds() / 1e9,
+                id=pb.name.rsplit("/", 1)[-1],
             )
         )
     ]
-    offset = tokens.read(page_token, query_key) if page_token else 0
-    size = min(page_size or 100, 1000)
+    matching = filters.sort_by(matching, order)
+    offset = tokens.read(query.page_token, query_key) if query.page_token else 0
+    size = min(query.page_size or 100, 1000)
     more = offset + size < len(matching)
     token = tokens.issue(offset + size, query_key) if more else ""
-    return matching[offset : offset + size], token
+    return [filters.masked(pb, mask) for pb in matching[offset : offset + size]], token
 
 
 class Catalog:
@@ -166,28 +210,19 @@ class Catalog:
             raise ApiError("INVALID_ARGUMENT", f"parent: {err}", "parent") from None
 
     def list_page(
-        self,
-        table: str,
-        parent: str,
-        to_pb: Callable[[st.Row], Any],
-        filter_text: str,
-        page_size: int,
-        page_token: str,
+        self, table: str, parent: str, to_pb: Callable[[st.Row], Any], query: ListQuery
     ) -> tuple[list[Any], str]:
         """A page of ``table``'s resources (``models``/``endpoints``) under ``parent``.
 
-        Newest first, with the next page token (signed, tied to the table, parent and filter).
+        Newest first unless ``query.order_by`` says otherwise, with the next page token (signed,
+        tied to the table, parent, filter and order).
         """
         key = self.parent(parent)
         pbs = [to_pb(row) for row in self.store.rows(table, key)]
-        return page(
-            pbs,
-            filter_text,
-            page_size,
-            page_token,
-            tokens=self.page_tokens,
-            query_key=f"{table}|{key}|{filter_text}",
-        )
+        query_key = f"{table}|{key}|{query.filter}"
+        if query.order_by:  # another order is another query ("[": no "table|" key begins so)
+            query_key = json.dumps([table, key, query.filter, query.order_by])
+        return page(table, pbs, query, tokens=self.page_tokens, query_key=query_key)
 
     def model_row(self, name: str) -> st.Row:
         """The stored Model ``name`` (``@1`` or ``@`` one of its aliases), else NOT_FOUND."""

@@ -35,6 +35,7 @@ from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.catalog import (
     MODEL_NAME,
     Catalog,
+    ListQuery,
     canonical,
     new_operation,
     parse_request,
@@ -112,13 +113,9 @@ class EndpointApi:
         """The Endpoint ``name`` with its deployed models and traffic split."""
         return self.endpoint_pb(self.catalog.endpoint_row(name))
 
-    def list_endpoints(
-        self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
-    ) -> tuple[list[Any], str]:
-        """A page of the parent's endpoints, newest first, and the next page token."""
-        return self.catalog.list_page(
-            "endpoints", parent, self.endpoint_pb, filter_text, page_size, page_token
-        )
+    def list_endpoints(self, parent: str, query: ListQuery) -> tuple[list[Any], str]:
+        """A page of the parent's endpoints (newest first unless ordered) and the next token."""
+        return self.catalog.list_page("endpoints", parent, self.endpoint_pb, query)
 
     def delete_endpoint(self, name: str) -> Any:
         """Delete an endpoint without deployed models; a done operation."""

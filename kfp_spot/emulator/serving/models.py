@@ -31,6 +31,7 @@ from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.serving.catalog import (
     CODE_INVALID_ARGUMENT,
     Catalog,
+    ListQuery,
     new_operation,
     parse_request,
     rule_refusal,
@@ -109,13 +110,9 @@ class ModelApi:
         """The Model ``name`` (``@1`` or ``@`` one of its version aliases accepted)."""
         return self.catalog.model_pb(self.catalog.model_row(name))
 
-    def list_models(
-        self, parent: str, filter_text: str = "", page_size: int = 0, page_token: str = ""
-    ) -> tuple[list[Any], str]:
-        """A page of the parent's models, newest first, and the next page token."""
-        return self.catalog.list_page(
-            "models", parent, self.catalog.model_pb, filter_text, page_size, page_token
-        )
+    def list_models(self, parent: str, query: ListQuery) -> tuple[list[Any], str]:
+        """A page of the parent's models (newest first unless ordered) and the next page token."""
+        return self.catalog.list_page("models", parent, self.catalog.model_pb, query)
 
     def delete_model(self, name: str) -> Any:
         """Delete a model that no endpoint serves or is being deployed to; a done operation.

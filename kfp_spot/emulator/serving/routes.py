@@ -5,8 +5,10 @@ assembled by :func:`kfp_spot.emulator.routes.route_table`): their requests get t
 handling (bounded reads and bodies, JSON 4xx errors, unknown query parameters refused), and each
 handler is given the :class:`~kfp_spot.emulator.serving.api.ServingService`.
 
-- ``POST /v1/{parent}/models:upload``; ``GET /v1/{parent}/models``; ``GET|DELETE /v1/{model}``
-- ``POST|GET /v1/{parent}/endpoints`` (``endpointId``); ``GET|DELETE /v1/{endpoint}``
+- ``POST /v1/{parent}/models:upload``; ``GET /v1/{parent}/models`` (``filter``, ``pageSize``,
+  ``pageToken``, ``orderBy``, ``readMask``); ``GET|DELETE /v1/{model}``
+- ``POST|GET /v1/{parent}/endpoints`` (``endpointId``; the list as the models'); ``GET|DELETE
+  /v1/{endpoint}``
 - ``POST /v1/{endpoint}:deployModel|:undeployModel|:predict|:rawPredict``
 - ``GET /v1/{resource}/operations/{id}``, ``POST .../operations/{id}:cancel|:wait`` (also under
   ``/ui/``, where the GAPIC REST operations client asks)
@@ -30,13 +32,18 @@ from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
 from kfp_spot.emulator.jobs import list_json, message_json
 from kfp_spot.emulator.routing import OPS, PARENT, V1, Reply, Request, Route, object_body
 from kfp_spot.emulator.serving.api import ServingService
+from kfp_spot.emulator.serving.catalog import ListQuery
 
 _PARENT = "{parent=" + PARENT + "}"
 _MODEL = "{name=" + PARENT + "/models/*}"
 _ENDPOINT = "{name=" + PARENT + "/endpoints/*}"
 _OPERATION = "{name=" + PARENT + "/(models|endpoints)/*/operations/*}"
 _DEPLOYED = f"/emulator/v1/{_ENDPOINT}/deployedModels/{{dm=*}}"
-_LIST = ("filter", "page_size", "page_token")
+# ListModelsRequest's and ListEndpointsRequest's query parameters (both have orderBy and readMask:
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/list,
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints/list;
+# the SDK's Model.list(order_by=...) sends orderBy).
+_LIST = ("filter", "page_size", "page_token", "order_by", "read_mask")
 SERVED = (
     "/v1/projects/P/locations/L/models[:upload|/ID], "
     "/v1/projects/P/locations/L/endpoints[/ID[:deployModel|:undeployModel|:predict|"
@@ -57,15 +64,20 @@ def _upload(api: ServingService, req: Request) -> str:
     return _operation_json(api.upload_model(req.params["parent"], _body(req)))
 
 
-def _list_models(api: ServingService, req: Request) -> str:
+def _list_query(req: Request) -> ListQuery:
     query = req.query
-    pbs, token = api.list_models(
-        req.params["parent"],
-        query.text("filter"),
-        query.int32("page_size"),
-        query.text("page_token"),
+    return ListQuery(
+        filter=query.text("filter"),
+        page_size=query.int32("page_size"),
+        page_token=query.text("page_token"),
+        order_by=query.text("order_by"),
+        read_mask=query.text("read_mask"),
     )
-    return list_json(ListModelsResponse, "models", pbs, token, query.int_enums)
+
+
+def _list_models(api: ServingService, req: Request) -> str:
+    pbs, token = api.list_models(req.params["parent"], _list_query(req))
+    return list_json(ListModelsResponse, "models", pbs, token, req.query.int_enums)
 
 
 def _get_model(api: ServingService, req: Request) -> str:
@@ -84,14 +96,8 @@ def _create_endpoint(api: ServingService, req: Request) -> str:
 
 
 def _list_endpoints(api: ServingService, req: Request) -> str:
-    query = req.query
-    pbs, token = api.list_endpoints(
-        req.params["parent"],
-        query.text("filter"),
-        query.int32("page_size"),
-        query.text("page_token"),
-    )
-    return list_json(ListEndpointsResponse, "endpoints", pbs, token, query.int_enums)
+    pbs, token = api.list_endpoints(req.params["parent"], _list_query(req))
+    return list_json(ListEndpointsResponse, "endpoints", pbs, token, req.query.int_enums)
 
 
 def _get_endpoint(api: ServingService, req: Request) -> str:
