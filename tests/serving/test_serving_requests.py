@@ -25,8 +25,13 @@ from google.protobuf import field_mask_pb2
 from kfp_spot import executors
 from kfp_spot.emulator import Emulator, names
 from kfp_spot.emulator.server import MAX_BODY
+from kfp_spot.emulator.serving.catalog import (
+    DEPLOYED_MODEL_OUTPUT_ONLY,
+    ENDPOINT_OUTPUT_ONLY,
+    MODEL_OUTPUT_ONLY,
+)
 from kfp_spot.emulator.serving.env import serving_python
-from tests.serving.conftest import PARENT, SKLEARN_IMAGE, X, Y, make_serving
+from tests.serving.conftest import PARENT, SKLEARN_IMAGE, X, Y, make_serving, wait_for
 
 NUMBER = names.project_number("local-project")
 NUMBERED = f"projects/{NUMBER}/locations/us-central1"
@@ -478,3 +483,68 @@ def test_endpoint_lists_take_read_mask_order_by_and_the_endpoint_id(serving):
         f"/v1/{PARENT}/endpoints?pageSize=1&orderBy=create_time&pageToken={token}",
     )
     assert status == 200 and [e["displayName"] for e in second["endpoints"]] == ["x"]
+
+
+# Output-only fields are ignored in a request ("including the field in a request does nothing":
+# OUTPUT_ONLY in google/api/field_behavior.proto; the API reference marks each one, e.g.
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models#Model).
+
+
+@pytest.mark.parametrize(
+    ("message", "fields"),
+    [
+        (Model, MODEL_OUTPUT_ONLY),
+        (Endpoint, ENDPOINT_OUTPUT_ONLY),
+        (DeployedModel, DEPLOYED_MODEL_OUTPUT_ONLY),
+    ],
+)
+def test_the_output_only_lists_name_fields_of_their_messages(message, fields):
+    assert set(fields) <= set(message.pb().DESCRIPTOR.fields_by_name)
+
+
+def test_output_only_fields_of_a_request_are_not_stored_or_answered(serving, light_model_dir):
+    emu = serving.emu
+    upload = {
+        "model": {
+            "displayName": "m",
+            "artifactUri": str(light_model_dir),
+            "containerSpec": {"imageUri": SKLEARN_IMAGE},
+            # a deployment that does not exist, and where the model came from
+            "deployedModels": [{"endpoint": f"{PARENT}/endpoints/1", "deployedModelId": "2"}],
+            "trainingPipeline": f"{PARENT}/trainingPipelines/3",
+            "supportedExportFormats": [{"id": "tf-saved-model"}],
+            "modelSourceInfo": {"sourceType": "CUSTOM"},
+            "versionId": "7",
+        }
+    }
+    status, op = _call(emu, "POST", f"/v1/{PARENT}/models:upload", json.dumps(upload).encode())
+    assert status == 200 and op["done"] and "error" not in op
+    model = serving.models.get_model(name=op["response"]["model"])
+    assert not model.deployed_models and not model.training_pipeline
+    assert not model.supported_export_formats and not model.model_source_info.source_type
+    assert model.version_id == "1"
+    body = {"displayName": "e", "dedicatedEndpointDns": "evil.example.com", "satisfiesPzs": True}
+    status, op = _call(emu, "POST", f"/v1/{PARENT}/endpoints", json.dumps(body).encode())
+    assert status == 200 and op["done"]
+    endpoint = serving.endpoints.get_endpoint(name=op["response"]["name"])
+    assert not endpoint.dedicated_endpoint_dns and not endpoint.satisfies_pzs
+    deploy = {
+        "deployedModel": {
+            "model": model.name,
+            "dedicatedResources": {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "minReplicaCount": 1,
+            },
+            "privateEndpoints": {"predictHttpUri": "http://elsewhere/predict"},
+            "status": {"message": "sent by the client", "availableReplicaCount": 5},
+        },
+        "trafficSplit": {"0": 100},
+    }
+    status, op = _call(emu, "POST", f"/v1/{endpoint.name}:deployModel", json.dumps(deploy).encode())
+    assert status == 200
+    (deployed,) = wait_for(
+        lambda: serving.endpoints.get_endpoint(name=endpoint.name).deployed_models,
+        what="the deployed model",
+    )
+    assert not deployed.private_endpoints.predict_http_uri and not deployed.status.message
+    assert deployed.status.available_replica_count <= 1

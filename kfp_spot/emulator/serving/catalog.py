@@ -3,6 +3,7 @@
 - :func:`canonical` (a project by ID or number; the store keeps the number), with the floor's
   ``MODEL_NAME``/``ENDPOINT_NAME`` patterns;
 - :func:`parse_request`: a decoded JSON body as a request message, refused as Vertex refuses it;
+  :func:`clear_output_only` drops what a request may carry but the service ignores;
 - :func:`new_operation` and :func:`stamp`: long-running operation shells and timestamps;
 - :func:`rule_refusal` (a floor rule's refusal as Vertex's 400) and :func:`page` (a list's
   :class:`ListQuery`: its filter, order, read mask and page tokens);
@@ -42,11 +43,15 @@ __all__ = [
     "CODE_CANCELLED",
     "CODE_FAILED_PRECONDITION",
     "CODE_INVALID_ARGUMENT",
+    "DEPLOYED_MODEL_OUTPUT_ONLY",
     "ENDPOINT_NAME",
+    "ENDPOINT_OUTPUT_ONLY",
     "MODEL_NAME",
+    "MODEL_OUTPUT_ONLY",
     "Catalog",
     "ListQuery",
     "canonical",
+    "clear_output_only",
     "new_operation",
     "page",
     "parse_request",
@@ -56,6 +61,53 @@ __all__ = [
 CODE_INVALID_ARGUMENT = 3
 CODE_CANCELLED = 1
 CODE_FAILED_PRECONDITION = 9
+
+
+# Fields the API reference marks "Output only", which Vertex AI ignores in a request: OUTPUT_ONLY
+# in google/api/field_behavior.proto is "provided in responses, but including the field in a
+# request does nothing (the server must ignore it and must not throw an error as a result of the
+# field's presence)". Cleared before a request's resource is judged and stored, as a CustomJob's
+# are (``jobs._OUTPUT_ONLY``): kept, they were answered back (a Model "deployed" to an endpoint
+# that does not exist, a DeployedModel's privateEndpoints and status.message as sent).
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models#Model
+MODEL_OUTPUT_ONLY = (
+    "version_id",
+    "version_create_time",
+    "version_update_time",
+    "supported_export_formats",
+    "training_pipeline",
+    "supported_deployment_resources_types",
+    "supported_input_storage_formats",
+    "supported_output_storage_formats",
+    "create_time",
+    "update_time",
+    "deployed_models",
+    "model_source_info",
+    "original_model_info",
+    "metadata_artifact",
+    "satisfies_pzs",
+    "satisfies_pzi",
+)
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints#Endpoint
+# (deployedModels is output only too, but the floor's check_endpoint refuses it on create, naming
+# :deployModel, rather than dropping a deployment silently).
+ENDPOINT_OUTPUT_ONLY = (
+    "name",
+    "create_time",
+    "update_time",
+    "model_deployment_monitoring_job",
+    "dedicated_endpoint_dns",
+    "satisfies_pzs",
+    "satisfies_pzi",
+)
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints#DeployedModel
+DEPLOYED_MODEL_OUTPUT_ONLY = ("model_version_id", "create_time", "private_endpoints", "status")
+
+
+def clear_output_only(pb: Any, fields: tuple[str, ...]) -> None:
+    """Clear ``fields`` (one of the ``*_OUTPUT_ONLY`` lists) of the raw protobuf ``pb``."""
+    for field in fields:
+        pb.ClearField(field)
 
 
 def canonical(name: str) -> str:

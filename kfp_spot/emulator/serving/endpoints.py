@@ -33,10 +33,13 @@ from kfp_spot.emulator import names
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.catalog import (
+    DEPLOYED_MODEL_OUTPUT_ONLY,
+    ENDPOINT_OUTPUT_ONLY,
     MODEL_NAME,
     Catalog,
     ListQuery,
     canonical,
+    clear_output_only,
     new_operation,
     parse_request,
     rule_refusal,
@@ -89,6 +92,7 @@ class EndpointApi:
         """Create an endpoint; a done operation whose response is the Endpoint."""
         parent = self.catalog.parent(parent)
         pb = parse_request(body, Endpoint, "endpoint")
+        clear_output_only(pb, ENDPOINT_OUTPUT_ONLY)  # ignored, as the service does
         try:
             check_endpoint(pb, location=location_of(parent))
             check_endpoint_id(endpoint_id)
@@ -136,6 +140,7 @@ class EndpointApi:
         endpoint_name = canonical(endpoint_name)
         request = parse_request(body, DeployModelRequest)
         dm = request.deployed_model
+        clear_output_only(dm, DEPLOYED_MODEL_OUTPUT_ONLY)  # ignored, as the service does
         live = self.store.deployments(row.id)
         split = dict(request.traffic_split)
         try:

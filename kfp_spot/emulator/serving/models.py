@@ -30,8 +30,10 @@ from kfp_spot.emulator import names
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.serving.catalog import (
     CODE_INVALID_ARGUMENT,
+    MODEL_OUTPUT_ONLY,
     Catalog,
     ListQuery,
+    clear_output_only,
     new_operation,
     parse_request,
     rule_refusal,
@@ -68,6 +70,7 @@ class ModelApi:
         parent = self.catalog.parent(parent)
         request = parse_request(body, UploadModelRequest)
         model = request.model
+        clear_output_only(model, MODEL_OUTPUT_ONLY)  # ignored, as the service does
         if request.parent_model:
             raise ApiError(
                 "UNIMPLEMENTED",
