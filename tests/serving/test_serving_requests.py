@@ -499,7 +499,11 @@ def test_endpoint_lists_take_read_mask_order_by_and_the_endpoint_id(serving):
     ],
 )
 def test_the_output_only_lists_name_fields_of_their_messages(message, fields):
-    assert set(fields) <= set(message.pb().DESCRIPTOR.fields_by_name)
+    for path in fields:
+        descriptor = message.pb().DESCRIPTOR
+        for name in path.split("."):
+            assert name in descriptor.fields_by_name, path
+            descriptor = descriptor.fields_by_name[name].message_type
 
 
 def test_output_only_fields_of_a_request_are_not_stored_or_answered(serving, light_model_dir):
@@ -528,6 +532,17 @@ def test_output_only_fields_of_a_request_are_not_stored_or_answered(serving, lig
     assert status == 200 and op["done"]
     endpoint = serving.endpoints.get_endpoint(name=op["response"]["name"])
     assert not endpoint.dedicated_endpoint_dns and not endpoint.satisfies_pzs
+    psc = {
+        "enablePrivateServiceConnect": True,
+        "projectAllowlist": ["local-project"],
+        "serviceAttachment": "projects/p/regions/us-central1/serviceAttachments/s",
+    }
+    body = {"displayName": "psc", "privateServiceConnectConfig": psc}
+    status, op = _call(emu, "POST", f"/v1/{PARENT}/endpoints", json.dumps(body).encode())
+    assert status == 200 and op["done"], op
+    config = serving.endpoints.get_endpoint(name=op["response"]["name"])
+    assert config.private_service_connect_config.enable_private_service_connect
+    assert not config.private_service_connect_config.service_attachment
     deploy = {
         "deployedModel": {
             "model": model.name,

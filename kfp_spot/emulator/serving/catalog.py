@@ -29,6 +29,7 @@ from google.cloud.aiplatform_v1.types import (
 )
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
+from google.protobuf.message import Message
 
 from kfp_spot.emulator import filters, names
 from kfp_spot.emulator.errors import ApiError, parse_message, rule_error
@@ -99,15 +100,34 @@ ENDPOINT_OUTPUT_ONLY = (
     "dedicated_endpoint_dns",
     "satisfies_pzs",
     "satisfies_pzi",
+    "private_service_connect_config.service_attachment",
+    "private_service_connect_config.psc_automation_configs.ip_address",
+    "private_service_connect_config.psc_automation_configs.forwarding_rule",
+    "private_service_connect_config.psc_automation_configs.state",
+    "private_service_connect_config.psc_automation_configs.error_message",
 )
 # https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.endpoints#DeployedModel
 DEPLOYED_MODEL_OUTPUT_ONLY = ("model_version_id", "create_time", "private_endpoints", "status")
 
 
 def clear_output_only(pb: Any, fields: tuple[str, ...]) -> None:
-    """Clear ``fields`` (one of the ``*_OUTPUT_ONLY`` lists) of the raw protobuf ``pb``."""
+    """Clear ``fields`` (one of the ``*_OUTPUT_ONLY`` lists) of the raw protobuf ``pb``.
+
+    A dotted path (``a.b``) clears ``b`` of the message ``a`` when it is set, of each message
+    when ``a`` is repeated.
+    """
     for field in fields:
-        pb.ClearField(field)
+        head, _, rest = field.partition(".")
+        if not rest:
+            pb.ClearField(head)
+            continue
+        value = getattr(pb, head)
+        if isinstance(value, Message):
+            if pb.HasField(head):
+                clear_output_only(value, (rest,))
+        else:
+            for item in value:
+                clear_output_only(item, (rest,))
 
 
 def canonical(name: str) -> str:
