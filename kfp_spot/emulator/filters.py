@@ -219,10 +219,10 @@ def _term(grammar: Grammar, name: str, op: str, value: str) -> Predicate:
                 )
             match = _wildcard(value)
             return lambda r: key in r.labels and (value == "*" or match(r.labels[key]))
-        ops = grammar.fields["labels"]
-        if op not in ops:
+        label_ops = grammar.fields["labels"]
+        if op not in label_ops:
             raise FilterError(
-                f"labels.{key} takes {_operators(ops)} in {grammar.method} "
+                f"labels.{key} takes {_operators(label_ops)} in {grammar.method} "
                 f"(labels.{key}:* tests the key)"
             )
         compare = _ORDER[op]
@@ -373,7 +373,11 @@ def sort_by(items: list[Any], order: list[tuple[str, bool]]) -> list[Any]:
     """
     out = list(items)
     for field, descending in reversed(order):  # stable sorts, the last key first
-        out.sort(key=lambda pb, f=field: _sort_key(getattr(pb, f)), reverse=descending)
+
+        def key(pb: Any, f: str = field) -> Any:
+            return _sort_key(getattr(pb, f))
+
+        out.sort(key=key, reverse=descending)
     return out
 
 
