@@ -1,4 +1,4 @@
-"""The queries of Vertex AI's list methods: their ``filter`` grammars, ``orderBy``, ``readMask``.
+"""The ``filter`` of Vertex AI's list methods: each method's grammar, parsed and evaluated.
 
 Each list method documents its own filter fields, and a field another method documents is refused
 (a 400 naming what is accepted), as on Vertex:
@@ -20,10 +20,7 @@ Field names in snake_case or camelCase (``displayName``), as the Model and Endpo
 terms combined with ``AND`` (or juxtaposition), ``OR``, ``NOT`` / ``-`` and parentheses. As
 AIP-160 says, ``OR`` binds tighter than ``AND``: ``a AND b OR c`` is ``a AND (b OR c)``.
 
-``orderBy`` (:func:`compile_order`; models and endpoints only: ``ListCustomJobsRequest`` has no
-such field) is ``display_name``, ``create_time`` or ``update_time``, each optionally followed by
-``desc``, separated by commas. ``readMask`` (:func:`field_mask`) is field paths separated by
-commas.
+A list's ``orderBy`` and ``readMask`` are :mod:`kfp_spot.emulator.listing`'s.
 
 Parsing and evaluation are bounded: a filter is at most ``MAX_LENGTH`` characters and nests at
 most ``MAX_DEPTH`` levels of parentheses and negations; conjunctions and disjunctions are flat
@@ -38,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import JobState
-from google.protobuf import field_mask_pb2
 
 from kfp_spot.vertex.values import InvalidValueError, rfc3339_seconds
 
@@ -48,15 +44,10 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LENGTH",
     "MODELS",
-    "ORDER_FIELDS",
     "FilterError",
     "Grammar",
     "Record",
     "compile_filter",
-    "compile_order",
-    "field_mask",
-    "masked",
-    "sort_by",
 ]
 
 MAX_LENGTH = 8192
@@ -136,8 +127,6 @@ ENDPOINTS = Grammar(
     },
     id_field="endpoint",
 )
-# The fields orderBy takes on models.list and endpoints.list.
-ORDER_FIELDS = ("display_name", "create_time", "update_time")
 
 
 @dataclass
@@ -337,82 +326,3 @@ def compile_filter(text: str, grammar: Grammar = CUSTOM_JOBS) -> Predicate:
     if parser.pos != len(parser.tokens):
         raise FilterError(f"unexpected {parser.tokens[parser.pos][1]!r} in the filter")
     return predicate
-
-
-def compile_order(text: str, fields: tuple[str, ...] = ORDER_FIELDS) -> list[tuple[str, bool]]:
-    """The ``orderBy`` of ``models.list`` / ``endpoints.list``: ``[(field, descending), ...]``.
-
-    ``display_name, create_time desc``: fields separated by commas, each ascending unless
-    followed by ``desc`` (the pages' words: "Use "desc" after a field name for descending";
-    https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.models/list).
-
-    Raises:
-        FilterError: an empty item, a field not in ``fields``, or a word other than ``desc``.
-    """
-    order: list[tuple[str, bool]] = []
-    if not text.strip():
-        return order
-    if len(text) > MAX_LENGTH:
-        raise FilterError(f"is {len(text)} characters long; at most {MAX_LENGTH} are accepted")
-    for item in text.split(","):
-        words = item.split()
-        if not words or words[0] not in fields or words[1:] not in ([], ["desc"]):
-            raise FilterError(
-                f"{item.strip()!r} is not a field to order by; give {', '.join(fields)}, each "
-                "optionally followed by desc, separated by commas (e.g. display_name, "
-                "create_time desc)"
-            )
-        order.append((words[0], bool(words[1:])))
-    return order
-
-
-def sort_by(items: list[Any], order: list[tuple[str, bool]]) -> list[Any]:
-    """``items`` (protobuf messages) in ``order`` (:func:`compile_order`); ties keep their order.
-
-    Timestamps compare as timestamps, strings as strings.
-    """
-    out = list(items)
-    for field, descending in reversed(order):  # stable sorts, the last key first
-
-        def key(pb: Any, f: str = field) -> Any:
-            return _sort_key(getattr(pb, f))
-
-        out.sort(key=key, reverse=descending)
-    return out
-
-
-def _sort_key(value: Any) -> Any:
-    return value.ToNanoseconds() if hasattr(value, "ToNanoseconds") else value
-
-
-def field_mask(text: str, descriptor: Any) -> Any | None:
-    """The ``readMask`` query parameter as a FieldMask of ``descriptor``'s message.
-
-    Paths in camelCase, as the JSON mapping writes them, or snake_case, separated by commas;
-    None (every field) for none or ``*``.
-
-    Raises:
-        FilterError: a path names a field the message does not have.
-    """
-    paths = [p.strip() for p in text.split(",") if p.strip()]
-    if not paths or paths == ["*"]:
-        return None
-    mask = field_mask_pb2.FieldMask()
-    for path in paths:
-        mask.paths.append(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), path))
-    if not mask.IsValidForDescriptor(descriptor):
-        article = "an" if descriptor.name[0] in "AEIOU" else "a"
-        raise FilterError(
-            f"{text!r} names a field {article} {descriptor.name} does not have; give "
-            f"{descriptor.name} field paths separated by commas, e.g. displayName,labels"
-        )
-    return mask
-
-
-def masked(pb: Any, mask: Any | None) -> Any:
-    """``pb`` with only the fields of ``mask`` (:func:`field_mask`; None: ``pb`` itself)."""
-    if mask is None:
-        return pb
-    out = type(pb)()
-    mask.MergeMessage(pb, out)
-    return out

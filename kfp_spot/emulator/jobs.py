@@ -37,7 +37,7 @@ from google.cloud.aiplatform_v1.types import (
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format
 
-from kfp_spot.emulator import billing, containers, filters, names, replicas
+from kfp_spot.emulator import billing, containers, filters, listing, names, replicas
 from kfp_spot.emulator.answers import AnswerCache
 from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
@@ -106,7 +106,7 @@ def _parent(parent: str) -> names.Parent:
 def _field_mask(text: str) -> Any | None:
     """The ``readMask`` query parameter as a FieldMask of CustomJob, None for every field."""
     try:
-        return filters.field_mask(text, _CUSTOM_JOB.DESCRIPTOR)
+        return listing.field_mask(text, _CUSTOM_JOB.DESCRIPTOR)
     except filters.FilterError as err:
         raise ApiError("INVALID_ARGUMENT", f"readMask: {err}", "read_mask") from None
 
@@ -278,7 +278,7 @@ class CustomJobApi:
             token = self._tokens.issue(page[-1].seq, query_key) if more else ""
             if mask is not None:
                 masked = [
-                    filters.masked(self.to_proto(self._scanned(scan, b.id)), mask) for b in page
+                    listing.masked(self.to_proto(self._scanned(scan, b.id)), mask) for b in page
                 ]
                 return list_json(ListCustomJobsResponse, "custom_jobs", masked, token, int_enums)
             texts = []

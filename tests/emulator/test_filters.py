@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from google.cloud.aiplatform_v1.types import Model
 
-from kfp_spot.emulator import filters
+from kfp_spot.emulator import filters, listing
 from kfp_spot.emulator.filters import MAX_DEPTH, MAX_LENGTH, FilterError, Record, compile_filter
 
 T0 = datetime(2026, 5, 18, tzinfo=timezone.utc).timestamp()
@@ -172,7 +172,7 @@ def test_custom_jobs_keep_their_own_fields():
     ],
 )
 def test_order_by_takes_the_documented_fields(text, order):
-    assert filters.compile_order(text) == order
+    assert listing.compile_order(text) == order
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def test_order_by_takes_the_documented_fields(text, order):
 )
 def test_order_by_refuses_what_is_not_documented(text):
     with pytest.raises(FilterError, match="not a field to order by"):
-        filters.compile_order(text)
+        listing.compile_order(text)
 
 
 def test_sort_by_orders_by_each_key_in_turn_and_keeps_ties_in_their_order():
@@ -190,16 +190,16 @@ def test_sort_by_orders_by_each_key_in_turn_and_keeps_ties_in_their_order():
         return pb
 
     pbs = [model("a", "x", 3), model("b", "y", 1), model("c", "x", 2), model("d", "x", 2)]
-    names = lambda order: [pb.name for pb in filters.sort_by(pbs, order)]  # noqa: E731
-    assert names(filters.compile_order("display_name, create_time desc")) == ["a", "c", "d", "b"]
-    assert names(filters.compile_order("create_time")) == ["b", "c", "d", "a"]
+    names = lambda order: [pb.name for pb in listing.sort_by(pbs, order)]  # noqa: E731
+    assert names(listing.compile_order("display_name, create_time desc")) == ["a", "c", "d", "b"]
+    assert names(listing.compile_order("create_time")) == ["b", "c", "d", "a"]
     assert names([]) == ["a", "b", "c", "d"]
 
 
 def test_a_read_mask_names_fields_of_the_listed_message():
     pb = Model.pb()(name="n", display_name="d", labels={"a": "b"})
-    mask = filters.field_mask("displayName,labels", Model.pb().DESCRIPTOR)
-    assert filters.masked(pb, mask) == Model.pb()(display_name="d", labels={"a": "b"})
-    assert filters.field_mask("*", Model.pb().DESCRIPTOR) is None
+    mask = listing.field_mask("displayName,labels", Model.pb().DESCRIPTOR)
+    assert listing.masked(pb, mask) == Model.pb()(display_name="d", labels={"a": "b"})
+    assert listing.field_mask("*", Model.pb().DESCRIPTOR) is None
     with pytest.raises(FilterError, match="a Model does not have"):
-        filters.field_mask("jobSpec", Model.pb().DESCRIPTOR)
+        listing.field_mask("jobSpec", Model.pb().DESCRIPTOR)

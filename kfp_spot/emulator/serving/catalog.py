@@ -31,7 +31,7 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
-from kfp_spot.emulator import filters, names
+from kfp_spot.emulator import filters, listing, names
 from kfp_spot.emulator.errors import ApiError, parse_message, rule_error
 from kfp_spot.emulator.pagetokens import PageTokens
 from kfp_spot.emulator.serving import store as st
@@ -197,7 +197,7 @@ class ListQuery:
         filter: the method's filter (:data:`kfp_spot.emulator.filters.MODELS` and ``ENDPOINTS``).
         page_size: 0 for the default (100); at most 1000 are returned.
         page_token: a token this query's previous page returned.
-        order_by: ``display_name, create_time desc`` (``filters.compile_order``).
+        order_by: ``display_name, create_time desc`` (``listing.compile_order``).
         read_mask: the fields to return (``displayName,labels``); "" for all.
     """
 
@@ -229,7 +229,7 @@ def page(
     except filters.FilterError as err:
         raise ApiError("INVALID_ARGUMENT", f"filter: {err}", "filter") from None
     try:
-        order = filters.compile_order(query.order_by)
+        order = listing.compile_order(query.order_by)
     except filters.FilterError as err:
         raise ApiError("INVALID_ARGUMENT", f"orderBy: {err}", "order_by") from None
     if query.page_size < 0:
@@ -237,7 +237,7 @@ def page(
             "INVALID_ARGUMENT", f"pageSize is {query.page_size}; it must be >= 0", "page_size"
         )
     try:
-        mask = filters.field_mask(query.read_mask, message.DESCRIPTOR)
+        mask = listing.field_mask(query.read_mask, message.DESCRIPTOR)
     except filters.FilterError as err:
         raise ApiError("INVALID_ARGUMENT", f"readMask: {err}", "read_mask") from None
     matching = [
@@ -253,12 +253,12 @@ def page(
             )
         )
     ]
-    matching = filters.sort_by(matching, order)
+    matching = listing.sort_by(matching, order)
     offset = tokens.read(query.page_token, query_key) if query.page_token else 0
     size = min(query.page_size or 100, 1000)
     more = offset + size < len(matching)
     token = tokens.issue(offset + size, query_key) if more else ""
-    return [filters.masked(pb, mask) for pb in matching[offset : offset + size]], token
+    return [listing.masked(pb, mask) for pb in matching[offset : offset + size]], token
 
 
 class Catalog:
