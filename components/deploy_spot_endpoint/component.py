@@ -62,13 +62,11 @@ def deploy_spot_endpoint(
     an outage until it does.
 
     Args:
+        endpoint: Output (see Returns).
+        vertex_model: Output (see Returns).
+        gcp_resources: Output (see Returns).
         project: Google Cloud project ID; default: the pipeline's (as GCPC's ModelUploadOp),
             ``local-project`` on the local emulator when nothing fills it in.
-        endpoint: Output. The endpoint (``google.VertexEndpoint``; metadata ``resourceName``,
-            ``deployedModelId``, ``spot``, ``machineType``, ``minReplicaCount``).
-        vertex_model: Output. The uploaded model (``google.VertexModel``, ``resourceName``
-            ``projects/P/locations/L/models/ID@1``), or ``uploaded_model`` when given.
-        gcp_resources: Output. The operations and the endpoint in GCPC's GcpResources JSON.
         model: The model directory (e.g. the launch step's ``model`` output, ``AIP_MODEL_DIR``):
             for a prebuilt image it holds exactly one of ``model.joblib`` or ``model.pkl``
             (XGBoost: also ``model.bst``).
@@ -109,7 +107,12 @@ def deploy_spot_endpoint(
             Vertex AI at least 5: each poll counts against the API quota.
 
     Returns:
-        The deployed model's ID (output ``Output``).
+        Output: The deployed model's ID.
+        endpoint: The endpoint (``google.VertexEndpoint``; metadata ``resourceName``,
+            ``deployedModelId``, ``spot``, ``machineType``, ``minReplicaCount``).
+        vertex_model: The uploaded model (``google.VertexModel``, ``resourceName``
+            ``projects/P/locations/L/models/ID@1``), or ``uploaded_model`` when given.
+        gcp_resources: The operations and the endpoint in GCPC's GcpResources JSON.
     """
     from kfp_spot.serving.entry import deploy_spot_endpoint as _run
 

@@ -27,14 +27,12 @@ def evaluate_checkpoint(
     ``evaluate(checkpoint_dir: str, params: dict) -> dict`` with a local copy of the step.
 
     Args:
+        metrics: Output (see Returns).
+        classification_metrics: Output (see Returns).
+        report: Output (see Returns).
         checkpoint: the checkpoint root (``<base>/checkpoints``) from launch_spot_job; metadata
             ``latest_step`` names the latest committed step.
         package: the training package from prepare_package (metadata ``package_uris``).
-        metrics: the metrics evaluate() returned, plus checkpoint_step,
-            checkpoint_manifest_sha256, checkpoint_uri and passed.
-        classification_metrics: the confusion matrix, when evaluate() returns
-            ``confusion_matrix`` (``{"labels": [...], "matrix": [[...]]}``).
-        report: a Markdown report: what was evaluated, metrics, thresholds, confusion matrix.
         entry_point: ``module:function`` in the package; empty: the one the package names in
             its pyproject.toml (``[tool.kfp-spot] evaluation-entry-point``, recorded by
             prepare_package), else ``trainer.evaluate:evaluate``.
@@ -51,8 +49,13 @@ def evaluate_checkpoint(
             a directory is an error that names the layout expected and what was found.
 
     Returns:
-        Whether every threshold held (True without thresholds): the single output ``Output``,
-        to gate on with ``dsl.If(task.outputs["Output"] == True)``.
+        Output: Whether every threshold held (True without thresholds), to gate on with
+            ``dsl.If(task.outputs["Output"] == True)``.
+        metrics: the metrics evaluate() returned, plus checkpoint_step,
+            checkpoint_manifest_sha256, checkpoint_uri and passed.
+        classification_metrics: the confusion matrix, when evaluate() returns
+            ``confusion_matrix`` (``{"labels": [...], "matrix": [[...]]}``).
+        report: a Markdown report: what was evaluated, metrics, thresholds, confusion matrix.
     """
     from kfp_spot.evaluation import component_entry
 

@@ -73,15 +73,10 @@ def launch_spot_job(
     so its cost is attributed to the run.
 
     Args:
-        checkpoint: Output. The job's checkpoint directory (``<base>/checkpoints``, the training
-            code's ``AIP_CHECKPOINT_DIR``); metadata ``latest_step`` (-1 when none) and
-            ``manifest_digest`` of the newest committed step.
-        model: Output. The job's model directory (``<base>/model``, ``AIP_MODEL_DIR``).
-        job_report: Output. Metrics: attempts, preemptions, resubmissions, billable_seconds,
-            work_lost_seconds, cost_spot_usd, cost_on_demand_usd, savings_usd, goodput; the full
-            per-attempt report is the artifact's file (JSON).
-        gcp_resources: Output. Every CustomJob the task created, oldest first, in GCPC's
-            GcpResources JSON (one resource per job; the last is the latest).
+        checkpoint: Output (see Returns).
+        model: Output (see Returns).
+        job_report: Output (see Returns).
+        gcp_resources: Output (see Returns).
         project: Google Cloud project the job runs in. Default: the pipeline's project.
         location: Vertex AI region the job runs in, e.g. ``europe-west4``. Default: the
             pipeline's region.
@@ -157,8 +152,20 @@ def launch_spot_job(
             Vertex AI). Against Vertex AI at least 5: each poll counts against the API quota.
 
     Returns:
-        The outcome (output ``Output``): ``SUCCEEDED``, or with ``fail_on_incomplete=False`` also
-        ``PREEMPTED_EXHAUSTED``, ``CAPACITY`` or ``TIMEOUT``.
+        Output: The outcome: ``SUCCEEDED``, or with ``fail_on_incomplete=False`` also
+            ``PREEMPTED_EXHAUSTED``, ``CAPACITY`` or ``TIMEOUT``; gate on it with ``dsl.If``.
+        checkpoint: The job's checkpoint directory (``<base>/checkpoints``, the training
+            code's ``AIP_CHECKPOINT_DIR``); metadata ``latest_step`` (-1 when none) and
+            ``manifest_digest`` of the newest committed step. Another launch's ``resume_from``,
+            evaluate_checkpoint's ``checkpoint``.
+        model: The job's model directory (``<base>/model``, ``AIP_MODEL_DIR``): promote_model's
+            and deploy_spot_endpoint's ``model``.
+        job_report: Metrics: attempts, preemptions, resubmissions, billable_seconds,
+            work_lost_seconds, cost_spot_usd, cost_on_demand_usd, savings_usd, goodput; the full
+            per-attempt report is the artifact's file (JSON).
+        gcp_resources: Every CustomJob the task created, oldest first, in GCPC's
+            GcpResources JSON (one resource per job; the last is the latest), as GCPC's
+            ``CustomTrainingJobOp`` outputs it.
     """
     from kfp_spot.jobs.entry import launch_spot_job as _run
 

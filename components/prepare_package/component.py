@@ -30,11 +30,10 @@ def prepare_package(
     staged next to it and appended to its package URIs, so the training VM can import it.
 
     Args:
+        package: Output (see Returns).
         source: a project directory (pyproject.toml, setup.py or setup.cfg), a bare package
             directory, a single ``.py`` script, or a ``.tar.gz``/``.zip`` source archive; local
             path or gs:// URI (the component must be able to read it).
-        package: the staged sdist. Metadata: name, version, sha256, python_module, size,
-            requirements, package_uris, cache_hit, wheel_uri, source_kind, kfp_spot_uri.
         staging_uri: staging root, gs:// on Vertex AI; empty stages next to this output.
         python_module: module the job runs with ``python -m``. Required for a bare package; for a
             script it names the module the script becomes; for a project the default is
@@ -53,8 +52,11 @@ def prepare_package(
             ``check_import`` checks against what it holds.
 
     Returns:
-        package_uris: the CustomJob's ``pythonPackageSpec.packageUris``: trainer first, then the
-        extra packages, then the kfp-spot-trainer wheel when added.
+        package: the staged sdist: launch_spot_job's and evaluate_checkpoint's ``package``.
+            Metadata: name, version, sha256, python_module, size, requirements, package_uris,
+            cache_hit, wheel_uri, source_kind, kfp_spot_uri.
+        package_uris: the CustomJob's ``pythonPackageSpec.packageUris``: trainer first, then
+            the extra packages, then the kfp-spot-trainer wheel when added.
     """
     from kfp_spot.packaging import component_entry
 

@@ -18,12 +18,15 @@ def promote_model(
     metrics), so a registry or a serving step downstream can trace what it deploys.
 
     Args:
+        promoted_model: Output (see Returns).
         model: the model written by the training job (``AIP_MODEL_DIR``).
         metrics: the evaluation metrics that passed the quality gate.
-        promoted_model: the published copy.
 
     Returns:
-        The URI of the promoted model.
+        Output: The URI of the promoted model (a ``dsl.importer``'s ``artifact_uri`` for GCPC's
+            ``ModelUploadOp``, which takes a ``google.UnmanagedContainerModel``).
+        promoted_model: the published copy (``system.Model``); metadata ``source`` and the
+            evaluation's metrics.
     """
     from kfp_spot.promotion import component_entry
 
