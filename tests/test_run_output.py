@@ -721,6 +721,55 @@ def test_a_kfp_local_run_is_split_into_task_logs_and_its_failure_is_shown(tmp_pa
     assert "KFP Executor" not in out + err  # the executor logs went to the files only
 
 
+def _side_by_side_pipeline():
+    """Iterations of a dsl.ParallelFor that run side by side and fail, each in its own words."""
+    from kfp import dsl
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def sweep_step(lr: str):
+        import time
+
+        print(f"training with lr={lr}")
+        time.sleep(2)  # both iterations run at once
+        raise ValueError(f"diverged at lr={lr}")
+
+    @dsl.pipeline(name="side-by-side")
+    def side_by_side():
+        with dsl.ParallelFor(["0.1", "0.01"]) as lr:
+            sweep_step(lr=lr)
+
+    return side_by_side
+
+
+def test_iterations_running_side_by_side_each_keep_their_log_and_their_error(tmp_path):
+    """Both iterations wrote into one `sweep-step.log` (kfp.local names them alike), indented
+    twice over by kfp.local's print patch: the failure shown was two lines of neither's error."""
+    from kfp import local
+
+    events: list[str] = []
+    local.init(
+        local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(tmp_path / "root"),
+        raise_on_error=False,
+    )
+    with LocalRunProgress(tmp_path / "logs", progress=events.append) as shown:
+        _side_by_side_pipeline()()
+        assert shown.report_failures()
+    started = sorted(re.sub(r"^\[\d+:\d\d\] ", "", e) for e in events if "started" in e)
+    assert started == ["sweep-step (2) started", "sweep-step started"]
+    logs = {
+        name: (tmp_path / "logs" / f"{name}.log").read_text()
+        for name in ("sweep-step", "sweep-step_2")
+    }
+    said = {name: re.findall(r"diverged at lr=([\d.]+)", text) for name, text in logs.items()}
+    assert sorted(sorted(set(v)) for v in said.values()) == [["0.01"], ["0.1"]], said
+    failures = [e for e in events if e.startswith("  | ValueError: diverged at lr=")]
+    assert sorted(failures) == [
+        "  | ValueError: diverged at lr=0.01",
+        "  | ValueError: diverged at lr=0.1",
+    ], events
+
+
 def _loop_item_in_a_list_pipeline():
     """A pipeline kfp.local cannot run (Vertex AI can): a loop item's field inside a list."""
     from kfp import dsl

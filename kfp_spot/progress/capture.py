@@ -33,11 +33,27 @@ from typing import TextIO
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 PIPELINE_LOG = "pipeline.log"
+KFP_INDENT = "    "  # how kfp.local indents what a task's process prints
 
 
 def strip_ansi(text: str) -> str:
     """``text`` without ANSI escape sequences (colours, cursor moves)."""
     return _ANSI.sub("", text)
+
+
+def concurrent_name(task: str, n: int) -> str:
+    """The name of the ``n``-th execution of ``task`` running at once (``launch-spot-job (2)``).
+
+    kfp.local runs a ``dsl.ParallelFor``'s iterations side by side, each task under its name in
+    the pipeline: each execution keeps a log and a line of its own.
+    """
+    return task if n < 2 else f"{task} ({n})"
+
+
+def base_name(name: str) -> str:
+    """kfp.local's name of a task, without :func:`concurrent_name`'s ``(n)``."""
+    head, _, tail = name.rpartition(" (")
+    return head if head and tail.endswith(")") and tail[:-1].isdigit() else name
 
 
 def task_log_name(task: str) -> str:
@@ -126,6 +142,7 @@ class OutputCapture:
         self._local = threading.local()
         self._pending: dict[int, str] = {}  # thread id -> its unfinished line
         self._tasks: dict[int, str] = {}  # thread id -> the task it runs
+        self._running: dict[int, str] = {}  # thread id -> the task it runs and has not ended
         self._files: dict[str, TextIO] = {}  # task -> its open log
         self._pipeline_file: TextIO | None = None
         self._saved_fds: dict[int, int] = {}
@@ -237,18 +254,49 @@ class OutputCapture:
 
     def begin_task(self, task: str) -> Path:
         """From now on this thread's lines also go to ``task``'s own log; returns its path."""
-        path = self.task_log(task)
+        return self.task_log(self.start_task(task))
+
+    def start_task(self, task: str) -> str:
+        """:meth:`begin_task`; returns the name the execution's log and lines go by.
+
+        ``task`` itself, unless another thread runs a task of that name now (iterations of a
+        ``dsl.ParallelFor`` side by side): then :func:`concurrent_name`'s next free one.
+        """
+        thread = threading.get_ident()
         with self._lock:
-            if task not in self._files and self._pipeline_file is not None:
+            taken = {name for t, name in self._running.items() if t != thread}
+            name = next(
+                concurrent_name(task, n)
+                for n in range(1, len(taken) + 2)
+                if concurrent_name(task, n) not in taken
+            )
+            if name not in self._files and self._pipeline_file is not None:
                 # kept open for the whole capture; closed in _restore
-                self._files[task] = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
-            self._tasks[threading.get_ident()] = task
-        return path
+                path = self.task_log(name)
+                self._files[name] = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+            self._tasks[thread] = self._running[thread] = name
+        return name
+
+    def finish_task(self, task: str) -> str:
+        """This thread's ``task`` has ended; returns the name :meth:`start_task` gave it.
+
+        Its lines still go to its log until the thread begins another (kfp.local's record of
+        its end comes after). ``task`` itself when this thread does not run it (kfp.local says
+        a loop iteration failed from the loop's thread).
+        """
+        thread = threading.get_ident()
+        with self._lock:
+            name = self._running.get(thread, "")
+            if base_name(name) != task:
+                return task
+            del self._running[thread]
+        return name
 
     def end_task(self) -> None:
         """This thread's lines go to ``pipeline.log`` only again."""
         with self._lock:
             self._tasks.pop(threading.get_ident(), None)
+            self._running.pop(threading.get_ident(), None)
 
     def task_log(self, task: str) -> Path:
         """Where ``task``'s own log is (or will be)."""
@@ -258,7 +306,13 @@ class OutputCapture:
         """Log ``text`` written by this thread, a line at a time."""
         thread = threading.get_ident()
         with self._lock:
-            text = self._pending.pop(thread, "") + text
+            pending = self._pending.pop(thread, "")
+            if text and not text.strip(" ") and not pending.strip(" "):
+                # kfp.local's indentation of a task's line, written on its own; nested when
+                # tasks run side by side (its print patch wraps another's): indented once.
+                self._pending[thread] = KFP_INDENT
+                return
+            text = pending + text
             body, newline, rest = text.rpartition("\n")
             if rest:
                 self._pending[thread] = rest

@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -158,8 +159,11 @@ class LocalRunProgress:
 
     def _on_task_event(self, event: TaskEvent) -> None:
         log = None
-        if event.kind == "started":
-            log = self.capture.begin_task(event.name)
+        if event.kind == "started":  # named apart from a same-named task running beside it
+            event = replace(event, name=self.capture.start_task(event.name))
+            log = self.capture.task_log(event.name)
+        elif event.kind in ("finished", "errored"):
+            event = replace(event, name=self.capture.finish_task(event.name))
         elif event.kind == "pipeline_finished":
             self.capture.end_task()
         self.monitor.on_task_event(event, log)

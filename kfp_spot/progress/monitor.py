@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kfp_spot.progress.capture import base_name
 from kfp_spot.progress.console import clock
 from kfp_spot.progress.kfplocal import TaskEvent, errored_hint
 from kfp_spot.progress.taskoutput import (
@@ -262,8 +263,8 @@ class RunMonitor:
                 continue
             for text in task_warnings(task.log.read_text(encoding="utf-8", errors="replace")):
                 names = found.setdefault(text, [])
-                if task.name not in names:
-                    names.append(task.name)
+                if base_name(task.name) not in names:  # a loop's iterations: its task once
+                    names.append(base_name(task.name))
         return [(text, tuple(names)) for text, names in found.items()]
 
     # jobs -------------------------------------------------------------------------------------
