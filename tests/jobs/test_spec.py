@@ -198,7 +198,10 @@ _PLAIN_MACHINES = sorted(
 @given(
     machine=st.sampled_from(_PLAIN_MACHINES),
     replicas=st.integers(1, 16),
-    args=st.lists(st.text(st.characters(exclude_characters="\x00"), max_size=12), max_size=4),
+    args=st.lists(
+        st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12),
+        max_size=4,
+    ),
     env=st.dictionaries(
         st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), _ENV_VALUE, max_size=3
     ),
