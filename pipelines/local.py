@@ -63,6 +63,7 @@ from kfp_spot.pipelines.local_result import (
     evaluated_metrics,
     evaluations_in,
     gate_thresholds,
+    launches_in,
     metrics_output,
     summarize,
     warning_lines,
@@ -322,6 +323,7 @@ def run(
         job_names=jobs,
         regions=_region_names(arguments.get("regions")),
         job_regions={name: region_of_job(name) for name in jobs if region_of_job(name)},
+        job_launches=launches_in(run_dir / "pipeline_root"),
         ledger=ledger,
         attempt_records=[r.to_json() for r in records],
         preemptions=None,  # set by account()

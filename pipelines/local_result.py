@@ -34,7 +34,8 @@ class LocalRunResult:
     deployed to (each with its ``endpoint``), ``serving_summary`` their accounting summary.
     ``thresholds`` are the quality gate's (the pipeline's ``thresholds`` argument or default).
     ``regions`` is the order of regions the run was given (empty: none), ``job_regions`` each
-    CustomJob's region, ``region_summary`` attempts and costs per region and the failovers.
+    CustomJob's region, ``job_launches`` the launch task that submitted it (:func:`launches_in`),
+    ``region_summary`` attempts and costs per region and each launch's failovers.
     A run that launched no CustomJob trained nothing: ``checkpoint_uri`` is empty (no checkpoint
     root, attempt records or model of its own), ``preemptions`` None, and
     ``evaluated_checkpoint`` names the checkpoint it evaluated (``uri``, ``step``; None when it
@@ -63,6 +64,7 @@ class LocalRunResult:
     finished: float = 0.0
     regions: list[str] = field(default_factory=list)
     job_regions: dict[str, str] = field(default_factory=dict)
+    job_launches: dict[str, str] = field(default_factory=dict)
     evaluated_checkpoint: dict[str, Any] | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)
@@ -119,6 +121,26 @@ def _outcome(value: object) -> Outcome | None:
 def _gate(value: object) -> bool | None:
     """The quality gate's verdict from the pipeline's outputs; None when it was not evaluated."""
     return value if isinstance(value, bool) else None
+
+
+def launches_in(pipeline_root: Path) -> dict[str, str]:
+    """Each CustomJob the run's launch tasks submitted -> the task (its path under the root).
+
+    Read from every task's ``gcp_resources`` output that lists CustomJobs (a deploy's lists
+    other resources): a pipeline's launches side by side (a ``dsl.ParallelFor`` over regions)
+    are told apart from one launch's failover.
+    """
+    from kfp_spot.jobs.gcp_resources import GcpResourcesError, read_job_names
+
+    found: dict[str, str] = {}
+    for path in sorted(pipeline_root.glob("**/gcp_resources")):
+        try:
+            names = read_job_names(str(path))
+        except (GcpResourcesError, OSError):
+            continue
+        task = str(path.parent.relative_to(pipeline_root))
+        found.update({name: task for name in names})
+    return found
 
 
 def evaluations_in(pipeline_root: Path) -> list[dict[str, Any]]:
@@ -220,7 +242,7 @@ def _region_lines(result: LocalRunResult) -> list[str]:
     lines = [f"regions:            {', '.join(used) or '-'}"]
     lines += [f"failover:           {f.describe()}" for f in regions.failovers]
     if not regions.failovers:
-        lines.append("failover:           none (every job ran in the home region)")
+        lines.append(f"failover:           none ({regions.no_failover})")
     baseline = accounting.usd(regions.home_on_demand_usd)
     lines.append(f"home on demand:     {baseline} (the whole run on demand in {regions.home})")
     return lines

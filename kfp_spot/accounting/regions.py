@@ -7,7 +7,9 @@ report and ``kfp-spot run``'s printout. Definitions (also in docs/reports.md):
   the launcher's record of where it submitted the job);
 - the **home region** is the first region of the launch's order (where it starts, and where a
   launch without failover runs);
-- a **failover** is a CustomJob submitted in another region than the one before it;
+- a **failover** is a CustomJob submitted in another region than the one before it, of the same
+  launch where the launches are known (a pipeline's launches side by side in several regions,
+  a ``dsl.ParallelFor`` over regions, are no failover: each launch starts in its own region);
 - the **home baseline** is the whole run's billable time at on-demand prices in the home region:
   what the same work would have cost without Spot and without leaving home;
 - a **checkpoint copy** (the launcher copies the newest checkpoint into the next region's bucket
@@ -178,6 +180,13 @@ class RegionSummary:
         return len(self.regions)
 
     @property
+    def no_failover(self) -> str:
+        """What a summary without failovers says instead, in the reports' words."""
+        if self.regions_used < 2:
+            return "every job ran in the home region"
+        return "each launch ran in its own region"  # a pipeline's launches, side by side
+
+    @property
     def copy_usd(self) -> float | None:
         """Σ checkpoint copy costs; None when a copy's route has no price."""
         costs = [c.usd for c in self.copies]
@@ -216,6 +225,7 @@ def summarize_regions(
     home: str = "",
     copied_bytes: Mapping[str, int] | None = None,
     copied_home_bytes: int = 0,
+    launches: Mapping[str, str] | None = None,
 ) -> RegionSummary:
     """Attempts, costs and failovers per region (the definitions are in the module doc).
 
@@ -226,6 +236,8 @@ def summarize_regions(
         home: the first region of the launch's order (default: the first job's region).
         copied_bytes: bytes of checkpoint copied into a job's region before it ran, by job.
         copied_home_bytes: bytes copied from the last job's region back home at the end.
+        launches: the launch (any name: its task's) that submitted each job; none: every job
+            is the one launch's.
     """
     jobs = list(dict.fromkeys([*job_names, *(a.job_name for a in attempts)]))
     where = {j: (job_regions or {}).get(j) or region_of_job(j) for j in jobs}
@@ -245,8 +257,13 @@ def summarize_regions(
         for region, rows in regions.items()
     )
     failovers, copies, previous = [], [], home
+    last: dict[str, str] = {}  # each launch's region so far
     for job in jobs:
         region = where[job] or home
+        launch = (launches or {}).get(job)
+        if launch is not None:  # a launch's first job runs in its own first region
+            previous = last.setdefault(launch, region)
+            last[launch] = region
         moved = (copied_bytes or {}).get(job, 0)
         if moved and region != previous:
             copies.append(Copy(previous, region, int(moved)))

@@ -80,6 +80,8 @@ class RunData:
             which survives retention deleting a step).
         serving: the serving replica lives of the run's endpoints (``run.json``'s ``serving``).
         job_regions: each CustomJob's region (``run.json``'s ``job_regions``; else its name's).
+        job_launches: the launch task that submitted each CustomJob (``run.json``'s
+            ``job_launches``): a failover is a move of one launch's jobs, not of several launches.
         regions: the order of regions the launch was given (``run.json``'s ``regions``; the first
             is the home region), empty when it was given none.
         evaluated: what a run that launched no CustomJob evaluated (:func:`evaluated_text`).
@@ -101,6 +103,7 @@ class RunData:
     passed: bool | None = None  # the quality gate, when the run had one
     serving: list[ReplicaLife] = field(default_factory=list)
     job_regions: dict[str, str] = field(default_factory=dict)
+    job_launches: dict[str, str] = field(default_factory=dict)
     regions: list[str] = field(default_factory=list)
     evaluated: str = ""
     evaluations: list[Evaluation] = field(default_factory=list)
@@ -131,6 +134,7 @@ class RunData:
             job_names=self.job_names,
             job_regions=self.job_regions,
             home=self.regions[0] if self.regions else "",
+            launches=self.job_launches or None,
         )
 
     def account_serving(self) -> accounting.ServingSummary | None:
@@ -346,6 +350,11 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         isinstance(v, str) for v in job_regions.values()
     ):
         raise ReportError(f"{RUN_FILE}: 'job_regions' must map job names to regions")
+    job_launches = doc.get("job_launches") or {}
+    if not isinstance(job_launches, dict) or not all(
+        isinstance(v, str) for v in job_launches.values()
+    ):
+        raise ReportError(f"{RUN_FILE}: 'job_launches' must map job names to launch tasks")
     regions = doc.get("regions") or []
     if not isinstance(regions, list) or not all(isinstance(r, str) for r in regions):
         raise ReportError(f"{RUN_FILE}: 'regions' must be a list of regions")
@@ -371,6 +380,7 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         ),
         serving=serving,
         job_regions=dict(job_regions),
+        job_launches=dict(job_launches),
         regions=list(regions),
         evaluated=evaluated_text(doc),
         evaluations=evaluations_of(doc),

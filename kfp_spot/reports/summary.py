@@ -191,7 +191,7 @@ def _region_lines(regions: RegionSummary, given: bool) -> list[str]:
         + (
             "Failover: " + "; ".join(_cell(f.describe()) for f in regions.failovers) + "."
             if regions.failovers
-            else "No failover: every job ran in the home region."
+            else f"No failover: {regions.no_failover}."
         ),
         "",
         "| Region | Jobs | Attempts | Billable | Cost | On-demand cost |",

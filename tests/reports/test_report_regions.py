@@ -65,3 +65,19 @@ def test_timeline_labels_each_lane_with_its_region_and_marks_the_failover(tmp_pa
 def test_a_run_in_one_region_has_no_regions_section(tmp_path):
     build_run(tmp_path, [Attempt(0.0, 50.0, [0.5], "SUCCEEDED", 0.5, 3.0)])
     assert "## Regions" not in write_report(tmp_path).markdown.read_text()
+
+
+def test_launches_side_by_side_in_two_regions_are_no_failover(tmp_path):
+    """A team's dsl.ParallelFor over regions: two launches, one job each. The run said
+    `failover: us-central1 → europe-west4` (its jobs in order, as if one launch had moved)."""
+    doc = failed_over_run(tmp_path)
+    doc["job_launches"] = {US: "for-loop-1-iteration-0/launch", EU: "for-loop-1-iteration-1/launch"}
+    del doc["regions"]  # the sweep's regions are its items, not a launch's order
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    text = write_report(tmp_path).markdown.read_text()
+    assert "No failover: each launch ran in its own region." in text
+    assert "Failover:" not in text
+    one_launch = dict.fromkeys([US, EU], "launch")  # the same two jobs from one launch moved
+    doc["job_launches"] = one_launch
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    assert "Failover: us-central1 → europe-west4" in write_report(tmp_path).markdown.read_text()
