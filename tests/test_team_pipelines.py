@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from kfp import components, dsl
+from kfp.dsl import Artifact
 
 from kfp_spot.pipelines import local_arguments
 
@@ -270,9 +271,12 @@ def test_the_summary_names_the_bounds_of_a_gate_the_team_wrote_into_its_evaluati
         @dsl.pipeline
         def pipeline(min_f1: dict = {"f1": ">=0.8"}):  # noqa: B006 (a KFP default)
             train = LaunchSpotJobOp(container_image_uri=IMAGE)
+            package = dsl.importer(
+                artifact_uri="gs://team-bucket/t.tar.gz", artifact_class=Artifact
+            )
             EvaluateCheckpointOp(
                 checkpoint=train.outputs["checkpoint"],
-                package=train.outputs["model"],
+                package=package.output,
                 thresholds=min_f1 if gate is None else gate,
             )
 
@@ -324,3 +328,223 @@ def test_a_local_run_keeps_the_region_and_project_the_team_pipeline_defaults_to(
 
     filled = local_arguments.run_arguments(left_open, {}, tmp_path, "http://e")
     assert (filled["project"], filled["location"]) == ("local-project", "us-central1")
+
+
+def _team_sweep():
+    """A team's sweep over regions of its own name, the vendored launch beside GCPC's op."""
+    from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
+
+    @dsl.pipeline(name="team-sweep", pipeline_root="gs://team-bucket/root")
+    def team(gcp_project: str, spot_regions: list = ["us-central1"]):  # noqa: B006
+        train = VENDORED["launch_spot_job"](
+            project=gcp_project,
+            container_image_uri=IMAGE,
+            regions=spot_regions,
+            base_output_directory="gs://team-bucket/out",
+        ).set_caching_options(False)
+        with dsl.If(train.outputs["Output"] != "SUCCEEDED"):
+            CustomTrainingJobOp(
+                project=gcp_project,
+                display_name="on-demand",
+                worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}}],
+            )
+
+    return team
+
+
+def test_the_python_submission_checks_the_teams_tasks_as_kfp_spot_submit_does(no_google_login):
+    """`kfp_spot.vertex.pipeline_job.dry_run` sent a launch's misspelt region list on; only the
+    command line checked each task. `kfp_spot.pipelines.vertex` is the Python `kfp-spot submit`."""
+    from kfp_spot.pipelines import vertex
+
+    where = {"project": "team-proj-1", "check_images": False, "warn": None}
+    given = {"gcp_project": "team-proj-1", "spot_regions": ["us-central1", "us-central1"]}
+    with pytest.raises(vertex.SubmissionError) as info:
+        vertex.dry_run(_team_sweep(), **where, parameter_values=given)
+    assert str(info.value) == (
+        "task 'launch-spot-job': launch_spot_job input 'regions' (from --param spot_regions): "
+        "names us-central1 more than once; list each region once"
+    )
+    with pytest.raises(vertex.SubmissionError, match="spot_regions"):  # before any sign-in
+        vertex.submit(_team_sweep(), **where, parameter_values=given)
+
+
+def test_the_python_submission_compiles_a_pipeline_function_and_hands_over_its_warnings(
+    no_google_login,
+):
+    from kfp_spot.pipelines import vertex
+
+    warnings: list[str] = []
+    request = vertex.dry_run(
+        _team_sweep(),
+        project="team-proj-1",
+        parameter_values={"spot_regions": ["europe-west4", "us-central1"]},
+        check_images=False,
+        warn=warnings.append,
+    )
+    # The template's own root; the region is the default's, the submission's project is the
+    # PipelineJob's, and gcp_project, a required parameter of another name, is named.
+    assert request["body"]["runtimeConfig"]["gcsOutputDirectory"] == "gs://team-bucket/root"
+    assert request["url"].startswith(
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/team-proj-1/locations/"
+    )
+    assert request["body"]["pipelineSpec"]["taskCaching"]["launch-spot-job"] is False
+    assert any("needs gcp_project" in w for w in warnings), warnings
+    with pytest.raises(vertex.SubmissionError, match="neither a compiled template's path"):
+        vertex.dry_run(_team_sweep, project="team-proj-1")  # not the pipeline it makes
+
+
+@dsl.component(base_image="python:3.11")
+def team_step(model: dsl.Input[dsl.Model], out: dsl.Output[dsl.Artifact]):
+    """A component of the team's own: what it makes of its input is not kfp-spot's to judge."""
+
+
+def _wired(pipeline):
+    """The refusals of a submission and of a local run, each a list of lines (empty: none)."""
+    from kfp_spot.jobs.template import TemplateTaskError
+    from kfp_spot.pipelines import vertex
+
+    refused = []
+    try:
+        vertex.dry_run(pipeline, project="team-proj-1", check_images=False, warn=None)
+        refused.append([])
+    except vertex.SubmissionError as exc:
+        refused.append(str(exc).splitlines())
+    try:
+        local_arguments.check_tasks(pipeline, {"api_endpoint": "http://127.0.0.1:8080"})
+        refused.append([])
+    except (local_arguments.LocalRunError, TemplateTaskError) as exc:
+        refused.append(str(exc).splitlines())
+    return refused
+
+
+def test_a_kfp_spot_output_wired_to_the_wrong_kfp_spot_input_is_refused_before_the_run():
+    """KFP passes any artifact to an Input[Artifact]: `checkpoint=train.outputs["model"]`
+    compiled, was submitted and failed in the evaluation, after the training it waited for."""
+
+    @dsl.pipeline(name="team-wiring", pipeline_root="gs://team-bucket/root")
+    def team(api_endpoint: str = ""):
+        package = VENDORED["prepare_package"](source="gs://team-bucket/src/t.tar.gz")
+        first = VENDORED["launch_spot_job"](
+            package=package.outputs["package"], api_endpoint=api_endpoint
+        ).set_caching_options(False)
+        with dsl.If(first.outputs["Output"] == "SUCCEEDED"):
+            VENDORED["launch_spot_job"](
+                package=package.outputs["package"],
+                resume_from=first.outputs["model"],
+                api_endpoint=api_endpoint,
+            ).set_caching_options(False)
+            VENDORED["evaluate_checkpoint"](
+                checkpoint=first.outputs["job_report"], package=package.outputs["package"]
+            )
+            VENDORED["evaluate_checkpoint"](  # as it is: the checkpoint, never the package
+                checkpoint=first.outputs["checkpoint"],
+                package=first.outputs["model"],
+                allow_foreign_layout=True,
+            )
+
+    submitted, local = _wired(team)  # each task a line, in the order of the spec's maps
+    assert sorted(submitted) == sorted(local), (submitted, local)
+    assert sorted(local) == [
+        "task 'condition-1/evaluate-checkpoint': evaluate_checkpoint input 'checkpoint': is "
+        "the 'job_report' output of task 'launch-spot-job' (launch_spot_job), the job's report "
+        "(Metrics); give it that task's 'checkpoint' output (.outputs['checkpoint'])",
+        "task 'condition-1/evaluate-checkpoint-2': evaluate_checkpoint input 'package': is the "
+        "'model' output of task 'launch-spot-job' (launch_spot_job), the job's model directory "
+        "(AIP_MODEL_DIR); give it the 'package' output of a prepare_package task "
+        "(.outputs['package'])",
+        "task 'condition-1/launch-spot-job-2': launch_spot_job input 'resume_from': is the "
+        "'model' output of task 'launch-spot-job' (launch_spot_job), the job's model directory "
+        "(AIP_MODEL_DIR); give it that task's 'checkpoint' output (.outputs['checkpoint'])",
+    ]
+
+
+def test_outputs_wired_as_meant_in_loops_and_conditions_pass():
+    """The launch's checkpoint into a second launch and the evaluation through a dsl.If in a
+    dsl.ParallelFor; the model directory evaluated as it is; a team's own step in between."""
+
+    @dsl.pipeline(name="team-wiring", pipeline_root="gs://team-bucket/root")
+    def team(api_endpoint: str = ""):
+        package = VENDORED["prepare_package"](source="gs://team-bucket/src/t.tar.gz")
+        with dsl.ParallelFor(["0.1", "0.01"]) as lr:
+            first = VENDORED["launch_spot_job"](
+                package=package.outputs["package"], args=["--lr", lr], api_endpoint=api_endpoint
+            ).set_caching_options(False)
+            with dsl.If(first.outputs["Output"] == "SUCCEEDED"):
+                second = VENDORED["launch_spot_job"](
+                    package=package.outputs["package"],
+                    resume_from=first.outputs["checkpoint"],
+                    api_endpoint=api_endpoint,
+                ).set_caching_options(False)
+                VENDORED["evaluate_checkpoint"](
+                    checkpoint=second.outputs["checkpoint"], package=package.outputs["package"]
+                )
+                VENDORED["evaluate_checkpoint"](
+                    checkpoint=second.outputs["model"],
+                    package=package.outputs["package"],
+                    allow_foreign_layout=True,
+                )
+                own = team_step(model=second.outputs["model"])
+                VENDORED["evaluate_checkpoint"](
+                    checkpoint=own.outputs["out"], package=package.outputs["package"]
+                )
+
+    assert _wired(team) == [[], []]
+
+
+def test_the_run_tells_each_launch_of_a_sweep_by_the_jobs_its_task_lists(tmp_path):
+    """Read from each task's gcp_resources: a launch's jobs (a failover's too) are its own;
+    a deploy's, listing other resources, and a file being written are passed over."""
+    from kfp_spot.jobs import gcp_resources
+    from kfp_spot.pipelines.local_result import launches_in
+
+    def job(region, n):
+        return f"projects/1/locations/{region}/customJobs/{n}"
+
+    def uri(name):
+        return f"https://us-central1-aiplatform.googleapis.com/v1/{name}"
+
+    root = tmp_path / "pipeline_root"
+    for task, names in {
+        "run/for-loop-1-iteration-0/launch-spot-job": [job("us-central1", 1)],
+        "run/for-loop-1-iteration-1/launch-spot-job": [job("us-east1", 2), job("us-west1", 3)],
+    }.items():
+        (root / task).mkdir(parents=True)
+        gcp_resources.write(str(root / task / "gcp_resources"), [uri(n) for n in names])
+    (root / "run/deploy-spot-endpoint").mkdir(parents=True)
+    (root / "run/deploy-spot-endpoint/gcp_resources").write_text(
+        '{"resources": [{"resourceType": "VertexEndpoint", "resourceUri": "x"}]}'
+    )
+    (root / "run/launch-spot-job").mkdir(parents=True)
+    (root / "run/launch-spot-job/gcp_resources").write_text("")
+    assert launches_in(root) == {
+        job("us-central1", 1): "run/for-loop-1-iteration-0/launch-spot-job",
+        job("us-east1", 2): "run/for-loop-1-iteration-1/launch-spot-job",
+        job("us-west1", 3): "run/for-loop-1-iteration-1/launch-spot-job",
+    }
+
+
+def test_a_sweep_given_no_items_is_said_to_launch_nothing(no_google_login):
+    """`--param spot_regions='[]'` for a dsl.ParallelFor over regions: the submission said the
+    launch was "not checked before the run: ... known only at run time"; it never runs."""
+    from kfp_spot.pipelines import vertex
+
+    @dsl.pipeline(name="team-regions", pipeline_root="gs://team-bucket/root")
+    def team(spot_regions: list = ["us-central1"]):  # noqa: B006
+        with dsl.ParallelFor(spot_regions) as region:
+            VENDORED["launch_spot_job"](
+                container_image_uri=IMAGE, location=region
+            ).set_caching_options(False)
+
+    warnings: list[str] = []
+    where = {"project": "team-proj-1", "check_images": False, "warn": warnings.append}
+    vertex.dry_run(team, **where, parameter_values={"spot_regions": []})
+    [warning] = warnings
+    loop = warning.split("'")[1].split("/")[0]  # KFP's name of the loop: for-loop-N
+    assert warning == (
+        f"task '{loop}/launch-spot-job' (launch_spot_job) runs in no iteration: the items of "
+        f"its dsl.ParallelFor '{loop}' are an empty list"
+    )
+    warnings.clear()
+    vertex.dry_run(team, **where, parameter_values={"spot_regions": ["europe-west4"]})
+    assert not [w for w in warnings if "iteration" in w or "not checked" in w], warnings

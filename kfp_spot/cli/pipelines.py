@@ -11,8 +11,6 @@ import click
 from kfp_spot.cli.pairs import GivenPath, TemplateFile, endpoint_option, parse_pairs, regions_option
 from kfp_spot.pipelines.local_drill import GRACE_PERIOD, PREEMPTIONS
 
-DEFAULT_LOCATION = "us-central1"  # a submission's region without --location or a template's
-
 
 def _vertex_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say where and how a pipeline runs on Vertex AI Pipelines."""
@@ -267,9 +265,8 @@ def _submit_to_vertex(
     import json
 
     from kfp_spot.image import ImageRecordsError, UnpublishedImageError
-    from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
-    from kfp_spot.pipelines import catalog, local
-    from kfp_spot.vertex import pipeline_context, pipeline_job
+    from kfp_spot.pipelines import catalog, local, vertex
+    from kfp_spot.vertex import pipeline_job
 
     if not project:
         raise click.UsageError("submitting to Vertex AI needs --project PROJECT_ID")
@@ -281,54 +278,32 @@ def _submit_to_vertex(
         )
     template = template or catalog.pipeline_path("spot_training")
     try:
-        pipeline = local.load(template)  # once: the parameters and the default gate read it
+        pipeline = local.load(template)  # the template checked, the --params read by its types
         values = local.parse_arguments(pipeline, parse_pairs(params, "--param"))
     except local.LocalRunError as exc:
         raise click.UsageError(str(exc)) from None
-    if not location:  # the template's own region (its default, or --param), else ours
-        spec = pipeline_job.read_template(template)
-        location = pipeline_context.template_location(
-            pipeline_job.template_parameters(spec), values
-        )
-        location = location or DEFAULT_LOCATION
     if regions is not None:
         values["regions"] = regions
     arguments: dict[str, Any] = {
         "project": project,
         "location": location,
+        "parameter_values": values,
         "pipeline_root": pipeline_root,
         "service_account": service_account,
         "enable_caching": enable_caching,
         "labels": parse_pairs(labels, "--label"),
+        "api_endpoint": api_endpoint,
+        "check_images": not skip_image_check,
+        "warn": lambda text: click.echo(f"kfp-spot: warning: {text}", err=True),
     }
     try:
-        arguments["parameter_values"] = values
-        submission = pipeline_job.prepare_submission(template, **arguments, complete=not dry_run)
-        pipeline_job.check_submission_images(submission, enabled=not skip_image_check)
-        launch_warnings = check_template_launches(
-            pipeline_job.read_template(template),
-            project=project,
-            location=location,
-            arguments=submission.parameter_values,
-            enable_caching=enable_caching,
-        )
-        warnings = [*submission.warnings, *launch_warnings]
-        for warning in [*warnings, *_default_gate_warning(pipeline, values)]:
-            click.echo(f"kfp-spot: warning: {warning}", err=True)
         if dry_run:
-            request = pipeline_job.dry_run(
-                submission, api_endpoint=api_endpoint, check_images=False
-            )
+            request = vertex.dry_run(template, **arguments)
             click.echo(json.dumps(request, indent=2, sort_keys=True))
             click.echo("kfp-spot: dry run: nothing was sent", err=True)
             return
-        name = pipeline_job.submit_pipeline(
-            template,
-            **arguments,
-            api_endpoint=api_endpoint,
-            check_images=False,  # checked above
-        )
-    except (pipeline_job.SubmissionError, TemplateTaskError) as exc:
+        name = vertex.submit(template, **arguments)
+    except pipeline_job.SubmissionError as exc:
         raise click.UsageError(str(exc)) from exc
     except (
         UnpublishedImageError,
@@ -338,27 +313,6 @@ def _submit_to_vertex(
     ) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(name)
-
-
-def _default_gate_warning(pipeline: Any, values: dict[str, Any]) -> list[str]:
-    """A warning when ``thresholds`` is left at the (loaded) template's non-empty default.
-
-    spot_training's default gate is the bundled example's (``accuracy``); another package's
-    evaluate() may not return that metric, and the evaluation then fails after the training.
-    """
-    import json
-
-    declared = pipeline.component_spec.inputs.get("thresholds")
-    default = getattr(declared, "default", None)
-    if "thresholds" in values or not isinstance(default, dict) or not default:
-        return []
-    gate = json.dumps(default, sort_keys=True)
-    return [
-        f"thresholds: left at the template's default {gate}: an "
-        f"evaluate() that returns no {', '.join(sorted(default))} fails the evaluation after "
-        f'the training; set --param thresholds=\'{{"METRIC": ">=BOUND"}}\' on a metric '
-        "yours returns ('{}' for no gate)"
-    ]
 
 
 @click.command(name="compile")

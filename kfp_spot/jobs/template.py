@@ -31,6 +31,8 @@ under the run's root, ``uploaded_model`` and ``target_endpoint`` as resource nam
 prepare_package task's ``source`` and ``staging_uri`` must be Cloud Storage (``gs://`` or
 ``/gcs/``): its container cannot read the submitting machine's paths; an empty ``source`` is
 refused (an empty ``staging_uri`` means next to the outputs). Both are in ``template_steps``.
+An artifact input given another kfp-spot task's output that is not the one it takes (a launch's
+``model`` as an evaluation's ``checkpoint``) is refused too (``template_wiring``).
 """
 
 from __future__ import annotations
@@ -62,10 +64,10 @@ from kfp_spot.jobs.template_walk import (
     LAUNCH_CALL,
     PREPARE_CALL,
     TemplateTask,
-    cached_task_warning,
     template_tasks,
 )
-from kfp_spot.jobs.template_warnings import task_setting_warnings
+from kfp_spot.jobs.template_warnings import cached_task_warning, task_setting_warnings
+from kfp_spot.jobs.template_wiring import check_artifact_sources
 from kfp_spot.vertex import pipeline_context
 from kfp_spot.vertex.values import InvalidFieldError
 
@@ -279,6 +281,7 @@ def _submission_task(task: TemplateTask, *, project: str, location: str) -> list
         TemplateTaskError: the task (or an iteration of its loop) would be refused.
     """
     warnings: list[str] = []
+    check_artifact_sources(task)
     if task.call in (EVALUATE_CALL, LAUNCH_CALL):
         check_imported_checkpoint(task, local=False)
         check_imported_package(task)
@@ -294,6 +297,12 @@ def _submission_task(task: TemplateTask, *, project: str, location: str) -> list
     if task.call == LAUNCH_CALL:
         check_loop_output_directory(task)
     checked = task.iterations() if task.unknown else [task]  # in a loop: each iteration
+    if task.no_items:  # a dsl.ParallelFor over an empty list (a parameter given [])
+        warnings.append(
+            f"task {task.path!r} ({kind}) runs in no iteration: the items of its dsl.ParallelFor "
+            f"{task.loop!r} are an empty list"
+        )
+        return warnings
     if checked is None:
         warnings.append(
             f"task {task.path!r} ({kind}) not checked before the run: "
@@ -377,6 +386,7 @@ def _local_task(task: TemplateTask) -> None:
     if task.call == PREPARE_CALL:
         check_staging_input(task)  # a local run reads local paths: no more than that
         return
+    check_artifact_sources(task)
     if task.call in (EVALUATE_CALL, LAUNCH_CALL):
         check_imported_checkpoint(task, local=True)
     if task.call == LAUNCH_CALL:

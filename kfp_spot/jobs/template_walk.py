@@ -30,6 +30,10 @@ COMPONENT_OF = {
     PREPARE_CALL: "prepare_package",
 }
 
+# The components whose outputs a task's artifact input is checked against (PROMOTE: a source only).
+PROMOTE_CALL = "from kfp_spot.promotion import component_entry"
+MADE_BY = {**COMPONENT_OF, PROMOTE_CALL: "promote_model"}
+
 UNKNOWN = object()  # a value known only at run time
 CHANNEL_PREFIX = "pipelinechannel--"  # KFP's name for a task input a channel is passed through
 
@@ -42,6 +46,15 @@ class ImporterInput:
     parameter: str  # the pipeline parameter that URI is passed down from, or ""
     reimport: bool  # a new artifact each run (else the same one, by its URI)
     metadata_keys: frozenset[str] = frozenset()  # the keys of the metadata it gives the artifact
+
+
+@dataclass(frozen=True)
+class ArtifactSource:
+    """Another task's output a task's artifact input is given (through sub-DAGs too)."""
+
+    task: str  # the producing task's name, in its DAG
+    component: str  # its kfp-spot component (MADE_BY), "" for any other
+    output: str  # the output artifact's name
 
 
 @dataclass(frozen=True)
@@ -62,8 +75,11 @@ class TemplateTask:
     imports: dict[str, ImporterInput] = field(default_factory=dict)
     # its inputs in each iteration of its loop, where the loop's items are known before the run
     per_item: tuple[dict[str, Any], ...] = ()
+    no_items: bool = False  # its loop's items are known before the run, and there are none
     # the task's own container's machine (set_cpu_limit, set_accelerator_type, ...), as compiled
     resources: dict[str, Any] = field(default_factory=dict)
+    # its artifact inputs another task's output gives -> that task and output
+    sources: dict[str, ArtifactSource] = field(default_factory=dict)
 
     def iterations(self) -> list[TemplateTask] | None:
         """The task as each iteration of its loop runs it, or None when one is not known now.
@@ -168,7 +184,8 @@ def template_tasks(spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> Ite
     origin = {name: name for name in env}
     # A PipelineJob's parameters cannot pass the root's artifact inputs: none is given.
     none: frozenset[str] = frozenset()
-    yield from _walk(root.get("dag") or {}, env, origin, none, {}, "", components, executors, "")
+    dag = root.get("dag") or {}
+    yield from _walk(dag, env, origin, none, {}, {}, "", components, executors, "")
 
 
 def _given_artifacts(inputs: Mapping[str, Any], available: frozenset[str]) -> frozenset[str]:
@@ -192,9 +209,8 @@ def _task(
     imports: dict[str, ImporterInput],
 ) -> TemplateTask | None:
     container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
-    command = " ".join(str(part) for part in (container or {}).get("command") or [])
-    call = next((c for c in COMPONENT_OF if c in command), None)
-    if not isinstance(container, dict) or call is None:
+    call = _call(component, executors)
+    if not isinstance(container, dict) or call not in COMPONENT_OF:
         return None
     return TemplateTask(
         path=path,
@@ -208,6 +224,29 @@ def _task(
         imports=imports,
         resources=dict(container.get("resources") or {}),
     )
+
+
+def _call(component: Mapping[str, Any], executors: Mapping[str, Any]) -> str | None:
+    """The kfp-spot runtime call (MADE_BY) of a component's container, or None."""
+    container = (executors.get(component.get("executorLabel", "")) or {}).get("container")
+    command = " ".join(str(part) for part in (container or {}).get("command") or [])
+    return next((c for c in MADE_BY if c in command), None) if isinstance(container, dict) else None
+
+
+def _sources(
+    inputs: Mapping[str, Any], given: Mapping[str, ArtifactSource], made_by: Mapping[str, str]
+) -> dict[str, ArtifactSource]:
+    """The artifact inputs another task's output gives (``made_by``: its DAG's task -> call)."""
+    out = {}
+    for name, source in (inputs.get("artifacts") or {}).items():
+        output = source.get("taskOutputArtifact") or {}
+        producer = str(output.get("producerTask", ""))
+        if producer in made_by:
+            component = MADE_BY.get(made_by[producer], "")
+            out[name] = ArtifactSource(producer, component, str(output.get("outputArtifactKey")))
+        elif source.get("componentInputArtifact") in given:
+            out[name] = given[source["componentInputArtifact"]]
+    return out
 
 
 def _importers(
@@ -288,16 +327,24 @@ def _walk(
     origin: Mapping[str, str],
     available: frozenset[str],
     imports: Mapping[str, ImporterInput],
+    sources: Mapping[str, ArtifactSource],
     prefix: str,
     components: Mapping[str, Any],
     executors: Mapping[str, Any],
     loop: str,
 ) -> Iterator[TemplateTask]:
     importers = _importers(dag, components, executors, env, origin)
-    for name, task in (dag.get("tasks") or {}).items():
-        component = components.get((task.get("componentRef") or {}).get("name", "")) or {}
+    tasks = dag.get("tasks") or {}
+    component_of = {
+        n: components.get((t.get("componentRef") or {}).get("name", "")) or {}
+        for n, t in tasks.items()
+    }
+    made_by = {n: _call(c, executors) or "" for n, c in component_of.items() if "dag" not in c}
+    for name, task in tasks.items():
+        component = component_of[name]
         inputs = task.get("inputs") or {}
         from_importer = _imports(inputs, imports, importers)
+        from_tasks = _sources(inputs, sources, made_by)
         given = {k: _value(v, env) for k, v in (inputs.get("parameters") or {}).items()}
         values = _interpolated({**_defaults(component), **given})
         passed = _passed_down(inputs.get("parameters") or {}, origin)
@@ -307,7 +354,7 @@ def _walk(
             sub = component["dag"]
             iterates = "parameterIterator" in task or "artifactIterator" in task
             inner = path if iterates else loop
-            walk = (artifacts, from_importer, f"{path}/", components, executors, inner)
+            walk = (artifacts, from_importer, from_tasks, f"{path}/", components, executors, inner)
             found_in = list(_walk(sub, values, passed, *walk))
             channel, items = _loop_items(task, values) if iterates else ("", None)
             if items is not None:  # each iteration's inputs, its item known
@@ -316,7 +363,9 @@ def _walk(
                     for i in items
                 ]
                 found_in = [
-                    replace(t, per_item=tuple(r[t.path] for r in runs)) if t.loop == inner else t
+                    replace(t, per_item=tuple(r[t.path] for r in runs), no_items=not items)
+                    if t.loop == inner
+                    else t
                     for t in found_in
                 ]
             yield from found_in
@@ -333,45 +382,4 @@ def _walk(
             from_importer,
         )
         if found is not None:
-            yield found
-
-
-def cached_task_warning(task: TemplateTask, forced: bool = False) -> str | None:
-    """What a cached prepare-package, launch, deploy or imported evaluation would replay, or None.
-
-    On Vertex AI Pipelines a task left cacheable with the same inputs as an earlier run is
-    skipped and its outputs replayed: the package of a source changed under the same URI, a
-    launch's outcome without training, an endpoint that may be gone, the metrics of a checkpoint
-    directory imported by its URI (the same artifact each run) before it gained steps.
-    ``forced``: the submission's ``--enable-caching`` caches it, whatever it was compiled with.
-    """
-    if not (task.cached or forced):
-        return None
-    if task.call == EVALUATE_CALL:
-        if "checkpoint" not in task.imported:
-            return None  # a launch's checkpoint is a new artifact each run
-        replay = (
-            "its checkpoint comes from a dsl.importer (the same artifact each run, though the "
-            "directory gains steps), so a rerun replays the earlier metrics"
-        )
-    elif task.call == PREPARE_CALL:
-        replay = (
-            "a rerun with the same source URI replays the earlier package, though the source "
-            "changed under it"
-        )
-    elif task.call == DEPLOY_CALL:
-        replay = (
-            "a rerun with the same inputs replays the endpoint of the earlier run, which may have "
-            "been undeployed or deleted since"
-        )
-    else:
-        replay = "a rerun with the same inputs replays the earlier outcome without training"
-    if forced:
-        return (
-            f"task {task.path!r} ({task.component}) is cached by --enable-caching: {replay}; "
-            "submit without --enable-caching"
-        )
-    return (
-        f"task {task.path!r} ({task.component}) is cached: {replay}; compile it with "
-        ".set_caching_options(False), or submit with --disable-caching"
-    )
+            yield replace(found, sources=from_tasks)

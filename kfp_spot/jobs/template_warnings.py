@@ -3,7 +3,7 @@
 KFP's task options size and configure the task's own container: on a launch or deploy task, that
 is the process that submits and watches the CustomJob or the deployment, not the training or the
 serving replicas, whose machine and environment are the task's inputs. And a task left cacheable
-is replayed on a rerun (``template_walk.cached_task_warning``). ``kfp-spot submit`` (per task,
+is replayed on a rerun (:func:`cached_task_warning`). ``kfp-spot submit`` (per task,
 :mod:`kfp_spot.jobs.template`), ``kfp-spot push`` and a local run's notes
 (:func:`run_warnings`) warn of them.
 """
@@ -16,9 +16,10 @@ from typing import Any
 
 from kfp_spot.jobs.template_walk import (
     DEPLOY_CALL,
+    EVALUATE_CALL,
     LAUNCH_CALL,
+    PREPARE_CALL,
     TemplateTask,
-    cached_task_warning,
     template_tasks,
 )
 
@@ -111,3 +112,44 @@ def run_warnings(spec: Mapping[str, Any]) -> list[str]:
         for warning in (cached_task_warning(task), *task_setting_warnings(task))
     )
     return [warning for warning in found if warning]
+
+
+def cached_task_warning(task: TemplateTask, forced: bool = False) -> str | None:
+    """What a cached prepare-package, launch, deploy or imported evaluation would replay, or None.
+
+    On Vertex AI Pipelines a task left cacheable with the same inputs as an earlier run is
+    skipped and its outputs replayed: the package of a source changed under the same URI, a
+    launch's outcome without training, an endpoint that may be gone, the metrics of a checkpoint
+    directory imported by its URI (the same artifact each run) before it gained steps.
+    ``forced``: the submission's ``--enable-caching`` caches it, whatever it was compiled with.
+    """
+    if not (task.cached or forced):
+        return None
+    if task.call == EVALUATE_CALL:
+        if "checkpoint" not in task.imported:
+            return None  # a launch's checkpoint is a new artifact each run
+        replay = (
+            "its checkpoint comes from a dsl.importer (the same artifact each run, though the "
+            "directory gains steps), so a rerun replays the earlier metrics"
+        )
+    elif task.call == PREPARE_CALL:
+        replay = (
+            "a rerun with the same source URI replays the earlier package, though the source "
+            "changed under it"
+        )
+    elif task.call == DEPLOY_CALL:
+        replay = (
+            "a rerun with the same inputs replays the endpoint of the earlier run, which may have "
+            "been undeployed or deleted since"
+        )
+    else:
+        replay = "a rerun with the same inputs replays the earlier outcome without training"
+    if forced:
+        return (
+            f"task {task.path!r} ({task.component}) is cached by --enable-caching: {replay}; "
+            "submit without --enable-caching"
+        )
+    return (
+        f"task {task.path!r} ({task.component}) is cached: {replay}; compile it with "
+        ".set_caching_options(False), or submit with --disable-caching"
+    )

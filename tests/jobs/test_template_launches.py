@@ -145,8 +145,9 @@ def test_a_launch_or_deploy_given_a_machine_of_its_own_is_pointed_out(tmp_path):
             container_image_uri=IMAGE, base_output_directory="gs://my-bucket/o"
         )
         launch.set_cpu_limit("16").set_caching_options(False)
+        package = dsl.importer(artifact_uri="gs://my-bucket/t.tar.gz", artifact_class=dsl.Artifact)
         EvaluateCheckpointOp(
-            checkpoint=launch.outputs["checkpoint"], package=launch.outputs["model"]
+            checkpoint=launch.outputs["checkpoint"], package=package.output
         ).set_cpu_limit("16")
         YAMLS["deploy_spot_endpoint"](
             model=launch.outputs["model"], min_replica_count=1
