@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from kfp_spot.cli.pairs import GivenPath
+from kfp_spot.vertex.values import show
 
 DEFAULT_STATE_DIR = "kfp-spot-runs/emulator"
 
@@ -305,7 +306,7 @@ def _checked_endpoint(url: str, source: str) -> str:
     # Not ASCII (an undecodable byte from the shell, too): the HTTP client's encoding traceback.
     if not url.isascii() or parsed.scheme not in ("http", "https") or not parsed.hostname or extra:
         raise click.UsageError(
-            f"{source}: {url!r} is not an emulator endpoint; give http://HOST:PORT, "
+            f"{source}: {show(url)} is not an emulator endpoint; give http://HOST:PORT, "
             "e.g. http://127.0.0.1:8080 (what `kfp-spot emulator start` prints)"
         )
     return url.strip().rstrip("/")
@@ -315,24 +316,35 @@ def _endpoint(endpoint: str | None, state_dir: str) -> str:
     if endpoint:
         return _checked_endpoint(endpoint, "--endpoint ($KFP_SPOT_EMULATOR_ENDPOINT)")
     path = Path(state_dir) / "endpoint"
-    if path.is_file():
-        return _checked_endpoint(
-            path.read_text(errors="replace").strip(), f"the endpoint file {path}"
-        )
-    if path.is_dir():
-        found = f"{path} is a directory, not the endpoint file a running emulator writes"
-    elif path.exists():
-        found = f"{path} is not a regular file, not the endpoint file a running emulator writes"
-    elif not Path(state_dir).is_dir():
-        found = f"{state_dir} " + (
-            "is not a directory" if Path(state_dir).exists() else "does not exist"
-        )
-    else:
-        found = f"{path} is missing"
+    try:
+        found = _no_endpoint_file(path)
+        if not found:
+            with path.open("rb") as file:  # a real endpoint file is one short line
+                text = file.read(_ENDPOINT_FILE_BYTES).decode(errors="replace").strip()
+            return _checked_endpoint(text, f"the endpoint file {path}")
+    except OSError as exc:  # a symlink loop, a name too long, an unreadable file
+        found = f"{show(str(path))} cannot be read ({exc.strerror or exc})"
     raise click.UsageError(
         f"no emulator endpoint: pass --endpoint http://127.0.0.1:PORT, set "
         f"KFP_SPOT_EMULATOR_ENDPOINT, or --state-dir of a running emulator ({found})"
     )
+
+
+_ENDPOINT_FILE_BYTES = 4096
+
+
+def _no_endpoint_file(path: Path) -> str:
+    """Why ``path`` is not an endpoint file to read ("" when it is a regular file)."""
+    state_dir = path.parent
+    if path.is_file():
+        return ""
+    if path.is_dir():
+        return f"{path} is a directory, not the endpoint file a running emulator writes"
+    if path.exists():
+        return f"{path} is not a regular file, not the endpoint file a running emulator writes"
+    if not state_dir.is_dir():
+        return f"{state_dir} " + ("is not a directory" if state_dir.exists() else "does not exist")
+    return f"{path} is missing"
 
 
 def _call(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
@@ -436,6 +448,7 @@ _endpoint_option = click.option(
 )
 _state_option = click.option(
     "--state-dir",
+    type=GivenPath(),
     default=DEFAULT_STATE_DIR,
     show_default=True,
     help="State dir of the running emulator (its endpoint file), when --endpoint is not given.",

@@ -9,17 +9,24 @@ writes into (``--run-dir``, ``--state-dir``, ``--output-dir``, ...), refuses emp
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
 import click
+
+from kfp_spot.vertex.values import show
 
 
 class GivenPath(click.Path):
     """A path option that refuses empty or blank text instead of reading it as ``.``.
 
     ``--run-dir "$DIR"`` with ``DIR`` unset would otherwise write the run, the emulator's state
-    or the compiled templates into the current directory.
+    or the compiled templates into the current directory. A path no file can ever be at (a
+    symlink loop, a name longer than the filesystem allows, a folder that cannot be searched) is
+    refused too: click.Path takes it as one that does not exist yet, and the command's first
+    look at it (pathlib's ``exists``, ``resolve``) was a traceback.
     """
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -30,7 +37,18 @@ class GivenPath(click.Path):
                 param,
                 ctx,
             )
-        return super().convert(value, param, ctx)
+        converted = super().convert(value, param, ctx)
+        try:
+            os.stat(converted)
+        except OSError as exc:
+            # Missing (or under a file): each command makes it, or says why it cannot.
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                self.fail(
+                    f"{show(value)} cannot be used ({exc.strerror}): give another path",
+                    param,
+                    ctx,
+                )
+        return converted
 
 
 def regions_option(value: str | None) -> list[str] | None:
