@@ -164,10 +164,25 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
     _write_atomic(path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    # Only files this store wrote (each a JSON object) are read back.
+def _read_json(path: Path, **fields: type) -> dict[str, Any]:
+    """A state file this store wrote: a JSON object holding ``fields`` (name=type).
+
+    Raises:
+        ValueError: naming the file, when it is not JSON, not an object, or lacks a field (a
+            file edited by hand); the server answers 500 with it instead of dropping the
+            connection, which a client took for a registry that is not running.
+    """
     with open(path, "rb") as handle:
-        return cast("dict[str, Any]", json.loads(handle.read()))
+        try:
+            doc = json.loads(handle.read())
+        except ValueError as exc:
+            raise ValueError(f"{path} is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} holds {type(doc).__name__} JSON, not an object")
+    for name, kind in fields.items():
+        if not isinstance(doc.get(name), kind) or isinstance(doc.get(name), bool):
+            raise ValueError(f"{path} has no {kind.__name__} {name!r}")
+    return cast("dict[str, Any]", doc)
 
 
 def pipeline_name(content: bytes) -> str:
@@ -266,7 +281,9 @@ class Repository:
 
     def get_package(self, package: str) -> dict[str, Any]:
         """The Package resource."""
-        record = _read_json(self._require_package(package) / "package.json")
+        record = _read_json(
+            self._require_package(package) / "package.json", createTime=str, updateTime=str
+        )
         return {
             "name": self.package_resource(package),
             "displayName": package,
@@ -285,7 +302,9 @@ class Repository:
             return {}
         out = {}
         for path in sorted(folder.glob("*.json")):
-            out[name_of_file_stem(path.stem)] = check_version(_read_json(path)["version"])
+            out[name_of_file_stem(path.stem)] = check_version(
+                _read_json(path, version=str)["version"]
+            )
         return out
 
     def _version_hexes(self, package: str) -> list[str]:
@@ -298,7 +317,7 @@ class Repository:
         path = self._require_package(package) / "versions" / f"{hex_digest}.json"
         if not path.is_file():
             raise _not_found(f"version {VERSION_PREFIX}{hex_digest} of {package!r} not found")
-        record = _read_json(path)
+        record = _read_json(path, createTime=str, updateTime=str, sizeBytes=int)
         return {
             "name": self.version_resource(package, hex_digest),
             "createTime": record["createTime"],
@@ -427,7 +446,11 @@ class RegistryStore:
                     record, {"createTime": now, "updateTime": now, "sizeBytes": len(content)}
                 )
             package_json = folder / "package.json"
-            created = _read_json(package_json)["createTime"] if package_json.is_file() else now
+            created = (
+                _read_json(package_json, createTime=str)["createTime"]
+                if package_json.is_file()
+                else now
+            )
             _write_json(package_json, {"createTime": created, "updateTime": now})
             for tag in tags:
                 self._put_tag(folder, tag, hex_digest)

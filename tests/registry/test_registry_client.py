@@ -321,13 +321,34 @@ def test_concurrent_pushes_all_land(server, template, template_v2):
     assert {r.version for r in results} == {_sha(template), _sha(template_v2)}
 
 
-def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(server, template):
+@pytest.mark.parametrize(
+    ("file", "text", "reason"),
+    [
+        ("tags/latest.json", "{truncated", "latest.json is not JSON"),
+        # JSON of another shape (a file edited by hand): the handler's TypeError or KeyError
+        # dropped the connection, and the client said the registry could not be reached.
+        ("tags/latest.json", "[1]", "latest.json holds list JSON, not an object"),
+        ("tags/latest.json", '{"version": 5}', "latest.json has no str 'version'"),
+        ("package.json", "{}", "package.json has no str 'createTime'"),
+        ("versions/*.json", '{"createTime": "x"}', ".json has no str 'updateTime'"),
+    ],
+)
+def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(
+    server, template, file, text, reason
+):
     host = server.repository_url()
     registry.push(template, host, "1")
-    tag_file = server.root / "local-project" / "templates" / "tiny-add" / "tags" / "latest.json"
-    tag_file.write_text("{truncated")
-    with pytest.raises(registry.RegistryError, match=r"answered 500.*unreadable"):
-        registry.list_tags(host, "tiny-add")
+    package = server.root / "local-project" / "templates" / "tiny-add"
+    (state_file,) = package.glob(file)
+    state_file.write_text(text)
+    with pytest.raises(registry.RegistryError, match=r"answered 500.*unreadable: ") as caught:
+        if file == "package.json":
+            registry.list_packages(host)
+        elif file.startswith("versions"):
+            registry.list_untagged(host, "tiny-add")
+        else:
+            registry.list_tags(host, "tiny-add")
+    assert f"{package}/" in str(caught.value) and reason in str(caught.value), caught.value
 
 
 def test_pull_into_a_directory_is_refused_naming_a_file_to_give(server, template, tmp_path):
