@@ -9,7 +9,9 @@ made, so a mistake is one line naming it.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,15 @@ def _check_config_file(config_file: str | None) -> None:
     """
     if config_file is None:
         return
+    try:
+        mode = os.stat(config_file).st_mode
+    except OSError as exc:
+        raise ValueError(f"invalid config file {config_file}: cannot read it ({exc})") from exc
+    if not stat.S_ISREG(mode):  # a FIFO or a device (/dev/zero): reading it hung the command
+        raise ValueError(
+            f"invalid config file {config_file}: not a regular file; give a JSON file of "
+            f"RegistryClient URL templates such as {CONTEXT_FILE}"
+        )
     try:
         text = Path(config_file).read_text(encoding="utf-8")
         check_nesting(text, limit=2)  # [[[[...: json's RecursionError otherwise

@@ -492,3 +492,12 @@ def test_kfp_spot_tags_asks_the_registry_for_the_tags_once(
     assert listed.exit_code == 0, listed.output
     assert asked == ["tiny-add"]
     assert len(listed.stdout.splitlines()) == 2  # latest, and the upload latest moved away from
+
+
+def test_a_config_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path):
+    # `--config-file <(...)` run twice, or a named pipe nobody writes to: the read blocked
+    # forever before any request.
+    config = tmp_path / "ctx.json"
+    os.mkfifo(config)
+    with pytest.raises(ValueError, match=r"invalid config file .*ctx\.json: not a regular file"):
+        registry.list_packages("http://127.0.0.1:1/my-project/r", config_file=str(config))
