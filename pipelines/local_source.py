@@ -99,7 +99,7 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         arguments.update(EXAMPLE_ARGUMENTS)
     from kfp_spot.packaging.sources import is_archive, source_file_problem
 
-    if path.is_file() and (problem := source_file_problem(path, str(source))):
+    if not path.is_dir() and (problem := source_file_problem(path, str(source))):
         raise LocalRunError(f"source: {problem}")  # before the emulator starts, not in a task
     if path.is_file() and is_archive(path.name):
         # the archive's own pyproject.toml, found as prepare_package finds it

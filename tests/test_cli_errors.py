@@ -362,3 +362,17 @@ def test_an_endpoint_file_of_garbage_is_not_echoed_whole(tmp_path, capfd):
     assert f"the endpoint file {tmp_path / 'endpoint'}: 'xxx" in line, line
     assert "is not an emulator endpoint; give http://HOST:PORT" in line
     assert len(line) < 600, len(line)
+
+
+def test_a_source_that_is_a_fifo_is_refused_before_the_run(tmp_path, capfd):
+    # The run started its emulator and failed in prepare-package (a `task.py` pipe: its read
+    # waited for a writer).
+    source = tmp_path / "task.py"
+    os.mkfifo(source)
+    run_dir = tmp_path / "run"
+    args = ["run", "--source", str(source), "--run-dir", str(run_dir)]
+    proc = run_cli([*args, "--param", "evaluation_entry_point=task:evaluate"], capfd)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"kfp-spot: error: source: {source} is neither a directory nor a "), line
+    assert not run_dir.exists()

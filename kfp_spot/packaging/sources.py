@@ -656,8 +656,15 @@ def _classify_dir(
 def source_file_problem(path: Path, label: str) -> str:
     """Why file ``path`` is no source prepare_package builds, or ``""`` when it is one.
 
-    A source file is a ``.py`` script or a source archive. ``label``: how the message names it.
+    A source file is a ``.py`` script or a source archive, and a regular file: a FIFO (a
+    ``script.py`` or ``<(...)`` named pipe) would hang its reader, a device never end.
+    ``label``: how the message names it.
     """
+    if not path.is_file():
+        return (
+            f"{label} is neither a directory nor a regular file (a FIFO, socket or device): give "
+            "a project directory, a .py script or a source archive"
+        )
     if path.suffix == ".py" or is_archive(path.name):
         return ""
     return (
@@ -736,6 +743,8 @@ def materialize(
         if not os.access(local, os.R_OK) or (local.is_dir() and not os.access(local, os.X_OK)):
             raise SourceError("source", f"{source} is not readable (permission denied)")
     args = (python_module, name, version, reqs)
+    if not local.is_dir() and (problem := source_file_problem(local, source)):
+        raise SourceError("source", problem)
     if local.is_dir():
         tree = _classify_dir(local, workdir, source, *args)
     elif local.suffix == ".py":
@@ -746,6 +755,6 @@ def materialize(
         top = f"{source}'s {root.name}/" if root != workdir / "extracted" else ""
         tree = _classify_dir(root, workdir, f"the archive {source}", *args, bare_label=top)
         kind_suffix += "+archive"
-    else:
+    else:  # refused above
         raise SourceError("source", source_file_problem(local, source))
     return ProjectTree(tree.path, tree.kind + kind_suffix, tree.python_module, tree.generated)

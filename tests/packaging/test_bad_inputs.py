@@ -1,5 +1,7 @@
 """Bad inputs to prepare_package: each a clear error naming the problem; nothing is staged."""
 
+import os
+
 import pytest
 
 from kfp_spot.packaging import (
@@ -154,6 +156,14 @@ def test_file_of_an_unknown_kind(tmp_path, staging):
     notes.write_text("hello")
     with pytest.raises(SourceError, match=r"neither a \.py script nor a source archive"):
         prepare_package(str(notes), str(staging))
+
+
+def test_a_script_that_is_a_fifo_is_refused_not_read(tmp_path, staging):
+    # `source=task.py` a named pipe: the script's read waited for a writer that never came.
+    script = tmp_path / "task.py"
+    os.mkfifo(script)
+    with pytest.raises(SourceError, match=r"task\.py is neither a directory nor a regular file"):
+        prepare_package(str(script), str(staging))
 
 
 def test_invalid_pyproject(project, staging):
