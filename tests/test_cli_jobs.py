@@ -176,6 +176,24 @@ def test_predict_instances_that_are_no_request_are_one_line(text, needle, stdin)
 
 
 @pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        # sent whole: the service refuses a request over its 1.5 MB payload limit
+        ("[" + ",".join(["1.5"] * 600_000) + "]", "3000015 bytes as a request: a prediction"),
+        # /dev/zero piped in was read until memory ran out: at most 4 x 1.5 MB is read
+        ("0" * 7_000_000, "more than 6291456 characters: a prediction request"),
+    ],
+)
+def test_predict_instances_past_the_payload_limit_are_refused_before_sending(text, needle):
+    name = "projects/local-project/locations/us-central1/endpoints/1"
+    args = ["endpoint", "predict", name, "--api-endpoint", "http://127.0.0.1:9"]
+    result = CliRunner().invoke(main, args, input=text)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert needle in line and "holds at most 1572864 bytes (1.5 MB)" in line, line
+
+
+@pytest.mark.parametrize(
     ("args", "where"),
     [
         (["jobs", "list"], "Vertex AI in --location"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NoReturn
 
 import click
 
@@ -35,6 +36,17 @@ def _api(location: str, api_endpoint: str) -> RestApi:
 def _api_of(name: str, api_endpoint: str) -> RestApi:
     """The API that holds the endpoint ``name`` (its location's, or ``api_endpoint``)."""
     return api_for(resource_location(name, "endpoints"), api_endpoint, location_from="NAME")
+
+
+def _too_large(what: str) -> NoReturn:
+    """Refuse instances the service would refuse (the request is past its payload limit)."""
+    from kfp_spot.vertex.model_endpoint import PREDICT_REQUEST_BYTES
+
+    raise click.BadParameter(
+        f"{what}: a prediction request holds at most {PREDICT_REQUEST_BYTES} bytes (1.5 MB); "
+        "send the instances in smaller batches",
+        param_hint="--instances",
+    )
 
 
 @click.group()
@@ -96,12 +108,19 @@ def predict(name: str, instances_text: str, api_endpoint: str) -> None:
             "Ctrl-D (or pass --instances)",
             err=True,
         )
-    text = sys.stdin.read() if instances_text == "-" else instances_text
+    from kfp_spot.vertex.model_endpoint import PREDICT_REQUEST_BYTES
+
+    # Read a bounded amount (room for a pretty-printed request's whitespace): /dev/zero or a
+    # runaway producer piped in was read until memory ran out.
+    limit = 4 * PREDICT_REQUEST_BYTES
+    text = sys.stdin.read(limit + 1) if instances_text == "-" else instances_text
     if instances_text == "-" and not text.strip():
         raise click.UsageError(
             'no instances were given on stdin (pipe a JSON list or {"instances": [...]}, '
             "or pass --instances)"
         )
+    if len(text) > limit:
+        _too_large(f"more than {limit} characters")
     from kfp_spot.vertex.values import check_nesting, loads_unique_keys
 
     try:
@@ -130,6 +149,8 @@ def predict(name: str, instances_text: str, api_endpoint: str) -> None:
     request: dict[str, object] = {"instances": body}
     if parameters is not None:
         request["parameters"] = parameters
+    if (size := len(json.dumps(request).encode())) > PREDICT_REQUEST_BYTES:  # as rest.py sends it
+        _too_large(f"{size} bytes as a request")
     answer = _api_of(name, api_endpoint).post(f"{name}:predict", request)
     click.echo(
         json.dumps(

@@ -54,6 +54,7 @@ __all__ = [
     "MAX_REPLICA_COUNT",
     "MIN_REPLICA_COUNT",
     "MODEL_NAME",
+    "PREDICT_REQUEST_BYTES",
     "TRAFFIC_SPLIT",
     "check_artifact_files",
     "check_artifact_uri",
@@ -70,6 +71,11 @@ __all__ = [
     "check_traffic_split",
     "location_of",
 ]
+
+# The largest prediction request an endpoint takes: "the service itself will accept instances up
+# to the payload limit size (currently, 1.5MB)",
+# https://cloud.google.com/sdk/gcloud/reference/ai/endpoints/predict
+PREDICT_REQUEST_BYTES = 1536 * 1024
 
 # projects/P/locations/L/endpoints/ID: groups parent, id.
 ENDPOINT_NAME = re.compile(r"(projects/[^/]+/locations/[^/]+)/endpoints/([^/:@]+)")

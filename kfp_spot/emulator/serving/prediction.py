@@ -21,8 +21,9 @@ from kfp_spot.emulator.errors import ApiError, decode_json
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.catalog import MODEL_NAME, Catalog
 from kfp_spot.emulator.serving.pool import ReplicaPool
+from kfp_spot.vertex.model_endpoint import PREDICT_REQUEST_BYTES
 
-MAX_PREDICT_BYTES = 1536 * 1024  # Vertex: a prediction request must not exceed 1.5 MB
+MAX_PREDICT_BYTES = PREDICT_REQUEST_BYTES  # Vertex: a prediction request must not exceed 1.5 MB
 PREDICT_TIMEOUT = 60.0
 _PREDICT_FIELDS = {"instances", "parameters"}
 
