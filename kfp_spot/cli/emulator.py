@@ -321,7 +321,16 @@ def _endpoint(endpoint: str | None, state_dir: str) -> str:
         if not found:
             with path.open("rb") as file:  # a real endpoint file is one short line
                 text = file.read(_ENDPOINT_FILE_BYTES).decode(errors="replace").strip()
-            return _checked_endpoint(text, f"the endpoint file {path}")
+            url = _checked_endpoint(text, f"the endpoint file {path}")
+            if not _serving(state_dir):
+                # The file outlives its emulator (a stop, a crash): its port may be another
+                # emulator's by now, whose jobs a preempt would then hit.
+                raise click.ClickException(
+                    f"the emulator of {state_dir} is not running: {path} names {url}, where it "
+                    f"served before it stopped; start it again with `kfp-spot emulator start "
+                    f"--state-dir {state_dir}`, or pass --endpoint of one that runs"
+                )
+            return url
     except OSError as exc:  # a symlink loop, a name too long, an unreadable file
         found = f"{show(str(path))} cannot be read ({exc.strerror or exc})"
     raise click.UsageError(

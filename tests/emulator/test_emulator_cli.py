@@ -473,6 +473,20 @@ def test_saved_logs_of_an_attempt_the_job_never_had_is_an_error(tmp_path):
     )
 
 
+@pytest.mark.parametrize("args", [["jobs"], ["attempts", "7"], ["preempt", "7"]])
+def test_the_endpoint_file_of_a_stopped_emulator_is_not_called(tmp_path, args):
+    # The file outlives its emulator: "cannot reach the emulator ... is it running?", or, once
+    # another emulator listened on that port, its jobs listed and its job 7 preempted.
+    (tmp_path / "endpoint").write_text("http://127.0.0.1:9\n")
+    result = CliRunner().invoke(main, ["emulator", *args, "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert " ".join(result.output.split()) == (
+        f"kfp-spot: error: the emulator of {tmp_path} is not running: {tmp_path / 'endpoint'} "
+        "names http://127.0.0.1:9, where it served before it stopped; start it again with "
+        f"`kfp-spot emulator start --state-dir {tmp_path}`, or pass --endpoint of one that runs"
+    )
+
+
 def test_saved_logs_of_a_replica_the_job_never_ran_is_an_error(tmp_path):
     # A stopped emulator starts no replica: "no logs yet" (exit 0) said one might still come.
     folder = tmp_path / "logs" / "123" / "attempt-1"
