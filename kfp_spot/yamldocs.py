@@ -19,6 +19,15 @@ from typing import Any
 
 import yaml
 
+EXPANDED_VALUES = 1_000_000
+"""The most values a document may hold once its aliases are expanded, beyond its text's length.
+
+PyYAML builds an alias (``*name``) as a reference to its anchor's value, so ten lines of aliases
+of aliases ("billion laughs") parse in a moment into billions of values: every reader that walks
+the document (KFP's protobuf parse of a template, ``json.dumps``) then ran for ever. Text without
+aliases holds fewer values than characters; a compiled spec of ours holds about a thousand.
+"""
+
 
 def first_document(text: str | bytes) -> Any:
     """The first YAML document of ``text`` (None for an empty one); later ones are not parsed.
@@ -27,9 +36,11 @@ def first_document(text: str | bytes) -> Any:
         yaml.YAMLError: the first document is not YAML, or is nested too deeply to read.
     """
     try:
-        return next(yaml.safe_load_all(text), None)
+        document = next(yaml.safe_load_all(text), None)
     except RecursionError:
         raise _too_deep() from None
+    _check_expansion(document, len(text))
+    return document
 
 
 def documents(text: str | bytes, name: str | None = None) -> list[Any]:
@@ -56,9 +67,46 @@ def documents(text: str | bytes, name: str | None = None) -> list[Any]:
 def _parsed(text: str | bytes) -> bytes:
     # safe_load builds only plain types (dict, list, str, bytes, numbers, dates, sets): picklable.
     try:
-        return pickle.dumps(list(yaml.safe_load_all(text)), protocol=pickle.HIGHEST_PROTOCOL)
+        parsed = list(yaml.safe_load_all(text))
     except RecursionError:  # PyYAML's parser recurses once per level of nesting
         raise _too_deep() from None
+    for document in parsed:
+        _check_expansion(document, len(text))
+    return pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _check_expansion(document: Any, text_length: int) -> None:
+    """Refuse a document whose aliases expand it past :data:`EXPANDED_VALUES`, or into itself.
+
+    Each list and mapping is sized once (by identity), so the walk costs what the text holds,
+    not what the aliases would expand to.
+    """
+    limit = EXPANDED_VALUES + text_length
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()  # the lists and mappings the walk is inside of
+    stack: list[tuple[Any, bool]] = [(document, False)]
+    while stack:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)):  # a scalar document
+            continue
+        children = list(node.values()) if isinstance(node, dict) else node
+        if done:
+            size = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if size > limit:
+                raise yaml.YAMLError(
+                    f"its aliases (*name) expand it to more than {limit} values; a compiled "
+                    "spec holds a few thousand"
+                )
+            sizes[id(node)] = size
+            entered.discard(id(node))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in entered:
+            raise yaml.YAMLError("an alias (*name) refers to a list or mapping that holds it")
+        entered.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if isinstance(c, (dict, list)))
 
 
 def _too_deep() -> yaml.YAMLError:

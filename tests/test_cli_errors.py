@@ -164,6 +164,18 @@ _TASK = b"pipelineInfo: {name: x}\ncomponents: {comp-train: {executorLabel: exec
         # read templates with PyYAML's own, which refuses it; so does every check here.
         (b"pipelineInfo: {name: x}\nroot:\t{dag: {tasks: {}}}\n", "not YAML"),
         (b"", "the file is empty"),
+        # Aliases of aliases ("billion laughs"): parsed at once, then KFP's parse of the spec
+        # ran for ever; an alias inside its own list, for ever too.
+        (
+            b"pipelineInfo: {name: x}\nroot: {dag: {tasks: {}}, inputDefinitions: {parameters: "
+            + b"{p: {parameterType: LIST, defaultValue: [&a0 [1,1,1,1,1,1,1,1,1,1]"
+            + b"".join(
+                b", &a%d [%s]" % (i, b",".join([b"*a%d" % (i - 1)] * 10)) for i in range(1, 8)
+            )
+            + b"]}}}}\n",
+            "not YAML (its aliases (*name) expand it to more than 1000",
+        ),
+        (b"a: &a [*a]\n", "not YAML (an alias (*name) refers to a list or mapping that holds it)"),
         (b"- 1\n- 2\n", "not a compiled pipeline or component spec"),
         (b"pipelineInfo: {name: x}\n", "not a compiled pipeline or component spec"),
         (b"root: {dag: 5}\npipelineInfo: {name: x}\n", "not a compiled pipeline KFP can load"),
