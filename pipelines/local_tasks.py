@@ -23,6 +23,7 @@ Pipelines: what a task leaves there is gone, locally as on Vertex.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import queue
 import re
@@ -39,6 +40,8 @@ from kfp_spot.pipelines.local_patch import Standin
 
 TASK_STOP_SECONDS = 30.0
 """Seconds an interrupted task gets to stop on SIGTERM (the launch cancels its job), then a kill."""
+MAX_ARG_BYTES = 131072
+"""Linux's MAX_ARG_STRLEN (32 pages of 4 KiB): the longest single argument ``execve`` takes."""
 SIGNAL_CHECK_SECONDS = 0.2
 """How often the run's main thread looks for an interrupt while it waits for a task's output."""
 
@@ -107,15 +110,29 @@ def _run_local_subprocess(full_command: list[str], env_vars: dict[str, str] | No
 
 def _run_task(full_command: list[str], env: dict[str, str]) -> int:
     """Run one task's command with ``env``; see :func:`_run_local_subprocess`."""
-    process = subprocess.Popen(
-        full_command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,  # as kfp.local: the task's log is one stream
-        text=True,
-        bufsize=1,
-        env=env,
-        start_new_session=True,  # a process group of its own, signalled whole by _stop
-    )
+    try:
+        process = subprocess.Popen(
+            full_command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # as kfp.local: the task's log is one stream
+            text=True,
+            bufsize=1,
+            env=env,
+            start_new_session=True,  # a process group of its own, signalled whole by _stop
+        )
+    except OSError as exc:
+        if exc.errno != errno.E2BIG:
+            raise
+        # The executor input (every input's value) is one argument: a parameter of some
+        # hundred kB (a long training_args list) ended the run with the exec's traceback.
+        longest = max(len(arg.encode(errors="surrogateescape")) for arg in full_command)
+        print(
+            "kfp-spot: error: the task cannot start: its command is more than the system passes "
+            f"to a process (Argument list too long; its longest argument, which holds the "
+            f"task's inputs, has {longest} bytes, and Linux takes {MAX_ARG_BYTES} in one): give "
+            "large inputs as a file or a Cloud Storage URI, not as a parameter's value"
+        )
+        return 1
     assert process.stdout is not None
     lines: queue.Queue[str | None] = queue.Queue()
     reader = threading.Thread(

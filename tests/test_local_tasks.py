@@ -195,3 +195,14 @@ def test_stopping_a_task_that_just_ended_is_quiet_where_the_group_answers_eperm(
     assert sent == [signal.SIGTERM]
     assert process.returncode == 0
     process.stdout.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="MAX_ARG_STRLEN is Linux's")
+def test_a_task_whose_inputs_are_too_long_for_one_argument_fails_with_a_line(capsys):
+    # A parameter of some hundred kB (a long training_args list) is in the executor input, one
+    # argument: the exec's E2BIG ended `kfp-spot run` with a traceback.
+    inputs = "x" * (local_tasks.MAX_ARG_BYTES + 10)
+    assert local_tasks._run_local_subprocess(["sh", "-c", "true", inputs]) == 1
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith("kfp-spot: error: the task cannot start: its command is more than")
+    assert f"has {local_tasks.MAX_ARG_BYTES + 10} bytes, and Linux takes 131072 in one" in line
