@@ -21,6 +21,7 @@ import enum
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -108,10 +109,17 @@ def load_records(path: str | os.PathLike[str] | None = None) -> dict[str, ImageR
     """
     path = Path(path) if path else records_path()
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or /dev/zero: the read never ended
+            raise ImageRecordsError(
+                f"{path} is not a kfp-spot image records file: not a regular file; "
+                "$KFP_SPOT_CONFIG_DIR (else $XDG_CONFIG_HOME/kfp-spot) must hold a JSON file there"
+            )
         data = json.loads(path.read_text())
         return {ref: ImageRecord(**entry) for ref, entry in data["images"].items()}
     except FileNotFoundError:
         return {}
+    except ImageRecordsError:
+        raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON of another shape
         raise ImageRecordsError(f"{path} is not a kfp-spot image records file: {exc}") from exc
     except OSError as exc:  # e.g. $KFP_SPOT_CONFIG_DIR names a file, or it is unreadable

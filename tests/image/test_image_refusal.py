@@ -7,6 +7,7 @@ Anything else is refused before a request is sent, with the one-line fix.
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,15 @@ def test_a_corrupt_records_file_is_named(records_dir, content):
     assert "images.json is not a kfp-spot image records file" in result.output
     result = CliRunner().invoke(main, ["image", "list"])
     assert result.exit_code == 1
+
+
+def test_a_records_file_that_is_a_fifo_is_refused_not_waited_on(records_dir):
+    # Every submit and `image list` read it whole: a named pipe held them for ever.
+    records_dir.mkdir(parents=True)
+    os.mkfifo(records_dir / "images.json")
+    result = CliRunner().invoke(main, ["image", "list"])
+    assert result.exit_code == 1, result.output
+    assert "images.json is not a kfp-spot image records file: not a regular file" in result.output
 
 
 def test_records_survive_a_round_trip(records_dir):
