@@ -285,7 +285,10 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     run_dir = Path(run_dir)
     path = run_dir / RUN_FILE
     if not run_dir.is_dir():
-        raise ReportError(f"run directory {run_dir} does not exist")
+        what = "is not a directory" if run_dir.exists() else "does not exist"
+        raise ReportError(f"run directory {run_dir} {what}")
+    if path.exists() and not path.is_file():  # a FIFO would hang the read, a folder fail it
+        raise ReportError(f"{path} is not a regular file; `kfp-spot run` writes it as one")
     if not path.is_file():
         raise ReportError(f"{run_dir} has no {RUN_FILE} (`kfp-spot run` writes one)")
     try:

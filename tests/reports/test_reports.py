@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 import socket
 import time
@@ -287,6 +288,8 @@ def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
     ("content", "message"),
     [
         (None, "has no run.json"),
+        # said to be missing; a directory of that name too
+        ("FIFO", r"run\.json is not a regular file; `kfp-spot run` writes it as one"),
         ("{oops", "not readable JSON"),
         ("[" * 30000, "not readable JSON: nested too deeply"),  # json's RecursionError before
         ("[]", "must hold a JSON object"),
@@ -310,7 +313,9 @@ def test_torn_checkpoint_and_bad_attempt_record_are_skipped(tmp_path: Path):
     ],
 )
 def test_bad_run_directories_name_the_problem(tmp_path: Path, content, message):
-    if content is not None:
+    if content == "FIFO":
+        os.mkfifo(tmp_path / "run.json")
+    elif content is not None:
         (tmp_path / "run.json").write_text(content)
     with pytest.raises(ReportError, match=message):
         write_report(tmp_path)
