@@ -1,6 +1,7 @@
 """`kfp-spot jobs list|describe` against the emulator through the real JobServiceClient."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -411,3 +412,17 @@ def test_jobs_list_on_vertex_without_a_usable_login_is_one_line(login, expected,
     assert expected in lines[0], lines
     if login == "no_google_login":
         assert "--api-endpoint" in lines[0]  # the emulator needs no login
+
+
+def test_a_credentials_file_that_is_a_fifo_is_refused_not_waited_on(
+    no_google_login, tmp_path, monkeypatch
+):
+    # google.auth reads GOOGLE_APPLICATION_CREDENTIALS whole: a pipe nobody wrote to held the
+    # command for ever (/dev/zero: until memory ran out).
+    key = tmp_path / "key.json"
+    os.mkfifo(key)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    result = CliRunner().invoke(main, ["jobs", "list", "--project", "my-proj"])
+    assert result.exit_code == 1, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert f"(GOOGLE_APPLICATION_CREDENTIALS={key} is not a regular file)" in line, line

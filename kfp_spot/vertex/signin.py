@@ -9,6 +9,8 @@ one line that says what could not be reached.
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import Any
 
 AUTH_FIX = (
@@ -36,6 +38,26 @@ def failed(exc: BaseException, hint: str = AUTH_FIX) -> NoCredentialsError:
     return NoCredentialsError(f"Google Cloud credentials failed ({exc}): {hint}")
 
 
+def _check_key_file(path: str) -> None:
+    """Refuse a ``GOOGLE_APPLICATION_CREDENTIALS`` that google.auth would read for ever.
+
+    google.auth reads the file whole: a named pipe nobody writes to held the command for ever,
+    /dev/zero until memory ran out. A missing file or one that is no key is google.auth's to
+    refuse (``DefaultCredentialsError``).
+    """
+    if not path:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise NoCredentialsError(
+            f"no usable Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS={path} is not "
+            f"a regular file): {AUTH_FIX}"
+        )
+
+
 def ready(credentials: Any = None) -> Any:
     """``credentials`` (default: application default credentials), holding a current token.
 
@@ -47,6 +69,8 @@ def ready(credentials: Any = None) -> Any:
     from google.auth import exceptions
     from google.auth.transport.requests import Request
 
+    if credentials is None:
+        _check_key_file(os.environ.get("GOOGLE_APPLICATION_CREDENTIALS", ""))
     try:
         if credentials is None:
             credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
