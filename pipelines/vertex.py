@@ -264,6 +264,13 @@ def submit(
             warn=warn,
             **arguments,
         )
-        return pipeline_job.send_submission(
-            submission, api_endpoint=api_endpoint, credentials=credentials
+        return pipeline_job.submit_pipeline(
+            template,
+            project=project,
+            location=submission.location,
+            parameter_values=parameter_values,
+            **arguments,
+            api_endpoint=api_endpoint,
+            credentials=credentials,
+            check_images=False,  # checked above
         )

@@ -355,25 +355,8 @@ def submit_pipeline(
         labels=labels,
         complete=True,
     )
-    _endpoint(location, api_endpoint)  # a malformed endpoint is named before images are read
-    check_submission_images(submission, check_images, image_records)
-    return send_submission(submission, api_endpoint=api_endpoint, credentials=credentials)
-
-
-def send_submission(
-    submission: PipelineSubmission, *, api_endpoint: str | None = None, credentials: Any = None
-) -> str:
-    """Create the PipelineJob of a checked ``submission``; returns its resource name.
-
-    What :func:`submit_pipeline` sends once it has checked its arguments: for a caller that
-    checked them itself (``kfp_spot.pipelines.vertex.submit``), so they are not checked twice.
-
-    Raises:
-        SubmissionError: a malformed ``api_endpoint``.
-        NoCredentialsError, SubmitFailedError: as :func:`submit_pipeline`.
-    """
-    location = submission.location
     endpoint = _endpoint(location, api_endpoint)
+    check_submission_images(submission, check_images, image_records)
     import requests
     from google.api_core import exceptions as api_exceptions
     from google.auth import exceptions as auth_exceptions
@@ -381,7 +364,7 @@ def send_submission(
 
     from kfp_spot.vertex import signin
 
-    init_kwargs: dict[str, Any] = {"project": submission.project, "location": location}
+    init_kwargs: dict[str, Any] = {"project": project, "location": location}
     if api_endpoint:
         init_kwargs |= {"api_endpoint": endpoint.api_endpoint, "api_transport": "rest"}
         if credentials is None and endpoint.local:
