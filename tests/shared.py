@@ -94,3 +94,20 @@ def write_sdist(path: Path, files: dict[str, str]) -> Path:
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
     return path
+
+
+class _CommittedComponents(dict[str, Any]):
+    """The committed component YAMLs (``components/NAME/component.yaml``) as a user loads them
+    with ``kfp.components.load_component_from_file``, each loaded when a test first asks for it
+    and kept for the worker: collection (every xdist worker collects every module) loads none."""
+
+    def __missing__(self, name: str) -> Any:
+        from kfp import components
+
+        path = Path(__file__).resolve().parents[1] / "components" / name / "component.yaml"
+        self[name] = loaded = components.load_component_from_file(str(path))
+        return loaded
+
+
+COMMITTED_COMPONENTS: dict[str, Any] = _CommittedComponents()
+"""The committed component YAMLs by component name, loaded as a user loads them, on first use."""

@@ -157,8 +157,9 @@ _TASK = b"pipelineInfo: {name: x}\ncomponents: {comp-train: {executorLabel: exec
     ("content", "needle"),
     [
         (b"a: [1\n", "not YAML"),
-        # PyYAML's parser recurses per level: a RecursionError traceback before
-        (b"[" * 5000 + b"]" * 5000, "not YAML (nested too deeply to read"),
+        # PyYAML's composer recurses per level: a RecursionError traceback before. A thousand
+        # levels are twice what it reaches; deeper text only makes its scanner slower (quadratic).
+        (b"[" * 1000 + b"]" * 1000, "not YAML (nested too deeply to read"),
         (b"\xd3\xff\x00binary", "not YAML"),
         # A tab where YAML wants spaces: libyaml's parser takes it, but KFP and the Vertex AI SDK
         # read templates with PyYAML's own, which refuses it; so does every check here.

@@ -23,19 +23,17 @@ from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
-from kfp import components, dsl
+from kfp import dsl
 
 from kfp_spot.cli import main as cli_main
 from kfp_spot.pipelines import catalog, local, local_run
 from kfp_spot.pipelines.spot_training import spot_training
 from tests.own_package import write_regressor
+from tests.shared import COMMITTED_COMPONENTS
 
 KFP_SPOT = Path(sys.executable).with_name("kfp-spot")
 ROOT = Path(__file__).resolve().parents[1]
-COMPONENTS = {  # the committed YAMLs, as a user loads them
-    entry.name: components.load_component_from_file(str(entry.default_path()))
-    for entry in catalog.COMPONENTS
-}
+COMPONENTS = COMMITTED_COMPONENTS  # the committed YAMLs, as a user loads them
 MSE_GATE = {"mse": "<=0.01"}
 
 
@@ -1206,7 +1204,6 @@ def test_an_unknown_param_is_a_usage_error_listing_the_valid_names(tmp_path):
 
 
 def test_params_bound_for_vertex_are_checked_against_the_template_the_same_way():
-    from kfp_spot.pipelines import catalog
 
     template = str(catalog.pipeline_path("spot_training"))
     args = ["submit", template, "--project", "local-project", "--param", "max_resubmissions=lots"]

@@ -3,16 +3,14 @@
 from pathlib import Path
 
 import pytest
-from kfp import components, dsl
+from kfp import dsl
 from kfp.dsl import Artifact
 
 from kfp_spot.pipelines import local_arguments
+from tests.shared import COMMITTED_COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[1]
-VENDORED = {  # the committed YAMLs, as a team vendoring them loads them
-    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
-    for name in ("prepare_package", "launch_spot_job", "evaluate_checkpoint")
-}
+VENDORED = COMMITTED_COMPONENTS  # the committed YAMLs, as a team vendoring them loads them
 
 
 @pytest.fixture(name="sweep")

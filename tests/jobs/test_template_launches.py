@@ -13,22 +13,20 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kfp import compiler, components, dsl
+from kfp import compiler, dsl
 
 from kfp_spot.cli import main
 from kfp_spot.components.evaluate_checkpoint import EvaluateCheckpointOp
 from kfp_spot.components.launch_spot_job import LaunchSpotJobOp
 from kfp_spot.jobs.template import TemplateTaskError, check_template_launches
 from kfp_spot.vertex import pipeline_job
+from tests.shared import COMMITTED_COMPONENTS
 
 IMAGE = "us-docker.pkg.dev/my-proj-123/repo/trainer:1"
 ROOT = Path(__file__).resolve().parents[2]
 # The committed YAMLs, as a team loads them without installing kfp-spot: KFP gives each task its
 # compiler's default caching (on), where kfp_spot.components' tasks start with it off.
-YAMLS = {
-    name: components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
-    for name in ("prepare_package", "launch_spot_job", "deploy_spot_endpoint")
-}
+YAMLS = COMMITTED_COMPONENTS
 
 
 def _compile(tmp_path, name, evaluate=None, prepare=None, **launch):
