@@ -4,7 +4,8 @@ Both speak the same JobService API through the same client (``kfp_spot.jobs.serv
 differs is everything around it, and that lives here, chosen once from the endpoint
 (:func:`backend_for`):
 
-- how often to poll, how long transient errors are ridden out, how long a cancel is waited for;
+- how often to poll, how long transient errors are ridden out, how long a cancel is waited for,
+  how long to wait before creating a job again where a create was refused for quota;
 - the billing ledger (the emulator serves one per job; Vertex AI has none the launcher can read);
 - the failed job's own log lines (the emulator serves them; on Vertex they are in Cloud Logging);
 - how the attempts of a running job are observed (the emulator's ledger; on Vertex, the attempt
@@ -24,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kfp_spot import accounting, tracebacks
+from kfp_spot.jobs.quota_backoff import QuotaBackoff
 from kfp_spot.jobs.service import PollPolicy, RetryBudget
 from kfp_spot.vertex.client import Endpoint
 
@@ -67,6 +69,8 @@ class Backend(abc.ABC):
         retry: how long transient errors (UNAVAILABLE, connection refused...) are ridden out.
         cancel_wait_seconds: how long a cancelled job is waited for before giving up on it.
         observe_every: seconds between looks at a running job's attempts (also on every change).
+        quota_backoff: the waits before a create in a region whose last creates were refused
+            for quota (429 RESOURCE_EXHAUSTED).
     """
 
     endpoint: Endpoint
@@ -74,6 +78,7 @@ class Backend(abc.ABC):
     retry: RetryBudget
     cancel_wait_seconds: float
     observe_every: float
+    quota_backoff: QuotaBackoff
 
     name = "backend"
 
@@ -237,29 +242,37 @@ class _Settings:
     retry: RetryBudget
     cancel_wait_seconds: float
     observe_every: float
+    quota_backoff: QuotaBackoff
 
 
 # Against the emulator one GET costs about a millisecond: poll every 0.1 s so a job's end is seen
 # within a poll (the target is 0.3 s at p95, report included). Transient errors are ridden out for
 # 20 s: an emulator restarted on the same state dir and port gives running replicas up to 10 s to
-# stop first. A cancel waits for the emulator's default 30 s grace period.
+# stop first. A cancel waits for the emulator's default 30 s grace period. A create the emulator
+# refused for quota (a Spot capacity setting, for a time or for good) is tried again after 1 s,
+# doubling to 8 s: the waits and their lines are Vertex AI's, shortened as the emulator's clock is.
 _EMULATOR = _Settings(
     poll=PollPolicy(0.05, 0.1),
     retry=RetryBudget(40, 20.0, 0.1, 1.0),
     cancel_wait_seconds=30.0,
     observe_every=0.5,
+    quota_backoff=QuotaBackoff(1.0, 8.0),
 )
 # On Vertex AI: vertex_poll_delay (quick after a change, GCPC's 20 s in a steady RUNNING, never
 # more than 3 calls ahead of GCPC's schedule); transient errors ridden out for 10 min, whether they
 # come fast (UNAVAILABLE at once: 25 tries, 1 s doubling to 30 s, fill the window) or slow (a
 # request timing out: the window ends it first), since giving up leaves a paid training job
 # unwatched over a regional blip; the pod is killed ~30 s after SIGTERM, so a cancel is recorded
-# within ~20 s; attempt records (a listing on gs://) are looked at once a minute.
+# within ~20 s; attempt records (a listing on gs://) are looked at once a minute. A create refused
+# for quota (429) is made again after 30 s, Google's least interval for a 429 quota error (Service
+# Usage's troubleshooting page: exponential intervals plus randomness), doubling to 5 min: a
+# regional quota of Spot CPUs frees as jobs end, a per-minute request quota within a minute.
 _VERTEX = _Settings(
     poll=PollPolicy(GCPC_POLL_SECONDS, GCPC_POLL_SECONDS, 1.0, schedule=vertex_poll_delay),
     retry=RetryBudget(25, 600.0, 1.0, 30.0),
     cancel_wait_seconds=20.0,
     observe_every=60.0,
+    quota_backoff=QuotaBackoff(30.0, 300.0),
 )
 
 
@@ -285,4 +298,5 @@ def backend_for(
         retry=settings.retry,
         cancel_wait_seconds=settings.cancel_wait_seconds,
         observe_every=settings.observe_every,
+        quota_backoff=settings.quota_backoff,
     )

@@ -22,6 +22,7 @@ others leave, so split apart each transition would be read across modules.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from kfp_spot.jobs.outcome import (
     is_terminal,
     state_name,
 )
+from kfp_spot.jobs.quota_backoff import quota_wait
 from kfp_spot.jobs.recovery import (
     LaunchState,
     Submission,
@@ -62,6 +64,7 @@ from kfp_spot.jobs.spec import RESUME_ENV, build_custom_job, output_dirs, with_s
 from kfp_spot.jobs.strategy import Strategy, strategy_of
 from kfp_spot.jobs.watch import AttemptWatcher
 from kfp_spot.validation.component_inputs import inputs_of
+from kfp_spot.vertex import signals
 from kfp_spot.vertex.client import resolve_endpoint
 from kfp_spot.vertex.signals import LaunchInterruptedError, cancel_on_signals
 
@@ -89,6 +92,8 @@ class Launcher:
         backend: Backend | None = None,
         service: JobService | None = None,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = signals.sleep,
+        draw: Callable[[], float] = random.random,
     ):
         self.request = request
         self.order = request.policy.order(request.inputs.location)
@@ -102,6 +107,8 @@ class Launcher:
         self.service = service or JobService(self.endpoint, retry=self.backend.retry)
         self.poll = self.backend.poll
         self.clock = clock
+        self._sleep = sleep  # the wait before a create where quota refused the last ones
+        self._draw = draw  # its jitter
         project = request.inputs.project
         self.parent = f"projects/{project}/locations/{self.order[0]}"
         home = Site(self.order[0], self.endpoint, self.service, self.backend, self.parent)
@@ -285,6 +292,8 @@ class Launcher:
         )
         base = self.storage.base(site.region)
         if job is None:
+            self._wait_for_quota(site)
+            current.submitted_at = self.clock()
             spec = with_strategy(
                 self.base_job, current.strategy, self.request.inputs.max_wait_duration
             )
@@ -309,6 +318,31 @@ class Launcher:
             self._finish(current, held, site.service.wait_terminal(job.name, self.poll, 60.0))
             return False
         return True
+
+    def _wait_for_quota(self, site: Site) -> None:
+        """Wait before a create in ``site``'s region whose last creates were refused for quota."""
+        assert self.state is not None
+        region = site.region
+        wait = quota_wait(
+            site.backend.quota_backoff,
+            self.state.submissions,
+            region,
+            order=self.order,
+            now=self.clock(),
+            draw=self._draw(),
+        )
+        if wait is None:
+            return
+        log.info(
+            "waiting %.0f s before creating the job in %s: quota refused the last %s there "
+            "(%s); a quota frees up as jobs end or its minute passes, so an immediate create "
+            "would be refused again",
+            wait.seconds,
+            region,
+            "create" if wait.refusals == 1 else f"{wait.refusals} creates",
+            wait.message,
+        )
+        self._sleep(wait.seconds)
 
     def _held(self, site: Site, base: str, mine: CustomJob | None) -> Classified | None:
         """A USER_ERROR when another launch's live job writes to ``base`` (:mod:`sharing`).

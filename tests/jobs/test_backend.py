@@ -121,7 +121,9 @@ def test_a_state_change_is_looked_at_at_once(tmp_path, changed):
             return []
 
     base = backend_for(resolve_endpoint("us-central1"))
-    backend = Counting(base.endpoint, base.poll, base.retry, base.cancel_wait_seconds, 60.0)
+    backend = Counting(
+        base.endpoint, base.poll, base.retry, base.cancel_wait_seconds, 60.0, base.quota_backoff
+    )
     watcher = AttemptWatcher(backend, str(tmp_path), clock=lambda: 1.0)
     watcher.watch(JOB, Strategy.SPOT, 0.0)
     watcher.poll(None, False)  # the first look

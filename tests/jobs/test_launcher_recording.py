@@ -137,6 +137,40 @@ def test_quota_refused_at_create_is_capacity(package, outputs):
     assert info.value.outcome.value == "CAPACITY"
 
 
+def test_a_create_refused_for_quota_is_made_again_only_after_a_wait(package, outputs, caplog):
+    """A 429 on create is not resubmitted at once (the same quota would refuse it a second
+    later): the launcher waits, longer after each refusal in a row, and says why."""
+    import logging
+
+    from kfp_spot.jobs.entry import build_request
+    from kfp_spot.jobs.launcher import Launcher
+
+    slept: list[float] = []
+    caplog.set_level(logging.INFO, logger="kfp_spot.jobs.launcher")
+    with RecordingServer(fail_next_creates=[429, 429]) as server:
+        request = build_request(
+            project="test-proj",
+            package=package,
+            api_endpoint=server.endpoint,
+            poll_interval_seconds=0.01,
+            max_resubmissions=2,
+            **outputs,
+        )
+        launcher = Launcher(request, sleep=slept.append, draw=lambda: 0.0)
+        assert launcher.run().outcome.value == "SUCCEEDED"
+        assert len(server.created()) == 3  # two refused, the third made
+    first, second = (
+        launcher.backend.quota_backoff.step(1, 0.0),
+        launcher.backend.quota_backoff.step(2, 0.0),
+    )
+    assert len(slept) == 2
+    assert first - 1.0 < slept[0] <= first and second - 1.0 < slept[1] <= second
+    lines = [r.getMessage() for r in caplog.records if r.message.startswith("waiting ")]
+    assert len(lines) == 2
+    assert "quota refused the last create there (" in lines[0] and "injected)" in lines[0]
+    assert "quota refused the last 2 creates there" in lines[1]
+
+
 def test_cancelled_job_fails_the_launch(package, outputs):
     with (
         RecordingServer(scripts=[Script([RUNNING, "JOB_STATE_CANCELLED"])]) as server,
