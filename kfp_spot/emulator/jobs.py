@@ -39,9 +39,10 @@ from google.protobuf import empty_pb2, json_format
 
 from kfp_spot.emulator import billing, containers, filters, listing, names, replicas
 from kfp_spot.emulator.answers import AnswerCache
-from kfp_spot.emulator.errors import ApiError, parse_message, proto_path, rule_error
+from kfp_spot.emulator.errors import ApiError, proto_path, rule_error
 from kfp_spot.emulator.lifecycle import Lifecycle, flex_start_deadline
 from kfp_spot.emulator.pagetokens import PageTokens
+from kfp_spot.emulator.payloads import parse_message
 from kfp_spot.emulator.scheduler import Capacity
 from kfp_spot.emulator.scope import check_location
 from kfp_spot.emulator.statedir import StateDir, attempt_log_dir

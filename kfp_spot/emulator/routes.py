@@ -34,8 +34,9 @@ from typing import Any
 from google.protobuf import json_format
 
 from kfp_spot.emulator import names
-from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
+from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.jobs import CustomJobApi, message_json, preempt_replica
+from kfp_spot.emulator.payloads import check_request_field, decode_json
 from kfp_spot.emulator.routing import (
     OPS,
     PARENT,

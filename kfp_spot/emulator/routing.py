@@ -39,7 +39,8 @@ from functools import cache
 from typing import Any
 from urllib.parse import parse_qs
 
-from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
+from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.payloads import check_request_field, decode_json, refuse_unknown
 from kfp_spot.emulator.scope import check_scope
 from kfp_spot.vertex.values import INT32_MAX
 
@@ -388,13 +389,7 @@ def object_body(raw: bytes, fields: Collection[str]) -> dict[str, Any]:
     doc = decode_json(raw, "*")
     if not isinstance(doc, dict):
         raise ApiError("INVALID_ARGUMENT", "Invalid JSON payload received: expected an object")
+    refuse_unknown(key for key in doc if _snake(key) not in fields)
     for key, value in doc.items():
-        if _snake(key) not in fields:
-            raise ApiError(
-                "INVALID_ARGUMENT",
-                f"Invalid JSON payload received. Unknown name {json.dumps(key)}: Cannot find "
-                "field.",
-                key,
-            )
         check_request_field(_snake(key), value)
     return doc

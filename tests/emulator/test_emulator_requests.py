@@ -290,6 +290,33 @@ def test_unparseable_body_is_a_400_naming_the_request_field(emulator, api, raw, 
     assert violation["field"] == field, violation
 
 
+def test_every_unknown_name_is_named_as_google_names_them(emulator, api):
+    """Google's JSON mapping names each unknown name, at any depth, in the body's order: one
+    line of the message and one field violation each (not only the first)."""
+    body = _machine(shade="red")
+    body = {"colour": "red", **body, "size": 2}
+    status, answer = api(
+        "POST", f"{emulator.endpoint}/v1/{PARENT}/customJobs", raw=json.dumps(body).encode()
+    )
+    assert status == 400, answer
+    machine = "custom_job.job_spec.worker_pool_specs[0].machine_spec"
+    expected = [
+        ("custom_job", "colour"),
+        (machine, "shade"),
+        ("custom_job", "size"),
+    ]
+    lines = [
+        f"Invalid JSON payload received. Unknown name \"{name}\" at '{at}': Cannot find field."
+        for at, name in expected
+    ]
+    error = answer["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert error["message"] == "\n".join(lines)
+    assert error["details"][0]["fieldViolations"] == [
+        {"field": at, "description": line} for (at, _), line in zip(expected, lines, strict=True)
+    ]
+
+
 @pytest.mark.parametrize(
     ("runtime", "named"),
     [

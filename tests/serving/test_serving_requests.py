@@ -104,6 +104,25 @@ def test_serving_requests_get_the_servers_json_errors(serving, light_model_dir):
         "Invalid JSON payload received. Unknown name \"bogus\" at 'model': Cannot find field."
     )
     assert answer["error"]["details"][0]["fieldViolations"][0]["field"] == "model"
+    # Several unknown names are each named, in the body's order; one at the top of a body that
+    # is the whole request names no field (Google's front end answers so).
+    upload = {
+        "model": {"displayName": "m", "containerSpec": {"imageUri": "x", "colour": 2}, "bogus": 1},
+        "extra": 3,
+    }
+    status, answer = _call(emu, "POST", f"/v1/{PARENT}/models:upload", json.dumps(upload).encode())
+    unknown = "Invalid JSON payload received. Unknown name"
+    assert status == 400 and answer["error"]["details"][0]["fieldViolations"] == [
+        {
+            "field": "model.container_spec",
+            "description": f"{unknown} \"colour\" at 'model.container_spec': Cannot find field.",
+        },
+        {"field": "model", "description": f"{unknown} \"bogus\" at 'model': Cannot find field."},
+        {"description": f'{unknown} "extra": Cannot find field.'},
+    ]
+    assert answer["error"]["message"].splitlines() == [
+        v["description"] for v in answer["error"]["details"][0]["fieldViolations"]
+    ]
     # A NUL in a local artifactUri was a 500: listing the directory raised ValueError.
     upload = {
         "model": {

@@ -32,8 +32,9 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from kfp_spot.emulator import filters, listing, names
-from kfp_spot.emulator.errors import ApiError, parse_message, rule_error
+from kfp_spot.emulator.errors import ApiError, rule_error
 from kfp_spot.emulator.pagetokens import PageTokens
+from kfp_spot.emulator.payloads import WHOLE_REQUEST, parse_message
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.vertex.model_endpoint import ENDPOINT_NAME, MODEL_NAME
 from kfp_spot.vertex.values import InvalidFieldError
@@ -151,11 +152,19 @@ def parse_request(body: Any, message_cls: Any, field: str = "*") -> Any:
     try:
         return parse_message(body, message_cls.pb(), field)
     except ApiError as err:
-        if field != "*" or not err.field or not err.field.startswith("*."):
+        if field != WHOLE_REQUEST or not err.field or not err.field.startswith("*."):
             raise
-        where = err.field[2:]
-        message = err.message.replace(f"'{err.field}'", f"'{where}'")
-        raise ApiError(err.status, message, where) from None
+        message = err.message
+        violations = []
+        for at, text in err.violations or [(err.field, err.description)]:
+            where = at[2:] if at and at.startswith("*.") else at
+            if where != at:
+                message = message.replace(f"'{at}'", f"'{where}'")
+                text = text.replace(f"'{at}'", f"'{where}'")
+            violations.append((where, text))
+        raise ApiError(
+            err.status, message, violations[0][0], violations=violations if err.violations else ()
+        ) from None
 
 
 def stamp(pb_time: Any, when: float) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 
 from google.cloud.aiplatform_v1.types import Endpoint
 
-from kfp_spot.emulator.errors import ApiError, decode_json
+from kfp_spot.emulator.errors import ApiError
+from kfp_spot.emulator.payloads import decode_json, refuse_unknown
 from kfp_spot.emulator.serving import store as st
 from kfp_spot.emulator.serving.catalog import MODEL_NAME, Catalog
 from kfp_spot.emulator.serving.pool import ReplicaPool
@@ -121,13 +122,7 @@ class PredictionApi:
         body = decode_json(raw, "*") if raw.strip() else {}
         if not isinstance(body, dict):
             raise ApiError("INVALID_ARGUMENT", "the body must be a JSON object (PredictRequest)")
-        for key in body:
-            if key not in _PREDICT_FIELDS:
-                raise ApiError(
-                    "INVALID_ARGUMENT",
-                    f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.',
-                    key,
-                )
+        refuse_unknown(key for key in body if key not in _PREDICT_FIELDS)
         return body
 
     def _route(self, endpoint_name: str) -> tuple[st.DeploymentRow, Any]:

@@ -28,8 +28,9 @@ from typing import Any
 from google.cloud.aiplatform_v1.types import ListEndpointsResponse, ListModelsResponse
 from google.protobuf import json_format
 
-from kfp_spot.emulator.errors import ApiError, check_request_field, decode_json
+from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.jobs import list_json, message_json
+from kfp_spot.emulator.payloads import check_request_field, decode_json
 from kfp_spot.emulator.routing import OPS, PARENT, V1, Reply, Request, Route, object_body
 from kfp_spot.emulator.serving.api import ServingService
 from kfp_spot.emulator.serving.catalog import ListQuery
