@@ -318,10 +318,26 @@ def _endpoint(endpoint: str | None, state_dir: str) -> str:
     path = Path(state_dir) / "endpoint"
     try:
         found = _no_endpoint_file(path)
+        if found.endswith(" is missing") and _serving(state_dir):
+            # An emulator removes the file when it takes the state dir, writes it once it serves.
+            raise click.ClickException(
+                f"the emulator of {state_dir} is starting: {path} is written once it serves; "
+                "try again in a moment, or pass --endpoint"
+            )
         if not found:
             with path.open("rb") as file:  # a real endpoint file is one short line
-                text = file.read(_ENDPOINT_FILE_BYTES).decode(errors="replace").strip()
-            url = _checked_endpoint(text, f"the endpoint file {path}")
+                raw = file.read(_ENDPOINT_FILE_BYTES)
+            text = raw.decode(errors="replace").strip()
+            url = _checked_endpoint(text, f"the endpoint file {path}") if text else ""
+            if not url or not raw.endswith(b"\n"):
+                # An emulator writes the line whole (a temp file renamed over it): an empty file
+                # or a line cut short is no emulator's, and its port may be someone else's.
+                held = f"holds {show(text)}, not a whole line" if text else "is empty"
+                raise click.ClickException(
+                    f"the endpoint file {path} {held}: an emulator writes http://HOST:PORT and a "
+                    f"newline once it serves; start one with `kfp-spot emulator start --state-dir "
+                    f"{state_dir}`, or pass --endpoint"
+                )
             if not _serving(state_dir):
                 # The file outlives its emulator (a stop, a crash): its port may be another
                 # emulator's by now, whose jobs a preempt would then hit.

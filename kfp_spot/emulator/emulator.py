@@ -18,7 +18,7 @@ from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
 from kfp_spot.emulator.spot_capacity import ANY_MACHINE, STOCKOUT, SpotCapacity
-from kfp_spot.emulator.statedir import StateDirBusyError
+from kfp_spot.emulator.statedir import StateDirBusyError, write_endpoint
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ class Emulator:
             target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
         )
         self._thread.start()
-        (self.state_dir / "endpoint").write_text(self.endpoint + "\n")
+        write_endpoint(self.state_dir, self.endpoint)  # whole: never a partial line to read
         return self
 
     def stop(self) -> None:

@@ -66,6 +66,7 @@ class Service(CustomJobApi):
     ) -> None:
         state = StateDir(Path(state_dir))
         try:
+            state.forget_endpoint()  # until this emulator serves, no endpoint is its
             store = Store(state.database)
         except BaseException:
             state.release()

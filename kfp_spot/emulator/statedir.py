@@ -1,14 +1,24 @@
 """The emulator's state dir: its exclusive lock and where things live in it.
 
-Layout: ``emulator.sqlite`` (jobs, attempts, ledger), ``emulator.lock``, ``endpoint`` (written by
-the emulator once it serves), ``logs/<job id>/attempt-<n>/<replica>.log`` and
-``work/<job id>/<replica>/`` (a replica's working dir).
+Layout: ``emulator.sqlite`` (jobs, attempts, ledger), ``emulator.lock``, ``endpoint`` (removed
+when an emulator takes the lock, written whole once it serves: a reader sees no file or the whole
+line), ``logs/<job id>/attempt-<n>/<replica>.log`` and ``work/<job id>/<replica>/`` (a replica's
+working dir).
 """
 
 from __future__ import annotations
 
 import fcntl
 from pathlib import Path
+
+from kfp_spot import fs
+
+ENDPOINT_FILE = "endpoint"
+
+
+def write_endpoint(root: Path, url: str) -> None:
+    """Write the endpoint file of the state dir ``root``: a temp file renamed over it."""
+    fs.atomic_write(str(Path(root) / ENDPOINT_FILE), url + "\n")
 
 
 def job_log_dir(root: Path, job_id: str) -> Path:
@@ -63,6 +73,10 @@ class StateDir:
                 f"another emulator is using the state dir {self.path}; stop it or pick another "
                 "--state-dir"
             ) from None
+
+    def forget_endpoint(self) -> None:
+        """Remove the endpoint file an earlier emulator left: it names a port not served now."""
+        (self.path / ENDPOINT_FILE).unlink(missing_ok=True)
 
     def release(self) -> None:
         """Give the state dir up (closing the file releases the lock)."""

@@ -385,6 +385,54 @@ def test_a_state_dir_without_an_endpoint_file_says_what_is_there(tmp_path, make,
     assert f"({found.format(d=state_dir)}" in line, line
 
 
+@pytest.mark.parametrize(
+    ("content", "held"),
+    [(b"", "is empty"), (b"http://127.0.0.1:8", "holds 'http://127.0.0.1:8', not a whole line")],
+)
+def test_an_endpoint_file_cut_short_is_not_called(tmp_path, content, held):
+    # A partial line is a valid URL of another port: it was called (another emulator's jobs).
+    (tmp_path / "endpoint").write_bytes(content)
+    result = CliRunner().invoke(main, ["emulator", "jobs", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert " ".join(result.output.split()) == (
+        f"kfp-spot: error: the endpoint file {tmp_path / 'endpoint'} {held}: an emulator writes "
+        "http://HOST:PORT and a newline once it serves; start one with `kfp-spot emulator start "
+        f"--state-dir {tmp_path}`, or pass --endpoint"
+    )
+
+
+def test_an_emulator_that_is_starting_is_not_reached_at_its_last_runs_port(tmp_path):
+    """The endpoint file of the last run names a port that may be another emulator's by now: a
+    starting emulator removes it when it takes the state dir, and the CLI says it is starting."""
+    from kfp_spot.emulator.service import Service
+
+    (tmp_path / "endpoint").write_text("http://127.0.0.1:9\n")  # the last run's
+    service = Service(tmp_path)  # holds the state dir, not serving yet
+    try:
+        assert not (tmp_path / "endpoint").exists()
+        result = CliRunner().invoke(main, ["emulator", "jobs", "--state-dir", str(tmp_path)])
+    finally:
+        service.stop()
+    assert result.exit_code == 1, result.output
+    assert " ".join(result.output.split()) == (
+        f"kfp-spot: error: the emulator of {tmp_path} is starting: {tmp_path / 'endpoint'} is "
+        "written once it serves; try again in a moment, or pass --endpoint"
+    )
+
+
+def test_the_endpoint_file_is_written_whole(tmp_path, monkeypatch):
+    """Written as a temp file renamed over it: a reader never sees a partial line."""
+    from kfp_spot.emulator import statedir
+
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (renamed.append((a, b)), real_replace(a, b)))
+    statedir.write_endpoint(tmp_path, "http://127.0.0.1:8080")
+    assert (tmp_path / "endpoint").read_bytes() == b"http://127.0.0.1:8080\n"
+    [(tmp, target)] = renamed
+    assert os.path.dirname(tmp) == str(tmp_path) and target == str(tmp_path / "endpoint")
+
+
 @pytest.mark.parametrize("command", ["logs", "preempt", "attempts"])
 @pytest.mark.parametrize(
     "job",
