@@ -252,6 +252,12 @@ def arguments_and_problems(
         module = arguments.get("python_module", unset)
         if problem := bare_package_module_problem(checked, module):
             problems.append(f"python_module: {problem} (--param python_module=...)")
+        elif module == "" and any((checked / f).is_file() for f in PROJECT_FILES):
+            from kfp_spot.packaging.taskmodule import source_ambiguity
+
+            # prepare_package's own refusal, which would come once the run started
+            if problem := source_ambiguity(checked, checked.resolve().name):
+                problems.append(f"python_module: {problem} (--param python_module=...)")
         if problem := requirements_problem(
             checked, str(checked), arguments.get("requirements") or []
         ):

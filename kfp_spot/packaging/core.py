@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
-from kfp_spot.packaging import imports, outputdirs, runnable, trainer_dist
+from kfp_spot.packaging import imports, outputdirs, runnable, taskmodule, trainer_dist
 from kfp_spot.packaging.entry_points import FIELD, check_entry_point, declared_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
@@ -128,30 +128,6 @@ def _module_files(module: str) -> tuple[str, ...]:
     return (f"{path}.py", f"{path}/__main__.py")
 
 
-def _modules_in(files: Sequence[str]) -> list[str]:
-    out = []
-    for name in files:
-        if ".dist-info/" in name or ".data/" in name or not name.endswith(".py"):
-            continue
-        module = name[: -len(".py")].replace("/", ".")
-        if module.endswith(".__init__"):
-            module = module[: -len(".__init__")]
-        out.append(module)
-    return sorted(set(out))
-
-
-def _default_module(wheel_files: Sequence[str]) -> str | None:
-    """The one module a job would obviously run, or None when there are none or several.
-
-    Candidates: ``*.task`` modules (Vertex's convention) and packages with ``__main__``.
-    """
-    candidates = sorted(
-        {m for m in _modules_in(wheel_files) if m.rsplit(".", 1)[-1] == "task"}
-        | {m[: -len(".__main__")] for m in _modules_in(wheel_files) if m.endswith(".__main__")}
-    )
-    return candidates[0] if len(candidates) == 1 else None
-
-
 def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> None:
     """Check that ``python_module`` is in the wheel and that its package compiles.
 
@@ -165,7 +141,7 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
         for f in facts.files
     )
     if not extension and not any(f in facts.files for f in _module_files(python_module)):
-        modules = _modules_in(facts.files)
+        modules = taskmodule.modules_in(facts.files)
         shown = ", ".join(modules[:20]) + (" ..." if len(modules) > 20 else "")
         raise ModuleNotInPackageError(
             "python_module",
@@ -495,30 +471,28 @@ def prepare_package(
         )
         entry_point = declared_entry_point(tree.path)  # a typo fails before the build
         _check_project_name(tree.path)
+        module = python_module or tree.python_module
+        if not module:
+            module = str(_build.tool_config(tree.path).get("python-module", ""))
+        shown = Path(source.rstrip("/")).name
+        if not module and (ambiguous := taskmodule.source_ambiguity(tree.path, shown)):
+            raise PackagingError("python_module", ambiguous)  # before the build, not after
         log.info("building %s (%s)", source, tree.kind)
         builds = Path(build_cache_dir) if build_cache_dir is not None else None
         built = _build.run_build(tree.path, work / "dist", cache_dir=builds)
         if builds is not None and not built.isolated:  # the wheel the job's env would build
             envcache.remember_wheel(builds, built.sdist, built.wheel, built.asked)
         facts = _build.wheel_facts(built.wheel)
-        module = python_module or tree.python_module
         if not module:
-            module = str(_build.tool_config(tree.path).get("python-module", ""))
+            module = taskmodule.default_module(facts.files) or ""
         if not module:
-            module = _default_module(facts.files) or ""
-        if not module:
-            modules = _modules_in(facts.files)
-            scripts = _console_scripts(built.wheel, facts)
-            hint = "".join(
-                f"; its console script {name} calls {target}: python-module = "
-                f'"{target.partition(":")[0].strip()}" runs that module'
-                for name, target in list(scripts.items())[:1]
-            )
             raise PackagingError(
                 "python_module",
-                f"cannot tell which module of {facts.name} the job runs (modules: "
-                f"{', '.join(modules[:20]) or 'none'}); pass python_module or set "
-                f"[tool.kfp-spot] python-module in pyproject.toml{hint}",
+                taskmodule.ambiguity(
+                    facts.name,
+                    taskmodule.modules_in(facts.files),
+                    _console_scripts(built.wheel, facts),
+                ),
             )
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
