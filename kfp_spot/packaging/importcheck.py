@@ -123,7 +123,10 @@ def check_evaluation_import(
 
     That image holds kfp-spot and its dependencies, not the executor image's libraries: a module
     importing one the package does not declare (scikit-learn, say) would fail only after the
-    whole training. The light kfp-spot-trainer wheel is left out (the image's kfp-spot serves).
+    whole training. The modules of its package it imports inside a function (the entry point's
+    ``from trainer.model import load``) are imported too, as for the job (:func:`job_modules`),
+    and all are read with the image's Python first. The light kfp-spot-trainer wheel is left out
+    (the image's kfp-spot serves).
 
     Raises:
         ImportCheckError: naming ``evaluation_entry_point``, with the import's last lines.
@@ -141,7 +144,16 @@ def check_evaluation_import(
                 "evaluation_entry_point",
                 f"the package does not install in kfp-spot's runtime image: {exc}",
             ) from exc
-        tail = _import_tail(python, [module], Path(tmp), "evaluation_entry_point")
+        # What it imports of its package inside the entry point's function runs there too.
+        found, reached = pycompat.scan(envcache.site_packages_of(python), module, image.python)
+        if found:
+            raise ImportCheckError(
+                "evaluation_entry_point",
+                pycompat.explain(found, module, image.python, "kfp-spot's runtime image"),
+            )
+        tail = _import_tail(
+            python, job_modules(module, reached), Path(tmp), "evaluation_entry_point"
+        )
     if tail is not None:
         raise ImportCheckError(
             "evaluation_entry_point",

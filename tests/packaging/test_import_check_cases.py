@@ -130,6 +130,29 @@ def test_import_check_imports_the_evaluation_where_evaluate_checkpoint_runs_it(p
     assert "Declare what it imports in the package's dependencies." in message
 
 
+def test_import_check_follows_what_the_evaluation_imports_inside_its_function(project, staging):
+    # evaluate() loads its scoring module only when called, after the whole training: that
+    # module's undeclared import would fail only then.
+    _declare_evaluation(project)
+    (project / "tinytrainer" / "evaluate.py").write_text(
+        "def evaluate(checkpoint_dir, params):\n"
+        "    from tinytrainer import scoring\n"
+        "    return scoring.score(checkpoint_dir)\n"
+    )
+    (project / "tinytrainer" / "scoring.py").write_text(
+        "import a_module_no_image_holds\n\ndef score(path):\n    return {}\n"
+    )
+    with pytest.raises(ImportCheckError) as info:
+        prepare_package(str(project), str(staging), check_import=True)
+    assert info.value.field == "evaluation_entry_point"
+    message = str(info.value)
+    assert message.startswith(
+        "evaluation_entry_point: tinytrainer.evaluate does not import in kfp-spot's runtime image"
+    )
+    assert "No module named 'a_module_no_image_holds'" in message
+    assert "(importing tinytrainer.scoring, which tinytrainer.evaluate imports)" in message
+
+
 def test_import_check_passes_an_evaluation_whose_imports_are_declared(project, tmp_path):
     _declare_evaluation(project)  # it imports numpy, which the tiny project declares
     info = prepare_package(str(project), str(tmp_path / "stage"), check_import=True)
