@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
 import hashlib
 import logging
 import os
@@ -25,7 +26,14 @@ from packaging.utils import canonicalize_name
 
 from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
-from kfp_spot.packaging import imports, outputdirs, runnable, taskmodule, trainer_dist
+from kfp_spot.packaging import (
+    imports,
+    outputdirs,
+    runnable,
+    taskmodule,
+    trainer_dist,
+    wheeltags,
+)
 from kfp_spot.packaging.entry_points import FIELD, check_entry_point, declared_entry_point
 from kfp_spot.packaging.errors import (
     ModuleNotInPackageError,
@@ -260,12 +268,24 @@ def _check_imported_job(wheel: Path, facts: _build.WheelFacts, entry_point: str)
         raise PackagingError("source", f"{FIELD} {entry_point!r}: {reason}")
 
 
-def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:
+def check_package_uris(
+    extra_package_uris: Sequence[str], executor_image_uri: str | None = None
+) -> list[str]:
     """Validate the extra dependency package URIs (they must exist; with the trainer, <= 100).
+
+    With ``executor_image_uri``, a wheel pip would refuse on its training VMs or in kfp-spot's
+    runtime image, where the evaluation installs it too (built for macOS, say), is refused.
 
     Raises:
         PackageUrisError: naming the bad entry.
     """
+    from kfp_spot.image.lock import IMAGE_PYTHON
+
+    installers = [(IMAGE_PYTHON, "kfp-spot's runtime image, where the evaluation runs")]
+    if executor_image_uri is not None:
+        with contextlib.suppress(executors.ExecutorImageError):  # refused with its own message
+            image = executors.profile(executor_image_uri)
+            installers.insert(0, (image.python, f"the training VMs' image {image.image}"))
     if isinstance(extra_package_uris, str) or not isinstance(extra_package_uris, Sequence):
         raise PackageUrisError(
             "extra_package_uris", f"must be a list of URIs, got {type(extra_package_uris).__name__}"
@@ -294,6 +314,9 @@ def check_package_uris(extra_package_uris: Sequence[str]) -> list[str]:
             )
         if uri in seen:
             raise PackageUrisError(label, f"{uri!r} is listed twice")
+        for python, where in installers:
+            if reason := wheeltags.unsupported_reason(uri.rsplit("/", 1)[-1], python, where):
+                raise PackageUrisError(label, reason)
         seen.add(uri)
         filesystem, path = fs.filesystem(uri)
         try:
@@ -458,7 +481,7 @@ def prepare_package(
     executors.warn_executor_image(executor_image_uri)  # not in the table, or expired: stderr
     # Jobs run elsewhere and in another working directory: stage under an absolute path.
     staging_uri = fs.to_local_path(staging_uri) or staging_uri
-    extras = check_package_uris(extra_package_uris)
+    extras = check_package_uris(extra_package_uris, executor_image_uri)
     with tempfile.TemporaryDirectory(prefix="kfp-spot-package-") as tmp:
         work = Path(tmp)
         tree = materialize(
