@@ -29,6 +29,7 @@ from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import (
     imports,
     outputdirs,
+    platformdeps,
     runnable,
     taskmodule,
     trainer_dist,
@@ -549,6 +550,14 @@ def prepare_package(
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(tree.path, module),
+            *platformdeps.skipped_on_vertex(
+                facts.requirements,
+                executors.profile(executor_image_uri),
+                {
+                    **platformdeps.imported_modules(tree.path, entry_point.partition(":")[0]),
+                    **platformdeps.imported_modules(tree.path, module),
+                },
+            ),
             *_large_package(built.wheel, facts),
         ]:
             print(f"kfp-spot: warning: {warning}", file=sys.stderr, flush=True)

@@ -30,7 +30,13 @@ from packaging.version import InvalidVersion, Version
 
 from kfp_spot import executors
 
-__all__ = ["UnmetPin", "declared_requirements", "unmet_pin_warnings", "unmet_pins"]
+__all__ = [
+    "UnmetPin",
+    "declared_requirements",
+    "image_environment",
+    "unmet_pin_warnings",
+    "unmet_pins",
+]
 
 _SHOWN_IMAGES = 6
 
@@ -90,7 +96,7 @@ class UnmetPin:
         )
 
 
-def _image_environment(python: str) -> dict[str, str]:
+def image_environment(python: str) -> dict[str, str]:
     """Marker values of a job in a prebuilt image (Linux x86_64, CPython ``python``)."""
     return {
         "python_version": python,
@@ -189,7 +195,7 @@ def unmet_pins(requirements: Iterable[str], image: executors.ExecutorProfile) ->
         own = [(name, spec) for name, spec in own if spec.version in framework]
     pins = dict(own)
     found = []
-    environment = _image_environment(image.python or "3.10")
+    environment = image_environment(image.python or "3.10")
     for text in requirements:
         try:
             requirement = Requirement(text)

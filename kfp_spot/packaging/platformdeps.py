@@ -1,0 +1,119 @@
+"""Warn about a requirement this machine installs and Vertex AI's training VMs skip, by its marker.
+
+A package often declares a dependency for the laptop it is written on: ``tensorflow-macos;
+sys_platform == "darwin"`` on a Mac. pip reads the marker where it installs: here, and in the
+local emulator and the import check, which run on this machine, it installs the dependency and
+the job imports it; on Vertex AI's training VMs (Linux x86_64, the executor image's Python) the
+marker is false, pip skips it and the job's first import of it fails there. :func:`warnings_for`
+names such a requirement when the job's own code imports a module it provides here and nothing
+the VM gets does: another declared requirement whose marker holds there, or a library of the
+image. Read statically, from the job's module and the modules of its package it reaches.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName, default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from kfp_spot import executors
+from kfp_spot.packaging import imports
+from kfp_spot.packaging.imagepins import image_environment
+
+
+def imported_modules(source: Path, module: str) -> dict[str, str]:
+    """Top-level modules ``module``'s own code imports (not optionally), with where first."""
+    found: dict[str, str] = {}
+    if not module:
+        return found
+
+    def read(name: str, path: Path) -> list[str]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                return []
+        where = path.relative_to(source).as_posix()
+        used = imports.imported(tree, name, path.name == "__init__.py")
+        for entry in used:
+            if not entry.optional:
+                found.setdefault(entry.name.split(".")[0], f"{where}, line {entry.line}")
+        return [i.name for i in used]
+
+    for base in imports.source_roots(source):
+        if base.is_dir():
+            imports.walk_own_package(base, module, read)
+    return found
+
+
+def _holds(requirement: Requirement, environment: Mapping[str, str]) -> bool:
+    if requirement.marker is None:
+        return True
+    try:
+        return requirement.marker.evaluate({**environment, "extra": ""})
+    except (UndefinedComparison, UndefinedEnvironmentName):
+        return True  # pip's own reading decides; not ours to warn of
+
+
+def skipped_on_vertex(
+    requirements: Sequence[str],
+    image: executors.ExecutorProfile,
+    imported: Mapping[str, str],
+    *,
+    here: Mapping[str, str] | None = None,
+    provides: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """One warning per requirement installed here, skipped on the VM, whose module the job imports.
+
+    Args:
+        requirements: the package's declared requirements (Requires-Dist).
+        image: the executor image's profile (its Python, its libraries).
+        imported: top-level module -> where the job's code imports it (:func:`imported_modules`).
+        here: this machine's marker values (default: this interpreter's).
+        provides: top-level module -> the distributions installed here that hold it (default:
+            ``importlib.metadata.packages_distributions()``).
+    """
+    local = {k: str(v) for k, v in default_environment().items()} if here is None else here
+    there = image_environment(image.python or "3.10")
+    held = importlib.metadata.packages_distributions() if provides is None else provides
+    parsed = []
+    for text in requirements:
+        try:
+            parsed.append((text, Requirement(text)))
+        except InvalidRequirement:
+            continue  # the build refused it already
+    on_vm = {canonicalize_name(n) for n in image.package_names} | {
+        canonicalize_name(r.name) for _, r in parsed if _holds(r, there)
+    }
+    out = []
+    for text, requirement in parsed:
+        if not _holds(requirement, local) or _holds(requirement, there):
+            continue
+        name = canonicalize_name(requirement.name)
+        modules = [m for m, dists in held.items() if name in map(canonicalize_name, dists)]
+        modules = modules or [name.replace("-", "_")]
+        missing = [
+            m
+            for m in sorted(modules)
+            if m in imported
+            and canonicalize_name(m) not in on_vm
+            and not any(canonicalize_name(d) in on_vm for d in held.get(m, ()))
+        ]
+        if missing:
+            module = missing[0]
+            out.append(
+                f"requirement {text!r} is installed on this machine but not on Vertex AI's "
+                f"training VMs (Linux x86_64, Python {image.python}, {image.image}): its marker "
+                f"is false there, so pip skips it, and {imported[module]} imports {module}, "
+                "which nothing else the package declares or the image holds provides there: "
+                "the job fails at that import on Vertex AI, as the local run and the import "
+                "check cannot show. Declare what provides it on Linux too (a requirement whose "
+                "marker holds there, e.g. 'sys_platform != \"darwin\"')"
+            )
+    return out

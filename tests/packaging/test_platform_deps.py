@@ -1,0 +1,100 @@
+"""A requirement this machine installs and the training VMs skip, by its marker, is warned of.
+
+On a Mac ``tensorflow-macos; sys_platform == "darwin"`` installs here, in the local emulator and
+in the import check; on the Linux VM pip skips it and the job's ``import tensorflow`` fails there.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from kfp_spot import executors
+from kfp_spot.packaging.platformdeps import imported_modules, skipped_on_vertex
+from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
+
+IMAGE = executors.profile(executors.DEFAULT_EXECUTOR_IMAGE)
+MAC = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.4",
+    "sys_platform": "darwin",
+    "platform_system": "Darwin",
+    "os_name": "posix",
+    "platform_machine": "arm64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "platform_release": "23.5.0",
+    "platform_version": "Darwin Kernel Version 23.5.0",
+    "implementation_version": "3.12.4",
+}
+PROVIDES = {"tensorflow": ["tensorflow-macos", "tensorflow"], "tensorflow-plugins": ["metal"]}
+
+
+def _trainer(tmp_path: Path, task: str) -> Path:
+    (tmp_path / "src" / "trainer").mkdir(parents=True)
+    (tmp_path / "src" / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "src" / "trainer" / "task.py").write_text(task)
+    return tmp_path
+
+
+def _warnings(tmp_path, requirements, task="import json\nimport tensorflow as tf\n"):
+    imported = imported_modules(_trainer(tmp_path, task), "trainer.task")
+    return skipped_on_vertex(requirements, IMAGE, imported, here=MAC, provides=PROVIDES)
+
+
+def test_a_mac_only_framework_the_job_imports_is_named_with_its_import(tmp_path):
+    requirement = 'tensorflow-macos>=2.15; sys_platform == "darwin"'
+    assert _warnings(tmp_path, [requirement, "numpy"]) == [
+        f"requirement {requirement!r} is installed on this machine but not on Vertex AI's "
+        "training VMs (Linux x86_64, Python 3.10, sklearn-cpu.1-6): its marker is false there, "
+        "so pip skips it, and src/trainer/task.py, line 2 imports tensorflow, which nothing else "
+        "the package declares or the image holds provides there: the job fails at that import "
+        "on Vertex AI, as the local run and the import check cannot show. Declare what provides "
+        "it on Linux too (a requirement whose marker holds there, e.g. 'sys_platform != "
+        '"darwin"\')'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("requirements", "task"),
+    [
+        # the Linux counterpart is declared
+        (
+            ['tensorflow-macos; sys_platform == "darwin"', 'tensorflow; sys_platform != "darwin"'],
+            "import tensorflow\n",
+        ),
+        # a Mac-only plugin the code never imports
+        (["tensorflow", 'tensorflow-metal; sys_platform == "darwin"'], "import tensorflow\n"),
+        # an import the code is ready to miss
+        (
+            ['tensorflow-macos; sys_platform == "darwin"'],
+            "try:\n    import tensorflow\nexcept ImportError:\n    tensorflow = None\n",
+        ),
+    ],
+    ids=["linux-counterpart", "unimported-plugin", "optional-import"],
+)
+def test_what_the_vm_gets_another_way_or_never_imports_is_not_warned_of(
+    tmp_path, requirements, task
+):
+    assert _warnings(tmp_path, requirements, task) == []
+
+
+def test_prepare_package_warns_of_it(tmp_path, capfd):
+    # On this machine's Python (3.11) the marker holds; on the image's 3.10 it does not.
+    project = write_project(tmp_path / "tiny")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'dependencies = ["numpy>=1.20"]',
+            'dependencies = ["numpy>=1.20", "pyyaml; python_version >= \'3.11\'"]',
+        )
+    )
+    (project / "tinytrainer" / "task.py").write_text("import yaml\n")
+    prepare_package(str(project), str(tmp_path / "stage"))
+    err = capfd.readouterr().err
+    assert (
+        "kfp-spot: warning: requirement 'pyyaml; python_version >= \"3.11\"' is installed on "
+        "this machine but not on Vertex AI's training VMs (Linux x86_64, Python 3.10, "
+        "sklearn-cpu.1-6)"
+    ) in err
+    assert "tinytrainer/task.py, line 1 imports yaml" in err
