@@ -546,17 +546,18 @@ def prepare_package(
                 envcache.default_cache_dir(), scratch_dir=work / "kfp-spot-trainer"
             )
             log.info("%s imports kfp_spot: adding %s to its package URIs", facts.name, light.name)
+        image = executors.profile(executor_image_uri)
+        job_imports = platformdeps.imported_modules(tree.path, module)
+        evaluation_imports = platformdeps.imported_modules(tree.path, entry_point.partition(":")[0])
         # The job still runs, but pip replaces the image's version (stderr: the task's console).
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(tree.path, module),
             *platformdeps.skipped_on_vertex(
-                facts.requirements,
-                executors.profile(executor_image_uri),
-                {
-                    **platformdeps.imported_modules(tree.path, entry_point.partition(":")[0]),
-                    **platformdeps.imported_modules(tree.path, module),
-                },
+                facts.requirements, image, {**evaluation_imports, **job_imports}
+            ),
+            *platformdeps.unread_requirements(
+                tree.path, facts.requirements, image, job_imports, evaluation_imports
             ),
             *_large_package(built.wheel, facts),
         ]:

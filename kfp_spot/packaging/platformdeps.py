@@ -8,6 +8,11 @@ marker is false, pip skips it and the job's first import of it fails there. :fun
 names such a requirement when the job's own code imports a module it provides here and nothing
 the VM gets does: another declared requirement whose marker holds there, or a library of the
 image. Read statically, from the job's module and the modules of its package it reaches.
+
+The same goes for a ``requirements.txt`` beside a project's pyproject.toml, which the laptop's
+environment was made from (``pip install -r requirements.txt``): pip on the VM installs the
+package's declared dependencies, never that file. :func:`unread_requirements` names what it lists,
+the package does not declare and the job's code imports.
 """
 
 from __future__ import annotations
@@ -117,3 +122,80 @@ def skipped_on_vertex(
                 "marker holds there, e.g. 'sys_platform != \"darwin\"')"
             )
     return out
+
+
+REQUIREMENTS_FILE = "requirements.txt"
+
+
+def _listed(path: Path) -> list[tuple[str, Requirement]]:
+    """The requirements a requirements file names (options, includes and URLs left out)."""
+    out = []
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        try:
+            out.append((line, Requirement(line)))
+        except InvalidRequirement:
+            continue
+    return out
+
+
+def unread_requirements(
+    project: Path,
+    declared: Sequence[str],
+    image: executors.ExecutorProfile,
+    job_imports: Mapping[str, str],
+    evaluation_imports: Mapping[str, str],
+    *,
+    provides: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """A warning when ``project``'s requirements.txt lists what the package needs undeclared.
+
+    Judged for a requirement the package does not declare whose module the job's code imports
+    (and the executor image does not hold) or the evaluation's does (kfp-spot's runtime image
+    holds no framework).
+
+    Args:
+        project: the project directory (a pyproject.toml, setup.py or setup.cfg at its top).
+        declared: the package's declared requirements (Requires-Dist).
+        image: the executor image's profile.
+        job_imports: top-level module -> where the job's code imports it.
+        evaluation_imports: the same for the evaluation entry point's module.
+        provides: top-level module -> the distributions installed here that hold it.
+    """
+    path = project / REQUIREMENTS_FILE
+    if not path.is_file():
+        return []
+    held = importlib.metadata.packages_distributions() if provides is None else provides
+    names = set()
+    for text in declared:
+        try:
+            names.add(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            continue
+    in_image = {canonicalize_name(n) for n in image.package_names}
+    missing: list[tuple[str, str]] = []
+    for line, requirement in _listed(path):
+        name = canonicalize_name(requirement.name)
+        if name in names:
+            continue
+        modules = [m for m, dists in held.items() if name in map(canonicalize_name, dists)]
+        for module in sorted(modules or [name.replace("-", "_")]):
+            if module in evaluation_imports:
+                missing.append((line, evaluation_imports[module]))
+                break
+            if module in job_imports and name not in in_image:
+                missing.append((line, job_imports[module]))
+                break
+    if not missing:
+        return []
+    shown = "; ".join(f"{line!r} ({where} imports it)" for line, where in missing[:5])
+    return [
+        f"{REQUIREMENTS_FILE} beside the project lists what the package does not declare: "
+        f"{shown}. pip on Vertex AI's training VMs and in the evaluation's image installs the "
+        "package's declared dependencies, never that file, so those imports fail there: "
+        "declare them in pyproject.toml's [project] dependencies (or set [project] dynamic = "
+        '["dependencies"] and read the file with [tool.setuptools.dynamic] dependencies = '
+        '{file = ["requirements.txt"]})'
+    ]

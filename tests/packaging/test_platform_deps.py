@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kfp_spot import executors
-from kfp_spot.packaging.platformdeps import imported_modules, skipped_on_vertex
+from kfp_spot.packaging.platformdeps import imported_modules, skipped_on_vertex, unread_requirements
 from tests.packaging.tiny import write_project
 from tests.prepare import prepare_package
 
@@ -98,3 +98,50 @@ def test_prepare_package_warns_of_it(tmp_path, capfd):
         "sklearn-cpu.1-6)"
     ) in err
     assert "tinytrainer/task.py, line 1 imports yaml" in err
+
+
+def _unread(tmp_path, listed, declared, job="", evaluation=""):
+    project = tmp_path / "project"
+    project.mkdir(parents=True)
+    (project / "requirements.txt").write_text(listed)
+    job_imports = {m: f"src/trainer/task.py, line {i}" for i, m in enumerate(job.split(), 1)}
+    eval_imports = {
+        m: f"src/trainer/metrics.py, line {i}" for i, m in enumerate(evaluation.split(), 1)
+    }
+    provides = {"yaml": ["PyYAML"], "sklearn": ["scikit-learn"], "lightgbm": ["lightgbm"]}
+    return unread_requirements(
+        project, declared, IMAGE, job_imports, eval_imports, provides=provides
+    )
+
+
+def test_a_requirements_txt_the_package_does_not_declare_is_named_with_the_imports(tmp_path):
+    listed = (
+        "# the laptop's environment\n-r base.txt\nlightgbm==4.3  # boosting\nPyYAML>=6\npytest\n"
+    )
+    assert _unread(tmp_path, listed, ["pyyaml>=6"], job="json lightgbm yaml pytest_x") == [
+        "requirements.txt beside the project lists what the package does not declare: "
+        "'lightgbm==4.3' (src/trainer/task.py, line 2 imports it). pip on Vertex AI's training "
+        "VMs and in the evaluation's image installs the package's declared dependencies, never "
+        "that file, so those imports fail there: declare them in pyproject.toml's [project] "
+        'dependencies (or set [project] dynamic = ["dependencies"] and read the file with '
+        "[tool.setuptools.dynamic] dependencies = {file = "
+        '["requirements.txt"]})'
+    ]
+
+
+def test_a_library_the_image_holds_counts_for_the_job_not_for_the_evaluation(tmp_path):
+    # sklearn-cpu.1-6 holds scikit-learn; kfp-spot's runtime image, where evaluate() runs, not.
+    assert _unread(tmp_path, "scikit-learn\n", [], job="sklearn") == []
+    found = _unread(tmp_path / "e", "scikit-learn\n", [], evaluation="sklearn")
+    assert "'scikit-learn' (src/trainer/metrics.py, line 1 imports it)" in found[0]
+
+
+def test_prepare_package_warns_of_an_unread_requirements_txt(tmp_path, capfd):
+    project = write_project(tmp_path / "tiny")
+    (project / "requirements.txt").write_text("numpy>=1.20\npyyaml\n")
+    (project / "tinytrainer" / "task.py").write_text("import yaml\n")
+    prepare_package(str(project), str(tmp_path / "stage"))
+    assert (
+        "kfp-spot: warning: requirements.txt beside the project lists what the package does not "
+        "declare: 'pyyaml' (tinytrainer/task.py, line 1 imports it)"
+    ) in capfd.readouterr().err
