@@ -28,6 +28,7 @@ from kfp_spot import envcache, executors, fs
 from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import (
     imports,
+    localpaths,
     outputdirs,
     platformdeps,
     runnable,
@@ -553,6 +554,7 @@ def prepare_package(
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(tree.path, module),
+            *localpaths.warnings_for(tree.path, [module, entry_point.partition(":")[0]]),
             *platformdeps.skipped_on_vertex(
                 facts.requirements, image, {**evaluation_imports, **job_imports}
             ),

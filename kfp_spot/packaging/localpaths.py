@@ -1,0 +1,77 @@
+"""Warn about a job whose own code names a file of this machine: ``/Users/alice/data/train.csv``.
+
+A trainer written on a laptop often reads its data from the laptop: a default of its argument
+parser, a constant at the top of a module. Locally, the emulator runs the job on this machine and
+the file is there; on Vertex AI the training VMs (and the evaluation's container) have no such
+path and the job fails at its first read, after the VMs started. :func:`warnings_for` names each
+text of the job's own code (its module, the evaluation entry point's and the modules of their
+package they import; docstrings left out) that starts with a home or volume folder of macOS
+(``/Users/``, ``/Volumes/``, its temporary ``/private/var/folders/``), a Windows user folder or
+this machine's home directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+from kfp_spot.packaging import imports
+
+LAPTOP_PREFIXES = ("/Users/", "/Volumes/", "/private/var/folders/", "C:\\Users\\", "C:/Users/")
+"""Where a path of a developer's machine starts, whatever machine this is."""
+
+
+def _texts(tree: ast.Module) -> Iterator[ast.Constant]:
+    """The text constants of ``tree`` but docstrings and other bare string statements."""
+    bare = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare:
+            yield node
+
+
+def laptop_paths(source: Path, modules: list[str], home: str | None = None) -> dict[str, str]:
+    """Each path of this machine the code of ``modules`` names -> where it first does.
+
+    ``home``: this machine's home directory (default: ``Path.home()``), whose paths count too,
+    but ``/root``, the home of the containers the jobs run in, which they have.
+    """
+    mine = (home if home is not None else str(Path.home())).rstrip("/\\")
+    prefixes = LAPTOP_PREFIXES + ((f"{mine}/",) if mine not in ("", "/root") else ())
+    found: dict[str, str] = {}
+
+    def read(name: str, path: Path) -> list[str]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                return []
+        where = path.relative_to(source).as_posix()
+        for node in _texts(tree):
+            text = str(node.value)
+            if text.startswith(prefixes):
+                found.setdefault(text, f"{where}, line {node.lineno}")
+        return [i.name for i in imports.imported(tree, name, path.name == "__init__.py")]
+
+    for module in filter(None, modules):
+        for base in imports.source_roots(source):
+            if base.is_dir():
+                imports.walk_own_package(base, module, read)
+    return found
+
+
+def warnings_for(source: Path, modules: list[str], home: str | None = None) -> list[str]:
+    """One warning per path :func:`laptop_paths` finds (the first five)."""
+    return [
+        f"{where} names {text!r}, a path of this machine: the training VMs on Vertex AI and "
+        "the evaluation's container have no such file, so the job fails there when it reads "
+        "it. Put the data in Cloud Storage and pass its gs:// URI (the VM's /gcs/BUCKET/... "
+        "path for plain file I/O) as a training argument"
+        for text, where in list(laptop_paths(source, modules, home).items())[:5]
+    ]

@@ -1,0 +1,66 @@
+"""A path of the laptop named in the job's own code is warned of: the VMs have no such file."""
+
+from kfp_spot.packaging.localpaths import warnings_for
+from tests.packaging.tiny import write_project
+from tests.prepare import prepare_package
+
+TASK = '''\
+"""Trains on /Users/alice/data/train.csv by default."""
+import argparse
+
+from trainer import data
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train", default="/Users/alice/data/train.csv")
+    parser.add_argument("--cache", default="/root/.cache/trainer")
+    print(data.load(parser.parse_args().train))
+'''
+DATA = """\
+import pandas as pd
+
+LABELS = f"/home/alice/labels/{'v2'}.csv"
+
+
+def load(path):
+    return pd.read_csv(path)
+"""
+
+
+def _project(tmp_path):
+    (tmp_path / "src" / "trainer").mkdir(parents=True)
+    (tmp_path / "src" / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "src" / "trainer" / "task.py").write_text(TASK)
+    (tmp_path / "src" / "trainer" / "data.py").write_text(DATA)
+    return tmp_path
+
+
+def test_a_path_of_this_machine_is_named_with_where_the_code_names_it(tmp_path):
+    found = warnings_for(_project(tmp_path), ["trainer.task", ""], home="/home/alice")
+    assert found == [
+        "src/trainer/task.py, line 9 names '/Users/alice/data/train.csv', a path of this "
+        "machine: the training VMs on Vertex AI and the evaluation's container have no such "
+        "file, so the job fails there when it reads it. Put the data in Cloud Storage and pass "
+        "its gs:// URI (the VM's /gcs/BUCKET/... path for plain file I/O) as a training argument",
+        found[1],
+    ]
+    assert found[1].startswith("src/trainer/data.py, line 3 names '/home/alice/labels/'")
+
+
+def test_the_docstring_and_the_containers_own_home_are_left_alone(tmp_path):
+    # The docstring names the path too; /root is the home of the job's container.
+    found = warnings_for(_project(tmp_path), ["trainer.task"], home="/root")
+    assert [w.split(" names ")[0] for w in found] == ["src/trainer/task.py, line 9"]
+
+
+def test_prepare_package_warns_of_it(tmp_path, capfd):
+    project = write_project(tmp_path / "tiny")
+    (project / "tinytrainer" / "task.py").write_text(
+        "import numpy as np\n\nDATA = '/Volumes/ssd/digits.npy'\nprint(np.load(DATA).shape)\n"
+    )
+    prepare_package(str(project), str(tmp_path / "stage"))
+    assert (
+        "kfp-spot: warning: tinytrainer/task.py, line 3 names '/Volumes/ssd/digits.npy', a path "
+        "of this machine"
+    ) in capfd.readouterr().err
