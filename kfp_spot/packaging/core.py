@@ -439,9 +439,9 @@ def prepare_package(
     not uploaded again (``cache_hit``).
 
     Args:
-        source: a project directory (pyproject.toml, setup.py or setup.cfg), a bare package
-            directory, a single ``.py`` script, or a ``.tar.gz``/``.tgz``/``.tar``/``.zip``
-            source archive; a local path or gs:// URI.
+        source: a project directory (pyproject.toml or setup.py; a setup.cfg beside), a bare
+            package directory, a single ``.py`` script, or a
+            ``.tar.gz``/``.tgz``/``.tar``/``.zip`` source archive; a local path or gs:// URI.
         staging_uri: the staging root (gs:// for Vertex AI, or a local path).
         python_module: the module the job runs. Required for bare packages; for scripts it
             names the module the script becomes (default: the script's name); for projects the

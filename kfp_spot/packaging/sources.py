@@ -1,10 +1,11 @@
 """Turn any supported source into a project directory that ``python -m build`` can build.
 
-Supported sources: a project directory (pyproject.toml, setup.py or setup.cfg), a bare package
-directory (has ``__init__.py``), a single ``.py`` script, and a source archive (``.tar.gz``,
-``.tgz``, ``.tar``, ``.zip``) — each as a local path, and gs:// for archives, scripts and
-directories. The source is always copied into a private work directory first, so the build never
-writes into the user's tree and stale ``build/`` or ``*.egg-info`` folders cannot leak in.
+Supported sources: a project directory (pyproject.toml or setup.py; a setup.cfg beside), a bare
+package directory (has ``__init__.py``), a single ``.py`` script, and a source archive
+(``.tar.gz``, ``.tgz``, ``.tar``, ``.zip``) — each as a local path, and gs:// for archives,
+scripts and directories. The source is always copied into a private work directory first, so the
+build never writes into the user's tree and stale ``build/`` or ``*.egg-info`` folders cannot
+leak in.
 
 Why one module: every source kind ends in the same project tree through the same copy, link and
 size checks; one module keeps those safety checks in one place instead of one per kind.
@@ -639,18 +640,17 @@ def _classify_dir(
     requirements: list[str],
     bare_label: str = "",
 ) -> ProjectTree:
+    if problem := source_directory_problem(src, label):
+        raise MissingProjectFileError("source", problem)
     if any((src / f).is_file() for f in PROJECT_FILES):
-        problem = requirements_problem(src, label, requirements)
-        if problem:
-            raise PackagingError("requirements", problem)
+        if refused := requirements_problem(src, label, requirements):
+            raise PackagingError("requirements", refused)
         project = workdir / "project"
         _copy_tree(src, project)
         return ProjectTree(project, "project", "", False)
-    if (src / "__init__.py").is_file():
-        return _from_module_dir(
-            src, workdir, python_module, name, version, requirements, bare_label or label
-        )
-    raise MissingProjectFileError("source", source_directory_problem(src, label))
+    return _from_module_dir(
+        src, workdir, python_module, name, version, requirements, bare_label or label
+    )
 
 
 def source_file_problem(path: Path, label: str) -> str:
@@ -676,8 +676,19 @@ def source_file_problem(path: Path, label: str) -> str:
 def source_directory_problem(src: Path, label: str) -> str:
     """Why directory ``src`` is no source prepare_package builds, or ``""`` when it is one.
 
-    ``label``: how the message names the directory.
+    ``label``: how the message names the directory. A setup.cfg alone is no project pip or
+    PyPA build takes: both need a pyproject.toml or a setup.py beside it.
     """
+    if (src / "setup.cfg").is_file() and not any(
+        (src / f).is_file() for f in ("pyproject.toml", "setup.py")
+    ):
+        return (
+            f"{label} has a setup.cfg but neither a pyproject.toml nor a setup.py, which pip and "
+            "the build need to take it as a project (\"neither 'setup.py' nor 'pyproject.toml' "
+            'found"): add a pyproject.toml holding [build-system] requires = '
+            '["setuptools>=61"] and build-backend = "setuptools.build_meta"; the setup.cfg '
+            "is read as before"
+        )
     if any((src / f).is_file() for f in PROJECT_FILES) or (src / "__init__.py").is_file():
         return ""
     return (

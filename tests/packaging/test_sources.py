@@ -11,6 +11,7 @@ import pytest
 
 from kfp_spot import envcache
 from kfp_spot.packaging import PackagingError
+from kfp_spot.pipelines import local, local_run
 from tests.prepare import prepare_package
 
 
@@ -290,3 +291,32 @@ def test_src_layout_project(project, tmp_path):
     )
     info = prepare_package(str(project), str(tmp_path / "stage"))
     assert info.python_module == "tinytrainer.task"
+
+
+def test_a_setup_cfg_without_pyproject_or_setup_py_is_refused_naming_what_to_add(tmp_path):
+    # pip and PyPA build take neither as a project: the build crashed with a traceback.
+    src = tmp_path / "cfgonly"
+    (src / "cfgtrainer").mkdir(parents=True)
+    (src / "cfgtrainer" / "__init__.py").write_text("")
+    (src / "cfgtrainer" / "task.py").write_text("print('cfg')\n")
+    (src / "setup.cfg").write_text(
+        "[metadata]\nname = cfg-trainer\nversion = 0.1\n[options]\npackages = find:\n"
+    )
+    message = (
+        f"source: {src} has a setup.cfg but neither a pyproject.toml nor a setup.py, which pip "
+        "and the build need to take it as a project (\"neither 'setup.py' nor 'pyproject.toml' "
+        'found"): add a pyproject.toml holding [build-system] requires = '
+        '["setuptools>=61"] and build-backend = "setuptools.build_meta"; the setup.cfg is read '
+        "as before"
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(src), str(tmp_path / "stage"))
+    assert str(info.value) == message
+    with pytest.raises(local.LocalRunError) as refused:
+        local_run.spot_training_arguments(src)
+    assert str(refused.value) == message
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
+    info_ok = prepare_package(str(src), str(tmp_path / "stage"))
+    assert (info_ok.name, info_ok.python_module) == ("cfg-trainer", "cfgtrainer.task")
