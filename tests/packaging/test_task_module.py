@@ -66,7 +66,11 @@ def test_a_task_module_beside_a_main_is_named_as_the_wheel_would_name_it(tmp_pat
 def test_a_src_layout_with_two_task_modules_is_ambiguous(tmp_path):
     project = _write(
         tmp_path,
-        {"setup.cfg": "[metadata]\nname = two\n", **_package("src/a/task.py", "src/a/b/task.py")},
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\n',
+            "setup.cfg": "[metadata]\nname = two\n",
+            **_package("src/a/task.py", "src/a/b/task.py"),
+        },
     )
     assert source_ambiguity(project, project.name) == ambiguity(
         "two", ["a", "a.b", "a.b.task", "a.task"], {}
