@@ -522,6 +522,8 @@ def prepare_package(
         if not is_module_name(module):
             raise PackagingError("python_module", f"{module!r} is not a dotted module name")
         check_module(built.wheel, facts, module)
+        if local := platformdeps.local_reference(facts.requirements):
+            raise PackagingError("source", local)
         refused = envcache.python_refusal(
             envcache.wheel_meta(built.wheel), executors.profile(executor_image_uri)
         )

@@ -12,7 +12,9 @@ image. Read statically, from the job's module and the modules of its package it 
 The same goes for a ``requirements.txt`` beside a project's pyproject.toml, which the laptop's
 environment was made from (``pip install -r requirements.txt``): pip on the VM installs the
 package's declared dependencies, never that file. :func:`unread_requirements` names what it lists,
-the package does not declare and the job's code imports.
+the package does not declare and the job's code imports. And a requirement that is a direct
+reference to a file of this machine (``mylib @ file:///Users/alice/mylib``) installs here and
+never there: :func:`local_reference` refuses it.
 """
 
 from __future__ import annotations
@@ -199,3 +201,24 @@ def unread_requirements(
         '["dependencies"] and read the file with [tool.setuptools.dynamic] dependencies = '
         '{file = ["requirements.txt"]})'
     ]
+
+
+def local_reference(requirements: Sequence[str]) -> str | None:
+    """Why a declared requirement that names a file of this machine cannot install on the VM.
+
+    None when no requirement is a ``file:`` direct reference.
+    """
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.url and requirement.url.lower().startswith("file:"):
+            return (
+                f"the package declares {text!r}, a file of this machine: pip installs it here "
+                "and in the local emulator, but on Vertex AI's training VMs and in the "
+                "evaluation's image there is no such file. Build it into an archive, pass that "
+                f"in extra_package_uris (it is staged with the package) and declare "
+                f"{requirement.name!r} by name"
+            )
+    return None

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from kfp_spot import executors
-from kfp_spot.packaging.platformdeps import imported_modules, skipped_on_vertex, unread_requirements
+from kfp_spot.packaging import PackagingError
+from kfp_spot.packaging.platformdeps import (
+    imported_modules,
+    local_reference,
+    skipped_on_vertex,
+    unread_requirements,
+)
 from tests.packaging.tiny import write_project
 from tests.prepare import prepare_package
 
@@ -145,3 +151,26 @@ def test_prepare_package_warns_of_an_unread_requirements_txt(tmp_path, capfd):
         "kfp-spot: warning: requirements.txt beside the project lists what the package does not "
         "declare: 'pyyaml' (tinytrainer/task.py, line 1 imports it)"
     ) in capfd.readouterr().err
+
+
+def test_a_requirement_on_a_file_of_this_machine_is_refused_before_staging(tmp_path):
+    # pip installs it here; on the VM there is no such file.
+    lib = tmp_path / "mylib"
+    project = write_project(tmp_path / "tiny")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'dependencies = ["numpy>=1.20"]',
+            f'dependencies = ["numpy>=1.20", "mylib @ {lib.as_uri()}"]',
+        )
+    )
+    with pytest.raises(PackagingError) as info:
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert str(info.value) == (
+        f"source: the package declares 'mylib @ {lib.as_uri()}', a file of this machine: pip "
+        "installs it here and in the local emulator, but on Vertex AI's training VMs and in the "
+        "evaluation's image there is no such file. Build it into an archive, pass that in "
+        "extra_package_uris (it is staged with the package) and declare 'mylib' by name"
+    )
+    assert not (tmp_path / "stage").exists()
+    assert local_reference(["mylib @ https://example.com/mylib-1.0.tar.gz", "numpy"]) is None
