@@ -167,7 +167,11 @@ def run_local(
         unread = requirements_file_note(Path(source), arguments.get("requirements") or [])
         for note in [n for n in (_nothing_to_preempt(pipeline, preemptions), unread) if n]:
             progress(f"note: {note}")
-        for warning in [*_unmet_pins(source, arguments, pipeline), *_raw_dirs(source, arguments)]:
+        for warning in [
+            *_unmet_pins(source, arguments, pipeline),
+            *_raw_dirs(source, arguments),
+            *laptop_paths(source, arguments),
+        ]:
             progress(f"warning: {warning}")
     return run_pipeline(
         pipeline,
@@ -269,6 +273,29 @@ def _raw_dirs(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
     given = arguments.get("python_module")
     module = outputdirs.job_module(path, given if isinstance(given, str) else "")
     return outputdirs.warnings_for(path, module) if module else []
+
+
+def laptop_paths(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
+    """What the prepare-package task will warn of: paths of this machine the job's code names.
+
+    Read from the job's module and the evaluation entry point's (a directory or a script), so
+    the user hears of it before the local run, which finds the files here, not after it.
+    """
+    from kfp_spot.packaging import localpaths, outputdirs
+
+    path = Path(source)
+    entry = arguments.get("evaluation_entry_point")
+    evaluation = entry.partition(":")[0] if isinstance(entry, str) else ""
+    if "source" in arguments and path.is_file() and path.suffix == ".py":
+        return localpaths.warnings_for(path.parent, [path.stem])
+    if "source" not in arguments or not path.is_dir():
+        return []
+    from kfp_spot.pipelines.local_evaluation import modules_base
+
+    given = arguments.get("python_module")
+    module = outputdirs.job_module(path, given if isinstance(given, str) else "")
+    base, _ = modules_base(path)  # a bare package's modules are its parent's
+    return localpaths.warnings_for(base, [module, evaluation])
 
 
 def _unmet_pins(source: str | Path, arguments: Mapping[str, Any], pipeline: Any) -> list[str]:

@@ -64,3 +64,21 @@ def test_prepare_package_warns_of_it(tmp_path, capfd):
         "kfp-spot: warning: tinytrainer/task.py, line 3 names '/Volumes/ssd/digits.npy', a path "
         "of this machine"
     ) in capfd.readouterr().err
+
+
+def test_kfp_spot_run_warns_of_it_before_the_run(tmp_path):
+    # Locally the job finds the file: said before the run, not only in the task's log after it.
+    from kfp_spot.pipelines import local_run
+
+    project = _project(tmp_path / "project")
+    (project / "pyproject.toml").write_text('[tool.kfp-spot]\npython-module = "trainer.task"\n')
+    (project / "src" / "trainer" / "metrics.py").write_text("REF = '/Volumes/ssd/ref.npy'\n")
+    arguments = {"source": str(project), "evaluation_entry_point": "trainer.metrics:evaluate"}
+    found = [w.split(" names ")[0] for w in local_run.laptop_paths(project, arguments)]
+    assert found[0] == "src/trainer/task.py, line 9"
+    assert "src/trainer/metrics.py, line 1" in found
+    script = tmp_path / "train_digits.py"
+    script.write_text("DATA = '/Users/alice/digits.npz'\n")
+    assert local_run.laptop_paths(script, {"source": str(script)})[0].startswith(
+        "train_digits.py, line 1 names '/Users/alice/digits.npz'"
+    )
