@@ -123,6 +123,26 @@ def _check_python(python: str, pps: Any) -> None:
         )
 
 
+def _check_wheels(pps: Any) -> None:
+    """Refuse a package URI that is a wheel pip on the image's Linux x86_64 Python refuses.
+
+    This machine's pip (on a Mac, say) would install a ``macosx_14_0_arm64`` wheel; Vertex AI's
+    pip, on the training VM, fails the job with "not a supported wheel on this platform".
+
+    Raises:
+        envcache.PackageInstallError: naming the wheel and what pip there takes.
+    """
+    from kfp_spot import executors
+    from kfp_spot.packaging import wheeltags
+
+    image = executors.profile(pps.executor_image_uri)
+    for uri in pps.package_uris:
+        name = str(uri).rstrip("/").rsplit("/", 1)[-1]
+        reason = wheeltags.unsupported_reason(name, image.python, f"the image {image.image}")
+        if reason:
+            raise envcache.PackageInstallError(reason)
+
+
 def _note_hidden(log_path: Path, hidden: Mapping[str, str]) -> None:
     """Say at the top of a replica's log which variables of this machine it runs without."""
     note = (
@@ -324,6 +344,7 @@ class AttemptRunner:
             if pool.HasField("python_package_spec"):
                 pps = pool.python_package_spec
                 if plan.pool not in pythons:
+                    _check_wheels(pps)
                     pythons[plan.pool] = str(
                         envcache.package_env(
                             list(pps.package_uris),

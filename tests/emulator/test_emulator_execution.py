@@ -357,3 +357,37 @@ def test_only_what_this_machine_alone_sets_is_left_out():
     base = {n: "1" for n in (*read, "UNREAD")}
     hidden = host_only(read, base, {"AIP_MODEL_DIR": "/m/"}, {"SET_BY_JOB": "2"})
     assert hidden == {"MINE": "t.py, line 1"}
+
+
+def _wheel(path, tag):
+    """A real wheel of one empty module, tagged ``tag`` (``cp311-cp311-manylinux2014_x86_64``)."""
+    import zipfile
+
+    info = "fastops-1.0.dist-info"
+    files = {
+        "fastops.py": "",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: fastops\nVersion: 1.0\n",
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            archive.writestr(name, text)
+    return path
+
+
+def test_a_wheel_the_images_python_refuses_fails_the_job_as_pip_on_vertex_does(
+    emulator, api, make_job, tmp_path
+):
+    # This machine's pip (CPython 3.11 here; a Mac's for a macOS wheel) installs it; the
+    # image's Linux x86_64 CPython 3.10 refuses it.
+    tag = "cp311-cp311-manylinux2014_x86_64"
+    wheel = _wheel(tmp_path / f"fastops-1.0-{tag}.whl", tag)
+    body = make_job("--steps", "1")
+    spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    spec["packageUris"] = [*spec["packageUris"], str(wheel)]
+    done = emulator.wait(_create(emulator, api, body), timeout=60)
+    assert done.state.name == "JOB_STATE_FAILED", done.state.name
+    message = done.error.message
+    assert f"{wheel.name!r} is a wheel for manylinux2014_x86_64 ({tag})" in message, message
+    assert "(Linux x86_64, CPython 3.10) refuses it as not a supported wheel" in message
