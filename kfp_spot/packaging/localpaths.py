@@ -8,6 +8,12 @@ text of the job's own code (its module, the evaluation entry point's and the mod
 package they import; docstrings left out) that starts with a home or volume folder of macOS
 (``/Users/``, ``/Volumes/``, its temporary ``/private/var/folders/``), a Windows user folder or
 this machine's home directory.
+
+The same goes for Apple's GPU: PyTorch on a Mac runs a model on the ``mps`` device, and
+PyTorch on the training VMs (Linux) raises "PyTorch is not linked with support for mps devices"
+at its first ``.to("mps")``. :func:`mps_uses` names each call given the ``"mps"`` device
+directly (``torch.device("mps")``, ``.to("mps")``, ``add_argument("--device", default="mps")``) in
+a file that never asks ``mps.is_available()`` or ``mps.is_built()``.
 """
 
 from __future__ import annotations
@@ -66,9 +72,62 @@ def laptop_paths(source: Path, modules: list[str], home: str | None = None) -> d
     return found
 
 
+def _is_mps(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (node.value == "mps" or node.value.startswith("mps:"))
+    )
+
+
+def _asks_availability(tree: ast.Module) -> bool:
+    """Whether the file reads ``<...>.mps.is_available`` or ``.is_built`` (a guarded use)."""
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr in ("is_available", "is_built")
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "mps"
+        for node in ast.walk(tree)
+    )
+
+
+def mps_uses(source: Path, modules: list[str]) -> dict[str, str]:
+    """Each unguarded call given the ``"mps"`` device in the code of ``modules`` -> its text."""
+    found: dict[str, str] = {}
+
+    def read(name: str, path: Path) -> list[str]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                return []
+        if not _asks_availability(tree):
+            where = path.relative_to(source).as_posix()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and any(
+                    _is_mps(a) for a in [*node.args, *(k.value for k in node.keywords)]
+                ):
+                    found.setdefault(f"{where}, line {node.lineno}", ast.unparse(node.func))
+        return [i.name for i in imports.imported(tree, name, path.name == "__init__.py")]
+
+    for module in filter(None, modules):
+        for base in imports.source_roots(source):
+            if base.is_dir():
+                imports.walk_own_package(base, module, read)
+    return found
+
+
 def warnings_for(source: Path, modules: list[str], home: str | None = None) -> list[str]:
-    """One warning per path :func:`laptop_paths` finds (the first five)."""
-    return [
+    """One warning per path :func:`laptop_paths` finds (the first five) and per ``mps`` use."""
+    devices = [
+        f"{where} gives {call}() the 'mps' device, Apple's GPU, which the training VMs (Linux) "
+        'do not have: PyTorch there raises "PyTorch is not linked with support for mps '
+        'devices". Pick the device at run time ("cuda" if torch.cuda.is_available(), '
+        'else "mps" if torch.backends.mps.is_available(), else "cpu")'
+        for where, call in list(mps_uses(source, modules).items())[:3]
+    ]
+    return devices + [
         f"{where} names {text!r}, a path of this machine: the training VMs on Vertex AI and "
         "the evaluation's container have no such file, so the job fails there when it reads "
         "it. Put the data in Cloud Storage and pass its gs:// URI (the VM's /gcs/BUCKET/... "

@@ -82,3 +82,39 @@ def test_kfp_spot_run_warns_of_it_before_the_run(tmp_path):
     assert local_run.laptop_paths(script, {"source": str(script)})[0].startswith(
         "train_digits.py, line 1 names '/Users/alice/digits.npz'"
     )
+
+
+MPS_TASK = """\
+import argparse
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="mps", choices=["cpu", "cuda", "mps"])
+    device = torch.device(parser.parse_args().device)
+    model = torch.nn.Linear(2, 1).to("mps:0")
+"""
+
+
+def test_apples_gpu_named_without_asking_for_it_is_warned_of(tmp_path):
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "trainer" / "task.py").write_text(MPS_TASK)
+    found = warnings_for(tmp_path, ["trainer.task"], home="/root")
+    assert found[0] == (
+        "trainer/task.py, line 8 gives parser.add_argument() the 'mps' device, Apple's GPU, which "
+        'the training VMs (Linux) do not have: PyTorch there raises "PyTorch is not linked with '
+        'support for mps devices". Pick the device at run time ("cuda" if '
+        'torch.cuda.is_available(), else "mps" if torch.backends.mps.is_available(), else "cpu")'
+    )
+    assert found[1].startswith("trainer/task.py, line 10 gives torch.nn.Linear(2, 1).to() the")
+    assert len(found) == 2
+    # Asked for first: the code picks another device where it has none.
+    (tmp_path / "trainer" / "task.py").write_text(
+        "import torch\n\n"
+        "device = 'mps' if torch.backends.mps.is_available() else 'cpu'\n"
+        "model = torch.nn.Linear(2, 1).to('mps' if torch.backends.mps.is_built() else device)\n"
+    )
+    assert warnings_for(tmp_path, ["trainer.task"], home="/root") == []
