@@ -512,6 +512,27 @@ def python_refusal(meta: WheelMeta, image: executors.ExecutorProfile) -> str | N
     )
 
 
+def local_file_refusal(meta: WheelMeta, image: executors.ExecutorProfile) -> str | None:
+    """Why pip on ``image`` cannot install a requirement of ``meta`` on a file of this machine.
+
+    ``mylib @ file:///Users/alice/mylib`` installs here, where the file is, and never on a
+    training VM. A requirement with a marker is left to pip (the marker may skip it there).
+    """
+    for text in meta.requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        url = requirement.url or ""
+        if url.lower().startswith("file:") and requirement.marker is None:
+            return (
+                f"package {meta.name!r} requires {text!r}, a file of this machine, which "
+                f"{image.image} on Vertex AI does not have: pass that package in the package "
+                f"URIs and require {requirement.name!r} by name"
+            )
+    return None
+
+
 def _host_fingerprint() -> tuple[int, ...]:
     # A site-packages directory's mtime changes when a distribution is added or removed.
     return tuple(os.stat(d).st_mtime_ns for d in siteview.site_dirs())
@@ -566,7 +587,7 @@ def create_image_env(
         wheels = build_wheels(packages, Path(tmp), wheel_cache)
         metas = [wheel_meta(w) for w in wheels]
         for meta in metas:
-            refused = python_refusal(meta, image)
+            refused = python_refusal(meta, image) or local_file_refusal(meta, image)
             if refused:
                 raise PackageInstallError(f"pip could not install {meta.path.name}: {refused}")
         own = {canonicalize_name(m.name) for m in metas}

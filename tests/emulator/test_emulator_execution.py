@@ -391,3 +391,31 @@ def test_a_wheel_the_images_python_refuses_fails_the_job_as_pip_on_vertex_does(
     message = done.error.message
     assert f"{wheel.name!r} is a wheel for manylinux2014_x86_64 ({tag})" in message, message
     assert "(Linux x86_64, CPython 3.10) refuses it as not a supported wheel" in message
+
+
+def test_a_requirement_on_a_file_of_this_machine_fails_the_job_as_on_vertex(
+    emulator, api, make_job, tmp_path
+):
+    # This machine's pip installs 'fastops @ file:///...' from the file here; a training VM
+    # has no such file.
+    lib = _wheel(tmp_path / "fastops-1.0-py3-none-any.whl", "py3-none-any")
+    package = write_sdist(
+        tmp_path / "localdep-0.1.tar.gz",
+        {
+            "localdep-0.1/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
+            f'[project]\nname = "localdep"\nversion = "0.1"\n'
+            f'dependencies = ["fastops @ {lib.as_uri()}"]\n'
+            '[tool.setuptools]\npackages = ["localdep"]\n',
+            "localdep-0.1/localdep/__init__.py": "",
+            "localdep-0.1/localdep/task.py": "import fastops\n",
+        },
+    )
+    body = make_job()
+    spec = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    spec.update(packageUris=[str(package)], pythonModule="localdep.task")
+    done = emulator.wait(_create(emulator, api, body), timeout=120)
+    assert done.state.name == "JOB_STATE_FAILED", done.state.name
+    message = done.error.message
+    assert "package 'localdep' requires 'fastops" in message, message
+    assert f"{lib.as_uri()}', a file of this machine" in message, message
