@@ -46,19 +46,28 @@ _CAUSES = {
 }
 
 
-def explained_storage_error(exc: BaseException, what: str, after: str) -> OSError | None:
+def explained_storage_error(
+    exc: BaseException, what: str, after: str, filename: str | None = None
+) -> OSError | None:
     """``exc`` (an OSError with an errno) again, of its type and errno, saying what failed.
 
     A bare ``[Errno 28] No space left on device`` names neither the checkpoint nor what is
     left: the message becomes ``<what>: <the cause in words> (<strerror>); <after>``. None for
     other errors (gcsfs's name the object already), which the caller raises as they are.
+
+    Args:
+        exc: the error.
+        what: what failed (the step and the file).
+        after: what it means for the checkpoints, and what to do.
+        filename: the file to name, where ``exc`` names none (a failed read of an open file).
     """
     if not isinstance(exc, OSError) or exc.errno is None:
         return None
-    cause = _CAUSES.get(exc.errno, exc.strerror or str(exc))
-    message = f"{what}: {cause} ({exc.strerror}); {after}"
+    cause = _CAUSES.get(exc.errno)
+    said = exc.strerror or str(exc)
+    message = f"{what}: {cause} ({said}); {after}" if cause else f"{what}: {said}; {after}"
     try:
-        return type(exc)(exc.errno, message, exc.filename)
+        return type(exc)(exc.errno, message, exc.filename or filename)
     except TypeError:  # a subclass with a constructor of its own
         return None
 

@@ -4,10 +4,17 @@
 ranges, the state index against the file list and, when the reader says which decoders it allows,
 the adapters it names; then every file's type and size (before anything is allocated) and
 checksum. A step whose sealed manifest is missing or does not verify does not exist.
+
+Damage (torn, a file missing, cut short, failing its checksum, not a file) is a
+:class:`CheckpointCorruptError`: readers of the newest step skip it. A storage error reading a
+file that is there (permission denied, an I/O error: Cloud Storage FUSE's answer to a failed
+request) is raised as its ``OSError``, naming the file: no reader then takes an older step for
+the newest, and no retention deletes the steps after it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -25,7 +32,7 @@ from kfp_spot.checkpoints.manifest import (
     FileEntry,
     Manifest,
 )
-from kfp_spot.checkpoints.paths import list_steps, stat_remote, step_dir
+from kfp_spot.checkpoints.paths import explained_storage_error, list_steps, stat_remote, step_dir
 from kfp_spot.checkpoints.state import check_state_index
 
 log = logging.getLogger("kfp_spot.checkpoints")
@@ -41,8 +48,28 @@ class StepNotCommittedError(CheckpointCorruptError):
     """
 
 
+# Errors opening a file that say it is not there as a file (a symlink loop, a name no step can
+# hold): damage, as a missing file is.
+_NOT_THERE = frozenset({errno.ELOOP, errno.ENAMETOOLONG})
+
+
+def _storage_error(exc: OSError, what: str, path: str) -> OSError:
+    """``exc`` again, naming the file and saying that it is no damage; nothing is skipped."""
+    after = (
+        "an error of the storage, not a damaged checkpoint: no older step is restored in its "
+        "place and none is deleted; restore again once the file can be read, or move its step "
+        "directory away to resume from the step before it"
+    )
+    return explained_storage_error(exc, what, after, filename=path) or exc
+
+
 def _open_local(path: str, what: str, missing: str | None = None) -> int:
-    """Open a regular file for reading; CheckpointCorruptError when absent or not a file."""
+    """Open a regular file for reading; CheckpointCorruptError when absent or not a file.
+
+    Raises:
+        CheckpointCorruptError: absent, or not a regular file (damage).
+        OSError: the storage refused to open a file that is there (see the module docstring).
+    """
     try:
         # O_NONBLOCK: a FIFO planted where a file should be must not block the reader.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -53,7 +80,9 @@ def _open_local(path: str, what: str, missing: str | None = None) -> int:
     except NotADirectoryError as exc:  # the step (or a directory above the file) is a file
         raise CheckpointCorruptError(missing or f"{what} is missing") from exc
     except OSError as exc:
-        raise CheckpointCorruptError(f"{what} cannot be opened: {exc}") from exc
+        if exc.errno in _NOT_THERE or not _is_file(path):  # a socket (ENXIO), a symlink loop
+            raise CheckpointCorruptError(f"{what} cannot be opened: {exc}") from exc
+        raise _storage_error(exc, f"{what} cannot be opened", path) from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -62,6 +91,16 @@ def _open_local(path: str, what: str, missing: str | None = None) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _is_file(path: str) -> bool:
+    """Whether ``path`` is a regular file, or cannot be looked at (then taken to be one)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+    except OSError:  # the storage refuses to say: never a reason to call it damage
+        return True
 
 
 def _no_such_step(root: str, step: int) -> str:
@@ -80,6 +119,7 @@ def read_manifest(root: str, step: int) -> Manifest:
 
     Raises:
         CheckpointCorruptError: missing, unreadable or not the manifest of ``step``.
+        OSError: the storage failed to read a manifest that is there (no damage).
     """
     uri = fs.join(step_dir(root, step), MANIFEST_NAME)
     what = f"step {step} under {root}: {MANIFEST_NAME}"
@@ -99,7 +139,7 @@ def read_manifest(root: str, step: int) -> Manifest:
             with open(fd, "rb", closefd=False) as handle:
                 data = handle.read(MAX_MANIFEST_BYTES + 1)
         except OSError as exc:
-            raise CheckpointCorruptError(f"{what} cannot be read: {exc}") from exc
+            raise _storage_error(exc, f"{what} cannot be read", local) from exc
         finally:
             os.close(fd)
     else:
@@ -180,14 +220,15 @@ def _check_step(
     for entry in manifest.files:
         what = f"step {step}: file {entry.path}"
         if local is not None:
-            fd = _open_local(fs.join(local, entry.path), what)
+            path = fs.join(local, entry.path)
+            fd = _open_local(path, what)
             try:
                 _mismatch(step, entry, os.fstat(fd).st_size, None, None)  # before allocating
                 if keep or check_hashes:
                     with open(fd, "rb", buffering=0, closefd=False) as handle:
                         out[entry.path] = _read_checked(step, entry, handle, keep)
-            except OSError as exc:
-                raise CheckpointCorruptError(f"{what} cannot be read: {exc}") from exc
+            except OSError as exc:  # the file is open: an error of the storage, no damage
+                raise _storage_error(exc, f"{what} cannot be read", path) from exc
             finally:
                 os.close(fd)
             continue
@@ -238,6 +279,8 @@ def verify(
 
     Raises:
         CheckpointCorruptError: naming the step and the first problem found.
+        OSError: the storage failed to read a file that is there (permission denied, an I/O
+            error): no damage, the error names the file.
     """
     return _check_step(root, step, check_hashes=check_hashes, keep=False, adapters=adapters)[0]
 
@@ -261,12 +304,18 @@ def read_verified(
 
     Raises:
         CheckpointCorruptError: the step is torn, damaged or names a decoder not allowed.
+        OSError: as for :func:`verify`.
     """
     return _check_step(root, step, check_hashes=True, keep=True, adapters=adapters)
 
 
 def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
-    """Manifests of every committed step that verifies, oldest first."""
+    """Manifests of every committed step that verifies, oldest first.
+
+    Raises:
+        OSError: a file that is there cannot be read: which steps are committed is not known
+            (retention then deletes nothing).
+    """
     out = []
     for step in list_steps(root):
         try:
@@ -281,7 +330,8 @@ def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
 
     Steps newer than it are skipped: one without its manifest yet (being written, here or by
     another process, or left by a writer that stopped) is logged at DEBUG; a damaged one (its
-    manifest or a file fails its check) at WARNING, with the reason.
+    manifest or a file fails its check) at WARNING, with the reason. A file that is there but
+    cannot be read raises its ``OSError``: it is not known to be damaged.
     """
     return newest_of(root, lambda step: verify(root, step, check_hashes=check_hashes))
 
@@ -303,7 +353,8 @@ def newest_of(
     before its commit and the older one after its removal: when every step fails and one of
     them was uncommitted or removed, the steps are listed again (at most :data:`_RELISTS`
     times). A file missing from a step whose manifest is gone by then is such a removal, not
-    damage.
+    damage. An ``OSError`` of ``read`` (a file there that the storage cannot read) is raised:
+    the step is not known to be damaged, and an older one is no substitute for it.
     """
     steps = list_steps(root)
     damaged: set[int] = set()

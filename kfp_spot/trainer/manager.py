@@ -368,9 +368,14 @@ class CheckpointManager:
             step: restore exactly this step (raising when it does not verify): a whole number
                 >= 0, as :meth:`save` takes it (``numpy.int64`` too).
 
+        A file that is there but cannot be read (permission denied, an I/O error) is no damage:
+        its ``OSError`` is raised, naming the file, and no older step is restored in its place
+        (its retention would then delete the steps saved after it).
+
         Raises:
             ValueError: ``step`` is not a whole number >= 0.
             CheckpointCorruptError: ``step`` was given and is not valid.
+            OSError: a file of the step to restore cannot be read; nothing is deleted.
         """
         restored = (
             newest_verified(self.root, allow_pickle=self.allow_pickle)

@@ -60,7 +60,7 @@ def newest_verified(root: str, *, allow_pickle: bool) -> Restored | None:
 
     A step with any problem is skipped and the next older one is tried: a step that was never
     committed (no manifest: an earlier attempt stopped while writing it) with an INFO line, a
-    damaged one with a warning that says why.
+    damaged one with a warning that says why. A file that cannot be read raises its ``OSError``.
     """
     return checkpoints.newest_of(
         root,
@@ -82,6 +82,7 @@ def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
     Raises:
         ValueError: ``path`` is not a step directory.
         CheckpointCorruptError: it is torn, damaged or needs a decoder that is not allowed.
+        OSError: a file of it is there but cannot be read (permission denied, an I/O error).
     """
     root, step = checkpoints.parse_step_dir(path)
     return decode_step(root, step, allow_pickle=allow_pickle)
