@@ -54,15 +54,15 @@ def checkpoint_root(
 
     Args:
         root: a local path (``str`` or ``pathlib.Path``), ``file://`` URL or ``gs://`` URI;
-            None reads the variable.
+            None reads the variable. A local path's leading ``~`` is the home directory.
         environ: the environment to read (default ``os.environ``).
 
     Returns:
         The root; a relative local path made absolute against the working directory now.
 
     Raises:
-        ValueError: neither is set, ``root`` is not a non-empty string, or it is (or lies
-            under) a local file (the message says which).
+        ValueError: neither is set, ``root`` is not a non-empty string, it is (or lies
+            under) a local file, or its ``~`` names no home directory (the message says which).
     """
     env = os.environ if environ is None else environ
     given = root is not None
@@ -77,7 +77,7 @@ def checkpoint_root(
     if not isinstance(root, str) or not root.strip():
         raise ValueError(f"root must be a non-empty path or URI, got {root!r}")
     _refuse_scheme_typo(root, "root")
-    mapped = fs.mounted_path(root.rstrip("/"))
+    mapped = fs.mounted_path(expand_home(root, "root").rstrip("/"))
     if "://" not in mapped and not os.path.isabs(mapped):
         # Resolved once, here: a relative root followed the training code's later chdir (or a
         # background save's, after it), and split the run's steps and records between folders.
@@ -117,6 +117,30 @@ def _warn_off_the_job(root: str, job_dir: str | None) -> None:
 
 
 _FORMS = "gs://BUCKET/PATH or a local path"
+
+
+def expand_home(path: str, what: str) -> str:
+    """A local path's leading ``~`` (or ``~user``) as that home directory; other text unchanged.
+
+    Python's file functions take ``~`` literally: ``~/ckpt`` became a folder named ``~`` in the
+    working directory, not the folder of the home directory a shell (and fsspec's local paths)
+    would give. Only a leading ``~`` is expanded; a URI (``gs://``, ``file://``) never is.
+
+    Raises:
+        ValueError: naming ``what`` when no home directory is known for it (``HOME`` unset and
+            no such user).
+    """
+    if not path.startswith("~"):
+        return path
+    expanded = os.path.expanduser(path)
+    if expanded.startswith("~"):
+        user = path[1:].split("/", 1)[0]
+        whose = f"user {user!r} has" if user else "this process ($HOME unset) has"
+        raise ValueError(
+            f"{what}: {path!r} starts with ~, but {whose} no home directory to put there; "
+            "give an absolute path"
+        )
+    return expanded
 
 
 def _refuse_scheme_typo(value: str, what: str) -> None:
@@ -233,9 +257,10 @@ def _directory(
             f"no {what} directory: set {variable} (Vertex AI sets it for a job with a base output "
             f"directory) or pass {option}"
         )
-    _refuse_scheme_typo(value, f"{what} directory ({option} or ${variable})")
-    mapped = fs.mounted_path(value)
-    _refuse_file(mapped, value, f"{what} directory ({option} or ${variable})")
+    named = f"{what} directory ({option} or ${variable})"
+    _refuse_scheme_typo(value, named)
+    mapped = fs.mounted_path(expand_home(value, named))
+    _refuse_file(mapped, value, named)
     return mapped
 
 
@@ -253,7 +278,8 @@ def output_dirs(
         environ: the environment to read (default ``os.environ``).
 
     Returns:
-        Both directories, a ``gs://`` one as its ``/gcs/...`` path where the bucket is mounted.
+        Both directories, a ``gs://`` one as its ``/gcs/...`` path where the bucket is mounted,
+        a local one's leading ``~`` as the home directory.
 
     Raises:
         ValueError: one is neither given nor set, or is (or lies under) a local file; the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
 from kfp_spot.trainer import adapters
 from kfp_spot.trainer.adapters import StateEncodingError
+from kfp_spot.trainer.outputs import expand_home
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
     """Load and verify one checkpoint step directory (``<root>/step-<n>``).
 
     Args:
-        path: the step directory, local or ``gs://``.
+        path: the step directory, local (a leading ``~`` is the home directory) or ``gs://``.
         allow_pickle: allow pickle-based adapters (scikit-learn); unpickling runs code named by
             the checkpoint, so only for checkpoints nobody else can write.
 
@@ -84,5 +86,5 @@ def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
         CheckpointCorruptError: it is torn, damaged or needs a decoder that is not allowed.
         OSError: a file of it is there but cannot be read (permission denied, an I/O error).
     """
-    root, step = checkpoints.parse_step_dir(path)
+    root, step = checkpoints.parse_step_dir(expand_home(os.fspath(path), "path"))
     return decode_step(root, step, allow_pickle=allow_pickle)

@@ -21,6 +21,7 @@ from kfp_spot.trainer import (
     CheckpointManager,
     OutputDirs,
     add_output_dir_arguments,
+    load_checkpoint,
     output_dirs,
     resolve_output_dirs,
 )
@@ -289,3 +290,35 @@ def test_a_relative_root_stays_where_it_was_when_the_loop_changes_directory(
     monkeypatch.chdir(tmp_path / "run")
     restored = CheckpointManager("ck dir", handle_signals=False).restore()
     assert restored is not None and restored.step == 2
+
+
+def test_a_root_starting_with_a_tilde_is_in_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "~/ckpt" made a folder literally named "~" in the working directory: the next attempt,
+    # started from another directory, found none of its checkpoints.
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    with CheckpointManager("~/ckpt", handle_signals=False) as ckpt:
+        assert ckpt.root == str(home / "ckpt")
+        ckpt.save(1, {"x": 1})
+    assert list(work.iterdir()) == []
+    assert load_checkpoint("~/ckpt/step-1").state == {"x": 1}
+    assert output_dirs("~/c", "~/m") == (str(home / "c"), str(home / "m"))
+    env = {"AIP_CHECKPOINT_DIR": "~/ck", "AIP_MODEL_DIR": "~/model"}
+    assert output_dirs(environ=env) == (str(home / "ck"), str(home / "model"))
+    assert checkpoint_root(environ=env) == str(home / "ck")
+    assert checkpoint_root("gs://b/~/ck") == "gs://b/~/ck"  # a URI's text is the object's name
+    assert checkpoint_root("ck/~x") == str(work / "ck" / "~x")  # only a leading ~ is a home
+
+
+def test_a_tilde_without_a_home_directory_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match=r"root: '~no-such-user-kfp/ck' starts with ~, but user"):
+        checkpoint_root("~no-such-user-kfp/ck")
+    with pytest.raises(ValueError, match=r"checkpoint directory \(--checkpoint-dir or"):
+        output_dirs("~no-such-user-kfp/ck", "/tmp/m")
