@@ -136,8 +136,8 @@ def read_manifest(root: str, step: int) -> Manifest:
             size = os.fstat(fd).st_size
             if size > MAX_MANIFEST_BYTES:
                 raise CheckpointCorruptError(f"{what} is {size} bytes, over the limit")
-            with open(fd, "rb", closefd=False) as handle:
-                data = handle.read(MAX_MANIFEST_BYTES + 1)
+            with open(fd, "rb", closefd=False) as handle:  # read(n) allocates n bytes first
+                data = handle.read(size + 1)
         except OSError as exc:
             raise _storage_error(exc, f"{what} cannot be read", local) from exc
         finally:

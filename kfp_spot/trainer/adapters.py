@@ -290,41 +290,19 @@ def _check_member_key(key: str) -> None:
 
 
 def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
-    import numpy as np
-
     for key, array in value.items():
         _check_member_key(key)
         _check_array(f"[{key!r}]", array)
-    import zipfile
+    from kfp_spot.trainer import npzfile
 
-    # What np.savez writes, without passing the keys as its keyword arguments: a key named
-    # "file" made it raise and one named "allow_pickle" was silently dropped from the file.
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for key, array in value.items():
-            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
-    return buf.getvalue()
+    return npzfile.encode(value)
 
 
 def _decode_ndarray_dict(data: Buffer) -> dict[str, Any]:
-    """Each member ``<key>.npy`` by its exact name.
+    """Each member ``<key>.npy`` by its exact name, in place over ``data`` where it can be."""
+    from kfp_spot.trainer import npzfile
 
-    Not through ``numpy.load``'s NpzFile: it looks ``npz["a.npy"]`` up as the member ``a.npy``
-    (the key ``a``'s), so of the keys ``a`` and ``a.npy`` both came back as ``a``'s array.
-    """
-    import zipfile
-
-    import numpy as np
-
-    out = {}
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for name in archive.namelist():
-            if not name.endswith(".npy"):
-                raise ValueError(f"the .npz member {name!r} is not a .npy file")
-            with archive.open(name) as member:
-                out[name[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
-    return out
+    return npzfile.decode(data, _decode_ndarray)
 
 
 def _is_generator(value: Any) -> bool:

@@ -1,0 +1,129 @@
+"""The ``.npz`` of a dict of arrays (the ``numpy-dict`` adapter), read back without a copy.
+
+:func:`encode` writes what ``numpy.savez`` writes (an uncompressed zip of one ``<key>.npy`` per
+key, readable by ``numpy.load``), with each member's local header padded (the extra field
+Android's zipalign uses) so that its array data starts 64-byte aligned in the file. :func:`decode`
+then makes each array a view into the buffer the verified file was read into: a restore holds
+the file once, not the file, a copy of it and the arrays besides. A member that is compressed or
+not aligned (an ``.npz`` written before) is read through :mod:`zipfile`, one member at a time.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+
+ALIGN = 64
+"""The alignment of each array's data in the file (NumPy pads a ``.npy`` header to it)."""
+_PAD_ID = 0xD935  # zipalign's extra field: 2 bytes of alignment, then padding
+_LOCAL_HEADER = 30  # a zip local file header's fixed part
+_ZIP64_EXTRA = 20  # the zip64 extra field zipfile adds to a local header it writes as zip64
+
+
+def encode(value: Mapping[str, Any]) -> bytes:
+    """The ``.npz`` bytes of ``value`` (keys and arrays already checked by the adapter)."""
+    import struct
+    import zipfile
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    # What np.savez writes, without passing the keys as its keyword arguments: a key named
+    # "file" made it raise and one named "allow_pickle" was silently dropped from the file.
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for key, array in value.items():
+            info = zipfile.ZipInfo(f"{key}.npy")
+            fixed = _LOCAL_HEADER + len(info.filename.encode("utf-8")) + 6 + _ZIP64_EXTRA
+            pad = -(buf.tell() + fixed) % ALIGN
+            info.extra = struct.pack("<HHH", _PAD_ID, 2 + pad, ALIGN) + bytes(pad)
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+class _Reader(io.RawIOBase):
+    """A seekable file over a buffer, for :mod:`zipfile`, that copies only what is read."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self._view, self._pos = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._pos : self._pos + len(memoryview(buffer).cast("B"))]
+        memoryview(buffer).cast("B")[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
+def decode(data: Any, decode_npy: Any) -> dict[str, Any]:
+    """Each member ``<key>.npy`` by its exact name, its array in place where it can be.
+
+    Not through ``numpy.load``'s NpzFile: it looks ``npz["a.npy"]`` up as the member ``a.npy``
+    (the key ``a``'s), so of the keys ``a`` and ``a.npy`` both came back as ``a``'s array.
+
+    Args:
+        data: the file's bytes (a writable buffer keeps the arrays writable).
+        decode_npy: the ``numpy`` adapter's decoder of one ``.npy`` (a view over a buffer).
+
+    Raises:
+        ValueError: a member is no ``.npy`` file or fails its CRC-32.
+    """
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    view = memoryview(data).cast("B")
+    out = {}
+    with zipfile.ZipFile(_Reader(view)) as archive:
+        for info in archive.infolist():
+            name = info.filename
+            if not name.endswith(".npy"):
+                raise ValueError(f"the .npz member {name!r} is not a .npy file")
+            member = _stored(view, info)
+            array = None
+            if member is not None:
+                if zlib.crc32(member) != info.CRC:
+                    raise ValueError(f"the .npz member {name!r} fails its CRC-32")
+                array = decode_npy(member)
+                if array.ctypes.data % max(array.dtype.alignment, 1):
+                    array = None  # written before members were aligned: read it as a copy
+            if array is None:
+                with archive.open(info) as handle:
+                    array = np.lib.format.read_array(handle, allow_pickle=False)
+            out[name[: -len(".npy")]] = array
+    return out
+
+
+def _stored(view: memoryview, info: Any) -> memoryview | None:
+    """The bytes of an uncompressed, unencrypted member in ``view``; None for any other."""
+    import zipfile
+
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+        return None
+    if info.compress_size != info.file_size:
+        return None
+    start = info.header_offset
+    header = view[start : start + _LOCAL_HEADER]
+    if len(header) < _LOCAL_HEADER or bytes(header[:4]) != b"PK\x03\x04":
+        return None  # zipfile's own reading says what is wrong with it
+    name_len = int.from_bytes(header[26:28], "little")
+    extra_len = int.from_bytes(header[28:30], "little")
+    begin = start + _LOCAL_HEADER + name_len + extra_len
+    end = begin + info.file_size
+    return view[begin:end] if end <= len(view) else None
