@@ -99,7 +99,7 @@ def _warn_off_the_job(root: str, job_dir: str | None) -> None:
     local = fs.to_local_path(root)
     if not job_dir or local is None or local.startswith(f"{fs.GCS_MOUNT_ROOT}/"):
         return
-    job = fs.to_local_path(fs.mounted_path(job_dir.rstrip("/")))
+    job = fs.to_local_path(fs.mounted_path(os.path.expanduser(job_dir).rstrip("/")))
     if job is not None and (local == job or local.startswith(job.rstrip("/") + "/")):
         return
     import logging

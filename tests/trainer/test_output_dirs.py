@@ -293,7 +293,7 @@ def test_a_relative_root_stays_where_it_was_when_the_loop_changes_directory(
 
 
 def test_a_root_starting_with_a_tilde_is_in_the_home_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # "~/ckpt" made a folder literally named "~" in the working directory: the next attempt,
     # started from another directory, found none of its checkpoints.
@@ -313,6 +313,10 @@ def test_a_root_starting_with_a_tilde_is_in_the_home_directory(
     assert checkpoint_root(environ=env) == str(home / "ck")
     assert checkpoint_root("gs://b/~/ck") == "gs://b/~/ck"  # a URI's text is the object's name
     assert checkpoint_root("ck/~x") == str(work / "ck" / "~x")  # only a leading ~ is a home
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", "~/job/checkpoints/")
+    with caplog.at_level("WARNING", logger="kfp_spot.trainer"):
+        assert checkpoint_root("~/job/checkpoints") == str(home / "job" / "checkpoints")
+    assert caplog.records == []  # the job's own directory, however it is written
 
 
 def test_a_tilde_without_a_home_directory_is_refused_naming_it(
