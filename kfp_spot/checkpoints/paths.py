@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import sys
 from typing import Any
 
@@ -70,6 +71,41 @@ def explained_storage_error(
         return type(exc)(exc.errno, message, exc.filename or filename)
     except TypeError:  # a subclass with a constructor of its own
         return None
+
+
+_UNREADABLE = (
+    "an error of the storage, not a damaged checkpoint: no older step is restored in its place "
+    "and none is deleted; restore again once the file can be read, or move its step directory "
+    "away to resume from the step before it"
+)
+
+
+def unreadable(exc: OSError, what: str, path: str) -> OSError:
+    """``exc`` again, naming the step file it failed to read and saying that it is no damage.
+
+    A file that is there but cannot be read (permission denied, an I/O error, a 403) says
+    nothing of the checkpoint: readers raise this rather than fall back to an older step.
+    """
+    explained = explained_storage_error(exc, what, _UNREADABLE, filename=path)
+    if explained is None and type(exc) is OSError:  # gcsfs's 403: no errno, a URL for a name
+        explained = OSError(f"{what} ({path}): {exc}; {_UNREADABLE}")
+    return explained or exc
+
+
+def not_there(exc: OSError, path: str) -> bool:
+    """Whether a failed open of ``path`` says that no file is there: damage, as a missing file.
+
+    A symlink loop, a name too long for any step, or a path that is no regular file (a socket
+    refuses its open with ENXIO); a file the storage will not open or describe is there.
+    """
+    if exc.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:  # the storage refuses to say: never a reason to call it damage
+        return False
 
 
 MAX_STEP = 2**53 - 1

@@ -14,7 +14,6 @@ the newest, and no retention deletes the steps after it.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
@@ -32,7 +31,7 @@ from kfp_spot.checkpoints.manifest import (
     FileEntry,
     Manifest,
 )
-from kfp_spot.checkpoints.paths import explained_storage_error, list_steps, stat_remote, step_dir
+from kfp_spot.checkpoints.paths import list_steps, not_there, stat_remote, step_dir, unreadable
 from kfp_spot.checkpoints.state import check_state_index
 
 log = logging.getLogger("kfp_spot.checkpoints")
@@ -46,21 +45,6 @@ class StepNotCommittedError(CheckpointCorruptError):
     step in this state while it is written. Readers skip it quietly; a manifest that exists but
     does not verify, or a file that fails its check, is damage and is warned about.
     """
-
-
-# Errors opening a file that say it is not there as a file (a symlink loop, a name no step can
-# hold): damage, as a missing file is.
-_NOT_THERE = frozenset({errno.ELOOP, errno.ENAMETOOLONG})
-
-
-def _storage_error(exc: OSError, what: str, path: str) -> OSError:
-    """``exc`` again, naming the file and saying that it is no damage; nothing is skipped."""
-    after = (
-        "an error of the storage, not a damaged checkpoint: no older step is restored in its "
-        "place and none is deleted; restore again once the file can be read, or move its step "
-        "directory away to resume from the step before it"
-    )
-    return explained_storage_error(exc, what, after, filename=path) or exc
 
 
 def _open_local(path: str, what: str, missing: str | None = None) -> int:
@@ -80,9 +64,9 @@ def _open_local(path: str, what: str, missing: str | None = None) -> int:
     except NotADirectoryError as exc:  # the step (or a directory above the file) is a file
         raise CheckpointCorruptError(missing or f"{what} is missing") from exc
     except OSError as exc:
-        if exc.errno in _NOT_THERE or not _is_file(path):  # a socket (ENXIO), a symlink loop
+        if not_there(exc, path):  # a socket (ENXIO), a symlink loop
             raise CheckpointCorruptError(f"{what} cannot be opened: {exc}") from exc
-        raise _storage_error(exc, f"{what} cannot be opened", path) from exc
+        raise unreadable(exc, f"{what} cannot be opened", path) from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -91,16 +75,6 @@ def _open_local(path: str, what: str, missing: str | None = None) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def _is_file(path: str) -> bool:
-    """Whether ``path`` is a regular file, or cannot be looked at (then taken to be one)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return False
-    except OSError:  # the storage refuses to say: never a reason to call it damage
-        return True
 
 
 def _no_such_step(root: str, step: int) -> str:
@@ -139,7 +113,7 @@ def read_manifest(root: str, step: int) -> Manifest:
             with open(fd, "rb", closefd=False) as handle:  # read(n) allocates n bytes first
                 data = handle.read(size + 1)
         except OSError as exc:
-            raise _storage_error(exc, f"{what} cannot be read", local) from exc
+            raise unreadable(exc, f"{what} cannot be read", local) from exc
         finally:
             os.close(fd)
     else:
@@ -154,6 +128,8 @@ def read_manifest(root: str, step: int) -> Manifest:
             raise StepNotCommittedError(missing) from exc
         except (IsADirectoryError, NotADirectoryError) as exc:
             raise CheckpointCorruptError(missing) from exc
+        except OSError as exc:  # a 403, an outage past gcsfs's retries: no damage
+            raise unreadable(exc, f"{what} cannot be read", uri) from exc
     try:
         manifest = Manifest.from_bytes(data)
     except CheckpointCorruptError as exc:
@@ -228,7 +204,7 @@ def _check_step(
                     with open(fd, "rb", buffering=0, closefd=False) as handle:
                         out[entry.path] = _read_checked(step, entry, handle, keep)
             except OSError as exc:  # the file is open: an error of the storage, no damage
-                raise _storage_error(exc, f"{what} cannot be read", path) from exc
+                raise unreadable(exc, f"{what} cannot be read", path) from exc
             finally:
                 os.close(fd)
             continue
@@ -251,6 +227,8 @@ def _check_step(
                     out[entry.path] = _read_checked(step, entry, handle, keep)
             except (FileNotFoundError, IsADirectoryError) as exc:
                 raise CheckpointCorruptError(f"{what} is missing") from exc
+            except OSError as exc:  # a 403, an outage past gcsfs's retries: no damage
+                raise unreadable(exc, f"{what} cannot be read", fs.join(base, entry.path)) from exc
     return manifest, out
 
 

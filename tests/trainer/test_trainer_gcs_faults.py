@@ -112,3 +112,26 @@ def test_a_save_that_keeps_failing_leaves_no_commit_and_training_goes_on(
     assert ckpt.maybe_save(3, {"w": weights * 3, "progress": {"step": 3}})
     restored = CheckpointManager(root, handle_signals=False, record_attempts=False).restore()
     assert restored.step == 3 and (restored.state["w"] == weights * 3).all()
+
+
+def test_a_step_file_cloud_storage_refuses_stops_the_restore_naming_it(
+    proxy: FaultProxy, gs_bucket: str, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    # A 403 on one file of the newest step: the error is the storage's, not the checkpoint's,
+    # so no older step is restored in its place (the local disk and the /gcs mount alike).
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+    proxy.rate = 0.0
+    root = f"{gs_bucket}/{uuid.uuid4().hex}/checkpoints"
+    ckpt = CheckpointManager(root, handle_signals=False, record_attempts=False)
+    for step in (1, 2):
+        ckpt.save(step, {"w": np.full(100, float(step)), "progress": {"step": step}})
+    proxy.deny = re.compile(r"/download/.*step-2%2Fw\.npy")
+    with caplog.at_level(logging.WARNING), pytest.raises(OSError) as info:
+        CheckpointManager(root, handle_signals=False, record_attempts=False).restore()
+    message = str(info.value)
+    assert message.startswith(f"step 2: file w.npy cannot be read ({root}/step-2/w.npy): ")
+    assert "not a damaged checkpoint" in message
+    assert "not restoring checkpoint" not in caplog.text
+    proxy.deny = None
+    restored = CheckpointManager(root, handle_signals=False, record_attempts=False).restore()
+    assert restored.step == 2 and (restored.state["w"] == 2.0).all()
