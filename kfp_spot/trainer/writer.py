@@ -16,6 +16,7 @@ each part would reach into the others' state.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -39,6 +40,35 @@ _REMOVED_AT_ONCE = (
 )
 _BACKGROUND_NICE = 10
 """How much lower the background writer's priority is than the loop's (nice values)."""
+_UNFINISHED: set[threading.Thread] = set()
+"""Background writes under way in this process: its exit waits for them (:func:`_at_exit`)."""
+_UNFINISHED_LOCK = threading.Lock()
+_AT_EXIT_REGISTERED = False
+
+
+def _at_exit() -> None:
+    """Let the background writes under way commit before the interpreter ends.
+
+    The writer is a daemon thread, which the interpreter stops wherever it is once the main
+    thread ends: a loop that saved asynchronously and ended without ``close()`` (no ``with``)
+    lost its last save, with exit status 0. ``close()`` waits for it; this is the same wait
+    for a manager never closed.
+    """
+    with _UNFINISHED_LOCK:
+        pending = sorted(_UNFINISHED, key=lambda thread: thread.name)
+    for thread in pending:
+        log.info("waiting for the background save %s to commit before exiting", thread.name)
+        thread.join()
+
+
+def _track(thread: threading.Thread) -> None:
+    """Have the process's exit wait for ``thread`` (see :func:`_at_exit`)."""
+    global _AT_EXIT_REGISTERED
+    with _UNFINISHED_LOCK:
+        if not _AT_EXIT_REGISTERED:
+            atexit.register(_at_exit)
+            _AT_EXIT_REGISTERED = True
+        _UNFINISHED.add(thread)
 
 
 def _thread_nice() -> int | None:
@@ -254,6 +284,7 @@ class StepWriter:
             name=f"kfp-spot-checkpoint-{step}",
             daemon=True,
         )
+        _track(self._worker)
         self._worker.start()
 
     def wait(self) -> None:
@@ -323,6 +354,8 @@ class StepWriter:
         finally:
             with self._lock:
                 self._lowered = None
+            with _UNFINISHED_LOCK:
+                _UNFINISHED.discard(threading.current_thread())
             failpoints.background_save_ended(step)
 
     def write(

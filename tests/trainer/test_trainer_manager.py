@@ -531,6 +531,42 @@ def test_attempt_record_exit_reasons(tmp_path: Path) -> None:
     assert records[0].saves == 1 and records[0].save_seconds_max >= 0
 
 
+_ENDS_WITHOUT_CLOSE = """
+import sys, threading, time
+from kfp_spot import checkpoints
+from kfp_spot.trainer import CheckpointManager
+
+write_step = checkpoints.write_step
+
+
+def once_the_loop_has_ended(*args, **kwargs):
+    threading.main_thread().join()  # the main thread is done: the interpreter is ending
+    time.sleep(0.2)  # (the interpreter stopped the daemon writer here, before the write)
+    return write_step(*args, **kwargs)
+
+
+checkpoints.write_step = once_the_loop_has_ended
+ckpt = CheckpointManager(sys.argv[1], handle_signals=False, async_save=True)
+ckpt.save(7, {"w": [1.0, 2.0], "progress": {"step": 7}})
+print("loop over, no close()")
+"""
+
+
+def test_a_background_save_commits_when_the_process_ends_without_close(tmp_path: Path) -> None:
+    # A loop with async_save and no `with` (no close()) ended, exit status 0, and its last
+    # save was never written: the writer thread is a daemon, stopped with the interpreter.
+    done = subprocess.run(
+        [sys.executable, "-c", _ENDS_WITHOUT_CLOSE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    restored = _manager(tmp_path).restore()
+    assert restored is not None and restored.step == 7
+    assert restored.state == {"w": [1.0, 2.0], "progress": {"step": 7}}
+
+
 def test_import_pulls_in_neither_kfp_nor_aiplatform() -> None:
     code = (
         "import sys, kfp_spot.trainer\n"
