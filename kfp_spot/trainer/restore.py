@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kfp_spot import checkpoints
+from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
 from kfp_spot.trainer import adapters
 from kfp_spot.trainer.adapters import StateEncodingError
@@ -77,7 +77,8 @@ def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
     """Load and verify one checkpoint step directory (``<root>/step-<n>``).
 
     Args:
-        path: the step directory, local (a leading ``~`` is the home directory) or ``gs://``.
+        path: the step directory, local (a leading ``~`` is the home directory) or ``gs://``
+            (through the Cloud Storage FUSE mount where its bucket is mounted).
         allow_pickle: allow pickle-based adapters (scikit-learn); unpickling runs code named by
             the checkpoint, so only for checkpoints nobody else can write.
 
@@ -86,5 +87,6 @@ def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
         CheckpointCorruptError: it is torn, damaged or needs a decoder that is not allowed.
         OSError: a file of it is there but cannot be read (permission denied, an I/O error).
     """
-    root, step = checkpoints.parse_step_dir(expand_home(os.fspath(path), "path"))
+    # gs:// through the /gcs mount where it exists, as every root: the VM's wheel has no gcsfs
+    root, step = checkpoints.parse_step_dir(fs.mounted_path(expand_home(os.fspath(path), "path")))
     return decode_step(root, step, allow_pickle=allow_pickle)

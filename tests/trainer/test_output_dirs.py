@@ -111,7 +111,7 @@ sys.modules["gcsfs"] = None
 sys.modules["fsspec"] = None
 from kfp_spot import fs
 fs.GCS_MOUNT_ROOT = sys.argv[1]
-from kfp_spot.trainer import CheckpointManager
+from kfp_spot.trainer import CheckpointManager, load_checkpoint
 from kfp_spot.trainer.integrations import directory
 from kfp_spot.trainer.outputs import checkpoint_root
 
@@ -130,6 +130,7 @@ print(json.dumps({
     "step": restored.step,
     "weights": restored.state["weights"].decode(),
     "directory": [found.step, open(found.file("model.ckpt"), "rb").read().decode()],
+    "loaded": load_checkpoint(root + "/step-1").state["progress"],
 }))
 """
 
@@ -149,7 +150,12 @@ def test_a_gs_root_saves_and_restores_through_the_mount_without_gcsfs(tmp_path: 
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"step": 2, "weights": "ww", "directory": [7, "framework"]}
+    assert json.loads(proc.stdout) == {
+        "step": 2,
+        "weights": "ww",
+        "directory": [7, "framework"],
+        "loaded": {"step": 1},
+    }
     bucket = mount / "my-bucket" / "run"
     assert (bucket / "checkpoints" / "step-2" / "manifest.json").is_file()
     assert list((bucket / "checkpoints" / "_attempts").glob("*.json"))  # attempt records too
