@@ -128,3 +128,18 @@ def test_a_gcs_root_uploads_and_downloads_a_verified_copy(tmp_path, gs_bucket):
     commit_directory(root, 4)
     found = latest_directory(root, download_to=str(tmp_path / "r4"))
     assert found.step == 4 and read_tree(found.path) == files
+
+
+def test_a_gcs_step_downloads_to_a_folder_given_under_the_home_directory(
+    tmp_path, gs_bucket, monkeypatch
+):
+    # download_to="~/restore" made a folder named "~" in the working directory.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    root = f"{gs_bucket}/directory-home-test/checkpoints"
+    files = write_tree(tmp_path / "staging", "gcs")
+    commit_directory(root, 3, tmp_path / "staging")
+    found = latest_directory(root, download_to="~/restore")
+    assert found.path.startswith(str(tmp_path / "home" / "restore"))
+    assert read_tree(found.path) == files
+    assert not (tmp_path / "~").exists()

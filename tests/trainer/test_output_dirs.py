@@ -313,6 +313,11 @@ def test_a_root_starting_with_a_tilde_is_in_the_home_directory(
         ckpt.save(1, {"x": 1})
     assert list(work.iterdir()) == []
     assert load_checkpoint("~/ckpt/step-1").state == {"x": 1}
+    (home / "hf-out").mkdir()
+    (home / "hf-out" / "model.bin").write_bytes(b"w")
+    directory.commit_directory("~/ck-dir", 2, source="~/hf-out")  # a framework's own files
+    found = directory.latest_directory("~/ck-dir")
+    assert found is not None and found.path == str(home / "ck-dir" / "step-2")
     assert output_dirs("~/c", "~/m") == (str(home / "c"), str(home / "m"))
     env = {"AIP_CHECKPOINT_DIR": "~/ck", "AIP_MODEL_DIR": "~/model"}
     assert output_dirs(environ=env) == (str(home / "ck"), str(home / "model"))

@@ -36,7 +36,7 @@ from typing import Any
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointCorruptError, Manifest
 from kfp_spot.checkpoints.paths import check_step, stat_remote
-from kfp_spot.trainer.outputs import as_text, checkpoint_root
+from kfp_spot.trainer.outputs import as_text, checkpoint_root, expand_home
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,8 @@ def commit_directory(
     if source is None:
         manifest = _commit_in_place(root, step, full)
     else:
-        with mapped_files(os.fspath(source), checkpoints.step_dir(root, step)) as files:
+        given = expand_home(os.fspath(source), "source")  # ~/hf-out: the home directory's
+        with mapped_files(given, checkpoints.step_dir(root, step)) as files:
             manifest = checkpoints.write_step(root, step, files, metadata=full)
     log.info("committed %s step %d (%d files)", root, step, len(manifest.files))
     return manifest
@@ -295,7 +296,11 @@ def committed_directory(
         manifest = checkpoints.verify(root, step, check_hashes=True)
         return CommittedDirectory(step, os.path.join(local_root, f"step-{step}"), manifest, root)
     manifest = checkpoints.read_manifest(root, step)
-    target = download_to or tempfile.mkdtemp(prefix="kfp-spot-restore-")
+    target = (
+        expand_home(os.fspath(download_to), "download_to")
+        if download_to
+        else tempfile.mkdtemp(prefix="kfp-spot-restore-")
+    )
     local = _download(root, step, manifest, target)
     return CommittedDirectory(
         step, os.path.join(target, "checkpoints", f"step-{step}"), local, root
