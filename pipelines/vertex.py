@@ -13,7 +13,8 @@ and before anything is sent, all that ``kfp-spot submit`` checks:
   ``regions``, a bad gate, a local path as a package's source.
 
 :mod:`kfp_spot.vertex.pipeline_job` (``prepare_submission``, ``dry_run``, ``submit_pipeline``)
-checks the first two only: it sits below the components' rules.
+checks the first two only: it sits below the components' rules. Once checked, the submission is
+sent as it is (:func:`kfp_spot.vertex.pipeline_send.send_submission`), not prepared again.
 """
 
 from __future__ import annotations
@@ -264,13 +265,7 @@ def submit(
             warn=warn,
             **arguments,
         )
-        return pipeline_job.submit_pipeline(
-            template,
-            project=project,
-            location=submission.location,
-            parameter_values=parameter_values,
-            **arguments,
-            api_endpoint=api_endpoint,
-            credentials=credentials,
-            check_images=False,  # checked above
+        # The submission checked above, sent as it is: not read, checked or warned of again.
+        return pipeline_job.send_submission(
+            submission, api_endpoint=api_endpoint, credentials=credentials
         )

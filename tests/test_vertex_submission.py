@@ -1,6 +1,10 @@
 """`kfp-spot run --vertex` builds a real PipelineJob from the compiled spec and sends it."""
 
+import contextlib
+import os
 import re
+import sys
+from collections.abc import Iterator
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
@@ -751,3 +755,60 @@ def test_the_python_api_refuses_a_number_a_protobuf_value_cannot_carry(given, ne
     (name,) = given
     assert str(refused.value).startswith(f"parameter {name!r}: ")
     assert needle in str(refused.value)
+
+
+_OPENED: list[list[str]] = []  # while a test records: each path a file was opened at
+
+
+def _record_opens(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED[-1].append(os.fsdecode(args[0]))
+
+
+@contextlib.contextmanager
+def _opens(path) -> Iterator[list[str]]:
+    """The times ``path`` is opened in the block (Python's `open` audit event: real reads)."""
+    if not getattr(_record_opens, "installed", False):
+        sys.addaudithook(_record_opens)  # audit hooks cannot be removed: idle outside the block
+        _record_opens.installed = True  # type: ignore[attr-defined]
+    _OPENED.append([])
+    try:
+        yield _OPENED[-1]
+    finally:
+        opened = _OPENED.pop()
+        opened[:] = [p for p in opened if os.path.realpath(p) == os.path.realpath(path)]
+
+
+def test_the_python_submit_sends_the_submission_it_checked(gcs_emulator, template, pushed):
+    """`kfp_spot.pipelines.vertex.submit` (and so `kfp-spot submit`) checked the template, then
+    had `submit_pipeline` read it and prepare the same submission a second time, whose warnings
+    were dropped. It now sends the checked submission: the template is read no more often than
+    by a dry run of it (which builds the same request), and each warning reaches `warn` once."""
+    from kfp_spot.pipelines import vertex
+
+    where = {
+        "project": "my-project-123",
+        "location": "europe-west4",
+        "pipeline_root": "gs://kfp-spot-send-once/r",  # a new bucket: see the first test
+        "service_account": "runner@my-project-123.iam.gserviceaccount.com",
+        "parameter_values": {"source": "gs://kfp-spot-test/src.tar.gz"},
+        "image_records": PUSHED,
+    }
+    shown: list[str] = []
+    with _opens(template) as dry_reads:
+        request = vertex.dry_run(template, **where, warn=shown.append)
+    assert shown, "the default gate's warning, at least"
+    sent: list[str] = []
+    with RecordingServer() as server, _opens(template) as submit_reads:
+        name = vertex.submit(
+            template,
+            **where,
+            api_endpoint=server.endpoint,
+            credentials=AnonymousCredentials(),
+            warn=sent.append,
+        )
+    assert sent == shown  # each once, none lost
+    assert len(submit_reads) == len(dry_reads), (submit_reads, dry_reads)
+    (post,) = [r for r in server.requests if r["method"] == "POST"]
+    assert post["body"]["runtimeConfig"] == request["body"]["runtimeConfig"]
+    assert name.startswith("projects/my-project-123/locations/europe-west4/pipelineJobs/")

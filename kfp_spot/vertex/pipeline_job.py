@@ -6,14 +6,14 @@ inputs, the project, region, pipeline root (``gs://``), service account and labe
 images the template's kfp-spot tasks run in (:func:`kfp_spot.image.check_template_images`).
 ``project`` and ``location`` are filled in as pipeline parameters only where the template declares
 them. :func:`dry_run` builds the request the SDK would send, without credentials;
-:func:`submit_pipeline` sends it, and a missing Google login is one :class:`NoCredentialsError`
-line with the command that fixes it.
+:func:`submit_pipeline` checks and sends it; the sending half, for a submission checked already,
+is :func:`~kfp_spot.vertex.pipeline_send.send_submission` (re-exported here with
+:class:`PipelineSubmission`, :class:`SubmitFailedError` and :class:`NoCredentialsError`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,30 +22,11 @@ from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionErr
 from kfp_spot.vertex.pipeline_parameters import check_job_id
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
+from kfp_spot.vertex.pipeline_send import PipelineSubmission as PipelineSubmission
+from kfp_spot.vertex.pipeline_send import SubmitFailedError as SubmitFailedError
+from kfp_spot.vertex.pipeline_send import endpoint, sdk_pipeline_job
+from kfp_spot.vertex.pipeline_send import send_submission as send_submission
 from kfp_spot.vertex.signin import NoCredentialsError as NoCredentialsError
-
-
-class SubmitFailedError(RuntimeError):
-    """The API did not take the PipelineJob: unreachable, or it answered with an error.
-
-    The message names the endpoint and the API's answer (its status and reason).
-    """
-
-
-@dataclass(frozen=True)
-class PipelineSubmission:
-    """A checked submission: what :func:`dry_run` shows and :func:`submit_pipeline` sends."""
-
-    template_path: Path
-    project: str
-    location: str
-    parameter_values: dict[str, Any]
-    pipeline_root: str | None
-    display_name: str
-    service_account: str | None = None
-    enable_caching: bool | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
 
 
 def read_template(template_path: str | Path) -> dict[str, Any]:
@@ -194,33 +175,6 @@ def prepare_submission(
     )
 
 
-def _endpoint(location: str, api_endpoint: str | None) -> Any:
-    """The checked :class:`~kfp_spot.vertex.client.Endpoint`; a malformed one names the field."""
-    from kfp_spot.vertex.client import resolve_endpoint
-
-    try:
-        return resolve_endpoint(location, api_endpoint or "")
-    except values.InvalidFieldError as exc:
-        raise SubmissionError(str(exc)) from None
-
-
-def _pipeline_job(submission: PipelineSubmission, credentials: Any) -> Any:
-    """The SDK's PipelineJob for ``submission`` (its constructor loads and checks the spec)."""
-    from google.cloud import aiplatform
-
-    return aiplatform.PipelineJob(
-        display_name=submission.display_name,
-        template_path=str(submission.template_path),
-        pipeline_root=submission.pipeline_root,
-        parameter_values=submission.parameter_values,
-        enable_caching=submission.enable_caching,
-        labels=submission.labels or None,
-        project=submission.project,
-        location=submission.location,
-        credentials=credentials,
-    )
-
-
 def check_submission_images(
     submission: PipelineSubmission,
     enabled: bool = True,
@@ -259,7 +213,7 @@ def dry_run(
     from google.protobuf import json_format
 
     check_submission_images(submission, check_images, image_records)
-    job = _pipeline_job(submission, AnonymousCredentials())
+    job = sdk_pipeline_job(submission, AnonymousCredentials())
     pb = job._gca_resource._pb  # the message the SDK's submit() sends
     if submission.service_account:
         pb.service_account = submission.service_account  # as submit() sets it
@@ -272,7 +226,7 @@ def dry_run(
         "schemaVersion": spec.get("schemaVersion"),
         "taskCaching": _task_caching(spec),
     }
-    base = _endpoint(submission.location, api_endpoint).base_url
+    base = endpoint(submission.location, api_endpoint).base_url
     parent = f"projects/{submission.project}/locations/{submission.location}"
     return {
         "method": "POST",
@@ -355,43 +309,6 @@ def submit_pipeline(
         labels=labels,
         complete=True,
     )
-    endpoint = _endpoint(location, api_endpoint)
+    endpoint(location, api_endpoint)  # a malformed endpoint is named before images are read
     check_submission_images(submission, check_images, image_records)
-    import requests
-    from google.api_core import exceptions as api_exceptions
-    from google.auth import exceptions as auth_exceptions
-    from google.cloud import aiplatform
-
-    from kfp_spot.vertex import signin
-
-    init_kwargs: dict[str, Any] = {"project": project, "location": location}
-    if api_endpoint:
-        init_kwargs |= {"api_endpoint": endpoint.api_endpoint, "api_transport": "rest"}
-        if credentials is None and endpoint.local:
-            # Plain HTTP is a local endpoint (a recorder or proxy on loopback): no Google login.
-            from google.auth.credentials import AnonymousCredentials
-
-            credentials = AnonymousCredentials()
-    where = endpoint.base_url if api_endpoint else f"Vertex AI in {location}"
-    try:
-        # Looked up and refreshed here, not left to the SDK: its global config may still hold
-        # another run's credentials, and a missing login or network is one line at once.
-        init_kwargs["credentials"] = signin.ready(credentials)
-        aiplatform.init(**init_kwargs)
-        job = _pipeline_job(submission, init_kwargs["credentials"])
-        job.submit(service_account=submission.service_account)
-    except signin.SignInUnreachableError as exc:
-        raise SubmitFailedError(str(exc)) from None
-    except auth_exceptions.GoogleAuthError as exc:  # a token that stopped refreshing mid-way
-        raise signin.failed(exc) from None
-    except requests.RequestException as exc:  # the REST transport's: nothing answered
-        raise SubmitFailedError(
-            f"cannot reach {where} to create the PipelineJob ({type(exc).__name__}): is it "
-            "running, and is the network up? Nothing was created"
-        ) from exc
-    except (api_exceptions.GoogleAPICallError, api_exceptions.RetryError) as exc:
-        reason = " ".join(str(exc).split())[:800]
-        if isinstance(exc, api_exceptions.ServiceUnavailable):  # no route, no DNS, or down
-            raise SubmitFailedError(f"cannot reach {where}: {reason}") from exc
-        raise SubmitFailedError(f"{where} refused the PipelineJob: {reason}") from exc
-    return str(job.resource_name)
+    return send_submission(submission, api_endpoint=api_endpoint, credentials=credentials)
