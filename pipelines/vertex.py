@@ -78,8 +78,8 @@ def _default_gate_warning(spec: Mapping[str, Any], values: Mapping[str, Any]) ->
     return [
         f"thresholds: left at the template's default {gate}: an "
         f"evaluate() that returns no {', '.join(sorted(default))} fails the evaluation after "
-        f'the training; set --param thresholds=\'{{"METRIC": ">=BOUND"}}\' on a metric '
-        "yours returns ('{}' for no gate)"
+        f'the training; set the pipeline parameter thresholds to {{"METRIC": ">=BOUND"}} on a '
+        "metric yours returns ({} for no gate)"
     ]
 
 

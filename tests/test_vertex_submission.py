@@ -261,7 +261,10 @@ def test_dry_run_warns_of_a_required_parameter_left_unset(no_credentials):
     path = catalog.pipeline_path("spot_training")
     result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj"])
     assert result.exit_code == 0, result.stderr
-    assert "needs source (set with --param NAME=VALUE)" in result.stderr
+    assert (
+        "needs source (pipeline parameters without a default: --param NAME=VALUE, or "
+        "parameter_values from Python)"
+    ) in result.stderr
 
 
 def test_a_real_submit_with_a_required_parameter_unset_is_refused_before_sending(no_credentials):
@@ -272,8 +275,9 @@ def test_a_real_submit_with_a_required_parameter_unset_is_refused_before_sending
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        f"kfp-spot: error: {path} needs source (set with --param NAME=VALUE); Vertex AI refuses "
-        "the run without them; nothing was sent"
+        f"kfp-spot: error: {path} needs source (pipeline parameters without a default: --param "
+        "NAME=VALUE, or parameter_values from Python); Vertex AI refuses the run without them; "
+        "nothing was sent"
     ), lines
     with pytest.raises(pipeline_job.SubmissionError, match="needs source"):
         pipeline_job.submit_pipeline(path, project="my-proj", location="us-central1")
@@ -287,7 +291,7 @@ def test_dry_run_warns_that_the_default_gate_is_the_examples(no_credentials):
     result = _cli([*args, "--param", "source=gs://b/src.tar.gz"])
     assert result.exit_code == 0, result.stderr
     assert """thresholds: left at the template's default {"accuracy": ">=0.85"}""" in result.stderr
-    assert "set --param thresholds=" in result.stderr
+    assert "set the pipeline parameter thresholds to" in result.stderr
     result = _cli([*args, "--param", "source=gs://b/src.tar.gz", "--param", "thresholds={}"])
     assert result.exit_code == 0 and "thresholds" not in result.stderr, result.stderr
 
@@ -508,8 +512,8 @@ def test_required_project_and_location_set_by_the_flags_are_not_reported_missing
         path, project="my-project-123", location="europe-west4", pipeline_root="gs://bkt/root"
     )
     assert unset.warnings == (
-        f"{path} needs source (set with --param NAME=VALUE); Vertex AI "
-        "refuses the run without them",
+        f"{path} needs source (pipeline parameters without a default: --param NAME=VALUE, or "
+        "parameter_values from Python); Vertex AI refuses the run without them",
     )
 
 

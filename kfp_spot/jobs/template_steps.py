@@ -81,8 +81,11 @@ def check_each(items: Iterable[T], check: Callable[[T], None]) -> None:
 def placement_warnings(task: TemplateTask, *, project: str, location: str) -> list[str]:
     """A launch or deploy task whose project or region is not the submission's, and the fix.
 
-    One baked into the template, or the default of a pipeline parameter (which ``--param``
-    changes): the task runs there, which may be what the team meant, so it is a warning.
+    One baked into the template, or the default of a pipeline parameter (which the submission's
+    parameter values change): the task runs there, which may be what the team meant, so it is a
+    warning. Its fix names the pipeline parameter and the submission's own ``project`` or
+    ``location``, which ``kfp-spot submit`` (``--param``, ``--location``) and the Python
+    submission (``parameter_values``, ``location=``) both take.
     """
     warnings: list[str] = []
     kind = task.component
@@ -100,15 +103,15 @@ def placement_warnings(task: TemplateTask, *, project: str, location: str) -> li
                 warnings.append(
                     f"task {task.path!r} ({kind}) {where} in {name} {given!r}, from the "
                     f"pipeline parameter {parameter!r}, not the submission's {submitted!r}; "
-                    f"pass --param {parameter}={submitted} to run it there, or "
-                    f"--{name} {given} to submit the pipeline where it runs"
+                    f"set the pipeline parameter {parameter} to {submitted!r} to run it there, "
+                    f"or submit the pipeline with {name} {given!r} where it runs"
                 )
                 continue
             warnings.append(
                 f"task {task.path!r} ({kind}) {where} in {name} "
                 f"{given!r}, baked into the template, not the submission's {submitted!r}; "
-                f"leave {name} unset to follow the pipeline's, or pass --{name} {given} to "
-                "submit the pipeline where it runs"
+                f"leave the submission's {name} unset to follow the pipeline's, or submit the "
+                f"pipeline with {name} {given!r} where it runs"
             )
     return warnings
 
@@ -117,8 +120,9 @@ def input_refused(task: TemplateTask, field: str, reason: str) -> TemplateTaskEr
     """The refusal of ``task``'s input ``field``, and the pipeline parameter that set it.
 
     A team's pipeline passes its own parameters on (``project=gcp_project``): the component's
-    input is named as its component reads it, and the parameter as ``--param`` takes it, when
-    it has another name.
+    input is named as its component reads it, and the pipeline parameter that set it, when it
+    has another name, in words true for ``kfp-spot submit``'s ``--param`` and for the Python
+    submission's and a local run's ``parameter_values``/``arguments`` alike.
     """
     return TemplateTaskError(
         f"task {task.path!r}: {task.component} input {field!r}{_given_by(task, field)}: {reason}"
@@ -126,10 +130,10 @@ def input_refused(task: TemplateTask, field: str, reason: str) -> TemplateTaskEr
 
 
 def _given_by(task: TemplateTask, field: str) -> str:
-    """`` (from --param NAME)`` when a pipeline parameter of another name set ``field``, else ""."""
+    """`` (from the pipeline parameter NAME)`` when one of another name set ``field``, else ""."""
     name = field.split("[", 1)[0]  # thresholds['accuracy']: thresholds
     parameter = task.from_pipeline.get(name)
-    return f" (from --param {parameter})" if parameter and parameter != name else ""
+    return f" (from the pipeline parameter {parameter})" if parameter and parameter != name else ""
 
 
 def check_evaluate_task(task: TemplateTask) -> None:
@@ -270,6 +274,13 @@ def check_loop_output_directory(task: TemplateTask) -> None:
     )
 
 
+def _imported_from(parameter: str) -> str:
+    """`` (the dsl.importer's URI, from the pipeline parameter NAME)``, or "" for a constant."""
+    return (
+        f" (the dsl.importer's URI, from the pipeline parameter {parameter})" if parameter else ""
+    )
+
+
 _IMPORTED_CHECKPOINT = {  # the checkpoint a task reads when a dsl.importer gives it
     "evaluate_checkpoint": "checkpoint",
     "launch_spot_job": "resume_from",
@@ -300,7 +311,7 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
     if made is None or made.uri is UNKNOWN:
         return
     uri = made.uri
-    given = f" (the dsl.importer's URI, from --param {made.parameter})" if made.parameter else ""
+    given = _imported_from(made.parameter)
     where = f"task {task.path!r}: {task.component} input '{name}'{given}"
     form = "gs://BUCKET/PATH or /gcs/BUCKET/PATH" if not local else CHECKPOINT_URI_FORM
     if not isinstance(uri, str) or not uri.strip():
@@ -343,7 +354,7 @@ def check_imported_package(task: TemplateTask) -> None:
     made = task.imports.get("package")
     if made is None or not isinstance(made.uri, str) or "package_uris" in made.metadata_keys:
         return
-    given = f" (the dsl.importer's URI, from --param {made.parameter})" if made.parameter else ""
+    given = _imported_from(made.parameter)
     try:
         check_package_uri(service_uri(made.uri.strip()), local_paths=False)
     except InvalidValueError as exc:

@@ -97,8 +97,9 @@ def check_parameters(
     ]
     if missing:
         warnings.append(
-            f"{template} needs {', '.join(missing)} (set with --param NAME=VALUE); Vertex AI "
-            "refuses the run without them"
+            f"{template} needs {', '.join(missing)} (pipeline parameters without a default: "
+            "--param NAME=VALUE, or parameter_values from Python); Vertex AI refuses the run "
+            "without them"
         )
     artifacts = (spec.get("root", {}).get("inputDefinitions") or {}).get("artifacts") or {}
     required_artifacts = sorted(n for n, a in artifacts.items() if not (a or {}).get("isOptional"))

@@ -190,9 +190,9 @@ def test_a_refused_input_names_the_teams_own_parameter_that_set_it(tmp_path):
     result = _submit(path, "--dry-run", *[a for p in params for a in ("--param", p)])
     lines = [line.removeprefix("kfp-spot: error: ") for line in _error_lines(result)]
     assert sorted(line.split(": ", 2)[1] for line in lines) == [
-        "evaluate_checkpoint input step (from --param step_rule)",
-        "launch_spot_job input 'project' (from --param gcp_project)",
-        "prepare_package input 'source' (from --param code_uri)",
+        "evaluate_checkpoint input step (from the pipeline parameter step_rule)",
+        "launch_spot_job input 'project' (from the pipeline parameter gcp_project)",
+        "prepare_package input 'source' (from the pipeline parameter code_uri)",
     ], lines
 
 
@@ -348,8 +348,8 @@ def test_a_project_or_region_baked_into_a_launch_is_pointed_out(templates):
     ) in result.stderr
     assert (
         "in location 'us-east1', baked into the template, not the submission's 'us-central1'; "
-        "leave location unset to follow the pipeline's, or pass --location us-east1 to submit "
-        "the pipeline where it runs"
+        "leave the submission's location unset to follow the pipeline's, or submit the pipeline "
+        "with location 'us-east1' where it runs"
     ) in result.stderr
 
 
@@ -368,8 +368,8 @@ def test_a_region_from_a_pipeline_parameter_is_named_with_the_parameter_to_pass(
     assert (
         "task 'condition-1/launch-spot-job' (launch_spot_job) runs its CustomJob in location "
         "'europe-west4', from the pipeline parameter 'region', not the submission's "
-        "'us-central1'; pass --param region=us-central1 to run it there, or --location "
-        "europe-west4 to submit the pipeline where it runs"
+        "'us-central1'; set the pipeline parameter region to 'us-central1' to run it there, or "
+        "submit the pipeline with location 'europe-west4' where it runs"
     ) in result.stderr
     assert "baked into the template" not in result.stderr
     quiet = _submit(path, "--dry-run", "--location", "us-central1", "--param", "region=us-central1")
@@ -726,7 +726,9 @@ def test_an_imported_checkpoint_vertex_cannot_read_is_refused_at_submission(pipe
             f"checkpoint_uri={value}",
         )
     )
-    assert IMPORTED_INPUT[pipeline] in line and "--param checkpoint_uri" in line, line
+    assert (
+        IMPORTED_INPUT[pipeline] in line and "from the pipeline parameter checkpoint_uri" in line
+    ), line
     assert why in line, line
 
 
@@ -793,8 +795,8 @@ def test_a_package_imported_from_a_path_of_this_machine_is_refused_at_submission
         assert any(
             re.search(
                 rf"task '{task}': {component} input 'package' \(the dsl.importer's URI, from "
-                r"--param sdist\): '/home/me/dist/t-0.1.tar.gz' is a local path: Vertex AI reads "
-                r"packages from Cloud Storage only",
+                r"the pipeline parameter sdist\): '/home/me/dist/t-0.1.tar.gz' is a local path: "
+                r"Vertex AI reads packages from Cloud Storage only",
                 line,
             )
             for line in lines
@@ -881,10 +883,10 @@ def test_a_deploys_labels_count_the_runs_billing_label(serving):
     result = _submit(serving["good"], "--dry-run", "--param", "serving_" + _labels(63))
     line = _one_error_line(result)
     assert (
-        "task 'deploy-spot-endpoint': deploy_spot_endpoint input 'labels' (from --param "
-        "serving_labels): the Model would carry 65 labels (63 given, 1 of the pipeline run's "
-        "VERTEX_AI_PIPELINES_RUN_LABELS, 1 kfp-spot's own); Google Cloud allows at most 64: give "
-        "at most 62"
+        "task 'deploy-spot-endpoint': deploy_spot_endpoint input 'labels' (from the pipeline "
+        "parameter serving_labels): the Model would carry 65 labels (63 given, 1 of the pipeline "
+        "run's VERTEX_AI_PIPELINES_RUN_LABELS, 1 kfp-spot's own); Google Cloud allows at most 64: "
+        "give at most 62"
     ) in line
     result = _submit(serving["good"], "--dry-run", "--param", "serving_" + _labels(62))
     assert result.exit_code == 0, result.stderr
