@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.pipelines.local_values import together, value_problems
+from kfp_spot.vertex.values import show
 
 
 class LocalRunError(ValueError):
@@ -89,7 +90,7 @@ def _not_a_parameter(pipeline: Any, name: str) -> LocalRunError:
         f"given: use it as a step of a pipeline of yours that makes them (its parameters: "
         f"{valid or 'none'})"
         if name in artifacts
-        else f"the pipeline has no parameter {name!r}; valid: {valid or 'none: it takes none'}"
+        else f"the pipeline has no parameter {show(name)}; valid: {valid or 'none: it takes none'}"
     )
 
 

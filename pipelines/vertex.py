@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.vertex.pipeline_job import SubmissionError
+from kfp_spot.vertex.values import show
 
 __all__ = ["DEFAULT_LOCATION", "SubmissionError", "dry_run", "submit"]
 
@@ -49,7 +50,7 @@ def _template(pipeline: Any) -> Iterator[Path]:
         return
     if not hasattr(pipeline, "pipeline_spec"):
         raise SubmissionError(
-            f"pipeline: {pipeline!r} is neither a compiled template's path nor a @dsl.pipeline "
+            f"pipeline: {show(pipeline)} is neither a compiled template's path nor a @dsl.pipeline "
             "function"
         )
     from kfp import compiler

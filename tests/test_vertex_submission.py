@@ -816,3 +816,66 @@ def test_the_python_submit_sends_the_submission_it_checked(gcs_emulator, templat
     (post,) = [r for r in server.requests if r["method"] == "POST"]
     assert post["body"]["runtimeConfig"] == request["body"]["runtimeConfig"]
     assert name.startswith("projects/my-project-123/locations/europe-west4/pipelineJobs/")
+
+
+_HUGE = "x" * 100_000  # a value pasted whole, or a file's content given where its path goes
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--param", f"{_HUGE}=1"], "the pipeline has no parameter 'xxx"),
+        (["--param", _HUGE], "Invalid value for --param: 'xxx"),
+        (["--param", f"source=gs://b/{_HUGE}", "--param", "source=gs://b/s"], "given twice"),
+        (["--label", f"{_HUGE}=a"], "labels.'xxx"),
+        (["--label", _HUGE], "Invalid value for --label: 'xxx"),
+        (["--api-endpoint", f"https://{_HUGE}"], "which is not a host name"),
+        (["--param", f"source=/{_HUGE}"], "prepare_package input 'source': '/xxx"),
+        (["--param", "source=gs://b/s", "--param", f'thresholds={{"a": "{_HUGE}"}}'], "bound"),
+        # evaluate_checkpoint's imported checkpoint, a path of this machine
+        (["--param", f"checkpoint_uri=/{_HUGE}"], "input 'checkpoint'"),
+    ],
+)
+def test_a_huge_value_is_shown_cut_short_in_the_one_error_line(args, needle, no_credentials):
+    """A 100 KB argument came back whole in the error line (or several times in one)."""
+    name = "evaluate_checkpoint" if "checkpoint_uri" in args[-1] else "spot_training"
+    extra = ["--param", "source=gs://b/s"] if name == "evaluate_checkpoint" else []
+    path = catalog.pipeline_path(name)
+    result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj", *extra, *args])
+    assert result.exit_code == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert needle in line and "..." in line, line
+    assert max(len(line) for line in result.stderr.splitlines()) < 1000
+
+
+def test_the_python_submission_shows_a_huge_value_cut_short(no_credentials):
+    from kfp_spot.pipelines import vertex
+
+    path = catalog.pipeline_path("spot_training")
+    where = {"project": "my-proj", "pipeline_root": "gs://bkt/r", "warn": None}
+    for given, needle in [
+        ({_HUGE: 1}, "parameter 'xxx"),
+        ({"source": f"/{_HUGE}"}, "prepare_package input 'source': '/xxx"),
+    ]:
+        with pytest.raises(vertex.SubmissionError) as refused:
+            vertex.dry_run(path, **where, parameter_values=given)
+        assert needle in str(refused.value) and len(str(refused.value)) < 1000
+    with pytest.raises(vertex.SubmissionError) as refused:
+        vertex.dry_run([_HUGE], **where)
+    assert str(refused.value).startswith("pipeline: ['xxx") and len(str(refused.value)) < 200
+
+
+def test_a_huge_machine_type_is_cut_short_in_its_warning(no_credentials):
+    path = catalog.pipeline_path("spot_training")
+    args = ["--param", "source=gs://b/s", "--param", f"machine_type=n1-{_HUGE}"]
+    result = _cli(["submit", str(path), "--dry-run", "--project", "my-proj", *args])
+    assert result.exit_code == 0, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "machine table" in line]
+    assert "'n1-xxx" in line and len(line) < 1000, len(line)
+
+
+def test_a_huge_template_path_is_cut_short():
+    result = _cli(["submit", f"/{_HUGE}.yaml", "--dry-run", "--project", "my-proj"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "'TEMPLATE': File '/xxx" in line and "does not exist" in line and len(line) < 1000

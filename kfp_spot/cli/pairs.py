@@ -75,16 +75,21 @@ def endpoint_option(ctx: click.Context, param: click.Parameter, value: str | Non
     return value
 
 
+_NAME_CHARS = 80  # a longer NAME of NAME=VALUE is shown cut short, as values are (`show`)
+
+
 def parse_pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
     """``NAME=VALUE`` items as a mapping; a name given twice is refused, not the last one kept."""
     pairs: dict[str, str] = {}
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=option)
+            raise click.BadParameter(f"{show(item)} is not NAME=VALUE", param_hint=option)
         if name in pairs:
+            named = name if len(name) <= _NAME_CHARS else show(name)
             raise click.BadParameter(
-                f"{name} is given twice ({pairs[name]!r} and {raw!r}); give each name once",
+                f"{named} is given twice ({show(pairs[name])} and {show(raw)}); give each name "
+                "once",
                 param_hint=option,
             )
         pairs[name] = raw
@@ -113,7 +118,7 @@ class TemplateFile(click.Path):
                 try:  # a pull from a repository no registry can hold would fail too
                     check_host(f"{scheme}://{'/'.join(parts[:3])}")
                 except ValueError as exc:
-                    self.fail(f"{text!r} is a URL, not a file, and {exc}")
+                    self.fail(f"{show(text)} is a URL, not a file, and {exc}")
                 ref = parts[4]
                 which = "--version" if ref.startswith("sha256:") else "--tag"
                 pull_it = (
@@ -122,5 +127,9 @@ class TemplateFile(click.Path):
                 )
             else:
                 pull_it = "`kfp-spot pull PACKAGE --host REPOSITORY_URL --tag TAG`, then the file"
-            self.fail(f"{text!r} is a URL, not a file: pull the template first with {pull_it}")
-        return super().convert(value, param, ctx)
+            self.fail(f"{show(text)} is a URL, not a file: pull the template first with {pull_it}")
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:  # click's "File '...' does not exist.", cut short
+            name = click.utils.format_filename(value)
+            self.fail(exc.message.replace(repr(name), show(name)), param, ctx)

@@ -19,6 +19,7 @@ from typing import Any
 
 from kfp_spot.checkpoints.ranking import smaller_is_better
 from kfp_spot.evaluation.errors import EvaluationInputError
+from kfp_spot.vertex.values import show
 
 _OPS = {
     ">=": operator.ge,
@@ -54,7 +55,7 @@ def _implicit(field: str, metric: str, bound: object, value: float) -> Threshold
     if smaller_is_better(metric):
         raise EvaluationInputError(
             field,
-            f"{bound!r} has no operator, and a bound without one means >=, but a smaller "
+            f"{show(bound)} has no operator, and a bound without one means >=, but a smaller "
             f'{metric} is better: write "<={value:g}" (or ">={value:g}" if at least that is meant)',
         )
     return Threshold(metric, ">=", value)
@@ -102,16 +103,16 @@ def _parse_one(metric: Any, bound: Any) -> Threshold:
         raise EvaluationInputError("thresholds", f"metric name {metric!r} is empty")
     field = f"thresholds[{metric!r}]"
     if isinstance(bound, bool):
-        raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+        raise EvaluationInputError(field, f"{show(bound)} is not a bound; use {_VALID}")
     if isinstance(bound, (int, float)):
         if not math.isfinite(bound):
             raise EvaluationInputError(field, f"{bound} is not a bound; use {_VALID}")
         return _implicit(field, metric, bound, float(bound))
     if not isinstance(bound, str):
-        raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+        raise EvaluationInputError(field, f"{show(bound)} is not a bound; use {_VALID}")
     match = _BOUND_RE.fullmatch(bound)
     value = _number(match.group(2)) if match else None
     if match is None or value is None:
-        raise EvaluationInputError(field, f"{bound!r} is not a bound; use {_VALID}")
+        raise EvaluationInputError(field, f"{show(bound)} is not a bound; use {_VALID}")
     op = match.group(1)
     return Threshold(metric, op, value) if op else _implicit(field, metric, bound, value)

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from kfp_spot.jobs.template_walk import DEPLOY_CALL, UNKNOWN, TemplateTask
 from kfp_spot.vertex import pipeline_context
+from kfp_spot.vertex.values import show
 
 T = TypeVar("T")
 
@@ -101,17 +102,17 @@ def placement_warnings(task: TemplateTask, *, project: str, location: str) -> li
             parameter = task.from_pipeline.get(name)
             if parameter is not None:  # the default of one of the pipeline's parameters
                 warnings.append(
-                    f"task {task.path!r} ({kind}) {where} in {name} {given!r}, from the "
+                    f"task {task.path!r} ({kind}) {where} in {name} {show(given)}, from the "
                     f"pipeline parameter {parameter!r}, not the submission's {submitted!r}; "
                     f"set the pipeline parameter {parameter} to {submitted!r} to run it there, "
-                    f"or submit the pipeline with {name} {given!r} where it runs"
+                    f"or submit the pipeline with {name} {show(given)} where it runs"
                 )
                 continue
             warnings.append(
                 f"task {task.path!r} ({kind}) {where} in {name} "
-                f"{given!r}, baked into the template, not the submission's {submitted!r}; "
+                f"{show(given)}, baked into the template, not the submission's {submitted!r}; "
                 f"leave the submission's {name} unset to follow the pipeline's, or submit the "
-                f"pipeline with {name} {given!r} where it runs"
+                f"pipeline with {name} {show(given)} where it runs"
             )
     return warnings
 
@@ -157,7 +158,7 @@ def check_evaluate_task(task: TemplateTask) -> None:
                 thresholds = json.loads(thresholds)
             except ValueError:
                 raise EvaluationInputError(
-                    "thresholds", f"{thresholds!r} is not a JSON object of metric -> bound"
+                    "thresholds", f"{show(thresholds)} is not a JSON object of metric -> bound"
                 ) from None
         if isinstance(thresholds, Mapping):
             parse_thresholds(thresholds)
@@ -232,7 +233,7 @@ def check_prepare_task(task: TemplateTask) -> None:
         raise input_refused(
             task,
             name,
-            f"{value!r} is a path on this machine, which the task's container on Vertex AI "
+            f"{show(value)} is a path on this machine, which the task's container on Vertex AI "
             "Pipelines cannot read: upload it and pass gs://BUCKET/PATH (or /gcs/BUCKET/PATH)",
         )
 
@@ -266,7 +267,7 @@ def check_loop_output_directory(task: TemplateTask) -> None:
     if not task.loop or value is UNKNOWN or not isinstance(value, str) or not value:
         return
     raise TemplateTaskError(
-        f"task {task.path!r}: launch_spot_job input 'base_output_directory': {value!r} is the "
+        f"task {task.path!r}: launch_spot_job input 'base_output_directory': {show(value)} is the "
         f"same in every iteration of the dsl.ParallelFor {task.loop!r}, so they would share "
         "one checkpoint directory (each resuming from another's newest step, or refused while "
         "another runs): leave it empty (each iteration then writes next to its own outputs) or "
@@ -316,7 +317,7 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
     form = "gs://BUCKET/PATH or /gcs/BUCKET/PATH" if not local else CHECKPOINT_URI_FORM
     if not isinstance(uri, str) or not uri.strip():
         raise TemplateTaskError(
-            f"{where}: {uri!r} is empty; give the checkpoint directory of an earlier run "
+            f"{where}: {show(uri)} is empty; give the checkpoint directory of an earlier run "
             f"(.../checkpoints: {form})"
         )
     try:
@@ -329,12 +330,12 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
     plain = not path.startswith(("gs://", "/gcs/"))
     if plain and not local:
         raise TemplateTaskError(
-            f"{where}: {uri!r} is a path on this machine, which a task on Vertex AI Pipelines "
+            f"{where}: {show(uri)} is a path on this machine, which a task on Vertex AI Pipelines "
             f"cannot read; give {form}"
         )
     if plain and not os.path.isdir(path):
         raise TemplateTaskError(
-            f"{where}: {uri!r} is not a directory here; give the checkpoint directory of an "
+            f"{where}: {show(uri)} is not a directory here; give the checkpoint directory of an "
             "earlier run (.../checkpoints)"
         )
 

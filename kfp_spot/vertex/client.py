@@ -76,7 +76,7 @@ def _host_and_port(api_endpoint: str, netloc: str) -> str:
         address = ipaddress.ip_address(host)
     except ValueError:
         if len(host) > 253 or _HOSTNAME.fullmatch(host) is None:
-            raise _bad(api_endpoint, f"has {host!r}, which is not a host name") from None
+            raise _bad(api_endpoint, f"has {values.show(host)}, which is not a host name") from None
         shown = host
     else:
         shown = f"[{address}]" if address.version == 6 else str(address)
@@ -125,7 +125,7 @@ def resolve_endpoint(location: str, api_endpoint: str = "") -> Endpoint:
             raise _bad(api_endpoint, "is neither a URL nor a domain name or IP address")
         return Endpoint(host, f"https://{host}", local=False)
     if scheme not in ("http", "https"):
-        raise _bad(api_endpoint, f"has scheme {scheme!r}; use http or https")
+        raise _bad(api_endpoint, f"has scheme {values.show(scheme)}; use http or https")
     if "/" in rest or "?" in rest or "#" in rest:
         raise _bad(api_endpoint, "has a path, query or fragment; give scheme://HOST:PORT only")
     host = _host_and_port(api_endpoint, rest)

@@ -706,10 +706,10 @@ def _check_machine(spec: Any, where: str, spot: bool, known_machines_only: bool)
                 + f"; valid types include {examples} (see kfp_spot/data/machines.csv)",
             )
         log.warning(
-            "%s.machineType %r is not in kfp-spot's machine table; the service will judge it "
+            "%s.machineType %s is not in kfp-spot's machine table; the service will judge it "
             "(and its accelerators)",
             where,
-            name,
+            show(name),
         )
         return
     if acc in machines.TPU_POD_ACCELERATORS:

@@ -67,7 +67,7 @@ def check_parameters(
         if name not in declared:
             valid = ", ".join(sorted(declared)) or "none: it takes no parameters"
             raise SubmissionError(
-                f"parameter {name!r} is not an input of {template}; valid names: {valid}"
+                f"parameter {values.show(name)} is not an input of {template}; valid names: {valid}"
             )
         kind = str(declared[name].get("parameterType", ""))
         types = _PARAMETER_TYPES.get(kind)

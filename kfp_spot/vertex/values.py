@@ -201,8 +201,9 @@ def check_labels(labels: Mapping[Any, Any], field: str = "labels") -> None:
     for key, value in labels.items():
         try:
             check_label(key, value)
-        except InvalidValueError as exc:
-            raise InvalidFieldError(f"{field}.{key}", str(exc)) from None
+        except InvalidValueError as exc:  # a key too long for a label is shown cut short
+            name = key if isinstance(key, str) and len(key) <= MAX_LABEL_CHARS else show(key)
+            raise InvalidFieldError(f"{field}.{name}", str(exc)) from None
 
 
 def _is_label_text(text: str) -> bool:
