@@ -395,6 +395,43 @@ def test_the_python_submission_compiles_a_pipeline_function_and_hands_over_its_w
         vertex.dry_run(_team_sweep, project="team-proj-1")  # not the pipeline it makes
 
 
+def test_the_launchs_executor_image_notice_is_a_warning_of_its_task_each_time(
+    no_google_login, capfd
+):
+    """The launch's note on its executor image (here past its end of availability) went to
+    stderr, once per process, past the caller's `warn` and without the task it is about: a
+    notebook's second dry run, or a `warn` that collects, never had it."""
+    from kfp_spot.pipelines import vertex
+
+    old = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py310:latest"  # ended 2024-11-15
+
+    @dsl.pipeline(name="team-old-image", pipeline_root="gs://team-bucket/root")
+    def team(code: str = "gs://team-bucket/src/t-0.1.tar.gz"):
+        package = VENDORED["prepare_package"](source=code)
+        package.set_caching_options(False)
+        launch = VENDORED["launch_spot_job"](
+            package=package.outputs["package"], executor_image_uri=old
+        )
+        launch.set_caching_options(False)
+
+    for _ in range(2):
+        warnings: list[str] = []
+        vertex.dry_run(
+            team,
+            project="team-proj-1",
+            parameter_values={},
+            check_images=False,
+            warn=warnings.append,
+        )
+        assert [w for w in warnings if "end of availability" in w] == [
+            "task 'launch-spot-job' (launch_spot_job): executor image tf-cpu.2-11.py310 reached "
+            "its documented end of availability on 2024-11-15: Vertex AI may refuse it or stop "
+            "updating it; pick a current image from https://cloud.google.com/vertex-ai/docs/"
+            "training/pre-built-containers (one kfp-spot does not list is accepted with a warning)"
+        ], warnings
+    assert "end of availability" not in capfd.readouterr().err
+
+
 @dsl.component(base_image="python:3.11")
 def team_step(model: dsl.Input[dsl.Model], out: dsl.Output[dsl.Artifact]):
     """A component of the team's own: what it makes of its input is not kfp-spot's to judge."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from collections.abc import Iterator, Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -100,8 +101,6 @@ def _logged_warnings() -> Iterator[list[str]]:
     The launcher logs them inside its task, where the task is the context; a submission shows
     each on the line of the task it is about.
     """
-    import logging
-
     held: list[str] = []
 
     class _Hold(logging.Handler):
@@ -185,6 +184,7 @@ def check_launch_task(
     from kfp_spot.jobs.entry import build_request
     from kfp_spot.jobs.inputs import input_for_field
     from kfp_spot.jobs.spec import build_custom_job
+    from kfp_spot.jobs.template_warnings import launch_notices
     from kfp_spot.vertex import EMULATOR, VERTEX_AI, InvalidJobSpecError, validate_custom_job
 
     inputs = _filled(task, project, location)
@@ -201,7 +201,9 @@ def check_launch_task(
         root = _root(task, local)
         inputs["checkpoint"] = SimpleNamespace(uri=f"{root}/checkpoint")
         inputs["gcp_resources"] = f"{root}/gcp_resources"
-        with task_environment(task.env, on_vertex=not local), _quiet(local):
+        # The launcher's notices (on stderr, once per process, unnamed) held: a submission gets
+        # them as the task's warnings (logged: `_logged_warnings`), a local run as its notes.
+        with task_environment(task.env, on_vertex=not local), _quiet(True):
             request = build_request(**inputs)
             request.inputs.base_output_directory = request.base_output_directory
             job = build_custom_job(request.inputs, target=EMULATOR if local else VERTEX_AI)
@@ -213,6 +215,8 @@ def check_launch_task(
                         input_for_field(exc.field, request.inputs),
                         f"{exc.message} (CustomJob field {exc.field})",
                     ) from None
+        for notice in [] if local else launch_notices(request.inputs, request.policy):
+            logging.getLogger(__name__).warning("%s", notice)
     except LaunchInputError as exc:
         raise input_refused(task, exc.field, exc.reason) from None
 

@@ -153,3 +153,17 @@ def cached_task_warning(task: TemplateTask, forced: bool = False) -> str | None:
         f"task {task.path!r} ({task.component}) is cached: {replay}; compile it with "
         ".set_caching_options(False), or submit with --disable-caching"
     )
+
+
+def launch_notices(inputs: Any, policy: Any) -> list[str]:
+    """What the launch task will warn of on its console: its executor image, idle settings.
+
+    The executor image (``executor_image_uri`` with a package): not in kfp-spot's table, or past
+    or near its documented end of availability; ``region_policy``/``region_wait_seconds`` given
+    to a launch of one region.
+    """
+    from kfp_spot.executors import executor_image_notice
+    from kfp_spot.jobs.entry import idle_region_settings
+
+    image = None if inputs.container_image_uri else executor_image_notice(inputs.executor_image_uri)
+    return [*([image] if image else []), *idle_region_settings(policy, inputs.location)]
