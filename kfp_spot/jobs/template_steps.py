@@ -304,7 +304,11 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
     """
     import os
 
-    from kfp_spot.vertex.storage import CHECKPOINT_URI_FORM, check_checkpoint_uri
+    from kfp_spot.vertex.storage import (
+        CHECKPOINT_URI_FORM,
+        CLOUD_CHECKPOINT_URI_FORM,
+        check_checkpoint_uri,
+    )
     from kfp_spot.vertex.values import InvalidValueError
 
     name = _IMPORTED_CHECKPOINT.get(task.component, "")
@@ -314,14 +318,14 @@ def check_imported_checkpoint(task: TemplateTask, *, local: bool) -> None:
     uri = made.uri
     given = _imported_from(made.parameter)
     where = f"task {task.path!r}: {task.component} input '{name}'{given}"
-    form = "gs://BUCKET/PATH or /gcs/BUCKET/PATH" if not local else CHECKPOINT_URI_FORM
+    form = CLOUD_CHECKPOINT_URI_FORM if not local else CHECKPOINT_URI_FORM
     if not isinstance(uri, str) or not uri.strip():
         raise TemplateTaskError(
             f"{where}: {show(uri)} is empty; give the checkpoint directory of an earlier run "
             f"(.../checkpoints: {form})"
         )
     try:
-        check_checkpoint_uri(uri.strip())
+        check_checkpoint_uri(uri.strip(), local_paths=local)
     except InvalidValueError as exc:
         raise TemplateTaskError(f"{where}: {exc}") from None
     # A file:// URL names a path as a plain one does: the task's container on Vertex AI has

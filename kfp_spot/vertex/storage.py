@@ -186,28 +186,30 @@ def check_not_scheme_typo(value: str, form: str = OUTPUT_URI_FORM) -> None:
 
 
 CHECKPOINT_URI_FORM = "gs://BUCKET/PATH, /gcs/BUCKET/PATH or a local path"
+CLOUD_CHECKPOINT_URI_FORM = "gs://BUCKET/PATH or /gcs/BUCKET/PATH"  # a task on Vertex AI's
 
 
-def check_checkpoint_uri(uri: str) -> None:
+def check_checkpoint_uri(uri: str, *, local_paths: bool = True) -> None:
     """Refuse a checkpoint directory a kfp-spot task could not read.
 
     A task reads a checkpoint artifact (the evaluation's ``checkpoint``, the launch's
     ``resume_from``) from Cloud Storage or from its own file system (a ``/gcs/`` FUSE path, a
     ``file://`` URL, kfp.local's outputs). Any other scheme (``s3://``, ``https://``) would
     otherwise be read as a local path that does not exist, and a ``gs://`` URI without a valid
-    bucket as a network error.
+    bucket as a network error. ``local_paths=False``: the task runs on Vertex AI Pipelines, so
+    the forms a refusal names are Cloud Storage's alone (the caller refuses a local path).
 
     Raises:
         InvalidValueError: naming the valid forms.
     """
+    form = CHECKPOINT_URI_FORM if local_paths else CLOUD_CHECKPOINT_URI_FORM
     if "://" in uri and not uri.startswith(("gs://", "file://")):
         raise InvalidValueError(
-            f"{show(uri)} is not a location a task can read checkpoints from: give "
-            f"{CHECKPOINT_URI_FORM}"
+            f"{show(uri)} is not a location a task can read checkpoints from: give {form}"
         )
     if uri.startswith("gs://"):
-        _check_gcs(uri, local_paths=False, form=CHECKPOINT_URI_FORM)
-    check_not_scheme_typo(uri, CHECKPOINT_URI_FORM)
+        _check_gcs(uri, local_paths=False, form=form)
+    check_not_scheme_typo(uri, form)
 
 
 def check_output_uri(uri: str, *, local_paths: bool) -> None:
