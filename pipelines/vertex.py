@@ -108,11 +108,17 @@ def _checked(
 
     if not project:
         raise SubmissionError("project: give the Google Cloud project ID to run the pipeline in")
+    if location is not None and not isinstance(location, str):
+        raise SubmissionError(f"location: expected a Vertex AI region's name, got {show(location)}")
     if location is not None and not location.strip():  # `--location "$REGION"`, REGION unset
         raise SubmissionError(
             "location: is empty: give a Vertex AI region such as us-central1, or leave it out "
             "for the template's own region"
         )
+    pipeline_job.check_job_settings(  # before the values are read: each a one-line refusal
+        parameter_values=parameter_values,
+        **{k: arguments.get(k) for k in ("display_name", "enable_caching", "labels")},
+    )
     values = dict(parameter_values or {})
     spec = pipeline_job.read_template(template)
     if not location:  # the template's own region (its default, or the values'), else ours

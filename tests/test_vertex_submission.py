@@ -879,3 +879,34 @@ def test_a_huge_template_path_is_cut_short():
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert "'TEMPLATE': File '/xxx" in line and "does not exist" in line and len(line) < 1000
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [
+        # truthy text: every task was cached, prepare-package and the launch too
+        ({"enable_caching": "no"}, "enable_caching: expected True, False or None"),
+        # the SDK's ValueError (or an AttributeError) came out as a traceback
+        ({"display_name": "d" * 129}, "display_name: is 129 characters long; at most 128"),
+        ({"labels": [("team", "ml")]}, "labels: expected a mapping of KEY to VALUE"),
+        ({"parameter_values": 5}, "parameter_values: expected a mapping"),
+        ({"location": 5}, "location: expected a Vertex AI region's name, got 5"),
+    ],
+)
+def test_the_python_submission_names_an_argument_of_the_wrong_type(given, needle, no_credentials):
+    from kfp_spot.pipelines import vertex
+
+    path = catalog.pipeline_path("evaluate_checkpoint")
+    args = {
+        "project": "my-proj",
+        "pipeline_root": "gs://bkt/r",
+        "parameter_values": {"source": "gs://bkt/s.tar.gz", "checkpoint_uri": "gs://bkt/ckpt"},
+        "warn": None,
+    }
+    for call in (vertex.dry_run, vertex.submit):  # refused before any sign-in
+        with pytest.raises(vertex.SubmissionError) as refused:
+            call(path, **{**args, **given})
+        (line,) = str(refused.value).splitlines()
+        assert line.startswith(needle), line
+    request = vertex.dry_run(path, **{**args, "display_name": "d" * 128})  # the limit itself
+    assert request["body"]["displayName"] == "d" * 128

@@ -20,6 +20,7 @@ from typing import Any, cast
 from kfp_spot.vertex import pipeline_parameters, regions, storage, template_refs, values
 from kfp_spot.vertex.pipeline_parameters import SubmissionError as SubmissionError
 from kfp_spot.vertex.pipeline_parameters import check_job_id
+from kfp_spot.vertex.pipeline_parameters import check_job_settings as check_job_settings
 from kfp_spot.vertex.pipeline_parameters import check_parameters as check_parameters
 from kfp_spot.vertex.pipeline_parameters import template_parameters as template_parameters
 from kfp_spot.vertex.pipeline_send import PipelineSubmission as PipelineSubmission
@@ -144,6 +145,12 @@ def prepare_submission(
     Raises:
         SubmissionError: naming the bad argument and what would be valid.
     """
+    pipeline_parameters.check_job_settings(
+        parameter_values=parameter_values,
+        display_name=display_name,
+        enable_caching=enable_caching,
+        labels=labels,
+    )
     spec = validate_submission(template_path, project, location, pipeline_root)
     template = str(template_path)
     check_job_id(template_refs.pipeline_name(spec) or "", template)

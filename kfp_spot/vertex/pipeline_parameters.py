@@ -154,6 +154,42 @@ def check_job_id(name: str, template: str) -> None:
 RESERVED_LABELS = (pipeline_context.RUN_BILLING_LABEL,)
 
 
+def check_job_settings(
+    *,
+    parameter_values: Any = None,
+    display_name: Any = None,
+    enable_caching: Any = None,
+    labels: Any = None,
+) -> None:
+    """The PipelineJob's settings of the Python API's types, and its display name's length.
+
+    What the command line's options give as text and flags, Python may give as anything: a
+    string ``enable_caching="no"`` (truthy) cached every task, prepare-package and launch too;
+    a list of labels or a display name over 128 characters failed inside the SDK, a traceback.
+
+    Raises:
+        SubmissionError: naming the argument, what it was and what would be valid.
+    """
+    for name, value, form in (
+        ("parameter_values", parameter_values, "a mapping of parameter name to value"),
+        ("labels", labels, "a mapping of KEY to VALUE"),
+    ):
+        if value is not None and not isinstance(value, Mapping):
+            raise SubmissionError(f"{name}: expected {form}, got {values.show(value)}")
+    if enable_caching is not None and not isinstance(enable_caching, bool):
+        raise SubmissionError(
+            f"enable_caching: expected True, False or None (each task's compiled setting), got "
+            f"{values.show(enable_caching)}"
+        )
+    if display_name is not None and not isinstance(display_name, str):
+        raise SubmissionError(f"display_name: expected text, got {values.show(display_name)}")
+    if display_name and len(display_name) > values.MAX_DISPLAY_NAME:  # PipelineJob.displayName
+        raise SubmissionError(
+            f"display_name: is {len(display_name)} characters long; at most "
+            f"{values.MAX_DISPLAY_NAME} are allowed"
+        )
+
+
 def check_job_labels(labels: Mapping[str, str]) -> None:
     """Refuse PipelineJob labels Vertex AI refuses, or replaces: a label given is a label kept.
 
