@@ -765,7 +765,7 @@ _OPENED: list[list[str]] = []  # while a test records: each path a file was open
 
 
 def _record_opens(event: str, args: tuple) -> None:
-    if event == "open" and _OPENED and isinstance(args[0], (str, bytes, os.PathLike)):
+    if _OPENED and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
         _OPENED[-1].append(os.fsdecode(args[0]))
 
 
