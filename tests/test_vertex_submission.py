@@ -910,3 +910,34 @@ def test_the_python_submission_names_an_argument_of_the_wrong_type(given, needle
         assert line.startswith(needle), line
     request = vertex.dry_run(path, **{**args, "display_name": "d" * 128})  # the limit itself
     assert request["body"]["displayName"] == "d" * 128
+
+
+def test_a_launch_setting_idle_with_one_region_is_a_warning_of_the_submission(no_credentials):
+    """The launch prints it on its console once it runs; the submission said nothing before."""
+    path = catalog.pipeline_path("spot_training")
+    args = [
+        "submit",
+        str(path),
+        "--dry-run",
+        "--project",
+        "my-proj",
+        "--pipeline-root",
+        "gs://bkt/r",
+    ]
+    args += ["--param", "source=gs://bkt/s.tar.gz", "--param", "thresholds={}"]
+    result = _cli([*args, "--param", "region_policy=EAGER"])
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning: task 'launch-spot-job' (launch_spot_job): launch_spot_job input "
+        "'region_policy': EAGER has no effect: the launch has one region (us-central1; "
+    ) in result.stderr
+    listed = _cli(
+        [
+            *args,
+            "--param",
+            "region_policy=EAGER",
+            "--param",
+            'regions=["us-central1", "europe-west4"]',
+        ]
+    )
+    assert listed.exit_code == 0 and "has no effect" not in listed.stderr, listed.stderr
