@@ -172,7 +172,8 @@ def dry_run(
 
     Returns:
         ``{"method", "url", "body"}``: the PipelineJob create request (the pipeline spec shown
-        by its name, SDK version and each task's caching).
+        by its name, SDK version and each task's caching, and ``inline``: the template's path,
+        or for a ``@dsl.pipeline`` function the pipeline it was compiled from).
 
     Raises:
         SubmissionError: as :func:`submit`.
@@ -196,7 +197,11 @@ def dry_run(
             enable_caching=enable_caching,
             labels=labels,
         )
-        return pipeline_job.dry_run(submission, api_endpoint=api_endpoint, check_images=False)
+        request = pipeline_job.dry_run(submission, api_endpoint=api_endpoint, check_images=False)
+    if not isinstance(pipeline, (str, Path)):  # its compiled file is gone once this returns
+        name = getattr(pipeline, "name", "") or "pipeline"
+        request["body"]["pipelineSpec"]["inline"] = f"compiled from the @dsl.pipeline {name!r}"
+    return request
 
 
 def submit(

@@ -390,6 +390,10 @@ def test_the_python_submission_compiles_a_pipeline_function_and_hands_over_its_w
         "https://us-central1-aiplatform.googleapis.com/v1/projects/team-proj-1/locations/"
     )
     assert request["body"]["pipelineSpec"]["taskCaching"]["launch-spot-job"] is False
+    # not the temporary file it was compiled into, gone by now
+    assert (
+        request["body"]["pipelineSpec"]["inline"] == "compiled from the @dsl.pipeline 'team-sweep'"
+    )
     assert any("needs gcp_project" in w for w in warnings), warnings
     with pytest.raises(vertex.SubmissionError, match="neither a compiled template's path"):
         vertex.dry_run(_team_sweep, project="team-proj-1")  # not the pipeline it makes
