@@ -96,11 +96,7 @@ def _quiet(quiet: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _logged_warnings() -> Iterator[list[str]]:
-    """The warnings kfp-spot's checks log (a machine type missing from its table), held.
-
-    The launcher logs them inside its task, where the task is the context; a submission shows
-    each on the line of the task it is about.
-    """
+    """The warnings kfp-spot's checks log (a machine type off its table), for the task's line."""
     held: list[str] = []
 
     class _Hold(logging.Handler):
@@ -240,6 +236,7 @@ def check_deploy_task(
     Raises:
         TemplateTaskError: naming the task and the input, in the deployer's words.
     """
+    from kfp_spot.jobs.template_warnings import deploy_notices
     from kfp_spot.serving.deploy import Deployer, DeployInputError
     from kfp_spot.serving.entry import build_request
 
@@ -259,9 +256,11 @@ def check_deploy_task(
         except InvalidFieldError as exc:
             raise DeployInputError(exc.field, exc.reason) from None
         with task_environment(task.env, on_vertex=not local), _quiet(local):
-            Deployer(build_request(**inputs), check_files=False)
+            Deployer(request := build_request(**inputs), check_files=False)
     except DeployInputError as exc:
         raise input_refused(task, exc.field, exc.reason) from None
+    for notice in [] if local else deploy_notices(request):  # what the deploy would print
+        logging.getLogger(__name__).warning("%s", notice)
 
 
 def _check_task(task: TemplateTask, *, project: str, location: str, local: bool) -> None:

@@ -167,3 +167,15 @@ def launch_notices(inputs: Any, policy: Any) -> list[str]:
 
     image = None if inputs.container_image_uri else executor_image_notice(inputs.executor_image_uri)
     return [*([image] if image else []), *idle_region_settings(policy, inputs.location)]
+
+
+def deploy_notices(request: Any) -> list[str]:
+    """What the deploy task will warn of on its console: its prediction image's end of life.
+
+    The prebuilt prediction image of a model it uploads, past or near its documented end of
+    availability (after which Vertex AI creates no new endpoint with it).
+    """
+    from kfp_spot.executors import prediction_image_notice
+
+    notice = request.artifact_uri and prediction_image_notice(request.serving_container_image_uri)
+    return [notice] if notice else []

@@ -887,3 +887,19 @@ def test_a_deploys_labels_count_the_runs_billing_label(serving):
     ) in line
     result = _submit(serving["good"], "--dry-run", "--param", "serving_" + _labels(62))
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_deploys_prediction_image_past_its_end_is_a_warning_of_its_task(tmp_path):
+    """The deploy says it on its console once the training was paid for; Vertex AI then creates
+    no new endpoint with that image. The submission said nothing."""
+    old = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-0:latest"  # ended 2024-11-15
+    path = _compile_serving(tmp_path, "old_image", serving_container_image_uri=old)
+    result = _submit(path, "--dry-run")
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stderr.splitlines() if "prediction image" in line]
+    assert line == (
+        "kfp-spot: warning: task 'deploy-spot-endpoint' (deploy_spot_endpoint): prediction image "
+        "sklearn-cpu.1-0 reached its documented end of availability on 2024-11-15: Vertex AI "
+        "creates no new endpoint with it and may delete endpoints that use it; pick a current "
+        "image from https://cloud.google.com/vertex-ai/docs/predictions/pre-built-containers"
+    )
