@@ -174,3 +174,22 @@ def test_a_requirement_on_a_file_of_this_machine_is_refused_before_staging(tmp_p
     )
     assert not (tmp_path / "stage").exists()
     assert local_reference(["mylib @ https://example.com/mylib-1.0.tar.gz", "numpy"]) is None
+
+
+def test_requirements_alike_on_the_vm_never_read_what_this_machine_has_installed(
+    tmp_path, monkeypatch
+):
+    """Which distribution provides a module is read from this machine's installed metadata
+    (every distribution's files: ~0.3 s of a prepare-package task), only for a requirement
+    whose marker differs on the VM; requirements that install there alike never need it."""
+    import importlib.metadata
+
+    def unread(*_):
+        raise AssertionError("read this machine's installed distributions")
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", unread)
+    imported = imported_modules(_trainer(tmp_path, "import numpy\n"), "trainer.task")
+    alike = ["numpy>=1.26", 'pandas; python_version >= "3.8"', 'pywin32; sys_platform == "win32"']
+    assert skipped_on_vertex(alike, IMAGE, imported, here=MAC) == []
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    assert unread_requirements(tmp_path, ["numpy"], IMAGE, imported, {}) == []
