@@ -15,7 +15,6 @@ inside ``wandb``) is not seen.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -103,12 +102,9 @@ def reads(site: Path, module: str) -> dict[str, str]:
 
     def read(name: str, path: Path) -> list[str]:
         where = path.relative_to(site).as_posix()
-        with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
-            warnings.simplefilter("ignore")
-            try:
-                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"), where)
-            except SyntaxError:
-                return []
+        tree = imports.source_tree(path, where)
+        if tree is None:
+            return []
         for variable, line in names_read(tree):
             found.setdefault(variable, f"{where}, line {line}")
         return [i.name for i in imports.imported(tree, name, path.name == "__init__.py")]

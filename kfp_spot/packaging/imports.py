@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,21 @@ def parse(source: str | bytes, filename: str = "<unknown>", **options: Any) -> a
     with _PARSING:
         tree: ast.Module = ast.parse(source, filename, **options)
     return tree
+
+
+def source_tree(path: Path, filename: str = "<unknown>") -> ast.Module | None:
+    """The module at ``path`` parsed (:func:`parse`), None when it is not Python the parser takes.
+
+    The static readers of a job's code (its imports, the variables and paths it names) skip such
+    a file: the build or the import check reports it. Warnings the parser gives on the way (an
+    invalid escape and the like) are not theirs to report either, so they are silenced.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return parse(path.read_text(encoding="utf-8", errors="replace"), filename)
+        except SyntaxError:
+            return None
 
 
 @dataclass(frozen=True)

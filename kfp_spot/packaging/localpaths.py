@@ -19,7 +19,6 @@ a file that never asks ``mps.is_available()`` or ``mps.is_built()``.
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,12 +51,9 @@ def laptop_paths(source: Path, modules: list[str], home: str | None = None) -> d
     found: dict[str, str] = {}
 
     def read(name: str, path: Path) -> list[str]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
-            except SyntaxError:
-                return []
+        tree = imports.source_tree(path)
+        if tree is None:
+            return []
         where = path.relative_to(source).as_posix()
         for node in _texts(tree):
             text = str(node.value)
@@ -96,12 +92,9 @@ def mps_uses(source: Path, modules: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
 
     def read(name: str, path: Path) -> list[str]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
-            except SyntaxError:
-                return []
+        tree = imports.source_tree(path)
+        if tree is None:
+            return []
         if not _asks_availability(tree):
             where = path.relative_to(source).as_posix()
             for node in ast.walk(tree):

@@ -12,7 +12,6 @@ alone. Read statically, as :mod:`kfp_spot.packaging.envreads` reads variables.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from kfp_spot.packaging import envreads, imports
@@ -34,12 +33,9 @@ def raw_output_dir_reads(source: Path, module: str) -> dict[str, str]:
 
     def read(name: str, path: Path) -> list[str]:
         nonlocal capable
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
-            except SyntaxError:
-                return []
+        tree = imports.source_tree(path)
+        if tree is None:
+            return []
         where = path.relative_to(source).as_posix()
         for variable, line in envreads.names_read(tree):
             if variable in OUTPUT_DIR_VARS:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -41,12 +40,9 @@ def imported_modules(source: Path, module: str) -> dict[str, str]:
         return found
 
     def read(name: str, path: Path) -> list[str]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                tree = imports.parse(path.read_text(encoding="utf-8", errors="replace"))
-            except SyntaxError:
-                return []
+        tree = imports.source_tree(path)
+        if tree is None:
+            return []
         where = path.relative_to(source).as_posix()
         used = imports.imported(tree, name, path.name == "__init__.py")
         for entry in used:
