@@ -19,7 +19,7 @@ a file that never asks ``mps.is_available()`` or ``mps.is_built()``.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kfp_spot.packaging import imports
@@ -50,22 +50,30 @@ def laptop_paths(source: Path, modules: list[str], home: str | None = None) -> d
     prefixes = LAPTOP_PREFIXES + ((f"{mine}/",) if mine not in ("", "/root") else ())
     found: dict[str, str] = {}
 
-    def read(name: str, path: Path) -> list[str]:
-        tree = imports.source_tree(path)
-        if tree is None:
-            return []
-        where = path.relative_to(source).as_posix()
+    def look(tree: ast.Module, where: str) -> None:
         for node in _texts(tree):
             text = str(node.value)
             if text.startswith(prefixes):
                 found.setdefault(text, f"{where}, line {node.lineno}")
+
+    _each_tree(source, modules, look)
+    return found
+
+
+def _each_tree(source: Path, modules: list[str], look: Callable[[ast.Module, str], None]) -> None:
+    """``look(tree, where)`` on each file of ``modules`` and of their package they reach."""
+
+    def read(name: str, path: Path) -> list[str]:
+        tree = imports.source_tree(path)
+        if tree is None:
+            return []
+        look(tree, path.relative_to(source).as_posix())
         return [i.name for i in imports.imported(tree, name, path.name == "__init__.py")]
 
     for module in filter(None, modules):
         for base in imports.source_roots(source):
             if base.is_dir():
                 imports.walk_own_package(base, module, read)
-    return found
 
 
 def _is_mps(node: ast.expr) -> bool:
@@ -91,23 +99,16 @@ def mps_uses(source: Path, modules: list[str]) -> dict[str, str]:
     """Each unguarded call given the ``"mps"`` device in the code of ``modules`` -> its text."""
     found: dict[str, str] = {}
 
-    def read(name: str, path: Path) -> list[str]:
-        tree = imports.source_tree(path)
-        if tree is None:
-            return []
-        if not _asks_availability(tree):
-            where = path.relative_to(source).as_posix()
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and any(
-                    _is_mps(a) for a in [*node.args, *(k.value for k in node.keywords)]
-                ):
-                    found.setdefault(f"{where}, line {node.lineno}", ast.unparse(node.func))
-        return [i.name for i in imports.imported(tree, name, path.name == "__init__.py")]
+    def look(tree: ast.Module, where: str) -> None:
+        if _asks_availability(tree):
+            return
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and any(
+                _is_mps(a) for a in [*node.args, *(k.value for k in node.keywords)]
+            ):
+                found.setdefault(f"{where}, line {node.lineno}", ast.unparse(node.func))
 
-    for module in filter(None, modules):
-        for base in imports.source_roots(source):
-            if base.is_dir():
-                imports.walk_own_package(base, module, read)
+    _each_tree(source, modules, look)
     return found
 
 
