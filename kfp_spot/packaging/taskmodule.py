@@ -11,9 +11,12 @@ The source tree is read as the wheel would hold it, never wider: the modules of 
 packages (a directory with an ``__init__.py``, each directory of the chain), at its top or under
 ``src/``, less the folders setuptools' automatic discovery leaves out at the top (``tests``,
 ``docs``, ``examples``, ...; ``FlatLayoutPackageFinder``), and only the packages an explicit
-``[tool.setuptools] packages`` list (or ``setup.cfg``'s ``[options] packages``) names. A
-candidate the build would leave out anyway is then seldom counted; a wheel holding more than
-the source shows is still refused after the build.
+``[tool.setuptools] packages`` list (or ``setup.cfg``'s ``[options] packages``) names. Where
+the build chooses its packages by means the tree does not show (a ``setup.py``, a ``find``
+table with ``include``/``exclude``, a ``package-dir``), only candidates of one package (its
+``task`` beside its ``__main__``), which the wheel holds together or not at all, are refused
+before the build. A candidate the build would leave out is thus never counted; a wheel holding
+more than the source shows is still refused after the build.
 """
 
 from __future__ import annotations
@@ -126,6 +129,25 @@ def source_files(project: Path) -> list[str]:
     return out
 
 
+def _chosen_by_the_build(project: Path) -> bool:
+    """Whether which packages the wheel holds is decided where the source tree cannot show it.
+
+    A ``setup.py`` (``packages=find_packages(exclude=...)``, ``package_dir``: code), a
+    ``[tool.setuptools.packages.find]`` table or ``package-dir`` in pyproject.toml, and
+    setup.cfg's ``[options.packages.find]`` or ``package_dir`` narrow or move what discovery
+    takes: the wheel alone says which candidates it holds, so the refusal waits for it.
+    """
+    if (project / "setup.py").is_file():
+        return True
+    setuptools = _build.tool_tables(project).get("setuptools")
+    if isinstance(setuptools, dict) and (
+        isinstance(setuptools.get("packages"), dict) or "package-dir" in setuptools
+    ):
+        return True
+    cfg = _setup_cfg(project)
+    return cfg.has_section("options.packages.find") or cfg.has_option("options", "package_dir")
+
+
 def source_ambiguity(project: Path, shown_name: str) -> str | None:
     """:func:`ambiguity`'s message when the source tree already holds several candidates.
 
@@ -134,7 +156,15 @@ def source_ambiguity(project: Path, shown_name: str) -> str | None:
     or setup.cfg names none. None when it holds one or none: the wheel decides then.
     """
     files = source_files(project)
-    if len(candidates(files)) < 2:
+    found = candidates(files)
+    if _chosen_by_the_build(project):  # only one package's own candidates go in or out together
+        main_packages = {
+            m[: -len(".__main__")] for m in modules_in(files) if m.endswith(".__main__")
+        }
+        homes = [m if m in main_packages else m.rpartition(".")[0] for m in found]
+        if len(set(homes)) == len(homes):
+            return None
+    elif len(found) < 2:
         return None
     table = _build.project_table(project)
     name = table.get("name") or _setup_cfg(project).get("metadata", "name", fallback="")

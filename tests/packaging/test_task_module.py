@@ -142,3 +142,21 @@ def test_kfp_spot_run_refuses_an_ambiguous_module_before_the_run(tmp_path):
     )
     given = {"python_module": "a.task"}
     assert local_run.spot_training_arguments(project, parameters=given)["python_module"] == "a.task"
+
+
+@pytest.mark.parametrize(
+    "chooser",
+    [
+        {"setup.py": 'from setuptools import setup\nsetup(packages=["trainer"])\n'},
+        {"pyproject.toml": PYPROJECT + '[tool.setuptools.packages.find]\ninclude = ["trainer*"]\n'},
+        {"pyproject.toml": PYPROJECT + '[tool.setuptools]\npackage-dir = {"" = "lib"}\n'},
+        {"setup.cfg": "[options]\npackages = find:\n[options.packages.find]\nexclude = legacy*\n"},
+    ],
+    ids=["setup.py", "packages.find", "package-dir", "setup.cfg find"],
+)
+def test_where_the_build_chooses_its_packages_the_wheel_decides(tmp_path, chooser):
+    """A setup.py or a find table may leave a candidate out of the wheel (here ``legacy``): a
+    package that builds with one candidate is not refused from what its source tree holds."""
+    files = {"pyproject.toml": PYPROJECT, **_package("trainer/task.py", "legacy/task.py")}
+    project = _write(tmp_path, {**files, **chooser})
+    assert source_ambiguity(project, project.name) is None
