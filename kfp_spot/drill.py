@@ -77,6 +77,8 @@ class CheckpointPreemptionDrill:
             manifest = checkpoints.latest(root, check_hashes=False) if root else None
         except OSError:  # being written or cleaned up right now: look again at the next poll
             return None
+        except checkpoints.CheckpointFormatError as exc:  # committed, by a newer kfp-spot
+            return exc.step
         return -1 if manifest is None else manifest.step
 
     def _loop(self) -> None:

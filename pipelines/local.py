@@ -251,6 +251,8 @@ def run(
                 latest = checkpoints.latest(root, check_hashes=False) if root else None
             except (ApiError, EmulatorError, sqlite3.Error, OSError):  # restarting; being written
                 return None
+            except checkpoints.CheckpointFormatError as exc:  # committed by a newer kfp-spot
+                return exc.step
             return None if latest is None else latest.step
 
         local.init(
@@ -306,7 +308,11 @@ def run(
     # (one it evaluated is an earlier run's, whose attempts are not this run's).
     checkpoint_root = next((r for r in reversed(roots) if r), default_root) if jobs else ""
     records = checkpoints.read_attempt_records(checkpoint_root) if checkpoint_root else []
-    latest = checkpoints.latest(checkpoint_root) if checkpoint_root else None
+    try:
+        latest = checkpoints.latest(checkpoint_root) if checkpoint_root else None
+        latest_step = latest.step if latest else None
+    except checkpoints.CheckpointFormatError as exc:  # committed, by a newer kfp-spot
+        latest_step = exc.step
     outcome = Outcome.CANCELLED if interrupted else _outcome(outputs.get("outcome"))
     if outcome is None and task is not None and not failed:
         # No `outcome` output: a pipeline that ran through on a succeeded job (or none) succeeded.
@@ -329,7 +335,7 @@ def run(
         preemptions=None,  # set by account()
         resumed_from_steps=[r.first_step for r in records if r.first_step],
         checkpoint_uri=checkpoint_root,
-        latest_step=latest.step if latest else None,
+        latest_step=latest_step,
         metrics=metrics,
         passed=_gate(outputs.get("passed", metrics.get("passed"))),
         thresholds=gate_thresholds(pipeline, args),

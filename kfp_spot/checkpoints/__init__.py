@@ -12,7 +12,8 @@ Every reader verifies a step through one function (:func:`verify` and :func:`rea
 its two faces): the seal, the manifest's fields and ranges, the state index against the file list
 and, when the reader says which decoders it allows, the adapters it names; then every file's type
 and size (before anything is allocated) and checksum. Manifests of the first format (sha256 per
-file, no seal) still verify.
+file, no seal) still verify; one of a newer format than this version reads raises
+:class:`CheckpointFormatError` (no damage: no reader falls back past it, no retention deletes it).
 
 The modules, each imported here (``from kfp_spot.checkpoints import X`` works for every name):
 
@@ -56,8 +57,10 @@ from kfp_spot.checkpoints.manifest import (
     MANIFEST_NAME,
     MAX_FILE_BYTES,
     MAX_MANIFEST_BYTES,
+    READ_FORMATS,
     CheckpointCorruptError,
     CheckpointError,
+    CheckpointFormatError,
     FileEntry,
     Manifest,
     files_of,
@@ -106,6 +109,7 @@ __all__ = [
     "MANIFEST_NAME",
     "MAX_FILE_BYTES",
     "MAX_MANIFEST_BYTES",
+    "READ_FORMATS",
     "STATE_FORMAT",
     "STATE_FORMAT_KEY",
     "STATE_KEY_RULE",
@@ -113,6 +117,7 @@ __all__ = [
     "AttemptRecordError",
     "CheckpointCorruptError",
     "CheckpointError",
+    "CheckpointFormatError",
     "ExitReason",
     "FileEntry",
     "Hashed",

@@ -4,6 +4,13 @@
 last field is the sha256 of the bytes before it, so a manifest that was cut, garbled or edited is
 refused before a single field is read. Every field is then checked for type and range. Manifests
 of the first format (sha256 per file, no seal) still parse.
+
+A manifest in a newer format (``kfp-spot-checkpoint/N`` for an N this version does not know,
+written by a newer kfp-spot) is no damage: it raises :class:`CheckpointFormatError`, which no
+reader skips and no retention deletes. Every format keeps the seal as the last field, so a
+manifest that fails its seal is damage whatever format it names; one that parses as a whole and
+names a newer format was written by a newer version. Any other format (missing, not a string,
+not kfp-spot's, or a kfp-spot number this version knows nothing of below its own) is damage.
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from typing import Any
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "kfp-spot-checkpoint/2"
 LEGACY_MANIFEST_FORMAT = "kfp-spot-checkpoint/1"  # sha256 per file, no seal: still restores
+READ_FORMATS = (LEGACY_MANIFEST_FORMAT, MANIFEST_FORMAT)
+"""The manifest formats this version reads, oldest first."""
+_FORMAT_RE = re.compile(r"kfp-spot-checkpoint/([1-9][0-9]{0,8})")
+_NEWEST = int(MANIFEST_FORMAT.rsplit("/", 1)[1])
 MAX_MANIFEST_BYTES = 16 << 20
 """A manifest larger than this is refused unread (they hold names, sizes and small metadata)."""
 MAX_FILE_BYTES = 1 << 48
@@ -35,6 +46,42 @@ class CheckpointError(Exception):
 
 class CheckpointCorruptError(CheckpointError):
     """A checkpoint step exists but is torn, damaged or not allowed; the message says why."""
+
+
+class CheckpointFormatError(CheckpointError):
+    """A committed step in a manifest format newer than this version reads: no damage.
+
+    Not a :class:`CheckpointCorruptError`: readers of the newest step do not skip it (an older
+    step is no substitute for it) and retention deletes nothing while it is there. The message
+    names the step, its manifest file, the format found, the formats this version reads and the
+    fix (a kfp-spot that reads it).
+
+    Attributes:
+        found: the format the manifest names.
+        step: the step, where the reader knows it (else None).
+    """
+
+    def __init__(self, found: str, *, where: str = "", step: int | None = None) -> None:
+        self.found = found
+        self.step = step
+        self.where = where
+        reads = ", ".join(READ_FORMATS)
+        super().__init__(
+            f"{where + ': ' if where else ''}written in checkpoint format {found!r}, newer than "
+            f"this kfp-spot reads ({reads}): upgrade kfp-spot (and kfp-spot-trainer where the "
+            "training runs) to a version that reads it; the step is kept, and no older step is "
+            "used in its place"
+        )
+
+    def at(self, where: str, step: int) -> CheckpointFormatError:
+        """The same error, saying which step and manifest file it is."""
+        return CheckpointFormatError(self.found, where=where, step=step)
+
+
+def newer_format(fmt: object) -> bool:
+    """Whether ``fmt`` names a kfp-spot manifest format newer than any this version reads."""
+    match = _FORMAT_RE.fullmatch(fmt) if isinstance(fmt, str) else None
+    return match is not None and int(match.group(1)) > _NEWEST
 
 
 @dataclass(frozen=True)
@@ -95,6 +142,8 @@ class Manifest:
     def from_bytes(cls, data: bytes) -> Manifest:
         """Parse and check a manifest; raises CheckpointCorruptError naming the first problem.
 
+        A manifest that passes its seal (where it has one), parses, and names a newer kfp-spot
+        format raises :class:`CheckpointFormatError` instead; its other fields are not read.
         The seal is checked before any field is read. Every field is checked for type and range
         (a size read from a damaged manifest is never used to allocate memory).
         """
@@ -118,6 +167,8 @@ class Manifest:
         elif fmt == LEGACY_MANIFEST_FORMAT:
             if sealed is not None or _SEAL_KEY in doc:
                 raise CheckpointCorruptError(f"a {fmt} manifest cannot carry a seal")
+        elif newer_format(fmt):
+            raise CheckpointFormatError(str(fmt))
         else:
             raise CheckpointCorruptError(
                 f"unknown manifest format {fmt!r} (expected {MANIFEST_FORMAT!r})"

@@ -9,7 +9,10 @@ Damage (torn, a file missing, cut short, failing its checksum, not a file) is a
 :class:`CheckpointCorruptError`: readers of the newest step skip it. A storage error reading a
 file that is there (permission denied, an I/O error: Cloud Storage FUSE's answer to a failed
 request) is raised as its ``OSError``, naming the file: no reader then takes an older step for
-the newest, and no retention deletes the steps after it.
+the newest, and no retention deletes the steps after it. A step whose manifest is in a newer
+format than this version reads (written by a newer kfp-spot) is no damage either: it raises
+:class:`CheckpointFormatError`, naming the step, its manifest and the format, and no reader falls
+back past it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kfp_spot.checkpoints.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
     CheckpointCorruptError,
+    CheckpointFormatError,
     FileEntry,
     Manifest,
 )
@@ -93,6 +97,7 @@ def read_manifest(root: str, step: int) -> Manifest:
 
     Raises:
         CheckpointCorruptError: missing, unreadable or not the manifest of ``step``.
+        CheckpointFormatError: the manifest is in a newer format than this version reads.
         OSError: the storage failed to read a manifest that is there (no damage).
     """
     uri = fs.join(step_dir(root, step), MANIFEST_NAME)
@@ -132,6 +137,8 @@ def read_manifest(root: str, step: int) -> Manifest:
             raise unreadable(exc, f"{what} cannot be read", uri) from exc
     try:
         manifest = Manifest.from_bytes(data)
+    except CheckpointFormatError as exc:
+        raise exc.at(f"step {step} ({uri})", step) from None
     except CheckpointCorruptError as exc:
         raise CheckpointCorruptError(f"step {step} under {root}: {exc}") from None
     if manifest.step != step:
@@ -257,6 +264,7 @@ def verify(
 
     Raises:
         CheckpointCorruptError: naming the step and the first problem found.
+        CheckpointFormatError: the step is in a newer format than this version reads.
         OSError: the storage failed to read a file that is there (permission denied, an I/O
             error): no damage, the error names the file.
     """
@@ -282,6 +290,7 @@ def read_verified(
 
     Raises:
         CheckpointCorruptError: the step is torn, damaged or names a decoder not allowed.
+        CheckpointFormatError: as for :func:`verify`.
         OSError: as for :func:`verify`.
     """
     return _check_step(root, step, check_hashes=True, keep=True, adapters=adapters)
@@ -293,6 +302,8 @@ def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
     Raises:
         OSError: a file that is there cannot be read: which steps are committed is not known
             (retention then deletes nothing).
+        CheckpointFormatError: a step is in a newer format than this version reads: which
+            steps are committed is not known to it either.
     """
     out = []
     for step in list_steps(root):
@@ -309,7 +320,8 @@ def latest(root: str, *, check_hashes: bool = True) -> Manifest | None:
     Steps newer than it are skipped: one without its manifest yet (being written, here or by
     another process, or left by a writer that stopped) is logged at DEBUG; a damaged one (its
     manifest or a file fails its check) at WARNING, with the reason. A file that is there but
-    cannot be read raises its ``OSError``: it is not known to be damaged.
+    cannot be read raises its ``OSError``: it is not known to be damaged. A step in a newer
+    format raises :class:`CheckpointFormatError`: only a newer kfp-spot can tell.
     """
     return newest_of(root, lambda step: verify(root, step, check_hashes=check_hashes))
 
@@ -332,7 +344,8 @@ def newest_of(
     them was uncommitted or removed, the steps are listed again (at most :data:`_RELISTS`
     times). A file missing from a step whose manifest is gone by then is such a removal, not
     damage. An ``OSError`` of ``read`` (a file there that the storage cannot read) is raised:
-    the step is not known to be damaged, and an older one is no substitute for it.
+    the step is not known to be damaged, and an older one is no substitute for it; so is a
+    :class:`CheckpointFormatError` (a step written by a newer kfp-spot).
     """
     steps = list_steps(root)
     damaged: set[int] = set()

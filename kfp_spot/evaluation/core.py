@@ -250,6 +250,8 @@ def evaluate(
             kfp-spot steps and ``allow_foreign_layout`` is off (the message names the layout
             expected, what was found and the input that evaluates it anyway).
         kfp_spot.checkpoints.CheckpointCorruptError: the chosen step is torn or corrupted.
+        kfp_spot.checkpoints.CheckpointFormatError: a step it reads is in a newer format than
+            this kfp-spot reads (never skipped, even with ``fallback_to_previous``).
         kfp_spot.checkpoints.CheckpointError: there is no checkpoint to evaluate.
         EvaluationError: the entry point failed or returned something unusable.
     """

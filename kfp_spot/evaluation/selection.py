@@ -7,7 +7,9 @@ restore uses too (sealed manifest, its fields and state index, every file's type
 checksum);
 when it does not, the evaluation stops with an error that says so, unless
 ``fallback_to_previous`` asks for the newest earlier step that verifies (or, for ``best``, the
-next best one). Steps skipped that way are reported.
+next best one). Steps skipped that way are reported. A step in a newer format than this
+version reads (:class:`~kfp_spot.checkpoints.CheckpointFormatError`) is no damage: it is never
+skipped, and ``best:<metric>`` does not rank without it; the evaluation stops, naming it.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def materialize_step(root: str, step: int, workdir: Path) -> tuple[Manifest, Pat
 
     Raises:
         CheckpointCorruptError: the step is torn or a file does not match its manifest.
+        CheckpointFormatError: the step is in a newer format than this version reads.
     """
     local_step = fs.to_local_path(checkpoints.step_dir(root, step))
     if local_step is not None:
@@ -166,6 +169,7 @@ def select_step(
     Raises:
         CheckpointError: there is no step to evaluate.
         CheckpointCorruptError: the chosen step is torn (and no fallback was asked for).
+        CheckpointFormatError: a step it reads is in a newer format (never skipped).
         EvaluationInputError: the requested step or metric does not exist.
     """
     present = checkpoints.list_steps(root)

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from kfp_spot import fs, vertex
+from kfp_spot import checkpoints, fs, vertex
 from kfp_spot.jobs.inputs import (
     JobInputs,
     LaunchInputError,
@@ -322,6 +322,8 @@ def launch_spot_job(**inputs: Any) -> str:
         LaunchInputError: an input is invalid (nothing was submitted).
         LaunchFailedError: the job failed (USER_ERROR: with the job's own message), was cancelled,
             or did not finish within the budgets.
+        kfp_spot.checkpoints.CheckpointFormatError: the newest step is in a newer format than
+            this kfp-spot reads (in a KFP task: its one line, no traceback).
         SystemExit: on SIGTERM/SIGINT, after cancelling the CustomJob.
     """
     logging.basicConfig(
@@ -337,7 +339,10 @@ def launch_spot_job(**inputs: Any) -> str:
     for notice in idle_region_settings(request.policy, request.inputs.location):
         print(f"kfp-spot: warning: {notice}", file=sys.stderr, flush=True)
     try:
-        result = launcher.run()
+        # A step in a newer format: read before a job is submitted or once the last has ended
+        # (the watcher only logs it), so no job is left running; the task ends on its one line.
+        with report_input_errors(checkpoints.CheckpointFormatError):
+            result = launcher.run()
     except LaunchInterruptedError as exc:
         if exc.cancel_error:
             log.error(

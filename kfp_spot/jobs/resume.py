@@ -118,7 +118,9 @@ def seed_checkpoint(source_root: str, target_root: str) -> checkpoints.Manifest:
 
     Raises:
         checkpoints.CheckpointError: when ``source_root`` does not exist or holds no step that
-            verifies (training would silently start from scratch).
+            verifies (training would silently start from scratch); a
+            :class:`~kfp_spot.checkpoints.CheckpointFormatError` when its newest step is in a
+            newer format than this kfp-spot reads (an older step is no substitute for it).
     """
     own = checkpoints.latest(target_root, check_hashes=False)
     if own is not None:

@@ -125,6 +125,8 @@ class AttemptWatcher:
         except storage_errors(ValueError) as exc:
             log.debug("cannot list %s: %s", self.checkpoint_root, exc)
             return "unknown"
+        except checkpoints.CheckpointFormatError as exc:  # the job goes on: only a log line
+            return f"step {exc.step}, in format {exc.found}, newer than this kfp-spot reads"
         return f"step {latest.step}" if latest else "none"
 
 

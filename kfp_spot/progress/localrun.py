@@ -77,6 +77,8 @@ def latest_step(checkpoint_root: str) -> Callable[[str], int | None]:
             manifest = checkpoints.latest(checkpoint_root, check_hashes=False)
         except OSError:  # being written or cleaned up right now
             return None
+        except checkpoints.CheckpointFormatError as exc:  # committed by a newer kfp-spot
+            return exc.step
         return None if manifest is None else manifest.step
 
     return step

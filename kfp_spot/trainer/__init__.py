@@ -22,7 +22,12 @@ process that only imports the package, or only one of its light names, pays for 
 # checkers (and the light wheel's import closure) read a name TYPE_CHECKING as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kfp_spot.checkpoints import CheckpointCorruptError, CheckpointError, Manifest
+    from kfp_spot.checkpoints import (
+        CheckpointCorruptError,
+        CheckpointError,
+        CheckpointFormatError,
+        Manifest,
+    )
     from kfp_spot.trainer.adapters import Adapter, StateEncodingError
     from kfp_spot.trainer.attempts import AttemptRecorder
     from kfp_spot.trainer.interval import (
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "CheckpointCorruptError": "kfp_spot.checkpoints",
     "CheckpointError": "kfp_spot.checkpoints",
+    "CheckpointFormatError": "kfp_spot.checkpoints",
     "Manifest": "kfp_spot.checkpoints",
     "Adapter": "kfp_spot.trainer.adapters",
     "StateEncodingError": "kfp_spot.trainer.adapters",
@@ -74,6 +80,7 @@ __all__ = [
     "AttemptRecorder",
     "CheckpointCorruptError",
     "CheckpointError",
+    "CheckpointFormatError",
     "CheckpointManager",
     "Manifest",
     "OutputDirs",

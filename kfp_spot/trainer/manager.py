@@ -370,11 +370,14 @@ class CheckpointManager:
 
         A file that is there but cannot be read (permission denied, an I/O error) is no damage:
         its ``OSError`` is raised, naming the file, and no older step is restored in its place
-        (its retention would then delete the steps saved after it).
+        (its retention would then delete the steps saved after it). So is a step in a newer
+        format than this version reads (written by a newer kfp-spot-trainer):
+        :class:`~kfp_spot.checkpoints.CheckpointFormatError` names it and the fix.
 
         Raises:
             ValueError: ``step`` is not a whole number >= 0.
             CheckpointCorruptError: ``step`` was given and is not valid.
+            CheckpointFormatError: the step to restore is in a newer format; nothing is deleted.
             OSError: a file of the step to restore cannot be read; nothing is deleted.
         """
         restored = (

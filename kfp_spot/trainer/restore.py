@@ -62,7 +62,9 @@ def newest_verified(root: str, *, allow_pickle: bool) -> Restored | None:
 
     A step with any problem is skipped and the next older one is tried: a step that was never
     committed (no manifest: an earlier attempt stopped while writing it) with an INFO line, a
-    damaged one with a warning that says why. A file that cannot be read raises its ``OSError``.
+    damaged one with a warning that says why. A file that cannot be read raises its ``OSError``,
+    a step in a newer format a :class:`~kfp_spot.checkpoints.CheckpointFormatError`: no older
+    step is restored in their place.
     """
     return checkpoints.newest_of(
         root,
@@ -85,6 +87,7 @@ def load_checkpoint(path: str, *, allow_pickle: bool = False) -> Restored:
     Raises:
         ValueError: ``path`` is not a step directory.
         CheckpointCorruptError: it is torn, damaged or needs a decoder that is not allowed.
+        CheckpointFormatError: it is in a newer format than this kfp-spot-trainer reads.
         OSError: a file of it is there but cannot be read (permission denied, an I/O error).
     """
     # gs:// through the /gcs mount where it exists, as every root: the VM's wheel has no gcsfs

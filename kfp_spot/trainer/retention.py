@@ -48,14 +48,20 @@ def apply_retention(
     """Delete the committed steps the policy does not keep, and torn steps older than the newest.
 
     ``keep_last=None`` keeps everything. A torn step newer than every committed one is left alone:
-    it may be a save still being written.
+    it may be a save still being written. While a step in a newer format than this version
+    reads is there (a newer kfp-spot wrote it), nothing is deleted: it is no damage, and which
+    steps it ranks among is not known here; a warning names it and the fix.
 
     Returns:
         The committed steps deleted.
     """
     if keep_last is None:
         return []
-    manifests = checkpoints.committed_steps(root)
+    try:
+        manifests = checkpoints.committed_steps(root)
+    except checkpoints.CheckpointFormatError as exc:
+        log.warning("retention deletes no step: %s", exc)
+        return []
     committed = [m.step for m in manifests]
     keep = set(committed[-keep_last:])
     if keep_best and best_metric:

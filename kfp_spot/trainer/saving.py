@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from kfp_spot import checkpoints
-from kfp_spot.checkpoints import CheckpointError, Manifest
+from kfp_spot.checkpoints import CheckpointError, CheckpointFormatError, Manifest
 from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.trainer import adapters
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
@@ -254,9 +254,15 @@ class Saver:
         step would drop the metrics ``best:<metric>`` ranks it by. False when its manifest is
         gone (it is written again). ``metrics`` given now that differ from the commit's are
         not recorded, and the log says so.
+
+        Raises:
+            CheckpointFormatError: a newer kfp-spot committed the step since, in its format:
+                writing it again would delete that commit.
         """
         try:
             manifest = checkpoints.read_manifest(self._writer.root, step)
+        except CheckpointFormatError:
+            raise
         except storage_errors(CheckpointError):  # gone, or unreadable now: write it again
             return False
         kept = manifest.metadata.get("metrics") or {}

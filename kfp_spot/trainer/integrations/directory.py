@@ -289,6 +289,7 @@ def committed_directory(
 
     Raises:
         CheckpointCorruptError: the step is torn or does not verify.
+        CheckpointFormatError: the step is in a newer format than this version reads.
     """
     root = _root(root)
     local_root = fs.to_local_path(root)
@@ -310,7 +311,9 @@ def committed_directory(
 def latest_directory(root: str, *, download_to: str | None = None) -> CommittedDirectory | None:
     """The newest committed step under ``root`` that verifies, on a local disk; None if none.
 
-    Torn or corrupted steps are skipped with a warning that names them and why.
+    Torn or corrupted steps are skipped with a warning that names them and why; a step in a
+    newer format raises :class:`~kfp_spot.checkpoints.CheckpointFormatError` (an older step is no
+    substitute for it).
 
     Args:
         root: the checkpoint root (local path, ``file://`` or ``gs://``).
