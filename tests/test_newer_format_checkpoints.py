@@ -177,3 +177,18 @@ def test_the_watchers_show_the_newest_step_without_reading_it(root: Path) -> Non
     newest = AttemptWatcher(None, str(root))._newest()  # type: ignore[arg-type]
     assert newest.startswith("step 30, in format kfp-spot-checkpoint/3, newer than"), newest
     assert latest_step(str(root))("job") == 30
+
+
+def test_the_run_report_lists_it_as_a_newer_format_not_as_damage(root: Path, tmp_path: Path):
+    from kfp_spot.reports import load_run
+    from kfp_spot.reports.summary import render_markdown, summarize
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = "projects/local-project/locations/us-central1/customJobs/1234567890123456789"
+    doc = {"outcome": "SUCCEEDED", "job_names": [job], "checkpoint_uri": str(root)}
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    run = load_run(run_dir)  # it left step 30 out as torn
+    assert [s.step for s in run.saves] == [10, 20] and run.newer_steps == [30]
+    markdown = render_markdown(run, summarize(run))
+    assert "| Checkpoints on disk | 2 (and in a newer format, not read: step 30; " in markdown

@@ -256,9 +256,10 @@ def commit_times(root: str) -> list[float]:
     """Wall times at which checkpoints under ``root`` were committed, ascending.
 
     The committed manifests give theirs; attempt records add each attempt's ``last_commit_time``,
-    which survives retention deleting that step. Used to tell kept work from lost work.
+    which survives retention deleting that step. Used to tell kept work from lost work. A step
+    in a newer format than this version reads gives none (its attempt's record still does).
     """
-    times = {m.wall_time for m in committed_steps(root)}
+    times = {m.wall_time for m in committed_steps(root, newer=[])}
     times.update(
         r.last_commit_time for r in read_attempt_records(root) if r.last_commit_time is not None
     )

@@ -296,14 +296,19 @@ def read_verified(
     return _check_step(root, step, check_hashes=True, keep=True, adapters=adapters)
 
 
-def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
+def committed_steps(
+    root: str, *, check_hashes: bool = False, newer: list[int] | None = None
+) -> list[Manifest]:
     """Manifests of every committed step that verifies, oldest first.
+
+    A step in a newer format is appended to ``newer`` where it is given (a listing, which shows
+    it as such; never a reader that deletes), else raises.
 
     Raises:
         OSError: a file that is there cannot be read: which steps are committed is not known
             (retention then deletes nothing).
-        CheckpointFormatError: a step is in a newer format than this version reads: which
-            steps are committed is not known to it either.
+        CheckpointFormatError: a step is in a newer format than this version reads (and no
+            ``newer`` list is given): which steps are committed is not known to it either.
     """
     out = []
     for step in list_steps(root):
@@ -311,6 +316,10 @@ def committed_steps(root: str, *, check_hashes: bool = False) -> list[Manifest]:
             out.append(verify(root, step, check_hashes=check_hashes))
         except CheckpointCorruptError as exc:
             log.info("skipping checkpoint: %s", exc)
+        except CheckpointFormatError:
+            if newer is None:
+                raise
+            newer.append(step)
     return out
 
 

@@ -74,6 +74,7 @@ class RunData:
         ledger: the billing ledger's attempts (every job's), or None when ``run.json`` has none.
         records: the trainer's attempt records.
         saves: the committed checkpoints.
+        newer_steps: committed steps in a newer format than this version reads (not in saves).
         metric_name: the metric whose values ``saves`` hold (:func:`chart_metric`): ``loss``,
             or the trainer's own metric when it records no loss.
         commits: every known commit time (the saves', and the records' ``last_commit_time``,
@@ -94,6 +95,7 @@ class RunData:
     ledger: list[Attempt] | None
     records: list[AttemptRecord] = field(default_factory=list)
     saves: list[CheckpointSave] = field(default_factory=list)
+    newer_steps: list[int] = field(default_factory=list)
     metric_name: str = DEFAULT_METRIC
     commits: list[float] = field(default_factory=list)
     checkpoint_uri: str = ""
@@ -180,23 +182,24 @@ def chart_metric(recorded: Sequence[Mapping[str, Any]]) -> str:
     return next((n for n in names if n.lower().endswith("loss")), names[0])
 
 
-def read_saves(checkpoint_uri: str) -> tuple[list[CheckpointSave], str]:
+def read_saves(checkpoint_uri: str) -> tuple[list[CheckpointSave], str, list[int]]:
     """Committed checkpoint steps under ``checkpoint_uri`` (torn ones skipped), by step.
 
     Returns:
-        The saves, each with its value of the charted metric, and that metric's name
-        (:func:`chart_metric`).
+        The saves, each with its value of the charted metric, that metric's name
+        (:func:`chart_metric`), and the steps in a newer format than this version reads.
     """
     if not checkpoint_uri:
-        return [], DEFAULT_METRIC
-    manifests = checkpoints.committed_steps(checkpoint_uri)
+        return [], DEFAULT_METRIC, []
+    newer: list[int] = []
+    manifests = checkpoints.committed_steps(checkpoint_uri, newer=newer)
     recorded = [_metrics_of(m.metadata) for m in manifests]
     name = chart_metric(recorded)
     saves = [
         CheckpointSave(m.step, m.wall_time, metrics.get(name))
         for m, metrics in zip(manifests, recorded, strict=True)
     ]
-    return saves, name
+    return saves, name, newer
 
 
 def commit_marks(
@@ -362,7 +365,7 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
     if not isinstance(regions, list) or not all(isinstance(r, str) for r in regions):
         raise ReportError(f"{RUN_FILE}: 'regions' must be a list of regions")
     records = read_attempts(checkpoint_uri, doc.get("attempt_records"))
-    saves, metric_name = read_saves(checkpoint_uri)
+    saves, metric_name, newer = read_saves(checkpoint_uri)
     commits = set(accounting.read_commits(checkpoint_uri))
     commits.update(r.last_commit_time for r in records if r.last_commit_time is not None)
     return RunData(
@@ -372,6 +375,7 @@ def run_from_json(run_dir: str | Path, doc: Mapping[str, Any]) -> RunData:
         ledger=ledger,
         records=records,
         saves=saves,
+        newer_steps=newer,
         metric_name=metric_name,
         commits=sorted(commits),
         checkpoint_uri=checkpoint_uri,

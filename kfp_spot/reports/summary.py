@@ -121,6 +121,11 @@ def preemptions_text(summary: Summary) -> str:
     return str(summary.preemptions)
 
 
+def _newer(steps: list[int]) -> str:  # steps a newer kfp-spot wrote: not read, not counted
+    named = ", ".join(map(str, steps))
+    return f" (and in a newer format, not read: step {named}; upgrade kfp-spot)" if steps else ""
+
+
 def _when(epoch: float | None) -> str:
     if epoch is None:
         return "-"
@@ -268,7 +273,7 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
         f"| Finished | {_when(run.finished)} |",
         f"| Attempts | {acc.attempt_count} |",
         f"| Preemptions | {preemptions_text(acc)} |",
-        f"| Checkpoints on disk | {summary.checkpoints} |",
+        f"| Checkpoints on disk | {summary.checkpoints}{_newer(run.newer_steps)} |",
         f"| Resumed from | {', '.join(f'step {s}' for s in summary.resumed_from) or '-'} |",
         f"| Latest step | {'-' if summary.latest_step is None else summary.latest_step} |",
         f"| Final {_cell(run.metric_name)} | {_final(summary.final_loss)} |",
