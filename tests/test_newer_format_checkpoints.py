@@ -192,3 +192,18 @@ def test_the_run_report_lists_it_as_a_newer_format_not_as_damage(root: Path, tmp
     assert [s.step for s in run.saves] == [10, 20] and run.newer_steps == [30]
     markdown = render_markdown(run, summarize(run))
     assert "| Checkpoints on disk | 2 (and in a newer format, not read: step 30; " in markdown
+
+
+def test_a_save_of_the_same_step_number_does_not_write_over_it(root: Path) -> None:
+    from kfp_spot.trainer import CheckpointManager
+
+    with pytest.raises(CheckpointFormatError, match="step 30"):
+        checkpoints.write_step(str(root), 30, {"w.bin": b"older"})  # it deleted step 30 first
+    ckpt = CheckpointManager(str(root), handle_signals=False)
+    with ckpt:
+        ckpt.restore(step=20)
+        with pytest.raises(CheckpointFormatError):
+            ckpt.save(30, {"w": b"x" * 8})
+        assert not ckpt.maybe_save(30, {"w": b"x" * 8}, metrics=None)  # logged, training goes on
+    assert json.loads((root / "step-30" / "manifest.json").read_bytes())["format"] == NEWER
+    assert checkpoints.write_step(str(root), 31, {"w.bin": b"x"}).step == 31  # others as before

@@ -11,6 +11,14 @@ snapshots) is written locally with ``O_DIRECT`` where the filesystem takes it: t
 buffer itself, so the kernel neither copies it into the page cache nor has dirty pages to write
 back and free later. That copy was most of a background save's CPU time, taken from the training
 loop on a small machine.
+
+A step is never written over where a newer kfp-spot committed it in a format this version does
+not read (:class:`~kfp_spot.checkpoints.CheckpointFormatError`): that commit would be lost.
+
+Why one module: a step's files, its commit and its removal are one sequence whose order is the
+guarantee (the step written over is checked, then un-committed manifest first, then its files
+written and checked, then the manifest); split apart, each part would have to restate when the
+others may run, and the checks before a write would drift from what the write then does.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,8 +36,16 @@ from typing import Any
 from kfp_spot import fs
 from kfp_spot.checkpoints.buffers import PAGE
 from kfp_spot.checkpoints.checksum import CHUNK, Hashed, crc32c, crc32c_b64
-from kfp_spot.checkpoints.manifest import MANIFEST_NAME, FileEntry, Manifest, check_name
-from kfp_spot.checkpoints.paths import stat_remote, step_dir
+from kfp_spot.checkpoints.manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    CheckpointError,
+    CheckpointFormatError,
+    FileEntry,
+    Manifest,
+    check_name,
+)
+from kfp_spot.checkpoints.paths import stat_remote, step_dir, storage_errors
 
 Payload = Any
 """A file's content for :func:`write_step`: a bytes-like object, a sequence of them, or
@@ -232,6 +249,7 @@ def write_step(
     Raises:
         ValueError: a file name is empty, absolute, climbs out with ``..`` or is the manifest's.
         OSError: the storage failed; the step is not committed.
+        CheckpointFormatError: a newer kfp-spot committed ``step`` in its format: it is kept.
     """
     for name in files:
         problem = check_name(name)
@@ -241,6 +259,7 @@ def write_step(
                 f"the step directory, other than {MANIFEST_NAME!r}"
             )
     base = step_dir(root, step)
+    _keep_newer(root, step)
     delete_step(root, step)
     entries = []
     for name in sorted(files):
@@ -355,6 +374,31 @@ def commit_manifest(root: str, manifest: Manifest) -> Manifest:
         manifest.metadata,
         hashlib.sha256(data).hexdigest(),
     )
+
+
+def _keep_newer(root: str, step: int) -> None:
+    """Raise :class:`CheckpointFormatError` where a newer kfp-spot committed ``step``.
+
+    Written over, that commit would be lost. A step not there (the usual case: one failed open),
+    or damaged, is written over as before.
+    """
+    uri = fs.join(step_dir(root, step), MANIFEST_NAME)
+    local = fs.to_local_path(uri)
+    try:
+        if local is None:
+            filesystem, path = fs.filesystem(uri)
+            with filesystem.open(path, "rb") as handle:
+                data = handle.read(MAX_MANIFEST_BYTES + 1)
+        else:  # O_NONBLOCK: a FIFO there must not block the writer
+            with open(os.open(local, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return
+                data = handle.read(MAX_MANIFEST_BYTES + 1)
+        Manifest.from_bytes(data)
+    except CheckpointFormatError as exc:
+        raise exc.at(f"step {step} ({uri})", step) from None
+    except storage_errors(CheckpointError):  # none there, or damage: written over as before
+        return
 
 
 def delete_step(root: str, step: int) -> bool:
