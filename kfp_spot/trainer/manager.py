@@ -353,7 +353,11 @@ class CheckpointManager:
 
     # -- reading -----------------------------------------------------------------------------
     def committed_steps(self) -> list[int]:
-        """Committed steps under the root (manifest present and sizes right), oldest first."""
+        """Committed steps under the root (manifest present and sizes right), oldest first.
+
+        Raises:
+            CheckpointFormatError: a step is in a newer format than this version reads.
+        """
         self._writer.join_retention()
         return [m.step for m in checkpoints.committed_steps(self.root)]
 
