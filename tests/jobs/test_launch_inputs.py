@@ -305,6 +305,41 @@ def test_resume_from_without_a_committed_step_is_refused(package, outputs, tmp_p
     assert checkpoints.list_steps(outputs["checkpoint"].uri) == []  # nothing seeded
 
 
+def _newer_format_steps(root, *steps: int) -> None:
+    """Steps 3 and ``steps`` under ``root``, ``steps`` as a newer kfp-spot writes them."""
+    for step in (3, *steps):
+        checkpoints.write_step(str(root), step, {"w": b"weights"})
+    for step in steps:
+        manifest = root / f"step-{step}" / checkpoints.MANIFEST_NAME
+        doc = json.loads(manifest.read_bytes())
+        doc.pop("manifest_sha256")
+        manifest.write_bytes(checkpoints.seal({**doc, "format": "kfp-spot-checkpoint/3"}))
+
+
+def test_resume_from_a_newer_format_is_refused_not_passed_over(package, outputs, tmp_path):
+    root = tmp_path / "previous" / "checkpoints"
+    _newer_format_steps(root, 5)
+    with RecordingServer() as server:  # it seeded step 3
+        error = _refused(server, package, outputs, resume_from=FakeArtifact(uri=str(root)))
+    assert error.field == "resume_from"
+    assert "step 5" in str(error) and "'kfp-spot-checkpoint/3'" in str(error)
+    assert "upgrade kfp-spot" in str(error)
+
+
+def test_a_newer_format_step_of_this_run_stops_the_launch_before_any_api_call(
+    package, outputs, tmp_path
+):
+    base = tmp_path / "base"
+    _newer_format_steps(base / "checkpoints", 5)
+    inputs = _inputs("", package, outputs, base_output_directory=str(base))
+    with RecordingServer() as server:
+        inputs["api_endpoint"] = server.endpoint
+        with pytest.raises(checkpoints.CheckpointFormatError, match="step 5"):
+            launch_spot_job(**inputs)
+    assert server.requests == []
+    assert checkpoints.list_steps(str(base / "checkpoints")) == [3, 5]
+
+
 @pytest.mark.parametrize("given", ["step", "run"])
 def test_resume_from_a_step_or_run_directory_names_the_checkpoint_root(
     package, outputs, tmp_path, given
