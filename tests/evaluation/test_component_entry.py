@@ -179,3 +179,28 @@ def test_bad_package_uris_metadata_names_it_and_what_it_must_be(tmp_path, packag
     assert "a list of the package's gs:// URIs or local paths" in message
     assert got in message
     assert not (tmp_path / "report.md").exists()
+
+
+def test_a_step_in_a_newer_format_fails_the_task_on_one_line(ckpt, package, tmp_path):
+    # A newer kfp-spot's step 30: step 20 was evaluated in its place, as if 30 were torn.
+    import json
+
+    from kfp_spot import checkpoints
+
+    manifest = ckpt / "step-30" / checkpoints.MANIFEST_NAME
+    doc = json.loads(manifest.read_bytes())
+    doc.pop("manifest_sha256")
+    manifest.write_bytes(checkpoints.seal({**doc, "format": "kfp-spot-checkpoint/3"}))
+    with pytest.raises(SystemExit) as info:
+        component_entry(
+            checkpoint=SimpleNamespace(uri=str(ckpt), metadata={}),
+            package=SimpleNamespace(uri=package.uri, metadata=package.metadata()),
+            metrics=SimpleNamespace(metadata={}),
+            classification_metrics=SimpleNamespace(metadata={}),
+            report=SimpleNamespace(path=str(tmp_path / "report.md"), metadata={}),
+            fallback_to_previous=True,
+        )
+    message = str(info.value.code)
+    assert message.startswith("evaluate_checkpoint: step 30 (") and "\n" not in message
+    assert "'kfp-spot-checkpoint/3'" in message and "upgrade kfp-spot" in message
+    assert not (tmp_path / "report.md").exists()
