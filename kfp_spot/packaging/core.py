@@ -45,6 +45,7 @@ from kfp_spot.packaging.errors import (
 )
 from kfp_spot.packaging.imagepins import unmet_pin_warnings
 from kfp_spot.packaging.importcheck import DEFAULT_PROVIDED, check_import_clean
+from kfp_spot.packaging.jobsource import JobSource
 from kfp_spot.packaging.sources import (
     DIST_NAME_FORM,
     is_distribution_name,
@@ -550,13 +551,16 @@ def prepare_package(
             )
             log.info("%s imports kfp_spot: adding %s to its package URIs", facts.name, light.name)
         image = executors.profile(executor_image_uri)
-        job_imports = platformdeps.imported_modules(tree.path, module)
-        evaluation_imports = platformdeps.imported_modules(tree.path, entry_point.partition(":")[0])
+        job_source = JobSource(tree.path)  # every file read and parsed once for the readers
+        job_imports = platformdeps.imported_modules(job_source, module)
+        evaluation_imports = platformdeps.imported_modules(
+            job_source, entry_point.partition(":")[0]
+        )
         # The job still runs, but pip replaces the image's version (stderr: the task's console).
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
-            *outputdirs.warnings_for(tree.path, module),
-            *localpaths.warnings_for(tree.path, [module, entry_point.partition(":")[0]]),
+            *outputdirs.warnings_for(job_source, module),
+            *localpaths.warnings_for(job_source, [module, entry_point.partition(":")[0]]),
             *platformdeps.skipped_on_vertex(
                 facts.requirements, image, {**evaluation_imports, **job_imports}
             ),

@@ -15,7 +15,7 @@ inside ``wandb``) is not seen.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kfp_spot.packaging import imports
@@ -80,8 +80,13 @@ def _name_read(node: ast.AST) -> str | None:
 
 def names_read(tree: ast.AST) -> list[tuple[str, int]]:
     """``(variable, line)`` of every read of an environment variable by literal name."""
+    return names_in(ast.walk(tree))
+
+
+def names_in(nodes: Iterable[ast.AST]) -> list[tuple[str, int]]:
+    """:func:`names_read` of a tree's nodes already walked (``SourceFile.nodes``)."""
     out = []
-    for node in ast.walk(tree):
+    for node in nodes:
         name = _name_read(node)
         if name:
             out.append((name, getattr(node, "lineno", 0)))

@@ -19,61 +19,52 @@ a file that never asks ``mps.is_available()`` or ``mps.is_built()``.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from kfp_spot.packaging import imports
+from kfp_spot.packaging.jobsource import JobSource, SourceFile
 
 LAPTOP_PREFIXES = ("/Users/", "/Volumes/", "/private/var/folders/", "C:\\Users\\", "C:/Users/")
 """Where a path of a developer's machine starts, whatever machine this is."""
 
 
-def _texts(tree: ast.Module) -> Iterator[ast.Constant]:
-    """The text constants of ``tree`` but docstrings and other bare string statements."""
+def _texts(nodes: tuple[ast.AST, ...]) -> Iterator[ast.Constant]:
+    """The text constants among a file's ``nodes`` but docstrings and other bare strings."""
     bare = {
         id(node.value)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
     }
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare:
             yield node
 
 
-def laptop_paths(source: Path, modules: list[str], home: str | None = None) -> dict[str, str]:
+def laptop_paths(
+    source: Path | JobSource, modules: list[str], home: str | None = None
+) -> dict[str, str]:
     """Each path of this machine the code of ``modules`` names -> where it first does.
 
+    ``source``: the project directory, or its :class:`JobSource` that other readers share.
     ``home``: this machine's home directory (default: ``Path.home()``), whose paths count too,
     but ``/root``, the home of the containers the jobs run in, which they have.
     """
     mine = (home if home is not None else str(Path.home())).rstrip("/\\")
     prefixes = LAPTOP_PREFIXES + ((f"{mine}/",) if mine not in ("", "/root") else ())
     found: dict[str, str] = {}
-
-    def look(tree: ast.Module, where: str) -> None:
-        for node in _texts(tree):
+    for file in _files(source, modules):
+        for node in _texts(file.nodes):
             text = str(node.value)
             if text.startswith(prefixes):
-                found.setdefault(text, f"{where}, line {node.lineno}")
-
-    _each_tree(source, modules, look)
+                found.setdefault(text, f"{file.where}, line {node.lineno}")
     return found
 
 
-def _each_tree(source: Path, modules: list[str], look: Callable[[ast.Module, str], None]) -> None:
-    """``look(tree, where)`` on each file of ``modules`` and of their package they reach."""
-
-    def read(name: str, path: Path) -> list[str]:
-        tree = imports.source_tree(path)
-        if tree is None:
-            return []
-        look(tree, path.relative_to(source).as_posix())
-        return [i.name for i in imports.imported(tree, name, path.name == "__init__.py")]
-
+def _files(source: Path | JobSource, modules: list[str]) -> Iterator[SourceFile]:
+    """Each file of ``modules`` and of their package they reach, per module in turn."""
+    job = JobSource.of(source)
     for module in filter(None, modules):
-        for base in imports.source_roots(source):
-            if base.is_dir():
-                imports.walk_own_package(base, module, read)
+        yield from job.reached(module)
 
 
 def _is_mps(node: ast.expr) -> bool:
@@ -84,36 +75,36 @@ def _is_mps(node: ast.expr) -> bool:
     )
 
 
-def _asks_availability(tree: ast.Module) -> bool:
+def _asks_availability(nodes: tuple[ast.AST, ...]) -> bool:
     """Whether the file reads ``<...>.mps.is_available`` or ``.is_built`` (a guarded use)."""
     return any(
         isinstance(node, ast.Attribute)
         and node.attr in ("is_available", "is_built")
         and isinstance(node.value, ast.Attribute)
         and node.value.attr == "mps"
-        for node in ast.walk(tree)
+        for node in nodes
     )
 
 
-def mps_uses(source: Path, modules: list[str]) -> dict[str, str]:
+def mps_uses(source: Path | JobSource, modules: list[str]) -> dict[str, str]:
     """Each unguarded call given the ``"mps"`` device in the code of ``modules`` -> its text."""
     found: dict[str, str] = {}
-
-    def look(tree: ast.Module, where: str) -> None:
-        if _asks_availability(tree):
-            return
-        for node in ast.walk(tree):
+    for file in _files(source, modules):
+        if _asks_availability(file.nodes):
+            continue
+        for node in file.nodes:
             if isinstance(node, ast.Call) and any(
                 _is_mps(a) for a in [*node.args, *(k.value for k in node.keywords)]
             ):
-                found.setdefault(f"{where}, line {node.lineno}", ast.unparse(node.func))
-
-    _each_tree(source, modules, look)
+                found.setdefault(f"{file.where}, line {node.lineno}", ast.unparse(node.func))
     return found
 
 
-def warnings_for(source: Path, modules: list[str], home: str | None = None) -> list[str]:
+def warnings_for(
+    source: Path | JobSource, modules: list[str], home: str | None = None
+) -> list[str]:
     """One warning per path :func:`laptop_paths` finds (the first five) and per ``mps`` use."""
+    source = JobSource.of(source)  # one reading for both
     devices = [
         f"{where} gives {call}() the 'mps' device, Apple's GPU, which the training VMs (Linux) "
         'do not have: PyTorch there raises "PyTorch is not linked with support for mps '

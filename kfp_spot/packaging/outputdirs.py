@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kfp_spot.packaging import envreads, imports
+from kfp_spot.packaging.jobsource import JobSource
 
 OUTPUT_DIR_VARS = ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")
 # Top-level modules whose file I/O takes gs:// URIs (or that the code may use to write there).
@@ -23,30 +24,19 @@ GCS_CAPABLE = frozenset(
 )
 
 
-def raw_output_dir_reads(source: Path, module: str) -> dict[str, str]:
+def raw_output_dir_reads(source: Path | JobSource, module: str) -> dict[str, str]:
     """The output-directory variables ``module``'s own code reads by name, with where.
 
     Empty when that code imports a :data:`GCS_CAPABLE` library (it may write ``gs://`` itself).
+    ``source``: the project directory, or its :class:`JobSource` that other readers share.
     """
     found: dict[str, str] = {}
     capable = False
-
-    def read(name: str, path: Path) -> list[str]:
-        nonlocal capable
-        tree = imports.source_tree(path)
-        if tree is None:
-            return []
-        where = path.relative_to(source).as_posix()
-        for variable, line in envreads.names_read(tree):
+    for file in JobSource.of(source).reached(module):
+        for variable, line in envreads.names_in(file.nodes):
             if variable in OUTPUT_DIR_VARS:
-                found.setdefault(variable, f"{where}, line {line}")
-        used = imports.imported(tree, name, path.name == "__init__.py")
-        capable = capable or any(i.name.split(".")[0] in GCS_CAPABLE for i in used)
-        return [i.name for i in used]
-
-    for base in imports.source_roots(source):
-        if base.is_dir():
-            imports.walk_own_package(base, module, read)
+                found.setdefault(variable, f"{file.where}, line {line}")
+        capable = capable or any(i.name.split(".")[0] in GCS_CAPABLE for i in file.imported)
     return {} if capable else found
 
 
@@ -72,7 +62,7 @@ def job_module(source: Path, python_module: str = "") -> str:
     return tasks[0] if len(tasks) == 1 else ""
 
 
-def warnings_for(source: Path, module: str) -> list[str]:
+def warnings_for(source: Path | JobSource, module: str) -> list[str]:
     """One warning per variable :func:`raw_output_dir_reads` finds."""
     return [
         f"{where} reads {name} by name: on Vertex AI it is a gs:// URI (here a directory of this "

@@ -29,30 +29,20 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from kfp_spot import executors
-from kfp_spot.packaging import imports
 from kfp_spot.packaging.imagepins import image_environment
+from kfp_spot.packaging.jobsource import JobSource
 
 
-def imported_modules(source: Path, module: str) -> dict[str, str]:
-    """Top-level modules ``module``'s own code imports (not optionally), with where first."""
+def imported_modules(source: Path | JobSource, module: str) -> dict[str, str]:
+    """Top-level modules ``module``'s own code imports (not optionally), with where first.
+
+    ``source``: the project directory, or its :class:`JobSource` that other readers share.
+    """
     found: dict[str, str] = {}
-    if not module:
-        return found
-
-    def read(name: str, path: Path) -> list[str]:
-        tree = imports.source_tree(path)
-        if tree is None:
-            return []
-        where = path.relative_to(source).as_posix()
-        used = imports.imported(tree, name, path.name == "__init__.py")
-        for entry in used:
+    for file in JobSource.of(source).reached(module):
+        for entry in file.imported:
             if not entry.optional:
-                found.setdefault(entry.name.split(".")[0], f"{where}, line {entry.line}")
-        return [i.name for i in used]
-
-    for base in imports.source_roots(source):
-        if base.is_dir():
-            imports.walk_own_package(base, module, read)
+                found.setdefault(entry.name.split(".")[0], f"{file.where}, line {entry.line}")
     return found
 
 
