@@ -8,7 +8,8 @@ printout all show. Definitions (also in docs/reports.md):
 - **preemption**: an attempt that ended ``PREEMPTED`` or ``EMULATOR_RESTARTED`` (the emulator
   stopped under it; the job carried on as after a preemption), and each worker VM that was
   preempted and replaced while its attempt ran on (per-VM preemption: the job slowed down but
-  did not stop).
+  did not stop). An attempt that ended ``UNKNOWN`` (a trainer's record never closed and no
+  notice on it: killed without one) is not.
 - **paid**: each attempt's billable seconds at its strategy's rate (Spot for SPOT, on-demand for
   every other strategy). **on-demand**: the same seconds at on-demand rates. **savings**: on-demand
   minus paid.
@@ -32,6 +33,9 @@ from kfp_spot import machines
 from kfp_spot.accounting.fields import enum_member
 from kfp_spot.accounting.pricing import AttemptCost, is_spot, spot_range
 
+UNKNOWN_END = "ended without a record of why"
+"""What an attempt that ended UNKNOWN did: it is not counted as a preemption."""
+
 
 class EndReason(str, enum.Enum):
     """How a billed attempt ended."""
@@ -43,7 +47,7 @@ class EndReason(str, enum.Enum):
     CANCELLED = "CANCELLED"
     RUNNING = "RUNNING"  # not ended (yet)
     UNDEPLOYED = "UNDEPLOYED"  # a serving replica stopped because its model was undeployed
-    UNKNOWN = "UNKNOWN"
+    UNKNOWN = "UNKNOWN"  # ended, and nothing recorded why (a trainer killed without notice)
 
     def __str__(self) -> str:
         return self.value
@@ -52,6 +56,13 @@ class EndReason(str, enum.Enum):
     def is_preemption(self) -> bool:
         """The one definition of a preemption."""
         return self in (EndReason.PREEMPTED, EndReason.EMULATOR_RESTARTED)
+
+    @property
+    def described(self) -> str:
+        """The reason as a report's cell shows it: UNKNOWN says what it means."""
+        if self is EndReason.UNKNOWN:
+            return f"{self.value} ({UNKNOWN_END})"
+        return str(self.value)
 
     @property
     def keeps_all_work(self) -> bool:

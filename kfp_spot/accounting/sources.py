@@ -131,14 +131,25 @@ def _vms(value: Any, where: str) -> tuple[VmRuns, ...]:
 
 
 def record_attempts(records: Sequence[AttemptRecord], jobs: Sequence[JobRun]) -> list[Attempt]:
-    """Attempts from the trainer's records; a record that never wrote its end was killed."""
+    """Attempts from the trainer's records (by start time), in the jobs they ran in.
+
+    A record never closed ended as :func:`record_end_reason` says: a preemption when its notice
+    is on record, else its job's end when it is the job's last record and the job ended, else
+    UNKNOWN when another attempt followed it, else RUNNING.
+    """
     attempts = []
     per_job: dict[str, int] = {}
+    owners = [_job_of(record, jobs) for record in records]
     for index, record in enumerate(records):
         following = records[index + 1] if index + 1 < len(records) else None
         end = record.end_time if record.end_time is not None else _killed_at(record, following)
-        end_reason = _record_reason(record, followed=following is not None)
-        job = _job_of(record, jobs)
+        job = owners[index]
+        last_of_job = all(owner is not job for owner in owners[index + 1 :])
+        end_reason = record_end_reason(
+            record,
+            followed=following is not None,
+            job_end=job.end_reason if job is not None and last_of_job else None,
+        )
         job_name = job.name if job else record.job_id or ""
         per_job[job_name] = per_job.get(job_name, 0) + 1
         billable = end - record.start_time if end is not None else 0.0
@@ -158,17 +169,38 @@ def record_attempts(records: Sequence[AttemptRecord], jobs: Sequence[JobRun]) ->
     return attempts
 
 
-def _record_reason(record: AttemptRecord, *, followed: bool) -> EndReason:
+def record_end_reason(
+    record: AttemptRecord, *, followed: bool, job_end: EndReason | None = None
+) -> EndReason:
+    """How the attempt of ``record`` ended.
+
+    A closed record says so itself. One never closed was killed, or is still running: a
+    preempted trainer gets Spot's notice (SIGTERM, ~30 s before the VM stops) and records it
+    at once, so without a notice on record nothing says it was preempted; an OOM kill, a
+    replica the service restarted after a non-zero exit, a VM that vanished look alike.
+
+    Args:
+        record: the attempt's record.
+        followed: another attempt began after it (so it ended).
+        job_end: how its job ended, when this is the job's last record (RUNNING: the job runs
+            on); None when unknown or not its last record.
+
+    Returns:
+        For a record never closed: PREEMPTED with a notice on record; else ``job_end`` when the
+        job ended; else UNKNOWN when it was followed (it ended without a record of why), else
+        RUNNING (nothing says it ended: never counted as ended).
+    """
     if record.exit_reason is ExitReason.FINISHED:
         return EndReason.SUCCEEDED
     if record.exit_reason is ExitReason.PREEMPTED:
         return EndReason.PREEMPTED
     if record.exit_reason is ExitReason.ERROR:
         return EndReason.FAILED
-    # No exit written: killed. Training went on after it, or it had the notice: preempted.
-    if followed or record.preemption_notice_time is not None:
-        return EndReason.PREEMPTED
-    return EndReason.RUNNING
+    if record.preemption_notice_time is not None:
+        return EndReason.PREEMPTED  # as a record closed after the notice says
+    if job_end is not None and job_end is not EndReason.RUNNING:
+        return job_end
+    return EndReason.UNKNOWN if followed else EndReason.RUNNING
 
 
 def _killed_at(record: AttemptRecord, following: AttemptRecord | None) -> float | None:

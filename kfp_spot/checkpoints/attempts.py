@@ -3,9 +3,11 @@
 :class:`AttemptRecord` is the one definition of the format: the trainer writes it
 (:class:`kfp_spot.trainer.AttemptRecorder`), the launcher, the reports and the accounting read it
 (:func:`read_attempt_records`). A record is written when the attempt starts, rewritten after every
-committed checkpoint and on heartbeats, and closed with an exit reason. An attempt killed without
-notice (SIGKILL) leaves ``exit_reason`` and ``end_time`` null; readers treat it as preempted and
-take ``updated_time`` as its last sign of life.
+committed checkpoint and on heartbeats, and closed with an exit reason. An attempt killed (SIGKILL:
+an OOM kill, a VM gone, the grace period's end) or still running leaves ``exit_reason`` and
+``end_time`` null; readers take ``updated_time`` as its last sign of life, and count it preempted
+only when its ``preemption_notice_time`` is on record (the accounting's
+``record_end_reason``).
 
 Fields (times are Unix seconds as floats; ``start`` and ``end`` repeat them as RFC 3339 strings
 for people and are never read back):

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from kfp_spot import checkpoints
 from kfp_spot.accounting import Attempt, EndReason
+from kfp_spot.accounting.model import UNKNOWN_END
 from kfp_spot.checkpoints import storage_errors
 from kfp_spot.jobs.backend import Backend
 from kfp_spot.jobs.strategy import Strategy
@@ -144,4 +145,5 @@ def _ending(reason: EndReason) -> str:
         EndReason.EMULATOR_RESTARTED: (
             "ended EMULATOR_RESTARTED (the emulator stopped under it; counted as a preemption)"
         ),
+        EndReason.UNKNOWN: f"{UNKNOWN_END} (not counted as a preemption)",
     }.get(reason, f"ended {reason.value}")

@@ -121,12 +121,19 @@ class RunData:
         return commit_marks(self.saves, self.records)
 
     def account(self) -> accounting.Summary:
-        """The run's accounting summary (the same code as the launcher's job report)."""
+        """The run's accounting summary (the same code as the launcher's job report).
+
+        The jobs of a run that finished ended, how is not recorded here: an attempt record its
+        trainer never closed is then not read as still running.
+        """
+        state = (
+            accounting.EndReason.RUNNING if self.finished is None else accounting.EndReason.UNKNOWN
+        )
         return accounting.account(
             ledger=self.ledger,
             records=self.records,
             commits=self.commits,
-            jobs=[accounting.JobRun(name, "") for name in self.job_names],
+            jobs=[accounting.JobRun(name, "", end_reason=state) for name in self.job_names],
         )
 
     def account_regions(self, summary: accounting.Summary) -> accounting.RegionSummary:

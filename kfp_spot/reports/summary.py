@@ -321,7 +321,7 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
                 f"| {_cell(a.job_id or '-')} "
                 f"| {_cell(where.get(a.job_name) or accounting.region_of_job(a.job_name) or '-')} "
                 f"| {a.number or '-'} | {_when(a.start)} "
-                f"| {_when(a.end)} | {a.end_reason.value} | {seconds(a.billable_seconds)} "
+                f"| {_when(a.end)} | {a.end_reason.described} | {seconds(a.billable_seconds)} "
                 f"| {queued} | {_cell(machine)} "
                 f"| {usd(a.cost.paid_usd if a.cost else None)} "
                 f"| {usd(a.cost.on_demand_usd if a.cost else None)} | {seconds(a.lost_seconds)} |"
@@ -341,7 +341,7 @@ def render_markdown(run: RunData, summary: RunSummary, *, timeline: str | None =
             last = "-" if r.last_committed_step is None else r.last_committed_step
             lines.append(
                 f"| {_cell(r.attempt_id)} | {_when(r.start_time)} | {_when(r.end_time)} | {first} "
-                f"| {last} | {r.exit_reason or 'unknown'} |"
+                f"| {last} | {r.exit_reason or 'not written'} |"
             )
     else:
         lines.append("No attempt records under the checkpoint root.")

@@ -25,19 +25,20 @@ MATPLOTLIB_MODULES = (
     "matplotlib.patches",
 )
 
+_OTHER = "#90a4ae"
 _REASON_COLOURS = {
     EndReason.SUCCEEDED: "#2e7d32",
     EndReason.PREEMPTED: "#ef6c00",
     EndReason.FAILED: "#c62828",
     EndReason.CANCELLED: "#757575",
     EndReason.EMULATOR_RESTARTED: "#6a1b9a",
+    EndReason.UNKNOWN: _OTHER,  # ended without a record of why
 }
 _EXIT_COLOURS = {
     ExitReason.FINISHED: "#66bb6a",
     ExitReason.PREEMPTED: "#ffa726",
     ExitReason.ERROR: "#ef5350",
 }
-_OTHER = "#90a4ae"
 
 
 def _origin(run: RunData, summary: Summary) -> float:

@@ -216,7 +216,13 @@ def test_attempts_from_records_a_killed_attempt_ends_when_the_next_began(tmp_pat
         jobs=[JobRun("projects/local-project/locations/l/customJobs/1", "SPOT", submitted_at=0.0)],
     )
     assert summary.source is Source.ATTEMPT_RECORDS
-    assert summary.preemptions == 2
+    # b never closed its record and had no notice: it ended, nothing says it was preempted
+    assert [a.end_reason for a in summary.attempts] == [
+        EndReason.PREEMPTED,
+        EndReason.UNKNOWN,
+        EndReason.SUCCEEDED,
+    ]
+    assert summary.preemptions == 1
     assert summary.billable_seconds == pytest.approx(100 + 90 + 100)
     assert summary.lost_seconds == pytest.approx((100 - 80) + (200 - 150))
     assert summary.goodput == pytest.approx((290 - 70) / 290)
@@ -245,6 +251,63 @@ def test_a_killed_attempt_with_a_notice_ends_at_notice_plus_grace():
     assert first.end == 80.0 and first.end_reason is EndReason.PREEMPTED
     assert first.lost_seconds == 40.0  # from the commit at 40 s to the kill at 80 s
     assert summary.billable_seconds == 80.0 + 60.0
+
+
+def _unclosed(attempt_id, start, updated, **fields):
+    """A record its trainer never closed: killed (OOM, SIGKILL, a VM gone), or still running."""
+    return {"attempt_id": attempt_id, "start_time": start, "updated_time": updated, **fields}
+
+
+def test_an_unclosed_record_followed_by_another_ended_unknown_not_preempted():
+    # Killed without a notice (a replica restarted after an OOM kill): not a preemption, and the
+    # work after its last commit is lost all the same.
+    records = checkpoints.parse_attempt_records(
+        [
+            _unclosed("a", 0.0, 90.0, last_commit_time=60.0),
+            {"attempt_id": "b", "start_time": 100.0, "end_time": 160.0, "exit_reason": "finished"},
+        ]
+    )
+    summary = account(records=records, commits=[60.0], jobs=[JobRun("j", "SPOT")])
+    first = summary.attempts[0]
+    assert first.end_reason is EndReason.UNKNOWN and not first.is_preemption
+    assert summary.preemptions == 0
+    assert first.end == 100.0 and first.lost_seconds == 40.0
+
+
+def test_an_unclosed_last_record_takes_its_jobs_end():
+    # The job failed when its trainer was killed (OOM): the attempt failed, it is not running.
+    records = checkpoints.parse_attempt_records(
+        [
+            _unclosed("a", 0.0, 50.0),
+            _unclosed("b", 100.0, 180.0, last_commit_time=150.0),
+        ]
+    )
+    failed = JobRun("j", "SPOT", end_reason=EndReason.FAILED)
+    summary = account(records=records, commits=[150.0], jobs=[failed])
+    assert [a.end_reason for a in summary.attempts] == [EndReason.UNKNOWN, EndReason.FAILED]
+    assert summary.preemptions == 0
+    assert summary.attempts[1].lost_seconds == 30.0  # from its commit to its last sign of life
+
+
+def test_each_jobs_last_unclosed_record_takes_that_jobs_end():
+    records = checkpoints.parse_attempt_records(
+        [_unclosed("a", 10.0, 50.0, job_id="1"), _unclosed("b", 100.0, 150.0, job_id="2")]
+    )
+    jobs = [
+        JobRun("p/l/customJobs/1", "SPOT", submitted_at=0.0, end_reason=EndReason.CANCELLED),
+        JobRun("p/l/customJobs/2", "STANDARD", submitted_at=90.0),  # still running
+    ]
+    summary = account(records=records, jobs=jobs)
+    assert [a.end_reason for a in summary.attempts] == [EndReason.CANCELLED, EndReason.RUNNING]
+    assert summary.preemptions == 0
+
+
+def test_a_still_running_attempt_is_never_counted_as_ended():
+    records = checkpoints.parse_attempt_records([_unclosed("a", 0.0, 50.0)])
+    for jobs in ([JobRun("j", "SPOT")], []):  # its job running, or no job known
+        summary = account(records=records, jobs=jobs)
+        assert summary.attempts[0].end_reason is EndReason.RUNNING
+        assert summary.preemptions == 0 and summary.lost_seconds == 0.0
 
 
 @given(

@@ -111,6 +111,23 @@ def test_on_vertex_attempts_are_observed_from_the_trainers_records(tmp_path, cap
     ]
 
 
+def test_a_restart_after_an_unclosed_record_is_not_logged_as_a_preemption(tmp_path, caplog):
+    # The trainer was killed without a notice (an OOM kill; Vertex restarts such a replica):
+    # its record stays open, and the attempt ended without a record of why.
+    caplog.set_level(logging.INFO, logger="kfp_spot.jobs.launcher")
+    root = str(tmp_path / "checkpoints")
+    _record(root, "a", job_id="42", start_time=100.0, updated_time=130.0, first_step=0)
+    _record(root, "b", job_id="42", start_time=140.0, first_step=0)
+    watcher = AttemptWatcher(backend_for(resolve_endpoint("us-central1")), root, clock=lambda: 0)
+    watcher.watch(JOB, Strategy.SPOT, submitted_at=90.0)
+    watcher.poll()
+    ended = [r.getMessage() for r in caplog.records if "attempt 1 " in r.getMessage()][1]
+    assert ended.startswith(
+        "customJobs/42: attempt 1 ended without a record of why (not counted as a preemption) "
+        "after 40.0 s billed"
+    )
+
+
 @pytest.mark.parametrize("changed", [True, False])
 def test_a_state_change_is_looked_at_at_once(tmp_path, changed):
     seen = []

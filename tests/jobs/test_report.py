@@ -27,7 +27,7 @@ def test_preemptions_and_work_lost_from_attempt_records(tmp_path):
     _commit(root, 15, 150.0)
     records = {
         "a": {"start_time": 0.0, "end_time": 100.0, "exit_reason": "preempted", "first_step": 0},
-        "b": {"start_time": 110.0, "exit_reason": None, "first_step": 8},
+        "b": {"start_time": 110.0, "exit_reason": None, "first_step": 8},  # killed, no notice
         "c": {"start_time": 200.0, "end_time": 300.0, "exit_reason": "finished", "first_step": 15},
     }
     for name, record in records.items():
@@ -41,7 +41,8 @@ def test_preemptions_and_work_lost_from_attempt_records(tmp_path):
     )
     metrics = report.metrics()
     assert report.summary.source is accounting.Source.ATTEMPT_RECORDS
-    assert metrics["attempts"] == 3 and metrics["preemptions"] == 2
+    # b ended without a record of why (an OOM kill looks alike): lost work, not a preemption
+    assert metrics["attempts"] == 3 and metrics["preemptions"] == 1
     assert metrics["billable_seconds"] == pytest.approx(290)
     assert metrics["work_lost_seconds"] == pytest.approx(70)
     assert metrics["goodput"] == pytest.approx(220 / 290, abs=1e-4)

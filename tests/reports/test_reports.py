@@ -637,3 +637,28 @@ def test_an_unknown_cost_says_why_not_always_that_a_machine_has_no_price(tmp_pat
     assert table_value(markdown, "Cost") == f"unknown: {reason}"
     summary = load_run(tmp_path).account()
     assert summary.costs is None and summary.cost_unknown_reason == reason
+
+
+def test_a_finished_runs_unclosed_attempt_record_ended_without_a_record_of_why(tmp_path: Path):
+    # No ledger (a job run elsewhere): the trainer's records are the source. The last one was
+    # never closed and had no notice (its VM vanished, an OOM kill): in a finished run it ended,
+    # neither still running nor a preemption.
+    from kfp_spot.reports import RunData, render_markdown, summarize
+
+    records = checkpoints.parse_attempt_records(
+        [
+            {"attempt_id": "a", "start_time": T0, "end_time": T0 + 60, "exit_reason": "preempted"},
+            {"attempt_id": "b", "start_time": T0 + 100, "updated_time": T0 + 160},
+        ]
+    )
+    run = RunData(
+        tmp_path, "SERVICE_ERROR", ["p/l/customJobs/1"], [], records=records, finished=T0 + 200
+    )
+    summary = summarize(run)
+    assert [str(a.end_reason) for a in summary.accounting.attempts] == ["PREEMPTED", "UNKNOWN"]
+    assert summary.accounting.preemptions == 1
+    markdown = render_markdown(run, summary)
+    assert "| UNKNOWN (ended without a record of why) |" in markdown
+    assert "| - | - | not written |" in markdown  # the record itself: no exit reason written
+    running = summarize(dataclasses.replace(run, finished=None))  # a run still going
+    assert str(running.accounting.attempts[1].end_reason) == "RUNNING"
