@@ -11,6 +11,7 @@ they are one refusal with the evaluation entry point's, :mod:`.local_evaluation`
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
 
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
+    from kfp_spot.packaging.jobsource import JobSource
 
 __all__ = [
     "EXAMPLE_SOURCE",
@@ -167,10 +169,13 @@ def run_local(
         unread = requirements_file_note(Path(source), arguments.get("requirements") or [])
         for note in [n for n in (_nothing_to_preempt(pipeline, preemptions), unread) if n]:
             progress(f"note: {note}")
+        from kfp_spot.packaging.jobsource import JobSource
+
+        read = functools.cache(JobSource)  # one reading of a folder's code for both checks
         for warning in [
             *_unmet_pins(source, arguments, pipeline),
-            *_raw_dirs(source, arguments),
-            *laptop_paths(source, arguments),
+            *_raw_dirs(source, arguments, read),
+            *laptop_paths(source, arguments, read),
         ]:
             progress(f"warning: {warning}")
     return run_pipeline(
@@ -257,37 +262,51 @@ def _check_arguments(pipeline: Any, arguments: Mapping[str, Any]) -> None:
     check_types(pipeline.component_spec.inputs, arguments)
 
 
-def _raw_dirs(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
+def _raw_dirs(
+    source: str | Path,
+    arguments: Mapping[str, Any],
+    read: Callable[[Path], JobSource] | None = None,
+) -> list[str]:
     """What the prepare-package task will warn of: ``AIP_*_DIR`` read raw (a directory or script).
 
     A script is read as the module of its own name, from its folder (the module the package
-    makes of it, wherever ``python_module`` places it, is the same code).
+    makes of it, wherever ``python_module`` places it, is the same code). ``read``: the reading
+    of a folder's code to share with the other checks (default: a reading of its own).
     """
     from kfp_spot.packaging import outputdirs
+    from kfp_spot.packaging.jobsource import JobSource
 
+    read = read or JobSource
     path = Path(source)
     if "source" in arguments and path.is_file() and path.suffix == ".py":
-        return outputdirs.warnings_for(path.parent, path.stem)
+        return outputdirs.warnings_for(read(path.parent), path.stem)
     if "source" not in arguments or not path.is_dir():
         return []
     given = arguments.get("python_module")
     module = outputdirs.job_module(path, given if isinstance(given, str) else "")
-    return outputdirs.warnings_for(path, module) if module else []
+    return outputdirs.warnings_for(read(path), module) if module else []
 
 
-def laptop_paths(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
+def laptop_paths(
+    source: str | Path,
+    arguments: Mapping[str, Any],
+    read: Callable[[Path], JobSource] | None = None,
+) -> list[str]:
     """What the prepare-package task will warn of: paths of this machine the job's code names.
 
     Read from the job's module and the evaluation entry point's (a directory or a script), so
     the user hears of it before the local run, which finds the files here, not after it.
+    ``read``: as for :func:`_raw_dirs`.
     """
     from kfp_spot.packaging import localpaths, outputdirs
+    from kfp_spot.packaging.jobsource import JobSource
 
+    read = read or JobSource
     path = Path(source)
     entry = arguments.get("evaluation_entry_point")
     evaluation = entry.partition(":")[0] if isinstance(entry, str) else ""
     if "source" in arguments and path.is_file() and path.suffix == ".py":
-        return localpaths.warnings_for(path.parent, [path.stem])
+        return localpaths.warnings_for(read(path.parent), [path.stem])
     if "source" not in arguments or not path.is_dir():
         return []
     from kfp_spot.pipelines.local_evaluation import modules_base
@@ -295,7 +314,7 @@ def laptop_paths(source: str | Path, arguments: Mapping[str, Any]) -> list[str]:
     given = arguments.get("python_module")
     module = outputdirs.job_module(path, given if isinstance(given, str) else "")
     base, _ = modules_base(path)  # a bare package's modules are its parent's
-    return localpaths.warnings_for(base, [module, evaluation])
+    return localpaths.warnings_for(read(base), [module, evaluation])
 
 
 def _unmet_pins(source: str | Path, arguments: Mapping[str, Any], pipeline: Any) -> list[str]:
