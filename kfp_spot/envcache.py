@@ -39,6 +39,7 @@ what goes into an executor-image environment's view is decided here, the view it
 
 from __future__ import annotations
 
+import dataclasses
 import email.message
 import email.parser
 import errno
@@ -56,7 +57,6 @@ import time
 import venv
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
@@ -64,7 +64,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from kfp_spot import archives, buildview, executors, fs, siteview
+from kfp_spot import archives, buildview, executors, fs, siteview, vmmarkers
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,6 +93,8 @@ _WHEELS = "wheels"  # under the cache dir: wheels built here, by their sdist (bu
 # 2: hooks see only the build requirements (1 saw this environment); 3: entries record what the
 # backend asked for at build time (buildview.ASKED_RECORD)
 _WHEEL_CACHE_FORMAT = "3"
+# 2: the packages' requirements chosen by their markers for the VM (1: for this machine)
+_IMAGE_ENV_FORMAT = "2"
 PIP_TIMEOUT_S = 900
 _LIGHT = "kfp-spot-trainer"  # kfp_spot.packaging.trainer_dist.LIGHT_DISTRIBUTION
 _LIGHT_SKIPPED_BY = "kfp-spot"  # the full distribution, a superset of the light one
@@ -251,7 +253,8 @@ def package_env(
         # host environment as much as to the packages: another venv sharing the cache gets its own.
         identity = [sys.version, sys.prefix, *siteview.site_dirs()]
         if image is not None:
-            identity += ["image", image.uri, *image.packages, *provided]
+            identity += ["image", _IMAGE_ENV_FORMAT, image.uri, image.python, *image.packages]
+            identity += provided
             identity += map(str, _host_fingerprint())
         identity += [fs.sha256_file(p) for p in local]
         key = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:24]
@@ -317,7 +320,7 @@ def _create_host_view(env_dir: Path, packages: Sequence[Path], wheel_cache: Path
 # Executor-image environments
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class WheelMeta:
     """What a wheel's METADATA says."""
 
@@ -516,15 +519,19 @@ def local_file_refusal(meta: WheelMeta, image: executors.ExecutorProfile) -> str
     """Why pip on ``image`` cannot install a requirement of ``meta`` on a file of this machine.
 
     ``mylib @ file:///Users/alice/mylib`` installs here, where the file is, and never on a
-    training VM. A requirement with a marker is left to pip (the marker may skip it there).
+    training VM. A requirement whose marker is false on the VM is skipped there
+    (:func:`requirements_on_vm`), so it is no refusal.
     """
-    for text in meta.requires:
+    chosen = vmmarkers.for_vm(
+        meta.requires, vmmarkers.image_environment(image.python), vmmarkers.host_environment()
+    )
+    for text in chosen.install:
         try:
             requirement = Requirement(text)
         except InvalidRequirement:
             continue
         url = requirement.url or ""
-        if url.lower().startswith("file:") and requirement.marker is None:
+        if url.lower().startswith("file:"):
             return (
                 f"package {meta.name!r} requires {text!r}, a file of this machine, which "
                 f"{image.image} on Vertex AI does not have: pass that package in the package "
@@ -590,15 +597,17 @@ def create_image_env(
             refused = python_refusal(meta, image) or local_file_refusal(meta, image)
             if refused:
                 raise PackageInstallError(f"pip could not install {meta.path.name}: {refused}")
-        own = {canonicalize_name(m.name) for m in metas}
+        own: dict[str, WheelMeta] = {canonicalize_name(m.name): m for m in metas}
+        on_vm = requirements_on_vm([r for m in metas for r in m.requires], image, own)
+        chosen = list(on_vm.install)
         installed = siteview.Installed()
         aliases = [
             a for n in image.package_names for a in SAME_MODULE.get(canonicalize_name(n), ())
         ]
         profile = [*image.package_names, *aliases, *provided]
         allowed = siteview.closure(profile, installed, check_versions=False).found
-        declared = [r for m in metas for r in m.requires if _requirement_name(r) not in own]
-        allowed.update(siteview.closure(declared, installed).found)
+        needed = siteview.closure(chosen, installed)
+        allowed.update(needed.found)
         for name in own:  # the packages' own files, never the host's copy
             allowed.pop(name, None)
         venv.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=False).create(env_dir)
@@ -612,7 +621,15 @@ def create_image_env(
             f"import site; site.addsitedir({str(view)!r})\n"
         )
         if wheels:
-            _pip(python, list(map(str, wheels)), _names(packages), env_dir)
+            # the packages alone: pip here would read their requirements' markers for this
+            # machine; those the VM installs are the view's, or pip's from the package index
+            _pip(python, ["--no-deps", *map(str, wheels)], _names(packages), env_dir)
+        if needed.missing or needed.unreadable:  # pip resolves them, as on the VM
+            what = f"the requirements of {_names(packages)} ({', '.join(chosen)})"
+            if on_vm.vm_only:  # pip here skips them; on the VM it installs them
+                what += f", {', '.join(map(repr, on_vm.vm_only))} among them as Vertex AI's VMs"
+                what += f" ({image.image}) install them, their markers holding there"
+            _pip(python, chosen, what, env_dir)
     (env_dir / _READY).write_text(f"{sys.version}\n{image.image}\n")
     log.info(
         "environment of %s with %s ready in %.1f s (%d libraries from the image profile)",
@@ -622,6 +639,41 @@ def create_image_env(
         len(allowed),
     )
     return python
+
+
+def requirements_on_vm(
+    requirements: Sequence[str],
+    image: executors.ExecutorProfile,
+    own: Mapping[str, WheelMeta],
+    *,
+    host: Mapping[str, str] | None = None,
+) -> vmmarkers.Selection:
+    """What pip on ``image``'s VM installs of ``requirements`` besides the ``own`` packages.
+
+    Markers are read for the VM (:func:`kfp_spot.vmmarkers.for_vm`), not for ``host`` (default:
+    this interpreter): a requirement for a Mac only is left out, one for Linux only is kept. A
+    requirement the VM installs that cannot install here fails the environment: the job is not
+    run without what it would have on Vertex AI.
+
+    Raises:
+        PackageInstallError: a requirement on one of ``own`` (canonical name -> its wheel) that
+            its version does not satisfy, which pip on the VM refuses.
+    """
+    here = vmmarkers.host_environment() if host is None else host
+    chosen = vmmarkers.for_vm(requirements, vmmarkers.image_environment(image.python), here)
+    for text in chosen.host_only:
+        log.info("not installed: %r holds on this machine, not on %s", text, image.image)
+    out = []
+    for text in chosen.install:
+        meta = own.get(_requirement_name(text))
+        if meta is None:
+            out.append(text)
+        elif not Requirement(text).specifier.contains(meta.version, prereleases=True):
+            raise PackageInstallError(
+                f"pip could not install {_names([meta.path])}: {text!r} is required and "
+                f"{meta.name} {meta.version} is given"
+            )
+    return dataclasses.replace(chosen, install=tuple(out))
 
 
 def _requirement_name(text: str) -> str:

@@ -129,12 +129,24 @@ def _imports(python, *modules):
 
 def test_image_env_holds_the_profile_and_the_declared_requirements_only(tmp_path):
     # PyYAML is installed here and declared by the package; it is not in the sklearn image.
-    wheel = _declaring_wheel(tmp_path, requires=["PyYAML>=5"])
+    # Markers are read for the image's VM (Linux x86_64, Python 3.10), not for this machine
+    # (Python 3.11): tabulate is installed here but only declared for 3.11, sortedcontainers for
+    # 3.10 only.
+    requires = [
+        'PyYAML>=5; platform_machine == "x86_64"',
+        'tabulate; python_version >= "3.11"',
+        'sortedcontainers; python_version < "3.11"',
+        'tomlkit; sys_platform == "darwin"',
+    ]
+    wheel = _declaring_wheel(tmp_path, requires=requires)
     python = envcache.package_env([str(wheel)], tmp_path / "cache", executor_image_uri=SKLEARN)
     seen = _imports(
         python,
         "needs_pkg",
         "yaml",  # declared
+        "tabulate",  # declared for a Python the VM does not have
+        "sortedcontainers",  # declared for the VM's Python, not this machine's
+        "tomlkit",  # declared for a Mac
         "numpy",  # the image's libraries
         "sklearn",
         "scipy",
@@ -149,6 +161,9 @@ def test_image_env_holds_the_profile_and_the_declared_requirements_only(tmp_path
     assert seen == {
         "needs_pkg": True,
         "yaml": True,
+        "tabulate": False,
+        "sortedcontainers": True,
+        "tomlkit": False,
         "numpy": True,
         "sklearn": True,
         "scipy": True,

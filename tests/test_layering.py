@@ -40,7 +40,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     # Environments: package venvs, views of installed distributions and the build hooks that see
     # only them, the runtime image (Vertex's submission checks the image).
-    ("environments", frozenset({"envcache", "image", "siteview", "buildview"})),
+    ("environments", frozenset({"envcache", "image", "siteview", "buildview", "vmmarkers"})),
     # The contracts: Vertex AI's rules and limits; every file format of a checkpoint root.
     ("contracts", frozenset({"vertex", "checkpoints"})),
     # Reading against a contract: a component's inputs, what a checkpoint root holds.

@@ -29,11 +29,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kfp_spot import executors
+from kfp_spot.vmmarkers import image_environment
 
 __all__ = [
     "UnmetPin",
     "declared_requirements",
-    "image_environment",
     "unmet_pin_warnings",
     "unmet_pins",
 ]
@@ -94,21 +94,6 @@ class UnmetPin:
             f"reproduce. Pick an executor image whose {self.name} satisfies it ({pick}), or relax "
             f"the requirement to allow {self.name} {self.version}"
         )
-
-
-def image_environment(python: str) -> dict[str, str]:
-    """Marker values of a job in a prebuilt image (Linux x86_64, CPython ``python``)."""
-    return {
-        "python_version": python,
-        "python_full_version": f"{python}.0",
-        "sys_platform": "linux",
-        "platform_system": "Linux",
-        "os_name": "posix",
-        "platform_machine": "x86_64",
-        "implementation_name": "cpython",
-        "platform_python_implementation": "CPython",
-        "extra": "",  # the package is installed without extras
-    }
 
 
 def _pin(requirement: str) -> tuple[str, Specifier] | None:

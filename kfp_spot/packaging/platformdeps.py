@@ -1,13 +1,14 @@
 """Warn about a requirement this machine installs and Vertex AI's training VMs skip, by its marker.
 
 A package often declares a dependency for the laptop it is written on: ``tensorflow-macos;
-sys_platform == "darwin"`` on a Mac. pip reads the marker where it installs: here, and in the
-local emulator and the import check, which run on this machine, it installs the dependency and
-the job imports it; on Vertex AI's training VMs (Linux x86_64, the executor image's Python) the
-marker is false, pip skips it and the job's first import of it fails there. :func:`warnings_for`
-names such a requirement when the job's own code imports a module it provides here and nothing
-the VM gets does: another declared requirement whose marker holds there, or a library of the
-image. Read statically, from the job's module and the modules of its package it reaches.
+sys_platform == "darwin"`` on a Mac. pip reads the marker where it installs: here it installs
+the dependency and the job imports it; on Vertex AI's training VMs (Linux x86_64, the executor
+image's Python) the marker is false, pip skips it and the job's first import of it fails there
+(and in the local emulator and the import check, whose environments take the VM's markers:
+:mod:`kfp_spot.vmmarkers`). :func:`skipped_on_vertex` names such a requirement before any
+environment is made, when the job's own code imports a module it provides here and nothing the
+VM gets does: another declared requirement whose marker holds there, or a library of the image.
+Read statically, from the job's module and the modules of its package it reaches.
 
 The same goes for a ``requirements.txt`` beside a project's pyproject.toml, which the laptop's
 environment was made from (``pip install -r requirements.txt``): pip on the VM installs the
@@ -24,12 +25,10 @@ import importlib.metadata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from packaging.markers import UndefinedComparison, UndefinedEnvironmentName, default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from kfp_spot import executors
-from kfp_spot.packaging.imagepins import image_environment
+from kfp_spot import executors, vmmarkers
 from kfp_spot.packaging.jobsource import JobSource
 
 
@@ -57,15 +56,6 @@ def _installed_here() -> Mapping[str, list[str]]:
     return importlib.metadata.packages_distributions()
 
 
-def _holds(requirement: Requirement, environment: Mapping[str, str]) -> bool:
-    if requirement.marker is None:
-        return True
-    try:
-        return requirement.marker.evaluate({**environment, "extra": ""})
-    except (UndefinedComparison, UndefinedEnvironmentName):
-        return True  # pip's own reading decides; not ours to warn of
-
-
 def skipped_on_vertex(
     requirements: Sequence[str],
     image: executors.ExecutorProfile,
@@ -84,21 +74,17 @@ def skipped_on_vertex(
         provides: top-level module -> the distributions installed here that hold it (default:
             ``importlib.metadata.packages_distributions()``).
     """
-    local = {k: str(v) for k, v in default_environment().items()} if here is None else here
-    there = image_environment(image.python or "3.10")
-    parsed = []
-    for text in requirements:
+    local = vmmarkers.host_environment() if here is None else here
+    chosen = vmmarkers.for_vm(requirements, vmmarkers.image_environment(image.python), local)
+    on_vm = {canonicalize_name(n) for n in image.package_names}
+    for text in chosen.install:
         try:
-            parsed.append((text, Requirement(text)))
+            on_vm.add(canonicalize_name(Requirement(text).name))
         except InvalidRequirement:
             continue  # the build refused it already
-    on_vm = {canonicalize_name(n) for n in image.package_names} | {
-        canonicalize_name(r.name) for _, r in parsed if _holds(r, there)
-    }
     out = []
-    for text, requirement in parsed:
-        if not _holds(requirement, local) or _holds(requirement, there):
-            continue
+    for text in chosen.host_only:
+        requirement = Requirement(text)
         held = _installed_here() if provides is None else provides
         name = canonicalize_name(requirement.name)
         modules = [m for m, dists in held.items() if name in map(canonicalize_name, dists)]
@@ -117,8 +103,9 @@ def skipped_on_vertex(
                 f"training VMs (Linux x86_64, Python {image.python}, {image.image}): its marker "
                 f"is false there, so pip skips it, and {imported[module]} imports {module}, "
                 "which nothing else the package declares or the image holds provides there: "
-                "the job fails at that import on Vertex AI, as the local run and the import "
-                "check cannot show. Declare what provides it on Linux too (a requirement whose "
+                "the job fails at that import on Vertex AI (and in the local emulator and the "
+                "import check, which install what the VM installs). Declare what provides it on "
+                "Linux too (a requirement whose "
                 "marker holds there, e.g. 'sys_platform != \"darwin\"')"
             )
     return out

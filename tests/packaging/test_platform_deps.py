@@ -55,7 +55,8 @@ def test_a_mac_only_framework_the_job_imports_is_named_with_its_import(tmp_path)
         "training VMs (Linux x86_64, Python 3.10, sklearn-cpu.1-6): its marker is false there, "
         "so pip skips it, and src/trainer/task.py, line 2 imports tensorflow, which nothing else "
         "the package declares or the image holds provides there: the job fails at that import "
-        "on Vertex AI, as the local run and the import check cannot show. Declare what provides "
+        "on Vertex AI (and in the local emulator and the import check, which install what the VM "
+        "installs). Declare what provides "
         "it on Linux too (a requirement whose marker holds there, e.g. 'sys_platform != "
         '"darwin"\')'
     ]
