@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot.pipelines.local_values import together, value_problems
+from kfp_spot.vertex.pipeline_parameters import set_parameter
 from kfp_spot.vertex.values import show
 
 
@@ -328,10 +329,11 @@ def run_arguments(
     for name in (name for name in missing if name not in declared):  # no run is given one
         raise _not_a_parameter(pipeline, name)
     if missing:  # KFP would raise a TypeError from inside the run
+        others = "" if len(missing) == 1 else ", and the others alike"
         raise LocalRunError(
             f"the pipeline needs {', '.join(repr(m) for m in missing)}, which "
-            f"{'has' if len(missing) == 1 else 'have'} no default: give "
-            f"{'it' if len(missing) == 1 else 'each'} a value (--param {missing[0]}=VALUE)"
+            f"{'has' if len(missing) == 1 else 'have'} no default: "
+            f"{set_parameter(missing[0], 'VALUE')}{others}"
         )
     check_values(out)
     check_types(inputs, out)

@@ -17,6 +17,7 @@ from typing import Any
 from kfp_spot.packaging.imports import source_roots
 from kfp_spot.packaging.runnable import shadow_reason
 from kfp_spot.pipelines.local import LocalRunError
+from kfp_spot.vertex.pipeline_parameters import set_parameter
 
 
 def check_evaluation_module(
@@ -72,17 +73,18 @@ def check_evaluation_module(
     if held and path.is_dir():
         _check_code(path, default)
     if not held:
+        entry = "evaluation_entry_point"
         where = (  # a script or a bare package has no pyproject.toml to name it in
-            f"--param evaluation_entry_point={arguments.get('python_module') or path.stem}:FUNCTION"
+            set_parameter(entry, f"{arguments.get('python_module') or path.stem}:FUNCTION")
             if path.suffix == ".py"
-            else f"--param evaluation_entry_point={bare}.MODULE:FUNCTION"
+            else set_parameter(entry, f"{bare}.MODULE:FUNCTION")
             if bare
-            else 'evaluation-entry-point = "MODULE:FUNCTION" under [tool.kfp-spot] in its '
-            "pyproject.toml, or --param evaluation_entry_point=MODULE:FUNCTION"
+            else 'set evaluation-entry-point = "MODULE:FUNCTION" under [tool.kfp-spot] in its '
+            f"pyproject.toml, or {set_parameter(entry, 'MODULE:FUNCTION')}"
         )
         raise LocalRunError(
             f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
-            f"example's) is not in {source}: set {where}"
+            f"example's) is not in {source}: {where}"
         )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from kfp_spot.packaging.imports import source_roots
 from kfp_spot.pipelines.local import LocalRunError
 from kfp_spot.pipelines.local_evaluation import evaluation_entry, modules_base
+from kfp_spot.vertex.pipeline_parameters import set_parameter
 
 
 def check_evaluation_imports(
@@ -63,7 +64,7 @@ def check_evaluation_imports(
     names = sorted({dist for dists in missing.values() for dist in dists[:1]})
     if not how:
         listed = json.dumps([*declared, *names])
-        how = f"--param requirements='{listed}'"
+        how = set_parameter("requirements", listed)
     what = "; ".join(
         f"{top} ({where}; installed here by {', '.join(dists)})"
         for top, (where, dists) in ((t, (found[t], missing[t])) for t in sorted(missing))

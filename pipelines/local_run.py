@@ -43,6 +43,7 @@ from kfp_spot.pipelines.local_source import (
     together,
 )
 from kfp_spot.vertex.pipeline_context import LOCAL_LOCATION, LOCAL_PROJECT
+from kfp_spot.vertex.pipeline_parameters import set_parameter
 
 if TYPE_CHECKING:
     from kfp_spot.emulator import Emulator
@@ -73,7 +74,7 @@ __all__ = [
 
 NO_GATE = (
     "no quality gate: every evaluation passes (a pipeline that promotes on the gate promotes "
-    """every model); set one with --param thresholds='{"METRIC": ">=BOUND"}' on a metric your """
+    f"""every model): {set_parameter("thresholds", '{"METRIC": ">=BOUND"}')} on a metric your """
     "evaluate() returns"
 )
 """What a run without thresholds says before it starts."""

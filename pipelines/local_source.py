@@ -24,6 +24,7 @@ from kfp_spot.packaging.sources import (
 )
 from kfp_spot.pipelines.local import LocalRunError
 from kfp_spot.pipelines.local_arguments import together
+from kfp_spot.vertex.pipeline_parameters import set_parameter
 
 __all__ = [
     "EXAMPLE_ARGUMENTS",
@@ -224,7 +225,8 @@ def arguments_and_problems(
         if "source" not in declared and Path(source).resolve() != EXAMPLE_SOURCE:
             raise LocalRunError(
                 f"the template has no 'source' parameter to take the training source {source}; "
-                f"valid: {', '.join(sorted(declared))} (set them with --param NAME=VALUE)"
+                f"valid: {', '.join(sorted(declared))} (pipeline parameters: "
+                f"{set_parameter('NAME')})"
             )
         # A template without `source` trains no source: nothing of the (default) example's
         # arguments, gate included, is its own; its parameters keep their defaults.
@@ -251,13 +253,13 @@ def arguments_and_problems(
         unset = "" if declared is None or "python_module" in declared else "-"  # a template's own
         module = arguments.get("python_module", unset)
         if problem := bare_package_module_problem(checked, module):
-            problems.append(f"python_module: {problem} (--param python_module=...)")
+            problems.append(f"python_module: {problem} ({set_parameter('python_module')})")
         elif module == "" and any((checked / f).is_file() for f in PROJECT_FILES):
             from kfp_spot.packaging.taskmodule import source_ambiguity
 
             # prepare_package's own refusal, which would come once the run started
             if problem := source_ambiguity(checked, checked.resolve().name):
-                problems.append(f"python_module: {problem} (--param python_module=...)")
+                problems.append(f"python_module: {problem} ({set_parameter('python_module')})")
         if problem := requirements_problem(
             checked, str(checked), arguments.get("requirements") or []
         ):

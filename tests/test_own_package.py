@@ -166,13 +166,13 @@ def test_a_bare_package_is_its_own_package_for_the_evaluation_entry_point(tmp_pa
 
 def test_a_source_without_a_pyproject_is_not_told_to_name_its_entry_point_there(tmp_path):
     # A script or a bare package has no pyproject.toml: the message named a file the user does
-    # not have; it names the --param to set, with the module the source becomes.
+    # not have; it names the pipeline parameter to set, with the module the source becomes.
     script = tmp_path / "boost.py"
     script.write_text("def evaluate(d, p):\n    return {}\n")
     with pytest.raises(local.LocalRunError) as info:
         local_run.check_evaluation_module(script, {}, spot_training)
     assert str(info.value).endswith(
-        f"is not in {script}: set --param evaluation_entry_point=boost:FUNCTION"
+        f"is not in {script}: set the pipeline parameter evaluation_entry_point to boost:FUNCTION"
     )
     package = tmp_path / "digitsclf"
     package.mkdir()
@@ -180,7 +180,8 @@ def test_a_source_without_a_pyproject_is_not_told_to_name_its_entry_point_there(
     with pytest.raises(local.LocalRunError) as info:
         local_run.check_evaluation_module(package, {}, spot_training)
     assert str(info.value).endswith(
-        f"is not in {package}: set --param evaluation_entry_point=digitsclf.MODULE:FUNCTION"
+        f"is not in {package}: set the pipeline parameter evaluation_entry_point to "
+        "digitsclf.MODULE:FUNCTION"
     )
 
 
@@ -198,7 +199,8 @@ def test_a_requirements_txt_beside_a_script_or_bare_package_is_named_as_unread(t
     listed.write_text("# mine\nscikit-learn>=1.3  # the model\n\n-r more.txt\nnumpy\n")
     assert requirements_file_note(package, []) == (
         f"{listed} is not read: a script or a bare package declares its dependencies with the "
-        """requirements parameter: --param requirements='["scikit-learn>=1.3", "numpy"]'"""
+        """requirements parameter: set the pipeline parameter requirements to """
+        """["scikit-learn>=1.3", "numpy"]"""
     )
     (tmp_path / "task.py").write_text("")
     assert requirements_file_note(tmp_path / "task.py", []) is not None
@@ -218,7 +220,7 @@ def test_a_bare_package_without_its_module_is_refused_before_the_run(tmp_path):
         local_run.spot_training_arguments(source)
     assert str(info.value) == (
         f"python_module: required for the bare package directory {source}: the module the job "
-        "runs, e.g. digitsclf.task (--param python_module=...)"
+        "runs, e.g. digitsclf.task (set the pipeline parameter python_module)"
     )
     given = {"python_module": "digitsclf.task"}
     assert local_run.spot_training_arguments(source, parameters=given)["python_module"] == (
@@ -240,12 +242,12 @@ def test_every_problem_of_a_bare_package_found_before_the_run_is_one_refusal(tmp
     (source / "metrics.py").write_text("def evaluate(d, p):\n    return {}\n")
     module = (
         f"python_module: required for the bare package directory {source}: the module the job "
-        "runs, e.g. digitsclf.task (--param python_module=...)"
+        "runs, e.g. digitsclf.task (set the pipeline parameter python_module)"
     )
     entry_point = (
         "evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
-        f"(the bundled example's) is not in {source}: set --param "
-        "evaluation_entry_point=digitsclf.MODULE:FUNCTION"
+        f"(the bundled example's) is not in {source}: set the pipeline "
+        "parameter evaluation_entry_point to digitsclf.MODULE:FUNCTION"
     )
     inside = (
         f"run_dir: {source / 'runs'} is inside the training source {source}: the run's files "
@@ -301,7 +303,8 @@ def test_an_evaluation_importing_a_library_the_package_does_not_declare_is_refus
         "here by scikit-learn), which kfp-spot's runtime image does not hold: "
         "evaluate-checkpoint runs it there after the training, with kfp-spot and its "
         "dependencies, the package and what the package declares, not the training's executor "
-        """image's libraries; declare scikit-learn: --param requirements='["scikit-learn"]'"""
+        """image's libraries; declare scikit-learn: set the pipeline parameter requirements to """
+        """["scikit-learn"]"""
     )
     assert not (tmp_path / "run").exists()
     declared = {**entry, "requirements": ["scikit-learn"]}
@@ -366,10 +369,10 @@ def test_an_archived_bare_package_is_checked_before_the_run_as_its_folder_is(tmp
     assert str(info.value).splitlines() == [
         "2 problems, found before the run started:",
         f"  python_module: required for the bare package directory {archive}'s digitsclf/: the "
-        "module the job runs, e.g. digitsclf.task (--param python_module=...)",
+        "module the job runs, e.g. digitsclf.task (set the pipeline parameter python_module)",
         "  evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
-        f"(the bundled example's) is not in {archive}'s digitsclf/: set --param "
-        "evaluation_entry_point=digitsclf.MODULE:FUNCTION",
+        f"(the bundled example's) is not in {archive}'s digitsclf/: set the pipeline "
+        "parameter evaluation_entry_point to digitsclf.MODULE:FUNCTION",
     ]
     assert not (tmp_path / "run").exists()
 
@@ -1271,16 +1274,16 @@ def test_a_required_parameter_of_your_own_pipeline_left_unset_is_named_before_th
     result = CliRunner().invoke(cli_main, [*args, "--param", f"code_uri={tmp_path}"])
     assert result.exit_code == 2, result.output
     assert (
-        "the pipeline needs 'gcp_project', which has no default: give it a value "
-        "(--param gcp_project=VALUE)"
+        "the pipeline needs 'gcp_project', which has no default: set the pipeline parameter "
+        "gcp_project to VALUE"
     ) in result.output
     assert "Traceback" not in result.output
     assert not run_dir.exists()  # no emulator, no package, no training
-    with pytest.raises(local.LocalRunError) as info:  # from Python, both named
+    with pytest.raises(local.LocalRunError) as info:  # from Python, both named, no flag
         local.run(team, {}, run_dir=run_dir, progress=None)
     assert str(info.value) == (
-        "the pipeline needs 'code_uri', 'gcp_project', which have no default: give each a value "
-        "(--param code_uri=VALUE)"
+        "the pipeline needs 'code_uri', 'gcp_project', which have no default: set the pipeline "
+        "parameter code_uri to VALUE, and the others alike"
     )
     assert not run_dir.exists()
 

@@ -615,6 +615,8 @@ def requirements_file_note(src: Path, requirements: Sequence[str]) -> str | None
     """
     if requirements or not src.exists() or any((src / f).is_file() for f in PROJECT_FILES):
         return None
+    from kfp_spot.vertex.pipeline_parameters import set_parameter  # a local run's only
+
     if src.is_file():
         folders = [src.parent] if src.suffix == ".py" else []
     else:
@@ -625,7 +627,7 @@ def requirements_file_note(src: Path, requirements: Sequence[str]) -> str | None
             named = [r for r in (line.split("#")[0].strip() for line in lines) if r and r[0] != "-"]
             return (
                 f"{found} is not read: a script or a bare package declares its dependencies with "
-                f"the requirements parameter: --param requirements='{json.dumps(named)}'"
+                f"the requirements parameter: {set_parameter('requirements', json.dumps(named))}"
             )
     return None
 

@@ -26,6 +26,16 @@ _PARAMETER_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def set_parameter(name: str, value: str | None = None) -> str:
+    """Words telling a caller to set the pipeline parameter ``name`` (to ``value``, a JSON text).
+
+    The one wording of that fix in a message about a pipeline run, true for whoever runs it:
+    ``kfp-spot run``/``submit`` set a pipeline parameter with ``--param NAME=VALUE``, a Python
+    caller with ``arguments``/``parameters``/``parameter_values``; the message names neither.
+    """
+    return f"set the pipeline parameter {name}" + ("" if value is None else f" to {value}")
+
+
 class SubmissionError(ValueError):
     """A submission argument is invalid; the message names it and what would be valid."""
 

@@ -138,7 +138,7 @@ def test_kfp_spot_run_refuses_an_ambiguous_module_before_the_run(tmp_path):
     assert str(info.value) == (
         "python_module: cannot tell which module of two-tasks the job runs (modules: a, a.b, "
         "a.b.task, a.task); pass python_module or set [tool.kfp-spot] python-module in "
-        "pyproject.toml (--param python_module=...)"
+        "pyproject.toml (set the pipeline parameter python_module)"
     )
     given = {"python_module": "a.task"}
     assert local_run.spot_training_arguments(project, parameters=given)["python_module"] == "a.task"
