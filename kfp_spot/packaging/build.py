@@ -16,6 +16,7 @@ is not installed here) are never kept: their backend's version is the index's ch
 
 from __future__ import annotations
 
+import ast
 import email.parser
 import gzip
 import hashlib
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kfp_spot import buildview, fs, siteview
-from kfp_spot.packaging import backend
+from kfp_spot.packaging import backend, imports
 from kfp_spot.packaging.errors import BuildError
 
 if sys.version_info >= (3, 11):
@@ -82,6 +83,40 @@ def project_table(project: Path) -> dict[str, Any]:
     """The ``[project]`` table of the project's pyproject.toml (empty when absent)."""
     table = _pyproject(project).get("project") or {}
     return dict(table) if isinstance(table, dict) else {}
+
+
+def setup_py_name(project: Path) -> str | None:
+    """The ``name=`` a project's setup.py gives ``setup()``, read statically (never run).
+
+    A text given literally, or by a name the module binds once to a text at its top level
+    (``NAME = "trainer"``); None when there is no setup.py or its name is computed.
+    """
+    path = project / "setup.py"
+    tree = imports.source_tree(path, str(path)) if path.is_file() else None
+    if tree is None:
+        return None
+    texts: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and isinstance(node.value.value, str):
+                    texts.setdefault(target.id, []).append(node.value.value)
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called != "setup":
+            continue
+        for keyword in call.keywords:
+            value = keyword.value
+            if keyword.arg != "name":
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return value.value or None
+            if isinstance(value, ast.Name) and len(texts.get(value.id, [])) == 1:
+                return texts[value.id][0] or None
+    return None
 
 
 def _table(value: Any, name: str, example: str) -> dict[str, Any]:

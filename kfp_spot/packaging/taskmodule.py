@@ -152,8 +152,9 @@ def source_ambiguity(project: Path, shown_name: str) -> str | None:
     """:func:`ambiguity`'s message when the source tree already holds several candidates.
 
     ``project``: a project directory (a pyproject.toml, setup.py or setup.cfg at its top) whose
-    module is not named; ``shown_name``: how the message names a project whose pyproject.toml
-    or setup.cfg names none. None when it holds one or none: the wheel decides then.
+    module is not named; ``shown_name``: how the message names a project whose pyproject.toml,
+    setup.cfg and setup.py (read statically: :func:`kfp_spot.packaging.build.setup_py_name`)
+    name none. None when it holds one or none: the wheel decides then.
     """
     files = source_files(project)
     found = candidates(files)
@@ -167,7 +168,11 @@ def source_ambiguity(project: Path, shown_name: str) -> str | None:
     elif len(found) < 2:
         return None
     table = _build.project_table(project)
-    name = table.get("name") or _setup_cfg(project).get("metadata", "name", fallback="")
+    name = (
+        table.get("name")
+        or _setup_cfg(project).get("metadata", "name", fallback="")
+        or _build.setup_py_name(project)
+    )
     scripts = table.get("scripts")
     return ambiguity(
         name if isinstance(name, str) and name else shown_name,

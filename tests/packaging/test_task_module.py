@@ -129,6 +129,27 @@ def test_prepare_package_refuses_an_ambiguous_module_before_the_build(tmp_path):
     assert not (tmp_path / "stage").exists()
 
 
+@pytest.mark.parametrize(
+    ("setup_py", "named"),
+    [
+        (
+            'import setuptools\nsetuptools.setup(name="digits-trainer", packages=["trainer"])\n',
+            True,
+        ),
+        ('from setuptools import setup\nNAME = "digits-trainer"\nsetup(name=NAME)\n', True),
+        ("from setuptools import setup\nsetup(name=open('NAME').read())\n", False),
+    ],
+    ids=["literal", "module-constant", "computed"],
+)
+def test_a_setup_py_projects_ambiguity_names_its_setup_name(tmp_path, setup_py, named):
+    # The refusal named the project's folder ("checkout") where setup.py names the package; it is
+    # read statically (a computed name falls back to the folder), never run.
+    files = {"setup.py": setup_py, **_package("trainer/task.py", "trainer/__main__.py")}
+    refusal = source_ambiguity(_write(tmp_path / "checkout", files), "checkout")
+    shown = "digits-trainer" if named else "checkout"
+    assert refusal is not None and f"cannot tell which module of {shown} the job" in refusal
+
+
 def test_kfp_spot_run_refuses_an_ambiguous_module_before_the_run(tmp_path):
     project = _write(
         tmp_path, {"pyproject.toml": PYPROJECT, **_package("a/task.py", "a/b/task.py")}
