@@ -660,20 +660,26 @@ def requirements_on_vm(
             its version does not satisfy, which pip on the VM refuses.
     """
     here = vmmarkers.host_environment() if host is None else host
-    chosen = vmmarkers.for_vm(requirements, vmmarkers.image_environment(image.python), here)
+    vm = vmmarkers.image_environment(image.python)
+    chosen = vmmarkers.for_vm(requirements, vm, here)
     for text in chosen.host_only:
         log.info("not installed: %r holds on this machine, not on %s", text, image.image)
-    out = []
+    out: list[str] = []
     for text in chosen.install:
         meta = own.get(_requirement_name(text))
         if meta is None:
             out.append(text)
-        elif not Requirement(text).specifier.contains(meta.version, prereleases=True):
+            continue
+        requirement = Requirement(text)
+        if not requirement.specifier.contains(meta.version, prereleases=True):
             raise PackageInstallError(
                 f"pip could not install {_names([meta.path])}: {text!r} is required and "
                 f"{meta.name} {meta.version} is given"
             )
-    return dataclasses.replace(chosen, install=tuple(out))
+        if requirement.extras:  # what that package requires for them, read for the VM too
+            more = vmmarkers.for_vm(meta.requires, vm, here, extras=requirement.extras).install
+            out += [t for t in more if _requirement_name(t) not in own]
+    return dataclasses.replace(chosen, install=tuple(dict.fromkeys(out)))
 
 
 def _requirement_name(text: str) -> str:

@@ -60,23 +60,35 @@ class Selection:
     host_only: tuple[str, ...]
 
 
-def _holds(requirement: Requirement, environment: Mapping[str, str]) -> bool | None:
-    """Whether ``requirement``'s marker holds in ``environment``; None: it cannot be evaluated."""
+def _holds(
+    requirement: Requirement, environment: Mapping[str, str], extras: tuple[str, ...]
+) -> bool | None:
+    """Whether ``requirement``'s marker holds in ``environment``, with no extra or one of these.
+
+    None: it cannot be evaluated.
+    """
     if requirement.marker is None:
         return True
     try:
-        return requirement.marker.evaluate(dict(environment))
+        return any(requirement.marker.evaluate({**environment, "extra": e}) for e in ("", *extras))
     except (UndefinedComparison, UndefinedEnvironmentName):
         return None
 
 
 def for_vm(
-    requirements: Iterable[str], vm: Mapping[str, str], host: Mapping[str, str]
+    requirements: Iterable[str],
+    vm: Mapping[str, str],
+    host: Mapping[str, str],
+    *,
+    extras: Iterable[str] = (),
 ) -> Selection:
     """The requirements pip installs on the VM (``vm``'s marker values), compared with ``host``.
 
+    ``extras``: the extras the distribution declaring ``requirements`` is installed with (a job's
+    package is installed with none; another package of the job may ask for one of its extras).
     A requirement that is not PEP 508 is passed on as it is (pip refuses it, as on the VM).
     """
+    asked = tuple(sorted(extras))
     install: list[str] = []
     vm_only: list[str] = []
     host_only: list[str] = []
@@ -86,7 +98,7 @@ def for_vm(
         except InvalidRequirement:
             install.append(text)
             continue
-        there, here = _holds(requirement, vm), _holds(requirement, host)
+        there, here = _holds(requirement, vm, asked), _holds(requirement, host, asked)
         if there is None:
             install.append(text)
             continue

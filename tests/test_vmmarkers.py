@@ -72,6 +72,25 @@ def test_an_environment_installs_what_the_vm_installs_besides_its_own_packages()
     assert chosen.install == ("pandas",)
 
 
+def test_an_extra_asked_of_an_own_package_brings_its_requirements_for_the_vm():
+    lib = envcache.WheelMeta(
+        path=envcache.Path("mylib-1.0-py3-none-any.whl"),
+        name="mylib",
+        version="1.0",
+        requires_python="",
+        requires=(
+            "numpy",
+            'gpu-lib>=2; extra == "gpu"',
+            'metal-lib; extra == "gpu" and sys_platform == "darwin"',
+            'docs-lib; extra == "docs"',
+        ),
+    )
+    chosen = envcache.requirements_on_vm(
+        ["mylib[gpu]", *lib.requires], SKLEARN, {"mylib": lib}, host=MAC
+    )
+    assert chosen.install == ("numpy", "gpu-lib>=2")
+
+
 def test_a_requirement_on_an_own_package_it_does_not_satisfy_is_refused():
     with pytest.raises(envcache.PackageInstallError, match=r"'mylib>=2' is required and mylib 1.0"):
         envcache.requirements_on_vm(["mylib>=2"], SKLEARN, {"mylib": _meta("mylib", "1.0")})
