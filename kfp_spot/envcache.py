@@ -626,9 +626,11 @@ def create_image_env(
             _pip(python, ["--no-deps", *map(str, wheels)], _names(packages), env_dir)
         if needed.missing or needed.unreadable:  # pip resolves them, as on the VM
             what = f"the requirements of {_names(packages)} ({', '.join(chosen)})"
-            if on_vm.vm_only:  # pip here skips them; on the VM it installs them
-                what += f", {', '.join(map(repr, on_vm.vm_only))} among them as Vertex AI's VMs"
-                what += f" ({image.image}) install them, their markers holding there"
+            if on_vm.vm_only:  # pip here would skip them; on the VM it installs them
+                what += (
+                    f"; of them {', '.join(map(repr, on_vm.vm_only))} only because pip on "
+                    f"Vertex AI's VMs ({image.image}) installs it, its marker holding there"
+                )
             _pip(python, chosen, what, env_dir)
     (env_dir / _READY).write_text(f"{sys.version}\n{image.image}\n")
     log.info(
