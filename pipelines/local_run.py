@@ -91,7 +91,10 @@ def _nothing_to_preempt(pipeline: Any, preemptions: int) -> str | None:
     if not preemptions or LAUNCH_CALL in calls:
         return None
     why = " (its evaluation scores a checkpoint that exists)" if EVALUATE_CALL in calls else ""
-    return f"--preemptions {preemptions} does nothing here: the pipeline launches no CustomJob{why}"
+    # words for kfp-spot run's --preemptions and the Python caller's preemptions= alike
+    asked = f"{preemptions} preemption{'' if preemptions == 1 else 's'} of the drill"
+    does = "does" if preemptions == 1 else "do"
+    return f"the {asked} {does} nothing here: the pipeline launches no CustomJob{why}"
 
 
 def pipeline_to_run(template: str | Path | None = None) -> Any:

@@ -1979,7 +1979,7 @@ def test_package_uris_text_that_is_not_a_json_list_is_an_input_error_before_subm
 def test_preemptions_asked_of_a_pipeline_that_launches_nothing_are_said_to_do_nothing(
     tmp_path, regressor
 ):
-    # The evaluate_checkpoint template trains nothing: --preemptions 2 was ignored in silence,
+    # The evaluate_checkpoint template trains nothing: 2 preemptions were ignored in silence,
     # and the no-gate note spoke of promoting the model, which that pipeline does not do.
     events: list[str] = []
     with pytest.raises(local.LocalRunError, match="checkpoint_uri"):  # refused after the notes
@@ -1992,8 +1992,8 @@ def test_preemptions_asked_of_a_pipeline_that_launches_nothing_are_said_to_do_no
             progress=events.append,
         )
     assert (
-        "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob (its "
-        "evaluation scores a checkpoint that exists)"
+        "note: the 2 preemptions of the drill do nothing here: the pipeline launches no "
+        "CustomJob (its evaluation scores a checkpoint that exists)"
     ) in events, events
     assert not any("the model is promoted" in event for event in events), events
 
@@ -2007,9 +2007,8 @@ def test_the_note_on_preemptions_speaks_of_an_evaluation_only_where_there_is_one
     compiler.Compiler().compile(_team_gate, str(template))
     events: list[str] = []
     local_run.run_local(tmp_path / "run", template=template, preemptions=2, progress=events.append)
-    assert "note: --preemptions 2 does nothing here: the pipeline launches no CustomJob" in (
-        events
-    ), events
+    note = "note: the 2 preemptions of the drill do nothing here: the pipeline launches no "
+    assert note + "CustomJob" in events, events
 
 
 TOP_LEVEL_SCRIPT = """\
