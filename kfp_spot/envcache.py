@@ -12,8 +12,11 @@ Two kinds, both venvs keyed by the sha256 of the package files and the host envi
   ``google`` namespace) is not importable, so a job that imports what its image and packages do
   not provide fails here as it would on the VM. A declared
   requirement this machine does not have (or not in a version that satisfies it) is installed by
-  pip from the package index, as on the VM. Symlinks instead of installs keep environment creation
-  under a few seconds with NumPy and scikit-learn in the image.
+  pip from the package index, as on the VM. The packages themselves are installed without their
+  dependencies, whose markers pip here would read for this machine: their declared requirements
+  are taken as pip on the VM reads them (:func:`requirements_on_vm`,
+  :mod:`kfp_spot.vmmarkers`). Symlinks instead of installs keep environment creation under a
+  few seconds with NumPy and scikit-learn in the image.
   The evaluator's environments are of this kind too, for the runtime image's profile
   (``kfp_spot.image.lock.runtime_profile``: kfp-spot and its dependencies); there the light
   ``kfp-spot-trainer`` wheel is skipped, as the full kfp-spot is a superset of it.
