@@ -652,7 +652,7 @@ def requirements_on_vm(
     own: Mapping[str, WheelMeta],
     *,
     host: Mapping[str, str] | None = None,
-) -> vmmarkers.Selection:
+) -> vmmarkers.VmRequirements:
     """What pip on ``image``'s VM installs of ``requirements`` besides the ``own`` packages.
 
     Markers are read for the VM (:func:`kfp_spot.vmmarkers.for_vm`), not for ``host`` (default:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName, default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
-__all__ = ["Selection", "for_vm", "host_environment", "image_environment"]
+__all__ = ["VmRequirements", "for_vm", "host_environment", "image_environment"]
 
 
 def image_environment(python: str) -> dict[str, str]:
@@ -44,7 +44,7 @@ def host_environment() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Selection:
+class VmRequirements:
     """What :func:`for_vm` found.
 
     Attributes:
@@ -81,7 +81,7 @@ def for_vm(
     host: Mapping[str, str],
     *,
     extras: Iterable[str] = (),
-) -> Selection:
+) -> VmRequirements:
     """The requirements pip installs on the VM (``vm``'s marker values), compared with ``host``.
 
     ``extras``: the extras the distribution declaring ``requirements`` is installed with (a job's
@@ -109,4 +109,4 @@ def for_vm(
         if there:
             requirement.marker = None
             install.append(str(requirement))
-    return Selection(tuple(install), tuple(vm_only), tuple(host_only))
+    return VmRequirements(tuple(install), tuple(vm_only), tuple(host_only))

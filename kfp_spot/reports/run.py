@@ -123,8 +123,7 @@ class RunData:
     def account(self) -> accounting.Summary:
         """The run's accounting summary (the same code as the launcher's job report).
 
-        The jobs of a run that finished ended, how is not recorded here: an attempt record its
-        trainer never closed is then not read as still running.
+        A finished run's jobs ended (how is not recorded here): a record never closed is not live.
         """
         state = (
             accounting.EndReason.RUNNING if self.finished is None else accounting.EndReason.UNKNOWN
