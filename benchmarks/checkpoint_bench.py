@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/checkpoint_bench.py COMMAND [opts]
 
-COMMAND: throughput, stall, pages, restart, goodput or all (the default).
+COMMAND: throughput, stall, pages, restart, goodput, memory or all (the default).
 
 0. **checksums** (with throughput) — CRC32C as kfp-spot computes it, against sha256, zlib's crc32
    and (when installed) crc32c-rs, ICRAR's crc32c package and BLAKE3, on one core.
@@ -34,6 +34,10 @@ COMMAND: throughput, stall, pages, restart, goodput or all (the default).
 5. **restart** — SIGTERM to a training process, its save on the notice, its exit, a new process,
    its restore and its first step; minus the trainer's own floor (a process that imports NumPy and
    takes one step), what kfp-spot adds to a restart.
+3. **memory** — the memory a save of a dict of ``--mib`` MiB of float64 in 8 arrays (one
+   ``.npz``) holds beside the state, sync and async, each in a fresh process: the growth of its
+   peak RSS (``ru_maxrss``) over the save and tracemalloc's peak (NumPy's and Python's
+   allocations; an async save's large snapshot buffers are anonymous mappings it does not see).
 6. **goodput** — useful training time / wall time of a run killed at random (exponential, mean
    ``--mtbp``; the same draws for every policy within a seed) for the Young-Daly optimum T*
    (a fixed interval from the measured save cost and the true MTBP), ``auto`` without a hint
@@ -79,6 +83,48 @@ from kfp_spot.checkpoints import checksum  # noqa: E402
 from kfp_spot.trainer import CheckpointManager, snapshot, young_daly  # noqa: E402
 
 MIB = 1 << 20
+
+
+# -- 3. memory --------------------------------------------------------------------------------
+def memory(workdir: Path, mib: int) -> None:
+    """Each mode's save in its own process (a fresh ``ru_maxrss``); see the module docstring."""
+    print(f"\n## memory of a save of a dict of arrays ({mib} MiB in 8 arrays, one .npz)")
+    for mode in ("sync", "async"):
+        root = str(workdir / f"memory-{mode}")
+        command = [sys.executable, __file__, "memory-worker", "--mode", mode, "--root", root]
+        out = subprocess.run(
+            [*command, "--mib", str(mib)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        print(out.stdout.strip())
+
+
+def memory_worker(args: argparse.Namespace) -> int:
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    value = {f"layer{i}": rng.random(args.mib * MIB // 64) for i in range(8)}
+    size = sum(array.nbytes for array in value.values())
+    with CheckpointManager(
+        args.root, handle_signals=False, record_attempts=False, async_save=args.mode == "async"
+    ) as ckpt:
+        ckpt.save(1, {"warm": {"a": np.zeros(3)}})  # what a save imports, imported
+        ckpt.wait()
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        tracemalloc.start()
+        ckpt.save(2, {"params": value})
+        ckpt.wait()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(
+        f"{args.mode:>5}: state {size / MIB:.0f} MiB; peak RSS grew {(rss1 - rss0) / MIB:.0f} MiB "
+        f"({(rss1 - rss0) / size:.2f}x the state), tracemalloc peak {peak / MIB:.0f} MiB"
+    )
+    shutil.rmtree(args.root, ignore_errors=True)
+    return 0
 
 
 # -- 1. throughput -----------------------------------------------------------------------------
@@ -973,7 +1019,7 @@ def goodput(workdir: Path, args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd")
-    for name in ("throughput", "stall", "pages", "restart", "goodput", "all"):
+    for name in ("throughput", "stall", "pages", "restart", "goodput", "memory", "all"):
         p = sub.add_parser(name)
         p.add_argument("--workdir", default=None, help="directory on the disk to measure")
         p.add_argument("--mib", type=int, default=256, help="state size for 1. and 2.")
@@ -1006,9 +1052,15 @@ def main() -> int:
     w.add_argument("--step-seconds", type=float, required=True)
     w.add_argument("--state-mib", type=int, required=True)
     w.add_argument("--grace", type=float, required=True)
+    m = sub.add_parser("memory-worker")
+    m.add_argument("--mode", choices=("sync", "async"), required=True)
+    m.add_argument("--mib", type=int, required=True)
+    m.add_argument("--root", required=True)
     args = parser.parse_args()
     if args.cmd == "worker":
         return worker(args)
+    if args.cmd == "memory-worker":
+        return memory_worker(args)
     cmd = args.cmd or "all"
     if args.cmd is None:
         args = parser.parse_args(["all"])
@@ -1029,6 +1081,8 @@ def main() -> int:
             stall(workdir, args.mib, args.stall_steps, args.stall_every, args.stall_repeats)
         if cmd in ("pages", "all"):
             pages(workdir, args.mib, args.stall_every, args.pages_rounds)
+        if cmd in ("memory", "all"):
+            memory(workdir, args.mib)
         if cmd in ("restart", "all"):
             restart(workdir, args.restart_repeats, args.restart_mib)
         if cmd in ("goodput", "all"):

@@ -289,13 +289,13 @@ def _check_member_key(key: str) -> None:
         )
 
 
-def _encode_ndarray_dict(value: Mapping[str, Any]) -> bytes:
+def _encode_ndarray_dict(value: Mapping[str, Any]) -> Chunks:
     for key, array in value.items():
         _check_member_key(key)
         _check_array(f"[{key!r}]", array)
     from kfp_spot.trainer import npzfile
 
-    return npzfile.encode(value)
+    return Chunks(npzfile.encode(value, _encode_ndarray))
 
 
 def _decode_ndarray_dict(data: Buffer) -> dict[str, Any]:

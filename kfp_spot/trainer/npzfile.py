@@ -21,25 +21,95 @@ _LOCAL_HEADER = 30  # a zip local file header's fixed part
 _ZIP64_EXTRA = 20  # the zip64 extra field zipfile adds to a local header it writes as zip64
 
 
-def encode(value: Mapping[str, Any]) -> bytes:
-    """The ``.npz`` bytes of ``value`` (keys and arrays already checked by the adapter)."""
+def encode(value: Mapping[str, Any], encode_npy: Any) -> list[Any]:
+    """The ``.npz`` of ``value`` (keys and arrays already checked by the adapter), as its parts.
+
+    The zip's headers are small bytes; each array's data is ``encode_npy``'s view of the array's
+    own memory (the ``numpy`` adapter's ``.npy`` encoder: its header, then that view), not a
+    copy: a save holds the state once more only where it must (an async save's snapshot), never
+    the whole file built in memory beside it.
+
+    Args:
+        value: key -> array, in the order the file holds them.
+        encode_npy: array -> the parts of its ``.npy`` file (the last a view of its data).
+    """
     import struct
     import zipfile
 
-    import numpy as np
-
-    buf = io.BytesIO()
+    out = _Layout()
     # What np.savez writes, without passing the keys as its keyword arguments: a key named
     # "file" made it raise and one named "allow_pickle" was silently dropped from the file.
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for key, array in value.items():
             info = zipfile.ZipInfo(f"{key}.npy")
             fixed = _LOCAL_HEADER + len(info.filename.encode("utf-8")) + 6 + _ZIP64_EXTRA
-            pad = -(buf.tell() + fixed) % ALIGN
+            pad = -(out.tell() + fixed) % ALIGN
             info.extra = struct.pack("<HHH", _PAD_ID, 2 + pad, ALIGN) + bytes(pad)
             with archive.open(info, "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
-    return buf.getvalue()
+                for part in encode_npy(array):
+                    member.write(part)
+    return out.parts
+
+
+class _Layout(io.RawIOBase):
+    """A seekable file for :mod:`zipfile` that keeps a written ``memoryview`` by reference.
+
+    Other writes (the zip's headers) are copied into small buffers, which a write over earlier
+    bytes (zipfile seeks back to complete a member's local header) patches in place.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[Any] = []  # bytearray (copied headers) or memoryview (an array's data)
+        self._starts: list[int] = []
+        self._size = self._pos = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        if self._pos < self._size:
+            self._patch(self._pos, memoryview(data).cast("B"))
+        elif self._pos > self._size:
+            raise ValueError("a write past the end of an .npz being laid out")
+        elif isinstance(data, memoryview):
+            self._starts.append(self._size)
+            self.parts.append(data)
+            self._size += size
+        else:
+            if not self.parts or not isinstance(self.parts[-1], bytearray):
+                self._starts.append(self._size)
+                self.parts.append(bytearray())
+            self.parts[-1] += data
+            self._size += size
+        self._pos += size
+        return size
+
+    def _patch(self, at: int, data: memoryview) -> None:
+        import bisect
+
+        done = 0
+        while done < data.nbytes:
+            i = bisect.bisect_right(self._starts, at + done) - 1
+            part, start = self.parts[i], self._starts[i]
+            if not isinstance(part, bytearray):
+                raise ValueError("a write over an array's data in an .npz being laid out")
+            begin = at + done - start
+            n = min(len(part) - begin, data.nbytes - done)
+            part[begin : begin + n] = data[done : done + n]
+            done += n
 
 
 class _Reader(io.RawIOBase):
