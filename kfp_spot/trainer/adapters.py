@@ -203,6 +203,16 @@ def _check_array(where: str, value: Any) -> None:
             "is a numpy array of Python objects, which cannot be checkpointed without pickle; "
             "store a numeric array or use the 'sklearn'/'bytes' adapters",
         )
+    if value.dtype.kind == "V" and _npy_dtype(value.dtype) != value.dtype:
+        # A dtype a library adds to NumPy (ml_dtypes' bfloat16, float8_*) has no .npy name: the
+        # file records raw bytes ('|V2') and numpy.load gives back that, not the numbers.
+        raise _Refused(
+            where,
+            f"is of dtype {value.dtype}, which a .npy file stores as raw bytes of dtype "
+            f"{_npy_dtype(value.dtype)} and gives back as those; store value.astype(numpy."
+            f"float32), or value.view(numpy.uint{8 * value.dtype.itemsize}) and view it back "
+            f"as {value.dtype} after the restore",
+        )
     kind = type(value)
     # A memmap is restored as the ndarray it maps; any other subclass would lose what it adds
     # (a masked array its mask, a numpy.matrix its `*` as a matrix product).
@@ -213,6 +223,18 @@ def _check_array(where: str, value: Any) -> None:
             ".npy file would give back as a plain ndarray (a masked array loses its mask, a "
             "matrix its `*` product); store numpy.asarray(value) (and a mask under its own key)",
         )
+
+
+def _npy_dtype(dtype: Any) -> Any:
+    """The dtype a ``.npy`` file of an array of ``dtype`` gives back."""
+    import warnings
+
+    import numpy as np
+
+    fmt = np.lib.format
+    with warnings.catch_warnings():  # a dtype's metadata is not saved: encoding warns of it
+        warnings.simplefilter("ignore", UserWarning)
+        return fmt.descr_to_dtype(fmt.dtype_to_descr(dtype))
 
 
 def _decode_ndarray(data: Buffer) -> Any:

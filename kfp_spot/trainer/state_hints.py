@@ -62,8 +62,9 @@ def _fix(
             return None
         return f"{path} is {value!r}, which JSON does not hold (finite numbers only)"
     if kind is dict:
-        bad = next((k for k in value if type(k) is not str), None)
-        if bad is not None:
+        bad = [k for k in value if type(k) is not str][:1]  # a key may be None
+        if bad:
+            bad = bad[0]
             return (
                 f"{path} has the key {bad!r} ({_type_name(bad)}); JSON's keys are strings: "
                 "use str keys"
@@ -148,8 +149,9 @@ def unstored_item(
         if _is_array_like(item):
             return _array_like(path, item)
     if isinstance(value, dict) and value and all(_is_array(v) for v in value.values()):
-        bad = next((k for k in value if not isinstance(k, str)), None)
-        if bad is not None:
+        keys = [k for k in value if not isinstance(k, str)][:1]  # a key may be None
+        if keys:
+            bad = keys[0]
             return f"{root} has the key {bad!r} ({_type_name(bad)}): an .npz's names are strings"
     for path, item, in_list in _items(value, root):
         if (

@@ -115,6 +115,11 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(f"metrics must be a mapping of names to values, got {metrics!r}")
     out = {}
     for name, value in metrics.items():
+        if not isinstance(name, str):  # str(name) made 1 and "1" one metric, the other lost
+            raise ValueError(
+                f"metrics key {name!r} ({type(name).__name__}) must be a str: a metric is "
+                f"recorded, ranked and reported by its name; use {str(name)!r}"
+            )
         if isinstance(value, (list, dict)):
             pass
         elif callable(getattr(value, "tolist", None)):  # a numpy (or torch) scalar or array
@@ -130,7 +135,7 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
                 f"metrics[{name!r}] = {reprlib.repr(value)} is not a JSON value (number, string, "
                 "bool, None, or lists/dicts of them, nested less than a thousand deep)"
             ) from None
-        out[str(name)] = value
+        out[name] = value
     return out
 
 
