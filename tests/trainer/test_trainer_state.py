@@ -678,3 +678,81 @@ def test_metrics_keys_that_are_not_strings_are_refused_not_stringified(tmp_path:
     assert restored is not None
     assert restored.metrics["loss"] == 0.5 and restored.metrics["tag"] == "a"
     assert math.isnan(restored.metrics["nan"])
+
+
+_HOSTILE_KEYS = st.one_of(
+    st.sampled_from(["", "..", ".", "a/b", "../x", "ü", "a.npy", "manifest.json", "\0"]),
+    st.text(max_size=4),
+    st.integers(-2, 2),
+    st.none(),
+    st.booleans(),
+)
+_ARRAYS = st.one_of(
+    hnp.arrays(
+        st.sampled_from(["<f4", ">f4", ">i8", "?", "<c8", "<f2", "<U2", "|S2", ">M8[s]"]),
+        hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
+    ),
+    st.builds(lambda a: np.asfortranarray(a.reshape(2, 3)), hnp.arrays(">f8", 6)),
+    st.builds(lambda a: a[::2], hnp.arrays("<i4", 5)),  # not contiguous
+)
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+    st.builds(np.float32, st.floats(width=32)),
+    st.builds(np.int64, st.integers(-(2**63), 2**63 - 1)),
+    _ARRAYS,
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(_HOSTILE_KEYS, inner, max_size=3),
+        st.dictionaries(_HOSTILE_KEYS, _ARRAYS, min_size=1, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+def _same(saved: Any, back: Any) -> bool:
+    """Bitwise the same value: type, dtype (byte order included), shape, bytes, key order."""
+    if type(saved) is not type(back) and not (type(saved) is np.ndarray is type(back)):
+        return False
+    if isinstance(saved, (np.ndarray, np.generic)):
+        return (
+            saved.dtype == back.dtype
+            and saved.shape == back.shape
+            and saved.tobytes() == back.tobytes()
+        )
+    if isinstance(saved, dict):
+        return list(saved) == list(back) and all(_same(saved[k], back[k]) for k in saved)
+    if isinstance(saved, (list, tuple)):
+        return len(saved) == len(back) and all(map(_same, saved, back))
+    if isinstance(saved, float) and math.isnan(saved):
+        return math.isnan(back)
+    return bool(saved == back) and (not isinstance(saved, float) or str(saved) == str(back))
+
+
+@settings(max_examples=40, deadline=None)
+@given(key=st.just("v") | _HOSTILE_KEYS, value=_VALUES)
+def test_a_hostile_state_round_trips_bitwise_or_is_refused_in_one_line_naming_it(
+    key: Any, value: Any
+) -> None:
+    try:
+        files, index = adapters.encode_state({key: value})
+    except adapters.StateEncodingError as exc:  # a value no adapter gives back the same
+        message = str(exc)
+        assert "\n" not in message and message.startswith(f"state[{key!r}]"), message
+        assert "builtins.dict" not in message and "builtins.list" not in message, message
+        return
+    except ValueError as exc:  # a key that cannot name a file in the step's directory
+        message = str(exc)
+        assert "\n" not in message and repr(key)[:40] in message, message
+        return
+    assert all("/" not in name and not name.startswith(".") for name in files)
+    back = adapters.decode_state(files.__getitem__, index)
+    assert list(back) == [key] and _same(value, back[key]), (value, back[key])
