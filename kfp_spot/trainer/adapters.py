@@ -702,10 +702,20 @@ def _check_file_name(key: str, name: str, folded: dict[str, str]) -> None:
     Every disk takes it or none does: a save that works on Linux must not fail, or silently
     overwrite another value's file, on a Mac (APFS ignores case and Unicode normalization).
     """
-    if name == MANIFEST_NAME or "\\" in name or "\x00" in name:
+    import unicodedata
+
+    # "Manifest" is manifest.json on a case-insensitive disk (macOS): the manifest, written
+    # last, would overwrite its file and the step fail its checksum, as damage.
+    fold = unicodedata.normalize("NFC", name).casefold()
+    if fold == MANIFEST_NAME:
         raise ValueError(
             f"state key {key!r} cannot be used: its file would be {name!r}, which is the "
-            f"checkpoint's {MANIFEST_NAME!r} or holds a backslash or NUL; rename the key"
+            f"checkpoint's {MANIFEST_NAME!r} (on a case-insensitive disk too); rename the key"
+        )
+    if "\\" in name or "\x00" in name:
+        raise ValueError(
+            f"state key {key!r} cannot be used: its file would be {name!r}, which holds a "
+            "backslash or NUL; rename the key"
         )
     try:
         name.encode("utf-8")
@@ -721,9 +731,6 @@ def _check_file_name(key: str, name: str, folded: dict[str, str]) -> None:
             f"{len(name.encode('utf-8'))} bytes, over the {_MAX_NAME_BYTES} "
             "file systems allow; use a shorter key"
         )
-    import unicodedata
-
-    fold = unicodedata.normalize("NFC", name).casefold()
     other = folded.get(fold)
     if other is not None:
         raise ValueError(

@@ -191,6 +191,9 @@ def test_state_keys_that_some_disk_cannot_hold_are_refused_before_writing() -> N
         adapters.encode_state({"k" * 300: 1})
     with pytest.raises(ValueError, match=r"state key 'manifest'"):
         adapters.encode_state({"manifest": {"a": 1}})
+    # Manifest.json is manifest.json on a Mac: the manifest, written last, overwrote it
+    with pytest.raises(ValueError, match=r"^state key 'Manifest' .* 'manifest.json' \(on a case"):
+        adapters.encode_state({"Manifest": {"a": 1}})
     with pytest.raises(ValueError, match="state is empty"):
         adapters.encode_state({})
 
