@@ -175,9 +175,14 @@ def _encode_ndarray(value: Any) -> Chunks:
 
     Nothing is copied for a contiguous array; a save that must snapshot (async) copies it.
     """
+    _check_array("", value)
+    return _npy_parts(value)
+
+
+def _npy_parts(value: Any) -> Chunks:
+    """An array's ``.npy`` file as its header and a view of its data (an array checked)."""
     import numpy as np
 
-    _check_array("", value)
     if not (value.flags.c_contiguous or value.flags.f_contiguous):
         value = np.ascontiguousarray(value)
     header = io.BytesIO()
@@ -317,7 +322,7 @@ def _encode_ndarray_dict(value: Mapping[str, Any]) -> Chunks:
         _check_array(f"[{key!r}]", array)
     from kfp_spot.trainer import npzfile
 
-    return Chunks(npzfile.encode(value, _encode_ndarray))
+    return Chunks(npzfile.encode(value, _npy_parts))
 
 
 def _decode_ndarray_dict(data: Buffer) -> dict[str, Any]:

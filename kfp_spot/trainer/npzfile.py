@@ -51,18 +51,26 @@ def encode(value: Mapping[str, Any], encode_npy: Any) -> list[Any]:
     return out.parts
 
 
-class _Layout(io.RawIOBase):
-    """A seekable file for :mod:`zipfile` that keeps a written ``memoryview`` by reference.
+_BY_REFERENCE = 16 << 10
+"""The smallest array data :class:`_Layout` keeps as a view: a smaller one is copied beside the
+headers, as each part costs the write more than copying 16 KiB (an optimizer's 5,000 arrays of
+100 floats saved in 0.6 s as 10,001 parts, 0.2 s as one)."""
 
-    Other writes (the zip's headers) are copied into small buffers, which a write over earlier
-    bytes (zipfile seeks back to complete a member's local header) patches in place.
+
+class _Layout(io.RawIOBase):
+    """A seekable file for :mod:`zipfile` that keeps a large written ``memoryview`` by reference.
+
+    Other writes (the zip's headers, small arrays) are copied into buffers between the views,
+    which a write over earlier bytes (zipfile seeks back to complete a member's local header)
+    patches in place.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.parts: list[Any] = []  # bytearray (copied headers) or memoryview (an array's data)
+        self.parts: list[Any] = []  # bytearray (copied) or memoryview (an array's data)
         self._starts: list[int] = []
         self._size = self._pos = 0
+        self._tail: bytearray | None = None  # the last part, where it is a copy
 
     def writable(self) -> bool:
         return True
@@ -79,22 +87,26 @@ class _Layout(io.RawIOBase):
         return self._pos
 
     def write(self, data: Any) -> int:
-        size = memoryview(data).nbytes
-        if self._pos < self._size:
-            self._patch(self._pos, memoryview(data).cast("B"))
-        elif self._pos > self._size:
-            raise ValueError("a write past the end of an .npz being laid out")
-        elif isinstance(data, memoryview):
+        view = memoryview(data)
+        size = view.nbytes
+        if self._pos != self._size:
+            if self._pos > self._size:
+                raise ValueError("a write past the end of an .npz being laid out")
+            self._patch(self._pos, view.cast("B"))
+            self._pos += size
+            return size
+        if isinstance(data, memoryview) and size >= _BY_REFERENCE:
             self._starts.append(self._size)
             self.parts.append(data)
-            self._size += size
+            self._tail = None
         else:
-            if not self.parts or not isinstance(self.parts[-1], bytearray):
+            if self._tail is None:
+                self._tail = bytearray()
                 self._starts.append(self._size)
-                self.parts.append(bytearray())
-            self.parts[-1] += data
-            self._size += size
-        self._pos += size
+                self.parts.append(self._tail)
+            self._tail += view
+        self._size += size
+        self._pos = self._size
         return size
 
     def _patch(self, at: int, data: memoryview) -> None:

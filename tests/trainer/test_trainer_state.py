@@ -759,3 +759,14 @@ def test_a_hostile_state_round_trips_bitwise_or_is_refused_in_one_line_naming_it
     assert all("/" not in name and not name.startswith(".") for name in files)
     back = adapters.decode_state(files.__getitem__, index)
     assert list(back) == [key] and _same(value, back[key]), (value, back[key])
+
+
+def test_a_dict_of_many_small_arrays_is_one_part_to_write_and_large_ones_are_views() -> None:
+    # Each array's data was a part of its own: an optimizer's 5,000 arrays of 100 floats were
+    # 10,001 writes, three times as slow to save as the .npz built whole.
+    small = {f"p{i}": np.full(100, float(i)) for i in range(300)}
+    large = np.arange(1 << 16, dtype=np.float64)  # 512 KiB
+    files, _ = adapters.encode_state({"opt": small, "params": {"w": large}})
+    assert len(files["opt.npz"]) == 1
+    views = [part for part in files["params.npz"] if isinstance(part, memoryview)]
+    assert len(views) == 1 and np.shares_memory(np.frombuffer(views[0], np.float64), large)
