@@ -513,7 +513,8 @@ class CheckpointManager:
         Args:
             step: the number of steps completed (>= 0).
             state: name -> value (see :mod:`kfp_spot.trainer.adapters`).
-            metrics: small JSON facts (loss, accuracy) kept in the manifest.
+            metrics: small JSON facts (loss, accuracy) kept in the manifest, by str names
+                (another key is refused: ``1`` and ``"1"`` would be one metric).
             blocking: wait for the write; default: not when ``async_save`` is on, unless the
                 manager was closed (nothing would wait for the background write).
 
