@@ -34,10 +34,6 @@ COMMAND: throughput, stall, pages, restart, goodput, memory or all (the default)
 5. **restart** — SIGTERM to a training process, its save on the notice, its exit, a new process,
    its restore and its first step; minus the trainer's own floor (a process that imports NumPy and
    takes one step), what kfp-spot adds to a restart.
-3. **memory** — the memory a save of a dict of ``--mib`` MiB of float64 in 8 arrays (one
-   ``.npz``) holds beside the state, sync and async, each in a fresh process: the growth of its
-   peak RSS (``ru_maxrss``) over the save and tracemalloc's peak (NumPy's and Python's
-   allocations; an async save's large snapshot buffers are anonymous mappings it does not see).
 6. **goodput** — useful training time / wall time of a run killed at random (exponential, mean
    ``--mtbp``; the same draws for every policy within a seed) for the Young-Daly optimum T*
    (a fixed interval from the measured save cost and the true MTBP), ``auto`` without a hint
@@ -46,6 +42,10 @@ COMMAND: throughput, stall, pages, restart, goodput, memory or all (the default)
    default this script plays the kill/restart cycle on plain processes (``--harness local``);
    ``--harness emulator`` runs Spot CustomJobs on the kfp-spot emulator instead (which adds its
    own scheduling to every restart).
+7. **memory** — the memory a save of a dict of ``--mib`` MiB of float64 in 8 arrays (one
+   ``.npz``) holds beside the state, sync and async, each in a fresh process: the growth of its
+   peak RSS (``ru_maxrss``) over the save and tracemalloc's peak (NumPy's and Python's
+   allocations; an async save's large snapshot buffers are anonymous mappings it does not see).
 
 Results go to stdout as plain tables. Nothing here is run by the test suite.
 """
@@ -85,7 +85,7 @@ from kfp_spot.trainer import CheckpointManager, snapshot, young_daly  # noqa: E4
 MIB = 1 << 20
 
 
-# -- 3. memory --------------------------------------------------------------------------------
+# -- 7. memory --------------------------------------------------------------------------------
 def memory(workdir: Path, mib: int) -> None:
     """Each mode's save in its own process (a fresh ``ru_maxrss``); see the module docstring."""
     print(f"\n## memory of a save of a dict of arrays ({mib} MiB in 8 arrays, one .npz)")
