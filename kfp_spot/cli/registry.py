@@ -85,6 +85,7 @@ def push(
 
     host = _checked_host(host)
     tags = tuple(dict.fromkeys((*(() if version is None else (version,)), "latest", *extra_tags)))
+    _registry_call(registry.push_tags, version, tags)  # before any warning of the template
     _registry_call(registry.check_template, template)  # before its images are read
     _warn_of_unpullable_images(template)
     _warn_of_cached_tasks(template)

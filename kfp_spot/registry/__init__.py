@@ -15,6 +15,7 @@ from kfp_spot.registry.client import (
     list_untagged,
     pull,
     push,
+    push_tags,
 )
 from kfp_spot.registry.hosts import check_host, is_artifact_registry, registry_client
 from kfp_spot.registry.server import CONTEXT_FILE, RegistryServer, RegistryServerError
@@ -35,5 +36,6 @@ __all__ = [
     "list_untagged",
     "pull",
     "push",
+    "push_tags",
     "registry_client",
 ]

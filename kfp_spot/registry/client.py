@@ -49,7 +49,7 @@ def push(
     template_path: str | Path,
     host: str,
     version: str | None = None,
-    tags: tuple[str, ...] | list[str] | None = None,
+    tags: str | Sequence[str] | None = None,
     *,
     config_file: str | None = None,
     auth: Any = None,
@@ -62,8 +62,8 @@ def push(
         host: the repository URL.
         version: the pipeline's own version (for example ``1.2.0``), a tag beside ``latest``;
             None sets no version tag (the upload is still named by its ``sha256:`` version).
-        tags: the tags to set; default ``(version, "latest")``, or ``("latest",)`` without a
-            version.
+        tags: the tags to set (one text is one tag); default ``(version, "latest")``, or
+            ``("latest",)`` without a version.
         config_file: see :func:`registry_client`.
         auth: see :func:`registry_client`.
         progress: told ``uploading TEMPLATE to HOST ...`` once every argument is checked.
@@ -89,13 +89,8 @@ def push(
             f"template {path} is {size} bytes; the local registry takes templates of at most "
             f"{MAX_TEMPLATE_BYTES} bytes"
         )
+    tag_list = push_tags(version, tags)
     package = check_template(path)
-    if tags is not None:
-        tag_list = tuple(tags)
-    else:
-        tag_list = ("latest",) if version is None else (version, "latest")
-    for tag in ((version,) if version is not None else ()) + tag_list:
-        _check_tag_arg(tag)
     client = registry_client(host, config_file=config_file, auth=auth)
     if progress is not None:
         progress(f"uploading {path} to {check_host(host)} ...")
@@ -107,6 +102,30 @@ def push(
         if tag != "latest" and before.get(tag, digest) != digest
     )
     return PushResult(package, digest, tag_list, moved)
+
+
+def push_tags(
+    version: str | None = None, tags: str | Sequence[str] | None = None
+) -> tuple[str, ...]:
+    """The tags :func:`push` sets, each checked: ``tags``, else ``version`` and ``latest``.
+
+    ``tags`` given as one text is one tag, as ``kfp.registry.RegistryClient.upload_pipeline``
+    takes it (never its letters, each a tag of its own).
+
+    Raises:
+        ValueError: naming the first tag (or the version) a registry would refuse.
+    """
+    if isinstance(tags, str):
+        tag_list: tuple[str, ...] = (tags,)
+    elif tags is None:
+        tag_list = ("latest",) if version is None else (version, "latest")
+    elif isinstance(tags, Sequence):
+        tag_list = tuple(tags)
+    else:
+        raise ValueError(f"invalid tags {tags!r}: give a list of tags, e.g. ['1.2.0', 'latest']")
+    for tag in ((version,) if version is not None else ()) + tag_list:
+        _check_tag_arg(tag)
+    return tag_list
 
 
 def _tag_versions(host: str, client: Any, package: str) -> dict[str, str]:
@@ -164,7 +183,7 @@ def _check_tag_arg(tag: str) -> None:
     try:
         check_tag(tag)
     except RegistryStoreError as exc:
-        several = "," in tag and all(p.strip() for p in tag.split(","))
+        several = isinstance(tag, str) and "," in tag and all(p.strip() for p in tag.split(","))
         hint = "; give each tag on its own (`--tag a --tag b`)" if several else ""
         raise ValueError(exc.message + hint) from exc
 

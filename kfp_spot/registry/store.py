@@ -73,9 +73,19 @@ def _not_found(message: str) -> RegistryStoreError:
     return RegistryStoreError(404, "NOT_FOUND", message)
 
 
+def _not_text(kind: str, value: object) -> RegistryStoreError:
+    """A Python caller's id given as another type (``push(..., version=2)``): say so."""
+    return _invalid(
+        f"invalid {kind} {value!r}: a {kind} is text, not {type(value).__name__} "
+        f"(e.g. {str(value)!r})"
+    )
+
+
 def check_id(kind: str, value: str) -> str:
     """Return ``value`` when it is a valid id of ``kind``; raise INVALID_ARGUMENT otherwise."""
-    if not isinstance(value, str) or _ID_RE.fullmatch(value) is None or ".." in value:
+    if not isinstance(value, str):
+        raise _not_text(kind, value)
+    if _ID_RE.fullmatch(value) is None or ".." in value:
         raise _invalid(
             f"invalid {kind} {value!r}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -107,6 +117,8 @@ def check_repository(value: str) -> str:
 
 def check_version(value: str) -> str:
     """Return the hex digest of a ``sha256:<hex>`` version; raise INVALID_ARGUMENT otherwise."""
+    if not isinstance(value, str):
+        raise _not_text("version", value)
     hex_digest = value[len(VERSION_PREFIX) :] if value.startswith(VERSION_PREFIX) else ""
     if _HEX_RE.fullmatch(hex_digest) is None:
         raise _invalid(f"invalid version {value!r}: expected 'sha256:' and 64 lowercase hex digits")
@@ -115,7 +127,7 @@ def check_version(value: str) -> str:
 
 def check_tag(value: str) -> str:
     """Return ``value`` when it is a valid tag (not a version); raise INVALID_ARGUMENT otherwise."""
-    if value.startswith(VERSION_PREFIX):
+    if isinstance(value, str) and value.startswith(VERSION_PREFIX):
         raise _invalid(f"invalid tag {value!r}: a tag must not start with {VERSION_PREFIX!r}")
     return check_id("tag", value)
 

@@ -141,6 +141,20 @@ def test_a_push_refused_for_its_arguments_says_nothing_of_uploading(template: Pa
     assert len(errors) == 1 and needle in errors[0], result.output
 
 
+def test_a_bad_tag_is_the_one_line_before_any_warning_of_the_template(tmp_path, monkeypatch):
+    """The tags are checked first: a bad --version came after a warning of the template's image
+    that the refused push made moot."""
+    from kfp_spot.pipelines import catalog
+
+    monkeypatch.setenv("KFP_SPOT_CONFIG_DIR", str(tmp_path / "config"))  # no image records
+    committed = catalog.pipeline_path("spot_training")
+    host = "http://127.0.0.1:1/my-project/r"
+    result = CliRunner().invoke(main, ["push", str(committed), "--version", "1 0", "--host", host])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("kfp-spot: error: invalid tag '1 0'"), line
+
+
 def test_bad_host_is_one_line_and_exit_2(template: Path):
     result = CliRunner().invoke(main, ["push", str(template), "--host", "not-a-url"])
     assert result.exit_code == 2

@@ -228,6 +228,29 @@ def test_push_validates_its_arguments(template, kwargs, message):
         registry.push(template, args["host"], args["version"])
 
 
+def test_tags_given_as_one_text_are_one_tag_as_the_kfp_client_takes_them(server, template):
+    """`tags="stable"` tagged the upload s, t, a, b, l and e, one tag per letter."""
+    host = server.repository_url()
+    result = registry.push(template, host, tags="stable")
+    assert result.tags == ("stable",)
+    assert [row.tag for row in registry.list_tags(host, "tiny-add")] == ["stable"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"version": 2}, "invalid tag 2: a tag is text, not int (e.g. '2')"),
+        ({"tags": [1.5]}, "invalid tag 1.5: a tag is text, not float (e.g. '1.5')"),
+        ({"tags": 3}, "invalid tags 3: give a list of tags"),
+    ],
+)
+def test_tags_of_another_type_than_text_are_one_line_naming_them(template, kwargs, message):
+    """A Python caller's `version=2` was an AttributeError from inside the tag check."""
+    with pytest.raises(ValueError) as exc_info:
+        registry.push(template, "http://127.0.0.1:1/my-project/r", **kwargs)
+    assert str(exc_info.value).startswith(message), exc_info.value
+
+
 def test_unreachable_registry_is_one_clear_error(tmp_path: Path):
     with RegistryServer(tmp_path / "gone") as srv:
         dead = srv.repository_url()
