@@ -46,6 +46,7 @@ from kfp_spot.pipelines.local_arguments import (
     ENDPOINT_STAND_IN,
     LocalRunError,
     check_tasks,
+    given_arguments,
     load,
     parameters,
     parse_arguments,
@@ -74,6 +75,7 @@ from kfp_spot.pipelines.local_rundir import (
     check_unused,
     claim_default_run_dir,
     default_run_dir,
+    given_run_dir,
     run_dir_or_default,
 )
 from kfp_spot.pipelines.local_runnable import check_runs_locally
@@ -152,10 +154,11 @@ def run(
 
     Args:
         pipeline: a ``@dsl.pipeline`` function or a compiled pipeline YAML path.
-        arguments: the pipeline's arguments (``api_endpoint`` is always the emulator's).
+        arguments: the pipeline's arguments, a mapping of parameter name to value
+            (``api_endpoint`` is always the emulator's).
         run_dir: folder for everything the run writes, kept after the run (default:
             ``kfp-spot-runs/<timestamp>``); new or empty: one an earlier run wrote into is
-            refused.
+            refused, and so is empty text (it is no directory: None is the default).
         preemptions: how many times the drill preempts a running attempt (each after it
             committed a new checkpoint): 0 to 6 (``local_drill.PREEMPTIONS``).
         grace_period: seconds between SIGTERM and SIGKILL at a preemption: 0.5 to 120
@@ -190,8 +193,9 @@ def run(
     from kfp_spot.pipelines.local_tasks import tasks_end_with_the_run
 
     check_run_options(preemptions, grace_period)
+    given_dir = given_run_dir(run_dir)
+    arguments = given_arguments(arguments)
     pipeline = check_runs_locally(load(pipeline))
-    arguments = dict(arguments or {})
     if regions is not None:
         if "regions" not in pipeline.component_spec.inputs:
             raise LocalRunError("regions: the pipeline has no 'regions' parameter to pass them to")
@@ -201,10 +205,10 @@ def run(
             raise LocalRunError(f"regions: {exc}") from None
         if "location" in pipeline.component_spec.inputs:
             arguments.setdefault("location", arguments["regions"][0])
-    with run_dir_or_default(None if run_dir is None else Path(run_dir)) as chosen:
+    with run_dir_or_default(given_dir) as chosen:
         run_dir = chosen.resolve()  # a default one, claimed: removed again when refused here
         # Refuse bad arguments, and what a launch, evaluate or deploy task would, before starting.
-        check_tasks(pipeline, run_arguments(pipeline, arguments or {}, run_dir, ENDPOINT_STAND_IN))
+        check_tasks(pipeline, run_arguments(pipeline, arguments, run_dir, ENDPOINT_STAND_IN))
         check_unused(run_dir)
         try:  # every task and the emulator's jobs build their environments there
             envcache.writable_cache_dir()
@@ -224,7 +228,7 @@ def run(
         shown.event(f"emulator listening on {emu.endpoint}; the training's output: {replicas}/")
         preload_timeline()  # the report's imports, while the tasks run
         shown.name_groups(pipeline.pipeline_spec)
-        args = run_arguments(pipeline, arguments or {}, run_dir, emu.endpoint)
+        args = run_arguments(pipeline, arguments, run_dir, emu.endpoint)
         root_of = _checkpoint_roots(emu)
         # The tasks print it on their stderr, which a local run keeps in the logs: say it here,
         # as a note (the run itself is healthy; a real Vertex AI run is where it matters).

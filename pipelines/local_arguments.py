@@ -281,6 +281,21 @@ def _loop_shared(pipeline: Any) -> set[str]:
     }
 
 
+def given_arguments(arguments: Any) -> dict[str, Any]:
+    """A run's ``arguments`` as a dict (None: none), or a refusal naming what was given.
+
+    Text such as ``"code=x"`` was a ValueError from inside ``dict()``, and a list of pairs ran:
+    a submission's ``parameter_values`` takes a mapping only (``check_job_settings``).
+    """
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise LocalRunError(
+            f"arguments: expected a mapping of parameter name to value, got {show(arguments)}"
+        )
+    return dict(arguments)
+
+
 def run_arguments(
     pipeline: Any, arguments: Mapping[str, Any], run_dir: Path, endpoint: str
 ) -> dict[str, Any]:

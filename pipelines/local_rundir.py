@@ -7,9 +7,11 @@ holding files of the names a run writes, is refused.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from kfp_spot.packaging.sources import LOCAL_RUNS_DIR
 from kfp_spot.pipelines.local_arguments import LocalRunError
@@ -65,6 +67,27 @@ def check_unused(run_dir: Path) -> None:
             f"run_dir: {run_dir} holds {', '.join(taken)}, which a run writes (yours would be "
             f"overwritten); a run starts in a new or empty directory: give another (--run-dir)"
         )
+
+
+def given_run_dir(run_dir: Any) -> Path | None:
+    """A Python caller's ``run_dir`` as a path (None: the default), refusing empty text.
+
+    ``run_dir=""`` (an unset variable's value) was read as ``.``: the run wrote its emulator,
+    logs and pipeline root into the working directory, the project's own folder. ``kfp-spot run
+    --run-dir ""`` is refused alike (``cli.pairs.GivenPath``).
+    """
+    if run_dir is None:
+        return None
+    if isinstance(run_dir, str) and not run_dir.strip():
+        raise LocalRunError(
+            f"run_dir: {run_dir!r} is empty: give a directory, or None for the default "
+            f"({LOCAL_RUNS_DIR}/<time>)"
+        )
+    if not isinstance(run_dir, (str, os.PathLike)):
+        raise LocalRunError(
+            f"run_dir: expected a directory's path, got {type(run_dir).__name__} {run_dir!r}"
+        )
+    return Path(run_dir)
 
 
 @contextlib.contextmanager

@@ -257,6 +257,36 @@ def test_an_unknown_parameter_of_a_pipeline_without_parameters_says_it_takes_non
     assert str(info.value) == "the pipeline has no parameter 'epochs'; valid: none: it takes none"
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"run_dir": ""}, "run_dir: '' is empty: give a directory, or None for the default"),
+        ({"run_dir": " "}, "run_dir: ' ' is empty"),
+        ({"run_dir": 5}, "run_dir: expected a directory's path, got int 5"),
+        ({"arguments": "epochs=3"}, "arguments: expected a mapping of parameter name to value"),
+        ({"arguments": [("epochs", 3)]}, "arguments: expected a mapping"),
+    ],
+)
+def test_a_run_dir_or_arguments_a_python_caller_got_wrong_are_refused_first(
+    tmp_path, monkeypatch, given, message
+):
+    """`run_dir=""` (an unset variable's value) ran the pipeline in the working directory, the
+    team's project folder, writing its emulator, logs and pipeline root there; text arguments were
+    a ValueError from inside dict(), and a list of pairs ran."""
+    from kfp_spot.pipelines import local
+
+    @dsl.pipeline
+    def baked(epochs: int = 1):
+        VENDORED["launch_spot_job"](container_image_uri="us-docker.pkg.dev/p/r/t:1")
+
+    monkeypatch.chdir(tmp_path)
+    call = {"arguments": {}, "run_dir": tmp_path / "run"} | given
+    with pytest.raises(local.LocalRunError) as info:
+        local.run(baked, call["arguments"], run_dir=call["run_dir"], progress=None)
+    assert str(info.value).startswith(message), info.value
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_summary_names_the_bounds_of_a_gate_the_team_wrote_into_its_evaluation():
     """A team's evaluate task with its own thresholds (written in, or from a parameter of
     another name): the summary said `quality gate: failed` without the bound its metric missed,
