@@ -14,6 +14,7 @@ import re
 import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kfp_spot.registry.server import CONTEXT_FILE
 from kfp_spot.registry.store import RegistryStoreError, check_project, check_repository
@@ -56,6 +57,7 @@ def check_host(host: str) -> str:
     scheme, _, rest = stripped.partition("://")
     server, _, path = rest.partition("/")
     normalised = f"{scheme.lower()}://{server.lower()}/{path}"
+    _check_server(host, normalised)
     if normalised.startswith("http://") and is_artifact_registry(f"https{normalised[4:]}"):
         raise ValueError(
             f"invalid registry host {host!r}: Artifact Registry takes https only (a template "
@@ -69,6 +71,25 @@ def check_host(host: str) -> str:
         # Artifact Registry has no such repository, and the local registry takes none either.
         raise ValueError(f"invalid registry host {host!r}: {exc.message}") from None
     return normalised
+
+
+def _check_server(host: str, url: str) -> None:
+    """Refuse a server no request can reach: no name, or a port that is no TCP port.
+
+    Port 99999 was "cannot reach the registry ...: Failed to parse" from the request, exit 1,
+    as if the registry were down.
+    """
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # out of range, or not a number
+        port = 0
+    if port == 0:
+        raise ValueError(
+            f"invalid registry host {host!r}: its port is not a number from 1 to 65535"
+        )
+    if not parts.hostname:
+        raise ValueError(f"invalid registry host {host!r}: it names no server")
 
 
 def registry_client(

@@ -104,6 +104,21 @@ def test_a_project_or_repository_artifact_registry_refuses_is_refused_before_any
         client.list_tags(host, "pkg")
 
 
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [
+        ("http://127.0.0.1:99999/my-project/r", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:0/my-project/r", "its port is not a number from 1 to 65535"),
+        ("http://127.0.0.1:80a/my-project/r", "its port is not a number from 1 to 65535"),
+        ("http://:8787/my-project/r", "it names no server"),
+    ],
+)
+def test_a_server_no_request_can_reach_is_an_invalid_host_not_an_unreachable_registry(host, says):
+    """Port 99999 was `cannot reach the registry ...: Failed to parse`, exit 1, as if down."""
+    with pytest.raises(ValueError, match=f"^invalid registry host '{host}': {says}$"):
+        hosts.check_host(host)
+
+
 def test_artifact_registrys_project_and_repository_forms_are_taken():
     for host in (
         "https://us-central1-kfp.pkg.dev/my-project/templates",
