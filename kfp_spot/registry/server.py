@@ -263,6 +263,11 @@ class RegistryServer:
             RegistryServerError: when ``root`` cannot be made or written, is served by another
                 process, or the port is taken.
         """
+        if not isinstance(root, (str, os.PathLike)) or not os.fspath(root).strip():
+            # "" was the working directory: a project folder filled with registry state.
+            raise RegistryServerError(
+                f"root {root!r} names no folder: give the folder the registry keeps its state in"
+            )
         if not 0 <= int(port) <= 65535:
             raise RegistryServerError(f"port must be 0..65535, got {port}")
         if not host.strip():  # "" binds every interface: the templates served to the network
@@ -315,8 +320,14 @@ class RegistryServer:
 
         The repository is created if it is not there yet (as ``gcloud artifacts repositories
         create`` makes one on Artifact Registry): a push to one never created is refused.
+
+        Raises:
+            ValueError: a project or repository Artifact Registry would refuse, naming it.
         """
-        repository = self.store.create_repository(project, repo)
+        try:
+            repository = self.store.create_repository(project, repo)
+        except RegistryStoreError as exc:
+            raise ValueError(exc.message) from None
         return f"{self.url}/{repository.project}/{repository.repo}"
 
     def start(self) -> RegistryServer:

@@ -266,6 +266,16 @@ def test_one_root_one_server(tmp_path: Path):
         RegistryServer(tmp_path / "root")
 
 
+@pytest.mark.parametrize("root", ["", " ", None])
+def test_a_root_naming_no_folder_is_refused_not_the_working_directory(tmp_path, monkeypatch, root):
+    """RegistryServer("") kept its state in the working directory (`registry serve --root ""` is
+    refused); None was a TypeError from inside pathlib."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RegistryServerError, match=r"^root .* names no folder: give the folder"):
+        RegistryServer(root)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_root_that_cannot_be_made_is_one_clear_error_naming_it(tmp_path: Path):
     (tmp_path / "file").write_text("")
     with pytest.raises(RegistryServerError, match=r"file/root'.*Not a directory.*can be made"):
