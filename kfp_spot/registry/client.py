@@ -265,6 +265,7 @@ def pull(
                 tag=tag,
                 file_name=str(partial),
             )
+            _refuse_a_web_page(host, package, partial)
             if stream:
                 with open(output, "wb") as sink:
                     sink.write(partial.read_bytes())
@@ -279,6 +280,22 @@ def pull(
         finally:
             partial.unlink(missing_ok=True)
     return output
+
+
+def _refuse_a_web_page(host: str, package: str, downloaded: Path) -> None:
+    """Refuse a download that is a web page: a proxy's or a sign-in page in front of the host.
+
+    KFP's client writes whatever a 200 answer holds; such a page became the "template", found
+    out only when a run or submit read it. A compiled template is YAML, which never starts
+    with ``<``.
+    """
+    with open(downloaded, "rb") as head:
+        start = head.read(512).lstrip()
+    if start.startswith(b"<"):
+        raise RegistryError(
+            f"registry {host} answered the download of {package} with a web page, not a "
+            "template (a proxy or sign-in page in front of it?); nothing was written"
+        )
 
 
 def list_tags(

@@ -384,6 +384,34 @@ def test_a_corrupt_state_file_is_a_500_with_the_reason_not_a_dropped_connection(
     assert f"{package}/" in str(caught.value) and reason in str(caught.value), caught.value
 
 
+def test_a_web_page_answered_to_a_pull_is_refused_and_nothing_written(tmp_path: Path):
+    """A proxy's sign-in page (200, HTML) in front of the host was written as the template,
+    exit 0, found out only when a run or a submit read it."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<!DOCTYPE html><html><body>Sign in to continue</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Page) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        host = f"http://127.0.0.1:{httpd.server_address[1]}/my-team/templates"
+        try:
+            with pytest.raises(registry.RegistryError, match="with a web page, not a template"):
+                registry.pull(host, "tiny-add", output=tmp_path / "t.yaml")
+        finally:
+            httpd.shutdown()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_pull_into_a_directory_is_refused_naming_a_file_to_give(server, template, tmp_path):
     host = server.repository_url()
     registry.push(template, host, "1")
