@@ -79,10 +79,10 @@ def push(
         RegistryError: when the registry refuses the upload or cannot be reached.
     """
     path = Path(template_path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"template {path} does not exist (compile it first)")
-    size = path.stat().st_size
-    if size > MAX_TEMPLATE_BYTES and not is_artifact_registry(check_host(host)):
+    size = path.stat().st_size  # a directory is refused by check_template, naming it
+    if path.is_file() and size > MAX_TEMPLATE_BYTES and not is_artifact_registry(check_host(host)):
         # Said before the template is read: parsing tens of MB of YAML takes minutes, then
         # the local registry refused the upload with 413.
         raise ValueError(

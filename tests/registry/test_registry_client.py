@@ -251,6 +251,12 @@ def test_tags_of_another_type_than_text_are_one_line_naming_them(template, kwarg
     assert str(exc_info.value).startswith(message), exc_info.value
 
 
+def test_a_directory_given_as_the_template_is_named_as_one(tmp_path: Path):
+    """It was "does not exist (compile it first)", of a folder that is there."""
+    with pytest.raises(ValueError, match=r"is a directory \(give the compiled YAML file\)"):
+        registry.push(tmp_path, "http://127.0.0.1:1/my-project/r")
+
+
 def test_unreachable_registry_is_one_clear_error(tmp_path: Path):
     with RegistryServer(tmp_path / "gone") as srv:
         dead = srv.repository_url()
