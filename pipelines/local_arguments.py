@@ -28,8 +28,12 @@ def load(pipeline: Any) -> Any:
             ``pipeline`` is neither.
     """
     if isinstance(pipeline, (str, Path)):
+        from kfp_spot.registry import template_url_refusal
         from kfp_spot.vertex import pipeline_job
 
+        refusal = template_url_refusal(str(pipeline))
+        if refusal is not None:
+            raise LocalRunError(refusal)
         if not Path(pipeline).is_file():
             what = pipeline_job.missing_file_reason(pipeline)
             raise LocalRunError(f"pipeline template {pipeline} {what}; give a compiled YAML file")

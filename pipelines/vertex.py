@@ -46,6 +46,11 @@ def print_warning(text: str) -> None:
 def _template(pipeline: Any) -> Iterator[Path]:
     """The compiled template of ``pipeline`` (a path, or a pipeline compiled for the block)."""
     if isinstance(pipeline, (str, Path)):
+        from kfp_spot.registry import template_url_refusal
+
+        refusal = template_url_refusal(str(pipeline))  # the SDK's form, checked here as a file
+        if refusal is not None:
+            raise SubmissionError(refusal)
         yield Path(pipeline)
         return
     if not hasattr(pipeline, "pipeline_spec"):

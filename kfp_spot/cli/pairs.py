@@ -108,26 +108,12 @@ class TemplateFile(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """The file's path; a URL fails with the pull that fetches it."""
-        text = str(value)
-        if text.lower().startswith(("http://", "https://")):
-            scheme, _, rest = text.rstrip("/").partition("://")
-            parts = rest.split("/")
-            if len(parts) == 5:  # SERVER/PROJECT/REPO/PACKAGE/TAG (or sha256: version)
-                from kfp_spot.registry import check_host
+        if "://" in str(value):  # only a URL needs the registry's rules (and their import)
+            from kfp_spot.registry import template_url_refusal
 
-                try:  # a pull from a repository no registry can hold would fail too
-                    check_host(f"{scheme}://{'/'.join(parts[:3])}")
-                except ValueError as exc:
-                    self.fail(f"{show(text)} is a URL, not a file, and {exc}")
-                ref = parts[4]
-                which = "--version" if ref.startswith("sha256:") else "--tag"
-                pull_it = (
-                    f"`kfp-spot pull {parts[3]} --host {scheme}://{'/'.join(parts[:3])} "
-                    f"{which} {ref} -o {parts[3]}.yaml`, then give {parts[3]}.yaml"
-                )
-            else:
-                pull_it = "`kfp-spot pull PACKAGE --host REPOSITORY_URL --tag TAG`, then the file"
-            self.fail(f"{show(text)} is a URL, not a file: pull the template first with {pull_it}")
+            refusal = template_url_refusal(str(value))
+            if refusal is not None:
+                self.fail(refusal, param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:  # click's "File '...' does not exist.", cut short

@@ -17,7 +17,12 @@ from kfp_spot.registry.client import (
     push,
     push_tags,
 )
-from kfp_spot.registry.hosts import check_host, is_artifact_registry, registry_client
+from kfp_spot.registry.hosts import (
+    check_host,
+    is_artifact_registry,
+    registry_client,
+    template_url_refusal,
+)
 from kfp_spot.registry.server import CONTEXT_FILE, RegistryServer, RegistryServerError
 from kfp_spot.registry.transport import RegistryError
 
@@ -38,4 +43,5 @@ __all__ = [
     "push",
     "push_tags",
     "registry_client",
+    "template_url_refusal",
 ]

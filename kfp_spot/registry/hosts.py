@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from kfp_spot.registry.server import CONTEXT_FILE
 from kfp_spot.registry.store import RegistryStoreError, check_project, check_repository
 from kfp_spot.registry.transport import call
-from kfp_spot.vertex.values import check_nesting, loads_unique_keys
+from kfp_spot.vertex.values import check_nesting, loads_unique_keys, show
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
@@ -71,6 +71,36 @@ def check_host(host: str) -> str:
         # Artifact Registry has no such repository, and the local registry takes none either.
         raise ValueError(f"invalid registry host {host!r}: {exc.message}") from None
     return normalised
+
+
+def template_url_refusal(text: str) -> str | None:
+    """What to say of a template's registry URL given where a file is taken; None: no URL.
+
+    The Vertex AI SDK takes ``https://LOCATION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/TAG`` for a run;
+    ``kfp-spot run --template``, ``submit`` and their Python calls check a file before anything
+    is sent, so the URL is told the ``kfp-spot pull`` that fetches it (or what a pull would
+    refuse of its host).
+    """
+    if not text.lower().startswith(("http://", "https://")):
+        return None
+    scheme, _, rest = text.rstrip("/").partition("://")
+    parts = rest.split("/")
+    if len(parts) != 5:  # SERVER/PROJECT/REPO/PACKAGE/TAG (or sha256: version)
+        return (
+            f"{show(text)} is a URL, not a file: pull the template first with `kfp-spot pull "
+            "PACKAGE --host REPOSITORY_URL --tag TAG`, then the file"
+        )
+    host = f"{scheme}://{'/'.join(parts[:3])}"
+    try:  # a pull from a repository no registry can hold would fail too
+        check_host(host)
+    except ValueError as exc:
+        return f"{show(text)} is a URL, not a file, and {exc}"
+    package, ref = parts[3], parts[4]
+    which = "--version" if ref.startswith("sha256:") else "--tag"
+    return (
+        f"{show(text)} is a URL, not a file: pull the template first with `kfp-spot pull {package} "
+        f"--host {host} {which} {ref} -o {package}.yaml`, then give {package}.yaml"
+    )
 
 
 def _check_server(host: str, url: str) -> None:

@@ -488,6 +488,20 @@ def test_a_registry_url_for_a_template_is_told_the_pull_that_fetches_it(command)
     ) in line, line
 
 
+def test_a_registry_url_given_to_the_python_calls_is_told_the_pull_as_the_command_is(tmp_path):
+    """vertex.dry_run(URL) was "template https:/us-central1-... does not exist (compile it
+    first)", the URL mangled into a path; local.run(URL) said it does not exist."""
+    from kfp_spot.pipelines import local, vertex
+
+    url = "https://us-central1-kfp.pkg.dev/my-proj/repo/fraud-model/1.2.0"
+    pull_it = "pull the template first with `kfp-spot pull fraud-model --host https://us-central1"
+    with pytest.raises(vertex.SubmissionError, match=f"^{url!r} is a URL, not a file: {pull_it}"):
+        vertex.dry_run(url, project="my-proj-1", pipeline_root="gs://bkt/root")
+    with pytest.raises(local.LocalRunError, match=f"^{url!r} is a URL, not a file: {pull_it}"):
+        local.run(url, run_dir=tmp_path / "run", progress=None)
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("command", [["submit"], ["run", "--template"]])
 def test_a_registry_url_of_a_repository_artifact_registry_refuses_says_so_not_pull_it(command):
     # It was told the `kfp-spot pull` that fetches it, which then failed on the host.
