@@ -17,7 +17,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kfp_spot.registry.server import CONTEXT_FILE
-from kfp_spot.registry.store import RegistryStoreError, check_project, check_repository
+from kfp_spot.registry.store import (
+    VERSION_PREFIX,
+    RegistryStoreError,
+    check_id,
+    check_project,
+    check_repository,
+    check_tag,
+    check_version,
+)
 from kfp_spot.registry.transport import call
 from kfp_spot.vertex.values import check_nesting, loads_unique_keys, show
 
@@ -96,7 +104,12 @@ def template_url_refusal(text: str) -> str | None:
     except ValueError as exc:
         return f"{show(text)} is a URL, not a file, and {exc}"
     package, ref = parts[3], parts[4]
-    which = "--version" if ref.startswith("sha256:") else "--tag"
+    which = "--version" if ref.startswith(VERSION_PREFIX) else "--tag"
+    try:  # the pull told would refuse a version that is no sha256 digest
+        check_id("package", package)
+        (check_version if which == "--version" else check_tag)(ref)
+    except RegistryStoreError as exc:
+        return f"{show(text)} is a URL, not a file, and not a template's: {exc.message}"
     return (
         f"{show(text)} is a URL, not a file: pull the template first with `kfp-spot pull {package} "
         f"--host {host} {which} {ref} -o {package}.yaml`, then give {package}.yaml"

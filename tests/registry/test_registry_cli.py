@@ -502,6 +502,16 @@ def test_a_registry_url_given_to_the_python_calls_is_told_the_pull_as_the_comman
     assert not (tmp_path / "run").exists()
 
 
+def test_a_registry_url_of_no_version_a_pull_takes_says_so_not_pull_it():
+    # It was told `kfp-spot pull fraud-model ... --version sha256:abc`, which pull refuses.
+    url = "https://us-central1-kfp.pkg.dev/my-proj/repo/fraud-model/sha256:abc"
+    result = CliRunner().invoke(main, ["submit", url])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert f"{url!r} is a URL, not a file, and not a template's: invalid version" in line, line
+    assert "kfp-spot pull" not in line
+
+
 @pytest.mark.parametrize("command", [["submit"], ["run", "--template"]])
 def test_a_registry_url_of_a_repository_artifact_registry_refuses_says_so_not_pull_it(command):
     # It was told the `kfp-spot pull` that fetches it, which then failed on the host.
