@@ -62,8 +62,8 @@ def push(
         host: the repository URL.
         version: the pipeline's own version (for example ``1.2.0``), a tag beside ``latest``;
             None sets no version tag (the upload is still named by its ``sha256:`` version).
-        tags: the tags to set (one text is one tag); default ``(version, "latest")``, or
-            ``("latest",)`` without a version.
+        tags: the tags to set beside ``version`` (one text is one tag); default
+            ``(version, "latest")``, or ``("latest",)`` without a version.
         config_file: see :func:`registry_client`.
         auth: see :func:`registry_client`.
         progress: told ``uploading TEMPLATE to HOST ...`` once every argument is checked.
@@ -107,10 +107,12 @@ def push(
 def push_tags(
     version: str | None = None, tags: str | Sequence[str] | None = None
 ) -> tuple[str, ...]:
-    """The tags :func:`push` sets, each checked: ``tags``, else ``version`` and ``latest``.
+    """The tags :func:`push` sets, each checked: ``version`` and ``tags``, else ``latest``.
 
     ``tags`` given as one text is one tag, as ``kfp.registry.RegistryClient.upload_pipeline``
-    takes it (never its letters, each a tag of its own).
+    takes it (never its letters, each a tag of its own). ``version`` is always one of the tags,
+    as ``kfp-spot push --version V --tag T`` sets V, ``latest`` and T: it was dropped when
+    ``tags`` came with it.
 
     Raises:
         ValueError: naming the first tag (or the version) a registry would refuse.
@@ -123,7 +125,9 @@ def push_tags(
         tag_list = tuple(tags)
     else:
         raise ValueError(f"invalid tags {tags!r}: give a list of tags, e.g. ['1.2.0', 'latest']")
-    for tag in ((version,) if version is not None else ()) + tag_list:
+    if version is not None and version not in tag_list:
+        tag_list = (version, *tag_list)
+    for tag in tag_list:
         _check_tag_arg(tag)
     return tag_list
 

@@ -236,6 +236,15 @@ def test_tags_given_as_one_text_are_one_tag_as_the_kfp_client_takes_them(server,
     assert [row.tag for row in registry.list_tags(host, "tiny-add")] == ["stable"]
 
 
+def test_a_version_given_with_tags_is_one_of_the_tags(server, template):
+    """push(path, host, "1.2.0", tags=["stable"]) tagged `stable` alone: the version was dropped
+    without a word, where `kfp-spot push --version 1.2.0 --tag stable` sets it."""
+    host = server.repository_url()
+    result = registry.push(template, host, "1.2.0", tags=["stable"])
+    assert result.tags == ("1.2.0", "stable")
+    assert {row.tag for row in registry.list_tags(host, "tiny-add")} == {"1.2.0", "stable"}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
