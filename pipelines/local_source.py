@@ -264,7 +264,27 @@ def arguments_and_problems(
             checked, str(checked), arguments.get("requirements") or []
         ):
             problems.append(f"requirements: {problem}")
+    if "source" in arguments and (problem := _light_wheel_declared(checked, arguments)):
+        problems.append(problem)
     return arguments, problems
+
+
+def _light_wheel_declared(checked: Path, arguments: Mapping[str, Any]) -> str | None:
+    """prepare_package's refusal of ``kfp-spot-trainer`` declared by name, before the run.
+
+    Read from the ``requirements`` parameter and a project's static ``[project]
+    dependencies`` (a setup.py's are known after the build, where prepare_package refuses it).
+    """
+    from kfp_spot.packaging.imagepins import declared_requirements
+    from kfp_spot.packaging.trainer_dist import declared_by_name
+
+    given = arguments.get("requirements")
+    if isinstance(given, list) and (problem := declared_by_name(map(str, given))):
+        return f"requirements: {problem}"
+    static = declared_requirements(checked) if checked.is_dir() else None
+    if static and (problem := declared_by_name(static)):
+        return f"source: {problem} of {checked / 'pyproject.toml'}"
+    return None
 
 
 def check_outside(run_dir: Path, source: str | Path) -> None:

@@ -2045,3 +2045,29 @@ def test_an_entry_point_in_a_script_that_trains_at_import_is_refused_before_it_r
     script.write_text(guarded.replace('\nprint("', '\n    print("'))
     pipeline = local.load(spot_training)
     local_run.check_evaluation_module(script, entry, pipeline)  # no error
+
+
+def test_the_trainer_wheel_declared_by_name_is_refused_before_the_run(tmp_path, regressor):
+    # PyPI holds no kfp-spot-trainer, and declaring it stopped prepare_package from adding the
+    # wheel it builds: the job then failed at its install, after the build and the launch.
+    source = tmp_path / "declares-trainer"
+    shutil.copytree(regressor, source)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace("dependencies = [", 'dependencies = ["kfp-spot-trainer", ', 1)
+    )
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.spot_training_arguments(source)
+    assert str(info.value) == (
+        "source: the package declares 'kfp-spot-trainer', which is not on PyPI: pip on the "
+        "training VM would fail to install it. prepare_package builds that wheel itself and "
+        "adds it to the package URIs when the code imports kfp_spot; remove it from the "
+        f"dependencies of {pyproject}"
+    )
+    script = tmp_path / "train_it.py"
+    script.write_text("import kfp_spot.trainer\n")
+    given = {"requirements": ["numpy", "kfp_spot_trainer>=0.1"]}
+    with pytest.raises(local.LocalRunError, match=r"^requirements: the package declares "):
+        local_run.spot_training_arguments(script, parameters=given)
+    url = ["kfp-spot-trainer @ https://example.com/kfp_spot_trainer-1.0-py3-none-any.whl"]
+    assert local_run.spot_training_arguments(script, parameters={"requirements": url})

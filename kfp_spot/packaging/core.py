@@ -525,6 +525,8 @@ def prepare_package(
         check_module(built.wheel, facts, module)
         if local := platformdeps.local_reference(facts.requirements):
             raise PackagingError("source", local)
+        if light_declared := trainer_dist.declared_by_name(facts.requirements):
+            raise PackagingError("source", light_declared)
         refused = envcache.python_refusal(
             envcache.wheel_meta(built.wheel), executors.profile(executor_image_uri)
         )

@@ -429,6 +429,29 @@ def is_light_distribution_file(path: str | Path) -> bool:
     return canonicalize_name(stem) == LIGHT_DISTRIBUTION
 
 
+def declared_by_name(requirements: Iterable[str]) -> str | None:
+    """Why a requirement on ``kfp-spot-trainer`` by name cannot install on the training VM.
+
+    The light wheel exists only as prepare_package builds it from the kfp-spot it runs; PyPI,
+    where pip on a prebuilt image looks for what a package declares, holds no such distribution.
+    Declared, it also stops prepare_package from adding the wheel (the package seems to bring
+    its own), so the job fails at its install. None when no requirement names it without a URL.
+    """
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if not requirement.url and canonicalize_name(requirement.name) == LIGHT_DISTRIBUTION:
+            return (
+                f"the package declares {text!r}, which is not on PyPI: pip on the training VM "
+                "would fail to install it. prepare_package builds that wheel itself and adds it "
+                "to the package URIs when the code imports kfp_spot; remove it from the "
+                "dependencies"
+            )
+    return None
+
+
 def mentions_kfp_spot(sources: Iterable[str]) -> bool:
     """Whether any of the Python ``sources`` imports ``kfp_spot`` (then it needs the wheel)."""
     for source in sources:
