@@ -7,7 +7,8 @@ path and the job fails at its first read, after the VMs started. :func:`warnings
 text of the job's own code (its module, the evaluation entry point's and the modules of their
 package they import; docstrings left out) that starts with a home or volume folder of macOS
 (``/Users/``, ``/Volumes/``, its temporary ``/private/var/folders/``), a Windows user folder or
-this machine's home directory.
+this machine's home directory, also written ``~/`` (but for a hidden folder, a cache or a config
+the job makes in its own home).
 
 The same goes for Apple's GPU: PyTorch on a Mac runs a model on the ``mps`` device, and
 PyTorch on the training VMs (Linux) raises "PyTorch is not linked with support for mps devices"
@@ -55,9 +56,18 @@ def laptop_paths(
     for file in _files(source, modules):
         for node in _texts(file.nodes):
             text = str(node.value)
-            if text.startswith(prefixes):
+            if text.startswith(prefixes) or _in_home(text):
                 found.setdefault(text, f"{file.where}, line {node.lineno}")
     return found
+
+
+def _in_home(text: str) -> bool:
+    """Whether ``text`` is a ``~/`` path but in a hidden folder (a cache or a config made there).
+
+    ``expanduser`` finds it in this machine's home, where the emulator runs the job; on a VM
+    ``~`` is the container's home, which holds none of the developer's files.
+    """
+    return text.startswith(("~/", "~\\")) and not text[2:].startswith(".")
 
 
 def _files(source: Path | JobSource, modules: list[str]) -> Iterator[SourceFile]:

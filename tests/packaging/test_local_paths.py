@@ -118,3 +118,18 @@ def test_apples_gpu_named_without_asking_for_it_is_warned_of(tmp_path):
         "model = torch.nn.Linear(2, 1).to('mps' if torch.backends.mps.is_built() else device)\n"
     )
     assert warnings_for(tmp_path, ["trainer.task"], home="/root") == []
+
+
+def test_a_path_under_the_home_written_with_a_tilde_is_named_too(tmp_path):
+    # expanduser() finds it in this machine's home, where the emulator's job runs; a VM's home
+    # is its container's, without the file. A hidden folder (a cache, a config) is made there.
+    (tmp_path / "train_house.py").write_text(
+        "import argparse, os\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--data', default='~/datasets/house.csv')\n"
+        "CACHE = os.path.expanduser('~/.cache/house')\n"
+    )
+    found = warnings_for(tmp_path, ["train_house"], home="/root")
+    assert [w.split(", a path")[0] for w in found] == [
+        "train_house.py, line 3 names '~/datasets/house.csv'"
+    ]
