@@ -310,7 +310,7 @@ def laptop_paths(
     entry = arguments.get("evaluation_entry_point")
     evaluation = entry.partition(":")[0] if isinstance(entry, str) else ""
     if "source" in arguments and path.is_file() and path.suffix == ".py":
-        return localpaths.warnings_for(read(path.parent), [path.stem])
+        return localpaths.warnings_for(read(path.parent), [path.stem], script=path)
     if "source" not in arguments or not path.is_dir():
         return []
     from kfp_spot.pipelines.local_evaluation import modules_base

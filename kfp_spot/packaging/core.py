@@ -562,7 +562,11 @@ def prepare_package(
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(job_source, module),
-            *localpaths.warnings_for(job_source, [module, entry_point.partition(":")[0]]),
+            *localpaths.warnings_for(
+                job_source,
+                [module, entry_point.partition(":")[0]],
+                script=Path(source) if tree.kind == "script" else None,  # its folder's files
+            ),
             *platformdeps.skipped_on_vertex(
                 facts.requirements, image, {**evaluation_imports, **job_imports}
             ),

@@ -110,10 +110,38 @@ def mps_uses(source: Path | JobSource, modules: list[str]) -> dict[str, str]:
     return found
 
 
+def left_beside(script: Path) -> dict[str, str]:
+    """Each file or folder beside the single script ``script`` that its code names -> where.
+
+    A script source is packaged alone (a generated project holding the script): a ``house.csv``
+    or ``data/`` beside it, which the job finds when the emulator runs it from here, is on no VM.
+    A text counts when it is, as a relative path, the name of something in the script's folder.
+    """
+    folder = script.parent
+    try:
+        beside = {entry.name for entry in folder.iterdir()} - {script.name}
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for file in _files(JobSource(folder), [script.stem]):
+        for node in _texts(file.nodes):
+            text = str(node.value)
+            first = text.replace("\\", "/").removeprefix("./").split("/")[0]
+            if first in beside and first not in ("", ".", ".."):
+                found.setdefault(text, f"{file.where}, line {node.lineno}")
+    return found
+
+
 def warnings_for(
-    source: Path | JobSource, modules: list[str], home: str | None = None
+    source: Path | JobSource,
+    modules: list[str],
+    home: str | None = None,
+    script: Path | None = None,
 ) -> list[str]:
-    """One warning per path :func:`laptop_paths` finds (the first five) and per ``mps`` use."""
+    """One warning per path :func:`laptop_paths` finds (the first five) and per ``mps`` use.
+
+    ``script``: the single script the source is, whose folder :func:`left_beside` reads.
+    """
     source = JobSource.of(source)  # one reading for both
     devices = [
         f"{where} gives {call}() the 'mps' device, Apple's GPU, which the training VMs (Linux) "
@@ -122,10 +150,18 @@ def warnings_for(
         'else "mps" if torch.backends.mps.is_available(), else "cpu")'
         for where, call in list(mps_uses(source, modules).items())[:3]
     ]
-    return devices + [
+    paths = [
         f"{where} names {text!r}, a path of this machine: the training VMs on Vertex AI and "
         "the evaluation's container have no such file, so the job fails there when it reads "
         "it. Put the data in Cloud Storage and pass its gs:// URI (the VM's /gcs/BUCKET/... "
         "path for plain file I/O) as a training argument"
         for text, where in list(laptop_paths(source, modules, home).items())[:5]
     ]
+    beside = [
+        f"{where} names {text!r}, beside the script, which is packaged alone: the training VMs "
+        "on Vertex AI and the evaluation's container have no such file. Make the folder a "
+        "project that ships it as package data, or put the data in Cloud Storage and pass its "
+        "gs:// URI as a training argument"
+        for text, where in list(left_beside(script).items() if script else [])[:5]
+    ]
+    return devices + paths + beside

@@ -133,3 +133,30 @@ def test_a_path_under_the_home_written_with_a_tilde_is_named_too(tmp_path):
     assert [w.split(", a path")[0] for w in found] == [
         "train_house.py, line 3 names '~/datasets/house.csv'"
     ]
+
+
+def test_a_file_beside_a_script_source_is_named_as_left_out(tmp_path, capfd):
+    # A script is packaged alone: its house.csv is found when the emulator runs it from here.
+    from kfp_spot.pipelines import local_run
+
+    script = tmp_path / "train_house.py"
+    script.write_text(
+        "import os\n"
+        "HERE = os.path.dirname(__file__)\n"
+        "ROWS = os.path.join(HERE, 'house.csv')\n"
+        "EXTRA = os.path.join(HERE, './data/extra.csv')\n"
+        "MODEL = 'model.ubj'\n"
+    )
+    (tmp_path / "house.csv").write_text("1,2\n")
+    (tmp_path / "data").mkdir()
+    found = local_run.laptop_paths(script, {"source": str(script)})
+    assert found == [
+        "train_house.py, line 3 names 'house.csv', beside the script, which is packaged alone: "
+        "the training VMs on Vertex AI and the evaluation's container have no such file. Make "
+        "the folder a project that ships it as package data, or put the data in Cloud Storage "
+        "and pass its gs:// URI as a training argument",
+        found[1],
+    ]
+    assert found[1].startswith("train_house.py, line 4 names './data/extra.csv', beside")
+    prepare_package(str(script), str(tmp_path / "stage"))  # and on the task's console
+    assert found[0] in capfd.readouterr().err
