@@ -19,6 +19,7 @@ from kfp_spot.packaging.sources import (
     PROJECT_FILES,
     bare_package_module_problem,
     bare_package_name_problem,
+    missing_source,
     requirements_problem,
     source_directory_problem,
 )
@@ -94,7 +95,7 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         )
     path = Path(source)
     if not path.exists():
-        raise LocalRunError(f"training source {source} does not exist")
+        raise LocalRunError(f"training source {missing_source(str(source))}")
     arguments: dict[str, Any] = {}
     if path.resolve() == EXAMPLE_SOURCE:
         arguments.update(EXAMPLE_ARGUMENTS)

@@ -535,6 +535,20 @@ def _from_script(
     return ProjectTree(project, "script", python_module, True)
 
 
+def missing_source(source: str) -> str:
+    """The refusal of a local source path that does not exist.
+
+    A path written with ``~`` (a Python caller's ``"~/code/trainer"``) is taken as it is, as
+    by ``open()``: only a shell expands it, so the message says how.
+    """
+    if source.startswith("~"):
+        return (
+            f"{source} does not exist: '~' is expanded only by a shell; pass "
+            "os.path.expanduser(...) of it, or the full path"
+        )
+    return f"{source} does not exist"
+
+
 def requirements_problem(src: Path, label: str, requirements: Sequence[str]) -> str | None:
     """Why ``requirements`` cannot go with the source directory ``src``, or None.
 
@@ -752,7 +766,7 @@ def materialize(
         except OSError as exc:  # a name longer than the filesystem takes (ENAMETOOLONG)
             raise SourceError("source", f"{vertex.show(source)}: {exc.strerror}") from None
         if not exists:
-            raise SourceError("source", f"{source} does not exist")
+            raise SourceError("source", missing_source(source))
         if not os.access(local, os.R_OK) or (local.is_dir() and not os.access(local, os.X_OK)):
             raise SourceError("source", f"{source} is not readable (permission denied)")
     args = (python_module, name, version, reqs)

@@ -320,3 +320,16 @@ def test_a_setup_cfg_without_pyproject_or_setup_py_is_refused_naming_what_to_add
     )
     info_ok = prepare_package(str(src), str(tmp_path / "stage"))
     assert (info_ok.name, info_ok.python_module) == ("cfg-trainer", "cfgtrainer.task")
+
+
+def test_a_source_written_with_a_tilde_is_told_how_to_expand_it(tmp_path):
+    # local.run(..., {"code": "~/code/trainer"}): no shell expanded it, and "does not exist"
+    # alone left the user looking at a folder that does exist.
+    with pytest.raises(PackagingError) as info:
+        prepare_package("~/no-such-trainer", str(tmp_path / "stage"))
+    assert str(info.value) == (
+        "source: ~/no-such-trainer does not exist: '~' is expanded only by a shell; pass "
+        "os.path.expanduser(...) of it, or the full path"
+    )
+    with pytest.raises(local.LocalRunError, match=r"'~' is expanded only by a shell"):
+        local_run.spot_training_arguments("~/no-such-trainer")
