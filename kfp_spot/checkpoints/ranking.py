@@ -37,10 +37,22 @@ MIN_WORDS = frozenset(
 )
 
 
+NEGATED = "neg"
+"""A word of scikit-learn's negated scorers (``neg_log_loss``, ``test_neg_mean_squared_error``
+from ``cross_validate``): a loss with its sign flipped, so that larger is better."""
+
+
 def smaller_is_better(metric: str) -> bool:
-    """Whether the metric's name says a smaller value is better (``rmse``, ``loss_val``)."""
+    """Whether the metric's name says a smaller value is better (``rmse``, ``loss_val``).
+
+    Not for a negated one (``neg_mean_squared_error``): larger is better, as for any of
+    scikit-learn's scorers.
+    """
     name = metric.lower()
-    return name.endswith(MIN_SUFFIXES) or not MIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", name))
+    words = re.split(r"[^a-z0-9]+", name)
+    if NEGATED in words:
+        return False
+    return name.endswith(MIN_SUFFIXES) or not MIN_WORDS.isdisjoint(words)
 
 
 def default_mode(metric: str) -> str:

@@ -82,6 +82,10 @@ def test_anything_else_is_refused_or_parsed_to_a_number(text):
         ("best:brier_score", "best", None, None, "min"),
         ("best:cosine_similarity", "best", None, None, "max"),
         ("best:validation_0-aucpr", "best", None, None, "max"),
+        # scikit-learn's negated scorers (cross_val_score, GridSearchCV): larger is better.
+        ("best:neg_log_loss", "best", None, None, "max"),
+        ("best:neg_root_mean_squared_error", "best", None, None, "max"),
+        ("best:test_neg_mean_absolute_error", "best", None, None, "max"),
     ],
 )
 def test_step_forms(text, kind, step, metric, mode):
