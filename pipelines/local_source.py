@@ -265,16 +265,19 @@ def arguments_and_problems(
             checked, str(checked), arguments.get("requirements") or []
         ):
             problems.append(f"requirements: {problem}")
-    if "source" in arguments and (problem := _light_wheel_declared(checked, arguments)):
+    if "source" in arguments and (problem := _light_wheel_declared(source, checked, arguments)):
         problems.append(problem)
     return arguments, problems
 
 
-def _light_wheel_declared(checked: Path, arguments: Mapping[str, Any]) -> str | None:
+def _light_wheel_declared(
+    source: str | Path, checked: Path, arguments: Mapping[str, Any]
+) -> str | None:
     """prepare_package's refusal of ``kfp-spot-trainer`` declared by name, before the run.
 
     Read from the ``requirements`` parameter and a project's static ``[project]
     dependencies`` (a setup.py's are known after the build, where prepare_package refuses it).
+    ``checked``: the source directory, or the folder an archive ``source`` unpacks to.
     """
     from kfp_spot.packaging.imagepins import declared_requirements
     from kfp_spot.packaging.trainer_dist import declared_by_name
@@ -284,7 +287,7 @@ def _light_wheel_declared(checked: Path, arguments: Mapping[str, Any]) -> str | 
         return f"requirements: {problem}"
     static = declared_requirements(checked) if checked.is_dir() else None
     if static and (problem := declared_by_name(static)):
-        return f"source: {problem} of {checked / 'pyproject.toml'}"
+        return f"source: {problem} of {source}'s pyproject.toml"
     return None
 
 

@@ -2062,7 +2062,7 @@ def test_the_trainer_wheel_declared_by_name_is_refused_before_the_run(tmp_path, 
         "source: the package declares 'kfp-spot-trainer', which is not on PyPI: pip on the "
         "training VM would fail to install it. prepare_package builds that wheel itself and "
         "adds it to the package URIs when the code imports kfp_spot; remove it from the "
-        f"dependencies of {pyproject}"
+        f"dependencies of {source}'s pyproject.toml"
     )
     script = tmp_path / "train_it.py"
     script.write_text("import kfp_spot.trainer\n")
