@@ -194,3 +194,18 @@ def test_requirements_alike_on_the_vm_never_read_what_this_machine_has_installed
     assert skipped_on_vertex(alike, IMAGE, imported, here=MAC) == []
     (tmp_path / "requirements.txt").write_text("numpy\n")
     assert unread_requirements(tmp_path, ["numpy"], IMAGE, imported, {}) == []
+
+
+def test_the_trainer_wheel_declared_by_name_is_refused_before_staging(tmp_path):
+    # PyPI serves no kfp-spot-trainer, and declaring it made prepare_package leave its own
+    # wheel out: the job failed at its install on the VM (a setup.py's too, known only now).
+    project = write_project(tmp_path / "tiny")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'dependencies = ["numpy>=1.20"]', 'dependencies = ["numpy>=1.20", "kfp-spot-trainer"]'
+        )
+    )
+    with pytest.raises(PackagingError, match=r"^source: the package declares 'kfp-spot-trainer'"):
+        prepare_package(str(project), str(tmp_path / "stage"))
+    assert not (tmp_path / "stage").exists()
