@@ -237,6 +237,7 @@ def _checked_arguments(
         for check in (
             lambda: _refuse(job_module_problem(checked, arguments)),
             lambda: _refuse(job_python_problem(checked, arguments, pipeline)),
+            lambda: _refuse(_trainer_declared(source, checked, arguments)),
             lambda: check_evaluation_module(checked, arguments, pipeline),
             lambda: check_evaluation_imports(checked, arguments, pipeline),
             lambda: check_threshold_metrics(checked, arguments, pipeline),
@@ -252,6 +253,15 @@ def _checked_arguments(
         if problems:
             raise LocalRunError(named(together(problems)))
     return arguments
+
+
+def _trainer_declared(source: str | Path, checked: Path, arguments: dict[str, Any]) -> str | None:
+    """prepare_package's refusal of ``kfp-spot-trainer`` declared by name, before the run."""
+    if "source" not in arguments:
+        return None
+    from kfp_spot.packaging.trainer_dist import source_problem
+
+    return source_problem(source, checked, arguments)
 
 
 def _refuse(problem: str | None) -> None:

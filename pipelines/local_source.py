@@ -19,7 +19,6 @@ from kfp_spot.packaging.sources import (
     PROJECT_FILES,
     bare_package_module_problem,
     bare_package_name_problem,
-    missing_source,
     requirements_problem,
     source_directory_problem,
 )
@@ -93,14 +92,14 @@ def package_arguments(source: str | Path) -> dict[str, Any]:
         raise LocalRunError(
             f"source: expected a path (str or pathlib.Path), got {type(source).__name__}"
         )
+    from kfp_spot.packaging.sources import is_archive, missing_source, source_file_problem
+
     path = Path(source)
     if not path.exists():
         raise LocalRunError(f"training source {missing_source(str(source))}")
     arguments: dict[str, Any] = {}
     if path.resolve() == EXAMPLE_SOURCE:
         arguments.update(EXAMPLE_ARGUMENTS)
-    from kfp_spot.packaging.sources import is_archive, source_file_problem
-
     if not path.is_dir() and (problem := source_file_problem(path, str(source))):
         raise LocalRunError(f"source: {problem}")  # before the emulator starts, not in a task
     if path.is_file() and is_archive(path.name):
@@ -265,30 +264,7 @@ def arguments_and_problems(
             checked, str(checked), arguments.get("requirements") or []
         ):
             problems.append(f"requirements: {problem}")
-    if "source" in arguments and (problem := _light_wheel_declared(source, checked, arguments)):
-        problems.append(problem)
     return arguments, problems
-
-
-def _light_wheel_declared(
-    source: str | Path, checked: Path, arguments: Mapping[str, Any]
-) -> str | None:
-    """prepare_package's refusal of ``kfp-spot-trainer`` declared by name, before the run.
-
-    Read from the ``requirements`` parameter and a project's static ``[project]
-    dependencies`` (a setup.py's are known after the build, where prepare_package refuses it).
-    ``checked``: the source directory, or the folder an archive ``source`` unpacks to.
-    """
-    from kfp_spot.packaging.imagepins import declared_requirements
-    from kfp_spot.packaging.trainer_dist import declared_by_name
-
-    given = arguments.get("requirements")
-    if isinstance(given, list) and (problem := declared_by_name(map(str, given))):
-        return f"requirements: {problem}"
-    static = declared_requirements(checked) if checked.is_dir() else None
-    if static and (problem := declared_by_name(static)):
-        return f"source: {problem} of {source}'s pyproject.toml"
-    return None
 
 
 def check_outside(run_dir: Path, source: str | Path) -> None:

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from kfp import dsl
 
 from kfp_spot.cli import main as cli_main
+from kfp_spot.packaging import trainer_dist
 from kfp_spot.pipelines import catalog, local, local_run
 from kfp_spot.pipelines.spot_training import spot_training
 from tests.own_package import write_regressor
@@ -2057,7 +2058,7 @@ def test_the_trainer_wheel_declared_by_name_is_refused_before_the_run(tmp_path, 
         pyproject.read_text().replace("dependencies = [", 'dependencies = ["kfp-spot-trainer", ', 1)
     )
     with pytest.raises(local.LocalRunError) as info:
-        local_run.spot_training_arguments(source)
+        local_run.run_local(tmp_path / "run", source=source, progress=None)
     assert str(info.value) == (
         "source: the package declares 'kfp-spot-trainer', which is not on PyPI: pip on the "
         "training VM would fail to install it. prepare_package builds that wheel itself and "
@@ -2065,9 +2066,13 @@ def test_the_trainer_wheel_declared_by_name_is_refused_before_the_run(tmp_path, 
         f"dependencies of {source}'s pyproject.toml"
     )
     script = tmp_path / "train_it.py"
-    script.write_text("import kfp_spot.trainer\n")
-    given = {"requirements": ["numpy", "kfp_spot_trainer>=0.1"]}
+    script.write_text("import kfp_spot.trainer\n\n\ndef evaluate(d, p):\n    return {}\n")
+    given = {
+        "requirements": ["numpy", "kfp_spot_trainer>=0.1"],
+        "evaluation_entry_point": "train_it:evaluate",
+    }
     with pytest.raises(local.LocalRunError, match=r"^requirements: the package declares "):
-        local_run.spot_training_arguments(script, parameters=given)
+        local_run.run_local(tmp_path / "run", source=script, parameters=given, progress=None)
+    assert not (tmp_path / "run").exists()
     url = ["kfp-spot-trainer @ https://example.com/kfp_spot_trainer-1.0-py3-none-any.whl"]
-    assert local_run.spot_training_arguments(script, parameters={"requirements": url})
+    assert trainer_dist.source_problem(script, script, {"requirements": url}) is None

@@ -43,10 +43,11 @@ import re
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -449,6 +450,24 @@ def declared_by_name(requirements: Iterable[str]) -> str | None:
                 "to the package URIs when the code imports kfp_spot; remove it from the "
                 "dependencies"
             )
+    return None
+
+
+def source_problem(source: object, project: Path, arguments: Mapping[str, Any]) -> str | None:
+    """:func:`declared_by_name` of a local run's source before its build, as one line.
+
+    Read from the ``requirements`` argument and a project's static ``[project]
+    dependencies`` (a setup.py's are known after the build, where prepare_package refuses
+    them). ``project``: the source directory, or the folder an archive ``source`` unpacks to.
+    """
+    from kfp_spot.packaging.imagepins import declared_requirements
+
+    given = arguments.get("requirements")
+    if isinstance(given, list) and (problem := declared_by_name(map(str, given))):
+        return f"requirements: {problem}"
+    static = declared_requirements(project) if project.is_dir() else None
+    if static and (problem := declared_by_name(static)):
+        return f"source: {problem} of {source}'s pyproject.toml"
     return None
 
 
