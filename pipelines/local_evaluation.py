@@ -75,7 +75,7 @@ def check_evaluation_module(
     if not held:
         entry = "evaluation_entry_point"
         where = (  # a script or a bare package has no pyproject.toml to name it in
-            set_parameter(entry, f"{arguments.get('python_module') or path.stem}:FUNCTION")
+            set_parameter(entry, f"{_script_module(path, arguments)}:FUNCTION")
             if path.suffix == ".py"
             else set_parameter(entry, f"{bare}.MODULE:FUNCTION")
             if bare
@@ -86,6 +86,16 @@ def check_evaluation_module(
             f"evaluation_entry_point: not set, and the pipeline's default {default} (the bundled "
             f"example's) is not in {source}: {where}"
         )
+
+
+def _script_module(script: Path, arguments: Mapping[str, Any]) -> str:
+    """The module the script becomes: ``python_module``, else its name when that is one."""
+    from kfp_spot.packaging.sources import is_module_name
+
+    given = arguments.get("python_module")
+    if isinstance(given, str) and given:
+        return given
+    return script.stem if is_module_name(script.stem) else "MODULE"
 
 
 def _check_not_the_job(source: Path, entry: str, arguments: Mapping[str, Any]) -> None:

@@ -238,6 +238,7 @@ def _checked_arguments(
             lambda: _refuse(job_module_problem(checked, arguments)),
             lambda: _refuse(job_python_problem(checked, arguments, pipeline)),
             lambda: _refuse(_trainer_declared(source, checked, arguments)),
+            lambda: _refuse(_script_module(source, arguments)),
             lambda: check_evaluation_module(checked, arguments, pipeline),
             lambda: check_evaluation_imports(checked, arguments, pipeline),
             lambda: check_threshold_metrics(checked, arguments, pipeline),
@@ -262,6 +263,18 @@ def _trainer_declared(source: str | Path, checked: Path, arguments: dict[str, An
     from kfp_spot.packaging.trainer_dist import source_problem
 
     return source_problem(source, checked, arguments)
+
+
+def _script_module(source: str | Path, arguments: dict[str, Any]) -> str | None:
+    """prepare_package's refusal of a script whose name is no module, before the run."""
+    path = Path(source)
+    if "source" not in arguments or path.suffix != ".py" or not path.is_file():
+        return None
+    from kfp_spot.packaging.sources import script_module_problem
+
+    given = arguments.get("python_module")
+    problem = script_module_problem(path, given if isinstance(given, str) else "")
+    return f"python_module: {problem} ({set_parameter('python_module')})" if problem else None
 
 
 def _refuse(problem: str | None) -> None:

@@ -2076,3 +2076,23 @@ def test_the_trainer_wheel_declared_by_name_is_refused_before_the_run(tmp_path, 
     assert not (tmp_path / "run").exists()
     url = ["kfp-spot-trainer @ https://example.com/kfp_spot_trainer-1.0-py3-none-any.whl"]
     assert trainer_dist.source_problem(script, script, {"requirements": url}) is None
+
+
+def test_a_script_named_no_module_name_is_refused_before_the_run(tmp_path):
+    # prepare-package refused 'train-house v2.py' only once the run started, and the run's
+    # own advice named the entry point 'train-house v2:FUNCTION', which its form check refuses.
+    script = tmp_path / "train-house v2.py"
+    script.write_text("def evaluate(d, p):\n    return {}\n")
+    with pytest.raises(local.LocalRunError) as info:
+        local_run.run_local(tmp_path / "run", source=script, progress=None)
+    assert str(info.value) == (
+        "2 problems, found before the run started:\n"
+        "  python_module: the script name 'train-house v2.py' is not a module name; pass "
+        "python_module (e.g. trainer.task) to name the module the script becomes (set the "
+        "pipeline parameter python_module)\n"
+        "  evaluation_entry_point: not set, and the pipeline's default trainer.evaluate:evaluate "
+        f"(the bundled example's) is not in {script}: set the pipeline parameter "
+        "evaluation_entry_point to MODULE:FUNCTION"
+    )
+    given = {"python_module": "train_house", "evaluation_entry_point": "train_house:evaluate"}
+    assert local_run._script_module(script, {"source": str(script), **given}) is None

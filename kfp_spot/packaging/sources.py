@@ -499,17 +499,27 @@ def _from_module_dir(
     return ProjectTree(project, "module", python_module, True)
 
 
+def script_module_problem(src: Path, python_module: str) -> str | None:
+    """Why the script ``src`` cannot become the job's module, or None.
+
+    Without ``python_module`` it becomes the module its name says, which must be one
+    (``train_house.py``, not ``train-house v2.py``). Shared by prepare_package and the local
+    run, which refuses it before the run starts.
+    """
+    if python_module or is_module_name(src.stem):
+        return None
+    return (
+        f"the script name {src.name!r} is not a module name; pass python_module "
+        "(e.g. trainer.task) to name the module the script becomes"
+    )
+
+
 def _from_script(
     src: Path, workdir: Path, python_module: str, name: str, version: str, requirements: list[str]
 ) -> ProjectTree:
-    if not python_module:
-        python_module = src.stem
-        if not is_module_name(python_module):
-            raise PackagingError(
-                "python_module",
-                f"the script name {src.name!r} is not a module name; pass python_module "
-                "(e.g. trainer.task) to name the module the script becomes",
-            )
+    if problem := script_module_problem(src, python_module):
+        raise PackagingError("python_module", problem)
+    python_module = python_module or src.stem
     project = workdir / "project"
     project.mkdir(parents=True)
     parts = python_module.split(".")
