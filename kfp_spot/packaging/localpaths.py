@@ -132,6 +132,24 @@ def left_beside(script: Path) -> dict[str, str]:
     return found
 
 
+def imports_beside(script: Path) -> dict[str, str]:
+    """Each module beside the single script ``script`` that it imports -> where it does.
+
+    The generated project holds the script alone, so ``import helpers`` of a ``helpers.py``
+    beside it (found here, where the emulator runs the job) is a ModuleNotFoundError on a VM.
+    """
+    from kfp_spot.packaging import imports
+
+    tree = imports.source_tree(script)
+    found: dict[str, str] = {}
+    for item in imports.imported(tree, script.stem) if tree is not None else []:
+        top = item.name.split(".")[0]
+        beside = (script.parent / f"{top}.py").is_file() or (script.parent / top).is_dir()
+        if beside and not item.optional and top != script.stem:
+            found.setdefault(top, f"{script.name}, line {item.line}")
+    return found
+
+
 def warnings_for(
     source: Path | JobSource,
     modules: list[str],
@@ -164,4 +182,10 @@ def warnings_for(
         "gs:// URI as a training argument"
         for text, where in list(left_beside(script).items() if script else [])[:5]
     ]
-    return devices + paths + beside
+    modules = [
+        f"{where} imports {name}, a module beside the script, which is packaged alone: the job "
+        f"fails there with ModuleNotFoundError. Give the folder as the source, as a bare "
+        "package (an __init__.py) or a project, so that the package holds both"
+        for name, where in list(imports_beside(script).items() if script else [])[:5]
+    ]
+    return devices + paths + beside + modules

@@ -160,3 +160,22 @@ def test_a_file_beside_a_script_source_is_named_as_left_out(tmp_path, capfd):
     assert found[1].startswith("train_house.py, line 4 names './data/extra.csv', beside")
     prepare_package(str(script), str(tmp_path / "stage"))  # and on the task's console
     assert found[0] in capfd.readouterr().err
+
+
+def test_a_module_beside_a_script_source_that_it_imports_is_named(tmp_path):
+    # train.py + helpers.py: the emulator ran it from here and found helpers; the VM would not.
+    from kfp_spot.pipelines import local_run
+
+    script = tmp_path / "fit_sib.py"
+    script.write_text(
+        "import json\n"
+        "from helpers import make\n"
+        "try:\n    import extras\nexcept ImportError:\n    extras = None\n"
+    )
+    (tmp_path / "helpers.py").write_text("def make():\n    return 1\n")
+    (tmp_path / "extras.py").write_text("")
+    assert local_run.laptop_paths(script, {"source": str(script)}) == [
+        "fit_sib.py, line 2 imports helpers, a module beside the script, which is packaged "
+        "alone: the job fails there with ModuleNotFoundError. Give the folder as the source, as "
+        "a bare package (an __init__.py) or a project, so that the package holds both"
+    ]
