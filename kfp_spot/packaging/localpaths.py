@@ -115,7 +115,8 @@ def left_beside(script: Path) -> dict[str, str]:
 
     A script source is packaged alone (a generated project holding the script): a ``house.csv``
     or ``data/`` beside it, which the job finds when the emulator runs it from here, is on no VM.
-    A text counts when it is, as a relative path, the name of something in the script's folder.
+    A text counts when it is, as a relative path, something in the script's folder (a path
+    that is not there yet, such as an output the job writes, does not).
     """
     folder = script.parent
     try:
@@ -126,10 +127,18 @@ def left_beside(script: Path) -> dict[str, str]:
     for file in _files(JobSource(folder), [script.stem]):
         for node in _texts(file.nodes):
             text = str(node.value)
-            first = text.replace("\\", "/").removeprefix("./").split("/")[0]
-            if first in beside and first not in ("", ".", ".."):
+            relative = text.replace("\\", "/").removeprefix("./")
+            if relative.split("/")[0] in beside and _exists(folder / relative):
                 found.setdefault(text, f"{file.where}, line {node.lineno}")
     return found
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` is there; False for a text no path can be (a NUL, a name too long)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def imports_beside(script: Path) -> dict[str, str]:

@@ -146,9 +146,12 @@ def test_a_file_beside_a_script_source_is_named_as_left_out(tmp_path, capfd):
         "ROWS = os.path.join(HERE, 'house.csv')\n"
         "EXTRA = os.path.join(HERE, './data/extra.csv')\n"
         "MODEL = 'model.ubj'\n"
+        "OUT = os.path.join(HERE, 'data/predictions.csv')\n"
+        f"ODD = ['data/\\0', 'data/{'x' * 300}']\n"
     )
     (tmp_path / "house.csv").write_text("1,2\n")
     (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "extra.csv").write_text("3,4\n")
     found = local_run.laptop_paths(script, {"source": str(script)})
     assert found == [
         "train_house.py, line 3 names 'house.csv', beside the script, which is packaged alone: "
