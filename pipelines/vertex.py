@@ -115,6 +115,12 @@ def _checked(
         raise SubmissionError("project: give the Google Cloud project ID to run the pipeline in")
     if location is not None and not isinstance(location, str):
         raise SubmissionError(f"location: expected a Vertex AI region's name, got {show(location)}")
+    if warn is not None and not callable(warn):  # it failed only once a warning came
+        raise SubmissionError(
+            f"warn: expected a function taking one line of text, or None, got {show(warn)}"
+        )
+    if not isinstance(check_images, bool):  # truthy text checked the images, falsy text not
+        raise SubmissionError(f"check_images: expected True or False, got {show(check_images)}")
     if location is not None and not location.strip():  # `--location "$REGION"`, REGION unset
         raise SubmissionError(
             "location: is empty: give a Vertex AI region such as us-central1, or leave it out "

@@ -891,6 +891,9 @@ def test_a_huge_template_path_is_cut_short():
         ({"labels": [("team", "ml")]}, "labels: expected a mapping of KEY to VALUE"),
         ({"parameter_values": 5}, "parameter_values: expected a mapping"),
         ({"location": 5}, "location: expected a Vertex AI region's name, got 5"),
+        # a TypeError, "'str' object is not callable", once the first warning came
+        ({"warn": "stderr"}, "warn: expected a function taking one line of text, or None"),
+        ({"check_images": "no"}, "check_images: expected True or False, got 'no'"),
     ],
 )
 def test_the_python_submission_names_an_argument_of_the_wrong_type(given, needle, no_credentials):

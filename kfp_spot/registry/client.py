@@ -220,7 +220,7 @@ def pull(
 
     Raises:
         ValueError: for an invalid host, package, tag, version or config file, or an output
-            that is a directory or cannot be written.
+            that is no path, a directory or cannot be written.
         RegistryError: when the registry has no such template or cannot be reached.
     """
     try:
@@ -237,6 +237,11 @@ def pull(
         tag = tag or "latest"
         _check_tag_arg(tag)
     default_name = f"{package}_{version[len(VERSION_PREFIX) :] if version else tag}.yaml"
+    if output is not None and not isinstance(output, (str, os.PathLike)):
+        raise ValueError(
+            f"invalid output {output!r} ({type(output).__name__}): give the file to write as a "
+            f"path, e.g. {default_name!r}"
+        )
     output = Path(default_name if output is None else output)
     if output.is_dir():
         raise ValueError(

@@ -502,6 +502,13 @@ def test_pull_to_an_output_that_cannot_be_made_is_one_line_naming_it(server, tem
     assert "Traceback" not in result.output and "a-file" in result.output
 
 
+@pytest.mark.parametrize("output", [5, ["t.yaml"]])
+def test_pull_to_an_output_that_is_no_path_is_one_line_before_any_request(output):
+    # Path(5) raised a TypeError from inside pathlib; no registry is called before it
+    with pytest.raises(ValueError, match=r"invalid output .*: give the file to write as a path"):
+        registry.pull("http://127.0.0.1:9/proj/repo", "tiny-add", tag="1", output=output)
+
+
 def test_pull_into_a_symlink_replaces_its_target_and_keeps_the_link(server, template, tmp_path):
     host = server.repository_url()
     registry.push(template, host, "1")
