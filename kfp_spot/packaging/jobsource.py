@@ -64,7 +64,8 @@ class JobSource:
         """``source`` itself, or a new reading of the directory ``source``."""
         return source if isinstance(source, JobSource) else cls(Path(source))
 
-    def _file(self, module: str, path: Path) -> SourceFile | None:
+    def file(self, module: str, path: Path) -> SourceFile | None:
+        """The file ``path`` of ``module``, read and parsed once; None: the parser refuses it."""
         if path not in self._files:
             tree = imports.source_tree(path, str(path))
             self._files[path] = (
@@ -91,7 +92,7 @@ class JobSource:
             found: list[SourceFile] = []
 
             def read(name: str, path: Path) -> Iterable[str]:
-                file = self._file(name, path)
+                file = self.file(name, path)
                 if file is None:
                     return []
                 found.append(file)

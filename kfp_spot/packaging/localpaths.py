@@ -110,13 +110,14 @@ def mps_uses(source: Path | JobSource, modules: list[str]) -> dict[str, str]:
     return found
 
 
-def left_beside(script: Path) -> dict[str, str]:
+def left_beside(script: Path, beside_source: JobSource | None = None) -> dict[str, str]:
     """Each file or folder beside the single script ``script`` that its code names -> where.
 
     A script source is packaged alone (a generated project holding the script): a ``house.csv``
     or ``data/`` beside it, which the job finds when the emulator runs it from here, is on no VM.
     A text counts when it is, as a relative path, something in the script's folder (a path
-    that is not there yet, such as an output the job writes, does not).
+    that is not there yet, such as an output the job writes, does not). ``beside_source``: the
+    reading of the script's folder :func:`imports_beside` shares (default: a new one).
     """
     folder = script.parent
     try:
@@ -124,7 +125,7 @@ def left_beside(script: Path) -> dict[str, str]:
     except OSError:
         return {}
     found: dict[str, str] = {}
-    for file in _files(JobSource(folder), [script.stem]):
+    for file in _files(beside_source or JobSource(folder), [script.stem]):
         for node in _texts(file.nodes):
             text = str(node.value)
             relative = text.replace("\\", "/").removeprefix("./")
@@ -141,17 +142,16 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def imports_beside(script: Path) -> dict[str, str]:
+def imports_beside(script: Path, beside_source: JobSource | None = None) -> dict[str, str]:
     """Each module beside the single script ``script`` that it imports -> where it does.
 
     The generated project holds the script alone, so ``import helpers`` of a ``helpers.py``
     beside it (found here, where the emulator runs the job) is a ModuleNotFoundError on a VM.
+    ``beside_source``: as for :func:`left_beside`.
     """
-    from kfp_spot.packaging import imports
-
-    tree = imports.source_tree(script)
+    file = (beside_source or JobSource(script.parent)).file(script.stem, script)
     found: dict[str, str] = {}
-    for item in imports.imported(tree, script.stem) if tree is not None else []:
+    for item in file.imported if file is not None else ():
         top = item.name.split(".")[0]
         beside = (script.parent / f"{top}.py").is_file() or (script.parent / top).is_dir()
         if beside and not item.optional and top != script.stem:
@@ -170,6 +170,7 @@ def warnings_for(
     ``script``: the single script the source is, whose folder :func:`left_beside` reads.
     """
     source = JobSource.of(source)  # one reading for both
+    beside_source = JobSource(script.parent) if script else None  # one for the script's folder
     devices = [
         f"{where} gives {call}() the 'mps' device, Apple's GPU, which the training VMs (Linux) "
         'do not have: PyTorch there raises "PyTorch is not linked with support for mps '
@@ -189,12 +190,12 @@ def warnings_for(
         "on Vertex AI and the evaluation's container have no such file. Make the folder a "
         "project that ships it as package data, or put the data in Cloud Storage and pass its "
         "gs:// URI as a training argument"
-        for text, where in list(left_beside(script).items() if script else [])[:5]
+        for text, where in list(left_beside(script, beside_source).items() if script else [])[:5]
     ]
-    modules = [
+    imported_beside = [
         f"{where} imports {name}, a module beside the script, which is packaged alone: the job "
         f"fails there with ModuleNotFoundError. Give the folder as the source, as a bare "
         "package (an __init__.py) or a project, so that the package holds both"
-        for name, where in list(imports_beside(script).items() if script else [])[:5]
+        for name, where in list(imports_beside(script, beside_source).items() if script else [])[:5]
     ]
-    return devices + paths + beside + modules
+    return devices + paths + beside + imported_beside
