@@ -41,7 +41,7 @@ def accelerator_name(value: int) -> str:
     """The ``AcceleratorType`` name of an enum value ("" for unspecified or unknown)."""
     if not value:
         return ""
-    from google.cloud.aiplatform_v1.types import AcceleratorType
+    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
 
     try:
         return str(AcceleratorType(value).name)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
-from kfp_spot import envcache, machines
+from kfp_spot import envcache, gapic, machines
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
@@ -22,9 +22,8 @@ from kfp_spot.emulator.statedir import StateDirBusyError, write_endpoint
 from kfp_spot.emulator.states import CANCELLED, FAILED, SUCCEEDED
 
 if TYPE_CHECKING:
-    # The service, its routes and the GAPIC types load in ``start`` (``google.cloud.aiplatform_v1``
-    # loads every service: seconds under load), so importing this and building an Emulator is light.
-    from google.cloud.aiplatform_v1.types import CustomJob
+    # The service, its routes and the GAPIC types load in ``start``: building an Emulator is light.
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
     from kfp_spot.emulator.service import Service
 
@@ -199,6 +198,7 @@ class Emulator:
         """Recover the state dir, start the scheduler and serve; returns self."""
         if self._service is not None:
             return self
+        gapic.defer_package_inits()  # the service loads the GAPIC types it serves, no others
         from kfp_spot.emulator.routes import route_table
         from kfp_spot.emulator.service import Service
 
@@ -292,7 +292,7 @@ class Emulator:
 
     def job(self, job_name: str) -> CustomJob:
         """The stored CustomJob (proto-plus), exactly as ``get`` serves it."""
-        from google.cloud.aiplatform_v1.types import CustomJob
+        from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
         job: CustomJob = CustomJob.wrap(self.service.get_job(self._name(job_name)))
         return job

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import JobState
+from google.cloud.aiplatform_v1.types.job_state import JobState
 
 from kfp_spot.vertex.values import InvalidValueError, rfc3339_seconds
 

@@ -27,13 +27,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import (
-    CustomJob,
-    DeleteOperationMetadata,
-    JobState,
-    ListCustomJobsResponse,
-    Scheduling,
-)
+from google.cloud.aiplatform_v1.types.custom_job import CustomJob, Scheduling
+from google.cloud.aiplatform_v1.types.job_service import ListCustomJobsResponse
+from google.cloud.aiplatform_v1.types.job_state import JobState
+from google.cloud.aiplatform_v1.types.operation import DeleteOperationMetadata
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format
 

@@ -54,7 +54,7 @@ _NO_RETRIES = (
 
 def strategy_name(value: int) -> str:
     """The ``Scheduling.Strategy`` name of an enum value (the number as text when unknown)."""
-    from google.cloud.aiplatform_v1.types import Scheduling
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
 
     if value in {int(s) for s in Scheduling.Strategy.__members__.values()}:
         return str(Scheduling.Strategy(value).name)
@@ -103,7 +103,7 @@ class Lifecycle:
             raw = self._specs.get(row.id)
             if raw is None:
                 raw = self._specs[row.id] = base64.b64decode(row.spec)
-        from google.cloud.aiplatform_v1.types import CustomJob
+        from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
         pb = CustomJob.pb()()
         pb.ParseFromString(raw)
@@ -477,7 +477,7 @@ def flex_start_deadline(row: JobRow, pb: Any) -> float | None:
 
     ``maxWaitDuration`` 0 waits indefinitely; unset waits the documented default of 24 hours.
     """
-    from google.cloud.aiplatform_v1.types import Scheduling
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
 
     scheduling = pb.job_spec.scheduling
     if (

@@ -44,7 +44,7 @@ MAX_REPLICAS = EMULATOR.max_job_replicas  # every replica is a local process (th
 @functools.cache
 def _spot() -> int:
     """``Scheduling.Strategy.SPOT`` (GAPIC types load on first use, not when this imports)."""
-    from google.cloud.aiplatform_v1.types import Scheduling
+    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
 
     return int(Scheduling.Strategy.SPOT)
 

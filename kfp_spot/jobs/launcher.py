@@ -69,7 +69,7 @@ from kfp_spot.vertex.client import resolve_endpoint
 from kfp_spot.vertex.signals import LaunchInterruptedError, cancel_on_signals
 
 if TYPE_CHECKING:  # GAPIC's types load where the job is built and sent (spec, service)
-    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
 __all__ = [
     "LaunchFailedError",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # GAPIC's types load where a job is read, not on import
     from google.api_core.exceptions import GoogleAPICallError
-    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
 
 class Outcome(str, enum.Enum):

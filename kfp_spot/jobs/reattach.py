@@ -26,7 +26,7 @@ from kfp_spot.jobs.service import SUBMISSION_LABEL, JobService
 from kfp_spot.jobs.strategy import strategy_of
 
 if TYPE_CHECKING:  # GAPIC's types load where jobs are read (service)
-    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.jobs.recovery import Submission
 
 if TYPE_CHECKING:  # GAPIC's types load where a job is read, not on import
-    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
 log = logging.getLogger(__name__)
 

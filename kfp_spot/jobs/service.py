@@ -22,7 +22,8 @@ from kfp_spot.vertex.client import Endpoint, make_job_client
 
 if TYPE_CHECKING:  # the client and its types load when the first call is made
     from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
-    from google.cloud.aiplatform_v1.types import CustomJob, ListCustomJobsResponse
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
+    from google.cloud.aiplatform_v1.types.job_service import ListCustomJobsResponse
 
 log = logging.getLogger(__name__)
 

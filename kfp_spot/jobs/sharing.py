@@ -26,7 +26,7 @@ from kfp_spot.jobs.outcome import Classified, Outcome, is_terminal
 from kfp_spot.jobs.service import OUTPUT_LABEL, SUBMISSION_LABEL, JobService
 
 if TYPE_CHECKING:
-    from google.cloud.aiplatform_v1.types import CustomJob
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
 
 
 def output_label(base_output_directory: str) -> str:

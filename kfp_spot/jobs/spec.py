@@ -40,7 +40,8 @@ from kfp_spot.jobs.strategy import Strategy
 from kfp_spot.vertex import pipeline_context
 
 if TYPE_CHECKING:
-    from google.cloud.aiplatform_v1.types import CustomJob, PscInterfaceConfig, WorkerPoolSpec
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob, WorkerPoolSpec
+    from google.cloud.aiplatform_v1.types.service_networking import PscInterfaceConfig
 
 # The environment variable that tells training code where a previous run's checkpoint is.
 RESUME_ENV = "KFP_SPOT_RESUME_FROM"

@@ -11,8 +11,7 @@ import enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # GAPIC's types load where a job is built or read, not on import
-    from google.cloud.aiplatform_v1.types import CustomJob
-    from google.cloud.aiplatform_v1.types.custom_job import Scheduling
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob, Scheduling
 
 
 class Strategy(str, enum.Enum):

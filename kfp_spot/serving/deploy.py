@@ -53,8 +53,11 @@ from kfp_spot.vertex.signals import cancel_on_signals
 from kfp_spot.vertex.values import INT32_MAX, InvalidFieldError
 
 if TYPE_CHECKING:  # GAPIC loads where a request is built or sent, not when the entry is imported
-    from google.cloud.aiplatform_v1 import EndpointServiceClient, ModelServiceClient
-    from google.cloud.aiplatform_v1.types import Endpoint, MachineSpec, Model
+    from google.cloud.aiplatform_v1.services.endpoint_service import EndpointServiceClient
+    from google.cloud.aiplatform_v1.services.model_service import ModelServiceClient
+    from google.cloud.aiplatform_v1.types.endpoint import Endpoint
+    from google.cloud.aiplatform_v1.types.machine_resources import MachineSpec
+    from google.cloud.aiplatform_v1.types.model import Model
     from google.longrunning import operations_pb2
 
 log = logging.getLogger(__name__)
@@ -199,7 +202,7 @@ def _check(
     against ``target``, the emulator applying the same); their refusals name the input. The
     model directory is listed (Cloud Storage, the one read) only with ``check_files``.
     """
-    from google.cloud.aiplatform_v1.types import DeployedModel
+    from google.cloud.aiplatform_v1.types.endpoint import DeployedModel
 
     if not request.project:
         raise DeployInputError("project", "is required: the Google Cloud project ID or number")
@@ -264,7 +267,7 @@ def _check(
 
 def _new_endpoint(request: DeployRequest, labels: Mapping[str, str] | None = None) -> Endpoint:
     """The Endpoint to create: display name, labels and CMEK key, as GCPC's EndpointCreateOp."""
-    from google.cloud.aiplatform_v1.types import Endpoint
+    from google.cloud.aiplatform_v1.types.endpoint import Endpoint
 
     endpoint = Endpoint(
         display_name=request.endpoint_display_name,
@@ -277,7 +280,8 @@ def _new_endpoint(request: DeployRequest, labels: Mapping[str, str] | None = Non
 
 def _machine_spec(request: DeployRequest) -> MachineSpec:
     """The replicas' MachineSpec; the values the message cannot hold are refused here."""
-    from google.cloud.aiplatform_v1.types import AcceleratorType, MachineSpec
+    from google.cloud.aiplatform_v1.types.accelerator_type import AcceleratorType
+    from google.cloud.aiplatform_v1.types.machine_resources import MachineSpec
 
     acc = request.accelerator_type
     if acc and acc not in AcceleratorType.__members__:
@@ -298,7 +302,7 @@ def _machine_spec(request: DeployRequest) -> MachineSpec:
 
 def _model(request: DeployRequest, target: vertex.Target, check_files: bool = True) -> Model:
     """The Model to upload, checked by the floor; the directory holds what its image loads."""
-    from google.cloud.aiplatform_v1.types import Model
+    from google.cloud.aiplatform_v1.types.model import Model
 
     uri = vertex.service_uri(fs.to_local_path(request.artifact_uri) or request.artifact_uri)
     model = Model(
@@ -403,7 +407,7 @@ def _versioned(name: str, version_id: str) -> str:
 
 def _uploaded(op: operations_pb2.Operation) -> str:
     """The model version a done upload operation created."""
-    from google.cloud.aiplatform_v1.types import UploadModelResponse
+    from google.cloud.aiplatform_v1.types.model_service import UploadModelResponse
 
     response = UploadModelResponse.deserialize(op.response.value)
     return _versioned(response.model, response.model_version_id)
@@ -462,7 +466,7 @@ class Deployer:
     @property
     def models(self) -> ModelServiceClient:
         """The ModelServiceClient (made on first use: credentials are looked up only then)."""
-        from google.cloud.aiplatform_v1 import ModelServiceClient
+        from google.cloud.aiplatform_v1.services.model_service import ModelServiceClient
 
         if self._models is None:
             self._models = make_client(ModelServiceClient, self.api)
@@ -471,7 +475,7 @@ class Deployer:
     @property
     def endpoints(self) -> EndpointServiceClient:
         """The EndpointServiceClient (made on first use)."""
-        from google.cloud.aiplatform_v1 import EndpointServiceClient
+        from google.cloud.aiplatform_v1.services.endpoint_service import EndpointServiceClient
 
         if self._endpoints is None:
             self._endpoints = make_client(EndpointServiceClient, self.api)
@@ -552,7 +556,7 @@ class Deployer:
         return None
 
     def _model(self, recorded: list[str]) -> str:
-        from google.cloud.aiplatform_v1.types import Model
+        from google.cloud.aiplatform_v1.types.model import Model
 
         if self.request.uploaded_model:
             model = self._call(
@@ -586,7 +590,7 @@ class Deployer:
         return name
 
     def _endpoint(self, recorded: list[str]) -> str:
-        from google.cloud.aiplatform_v1.types import Endpoint
+        from google.cloud.aiplatform_v1.types.endpoint import Endpoint
 
         if self.request.endpoint:
             endpoint = self._call(
@@ -624,7 +628,8 @@ class Deployer:
         return name
 
     def _deploy(self, model: str, endpoint: str, recorded: list[str]) -> tuple[str, bool]:
-        from google.cloud.aiplatform_v1.types import DeployedModel, DeployModelResponse
+        from google.cloud.aiplatform_v1.types.endpoint import DeployedModel
+        from google.cloud.aiplatform_v1.types.endpoint_service import DeployModelResponse
 
         bare = model.split("@", 1)[0]
         current = self._call(
@@ -737,7 +742,7 @@ class Deployer:
 
     def _undeploy_if_done(self, name: str) -> None:
         """After a cancel: a deploy that still completed is undeployed (no Spot VMs left)."""
-        from google.cloud.aiplatform_v1.types import DeployModelResponse
+        from google.cloud.aiplatform_v1.types.endpoint_service import DeployModelResponse
 
         deadline = time.monotonic() + 60.0
         with contextlib.suppress(api_exceptions.GoogleAPICallError, OSError):

@@ -20,13 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import (
-    DeleteOperationMetadata,
-    DeployedModel,
-    DeployedModelRef,
-    Endpoint,
-    Model,
-)
+from google.cloud.aiplatform_v1.types.deployed_model_ref import DeployedModelRef
+from google.cloud.aiplatform_v1.types.endpoint import DeployedModel, Endpoint
+from google.cloud.aiplatform_v1.types.model import Model
+from google.cloud.aiplatform_v1.types.operation import DeleteOperationMetadata
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message

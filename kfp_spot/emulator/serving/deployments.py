@@ -24,7 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import DeployModelResponse, Endpoint, UndeployModelResponse
+from google.cloud.aiplatform_v1.types.endpoint import Endpoint
+from google.cloud.aiplatform_v1.types.endpoint_service import (
+    DeployModelResponse,
+    UndeployModelResponse,
+)
 from google.longrunning import operations_pb2
 
 from kfp_spot.accounting import pricing

@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import (
+from google.cloud.aiplatform_v1.types.endpoint import Endpoint
+from google.cloud.aiplatform_v1.types.endpoint_service import (
     CreateEndpointOperationMetadata,
     CreateEndpointRequest,
     DeployModelOperationMetadata,
     DeployModelRequest,
-    Endpoint,
     UndeployModelOperationMetadata,
     UndeployModelRequest,
 )

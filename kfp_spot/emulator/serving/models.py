@@ -19,7 +19,7 @@ import secrets
 import time
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import (
+from google.cloud.aiplatform_v1.types.model_service import (
     UploadModelOperationMetadata,
     UploadModelRequest,
     UploadModelResponse,

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import Endpoint
+from google.cloud.aiplatform_v1.types.endpoint import Endpoint
 
 from kfp_spot.emulator.errors import ApiError
 from kfp_spot.emulator.payloads import decode_json, refuse_unknown

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import ListEndpointsResponse, ListModelsResponse
+from google.cloud.aiplatform_v1.types.endpoint_service import ListEndpointsResponse
+from google.cloud.aiplatform_v1.types.model_service import ListModelsResponse
 from google.protobuf import json_format
 
 from kfp_spot.emulator.errors import ApiError

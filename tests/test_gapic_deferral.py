@@ -1,0 +1,98 @@
+"""GAPIC's packages deferred: a task loads the modules it uses, and nothing else sees a difference.
+
+Each case runs in a fresh interpreter: the deferral acts on ``sys.modules``, which this test
+process filled long ago.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kfp_spot import gapic
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = gapic.PACKAGES[0]
+
+
+def _run(code: str) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_a_launch_builds_checks_and_reads_its_job_with_only_the_job_service_loaded():
+    seen = _run(
+        """
+import json, sys
+from kfp_spot import gapic
+gapic.defer_package_inits()
+from kfp_spot.jobs.inputs import JobInputs
+from kfp_spot.jobs.outcome import classify
+from kfp_spot.jobs.spec import build_custom_job, check_job
+from kfp_spot.vertex.client import make_job_client, resolve_endpoint
+inputs = JobInputs(project="test-proj", location="us-central1", package_uris=["gs://bucket/t-0.1.tar.gz"],
+                   python_module="trainer.task", base_output_directory="gs://bucket/run")
+job = build_custom_job(inputs)
+check_job(job, inputs)
+job.state = 5  # JOB_STATE_FAILED
+classify(job)
+make_job_client(resolve_endpoint("us-central1", "http://127.0.0.1:9"))
+print(json.dumps({
+    "deferred": [gapic.is_deferred(p) for p in gapic.PACKAGES],
+    "services": sorted({m.split(".")[4] for m in sys.modules
+                        if m.startswith("google.cloud.aiplatform_v1.services.")}),
+}))
+"""
+    )
+    assert seen == {"deferred": [True, True, True], "services": ["job_service"]}
+
+
+def test_a_deferred_package_is_completed_by_the_first_name_asked_of_it():
+    code = """
+import json, sys
+from kfp_spot import gapic
+defer = sys.argv[-1] == "defer"
+if defer:
+    gapic.defer_package_inits()
+    from google.cloud.aiplatform_v1.types.custom_job import CustomJob
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+import google.cloud.aiplatform_v1 as v1
+from google.cloud.aiplatform_v1 import JobServiceClient as client, CustomJob as job
+from google.cloud.aiplatform_v1.types import JobState
+seen = {
+    "dir": dir(v1), "types": dir(v1.types), "services": dir(v1.services),
+    "all": list(v1.__all__), "state": int(JobState.JOB_STATE_SUCCEEDED),
+}
+if defer:
+    from google.cloud import aiplatform  # the SDK, which imports from the packages' namespaces
+    seen["same"] = client is JobServiceClient and job is CustomJob
+    seen["sdk"] = aiplatform.CustomJob.__name__
+else:  # deferring after a plain import changes nothing
+    gapic.defer_package_inits()
+    seen["same"] = sys.modules["google.cloud.aiplatform_v1"] is v1
+seen["deferred"] = [gapic.is_deferred(p) for p in gapic.PACKAGES]
+print(json.dumps(seen))
+"""
+    plain = subprocess.run([sys.executable, "-c", code, "plain"], capture_output=True, text=True)
+    deferred = subprocess.run([sys.executable, "-c", code, "defer"], capture_output=True, text=True)
+    assert plain.returncode == 0 == deferred.returncode, plain.stderr + deferred.stderr
+    seen = json.loads(deferred.stdout)
+    assert seen.pop("sdk") == "CustomJob"
+    assert seen == json.loads(plain.stdout)
+    assert seen["same"] and seen["deferred"] == [False, False, False]
+
+
+def test_kfp_spot_imports_gapic_names_from_the_modules_that_define_them():
+    """``from google.cloud.aiplatform_v1[.types|.services] import Name`` completes a deferred
+    package (every service, ~0.9 s); the defining module (``...types.custom_job``) does not."""
+    offenders = []
+    for path in sorted((REPO / "kfp_spot").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module in gapic.PACKAGES:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} from {node.module}")
+    assert offenders == []
