@@ -49,6 +49,7 @@ import errno
 import fcntl
 import functools
 import hashlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -288,9 +289,24 @@ def site_packages_of(python: str | os.PathLike[str]) -> Path:
     return Path(out)
 
 
+@functools.cache
+def _pip_in(python: str) -> tuple[str, ...]:
+    """How to run this interpreter's pip inside the environment of ``python``.
+
+    What ``pip --python PYTHON`` does, without its first process: pip starts ``PYTHON
+    .../pip/__pip-runner__.py`` (this very pip, imported from its own directory). Started
+    directly, the same pip runs in the same environment; a pip without the runner is asked with
+    ``--python``.
+    """
+    spec = importlib.util.find_spec("pip")
+    runner = Path(spec.origin).parent / "__pip-runner__.py" if spec and spec.origin else None
+    if runner is not None and runner.is_file():
+        return (python, str(runner))
+    return (sys.executable, "-m", "pip", "--python", python)
+
+
 def _pip(python: Path, args: Sequence[str], what: str, env_dir: Path | None = None) -> None:
-    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
-    cmd += ["--disable-pip-version-check", *args]
+    cmd = [*_pip_in(str(python)), "install", "--quiet", "--disable-pip-version-check", *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:

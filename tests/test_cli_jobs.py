@@ -223,7 +223,10 @@ def test_jobs_list_loads_neither_gapic_nor_other_command_groups(emulator_with_jo
         f"          '--api-endpoint', {emu.endpoint!r}])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = [m for m in ('google.cloud.aiplatform_v1', 'kfp', 'kfp_spot.cli.pipelines',\n"
+        "from kfp_spot import gapic\n"
+        "gapic_loaded = [m for m in sys.modules if m.startswith('google.cloud.aiplatform_v1')\n"
+        "                and not gapic.is_deferred(m)]\n"
+        "heavy = gapic_loaded + [m for m in ('kfp', 'kfp_spot.cli.pipelines',\n"
         "         'kfp_spot.cli.emulator', 'kfp_spot.emulator') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
