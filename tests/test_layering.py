@@ -35,7 +35,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
                 "machines",
                 "yamldocs",
                 "tracebacks",
-                "gapic",
+                "lightimports",
             }
         ),
     ),

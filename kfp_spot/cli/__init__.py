@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import click
 
-from kfp_spot import gapic
+from kfp_spot import lightimports
 from kfp_spot.version import __version__
 
 # command name -> "module:attribute" of its click command, imported on first use.
@@ -108,7 +108,8 @@ class _OneLineErrors(click.Group):
         **extra: Any,
     ) -> Any:
         one_python_support_notice()
-        gapic.defer_package_inits()  # a command loads the GAPIC modules it uses, not all
+        lightimports.defer_gapic_packages()  # a command loads the GAPIC modules it uses, not all
+        lightimports.kfp_without_client()  # no command uses kfp.Client (nor Kubernetes' client)
         if standalone_mode is False:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
-from kfp_spot import envcache, gapic, machines
+from kfp_spot import envcache, lightimports, machines
 from kfp_spot.emulator.policy import REPLICA_NAME, PreemptionPolicy
 from kfp_spot.emulator.scheduler import DEFAULT_STOCKOUT_SECONDS
 from kfp_spot.emulator.server import READ_TIMEOUT, EmulatorHTTPServer
@@ -198,7 +198,7 @@ class Emulator:
         """Recover the state dir, start the scheduler and serve; returns self."""
         if self._service is not None:
             return self
-        gapic.defer_package_inits()  # the service loads the GAPIC types it serves, no others
+        lightimports.defer_gapic_packages()  # the service loads only the GAPIC types it serves
         from kfp_spot.emulator.routes import route_table
         from kfp_spot.emulator.service import Service
 

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from kfp_spot import checkpoints, fs, gapic, vertex
+from kfp_spot import checkpoints, fs, lightimports, vertex
 from kfp_spot.jobs.inputs import (
     JobInputs,
     LaunchInputError,
@@ -330,7 +330,7 @@ def launch_spot_job(**inputs: Any) -> str:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     freeze_at_exit()  # the task ends after this call: skip the GAPIC objects' last collection
-    gapic.defer_package_inits()  # the task loads the JobService and CustomJob's types alone
+    lightimports.defer_gapic_packages()  # the task loads the JobService and CustomJob's types alone
     with report_input_errors(LaunchInputError):
         request = build_request(**inputs)
         read = InputReader(inputs, INPUT_DEFAULTS, LaunchInputError)

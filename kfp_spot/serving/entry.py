@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from kfp_spot import fs, gapic
+from kfp_spot import fs, lightimports
 from kfp_spot.serving.deploy import (
     DEPLOYMENT_LABEL,
     Deployer,
@@ -149,7 +149,7 @@ def deploy_spot_endpoint(**inputs: Any) -> str:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    gapic.defer_package_inits()  # the task loads its three services and their types alone
+    lightimports.defer_gapic_packages()  # the task loads its three services and types alone
     with report_input_errors(DeployInputError):  # in a KFP task: one line, no traceback
         request = build_request(**inputs)
         if request.artifact_uri:

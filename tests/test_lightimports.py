@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kfp_spot import gapic
+from kfp_spot import lightimports
 
 REPO = Path(__file__).resolve().parents[1]
-ROOT = gapic.PACKAGES[0]
+ROOT = lightimports.GAPIC_PACKAGES[0]
 
 
 def _run(code: str) -> dict[str, object]:
@@ -29,8 +29,8 @@ def test_a_launch_builds_checks_and_reads_its_job_with_only_the_job_service_load
     seen = _run(
         """
 import json, sys
-from kfp_spot import gapic
-gapic.defer_package_inits()
+from kfp_spot import lightimports
+lightimports.defer_gapic_packages()
 from kfp_spot.jobs.inputs import JobInputs
 from kfp_spot.jobs.outcome import classify
 from kfp_spot.jobs.spec import build_custom_job, check_job
@@ -43,7 +43,7 @@ job.state = 5  # JOB_STATE_FAILED
 classify(job)
 make_job_client(resolve_endpoint("us-central1", "http://127.0.0.1:9"))
 print(json.dumps({
-    "deferred": [gapic.is_deferred(p) for p in gapic.PACKAGES],
+    "deferred": [lightimports.is_deferred(p) for p in lightimports.GAPIC_PACKAGES],
     "services": sorted({m.split(".")[4] for m in sys.modules
                         if m.startswith("google.cloud.aiplatform_v1.services.")}),
 }))
@@ -55,10 +55,10 @@ print(json.dumps({
 def test_a_deferred_package_is_completed_by_the_first_name_asked_of_it():
     code = """
 import json, sys
-from kfp_spot import gapic
+from kfp_spot import lightimports
 defer = sys.argv[-1] == "defer"
 if defer:
-    gapic.defer_package_inits()
+    lightimports.defer_gapic_packages()
     from google.cloud.aiplatform_v1.types.custom_job import CustomJob
     from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
     # the SDK beside the emulator (docs/emulator.md), imported while the packages are deferred
@@ -74,9 +74,9 @@ seen = {
 if defer:
     seen["same"] = client is JobServiceClient and job is CustomJob
 else:  # deferring after a plain import changes nothing
-    gapic.defer_package_inits()
+    lightimports.defer_gapic_packages()
     seen["same"] = sys.modules["google.cloud.aiplatform_v1"] is v1
-seen["deferred"] = [gapic.is_deferred(p) for p in gapic.PACKAGES]
+seen["deferred"] = [lightimports.is_deferred(p) for p in lightimports.GAPIC_PACKAGES]
 print(json.dumps(seen))
 """
     plain = subprocess.run([sys.executable, "-c", code, "plain"], capture_output=True, text=True)
@@ -93,6 +93,56 @@ def test_kfp_spot_imports_gapic_names_from_the_modules_that_define_them():
     offenders = []
     for path in sorted((REPO / "kfp_spot").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module in gapic.PACKAGES:
+            if isinstance(node, ast.ImportFrom) and node.module in lightimports.GAPIC_PACKAGES:
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno} from {node.module}")
     assert offenders == []
+
+
+def test_the_cli_pipeline_commands_import_kfp_without_its_client_and_leak_no_variable():
+    seen = _run(
+        """
+import json, os, sys
+from kfp_spot.cli import main
+os.environ.pop("_KFP_RUNTIME", None)
+try:  # refused after the pipeline's parameters are read from its KFP definition
+    main(["run", "--run-dir", "unused", "--param", "no_such_parameter=1"])
+except SystemExit as exc:
+    code = exc.code
+import kfp.compiler, kfp.dsl, kfp.local
+print(json.dumps({
+    "code": code,
+    "client": [m for m in ("kfp.client", "kubernetes") if m in sys.modules],
+    "kfp": [hasattr(kfp, name) for name in ("dsl", "local", "compiler", "Client")],
+    "variable": os.environ.get("_KFP_RUNTIME"),
+}))
+"""
+    )
+    assert seen == {"code": 2, "client": [], "kfp": [True, True, True, False], "variable": None}
+
+
+def test_kfp_is_imported_without_its_client_when_it_is_imported_and_as_usual_after():
+    seen = _run(
+        """
+import json, os, sys
+os.environ["_KFP_RUNTIME"] = "false"
+from kfp_spot import lightimports
+lightimports.kfp_without_client()
+lightimports.kfp_without_client()
+before = "kfp" in sys.modules
+import kfp
+import kfp.dsl
+print(json.dumps({
+    "before": before, "variable": os.environ["_KFP_RUNTIME"], "client": hasattr(kfp, "Client"),
+    "loader": type(kfp.__loader__).__name__, "spec": type(kfp.__spec__.loader).__name__,
+    "hooks": [type(f).__name__ for f in sys.meta_path if "Kfp" in type(f).__name__],
+}))
+"""
+    )
+    assert seen == {
+        "before": False,
+        "variable": "false",
+        "client": False,
+        "loader": "SourceFileLoader",
+        "spec": "SourceFileLoader",
+        "hooks": [],
+    }
