@@ -290,6 +290,13 @@ def site_packages_of(python: str | os.PathLike[str]) -> Path:
 
 
 @functools.cache
+def _pip_runner() -> str | None:
+    """This interpreter's pip's ``__pip-runner__.py`` (None: a pip without one), looked up once."""
+    spec = importlib.util.find_spec("pip")
+    runner = Path(spec.origin).parent / "__pip-runner__.py" if spec and spec.origin else None
+    return str(runner) if runner is not None and runner.is_file() else None
+
+
 def _pip_in(python: str) -> tuple[str, ...]:
     """How to run this interpreter's pip inside the environment of ``python``.
 
@@ -298,11 +305,8 @@ def _pip_in(python: str) -> tuple[str, ...]:
     directly, the same pip runs in the same environment; a pip without the runner is asked with
     ``--python``.
     """
-    spec = importlib.util.find_spec("pip")
-    runner = Path(spec.origin).parent / "__pip-runner__.py" if spec and spec.origin else None
-    if runner is not None and runner.is_file():
-        return (python, str(runner))
-    return (sys.executable, "-m", "pip", "--python", python)
+    runner = _pip_runner()
+    return (python, runner) if runner else (sys.executable, "-m", "pip", "--python", python)
 
 
 def _pip(python: Path, args: Sequence[str], what: str, env_dir: Path | None = None) -> None:

@@ -67,13 +67,18 @@ def _parsed(filename: str, source: str) -> tuple[ast.Import | ast.ImportFrom, ..
     return tuple(_imports(ast.parse(source, filename=filename)))
 
 
+def import_statements(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The import statements of the file ``path`` (parsed once per worker, as for the graph)."""
+    return _parsed(str(path), path.read_text())
+
+
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the modules of ``mods`` it imports (deferred and type-only imports included)."""
     graph: dict[str, set[str]] = {name: set() for name in mods}
     for name, path in mods.items():
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
-        for stmt in _parsed(str(path), path.read_text()):
+        for stmt in import_statements(path):
             targets: list[str] = []
             if isinstance(stmt, ast.Import):
                 targets = [alias.name for alias in stmt.names]
