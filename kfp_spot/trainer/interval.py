@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kfp_spot.checkpoints.attempts import AttemptRecord, ExitReason
+from kfp_spot.trainer.arguments import real_number, whole_number
 
 DEFAULT_MTBP: float | None = None
 """No prior: before any preemption is seen, ``auto`` takes the run's own exposure so far."""
@@ -25,9 +26,8 @@ _MTBP_RULE = "mtbp must be a number of seconds > 0 (e.g. 3600) or None, got {!r}
 
 def _is_seconds(value: object) -> bool:
     """Whether ``value`` is a finite number of seconds > 0 (not a bool, not a string)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return math.isfinite(value) and value > 0
+    number = real_number(value)
+    return number is not None and math.isfinite(number) and number > 0
 
 
 _SECONDS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)\s*$")
@@ -142,9 +142,10 @@ class SaveInterval:
         if mtbp is not None and not _is_seconds(mtbp):
             raise ValueError(_MTBP_RULE.format(mtbp))
         hint = None if mtbp is None else float(mtbp)
-        if isinstance(spec, int) and not isinstance(spec, bool):
-            if spec >= 1:
-                return cls(steps=spec, mtbp=hint)
+        steps = whole_number(spec)
+        if steps is not None:
+            if steps >= 1:
+                return cls(steps=steps, mtbp=hint)
             text = ""  # 0 or fewer steps: refused below, naming the interval
         else:
             text = str(spec).strip().lower()

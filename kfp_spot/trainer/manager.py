@@ -25,6 +25,7 @@ from kfp_spot.checkpoints import CheckpointError, Manifest
 from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.checkpoints.ranking import default_mode
 from kfp_spot.trainer import failpoints
+from kfp_spot.trainer.arguments import real_number, whole_number
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.outputs import check_writable, checkpoint_root
@@ -153,11 +154,9 @@ class CheckpointManager:
         if best_mode is None:  # as best:<metric> ranks: keep_best must keep the best, not worst
             best_mode = default_mode(best_metric) if isinstance(best_metric, str) else "max"
         check_retention(keep_last, keep_best, best_metric, best_mode)
-        if (
-            not isinstance(heartbeat_seconds, (int, float))
-            or isinstance(heartbeat_seconds, bool)
-            or not 0 < heartbeat_seconds < math.inf
-        ):  # inf: a record never rewritten, so a killed attempt's end is read from its start
+        heartbeat = real_number(heartbeat_seconds)
+        if heartbeat is None or not 0 < heartbeat < math.inf:
+            # inf: a record never rewritten, so a killed attempt's end is read from its start
             raise ValueError(
                 "heartbeat_seconds must be a number of seconds > 0 (record_attempts=False "
                 f"writes no attempt record), got {heartbeat_seconds!r}"
@@ -171,11 +170,12 @@ class CheckpointManager:
             _check_flag(flag, given)
         if writer is not None:
             _check_flag("writer", writer)
-        if not isinstance(save_retries, int) or isinstance(save_retries, bool) or save_retries < 0:
+        retries = whole_number(save_retries)
+        if retries is None or retries < 0:
             raise ValueError(f"save_retries must be an int >= 0, got {save_retries!r}")
         parsed_interval = SaveInterval.parse(interval, mtbp=mtbp)
-        self.keep_last = keep_last
-        self.keep_best = keep_best
+        self.keep_last = None if keep_last is None else int(keep_last)
+        self.keep_best = int(keep_best)
         self.best_metric = best_metric
         self.best_mode = best_mode
         self.notice = notice or PreemptionNotice(grace_period)
@@ -191,7 +191,7 @@ class CheckpointManager:
         )
         self._writer = StepWriter(
             self.root,
-            save_retries=save_retries,
+            save_retries=retries,
             grace_period=self.grace_period,
             recorder=self._recorder,
             retain=self._apply_retention,
@@ -204,7 +204,7 @@ class CheckpointManager:
             is_writer=is_writer,
             async_save=bool(async_save),
             allow_pickle=bool(allow_pickle),
-            heartbeat_seconds=heartbeat_seconds,
+            heartbeat_seconds=heartbeat,
             clock=clock,
             ranked=best_metric if keep_best else None,
         )

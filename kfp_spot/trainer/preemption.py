@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any
 
+from kfp_spot.trainer.arguments import real_number
+
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_PERIOD = 30.0
@@ -32,8 +34,8 @@ GRACE_PERIOD_VAR = "KFP_SPOT_GRACE_PERIOD"
 
 def is_grace_period(value: Any) -> bool:
     """Whether ``value`` is a grace period: a finite number of seconds >= 0 (not a bool)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return number and math.isfinite(value) and value >= 0
+    number = real_number(value)
+    return number is not None and math.isfinite(number) and number >= 0
 
 
 def job_grace_period(environ: Mapping[str, str] | None = None) -> float:

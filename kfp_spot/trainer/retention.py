@@ -6,6 +6,7 @@ import logging
 import math
 
 from kfp_spot import checkpoints
+from kfp_spot.trainer.arguments import real_number, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,12 @@ def check_retention(
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # True is no count
+    return whole_number(value) is not None  # True is no count; numpy.int64 is one
 
 
 def _rankable(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    number = real_number(value)
+    return number is not None and math.isfinite(number)
 
 
 def apply_retention(

@@ -19,6 +19,7 @@ from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, CheckpointFormatError, Manifest
 from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.trainer import adapters
+from kfp_spot.trainer.arguments import real_number
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
 from kfp_spot.trainer.preemption import PreemptionNotice
@@ -351,7 +352,7 @@ def check_ranked(metrics: Mapping[str, Any], ranked: str | None) -> None:
     if ranked is None or ranked not in metrics:
         return
     value = metrics[ranked]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if real_number(value) is None:
         raise ValueError(
             f"metrics[{ranked!r}] = {value!r} is a {type(value).__name__}, not a number: "
             f"keep_best ranks steps by {ranked!r}, and a step whose value is no number never "

@@ -15,12 +15,14 @@ framework integration takes ``on_preemption=`` and passes it on.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kfp_spot.trainer.arguments import real_number
 from kfp_spot.trainer.preemption import PreemptionNotice
 
 log = logging.getLogger(__name__)
@@ -78,10 +80,11 @@ class CleanupHooks:
         reserve: float = RESERVE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not isinstance(reserve, (int, float)) or reserve < 0:
+        seconds = real_number(reserve)
+        if seconds is None or not 0 <= seconds < math.inf:
             raise ValueError(f"reserve must be a number of seconds >= 0, got {reserve!r}")
         self.notice = notice
-        self.reserve = float(reserve)
+        self.reserve = seconds
         self._clock = clock
         self._hooks: list[_Hook] = []
         self._lock = threading.Lock()
@@ -113,12 +116,11 @@ class CleanupHooks:
         """
         if not callable(fn):
             raise TypeError(f"a cleanup hook must be callable, got {type(fn).__name__}")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-        ):
+        limit = None if timeout is None else real_number(timeout)
+        if timeout is not None and (limit is None or not limit > 0):
             raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
         with self._lock:
-            self._hooks.append(_Hook(fn, name or _name_of(fn), timeout))
+            self._hooks.append(_Hook(fn, name or _name_of(fn), limit))
         return fn
 
     def extend(self, hooks: Callable[[], Any] | Iterable[Callable[[], Any]] | None) -> None:

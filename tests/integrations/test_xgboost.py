@@ -116,6 +116,11 @@ def test_sampling_is_warned_about_and_bad_rounds_refused(xgb, tmp_path, caplog):
     assert "colsample_bytree < 1" in caplog.text
     with pytest.raises(ValueError, match="num_boost_round must be an int >= 1"):
         SpotCheckpoint(0, str(tmp_path))
+    # A round count from a NumPy config is the int it holds; a NumPy bool is none.
+    np = pytest.importorskip("numpy")
+    assert SpotCheckpoint(np.int64(7), str(tmp_path)).num_boost_round == 7
+    with pytest.raises(ValueError, match="num_boost_round must be an int >= 1"):
+        SpotCheckpoint(np.bool_(True), str(tmp_path))
 
 
 def test_in_process_with_cleanup_hook_and_no_exit(xgb, tmp_path):

@@ -410,6 +410,52 @@ def test_arguments_are_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert manager.async_save is True
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"keep_last": np.int64(1)},
+        {"keep_best": np.int32(1), "best_metric": "loss", "keep_last": np.uint8(1)},
+        {"save_retries": np.int64(0), "heartbeat_seconds": np.float32(0.5)},
+        {"grace_period": np.float32(5), "interval": np.int16(2)},
+    ],
+    ids=["keep_last", "keep_best", "retries-heartbeat", "grace-interval"],
+)
+def test_numpy_numbers_count_as_the_numbers_they_are(tmp_path: Path, kwargs) -> None:
+    """A config read through NumPy gives np.int64 and np.float32: each works as its int or float.
+
+    They are no int or float subclasses, so keep_last=np.int64(1) was refused as no int; the
+    manager keeps each as the plain Python number (its settings are written into JSON records).
+    """
+    plain = {k: v.item() if isinstance(v, np.generic) else v for k, v in kwargs.items()}
+    kept = {}
+    for name, settings_given in (("numpy", kwargs), ("plain", plain)):
+        root = tmp_path / name
+        with CheckpointManager(str(root), record_attempts=False, **settings_given) as ckpt:
+            for step, loss in enumerate([0.5, 0.1, 0.4, 0.3, 0.2], start=1):
+                ckpt.save(step, {"w": np.zeros(2)}, metrics={"loss": np.float32(loss)})
+        for setting in ("keep_last", "keep_best", "grace_period"):
+            assert type(getattr(ckpt, setting)) in (int, float, type(None)), setting
+        kept[name] = sorted(p.name for p in root.iterdir())
+    assert kept["numpy"] == kept["plain"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"keep_last": np.bool_(True)}, "keep_last must be an int >= 1"),
+        ({"keep_last": np.float64(2.0)}, "keep_last must be an int >= 1"),
+        ({"save_retries": np.float32(1)}, "save_retries must be an int >= 0"),
+        ({"grace_period": np.float64("nan")}, "grace_period must be a number of seconds"),
+        ({"heartbeat_seconds": np.array([1.0])}, "heartbeat_seconds must be a number of seconds"),
+    ],
+)
+def test_numpy_values_that_are_no_such_number_are_still_refused(
+    tmp_path: Path, kwargs, field
+) -> None:
+    with pytest.raises(ValueError, match=field):
+        CheckpointManager(str(tmp_path), **kwargs)
+
+
 class _Clock:
     """A clock each save makes jump: saves "take" ``save_cost`` seconds."""
 

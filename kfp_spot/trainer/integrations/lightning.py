@@ -29,6 +29,7 @@ import tempfile
 import time
 from typing import Any
 
+from kfp_spot.trainer.arguments import whole_number
 from kfp_spot.trainer.integrations._common import (
     Hooks,
     SpotCallback,
@@ -87,13 +88,10 @@ class SpotLightningCallback(SpotCallback, Callback):  # type: ignore[misc]  # li
         manager: CheckpointManager | None = None,
     ) -> None:
         super().__init__()
-        if every_n_steps is not None and (
-            isinstance(every_n_steps, bool)
-            or not isinstance(every_n_steps, int)
-            or every_n_steps < 1
-        ):
+        every = None if every_n_steps is None else whole_number(every_n_steps)
+        if every_n_steps is not None and (every is None or every < 1):
             raise ValueError(f"every_n_steps must be an int >= 1 or None, got {every_n_steps!r}")
-        self.every_n_steps = every_n_steps
+        self.every_n_steps = every
         self._setup_spot(
             manager,
             on_preemption,

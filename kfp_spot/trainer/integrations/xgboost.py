@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kfp_spot.trainer import adapters
+from kfp_spot.trainer.arguments import whole_number
 from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, missing_framework
 
 try:
@@ -139,13 +140,10 @@ class SpotCheckpoint(SpotCallback, xgboost.callback.TrainingCallback):
         manager: CheckpointManager | None = None,
     ) -> None:
         super().__init__()
-        if (
-            isinstance(num_boost_round, bool)
-            or not isinstance(num_boost_round, int)
-            or num_boost_round < 1
-        ):
+        rounds = whole_number(num_boost_round)
+        if rounds is None or rounds < 1:
             raise ValueError(f"num_boost_round must be an int >= 1, got {num_boost_round!r}")
-        self.num_boost_round = num_boost_round
+        self.num_boost_round = rounds
         self._setup_spot(
             manager,
             on_preemption,
