@@ -70,17 +70,9 @@ def canonical(name: str) -> str:
 
 def image_environment() -> dict[str, str]:
     """PEP 508 marker values of the image's interpreter (not the host's)."""
-    return {
-        "python_version": IMAGE_PYTHON,
-        "python_full_version": f"{IMAGE_PYTHON}.0",
-        "implementation_name": "cpython",
-        "platform_python_implementation": "CPython",
-        "sys_platform": "linux",
-        "platform_system": "Linux",
-        "platform_machine": "x86_64",
-        "os_name": "posix",
-        "extra": "",
-    }
+    from kfp_spot.vmmarkers import image_environment as environment_of
+
+    return environment_of(IMAGE_PYTHON)
 
 
 def read_lock(path: str | os.PathLike[str]) -> dict[str, str]:
