@@ -179,6 +179,10 @@ def record_end_reason(
     at once, so without a notice on record nothing says it was preempted; an OOM kill, a
     replica the service restarted after a non-zero exit, a VM that vanished look alike.
 
+    Cancelling a job stops its containers with the same SIGTERM, which the trainer records as
+    a preemption notice: the last record of a job that ended CANCELLED ended by the cancel, not
+    by a preemption (the notice was the cancel's), so it is not counted as one.
+
     Args:
         record: the attempt's record.
         followed: another attempt began after it (so it ended).
@@ -188,10 +192,16 @@ def record_end_reason(
     Returns:
         For a record never closed: PREEMPTED with a notice on record; else ``job_end`` when the
         job ended; else UNKNOWN when it was followed (it ended without a record of why), else
-        RUNNING (nothing says it ended: never counted as ended).
+        RUNNING (nothing says it ended: never counted as ended). CANCELLED instead of PREEMPTED
+        where ``job_end`` is CANCELLED.
     """
     if record.exit_reason is ExitReason.FINISHED:
         return EndReason.SUCCEEDED
+    noticed = record.exit_reason is ExitReason.PREEMPTED or (
+        record.exit_reason is None and record.preemption_notice_time is not None
+    )
+    if noticed and job_end is EndReason.CANCELLED:
+        return EndReason.CANCELLED  # the cancel's SIGTERM, recorded as a notice
     if record.exit_reason is ExitReason.PREEMPTED:
         return EndReason.PREEMPTED
     if record.exit_reason is ExitReason.ERROR:

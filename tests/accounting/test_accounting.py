@@ -496,3 +496,32 @@ def test_a_pool_the_table_cannot_price_whole_has_no_rates_not_lower_ones(pool, s
         Pool("cloud-tpu", "TPU_V3", 8),
     ):
         assert hourly_rates([priced]).on_demand_usd_per_hour > 0
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"end_time": 230.0, "exit_reason": "preempted"},  # the trainer closed it after the SIGTERM
+        {"updated_time": 220.0, "preemption_notice_time": 225.0, "grace_period": 30.0},  # killed
+    ],
+    ids=["closed", "killed"],
+)
+def test_a_cancelled_jobs_last_sigterm_is_the_cancel_not_a_preemption(last):
+    """Cancelling a job sends the SIGTERM of a preemption notice; the job's end tells them apart.
+
+    The earlier attempt of the same job, followed by another, stays a preemption.
+    """
+    records = checkpoints.parse_attempt_records(
+        [
+            {"attempt_id": "a", "start_time": 0.0, "end_time": 90.0, "exit_reason": "preempted"},
+            {"attempt_id": "b", "start_time": 100.0, **last},
+        ]
+    )
+    cancelled = JobRun("j", "SPOT", end_reason=EndReason.CANCELLED)
+    summary = account(records=records, jobs=[cancelled])
+    assert [a.end_reason for a in summary.attempts] == [EndReason.PREEMPTED, EndReason.CANCELLED]
+    assert summary.preemptions == 1
+    # the same records in a job that ran on: both are preemptions
+    running = account(records=records, jobs=[JobRun("j", "SPOT")])
+    assert [a.end_reason for a in running.attempts] == [EndReason.PREEMPTED] * 2
+    assert running.preemptions == 2
