@@ -207,3 +207,14 @@ def test_a_save_of_the_same_step_number_does_not_write_over_it(root: Path) -> No
         assert not ckpt.maybe_save(30, {"w": b"x" * 8}, metrics=None)  # logged, training goes on
     assert json.loads((root / "step-30" / "manifest.json").read_bytes())["format"] == NEWER
     assert checkpoints.write_step(str(root), 31, {"w.bin": b"x"}).step == 31  # others as before
+
+
+def test_files_committed_in_place_do_not_replace_a_newer_writers_manifest(root: Path) -> None:
+    # A framework wrote its files into step 30 (a directory integration), then commits them.
+    (root / "step-30" / "model.bin").write_bytes(b"older")
+    with pytest.raises(CheckpointFormatError, match="step 30"):
+        checkpoints.commit_files(str(root), 30)
+    assert json.loads((root / "step-30" / "manifest.json").read_bytes())["format"] == NEWER
+    (root / "step-31").mkdir()
+    (root / "step-31" / "model.bin").write_bytes(b"x")
+    assert checkpoints.commit_files(str(root), 31).step == 31  # others as before

@@ -297,8 +297,10 @@ def commit_files(
     Raises:
         ValueError: a name is invalid, or there is nothing to commit.
         FileNotFoundError: a named file does not exist.
+        CheckpointFormatError: a newer kfp-spot committed ``step`` in its format: it is kept.
     """
     base = step_dir(root, step)
+    _keep_newer(root, step)
     local = fs.to_local_path(base)
     listed = None if local is not None else stat_remote(base)
     if names is None:
