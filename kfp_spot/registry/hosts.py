@@ -49,9 +49,11 @@ def check_host(host: str) -> str:
     Raises:
         ValueError: naming the host and the expected form: a query or fragment (the client
             appends ``/PACKAGE/TAG`` to the URL), Artifact Registry over plain ``http``, or a
-            PROJECT or REPO Artifact Registry would refuse (a project ID, a repository ID).
+            PROJECT or REPO Artifact Registry would refuse (a project ID, a repository ID), or
+            a user name or password in it (the message does not repeat them).
     """
     stripped = (host or "").rstrip("/")
+    _refuse_userinfo(stripped)
     if _HOST_RE.fullmatch(stripped) is None:
         if "?" in stripped or "#" in stripped:
             raise ValueError(
@@ -113,6 +115,26 @@ def template_url_refusal(text: str) -> str | None:
     return (
         f"{show(text)} is a URL, not a file: pull the template first with `kfp-spot pull {package} "
         f"--host {host} {which} {ref} -o {package}.yaml`, then give {package}.yaml"
+    )
+
+
+def _refuse_userinfo(url: str) -> None:
+    """Refuse ``USER:PASSWORD@`` in a repository URL, without repeating it.
+
+    Artifact Registry signs requests with Google credentials and the local registry takes none:
+    credentials in the URL went to the server as HTTP basic auth (in clear text over ``http``),
+    and into every error message and log line that named the host.
+    """
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0] if sep else ""
+    if "@" not in authority:
+        return
+    shown = f"{scheme}://{authority.rsplit('@', 1)[1]}/{rest.partition('/')[2]}".rstrip("/")
+    raise ValueError(
+        f"invalid registry host {shown!r} with a user name or password before its server: a "
+        "repository URL carries none (Artifact Registry signs in with Google credentials, "
+        "`gcloud auth application-default login`; the local registry needs none); give it "
+        "without 'USER@'"
     )
 
 

@@ -64,6 +64,32 @@ def test_a_host_with_a_query_or_fragment_is_refused_saying_why():
             hosts.check_host(host)
 
 
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [
+        ("http://me:s3cret@127.0.0.1:8787/my-project/r", "http://127.0.0.1:8787/my-project/r"),
+        (
+            "https://oauth2accesstoken:ya29.tok@us-central1-kfp.pkg.dev/my-project/r/",
+            "https://us-central1-kfp.pkg.dev/my-project/r",
+        ),
+        ("http://@127.0.0.1:8787/my-project/r", "http://127.0.0.1:8787/my-project/r"),
+    ],
+)
+def test_a_user_or_password_in_the_host_is_refused_without_repeating_it(host, shown):
+    """They went to the server as basic auth (in clear text over http) and into every message.
+
+    Artifact Registry's URL with a token was not even recognised as Artifact Registry's.
+    """
+    with pytest.raises(ValueError) as refused:
+        hosts.check_host(host)
+    message = str(refused.value)
+    assert message.startswith(f"invalid registry host {shown!r} with a user name or password")
+    assert "s3cret" not in message and "ya29" not in message
+    assert message.count("@") == 1  # the fix's "without 'USER@'" only
+    with pytest.raises(ValueError, match="with a user name or password"):
+        client.list_tags(host, "pkg")
+
+
 def test_artifact_registry_over_http_is_refused_naming_the_https_url():
     # It was taken as a non-Artifact-Registry host: the template went out in clear text, with
     # the local registry's URL templates and no credentials.
