@@ -236,7 +236,7 @@ def run(
         image = args.get("executor_image_uri") or (image_input.default if image_input else "")
         notice = executors.executor_image_notice(str(image)) if image else None
         if notice:
-            shown.event(f"note: {notice}")
+            shown.note(notice)
         for note in vertex_notes(pipeline):  # what only a run on Vertex AI would show
             shown.event(f"note: {note}")
 

@@ -579,11 +579,35 @@ def test_the_monitor_gathers_each_tasks_warnings_once_naming_every_task_that_pri
     launch.write_text(
         PACKAGE_LOG.replace("prepare-package", "launch-spot-job").replace("installs", "takes")
     )
-    monitor = RunMonitor([].append, clock_fn=FakeClock())
+    events: list[str] = []
+    monitor = RunMonitor(events.append, clock_fn=FakeClock())
     for name, log in (("prepare-package", package), ("launch-spot-job", launch)):
         monitor.on_task_event(TaskEvent("started", name), log)
         monitor.on_task_event(TaskEvent("finished", name))
     monitor.on_task_event(TaskEvent("started", "quiet"), tmp_path / "missing.log")
+    # Told as each task ends (a package too large to install at every start is for acting on
+    # before the training), each once a run; the run's summary lists them again.
+    told = [re.sub(r"^\[[^]]*\] ", "", e) for e in events if "warning" in e]
+    assert told == [
+        "prepare-package: warning: executor image sklearn-cpu.1-6 reached its end of availability",
+        "prepare-package: warning: regressor 0.3.0 installs 65 MiB, the largest files "
+        "regressor/table.bin",
+        "launch-spot-job: warning: regressor 0.3.0 takes 65 MiB, the largest files "
+        "regressor/table.bin",
+    ]
+    assert events.index(next(e for e in events if "prepare-package succeeded" in e)) < (
+        events.index(next(e for e in events if "warning" in e))
+    )
+    # one the run noted at its start (the executor image's end of availability) is not repeated
+    events.clear()
+    noted = RunMonitor(events.append, clock_fn=FakeClock())
+    noted.told("executor image sklearn-cpu.1-6 reached its end of availability")
+    noted.on_task_event(TaskEvent("started", "prepare-package"), package)
+    noted.on_task_event(TaskEvent("finished", "prepare-package"))
+    assert [re.sub(r"^\[[^]]*\] ", "", e) for e in events if "warning" in e] == [
+        "prepare-package: warning: regressor 0.3.0 installs 65 MiB, the largest files "
+        "regressor/table.bin"
+    ]
     assert monitor.warnings() == [
         (
             "executor image sklearn-cpu.1-6 reached its end of availability",
@@ -965,7 +989,8 @@ def test_a_failing_run_shows_the_failing_task_and_its_own_error(tmp_path):
         if not STATUS_LINE.match(line)
     ]
     # ... and what was added on purpose: where the training printed (training_logs) and the
-    # tasks' warnings at the end (here the default executor image's end of availability)
+    # tasks' warnings at the end (here the default executor image's end of availability, noted
+    # at the start, so not told again as prepare-package ends)
     assert len(lines) <= 47, "\n".join(lines)
     assert lines[-1].startswith("kfp-spot: warning: prepare-package, launch-spot-job: ")
     assert not CONTROL.search((proc.stdout + proc.stderr).replace("\n", ""))

@@ -150,6 +150,11 @@ class LocalRunProgress:
             with self.capture.to_terminal():
                 self._progress(text)
 
+    def note(self, text: str) -> None:
+        """Show ``note: text``; a task's warning of the same text is not shown again as it ends."""
+        self.monitor.told(text)
+        self.event(f"note: {text}")
+
     def _show_status(self, text: str) -> None:
         if self._status is not None:
             with self.capture.to_terminal():

@@ -157,6 +157,7 @@ class RunMonitor:
         self._settled: set[str] = set()  # jobs whose step was read once they had ended
         self.groups: dict[str, tuple[str, ...]] = {}  # sub-DAG -> the tasks in it
         self.pipeline_failed = False  # kfp.local said the pipeline FAILED
+        self._warned: set[str] = set()  # warnings told as their task ended
 
     def watch(
         self,
@@ -196,6 +197,7 @@ class RunMonitor:
             task.status = TaskStatus.SUCCEEDED if event.ok else TaskStatus.FAILED
             took = seconds(now - task.started)
             self._emit(f"{name} succeeded in {took}" if event.ok else f"{name} FAILED after {took}")
+            self._tell_warnings(task)
         elif event.kind == "skipped":
             self.tasks[name] = TaskRecord(name, now, now, TaskStatus.SKIPPED, log)
             shown = ", ".join(self.groups.get(name, ())) or name
@@ -214,6 +216,25 @@ class RunMonitor:
             self.poll()
             took = seconds(now - self._start)
             self._emit(f"pipeline {'succeeded in' if event.ok else 'FAILED after'} {took}")
+
+    def told(self, text: str) -> None:
+        """Note that the run has shown ``text`` already (a note at its start): not told again."""
+        with self._lock:
+            self._warned.add(text)
+
+    def _tell_warnings(self, task: TaskRecord) -> None:
+        """Announce the warnings an ended task printed, each once a run, as it ends.
+
+        A warning of the first task (a package that installs 700 MiB, a requirement the VM's
+        pip skips) is there to act on before the training, not only in the run's summary. One
+        the run noted at its start (:meth:`told`) is not repeated.
+        """
+        if task.log is None or not task.log.is_file():
+            return
+        for text in task_warnings(task.log.read_text(encoding="utf-8", errors="replace")):
+            if text not in self._warned:
+                self._warned.add(text)
+                self._emit(f"{base_name(task.name)}: warning: {text}")
 
     def failed_tasks(self) -> list[TaskRecord]:
         """The tasks that failed, in the order they started."""

@@ -4,7 +4,8 @@ kfp.local indents what a task's process prints and sets its own records (``HH:MM
 ...``) around it; a component's own log records start ``[KFP Executor <time> <LEVEL>]:``. From
 that: the task's own lines (:func:`task_output`), the part that says what went wrong
 (:func:`error_excerpt`, with :func:`exit_status_hint` for a replica killed by a signal), its
-``kfp-spot: warning:`` lines (:func:`task_warnings`), which a local run shows again at its end,
+``kfp-spot: warning:`` lines (:func:`task_warnings`), which a local run shows as the task ends
+and again at its end,
 and for the live status the last line it printed (:func:`last_printed_line`).
 """
 
