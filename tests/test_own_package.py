@@ -1484,9 +1484,12 @@ def test_kfp_spot_run_trains_your_package_with_your_gate_through_two_preemptions
     warning = f"kfp-spot: warning: prepare-package: {large}"
     last = proc.stderr.splitlines()[-3:]  # after the pipeline's end, printed with the summary
     assert any(line.startswith(warning) for line in last), proc.stderr
-    assert [line for line in proc.stderr.splitlines() if large in line] == [
-        line for line in last if large in line
-    ]  # once: not among the progress lines
+    # and as prepare-package ends, before the training it is there to stop: once each
+    lines = proc.stderr.splitlines()
+    told = [i for i, line in enumerate(lines) if f"] prepare-package: warning: {large}" in line]
+    launched = next(i for i, line in enumerate(lines) if "] launch-spot-job started" in line)
+    assert len(told) == 1 and told[0] < launched, proc.stderr
+    assert len([line for line in lines if large in line]) == 2, proc.stderr
     assert large in (run_dir / "logs" / "prepare-package.log").read_text()  # still in its log
     assert [w["tasks"] for w in record["warnings"] if w["text"].startswith(large)] == [
         ["prepare-package"]

@@ -23,9 +23,9 @@ from kfp_spot.progress.taskoutput import (
     error_excerpt,
     exit_status_hint,
     last_printed_line,
+    logged_warnings,
     one_line,
     task_output,
-    task_warnings,
 )
 
 _TERMINAL_JOB_STATES = {
@@ -223,15 +223,8 @@ class RunMonitor:
             self._warned.add(text)
 
     def _tell_warnings(self, task: TaskRecord) -> None:
-        """Announce the warnings an ended task printed, each once a run, as it ends.
-
-        A warning of the first task (a package that installs 700 MiB, a requirement the VM's
-        pip skips) is there to act on before the training, not only in the run's summary. One
-        the run noted at its start (:meth:`told`) is not repeated.
-        """
-        if task.log is None or not task.log.is_file():
-            return
-        for text in task_warnings(task.log.read_text(encoding="utf-8", errors="replace")):
+        """Tell each warning the ended ``task`` printed, once a run: one may act before training."""
+        for text in logged_warnings(task.log):
             if text not in self._warned:
                 self._warned.add(text)
                 self._emit(f"{base_name(task.name)}: warning: {text}")
@@ -280,9 +273,7 @@ class RunMonitor:
         with self._lock:
             tasks = list(self.tasks.values())
         for task in tasks:
-            if task.log is None or not task.log.is_file():
-                continue
-            for text in task_warnings(task.log.read_text(encoding="utf-8", errors="replace")):
+            for text in logged_warnings(task.log):
                 names = found.setdefault(text, [])
                 if base_name(task.name) not in names:  # a loop's iterations: its task once
                     names.append(base_name(task.name))

@@ -117,6 +117,13 @@ OUTPUT_CHARS = 80
 _TAIL_BYTES = 4096
 
 
+def logged_warnings(log: Path | None) -> list[str]:
+    """:func:`task_warnings` of the task log ``log`` (none where there is no such file)."""
+    if log is None or not log.is_file():
+        return []
+    return task_warnings(log.read_text(encoding="utf-8", errors="replace"))
+
+
 def last_printed_line(path: Path, *, task_log: bool = False) -> str | None:
     """The last line printed into the file at ``path``, for the live status; None: none yet.
 
