@@ -24,7 +24,11 @@ __all__ = ["VmRequirements", "for_vm", "host_environment", "image_environment"]
 
 
 def image_environment(python: str) -> dict[str, str]:
-    """Marker values of a job in a prebuilt image (Linux x86_64, CPython ``python``)."""
+    """Marker values of a job in a prebuilt image (Linux x86_64, CPython ``python``).
+
+    ``python_full_version`` is the minor version's first release: the images' patch releases are
+    not recorded. :func:`for_vm` leaves a marker whose outcome depends on it to pip.
+    """
     return {
         "python_version": python,
         "python_full_version": f"{python}.0",
@@ -75,6 +79,14 @@ def _holds(
         return None
 
 
+def _last_patch(environment: Mapping[str, str]) -> Mapping[str, str]:
+    """``environment`` at its minor version's last patch release, where it gives the first."""
+    minor = environment.get("python_version", "")
+    if environment.get("python_full_version") != f"{minor}.0":
+        return environment  # a known patch release (this machine's)
+    return {**environment, "python_full_version": f"{minor}.{2**31 - 1}"}
+
+
 def for_vm(
     requirements: Iterable[str],
     vm: Mapping[str, str],
@@ -99,6 +111,8 @@ def for_vm(
             install.append(text)
             continue
         there, here = _holds(requirement, vm, asked), _holds(requirement, host, asked)
+        if there is not None and _holds(requirement, _last_patch(vm), asked) is not there:
+            there = None  # python_full_version decides it, and the image's patch is not known
         if there is None:
             install.append(text)
             continue

@@ -109,3 +109,27 @@ def test_a_file_requirement_is_refused_where_its_marker_holds_on_the_vm():
     )
     refusal = envcache.local_file_refusal(meta, SKLEARN)
     assert refusal is not None and "mylib @ file:///Users/a/mylib" in refusal
+
+
+def test_a_marker_the_images_patch_release_decides_is_left_to_pip_on_the_vm():
+    """Which 3.10.x an image holds is recorded nowhere: ``3.10.0`` decided for it.
+
+    ``python_full_version >= "3.10.4"`` was false for the VM, so a requirement pip there installs
+    was left out of the environment that stands for it, and the one below was installed.
+    """
+    chosen = vmmarkers.for_vm(
+        [
+            'late-fix>=2; python_full_version >= "3.10.4"',
+            'early-pin==1; python_full_version < "3.10.4"',
+            'any-310; python_full_version >= "3.10"',
+            'not-on-310; python_full_version < "3.10"',
+        ],
+        VM,
+        MAC,
+    )
+    assert chosen.install == (
+        'late-fix>=2; python_full_version >= "3.10.4"',
+        'early-pin==1; python_full_version < "3.10.4"',
+        "any-310",
+    )
+    assert chosen.vm_only == () and chosen.host_only == ()
