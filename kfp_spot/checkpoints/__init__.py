@@ -27,6 +27,8 @@ The modules, each imported here (``from kfp_spot.checkpoints import X`` works fo
 - :mod:`~kfp_spot.checkpoints.write`: writing and committing a step, deleting one;
 - :mod:`~kfp_spot.checkpoints.ranking`: which way a recorded metric ranks steps (``rmse``:
   smaller is better), for ``keep_best`` and ``best:<metric>`` alike;
+- :mod:`~kfp_spot.checkpoints.numeric`: what counts as a number a trainer gives (a step, a
+  count, seconds): NumPy's scalars too, never a bool;
 - :mod:`~kfp_spot.checkpoints.attempts`: attempt records (:class:`AttemptRecord`, the one
   definition the trainer writes and the launcher, reports and accounting read).
 
@@ -66,6 +68,7 @@ from kfp_spot.checkpoints.manifest import (
     files_of,
     seal,
 )
+from kfp_spot.checkpoints.numeric import real_number, whole_number
 from kfp_spot.checkpoints.paths import (
     explained_storage_error,
     list_steps,
@@ -145,11 +148,13 @@ __all__ = [
     "read_attempt_records",
     "read_manifest",
     "read_verified",
+    "real_number",
     "seal",
     "smaller_is_better",
     "step_dir",
     "storage_errors",
     "verify",
+    "whole_number",
     "write_attempt_record",
     "write_step",
 ]

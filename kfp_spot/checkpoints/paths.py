@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from kfp_spot import fs
+from kfp_spot.checkpoints.numeric import whole_number
 
 STEP_RE = re.compile(r"^step-(0|[1-9][0-9]*)$")
 """A step's directory name as :func:`step_dir` writes it: ASCII digits, no leading zero, so one
@@ -121,15 +122,12 @@ def check_step(step: Any) -> int:
     Raises:
         ValueError: naming the step given and what would be valid.
     """
-    if isinstance(step, bool) or not isinstance(step, int):
-        import numbers  # only here: the plain int of most loops imports nothing
-
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-            raise ValueError(
-                "step must be a whole number >= 0 (an int, or an integral type such as "
-                f"numpy.int64), got {step!r}"
-            )
-    number = int(step)
+    number = whole_number(step)
+    if number is None:
+        raise ValueError(
+            "step must be a whole number >= 0 (an int, or an integral type such as "
+            f"numpy.int64), got {step!r}"
+        )
     if number < 0:
         raise ValueError(f"step must be a whole number >= 0, got {step!r}")
     if number > MAX_STEP:

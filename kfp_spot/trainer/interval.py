@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kfp_spot.checkpoints.attempts import AttemptRecord, ExitReason
-from kfp_spot.trainer.arguments import real_number, whole_number
+from kfp_spot.checkpoints.numeric import real_number, whole_number
 
 DEFAULT_MTBP: float | None = None
 """No prior: before any preemption is seen, ``auto`` takes the run's own exposure so far."""

@@ -22,10 +22,10 @@ from typing import Any
 
 from kfp_spot import checkpoints, fs
 from kfp_spot.checkpoints import CheckpointError, Manifest
+from kfp_spot.checkpoints.numeric import real_number, whole_number
 from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.checkpoints.ranking import default_mode
 from kfp_spot.trainer import failpoints
-from kfp_spot.trainer.arguments import real_number, whole_number
 from kfp_spot.trainer.attempts import AttemptRecorder
 from kfp_spot.trainer.interval import SaveInterval
 from kfp_spot.trainer.outputs import check_writable, checkpoint_root

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any
 
-from kfp_spot.trainer.arguments import real_number
+from kfp_spot.checkpoints.numeric import real_number
 
 log = logging.getLogger(__name__)
 

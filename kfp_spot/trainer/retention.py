@@ -6,7 +6,7 @@ import logging
 import math
 
 from kfp_spot import checkpoints
-from kfp_spot.trainer.arguments import real_number, whole_number
+from kfp_spot.checkpoints.numeric import real_number, whole_number
 
 log = logging.getLogger(__name__)
 

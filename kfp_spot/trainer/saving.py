@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, CheckpointFormatError, Manifest
+from kfp_spot.checkpoints.numeric import real_number
 from kfp_spot.checkpoints.paths import check_step
 from kfp_spot.trainer import adapters
-from kfp_spot.trainer.arguments import real_number
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 from kfp_spot.trainer.interval import IntervalPolicy, SaveInterval
 from kfp_spot.trainer.preemption import PreemptionNotice

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kfp_spot.trainer.arguments import real_number
+from kfp_spot.checkpoints.numeric import real_number
 from kfp_spot.trainer.preemption import PreemptionNotice
 
 log = logging.getLogger(__name__)

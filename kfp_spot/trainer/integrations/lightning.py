@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-from kfp_spot.trainer.arguments import whole_number
+from kfp_spot.checkpoints.numeric import whole_number
 from kfp_spot.trainer.integrations._common import (
     Hooks,
     SpotCallback,

@@ -30,8 +30,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kfp_spot.checkpoints.numeric import whole_number
 from kfp_spot.trainer import adapters
-from kfp_spot.trainer.arguments import whole_number
 from kfp_spot.trainer.integrations._common import Hooks, SpotCallback, missing_framework
 
 try:

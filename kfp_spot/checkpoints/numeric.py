@@ -1,11 +1,11 @@
-"""What counts as a number among the trainer's arguments: NumPy's scalars too, never a bool.
+"""What counts as a number a trainer gives: NumPy's scalars too, never a bool.
 
-A training loop's numbers are often NumPy's (``np.int64`` from a config array, ``np.float32`` from
-a framework's metric), which are no ``int`` or ``float`` subclass but register as
-:class:`numbers.Integral` and :class:`numbers.Real`. Every check of a count, a number of seconds or
-a ranked metric reads a value through these two, so one rule holds wherever a number is given
-(a step has its own: :func:`kfp_spot.checkpoints.paths.check_step`). The plain ``int`` and
-``float`` of most loops import nothing.
+A training loop's numbers are often NumPy's (``np.int64`` from a config array or a step counter,
+``np.float32`` from a framework's metric), which are no ``int`` or ``float`` subclass but register
+as :class:`numbers.Integral` and :class:`numbers.Real`. Every check of a step
+(:func:`kfp_spot.checkpoints.paths.check_step`), a count, a number of seconds or a ranked metric
+reads a value through these two, so one rule holds wherever a number is given. The plain ``int``
+and ``float`` of most loops import nothing.
 """
 
 from __future__ import annotations
