@@ -125,11 +125,10 @@ def _refuse_userinfo(url: str) -> None:
     credentials in the URL went to the server as HTTP basic auth (in clear text over ``http``),
     and into every error message and log line that named the host.
     """
-    scheme, sep, rest = url.partition("://")
-    authority = rest.split("/", 1)[0] if sep else ""
-    if "@" not in authority:
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
         return
-    shown = f"{scheme}://{authority.rsplit('@', 1)[1]}/{rest.partition('/')[2]}".rstrip("/")
+    shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
     raise ValueError(
         f"invalid registry host {shown!r} with a user name or password before its server: a "
         "repository URL carries none (Artifact Registry signs in with Google credentials, "
