@@ -238,7 +238,7 @@ def run(
         if notice:
             shown.note(notice)
         for note in vertex_notes(pipeline):  # what only a run on Vertex AI would show
-            shown.event(f"note: {note}")
+            shown.note(note)
 
         def running_attempts() -> list[tuple[str, int]]:
             try:
@@ -294,7 +294,7 @@ def run(
             failed_job = states[0] == "JOB_STATE_FAILED"  # the newest: the training failed
             saved = saved_anything(root_of(listed[0]["name"]) or default_root)
             why = short_drill(drill.preempted_at_steps, preemptions, interrupted, failed_job, saved)
-            shown.event(f"note: {why}")
+            shown.note(why)
         roots = [root_of(name) or "" for name in jobs]
         ledger = [row | {"job": name} for name in jobs for row in emu.attempts(name)]
         serving = [
