@@ -126,6 +126,22 @@ SPOT_TRAINING = (
             )
             for group in ("jobs", "endpoint")
         ),
+        # Another tool's spelling of an option (gcloud's --region, a registry's address) points
+        # at ours where the command has it: click's guess by spelling was `--help`, or nothing.
+        (
+            ["jobs", "list", "--project", "p-123456", "--region", "europe-west4"],
+            "No such option '--region'. Did you mean '--location'?",
+        ),
+        (
+            ["pull", "spot-training", "--repo", "x"],
+            "No such option '--repo'. Did you mean '--host'?",
+        ),
+        (  # click's own guesses stay beside it
+            ["run", "--region", "europe-west4"],
+            "No such option '--region'. (Did you mean one of: '--location', '--preemptions', "
+            "'--regions'?)",
+        ),
+        (["compile", "--region", "x"], "No such option '--region'. (see"),  # none to point at
         (  # replaced by the run's own emulator without a word (one started apart saw nothing)
             ["run", "--param", "api_endpoint=http://127.0.0.1:8080"],
             "--param api_endpoint=... is for --vertex; a local run starts its own emulator",

@@ -37,6 +37,35 @@ _COMMANDS = {
 }
 
 
+# An option of another tool -> ours for the same thing: gcloud's --region is Vertex AI's location,
+# and a registry's address is KFP RegistryClient's host.
+_SYNONYMS = {
+    "--region": "--location",
+    "--registry": "--host",
+    "--repository": "--host",
+    "--repo": "--host",
+}
+
+
+def _suggest_synonym(exc: click.NoSuchOption) -> click.UsageError:
+    """``exc``, pointing an option another tool spells differently at ours where the command has it.
+
+    It joins click's guesses by spelling (``--region`` of ``run``: ``--regions``), but for
+    ``--help``, which no one misspells as another tool's option. The hint is worded as click's.
+    """
+    ours = _SYNONYMS.get(exc.option_name)
+    if ours is None or exc.ctx is None:
+        return exc
+    if not any(ours in param.opts for param in exc.ctx.command.params):
+        return exc
+    names = sorted({ours, *(p for p in exc.possibilities or () if p not in ("--help", "-h"))})
+    if len(names) == 1:
+        hint = f"Did you mean {names[0]!r}?"
+    else:
+        hint = f"(Did you mean one of: {', '.join(repr(name) for name in names)}?)"
+    return click.UsageError(f"{exc.message} {hint}", exc.ctx)
+
+
 _PYTHON_SUPPORT_NOTICE = ("api_core", "_python_version_support.py")
 """Where Google's client libraries warn that this Python is past their support."""
 
@@ -115,6 +144,8 @@ class _OneLineErrors(click.Group):
         try:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
+            if isinstance(exc, click.NoSuchOption):
+                exc = _suggest_synonym(exc)
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
             click.echo(f"kfp-spot: error: {exc.format_message()}{hint}", err=True)
             sys.exit(2)
