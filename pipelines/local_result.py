@@ -15,7 +15,7 @@ from kfp_spot import accounting
 from kfp_spot.jobs.outcome import Outcome
 from kfp_spot.reports import run_from_json
 from kfp_spot.reports.evaluations import Evaluation, evaluated_text, gate_count
-from kfp_spot.reports.summary import NO_TRAINING, percent, preemptions_text
+from kfp_spot.reports.summary import NO_TRAINING, percent, preemptions_text, seconds
 from kfp_spot.reports.summary import summarize as summarize_run
 
 PIPELINE_FAILED = "PIPELINE_FAILED"
@@ -252,7 +252,7 @@ def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list
     """The training's figures: its CustomJobs, attempts, preemptions, checkpoints and costs."""
     goodput = "unknown" if summary.goodput is None else percent(summary.goodput)
     if summary.lost_seconds:
-        goodput += f" ({summary.lost_seconds:.1f} s of billed time lost)"
+        goodput += f" ({seconds(summary.lost_seconds)} of billed time lost)"
     return [
         f"CustomJobs:         {', '.join(result.job_names) or '-'}",
         f"attempts:           {summary.attempt_count}",
@@ -261,7 +261,7 @@ def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list
         + (", ".join(map(str, result.resumed_from_steps)) or "- (never resumed)"),
         "latest checkpoint:  "
         + ("none committed" if result.latest_step is None else f"step {result.latest_step}"),
-        f"billable time:      {summary.billable_seconds:.1f} s",
+        f"billable time:      {seconds(summary.billable_seconds)}",
         f"cost:               "
         f"{accounting.describe_cost(summary.costs, summary.cost_unknown_reason)}",
         f"goodput:            {goodput}",
@@ -306,7 +306,7 @@ def summarize(result: LocalRunResult) -> str:
         lines += [
             f"serving:            {len(serving.lives)} replica lives "
             f"({serving.spot_lives} on Spot), {serving.preemptions} preempted, "
-            f"{serving.billable_seconds:.1f} s billed",
+            f"{seconds(serving.billable_seconds)} billed",
             f"serving cost:       {accounting.describe_cost(serving.costs)}",
         ]
     lines.append("artifacts:")

@@ -102,8 +102,8 @@ NO_TRAINING = "none (the pipeline launched no CustomJob)"
 
 
 def seconds(value: float | None) -> str:
-    """Seconds with one decimal, or ``unknown``."""
-    return "unknown" if value is None else f"{value:.1f} s"
+    """Seconds to one decimal, a nonzero time under 0.05 s to two digits (not 0.0), or unknown."""
+    return "unknown" if value is None else f"{value:{'.2g' if 0 < abs(value) < 0.05 else '.1f'}} s"
 
 
 def percent(value: float | None) -> str:

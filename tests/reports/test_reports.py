@@ -225,6 +225,22 @@ def test_report_of_a_run_with_one_preemption(tmp_path: Path):
     assert_png(report.png)
 
 
+def test_a_loss_under_a_twentieth_of_a_second_is_not_shown_as_none(tmp_path: Path):
+    # The emulator's attempts last seconds: one decimal showed this loss as "0.0 s" beside a
+    # goodput of 98.4%.
+    attempts = [
+        Attempt(5, 1.0, [0.952], "PREEMPTED", 0.4, 2.0),
+        Attempt(2, 2.0, [1.0], "SUCCEEDED", 0.4, 2.0),
+    ]
+    build_run(tmp_path, attempts)
+    report = write_report(tmp_path)
+    markdown = report.markdown.read_text()
+    assert report.summary.lost_seconds == pytest.approx(0.048, abs=1e-6)
+    assert table_value(markdown, "Billed time lost") == "0.048 s"
+    assert table_value(markdown, "Billable time") == "3.0 s"  # one decimal from 0.05 s on
+    assert table_value(markdown, "Goodput") == "98.4%"
+
+
 def test_cli_report_writes_png_and_markdown(tmp_path: Path):
     build_run(tmp_path, [Attempt(0, 60, [0.5], "SUCCEEDED", 0.5, 3.0)])
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
