@@ -65,13 +65,22 @@ def task_log_name(task: str) -> str:
 
 
 class _Router(io.TextIOBase):
-    """Stands in for ``sys.stdout`` or ``sys.stderr`` while a capture is active."""
+    """Stands in for ``sys.stdout`` or ``sys.stderr`` while a capture is active.
+
+    One kept past the capture (a ``logging.StreamHandler`` made during the run holds it) writes to
+    the stream it stood in for: the capture's files and its copy of the terminal are closed then.
+    """
 
     def __init__(self, capture: OutputCapture, terminal: TextIO, fd: int) -> None:
         super().__init__()
         self._capture = capture
         self._terminal = terminal
         self._fd = fd
+        self._after: TextIO | None = None  # the stream it stood in for, once the capture ended
+
+    def end(self, stream: TextIO) -> None:
+        """The capture ended: from now on write to ``stream``."""
+        self._after = stream
 
     @property
     def encoding(self) -> str:  # type: ignore[override]  # TextIOBase: a settable attribute
@@ -87,6 +96,8 @@ class _Router(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if self._after is not None:
+            return self._after.write(text)
         if self._capture.at_terminal():
             self._terminal.write(text)
         elif text:
@@ -94,12 +105,18 @@ class _Router(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
-        self._terminal.flush()
+        # Also as the router is collected (IOBase closes it, flushing): after the capture its
+        # copy of the terminal is closed, and Python 3.13 prints the error close() then meets.
+        (self._terminal if self._after is None else self._after).flush()
 
     def isatty(self) -> bool:
+        if self._after is not None:
+            return self._after.isatty()
         return self._capture.at_terminal() and self._terminal.isatty()
 
     def fileno(self) -> int:
+        if self._after is not None:
+            return self._after.fileno()
         # The descriptor itself is redirected to pipeline.log: writing to it is captured too.
         return self._fd
 
@@ -148,6 +165,7 @@ class OutputCapture:
         self._saved_fds: dict[int, int] = {}
         self._saved_streams: tuple[TextIO, TextIO] | None = None
         self._terminals: list[TextIO] = []
+        self._routers: tuple[_Router, ...] = ()
         self._saved_logging: tuple[int, list[logging.Handler]] | None = None
 
     # context ----------------------------------------------------------------------------------
@@ -186,8 +204,8 @@ class OutputCapture:
         finally:
             os.close(log_fd)
         self._saved_streams = (stdout, stderr)
-        sys.stdout = _Router(self, terminals[0], 1)
-        sys.stderr = _Router(self, terminals[1], 2)
+        self._routers = (_Router(self, terminals[0], 1), _Router(self, terminals[1], 2))
+        sys.stdout, sys.stderr = self._routers
         root = logging.getLogger()
         self._saved_logging = (root.level, root.handlers[:])
         root.handlers.clear()
@@ -219,6 +237,9 @@ class OutputCapture:
             root.setLevel(level)
             self._saved_logging = None
         if self._saved_streams is not None:
+            for router, stream in zip(self._routers, self._saved_streams, strict=False):
+                router.end(stream)
+            self._routers = ()
             sys.stdout, sys.stderr = self._saved_streams
         for fd, saved in self._saved_fds.items():
             os.dup2(saved, fd)
