@@ -36,6 +36,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
                 "yamldocs",
                 "tracebacks",
                 "lightimports",
+                "nesting",
             }
         ),
     ),

@@ -28,6 +28,7 @@ from typing import Any
 
 from kfp_spot import checkpoints
 from kfp_spot.checkpoints import CheckpointError, Manifest, checksum
+from kfp_spot.nesting import nesting_depth
 from kfp_spot.trainer import failpoints, snapshot
 from kfp_spot.trainer.attempts import AttemptRecorder, storage_errors
 
@@ -107,6 +108,10 @@ def is_chief(environ: Mapping[str, str] | None = None) -> bool:
     return True
 
 
+METRICS_NESTING = 100
+"""How deeply a metric's lists and dicts may nest (a confusion matrix: 2)."""
+
+
 def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     """Metrics as plain JSON values (NumPy scalars: numbers; arrays: lists); else ValueError."""
     if metrics is None:
@@ -127,13 +132,15 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
         elif callable(getattr(value, "item", None)):
             value = value.item()
         try:
+            if nesting_depth(value, METRICS_NESTING) > METRICS_NESTING:
+                raise ValueError("nested too deeply")  # json's own limit differs by Python
             json.dumps(value, allow_nan=True)
-        except (TypeError, ValueError, RecursionError):  # Recursion: nested thousands deep
+        except (TypeError, ValueError, RecursionError):
             import reprlib  # only for this message
 
             raise ValueError(
                 f"metrics[{name!r}] = {reprlib.repr(value)} is not a JSON value (number, string, "
-                "bool, None, or lists/dicts of them, nested less than a thousand deep)"
+                f"bool, None, or lists/dicts of them, nested at most {METRICS_NESTING} deep)"
             ) from None
         out[name] = value
     return out

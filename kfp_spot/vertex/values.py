@@ -20,6 +20,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from kfp_spot.nesting import nesting_depth
+
 # Vertex AI's limits on a CustomJob.
 MAX_PACKAGE_URIS = 100  # pythonPackageSpec.packageUris: the trainer plus its dependencies
 MAX_WORKER_POOLS = 4  # primary, workers, parameter servers, evaluators
@@ -488,51 +490,6 @@ def parse_duration(value: Any, *, allow_zero: bool = True) -> float:
     if not allow_zero and seconds == 0:
         raise InvalidValueError(f"must be longer than 0s: expected {DURATION_FORM}, got 0")
     return seconds
-
-
-def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
-    """How deeply lists and dicts nest in ``value``, counting up to ``limit + 1`` at most.
-
-    A string is read as JSON text without parsing it (brackets outside string literals), so a
-    hostile value costs one pass and never reaches the recursion limit of a parser.
-    """
-    if isinstance(value, str):
-        return _json_text_depth(value, limit)
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, tuple, dict)):
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
-def _json_text_depth(text: str, limit: int) -> int:
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:

@@ -238,6 +238,20 @@ def test_a_value_that_holds_itself_or_nests_thousands_deep_is_named_not_a_recurs
     assert ckpt.restore() is None
 
 
+def test_metrics_nested_past_the_bound_are_refused_on_every_python(tmp_path: Path) -> None:
+    # The bound was json's RecursionError, which Python 3.13's json reaches far deeper than
+    # 3.11's: there a metric nested 5000 deep was taken and its manifest grew to 25 MB.
+    from kfp_spot.trainer.writer import METRICS_NESTING
+
+    deepest = _nested(METRICS_NESTING - 1)  # the outer list and METRICS_NESTING - 1 inside it
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    with pytest.raises(ValueError, match=rf"metrics\['m'\] = .* nested at most {METRICS_NESTING}"):
+        ckpt.save(1, {"w": np.zeros(2)}, metrics={"m": [deepest]})
+    ckpt.save(1, {"w": np.zeros(2)}, metrics={"m": deepest})
+    restored = ckpt.restore()
+    assert restored is not None and restored.metrics["m"] == deepest
+
+
 def test_numpy_scalars_keep_their_type() -> None:
     for value in (np.float32(1.5), np.int64(-3), np.bool_(True), np.complex64(1 + 2j)):
         back, adapter = _round_trip(value)
