@@ -107,6 +107,20 @@ gc.collect()
     assert "captured" in (tmp_path / "pipeline.log").read_text()
 
 
+def test_a_stream_kept_past_the_capture_closes_quietly_after_its_own_stream_closed(
+    tmp_path, monkeypatch
+):
+    # pytest's capture (or a caller's StringIO) is closed before the router kept past the run is
+    # collected: Python 3.13 printed the ValueError of the router's close() at the suite's end.
+    caller = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # as pytest's CaptureIO is
+    monkeypatch.setattr(sys, "stderr", caller)
+    with OutputCapture(tmp_path):
+        held = sys.stderr
+    caller.close()
+    held.close()  # what the collection of the router does; raises nothing
+    assert held.closed
+
+
 def test_capture_sends_to_the_terminal_only_what_is_written_through_to_terminal(tmp_path, capsys):
     with OutputCapture(tmp_path) as capture:
         print("captured")

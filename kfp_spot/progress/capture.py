@@ -105,9 +105,11 @@ class _Router(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
-        # Also as the router is collected (IOBase closes it, flushing): after the capture its
-        # copy of the terminal is closed, and Python 3.13 prints the error close() then meets.
-        (self._terminal if self._after is None else self._after).flush()
+        # Also as the router is collected (IOBase closes it, flushing), maybe after the stream
+        # it writes to was closed: Python 3.13 prints the error close() would then meet.
+        target = self._terminal if self._after is None else self._after
+        if not target.closed:
+            target.flush()
 
     def isatty(self) -> bool:
         if self._after is not None:
