@@ -112,6 +112,15 @@ METRICS_NESTING = 100
 """How deeply a metric's lists and dicts may nest (a confusion matrix: 2)."""
 
 
+def _is_json(value: Any) -> bool:
+    """Whether ``json`` writes ``value`` (NaN and infinities included)."""
+    try:
+        json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
     """Metrics as plain JSON values (NumPy scalars: numbers; arrays: lists); else ValueError."""
     if metrics is None:
@@ -131,17 +140,14 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
             value = value.tolist()  # an array of any size: a list (.item() took size 1 only)
         elif callable(getattr(value, "item", None)):
             value = value.item()
-        try:
-            if nesting_depth(value, METRICS_NESTING) > METRICS_NESTING:
-                raise ValueError("nested too deeply")  # json's own limit differs by Python
-            json.dumps(value, allow_nan=True)
-        except (TypeError, ValueError, RecursionError):
+        # The depth is counted first: json's own limit (RecursionError) differs by Python.
+        if nesting_depth(value, METRICS_NESTING) > METRICS_NESTING or not _is_json(value):
             import reprlib  # only for this message
 
             raise ValueError(
                 f"metrics[{name!r}] = {reprlib.repr(value)} is not a JSON value (number, string, "
                 f"bool, None, or lists/dicts of them, nested at most {METRICS_NESTING} deep)"
-            ) from None
+            )
         out[name] = value
     return out
 
