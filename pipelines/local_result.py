@@ -21,6 +21,9 @@ from kfp_spot.reports.summary import summarize as summarize_run
 PIPELINE_FAILED = "PIPELINE_FAILED"
 """The outcome ``run.json`` records when the pipeline gave none (a task failed)."""
 
+NO_THRESHOLDS = "no thresholds: every evaluation passes"
+"""What the summary's gate line adds when the gate was given none."""
+
 
 @dataclass
 class LocalRunResult:
@@ -32,7 +35,8 @@ class LocalRunResult:
     ``report.md`` and the launcher's ``job_report`` show; ``preemptions`` is its count (emulator
     restarts included). ``serving`` holds the serving ledger rows of every endpoint the run
     deployed to (each with its ``endpoint``), ``serving_summary`` their accounting summary.
-    ``thresholds`` are the quality gate's (the pipeline's ``thresholds`` argument or default).
+    ``thresholds`` are the quality gate's (the pipeline's ``thresholds`` argument or default;
+    empty: it had none; None: not known, as where a task's output gives them).
     ``regions`` is the order of regions the run was given (empty: none), ``job_regions`` each
     CustomJob's region, ``job_launches`` the launch task that submitted it (:func:`launches_in`),
     ``region_summary`` attempts and costs per region and each launch's failovers.
@@ -57,7 +61,7 @@ class LocalRunResult:
     latest_step: int | None
     metrics: dict[str, Any]
     passed: bool | None
-    thresholds: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
     serving: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0
@@ -194,12 +198,14 @@ def evaluated_checkpoint(metrics: Mapping[str, Any], asked: object = None) -> di
     return {"uri": uri, "step": None if whole else step}
 
 
-def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``thresholds`` the run's quality gate applied, as the summary names its bounds.
 
     Its one evaluate_checkpoint task's, as the run gives them (a team's pipeline may write them
     into the task, ``thresholds={"f1": ">=0.8"}``, or pass a parameter of its own); else, with
     none or several such tasks, the pipeline's ``thresholds`` parameter, given or its default.
+    Empty: the gate had none (every evaluation passes); None: not known here (another task's
+    output gives them, or they are not a JSON object).
     """
     from google.protobuf import json_format
 
@@ -209,14 +215,14 @@ def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, An
     gates = [t for t in template_tasks(spec, arguments) if t.call == EVALUATE_CALL]
     value = gates[0].parameters.get("thresholds") if len(gates) == 1 else None
     if not isinstance(value, (Mapping, str)):
-        declared = pipeline.component_spec.inputs.get("thresholds")
+        declared = (pipeline.component_spec.inputs or {}).get("thresholds")  # None: it has none
         value = arguments.get("thresholds", declared.default if declared is not None else None)
     if isinstance(value, str):  # a dict may arrive as its JSON text
         try:
             value = json.loads(value)
         except ValueError:
-            return {}
-    return dict(value) if isinstance(value, Mapping) else {}
+            return None
+    return dict(value) if isinstance(value, Mapping) else None
 
 
 def metrics_output(outputs: Mapping[str, Any]) -> Any:
@@ -339,6 +345,8 @@ def _gate_text(result: LocalRunResult, values: Mapping[str, float]) -> str:
     if result.passed is None:
         return "not evaluated"
     verdict = "passed" if result.passed else "failed"
+    if result.thresholds is not None and not result.thresholds and result.passed:
+        return f"{verdict} ({NO_THRESHOLDS})"
     if not result.thresholds:
         return verdict
     listed = ", ".join(f"{k} {v}" for k, v in sorted(result.thresholds.items()))

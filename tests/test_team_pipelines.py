@@ -317,6 +317,21 @@ def test_the_summary_names_the_bounds_of_a_gate_the_team_wrote_into_its_evaluati
     shipped = load(str(ROOT / "pipelines" / "spot_training" / "pipeline.yaml"))
     assert gate_thresholds(shipped, {}) == {"accuracy": ">=0.85"}
     assert gate_thresholds(shipped, {"thresholds": {"mse": "<=1"}}) == {"mse": "<=1"}
+    # none given: the gate has none, which the summary says beside "passed"
+    assert gate_thresholds(shipped, {"thresholds": {}}) == {}
+
+    @dsl.pipeline
+    def computed():
+        EvaluateCheckpointOp(
+            checkpoint=LaunchSpotJobOp(container_image_uri=IMAGE).outputs["checkpoint"],
+            package=dsl.importer(
+                artifact_uri="gs://team-bucket/t.tar.gz", artifact_class=Artifact
+            ).output,
+            thresholds=_bounds().output,
+        )
+
+    # another task's output gives them: not known before the run, and not taken for "none"
+    assert gate_thresholds(computed, {}) is None
 
 
 def test_a_local_run_keeps_the_region_and_project_the_team_pipeline_defaults_to(tmp_path):
@@ -464,6 +479,12 @@ def test_the_launchs_executor_image_notice_is_a_warning_of_its_task_each_time(
             "training/pre-built-containers (one kfp-spot does not list is accepted with a warning)"
         ], warnings
     assert "end of availability" not in capfd.readouterr().err
+
+
+@dsl.component(base_image="python:3.11")
+def _bounds() -> dict:
+    """A team's task that works out the gate's thresholds."""
+    return {"f1": ">=0.8"}
 
 
 @dsl.component(base_image="python:3.11")
