@@ -142,6 +142,12 @@ SPOT_TRAINING = (
             "'--regions'?)",
         ),
         (["compile", "--region", "x"], "No such option '--region'. (see"),  # none to point at
+        # An unknown command: guesses among all of a group's commands (the lazy top-level group
+        # had loaded none, so click guessed nothing), and another tool's name for one of them.
+        (["comple"], "No such command 'comple'. Did you mean 'compile'? (see `kfp-spot --help`)"),
+        (["job", "list"], "No such command 'job'. Did you mean 'jobs'?"),
+        (["jobs", "get", "x"], "No such command 'get'. Did you mean 'describe'?"),
+        (["download", "spot-training"], "No such command 'download'. Did you mean 'pull'?"),
         (  # replaced by the run's own emulator without a word (one started apart saw nothing)
             ["run", "--param", "api_endpoint=http://127.0.0.1:8080"],
             "--param api_endpoint=... is for --vertex; a local run starts its own emulator",
@@ -154,7 +160,7 @@ SPOT_TRAINING = (
 )
 def test_usage_errors_are_one_line_and_exit_2(args, needle, capfd, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # a default run directory would be claimed here
-    if args == ["bogus"]:  # the installed script itself
+    if args[0] in ("bogus", "comple", "job"):  # the installed script: no command loaded yet
         proc = subprocess.run([str(KFP_SPOT), *args], capture_output=True, text=True, timeout=120)
     else:
         proc = run_cli(args, capfd)

@@ -8,6 +8,7 @@ line on stderr and exit with code 2 (click's usage-error convention).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 import warnings
@@ -46,6 +47,23 @@ _SYNONYMS = {
     "--repo": "--host",
 }
 
+# A command of another tool -> ours: kubectl's get, gcloud's describe; a registry's upload and
+# download are KFP RegistryClient's push and pull (as ours are named).
+_COMMAND_SYNONYMS = {
+    "get": "describe",
+    "show": "describe",
+    "info": "describe",
+    "upload": "push",
+    "download": "pull",
+}
+
+
+def _did_you_mean(names: Sequence[str]) -> str:
+    """The hint worded as click's guesses: one name, or several."""
+    if len(names) == 1:
+        return f"Did you mean {names[0]!r}?"
+    return f"(Did you mean one of: {', '.join(repr(name) for name in names)}?)"
+
 
 def _suggest_synonym(exc: click.NoSuchOption) -> click.UsageError:
     """``exc``, pointing an option another tool spells differently at ours where the command has it.
@@ -59,11 +77,27 @@ def _suggest_synonym(exc: click.NoSuchOption) -> click.UsageError:
     if not any(ours in param.opts for param in exc.ctx.command.params):
         return exc
     names = sorted({ours, *(p for p in exc.possibilities or () if p not in ("--help", "-h"))})
-    if len(names) == 1:
-        hint = f"Did you mean {names[0]!r}?"
-    else:
-        hint = f"(Did you mean one of: {', '.join(repr(name) for name in names)}?)"
-    return click.UsageError(f"{exc.message} {hint}", exc.ctx)
+    return click.UsageError(f"{exc.message} {_did_you_mean(names)}", exc.ctx)
+
+
+def _suggest_command(exc: click.UsageError) -> click.UsageError:
+    """``exc`` for an unknown command, with the group's commands it may have meant.
+
+    click guesses by spelling among the commands a group has loaded, which for this lazy group
+    are none until one runs (``kfp-spot comple``, ``kfp-spot job list`` had no hint); the
+    guesses here are among all of a group's commands, with another tool's name for one of them
+    (``jobs get``: ``describe``). click before 8.4 names no command in its error: unchanged.
+    """
+    name, ctx = getattr(exc, "command_name", None), exc.ctx
+    if not isinstance(name, str) or ctx is None or not isinstance(ctx.command, click.Group):
+        return exc
+    commands = ctx.command.list_commands(ctx)
+    names = set(difflib.get_close_matches(name, commands))
+    if _COMMAND_SYNONYMS.get(name) in commands:
+        names.add(_COMMAND_SYNONYMS[name])
+    if not names:
+        return exc
+    return click.UsageError(f"{exc.message} {_did_you_mean(sorted(names))}", ctx)
 
 
 _PYTHON_SUPPORT_NOTICE = ("api_core", "_python_version_support.py")
@@ -146,6 +180,8 @@ class _OneLineErrors(click.Group):
         except click.UsageError as exc:
             if isinstance(exc, click.NoSuchOption):
                 exc = _suggest_synonym(exc)
+            else:
+                exc = _suggest_command(exc)
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
             click.echo(f"kfp-spot: error: {exc.format_message()}{hint}", err=True)
             sys.exit(2)
