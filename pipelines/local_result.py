@@ -204,8 +204,9 @@ def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, An
     Its one evaluate_checkpoint task's, as the run gives them (a team's pipeline may write them
     into the task, ``thresholds={"f1": ">=0.8"}``, or pass a parameter of its own); else, with
     none or several such tasks, the pipeline's ``thresholds`` parameter, given or its default.
-    Empty: the gate had none (every evaluation passes); None: not known here (another task's
-    output gives them, or they are not a JSON object).
+    Empty only where that one task is given none (every evaluation passes); None where they are
+    not known here: another task's output gives them, they are not a JSON object, or the
+    pipeline's parameter is empty (its tasks may hold bounds of their own).
     """
     from google.protobuf import json_format
 
@@ -214,7 +215,8 @@ def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, An
     spec = json_format.MessageToDict(pipeline.pipeline_spec)
     gates = [t for t in template_tasks(spec, arguments) if t.call == EVALUATE_CALL]
     value = gates[0].parameters.get("thresholds") if len(gates) == 1 else None
-    if not isinstance(value, (Mapping, str)):
+    of_the_task = isinstance(value, (Mapping, str))
+    if not of_the_task:
         declared = (pipeline.component_spec.inputs or {}).get("thresholds")  # None: it has none
         value = arguments.get("thresholds", declared.default if declared is not None else None)
     if isinstance(value, str):  # a dict may arrive as its JSON text
@@ -222,7 +224,9 @@ def gate_thresholds(pipeline: Any, arguments: Mapping[str, Any]) -> dict[str, An
             value = json.loads(value)
         except ValueError:
             return None
-    return dict(value) if isinstance(value, Mapping) else None
+    if not isinstance(value, Mapping) or not (value or of_the_task):
+        return None
+    return dict(value)
 
 
 def metrics_output(outputs: Mapping[str, Any]) -> Any:

@@ -333,6 +333,20 @@ def test_the_summary_names_the_bounds_of_a_gate_the_team_wrote_into_its_evaluati
     # another task's output gives them: not known before the run, and not taken for "none"
     assert gate_thresholds(computed, {}) is None
 
+    @dsl.pipeline
+    def two_gates(thresholds: dict = {}):  # noqa: B006 (a KFP default)
+        train = LaunchSpotJobOp(container_image_uri=IMAGE)
+        package = dsl.importer(artifact_uri="gs://team-bucket/t.tar.gz", artifact_class=Artifact)
+        for bound in (">=0.8", ">=0.9"):
+            EvaluateCheckpointOp(
+                checkpoint=train.outputs["checkpoint"],
+                package=package.output,
+                thresholds={"f1": bound},
+            )
+
+    # several gates of their own beside an empty parameter: not "none" either
+    assert gate_thresholds(two_gates, {}) is None
+
 
 def test_a_local_run_keeps_the_region_and_project_the_team_pipeline_defaults_to(tmp_path):
     """`location: str = "europe-west4"` was replaced with us-central1 for a local run, which then
