@@ -31,6 +31,7 @@ from kfp_spot.vertex.values import check_nesting, loads_unique_keys, show
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
+_AR_SERVER_RE = re.compile(r"[a-z0-9-]+-kfp\.pkg\.dev")  # its server
 _HOST_RE = re.compile(r"https?://[^/\s?#]+/[^/\s?#]+/[^/\s?#]+", re.IGNORECASE)
 
 
@@ -68,6 +69,7 @@ def check_host(host: str) -> str:
     server, _, path = rest.partition("/")
     normalised = f"{scheme.lower()}://{server.lower()}/{path}"
     _check_server(host, normalised)
+    _refuse_other_formats(host, normalised)
     if normalised.startswith("http://") and is_artifact_registry(f"https{normalised[4:]}"):
         raise ValueError(
             f"invalid registry host {host!r}: Artifact Registry takes https only (a template "
@@ -134,6 +136,24 @@ def _refuse_userinfo(url: str) -> None:
         "repository URL carries none (Artifact Registry signs in with Google credentials, "
         "`gcloud auth application-default login`; the local registry needs none); give it "
         "without 'USER@'"
+    )
+
+
+def _refuse_other_formats(host: str, url: str) -> None:
+    """Refuse an Artifact Registry host of another repository format (Docker images, Python).
+
+    ``us-docker.pkg.dev`` or ``us-central1-python.pkg.dev`` serve no pipeline templates: it was
+    taken for a registry of some other kind, and a pull or push failed at the first request
+    (not found, or a page of HTML) after the credentials were sent there.
+    """
+    server = urlsplit(url).hostname or ""
+    if not server.endswith(".pkg.dev") or _AR_SERVER_RE.fullmatch(server):
+        return
+    kind = server.removesuffix(".pkg.dev").rpartition("-")[2]
+    raise ValueError(
+        f"invalid registry host {host!r}: {server} is Artifact Registry's host of {kind} "
+        "repositories, which hold no pipeline templates; a Kubeflow Pipelines repository is "
+        "https://LOCATION-kfp.pkg.dev/PROJECT/REPO"
     )
 
 

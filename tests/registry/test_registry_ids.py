@@ -99,6 +99,27 @@ def test_artifact_registry_over_http_is_refused_naming_the_https_url():
         hosts.check_host("http://us-central1-kfp.pkg.dev/my-project/r")
 
 
+@pytest.mark.parametrize(
+    ("host", "kind"),
+    [
+        ("https://us-docker.pkg.dev/my-project/images", "docker"),
+        ("https://us-central1-docker.pkg.dev/my-project/images/", "docker"),
+        ("https://europe-west4-python.pkg.dev/my-project/wheels", "python"),
+        ("http://US-Docker.pkg.dev/my-project/images", "docker"),
+    ],
+)
+def test_an_artifact_registry_host_of_another_format_is_refused_naming_the_kfp_one(host, kind):
+    # A Docker repository's URL (where the runtime image is pushed) was taken as a template
+    # registry: the pull or push failed at its first request, after the credentials went there.
+    with pytest.raises(ValueError) as refused:
+        hosts.check_host(host)
+    message = str(refused.value)
+    assert f"Artifact Registry's host of {kind} repositories" in message
+    assert message.endswith("https://LOCATION-kfp.pkg.dev/PROJECT/REPO")
+    with pytest.raises(ValueError, match="hold no pipeline templates"):
+        client.list_tags(host, "pkg")
+
+
 def test_the_scheme_and_server_are_matched_without_regard_to_case():
     # KFP's client took an uppercase Artifact Registry host as Artifact Registry while kfp-spot
     # gave it the local registry's URL templates.
