@@ -52,7 +52,29 @@ def check_image_reference(reference: str, setting: str) -> str:
             f"{setting}={reference!r} is not an image reference HOST/PATH:TAG in a registry, "
             f"such as {_EXAMPLE!r}"
         )
+    problem = image_host_problem(reference)
+    if problem is not None:
+        raise RuntimeImageError(f"{setting}={reference!r}: {problem}")
     return reference
+
+
+def image_host_problem(reference: str) -> str | None:
+    """Why the registry ``reference`` names serves no container images; None: it may.
+
+    Artifact Registry serves images from ``LOCATION-docker.pkg.dev`` only; the hosts of its other
+    formats (``LOCATION-kfp.pkg.dev``, where pipeline templates go, ``LOCATION-python.pkg.dev``)
+    refuse an image's push and pull, so a reference to one fails only when the image is pushed
+    or a VM pulls it. Other registries are not judged.
+    """
+    if "/" not in reference:
+        return None  # no registry host: Docker Hub's (Vertex AI pulls from there too)
+    server = reference.split("/", 1)[0].split(":", 1)[0].lower()
+    if not server.endswith(".pkg.dev") or server.endswith("-docker.pkg.dev"):
+        return None
+    return (
+        f"{server} serves no container images: Artifact Registry serves them from "
+        "LOCATION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"
+    )
 
 
 def runtime_image() -> str:

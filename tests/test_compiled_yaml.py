@@ -97,6 +97,11 @@ def test_compile_with_another_base_image_rewrites_every_task(tmp_path):
     [
         (["--base-image", "x:1"], "needs output_dir"),
         (["--output-dir", "OUT", "--base-image", "no tag"], "not an image reference"),
+        (  # a template repository's host (Artifact Registry's KFP format) serves no images
+            ["--output-dir", "OUT", "--base-image", "us-central1-kfp.pkg.dev/p-1/templates/i:1"],
+            "us-central1-kfp.pkg.dev serves no container images: Artifact Registry serves them "
+            "from LOCATION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG",
+        ),
     ],
 )
 def test_compile_rejects_bad_base_image_usage(tmp_path, args, needle):

@@ -44,6 +44,7 @@ from kfp_spot.version import (
     RuntimeImageError,
     __version__,
     check_image_reference,
+    image_host_problem,
 )
 
 log = logging.getLogger(__name__)
@@ -293,6 +294,9 @@ def check_push_destination(destination: str) -> str:
         ImageBuildError: naming the destination and an example.
     """
     example = f"'us-central1-docker.pkg.dev/PROJECT/REPO/kfp-spot:{__version__}'"
+    problem = image_host_problem(destination)
+    if problem is not None:  # a template repository's host, say: the push would fail there
+        raise ImageBuildError(f"destination {destination!r}: {problem}")
     try:
         check_image_reference(destination, "destination")
     except RuntimeImageError:

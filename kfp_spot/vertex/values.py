@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kfp_spot.nesting import nesting_depth
+from kfp_spot.version import image_host_problem
 
 # Vertex AI's limits on a CustomJob.
 MAX_PACKAGE_URIS = 100  # pythonPackageSpec.packageUris: the trainer plus its dependencies
@@ -268,6 +269,9 @@ def check_image_reference(value: Any) -> str:
             "[HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST], the path in lowercase letters, digits and "
             "'.', '_', '-' separators, e.g. 'us-docker.pkg.dev/my-project/my-repo/trainer:1'"
         )
+    problem = image_host_problem(match.string)
+    if problem is not None:
+        raise InvalidValueError(f"{show(value)}: {problem}")
     return match.string
 
 

@@ -256,7 +256,29 @@ def test_an_image_no_registry_could_serve_is_refused_on_create(image):
 
 @pytest.mark.parametrize(
     "image",
-    ["python:3.11", "us-docker.pkg.dev/p/r/trainer:1", "localhost:5000/a/b@sha256:" + "a" * 64],
+    ["us-central1-kfp.pkg.dev/p-1/templates/trainer:1", "europe-west4-python.pkg.dev/p-1/r/t"],
+)
+def test_an_image_on_an_artifact_registry_host_of_another_format_is_refused_on_create(image):
+    """A template or Python repository's host serves no images: the VM's pull would fail."""
+    server = image.split("/")[0]
+    for validate in (validate_custom_job, validate_for_submission):
+        with pytest.raises(InvalidJobSpecError) as info:
+            validate(container_job(image))
+        assert info.value.field == "jobSpec.workerPoolSpecs[0].containerSpec.imageUri"
+        assert info.value.message == (
+            f"{image!r}: {server} serves no container images: Artifact Registry serves them "
+            "from LOCATION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"
+        )
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "python:3.11",
+        "us-docker.pkg.dev/p/r/trainer:1",
+        "us-central1-docker.pkg.dev/p/r/trainer:1",
+        "localhost:5000/a/b@sha256:" + "a" * 64,
+    ],
 )
 def test_image_references_of_any_registry_pass(image):
     spec = container_job(image)

@@ -134,6 +134,24 @@ def test_an_image_option_that_is_no_image_reference_is_refused_before_any_engine
     assert "is not an image reference [HOST/]PATH[:TAG]" in line
 
 
+@pytest.mark.parametrize(
+    "destination",
+    ["us-central1-kfp.pkg.dev/my-project/templates/kfp-spot:1", "us-python.pkg.dev/p-1/r/i:1"],
+)
+def test_a_push_to_an_artifact_registry_host_of_another_format_is_refused_naming_docker(
+    destination,
+):
+    # A template repository's host (where `kfp-spot push` sends pipelines) went to the engine,
+    # which failed on the registry's answer after the layers were read.
+    with pytest.raises(image.ImageBuildError) as refused:
+        image.push_image(destination, engine=None)
+    server = destination.split("/")[0]
+    assert str(refused.value) == (
+        f"destination {destination!r}: {server} serves no container images: Artifact Registry "
+        "serves them from LOCATION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"
+    )
+
+
 def test_push_to_a_digest_is_refused_naming_the_tag_form():
     with pytest.raises(image.ImageBuildError, match="names a digest: push to a tag"):
         image.push_image(f"us-docker.pkg.dev/p/r/kfp-spot@sha256:{'a' * 64}")
