@@ -38,6 +38,21 @@ class Restored:
         """The metrics saved with the checkpoint."""
         return dict(self.manifest.metadata.get("metrics") or {})
 
+    def __getitem__(self, key: object) -> Any:
+        """Not the state: Python said only "'Restored' object is not subscriptable".
+
+        ``load_checkpoint(path)["w"]`` or ``(manager.restore() or initial)["step"]`` reads as if
+        it were, and failed so first in a resumed attempt; the error says where the values are.
+
+        Raises:
+            TypeError: always, naming ``.state[key]`` and ``.step``.
+        """
+        raise TypeError(
+            f"a Restored checkpoint is not its state: read restored.state[{key!r}] (the values "
+            f"saved at step {self.step}: {', '.join(sorted(map(repr, self.state))) or 'none'}) "
+            "and restored.step"
+        )
+
 
 def decode_step(root: str, step: int, *, allow_pickle: bool) -> Restored:
     """Verify and decode one step; any problem with it is a CheckpointCorruptError."""

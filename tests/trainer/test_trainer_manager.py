@@ -62,6 +62,20 @@ def test_save_restore_is_exact(tmp_path: Path) -> None:
     assert load_checkpoint(restored.path).state["blob"] == b"raw-5"
 
 
+def test_a_restored_checkpoint_read_as_its_state_says_where_the_values_are(tmp_path: Path) -> None:
+    # `(ckpt.restore() or initial)["step"]` ran on a first attempt and failed only when one
+    # resumed, with Python's "'Restored' object is not subscriptable".
+    with _manager(tmp_path, interval="1") as ckpt:
+        ckpt.save(5, _state(5))
+    for restored in (_manager(tmp_path).restore(), load_checkpoint(str(tmp_path / "step-5"))):
+        with pytest.raises(TypeError) as refused:
+            restored["progress"]
+        assert str(refused.value) == (
+            "a Restored checkpoint is not its state: read restored.state['progress'] (the values "
+            "saved at step 5: 'blob', 'progress', 'rng', 'weights') and restored.step"
+        )
+
+
 @pytest.mark.parametrize("damage", ["manifest-missing", "truncated", "hash-mismatch"])
 def test_torn_checkpoint_is_never_restored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
