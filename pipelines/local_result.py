@@ -21,8 +21,7 @@ from kfp_spot.reports.summary import summarize as summarize_run
 PIPELINE_FAILED = "PIPELINE_FAILED"
 """The outcome ``run.json`` records when the pipeline gave none (a task failed)."""
 
-NO_THRESHOLDS = "no thresholds: every evaluation passes"
-"""What the summary's gate line adds when the gate was given none."""
+NO_THRESHOLDS = "no thresholds: every evaluation passes"  # the gate line's words for a gate of none
 
 
 @dataclass
@@ -267,8 +266,7 @@ def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list
         f"CustomJobs:         {', '.join(result.job_names) or '-'}",
         f"attempts:           {summary.attempt_count}",
         f"preemptions:        {preemptions_text(summary)}",
-        "resumed from steps: "
-        + (", ".join(map(str, result.resumed_from_steps)) or "- (never resumed)"),
+        f"resumed from steps: {_resumed_text(result, summary)}",
         "latest checkpoint:  "
         + ("none committed" if result.latest_step is None else f"step {result.latest_step}"),
         f"billable time:      {seconds(summary.billable_seconds)}",
@@ -276,6 +274,18 @@ def _training_lines(result: LocalRunResult, summary: accounting.Summary) -> list
         f"{accounting.describe_cost(summary.costs, summary.cost_unknown_reason)}",
         f"goodput:            {goodput}",
     ]
+
+
+def _resumed_text(result: LocalRunResult, summary: accounting.Summary) -> str:
+    """The steps attempts resumed from; "unknown" where several committed steps but no record."""
+    if result.resumed_from_steps:
+        return ", ".join(map(str, result.resumed_from_steps))
+    if summary.attempt_count > 1 and not result.attempt_records and result.latest_step is not None:
+        return (
+            "unknown (no attempt records under the checkpoint root: a CheckpointManager that "
+            "saves without `with` or start() writes none)"
+        )
+    return "- (never resumed)"
 
 
 def summarize(result: LocalRunResult) -> str:

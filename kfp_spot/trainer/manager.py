@@ -209,6 +209,8 @@ class CheckpointManager:
             ranked=best_metric if keep_best else None,
         )
         self._entered = False
+        self._started = False  # ever: a save after close() is no unstarted save
+        self._unstarted_told = False
         self._stopped = False
         self._open_key: str | None = None  # this manager's entry in _OPEN_ROOTS, while started
 
@@ -270,7 +272,7 @@ class CheckpointManager:
             return self
         if self.writer:  # before anything is written: no save could land there
             check_writable(self.root)
-        self._entered = True
+        self._entered = self._started = True
         self._saver.closed = False
         if self.writer:
             self._register_open()
@@ -468,6 +470,7 @@ class CheckpointManager:
         """
         step = check_step(step)  # as save checks it, here on every step, saved or not
         failpoints.hit("step", step)
+        self._tell_unstarted()
         if not self._displaced_told and self.notice.installed:
             self._tell_displaced()
         if self.notice.requested:
@@ -475,6 +478,34 @@ class CheckpointManager:
             self.cleanup.run()  # the user's cleanup, after the save, in the grace period left
             return saved
         return self._saver.maybe_save(step, state, metrics)
+
+    def _tell_unstarted(self) -> None:
+        """Warn once when this writer saves without having been started (``with`` or start()).
+
+        ``ckpt = CheckpointManager(...)`` then ``ckpt.maybe_save(...)`` saves, but installs no
+        preemption handler and writes no attempt record: the notice ended the process without
+        its last save, and a run's report said it never resumed.
+        """
+        if self._started or self._unstarted_told or not self.writer:
+            return
+        missing = []
+        if self._handle_signals:
+            missing.append(
+                "saves nothing on the preemption notice (SIGTERM ends the process and the "
+                "steps since the last save are lost)"
+            )
+        if self._recorder is not None:
+            missing.append("writes no attempt record (a run's report cannot tell it resumed)")
+        if not missing:
+            return  # nothing start() would add
+        self._unstarted_told = True
+        log.warning(
+            "CheckpointManager(%r) is saving without having been started: use `with "
+            "CheckpointManager(...) as ckpt:` (or call ckpt.start() first and ckpt.close() at "
+            "the end). Unstarted, it %s",
+            self.root,
+            " and ".join(missing),
+        )
 
     def _tell_displaced(self) -> None:
         """Warn once when the preemption notice's handler was replaced after it was installed."""
@@ -533,6 +564,7 @@ class CheckpointManager:
             CheckpointError: an earlier background save failed.
             OSError: the storage failed ``save_retries + 1`` times; the step is not committed.
         """
+        self._tell_unstarted()
         return self._saver.save(step, state, metrics=metrics, blocking=blocking)
 
     def save_directory(
@@ -548,6 +580,7 @@ class CheckpointManager:
         Raises:
             ValueError: ``step`` is invalid, or ``source`` is not a directory outside the step.
         """
+        self._tell_unstarted()
         return self._saver.save_directory(step, source, metrics=metrics)
 
     def wait(self) -> None:

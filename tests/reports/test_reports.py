@@ -678,3 +678,37 @@ def test_a_finished_runs_unclosed_attempt_record_ended_without_a_record_of_why(t
     assert "| - | - | not written |" in markdown  # the record itself: no exit reason written
     running = summarize(dataclasses.replace(run, finished=None))  # a run still going
     assert str(running.accounting.attempts[1].end_reason) == "RUNNING"
+
+
+def test_attempts_that_wrote_no_attempt_record_are_not_said_to_have_never_resumed(tmp_path: Path):
+    # A training whose CheckpointManager was never started committed steps over two attempts and
+    # wrote no attempt record: the summary said "- (never resumed)" of a run that resumed.
+    from kfp_spot.pipelines import local_run
+
+    job = "projects/local-project/locations/l/customJobs/1"
+    ledger = [
+        {
+            "job": job,
+            "attempt": i,
+            "startTime": T0 + 100 * i,
+            "endTime": T0 + 100 * i + 60,
+            "endReason": reason,
+            "billableSeconds": 60,
+            "strategy": "SPOT",
+            "spotCost": 0.001,
+            "onDemandCost": 0.005,
+        }
+        for i, reason in enumerate(("PREEMPTED", "SUCCEEDED"), start=1)
+    ]
+    fields = {"outcome": None, "metrics": {}, "passed": None, "job_names": [job], "ledger": ledger}
+    unknown = _jobless_result(tmp_path, **fields, latest_step=12)
+    assert (
+        "resumed from steps: unknown (no attempt records under the checkpoint root: a "
+        "CheckpointManager that saves without `with` or start() writes none)\n"
+    ) in local_run.summarize(unknown)
+    # nothing committed, or records that name no resumption: it never resumed
+    for result in (
+        _jobless_result(tmp_path, **fields, latest_step=None),
+        _jobless_result(tmp_path, **fields, latest_step=12, attempt_records=[{"attempt": 1}]),
+    ):
+        assert "resumed from steps: - (never resumed)\n" in local_run.summarize(result)

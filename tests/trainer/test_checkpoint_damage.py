@@ -389,7 +389,7 @@ def test_a_step_being_written_is_no_warning_for_a_lister(
             release.wait(30)
 
     monkeypatch.setattr(failpoints, "hit", pause)
-    ckpt = CheckpointManager(str(tmp_path), handle_signals=False, async_save=True)
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False, async_save=True).start()
     ckpt.save(1, {"x": np.arange(4)}, blocking=True)
     ckpt.save(2, {"x": np.arange(5)})
     try:

@@ -76,6 +76,31 @@ def test_a_restored_checkpoint_read_as_its_state_says_where_the_values_are(tmp_p
         )
 
 
+def test_a_manager_saving_without_being_started_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `ckpt = CheckpointManager(...)` and `ckpt.maybe_save(...)` saved, silently without the
+    # preemption handler and the attempt records `with` (start()) gives.
+    ckpt = CheckpointManager(str(tmp_path / "bare"), interval="1")
+    with caplog.at_level(logging.WARNING, logger="kfp_spot"):
+        for step in (1, 2):
+            ckpt.maybe_save(step, {"w": step})
+        ckpt.save(3, {"w": 3})
+    (told,) = [r.getMessage() for r in caplog.records]
+    assert "is saving without having been started: use `with CheckpointManager(...) as" in told
+    assert "saves nothing on the preemption notice" in told
+    assert "and writes no attempt record" in told
+    assert checkpoints.read_attempt_records(str(tmp_path / "bare")) == []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kfp_spot"):
+        with CheckpointManager(str(tmp_path / "entered"), interval="1") as entered:
+            entered.maybe_save(1, {"w": 1})
+        entered.save(2, {"w": 2})  # after close(): written before it returns, as documented
+        own = CheckpointManager(str(tmp_path / "own"), handle_signals=False, record_attempts=False)
+        own.save(1, {"w": 1})  # nothing start() would add
+    assert caplog.records == []
+
+
 @pytest.mark.parametrize("damage", ["manifest-missing", "truncated", "hash-mismatch"])
 def test_torn_checkpoint_is_never_restored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
