@@ -47,10 +47,11 @@ class Restored:
         Raises:
             TypeError: always, naming ``.state[key]`` and ``.step``.
         """
+        names = sorted(map(repr, self.state))
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         raise TypeError(
             f"a Restored checkpoint is not its state: read restored.state[{key!r}] (the values "
-            f"saved at step {self.step}: {', '.join(sorted(map(repr, self.state))) or 'none'}) "
-            "and restored.step"
+            f"saved at step {self.step}: {shown or 'none'}) and restored.step"
         )
 
 

@@ -74,6 +74,10 @@ def test_a_restored_checkpoint_read_as_its_state_says_where_the_values_are(tmp_p
             "a Restored checkpoint is not its state: read restored.state['progress'] (the values "
             "saved at step 5: 'blob', 'progress', 'rng', 'weights') and restored.step"
         )
+    with _manager(tmp_path / "wide", interval="1") as ckpt:
+        ckpt.save(1, {f"layer{i:02d}": i for i in range(11)})
+    with pytest.raises(TypeError, match=r"step 1: 'layer00', .*'layer07' and 3 more\) and"):
+        _manager(tmp_path / "wide").restore()[0]
 
 
 def test_a_manager_saving_without_being_started_is_warned_of_once(
