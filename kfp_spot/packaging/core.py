@@ -34,6 +34,7 @@ from kfp_spot.packaging import (
     runnable,
     taskmodule,
     trainer_dist,
+    unstarted,
     wheeltags,
 )
 from kfp_spot.packaging.entry_points import FIELD, check_entry_point, declared_entry_point
@@ -562,6 +563,7 @@ def prepare_package(
         for warning in [
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(job_source, module),
+            *unstarted.warnings_for(job_source, [module]),
             *localpaths.warnings_for(
                 job_source,
                 [module, entry_point.partition(":")[0]],
