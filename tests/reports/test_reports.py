@@ -422,17 +422,9 @@ def test_kept_work_survives_retention_deleting_the_attempts_checkpoints(tmp_path
     assert summary.lost_seconds == pytest.approx(40)
 
 
-def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tmp_path: Path):
-    job, fallback = (
-        "projects/local-project/locations/l/customJobs/1",
-        "projects/local-project/locations/l/customJobs/2",
-    )
-    rows = [
-        ("PREEMPTED", "SPOT", job, 0.001, 0.005),
-        ("EMULATOR_RESTARTED", "SPOT", job, 0.002, 0.010),
-        ("SUCCEEDED", "STANDARD", fallback, 0.003, 0.003),  # on demand: no Spot price paid
-    ]
-    ledger = [
+def _ledger(rows: list[tuple[str, str, str, float, float]]) -> list[dict[str, Any]]:
+    """Ledger rows of 60 billed seconds each, 100 s apart: (endReason, strategy, job, costs)."""
+    return [
         {
             "job": name,
             "attempt": i,
@@ -446,7 +438,19 @@ def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tm
         }
         for i, (reason, strategy, name, spot, on_demand) in enumerate(rows, start=1)
     ]
-    doc = {"outcome": "SUCCEEDED", "job_names": [job, fallback], "ledger": ledger}
+
+
+def test_an_emulator_restart_is_a_preemption_and_a_fallback_is_paid_on_demand(tmp_path: Path):
+    job, fallback = (
+        "projects/local-project/locations/l/customJobs/1",
+        "projects/local-project/locations/l/customJobs/2",
+    )
+    rows = [
+        ("PREEMPTED", "SPOT", job, 0.001, 0.005),
+        ("EMULATOR_RESTARTED", "SPOT", job, 0.002, 0.010),
+        ("SUCCEEDED", "STANDARD", fallback, 0.003, 0.003),  # on demand: no Spot price paid
+    ]
+    doc = {"outcome": "SUCCEEDED", "job_names": [job, fallback], "ledger": _ledger(rows)}
     (tmp_path / "run.json").write_text(json.dumps(doc))
     report = write_report(tmp_path)
     markdown = report.markdown.read_text()
@@ -686,20 +690,7 @@ def test_attempts_that_wrote_no_attempt_record_are_not_said_to_have_never_resume
     from kfp_spot.pipelines import local_run
 
     job = "projects/local-project/locations/l/customJobs/1"
-    ledger = [
-        {
-            "job": job,
-            "attempt": i,
-            "startTime": T0 + 100 * i,
-            "endTime": T0 + 100 * i + 60,
-            "endReason": reason,
-            "billableSeconds": 60,
-            "strategy": "SPOT",
-            "spotCost": 0.001,
-            "onDemandCost": 0.005,
-        }
-        for i, reason in enumerate(("PREEMPTED", "SUCCEEDED"), start=1)
-    ]
+    ledger = _ledger([(end, "SPOT", job, 0.001, 0.005) for end in ("PREEMPTED", "SUCCEEDED")])
     fields = {"outcome": None, "metrics": {}, "passed": None, "job_names": [job], "ledger": ledger}
     unknown = _jobless_result(tmp_path, **fields, latest_step=12)
     assert (
