@@ -19,7 +19,9 @@ LOOP = "for step in range(1, 4):\n    {name}.maybe_save(step, {{'w': step}})\n"
 
 def _warnings(tmp_path: Path, task: str) -> list[str]:
     project = write_project(tmp_path / "p", task=HEAD + task)
-    return unstarted.warnings_for(JobSource(project), ["tinytrainer.task"])
+    source = JobSource(project)
+    assert source.reached("tinytrainer.task")  # parsed: no case passes unread
+    return unstarted.warnings_for(source, ["tinytrainer.task"])
 
 
 @pytest.mark.parametrize(
