@@ -58,6 +58,23 @@ def check_image_reference(reference: str, setting: str) -> str:
     return reference
 
 
+_ARTIFACT_REGISTRY_SERVER = re.compile(r"[a-z0-9-]+-(?P<format>[a-z0-9]+)\.pkg\.dev")
+
+
+def artifact_registry_format(server: str) -> str | None:
+    """What an Artifact Registry host serves, read from its name ``LOCATION-FORMAT.pkg.dev``.
+
+    ``docker`` (images), ``kfp`` (pipeline templates), ``python``, ...; "" for a ``pkg.dev``
+    name not of that form; None for a host of another registry. The one reading of these
+    names: the image references' check and the template registry's host check both use it.
+    """
+    server = server.lower()
+    if not server.endswith(".pkg.dev"):
+        return None
+    match = _ARTIFACT_REGISTRY_SERVER.fullmatch(server)
+    return match["format"] if match else ""
+
+
 def image_host_problem(reference: str) -> str | None:
     """Why the registry ``reference`` names serves no container images; None: it may.
 
@@ -69,7 +86,7 @@ def image_host_problem(reference: str) -> str | None:
     if "/" not in reference:
         return None  # no registry host: Docker Hub's (Vertex AI pulls from there too)
     server = reference.split("/", 1)[0].split(":", 1)[0].lower()
-    if not server.endswith(".pkg.dev") or server.endswith("-docker.pkg.dev"):
+    if artifact_registry_format(server) in (None, "docker"):
         return None
     return (
         f"{server} serves no container images: Artifact Registry serves them from "

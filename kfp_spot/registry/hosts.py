@@ -27,11 +27,11 @@ from kfp_spot.registry.store import (
     check_version,
 )
 from kfp_spot.registry.transport import call
+from kfp_spot.version import artifact_registry_format
 from kfp_spot.vertex.values import check_nesting, loads_unique_keys, show
 
 # The same pattern kfp.registry uses to recognise Artifact Registry's KFP hosts.
 _AR_HOST_RE = re.compile(r"https://[a-z0-9-]+-kfp\.pkg\.dev/[^/\s]+/[^/\s]+")
-_AR_SERVER_RE = re.compile(r"[a-z0-9-]+-kfp\.pkg\.dev")  # its server
 _HOST_RE = re.compile(r"https?://[^/\s?#]+/[^/\s?#]+/[^/\s?#]+", re.IGNORECASE)
 
 
@@ -147,9 +147,10 @@ def _refuse_other_formats(host: str, url: str) -> None:
     (not found, or a page of HTML) after the credentials were sent there.
     """
     server = urlsplit(url).hostname or ""
-    if not server.endswith(".pkg.dev") or _AR_SERVER_RE.fullmatch(server):
+    kind = artifact_registry_format(server)
+    if kind in (None, "kfp"):
         return
-    kind = server.removesuffix(".pkg.dev").rpartition("-")[2]
+    kind = kind or server.removesuffix(".pkg.dev")  # a name of no LOCATION-FORMAT form
     raise ValueError(
         f"invalid registry host {host!r}: {server} is Artifact Registry's host of {kind} "
         "repositories, which hold no pipeline templates; a Kubeflow Pipelines repository is "
