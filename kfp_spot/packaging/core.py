@@ -178,6 +178,12 @@ def check_module(wheel: Path, facts: _build.WheelFacts, python_module: str) -> N
             ) from exc
         except ValueError as exc:  # e.g. null bytes
             raise ModuleSyntaxError("source", f"{name} cannot be compiled: {exc}") from exc
+        except RecursionError:  # `1 + 1 + ...` thousands of times: Python refuses it too
+            raise ModuleSyntaxError(
+                "source",
+                f"{name} is nested too deeply for Python's compiler (the built package "
+                f"{facts.name} {facts.version} would fail to import it)",
+            ) from None
 
 
 PYTHON_FIX = "widen its requires-python, or pass an executor_image_uri whose Python it takes"

@@ -36,9 +36,20 @@ def parse(source: str | bytes, filename: str = "<unknown>", **options: Any) -> a
     parse, the first fails with a spurious ``SystemError: AST constructor recursion depth
     mismatch`` (python/cpython gh-106905). The emulator's job runners read their jobs' source
     in threads, beside the rest of the process, so every parse goes through this lock.
+
+    Raises:
+        SyntaxError: ``source`` is not Python, or is nested too deeply for Python's compiler
+            (``1 + 1 + ...`` thousands of times: the parser's ``RecursionError``, which Python
+            itself raises on importing it, told as what it is to the file's reader).
     """
     with _PARSING:
-        tree: ast.Module = ast.parse(source, filename, **options)
+        try:
+            tree: ast.Module = ast.parse(source, filename, **options)
+        except RecursionError:
+            raise SyntaxError(
+                "nested too deeply for Python's compiler (it refuses to import it as well)",
+                (filename, None, None, None),
+            ) from None
     return tree
 
 
@@ -79,6 +90,28 @@ def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+def _reads_version_info(test: ast.expr) -> bool:
+    """Whether an ``if``'s test reads ``sys.version_info``."""
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "version_info")
+        or (isinstance(n, ast.Name) and n.id == "version_info")
+        for n in ast.walk(test)
+    )
+
+
+def unparsed(node: ast.AST) -> str:
+    """``ast.unparse(node)``, or ``""`` where it nests too deeply to unparse.
+
+    ``ast.unparse`` recurses once per level: ``f(1 + 1 + ...)`` with a thousand terms, which
+    Python imports, exceeds the recursion limit. A name the static readers look for is never
+    such an expression.
+    """
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return ""
 
 
 def _catches_import_error(node: ast.Try) -> bool:
@@ -124,6 +157,8 @@ def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[
 
     def visit(node: ast.AST, optional: bool, guarded: bool) -> None:
         for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                continue  # no import is in an expression, which may nest thousands deep
             if isinstance(child, ast.If) and _is_type_checking(child.test):
                 for stmt in child.body:
                     visit_stmt(stmt, True, guarded)
@@ -135,7 +170,7 @@ def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[
                 for part in (child.handlers, child.orelse, child.finalbody):
                     for inner in part:
                         visit_stmt(inner, optional, guarded)
-            elif isinstance(child, ast.If) and "version_info" in ast.dump(child.test):
+            elif isinstance(child, ast.If) and _reads_version_info(child.test):
                 visit_stmt(child, optional, True)
             else:
                 visit_stmt(child, optional, guarded)

@@ -23,6 +23,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from kfp_spot.packaging import imports
 from kfp_spot.packaging.jobsource import JobSource, SourceFile
 
 LAPTOP_PREFIXES = ("/Users/", "/Volumes/", "/private/var/folders/", "C:\\Users\\", "C:/Users/")
@@ -106,7 +107,7 @@ def mps_uses(source: Path | JobSource, modules: list[str]) -> dict[str, str]:
             if isinstance(node, ast.Call) and any(
                 _is_mps(a) for a in [*node.args, *(k.value for k in node.keywords)]
             ):
-                found.setdefault(f"{file.where}, line {node.lineno}", ast.unparse(node.func))
+                found.setdefault(f"{file.where}, line {node.lineno}", imports.unparsed(node.func))
     return found
 
 

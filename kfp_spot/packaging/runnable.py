@@ -132,7 +132,7 @@ def _calls(statement: ast.stmt) -> bool:
     if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
         return False  # definitions and imports run nothing; any other statement may_run says
     return any(
-        isinstance(node, ast.Call) and ast.unparse(node.func) not in _NO_WORK_CALLS
+        isinstance(node, ast.Call) and imports.unparsed(node.func) not in _NO_WORK_CALLS
         for node in ast.walk(statement.value)
     )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from kfp_spot.packaging import imports
 from kfp_spot.packaging.jobsource import JobSource, SourceFile
 
 _SAVES = frozenset({"save", "maybe_save", "save_directory"})
@@ -43,26 +44,26 @@ def _unstarted_in(file: SourceFile) -> Iterable[tuple[str, int]]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
-                    bound.setdefault(ast.unparse(target), node.lineno)
+                    bound.setdefault(imports.unparsed(target), node.lineno)
     if not bound:
         return
     started: set[str] = set()
     saved: set[str] = set()
     for node in file.nodes:
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            started.update(ast.unparse(item.context_expr) for item in node.items)
+            started.update(imports.unparsed(item.context_expr) for item in node.items)
         elif isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute):
-                owner = ast.unparse(func.value)
+                owner = imports.unparsed(func.value)
                 if func.attr in _STARTS:
                     started.add(owner)
                 elif func.attr in _SAVES:
                     saved.add(owner)
             handed = [*node.args, *(k.value for k in node.keywords)]
-            started.update(ast.unparse(arg) for arg in handed if not _is_manager_call(arg))
+            started.update(imports.unparsed(arg) for arg in handed if not _is_manager_call(arg))
         elif isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
-            started.add(ast.unparse(node.value))  # its caller may start it
+            started.add(imports.unparsed(node.value))  # its caller may start it
     for name, line in bound.items():
         if name in saved and name not in started:
             yield name, line
