@@ -140,8 +140,10 @@ def clean_metrics(metrics: Mapping[str, Any] | None) -> dict[str, Any]:
             value = value.tolist()  # an array of any size: a list (.item() took size 1 only)
         elif callable(getattr(value, "item", None)):
             value = value.item()
-        # The depth is counted first: json's own limit (RecursionError) differs by Python.
-        if nesting_depth(value, METRICS_NESTING) > METRICS_NESTING or not _is_json(value):
+        # The depth is counted first: json's own limit (RecursionError) differs by Python. A
+        # string is a value here, never JSON text (nesting_depth would count its brackets).
+        depth = 0 if isinstance(value, str) else nesting_depth(value, METRICS_NESTING)
+        if depth > METRICS_NESTING or not _is_json(value):
             import reprlib  # only for this message
 
             raise ValueError(

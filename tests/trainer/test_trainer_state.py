@@ -253,6 +253,18 @@ def test_metrics_nested_past_the_bound_are_refused_on_every_python(tmp_path: Pat
     assert restored is not None and restored.metrics["m"] == deepest
 
 
+def test_a_text_metric_is_text_whatever_brackets_it_holds(tmp_path: Path) -> None:
+    # A string was read as JSON text for the nesting bound: 101 "[" made a note "too deep".
+    from kfp_spot.trainer.writer import METRICS_NESTING
+
+    text = "[" * (METRICS_NESTING + 1) + ' "{ unbalanced'
+    ckpt = CheckpointManager(str(tmp_path), handle_signals=False)
+    ckpt.save(1, {"w": np.zeros(2)}, metrics={"note": text, "notes": [text, {"k": text}]})
+    restored = ckpt.restore()
+    assert restored is not None
+    assert restored.metrics["note"] == text and restored.metrics["notes"] == [text, {"k": text}]
+
+
 def test_numpy_scalars_keep_their_type() -> None:
     for value in (np.float32(1.5), np.int64(-3), np.bool_(True), np.complex64(1 + 2j)):
         back, adapter = _round_trip(value)
