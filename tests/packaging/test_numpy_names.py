@@ -130,3 +130,21 @@ def test_prepare_package_warns_of_it(tmp_path, capsys):
         "kfp-spot: warning: tinytrainer/task.py uses NumPy names that executor image "
         "sklearn-cpu.1-6's NumPy 1.26.4 lacks (line 3: np.trapezoid" in capsys.readouterr().err
     )
+
+
+def test_kfp_spots_trainer_uses_no_name_the_default_images_numpy_lacks():
+    # The light kfp-spot-trainer wheel runs on the VM beside the job, with the image's NumPy
+    # (1.26.4): its modules are held to the rule prepare_package applies to a job's code.
+    from kfp_spot.packaging import imports, trainer_dist
+    from kfp_spot.packaging.jobsource import SourceFile
+
+    files = {k: v for k, v in trainer_dist.contents().files.items() if k.endswith(".py")}
+    assert "kfp_spot/trainer/__init__.py" in files
+    found = {}
+    for where, path in files.items():
+        tree = imports.source_tree(path, where)
+        assert tree is not None, where
+        file = SourceFile(module=where, path=path, where=where, tree=tree, imported=())
+        if names := numpynames.new_names_in(file):
+            found[where] = names
+    assert found == {}
