@@ -43,8 +43,9 @@ def _unstarted_in(file: SourceFile) -> Iterable[tuple[str, int]]:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and _is_manager_call(node.value):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                if isinstance(target, (ast.Name, ast.Attribute)):
-                    bound.setdefault(imports.unparsed(target), node.lineno)
+                name = imports.unparsed(target)
+                if isinstance(target, (ast.Name, ast.Attribute)) and name:
+                    bound.setdefault(name, node.lineno)
     if not bound:
         return
     started: set[str] = set()

@@ -47,3 +47,18 @@ def test_code_too_deep_for_pythons_compiler_is_one_clear_error(tmp_path: Path):
         r"\(the built package tiny-trainer 1.2.3 would fail to import it\)$",
     ):
         prepare_package(str(project), str(tmp_path / "stage"), python_module=MODULE)
+
+
+def test_the_static_readers_take_what_nests_too_deep_to_unparse(tmp_path: Path):
+    from kfp_spot.packaging import unstarted
+    from kfp_spot.packaging.jobsource import JobSource
+
+    chain = ".".join(["a"] * 1500)  # Python takes it; ast.unparse recurses past the limit
+    task = (
+        "from kfp_spot.trainer import CheckpointManager\n"
+        f"{chain} = CheckpointManager('/c')\n{chain}.save(1, {{}})\n"
+    )
+    compile(task, "task.py", "exec")
+    source = JobSource(write_project(tmp_path / "src", task=task))
+    assert source.reached(MODULE)
+    assert unstarted.warnings_for(source, [MODULE]) == []  # no manager named ""
