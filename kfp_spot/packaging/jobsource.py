@@ -103,3 +103,11 @@ class JobSource:
                     imports.walk_own_package(base, module, read)
             self._reached[module] = tuple(found)
         return self._reached[module]
+
+    def reached_by(self, modules: Iterable[str]) -> tuple[SourceFile, ...]:
+        """The files :meth:`reached` gives for each of ``modules``, each file once, in order."""
+        files: dict[Path, SourceFile] = {}
+        for module in modules:
+            for file in self.reached(module):
+                files.setdefault(file.path, file)
+        return tuple(files.values())

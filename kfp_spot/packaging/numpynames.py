@@ -238,29 +238,24 @@ def warnings_for(
     if any(canonicalize_name(p.name) == "numpy" for p in unmet_pins(requirements, image)):
         return []  # pip installs another NumPy on the VM; imagepins says so
     out: list[str] = []
-    seen: set[str] = set()
-    for module in modules:
-        for file in source.reached(module):
-            if file.where in seen:
-                continue
-            seen.add(file.where)
-            lacking = {
-                name: line
-                for name, line in new_names_in(file).items()
-                if NEW_NAMES[name] > (held.major, held.minor)
-            }
-            if not lacking:
-                continue
-            uses = "; ".join(
-                f"line {line}: {_shown(name)} (NumPy {'.'.join(map(str, NEW_NAMES[name]))}"
-                + (f"; before it {OLDER_NAMES[name]})" if name in OLDER_NAMES else ")")
-                for name, line in sorted(lacking.items(), key=lambda item: item[1])
-            )
-            out.append(
-                f"{file.where} uses NumPy names that executor image {image.image}'s NumPy "
-                f"{held} lacks ({uses}): on Vertex AI the job fails with AttributeError when it "
-                "gets there, though it runs locally with this machine's NumPy. Use the older "
-                "names, or declare numpy>=2 in the package's dependencies (pip then installs a "
-                "NumPy 2 at every job start)"
-            )
+    for file in source.reached_by(modules):
+        lacking = {
+            name: line
+            for name, line in new_names_in(file).items()
+            if NEW_NAMES[name] > (held.major, held.minor)
+        }
+        if not lacking:
+            continue
+        uses = "; ".join(
+            f"line {line}: {_shown(name)} (NumPy {'.'.join(map(str, NEW_NAMES[name]))}"
+            + (f"; before it {OLDER_NAMES[name]})" if name in OLDER_NAMES else ")")
+            for name, line in sorted(lacking.items(), key=lambda item: item[1])
+        )
+        out.append(
+            f"{file.where} uses NumPy names that executor image {image.image}'s NumPy "
+            f"{held} lacks ({uses}): on Vertex AI the job fails with AttributeError when it "
+            "gets there, though it runs locally with this machine's NumPy. Use the older "
+            "names, or declare numpy>=2 in the package's dependencies (pip then installs a "
+            "NumPy 2 at every job start)"
+        )
     return out

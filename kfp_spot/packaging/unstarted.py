@@ -72,19 +72,12 @@ def _unstarted_in(file: SourceFile) -> Iterable[tuple[str, int]]:
 
 def warnings_for(source: JobSource, modules: Iterable[str]) -> list[str]:
     """One warning per manager :func:`_unstarted_in` finds in the code ``modules`` reach."""
-    out: list[str] = []
-    seen: set[str] = set()
-    for module in modules:
-        for file in source.reached(module):
-            if file.where in seen:
-                continue
-            seen.add(file.where)
-            out += [
-                f"{file.where}, line {line}: {name} = CheckpointManager(...) saves but is never "
-                "started: on Vertex AI a preemption notice then ends the job without its last "
-                "save, and no attempt record says that it resumed. Use `with "
-                f"CheckpointManager(...) as {name.rpartition('.')[2]}:` around the training "
-                "loop (or call its start() first and close() at the end)"
-                for name, line in _unstarted_in(file)
-            ]
-    return out
+    return [
+        f"{file.where}, line {line}: {name} = CheckpointManager(...) saves but is never "
+        "started: on Vertex AI a preemption notice then ends the job without its last "
+        "save, and no attempt record says that it resumed. Use `with "
+        f"CheckpointManager(...) as {name.rpartition('.')[2]}:` around the training "
+        "loop (or call its start() first and close() at the end)"
+        for file in source.reached_by(modules)
+        for name, line in _unstarted_in(file)
+    ]
