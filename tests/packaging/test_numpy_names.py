@@ -99,6 +99,8 @@ def test_each_name_is_shown_once_at_its_first_line_with_the_older_name(tmp_path)
         "import numpy as np\nf = hasattr(np, 'trapezoid') and np.trapezoid\n",
         "import numpy as np\nf = getattr(np, 'trapezoid', None)\n",
         "x = [1, 2]\ny = x.astype\n",  # an attribute of anything else
+        # JAX's NumPy has the array API names; it is not the image's NumPy
+        "import jax.numpy as jnp\nfrom jax import numpy as np\nx = jnp.concat([]), np.pow(2, 2)\n",
     ],
 )
 def test_guarded_older_and_other_libraries_names_are_left_alone(tmp_path, task):
