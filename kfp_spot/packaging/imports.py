@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,12 +114,13 @@ def unparsed(node: ast.AST) -> str:
         return ""
 
 
-def _catches_import_error(node: ast.Try) -> bool:
-    for handler in node.handlers:
+def catches(handlers: Iterable[ast.ExceptHandler], errors: Collection[str]) -> bool:
+    """Whether a ``try``'s ``handlers`` catch one of ``errors`` (by name), or everything."""
+    for handler in handlers:
         if handler.type is None:
             return True
         names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if any(isinstance(n, ast.Name) and n.id in IMPORT_ERRORS for n in names):
+        if any(isinstance(n, ast.Name) and n.id in errors for n in names):
             return True
     return False
 
@@ -164,7 +165,7 @@ def imported(tree: ast.AST, module: str = "", is_package: bool = False) -> list[
                     visit_stmt(stmt, True, guarded)
                 for stmt in child.orelse:
                     visit_stmt(stmt, optional, guarded)
-            elif isinstance(child, ast.Try) and _catches_import_error(child):
+            elif isinstance(child, ast.Try) and catches(child.handlers, IMPORT_ERRORS):
                 for stmt in child.body:
                     visit_stmt(stmt, True, guarded)
                 for part in (child.handlers, child.orelse, child.finalbody):

@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kfp_spot import executors
+from kfp_spot.packaging import imports
 from kfp_spot.packaging.imagepins import unmet_pins
 from kfp_spot.packaging.jobsource import JobSource, SourceFile
 
@@ -152,17 +153,6 @@ def _guarded(test: ast.expr) -> bool:
     return any(word == "hasattr" or "version" in word.lower() for word in words)
 
 
-def _catches(handlers: list[ast.ExceptHandler]) -> bool:
-    """Whether a ``try``'s handlers catch a missing attribute or import."""
-    for handler in handlers:
-        if handler.type is None:
-            return True
-        names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if any(_word(name) in _CATCHES for name in names):
-            return True
-    return False
-
-
 def _unguarded(tree: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``tree`` (no order), less what an image lacking a name would skip.
 
@@ -174,7 +164,7 @@ def _unguarded(tree: ast.AST) -> Iterator[ast.AST]:
         yield node
         if isinstance(node, (ast.If, ast.IfExp, ast.While)) and _guarded(node.test):
             stack.append(node.test)
-        elif isinstance(node, _TRY) and _catches(node.handlers):
+        elif isinstance(node, _TRY) and imports.catches(node.handlers, _CATCHES):
             stack += [*node.handlers, *node.orelse, *node.finalbody]
         elif not (isinstance(node, ast.BoolOp) and any(map(_guarded, node.values))):
             stack += ast.iter_child_nodes(node)
