@@ -29,7 +29,7 @@ from kfp_spot.packaging import build as _build
 from kfp_spot.packaging import (
     imports,
     localpaths,
-    numpynames,
+    newnames,
     outputdirs,
     platformdeps,
     runnable,
@@ -571,7 +571,7 @@ def prepare_package(
             *unmet_pin_warnings(facts.requirements, executor_image_uri),
             *outputdirs.warnings_for(job_source, module),
             *unstarted.warnings_for(job_source, [module]),
-            *numpynames.warnings_for(job_source, [module], image, facts.requirements),
+            *newnames.warnings_for(job_source, [module], image, facts.requirements),
             *localpaths.warnings_for(
                 job_source,
                 [module, entry_point.partition(":")[0]],

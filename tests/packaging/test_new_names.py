@@ -1,0 +1,297 @@
+"""A job using a NumPy or scikit-learn name its executor image lacks is warned of before it runs.
+
+Locally the emulator and the import check run the job with this machine's NumPy (2.x) and
+scikit-learn (1.9); the default image has NumPy 1.26.4 and scikit-learn 1.6.1, where
+``np.trapezoid`` is an AttributeError and ``log_loss(y, y_proba=p)`` a TypeError on Vertex AI.
+"""
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from packaging.version import Version
+
+from kfp_spot import executors
+from kfp_spot.packaging import newnames, prepare_package
+from kfp_spot.packaging.jobsource import JobSource
+from kfp_spot.packaging.libnames import NUMPY, SCIKIT_LEARN
+from tests.packaging.tiny import write_project
+
+DEFAULT = executors.profile(executors.DEFAULT_EXECUTOR_IMAGE)
+MODULE = "tinytrainer.task"
+
+
+def _warnings(
+    tmp_path: Path, task: str, image: executors.ExecutorProfile = DEFAULT, requirements=()
+) -> list[str]:
+    source = JobSource(write_project(tmp_path / "p", task=task))
+    assert source.reached(MODULE)  # parsed: no case passes unread
+    return newnames.warnings_for(source, [MODULE], image, list(requirements))
+
+
+def test_the_default_image_pins_numpy_1_and_scikit_learn_1_6():
+    assert newnames.image_version(DEFAULT, "numpy") == Version("1.26.4")
+    assert newnames.image_version(DEFAULT, "scikit-learn") == Version("1.6.1")
+
+
+def test_every_listed_name_is_numpys_from_the_version_given():
+    # This machine's NumPy has each name of the table it is new enough for: no misspelt entry.
+    here = Version(np.__version__)
+    for dotted, since in NUMPY.names.items():
+        if here.release[:2] < since:
+            continue
+        module, _, name = dotted.rpartition(".")
+        target = np
+        for part in module.split(".")[1:]:
+            target = getattr(target, part)
+        assert hasattr(target, name), dotted
+    assert set(NUMPY.older) <= set(NUMPY.names)
+
+
+@pytest.mark.parametrize(
+    ("task", "shown", "line"),
+    [
+        ("import numpy as np\n\n\ndef area(y):\n    return np.trapezoid(y)\n", "np.trapezoid", 5),
+        ("from numpy import concat\n", "np.concat", 1),
+        ("import numpy\nx = numpy.linalg.vector_norm([3, 4])\n", "np.linalg.vector_norm", 2),
+        ("import numpy.strings\n", "np.strings", 1),
+        ("from numpy import linalg as la\nn = la.matrix_norm([[1]])\n", "np.linalg.matrix_norm", 2),
+        ("import numpy as np\nmask = np.zeros(3, dtype=np.bool)\n", "np.bool", 2),
+        ("import numpy as np\ns = np.cumulative_sum([1, 2])\n", "np.cumulative_sum", 2),
+        ("from numpy.strings import upper\n", "np.strings", 1),
+        ("import numpy.strings.foo\n", "np.strings", 1),
+    ],
+)
+def test_a_name_the_images_numpy_lacks_is_named_with_its_line(tmp_path, task, shown, line):
+    (warning,) = _warnings(tmp_path, task)
+    assert warning.startswith(
+        "tinytrainer/task.py uses NumPy names that executor image sklearn-cpu.1-6's NumPy 1.26.4 "
+        f"lacks (line {line}: {shown} (NumPy 2."
+    )
+    error = "ImportError" if "import" in task.splitlines()[line - 1] else "AttributeError"
+    assert f"on Vertex AI the job fails with {error} when it gets there" in warning
+    assert re.search(
+        r"Use what NumPy 1\.26\.4 has, or declare numpy>=(2|2\.[12]) in the package's "
+        r"dependencies \(pip then installs a NumPy \1 at every job start\)$",
+        warning,
+    )
+
+
+def test_each_name_is_shown_once_at_its_first_line_with_the_older_name(tmp_path):
+    task = (
+        "import numpy as np\n"
+        "a = np.concat([[1], [2]])\n"
+        "b = np.trapezoid([1, 2])\n"
+        "c = np.concat([[3], [4]])\n"
+    )
+    (warning,) = _warnings(tmp_path, task)
+    assert (
+        "(line 2: np.concat (NumPy 2.0; before it np.concatenate); "
+        "line 3: np.trapezoid (NumPy 2.0; before it np.trapz))"
+    ) in warning
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "import numpy as np\nx = np.concatenate([[1]]) + np.trapz([1, 2])\n",  # older names
+        "import pandas as pd\nimport torch\nx = pd.concat([]), torch.concat([])\n",  # not NumPy's
+        "import numpy as np\nf = np.trapezoid if hasattr(np, 'trapezoid') else np.trapz\n",
+        "import numpy as np\nif np.__version__ >= '2':\n    f = np.trapezoid\nelse:\n"
+        "    f = np.trapz\n",
+        "import numpy as np\ntry:\n    f = np.trapezoid\nexcept AttributeError:\n"
+        "    f = np.trapz\n",
+        "try:\n    from numpy import trapezoid\nexcept ImportError:\n"
+        "    from numpy import trapz as trapezoid\n",
+        "import numpy as np\nf = hasattr(np, 'trapezoid') and np.trapezoid\n",
+        "import numpy as np\nf = getattr(np, 'trapezoid', None)\n",
+        "x = [1, 2]\ny = x.astype\n",  # an attribute of anything else
+        # JAX's NumPy has the array API names; it is not the image's NumPy
+        "import jax.numpy as jnp\nfrom jax import numpy as np\nx = jnp.concat([]), np.pow(2, 2)\n",
+    ],
+)
+def test_guarded_older_and_other_libraries_names_are_left_alone(tmp_path, task):
+    assert _warnings(tmp_path, task) == []
+
+
+def test_an_image_without_a_numpy_pin_or_a_declared_numpy_2_is_left_alone(tmp_path):
+    task = "import numpy as np\ny = np.trapezoid([1, 2])\n"
+    unpinned = next(
+        p for p in executors.profiles().values() if newnames.image_version(p, "numpy") is None
+    )
+    assert _warnings(tmp_path / "a", task, image=unpinned) == []
+    # pip replaces the image's NumPy on the VM (the image-pin warning says so)
+    assert _warnings(tmp_path / "b", task, requirements=["numpy>=2"]) == []
+    assert _warnings(tmp_path / "c", task, requirements=["numpy>=1.20"]) != []
+
+
+def test_a_deeply_nested_expression_is_read_without_recursion(tmp_path):
+    # 2000 terms parse (and import) but nest deeper than Python's recursion limit
+    task = "import numpy as np\nx = " + " + ".join(["1"] * 2000) + " + np.concat([[1]])\n"
+    (warning,) = _warnings(tmp_path, task)
+    assert "line 2: np.concat" in warning
+
+
+def test_prepare_package_warns_of_it(tmp_path, capsys):
+    project = write_project(
+        tmp_path / "src", task="import numpy as np\n\nAREA = np.trapezoid([1.0, 2.0])\n"
+    )
+    prepare_package(str(project), str(tmp_path / "stage"), python_module=MODULE)
+    assert (
+        "kfp-spot: warning: tinytrainer/task.py uses NumPy names that executor image "
+        "sklearn-cpu.1-6's NumPy 1.26.4 lacks (line 3: np.trapezoid" in capsys.readouterr().err
+    )
+
+
+def test_kfp_spots_trainer_uses_nothing_the_default_images_libraries_lack():
+    # The light kfp-spot-trainer wheel runs on the VM beside the job, with the image's NumPy
+    # (1.26.4): its modules are held to the rule prepare_package applies to a job's code.
+    from kfp_spot.packaging import imports, trainer_dist
+    from kfp_spot.packaging.jobsource import SourceFile
+
+    files = {k: v for k, v in trainer_dist.contents().files.items() if k.endswith(".py")}
+    assert "kfp_spot/trainer/__init__.py" in files
+    found = {}
+    for where, path in files.items():
+        tree = imports.source_tree(path, where)
+        assert tree is not None, where
+        file = SourceFile(module=where, path=path, where=where, tree=tree, imported=())
+        for library in (NUMPY, SCIKIT_LEARN):
+            if uses := newnames.uses_in(file, library):
+                found[where] = uses
+    assert found == {}
+
+
+def _sklearn_object(dotted: str):
+    module, _, name = dotted.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except AttributeError:
+        return importlib.import_module(dotted)  # a module new in its parent
+
+
+def test_every_listed_scikit_learn_name_and_keyword_is_this_machines():
+    # This machine's scikit-learn has each name and keyword of the table it is new enough for:
+    # no misspelt entry, no keyword of another callable.
+    sklearn = pytest.importorskip("sklearn")
+    here = Version(sklearn.__version__).release[:2]
+    for dotted, since in SCIKIT_LEARN.names.items():
+        if here >= since:
+            assert _sklearn_object(dotted) is not None, dotted
+    for dotted, added in SCIKIT_LEARN.keywords.items():
+        parameters = inspect.signature(_sklearn_object(dotted)).parameters
+        for keyword, since in added.items():
+            if here >= since:
+                assert keyword in parameters, (dotted, keyword)
+
+
+@pytest.mark.parametrize(
+    ("task", "shown", "release", "error"),
+    [
+        (
+            "from sklearn.metrics import d2_brier_score\n",
+            "sklearn.metrics.d2_brier_score",
+            "1.8",
+            "ImportError",
+        ),
+        (
+            "import sklearn.metrics as skm\ns = skm.d2_brier_score([1], [0.5])\n",
+            "sklearn.metrics.d2_brier_score",
+            "1.8",
+            "AttributeError",
+        ),
+        ("import sklearn.callback\n", "sklearn.callback", "1.9", "ImportError"),
+        ("from sklearn.callback import x\n", "sklearn.callback", "1.9", "ImportError"),
+        (
+            "from sklearn.metrics import log_loss\n\n\ndef score(y, p):\n"
+            "    return log_loss(y, y_proba=p)\n",
+            "sklearn.metrics.log_loss(y_proba=...)",
+            "1.9",
+            "TypeError",
+        ),
+        (
+            "from sklearn import linear_model as lm\nm = lm.LinearRegression(tol=1e-6)\n",
+            "sklearn.linear_model.LinearRegression(tol=...)",
+            "1.7",
+            "TypeError",
+        ),
+    ],
+)
+def test_a_scikit_learn_name_or_keyword_the_images_lacks_is_named(
+    tmp_path, task, shown, release, error
+):
+    (warning,) = _warnings(tmp_path, task)
+    line = len(task.splitlines())
+    assert warning.startswith(
+        "tinytrainer/task.py uses scikit-learn names that executor image sklearn-cpu.1-6's "
+        f"scikit-learn 1.6.1 lacks (line {line}: {shown} (scikit-learn {release})): on Vertex AI "
+        f"the job fails with {error} when it gets there"
+    )
+    assert warning.endswith(
+        f"Use what scikit-learn 1.6.1 has, or declare scikit-learn>={release} in the package's "
+        f"dependencies (pip then installs a scikit-learn {release} at every job start)"
+    )
+
+
+def test_numpy_and_scikit_learn_are_one_warning_each_with_every_kind_of_error(tmp_path):
+    task = (
+        "import numpy as np\n"
+        "from sklearn.metrics import brier_score_loss, d2_brier_score\n"
+        "from sklearn.linear_model import LinearRegression\n"
+        "a = np.concat([[1], [2]])\n"
+        "b = brier_score_loss([1], [0.5], scale_by_half=True)\n"
+        "c = LinearRegression(fit_intercept=False, tol=0.1)\n"
+    )
+    numpy_warning, sklearn_warning = _warnings(tmp_path, task)
+    assert "(line 4: np.concat (NumPy 2.0; before it np.concatenate))" in numpy_warning
+    assert (
+        "(line 2: sklearn.metrics.d2_brier_score (scikit-learn 1.8); "
+        "line 5: sklearn.metrics.brier_score_loss(scale_by_half=...) (scikit-learn 1.7); "
+        "line 6: sklearn.linear_model.LinearRegression(tol=...) (scikit-learn 1.7))"
+    ) in sklearn_warning
+    assert "fails with ImportError or TypeError when" in sklearn_warning
+    assert "declare scikit-learn>=1.8 in" in sklearn_warning
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        # what 1.6.1 has: its names and keywords
+        "from sklearn.metrics import log_loss\nx = log_loss([1], [[0.5, 0.5]], labels=[0, 1])\n",
+        "from sklearn.linear_model import LinearRegression\nm = LinearRegression(n_jobs=2)\n",
+        "import sklearn\nfrom sklearn.model_selection import GridSearchCV\n",
+        # guarded
+        "from sklearn.metrics import log_loss\ntry:\n    x = log_loss([1], y_proba=[[1]])\n"
+        "except TypeError:\n    x = log_loss([1], [[1]])\n",
+        "import sklearn\nif sklearn.__version__ >= '1.8':\n"
+        "    from sklearn.metrics import d2_brier_score\n",
+        # another library's keyword of the same name, and a callable not resolved
+        "from mylib import log_loss\nx = log_loss(y_proba=1)\n",
+        "import sklearn.metrics as m\nf = m.__dict__['log_loss']\nx = f(y_proba=1)\n",
+    ],
+)
+def test_what_scikit_learn_1_6_has_or_a_guard_skips_is_left_alone(tmp_path, task):
+    assert _warnings(tmp_path, task) == []
+
+
+def test_an_image_without_a_scikit_learn_pin_or_a_declared_newer_one_is_left_alone(tmp_path):
+    task = "from sklearn.metrics import d2_brier_score\n"
+    tensorflow = executors.profile("us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest")
+    assert newnames.image_version(tensorflow, "scikit-learn") is None
+    assert _warnings(tmp_path / "a", task, image=tensorflow) == []
+    assert _warnings(tmp_path / "b", task, requirements=["scikit-learn>=1.8"]) == []
+    assert _warnings(tmp_path / "c", task, requirements=["scikit-learn>=1.5"]) != []
+
+
+def test_prepare_package_warns_of_a_scikit_learn_keyword(tmp_path, capsys):
+    task = "from sklearn.metrics import log_loss\n\nLOSS = log_loss([0, 1], y_proba=[0.2, 0.9])\n"
+    project = write_project(tmp_path / "src", task=task)
+    prepare_package(str(project), str(tmp_path / "stage"), python_module=MODULE)
+    assert (
+        "kfp-spot: warning: tinytrainer/task.py uses scikit-learn names that executor image "
+        "sklearn-cpu.1-6's scikit-learn 1.6.1 lacks (line 3: "
+        "sklearn.metrics.log_loss(y_proba=...) (scikit-learn 1.9))" in capsys.readouterr().err
+    )
