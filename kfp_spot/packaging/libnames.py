@@ -22,6 +22,22 @@ def _by_release(added: Mapping[Release, Mapping[str, str]]) -> dict[str, Release
     }
 
 
+def _keywords_by_release(
+    added: Mapping[Release, Mapping[str, str]],
+) -> dict[str, dict[str, Release]]:
+    """Each keyword a release added, by callable: the keys name callables, the values keywords.
+
+    ``{(2, 0): {"numpy.sort numpy.argsort": "stable"}}`` ->
+    ``{"numpy.sort": {"stable": (2, 0)}, "numpy.argsort": {"stable": (2, 0)}}``.
+    """
+    out: dict[str, dict[str, Release]] = {}
+    for since, callables in added.items():
+        for names, keywords in callables.items():
+            for dotted in names.split():
+                out.setdefault(dotted, {}).update(dict.fromkeys(keywords.split(), since))
+    return out
+
+
 @dataclass(frozen=True)
 class Library:
     """What one library added after the release an image may pin.
@@ -33,7 +49,8 @@ class Library:
         short: how code usually names ``root`` (``np``), for the warning.
         names: each public name a release added (``numpy.concat``) -> that release.
         keywords: each public callable -> each keyword argument a release added -> that release.
-        older: the name the table's first release has for the same thing, where there is one.
+        older: the name the table's first release has for the same thing, where there is one
+            (a keyword's key: ``numpy.reshape(shape=)``).
     """
 
     distribution: str
@@ -76,6 +93,36 @@ NUMPY = Library(
             (2, 2): {"numpy": "matvec vecmat"},
         }
     ),
+    # Each keyword called alone on each of those wheels' callables (numpy, numpy.linalg,
+    # numpy.fft; ufuncs left out) whose 2.4.6 signature has it and 1.26.4's has not: dated at the
+    # first release where the call is no longer "unexpected keyword argument" (np.clip's min/max
+    # and np.savez's allow_pickle are left out: 1.26 takes **kwargs there).
+    keywords=_keywords_by_release(
+        {
+            (2, 0): {
+                "numpy.asarray": "copy device",
+                "numpy.sort numpy.argsort": "stable",
+                "numpy.percentile numpy.quantile numpy.nanpercentile numpy.nanquantile": "weights",
+                "numpy.std numpy.var numpy.nanstd numpy.nanvar": "mean correction",
+                """numpy.arange numpy.empty numpy.empty_like numpy.eye numpy.full
+                numpy.full_like numpy.linspace numpy.ones numpy.ones_like numpy.zeros
+                numpy.zeros_like numpy.fft.fftfreq numpy.fft.rfftfreq""": "device",
+                "numpy.linalg.cholesky": "upper",
+                "numpy.linalg.matrix_rank": "rtol",
+                "numpy.linalg.pinv": "rtol",
+                """numpy.fft.fft numpy.fft.fft2 numpy.fft.fftn numpy.fft.hfft numpy.fft.ifft
+                numpy.fft.ifft2 numpy.fft.ifftn numpy.fft.ihfft numpy.fft.irfft numpy.fft.irfft2
+                numpy.fft.irfftn numpy.fft.rfft numpy.fft.rfft2 numpy.fft.rfftn""": "out",
+            },
+            (2, 1): {
+                "numpy.asanyarray numpy.from_dlpack": "copy device",
+                "numpy.reshape": "shape copy",
+                "numpy.set_printoptions": "override_repr",
+            },
+            (2, 2): {"numpy.trim_zeros": "axis"},
+            (2, 3): {"numpy.unique": "sorted"},
+        }
+    ),
     older={
         "numpy.acos": "np.arccos",
         "numpy.acosh": "np.arccosh",
@@ -108,6 +155,12 @@ NUMPY = Library(
         "numpy.linalg.diagonal": "np.diagonal",
         "numpy.linalg.cross": "np.cross",
         "numpy.exceptions.RankWarning": "np.RankWarning",
+        "numpy.reshape(shape=)": "newshape=",
+        **dict.fromkeys(
+            [f"numpy.{f}(correction=)" for f in ("std", "var", "nanstd", "nanvar")], "ddof="
+        ),
+        "numpy.linalg.pinv(rtol=)": "rcond=",
+        "numpy.linalg.matrix_rank(rtol=)": "tol=",
     },
 )
 """NumPy from 1.26 (the images' NumPy 1.x) on."""
@@ -133,42 +186,53 @@ SCIKIT_LEARN = Library(
     # The same wheels: the keyword parameters of inspect.signature() of each callable of those
     # __all__ (a class: its constructor's) against the release before. None of these callables
     # takes **kwargs in 1.6.1, so each keyword there is a TypeError.
-    keywords={
-        "sklearn.config_context": {"sparse_interface": (1, 9)},
-        "sklearn.set_config": {"sparse_interface": (1, 9)},
-        "sklearn.datasets.make_classification": {"return_X_y": (1, 7)},
-        "sklearn.discriminant_analysis.QuadraticDiscriminantAnalysis": {
-            "solver": (1, 8),
-            "shrinkage": (1, 8),
-            "covariance_estimator": (1, 8),
-        },
-        "sklearn.inspection.DecisionBoundaryDisplay": {
-            "multiclass_colors": (1, 7),
-            "n_classes": (1, 9),
-        },
-        "sklearn.inspection.partial_dependence": {"custom_values": (1, 7)},
-        "sklearn.linear_model.LinearRegression": {"tol": (1, 7)},
-        "sklearn.linear_model.LogisticRegressionCV": {"use_legacy_attributes": (1, 8)},
-        "sklearn.manifold.MDS": {"metric_mds": (1, 8), "init": (1, 8), "metric_params": (1, 8)},
-        "sklearn.metrics.PrecisionRecallDisplay": {"name": (1, 8)},
-        "sklearn.metrics.RocCurveDisplay": {"name": (1, 7)},
-        "sklearn.metrics.brier_score_loss": {"labels": (1, 7), "scale_by_half": (1, 7)},
-        "sklearn.metrics.class_likelihood_ratios": {"replace_undefined_by": (1, 7)},
-        "sklearn.metrics.cohen_kappa_score": {"replace_undefined_by": (1, 9)},
-        "sklearn.metrics.d2_log_loss_score": {"y_proba": (1, 9)},
-        "sklearn.metrics.det_curve": {"drop_intermediate": (1, 7)},
-        "sklearn.metrics.log_loss": {"y_proba": (1, 9)},
-        "sklearn.model_selection.check_cv": {"shuffle": (1, 9), "random_state": (1, 9)},
-        "sklearn.multioutput.ClassifierChain": {"estimator": (1, 7)},
-        "sklearn.multioutput.RegressorChain": {"estimator": (1, 7)},
-        "sklearn.neural_network.MLPRegressor": {"loss": (1, 7)},
-        "sklearn.pipeline.make_union": {"verbose_feature_names_out": (1, 7)},
-        "sklearn.preprocessing.KBinsDiscretizer": {"quantile_method": (1, 7)},
-        "sklearn.preprocessing.MaxAbsScaler": {"clip": (1, 8)},
-        "sklearn.preprocessing.SplineTransformer": {"handle_missing": (1, 8)},
-        "sklearn.utils.column_or_1d": {"input_name": (1, 8)},
-        "sklearn.utils.compute_class_weight": {"sample_weight": (1, 7)},
-        "sklearn.utils.resample": {"sample_weight": (1, 7)},
+    keywords=_keywords_by_release(
+        {
+            (1, 7): {
+                "sklearn.datasets.make_classification": "return_X_y",
+                "sklearn.inspection.DecisionBoundaryDisplay": "multiclass_colors",
+                "sklearn.inspection.partial_dependence": "custom_values",
+                "sklearn.linear_model.LinearRegression": "tol",
+                "sklearn.metrics.RocCurveDisplay": "name",
+                "sklearn.metrics.brier_score_loss": "labels scale_by_half",
+                "sklearn.metrics.class_likelihood_ratios": "replace_undefined_by",
+                "sklearn.metrics.det_curve": "drop_intermediate",
+                "sklearn.multioutput.ClassifierChain sklearn.multioutput.RegressorChain": (
+                    "estimator"
+                ),
+                "sklearn.neural_network.MLPRegressor": "loss",
+                "sklearn.pipeline.make_union": "verbose_feature_names_out",
+                "sklearn.preprocessing.KBinsDiscretizer": "quantile_method",
+                "sklearn.utils.compute_class_weight sklearn.utils.resample": "sample_weight",
+            },
+            (1, 8): {
+                "sklearn.discriminant_analysis.QuadraticDiscriminantAnalysis": (
+                    "solver shrinkage covariance_estimator"
+                ),
+                "sklearn.linear_model.LogisticRegressionCV": "use_legacy_attributes",
+                "sklearn.manifold.MDS": "metric_mds init metric_params",
+                "sklearn.metrics.PrecisionRecallDisplay": "name",
+                "sklearn.preprocessing.MaxAbsScaler": "clip",
+                "sklearn.preprocessing.SplineTransformer": "handle_missing",
+                "sklearn.utils.column_or_1d": "input_name",
+            },
+            (1, 9): {
+                "sklearn.config_context sklearn.set_config": "sparse_interface",
+                "sklearn.inspection.DecisionBoundaryDisplay": "n_classes",
+                "sklearn.metrics.cohen_kappa_score": "replace_undefined_by",
+                "sklearn.metrics.d2_log_loss_score": "y_proba",
+                "sklearn.metrics.log_loss": "y_proba",
+                "sklearn.model_selection.check_cv": "shuffle random_state",
+            },
+        }
+    ),
+    older={
+        "sklearn.metrics.log_loss(y_proba=)": "y_pred=",
+        "sklearn.metrics.d2_log_loss_score(y_proba=)": "y_pred=",
+        "sklearn.metrics.RocCurveDisplay(name=)": "estimator_name=",
+        "sklearn.metrics.PrecisionRecallDisplay(name=)": "estimator_name=",
+        "sklearn.multioutput.ClassifierChain(estimator=)": "base_estimator=",
+        "sklearn.multioutput.RegressorChain(estimator=)": "base_estimator=",
     },
 )
 """scikit-learn from 1.6 (the images' newest) on."""

@@ -178,7 +178,8 @@ def uses_in(file: SourceFile, library: Library) -> list[Use]:
             for keyword in node.keywords:
                 if keyword.arg is not None and keyword.arg in added:
                     shown = f"{library.shown(callee or '')}({keyword.arg}=...)"
-                    add(shown, added[keyword.arg], line, "keyword")
+                    older = library.older.get(f"{callee}({keyword.arg}=)")
+                    add(shown, added[keyword.arg], line, "keyword", older)
     return sorted(found.values(), key=lambda use: (use.line, use.shown))
 
 

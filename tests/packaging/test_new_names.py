@@ -48,7 +48,30 @@ def test_every_listed_name_is_numpys_from_the_version_given():
         for part in module.split(".")[1:]:
             target = getattr(target, part)
         assert hasattr(target, name), dotted
-    assert set(NUMPY.older) <= set(NUMPY.names)
+    _older_names_are_of_the_table(NUMPY)
+
+
+def _older_names_are_of_the_table(library) -> None:
+    keywords = {f"{c}({k}=)" for c, added in library.keywords.items() for k in added}
+    assert set(library.older) <= set(library.names) | keywords
+
+
+def test_every_listed_numpy_keyword_is_taken_by_this_machines_numpy():
+    # Called with the keyword alone, a callable that lacks it says "unexpected keyword argument"
+    # before anything else (as NumPy 1.26 does for each, which is how the table was read).
+    here = Version(np.__version__).release[:2]
+    for dotted, added in NUMPY.keywords.items():
+        module, _, name = dotted.rpartition(".")
+        function = getattr(importlib.import_module(module), name)
+        for keyword, since in added.items():
+            if here < since:
+                continue
+            try:
+                function(**{keyword: None})
+            except TypeError as exc:
+                assert "keyword" not in str(exc), (dotted, keyword, exc)
+            except (ValueError, AttributeError, OverflowError):
+                pass  # the keyword was taken; None is no value for it
 
 
 @pytest.mark.parametrize(
@@ -62,6 +85,8 @@ def test_every_listed_name_is_numpys_from_the_version_given():
         ("import numpy as np\nmask = np.zeros(3, dtype=np.bool)\n", "np.bool", 2),
         ("import numpy as np\ns = np.cumulative_sum([1, 2])\n", "np.cumulative_sum", 2),
         ("from numpy.strings import upper\n", "np.strings", 1),
+        ("import numpy as np\nu = np.unique([2, 1], sorted=False)\n", "np.unique(sorted=...)", 2),
+        ("from numpy import sort\ns = sort([2, 1], stable=True)\n", "np.sort(stable=...)", 2),
         ("import numpy.strings.foo\n", "np.strings", 1),
     ],
 )
@@ -72,9 +97,10 @@ def test_a_name_the_images_numpy_lacks_is_named_with_its_line(tmp_path, task, sh
         f"lacks (line {line}: {shown} (NumPy 2."
     )
     error = "ImportError" if "import" in task.splitlines()[line - 1] else "AttributeError"
+    error = "TypeError" if "(" in shown else error
     assert f"on Vertex AI the job fails with {error} when it gets there" in warning
     assert re.search(
-        r"Use what NumPy 1\.26\.4 has, or declare numpy>=(2|2\.[12]) in the package's "
+        r"Use what NumPy 1\.26\.4 has, or declare numpy>=(2|2\.[123]) in the package's "
         r"dependencies \(pip then installs a NumPy \1 at every job start\)$",
         warning,
     )
@@ -86,12 +112,15 @@ def test_each_name_is_shown_once_at_its_first_line_with_the_older_name(tmp_path)
         "a = np.concat([[1], [2]])\n"
         "b = np.trapezoid([1, 2])\n"
         "c = np.concat([[3], [4]])\n"
+        "d = np.reshape(a, shape=(2,))\n"
     )
     (warning,) = _warnings(tmp_path, task)
     assert (
         "(line 2: np.concat (NumPy 2.0; before it np.concatenate); "
-        "line 3: np.trapezoid (NumPy 2.0; before it np.trapz))"
+        "line 3: np.trapezoid (NumPy 2.0; before it np.trapz); "
+        "line 5: np.reshape(shape=...) (NumPy 2.1; before it newshape=))"
     ) in warning
+    assert "fails with AttributeError or TypeError when" in warning
 
 
 @pytest.mark.parametrize(
@@ -108,6 +137,9 @@ def test_each_name_is_shown_once_at_its_first_line_with_the_older_name(tmp_path)
         "    from numpy import trapz as trapezoid\n",
         "import numpy as np\nf = hasattr(np, 'trapezoid') and np.trapezoid\n",
         "import numpy as np\nf = getattr(np, 'trapezoid', None)\n",
+        # NumPy 1.26's keywords, and another library's sort
+        "import numpy as np\ns = np.sort([2, 1], kind='stable'), np.std([1], ddof=1)\n",
+        "import torch\ns = torch.sort(torch.ones(2), stable=True)\n",
         "x = [1, 2]\ny = x.astype\n",  # an attribute of anything else
         # JAX's NumPy has the array API names; it is not the image's NumPy
         "import jax.numpy as jnp\nfrom jax import numpy as np\nx = jnp.concat([]), np.pow(2, 2)\n",
@@ -174,6 +206,7 @@ def _sklearn_object(dotted: str):
 
 
 def test_every_listed_scikit_learn_name_and_keyword_is_this_machines():
+    _older_names_are_of_the_table(SCIKIT_LEARN)
     # This machine's scikit-learn has each name and keyword of the table it is new enough for:
     # no misspelt entry, no keyword of another callable.
     sklearn = pytest.importorskip("sklearn")
@@ -227,9 +260,9 @@ def test_a_scikit_learn_name_or_keyword_the_images_lacks_is_named(
     line = len(task.splitlines())
     assert warning.startswith(
         "tinytrainer/task.py uses scikit-learn names that executor image sklearn-cpu.1-6's "
-        f"scikit-learn 1.6.1 lacks (line {line}: {shown} (scikit-learn {release})): on Vertex AI "
-        f"the job fails with {error} when it gets there"
+        f"scikit-learn 1.6.1 lacks (line {line}: {shown} (scikit-learn {release}"
     )
+    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
     assert warning.endswith(
         f"Use what scikit-learn 1.6.1 has, or declare scikit-learn>={release} in the package's "
         f"dependencies (pip then installs a scikit-learn {release} at every job start)"
@@ -293,5 +326,6 @@ def test_prepare_package_warns_of_a_scikit_learn_keyword(tmp_path, capsys):
     assert (
         "kfp-spot: warning: tinytrainer/task.py uses scikit-learn names that executor image "
         "sklearn-cpu.1-6's scikit-learn 1.6.1 lacks (line 3: "
-        "sklearn.metrics.log_loss(y_proba=...) (scikit-learn 1.9))" in capsys.readouterr().err
+        "sklearn.metrics.log_loss(y_proba=...) (scikit-learn 1.9; before it y_pred=))"
+        in capsys.readouterr().err
     )
