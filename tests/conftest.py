@@ -46,8 +46,9 @@ def _fewer_full_collections() -> None:
     """A worker imports a great deal (the Vertex AI SDK, GAPIC types, KFP): Python's cyclic GC ran
     a full collection of that whole heap 28-32 times per worker, 10-12 s of each worker's 63-86 s
     of CPU (gc.callbacks over a whole run, 55 s of the five workers'). Full collections after 1000
-    middle-generation ones instead of 10: 10 in a run in all, 17 s of GC, each worker's peak RSS
-    50-110 MB more. Cycles are still collected, and a test's own ``gc.collect()`` is unchanged.
+    middle-generation ones instead of 10: 10 in a run in all, 17 s of GC; the workers' peak RSS
+    went from 537-820 MB to 579-820 MB. Cycles are still collected, and a test's own
+    ``gc.collect()`` is unchanged.
     """
     import gc
 
