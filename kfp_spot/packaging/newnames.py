@@ -10,13 +10,14 @@ or the evaluation, after the paid hours. :func:`warnings_for` reads the job's mo
 modules of its package it reaches, statically, as :mod:`kfp_spot.packaging.pycompat` does for the
 image's Python.
 
-Left alone: an image whose record does not pin the library (no version to compare), a package
-that declares a version the image's does not satisfy (pip replaces the image's on the VM;
-:mod:`kfp_spot.packaging.imagepins` warns of that), and a use under a ``try`` that catches
-``AttributeError``, ``ImportError`` or ``TypeError``, or under a test of ``hasattr`` or of a
-version (``np.trapezoid if hasattr(np, "trapezoid") else np.trapz``), as the image's library would
-skip it. Each table starts at the release it was read against (NumPy 1.26, scikit-learn 1.6): an
-image pinning an older one is checked for the names added since, not for those added before.
+Left alone: an image whose record does not pin the library (no version to compare), a package that
+declares a version the image's does not satisfy (pip replaces the image's on the VM;
+:mod:`kfp_spot.packaging.imagepins` warns of that), and a use under a ``try`` that catches the
+error it would raise (``AttributeError`` for an attribute, ``ImportError`` for an import,
+``TypeError`` for a keyword), or under a test of ``hasattr`` or of a version (``np.trapezoid if
+hasattr(np, "trapezoid") else np.trapz``), as the image's library would skip it. Each table starts
+at the release it was read against (NumPy 1.26, scikit-learn 1.6): an image pinning an older one is
+checked for the names added since, not for those added before.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from kfp_spot.packaging.imagepins import unmet_pins
 from kfp_spot.packaging.jobsource import JobSource, SourceFile
 from kfp_spot.packaging.libnames import LIBRARIES, Library, Release
 
-_CATCHES = frozenset({"AttributeError", "ImportError", "TypeError", "Exception", "BaseException"})
 _ERRORS = {"attribute": "AttributeError", "import": "ImportError", "keyword": "TypeError"}
+"""What each kind of use raises where the release lacks it: a ``try`` guards it if it catches that
+(or ``Exception``, ``BaseException``, everything)."""
 
 
 @dataclass(frozen=True)
@@ -106,18 +108,20 @@ def _guarded(test: ast.expr) -> bool:
     return any(word == "hasattr" or "version" in word.lower() for word in words)
 
 
-def _unguarded(tree: ast.AST) -> Iterator[ast.AST]:
+def _unguarded(tree: ast.AST, error: str) -> Iterator[ast.AST]:
     """The nodes of ``tree`` (no order), less what an image lacking a name would skip.
 
-    A stack, not recursion: a long expression nests thousands of levels deep.
+    Skipped: the body of a ``try`` catching ``error``, what a test of ``hasattr`` or of a version
+    guards. A stack, not recursion: a long expression nests thousands of levels deep.
     """
+    caught = {error, "Exception", "BaseException"}
     stack = [tree]
     while stack:
         node = stack.pop()
         yield node
         if isinstance(node, (ast.If, ast.IfExp, ast.While)) and _guarded(node.test):
             stack.append(node.test)
-        elif isinstance(node, _TRY) and imports.catches(node.handlers, _CATCHES):
+        elif isinstance(node, _TRY) and imports.catches(node.handlers, caught):
             stack += [*node.handlers, *node.orelse, *node.finalbody]
         elif not (isinstance(node, ast.BoolOp) and any(map(_guarded, node.values))):
             stack += ast.iter_child_nodes(node)
@@ -135,21 +139,17 @@ def _dotted(node: ast.expr, bindings: dict[str, str]) -> str | None:
     return ".".join([bindings[current.id], *reversed(parts)])
 
 
-def _named(node: ast.AST, bindings: dict[str, str]) -> Iterator[tuple[str, str]]:
-    """The library's dotted names ``node`` itself uses, each with how (a key of ``_ERRORS``)."""
-    if isinstance(node, ast.Attribute):
-        dotted = _dotted(node, bindings)
-        if dotted is not None:
-            yield dotted, "attribute"
-    elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-        yield node.module, "import"  # from numpy.strings import upper: numpy.strings
+def _imported(node: ast.AST) -> Iterator[str]:
+    """The dotted names an ``import`` or ``from`` import asks for (each module of a dotted one)."""
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        yield node.module  # from numpy.strings import upper: numpy.strings
         for alias in node.names:
-            yield f"{node.module}.{alias.name}", "import"
+            yield f"{node.module}.{alias.name}"
     elif isinstance(node, ast.Import):
         for alias in node.names:
             parts = alias.name.split(".")
             for end in range(1, len(parts) + 1):
-                yield ".".join(parts[:end]), "import"
+                yield ".".join(parts[:end])
 
 
 def uses_in(file: SourceFile, library: Library) -> list[Use]:
@@ -166,12 +166,19 @@ def uses_in(file: SourceFile, library: Library) -> list[Use]:
         if shown not in found or line < found[shown].line:
             found[shown] = Use(shown, since, line, kind, older)
 
-    for node in _unguarded(file.tree):
-        line = getattr(node, "lineno", 0)
-        for dotted, kind in _named(node, bindings):
-            if dotted in library.names:
-                since = library.names[dotted]
-                add(library.shown(dotted), since, line, kind, library.older.get(dotted))
+    def name(dotted: str | None, node: ast.AST, kind: str) -> None:
+        if dotted is not None and dotted in library.names:
+            since, older = library.names[dotted], library.older.get(dotted)
+            add(library.shown(dotted), since, getattr(node, "lineno", 0), kind, older)
+
+    # One walk per kind of use: a try guards only the uses whose error it catches.
+    for node in _unguarded(file.tree, _ERRORS["attribute"]):
+        if isinstance(node, ast.Attribute):
+            name(_dotted(node, bindings), node, "attribute")
+    for node in _unguarded(file.tree, _ERRORS["import"]):
+        for dotted in _imported(node):
+            name(dotted, node, "import")
+    for node in _unguarded(file.tree, _ERRORS["keyword"]):
         if isinstance(node, ast.Call):
             callee = _dotted(node.func, bindings)
             added = library.keywords.get(callee or "", {})
@@ -179,7 +186,7 @@ def uses_in(file: SourceFile, library: Library) -> list[Use]:
                 if keyword.arg is not None and keyword.arg in added:
                     shown = f"{library.shown(callee or '')}({keyword.arg}=...)"
                     older = library.older.get(f"{callee}({keyword.arg}=)")
-                    add(shown, added[keyword.arg], line, "keyword", older)
+                    add(shown, added[keyword.arg], node.lineno, "keyword", older)
     return sorted(found.values(), key=lambda use: (use.line, use.shown))
 
 

@@ -310,6 +310,29 @@ def test_what_scikit_learn_1_6_has_or_a_guard_skips_is_left_alone(tmp_path, task
     assert _warnings(tmp_path, task) == []
 
 
+@pytest.mark.parametrize(
+    ("task", "shown"),
+    [
+        (
+            "import numpy as np\ntry:\n    f = np.trapezoid\nexcept ImportError:\n    f = None\n",
+            "np.trapezoid",
+        ),
+        (
+            "try:\n    from numpy import concat\nexcept AttributeError:\n    concat = None\n",
+            "np.concat",
+        ),
+        (
+            "import numpy as np\ntry:\n    u = np.unique([1], sorted=False)\n"
+            "except (ImportError, AttributeError):\n    u = None\n",
+            "np.unique(sorted=...)",
+        ),
+    ],
+)
+def test_a_try_guards_only_the_uses_whose_error_it_catches(tmp_path, task, shown):
+    (warning,) = _warnings(tmp_path, task)
+    assert f": {shown} (NumPy 2." in warning
+
+
 def test_an_image_without_a_scikit_learn_pin_or_a_declared_newer_one_is_left_alone(tmp_path):
     task = "from sklearn.metrics import d2_brier_score\n"
     tensorflow = executors.profile("us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest")
