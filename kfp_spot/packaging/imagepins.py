@@ -108,6 +108,22 @@ def _pin(requirement: str) -> tuple[str, Specifier] | None:
     return canonicalize_name(parsed.name), clauses[0]
 
 
+def pinned_version(image: executors.ExecutorProfile, distribution: str) -> Version | None:
+    """The version of ``distribution`` ``image``'s record pins; None when it pins none.
+
+    ``numpy==1.26.4`` pins 1.26.4, ``tensorflow==2.17.*`` 2.17 (read as :func:`unmet_pins` reads
+    the record).
+    """
+    wanted = canonicalize_name(distribution)
+    for name, pin in filter(None, map(_pin, image.packages)):
+        if name == wanted:
+            try:
+                return Version(pin.version.removesuffix(".*"))
+            except InvalidVersion:
+                return None
+    return None
+
+
 def _series_candidates(series: str, specifier: SpecifierSet) -> list[Version]:
     """Versions of the series ``X.Y`` on each side of every bound ``specifier`` draws in it."""
     try:

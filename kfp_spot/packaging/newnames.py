@@ -26,13 +26,12 @@ import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from kfp_spot import executors
 from kfp_spot.packaging import imports
-from kfp_spot.packaging.imagepins import unmet_pins
+from kfp_spot.packaging.imagepins import pinned_version, unmet_pins
 from kfp_spot.packaging.jobsource import JobSource, SourceFile
 from kfp_spot.packaging.libnames import LIBRARIES, Library, Release
 
@@ -50,24 +49,6 @@ class Use:
     line: int
     kind: str
     older: str | None = None
-
-
-def image_version(image: executors.ExecutorProfile, distribution: str) -> Version | None:
-    """The version of ``distribution`` ``image``'s record pins (``numpy==1.26.4``); else None."""
-    for text in image.packages:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            continue
-        clauses = list(requirement.specifier)
-        if canonicalize_name(requirement.name) != distribution or len(clauses) != 1:
-            continue
-        if clauses[0].operator == "==":
-            try:
-                return Version(clauses[0].version.removesuffix(".*"))
-            except InvalidVersion:
-                return None
-    return None
 
 
 def _bindings(file: SourceFile, root: str) -> dict[str, str]:
@@ -212,7 +193,7 @@ def warnings_for(
     replaced = {canonicalize_name(p.name) for p in unmet_pins(requirements, image)}
     out: list[str] = []
     for library in LIBRARIES:
-        held = image_version(image, library.distribution)
+        held = pinned_version(image, library.distribution)
         if held is None or library.distribution in replaced:
             continue  # no version to compare, or pip installs another on the VM (imagepins)
         for file in source.reached_by(modules):

@@ -15,7 +15,7 @@ import pytest
 from packaging.version import Version
 
 from kfp_spot import executors
-from kfp_spot.packaging import newnames, prepare_package
+from kfp_spot.packaging import imagepins, newnames, prepare_package
 from kfp_spot.packaging.jobsource import JobSource
 from kfp_spot.packaging.libnames import NUMPY, SCIKIT_LEARN
 from tests.packaging.tiny import write_project
@@ -33,8 +33,8 @@ def _warnings(
 
 
 def test_the_default_image_pins_numpy_1_and_scikit_learn_1_6():
-    assert newnames.image_version(DEFAULT, "numpy") == Version("1.26.4")
-    assert newnames.image_version(DEFAULT, "scikit-learn") == Version("1.6.1")
+    assert imagepins.pinned_version(DEFAULT, "numpy") == Version("1.26.4")
+    assert imagepins.pinned_version(DEFAULT, "scikit-learn") == Version("1.6.1")
 
 
 def test_every_listed_name_is_numpys_from_the_version_given():
@@ -152,7 +152,7 @@ def test_guarded_older_and_other_libraries_names_are_left_alone(tmp_path, task):
 def test_an_image_without_a_numpy_pin_or_a_declared_numpy_2_is_left_alone(tmp_path):
     task = "import numpy as np\ny = np.trapezoid([1, 2])\n"
     unpinned = next(
-        p for p in executors.profiles().values() if newnames.image_version(p, "numpy") is None
+        p for p in executors.profiles().values() if imagepins.pinned_version(p, "numpy") is None
     )
     assert _warnings(tmp_path / "a", task, image=unpinned) == []
     # pip replaces the image's NumPy on the VM (the image-pin warning says so)
@@ -336,7 +336,7 @@ def test_a_try_guards_only_the_uses_whose_error_it_catches(tmp_path, task, shown
 def test_an_image_without_a_scikit_learn_pin_or_a_declared_newer_one_is_left_alone(tmp_path):
     task = "from sklearn.metrics import d2_brier_score\n"
     tensorflow = executors.profile("us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest")
-    assert newnames.image_version(tensorflow, "scikit-learn") is None
+    assert imagepins.pinned_version(tensorflow, "scikit-learn") is None
     assert _warnings(tmp_path / "a", task, image=tensorflow) == []
     assert _warnings(tmp_path / "b", task, requirements=["scikit-learn>=1.8"]) == []
     assert _warnings(tmp_path / "c", task, requirements=["scikit-learn>=1.5"]) != []
