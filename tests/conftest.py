@@ -110,11 +110,15 @@ def _by_folder_in_turn(items: list[pytest.Item]) -> list[pytest.Item]:
     minute. Here the next module always comes from the folder least far through its tests, so
     waiting tests run beside busy ones. A module's tests stay together and in their order.
     """
+
+    def module_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0].split("@")[0]
+
     folders: dict[str, list[list[pytest.Item]]] = {}
     for item in items:
-        module = item.nodeid.split("::")[0].split("@")[0]
+        module = module_of(item)
         modules = folders.setdefault(module.rpartition("/")[0], [])
-        if not modules or modules[-1][0].nodeid.split("::")[0].split("@")[0] != module:
+        if not modules or module_of(modules[-1][0]) != module:
             modules.append([])
         modules[-1].append(item)
     totals = {folder: sum(map(len, modules)) for folder, modules in folders.items()}
