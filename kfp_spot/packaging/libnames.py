@@ -1,7 +1,7 @@
-"""What NumPy and scikit-learn added release by release, for :mod:`kfp_spot.packaging.newnames`.
+"""What NumPy, scikit-learn and SciPy added release by release, for :mod:`.newnames`.
 
-Each table starts at the release the prebuilt executor images pin (NumPy 1.26, scikit-learn 1.6)
-and was read from the libraries' own wheels, as each table's comment says.
+Each table starts at the release the prebuilt executor images pin (NumPy 1.26, scikit-learn 1.6,
+SciPy 1.15) and was read from the libraries' own wheels, as each table's comment says.
 """
 
 from __future__ import annotations
@@ -237,4 +237,84 @@ SCIKIT_LEARN = Library(
 )
 """scikit-learn from 1.6 (the images' newest) on."""
 
-LIBRARIES = (NUMPY, SCIKIT_LEARN)
+
+def _in(module: str, names: str) -> str:
+    """``_in("scipy.stats", "gstd trim_mean")`` -> ``"scipy.stats.gstd scipy.stats.trim_mean"``."""
+    return " ".join(f"{module}.{name}" for name in names.split())
+
+
+_WINDOWS = _in(
+    "scipy.signal.windows",
+    """barthann bartlett blackman blackmanharris bohman boxcar chebwin cosine dpss exponential
+    flattop gaussian general_gaussian general_hamming get_window hamming hann kaiser
+    kaiser_bessel_derived lanczos nuttall parzen taylor triang tukey""",
+)
+
+SCIPY = Library(
+    distribution="scipy",
+    title="SciPy",
+    root="scipy",
+    short="scipy",
+    # Read from the wheels of SciPy 1.15.2, 1.16.3 and 1.17.1 (the newest for Python 3.11): the
+    # __all__ of scipy and each public submodule against the release before.
+    names=_by_release(
+        {
+            (1, 16): {
+                "scipy.io.matlab": "MatWriteWarning",
+                "scipy.ndimage": "vectorized_filter",
+                "scipy.signal": "closest_STFT_dual_window firwin_2d",
+                "scipy.spatial.transform": "RigidTransform",
+                "scipy.stats": "Binomial quantile",
+            },
+            (1, 17): {
+                "scipy.sparse": "expand_dims permute_dims swapaxes",
+                "scipy.sparse.linalg": "funm_multiply_krylov",
+                "scipy.stats": "Logistic matrix_t spearmanrho",
+            },
+        }
+    ),
+    # The same wheels: each keyword a 1.17.1 signature has and 1.15.2's has not, called with
+    # arguments the callable takes on each wheel and dated at the first release where that call is
+    # no longer "unexpected keyword argument". SciPy's decorators make both signatures and a call
+    # without data mislead: kmeans(seed=) and bootstrap(random_state=) are missing from newer
+    # signatures yet taken by 1.15, and stats' axis=/nan_policy= wrappers refuse a keyword without
+    # samples that they take with them.
+    keywords=_keywords_by_release(
+        {
+            (1, 16): {
+                _in(
+                    "scipy.stats",
+                    "boxcox_llf linregress pointbiserialr siegelslopes theilslopes weightedtau",
+                ): "axis nan_policy keepdims",
+                """scipy.stats.chisquare scipy.stats.mstats.chisquare scipy.stats.gstd
+                scipy.stats.power_divergence""": "nan_policy keepdims",
+                "scipy.stats.kendalltau": "axis keepdims",
+                "scipy.stats.f_oneway scipy.stats.tukey_hsd": "equal_var",
+                "scipy.interpolate.RectBivariateSpline": "maxit",
+                "scipy.interpolate.make_smoothing_spline": "axis",
+                "scipy.optimize.least_squares": "callback workers",
+                _WINDOWS + " scipy.signal.get_window": "xp device",
+            },
+            (1, 17): {
+                "scipy.stats.yeojohnson_llf": "axis nan_policy keepdims",
+                "scipy.stats.trim_mean": "nan_policy keepdims",
+                "scipy.stats.median_abs_deviation": "keepdims",
+                "scipy.stats.anderson": "method",
+                "scipy.stats.anderson_ksamp": "variant",
+                "scipy.linalg.inv": "assume_a lower",
+                "scipy.sparse.linalg.eigs scipy.sparse.linalg.eigsh": "rng",
+                "scipy.signal.hilbert2": "axes",
+                """scipy.interpolate.generate_knots scipy.interpolate.make_splprep
+                scipy.interpolate.make_splrep""": "bc_type",
+                "scipy.interpolate.FloaterHormannInterpolator": "axis",
+                """scipy.signal.besselap scipy.signal.buttap scipy.signal.cheb1ap
+                scipy.signal.cheb2ap scipy.signal.ellipap scipy.signal.gammatone
+                scipy.signal.iircomb scipy.signal.iirnotch scipy.signal.iirpeak
+                scipy.signal.savgol_coeffs""": "xp device",
+            },
+        }
+    ),
+)
+"""SciPy from 1.15 (the images' newest) on."""
+
+LIBRARIES = (NUMPY, SCIKIT_LEARN, SCIPY)

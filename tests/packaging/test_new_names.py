@@ -1,8 +1,9 @@
-"""A job using a NumPy or scikit-learn name its executor image lacks is warned of before it runs.
+"""A job using a NumPy, scikit-learn or SciPy name its executor image lacks is warned of first.
 
-Locally the emulator and the import check run the job with this machine's NumPy (2.x) and
-scikit-learn (1.9); the default image has NumPy 1.26.4 and scikit-learn 1.6.1, where
-``np.trapezoid`` is an AttributeError and ``log_loss(y, y_proba=p)`` a TypeError on Vertex AI.
+Locally the emulator and the import check run the job with this machine's NumPy (2.x),
+scikit-learn (1.9) and SciPy (1.17); the default image has NumPy 1.26.4, scikit-learn 1.6.1 and
+SciPy 1.15.2, where ``np.trapezoid`` is an AttributeError and ``log_loss(y, y_proba=p)`` or
+``linregress(x, y, axis=0)`` a TypeError on Vertex AI.
 """
 
 import importlib
@@ -17,7 +18,7 @@ from packaging.version import Version
 from kfp_spot import executors
 from kfp_spot.packaging import imagepins, newnames, prepare_package
 from kfp_spot.packaging.jobsource import JobSource
-from kfp_spot.packaging.libnames import NUMPY, SCIKIT_LEARN
+from kfp_spot.packaging.libnames import LIBRARIES, NUMPY, SCIKIT_LEARN, SCIPY
 from tests.packaging.tiny import write_project
 
 DEFAULT = executors.profile(executors.DEFAULT_EXECUTOR_IMAGE)
@@ -32,9 +33,10 @@ def _warnings(
     return newnames.warnings_for(source, [MODULE], image, list(requirements))
 
 
-def test_the_default_image_pins_numpy_1_and_scikit_learn_1_6():
+def test_the_default_image_pins_numpy_1_scikit_learn_1_6_and_scipy_1_15():
     assert imagepins.pinned_version(DEFAULT, "numpy") == Version("1.26.4")
     assert imagepins.pinned_version(DEFAULT, "scikit-learn") == Version("1.6.1")
+    assert imagepins.pinned_version(DEFAULT, "scipy") == Version("1.15.2")
 
 
 def test_every_listed_name_is_numpys_from_the_version_given():
@@ -191,13 +193,13 @@ def test_kfp_spots_trainer_uses_nothing_the_default_images_libraries_lack():
         tree = imports.source_tree(path, where)
         assert tree is not None, where
         file = SourceFile(module=where, path=path, where=where, tree=tree, imported=())
-        for library in (NUMPY, SCIKIT_LEARN):
+        for library in LIBRARIES:
             if uses := newnames.uses_in(file, library):
                 found[where] = uses
     assert found == {}
 
 
-def _sklearn_object(dotted: str):
+def _library_object(dotted: str):
     module, _, name = dotted.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
@@ -213,9 +215,9 @@ def test_every_listed_scikit_learn_name_and_keyword_is_this_machines():
     here = Version(sklearn.__version__).release[:2]
     for dotted, since in SCIKIT_LEARN.names.items():
         if here >= since:
-            assert _sklearn_object(dotted) is not None, dotted
+            assert _library_object(dotted) is not None, dotted
     for dotted, added in SCIKIT_LEARN.keywords.items():
-        parameters = inspect.signature(_sklearn_object(dotted)).parameters
+        parameters = inspect.signature(_library_object(dotted)).parameters
         for keyword, since in added.items():
             if here >= since:
                 assert keyword in parameters, (dotted, keyword)
@@ -352,3 +354,88 @@ def test_prepare_package_warns_of_a_scikit_learn_keyword(tmp_path, capsys):
         "sklearn.metrics.log_loss(y_proba=...) (scikit-learn 1.9; before it y_pred=))"
         in capsys.readouterr().err
     )
+
+
+def test_every_listed_scipy_name_and_keyword_is_this_machines():
+    _older_names_are_of_the_table(SCIPY)
+    # This machine's SciPy has each name and keyword of the table it is new enough for. The
+    # keywords were dated by calling each callable with data on each release's wheel: SciPy's
+    # decorators make a signature alone misleading (1.15 takes kmeans(seed=), which 1.17's
+    # signature lacks), so no keyword of a callable that 1.15 takes under **kwargs is listed.
+    scipy = pytest.importorskip("scipy")
+    here = Version(scipy.__version__).release[:2]
+    for dotted, since in SCIPY.names.items():
+        if here >= since:
+            assert _library_object(dotted) is not None, dotted
+    for dotted, added in SCIPY.keywords.items():
+        parameters = inspect.signature(_library_object(dotted)).parameters
+        for keyword, since in added.items():
+            if here >= since:
+                assert keyword in parameters, (dotted, keyword)
+
+
+@pytest.mark.parametrize(
+    ("task", "shown", "release", "error"),
+    [
+        ("from scipy.stats import quantile\n", "scipy.stats.quantile", "1.16", "ImportError"),
+        (
+            "import scipy.sparse as sp\nm = sp.swapaxes(sp.eye_array(2), 0, 1)\n",
+            "scipy.sparse.swapaxes",
+            "1.17",
+            "AttributeError",
+        ),
+        (
+            "import scipy.stats as st\n\n\ndef slope(x, y):\n"
+            "    return st.linregress(x, y, axis=0).slope\n",
+            "scipy.stats.linregress(axis=...)",
+            "1.16",
+            "TypeError",
+        ),
+        (
+            "from scipy import linalg\nA = linalg.inv([[2.0]], assume_a='pos')\n",
+            "scipy.linalg.inv(assume_a=...)",
+            "1.17",
+            "TypeError",
+        ),
+        (
+            "from scipy.signal import windows\nw = windows.hann(8, xp=None)\n",
+            "scipy.signal.windows.hann(xp=...)",
+            "1.16",
+            "TypeError",
+        ),
+    ],
+)
+def test_a_scipy_name_or_keyword_the_images_lacks_is_named(tmp_path, task, shown, release, error):
+    (warning,) = _warnings(tmp_path, task)
+    line = len(task.splitlines())
+    assert warning.startswith(
+        "tinytrainer/task.py uses SciPy names that executor image sklearn-cpu.1-6's "
+        f"SciPy 1.15.2 lacks (line {line}: {shown} (SciPy {release})"
+    )
+    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
+    assert warning.endswith(
+        f"Use what SciPy 1.15.2 has, or declare scipy>={release} in the package's "
+        f"dependencies (pip then installs a SciPy {release} at every job start)"
+    )
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        # what 1.15.2 has, though 1.17's signatures hide it or it came with a decorator
+        "from scipy.cluster.vq import kmeans\nc = kmeans([[1.0], [2.0]], 1, seed=0)\n",
+        "import scipy.stats as st\nr = st.linregress([1, 2, 3], [2, 4, 7])\n",
+        "from scipy import stats\nt = stats.kendalltau([1, 2], [2, 1], nan_policy='omit')\n",
+        "from scipy.special import expit, logsumexp\n",
+        # what a declared newer SciPy brings is the next test's; this is another library's
+        "import numpy as np\nq = np.quantile([1, 2], 0.5)\n",
+    ],
+)
+def test_what_scipy_1_15_has_is_left_alone(tmp_path, task):
+    assert _warnings(tmp_path, task) == []
+
+
+def test_a_declared_newer_scipy_is_left_alone(tmp_path):
+    task = "from scipy.stats import quantile\n"
+    assert _warnings(tmp_path / "a", task, requirements=["scipy>=1.16"]) == []
+    assert _warnings(tmp_path / "b", task, requirements=["scipy>=1.10"]) != []
