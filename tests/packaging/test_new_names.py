@@ -207,16 +207,18 @@ def _library_object(dotted: str):
         return importlib.import_module(dotted)  # a module new in its parent
 
 
-def test_every_listed_scikit_learn_name_and_keyword_is_this_machines():
-    _older_names_are_of_the_table(SCIKIT_LEARN)
-    # This machine's scikit-learn has each name and keyword of the table it is new enough for:
-    # no misspelt entry, no keyword of another callable.
-    sklearn = pytest.importorskip("sklearn")
-    here = Version(sklearn.__version__).release[:2]
-    for dotted, since in SCIKIT_LEARN.names.items():
+@pytest.mark.parametrize("library", [SCIKIT_LEARN, SCIPY], ids=lambda lib: lib.distribution)
+def test_every_listed_name_and_keyword_is_this_machines(library):
+    _older_names_are_of_the_table(library)
+    # This machine's library has each name and keyword of the table it is new enough for: no
+    # misspelt entry, no keyword of another callable. (The table's releases were read from the
+    # wheels; SciPy's keywords by calling each callable with data on each release, since its
+    # decorators make a signature mislead: 1.15 takes kmeans(seed=), which 1.17's lacks.)
+    here = Version(pytest.importorskip(library.root).__version__).release[:2]
+    for dotted, since in library.names.items():
         if here >= since:
             assert _library_object(dotted) is not None, dotted
-    for dotted, added in SCIKIT_LEARN.keywords.items():
+    for dotted, added in library.keywords.items():
         parameters = inspect.signature(_library_object(dotted)).parameters
         for keyword, since in added.items():
             if here >= since:
@@ -354,24 +356,6 @@ def test_prepare_package_warns_of_a_scikit_learn_keyword(tmp_path, capsys):
         "sklearn.metrics.log_loss(y_proba=...) (scikit-learn 1.9; before it y_pred=))"
         in capsys.readouterr().err
     )
-
-
-def test_every_listed_scipy_name_and_keyword_is_this_machines():
-    _older_names_are_of_the_table(SCIPY)
-    # This machine's SciPy has each name and keyword of the table it is new enough for. The
-    # keywords were dated by calling each callable with data on each release's wheel: SciPy's
-    # decorators make a signature alone misleading (1.15 takes kmeans(seed=), which 1.17's
-    # signature lacks), so no keyword of a callable that 1.15 takes under **kwargs is listed.
-    scipy = pytest.importorskip("scipy")
-    here = Version(scipy.__version__).release[:2]
-    for dotted, since in SCIPY.names.items():
-        if here >= since:
-            assert _library_object(dotted) is not None, dotted
-    for dotted, added in SCIPY.keywords.items():
-        parameters = inspect.signature(_library_object(dotted)).parameters
-        for keyword, since in added.items():
-            if here >= since:
-                assert keyword in parameters, (dotted, keyword)
 
 
 @pytest.mark.parametrize(
