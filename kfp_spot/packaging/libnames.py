@@ -276,9 +276,9 @@ SCIPY = Library(
     # The same wheels: each keyword a 1.17.1 signature has and 1.15.2's has not, called with
     # arguments the callable takes on each wheel and dated at the first release where that call is
     # no longer "unexpected keyword argument". SciPy's decorators make both signatures and a call
-    # without data mislead: kmeans(seed=) and bootstrap(random_state=) are missing from newer
-    # signatures yet taken by 1.15, and stats' axis=/nan_policy= wrappers refuse a keyword without
-    # samples that they take with them.
+    # without data mislead: 1.15.2's signatures of kmeans and bootstrap lack seed= and
+    # random_state=, which its decorators take all the same, and stats' axis=/nan_policy= wrappers
+    # refuse a keyword without samples that they take with them.
     keywords=_keywords_by_release(
         {
             (1, 16): {

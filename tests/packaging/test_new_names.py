@@ -213,7 +213,7 @@ def test_every_listed_name_and_keyword_is_this_machines(library):
     # This machine's library has each name and keyword of the table it is new enough for: no
     # misspelt entry, no keyword of another callable. (The table's releases were read from the
     # wheels; SciPy's keywords by calling each callable with data on each release, since its
-    # decorators make a signature mislead: 1.15 takes kmeans(seed=), which 1.17's lacks.)
+    # decorators make a signature mislead: 1.15 takes kmeans(seed=), which its signature lacks.)
     here = Version(pytest.importorskip(library.root).__version__).release[:2]
     for dotted, since in library.names.items():
         if here >= since:
@@ -406,7 +406,7 @@ def test_a_scipy_name_or_keyword_the_images_lacks_is_named(tmp_path, task, shown
 @pytest.mark.parametrize(
     "task",
     [
-        # what 1.15.2 has, though 1.17's signatures hide it or it came with a decorator
+        # what 1.15.2 takes, though its signature of kmeans lacks seed= (a decorator takes it)
         "from scipy.cluster.vq import kmeans\nc = kmeans([[1.0], [2.0]], 1, seed=0)\n",
         "import scipy.stats as st\nr = st.linregress([1, 2, 3], [2, 4, 7])\n",
         "from scipy import stats\nt = stats.kendalltau([1, 2], [2, 1], nan_policy='omit')\n",
