@@ -1,7 +1,7 @@
-"""What NumPy, scikit-learn and SciPy added release by release, for :mod:`.newnames`.
+"""What NumPy, scikit-learn, SciPy and pandas added release by release, for :mod:`.newnames`.
 
 Each table starts at the release the prebuilt executor images pin (NumPy 1.26, scikit-learn 1.6,
-SciPy 1.15) and was read from the libraries' own wheels, as each table's comment says.
+SciPy 1.15, pandas 2.2) and was read from the libraries' own wheels, as each table's comment says.
 """
 
 from __future__ import annotations
@@ -317,4 +317,49 @@ SCIPY = Library(
 )
 """SciPy from 1.15 (the images' newest) on."""
 
-LIBRARIES = (NUMPY, SCIKIT_LEARN, SCIPY)
+_GROUPBYS = """DatetimeIndexResamplerGroupBy ExpandingGroupBy ExponentialMovingWindowGroupBy
+    PeriodIndexResamplerGroupBy RollingGroupBy TimedeltaIndexResamplerGroupBy"""
+
+PANDAS = Library(
+    distribution="pandas",
+    title="pandas",
+    root="pandas",
+    short="pd",
+    # Read from the wheels of pandas 2.2.3, 2.3.3, 3.0.2 and 3.1.1: the __all__ of pandas, its
+    # api, errors, io and tseries modules and the methods of DataFrame and Series against the
+    # release before, each name then looked up on each wheel (pandas.api.internals imports from
+    # 3.0, before its parent lists it). What pandas 3 changed in behaviour (strings as their own
+    # dtype, copy-on-write) and the methods of a frame in a variable are not names this can read.
+    names=_by_release(
+        {
+            (3, 0): {
+                "pandas": "col read_iceberg",
+                "pandas.DataFrame": "from_arrow",
+                "pandas.Series": "from_arrow",
+                "pandas.api": "executors internals",
+                "pandas.api.typing": "Expression FrozenList NoDefault SASReader",
+                "pandas.errors": """IncompatibleFrequency Pandas4Warning Pandas5Warning
+                    PandasChangeWarning PandasDeprecationWarning PandasFutureWarning
+                    PandasPendingDeprecationWarning""",
+                "pandas.io": "iceberg",
+                "pandas.tseries.offsets": "BHalfYearBegin BHalfYearEnd HalfYearBegin HalfYearEnd",
+            },
+            (3, 1): {
+                "pandas": "NamedFunc",
+                "pandas.DataFrame": "select",
+                "pandas.api.typing": _GROUPBYS,
+            },
+        }
+    ),
+    # The same wheels, each called with the keyword: "unexpected keyword argument" before.
+    keywords=_keywords_by_release(
+        {(2, 3): {"pandas.StringDtype": "na_value"}, (3, 1): {"pandas.concat": "union_categories"}}
+    ),
+    older={
+        f"pandas.api.typing.{name}": f"pd.api.typing.{name.removesuffix('GroupBy')}Groupby"
+        for name in _GROUPBYS.split()
+    },
+)
+"""pandas from 2.2 (the images' newest) on."""
+
+LIBRARIES = (NUMPY, SCIKIT_LEARN, SCIPY, PANDAS)

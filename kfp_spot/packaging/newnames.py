@@ -1,23 +1,23 @@
-"""Warn about a job whose own code uses a NumPy, scikit-learn or SciPy name its image lacks.
+"""Warn about a job whose own code uses a NumPy, scikit-learn, SciPy or pandas name an image lacks.
 
-The prebuilt executor images pin older libraries (``sklearn-cpu.1-6``: NumPy 1.26.4,
-scikit-learn 1.6.1, SciPy 1.15.2) than a laptop has today, and locally the emulator and the
-import check run the job with this machine's. A name a later release added (``np.trapezoid``,
-``np.concat``, ``sklearn.metrics.d2_brier_score``) or a keyword it added
-(``log_loss(y_proba=...)``, ``LinearRegression(tol=...)``, ``scipy.stats.linregress(x, y,
-axis=0)``) ran here and failed on Vertex AI with ``AttributeError``, ``ImportError`` or
-``TypeError`` when that line ran: often at the end of training, in the export or the evaluation,
-after the paid hours. :func:`warnings_for` reads the job's module and the modules of its package
-it reaches, statically, as :mod:`kfp_spot.packaging.pycompat` does for the image's Python.
+The prebuilt executor images pin older libraries (``sklearn-cpu.1-6``: NumPy 1.26.4, scikit-learn
+1.6.1, SciPy 1.15.2, pandas 2.2.3) than a laptop has today, and locally the emulator and the import
+check run the job with this machine's. A name a later release added (``np.trapezoid``,
+``np.concat``, ``sklearn.metrics.d2_brier_score``) or a keyword it added (``log_loss(y_proba=...)``,
+``LinearRegression(tol=...)``, ``scipy.stats.linregress(x, y, axis=0)``) ran here and failed on
+Vertex AI with ``AttributeError``, ``ImportError`` or ``TypeError`` when that line ran: often at the
+end of training, in the export or the evaluation, after the paid hours. :func:`warnings_for` reads
+the job's module and the modules of its package it reaches, statically, as
+:mod:`kfp_spot.packaging.pycompat` does for the image's Python.
 
 Left alone: an image whose record does not pin the library (no version to compare), a package that
 declares a version the image's does not satisfy (pip replaces the image's on the VM;
-:mod:`kfp_spot.packaging.imagepins` warns of that), and a use under a ``try`` that catches the
-error it would raise (``AttributeError`` for an attribute, ``ImportError`` for an import,
-``TypeError`` for a keyword), or under a test of ``hasattr`` or of a version (``np.trapezoid if
-hasattr(np, "trapezoid") else np.trapz``), as the image's library would skip it. Each table
-starts at the release it was read against (NumPy 1.26, scikit-learn 1.6, SciPy 1.15): an image
-pinning an older one is checked for the names added since, not for those added before.
+:mod:`kfp_spot.packaging.imagepins` warns of that), and a use under a ``try`` that catches the error
+it would raise (``AttributeError`` for an attribute, ``ImportError`` for an import, ``TypeError``
+for a keyword), or under a test of ``hasattr`` or of a version (``np.trapezoid if hasattr(np,
+"trapezoid") else np.trapz``), as the image's library would skip it. Each table starts at the
+release it was read against (NumPy 1.26, scikit-learn 1.6, SciPy 1.15, pandas 2.2): an image pinning
+an older one is checked for the names added since, not for those added before.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""A job using a NumPy, scikit-learn or SciPy name its executor image lacks is warned of first.
+"""A job using a NumPy, scikit-learn, SciPy or pandas name its image lacks is warned of first.
 
 Locally the emulator and the import check run the job with this machine's NumPy (2.x),
-scikit-learn (1.9) and SciPy (1.17); the default image has NumPy 1.26.4, scikit-learn 1.6.1 and
-SciPy 1.15.2, where ``np.trapezoid`` is an AttributeError and ``log_loss(y, y_proba=p)`` or
-``linregress(x, y, axis=0)`` a TypeError on Vertex AI.
+scikit-learn (1.9) and SciPy (1.17), and a laptop's pandas is often 3.x; the default image has
+NumPy 1.26.4, scikit-learn 1.6.1, SciPy 1.15.2 and pandas 2.2.3, where ``np.trapezoid`` or
+``pd.col`` is an AttributeError and ``log_loss(y, y_proba=p)`` or ``linregress(x, y, axis=0)`` a
+TypeError on Vertex AI.
 """
 
 import importlib
@@ -18,7 +19,7 @@ from packaging.version import Version
 from kfp_spot import executors
 from kfp_spot.packaging import imagepins, newnames, prepare_package
 from kfp_spot.packaging.jobsource import JobSource
-from kfp_spot.packaging.libnames import LIBRARIES, NUMPY, SCIKIT_LEARN, SCIPY
+from kfp_spot.packaging.libnames import LIBRARIES, NUMPY, PANDAS, SCIKIT_LEARN, SCIPY
 from tests.packaging.tiny import write_project
 
 DEFAULT = executors.profile(executors.DEFAULT_EXECUTOR_IMAGE)
@@ -33,10 +34,11 @@ def _warnings(
     return newnames.warnings_for(source, [MODULE], image, list(requirements))
 
 
-def test_the_default_image_pins_numpy_1_scikit_learn_1_6_and_scipy_1_15():
+def test_the_default_image_pins_the_releases_the_tables_start_at():
     assert imagepins.pinned_version(DEFAULT, "numpy") == Version("1.26.4")
     assert imagepins.pinned_version(DEFAULT, "scikit-learn") == Version("1.6.1")
     assert imagepins.pinned_version(DEFAULT, "scipy") == Version("1.15.2")
+    assert imagepins.pinned_version(DEFAULT, "pandas") == Version("2.2.3")
 
 
 def test_every_listed_name_is_numpys_from_the_version_given():
@@ -207,7 +209,7 @@ def _library_object(dotted: str):
         return importlib.import_module(dotted)  # a module new in its parent
 
 
-@pytest.mark.parametrize("library", [SCIKIT_LEARN, SCIPY], ids=lambda lib: lib.distribution)
+@pytest.mark.parametrize("library", [SCIKIT_LEARN, SCIPY, PANDAS], ids=lambda lib: lib.distribution)
 def test_every_listed_name_and_keyword_is_this_machines(library):
     _older_names_are_of_the_table(library)
     # This machine's library has each name and keyword of the table it is new enough for: no
@@ -423,3 +425,76 @@ def test_a_declared_newer_scipy_is_left_alone(tmp_path):
     task = "from scipy.stats import quantile\n"
     assert _warnings(tmp_path / "a", task, requirements=["scipy>=1.16"]) == []
     assert _warnings(tmp_path / "b", task, requirements=["scipy>=1.10"]) != []
+
+
+@pytest.mark.parametrize(
+    ("task", "shown", "release", "error"),
+    [
+        (
+            "import pandas as pd\n\n\ndef add(df):\n    return df.assign(z=pd.col('x') + 1)\n",
+            "pd.col",
+            "3.0",
+            "AttributeError",
+        ),
+        ("from pandas import col\n", "pd.col", "3.0", "ImportError"),
+        (
+            "import pandas as pd\nframe = pd.DataFrame.from_arrow(table)\n",
+            "pd.DataFrame.from_arrow",
+            "3.0",
+            "AttributeError",
+        ),
+        (
+            "from pandas import DataFrame\nframe = DataFrame.from_arrow(table)\n",
+            "pd.DataFrame.from_arrow",
+            "3.0",
+            "AttributeError",
+        ),
+        (
+            "import pandas as pd\ns = pd.StringDtype(na_value=float('nan'))\n",
+            "pd.StringDtype(na_value=...)",
+            "2.3",
+            "TypeError",
+        ),
+        (
+            "import pandas as pd\nc = pd.concat([a, b], union_categories=True)\n",
+            "pd.concat(union_categories=...)",
+            "3.1",
+            "TypeError",
+        ),
+    ],
+)
+def test_a_pandas_name_or_keyword_the_images_lacks_is_named(tmp_path, task, shown, release, error):
+    (warning,) = _warnings(tmp_path, task)
+    line = len(task.splitlines())
+    assert warning.startswith(
+        "tinytrainer/task.py uses pandas names that executor image sklearn-cpu.1-6's "
+        f"pandas 2.2.3 lacks (line {line}: {shown} (pandas {release})"
+    )
+    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
+    needed = release.removesuffix(".0")  # pandas>=3, as the NumPy warning says numpy>=2
+    assert warning.endswith(
+        f"declare pandas>={needed} in the package's dependencies "
+        f"(pip then installs a pandas {needed} at every job start)"
+    )
+
+
+def test_a_renamed_pandas_name_gives_the_images_spelling(tmp_path):
+    task = "from pandas.api.typing import RollingGroupBy\n"
+    (warning,) = _warnings(tmp_path, task)
+    assert "(line 1: pd.api.typing.RollingGroupBy (pandas 3.1; before it " in warning
+    assert "pd.api.typing.RollingGroupby))" in warning
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        # what pandas 2.2.3 has; a frame's own method is not read (its type is not known)
+        "import pandas as pd\nframe = pd.concat([pd.DataFrame({'x': [1]})], ignore_index=True)\n",
+        "from pandas.api.typing import RollingGroupby\n",
+        "import pandas as pd\n\n\ndef pick(df):\n    return df.select('x')\n",
+        # Polars has a col of its own
+        "import polars as pl\ne = pl.col('x')\n",
+    ],
+)
+def test_what_pandas_2_2_has_is_left_alone(tmp_path, task):
+    assert _warnings(tmp_path, task) == []
