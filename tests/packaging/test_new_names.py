@@ -34,6 +34,23 @@ def _warnings(
     return newnames.warnings_for(source, [MODULE], image, list(requirements))
 
 
+def _assert_one_warning(tmp_path, task, library, held, shown, release, error) -> None:
+    """The task's one warning names its last line's use, the release, the error and the fix."""
+    (warning,) = _warnings(tmp_path, task)
+    line, title = len(task.splitlines()), library.title
+    start = (
+        f"tinytrainer/task.py uses {title} names that executor image sklearn-cpu.1-6's "
+        f"{title} {held} lacks (line {line}: {shown} ({title} {release}"
+    )
+    assert warning.startswith(start) and warning[len(start)] in ");", warning  # ; before it ...
+    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
+    needed = release.removesuffix(".0")  # pandas>=3, as the NumPy warning says numpy>=2
+    assert warning.endswith(
+        f"Use what {title} {held} has, or declare {library.distribution}>={needed} in the "
+        f"package's dependencies (pip then installs a {title} {needed} at every job start)"
+    )
+
+
 def test_the_default_image_pins_the_releases_the_tables_start_at():
     assert imagepins.pinned_version(DEFAULT, "numpy") == Version("1.26.4")
     assert imagepins.pinned_version(DEFAULT, "scikit-learn") == Version("1.6.1")
@@ -262,17 +279,7 @@ def test_every_listed_name_and_keyword_is_this_machines(library):
 def test_a_scikit_learn_name_or_keyword_the_images_lacks_is_named(
     tmp_path, task, shown, release, error
 ):
-    (warning,) = _warnings(tmp_path, task)
-    line = len(task.splitlines())
-    assert warning.startswith(
-        "tinytrainer/task.py uses scikit-learn names that executor image sklearn-cpu.1-6's "
-        f"scikit-learn 1.6.1 lacks (line {line}: {shown} (scikit-learn {release}"
-    )
-    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
-    assert warning.endswith(
-        f"Use what scikit-learn 1.6.1 has, or declare scikit-learn>={release} in the package's "
-        f"dependencies (pip then installs a scikit-learn {release} at every job start)"
-    )
+    _assert_one_warning(tmp_path, task, SCIKIT_LEARN, "1.6.1", shown, release, error)
 
 
 def test_numpy_and_scikit_learn_are_one_warning_each_with_every_kind_of_error(tmp_path):
@@ -392,17 +399,7 @@ def test_prepare_package_warns_of_a_scikit_learn_keyword(tmp_path, capsys):
     ],
 )
 def test_a_scipy_name_or_keyword_the_images_lacks_is_named(tmp_path, task, shown, release, error):
-    (warning,) = _warnings(tmp_path, task)
-    line = len(task.splitlines())
-    assert warning.startswith(
-        "tinytrainer/task.py uses SciPy names that executor image sklearn-cpu.1-6's "
-        f"SciPy 1.15.2 lacks (line {line}: {shown} (SciPy {release})"
-    )
-    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
-    assert warning.endswith(
-        f"Use what SciPy 1.15.2 has, or declare scipy>={release} in the package's "
-        f"dependencies (pip then installs a SciPy {release} at every job start)"
-    )
+    _assert_one_warning(tmp_path, task, SCIPY, "1.15.2", shown, release, error)
 
 
 @pytest.mark.parametrize(
@@ -464,18 +461,7 @@ def test_a_declared_newer_scipy_is_left_alone(tmp_path):
     ],
 )
 def test_a_pandas_name_or_keyword_the_images_lacks_is_named(tmp_path, task, shown, release, error):
-    (warning,) = _warnings(tmp_path, task)
-    line = len(task.splitlines())
-    assert warning.startswith(
-        "tinytrainer/task.py uses pandas names that executor image sklearn-cpu.1-6's "
-        f"pandas 2.2.3 lacks (line {line}: {shown} (pandas {release})"
-    )
-    assert f"): on Vertex AI the job fails with {error} when it gets there" in warning
-    needed = release.removesuffix(".0")  # pandas>=3, as the NumPy warning says numpy>=2
-    assert warning.endswith(
-        f"declare pandas>={needed} in the package's dependencies "
-        f"(pip then installs a pandas {needed} at every job start)"
-    )
+    _assert_one_warning(tmp_path, task, PANDAS, "2.2.3", shown, release, error)
 
 
 def test_a_renamed_pandas_name_gives_the_images_spelling(tmp_path):
